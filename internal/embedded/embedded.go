@@ -1,0 +1,140 @@
+// Package embedded runs etcd and NATS JetStream inside the current process:
+// `tockd dev` uses it for a one-machine setup, and tests use it (through
+// internal/testenv) to start, stop and restart real servers.
+package embedded
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Etcd is a single-member etcd server. Ports and data directory are kept
+// across Stop and Start, so a restarted server is the same cluster.
+type Etcd struct {
+	Dir        string
+	ClientPort int // 0 picks a free port on first Start
+	PeerPort   int
+	e          *embed.Etcd
+}
+
+// Endpoint is the client URL, e.g. http://127.0.0.1:23790.
+func (s *Etcd) Endpoint() string { return "http://127.0.0.1:" + strconv.Itoa(s.ClientPort) }
+
+// Start starts the server and waits until it serves clients.
+func (s *Etcd) Start() error {
+	var err error
+	if s.ClientPort == 0 {
+		if s.ClientPort, err = FreePort(); err != nil {
+			return err
+		}
+	}
+	if s.PeerPort == 0 {
+		if s.PeerPort, err = FreePort(); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("etcd data dir: %w", err)
+	}
+	cfg := embed.NewConfig()
+	cfg.Name = "tock-dev"
+	cfg.Dir = filepath.Join(s.Dir, "etcd")
+	cfg.LogLevel = "error"
+	cu, _ := url.Parse(s.Endpoint())
+	pu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(s.PeerPort))
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("start etcd on %s: %w", s.Endpoint(), err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("start etcd: %w", err)
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return fmt.Errorf("start etcd on %s: not ready after 30s", s.Endpoint())
+	}
+	s.e = e
+	return nil
+}
+
+// Stop stops the server; Start starts it again with the same data.
+func (s *Etcd) Stop() {
+	if s.e != nil {
+		s.e.Close()
+		s.e = nil
+	}
+}
+
+// NATS is a NATS server with JetStream. Port and store directory are kept
+// across Stop and Start.
+type NATS struct {
+	Dir  string
+	Port int // 0 picks a free port on first Start
+	s    *server.Server
+}
+
+// URL is the client URL, e.g. nats://127.0.0.1:42222.
+func (n *NATS) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.Port) }
+
+// Start starts the server and waits until it accepts connections.
+func (n *NATS) Start() error {
+	if n.Port == 0 {
+		p, err := FreePort()
+		if err != nil {
+			return err
+		}
+		n.Port = p
+	}
+	opts := &server.Options{
+		ServerName: "tock-dev",
+		Host:       "127.0.0.1",
+		Port:       n.Port,
+		JetStream:  true,
+		StoreDir:   filepath.Join(n.Dir, "nats"),
+		NoLog:      true,
+		NoSigs:     true,
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("nats server on %s: %w", n.URL(), err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return fmt.Errorf("nats server on %s: not ready after 30s", n.URL())
+	}
+	n.s = s
+	return nil
+}
+
+// Stop shuts the server down; Start starts it again with the same data.
+func (n *NATS) Stop() {
+	if n.s != nil {
+		n.s.Shutdown()
+		n.s.WaitForShutdown()
+		n.s = nil
+	}
+}
