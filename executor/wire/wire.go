@@ -126,6 +126,10 @@ type Event struct {
 	// Error and Output are set on finished events, cut to MaxOutputBytes.
 	Error  string `json:"error,omitempty"`
 	Output string `json:"output,omitempty"`
+	// Final is set on a failed event when no further attempt will follow
+	// (the last attempt, or a permanent failure): the execution is dead.
+	// A failed event without it means a retry is on its way.
+	Final bool `json:"final,omitempty"`
 }
 
 // MsgID is the Nats-Msg-Id an event is published with.
