@@ -1,0 +1,183 @@
+package partition
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tock-sched/tock/internal/testenv"
+)
+
+// recorder is a Handler that remembers what it owns.
+type recorder struct {
+	mu    sync.Mutex
+	owned map[int]int64
+}
+
+func (r *recorder) Acquire(b int, e int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.owned == nil {
+		r.owned = map[int]int64{}
+	}
+	r.owned[b] = e
+}
+
+func (r *recorder) Release(b int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.owned, b)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.owned)
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func startNode(t *testing.T, ctx context.Context, cli *clientv3.Client, id string, buckets int) (*Node, *recorder, context.CancelFunc, chan error) {
+	t.Helper()
+	n, err := New(Config{Client: cli, Cluster: "t", NodeID: id, Buckets: buckets, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	nctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(nctx, rec) }()
+	return n, rec, cancel, done
+}
+
+func TestSingleNodeOwnsEveryBucketVisiblyInEtcd(t *testing.T) {
+	e := testenv.Etcd(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+
+	const buckets = 32
+	n, rec, stop, done := startNode(t, ctx, cli, "node-a", buckets)
+	waitFor(t, 10*time.Second, "all buckets owned", func() bool { return rec.count() == buckets })
+
+	// What an operator sees with `etcdctl get --prefix /tock/t/`.
+	resp, err := cli.Get(ctx, OwnersPrefix("t"), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != buckets {
+		t.Fatalf("owner keys: %d, want %d", len(resp.Kvs), buckets)
+	}
+	for i, kv := range resp.Kvs {
+		if want := fmt.Sprintf("/tock/t/owners/%05d", i); string(kv.Key) != want || string(kv.Value) != "node-a" {
+			t.Fatalf("owner key %d: %s=%s, want %s=node-a", i, kv.Key, kv.Value, want)
+		}
+		if kv.Lease == 0 {
+			t.Fatalf("owner key %s is not attached to a lease", kv.Key)
+		}
+		if got := rec.owned[i]; got != kv.CreateRevision {
+			t.Fatalf("bucket %d epoch %d, want the key's create revision %d", i, got, kv.CreateRevision)
+		}
+	}
+	mresp, err := cli.Get(ctx, MembersPrefix("t")+"node-a")
+	if err != nil || len(mresp.Kvs) != 1 {
+		t.Fatalf("member key: %v %v", err, mresp)
+	}
+	if len(n.Owned()) != buckets {
+		t.Fatalf("Owned() = %d buckets", len(n.Owned()))
+	}
+
+	// Graceful stop: handler released everything and the keys are gone.
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if rec.count() != 0 {
+		t.Fatalf("handler still owns %d buckets after stop", rec.count())
+	}
+	resp, _ = cli.Get(ctx, Prefix("t"), clientv3.WithPrefix())
+	if len(resp.Kvs) != 0 {
+		t.Fatalf("%d keys left after graceful stop", len(resp.Kvs))
+	}
+}
+
+func TestJoinMovesAFairShareAndLeaveHandsBack(t *testing.T) {
+	e := testenv.Etcd(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	const buckets = 256
+
+	_, a, stopA, doneA := startNode(t, ctx, cli, "node-a", buckets)
+	defer func() { stopA(); <-doneA }()
+	waitFor(t, 10*time.Second, "a owns all", func() bool { return a.count() == buckets })
+
+	_, b, stopB, doneB := startNode(t, ctx, cli, "node-b", buckets)
+	waitFor(t, 10*time.Second, "a and b split the buckets", func() bool {
+		return a.count()+b.count() == buckets && b.count() > 0 && a.count() < buckets
+	})
+	moved := b.count()
+	if moved < buckets/2*9/10 || moved > buckets/2*11/10 {
+		t.Fatalf("join moved %d buckets, want about %d", moved, buckets/2)
+	}
+	a.mu.Lock()
+	for bk := range b.owned {
+		if _, dup := a.owned[bk]; dup {
+			t.Fatalf("bucket %d owned by both", bk)
+		}
+	}
+	a.mu.Unlock()
+
+	stopB()
+	<-doneB
+	waitFor(t, 5*time.Second, "a takes b's buckets back", func() bool { return a.count() == buckets })
+}
+
+func TestAssignIsStickyAndBalanced(t *testing.T) {
+	members := []string{"n1", "n2", "n3"}
+	counts := map[string]int{}
+	for b := 0; b < 3000; b++ {
+		counts[Assign(members, b)]++
+	}
+	for m, c := range counts {
+		if c < 900 || c > 1100 {
+			t.Fatalf("member %s wins %d of 3000 buckets, want about 1000", m, c)
+		}
+	}
+	moved := 0
+	for b := 0; b < 3000; b++ {
+		before := Assign(members, b)
+		after := Assign(append(members[:3:3], "n4"), b)
+		if before != after {
+			if after != "n4" {
+				t.Fatalf("bucket %d moved from %s to %s, not to the new node", b, before, after)
+			}
+			moved++
+		}
+	}
+	if moved < 675 || moved > 825 {
+		t.Fatalf("adding a 4th node moved %d of 3000, want about 750", moved)
+	}
+	if Assign(nil, 1) != "" {
+		t.Fatal("no members must assign no owner")
+	}
+}
