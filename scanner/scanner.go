@@ -1,0 +1,587 @@
+// Package scanner fires due jobs in the buckets this node owns: it loads
+// the jobs due within a short look-ahead into a timer heap, fires them on
+// their time in batched transactions that check the bucket's fencing
+// epoch, and hands the executions to the dispatcher.
+//
+// One goroutine (Run) owns all state, so a bucket's release waits for any
+// firing transaction in flight to finish. The scanner hears about created
+// and changed jobs through Postgres LISTEN/NOTIFY, so a job due within the
+// look-ahead does not wait for the next scan. Time is the database's clock:
+// the scanner measures its offset to the local clock and refreshes it.
+//
+// Missed runs. When a job's next run is in the past (the cluster was down,
+// or a bucket moved), every missed time within CatchUp of now is fired,
+// oldest first; of the older ones only the oldest fires, then the job
+// jumps into the window. Every scheduled time fires at most once either way.
+package scanner
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store"
+)
+
+var (
+	bucketsOwned = promauto.NewGauge(prometheus.GaugeOpts{
+		Name: "tock_buckets_owned",
+		Help: "Buckets this node fires in (fencing epoch recorded).",
+	})
+	fired = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "tock_fired_total",
+		Help: "Executions created by firing scheduled jobs.",
+	})
+	fenced = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "tock_fenced_total",
+		Help: "Firings refused because the bucket is owned at a newer epoch.",
+	})
+)
+
+// Store is what the scanner needs from Postgres.
+type Store interface {
+	Now(ctx context.Context) (time.Time, error)
+	ClaimBucket(ctx context.Context, bucket int, node string, epoch int64) error
+	DueJobs(ctx context.Context, buckets []int, until time.Time, limit int) ([]*store.Job, error)
+	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
+	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (store.FireResult, error)
+	Undispatched(ctx context.Context, buckets []int, limit int) ([]*store.Execution, error)
+	Listen(ctx context.Context, fn func(channel, payload string), channels ...string) error
+}
+
+// Dispatcher publishes fired executions; dispatcher.Dispatcher is one.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, execs []*store.Execution)
+}
+
+// Config configures a Scanner. Store, Dispatcher and NodeID are required.
+type Config struct {
+	Store      Store
+	Dispatcher Dispatcher
+	NodeID     string
+	// Lookahead is how far ahead due jobs are loaded; default 3s.
+	Lookahead time.Duration
+	// ScanInterval is how often owned buckets are scanned; default 1s.
+	ScanInterval time.Duration
+	// OutboxInterval is how often undispatched executions are handed to
+	// the dispatcher again; default 2s.
+	OutboxInterval time.Duration
+	// BatchSize caps the firings in one transaction; default 1000.
+	BatchSize int
+	// CatchUp is how far back missed runs are fired; default 1h.
+	CatchUp time.Duration
+	// ScanLimit caps the jobs one scan loads; default 500,000.
+	ScanLimit int
+	Logger    *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil || c.Dispatcher == nil || c.NodeID == "" {
+		return errors.New("scanner: Config.Store, Dispatcher and NodeID are required")
+	}
+	if c.Lookahead <= 0 {
+		c.Lookahead = 3 * time.Second
+	}
+	if c.ScanInterval <= 0 {
+		c.ScanInterval = time.Second
+	}
+	if c.ScanInterval > c.Lookahead {
+		return fmt.Errorf("scanner: ScanInterval %s must not exceed Lookahead %s", c.ScanInterval, c.Lookahead)
+	}
+	if c.OutboxInterval <= 0 {
+		c.OutboxInterval = 2 * time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 1000
+	}
+	if c.CatchUp <= 0 {
+		c.CatchUp = time.Hour
+	}
+	if c.ScanLimit <= 0 {
+		c.ScanLimit = 500_000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Scanner fires due jobs in owned buckets. It implements partition.Handler.
+type Scanner struct {
+	cfg Config
+	log *slog.Logger
+
+	acquire chan ownership
+	release chan releaseReq
+	notify  chan string // "<bucket>:<job id>" or "<bucket>" for the outbox
+	stopped chan struct{}
+	offset  atomic.Int64 // database clock minus local clock, ns
+
+	// Owned by Run's goroutine.
+	owned      map[int]int64
+	heap       entryHeap
+	index      map[uuid.UUID]*entry
+	loaded     time.Time // jobs due up to here are in the heap
+	nextScan   time.Time
+	nextOutbox time.Time
+	nextClock  time.Time
+	pending    []ownership // acquired but not yet recorded in Postgres
+	compiled   map[string]*schedule.Schedule
+}
+
+type ownership struct {
+	bucket int
+	epoch  int64
+}
+
+type releaseReq struct {
+	bucket int
+	done   chan struct{}
+}
+
+// New checks cfg and returns a Scanner that does nothing until Run.
+func New(cfg Config) (*Scanner, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Scanner{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.NodeID),
+		acquire:  make(chan ownership, 4096),
+		release:  make(chan releaseReq),
+		notify:   make(chan string, 4096),
+		stopped:  make(chan struct{}),
+		owned:    map[int]int64{},
+		index:    map[uuid.UUID]*entry{},
+		compiled: map[string]*schedule.Schedule{},
+	}, nil
+}
+
+// Acquire starts firing in bucket once epoch is recorded in Postgres.
+func (s *Scanner) Acquire(bucket int, epoch int64) {
+	select {
+	case s.acquire <- ownership{bucket, epoch}:
+	case <-s.stopped:
+	}
+}
+
+// Release stops firing in bucket and returns when no firing transaction
+// in it is in flight.
+func (s *Scanner) Release(bucket int) {
+	req := releaseReq{bucket, make(chan struct{})}
+	select {
+	case s.release <- req:
+		<-req.done
+	case <-s.stopped:
+	}
+}
+
+// Now is the cluster clock: the local clock corrected by the measured
+// offset to the database's clock.
+func (s *Scanner) Now() time.Time {
+	return time.Now().Add(time.Duration(s.offset.Load()))
+}
+
+// Run fires jobs until ctx ends. Firing stops before Run returns.
+func (s *Scanner) Run(ctx context.Context) error {
+	defer close(s.stopped)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.listen(lctx)
+	}()
+
+	s.syncClock(ctx)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			bucketsOwned.Sub(float64(len(s.owned)))
+			return nil
+		case o := <-s.acquire:
+			s.pending = append(s.pending, o)
+		case r := <-s.release:
+			s.drop(r.bucket)
+			close(r.done)
+		case n := <-s.notify:
+			s.onNotify(ctx, n)
+		case <-timer.C:
+		}
+		s.step(ctx)
+		timer.Reset(s.sleep())
+	}
+}
+
+// step does whatever is due: record new ownerships, sync the clock, scan,
+// re-dispatch the outbox, fire.
+func (s *Scanner) step(ctx context.Context) {
+	if len(s.pending) > 0 {
+		s.claimPending(ctx)
+	}
+	now := s.Now()
+	if !now.Before(s.nextClock) {
+		s.syncClock(ctx)
+	}
+	if !now.Before(s.nextScan) {
+		s.scan(ctx, now)
+	}
+	if !now.Before(s.nextOutbox) {
+		s.outbox(ctx, s.ownedBuckets())
+		s.nextOutbox = now.Add(s.cfg.OutboxInterval)
+	}
+	s.fireDue(ctx)
+}
+
+func (s *Scanner) sleep() time.Duration {
+	now := s.Now()
+	next := s.nextScan
+	if s.nextOutbox.Before(next) {
+		next = s.nextOutbox
+	}
+	if len(s.heap) > 0 && s.heap[0].due.Before(next) {
+		next = s.heap[0].due
+	}
+	if len(s.pending) > 0 {
+		next = now.Add(time.Second) // retry recording ownership
+	}
+	d := next.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	return d
+}
+
+func (s *Scanner) syncClock(ctx context.Context) {
+	t0 := time.Now()
+	db, err := s.cfg.Store.Now(ctx)
+	t1 := time.Now()
+	if err != nil {
+		s.log.Warn("read database clock", "err", err)
+		s.nextClock = t1.Add(5 * time.Second)
+		return
+	}
+	mid := t0.Add(t1.Sub(t0) / 2)
+	s.offset.Store(int64(db.Sub(mid)))
+	s.nextClock = s.Now().Add(30 * time.Second)
+}
+
+// claimPending records the epochs of newly acquired buckets in Postgres.
+// Only then does the scanner fire there: a firing transaction checks the
+// recorded epoch, and an older owner's firings stop at this write.
+func (s *Scanner) claimPending(ctx context.Context) {
+	var retry []ownership
+	var added []int
+	for _, o := range s.pending {
+		err := s.cfg.Store.ClaimBucket(ctx, o.bucket, s.cfg.NodeID, o.epoch)
+		switch {
+		case err == nil:
+			if _, had := s.owned[o.bucket]; !had {
+				bucketsOwned.Inc()
+			}
+			s.owned[o.bucket] = o.epoch
+			added = append(added, o.bucket)
+		case errors.Is(err, store.ErrFenced):
+			s.log.Warn("bucket already owned at a newer epoch", "bucket", o.bucket, "epoch", o.epoch)
+		default:
+			if ctx.Err() == nil {
+				s.log.Warn("record bucket epoch", "bucket", o.bucket, "err", err)
+				retry = append(retry, o)
+			}
+		}
+	}
+	s.pending = retry
+	if len(added) > 0 {
+		s.load(ctx, added, s.loaded)
+		s.outbox(ctx, added)
+	}
+}
+
+func (s *Scanner) drop(bucket int) {
+	for i, o := range s.pending {
+		if o.bucket == bucket {
+			s.pending = append(s.pending[:i], s.pending[i+1:]...)
+			break
+		}
+	}
+	if _, ok := s.owned[bucket]; ok {
+		delete(s.owned, bucket)
+		bucketsOwned.Dec()
+	}
+	// Heap entries of the bucket are skipped lazily when popped.
+}
+
+func (s *Scanner) ownedBuckets() []int {
+	out := make([]int, 0, len(s.owned))
+	for b := range s.owned {
+		out = append(out, b)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func (s *Scanner) scan(ctx context.Context, now time.Time) {
+	s.nextScan = now.Add(s.cfg.ScanInterval)
+	until := now.Add(s.cfg.Lookahead)
+	if len(s.owned) == 0 {
+		s.loaded = until
+		return
+	}
+	if s.load(ctx, s.ownedBuckets(), until) {
+		s.loaded = until
+	}
+}
+
+// load puts the jobs of buckets due up to until into the heap.
+func (s *Scanner) load(ctx context.Context, buckets []int, until time.Time) bool {
+	if len(buckets) == 0 || until.IsZero() {
+		return true
+	}
+	jobs, err := s.cfg.Store.DueJobs(ctx, buckets, until, s.cfg.ScanLimit)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("scan due jobs", "err", err)
+		}
+		return false
+	}
+	if len(jobs) == s.cfg.ScanLimit {
+		s.log.Warn("scan hit its limit; the rest is loaded next scan", "limit", s.cfg.ScanLimit)
+	}
+	for _, j := range jobs {
+		s.upsert(j)
+	}
+	return true
+}
+
+// upsert puts job j in the heap at its next run, replacing any entry of
+// the same job at another time.
+func (s *Scanner) upsert(j *store.Job) {
+	if j.NextRunAt == nil || j.State != store.JobActive {
+		delete(s.index, j.ID)
+		return
+	}
+	if old := s.index[j.ID]; old != nil && old.due.Equal(*j.NextRunAt) {
+		old.job = j
+		return
+	}
+	e := &entry{job: j, due: *j.NextRunAt}
+	s.index[j.ID] = e
+	heap.Push(&s.heap, e)
+}
+
+func (s *Scanner) onNotify(ctx context.Context, n string) {
+	bstr, idstr, hasID := strings.Cut(n, ":")
+	b, err := strconv.Atoi(bstr)
+	if err != nil {
+		return
+	}
+	if _, ok := s.owned[b]; !ok {
+		return
+	}
+	if !hasID {
+		s.outbox(ctx, []int{b})
+		return
+	}
+	id, err := uuid.Parse(idstr)
+	if err != nil {
+		return
+	}
+	j, err := s.cfg.Store.GetJob(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		delete(s.index, id)
+		return
+	}
+	if err != nil {
+		s.log.Warn("load changed job", "job_id", id, "err", err)
+		return
+	}
+	if j.NextRunAt != nil && j.NextRunAt.After(s.loaded) {
+		// Beyond the look-ahead: a later scan loads it. Forget any entry at
+		// an older time (the compare-and-set would skip it anyway).
+		delete(s.index, id)
+		return
+	}
+	s.upsert(j)
+}
+
+// fireDue fires every heap entry whose time has come, in batches.
+func (s *Scanner) fireDue(ctx context.Context) {
+	now := s.Now()
+	var batch []*entry
+	for len(s.heap) > 0 && !s.heap[0].due.After(now) {
+		e := heap.Pop(&s.heap).(*entry)
+		if s.index[e.job.ID] != e {
+			continue // replaced or forgotten
+		}
+		delete(s.index, e.job.ID)
+		if _, ok := s.owned[e.job.Bucket]; !ok {
+			continue
+		}
+		batch = append(batch, e)
+		if len(batch) == s.cfg.BatchSize {
+			s.fire(ctx, batch, now)
+			batch = nil
+		}
+	}
+	if len(batch) > 0 {
+		s.fire(ctx, batch, now)
+	}
+}
+
+func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
+	firings := make([]store.Firing, 0, len(batch))
+	epochs := map[int]int64{}
+	for _, e := range batch {
+		f := store.Firing{JobID: e.job.ID, Bucket: e.job.Bucket, ScheduledFor: e.due}
+		if next, ok := s.next(e.job, e.due, now); ok {
+			f.Next = &next
+		}
+		firings = append(firings, f)
+		epochs[e.job.Bucket] = s.owned[e.job.Bucket]
+	}
+	res, err := s.cfg.Store.Fire(ctx, s.cfg.NodeID, epochs, firings)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		// Nothing was committed (or, if the commit's answer was lost, the
+		// executions are in the outbox and the retry's compare-and-set
+		// skips them). Try again on the next scan.
+		s.log.Warn("fire batch", "jobs", len(batch), "err", err)
+		return
+	}
+	for _, b := range res.Fenced {
+		fenced.Inc()
+		s.log.Warn("bucket fenced: another node owns it now", "bucket", b)
+		s.drop(b)
+	}
+	fired.Add(float64(len(res.Executions)))
+	// Put each fired job back at its next run if that is already loaded.
+	byJob := make(map[uuid.UUID]bool, len(res.Executions))
+	for _, x := range res.Executions {
+		byJob[x.JobID] = true
+	}
+	for i, e := range batch {
+		next := firings[i].Next
+		if !byJob[e.job.ID] || next == nil || next.After(s.loaded) {
+			continue
+		}
+		j := *e.job
+		j.NextRunAt = next
+		s.upsert(&j)
+	}
+	if len(res.Executions) > 0 {
+		s.cfg.Dispatcher.Dispatch(ctx, res.Executions)
+	}
+}
+
+// next is job's run after due, applying the catch-up window.
+func (s *Scanner) next(j *store.Job, due, now time.Time) (time.Time, bool) {
+	if j.Schedule.Cron == "" {
+		return time.Time{}, false // at, in and now run once
+	}
+	sch, err := s.schedule(j)
+	if err != nil || !sch.Recurring() {
+		return time.Time{}, false
+	}
+	from := due
+	if floor := now.Add(-s.cfg.CatchUp); from.Before(floor) {
+		from = floor
+	}
+	return sch.Next(from)
+}
+
+// schedule compiles j's schedule, caching by its text: thousands of jobs
+// share a handful of expressions.
+func (s *Scanner) schedule(j *store.Job) (*schedule.Schedule, error) {
+	key := j.Schedule.Cron + "\x00" + j.Schedule.Timezone
+	if c, ok := s.compiled[key]; ok {
+		return c, nil
+	}
+	c, err := schedule.Compile(j.Schedule)
+	if err != nil {
+		s.log.Error("stored job has an invalid schedule", "job_id", j.ID, "err", err)
+		return nil, err
+	}
+	if len(s.compiled) > 100_000 {
+		s.compiled = map[string]*schedule.Schedule{}
+	}
+	s.compiled[key] = c
+	return c, nil
+}
+
+// outbox hands undispatched executions of buckets to the dispatcher again:
+// those fired before a crash, fired by a previous owner, or created by a
+// manual run.
+func (s *Scanner) outbox(ctx context.Context, buckets []int) {
+	if len(buckets) == 0 {
+		return
+	}
+	// One page per pass: the dispatcher skips what it already holds, so
+	// looping here would spin on executions being published right now.
+	execs, err := s.cfg.Store.Undispatched(ctx, buckets, 5000)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("read outbox", "err", err)
+		}
+		return
+	}
+	s.cfg.Dispatcher.Dispatch(ctx, execs)
+}
+
+func (s *Scanner) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.cfg.Store.Listen(ctx, func(channel, payload string) {
+			select {
+			case s.notify <- payload:
+			default:
+				// Full: the next scan (at most ScanInterval away) finds it.
+			}
+		}, store.JobsChannel, store.ExecChannel)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("listen for job changes", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+type entry struct {
+	job *store.Job
+	due time.Time
+	idx int
+}
+
+type entryHeap []*entry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].idx = i; h[j].idx = j }
+func (h *entryHeap) Push(x any)        { e := x.(*entry); e.idx = len(*h); *h = append(*h, e) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
