@@ -1,0 +1,38 @@
+# tock: the two commands a fresh machine needs are `make dev` and `make test`.
+GO            ?= go
+STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+TEST_FLAGS    ?= -race -count=1 -timeout 12m -p 2
+BIN           := bin
+
+.PHONY: dev test build generate lint postgres tools clean
+
+## dev: start tock on this machine (local Postgres; etcd and NATS embedded)
+dev: postgres build
+	$(BIN)/tockd dev
+
+## test: go vet and the whole test suite with the race detector
+test: postgres
+	$(GO) vet ./...
+	$(GO) test $(TEST_FLAGS) ./...
+
+## build: tockd, tockctl and the example executor into ./bin
+build:
+	$(GO) build -o $(BIN)/ ./cmd/... ./examples/...
+
+## generate: regenerate committed generated code (OpenAPI server and models)
+generate:
+	$(GO) generate ./...
+
+## lint: gofmt, go vet and staticcheck (fetched through the Go module proxy)
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+## postgres: make sure PostgreSQL runs on 127.0.0.1:5432 (installs it if missing)
+postgres:
+	@./scripts/ensure-postgres.sh
+
+clean:
+	rm -rf $(BIN) .dev
