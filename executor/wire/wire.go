@@ -1,8 +1,9 @@
 // Package wire is tock's execution wire protocol on NATS: the subjects,
 // headers and JSON bodies that the dispatcher, executors (built-in or
-// custom, in any language) and the recorder exchange. It has no
-// dependencies so that every side can share it; docs/wire-protocol.md is
-// its description for non-Go executors.
+// custom, in any language) and the recorder exchange, and the JetStream
+// streams and consumers that carry them. Its only dependency is nats.go, so
+// every side can share it; docs/wire-protocol.md is its description for
+// non-Go executors.
 package wire
 
 import (
@@ -36,6 +37,9 @@ const (
 	// HeaderIdempotencyKey is sent by the built-in http handler to the
 	// target; it equals the execution id.
 	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderAttempt is sent by the built-in handlers to the target: the
+	// 1-based attempt number, so a target can tell a retry apart.
+	HeaderAttempt = "Tock-Attempt"
 )
 
 // Built-in handler types. A custom handler's subject token is its name.

@@ -1,0 +1,166 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tock-sched/tock/executor/wire"
+)
+
+// tockHeaders are the headers both built-in handlers send to the target:
+// the execution id (also as Idempotency-Key, so a target can drop a
+// redelivered attempt), the job id, the scheduled time and the attempt.
+func tockHeaders(e *Execution) map[string]string {
+	return map[string]string{
+		wire.HeaderIdempotencyKey: e.ExecutionID,
+		wire.HeaderExecutionID:    e.ExecutionID,
+		wire.HeaderJobID:          e.JobID,
+		wire.HeaderScheduledFor:   wire.FormatTime(e.ScheduledFor),
+		wire.HeaderAttempt:        strconv.Itoa(e.Attempt),
+	}
+}
+
+// HTTPHandler is the built-in "http" handler: it sends the job's payload
+// as the body of a request (Method, default POST, to URL with Headers)
+// plus the tock headers, within the attempt's context. A 2xx answer is
+// success with the response body as output; 408, 429, 5xx and network
+// errors are retryable; any other status is a permanent failure. A nil
+// client means http.DefaultClient.
+func HTTPHandler(client *http.Client) Func {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return func(ctx context.Context, e *Execution) (string, error) {
+		h := e.Handler
+		if h.URL == "" {
+			return "", Permanent(errors.New("http handler: no url"))
+		}
+		method := h.Method
+		if method == "" {
+			method = http.MethodPost
+		}
+		var body io.Reader
+		if len(e.Payload) > 0 {
+			body = bytes.NewReader(e.Payload)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, h.URL, body)
+		if err != nil {
+			return "", Permanent(fmt.Errorf("http handler: %w", err))
+		}
+		target := method + " " + safeURL(req.URL)
+		for k, v := range h.Headers {
+			req.Header.Set(k, v)
+		}
+		if body != nil && req.Header.Get("Content-Type") == "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for k, v := range tockHeaders(e) {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			// client.Do's error names the full URL; keep query strings,
+			// which may hold credentials, out of the recorded error.
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err
+			}
+			return "", fmt.Errorf("%s: %w", target, err)
+		}
+		defer resp.Body.Close()
+		// One byte more than is kept, so Truncate knows where to cut.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxOutputBytes+1))
+		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10) // lets the connection be reused
+		output := wire.Truncate(string(b))
+		code := resp.StatusCode
+		switch {
+		case code >= 200 && code < 300:
+			return output, nil
+		case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
+			return output, fmt.Errorf("%s: %s", target, resp.Status)
+		default:
+			return output, Permanent(fmt.Errorf("%s: %s", target, resp.Status))
+		}
+	}
+}
+
+// safeURL is u without its query, fragment and password, for errors.
+func safeURL(u *url.URL) string {
+	c := *u
+	c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = "", false, "", ""
+	return c.Redacted()
+}
+
+// Header a NATS service (github.com/nats-io/nats.go/micro) sets on an
+// error reply.
+const (
+	natsServiceError     = "Nats-Service-Error"
+	natsServiceErrorCode = "Nats-Service-Error-Code"
+)
+
+// NATSHandler is the built-in "nats" handler: it publishes the job's
+// payload to Subject with the tock headers. Without WaitReply the attempt
+// succeeds once the server has the message (there is no delivery
+// guarantee beyond that: use a custom handler for one). With WaitReply it
+// sends a request and records the reply as output; no responders and
+// timeouts are retryable, and a NATS service error reply
+// (Nats-Service-Error) is a failure, permanent for a 4xx code other than
+// 408 and 429.
+func NATSHandler(nc *nats.Conn) Func {
+	return func(ctx context.Context, e *Execution) (string, error) {
+		h := e.Handler
+		if h.Subject == "" {
+			return "", Permanent(errors.New("nats handler: no subject"))
+		}
+		m := nats.NewMsg(h.Subject)
+		m.Data = e.Payload
+		for k, v := range tockHeaders(e) {
+			m.Header.Set(k, v)
+		}
+		if !h.WaitReply {
+			if err := nc.PublishMsg(m); err != nil {
+				return "", natsErr(h.Subject, err)
+			}
+			fctx := ctx
+			if _, ok := ctx.Deadline(); !ok {
+				var cancel context.CancelFunc
+				fctx, cancel = context.WithTimeout(ctx, publishTimeout)
+				defer cancel()
+			}
+			if err := nc.FlushWithContext(fctx); err != nil {
+				return "", fmt.Errorf("nats publish to %s: flush: %w", h.Subject, err)
+			}
+			return "", nil
+		}
+		reply, err := nc.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			return "", natsErr(h.Subject, err)
+		}
+		output := wire.Truncate(string(reply.Data))
+		if msg := reply.Header.Get(natsServiceError); msg != "" {
+			code := reply.Header.Get(natsServiceErrorCode)
+			err := fmt.Errorf("nats request to %s: service error %s: %s", h.Subject, code, msg)
+			if c, _ := strconv.Atoi(code); c >= 400 && c < 500 && c != 408 && c != 429 {
+				return output, Permanent(err)
+			}
+			return output, err
+		}
+		return output, nil
+	}
+}
+
+func natsErr(subject string, err error) error {
+	err = fmt.Errorf("nats publish to %s: %w", subject, err)
+	if errors.Is(err, nats.ErrBadSubject) || errors.Is(err, nats.ErrMaxPayload) {
+		return Permanent(err)
+	}
+	return err
+}

@@ -1,0 +1,251 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tock-sched/tock/executor/wire"
+)
+
+func httpExecution(url string) *Execution {
+	ex := execution("http")
+	ex.Handler = wire.Handler{Type: wire.HandlerHTTP, URL: url, Headers: map[string]string{"Authorization": "Bearer t"}}
+	return &Execution{Execution: ex, Attempt: 2}
+}
+
+func TestHTTPHandlerRequest(t *testing.T) {
+	type seen struct {
+		method, body string
+		header       http.Header
+	}
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, string(b), r.Header.Clone()}
+		_, _ = io.WriteString(w, "accepted")
+	}))
+	defer srv.Close()
+
+	x := httpExecution(srv.URL + "/hook?token=secret")
+	out, err := HTTPHandler(srv.Client())(context.Background(), x)
+	if err != nil || out != "accepted" {
+		t.Fatalf("HTTPHandler = %q, %v; want accepted", out, err)
+	}
+	s := <-got
+	if s.method != http.MethodPost || s.body != string(x.Payload) {
+		t.Errorf("request %s with body %q, want POST with the payload", s.method, s.body)
+	}
+	for k, want := range map[string]string{
+		"Idempotency-Key":    x.ExecutionID,
+		"Tock-Execution-Id":  x.ExecutionID,
+		"Tock-Job-Id":        x.JobID,
+		"Tock-Scheduled-For": "2030-01-02T03:04:05.006Z",
+		"Tock-Attempt":       "2",
+		"Authorization":      "Bearer t",
+		"Content-Type":       "application/json",
+	} {
+		if got := s.header.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+
+	x.Handler.Method = http.MethodPut
+	x.Payload = nil
+	if _, err := HTTPHandler(srv.Client())(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s.method != http.MethodPut || s.body != "" {
+		t.Errorf("request %s with body %q, want PUT without body", s.method, s.body)
+	}
+}
+
+func TestHTTPHandlerStatus(t *testing.T) {
+	tests := []struct {
+		status    int
+		wantErr   bool
+		permanent bool
+	}{
+		{200, false, false},
+		{204, false, false},
+		{400, true, true},
+		{404, true, true},
+		{408, true, false},
+		{429, true, false},
+		{500, true, false},
+		{503, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(http.StatusText(tt.status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, "body")
+			}))
+			defer srv.Close()
+			out, err := HTTPHandler(nil)(context.Background(), httpExecution(srv.URL+"/?token=secret"))
+			if (err != nil) != tt.wantErr || IsPermanent(err) != tt.permanent {
+				t.Fatalf("status %d: err %v (permanent %v), want error %v permanent %v", tt.status, err, IsPermanent(err), tt.wantErr, tt.permanent)
+			}
+			if tt.status != 204 && out != "body" {
+				t.Errorf("output %q, want body", out)
+			}
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Errorf("error %q leaks the query string", err)
+			}
+		})
+	}
+}
+
+func TestHTTPHandlerFailures(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Once the body is read, the server notices the client going away.
+		_, _ = io.ReadAll(r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(waitFor):
+		}
+	}))
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := HTTPHandler(nil)(ctx, httpExecution(srv.URL))
+	if err == nil || IsPermanent(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("timed out request: %v, want a retryable deadline error", err)
+	}
+
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	if _, err := HTTPHandler(nil)(context.Background(), httpExecution(closed.URL)); err == nil || IsPermanent(err) {
+		t.Errorf("refused connection: %v, want a retryable error", err)
+	}
+
+	for _, url := range []string{"", "::not a url"} {
+		if _, err := HTTPHandler(nil)(context.Background(), httpExecution(url)); !IsPermanent(err) {
+			t.Errorf("url %q: %v, want a permanent error", url, err)
+		}
+	}
+}
+
+// The http handler runs end to end through a Worker: a 503 then a 200.
+func TestHTTPHandlerThroughWorker(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	w := e.worker(e.nc, "exec-1")
+	w.Handle(wire.HandlerHTTP, HTTPHandler(srv.Client()))
+	e.run(w)
+
+	ex := httpExecution(srv.URL).Execution
+	ex.Retry = wire.RetryPolicy{MaxAttempts: 3, InitialBackoff: "10ms"}
+	e.publish(ex)
+	evs.expect(ex, wire.EventStarted, 1, false)
+	if ev := evs.expect(ex, wire.EventFailed, 1, false); !strings.Contains(ev.Error, "503") || ev.Output != "try later\n" {
+		t.Errorf("failed event: error %q output %q", ev.Error, ev.Output)
+	}
+	evs.expect(ex, wire.EventStarted, 2, false)
+	if ev := evs.expect(ex, wire.EventSucceeded, 2, false); ev.Output != "ok" {
+		t.Errorf("output %q", ev.Output)
+	}
+	e.settled(wire.HandlerHTTP)
+}
+
+func natsExecution(subject string, wait bool) *Execution {
+	ex := execution("nats")
+	ex.Handler = wire.Handler{Type: wire.HandlerNATS, Subject: subject, WaitReply: wait}
+	return &Execution{Execution: ex, Attempt: 1}
+}
+
+func TestNATSHandlerPublish(t *testing.T) {
+	e := newEnv(t)
+	sub, err := e.nc.SubscribeSync("jobs.email")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	x := natsExecution("jobs.email", false)
+	out, err := NATSHandler(e.nc)(context.Background(), x)
+	if err != nil || out != "" {
+		t.Fatalf("NATSHandler = %q, %v", out, err)
+	}
+	m, err := sub.NextMsg(waitFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Data) != string(x.Payload) {
+		t.Errorf("data %q, want the payload", m.Data)
+	}
+	for k, want := range map[string]string{
+		"Idempotency-Key":    x.ExecutionID,
+		"Tock-Execution-Id":  x.ExecutionID,
+		"Tock-Job-Id":        x.JobID,
+		"Tock-Scheduled-For": "2030-01-02T03:04:05.006Z",
+		"Tock-Attempt":       "1",
+	} {
+		if got := m.Header.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	if _, err := NATSHandler(e.nc)(context.Background(), natsExecution("", false)); !IsPermanent(err) {
+		t.Errorf("no subject: %v, want a permanent error", err)
+	}
+}
+
+func TestNATSHandlerRequest(t *testing.T) {
+	e := newEnv(t)
+	sub, err := e.nc.Subscribe("svc.echo", func(m *nats.Msg) {
+		var p map[string]string
+		_ = json.Unmarshal(m.Data, &p)
+		_ = m.Respond([]byte("hello " + p["to"] + " " + m.Header.Get(wire.HeaderExecutionID)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	failing, err := e.nc.Subscribe("svc.fail.*", func(m *nats.Msg) {
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set("Nats-Service-Error", "nope")
+		r.Header.Set("Nats-Service-Error-Code", strings.TrimPrefix(m.Subject, "svc.fail."))
+		_ = m.RespondMsg(r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failing.Unsubscribe()
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	x := natsExecution("svc.echo", true)
+	out, err := NATSHandler(e.nc)(ctx, x)
+	if want := "hello a@example.com " + x.ExecutionID; err != nil || out != want {
+		t.Errorf("request = %q, %v; want %q", out, err, want)
+	}
+
+	_, err = NATSHandler(e.nc)(ctx, natsExecution("svc.nobody", true))
+	if !errors.Is(err, nats.ErrNoResponders) || IsPermanent(err) {
+		t.Errorf("no responders: %v, want a retryable ErrNoResponders", err)
+	}
+	for code, permanent := range map[string]bool{"400": true, "429": false, "500": false} {
+		_, err := NATSHandler(e.nc)(ctx, natsExecution("svc.fail."+code, true))
+		if err == nil || IsPermanent(err) != permanent {
+			t.Errorf("service error %s: %v, want permanent %v", code, err, permanent)
+		}
+	}
+}

@@ -1,0 +1,465 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tock-sched/tock/executor/wire"
+)
+
+func TestNewValidates(t *testing.T) {
+	if _, err := New(Config{}); err == nil {
+		t.Error("New without NATS: no error")
+	}
+	nc := &nats.Conn{}
+	if _, err := New(Config{NATS: nc, Concurrency: -1}); err == nil {
+		t.Error("New with negative concurrency: no error")
+	}
+	w, err := New(Config{NATS: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.cfg.Concurrency != DefaultConcurrency || w.cfg.ShutdownTimeout != DefaultShutdownTimeout || w.ID() == "" {
+		t.Errorf("defaults not filled in: %+v", w.cfg)
+	}
+}
+
+func TestHandlePanicsOnMisuse(t *testing.T) {
+	w, err := New(Config{NATS: &nats.Conn{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(context.Context, *Execution) (string, error) { return "", nil }
+	w.Handle("send-email", ok)
+	for name, f := range map[string]func(){
+		"bad name":  func() { w.Handle("a.b", ok) },
+		"empty":     func() { w.Handle("", ok) },
+		"nil func":  func() { w.Handle("x", nil) },
+		"duplicate": func() { w.Handle("send-email", ok) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestCustomHandlerSucceeds(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	got := make(chan *Execution, 1)
+	w.Handle("send-email", func(ctx context.Context, x *Execution) (string, error) {
+		got <- x
+		return "sent " + string(x.Payload), nil
+	})
+	e.run(w)
+
+	ex := execution("send-email")
+	ex.TimeoutMS = 60_000
+	e.publish(ex)
+
+	x := recv(t, got)
+	if x.Attempt != 1 || x.ExecutionID != ex.ExecutionID || x.JobID != ex.JobID || string(x.Payload) != string(ex.Payload) ||
+		!x.ScheduledFor.Equal(ex.ScheduledFor) || !reflect.DeepEqual(x.Handler, ex.Handler) || x.TimeoutMS != 60_000 {
+		t.Errorf("handler got %+v, want attempt 1 of %+v", x, ex)
+	}
+	started := evs.expect(ex, wire.EventStarted, 1, false)
+	if started.ExecutorID != "exec-1" {
+		t.Errorf("started.executor_id = %q, want exec-1", started.ExecutorID)
+	}
+	done := evs.expect(ex, wire.EventSucceeded, 1, false)
+	if want := "sent " + string(ex.Payload); done.Output != want || done.Error != "" || done.ExecutorID != "exec-1" {
+		t.Errorf("succeeded event = %+v, want output %q", done, want)
+	}
+	if done.At.Before(started.At) {
+		t.Errorf("succeeded at %v before started at %v", done.At, started.At)
+	}
+	e.settled("send-email")
+	evs.none(200 * time.Millisecond)
+}
+
+func TestOutputTruncated(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	w.Handle("big", func(ctx context.Context, x *Execution) (string, error) {
+		return strings.Repeat("é", wire.MaxOutputBytes), nil
+	})
+	e.run(w)
+	ex := execution("big")
+	e.publish(ex)
+	evs.expect(ex, wire.EventStarted, 1, false)
+	ev := evs.expect(ex, wire.EventSucceeded, 1, false)
+	if len(ev.Output) != wire.MaxOutputBytes {
+		t.Errorf("output is %d bytes, want %d", len(ev.Output), wire.MaxOutputBytes)
+	}
+}
+
+func TestRetriesThenSucceeds(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	var attempts []int
+	var mu sync.Mutex
+	w.Handle("flaky", func(ctx context.Context, x *Execution) (string, error) {
+		mu.Lock()
+		attempts = append(attempts, x.Attempt)
+		mu.Unlock()
+		if x.Attempt < 3 {
+			return "partial", fmt.Errorf("boom %d", x.Attempt)
+		}
+		return "ok", nil
+	})
+	e.run(w)
+
+	ex := execution("flaky")
+	ex.Retry = wire.RetryPolicy{MaxAttempts: 5, InitialBackoff: "50ms", Jitter: "none"}
+	e.publish(ex)
+
+	evs.expect(ex, wire.EventStarted, 1, false)
+	f1 := evs.expect(ex, wire.EventFailed, 1, false)
+	if f1.Error != "boom 1" || f1.Output != "partial" {
+		t.Errorf("failed event 1 = %+v", f1)
+	}
+	s2 := evs.expect(ex, wire.EventStarted, 2, false)
+	f2 := evs.expect(ex, wire.EventFailed, 2, false)
+	s3 := evs.expect(ex, wire.EventStarted, 3, false)
+	evs.expect(ex, wire.EventSucceeded, 3, false)
+	e.settled("flaky")
+	// Each retry waited out its backoff: 50ms, then 100ms.
+	if d := s2.At.Sub(f1.At); d < 50*time.Millisecond {
+		t.Errorf("attempt 2 started %v after attempt 1 failed, want at least 50ms", d)
+	}
+	if d := s3.At.Sub(f2.At); d < 100*time.Millisecond {
+		t.Errorf("attempt 3 started %v after attempt 2 failed, want at least 100ms", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(attempts) != "[1 2 3]" {
+		t.Errorf("handler saw attempts %v, want [1 2 3]", attempts)
+	}
+}
+
+func TestLastAttemptIsFinal(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	var calls atomic.Int32
+	w.Handle("broken", func(ctx context.Context, x *Execution) (string, error) {
+		calls.Add(1)
+		return "", errors.New("always")
+	})
+	e.run(w)
+
+	ex := execution("broken")
+	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "10ms"}
+	e.publish(ex)
+	evs.expect(ex, wire.EventStarted, 1, false)
+	evs.expect(ex, wire.EventFailed, 1, false)
+	evs.expect(ex, wire.EventStarted, 2, false)
+	evs.expect(ex, wire.EventFailed, 2, true)
+
+	// Zero retry policy: one attempt only.
+	one := execution("broken")
+	e.publish(one)
+	evs.expect(one, wire.EventStarted, 1, false)
+	evs.expect(one, wire.EventFailed, 1, true)
+
+	e.settled("broken")
+	evs.none(300 * time.Millisecond)
+	if n := calls.Load(); n != 3 {
+		t.Errorf("handler called %d times, want 3", n)
+	}
+}
+
+func TestPermanentFailsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	var calls atomic.Int32
+	w.Handle("picky", func(ctx context.Context, x *Execution) (string, error) {
+		calls.Add(1)
+		return "", fmt.Errorf("validate: %w", Permanent(errors.New("bad address")))
+	})
+	e.run(w)
+
+	ex := execution("picky")
+	ex.Retry = wire.RetryPolicy{MaxAttempts: 10, InitialBackoff: "10ms"}
+	e.publish(ex)
+	evs.expect(ex, wire.EventStarted, 1, false)
+	ev := evs.expect(ex, wire.EventFailed, 1, true)
+	if ev.Error != "validate: bad address" {
+		t.Errorf("error = %q", ev.Error)
+	}
+	e.settled("picky")
+	evs.none(300 * time.Millisecond)
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handler called %d times, want 1", n)
+	}
+}
+
+func TestTimeoutCancelsHandler(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	ctxErr := make(chan error, 1)
+	w.Handle("slow", func(ctx context.Context, x *Execution) (string, error) {
+		select {
+		case <-ctx.Done():
+			ctxErr <- ctx.Err()
+			return "", ctx.Err()
+		case <-time.After(waitFor):
+			ctxErr <- nil
+			return "", nil
+		}
+	})
+	e.run(w)
+
+	ex := execution("slow")
+	ex.TimeoutMS = 100
+	e.publish(ex)
+	if err := recv(t, ctxErr); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("handler context ended with %v, want deadline exceeded", err)
+	}
+	evs.expect(ex, wire.EventStarted, 1, false)
+	ev := evs.expect(ex, wire.EventFailed, 1, true)
+	if !strings.Contains(ev.Error, "timed out after 100ms") {
+		t.Errorf("error = %q, want a timeout", ev.Error)
+	}
+}
+
+func TestPanicIsRetryableFailure(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	w.Handle("panicky", func(ctx context.Context, x *Execution) (string, error) {
+		if x.Attempt == 1 {
+			panic("oops")
+		}
+		return "fine", nil
+	})
+	e.run(w)
+	ex := execution("panicky")
+	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "10ms"}
+	e.publish(ex)
+	evs.expect(ex, wire.EventStarted, 1, false)
+	if ev := evs.expect(ex, wire.EventFailed, 1, false); !strings.Contains(ev.Error, "panicked: oops") {
+		t.Errorf("error = %q", ev.Error)
+	}
+	evs.expect(ex, wire.EventStarted, 2, false)
+	evs.expect(ex, wire.EventSucceeded, 2, false)
+}
+
+func TestMalformedExecutionIsTerminated(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	w.Handle("q", func(ctx context.Context, x *Execution) (string, error) { return "ok", nil })
+	e.run(w)
+
+	e.publishRaw(wire.ExecSubjectPrefix+"q", []byte("{not json"), "garbage-1")
+	e.publishRaw(wire.ExecSubjectPrefix+"q", []byte(`{"job_id":"x"}`), "garbage-2")
+	ex := execution("q")
+	e.publish(ex)
+	// Only the valid execution produces events; the others are gone.
+	evs.expect(ex, wire.EventStarted, 1, false)
+	evs.expect(ex, wire.EventSucceeded, 1, false)
+	e.settled("q")
+	evs.none(200 * time.Millisecond)
+}
+
+func TestConcurrencyLimit(t *testing.T) {
+	e := newEnv(t)
+	w := e.worker(e.nc, "exec-1")
+	w.cfg.Concurrency = 2
+	var running, peak atomic.Int32
+	release := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	w.Handle("limited", func(ctx context.Context, x *Execution) (string, error) {
+		n := running.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		entered <- struct{}{}
+		<-release
+		running.Add(-1)
+		return "", nil
+	})
+	e.run(w)
+	for range 5 {
+		e.publish(execution("limited"))
+	}
+	recv(t, entered)
+	recv(t, entered)
+	select {
+	case <-entered:
+		t.Fatal("a third attempt started with Concurrency 2")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	for range 3 {
+		recv(t, entered)
+	}
+	e.settled("limited")
+	if p := peak.Load(); p != 2 {
+		t.Errorf("peak concurrency %d, want 2", p)
+	}
+}
+
+func TestShutdownLetsAttemptsFinish(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	w.Handle("q", func(ctx context.Context, x *Execution) (string, error) {
+		close(entered)
+		<-release
+		return "finished", ctx.Err()
+	})
+	stop := e.run(w)
+	ex := execution("q")
+	e.publish(ex)
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Run returned (%v) while an attempt was running", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if err := recv(t, stopped); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	evs.expect(ex, wire.EventStarted, 1, false)
+	evs.expect(ex, wire.EventSucceeded, 1, false)
+	e.settled("q")
+}
+
+func TestShutdownInterruptsSlowAttempt(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	w.cfg.ShutdownTimeout = 100 * time.Millisecond
+	entered := make(chan struct{})
+	w.Handle("q", func(ctx context.Context, x *Execution) (string, error) {
+		close(entered)
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	stop := e.run(w)
+	ex := execution("q")
+	ex.Retry.MaxAttempts = 1 // an interrupted attempt is retried anyway
+	e.publish(ex)
+	<-entered
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	evs.expect(ex, wire.EventStarted, 1, false)
+	if ev := evs.expect(ex, wire.EventFailed, 1, false); !strings.Contains(ev.Error, "shutdown") {
+		t.Errorf("error = %q, want an interruption", ev.Error)
+	}
+
+	// Another executor takes it over at once, as attempt 2.
+	w2 := e.worker(e.nc, "exec-2")
+	w2.Handle("q", func(ctx context.Context, x *Execution) (string, error) { return "ok", nil })
+	e.run(w2)
+	if ev := evs.expect(ex, wire.EventStarted, 2, false); ev.ExecutorID != "exec-2" {
+		t.Errorf("attempt 2 ran on %s", ev.ExecutorID)
+	}
+	evs.expect(ex, wire.EventSucceeded, 2, false)
+	e.settled("q")
+}
+
+// An executor that stops heartbeating without settling its message (it
+// died, or lost NATS) has its execution redelivered after AckWait.
+func TestRedeliveryWhenExecutorDies(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	short := wire.ConsumerOptions{AckWait: time.Second}
+
+	deadNC := e.connect()
+	dead := e.worker(deadNC, "exec-dead")
+	dead.consumerOpts = short
+	dead.cfg.ShutdownTimeout = 10 * time.Millisecond
+	entered := make(chan struct{})
+	dead.Handle("q", func(ctx context.Context, x *Execution) (string, error) {
+		close(entered)
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	stopDead := e.run(dead)
+
+	ex := execution("q")
+	ex.Retry.MaxAttempts = 3
+	e.publish(ex)
+	<-entered
+	evs.expect(ex, wire.EventStarted, 1, false)
+	deadNC.Close() // no more heartbeats, no ack
+
+	live := e.worker(e.nc, "exec-live")
+	live.consumerOpts = short
+	live.Handle("q", func(ctx context.Context, x *Execution) (string, error) { return "took over", nil })
+	e.run(live)
+	if ev := evs.expect(ex, wire.EventStarted, 2, false); ev.ExecutorID != "exec-live" {
+		t.Errorf("attempt 2 ran on %s", ev.ExecutorID)
+	}
+	evs.expect(ex, wire.EventSucceeded, 2, false)
+	e.settled("q")
+	if err := stopDead(); err != nil {
+		t.Errorf("dead executor's Run: %v", err)
+	}
+}
+
+// A long attempt keeps its message with heartbeats: no redelivery although
+// it outlasts AckWait several times.
+func TestHeartbeatKeepsLongAttempt(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	w.consumerOpts = wire.ConsumerOptions{AckWait: 300 * time.Millisecond}
+	var calls atomic.Int32
+	w.Handle("long", func(ctx context.Context, x *Execution) (string, error) {
+		calls.Add(1)
+		time.Sleep(1500 * time.Millisecond) // the work itself, 5 AckWaits
+		return "done", nil
+	})
+	e.run(w)
+	ex := execution("long")
+	ex.Retry.MaxAttempts = 5
+	e.publish(ex)
+	evs.expect(ex, wire.EventStarted, 1, false)
+	evs.expect(ex, wire.EventSucceeded, 1, false)
+	e.settled("long")
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handler called %d times, want 1", n)
+	}
+}
+
+func TestRunWithoutHandlers(t *testing.T) {
+	w, err := New(Config{NATS: &nats.Conn{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); err == nil {
+		t.Error("Run without handlers: no error")
+	}
+}

@@ -1,0 +1,104 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream and consumer settings. Every side that creates the streams or a
+// queue's consumer uses these, so whoever starts first creates the same
+// thing.
+const (
+	// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id: a
+	// re-published execution or event within it is dropped.
+	DuplicateWindow = 2 * time.Minute
+	// EventMaxAge is how long events stay in EventStream if the recorder
+	// does not consume them.
+	EventMaxAge = 24 * time.Hour
+	// DefaultAckWait is how long an executor may stay silent (no ack, no
+	// in-progress heartbeat) before its attempt is handed to another one.
+	DefaultAckWait = 30 * time.Second
+	// DefaultMaxAckPending bounds the executions of one queue that are out
+	// with executors or waiting out a retry backoff at any moment.
+	DefaultMaxAckPending = 1000
+)
+
+// TimeFormat is the layout of the Tock-Scheduled-For header: RFC 3339 in
+// UTC with milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatTime formats t for a header such as Tock-Scheduled-For.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// EnsureStreams creates ExecStream and EventStream, or updates them to
+// tock's settings if they exist. It is safe to call from every process at
+// start-up.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
+	streams := []jetstream.StreamConfig{
+		{
+			Name:        ExecStream,
+			Description: "tock executions waiting for an executor",
+			Subjects:    []string{ExecSubjectPrefix + ">"},
+			// Each execution is consumed once, by its queue's consumer.
+			Retention:  jetstream.WorkQueuePolicy,
+			Storage:    jetstream.FileStorage,
+			Duplicates: DuplicateWindow,
+		},
+		{
+			Name:        EventStream,
+			Description: "tock execution events on their way to the recorder",
+			Subjects:    []string{EventSubjectPrefix + ">"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      EventMaxAge,
+			Duplicates:  DuplicateWindow,
+		},
+	}
+	for _, cfg := range streams {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// ConsumerOptions tunes a queue's consumer. The zero value is tock's
+// default.
+type ConsumerOptions struct {
+	// AckWait defaults to DefaultAckWait. Executors send in-progress acks
+	// at a third of it while an attempt runs.
+	AckWait time.Duration
+	// MaxAckPending defaults to DefaultMaxAckPending.
+	MaxAckPending int
+}
+
+// EnsureConsumer creates or updates the durable pull consumer
+// ConsumerName(queue) on ExecStream, filtered on tock.exec.<queue>, and
+// returns it. MaxDeliver is unlimited: tock counts attempts itself (the
+// delivery count is the attempt number) and ends an execution by acking or
+// terminating its message. ExecStream must exist (see EnsureStreams).
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, queue string, opts ConsumerOptions) (jetstream.Consumer, error) {
+	if opts.AckWait <= 0 {
+		opts.AckWait = DefaultAckWait
+	}
+	if opts.MaxAckPending <= 0 {
+		opts.MaxAckPending = DefaultMaxAckPending
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       ConsumerName(queue),
+		Description:   "tock executions for queue " + queue,
+		FilterSubject: ExecSubjectPrefix + queue,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       opts.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: opts.MaxAckPending,
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, ExecStream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ensure consumer %s on %s: %w", cfg.Durable, ExecStream, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,95 @@
+package wire_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/testenv"
+)
+
+func TestEnsureStreamsAndConsumer(t *testing.T) {
+	n := testenv.NATS(t)
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Twice: the second call finds them and leaves them as they are.
+	for range 2 {
+		if err := wire.EnsureStreams(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec, err := js.Stream(ctx, wire.ExecStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := exec.CachedInfo().Config
+	if ec.Retention != jetstream.WorkQueuePolicy || ec.Storage != jetstream.FileStorage ||
+		ec.Duplicates != 2*time.Minute || len(ec.Subjects) != 1 || ec.Subjects[0] != "tock.exec.>" {
+		t.Errorf("%s config: %+v", wire.ExecStream, ec)
+	}
+	events, err := js.Stream(ctx, wire.EventStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc := events.CachedInfo().Config
+	if vc.Retention != jetstream.LimitsPolicy || vc.MaxAge != 24*time.Hour ||
+		vc.Duplicates != 2*time.Minute || len(vc.Subjects) != 1 || vc.Subjects[0] != "tock.events.>" {
+		t.Errorf("%s config: %+v", wire.EventStream, vc)
+	}
+
+	c, err := wire.EnsureConsumer(ctx, js, "send-email", wire.ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := c.CachedInfo().Config
+	if cc.Durable != "tock_send-email" || cc.FilterSubject != "tock.exec.send-email" || cc.AckPolicy != jetstream.AckExplicitPolicy ||
+		cc.AckWait != 30*time.Second || cc.MaxDeliver != -1 || cc.MaxAckPending != 1000 {
+		t.Errorf("consumer config: %+v", cc)
+	}
+	// Updating settings in place, and a second queue beside it on the
+	// work-queue stream (filters must not overlap).
+	if c, err = wire.EnsureConsumer(ctx, js, "send-email", wire.ConsumerOptions{AckWait: time.Minute, MaxAckPending: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if cc := c.CachedInfo().Config; cc.AckWait != time.Minute || cc.MaxAckPending != 10 {
+		t.Errorf("updated consumer config: %+v", cc)
+	}
+	if _, err := wire.EnsureConsumer(ctx, js, wire.HandlerHTTP, wire.ConsumerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A duplicate event within the window is dropped.
+	for range 2 {
+		if _, err := js.Publish(ctx, wire.EventSubjectPrefix+"started", []byte("{}"), jetstream.WithMsgID("x:1:started")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := events.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Errorf("%d events stored, want 1 (duplicate dropped)", info.State.Msgs)
+	}
+}
+
+func TestFormatTime(t *testing.T) {
+	tm := time.Date(2030, 1, 2, 4, 4, 5, 6_500_000, time.FixedZone("x", 3600))
+	if got := wire.FormatTime(tm); got != "2030-01-02T03:04:05.006Z" {
+		t.Errorf("FormatTime = %s", got)
+	}
+}
