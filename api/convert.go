@@ -1,0 +1,152 @@
+package api
+
+import (
+	"time"
+
+	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store"
+)
+
+// jobOf is the API's view of a stored job.
+func jobOf(j *store.Job) Job {
+	out := Job{
+		Id:        j.ID,
+		Namespace: j.Namespace,
+		Name:      j.Name,
+		Bucket:    j.Bucket,
+		State:     JobState(j.State),
+		Schedule:  scheduleOf(j.Schedule),
+		Handler:   handlerView(j.Handler),
+		Retry:     retryView(j.Retry),
+		NextRunAt: utc(j.NextRunAt),
+		LastRunAt: utc(j.LastRunAt),
+		CreatedAt: j.CreatedAt.UTC(),
+		UpdatedAt: j.UpdatedAt.UTC(),
+	}
+	if len(j.Payload) > 0 {
+		p := j.Payload
+		out.Payload = &p
+	}
+	if j.Timeout > 0 {
+		out.Timeout = ptr(formatDuration(j.Timeout))
+	}
+	return out
+}
+
+func scheduleOf(s schedule.Spec) Schedule {
+	var out Schedule
+	if s.Cron != "" {
+		out.Cron = ptr(s.Cron)
+	}
+	if s.Timezone != "" {
+		out.Timezone = ptr(s.Timezone)
+	}
+	if s.In != "" {
+		out.In = ptr(s.In)
+	}
+	out.At = utc(s.At)
+	return out
+}
+
+func handlerView(h wire.Handler) Handler {
+	out := Handler{Type: HandlerType(h.Type)}
+	if h.URL != "" {
+		out.Url = ptr(h.URL)
+	}
+	if h.Method != "" {
+		out.Method = ptr(h.Method)
+	}
+	if len(h.Headers) > 0 {
+		hs := make(map[string]string, len(h.Headers))
+		for k, v := range h.Headers {
+			hs[k] = v
+		}
+		out.Headers = &hs
+	}
+	if h.Subject != "" {
+		out.Subject = ptr(h.Subject)
+	}
+	if h.WaitReply {
+		out.WaitReply = ptr(true)
+	}
+	if h.Name != "" {
+		out.Name = ptr(h.Name)
+	}
+	return out
+}
+
+func retryView(r wire.RetryPolicy) *RetryPolicy {
+	if r == (wire.RetryPolicy{}) {
+		return nil
+	}
+	var out RetryPolicy
+	if r.MaxAttempts != 0 {
+		out.MaxAttempts = ptr(r.MaxAttempts)
+	}
+	if r.InitialBackoff != "" {
+		out.InitialBackoff = ptr(r.InitialBackoff)
+	}
+	if r.MaxBackoff != "" {
+		out.MaxBackoff = ptr(r.MaxBackoff)
+	}
+	if r.Multiplier != 0 {
+		out.Multiplier = ptr(r.Multiplier)
+	}
+	if r.Jitter != "" {
+		out.Jitter = ptr(RetryPolicyJitter(r.Jitter))
+	}
+	return &out
+}
+
+// executionOf is the API's view of a stored execution; withAttempts adds
+// its attempt list (GET /v1/executions/{id} only).
+func executionOf(e *store.Execution, withAttempts bool) Execution {
+	out := Execution{
+		Id:           e.ID,
+		JobId:        e.JobID,
+		JobName:      e.JobName,
+		Namespace:    e.Namespace,
+		ScheduledFor: e.ScheduledFor.UTC(),
+		Manual:       e.Manual,
+		State:        ExecutionState(e.State),
+		Attempts:     e.Attempts,
+		DispatchedAt: utc(e.DispatchedAt),
+		StartedAt:    utc(e.StartedAt),
+		FinishedAt:   utc(e.FinishedAt),
+		ExecutorId:   nonEmpty(e.ExecutorID),
+		Error:        nonEmpty(e.Error),
+		Output:       nonEmpty(e.Output),
+	}
+	if withAttempts {
+		list := make([]Attempt, 0, len(e.AttemptList))
+		for _, a := range e.AttemptList {
+			list = append(list, Attempt{
+				Number:     a.Number,
+				ExecutorId: nonEmpty(a.ExecutorID),
+				StartedAt:  a.StartedAt.UTC(),
+				FinishedAt: utc(a.FinishedAt),
+				Outcome:    nonEmpty(a.Outcome),
+				Error:      nonEmpty(a.Error),
+				Output:     nonEmpty(a.Output),
+			})
+		}
+		out.AttemptList = &list
+	}
+	return out
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

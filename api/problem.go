@@ -1,0 +1,173 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Problem type URIs: stable identifiers of the kinds of error the API
+// answers with, in the type member of every problem+json body.
+const (
+	ProblemValidation       = "https://tock.dev/problems/validation"
+	ProblemNotFound         = "https://tock.dev/problems/not-found"
+	ProblemConflict         = "https://tock.dev/problems/conflict"
+	ProblemMethodNotAllowed = "https://tock.dev/problems/method-not-allowed"
+	ProblemTooLarge         = "https://tock.dev/problems/too-large"
+	ProblemUnsupportedMedia = "https://tock.dev/problems/unsupported-media-type"
+	ProblemUnavailable      = "https://tock.dev/problems/unavailable"
+	ProblemInternal         = "https://tock.dev/problems/internal"
+)
+
+// ProblemContentType is the media type of every error response.
+const ProblemContentType = "application/problem+json"
+
+// apiError is an error a handler returns to be answered as a problem.
+type apiError struct {
+	p Problem
+}
+
+func (e *apiError) Error() string {
+	if e.p.Detail != nil {
+		return e.p.Title + ": " + *e.p.Detail
+	}
+	return e.p.Title
+}
+
+func newProblem(status int, typ, title, detail string) *apiError {
+	p := Problem{Type: typ, Title: title, Status: status}
+	if detail != "" {
+		p.Detail = &detail
+	}
+	return &apiError{p: p}
+}
+
+// fieldErrors collects what is wrong with a request, field by field.
+type fieldErrors []FieldError
+
+func (fe *fieldErrors) add(field, format string, args ...any) {
+	*fe = append(*fe, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// err is nil when nothing was collected, else a validation problem.
+func (fe fieldErrors) err() error {
+	if len(fe) == 0 {
+		return nil
+	}
+	return validationProblem(fe...)
+}
+
+func validationProblem(errs ...FieldError) *apiError {
+	detail := "The request is invalid."
+	if len(errs) == 1 {
+		detail = errs[0].Field + ": " + errs[0].Message
+	} else if len(errs) > 1 {
+		detail = fmt.Sprintf("%s: %s (and %d more)", errs[0].Field, errs[0].Message, len(errs)-1)
+	}
+	p := newProblem(http.StatusBadRequest, ProblemValidation, "Invalid request", detail)
+	list := append([]FieldError(nil), errs...)
+	p.p.Errors = &list
+	return p
+}
+
+func invalid(field, format string, args ...any) *apiError {
+	return validationProblem(FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func notFound(detail string) *apiError {
+	return newProblem(http.StatusNotFound, ProblemNotFound, "Not found", detail)
+}
+
+func conflict(detail string) *apiError {
+	return newProblem(http.StatusConflict, ProblemConflict, "Conflict", detail)
+}
+
+func internalProblem() *apiError {
+	return newProblem(http.StatusInternalServerError, ProblemInternal, "Internal server error",
+		"The server failed to handle the request; the failure has been logged.")
+}
+
+// paramError matches the errors the generated wrapper returns when a path
+// or query parameter does not parse, so that the problem can name it.
+var paramError = regexp.MustCompile(`^(?:Invalid format for parameter|Query argument) ([A-Za-z0-9_]+)(?::| is required)\s*(.*)$`)
+
+// errorHandler turns every error a handler, the router or a middleware
+// returns into a problem+json response. Anything it does not recognise is
+// logged and answered with a bare 500, never with its text.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var (
+		ae *apiError
+		he *echo.HTTPError
+	)
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &he) && he.Code < 500:
+		ae = s.fromHTTPError(he, c)
+	default:
+		s.log.ErrorContext(c.Request().Context(), "request failed",
+			"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		ae = internalProblem()
+	}
+	writeProblem(c, ae)
+}
+
+func (s *Server) fromHTTPError(he *echo.HTTPError, c echo.Context) *apiError {
+	msg, _ := he.Message.(string)
+	switch he.Code {
+	case http.StatusBadRequest:
+		if m := paramError.FindStringSubmatch(msg); m != nil {
+			detail := m[2]
+			if detail == "" {
+				detail = "is required"
+			}
+			return invalid(m[1], "%s", paramMessage(m[1], detail))
+		}
+		return invalid("request", "%s", msg)
+	case http.StatusNotFound:
+		return notFound(fmt.Sprintf("No route for %s %s.", c.Request().Method, c.Request().URL.Path))
+	case http.StatusMethodNotAllowed:
+		return newProblem(he.Code, ProblemMethodNotAllowed, "Method not allowed",
+			fmt.Sprintf("%s is not allowed on %s.", c.Request().Method, c.Request().URL.Path))
+	case http.StatusRequestEntityTooLarge:
+		return newProblem(he.Code, ProblemTooLarge, "Request too large", "The request body is too large.")
+	case http.StatusUnsupportedMediaType:
+		return newProblem(he.Code, ProblemUnsupportedMedia, "Unsupported media type", "Send the body as application/json.")
+	}
+	text := http.StatusText(he.Code)
+	if text == "" {
+		text = "Error"
+	}
+	return newProblem(he.Code, "about:blank", text, msg)
+}
+
+// paramMessage words a parameter's parse failure for users; the runtime's
+// own text names Go types.
+func paramMessage(name, detail string) string {
+	switch name {
+	case "id":
+		return "must be a UUID"
+	case "limit":
+		return "must be an integer"
+	}
+	return detail
+}
+
+func writeProblem(c echo.Context, ae *apiError) {
+	body, err := json.Marshal(ae.p)
+	if err != nil {
+		body = []byte(`{"type":"` + ProblemInternal + `","title":"Internal server error","status":500}`)
+		ae.p.Status = http.StatusInternalServerError
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(ae.p.Status)
+		return
+	}
+	_ = c.Blob(ae.p.Status, ProblemContentType, body)
+}

@@ -1,0 +1,199 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tock-sched/tock/store"
+)
+
+// Store is what the API needs of tock's database; *store.Store is the
+// real one.
+type Store interface {
+	// Now is the database's clock; schedules are computed from it.
+	Now(ctx context.Context) (time.Time, error)
+	CreateJob(ctx context.Context, j *store.Job) error
+	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]*store.Job, string, error)
+	UpdateJob(ctx context.Context, j *store.Job) error
+	DeleteJob(ctx context.Context, id uuid.UUID) error
+	RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*store.Execution, error)
+	GetExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
+	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
+}
+
+// Registry is where the server registers its metrics and what GET /metrics
+// serves; *prometheus.Registry is one.
+type Registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+// Config configures a Server.
+type Config struct {
+	// Store is the database. Required.
+	Store Store
+	// Logger receives request failures; slog.Default() when nil.
+	Logger *slog.Logger
+	// Registry holds the server's metrics and is what /metrics serves;
+	// prometheus.DefaultRegisterer and DefaultGatherer when nil.
+	Registry Registry
+	// ReadyTimeout bounds GET /readyz's database check; 2s when zero.
+	ReadyTimeout time.Duration
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("api: Config.Store is nil")
+	}
+	if c.ReadyTimeout < 0 {
+		return fmt.Errorf("api: Config.ReadyTimeout %v is negative", c.ReadyTimeout)
+	}
+	return nil
+}
+
+// defaultRegistry joins Prometheus's process-wide registerer and gatherer.
+type defaultRegistry struct {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
+// maxBodyBytes bounds a request body; a job is far smaller.
+const maxBodyBytes = 1 << 20
+
+// Server is the REST API. Serve its Handler with an http.Server.
+type Server struct {
+	store        Store
+	log          *slog.Logger
+	registry     Registry
+	readyTimeout time.Duration
+	echo         *echo.Echo
+	duration     *prometheus.HistogramVec
+	metrics      http.Handler
+	routes       map[string]bool // route templates, for the metrics' route label
+	createSchema *openapi3.Schema
+	patchSchema  *openapi3.Schema
+}
+
+// New builds a Server from cfg, filling in defaults.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		store:        cfg.Store,
+		log:          cfg.Logger,
+		registry:     cfg.Registry,
+		readyTimeout: cfg.ReadyTimeout,
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.registry == nil {
+		s.registry = defaultRegistry{prometheus.DefaultRegisterer, prometheus.DefaultGatherer}
+	}
+	if s.readyTimeout == 0 {
+		s.readyTimeout = 2 * time.Second
+	}
+
+	doc, err := GetSpec()
+	if err != nil {
+		return nil, fmt.Errorf("api: load embedded OpenAPI document: %w", err)
+	}
+	for name, dst := range map[string]**openapi3.Schema{"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema} {
+		ref := doc.Components.Schemas[name]
+		if ref == nil || ref.Value == nil {
+			return nil, fmt.Errorf("api: OpenAPI document has no schema %s", name)
+		}
+		*dst = ref.Value
+	}
+
+	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tock_http_request_duration_seconds",
+		Help:    "Time to answer an HTTP request of the API, by method, route template and status code.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"method", "route", "status"})
+	if err := s.registry.Register(hist); err != nil {
+		// A second Server on the same registry (tests, a restart in
+		// process) shares the first one's histogram.
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return nil, fmt.Errorf("api: register metrics: %w", err)
+		}
+		existing, ok := are.ExistingCollector.(*prometheus.HistogramVec)
+		if !ok {
+			return nil, fmt.Errorf("api: register metrics: %w", err)
+		}
+		hist = existing
+	}
+	s.duration = hist
+	s.metrics = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{ErrorLog: slogPrinter{s.log}})
+
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.observe)
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			s.log.ErrorContext(c.Request().Context(), "handler panicked",
+				"method", c.Request().Method, "path", c.Request().URL.Path, "err", err, "stack", string(stack))
+			return err
+		},
+	}))
+	RegisterHandlers(e, &handlers{s})
+	s.routes = make(map[string]bool)
+	for _, r := range e.Routes() {
+		s.routes[r.Path] = true
+	}
+	s.echo = e
+	return s, nil
+}
+
+// Handler is the API's HTTP handler (the Echo instance).
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// observe records every request in the duration histogram. It hands errors
+// to the error handler itself so that the status it records is the one
+// sent.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if !s.routes[route] {
+			route = "unmatched" // keep unknown paths out of the label set
+		}
+		s.duration.WithLabelValues(methodLabel(c.Request().Method), route, strconv.Itoa(c.Response().Status)).
+			Observe(time.Since(start).Seconds())
+		return nil
+	}
+}
+
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
+}
+
+// slogPrinter adapts slog to promhttp's error log.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.log.Error("serve metrics", "err", fmt.Sprint(v...)) }
