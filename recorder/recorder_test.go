@@ -1,0 +1,317 @@
+package recorder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const waitFor = 15 * time.Second
+
+// call is one Store call as the fake saw it.
+type call struct {
+	Kind     string // started or finished
+	ID       uuid.UUID
+	Attempt  int
+	Executor string
+	At       time.Time
+	Outcome  string
+	Final    bool
+	Err      string
+	Output   string
+}
+
+func (c call) String() string {
+	if c.Kind == "started" {
+		return fmt.Sprintf("started %d by %s", c.Attempt, c.Executor)
+	}
+	return fmt.Sprintf("%s %d by %s final=%v err=%q out=%q", c.Outcome, c.Attempt, c.Executor, c.Final, c.Err, c.Output)
+}
+
+// fakeStore records calls; fail makes the next n calls fail.
+type fakeStore struct {
+	mu    sync.Mutex
+	calls []call
+	fails int
+	seen  chan call
+}
+
+func newFakeStore() *fakeStore { return &fakeStore{seen: make(chan call, 100)} }
+
+func (s *fakeStore) add(c call) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fails > 0 {
+		s.fails--
+		return errors.New("postgres is down")
+	}
+	s.calls = append(s.calls, c)
+	s.seen <- c
+	return nil
+}
+
+func (s *fakeStore) AttemptStarted(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time) error {
+	return s.add(call{Kind: "started", ID: id, Attempt: attempt, Executor: executor, At: at})
+}
+
+func (s *fakeStore) AttemptFinished(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time, outcome string, final bool, errMsg, output string) error {
+	return s.add(call{Kind: "finished", ID: id, Attempt: attempt, Executor: executor, At: at, Outcome: outcome, Final: final, Err: errMsg, Output: output})
+}
+
+func (s *fakeStore) next(t *testing.T) call {
+	t.Helper()
+	select {
+	case c := <-s.seen:
+		return c
+	case <-time.After(waitFor):
+		t.Fatal("timed out waiting for a store call")
+		return call{}
+	}
+}
+
+func (s *fakeStore) none(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case c := <-s.seen:
+		t.Fatalf("unexpected store call %v", c)
+	case <-time.After(d):
+	}
+}
+
+type env struct {
+	t  *testing.T
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+func newEnv(t *testing.T) *env {
+	n := testenv.NATS(t)
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, nc: nc, js: js}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// run runs r until the test ends.
+func (e *env) run(r *Recorder) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	e.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-errc:
+			if err != nil {
+				e.t.Errorf("Run: %v", err)
+			}
+		case <-time.After(waitFor):
+			e.t.Error("Run did not return after cancel")
+		}
+	})
+}
+
+func (e *env) publish(ev wire.Event) {
+	e.t.Helper()
+	data, err := json.Marshal(ev)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.publishRaw(wire.EventSubjectPrefix+ev.Type, data, ev.MsgID())
+}
+
+func (e *env) publishRaw(subject string, data []byte, id string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if _, err := e.js.Publish(ctx, subject, data, jetstream.WithMsgID(id)); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// settled waits until the recorder's consumer has nothing pending.
+func (e *env) settled() {
+	e.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		var info *jetstream.ConsumerInfo
+		c, err := e.js.Consumer(ctx, wire.EventStream, wire.RecorderConsumer)
+		if err == nil {
+			info, err = c.Info(ctx)
+		}
+		cancel()
+		if err == nil && info.NumAckPending == 0 && info.NumPending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("recorder consumer not settled: %v %+v", err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRecordsEventsInOrder(t *testing.T) {
+	e := newEnv(t)
+	st := newFakeStore()
+	e.run(New(e.js, st, quiet()))
+
+	id := uuid.New()
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(typ string, attempt int, final bool, errMsg, out string) wire.Event {
+		return wire.Event{Type: typ, ExecutionID: id.String(), Attempt: attempt, ExecutorID: "x1",
+			At: at.Add(time.Duration(attempt) * time.Second), ScheduledFor: at, Final: final, Error: errMsg, Output: out}
+	}
+	events := []wire.Event{
+		ev(wire.EventStarted, 1, false, "", ""),
+		ev(wire.EventHeartbeat, 1, false, "", ""),
+		ev(wire.EventFailed, 1, false, "boom", "partial"),
+		ev(wire.EventStarted, 2, false, "", ""),
+		ev(wire.EventFailed, 2, true, "boom again", ""),
+		ev(wire.EventStarted, 3, false, "", ""),
+		ev(wire.EventSucceeded, 3, false, "", "done"),
+	}
+	for _, x := range events {
+		e.publish(x)
+	}
+	want := []string{
+		`started 1 by x1`,
+		`failed 1 by x1 final=false err="boom" out="partial"`,
+		`started 2 by x1`,
+		`failed 2 by x1 final=true err="boom again" out=""`,
+		`started 3 by x1`,
+		`succeeded 3 by x1 final=true err="" out="done"`,
+	}
+	for i, w := range want {
+		c := st.next(t)
+		if c.String() != w || c.ID != id {
+			t.Errorf("call %d = %v for %s, want %s for %s", i, c, c.ID, w, id)
+		}
+		if wantAt := at.Add(time.Duration(c.Attempt) * time.Second); !c.At.Equal(wantAt) {
+			t.Errorf("call %d at %v, want %v", i, c.At, wantAt)
+		}
+	}
+	e.settled()
+	st.none(t, 200*time.Millisecond)
+}
+
+func TestRetriesFailedWrites(t *testing.T) {
+	e := newEnv(t)
+	st := newFakeStore()
+	st.fails = 2
+	r := New(e.js, st, quiet())
+	r.retryDelay = 50 * time.Millisecond
+	e.run(r)
+
+	id := uuid.New()
+	e.publish(wire.Event{Type: wire.EventStarted, ExecutionID: id.String(), Attempt: 1, ExecutorID: "x1", At: time.Now()})
+	if c := st.next(t); c.Kind != "started" || c.ID != id {
+		t.Errorf("call = %v", c)
+	}
+	e.settled()
+}
+
+func TestDropsBadEvents(t *testing.T) {
+	e := newEnv(t)
+	st := newFakeStore()
+	e.run(New(e.js, st, quiet()))
+
+	e.publishRaw(wire.EventSubjectPrefix+"started", []byte("{oops"), "bad-1")
+	e.publishRaw(wire.EventSubjectPrefix+"started", []byte(`{"type":"started","execution_id":"not-a-uuid","attempt":1}`), "bad-2")
+	e.publishRaw(wire.EventSubjectPrefix+"started", []byte(`{"type":"started","execution_id":"`+uuid.NewString()+`","attempt":0}`), "bad-3")
+	e.publishRaw(wire.EventSubjectPrefix+"exploded", []byte(`{"type":"exploded","execution_id":"`+uuid.NewString()+`","attempt":1}`), "bad-4")
+	good := wire.Event{Type: wire.EventStarted, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: time.Now()}
+	e.publish(good)
+	if c := st.next(t); c.ID.String() != good.ExecutionID {
+		t.Errorf("call = %v for %s, want the good event", c, c.ID)
+	}
+	e.settled()
+	st.none(t, 200*time.Millisecond)
+}
+
+// End to end: an executor's events for a retried execution reach the
+// Store in order.
+func TestRecordsExecutorEvents(t *testing.T) {
+	e := newEnv(t)
+	st := newFakeStore()
+	e.run(New(e.js, st, quiet()))
+
+	w, err := executor.New(executor.Config{NATS: e.nc, ExecutorID: "exec-1", ShutdownTimeout: time.Second, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("flaky", func(ctx context.Context, x *executor.Execution) (string, error) {
+		if x.Attempt == 1 {
+			return "", errors.New("first try fails")
+		}
+		return "ok", nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("executor Run: %v", err)
+		}
+	}()
+
+	id := uuid.New()
+	ex := wire.Execution{
+		ExecutionID: id.String(), JobID: uuid.NewString(), ScheduledFor: time.Now().UTC().Truncate(time.Millisecond),
+		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "flaky"},
+		Retry:   wire.RetryPolicy{MaxAttempts: 3, InitialBackoff: "10ms"},
+	}
+	data, _ := json.Marshal(ex)
+	pctx, pcancel := context.WithTimeout(context.Background(), waitFor)
+	defer pcancel()
+	// The recorder created the streams; wait for them before publishing.
+	for {
+		if _, err := e.js.Stream(pctx, wire.ExecStream); err == nil {
+			break
+		} else if pctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := e.js.Publish(pctx, ex.Handler.ExecSubject(), data, jetstream.WithMsgID(ex.ExecutionID)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`started 1 by exec-1`,
+		`failed 1 by exec-1 final=false err="first try fails" out=""`,
+		`started 2 by exec-1`,
+		`succeeded 2 by exec-1 final=true err="" out="ok"`,
+	}
+	for i, w := range want {
+		if c := st.next(t); c.String() != w || c.ID != id {
+			t.Errorf("call %d = %v, want %s", i, c, w)
+		}
+	}
+}
