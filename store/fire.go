@@ -1,0 +1,207 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// FireResult is what one Fire call did.
+type FireResult struct {
+	// Executions are the executions inserted, to be dispatched.
+	Executions []*Execution
+	// Fenced are the buckets whose epoch check failed (ascending): the
+	// caller no longer owns them, and nothing fired there.
+	Fenced []int
+	// Skipped counts firings in unfenced buckets that did nothing because
+	// the compare-and-set lost: the job was changed, deleted, paused or
+	// already fired for that time (by a retry or another node).
+	Skipped int
+}
+
+// fireRetries is how many times Fire re-runs a transaction that
+// Postgres aborted as a deadlock victim (two batches locking the same
+// jobs in different orders).
+const fireRetries = 3
+
+// ClaimBucket records in the database that node owns bucket at epoch,
+// unless a newer epoch is recorded already, in which case it fails with
+// ErrFenced. Claiming the same epoch again is a no-op that succeeds.
+//
+// It is the write side of fencing: its update waits for firing
+// transactions in flight in the bucket (they hold the bucket's row FOR
+// SHARE), and every Fire after it sees the new epoch, so the previous
+// owner's firings do nothing from then on.
+func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch int64) error {
+	tag, err := s.pool.Exec(ctx, `
+		INSERT INTO bucket_owners (bucket, node, epoch, claimed_at) VALUES ($1, $2, $3, now())
+		ON CONFLICT (bucket) DO UPDATE
+			SET node = excluded.node, epoch = excluded.epoch, claimed_at = excluded.claimed_at
+			WHERE bucket_owners.epoch <= excluded.epoch`, bucket, node, epoch)
+	if err != nil {
+		return fmt.Errorf("store: claim bucket %d for %s at epoch %d: %w", bucket, node, epoch, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store: claim bucket %d for %s at epoch %d: %w", bucket, node, epoch, ErrFenced)
+	}
+	return nil
+}
+
+// dueJobsSQL reads the due jobs of some buckets. bucket = ANY($1) lets
+// the planner prune to those buckets' partitions.
+const dueJobsSQL = "SELECT " + jobColumns + ` FROM jobs
+	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at <= $2
+	ORDER BY next_run_at LIMIT $3`
+
+// DueJobs reads up to limit active jobs in buckets whose next run is at
+// or before until, earliest first. It reads only those buckets'
+// partitions.
+func (s *Store) DueJobs(ctx context.Context, buckets []int, until time.Time, limit int) ([]*Job, error) {
+	if len(buckets) == 0 || limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, dueJobsSQL, buckets, until.UTC(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Job, error) { return scanJob(r) })
+	if err != nil {
+		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
+	}
+	return jobs, nil
+}
+
+// fireSQL fires a batch in one statement: the compare-and-set on each
+// job's next_run_at, then the executions of the jobs that won it.
+// $6 (the unfenced buckets) lets the planner prune jobs partitions.
+const fireSQL = `
+WITH f AS (
+	SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::timestamptz[], $5::uuid[])
+		AS f(job_id, bucket, sched, next, exec_id)
+), fired AS (
+	UPDATE jobs j SET
+		next_run_at = f.next,
+		last_run_at = f.sched,
+		state = CASE WHEN f.next IS NULL THEN 'completed' ELSE j.state END,
+		updated_at = ` + nowMS + `
+	FROM f
+	WHERE j.bucket = ANY($6) AND j.bucket = f.bucket AND j.id = f.job_id
+		AND j.state = 'active' AND j.next_run_at = f.sched
+	RETURNING f.exec_id, j.id, j.bucket, j.namespace, j.name, f.sched, j.handler, j.payload, j.retry, j.timeout_ms
+)
+INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
+	handler, payload, retry, timeout_ms, created_at)
+SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
+	handler, payload, retry, timeout_ms, ` + nowMS + `
+FROM fired
+ON CONFLICT DO NOTHING
+RETURNING ` + execColumns
+
+// Fire records a batch of firings in one transaction, in a few
+// statements whatever the batch size. node and epochs (bucket → epoch)
+// are the caller's claims, as given to ClaimBucket.
+//
+// Fencing: the transaction first reads the firings' buckets' ownership
+// rows FOR SHARE. A bucket whose recorded node and epoch are not the
+// caller's (or that was never claimed, or is missing from epochs) is
+// fenced: nothing fires there and it is listed in FireResult.Fenced.
+//
+// Exactly once: in the other buckets each firing advances its job's
+// next_run_at to Next (completing the job when Next is nil) only if the
+// job is still active with next_run_at equal to ScheduledFor, and inserts
+// the execution ExecutionID(job, ScheduledFor) with a snapshot of the
+// job's handler, payload, retry policy and timeout. An execution that
+// exists already is not inserted again. Firings that did nothing are
+// counted in Skipped; at most one firing per job in a batch can succeed.
+//
+// The error is nil even when everything was fenced or skipped; it
+// reports only a failed transaction, after which nothing was written.
+func (s *Store) Fire(ctx context.Context, node string, epochs map[int]int64, firings []Firing) (FireResult, error) {
+	if len(firings) == 0 {
+		return FireResult{}, nil
+	}
+	for attempt := 0; ; attempt++ {
+		res, err := s.fire(ctx, node, epochs, firings)
+		if err == nil {
+			return res, nil
+		}
+		if !isRetryable(err) || attempt == fireRetries || ctx.Err() != nil {
+			return FireResult{}, fmt.Errorf("store: fire %d jobs: %w", len(firings), err)
+		}
+	}
+}
+
+func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, firings []Firing) (FireResult, error) {
+	var buckets []int
+	for _, f := range firings {
+		buckets = append(buckets, f.Bucket)
+	}
+	slices.Sort(buckets)
+	buckets = slices.Compact(buckets)
+
+	var res FireResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res = FireResult{}
+		// ORDER BY: lock the rows in one order in every transaction.
+		rows, err := tx.Query(ctx, `
+			SELECT bucket, node, epoch FROM bucket_owners WHERE bucket = ANY($1)
+			ORDER BY bucket FOR SHARE`, buckets)
+		if err != nil {
+			return err
+		}
+		var (
+			b, owner = 0, ""
+			epoch    int64
+			owned    []int
+			ok       = make(map[int]bool, len(buckets))
+		)
+		_, err = pgx.ForEachRow(rows, []any{&b, &owner, &epoch}, func() error {
+			if e, claimed := epochs[b]; claimed && e == epoch && owner == node {
+				ok[b] = true
+				owned = append(owned, b)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, b := range buckets {
+			if !ok[b] {
+				res.Fenced = append(res.Fenced, b)
+			}
+		}
+		if len(owned) == 0 {
+			return nil
+		}
+
+		n := len(firings)
+		jobIDs, bs, scheds := make([]uuid.UUID, 0, n), make([]int, 0, n), make([]time.Time, 0, n)
+		nexts, execIDs := make([]*time.Time, 0, n), make([]uuid.UUID, 0, n)
+		for _, f := range firings {
+			if !ok[f.Bucket] {
+				continue
+			}
+			at := ms(f.ScheduledFor)
+			jobIDs, bs, scheds = append(jobIDs, f.JobID), append(bs, f.Bucket), append(scheds, at)
+			nexts, execIDs = append(nexts, msPtr(f.Next)), append(execIDs, ExecutionID(f.JobID, at))
+		}
+		rows, err = tx.Query(ctx, fireSQL, jobIDs, bs, scheds, nexts, execIDs, owned)
+		if err != nil {
+			return err
+		}
+		res.Executions, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+		if err != nil {
+			return err
+		}
+		res.Skipped = len(jobIDs) - len(res.Executions)
+		return nil
+	})
+	if err != nil {
+		return FireResult{}, err
+	}
+	return res, nil
+}

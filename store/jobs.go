@@ -1,0 +1,318 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/partition"
+)
+
+// ErrBadCursor: a list cursor that this store did not hand out.
+var ErrBadCursor = errors.New("invalid cursor")
+
+// Page sizes of ListJobs and ListExecutions.
+const (
+	defaultLimit = 50
+	maxLimit     = 500
+)
+
+// jobColumns are the columns scanJob reads, in its order.
+const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
+	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at"
+
+// nowMS is the transaction's time at the millisecond precision the store
+// keeps.
+const nowMS = "date_trunc('milliseconds', now())"
+
+// JobFilter selects jobs for ListJobs. The zero value lists every job.
+type JobFilter struct {
+	// Namespace limits the list to one namespace; "" lists all.
+	Namespace string
+	// State limits the list to jobs in this state; "" lists all.
+	State string
+	// NamePrefix limits the list to names starting with it.
+	NamePrefix string
+	// Limit is the page size: 50 when 0, at most 500.
+	Limit int
+	// Cursor continues a listing where the page that returned it ended;
+	// "" starts at the beginning.
+	Cursor string
+}
+
+// CreateJob stores a new job. It fills in j.ID (a UUIDv7) when zero,
+// j.Bucket, j.CreatedAt and j.UpdatedAt, and defaults j.Namespace to
+// "default" and j.State to active. Times are kept in UTC to the
+// millisecond. A job whose (namespace, name) is taken, or whose id
+// exists, is rejected with ErrConflict.
+func (s *Store) CreateJob(ctx context.Context, j *Job) error {
+	if err := s.needBuckets(); err != nil {
+		return fmt.Errorf("store: create job: %w", err)
+	}
+	if j.Name == "" {
+		return errors.New("store: create job: empty name")
+	}
+	if j.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("store: create job: new id: %w", err)
+		}
+		j.ID = id
+	}
+	if j.Namespace == "" {
+		j.Namespace = "default"
+	}
+	if j.State == "" {
+		j.State = JobActive
+	}
+	j.Bucket = partition.BucketOf(j.ID, s.buckets)
+	j.NextRunAt, j.LastRunAt = msPtr(j.NextRunAt), msPtr(j.LastRunAt)
+
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO job_names (namespace, name, job_id, bucket) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING`, j.Namespace, j.Name, j.ID, j.Bucket)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrConflict
+		}
+		err = tx.QueryRow(ctx, `
+			INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
+				next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, `+nowMS+`, `+nowMS+`)
+			RETURNING created_at, updated_at`,
+			j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
+			j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(),
+		).Scan(&j.CreatedAt, &j.UpdatedAt)
+		if isUniqueViolation(err) {
+			return ErrConflict
+		}
+		if err != nil {
+			return err
+		}
+		return notifyJob(ctx, tx, j.Bucket, j.ID)
+	})
+	if err != nil {
+		return fmt.Errorf("store: create job %s/%s: %w", j.Namespace, j.Name, err)
+	}
+	j.CreatedAt, j.UpdatedAt = j.CreatedAt.UTC(), j.UpdatedAt.UTC()
+	return nil
+}
+
+// GetJob reads the job with this id, or fails with ErrNotFound. It reads
+// only the job's own partition.
+func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*Job, error) {
+	if err := s.needBuckets(); err != nil {
+		return nil, fmt.Errorf("store: get job %s: %w", id, err)
+	}
+	row := s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM jobs WHERE bucket = $1 AND id = $2",
+		partition.BucketOf(id, s.buckets), id)
+	j, err := scanJob(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// ListJobs lists jobs matching f in (namespace, name) order, one page at
+// a time. It returns the cursor of the next page, "" after the last one.
+// An unknown cursor fails with ErrBadCursor.
+func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, error) {
+	limit := pageSize(f.Limit)
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.Namespace != "" {
+		where = append(where, "n.namespace = "+arg(f.Namespace))
+	}
+	if f.NamePrefix != "" {
+		// The column's "C" collation lets LIKE 'prefix%' use the index.
+		where = append(where, "n.name LIKE "+arg(likePrefix(f.NamePrefix)))
+	}
+	if f.State != "" {
+		where = append(where, "j.state = "+arg(f.State))
+	}
+	if f.Cursor != "" {
+		var c [2]string
+		if err := decodeCursor(f.Cursor, &c); err != nil {
+			return nil, "", fmt.Errorf("store: list jobs: %w", err)
+		}
+		where = append(where, "(n.namespace, n.name) > ("+arg(c[0])+", "+arg(c[1])+")")
+	}
+	sql := "SELECT " + prefixed("j.", jobColumns) +
+		" FROM job_names n JOIN jobs j ON j.bucket = n.bucket AND j.id = n.job_id"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	sql += " ORDER BY n.namespace, n.name LIMIT " + arg(limit+1)
+
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list jobs: %w", err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Job, error) { return scanJob(r) })
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list jobs: %w", err)
+	}
+	next := ""
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+		last := jobs[limit-1]
+		next = encodeCursor([2]string{last.Namespace, last.Name})
+	}
+	return jobs, next, nil
+}
+
+// UpdateJob writes j's Schedule, Handler, Payload, Retry, Timeout, State
+// and NextRunAt to the stored job with j's id (namespace and name cannot
+// change), bumps its UpdatedAt, and refreshes j from the stored row. It
+// fails with ErrNotFound when there is no such job. Pausing and resuming
+// are updates of State (and NextRunAt).
+func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
+	if err := s.needBuckets(); err != nil {
+		return fmt.Errorf("store: update job %s: %w", j.ID, err)
+	}
+	bucket := partition.BucketOf(j.ID, s.buckets)
+	var got *Job
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `
+			UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
+				state = $8, next_run_at = $9, updated_at = `+nowMS+`
+			WHERE bucket = $1 AND id = $2
+			RETURNING `+jobColumns,
+			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
+			j.State, msPtr(j.NextRunAt))
+		var err error
+		if got, err = scanJob(row); err != nil {
+			return err
+		}
+		return notifyJob(ctx, tx, bucket, j.ID)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("store: update job %s: %w", j.ID, err)
+	}
+	*j = *got
+	return nil
+}
+
+// DeleteJob deletes the job with this id, or fails with ErrNotFound. Its
+// executions stay: they carry a snapshot of what they run.
+func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) error {
+	if err := s.needBuckets(); err != nil {
+		return fmt.Errorf("store: delete job %s: %w", id, err)
+	}
+	bucket := partition.BucketOf(id, s.buckets)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "DELETE FROM jobs WHERE bucket = $1 AND id = $2", bucket, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM job_names WHERE job_id = $1", id); err != nil {
+			return err
+		}
+		return notifyJob(ctx, tx, bucket, id)
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete job %s: %w", id, err)
+	}
+	return nil
+}
+
+// notifyJob tells JobsChannel listeners, on commit, that a job changed.
+func notifyJob(ctx context.Context, tx pgx.Tx, bucket int, id uuid.UUID) error {
+	_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", JobsChannel, strconv.Itoa(bucket)+":"+id.String())
+	return err
+}
+
+// scanJob reads a row of jobColumns.
+func scanJob(row pgx.Row) (*Job, error) {
+	var (
+		j         Job
+		timeoutMS int64
+		payload   []byte
+	)
+	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
+		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if payload != nil {
+		j.Payload = json.RawMessage(payload)
+	}
+	j.Timeout = msDuration(timeoutMS)
+	j.NextRunAt, j.LastRunAt = utcPtr(j.NextRunAt), utcPtr(j.LastRunAt)
+	j.CreatedAt, j.UpdatedAt = j.CreatedAt.UTC(), j.UpdatedAt.UTC()
+	return &j, nil
+}
+
+// nullJSON makes an empty payload SQL NULL rather than invalid JSON.
+func nullJSON(p json.RawMessage) any {
+	if len(p) == 0 {
+		return nil
+	}
+	return []byte(p)
+}
+
+// prefixed qualifies every column of a comma-separated list.
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ", ")
+	for i, c := range cols {
+		cols[i] = prefix + c
+	}
+	return strings.Join(cols, ", ")
+}
+
+// likePrefix is a LIKE pattern matching strings that start with p.
+func likePrefix(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(p) + "%"
+}
+
+// pageSize applies the default and the maximum to a requested limit.
+func pageSize(n int) int {
+	switch {
+	case n <= 0:
+		return defaultLimit
+	case n > maxLimit:
+		return maxLimit
+	}
+	return n
+}
+
+// encodeCursor makes an opaque cursor of v.
+func encodeCursor(v any) string {
+	b, _ := json.Marshal(v)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor reads a cursor made by encodeCursor into v.
+func decodeCursor(c string, v any) error {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || json.Unmarshal(b, v) != nil {
+		return fmt.Errorf("%w %q", ErrBadCursor, c)
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+// Package store is tock's PostgreSQL layer: the schema and its
+// migrations, every query, and the maintenance of the tables' partitions.
+// Jobs are partitioned by bucket; executions and attempts by day.
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Advisory lock keys (pg_advisory_xact_lock) serialising DDL the store
+// runs at run time. goose uses its own key (lock.DefaultLockID) for
+// migrations.
+const (
+	lockInit       int64 = 0x746f636b_0001 // "tock" 1: Init
+	lockPartitions int64 = 0x746f636b_0002 // "tock" 2: MaintainPartitions
+)
+
+// initDaysAhead is how many days of execution partitions Init creates.
+const initDaysAhead = 7
+
+// Store is tock's PostgreSQL database. It is safe for concurrent use.
+// Open it, Migrate the schema, then Init it before using anything else.
+type Store struct {
+	pool    *pgxpool.Pool
+	buckets int
+}
+
+// Open connects a pool to the database at url (a postgres:// URL or a
+// key=value DSN; pool settings such as pool_max_conns are honoured) and
+// pings it. It does not migrate the schema.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connect to %s: %w", cfg.ConnConfig.Host, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: ping %s: %w", cfg.ConnConfig.Host, err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Pool is the store's connection pool, for callers that need a query the
+// store does not offer (health checks, tests).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes every connection. Listen calls return on their own (their
+// connections are not the pool's) when their contexts end.
+func (s *Store) Close() { s.pool.Close() }
+
+// Buckets is the cluster's bucket count N, known after Init.
+func (s *Store) Buckets() int { return s.buckets }
+
+// Migrate brings the schema up to date with the migrations embedded in
+// the binary. Several tockd may call it at once: goose holds a Postgres
+// session advisory lock while it migrates, so the others wait and then
+// find nothing to do.
+func (s *Store) Migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	// Wait for another migrator for up to 5 minutes, checking every second.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return fmt.Errorf("store: migration lock: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close() // does not close the pool
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithSessionLocker(locker),
+		goose.WithSlog(slog.Default()),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return nil
+}
+
+// Init prepares a migrated database for use and sets the Store's bucket
+// count. The first Init of a cluster records buckets as its N; later
+// calls keep the recorded N whatever they pass (N is fixed when the
+// cluster is created) and return it. Init creates the jobs partition of
+// every bucket and the daily executions and attempts partitions around
+// today, all idempotently; several nodes may run it at once.
+func (s *Store) Init(ctx context.Context, buckets int) (int, error) {
+	if buckets <= 0 {
+		return 0, fmt.Errorf("store: init: bucket count %d must be positive", buckets)
+	}
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockInit); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO cluster (buckets) VALUES ($1) ON CONFLICT DO NOTHING", buckets); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, "SELECT buckets FROM cluster").Scan(&n); err != nil {
+			return err
+		}
+		existing, err := partitionsOf(ctx, tx, "jobs")
+		if err != nil {
+			return err
+		}
+		// Create only the missing partitions: CREATE TABLE ... PARTITION OF
+		// locks the parent exclusively, which would stall firing on every
+		// node's start if done unconditionally.
+		for b := range n {
+			name := jobsPartition(b)
+			if existing[name] {
+				continue
+			}
+			sql := fmt.Sprintf("CREATE TABLE %s PARTITION OF jobs FOR VALUES IN (%d)", name, b)
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return fmt.Errorf("create %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: init: %w", err)
+	}
+	s.buckets = n
+	now, err := s.Now(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("store: init: %w", err)
+	}
+	if err := s.MaintainPartitions(ctx, now, initDaysAhead); err != nil {
+		return 0, fmt.Errorf("store: init: %w", err)
+	}
+	return n, nil
+}
+
+// Now is the database's clock (clock_timestamp(), not the transaction
+// start) in UTC. Due times are judged by it, not by each node's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("store: database clock: %w", err)
+	}
+	return t.UTC(), nil
+}
+
+// jobsPartition is the name of bucket b's jobs partition.
+func jobsPartition(b int) string { return fmt.Sprintf("jobs_b%03d", b) }
+
+// partitionsOf is the set of names of parent's partitions.
+func partitionsOf(ctx context.Context, q querier, parent string) (map[string]bool, error) {
+	rows, err := q.Query(ctx, `
+		SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = to_regclass($1)`, parent)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions of %s: %w", parent, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list partitions of %s: %w", parent, err)
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set, nil
+}
+
+// querier is what pgxpool.Pool, pgx.Conn and pgx.Tx have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// needBuckets fails when Init has not run, since a job's bucket (and so
+// its partition) cannot be computed without N.
+func (s *Store) needBuckets() error {
+	if s.buckets <= 0 {
+		return errors.New("store not initialised: call Init first")
+	}
+	return nil
+}
+
+// isUniqueViolation reports whether err is a unique_violation (23505).
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// isRetryable reports whether err aborted a transaction that may simply
+// be run again: a deadlock or a serialization failure.
+func isRetryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// ms truncates t to the millisecond precision the store keeps, in UTC.
+func ms(t time.Time) time.Time { return t.Truncate(time.Millisecond).UTC() }
+
+// msPtr is ms for an optional time.
+func msPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := ms(*t)
+	return &v
+}
+
+// utcPtr converts a time read from the database to UTC.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.UTC()
+	return &v
+}
+
+// msDuration is a count of milliseconds as a Duration.
+func msDuration(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
