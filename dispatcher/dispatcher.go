@@ -103,6 +103,10 @@ func New(cfg Config) (*Dispatcher, error) {
 	}, nil
 }
 
+// SetClock sets the cluster clock used for the fire-lag metric (the
+// scanner's database-corrected clock). Call it before Run.
+func (d *Dispatcher) SetClock(now func() time.Time) { d.cfg.Now = now }
+
 // Dispatch queues executions for publishing. Executions already queued or
 // being published are skipped, so the outbox may hand the same execution
 // again safely. It blocks only while the queue is full (back-pressure).

@@ -140,6 +140,8 @@ type Scanner struct {
 	nextClock  time.Time
 	pending    []ownership // acquired but not yet recorded in Postgres
 	compiled   map[string]*schedule.Schedule
+	// uncertainty bounds the clock offset's error; see syncClock.
+	uncertainty time.Duration
 }
 
 type ownership struct {
@@ -256,8 +258,8 @@ func (s *Scanner) sleep() time.Duration {
 	if s.nextOutbox.Before(next) {
 		next = s.nextOutbox
 	}
-	if len(s.heap) > 0 && s.heap[0].due.Before(next) {
-		next = s.heap[0].due
+	if len(s.heap) > 0 && s.heap[0].due.Add(s.uncertainty).Before(next) {
+		next = s.heap[0].due.Add(s.uncertainty)
 	}
 	if len(s.pending) > 0 {
 		next = now.Add(time.Second) // retry recording ownership
@@ -269,17 +271,33 @@ func (s *Scanner) sleep() time.Duration {
 	return d
 }
 
+// syncClock measures the database clock against the local one, NTP
+// style: of a few round trips it keeps the fastest, and remembers half its
+// round trip as the uncertainty, which firing waits out so that no job
+// fires before its time by the database's clock.
 func (s *Scanner) syncClock(ctx context.Context) {
-	t0 := time.Now()
-	db, err := s.cfg.Store.Now(ctx)
-	t1 := time.Now()
-	if err != nil {
-		s.log.Warn("read database clock", "err", err)
-		s.nextClock = t1.Add(5 * time.Second)
+	best := time.Duration(-1)
+	var offset time.Duration
+	for range 5 {
+		t0 := time.Now()
+		db, err := s.cfg.Store.Now(ctx)
+		rtt := time.Since(t0)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("read database clock", "err", err)
+			}
+			break
+		}
+		if best < 0 || rtt < best {
+			best, offset = rtt, db.Sub(t0.Add(rtt/2))
+		}
+	}
+	if best < 0 {
+		s.nextClock = time.Now().Add(5 * time.Second)
 		return
 	}
-	mid := t0.Add(t1.Sub(t0) / 2)
-	s.offset.Store(int64(db.Sub(mid)))
+	s.offset.Store(int64(offset))
+	s.uncertainty = best/2 + time.Millisecond // + the database's ms truncation
 	s.nextClock = s.Now().Add(30 * time.Second)
 }
 
@@ -423,7 +441,7 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 
 // fireDue fires every heap entry whose time has come, in batches.
 func (s *Scanner) fireDue(ctx context.Context) {
-	now := s.Now()
+	now := s.Now().Add(-s.uncertainty)
 	var batch []*entry
 	for len(s.heap) > 0 && !s.heap[0].due.After(now) {
 		e := heap.Pop(&s.heap).(*entry)

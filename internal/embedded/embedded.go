@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -57,7 +58,9 @@ func (s *Etcd) Start() error {
 	cfg := embed.NewConfig()
 	cfg.Name = "tock-dev"
 	cfg.Dir = filepath.Join(s.Dir, "etcd")
-	cfg.LogLevel = "error"
+	// etcd's own log is noise here (it reports its shutdown as errors);
+	// tock logs what matters about etcd from the client side.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cu, _ := url.Parse(s.Endpoint())
 	pu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(s.PeerPort))
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}

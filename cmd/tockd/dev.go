@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tock-sched/tock/internal/embedded"
+)
+
+// DevCmd runs every role in one process with etcd and NATS JetStream
+// embedded. Their data lives under --data-dir, so a restart keeps state.
+type DevCmd struct {
+	Common
+	DataDir  string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
+	HTTPAddr string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
+	EtcdPort int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
+	NATSPort int    `name:"nats-port" default:"4222" help:"Preferred NATS port (a free one is used if it is taken)."`
+	Buckets  int    `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets of a new cluster."`
+}
+
+// Run starts embedded etcd and NATS, makes sure the database exists, and
+// serves every role until SIGINT or SIGTERM.
+func (c *DevCmd) Run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := newLogger(c.LogLevel)
+	dir, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := ensureDatabase(ctx, c.PostgresURL); err != nil {
+		return err
+	}
+
+	etcd := &embedded.Etcd{Dir: dir, ClientPort: portOrFree(c.EtcdPort), PeerPort: portOrFree(c.EtcdPort + 1)}
+	if err := etcd.Start(); err != nil {
+		return err
+	}
+	defer etcd.Stop()
+	ns := &embedded.NATS{Dir: dir, Port: portOrFree(c.NATSPort)}
+	if err := ns.Start(); err != nil {
+		return err
+	}
+	defer ns.Stop()
+
+	env := fmt.Sprintf("export TOCK_SERVER=http://%s\nexport TOCK_NATS_URL=%s\nexport ETCDCTL_ENDPOINTS=%s\nexport TOCK_POSTGRES_URL=%s\n",
+		c.HTTPAddr, ns.URL(), etcd.Endpoint(), c.PostgresURL)
+	envFile := filepath.Join(dir, "env")
+	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "tock dev: API http://%s  etcd %s  NATS %s\n  (source %s to point tockctl, etcdctl and executors at them)\n",
+		c.HTTPAddr, etcd.Endpoint(), ns.URL(), envFile)
+
+	return Serve(ctx, Config{
+		NodeID:        "dev",
+		HTTPAddr:      c.HTTPAddr,
+		PostgresURL:   c.PostgresURL,
+		EtcdEndpoints: []string{etcd.Endpoint()},
+		NATSURL:       ns.URL(),
+		Cluster:       "dev",
+		Roles:         map[string]bool{RoleAPI: true, RoleScheduler: true, RoleExecutor: true, RoleRecorder: true},
+		Buckets:       c.Buckets,
+		LeaseTTL:      5 * time.Second,
+		Migrate:       true,
+		Logger:        log,
+	})
+}
+
+// portOrFree returns port if nothing listens on it, else 0 (pick a free one).
+func portOrFree(port int) int {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return 0
+	}
+	l.Close()
+	return port
+}
+
+// ensureDatabase creates the database named in pgURL if it does not exist.
+func ensureDatabase(ctx context.Context, pgURL string) error {
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		return fmt.Errorf("--postgres-url: %w", err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" || name == "postgres" {
+		return nil
+	}
+	admin := *u
+	admin.Path = "/postgres"
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, admin.String())
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL at %s (is it running? `make dev` starts it): %w", u.Host, err)
+	}
+	defer conn.Close(cctx)
+	_, err = conn.Exec(cctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P04") { // duplicate_database
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+// Command tockd is the tock server. One binary, several roles: api,
+// scheduler, executor and recorder (all by default). `tockd dev` runs all
+// of them with etcd and NATS JetStream embedded, for one machine.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/tock-sched/tock/store"
+)
+
+// Common holds the flags every subcommand shares.
+type Common struct {
+	PostgresURL string `name:"postgres-url" env:"TOCK_POSTGRES_URL" default:"postgres://postgres@127.0.0.1:5432/tock?sslmode=disable" help:"PostgreSQL connection URL."`
+	LogLevel    string `name:"log-level" env:"TOCK_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn, error."`
+}
+
+// ServeCmd runs the chosen roles against external etcd, NATS and Postgres.
+type ServeCmd struct {
+	Common
+	NodeID        string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
+	HTTPAddr      string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
+	EtcdEndpoints []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
+	NATSURL       string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server URL (JetStream enabled)."`
+	Cluster       string        `name:"cluster" env:"TOCK_CLUSTER" default:"default" help:"Cluster name: etcd keys live under /tock/<cluster>/."`
+	Roles         []string      `name:"roles" env:"TOCK_ROLES" default:"api,scheduler,executor,recorder" sep:"," help:"Roles to run: api, scheduler, executor, recorder."`
+	Buckets       int           `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets, used only when the cluster is created (then stored)."`
+	LeaseTTL      time.Duration `name:"lease-ttl" env:"TOCK_LEASE_TTL" default:"5s" help:"etcd lease TTL of a scheduler node."`
+	NoMigrate     bool          `name:"no-migrate" env:"TOCK_NO_MIGRATE" help:"Do not run database migrations at start."`
+}
+
+// Run starts the server and blocks until SIGINT or SIGTERM.
+func (c *ServeCmd) Run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, cfg)
+}
+
+func (c *ServeCmd) config() (Config, error) {
+	roles := map[string]bool{}
+	for _, r := range c.Roles {
+		switch r {
+		case RoleAPI, RoleScheduler, RoleExecutor, RoleRecorder:
+			roles[r] = true
+		default:
+			return Config{}, fmt.Errorf("--roles: unknown role %q (want api, scheduler, executor, recorder)", r)
+		}
+	}
+	return Config{
+		NodeID:        c.NodeID,
+		HTTPAddr:      c.HTTPAddr,
+		PostgresURL:   c.PostgresURL,
+		EtcdEndpoints: c.EtcdEndpoints,
+		NATSURL:       c.NATSURL,
+		Cluster:       c.Cluster,
+		Roles:         roles,
+		Buckets:       c.Buckets,
+		LeaseTTL:      c.LeaseTTL,
+		Migrate:       !c.NoMigrate,
+		Logger:        newLogger(c.LogLevel),
+	}, nil
+}
+
+// MigrateCmd applies the database migrations and exits.
+type MigrateCmd struct {
+	Common
+	Buckets int `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets if the cluster is new."`
+}
+
+// Run migrates the database.
+func (c *MigrateCmd) Run() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, c.PostgresURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	n, err := st.Init(ctx, c.Buckets)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("migrated; cluster has %d buckets\n", n)
+	return nil
+}
+
+var cli struct {
+	Serve   ServeCmd   `cmd:"" default:"withargs" help:"Run tockd (all roles by default)."`
+	Migrate MigrateCmd `cmd:"" help:"Apply database migrations and exit."`
+	Dev     DevCmd     `cmd:"" help:"Run everything on one machine: embedded etcd and NATS, local Postgres."`
+}
+
+func main() {
+	k := kong.Parse(&cli,
+		kong.Name("tockd"),
+		kong.Description("tock: a distributed job scheduler on etcd, PostgreSQL and NATS JetStream."),
+		kong.UsageOnError(),
+	)
+	if err := k.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "tockd:", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
