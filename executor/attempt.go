@@ -59,7 +59,12 @@ func (w *Worker) process(queueName string, fn Func, msg jetstream.Msg, ackWait t
 		return
 	}
 
+	running := attemptsRunning.WithLabelValues(queueName)
+	running.Inc()
+	began := time.Now()
 	output, runErr := w.run(fn, e, log)
+	attemptSeconds.WithLabelValues(queueName).Observe(time.Since(began).Seconds())
+	running.Dec()
 	shutdown := runErr != nil && w.attemptCtx.Err() != nil
 
 	ev := w.event(e, wire.EventSucceeded)
@@ -84,23 +89,31 @@ func (w *Worker) process(queueName string, fn Func, msg jetstream.Msg, ackWait t
 	if err := w.publish(ev); err != nil {
 		// The result is lost: let the execution run again.
 		log.Error("cannot report attempt result; giving the execution back", "outcome", ev.Type, "err", err)
+		attemptsTotal.WithLabelValues(queueName, "unreported").Inc()
 		_ = msg.NakWithDelay(max(delay, startedRetryDelay))
 		return
 	}
+	stopHeartbeat() // an in-progress ack after the settle would be refused
+	var outcome string
 	switch {
 	case runErr == nil:
+		outcome = "succeeded"
 		log.Debug("attempt succeeded")
 		err = msg.Ack()
 	case shutdown:
+		outcome = "interrupted"
 		log.Info("attempt interrupted by shutdown; handing it back", "err", runErr)
 		err = msg.Nak()
 	case ev.Final:
+		outcome = "dead"
 		log.Warn("attempt failed; execution is dead", "err", runErr, "permanent", IsPermanent(runErr))
 		err = msg.TermWithReason("tock: final attempt failed")
 	default:
+		outcome = "retry"
 		log.Info("attempt failed; will retry", "err", runErr, "retry_in", delay)
 		err = msg.NakWithDelay(delay)
 	}
+	attemptsTotal.WithLabelValues(queueName, outcome).Inc()
 	if err != nil {
 		// The message will be redelivered after AckWait; the recorder
 		// already has this attempt's result.
@@ -137,7 +150,8 @@ func (w *Worker) run(fn Func, e *Execution, log *slog.Logger) (output string, er
 
 // heartbeat tells JetStream the attempt is alive every third of ackWait,
 // so a long attempt is not redelivered; it stops when the returned func is
-// called (which waits for it) or when Run abandons the attempt.
+// called (which waits for it; calling it again is harmless) or when Run
+// abandons the attempt.
 func (w *Worker) heartbeat(msg jetstream.Msg, ackWait time.Duration, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(w.abandonCtx)
 	done := make(chan struct{})

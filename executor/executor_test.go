@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tock-sched/tock/executor/wire"
 )
@@ -187,6 +188,14 @@ func TestLastAttemptIsFinal(t *testing.T) {
 }
 
 func TestPermanentFailsAtOnce(t *testing.T) {
+	deadCount := func() float64 {
+		var m dto.Metric
+		if err := attemptsTotal.WithLabelValues("picky", "dead").Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	deadBefore := deadCount()
 	e := newEnv(t)
 	evs := e.events()
 	w := e.worker(e.nc, "exec-1")
@@ -209,6 +218,9 @@ func TestPermanentFailsAtOnce(t *testing.T) {
 	evs.none(300 * time.Millisecond)
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler called %d times, want 1", n)
+	}
+	if n := deadCount() - deadBefore; n != 1 {
+		t.Errorf("tock_executor_attempts_total{queue=picky,outcome=dead} grew by %v, want 1", n)
 	}
 }
 
