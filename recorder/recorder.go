@@ -20,10 +20,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/store"
 )
 
 // Store is what the recorder writes to. Both calls must be idempotent: an
-// event can be delivered twice.
+// event can be delivered twice. An error wrapping store.ErrNotFound (the
+// execution is gone, e.g. dropped by retention) drops the event; any other
+// error has it retried.
 type Store interface {
 	// AttemptStarted records that executor began attempt (1-based) of
 	// execution id at at.
@@ -39,9 +42,11 @@ type Store interface {
 // Tuning. The consumer's AckWait must outlast a slow Store write.
 const (
 	// RetryDelay is how long an event whose write failed waits before it
-	// is delivered again.
-	RetryDelay = 2 * time.Second
-	ackWait    = 30 * time.Second
+	// is delivered again; it doubles with each failed delivery, up to
+	// MaxRetryDelay.
+	RetryDelay    = 2 * time.Second
+	MaxRetryDelay = time.Minute
+	ackWait       = 30 * time.Second
 	// pullBatch bounds the events buffered in this process; each must be
 	// written within ackWait of its delivery.
 	pullBatch = 64
@@ -170,14 +175,26 @@ func (r *Recorder) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.TermWithReason("tock: unknown event type")
 		return
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			// Shutting down: leave it to be redelivered.
-			_ = msg.Nak()
-			return
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		// Shutting down: leave it to be redelivered.
+		_ = msg.Nak()
+		return
+	case errors.Is(err, store.ErrNotFound):
+		log.Error("event for an unknown execution; dropping it", "err", err)
+		_ = msg.TermWithReason("tock: unknown execution")
+		return
+	default:
+		delay := r.retryDelay
+		if md, mdErr := msg.Metadata(); mdErr == nil {
+			for n := uint64(1); n < md.NumDelivered && delay < MaxRetryDelay; n++ {
+				delay *= 2
+			}
 		}
-		log.Warn("record event; retrying", "err", err, "retry_in", r.retryDelay)
-		_ = msg.NakWithDelay(r.retryDelay)
+		delay = min(delay, MaxRetryDelay)
+		log.Warn("record event; retrying", "err", err, "retry_in", delay)
+		_ = msg.NakWithDelay(delay)
 		return
 	}
 	if err := msg.Ack(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/store"
 )
 
 func TestMain(m *testing.M) {
@@ -26,6 +28,9 @@ func TestMain(m *testing.M) {
 }
 
 const waitFor = 15 * time.Second
+
+// The Postgres store is what tockd records into.
+var _ Store = (*store.Store)(nil)
 
 // call is one Store call as the fake saw it.
 type call struct {
@@ -235,6 +240,28 @@ func TestRetriesFailedWrites(t *testing.T) {
 		t.Errorf("call = %v", c)
 	}
 	e.settled()
+}
+
+func TestDropsEventsOfUnknownExecutions(t *testing.T) {
+	e := newEnv(t)
+	st := &notFoundStore{fakeStore: newFakeStore()}
+	e.run(New(e.js, st, quiet()))
+	gone := wire.Event{Type: wire.EventStarted, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: time.Now()}
+	e.publish(gone)
+	e.settled()
+	if n := st.calls.Load(); n != 1 {
+		t.Errorf("store called %d times for an unknown execution, want 1", n)
+	}
+}
+
+type notFoundStore struct {
+	*fakeStore
+	calls atomic.Int32
+}
+
+func (s *notFoundStore) AttemptStarted(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time) error {
+	s.calls.Add(1)
+	return fmt.Errorf("store: execution %s: %w", id, store.ErrNotFound)
 }
 
 func TestDropsBadEvents(t *testing.T) {
