@@ -145,6 +145,10 @@ func (s *Store) MarkDispatched(ctx context.Context, ids []uuid.UUID) error {
 // is about an older attempt than the newest known, or this attempt has
 // already finished (the events came out of order). It is idempotent.
 // An unknown execution fails with ErrNotFound.
+//
+// Any attempt event also takes the execution out of the outbox (sets
+// dispatched_at if unset): an executor has it, even if the publish
+// acknowledgement was lost.
 func (s *Store) AttemptStarted(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time) error {
 	if attempt < 1 {
 		return fmt.Errorf("store: execution %s: attempt %d started: attempts count from 1", id, attempt)
@@ -173,7 +177,7 @@ func (s *Store) AttemptStarted(ctx context.Context, id uuid.UUID, attempt int, e
 		}
 		_, err = tx.Exec(ctx, `
 			UPDATE executions SET state = $3, attempts = GREATEST(attempts, $4),
-				started_at = LEAST(started_at, $5),
+				started_at = LEAST(started_at, $5), dispatched_at = COALESCE(dispatched_at, `+nowMS+`),
 				executor_id = CASE WHEN $6 THEN $7 ELSE executor_id END
 			WHERE id = $1 AND scheduled_for = $2`,
 			id, sched, state, attempt, at, latest && !terminal(state), executor)
@@ -209,16 +213,23 @@ func (s *Store) AttemptFinished(ctx context.Context, id uuid.UUID, attempt int, 
 		if err != nil {
 			return err
 		}
-		// The first report of an attempt's end wins over repeats.
+		// The first report of an attempt's end wins; repeats change
+		// nothing. The execution's row lock orders events about it, so
+		// this check cannot race.
+		var repeat bool
+		err = tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM attempts
+			WHERE execution_id = $1 AND scheduled_for = $2 AND number = $3 AND outcome <> '')`,
+			id, sched, attempt).Scan(&repeat)
+		if err != nil || repeat {
+			return err
+		}
 		_, err = tx.Exec(ctx, `
 			INSERT INTO attempts AS a (execution_id, scheduled_for, number, executor_id, finished_at, outcome, error, output)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 			ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
 				executor_id = CASE WHEN a.executor_id = '' THEN excluded.executor_id ELSE a.executor_id END,
-				finished_at = COALESCE(a.finished_at, excluded.finished_at),
-				outcome = CASE WHEN a.outcome = '' THEN excluded.outcome ELSE a.outcome END,
-				error = CASE WHEN a.outcome = '' THEN excluded.error ELSE a.error END,
-				output = CASE WHEN a.outcome = '' THEN excluded.output ELSE a.output END`,
+				finished_at = excluded.finished_at, outcome = excluded.outcome,
+				error = excluded.error, output = excluded.output`,
 			id, sched, attempt, executor, at, outcome, errMsg, output)
 		if err != nil {
 			return err
@@ -227,15 +238,13 @@ func (s *Store) AttemptFinished(ctx context.Context, id uuid.UUID, attempt int, 
 		var finishedAt *time.Time
 		switch {
 		case terminal(state):
-			_, err = tx.Exec(ctx, "UPDATE executions SET attempts = GREATEST(attempts, $3) WHERE id = $1 AND scheduled_for = $2",
-				id, sched, attempt)
+			_, err = tx.Exec(ctx, countAttemptSQL, id, sched, attempt)
 			return err
 		case outcome == ExecSucceeded:
 			state, finishedAt, errMsg = ExecSucceeded, &at, ""
 		case !latest:
 			// A late failure of an attempt that was already retried.
-			_, err = tx.Exec(ctx, "UPDATE executions SET attempts = GREATEST(attempts, $3) WHERE id = $1 AND scheduled_for = $2",
-				id, sched, attempt)
+			_, err = tx.Exec(ctx, countAttemptSQL, id, sched, attempt)
 			return err
 		case final:
 			state, finishedAt = ExecDead, &at
@@ -244,7 +253,7 @@ func (s *Store) AttemptFinished(ctx context.Context, id uuid.UUID, attempt int, 
 		}
 		_, err = tx.Exec(ctx, `
 			UPDATE executions SET state = $3, attempts = GREATEST(attempts, $4), finished_at = $5,
-				error = $6, output = $7, executor_id = CASE WHEN $8 THEN $9 ELSE executor_id END
+				error = $6, output = $7, dispatched_at = COALESCE(dispatched_at, `+nowMS+`), executor_id = CASE WHEN $8 THEN $9 ELSE executor_id END
 			WHERE id = $1 AND scheduled_for = $2`,
 			id, sched, state, attempt, finishedAt, errMsg, output, latest, executor)
 		return err
@@ -254,6 +263,10 @@ func (s *Store) AttemptFinished(ctx context.Context, id uuid.UUID, attempt int, 
 	}
 	return nil
 }
+
+// countAttemptSQL records an attempt that changes nothing else.
+const countAttemptSQL = "UPDATE executions SET attempts = GREATEST(attempts, $3)," +
+	" dispatched_at = COALESCE(dispatched_at, " + nowMS + ") WHERE id = $1 AND scheduled_for = $2"
 
 // lockExecution reads an execution's state and attempt count and locks
 // its row until the transaction ends, so that concurrent events about it

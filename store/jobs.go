@@ -146,8 +146,9 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 		// The column's "C" collation lets LIKE 'prefix%' use the index.
 		where = append(where, "n.name LIKE "+arg(likePrefix(f.NamePrefix)))
 	}
+	stateCond := ""
 	if f.State != "" {
-		where = append(where, "j.state = "+arg(f.State))
+		stateCond = " AND state = " + arg(f.State)
 	}
 	if f.Cursor != "" {
 		var c [2]string
@@ -156,8 +157,15 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 		}
 		where = append(where, "(n.namespace, n.name) > ("+arg(c[0])+", "+arg(c[1])+")")
 	}
-	sql := "SELECT " + prefixed("j.", jobColumns) +
-		" FROM job_names n JOIN jobs j ON j.bucket = n.bucket AND j.id = n.job_id"
+	// The LATERAL subquery with LIMIT cannot be flattened into a join, so
+	// the plan walks job_names in (namespace, name) order and stops after
+	// one page, reading each job from its own partition (pruned at run
+	// time). As a plain join the planner, which prices every probe as if
+	// it touched all N partitions, prefers hashing the whole jobs table.
+	// A state filter is applied to the jobs read, so a rare state costs a
+	// walk over the names it skips.
+	sql := "SELECT " + prefixed("j.", jobColumns) + " FROM job_names n JOIN LATERAL (SELECT * FROM jobs" +
+		" WHERE bucket = n.bucket AND id = n.job_id" + stateCond + " LIMIT 1) j ON true"
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}

@@ -706,8 +706,15 @@ func TestOutbox(t *testing.T) {
 	if err := s.MarkDispatched(ctx, []uuid.UUID{out[0].ID, out[1].ID, uuid.New()}); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := s.Undispatched(ctx, []int{1, 2}, 10); len(out) != 1 || out[0].JobID != b.ID {
+	if out, _ = s.Undispatched(ctx, []int{1, 2}, 10); len(out) != 1 || out[0].JobID != b.ID {
 		t.Fatalf("outbox after dispatch: %v", out)
+	}
+	// An executor starting it proves it was delivered, ack or not.
+	if err := s.AttemptStarted(ctx, out[0].ID, 1, "x", t0); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := s.Undispatched(ctx, []int{1, 2}, 10); len(out) != 0 {
+		t.Fatalf("outbox after start: %v", out)
 	}
 	e, _ := s.GetExecution(ctx, manual.ID)
 	if e.DispatchedAt == nil {
@@ -761,6 +768,7 @@ func TestAttemptTransitions(t *testing.T) {
 		{"late failure of a retried attempt", []ev{{"started", 1}, {"started", 2}, {"failed", 1}}, ExecRunning, 2, false},
 		{"late start of an old attempt", []ev{{"started", 2}, {"started", 1}}, ExecRunning, 2, false},
 		{"terminal stays", []ev{{"started", 1}, {"final", 1}, {"started", 2}, {"succeeded", 2}}, ExecDead, 2, true},
+		{"first report of an end wins", []ev{{"started", 1}, {"failed", 1}, {"final", 1}, {"succeeded", 1}}, ExecFailed, 1, false},
 		{"late success of an older attempt", []ev{{"started", 1}, {"started", 2}, {"succeeded", 1}, {"final", 2}}, ExecSucceeded, 2, true},
 	}
 	for _, c := range cases {
