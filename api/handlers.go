@@ -33,49 +33,60 @@ type handlers struct {
 
 var _ ServerInterface = (*handlers)(nil)
 
-// readBody reads a JSON request body, checks it against schema and
-// decodes it into dst. It returns the body's top-level members, so that
-// PATCH can tell a member sent as null from one left out.
-func (h *handlers) readBody(c echo.Context, schema *openapi3.Schema, dst any) (map[string]json.RawMessage, error) {
+// readBody reads a JSON request body, checks its shape against schema
+// and decodes it into dst. A body that cannot be read or parsed is an
+// error; shape faults (unknown members, wrong JSON types) come back as
+// field errors, so that the handler can add its own checks to them and
+// report every fault at once. members are the body's top-level members,
+// so that PATCH can tell a member sent as null from one left out.
+func (h *handlers) readBody(c echo.Context, schema *openapi3.Schema, dst any) (members map[string]json.RawMessage, shape fieldErrors, err error) {
 	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
-			return nil, echo.ErrUnsupportedMediaType
+			return nil, nil, echo.ErrUnsupportedMediaType
 		}
 	}
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxBodyBytes+1))
 	if err != nil {
-		return nil, invalid("body", "could not be read: %v", err)
+		return nil, nil, invalid("body", "could not be read: %v", err)
 	}
 	if len(body) > maxBodyBytes {
-		return nil, echo.ErrStatusRequestEntityTooLarge
+		return nil, nil, echo.ErrStatusRequestEntityTooLarge
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
-		return nil, invalid("body", "is required: send a JSON object")
+		return nil, nil, invalid("body", "is required: send a JSON object")
 	}
-	var probe any
-	if err := json.Unmarshal(body, &probe); err != nil {
+	if err := json.Unmarshal(body, &members); err != nil {
 		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return nil, invalid("body", "is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+		switch {
+		case errors.As(err, &se):
+			return nil, nil, invalid("body", "is not valid JSON: %s (at byte %d)", se.Error(), se.Offset)
+		case json.Valid(body):
+			return nil, nil, invalid("body", "must be a JSON object")
 		}
-		return nil, invalid("body", "is not valid JSON: %v", err)
+		return nil, nil, invalid("body", "is not valid JSON: %v", err)
 	}
-	if _, ok := probe.(map[string]any); !ok {
-		return nil, invalid("body", "must be a JSON object")
+	if members == nil { // the body is null
+		return nil, nil, invalid("body", "must be a JSON object")
 	}
-	var errs fieldErrors
-	checkShape("", schema, body, &errs)
-	if err := errs.err(); err != nil {
-		return nil, err
-	}
+	checkShape("", schema, body, &shape)
 	if err := json.Unmarshal(body, dst); err != nil {
-		return nil, invalid("body", "does not match the schema: %v", err)
+		// A member of the wrong JSON type is skipped by Unmarshal and
+		// reported by checkShape; anything else stops decoding part way,
+		// and then only the shape faults are worth reporting.
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			if len(shape) > 0 {
+				return nil, nil, shape.err()
+			}
+			return nil, nil, invalid("body", "does not match the schema: %v", err)
+		}
+		if len(shape) == 0 {
+			return nil, nil, invalid("body", "does not match the schema: %v", err)
+		}
 	}
-	var members map[string]json.RawMessage
-	_ = json.Unmarshal(body, &members)
-	return members, nil
+	return members, shape, nil
 }
 
 // now is the database clock.
@@ -119,7 +130,8 @@ func (h *handlers) internal(c echo.Context, err error, args ...any) error {
 func (h *handlers) CreateJob(c echo.Context) error {
 	ctx := c.Request().Context()
 	var req JobCreate
-	if _, err := h.readBody(c, h.s.createSchema, &req); err != nil {
+	_, shape, err := h.readBody(c, h.s.createSchema, &req)
+	if err != nil {
 		return err
 	}
 	var errs fieldErrors
@@ -144,7 +156,7 @@ func (h *handlers) CreateJob(c echo.Context) error {
 			addScheduleError(err, &errs)
 		}
 	}
-	if err := errs.err(); err != nil {
+	if err := shape.merge(errs).err(); err != nil {
 		return err
 	}
 	j := &store.Job{
@@ -227,7 +239,7 @@ func (h *handlers) GetJob(c echo.Context, id ID) error {
 func (h *handlers) UpdateJob(c echo.Context, id ID) error {
 	ctx := c.Request().Context()
 	var req JobPatch
-	members, err := h.readBody(c, h.s.patchSchema, &req)
+	members, shape, err := h.readBody(c, h.s.patchSchema, &req)
 	if err != nil {
 		return err
 	}
@@ -262,7 +274,7 @@ func (h *handlers) UpdateJob(c echo.Context, id ID) error {
 	if has("timeout") {
 		patched.Timeout = timeoutOf(req.Timeout, &errs)
 	}
-	if err := errs.err(); err != nil {
+	if err := shape.merge(errs).err(); err != nil {
 		return err
 	}
 

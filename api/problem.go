@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 )
@@ -51,6 +52,30 @@ type fieldErrors []FieldError
 
 func (fe *fieldErrors) add(field, format string, args ...any) {
 	*fe = append(*fe, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// merge adds to fe the faults in more that are not about a field fe
+// already faults (or one inside or around it): a member of the wrong type
+// decodes as absent, and "is required" on top of "must be a string" would
+// only confuse.
+func (fe fieldErrors) merge(more fieldErrors) fieldErrors {
+	out := append(fieldErrors(nil), fe...)
+next:
+	for _, m := range more {
+		for _, f := range fe {
+			if related(m.Field, f.Field) {
+				continue next
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// related reports whether a and b are the same field or one holds the
+// other.
+func related(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(b, a+".")
 }
 
 // err is nil when nothing was collected, else a validation problem.
