@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -120,6 +121,9 @@ func NATSHandler(nc *nats.Conn) Func {
 		if h.Subject == "" {
 			return "", Permanent(errors.New("nats handler: no subject"))
 		}
+		if reservedSubject(h.Subject) {
+			return "", Permanent(fmt.Errorf("nats handler: subject %s is reserved for tock and NATS", h.Subject))
+		}
 		m := nats.NewMsg(h.Subject)
 		m.Data = e.Payload
 		for k, v := range tockHeaders(e) {
@@ -155,6 +159,14 @@ func NATSHandler(nc *nats.Conn) Func {
 		}
 		return output, nil
 	}
+}
+
+// reservedSubject reports whether a job may not publish to subject:
+// tock's own streams (a job would fire executions or forge events) and
+// NATS's system and JetStream API subjects.
+func reservedSubject(subject string) bool {
+	return strings.HasPrefix(subject, wire.ExecSubjectPrefix) || strings.HasPrefix(subject, wire.EventSubjectPrefix) ||
+		strings.HasPrefix(subject, "$")
 }
 
 func natsErr(subject string, err error) error {

@@ -203,8 +203,10 @@ func TestNATSHandlerPublish(t *testing.T) {
 			t.Errorf("header %s = %q, want %q", k, got, want)
 		}
 	}
-	if _, err := NATSHandler(e.nc)(context.Background(), natsExecution("", false)); !IsPermanent(err) {
-		t.Errorf("no subject: %v, want a permanent error", err)
+	for _, subject := range []string{"", "tock.exec.http", "tock.events.succeeded", "$JS.API.STREAM.DELETE.TOCK_EXEC"} {
+		if _, err := NATSHandler(e.nc)(context.Background(), natsExecution(subject, false)); !IsPermanent(err) {
+			t.Errorf("subject %q: %v, want a permanent error", subject, err)
+		}
 	}
 }
 
