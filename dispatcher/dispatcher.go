@@ -249,6 +249,6 @@ func Message(e *store.Execution) (*nats.Msg, error) {
 	msg.Data = body
 	msg.Header.Set(wire.HeaderExecutionID, e.ID.String())
 	msg.Header.Set(wire.HeaderJobID, e.JobID.String())
-	msg.Header.Set(wire.HeaderScheduledFor, e.ScheduledFor.UTC().Format(time.RFC3339Nano))
+	msg.Header.Set(wire.HeaderScheduledFor, wire.FormatTime(e.ScheduledFor))
 	return msg, nil
 }
