@@ -26,7 +26,11 @@ import (
 )
 
 func main() {
-	url := flag.String("nats", "nats://127.0.0.1:4222", "NATS server URL")
+	defaultURL := os.Getenv("TOCK_NATS_URL") // set by `source .dev/env` after `make dev`
+	if defaultURL == "" {
+		defaultURL = "nats://127.0.0.1:4222"
+	}
+	url := flag.String("nats", defaultURL, "NATS server URL (default $TOCK_NATS_URL)")
 	handler := flag.String("handler", "send-email", "custom handler name to serve")
 	concurrency := flag.Int("concurrency", 4, "attempts run at once")
 	flag.Parse()
