@@ -605,7 +605,7 @@ func TestClaimWaitsForFiringInFlight(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.ClaimBucket(ctx, 4, "new", 2) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for count(t, s, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%bucket_owners%'") == 0 {
+	for count(t, s, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%bucket_owners%'") == 0 {
 		select {
 		case err := <-done:
 			t.Fatalf("claim returned (%v) while a firing held the bucket", err)
@@ -1014,7 +1014,7 @@ func TestListenJobs(t *testing.T) {
 	}()
 	// Wait until the listener is listening.
 	deadline := time.Now().Add(10 * time.Second)
-	for count(t, s, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN "tock_jobs"%' AND state = 'idle'`) == 0 {
+	for count(t, s, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN "tock_jobs"%' AND state = 'idle'`) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("listener never started")
 		}
