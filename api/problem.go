@@ -91,7 +91,11 @@ func validationProblem(errs ...FieldError) *apiError {
 	if len(errs) == 1 {
 		detail = errs[0].Field + ": " + errs[0].Message
 	} else if len(errs) > 1 {
-		detail = fmt.Sprintf("%s: %s (and %d more)", errs[0].Field, errs[0].Message, len(errs)-1)
+		fields := make([]string, len(errs))
+		for i, e := range errs {
+			fields[i] = e.Field
+		}
+		detail = fmt.Sprintf("%d fields are invalid: %s.", len(errs), strings.Join(fields, ", "))
 	}
 	p := newProblem(http.StatusBadRequest, ProblemValidation, "Invalid request", detail)
 	list := append([]FieldError(nil), errs...)

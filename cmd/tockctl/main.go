@@ -1,0 +1,103 @@
+// Command tockctl is the command-line client of tock's REST API: it
+// creates, lists, pauses, resumes, runs and deletes jobs, and inspects
+// their executions.
+//
+//	tockctl jobs create --name nightly --cron "0 30 9 * * MON-FRI" --tz Europe/Berlin --http https://example.com/hook
+//	tockctl jobs list --state active
+//	tockctl executions list --job <id>
+//
+// It talks to --server (or $TOCK_SERVER, default http://127.0.0.1:8080)
+// and prints tables, or with -o json the API's JSON.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kong"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cli is tockctl's command line.
+type cli struct {
+	Server string `help:"URL of the tock API." env:"TOCK_SERVER" default:"http://127.0.0.1:8080" placeholder:"URL"`
+	Output string `short:"o" help:"Output format: ${enum}." enum:"table,json" default:"table"`
+
+	Jobs struct {
+		Create jobsCreateCmd `cmd:"" help:"Create a job."`
+		List   jobsListCmd   `cmd:"" help:"List jobs, by namespace and name."`
+		Get    jobGetCmd     `cmd:"" help:"Show a job."`
+		Pause  jobPauseCmd   `cmd:"" help:"Pause a job: it does not fire until resumed."`
+		Resume jobResumeCmd  `cmd:"" help:"Resume a paused job."`
+		Run    jobRunCmd     `cmd:"" help:"Run a job now, outside its schedule."`
+		Delete jobDeleteCmd  `cmd:"" help:"Delete a job (its executions are kept)."`
+	} `cmd:"" help:"Manage jobs."`
+
+	Executions struct {
+		List execListCmd `cmd:"" help:"List a job's executions, newest first."`
+		Get  execGetCmd  `cmd:"" help:"Show an execution and its attempts."`
+	} `cmd:"" help:"Inspect executions."`
+}
+
+// exitCode carries kong's exit requests (after --help) out of its parser.
+type exitCode int
+
+// run is tockctl with its arguments and output streams; it returns the
+// process's exit code: 0 on success, 1 when a request fails, 2 for a bad
+// command line.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("tockctl"),
+		kong.Description("Command-line client of tock, the distributed job scheduler."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitCode(code)) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "tockctl: %v\n", err)
+		return 2
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			ec, ok := r.(exitCode)
+			if !ok {
+				panic(r)
+			}
+			code = int(ec)
+		}
+	}()
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "tockctl: error: %v\n", err)
+		return 2
+	}
+	a := &app{
+		ctx:    context.Background(),
+		client: &client{base: c.Server, http: &http.Client{Timeout: 30 * time.Second}},
+		json:   c.Output == "json",
+		stdout: stdout,
+		stderr: stderr,
+	}
+	if err := kctx.Run(a); err != nil {
+		a.printError(err)
+		return 1
+	}
+	return 0
+}
+
+// app is what every command runs with.
+type app struct {
+	ctx    context.Context
+	client *client
+	json   bool // -o json
+	stdout io.Writer
+	stderr io.Writer
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tock-sched/tock/api"
+)
+
+// printJobs prints what an endpoint answering with one job returned.
+func (a *app) printJobs(raw []byte, j api.Job) error {
+	if a.json {
+		return a.printRawJSON(raw)
+	}
+	a.jobTable([]api.Job{j})
+	return nil
+}
+
+// printRawJSON prints the API's JSON, indented.
+func (a *app) printRawJSON(raw []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return fmt.Errorf("unexpected response: %w", err)
+	}
+	buf.WriteByte('\n')
+	_, err := a.stdout.Write(buf.Bytes())
+	return err
+}
+
+// printJSON prints v as indented JSON.
+func (a *app) printJSON(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+	return err
+}
+
+func (a *app) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+}
+
+func (a *app) jobTable(jobs []api.Job) {
+	w := a.table()
+	fmt.Fprintln(w, "ID\tNAME\tSTATE\tSCHEDULE\tHANDLER\tNEXT RUN")
+	for _, j := range jobs {
+		name := j.Name
+		if j.Namespace != "default" {
+			name = j.Namespace + "/" + j.Name
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Id, name, j.State, scheduleText(j.Schedule), handlerText(j.Handler), timeText(j.NextRunAt))
+	}
+	w.Flush()
+}
+
+func (a *app) executionTable(execs []api.Execution) {
+	w := a.table()
+	fmt.Fprintln(w, "ID\tJOB\tSCHEDULED FOR\tSTATE\tATTEMPTS\tDISPATCHED\tSTARTED\tFINISHED")
+	for _, e := range execs {
+		job := e.JobName
+		if e.Namespace != "default" {
+			job = e.Namespace + "/" + e.JobName
+		}
+		state := string(e.State)
+		if e.Manual {
+			state += " (manual)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Id, job, timeText(&e.ScheduledFor), state, e.Attempts,
+			timeText(e.DispatchedAt), timeText(e.StartedAt), timeText(e.FinishedAt))
+	}
+	w.Flush()
+}
+
+func (a *app) attemptTable(attempts []api.Attempt) {
+	w := a.table()
+	fmt.Fprintln(w, "ATTEMPT\tEXECUTOR\tSTARTED\tFINISHED\tOUTCOME\tERROR")
+	for _, t := range attempts {
+		outcome := deref(t.Outcome)
+		if outcome == "" {
+			outcome = "running"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.Number, orDash(deref(t.ExecutorId)), timeText(&t.StartedAt),
+			timeText(t.FinishedAt), outcome, orDash(oneLine(deref(t.Error), 60)))
+	}
+	w.Flush()
+}
+
+func scheduleText(s api.Schedule) string {
+	switch {
+	case s.Cron != nil:
+		if s.Timezone != nil {
+			return "cron " + *s.Cron + " (" + *s.Timezone + ")"
+		}
+		return "cron " + *s.Cron
+	case s.At != nil:
+		return "at " + s.At.UTC().Format(time.RFC3339)
+	case s.In != nil:
+		return "in " + *s.In
+	}
+	return "now"
+}
+
+func handlerText(h api.Handler) string {
+	switch h.Type {
+	case api.HandlerTypeHttp:
+		return "http " + deref(h.Method) + " " + deref(h.Url)
+	case api.HandlerTypeNats:
+		s := "nats " + deref(h.Subject)
+		if deref(h.WaitReply) {
+			s += " (wait reply)"
+		}
+		return s
+	case api.HandlerTypeCustom:
+		return "custom " + deref(h.Name)
+	}
+	return string(h.Type)
+}
+
+func timeText(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine fits s on one table line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
