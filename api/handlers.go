@@ -396,11 +396,9 @@ func (h *handlers) RunJob(c echo.Context, id ID) error {
 	if err != nil {
 		return h.internal(c, err, "job_id", id.String())
 	}
+	// The store moves the execution a millisecond on if that time is taken.
 	e, err := h.s.store.RunNow(ctx, id, now)
 	if err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return conflict(fmt.Sprintf("Job %s already has an execution scheduled for %s; try again.", id, now.Format(time.RFC3339Nano)))
-		}
 		return h.storeError(c, err, "job", id)
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/executions/"+e.ID.String())
