@@ -101,7 +101,10 @@ func (h *handlers) now(ctx context.Context) (time.Time, error) {
 // storeError maps a store failure to a problem; the unexpected ones are
 // logged and answered with a bare 500.
 func (h *handlers) storeError(c echo.Context, err error, what string, id uuid.UUID) error {
+	var problem *apiError
 	switch {
+	case errors.As(err, &problem):
+		return problem
 	case errors.Is(err, store.ErrNotFound):
 		return notFound(fmt.Sprintf("No %s with id %s.", what, id))
 	case errors.Is(err, store.ErrBadCursor):
@@ -278,38 +281,59 @@ func (h *handlers) UpdateJob(c echo.Context, id ID) error {
 		return err
 	}
 
-	j, err := h.s.store.GetJob(ctx, id)
+	j, err := h.modifyJob(ctx, id, func(j *store.Job) (bool, error) {
+		if len(members) == 0 {
+			return false, nil
+		}
+		if has("schedule") && !sameSpec(spec, j.Schedule) {
+			j.Schedule = spec
+			// A paused job keeps waiting for resume, which computes its
+			// next run then; a completed one runs again on its new schedule.
+			if j.State != store.JobPaused {
+				j.State = store.JobActive
+				j.NextRunAt = &next
+			}
+		}
+		if has("handler") {
+			j.Handler = patched.Handler
+		}
+		if has("payload") {
+			j.Payload = payloadOf(req.Payload)
+		}
+		if has("retry") {
+			j.Retry = patched.Retry
+		}
+		if has("timeout") {
+			j.Timeout = patched.Timeout
+		}
+		return true, nil
+	})
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
-	if len(members) == 0 {
-		return c.JSON(http.StatusOK, jobOf(j))
-	}
-	if has("schedule") && !sameSpec(spec, j.Schedule) {
-		j.Schedule = spec
-		// A paused job keeps waiting for resume, which computes its next
-		// run then; a completed one runs again on its new schedule.
-		if j.State != store.JobPaused {
-			j.State = store.JobActive
-			j.NextRunAt = &next
-		}
-	}
-	if has("handler") {
-		j.Handler = patched.Handler
-	}
-	if has("payload") {
-		j.Payload = payloadOf(req.Payload)
-	}
-	if has("retry") {
-		j.Retry = patched.Retry
-	}
-	if has("timeout") {
-		j.Timeout = patched.Timeout
-	}
-	if err := h.s.store.UpdateJob(ctx, j); err != nil {
-		return h.storeError(c, err, "job", id)
-	}
 	return c.JSON(http.StatusOK, jobOf(j))
+}
+
+// modifyJob reads job id, lets change edit it, and writes it back if
+// change says so. When a firing or another request changed the job in
+// between (store.ErrStale), it starts over from a fresh read, so it never
+// writes back an old next run. An error from change is returned as is.
+func (h *handlers) modifyJob(ctx context.Context, id uuid.UUID, change func(j *store.Job) (bool, error)) (*store.Job, error) {
+	for attempt := 0; ; attempt++ {
+		j, err := h.s.store.GetJob(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		write, err := change(j)
+		if err != nil || !write {
+			return j, err
+		}
+		err = h.s.store.UpdateJob(ctx, j)
+		if errors.Is(err, store.ErrStale) && attempt < 10 {
+			continue
+		}
+		return j, err
+	}
 }
 
 // sameSpec reports whether two schedules say the same thing.
@@ -333,20 +357,18 @@ func (h *handlers) DeleteJob(c echo.Context, id ID) error {
 
 // PauseJob handles POST /v1/jobs/{id}/pause.
 func (h *handlers) PauseJob(c echo.Context, id ID) error {
-	ctx := c.Request().Context()
-	j, err := h.s.store.GetJob(ctx, id)
+	j, err := h.modifyJob(c.Request().Context(), id, func(j *store.Job) (bool, error) {
+		switch j.State {
+		case store.JobCompleted:
+			return false, conflict(fmt.Sprintf("Job %s has completed; there is nothing left to pause.", id))
+		case store.JobPaused:
+			return false, nil
+		}
+		j.State = store.JobPaused
+		j.NextRunAt = nil
+		return true, nil
+	})
 	if err != nil {
-		return h.storeError(c, err, "job", id)
-	}
-	switch j.State {
-	case store.JobCompleted:
-		return conflict(fmt.Sprintf("Job %s has completed; there is nothing left to pause.", id))
-	case store.JobPaused:
-		return c.JSON(http.StatusOK, jobOf(j))
-	}
-	j.State = store.JobPaused
-	j.NextRunAt = nil
-	if err := h.s.store.UpdateJob(ctx, j); err != nil {
 		return h.storeError(c, err, "job", id)
 	}
 	return c.JSON(http.StatusOK, jobOf(j))
@@ -355,35 +377,34 @@ func (h *handlers) PauseJob(c echo.Context, id ID) error {
 // ResumeJob handles POST /v1/jobs/{id}/resume.
 func (h *handlers) ResumeJob(c echo.Context, id ID) error {
 	ctx := c.Request().Context()
-	j, err := h.s.store.GetJob(ctx, id)
-	if err != nil {
-		return h.storeError(c, err, "job", id)
-	}
-	switch j.State {
-	case store.JobCompleted:
-		return conflict(fmt.Sprintf("Job %s has completed and cannot be resumed; give it a new schedule with PATCH.", id))
-	case store.JobActive:
-		return c.JSON(http.StatusOK, jobOf(j))
-	}
-	sched, err := schedule.Compile(j.Schedule)
-	if err != nil {
-		return h.internal(c, fmt.Errorf("compile stored schedule: %w", err), "job_id", id.String())
-	}
 	now, err := h.now(ctx)
 	if err != nil {
 		return h.internal(c, err, "job_id", id.String())
 	}
-	var next time.Time
-	if j.Schedule.Kind() == schedule.KindAt && j.Schedule.At.Before(now) {
-		// A one-shot job whose moment passed while it was paused has
-		// not run yet: it runs now.
-		next = now.Truncate(time.Millisecond)
-	} else if next, err = sched.First(now); err != nil {
-		return conflict(fmt.Sprintf("Job %s cannot be resumed: %v.", id, err))
-	}
-	j.State = store.JobActive
-	j.NextRunAt = &next
-	if err := h.s.store.UpdateJob(ctx, j); err != nil {
+	j, err := h.modifyJob(ctx, id, func(j *store.Job) (bool, error) {
+		switch j.State {
+		case store.JobCompleted:
+			return false, conflict(fmt.Sprintf("Job %s has completed and cannot be resumed; give it a new schedule with PATCH.", id))
+		case store.JobActive:
+			return false, nil
+		}
+		sched, err := schedule.Compile(j.Schedule)
+		if err != nil {
+			return false, fmt.Errorf("compile stored schedule: %w", err)
+		}
+		var next time.Time
+		if j.Schedule.Kind() == schedule.KindAt && j.Schedule.At.Before(now) {
+			// A one-shot job whose moment passed while it was paused has
+			// not run yet: it runs now.
+			next = now.Truncate(time.Millisecond)
+		} else if next, err = sched.First(now); err != nil {
+			return false, conflict(fmt.Sprintf("Job %s cannot be resumed: %v.", id, err))
+		}
+		j.State = store.JobActive
+		j.NextRunAt = &next
+		return true, nil
+	})
+	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
 	return c.JSON(http.StatusOK, jobOf(j))

@@ -87,7 +87,8 @@ WITH f AS (
 		next_run_at = f.next,
 		last_run_at = f.sched,
 		state = CASE WHEN f.next IS NULL THEN 'completed' ELSE j.state END,
-		updated_at = ` + nowMS + `
+		updated_at = ` + nowMS + `,
+		version = j.version + 1
 	FROM f
 	WHERE j.bucket = ANY($6) AND j.bucket = f.bucket AND j.id = f.job_id
 		AND j.state = 'active' AND j.next_run_at = f.sched

@@ -26,7 +26,7 @@ const (
 
 // jobColumns are the columns scanJob reads, in its order.
 const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
-	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at"
+	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version"
 
 // nowMS is the transaction's time at the millisecond precision the store
 // keeps.
@@ -190,9 +190,13 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 
 // UpdateJob writes j's Schedule, Handler, Payload, Retry, Timeout, State
 // and NextRunAt to the stored job with j's id (namespace and name cannot
-// change), bumps its UpdatedAt, and refreshes j from the stored row. It
-// fails with ErrNotFound when there is no such job. Pausing and resuming
-// are updates of State (and NextRunAt).
+// change), bumps its UpdatedAt and Version, and refreshes j from the
+// stored row. Pausing and resuming are updates of State (and NextRunAt).
+//
+// The write happens only if the stored Version is still j.Version, the
+// one read: if anything (a firing, another update) changed the job since,
+// it fails with ErrStale and the caller reads the job again. It fails
+// with ErrNotFound when there is no such job.
 func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: update job %s: %w", j.ID, err)
@@ -202,20 +206,28 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `
 			UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
-				state = $8, next_run_at = $9, updated_at = `+nowMS+`
-			WHERE bucket = $1 AND id = $2
+				state = $8, next_run_at = $9, updated_at = `+nowMS+`, version = version + 1
+			WHERE bucket = $1 AND id = $2 AND version = $10
 			RETURNING `+jobColumns,
 			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
-			j.State, msPtr(j.NextRunAt))
+			j.State, msPtr(j.NextRunAt), j.Version)
 		var err error
-		if got, err = scanJob(row); err != nil {
+		if got, err = scanJob(row); errors.Is(err, pgx.ErrNoRows) {
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM jobs WHERE bucket = $1 AND id = $2)",
+				bucket, j.ID).Scan(&exists); err != nil {
+				return err
+			}
+			if exists {
+				return ErrStale
+			}
+			return ErrNotFound
+		}
+		if err != nil {
 			return err
 		}
 		return notifyJob(ctx, tx, bucket, j.ID)
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
-	}
 	if err != nil {
 		return fmt.Errorf("store: update job %s: %w", j.ID, err)
 	}
@@ -263,7 +275,7 @@ func scanJob(row pgx.Row) (*Job, error) {
 		payload   []byte
 	)
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
-		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt)
+		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict: a job with that name already exists in the namespace.
 	ErrConflict = errors.New("conflict")
+	// ErrStale: the job changed (it fired, or another update won) since
+	// it was read; read it again and redo the change.
+	ErrStale = errors.New("job changed since it was read")
 	// ErrFenced: the bucket's recorded epoch is newer than the caller's;
 	// the caller no longer owns the bucket and must stop firing in it.
 	ErrFenced = errors.New("fenced: bucket owned at a newer epoch")
@@ -57,6 +60,9 @@ type Job struct {
 	Timeout   time.Duration // 0: no timeout
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Version changes on every write of the job; UpdateJob writes only if
+	// it is still the one read (optimistic concurrency).
+	Version int64
 }
 
 // Execution is one run of a job for one scheduled time (or one manual

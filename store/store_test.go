@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -121,8 +122,9 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("second migrate: %v", err)
 	}
-	if n := count(t, s, "SELECT count(*) FROM goose_db_version WHERE version_id > 0"); n != 1 {
-		t.Fatalf("%d migrations recorded, want 1", n)
+	files, _ := filepath.Glob("migrations/*.sql")
+	if n := count(t, s, "SELECT count(*) FROM goose_db_version WHERE version_id > 0"); n != len(files) || n == 0 {
+		t.Fatalf("%d migrations recorded, want %d (one per file, once)", n, len(files))
 	}
 	// Init keeps the first N and creates nothing twice.
 	n, err := s.Init(ctx, 64)
@@ -1040,5 +1042,41 @@ func TestListenJobs(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no notification after RunNow")
+	}
+}
+
+// A read-modify-write that straddles a firing must not write back the old
+// next run: UpdateJob refuses with ErrStale and a fresh read succeeds.
+func TestUpdateJobRefusesStaleRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	t0 := baseTime()
+	t1 := t0.Add(5 * time.Second)
+	j := mustCreate(t, s, testJob("stale", &t0))
+	epochs := claim(t, s, "n1", 3, j.Bucket)
+
+	read, err := s.GetJob(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Fire(ctx, "n1", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: t0, Next: &t1}}); err != nil {
+		t.Fatal(err)
+	}
+	read.Payload = json.RawMessage(`{"n": 2}`)
+	if err := s.UpdateJob(ctx, read); !errors.Is(err, ErrStale) {
+		t.Fatalf("update from a read older than the firing: %v, want ErrStale", err)
+	}
+	fresh, _ := s.GetJob(ctx, j.ID)
+	fresh.Payload = json.RawMessage(`{"n": 2}`)
+	if err := s.UpdateJob(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if !fresh.NextRunAt.Equal(t1) || string(fresh.Payload) != `{"n": 2}` {
+		t.Fatalf("after update: next %v payload %s, want %v and the new payload", fresh.NextRunAt, fresh.Payload, t1)
+	}
+	gone := &Job{ID: idInBucket(0)}
+	if err := s.UpdateJob(ctx, gone); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("update of a missing job: %v, want ErrNotFound", err)
 	}
 }
