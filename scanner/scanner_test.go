@@ -1,0 +1,309 @@
+package scanner
+
+// Unit tests with an in-memory store. The real-Postgres, real-NATS path is
+// covered end to end in cmd/tockd.
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/goleak"
+
+	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeStore keeps jobs in memory and fires with the same compare-and-set
+// and fencing rules as the real store.
+type fakeStore struct {
+	mu        sync.Mutex
+	jobs      map[uuid.UUID]*store.Job
+	epochs    map[int]int64
+	fired     []store.Firing
+	fence     map[int]bool  // buckets whose firings report Fenced
+	blockOn   chan struct{} // if set, Fire waits for it to close
+	inFire    chan struct{} // signalled when Fire starts
+	notifyFn  func(channel, payload string)
+	fireCalls int
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{jobs: map[uuid.UUID]*store.Job{}, epochs: map[int]int64{}, fence: map[int]bool{}}
+}
+
+func (f *fakeStore) Now(context.Context) (time.Time, error) { return time.Now(), nil }
+
+func (f *fakeStore) ClaimBucket(_ context.Context, b int, _ string, e int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.epochs[b] = e
+	return nil
+}
+
+func (f *fakeStore) DueJobs(_ context.Context, buckets []int, until time.Time, _ int) ([]*store.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := map[int]bool{}
+	for _, b := range buckets {
+		in[b] = true
+	}
+	var out []*store.Job
+	for _, j := range f.jobs {
+		if in[j.Bucket] && j.State == store.JobActive && j.NextRunAt != nil && !j.NextRunAt.After(until) {
+			c := *j
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeStore) GetJob(_ context.Context, id uuid.UUID) (*store.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j, ok := f.jobs[id]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	c := *j
+	return &c, nil
+}
+
+func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firings []store.Firing) (store.FireResult, error) {
+	if f.inFire != nil {
+		f.inFire <- struct{}{}
+	}
+	if f.blockOn != nil {
+		<-f.blockOn
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fireCalls++
+	var res store.FireResult
+	fencedSeen := map[int]bool{}
+	for _, x := range firings {
+		if f.fence[x.Bucket] || f.epochs[x.Bucket] != epochs[x.Bucket] {
+			if !fencedSeen[x.Bucket] {
+				res.Fenced = append(res.Fenced, x.Bucket)
+				fencedSeen[x.Bucket] = true
+			}
+			continue
+		}
+		j := f.jobs[x.JobID]
+		if j == nil || j.State != store.JobActive || j.NextRunAt == nil || !j.NextRunAt.Equal(x.ScheduledFor) {
+			res.Skipped++
+			continue
+		}
+		j.NextRunAt = x.Next
+		if x.Next == nil {
+			j.State = store.JobCompleted
+		}
+		f.fired = append(f.fired, x)
+		res.Executions = append(res.Executions, &store.Execution{
+			ID: store.ExecutionID(j.ID, x.ScheduledFor), JobID: j.ID, Bucket: j.Bucket, ScheduledFor: x.ScheduledFor,
+		})
+	}
+	return res, nil
+}
+
+func (f *fakeStore) Undispatched(context.Context, []int, int) ([]*store.Execution, error) {
+	return nil, nil
+}
+
+func (f *fakeStore) Listen(ctx context.Context, fn func(channel, payload string), _ ...string) error {
+	f.mu.Lock()
+	f.notifyFn = fn
+	f.mu.Unlock()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (f *fakeStore) add(j *store.Job) {
+	f.mu.Lock()
+	f.jobs[j.ID] = j
+	fn := f.notifyFn
+	f.mu.Unlock()
+	if fn != nil {
+		fn(store.JobsChannel, strconv.Itoa(j.Bucket)+":"+j.ID.String())
+	}
+}
+
+func (f *fakeStore) firedFor(id uuid.UUID) []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []time.Time
+	for _, x := range f.fired {
+		if x.JobID == id {
+			out = append(out, x.ScheduledFor)
+		}
+	}
+	return out
+}
+
+type nopDispatcher struct{}
+
+func (nopDispatcher) Dispatch(context.Context, []*store.Execution) {}
+
+func newScanner(t *testing.T, st *fakeStore, cfg Config) (*Scanner, func()) {
+	t.Helper()
+	cfg.Store, cfg.Dispatcher, cfg.NodeID = st, nopDispatcher{}, "n1"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	return s, func() { cancel(); <-done }
+}
+
+func cronJob(bucket int, next time.Time) *store.Job {
+	return &store.Job{
+		ID: uuid.New(), Bucket: bucket, State: store.JobActive, NextRunAt: &next,
+		Schedule: schedule.Spec{Cron: "* * * * * *"},
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestFiresEverySecondOnTime(t *testing.T) {
+	st := newFakeStore()
+	first := time.Now().Truncate(time.Second).Add(time.Second)
+	j := cronJob(1, first)
+	st.add(j)
+	s, stop := newScanner(t, st, Config{})
+	defer stop()
+	s.Acquire(1, 10)
+	waitFor(t, 5*time.Second, "3 firings", func() bool { return len(st.firedFor(j.ID)) >= 3 })
+	got := st.firedFor(j.ID)
+	for i, at := range got[:3] {
+		if want := first.Add(time.Duration(i) * time.Second); !at.Equal(want) {
+			t.Fatalf("firing %d at %s, want %s", i, at, want)
+		}
+	}
+}
+
+func TestNewJobInsideLookaheadFiresWithoutWaitingForAScan(t *testing.T) {
+	st := newFakeStore()
+	s, stop := newScanner(t, st, Config{Lookahead: 30 * time.Second, ScanInterval: 30 * time.Second})
+	defer stop()
+	s.Acquire(2, 1)
+	waitFor(t, 2*time.Second, "the listener", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.notifyFn != nil
+	})
+	time.Sleep(100 * time.Millisecond) // the first scan has run and found nothing
+	due := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)
+	j := cronJob(2, due)
+	j.Schedule = schedule.Spec{At: &due}
+	st.add(j)
+	waitFor(t, 3*time.Second, "the new job to fire", func() bool { return len(st.firedFor(j.ID)) == 1 })
+	if late := time.Since(due); late > 2*time.Second {
+		t.Fatalf("fired %s late", late)
+	}
+}
+
+func TestFencedBucketStopsFiring(t *testing.T) {
+	st := newFakeStore()
+	j := cronJob(3, time.Now().Truncate(time.Second).Add(time.Second))
+	st.add(j)
+	st.fence[3] = true
+	s, stop := newScanner(t, st, Config{})
+	defer stop()
+	s.Acquire(3, 5)
+	waitFor(t, 5*time.Second, "a fenced firing", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.fireCalls > 0
+	})
+	// Were the bucket still owned, every scan would reload the job (its
+	// next run never advanced) and try again each second.
+	time.Sleep(2500 * time.Millisecond)
+	st.mu.Lock()
+	calls := st.fireCalls
+	st.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("%d firing attempts in a fenced bucket, want 1 and then none", calls)
+	}
+	if n := len(st.firedFor(j.ID)); n != 0 {
+		t.Fatalf("fired %d times in a fenced bucket", n)
+	}
+}
+
+func TestReleaseWaitsForTheFiringInFlight(t *testing.T) {
+	st := newFakeStore()
+	st.blockOn = make(chan struct{})
+	st.inFire = make(chan struct{}, 1)
+	j := cronJob(4, time.Now().Add(-time.Second).Truncate(time.Millisecond))
+	st.add(j)
+	s, stop := newScanner(t, st, Config{})
+	defer stop()
+	s.Acquire(4, 1)
+	select {
+	case <-st.inFire:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no firing started")
+	}
+	released := make(chan struct{})
+	go func() { s.Release(4); close(released) }()
+	select {
+	case <-released:
+		t.Fatal("Release returned while a firing transaction was in flight")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(st.blockOn)
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Release did not return after the firing finished")
+	}
+	n := len(st.firedFor(j.ID))
+	time.Sleep(1500 * time.Millisecond)
+	if m := len(st.firedFor(j.ID)); m != n {
+		t.Fatalf("fired %d more times after Release", m-n)
+	}
+}
+
+func TestCatchUpWindow(t *testing.T) {
+	s, err := New(Config{Store: newFakeStore(), Dispatcher: nopDispatcher{}, NodeID: "n", CatchUp: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	j := cronJob(0, now)
+	j.Schedule = schedule.Spec{Cron: "0 * * * * *"} // every minute
+
+	// Missed 10 minutes ago: the next missed minute fires next.
+	next, ok := s.next(j, now.Add(-10*time.Minute), now)
+	if !ok || !next.Equal(now.Add(-9*time.Minute)) {
+		t.Fatalf("next after a 10-minute-old run = %s %v, want %s", next, ok, now.Add(-9*time.Minute))
+	}
+	// Missed a day ago: jump to the first minute inside the hour window.
+	next, _ = s.next(j, now.Add(-24*time.Hour), now)
+	if want := now.Add(-time.Hour + time.Minute); !next.Equal(want) {
+		t.Fatalf("next after a day-old run = %s, want %s", next, want)
+	}
+	// One-shot jobs have no next run.
+	at := now
+	if _, ok := s.next(&store.Job{Schedule: schedule.Spec{At: &at}}, now, now); ok {
+		t.Fatal("an at job has a next run")
+	}
+}
