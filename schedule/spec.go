@@ -11,3 +11,35 @@ type Spec struct {
 	At       *time.Time `json:"at,omitempty"`
 	In       string     `json:"in,omitempty"`
 }
+
+// Kind says which way a job is scheduled.
+type Kind string
+
+// The kinds of schedule, one per field of Spec.
+const (
+	// KindCron runs on every match of a cron expression (Spec.Cron).
+	KindCron Kind = "cron"
+	// KindAt runs once at a moment (Spec.At).
+	KindAt Kind = "at"
+	// KindIn runs once after a delay from creation (Spec.In).
+	KindIn Kind = "in"
+	// KindNow runs once, as soon as the job is created.
+	KindNow Kind = "now"
+)
+
+// Kind reports which field of s is set: KindCron, KindAt or KindIn, or
+// KindNow when none is. A Cron of only spaces counts as set (and Compile
+// rejects it). If several are set, which Compile rejects, the first in the
+// order Cron, At, In wins.
+func (s Spec) Kind() Kind {
+	switch {
+	case s.Cron != "":
+		return KindCron
+	case s.At != nil:
+		return KindAt
+	case s.In != "":
+		return KindIn
+	default:
+		return KindNow
+	}
+}

@@ -1,0 +1,172 @@
+package schedule
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Schedule is a validated Spec, ready to compute run times. Get one from
+// Compile; the zero value is not usable. It is immutable and safe for
+// concurrent use.
+type Schedule struct {
+	kind Kind
+	loc  *time.Location
+
+	cron  *cronSpec     // KindCron with fields
+	every time.Duration // KindCron with "@every"; cron is nil then
+	at    time.Time     // KindAt
+	in    time.Duration // KindIn
+}
+
+// Compile validates s and prepares it for computing run times. Every error
+// is a *FieldError naming the field at fault.
+//
+// Rules beyond the syntax of each field:
+//   - At most one of Cron, At and In may be set.
+//   - Timezone is an IANA name (default UTC); "Local" is refused because it
+//     would mean whatever zone each server runs in. It is validated for
+//     every kind but only affects Cron: At is an absolute moment and In a
+//     duration, so a zone changes neither.
+//   - Cron takes 5 fields (minute first) or 6 (second first), or one of
+//     @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly,
+//     @every <duration>. A TZ= or CRON_TZ= prefix is refused: Timezone is
+//     the one way to name a zone. Expressions that can never run (such as
+//     February 30) are refused.
+//   - "@every d" needs a whole number of seconds from 1s to 10 years. Its
+//     runs are anchored at the Unix epoch: they fall at 1970-01-01T00:00:00Z
+//     plus multiples of d, whatever the time zone. A fixed anchor is what
+//     lets Next depend on its argument alone; intervals that divide a day
+//     thus land on round UTC times ("@every 15m" runs at :00, :15, :30,
+//     :45), and a new job's first run comes within d of its creation.
+//   - In is a Go duration ("90s", "1h30m") above zero and at most 10 years.
+//   - At may be any moment; First refuses one already past.
+func Compile(s Spec) (*Schedule, error) {
+	var set []string
+	if s.Cron != "" {
+		set = append(set, "cron")
+	}
+	if s.At != nil {
+		set = append(set, "at")
+	}
+	if s.In != "" {
+		set = append(set, "in")
+	}
+	if len(set) > 1 {
+		return nil, &FieldError{fieldSchedule, fmt.Sprintf("only one of cron, at and in may be set, found %s", strings.Join(set, " and "))}
+	}
+
+	c := &Schedule{kind: s.Kind(), loc: time.UTC}
+	switch s.Timezone {
+	case "":
+	case "Local":
+		return nil, &FieldError{fieldTimezone, `"Local" is not allowed, it depends on the server; name an IANA time zone such as "Europe/Berlin"`}
+	default:
+		loc, err := time.LoadLocation(s.Timezone)
+		if err != nil {
+			return nil, &FieldError{fieldTimezone, fmt.Sprintf("unknown time zone %q; want an IANA name such as \"America/New_York\"", s.Timezone)}
+		}
+		c.loc = loc
+	}
+
+	switch c.kind {
+	case KindCron:
+		expr := strings.TrimSpace(s.Cron)
+		if expr == "" {
+			return nil, &FieldError{fieldCron, "must not be empty"}
+		}
+		spec, every, err := parseCron(expr)
+		if err != nil {
+			return nil, &FieldError{fieldCron, err.Error()}
+		}
+		c.cron, c.every = spec, every
+	case KindAt:
+		c.at = *s.At
+	case KindIn:
+		d, err := time.ParseDuration(strings.TrimSpace(s.In))
+		switch {
+		case err != nil:
+			return nil, &FieldError{fieldIn, fmt.Sprintf("invalid duration %q, want one such as \"90s\" or \"1h30m\"", s.In)}
+		case d <= 0:
+			return nil, &FieldError{fieldIn, fmt.Sprintf("must be positive, got %s", d)}
+		case d > maxDelay:
+			return nil, &FieldError{fieldIn, fmt.Sprintf("%s is longer than %s (10 years)", d, maxDelay)}
+		}
+		c.in = d
+	}
+	return c, nil
+}
+
+// Kind reports how the job is scheduled.
+func (c *Schedule) Kind() Kind { return c.kind }
+
+// Recurring reports whether the job runs more than once, which only cron
+// jobs do.
+func (c *Schedule) Recurring() bool { return c.kind == KindCron }
+
+// Location returns the schedule's time zone: UTC unless Spec.Timezone named
+// another. Only cron expressions are read in it.
+func (c *Schedule) Location() *time.Location { return c.loc }
+
+// First returns when a job created or resumed at now should first run:
+// for cron, Next(now); for at, the moment itself; for in, now plus the
+// delay; for now, now. The result is in UTC, truncated to the millisecond.
+//
+// It fails with a *FieldError on "schedule.at" if the moment is before now,
+// and on "schedule.cron" if the expression has no run within the search
+// horizon (only February 29 around 2100 can do that).
+func (c *Schedule) First(now time.Time) (time.Time, error) {
+	switch c.kind {
+	case KindCron:
+		t, ok := c.Next(now)
+		if !ok {
+			return time.Time{}, &FieldError{fieldCron, fmt.Sprintf("has no run in the %d years after %s", horizonYears, now.UTC().Format(time.RFC3339))}
+		}
+		return t, nil
+	case KindAt:
+		if c.at.Before(now) {
+			return time.Time{}, &FieldError{fieldAt, fmt.Sprintf("must be in the future, got %s (now is %s)",
+				c.at.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))}
+		}
+		return toRunTime(c.at), nil
+	case KindIn:
+		return toRunTime(now.Add(c.in)), nil
+	default:
+		return toRunTime(now), nil
+	}
+}
+
+// Next returns the first run of a recurring schedule strictly after after,
+// in UTC with millisecond precision (cron runs fall on whole seconds). It
+// depends on after alone, so a scanner that always passes the previous
+// scheduled time gets every run exactly once, on any node.
+//
+// It returns false for one-shot kinds, whose only run is First, and when no
+// run falls within about five years of after (February 29 around 2100).
+func (c *Schedule) Next(after time.Time) (time.Time, bool) {
+	switch {
+	case c.kind != KindCron:
+		return time.Time{}, false
+	case c.cron == nil:
+		// "@every": the next multiple of the interval since the epoch.
+		// Both are whole milliseconds, so floor division on milliseconds
+		// gives a time strictly after after.
+		step := c.every.Milliseconds()
+		n := floorDiv(after.UnixMilli(), step) + 1
+		return time.UnixMilli(n * step).UTC(), true
+	default:
+		// Unix() rounds down, so "strictly after" at second precision
+		// means "at or after the next whole second".
+		t, ok := c.cron.next(c.loc, after.Unix())
+		if !ok {
+			return time.Time{}, false
+		}
+		return time.Unix(t, 0).UTC(), true
+	}
+}
+
+// toRunTime puts a run time in the form every run time takes: UTC,
+// millisecond precision, no monotonic clock reading.
+func toRunTime(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Millisecond)
+}
