@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	// Every node must agree on time zones, whatever the host has installed.
+	_ "time/tzdata"
 
 	"github.com/alecthomas/kong"
 
