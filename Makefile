@@ -15,9 +15,10 @@ test: postgres
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 
-## build: tockd, tockctl and the example executor into ./bin
+## build: tockd, tockctl, the example executor and etcdctl (pinned with the etcd client) into ./bin
 build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./examples/...
+	$(GO) build -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
 
 ## generate: regenerate committed generated code (OpenAPI server and models)
 generate:
