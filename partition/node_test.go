@@ -39,17 +39,6 @@ func (r *recorder) count() int {
 	return len(r.owned)
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func startNode(t *testing.T, ctx context.Context, cli *clientv3.Client, id string, buckets int) (*Node, *recorder, context.CancelFunc, chan error) {
 	t.Helper()
 	n, err := New(Config{Client: cli, Cluster: "t", NodeID: id, Buckets: buckets, TTL: 2 * time.Second})
@@ -74,7 +63,7 @@ func TestSingleNodeOwnsEveryBucketVisiblyInEtcd(t *testing.T) {
 
 	const buckets = 32
 	n, rec, stop, done := startNode(t, ctx, cli, "node-a", buckets)
-	waitFor(t, 10*time.Second, "all buckets owned", func() bool { return rec.count() == buckets })
+	testenv.WaitFor(t, 10*time.Second, "all buckets owned", func() bool { return rec.count() == buckets })
 
 	// What an operator sees with `etcdctl get --prefix /tock/t/`.
 	resp, err := cli.Get(ctx, OwnersPrefix("t"), clientv3.WithPrefix())
@@ -129,10 +118,10 @@ func TestJoinMovesAFairShareAndLeaveHandsBack(t *testing.T) {
 
 	_, a, stopA, doneA := startNode(t, ctx, cli, "node-a", buckets)
 	defer func() { stopA(); <-doneA }()
-	waitFor(t, 10*time.Second, "a owns all", func() bool { return a.count() == buckets })
+	testenv.WaitFor(t, 10*time.Second, "a owns all", func() bool { return a.count() == buckets })
 
 	_, b, stopB, doneB := startNode(t, ctx, cli, "node-b", buckets)
-	waitFor(t, 10*time.Second, "a and b split the buckets", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "a and b split the buckets", func() bool {
 		return a.count()+b.count() == buckets && b.count() > 0 && a.count() < buckets
 	})
 	moved := b.count()
@@ -149,7 +138,7 @@ func TestJoinMovesAFairShareAndLeaveHandsBack(t *testing.T) {
 
 	stopB()
 	<-doneB
-	waitFor(t, 5*time.Second, "a takes b's buckets back", func() bool { return a.count() == buckets })
+	testenv.WaitFor(t, 5*time.Second, "a takes b's buckets back", func() bool { return a.count() == buckets })
 }
 
 func TestAssignIsStickyAndBalanced(t *testing.T) {

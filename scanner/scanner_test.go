@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
+	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
@@ -172,17 +173,6 @@ func cronJob(bucket int, next time.Time) *store.Job {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestFiresEverySecondOnTime(t *testing.T) {
 	st := newFakeStore()
 	first := time.Now().Truncate(time.Second).Add(time.Second)
@@ -191,7 +181,7 @@ func TestFiresEverySecondOnTime(t *testing.T) {
 	s, stop := newScanner(t, st, Config{})
 	defer stop()
 	s.Acquire(1, 10)
-	waitFor(t, 5*time.Second, "3 firings", func() bool { return len(st.firedFor(j.ID)) >= 3 })
+	testenv.WaitFor(t, 5*time.Second, "3 firings", func() bool { return len(st.firedFor(j.ID)) >= 3 })
 	got := st.firedFor(j.ID)
 	for i, at := range got[:3] {
 		if want := first.Add(time.Duration(i) * time.Second); !at.Equal(want) {
@@ -205,7 +195,7 @@ func TestNewJobInsideLookaheadFiresWithoutWaitingForAScan(t *testing.T) {
 	s, stop := newScanner(t, st, Config{Lookahead: 30 * time.Second, ScanInterval: 30 * time.Second})
 	defer stop()
 	s.Acquire(2, 1)
-	waitFor(t, 2*time.Second, "the listener", func() bool {
+	testenv.WaitFor(t, 2*time.Second, "the listener", func() bool {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		return st.notifyFn != nil
@@ -215,7 +205,7 @@ func TestNewJobInsideLookaheadFiresWithoutWaitingForAScan(t *testing.T) {
 	j := cronJob(2, due)
 	j.Schedule = schedule.Spec{At: &due}
 	st.add(j)
-	waitFor(t, 3*time.Second, "the new job to fire", func() bool { return len(st.firedFor(j.ID)) == 1 })
+	testenv.WaitFor(t, 3*time.Second, "the new job to fire", func() bool { return len(st.firedFor(j.ID)) == 1 })
 	if late := time.Since(due); late > 2*time.Second {
 		t.Fatalf("fired %s late", late)
 	}
@@ -229,7 +219,7 @@ func TestFencedBucketStopsFiring(t *testing.T) {
 	s, stop := newScanner(t, st, Config{})
 	defer stop()
 	s.Acquire(3, 5)
-	waitFor(t, 5*time.Second, "a fenced firing", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "a fenced firing", func() bool {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		return st.fireCalls > 0

@@ -128,7 +128,7 @@ func (e *env) startProcess(t *testing.T, node string) (string, *exec.Cmd) {
 		}
 	})
 	base := "http://" + addr
-	waitFor(t, 60*time.Second, "child tockd ready", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "child tockd ready", func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
@@ -171,17 +171,6 @@ func (e *env) runExecutor(t *testing.T, handler string) func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), seen...)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -288,7 +277,7 @@ func TestEveryCronSecondRunsOnACustomExecutor(t *testing.T) {
 		"payload":  map[string]any{"hello": "world"},
 	})
 	var xs []execution
-	waitFor(t, 20*time.Second, "3 succeeded executions", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "3 succeeded executions", func() bool {
 		xs = succeeded(executions(t, base, j.ID))
 		return len(xs) >= 3
 	})
@@ -373,7 +362,7 @@ func TestHTTPJobGetsPayloadAndExecutionID(t *testing.T) {
 		t.Errorf("target got body %q, want the payload", h.body)
 	}
 	var xs []execution
-	waitFor(t, 10*time.Second, "the execution to succeed", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the execution to succeed", func() bool {
 		xs = succeeded(executions(t, base, j.ID))
 		return len(xs) == 1
 	})
@@ -396,7 +385,7 @@ func TestAtJobFiresOnceOnTimeThenCompletes(t *testing.T) {
 		"handler":  map[string]any{"type": "custom", "name": "once"},
 	})
 	var xs []execution
-	waitFor(t, 15*time.Second, "the execution to succeed", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the execution to succeed", func() bool {
 		xs = succeeded(executions(t, base, j.ID))
 		return len(xs) == 1
 	})
@@ -427,7 +416,7 @@ func TestPauseResumeRunDelete(t *testing.T) {
 		"schedule": map[string]any{"cron": "* * * * * *"},
 		"handler":  map[string]any{"type": "custom", "name": "ctl"},
 	})
-	waitFor(t, 15*time.Second, "first execution", func() bool { return len(executions(t, base, j.ID)) >= 1 })
+	testenv.WaitFor(t, 15*time.Second, "first execution", func() bool { return len(executions(t, base, j.ID)) >= 1 })
 
 	if code := call(t, "POST", base+"/v1/jobs/"+j.ID+"/pause", nil, nil); code != 200 {
 		t.Fatalf("pause: %d", code)
@@ -443,7 +432,7 @@ func TestPauseResumeRunDelete(t *testing.T) {
 	if code := call(t, "POST", base+"/v1/jobs/"+j.ID+"/run", nil, &x); code != http.StatusAccepted {
 		t.Fatalf("run: %d", code)
 	}
-	waitFor(t, 10*time.Second, "the manual run to succeed", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the manual run to succeed", func() bool {
 		var got execution
 		call(t, "GET", base+"/v1/executions/"+x.ID, nil, &got)
 		return got.State == "succeeded" && got.Manual
@@ -453,7 +442,7 @@ func TestPauseResumeRunDelete(t *testing.T) {
 		t.Fatalf("resume: %d", code)
 	}
 	before := len(executions(t, base, j.ID))
-	waitFor(t, 10*time.Second, "firing after resume", func() bool { return len(executions(t, base, j.ID)) >= before+2 })
+	testenv.WaitFor(t, 10*time.Second, "firing after resume", func() bool { return len(executions(t, base, j.ID)) >= before+2 })
 
 	if code := call(t, "DELETE", base+"/v1/jobs/"+j.ID, nil, nil); code != http.StatusNoContent {
 		t.Fatalf("delete: %d", code)
@@ -475,7 +464,7 @@ func TestKillAndRestartNeitherDoublesNorLosesFirings(t *testing.T) {
 		"schedule": map[string]any{"cron": "* * * * * *"},
 		"handler":  map[string]any{"type": "custom", "name": "kill"},
 	})
-	waitFor(t, 15*time.Second, "3 executions before the kill", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "3 executions before the kill", func() bool {
 		return len(succeeded(executions(t, base, j.ID))) >= 3
 	})
 	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
@@ -488,12 +477,12 @@ func TestKillAndRestartNeitherDoublesNorLosesFirings(t *testing.T) {
 	orphan := fireUnpublished(t, e.pg, j.ID)
 
 	base, _ = e.startProcess(t, "n1")
-	waitFor(t, 20*time.Second, "the orphaned execution to be published and run", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "the orphaned execution to be published and run", func() bool {
 		var x execution
 		call(t, "GET", base+"/v1/executions/"+orphan, nil, &x)
 		return x.State == "succeeded"
 	})
-	waitFor(t, 15*time.Second, "3 more executions after the restart", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "3 more executions after the restart", func() bool {
 		return len(succeeded(executions(t, base, j.ID))) >= 8
 	})
 

@@ -83,3 +83,16 @@ func NATS(t testing.TB) *embedded.NATS {
 	t.Cleanup(n.Stop)
 	return n
 }
+
+// WaitFor polls cond until it holds, failing the test after d. Tests wait
+// on a condition with a deadline rather than sleep for a guessed time.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
