@@ -1,0 +1,96 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/store"
+)
+
+type marks struct {
+	mu  sync.Mutex
+	ids []uuid.UUID
+}
+
+func (m *marks) MarkDispatched(_ context.Context, ids []uuid.UUID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ids = append(m.ids, ids...)
+	return nil
+}
+
+func (m *marks) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.ids)
+}
+
+func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
+	ns := testenv.NATS(t)
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := wire.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	m := &marks{}
+	d, err := New(Config{JS: js, Store: m, BatchSize: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	job := uuid.New()
+	base := time.Now().Truncate(time.Second).UTC()
+	var execs []*store.Execution
+	for i := range 50 {
+		at := base.Add(time.Duration(i) * time.Second)
+		execs = append(execs, &store.Execution{
+			ID: store.ExecutionID(job, at), JobID: job, ScheduledFor: at, JobName: "j", Namespace: "default",
+			Handler: wire.Handler{Type: wire.HandlerCustom, Name: "disp"}, Payload: json.RawMessage(`{"i":1}`),
+		})
+	}
+	d.Dispatch(ctx, execs)
+	testenv.WaitFor(t, 10*time.Second, "50 executions marked dispatched", func() bool { return m.count() == 50 })
+	// The outbox hands them again (a crash before marking, say): JetStream
+	// drops the duplicates by Nats-Msg-Id, and they are marked again.
+	d.Dispatch(ctx, execs[:10])
+	testenv.WaitFor(t, 10*time.Second, "re-dispatched executions marked", func() bool { return m.count() == 60 })
+
+	stream, err := js.Stream(ctx, wire.ExecStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := stream.Info(ctx)
+	if info.State.Msgs != 50 {
+		t.Fatalf("stream holds %d messages, want 50 (one per execution)", info.State.Msgs)
+	}
+	msg, err := stream.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body wire.Execution
+	if err := json.Unmarshal(msg.Data, &body); err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != "tock.exec.disp" || msg.Header.Get(jetstream.MsgIDHeader) != body.ExecutionID ||
+		msg.Header.Get(wire.HeaderExecutionID) != body.ExecutionID || body.JobID != job.String() {
+		t.Fatalf("message %s %v %+v", msg.Subject, msg.Header, body)
+	}
+}
