@@ -44,10 +44,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
+
+var rebalances = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "tock_rebalances_total",
+	Help: "Buckets this node acquired or gave up (each counts once).",
+})
 
 // Handler is told which buckets this node fires. The scanner implements it.
 type Handler interface {
@@ -154,6 +161,17 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID)}, nil
+}
+
+// Valid reports whether this node's lease is surely alive now, by its
+// local monotonic clock: the last keep-alive's send time plus the TTL, less
+// a safety margin. The scanner checks it before every firing transaction,
+// so a node that was frozen (SIGSTOP, a long GC pause) past its lease fires
+// nothing when it wakes up, even before it has noticed the loss.
+func (n *Node) Valid() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lease != 0 && time.Now().Before(n.until)
 }
 
 // Owned returns the buckets this node fires in, with their epochs.
@@ -421,6 +439,7 @@ func (n *Node) claim(ctx context.Context, h Handler, b int) error {
 		n.seen[b] = epoch
 	}
 	n.rebal++
+	rebalances.Inc()
 	n.mu.Unlock()
 	n.log.Debug("acquired bucket", "bucket", b, "epoch", epoch)
 	h.Acquire(b, epoch)
@@ -433,6 +452,7 @@ func (n *Node) release(ctx context.Context, h Handler, b int) {
 	epoch, lease := n.owned[b], n.lease
 	delete(n.owned, b)
 	n.rebal++
+	rebalances.Inc()
 	n.mu.Unlock()
 	key := OwnerKey(n.cfg.Cluster, b)
 	// Delete only our own key of this ownership, never a successor's.

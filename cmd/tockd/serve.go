@@ -152,11 +152,6 @@ func Serve(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		scan, err := scanner.New(scanner.Config{Store: st, Dispatcher: disp, NodeID: cfg.NodeID, Logger: log})
-		if err != nil {
-			return err
-		}
-		disp.SetClock(scan.Now)
 		node, err = partition.New(partition.Config{
 			Client: etcd, Cluster: cfg.Cluster, NodeID: cfg.NodeID, Addr: cfg.HTTPAddr,
 			Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: log,
@@ -164,6 +159,13 @@ func Serve(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
+		scan, err := scanner.New(scanner.Config{
+			Store: st, Dispatcher: disp, NodeID: cfg.NodeID, Logger: log, LeaseValid: node.Valid,
+		})
+		if err != nil {
+			return err
+		}
+		disp.SetClock(scan.Now)
 		start("dispatcher", disp.Run)
 		start("scanner", scan.Run)
 		start("partition", func(ctx context.Context) error { return node.Run(ctx, scan) })
