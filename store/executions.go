@@ -19,7 +19,7 @@ import (
 
 // execColumns are the columns scanExecution reads, in its order.
 const execColumns = "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts, " +
-	"handler, payload, retry, timeout_ms, dispatched_at, started_at, finished_at, executor_id, error, output, created_at"
+	"handler, payload, retry, timeout_ms, dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by"
 
 // runNowTries bounds RunNow's search for a free millisecond.
 const runNowTries = 1000
@@ -395,7 +395,7 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	)
 	err := row.Scan(&e.ID, &e.JobID, &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
 		&e.State, &e.Attempts, &e.Handler, &payload, &e.Retry, &timeoutMS, &e.DispatchedAt,
-		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt)
+		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy)
 	if err != nil {
 		return nil, err
 	}

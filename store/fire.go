@@ -95,9 +95,9 @@ WITH f AS (
 	RETURNING f.exec_id, j.id, j.bucket, j.namespace, j.name, f.sched, j.handler, j.payload, j.retry, j.timeout_ms
 )
 INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
-	handler, payload, retry, timeout_ms, created_at)
+	handler, payload, retry, timeout_ms, created_at, fired_by)
 SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
-	handler, payload, retry, timeout_ms, ` + nowMS + `
+	handler, payload, retry, timeout_ms, ` + nowMS + `, $7
 FROM fired
 ON CONFLICT DO NOTHING
 RETURNING ` + execColumns
@@ -190,7 +190,7 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 			jobIDs, bs, scheds = append(jobIDs, f.JobID), append(bs, f.Bucket), append(scheds, at)
 			nexts, execIDs = append(nexts, msPtr(f.Next)), append(execIDs, ExecutionID(f.JobID, at))
 		}
-		rows, err = tx.Query(ctx, fireSQL, jobIDs, bs, scheds, nexts, execIDs, owned)
+		rows, err = tx.Query(ctx, fireSQL, jobIDs, bs, scheds, nexts, execIDs, owned, node)
 		if err != nil {
 			return err
 		}

@@ -75,7 +75,8 @@ type Execution struct {
 	Namespace    string
 	JobName      string
 	ScheduledFor time.Time
-	Manual       bool // fired by POST /v1/jobs/{id}/run
+	Manual       bool   // fired by POST /v1/jobs/{id}/run
+	FiredBy      string // the scheduler node that fired it; "" for manual runs
 	State        string
 	Attempts     int
 	Handler      wire.Handler

@@ -433,7 +433,7 @@ func TestFire(t *testing.T) {
 	if e.ID != ExecutionID(j.ID, t0) || e.JobID != j.ID || e.Bucket != j.Bucket || e.Namespace != "default" ||
 		e.JobName != "every-5s" || !e.ScheduledFor.Equal(t0) || e.Manual || e.State != ExecQueued ||
 		e.Handler.URL != j.Handler.URL || string(e.Payload) != `{"n": 1}` || e.Retry != j.Retry ||
-		e.Timeout != j.Timeout || e.DispatchedAt != nil || e.CreatedAt.IsZero() {
+		e.Timeout != j.Timeout || e.DispatchedAt != nil || e.CreatedAt.IsZero() || e.FiredBy != "n1" {
 		t.Fatalf("execution %+v", e)
 	}
 	got, _ := s.GetJob(ctx, j.ID)
