@@ -151,8 +151,9 @@ type Node struct {
 	owned   map[int]int64 // buckets this node has handed to its Handler
 	seen    map[int]int64 // newest revision applied per owner key
 	lease   clientv3.LeaseID
-	until   time.Time // local monotonic deadline before which the lease is surely alive
-	rebal   int       // buckets acquired or released since start
+	prev    clientv3.LeaseID // the lease of the session before, if not revoked
+	until   time.Time        // local monotonic deadline before which the lease is surely alive
+	rebal   int              // buckets acquired or released since start
 }
 
 // New checks cfg and returns a Node that does nothing until Run.
@@ -218,6 +219,20 @@ var errLeaseLost = errors.New("lease lost")
 func (n *Node) session(ctx context.Context, h Handler) error {
 	cli := n.cfg.Client
 	ttl := int64(n.cfg.TTL / time.Second)
+	n.mu.Lock()
+	prev := n.prev
+	n.mu.Unlock()
+	if prev != 0 {
+		// Our keys from the last session (etcd was unreachable when it
+		// ended, or restored its leases on restart) would block our own
+		// claims until they expire: revoke them first.
+		if _, err := cli.Revoke(ctx, prev); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("revoke previous lease: %w", err)
+		}
+		n.mu.Lock()
+		n.prev = 0
+		n.mu.Unlock()
+	}
 	start := time.Now()
 	grant, err := cli.Grant(ctx, ttl)
 	if err != nil {
@@ -238,11 +253,16 @@ func (n *Node) session(ctx context.Context, h Handler) error {
 	defer func() {
 		// Stop firing everywhere first; only then give the keys back.
 		n.releaseAll(h)
-		if ctx.Err() != nil || errors.Is(err, errLeaseLost) {
-			rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, _ = cli.Revoke(rctx, grant.ID) // deletes member and owner keys at once
-			rcancel()
+		// Revoking deletes the member and owner keys at once, so others
+		// take over now rather than after the TTL. If etcd cannot be
+		// reached, the next session revokes it first.
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if _, rerr := cli.Revoke(rctx, grant.ID); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
+			n.mu.Lock()
+			n.prev = grant.ID
+			n.mu.Unlock()
 		}
+		rcancel()
 		sess.Orphan()
 	}()
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/internal/testenv"
 )
@@ -54,7 +55,7 @@ func startNode(t *testing.T, ctx context.Context, cli *clientv3.Client, id strin
 
 func TestSingleNodeOwnsEveryBucketVisiblyInEtcd(t *testing.T) {
 	e := testenv.Etcd(t)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,39 +107,122 @@ func TestSingleNodeOwnsEveryBucketVisiblyInEtcd(t *testing.T) {
 	}
 }
 
-func TestJoinMovesAFairShareAndLeaveHandsBack(t *testing.T) {
+// ledger is shared by the handlers of several nodes: it records a
+// violation whenever a bucket is acquired while another node holds it.
+type ledger struct {
+	mu         sync.Mutex
+	holder     map[int]string
+	violations []string
+}
+
+type ledgerHandler struct {
+	l    *ledger
+	node string
+}
+
+func (h ledgerHandler) Acquire(b int, _ int64) {
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	if other, ok := h.l.holder[b]; ok && other != h.node {
+		h.l.violations = append(h.l.violations, fmt.Sprintf("bucket %d acquired by %s while %s holds it", b, h.node, other))
+	}
+	h.l.holder[b] = h.node
+}
+
+func (h ledgerHandler) Release(b int) {
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	if h.l.holder[b] == h.node {
+		delete(h.l.holder, b)
+	}
+}
+
+func (l *ledger) counts() (map[string]int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := map[string]int{}
+	for _, n := range l.holder {
+		c[n]++
+	}
+	return c, len(l.holder)
+}
+
+func (l *ledger) snapshot() map[int]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int]string{}
+	for b, n := range l.holder {
+		out[b] = n
+	}
+	return out
+}
+
+func TestJoinOneTwoThreeMovesFairSharesWithoutOverlap(t *testing.T) {
 	e := testenv.Etcd(t)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	ctx := context.Background()
 	const buckets = 256
-
-	_, a, stopA, doneA := startNode(t, ctx, cli, "node-a", buckets)
-	defer func() { stopA(); <-doneA }()
-	testenv.WaitFor(t, 10*time.Second, "a owns all", func() bool { return a.count() == buckets })
-
-	_, b, stopB, doneB := startNode(t, ctx, cli, "node-b", buckets)
-	testenv.WaitFor(t, 10*time.Second, "a and b split the buckets", func() bool {
-		return a.count()+b.count() == buckets && b.count() > 0 && a.count() < buckets
-	})
-	moved := b.count()
-	if moved < buckets/2*9/10 || moved > buckets/2*11/10 {
-		t.Fatalf("join moved %d buckets, want about %d", moved, buckets/2)
-	}
-	a.mu.Lock()
-	for bk := range b.owned {
-		if _, dup := a.owned[bk]; dup {
-			t.Fatalf("bucket %d owned by both", bk)
+	l := &ledger{holder: map[int]string{}}
+	var stops []func()
+	defer func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
 		}
+	}()
+	join := func(id string) {
+		n, err := New(Config{Client: cli, Cluster: "t", NodeID: id, Buckets: buckets, TTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- n.Run(ctx, ledgerHandler{l, id}) }()
+		stops = append(stops, func() { cancel(); <-done })
 	}
-	a.mu.Unlock()
+	settled := func(n int) {
+		t.Helper()
+		testenv.WaitFor(t, 15*time.Second, fmt.Sprintf("%d nodes to share all buckets", n), func() bool {
+			c, total := l.counts()
+			return total == buckets && len(c) == n
+		})
+	}
 
-	stopB()
-	<-doneB
-	testenv.WaitFor(t, 5*time.Second, "a takes b's buckets back", func() bool { return a.count() == buckets })
+	join("node-a")
+	settled(1)
+	for i, id := range []string{"node-b", "node-c"} {
+		before := l.snapshot()
+		join(id)
+		settled(i + 2)
+		after := l.snapshot()
+		moved := 0
+		for b, n := range after {
+			if before[b] != n {
+				moved++
+				if n != id {
+					t.Errorf("bucket %d moved from %s to %s, not to the joining node", b, before[b], n)
+				}
+			}
+		}
+		want := float64(buckets) / float64(i+2)
+		if diff := float64(moved) - want; diff > 0.1*want || diff < -0.1*want {
+			t.Errorf("joining %s moved %d buckets, want %.0f ± 10%%", id, moved, want)
+		}
+		t.Logf("join of %s moved %d of %d buckets (N/(n+1) = %.1f)", id, moved, buckets, want)
+	}
+
+	// Graceful leave of the last node: the others take its buckets back.
+	stops[2]()
+	stops = stops[:2]
+	settled(2)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, v := range l.violations {
+		t.Error(v)
+	}
 }
 
 func TestAssignIsStickyAndBalanced(t *testing.T) {

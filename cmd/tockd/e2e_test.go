@@ -26,6 +26,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/internal/embedded"
@@ -307,7 +308,7 @@ func TestEveryCronSecondRunsOnACustomExecutor(t *testing.T) {
 	}
 
 	// The node's member key and its bucket owner keys, as etcdctl shows them.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.etcd.Endpoint()}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.etcd.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/dispatcher"
@@ -142,7 +143,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		etcd, err := clientv3.New(clientv3.Config{
 			Endpoints:   cfg.EtcdEndpoints,
 			DialTimeout: 5 * time.Second,
-			Logger:      nil,
+			Logger:      etcdLogger(),
 		})
 		if err != nil {
 			return fmt.Errorf("etcd client: %w", err)
@@ -283,4 +284,15 @@ func maintain(ctx context.Context, st *store.Store, log *slog.Logger) error {
 		case <-t.C:
 		}
 	}
+}
+
+// etcdLogger keeps the etcd client's own log to errors: its warnings
+// (retried calls, cancelled requests at shutdown) are noise next to what
+// tock logs about etcd itself.
+func etcdLogger() *zap.Logger {
+	lg, err := zap.NewProduction(zap.IncreaseLevel(zap.ErrorLevel))
+	if err != nil {
+		return zap.NewNop()
+	}
+	return lg
 }
