@@ -83,16 +83,20 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// newEnvWith serves the API over st.
-func newEnvWith(t *testing.T, st Store) *env {
+// newEnvWith serves the API over st; opts change the server's Config.
+func newEnvWith(t *testing.T, st Store, opts ...func(*Config)) *env {
 	t.Helper()
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
-	srv, err := New(Config{
+	cfg := Config{
 		Store:    st,
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
 		Registry: reg,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

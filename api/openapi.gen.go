@@ -296,6 +296,59 @@ type JobPatch struct {
 // JobState defines model for JobState.
 type JobState string
 
+// Node A live scheduler node, as registered in etcd.
+type Node struct {
+	// Addr The API address the node advertises; absent when none.
+	Addr        *string `json:"addr,omitempty"`
+	BucketCount int     `json:"bucket_count"`
+
+	// Buckets The buckets whose owner key names this node, ascending.
+	Buckets []int `json:"buckets"`
+
+	// LeaseTtlSeconds Time left on the node's etcd lease, in seconds. The node renews
+	// it several times per TTL; a node whose lease runs out loses its
+	// buckets.
+	LeaseTtlSeconds float64 `json:"lease_ttl_seconds"`
+
+	// Node The node id.
+	Node      string    `json:"node"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// NodeList defines model for NodeList.
+type NodeList struct {
+	Items []Node `json:"items"`
+}
+
+// Partition One bucket of jobs, its owner and what it holds.
+type Partition struct {
+	ActiveJobs int64 `json:"active_jobs"`
+	Bucket     int   `json:"bucket"`
+
+	// Epoch The ownership's fencing epoch (the etcd revision at which the owner key was created); null with owner.
+	Epoch *int64 `json:"epoch"`
+
+	// Jobs Jobs in the bucket, whatever their state.
+	Jobs int64 `json:"jobs"`
+
+	// NextDue The earliest next run of the bucket's active jobs; null when it has none.
+	NextDue *time.Time `json:"next_due"`
+
+	// Owner The node etcd names as the owner now; null when no node owns the bucket.
+	Owner *string `json:"owner"`
+
+	// RecordedEpoch The epoch recorded in PostgreSQL, which every firing transaction checks; null with recorded_owner.
+	RecordedEpoch *int64 `json:"recorded_epoch"`
+
+	// RecordedOwner The owner recorded in PostgreSQL; null if no node ever claimed the bucket.
+	RecordedOwner *string `json:"recorded_owner"`
+}
+
+// PartitionList defines model for PartitionList.
+type PartitionList struct {
+	Items []Partition `json:"items"`
+}
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Detail   *string       `json:"detail,omitempty"`
@@ -373,6 +426,9 @@ type Error = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
+
+// Unavailable RFC 9457 problem details.
+type Unavailable = Problem
 
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
@@ -454,6 +510,12 @@ type ServerInterface interface {
 	// RunJob Run a job now, outside its schedule
 	// (POST /v1/jobs/{id}/run)
 	RunJob(ctx echo.Context, id ID) error
+	// ListNodes List the live scheduler nodes
+	// (GET /v1/nodes)
+	ListNodes(ctx echo.Context) error
+	// ListPartitions List every bucket with its owner and its jobs
+	// (GET /v1/partitions)
+	ListPartitions(ctx echo.Context) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -703,6 +765,24 @@ func (w *ServerInterfaceWrapper) RunJob(ctx echo.Context) error {
 	return err
 }
 
+// ListNodes converts echo context to params.
+func (w *ServerInterfaceWrapper) ListNodes(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListNodes(ctx)
+	return err
+}
+
+// ListPartitions converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPartitions(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPartitions(ctx)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -760,6 +840,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/jobs/:id/run", wrapper.RunJob, options.OperationMiddlewares["runJob"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id/executions", wrapper.ListJobExecutions, options.OperationMiddlewares["listJobExecutions"]...)
 	router.GET(options.BaseURL+"/v1/executions/:id", wrapper.GetExecution, options.OperationMiddlewares["getExecution"]...)
+	router.GET(options.BaseURL+"/v1/partitions", wrapper.ListPartitions, options.OperationMiddlewares["listPartitions"]...)
+	router.GET(options.BaseURL+"/v1/nodes", wrapper.ListNodes, options.OperationMiddlewares["listNodes"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealthz, options.OperationMiddlewares["getHealthz"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadyz, options.OperationMiddlewares["getReadyz"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.GetMetrics, options.OperationMiddlewares["getMetrics"]...)
@@ -772,68 +854,85 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fvrctu4kn6VLu5UHeccWpLjzG7F/uXJZSapTOJjO7VVO8paENkSEZMAg4tlJaV332oAvEikLOfmTPaP",
-	"SxIJoC9fd39owJ+iRBalFCiMjo4+RSVTrECDyn17YpWWij6lqBPFS8OliI6iiwxhIvDGXCbujQnIGZgM",
-	"oVR4zaXVULI5DqI44vT6B4tqGcWRYAVGR5EfE8WRTjIsGE1vliU90UZxMY9Wqzh68ZR+d8NLZrJmNE+j",
-	"OFL4wXKFaXRklMX2TDOpCmaio8ha92Z35le84Kar0ymbI2j+cavYuRvXXivFGbO5iY5+HcVRwW54YQv6",
-	"Qt+48N8OahG4MDhHFa1ICIW6lEKjM/NvLD3DDxa1EyuRwqBwH1lZ5jxhJOGwVHKaY/Gv95rE/dQS4xeF",
-	"s+go+o9h48qhf6qHp36UX7TrROWXBa6Bi2uW8/QYJqiUVHoCpLcGZEkGU5bCjGOeDqJVHD2RYpbz5IdJ",
-	"m4T1NSy4yRzw3svpPzQkVikUBrRhBkEqp4IT+RnpdJ/ynoglSJOhAmdOJ8RraZ5LK9L7lOO1BG2TjAxE",
-	"BsEbTCw9GrhYCBPQ/CfGYFE6gUolS1SGe3RiZbqNUIojP5lUlzztfT7jgusM00tm1kIzZQb3DS+Qgsvm",
-	"OZvmWEVyZxJhiym216/jKI6kNYmk4NwM5pOpJhwsMp6jwwfz2oGyQsf0iyCzJIgppmSXGeM5poOoRwBp",
-	"TWlNr4LaMGVu16+bf5rc9Vel3NpM63Z7V08hp+8xMQ7MlRO7zgp6XuZc9+S4Z9eolpUtYphxpQ0YCTnT",
-	"5hikyJfABfz+7AKG1wfDGit6+ImnK5cXDRZ6FxorJK1q0ZlSbEnfw9K6350p1yUzydci5gcD1s+9ow7F",
-	"0Xs5vfyMV30R6pG5YMKyvOvr54QxmC7h9M259+d7OfWeHCorQDGXnUzGBL1FQUIOTG2OrTCYSpkjEy4Q",
-	"qRyULOkX47YoCdOmlzPvl7sEyp2Ca6cvXCHYhdc6nM7d25sx6nwSvNXyRdsgmzrWXqkkaCF/E+ZfGvuv",
-	"QoSvx38doHeK1CaR9MRqi99tTbBSOOBQ/qgp3+0Zz8t1q2bnldNQEIP6i4iYRUf7rBA0aRzVyZtM5nJ3",
-	"FEcJEwnm/nOKLG0t00DiOdGYmg6sW89RnK6yT6UxmALx0IroEiHiorQmBhzMB03oEDI/SoExVZWpTJfu",
-	"A4OaWP9DB1bSI1uBWrM59jPithW9oM2APnv+wUSa+8rJ0pSTLiw/bek7Y7nGTb7w35l0RbLFqpo6MIBJ",
-	"Zkw5OYKJVfkE9thUy9waBPoZpBoL+qAfxDAp0GQyncBeYMkuD9GDDFmKSk+OvSFlugSHJe7WHAu/aMmW",
-	"uWTpACaCGT05gtJOc6492wsPqXRNtHUaT2JgInWEcCwmC8bNpcIyX06APsPMOcH9MoBJYrWRxeSopRrM",
-	"JU1Hs/unY1FVC5KLGdCormnbwwqcDMYiijfAE/Tabu+e1NhxmreaA/8NK0pKbREZrg8tVUlo3tQo0n0s",
-	"GKfMU1LKUeTT//3rZP9/2P7H0f7jy/13nw7i/3y0+qU35Xpbrk+qsJTK6IHg88zky75x/ocmYAkELkG6",
-	"fOft2RuMVuXrizn4HA2H4ZdBIothJuVV36qNk1u2rQvWRsS4x71hgiw3WTcXUOK2el26Pjk21gnD+lZ6",
-	"KafdZaY2uULTz4cShezz6GUcZU3U35b5q+Rwd75COf5SWfF1ZH4bi7mdXLhS1Ky9scOxeQ4LYvQhZVEm",
-	"KZnVntmT8jkaT+6/TOqQbmjpm/253A8v0B5tcMYWf4Yk7JBg1HKX7c/opVOZ82TZpke7hp1X792V17yU",
-	"08Bo4ohUlVv4mS1T9lW7GAeYNhsKBClguyFBtaoNTteduw6ztQhYk3NLeD1xr++seBt5+7MjpkLxOg7f",
-	"Cv7BoqtA3GOxNsnAMcKbVyjmlGoehg5R9f1gS7IeXO6/+9cv21J/HS4bZMWXW03VbFy1qMbRNxehFRTd",
-	"zsfL8zev4ZrlFmMg+2JaFddgbd+5QbcfbfUkusH4Nwm4Vvysa/tKijlqA0zUPYaCLYlCwR6D3yWkVrnW",
-	"TgzMQCG1gYePsgekalNXDkd6d6vAx1SF1i0R8C12BVSn/gb7gZdyekrbpM8ksBcZ+lali4AkY2KOx76L",
-	"KYXrUDtJiTewBFs8dwAn4OA0FnIGn1ZAb5r6BZqNJqi8LEW+7KWBn51O7hhJx0CxAQoLeR3krkjyTxg3",
-	"J+3Y6FEtDBzsrs+rfux0dpEsMfwaHTEmbkDVpaIGvdy0aqp2RD97/gQeP/r1vyA0ayFFw3iuBx0s+Af9",
-	"rSjXZL9zTLZ2rT2hyYU2tPfd1qQMRLbLMA03Od6yM9lU/dyQI4CnKAyfcVTVfviKi5Q+B5Osp7eK1BuZ",
-	"XA1SvK663HrojhwcBNrkzCq+M2+4p5UC8W20u43iz0slf8gFyJlB4baWmVyAllIAC93ipnC5vavimAKb",
-	"My4GENJhgUzobtbo4IQLbjjLL6csuZKzWV9Rz9kSpjiTyvezNSZSpPW066Vmo7oc6N6mIqdy3w6Qmc1p",
-	"34gffOdKSIG9gVGwm8t2I7c++TrYdfLlx27VsqqladDWLBDrsqp3KFn0NlRsbniZc9zoO0o7dbDpETa0",
-	"5HvTynkrA35WT4XUcEVEWaEHcI6mZgOEDjmDSaKkmMQwYWbi4DbhYnIMwj8eC5NhAXtSgZB1s4nmYHn+",
-	"IOCMOIcUCcYg5KKvNPXtns7CIJrLZIRjXmAMi4wnGRRWGxDSQMauqdpofcs2qmN80qgnhfCbUJ+PKhQX",
-	"XLgekrQKUrbcl7P9QgqTgf8bflogXsVj4dpt42gEhyN4DP+Ef8Kfb17vPz97MY68zg0muu/0icnFbVaZ",
-	"Gdck5zqg8lYQPh71hlrVE+yu8+Lk9YmzONBz331SUgDeEE/RIbUodN3GppX29uLJxsrPLHl6+BuqnIvo",
-	"DjVy5TSfya5MlKVpVQYpp/FTazB14K1wpwbwUk494IRcxDWAWEAPfR8LbzvmDefaoC55OgVrCO+5jQAL",
-	"UNAeGjFpywSQecaits+DAfgTrBkntShsWLXhZ6JJx8dhY2HU0r0jql4e2XO6bN6VKgwNOWYwFmNxwQvU",
-	"wBQCFfrDw8PHJM3biycDeBrc7h+3cKBhb0zeH0cxjKOD4tB9HItx9DAbRyS3K/f1rH30AfYm206CJw/G",
-	"orKTr8ATcucE3p69OIamiFZTasi5NsEK9dk9cDEW1em+U5V2C14oIuvpkQtxh8LO7Q7HndkcgWmYVL8b",
-	"CXM0LjkBDTh2pi1Ks3RNb18E16fyqcpkqNAtLCQUUqEP3ZwnKLSLk3Dp4qRkSYb7DwejFl1xEI3i6BqV",
-	"9pg9GIz8G7JEwUpOe6rBaHDo26CZy37DzHX6PtLnOfZRUqEXqDQ8HI1aJ8elkglq7du/Gv64uDil0KO8",
-	"6mz+Io2Oot/R/BFm37jb8XA0uuW4//OO+UOrcsvtiEpQrsGW4XjfFgUjnh+94tcoULv0xOaayn2tgY7e",
-	"0cvDAo3iiW7Zp6Pkn+GVnUoavDHDMmd8Q73NvNTRJKwAoYVyqmSBJkOrgaakxCi1q7vgi9Cmoq0BRS3s",
-	"VpUDXAaVH7bp/aZEcXL64mud25ODu34Ma0EqE1ug6Gh44YpReBhTPNIe8TYtqX4s74p7FHAqtZkrPP/3",
-	"q1B9koySTgy/jg79pZYF19gbBWd+qR8SBG5tykkuVN2Nm19Hh/d72ca4Yr3c9BmJxnfFX/fKxW2QbM5u",
-	"v6OxWwfE/WBt3yeKo0d+6b4ZaxGHrdtubsij3UPqi1NOhnDpbtegsFte88PvaNaYgm9DciqCzfl85aDG",
-	"GdE716Zprkb+1b9488rwxdNo9S549b2cbs+qVIOJTUWdFdat/UbkSyI7ITVy3bSXYY/lefNV+yj25ffB",
-	"tuuMm7cXtlzE3C2Ga+5vW6Xd+d8Nt+bE4raFF5nUvrkO7upEfQ2Q69uUvSwVzvjNLnV3+NXfHr3Di+Hu",
-	"7OrddwzPquHbE5xvKr4mZ85qXxqfXxVuJJxbndh/iuFCUoNb2ueGvnYVdC5WXLhJ3RMt/oTnpZyGS8Co",
-	"zW8yXX5Li4ZDpNV6x8koi6uOKw++5cLbciztcBZMQzgM+/JM+3j3kPpq79e63lvR78+67m0lxrrQpZij",
-	"6dsjG+IgCQEobV/YoN3DFZamy0OeupkqkKw57FH/ZfbKxF6G9OcoZl7NbSaOtzKHXsOM7gnJPxFP2GbX",
-	"LyACbhvqj7I2OWs4hnIHVH6bXh1RhS3QVKbL4+pIK8eZAWkNXCGW9JirsXDHQwM4AYGLprNCMVOU1qAO",
-	"W3B/qj6BmZIFCLk4dtfS3D2J93I6FtqwZXVzwt+mYs3tCRcic9pFAltfZ0rroB4Lf8ASWuBuP78Ovbfu",
-	"/P675m5/YHin1H0vgPfHj+nPA/wnTuC7pu3WfmUXv33WvHkXotvK89+BZ3Zv/P5cvG/9EvAO9te6vvlT",
-	"QNCRRta5expT1kFt/H8tfK9tmoe1y4Gb/w5391Qvde+Bd5NrIZWo3cHKjCsEKwzPgRvfbdG2wHQAp8xq",
-	"LuZrOboel3Ex7/IeGoI/rro3ct4b0O6X0zr73jk3ek9+cxS54xMfHFTV3SEM166H4f+fx0HKnZn4AxhX",
-	"6d2V7oJrjelY+OY2N47yBq8Rm9ZXvCwJeycgBe7rTBp/8yVjBjLmEUvrLdGMBa2jgRm3tFR8zgXLqwMg",
-	"RQ/csRCfNePDCSKcjMU6sUiYoLmnWOEf9h6NHj8YwBl9dWEgIPCLKg7GogqEHq7hxv3AWKjU+P8bDN7C",
-	"a+npLkFhxTeOiH9btIRD8P9y0z4FbP6FoSar3IM48LJuCj2zohc0D++vper/2+Vn66ye2eqKgz8Rtkbz",
-	"FF1uaN363YTHqv6pPvFzj4hnhe+t8t76tdU8X71b/V8AAAD//w==",
+	"3HzrbtvGtvCrLPArUGdvWnbidH+I/ctN0zZBmnjbDg5wqhxrRC6JE5Mz7MzQshr43Q/WmuFFIiU5953z",
+	"x5DEuaz7nX4fJbootULlbHT8PiqFEQU6NPztaWWsNvQpRZsYWTqpVXQcXWYIE4W37irhFRPQM3AZQmnw",
+	"RurKQinmOIriSNLyvyo0yyiOlCgwOo78niiObJJhIeh4tyzpiXVGqnl0dxdHz3+h33l7KVzW7pZpFEcG",
+	"/6qkwTQ6dqbC7kkzbQrhouOoqnhl/+SXspCuj9OZmCNY+fdGsHPe170rxZmochcd/3QYR4W4lUVV0Bf6",
+	"JpX/9rABQSqHczTRHQFh0JZaWWQy/yzSc/yrQstgJVo5VPxRlGUuE0EQHpRGT3Ms/vnOErjvO2D8YHAW",
+	"HUf/76Bl5YF/ag/O/C5/aZ+Jxl8L0oJUNyKX6QlM0Bht7AQIbwsokgymIoWZxDwdRXdx9FSrWS6TbwZt",
+	"Eu63sJAuY8F7p6c/WkgqY1A5sE44BG0YBQb5GeH0NeE9VUvQLkMDTE4G4pV2v+pKpV8TjlcabJVkRCAi",
+	"CN5iUtEjBuiNEjdC5mKa49fmZZJX1qGBG4kLEr+qBeUYXCYtWDQ3aCATFpQGdEk6VolWChM6JmZsXJJC",
+	"KlNQ2oFQdoFmNFas5QEMgvLUOSxKRqs0ukTjpNc7rIVizUjEkSeTNlcyHXw+k0raDNMr4VaMTioc7jtZ",
+	"IJmNKg+U9Taqd4iqiil2728sRBzpyiW6wL6ZOp1akvBFJnNkyRceOzCVsjH9oojhCWKKKdFoJmSO6Sga",
+	"AEBXrqzcIILWCeO249e3rK1V/rNGbuWkVbq9bY7Q03eYOFbTWjz7zAp4XuXSDljvZzdoljUtYphJYx04",
+	"Dbmw7gS0ypcgFfz27BIObh4eNFpgD97L9I4tvsPC7pLpWpLuGtCFMWJJ38PVdpidqbSlcMmnSsw3Flh/",
+	"9g4PG0fv9PTqA5Z69zoAcyFUJfI+r38lGYPpEs5eX3h+vtNTz8kDUykwgu2uy4SiVaQkxMC0yrGjBlOt",
+	"cxSKFZEcXSmSYTC2aUk4Nr2aeb7cR1HupVw7ecEubpe8Nup0wavXdZR5ErjV4UWXIOs4NlypIehI/rqY",
+	"f6zuvwwavqr/jYLeS1NbQzKgq53IdaOB1YoFh+xHE8xut3gerq2YXdRMQ0Wx4Z8UYlbIAW2lFB0aR43x",
+	"JpKx7Y7iKBEqwdx/TlGknWtakfiVArQm0FmlHgdvfWR/0c5hChRh1yE8hXpSlZWLAUfzUas6JJl/a4Xs",
+	"eac6XfIHAU3K8KMN8dYAbAVaK+Y4HOt3qegBbTcM0fN3odLce06RppJwEflZB9+ZyC2uRx3/lWl2kp14",
+	"sfUDI5hkzpWTY5hUJp/AnphanVcOgX4GbcaKPtgHMUwKdJlOJ7AX4n+2Q/QgQ5GisZMTT0idLoFlSfKd",
+	"Y+UvLcUy1yIdwUQJZyfHUFbTXFofx4aH5LomtmKMJzEIlXKoO1aThZDuymCZLydAn2HGTOBfRjBJKut0",
+	"MTnuoAZzTcfR6f7pWNXeguASzkdaBE6BE4qf4jXhCXhtpveAaewxzVONhf9WFCWZtogINyQttUtoV1pU",
+	"6T4WQpLlKcnkGOLp//x5uv/fYv/vw/0nV/tv3z+M//X47odBk+tpuXqowVIbZ0dKzjOXL4f2+R9ahSUh",
+	"YAPJ9s7Tc1AZK5OvXsbic3xwEH4ZJbo4yLS+Hrq1ZXKHto3DWtMYfjyoJihyl/VtARnuyq5CNwTH2j1h",
+	"29BNL/S0f820Sq7RDcdDiUHxYeFlHGWt1m+z/LVxuH+8Qjb+ylTq04L5TVHM9uCCXVF791ruVuU5LCii",
+	"DyaLLEkpKusje0I+R+eD+4+DOpgbuvp2f673wwLK9EbnYvFHMMIsCc4sd9H+nBad6Vwmy254tGvbRb3u",
+	"vnHNCz0NEU0cEap6Q3xWlan4pCyGBaYbDYUAKch2GwQ1qLZyusrcVTFb0YAVODeo11NevtPjrdntD9aY",
+	"WopX5fCNkn9VyB5IellsSDLiiPD2Jao5mZpHofZVf3+4wViPrvbf/vOHTaa/UZe1YMW7W0vebFwX38bR",
+	"ZwehoxT9ms6Li9ev4EbkFcZA9MW0dq6B2r4mhZyPdqotfWX8D1G4jv6sYvtSqzlaB0I1NYZCLCmEgj0B",
+	"v2lIKyN8KUY4KLR18Ohx9oBQbf3K0aHdXSrwOlVL6wYN+BxZAfmp/4B84IWenlGa9IEB7GWGvgjLGpBk",
+	"Qs3xxNdnteLaO0NKcYNIsBPnjuAUWJzGSs/g/R3QStcsoNPogJrLWuXLwTDwg83JPTXpBEg3wGChbwLc",
+	"dZD8HerNaVc3BlALG0e7/fPdsOz0skiROHmDHBhTbEDepQ4NBmPTVzodqixCLm/aUokBpVOMQVgwOJfW",
+	"oUHKDLnoOuoJh0jTDY2i07PnQE/RevzpWBDpDe21aE9A1CVNVKC0Gk4gvce9SnSlNsSUfoUdBiI8hEWm",
+	"LYJeKDRwjcvQ4+B6c41ugiqVar5SFOzftm5DchQWr5zLrywmWqVDcMgCIcdZY0zoRspCXZIC74+JvmH/",
+	"CC5rYhlUuLBjJSlVu0EjchYiCyUauLx8eQLCL/TY8VE+1dWVg1xbtCCdHatABa/cbTikq2neiYVC6ZYM",
+	"46CgNHDJ4bLyp9eO6dq16lGfvi3H16RjyOSSyH8OD8Kq02P/vS3/mTBO1vXtVaq+VrWUgp6RWbYxMS3I",
+	"KlcAKFeXDjKdp3ZAA9kKXNHOFbpL5f71OIo3asywfGOpvYPq854hspksf7QwQ5VINQdeDnsk1SzOBm+k",
+	"lZpCB1hkMvHVjVbvFsJCCIEfBBvJcROvWMlnavA32MoOyDXmqxC/0FMLIWz1CMdMSVIk+lEa3y4cvLR/",
+	"CccKabVBLVCYXFLQRMs4VKqranzzjxY8l5i/Nd5k94it3OhS+PHZHBNvi74yZ7zFE7bDEKUXXViU9sv1",
+	"IhTLPPCj+4BgMNEmxfRqi/x4WalXEm/OtHVzgxf/fhkHafHx80zSueCMUFZw2w+SDJNr2xWZ5spPkZ3V",
+	"Q7bI/Qa4A0By1lCP5SvJhSwoRfgQKq5ZkybX9KDVqtmDuUf8oBHximXoSPBWA/U5jGVr7T7BYoY2co8j",
+	"578+hSePf/r/ENrTkKITMh8wjP7BcNuMRx3ujVCnwj4QAkhlnVAbCj1t0W0glpAuxy1V1HXULxxJD8gU",
+	"lZMziaa2MtdSpfQ5kGQ1FasLkE4n16MUb+q+vj3gwQ8OV7vKUxm501Pz0xqBeFuJsBtxf1ja87tegJ45",
+	"VOwEM70Aq8mxhM52m2Rznd1ITEHMhVQjCKlbgYJCofUMpycnUkknRX41Fcm1ns2GChC5WMIUZ9r43rsP",
+	"RZpjV9PitUz4oR1sgErnvL2pg/lZlee08S/fZSOPMBjEF+L2qtt0buaPHu6aP/J7N2JZ5/1pwNYtEJsS",
+	"gN2BZDHY/KlyJ8tc4lqPtI47B4CtY9ChFOiik619UP+H0OCEl2LjEVygayoXJB16BpPEaDWJYSLchMVt",
+	"ItXkhN0y6NlYuQwL2NPkMptEic4Qef4gyBk7fZVgTG51KI0eqvSeh010Ficj5PJrX1hUFFBoihBuKDO2",
+	"dkvJt0d8wmjAhMjbUEs4rqW4kIr7XboykIrlvp7tF1q5DPzf8NMC8ToeK24NjqNDODqEJ/AP+Af88frV",
+	"/q/nz8eRx7mVif6aITCl2kaVmeNgTdoglVuF8MnhoKrV/cv+Pc9PX50yxYGe+06Z0QrwtqSsNZgWg9wZ",
+	"bdt+by6frt38rCJOH/yMJpcqukc+f8eYz3QfJrLSdKuAVNL+aeUwZeFtEvQRcGxLAqf0Im4ESATpoe9j",
+	"5WknPOG4ZcvGkxFsRHiPIylR555eNDgbFQqIPGPV0OfBCJ51ozM9C1pF0KrWHJ+EIM6ZJa9Rdd+R6Dld",
+	"tmu1CVuDjRmN1VhdcoIrDAI5+qOjoycEzZvLpyP4JbDdP+7IgYW9MXF/HMUwjh4WR/xxrMbRo2wcEdzs",
+	"7ptTh8IH2Jtsmn2bPBirmk7eA0+InRN4c/78BFonWh9pIZfWBSo0E5Qg1VjVM5aMKoVaHqhSzDE9ZhVn",
+	"KezN2HKdT8yR4vdJ/bvTMEfHxonzjhMmbVG6JTfovRNcPcqbKpehQb5YaSi0Qa+6uUxQWdaTMPp6Wook",
+	"w/1Ho8NOuMIiGsXRDRrrZfbh6NCv0CUqUcroODoaHY6OfMs2Y+t3kHFX8m/6PMeh8hmP8Vl4dHjYmXIr",
+	"jU7QhqFAC79fXp6R6pFdZZo/T6Pj6Dd0v4fT1yZsHx0ebhlw/LDBxtBW3TDXWAMqLVTlyI8iVkUhzJJc",
+	"q7xBhZbNk5hbcvcNBjZ6S4sPCnRGJrZDnx6Sf4QlO5F0eOsOylzINfTW7VIPk3BDnTefGV2gy7CyQEeS",
+	"YdSW/S54J7SOaGdD0QC7EeUgLqOaD5vwfl2iOj17/qnMHbDBfT6GuyDVSVWg6mF4yc4oPOQq6YuL16+2",
+	"YUn+Y3lfucduchm8T5KR0Ynhp8MjP1q8kBYHteDcX/VNlIDvJpvEqspjxj8dHn3dkWfHznq5zjMCTe7S",
+	"v/546DaRbOfMviCxO8Nsw8K6OtX92F89dGID4kHnnQPe8nj3lmZ8nWEIrz7s2hSy5RU+/IZuJVLwdRxJ",
+	"TrCdJawZ1DIjesstpfYFlT+HL2+XHDz/Jbp7G7halwcHWUk++IWvj6zdsF6lzZdcvPOmUdq2FQ57Is/b",
+	"r9ZrsXe/Dza9VLI+abnhdZjdYDQ1zKFbulMKu8Wtna7YdrHvNdAFwIX65mUMabche1UanMnbXeju4Kt/",
+	"h+ceC8MbTHdvv6B61s3pAeV8XcdroaT/sfr5SepGwIWGgjYphuHpVm4pzw09+FrpWFdY3bQd0BY/jfJC",
+	"T8OrWGjdzzpdfk6KhoGXu9WKkzMV3vVY+fBzXrzJxlKG0+lafLylfbJ7S/OC1aey3lPR52d99nYMY+Po",
+	"UszRDeXIzral785wKWUP11i6fhzyC59UC8kKwx4PF9hrEnsY0u/DmXk0N5E43hg5DBLm8CtJ8ncUJ2yi",
+	"60cEApyGDnWlzuuRGR6m8Wl6PU5Ttw51ujypx298E79ycI1Y+ibiWPEoywhOQeGirayQzhRl5dCGFNxP",
+	"AE5gZnThO2+inul8p6djZZ1Y1lOefvJbtJOerCJzyiJBrN4zpXvQjlVoMPoSOOfzq6L3hmcNv6jt9sNN",
+	"9zLdX0Xg/ahU+v0I/lMG+L5mu5Ov7Ipvn7Ur7xPoduz8F4gz+28nfV9x3+oLSzuiv86rJt+FCHLQKHrv",
+	"ycRkddA6/4bll0rTvFizDVz/pwT3N/XaDg7ntbYWUo2WGyszaRAq5WQO0vlqi60KTEdwJior1XzFRjf7",
+	"sjAmtqpqtAW/nXdv4fxqgvZ1Y1qm771to+fkZ5cibp945WhGfSRP2YV3j1mkuGfiGzDs6Xkmr5DWYjpW",
+	"vrgtHYe8gWsUTdtrWZYke6egFe7bTDs/pZuJekjI37dEN1Z0jwUeDLOgjZxLFcYD/et5zreF5KzdHzqI",
+	"cDpWq4FFIhSdPcVa/mHv8eGTByM4p6+sBqozwMR6MFa1IgzEGrzvG+pCjcb/XWXwFF4xT/dRikp9Zo34",
+	"d4UVySH414O7XcD2dcsmWJVeiENc1jeh55UaFJpHX6+k6t/M/d4qq+dVPeLgO8KVszJFtg2dN5SGxUPp",
+	"FO3G9gTRpMBiimZoHjzmipKfCY59FtX8a5YwpUsGb2j2Wrohy0HhxysG6AtajmYoeEAGfIt7YCK+29HY",
+	"zqDuf1f5LOEYv4DSh6hbLQ//VqXlalnP4G1mLYWp0mHB4+T1iKxUzTSySdHE7QS9dBmlviQ8YyVVklcp",
+	"eZMJMzZMzfAA4oTdGU8t8+SppcRW6YUfE64nYseqkYgHJzBZHWoMx60ONrbnjlWnSZaJtkJVj85IG+7f",
+	"ME46Vn6elIftl5DK2QxNeKW60AXl/2llfACYCZXu6xs0x/W4vWMQ6N53lXWwCGP9rYR7cHxY4Kdew/CY",
+	"9AGC5QR/rERNa6X5rXGevCVKXSOWfju/eNQU4PyoK4RqDvnxSrkwokIgLDKd+yFj4EmFTSp21krHF9Sz",
+	"1aHSjcpWD8h+M/3CDhhtT6odwKdvYYh2QN/uml+buQleTNlq+N5Jkvqtlcusp9hh7F97YQkyXWsoSann",
+	"qDbWzwKNFWlGJmzGptlpEDCTt5iCn6ejRDTocXhxLCArPZrcGCCZbmbiBsxNO2Lkpar+r26BEh10O73V",
+	"u7d3/xsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -32,6 +33,14 @@ type Store interface {
 	RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*store.Execution, error)
 	GetExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
+	BucketStats(ctx context.Context) ([]store.BucketStat, error)
+}
+
+// Cluster is the live view of the scheduler nodes and bucket owners in
+// etcd; *partition.Observer is the real one.
+type Cluster interface {
+	Members(ctx context.Context) ([]partition.MemberInfo, error)
+	Owners(ctx context.Context) (map[int]partition.Owner, error)
 }
 
 // Registry is where the server registers its metrics and what GET /metrics
@@ -52,6 +61,12 @@ type Config struct {
 	Registry Registry
 	// ReadyTimeout bounds GET /readyz's database check; 2s when zero.
 	ReadyTimeout time.Duration
+	// Cluster serves GET /v1/nodes and GET /v1/partitions. Optional: when
+	// nil (a server without an etcd connection) they answer 503.
+	Cluster Cluster
+	// ClusterTimeout bounds each etcd read of those two endpoints, so
+	// that an unreachable etcd is a prompt 503; 5s when zero.
+	ClusterTimeout time.Duration
 }
 
 func (c *Config) validate() error {
@@ -60,6 +75,9 @@ func (c *Config) validate() error {
 	}
 	if c.ReadyTimeout < 0 {
 		return fmt.Errorf("api: Config.ReadyTimeout %v is negative", c.ReadyTimeout)
+	}
+	if c.ClusterTimeout < 0 {
+		return fmt.Errorf("api: Config.ClusterTimeout %v is negative", c.ClusterTimeout)
 	}
 	return nil
 }
@@ -79,6 +97,8 @@ type Server struct {
 	log          *slog.Logger
 	registry     Registry
 	readyTimeout time.Duration
+	cluster      Cluster
+	clusterWait  time.Duration
 	echo         *echo.Echo
 	duration     *prometheus.HistogramVec
 	metrics      http.Handler
@@ -97,6 +117,8 @@ func New(cfg Config) (*Server, error) {
 		log:          cfg.Logger,
 		registry:     cfg.Registry,
 		readyTimeout: cfg.ReadyTimeout,
+		cluster:      cfg.Cluster,
+		clusterWait:  cfg.ClusterTimeout,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -106,6 +128,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.readyTimeout == 0 {
 		s.readyTimeout = 2 * time.Second
+	}
+	if s.clusterWait == 0 {
+		s.clusterWait = 5 * time.Second
 	}
 
 	doc, err := GetSpec()

@@ -54,16 +54,22 @@ func TestObserverSeesMembersAndOwners(t *testing.T) {
 	b, stopB := start("node-b", "10.0.0.2:8080")
 	a, _ := start("node-a", "10.0.0.1:8080")
 
-	// settled: etcd's owners are exactly what the nodes hold, and the two
-	// share every bucket.
+	// settled: each node holds exactly the buckets it wins, so no
+	// hand-over is under way, and etcd's owner keys say the same.
 	settled := func() bool {
+		ao, bo := a.Owned(), b.Owned()
+		for bk := range buckets {
+			held := map[string]map[int]int64{"node-a": ao, "node-b": bo}[Assign([]string{"node-a", "node-b"}, bk)]
+			if _, ok := held[bk]; !ok {
+				return false
+			}
+		}
+		if len(ao)+len(bo) != buckets {
+			return false
+		}
 		owners, err := obs.Owners(ctx)
 		if err != nil {
 			t.Fatal(err)
-		}
-		ao, bo := a.Owned(), b.Owned()
-		if len(owners) != buckets || len(ao)+len(bo) != buckets || len(ao) == 0 || len(bo) == 0 {
-			return false
 		}
 		for bk, o := range owners {
 			held := map[string]map[int]int64{"node-a": ao, "node-b": bo}[o.Node]
@@ -71,7 +77,7 @@ func TestObserverSeesMembersAndOwners(t *testing.T) {
 				return false
 			}
 		}
-		return true
+		return len(owners) == buckets
 	}
 	testenv.WaitFor(t, 15*time.Second, "two nodes share the buckets", settled)
 

@@ -138,9 +138,13 @@ func Serve(ctx context.Context, cfg Config) error {
 		}()
 	}
 
-	var node *partition.Node
-	if cfg.Roles[RoleScheduler] {
-		etcd, err := clientv3.New(clientv3.Config{
+	// The scheduler keeps its membership and buckets in etcd; the API
+	// reads them there for /v1/nodes and /v1/partitions. The client dials
+	// lazily, so an API node starts (and serves jobs) with etcd down.
+	var etcd *clientv3.Client
+	if cfg.Roles[RoleAPI] || cfg.Roles[RoleScheduler] {
+		var err error
+		etcd, err = clientv3.New(clientv3.Config{
 			Endpoints:   cfg.EtcdEndpoints,
 			DialTimeout: 5 * time.Second,
 			Logger:      etcdLogger(),
@@ -149,6 +153,10 @@ func Serve(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("etcd client: %w", err)
 		}
 		defer etcd.Close()
+	}
+
+	var node *partition.Node
+	if cfg.Roles[RoleScheduler] {
 		disp, err := dispatcher.New(dispatcher.Config{JS: js, Store: st, Logger: log})
 		if err != nil {
 			return err
@@ -188,7 +196,7 @@ func Serve(ctx context.Context, cfg Config) error {
 
 	var handler http.Handler
 	if cfg.Roles[RoleAPI] {
-		srv, err := api.New(api.Config{Store: st, Logger: log})
+		srv, err := api.New(api.Config{Store: st, Logger: log, Cluster: partition.NewObserver(etcd, cfg.Cluster)})
 		if err != nil {
 			return err
 		}
