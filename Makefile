@@ -4,7 +4,7 @@ STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_FLAGS    ?= -race -count=1 -timeout 12m -p 2
 BIN           := bin
 
-.PHONY: dev test build generate lint postgres tools clean
+.PHONY: dev test chaos build generate lint postgres tools clean
 
 ## dev: start tock on this machine (local Postgres; etcd and NATS embedded)
 dev: postgres build
@@ -14,6 +14,11 @@ dev: postgres build
 test: postgres
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+
+## chaos: the long chaos test (3 nodes, 2,000 every-second jobs, 3 minutes of kill -9,
+## SIGSTOP and SIGTERM); `make test` runs a short form of the same test
+chaos: postgres
+	TOCK_CHAOS_JOBS=2000 TOCK_CHAOS_DURATION=3m $(GO) test -count=1 -timeout 20m -run TestChaos -v ./cmd/tockd/
 
 ## build: tockd, tockctl, the example executor and etcdctl (pinned with the etcd client) into ./bin
 build:

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/internal/testenv"
+)
+
+// chaosSize is the chaos test's size: a short form in `make test`, the
+// full one (TOCK_CHAOS_JOBS=2000 TOCK_CHAOS_DURATION=3m) in `make chaos`.
+func chaosSize() (jobs int, d time.Duration) {
+	jobs, d = 200, 30*time.Second
+	if v, err := strconv.Atoi(os.Getenv("TOCK_CHAOS_JOBS")); err == nil && v > 0 {
+		jobs = v
+	}
+	if v, err := time.ParseDuration(os.Getenv("TOCK_CHAOS_DURATION")); err == nil && v > 0 {
+		d = v
+	}
+	return jobs, d
+}
+
+// deliveries counts what the executor saw, per execution id and attempt.
+type deliveries struct {
+	mu    sync.Mutex
+	first map[string]int // deliveries with attempt 1
+	total map[string]int
+}
+
+func (d *deliveries) handle(_ context.Context, x *executor.Execution) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.total[x.ExecutionID]++
+	if x.Attempt == 1 {
+		d.first[x.ExecutionID]++
+	}
+	return "", nil
+}
+
+type chaosNode struct {
+	id    string
+	cmd   *exec.Cmd
+	state string // running, paused, down
+	until time.Time
+}
+
+func TestChaosKillRestartPause(t *testing.T) {
+	nJobs, duration := chaosSize()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	t.Logf("chaos: %d jobs every second, %s of kills, restarts and pauses across 3 nodes (seed %d)", nJobs, duration, seed)
+
+	e := newEnv(t)
+	cli := e.etcdClient(t)
+	nodes := []*chaosNode{{id: "n1"}, {id: "n2"}, {id: "n3"}}
+	var base string
+	for _, n := range nodes {
+		base, n.cmd = e.startProcess(t, n.id)
+		n.state = "running"
+	}
+	testenv.WaitFor(t, 30*time.Second, "3 nodes to share the buckets", func() bool { return len(owners(t, cli)) == 3 })
+
+	// The custom executor, as a user would run it, counting deliveries.
+	seen := &deliveries{first: map[string]int{}, total: map[string]int{}}
+	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	w, err := executor.New(executor.Config{NATS: nc, Concurrency: 256, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("chaos", seen.handle)
+	wctx, wcancel := context.WithCancel(context.Background())
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	defer func() { wcancel(); <-wdone }()
+
+	jobs := createJobsConcurrently(t, base, "chaos", nJobs)
+	start := time.Now()
+
+	// Chaos: every 2-5 s one node is killed (-9), stopped (SIGSTOP) past
+	// its lease, or terminated (SIGTERM); each comes back 1-4 s later.
+	end := start.Add(duration)
+	actions := map[string]int{}
+	for time.Now().Before(end) {
+		time.Sleep(time.Duration(2000+rng.IntN(3000)) * time.Millisecond)
+		now := time.Now()
+		for _, n := range nodes {
+			if n.state != "running" && now.After(n.until) {
+				switch n.state {
+				case "paused":
+					_ = n.cmd.Process.Signal(syscall.SIGCONT)
+				case "down":
+					_, n.cmd = e.startProcess(t, n.id)
+				}
+				n.state = "running"
+			}
+		}
+		n := nodes[rng.IntN(len(nodes))]
+		if n.state != "running" {
+			continue
+		}
+		switch rng.IntN(3) {
+		case 0:
+			_ = n.cmd.Process.Signal(syscall.SIGKILL)
+			_ = n.cmd.Wait()
+			n.state, n.until = "down", now.Add(time.Duration(1000+rng.IntN(3000))*time.Millisecond)
+			actions["kill -9"]++
+		case 1:
+			_ = n.cmd.Process.Signal(syscall.SIGSTOP)
+			n.state, n.until = "paused", now.Add(testTTL+time.Duration(500+rng.IntN(2500))*time.Millisecond)
+			actions["pause"]++
+		case 2:
+			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+			_ = n.cmd.Wait()
+			n.state, n.until = "down", now.Add(time.Duration(1000+rng.IntN(2000))*time.Millisecond)
+			actions["terminate"]++
+		}
+	}
+	for _, n := range nodes {
+		switch n.state {
+		case "paused":
+			_ = n.cmd.Process.Signal(syscall.SIGCONT)
+		case "down":
+			_, n.cmd = e.startProcess(t, n.id)
+		}
+	}
+	t.Logf("chaos actions: %s", sortedKeys(actions))
+	testenv.WaitFor(t, 30*time.Second, "3 nodes to share the buckets again", func() bool {
+		o := owners(t, cli)
+		return len(o) == 3 && o["n1"]+o["n2"]+o["n3"] == 16
+	})
+	time.Sleep(5 * time.Second)
+	stop := time.Now().Add(-3 * time.Second)
+
+	// Every job, every second after the first 10 s: exactly one execution.
+	assertExactlyOnce(t, e.pg, jobs, start.Add(10*time.Second), stop)
+
+	// The executor saw each execution once, except redeliveries, which
+	// carry a higher attempt number.
+	st := openStore(t, e.pg)
+	testenv.WaitFor(t, 30*time.Second, "the executor to catch up", func() bool {
+		var queued int
+		_ = st.Pool().QueryRow(context.Background(),
+			"SELECT count(*) FROM executions WHERE scheduled_for <= $1 AND state IN ('queued', 'running')", stop).Scan(&queued)
+		return queued == 0
+	})
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	redelivered := 0
+	for id, n := range seen.first {
+		if n > 1 {
+			t.Errorf("execution %s delivered as attempt 1 %d times", id, n)
+		}
+	}
+	for _, n := range seen.total {
+		if n > 1 {
+			redelivered++
+		}
+	}
+	t.Logf("executor: %d executions, %d of them redelivered (recorded with attempt > 1)", len(seen.total), redelivered)
+}
+
+// createJobsConcurrently creates n every-second jobs through the API.
+func createJobsConcurrently(t *testing.T, base, handler string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				body := fmt.Sprintf(`{"name":"%s-%05d","schedule":{"cron":"* * * * * *"},"handler":{"type":"custom","name":%q}}`, handler, i, handler)
+				resp, err := http.Post(base+"/v1/jobs", "application/json", strings.NewReader(body))
+				if err != nil {
+					errs <- err
+					continue
+				}
+				var j job
+				err = json.NewDecoder(resp.Body).Decode(&j)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusCreated {
+					errs <- fmt.Errorf("create job %d: status %d: %v", i, resp.StatusCode, err)
+					continue
+				}
+				ids[i] = j.ID
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return ids
+}
