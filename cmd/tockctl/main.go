@@ -1,10 +1,12 @@
 // Command tockctl is the command-line client of tock's REST API: it
-// creates, lists, pauses, resumes, runs and deletes jobs, and inspects
-// their executions.
+// creates, lists, pauses, resumes, runs and deletes jobs, inspects their
+// executions, and shows which scheduler node fires which bucket.
 //
 //	tockctl jobs create --name nightly --cron "0 30 9 * * MON-FRI" --tz Europe/Berlin --http https://example.com/hook
 //	tockctl jobs list --state active
 //	tockctl executions list --job <id>
+//	tockctl nodes
+//	tockctl partitions
 //
 // It talks to --server (or $TOCK_SERVER, default http://127.0.0.1:8080)
 // and prints tables, or with -o json the API's JSON.
@@ -44,6 +46,9 @@ type cli struct {
 		List execListCmd `cmd:"" help:"List a job's executions, newest first."`
 		Get  execGetCmd  `cmd:"" help:"Show an execution and its attempts."`
 	} `cmd:"" help:"Inspect executions."`
+
+	Nodes      nodesCmd      `cmd:"" help:"List the live scheduler nodes and their buckets."`
+	Partitions partitionsCmd `cmd:"" help:"List every bucket: its owner and epoch, and its jobs."`
 }
 
 // exitCode carries kong's exit requests (after --help) out of its parser.

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tock-sched/tock/api"
+)
+
+type partitionsCmd struct{}
+
+func (c *partitionsCmd) Run(a *app) error {
+	var list api.PartitionList
+	raw, err := a.client.call(a.ctx, "GET", "/v1/partitions", nil, nil, &list)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printRawJSON(raw)
+	}
+	w := a.table()
+	fmt.Fprintln(w, "BUCKET\tOWNER\tEPOCH\tJOBS\tACTIVE\tNEXT DUE")
+	for _, p := range list.Items {
+		owner := orDash(deref(p.Owner))
+		// During a hand-over etcd already names the new owner while
+		// Postgres (which fencing checks) still has the old one; and a
+		// bucket nobody owns keeps its last recorded owner.
+		if p.RecordedOwner != nil && (deref(p.Owner) != *p.RecordedOwner || deref(p.Epoch) != deref(p.RecordedEpoch)) {
+			owner += fmt.Sprintf(" (recorded %s@%d)", *p.RecordedOwner, deref(p.RecordedEpoch))
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%s\n", p.Bucket, owner, epochText(p.Epoch), p.Jobs, p.ActiveJobs, timeText(p.NextDue))
+	}
+	return w.Flush()
+}
+
+type nodesCmd struct{}
+
+func (c *nodesCmd) Run(a *app) error {
+	var list api.NodeList
+	raw, err := a.client.call(a.ctx, "GET", "/v1/nodes", nil, nil, &list)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printRawJSON(raw)
+	}
+	w := a.table()
+	fmt.Fprintln(w, "NODE\tADDR\tBUCKETS\tLEASE TTL\tSTARTED")
+	for _, n := range list.Items {
+		ttl := time.Duration(n.LeaseTtlSeconds * float64(time.Second)).Round(time.Millisecond)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", n.Node, orDash(deref(n.Addr)), n.BucketCount, ttl, timeText(&n.StartedAt))
+	}
+	return w.Flush()
+}
+
+func epochText(e *int64) string {
+	if e == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*e, 10)
+}
