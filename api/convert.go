@@ -115,6 +115,7 @@ func executionOf(e *store.Execution, withAttempts bool) Execution {
 		StartedAt:    utc(e.StartedAt),
 		FinishedAt:   utc(e.FinishedAt),
 		ExecutorId:   nonEmpty(e.ExecutorID),
+		FiredBy:      nonEmpty(e.FiredBy),
 		Error:        nonEmpty(e.Error),
 		Output:       nonEmpty(e.Output),
 	}

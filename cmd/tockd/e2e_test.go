@@ -220,6 +220,7 @@ type execution struct {
 	StartedAt    *time.Time `json:"started_at"`
 	FinishedAt   *time.Time `json:"finished_at"`
 	ExecutorID   string     `json:"executor_id"`
+	FiredBy      string     `json:"fired_by"`
 	Output       string     `json:"output"`
 }
 
@@ -293,8 +294,8 @@ func TestEveryCronSecondRunsOnACustomExecutor(t *testing.T) {
 		if x.DispatchedAt == nil || x.StartedAt == nil || x.FinishedAt == nil {
 			t.Fatalf("execution %s lacks times: %+v", x.ID, x)
 		}
-		if x.Output != "done "+x.ID || x.ExecutorID != "e2e-e2e-echo" || x.Attempts != 1 {
-			t.Errorf("execution %s: output %q executor %q attempts %d", x.ID, x.Output, x.ExecutorID, x.Attempts)
+		if x.Output != "done "+x.ID || x.ExecutorID != "e2e-e2e-echo" || x.Attempts != 1 || x.FiredBy != "n1" {
+			t.Errorf("execution %s: output %q executor %q attempts %d fired by %q", x.ID, x.Output, x.ExecutorID, x.Attempts, x.FiredBy)
 		}
 		t.Logf("fire lag: scheduled→dispatched %s, scheduled→started %s",
 			x.DispatchedAt.Sub(x.ScheduledFor), x.StartedAt.Sub(x.ScheduledFor))
