@@ -59,7 +59,7 @@ var (
 type Store interface {
 	Now(ctx context.Context) (time.Time, error)
 	ClaimBucket(ctx context.Context, bucket int, node string, epoch int64) error
-	DueJobs(ctx context.Context, buckets []int, until time.Time, limit int) ([]*store.Job, error)
+	DueJobsAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]*store.Job, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
 	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (store.FireResult, error)
 	Undispatched(ctx context.Context, buckets []int, limit int) ([]*store.Execution, error)
@@ -89,6 +89,11 @@ type Config struct {
 	CatchUp time.Duration
 	// ScanLimit caps the jobs one scan loads; default 500,000.
 	ScanLimit int
+	// FullScanEvery: every this many scans, the whole look-ahead is read
+	// again (jobs whose change notification was missed); the scans in
+	// between read only the slice that came into the look-ahead since the
+	// last one. Default 10.
+	FullScanEvery int
 	// LeaseValid, if set, is asked before every firing transaction; when
 	// it says no (the node cannot prove its etcd lease is alive), nothing
 	// fires. partition.Node.Valid is the one to use.
@@ -121,6 +126,9 @@ func (c *Config) validate() error {
 	if c.ScanLimit <= 0 {
 		c.ScanLimit = 500_000
 	}
+	if c.FullScanEvery <= 0 {
+		c.FullScanEvery = 10
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -147,6 +155,8 @@ type Scanner struct {
 	nextOutbox time.Time
 	nextClock  time.Time
 	pending    []ownership // acquired but not yet recorded in Postgres
+	scans      int         // scans since the last full one
+	fullNext   bool        // the next scan reads the whole look-ahead
 	compiled   map[string]*schedule.Schedule
 	// uncertainty bounds the clock offset's error; see syncClock.
 	uncertainty time.Duration
@@ -335,7 +345,7 @@ func (s *Scanner) claimPending(ctx context.Context) {
 	}
 	s.pending = retry
 	if len(added) > 0 {
-		s.load(ctx, added, s.loaded)
+		s.load(ctx, added, time.Time{}, s.loaded)
 		s.outbox(ctx, added)
 	}
 }
@@ -370,17 +380,26 @@ func (s *Scanner) scan(ctx context.Context, now time.Time) {
 		s.loaded = until
 		return
 	}
-	if s.load(ctx, s.ownedBuckets(), until) {
+	// Cost grows with the jobs coming due, not with the jobs stored: most
+	// scans read only (loaded, until].
+	after := s.loaded
+	s.scans++
+	if s.fullNext || s.scans >= s.cfg.FullScanEvery {
+		after, s.scans, s.fullNext = time.Time{}, 0, false
+	}
+	if s.load(ctx, s.ownedBuckets(), after, until) {
 		s.loaded = until
+	} else {
+		s.fullNext = true
 	}
 }
 
-// load puts the jobs of buckets due up to until into the heap.
-func (s *Scanner) load(ctx context.Context, buckets []int, until time.Time) bool {
+// load puts the jobs of buckets due in (after, until] into the heap.
+func (s *Scanner) load(ctx context.Context, buckets []int, after, until time.Time) bool {
 	if len(buckets) == 0 || until.IsZero() {
 		return true
 	}
-	jobs, err := s.cfg.Store.DueJobs(ctx, buckets, until, s.cfg.ScanLimit)
+	jobs, err := s.cfg.Store.DueJobsAfter(ctx, buckets, after, until, s.cfg.ScanLimit)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("scan due jobs", "err", err)
@@ -388,7 +407,8 @@ func (s *Scanner) load(ctx context.Context, buckets []int, until time.Time) bool
 		return false
 	}
 	if len(jobs) == s.cfg.ScanLimit {
-		s.log.Warn("scan hit its limit; the rest is loaded next scan", "limit", s.cfg.ScanLimit)
+		s.log.Warn("scan hit its limit; the rest is loaded by a later scan", "limit", s.cfg.ScanLimit)
+		s.fullNext = true
 	}
 	for _, j := range jobs {
 		s.upsert(j)
@@ -412,7 +432,15 @@ func (s *Scanner) upsert(j *store.Job) {
 	heap.Push(&s.heap, e)
 }
 
+// fullScan is a notify message from the listener: changes may have been
+// missed, read the whole look-ahead again.
+const fullScan = "*"
+
 func (s *Scanner) onNotify(ctx context.Context, n string) {
+	if n == fullScan {
+		s.fullNext = true
+		return
+	}
 	bstr, idstr, hasID := strings.Cut(n, ":")
 	b, err := strconv.Atoi(bstr)
 	if err != nil {
@@ -495,8 +523,9 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
 		}
 		// Nothing was committed (or, if the commit's answer was lost, the
 		// executions are in the outbox and the retry's compare-and-set
-		// skips them). Try again on the next scan.
+		// skips them). The next scan reads everything again.
 		s.log.Warn("fire batch", "jobs", len(batch), "err", err)
+		s.fullNext = true
 		return
 	}
 	for _, b := range res.Fenced {
@@ -591,6 +620,11 @@ func (s *Scanner) listen(ctx context.Context) {
 			return
 		}
 		s.log.Warn("listen for job changes", "err", err)
+		// Changes may have been missed meanwhile: ask for a full scan.
+		select {
+		case s.notify <- fullScan:
+		default:
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):

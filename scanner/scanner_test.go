@@ -49,7 +49,7 @@ func (f *fakeStore) ClaimBucket(_ context.Context, b int, _ string, e int64) err
 	return nil
 }
 
-func (f *fakeStore) DueJobs(_ context.Context, buckets []int, until time.Time, _ int) ([]*store.Job, error) {
+func (f *fakeStore) DueJobsAfter(_ context.Context, buckets []int, after, until time.Time, _ int) ([]*store.Job, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in := map[int]bool{}
@@ -58,7 +58,8 @@ func (f *fakeStore) DueJobs(_ context.Context, buckets []int, until time.Time, _
 	}
 	var out []*store.Job
 	for _, j := range f.jobs {
-		if in[j.Bucket] && j.State == store.JobActive && j.NextRunAt != nil && !j.NextRunAt.After(until) {
+		if in[j.Bucket] && j.State == store.JobActive && j.NextRunAt != nil && !j.NextRunAt.After(until) &&
+			(after.IsZero() || j.NextRunAt.After(after)) {
 			c := *j
 			out = append(out, &c)
 		}
@@ -216,7 +217,7 @@ func TestFencedBucketStopsFiring(t *testing.T) {
 	j := cronJob(3, time.Now().Truncate(time.Second).Add(time.Second))
 	st.add(j)
 	st.fence[3] = true
-	s, stop := newScanner(t, st, Config{})
+	s, stop := newScanner(t, st, Config{FullScanEvery: 1})
 	defer stop()
 	s.Acquire(3, 5)
 	testenv.WaitFor(t, 5*time.Second, "a fenced firing", func() bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // FireResult is what one Fire call did.
@@ -52,19 +53,31 @@ func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch 
 }
 
 // dueJobsSQL reads the due jobs of some buckets. bucket = ANY($1) lets
-// the planner prune to those buckets' partitions.
+// the planner prune to those buckets' partitions; $2 is a lower bound
+// (exclusive) on next_run_at, -infinity for none.
 const dueJobsSQL = "SELECT " + jobColumns + ` FROM jobs
-	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at <= $2
-	ORDER BY next_run_at LIMIT $3`
+	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
+	ORDER BY next_run_at LIMIT $4`
 
 // DueJobs reads up to limit active jobs in buckets whose next run is at
 // or before until, earliest first. It reads only those buckets'
 // partitions.
 func (s *Store) DueJobs(ctx context.Context, buckets []int, until time.Time, limit int) ([]*Job, error) {
+	return s.DueJobsAfter(ctx, buckets, time.Time{}, until, limit)
+}
+
+// DueJobsAfter is DueJobs for next runs after after (exclusive) only: a
+// scanner that already holds the jobs due up to after reads just the new
+// slice of its look-ahead. The zero time means no lower bound.
+func (s *Store) DueJobsAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]*Job, error) {
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, dueJobsSQL, buckets, until.UTC(), limit)
+	var lower any = after.UTC()
+	if after.IsZero() {
+		lower = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	}
+	rows, err := s.pool.Query(ctx, dueJobsSQL, buckets, lower, until.UTC(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
 	}

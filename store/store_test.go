@@ -382,7 +382,12 @@ func TestDueJobs(t *testing.T) {
 		t.Fatalf("until +1h: %v", names(jobs))
 	}
 
-	plan := explain(t, s, "", dueJobsSQL, []int{3, 5}, now, 10)
+	// The incremental form: only what became due after a point.
+	if jobs, _ := s.DueJobsAfter(ctx, []int{3, 5}, now, now.Add(time.Hour), 10); len(jobs) != 1 {
+		t.Fatalf("after now until +1h: %v, want only the future job", names(jobs))
+	}
+
+	plan := explain(t, s, "", dueJobsSQL, []int{3, 5}, now.Add(-time.Minute), now, 10)
 	for b := range testBuckets {
 		p := fmt.Sprintf("jobs_b%03d", b)
 		if scanned := strings.Contains(plan, p); scanned != (b == 3 || b == 5) {
