@@ -17,26 +17,20 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/store"
 )
 
-// Store is what the recorder writes to. Both calls must be idempotent: an
-// event can be delivered twice. An error wrapping store.ErrNotFound (the
-// execution is gone, e.g. dropped by retention) drops the event; any other
-// error has it retried.
+// Store is what the recorder writes to; *store.Store is one. RecordEvents
+// records a batch in order and must be idempotent per event: an event can
+// be delivered twice. Its per-event result store.ErrNotFound (the
+// execution is gone, e.g. dropped by retention) drops that event; a batch
+// error has the whole batch retried.
 type Store interface {
-	// AttemptStarted records that executor began attempt (1-based) of
-	// execution id at at.
-	AttemptStarted(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time) error
-	// AttemptFinished records the end of an attempt. outcome is
-	// "succeeded" or "failed" (wire.EventSucceeded, wire.EventFailed).
-	// final says no further attempt follows: always true on success; on
-	// failure, the execution is dead (last attempt or permanent error).
-	// errMsg and output are at most wire.MaxOutputBytes each.
-	AttemptFinished(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time, outcome string, final bool, errMsg, output string) error
+	RecordEvents(ctx context.Context, evs []store.AttemptEvent) ([]error, error)
 }
 
 // Tuning. The consumer's AckWait must outlast a slow Store write.
@@ -49,7 +43,11 @@ const (
 	ackWait       = 30 * time.Second
 	// pullBatch bounds the events buffered in this process; each must be
 	// written within ackWait of its delivery.
-	pullBatch = 64
+	pullBatch = 2000
+	// maxBatch events are written in one transaction; a batch closes when
+	// it is full or when no event came for batchLinger.
+	maxBatch    = 500
+	batchLinger = 5 * time.Millisecond
 )
 
 // Recorder consumes EventStream into a Store.
@@ -80,7 +78,7 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // Run creates the streams and the recorder's durable consumer if needed
-// and records events one at a time until ctx ends. It returns nil then. If
+// and records events, in batches, until ctx ends. It returns nil then. If
 // NATS fails or is wiped it recreates them and carries on; it returns an
 // error only if it cannot start.
 func (r *Recorder) Run(ctx context.Context) error {
@@ -133,6 +131,7 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
+	batch := make([]jetstream.Msg, 0, maxBatch)
 	for {
 		msg, err := it.Next()
 		if err != nil {
@@ -141,63 +140,117 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 			}
 			return err
 		}
-		r.handle(ctx, msg)
+		// Under load, many events wait: write them together, one
+		// transaction and one round trip for the lot.
+		batch = append(batch[:0], msg)
+		for len(batch) < maxBatch {
+			m, err := it.Next(jetstream.NextMaxWait(batchLinger))
+			if err != nil {
+				if errors.Is(err, nats.ErrTimeout) {
+					break
+				}
+				r.handle(ctx, batch)
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return err
+			}
+			batch = append(batch, m)
+		}
+		r.handle(ctx, batch)
 	}
 }
 
-// handle records one event and settles its message.
-func (r *Recorder) handle(ctx context.Context, msg jetstream.Msg) {
-	var ev wire.Event
-	if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+// handle records a batch of events and settles their messages.
+func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
+	evs := make([]store.AttemptEvent, 0, len(msgs))
+	held := make([]jetstream.Msg, 0, len(msgs))
+	for _, msg := range msgs {
+		ev, ok := r.decode(msg)
+		if !ok {
+			continue
+		}
+		evs = append(evs, ev)
+		held = append(held, msg)
+	}
+	if len(evs) == 0 {
+		return
+	}
+	results, err := r.st.RecordEvents(ctx, evs)
+	if err != nil {
+		for _, msg := range held {
+			if ctx.Err() != nil {
+				_ = msg.Nak() // shutting down: redelivered to whoever runs next
+				continue
+			}
+			_ = msg.NakWithDelay(r.delay(msg))
+		}
+		if ctx.Err() == nil {
+			r.log.Warn("record events; retrying", "events", len(evs), "err", err, "retry_in", r.retryDelay)
+		}
+		return
+	}
+	for i, msg := range held {
+		switch {
+		case results[i] == nil:
+			if err := msg.Ack(); err != nil {
+				r.log.Warn("ack event", "execution_id", evs[i].ID, "err", err)
+			}
+		case errors.Is(results[i], store.ErrNotFound):
+			r.log.Error("event for an unknown execution; dropping it", "execution_id", evs[i].ID, "attempt", evs[i].Attempt)
+			_ = msg.TermWithReason("tock: unknown execution")
+		default:
+			r.log.Error("invalid event; dropping it", "execution_id", evs[i].ID, "err", results[i])
+			_ = msg.TermWithReason("tock: invalid event")
+		}
+	}
+}
+
+// delay is how long a message whose write failed waits: RetryDelay,
+// doubling with each failed delivery, up to MaxRetryDelay.
+func (r *Recorder) delay(msg jetstream.Msg) time.Duration {
+	delay := r.retryDelay
+	if md, err := msg.Metadata(); err == nil {
+		for n := uint64(1); n < md.NumDelivered && delay < MaxRetryDelay; n++ {
+			delay *= 2
+		}
+	}
+	return min(delay, MaxRetryDelay)
+}
+
+// decode turns msg into an event to record. A message that is not one is
+// settled here (terminated, or acked for heartbeats) and ok is false.
+func (r *Recorder) decode(msg jetstream.Msg) (ev store.AttemptEvent, ok bool) {
+	var we wire.Event
+	if err := json.Unmarshal(msg.Data(), &we); err != nil {
 		r.log.Error("undecodable event; dropping it", "subject", msg.Subject(), "err", err)
 		_ = msg.TermWithReason("tock: undecodable event")
-		return
+		return ev, false
 	}
-	log := r.log.With("execution_id", ev.ExecutionID, "attempt", ev.Attempt, "event", ev.Type)
-	id, err := uuid.Parse(ev.ExecutionID)
-	if err != nil || ev.Attempt < 1 {
-		log.Error("invalid event; dropping it", "subject", msg.Subject(), "err", err)
+	id, err := uuid.Parse(we.ExecutionID)
+	if err != nil || we.Attempt < 1 {
+		r.log.Error("invalid event; dropping it", "subject", msg.Subject(), "execution_id", we.ExecutionID,
+			"attempt", we.Attempt, "err", err)
 		_ = msg.TermWithReason("tock: invalid event")
-		return
+		return ev, false
 	}
-	switch ev.Type {
+	ev = store.AttemptEvent{ID: id, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At}
+	switch we.Type {
 	case wire.EventStarted:
-		err = r.st.AttemptStarted(ctx, id, ev.Attempt, ev.ExecutorID, ev.At)
 	case wire.EventSucceeded:
-		err = r.st.AttemptFinished(ctx, id, ev.Attempt, ev.ExecutorID, ev.At, wire.EventSucceeded, true, "", wire.Truncate(ev.Output))
+		ev.Outcome, ev.Final, ev.Output = store.ExecSucceeded, true, wire.Truncate(we.Output)
 	case wire.EventFailed:
-		err = r.st.AttemptFinished(ctx, id, ev.Attempt, ev.ExecutorID, ev.At, wire.EventFailed, ev.Final, wire.Truncate(ev.Error), wire.Truncate(ev.Output))
+		ev.Outcome, ev.Final = store.ExecFailed, we.Final
+		ev.Error, ev.Output = wire.Truncate(we.Error), wire.Truncate(we.Output)
 	case wire.EventHeartbeat:
 		// Liveness is JetStream's business (in-progress acks); nothing to
 		// record yet.
+		_ = msg.Ack()
+		return ev, false
 	default:
-		log.Error("unknown event type; dropping it", "subject", msg.Subject())
+		r.log.Error("unknown event type; dropping it", "subject", msg.Subject(), "type", we.Type)
 		_ = msg.TermWithReason("tock: unknown event type")
-		return
+		return ev, false
 	}
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		// Shutting down: leave it to be redelivered.
-		_ = msg.Nak()
-		return
-	case errors.Is(err, store.ErrNotFound):
-		log.Error("event for an unknown execution; dropping it", "err", err)
-		_ = msg.TermWithReason("tock: unknown execution")
-		return
-	default:
-		delay := r.retryDelay
-		if md, mdErr := msg.Metadata(); mdErr == nil {
-			for n := uint64(1); n < md.NumDelivered && delay < MaxRetryDelay; n++ {
-				delay *= 2
-			}
-		}
-		delay = min(delay, MaxRetryDelay)
-		log.Warn("record event; retrying", "err", err, "retry_in", delay)
-		_ = msg.NakWithDelay(delay)
-		return
-	}
-	if err := msg.Ack(); err != nil {
-		log.Warn("ack event", "err", err)
-	}
+	return ev, true
 }

@@ -74,12 +74,25 @@ func (s *fakeStore) add(c call) error {
 	return nil
 }
 
-func (s *fakeStore) AttemptStarted(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time) error {
-	return s.add(call{Kind: "started", ID: id, Attempt: attempt, Executor: executor, At: at})
-}
-
-func (s *fakeStore) AttemptFinished(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time, outcome string, final bool, errMsg, output string) error {
-	return s.add(call{Kind: "finished", ID: id, Attempt: attempt, Executor: executor, At: at, Outcome: outcome, Final: final, Err: errMsg, Output: output})
+// RecordEvents records the batch as calls, in order; a failure fails the
+// whole batch, like a rolled-back transaction.
+func (s *fakeStore) RecordEvents(_ context.Context, evs []store.AttemptEvent) ([]error, error) {
+	s.mu.Lock()
+	if s.fails > 0 {
+		s.fails--
+		s.mu.Unlock()
+		return nil, errors.New("postgres is down")
+	}
+	s.mu.Unlock()
+	for _, ev := range evs {
+		c := call{Kind: "started", ID: ev.ID, Attempt: ev.Attempt, Executor: ev.Executor, At: ev.At}
+		if ev.Outcome != "" {
+			c = call{Kind: "finished", ID: ev.ID, Attempt: ev.Attempt, Executor: ev.Executor, At: ev.At,
+				Outcome: ev.Outcome, Final: ev.Final, Err: ev.Error, Output: ev.Output}
+		}
+		_ = s.add(c)
+	}
+	return make([]error, len(evs)), nil
 }
 
 func (s *fakeStore) next(t *testing.T) call {
@@ -259,9 +272,13 @@ type notFoundStore struct {
 	calls atomic.Int32
 }
 
-func (s *notFoundStore) AttemptStarted(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time) error {
-	s.calls.Add(1)
-	return fmt.Errorf("store: execution %s: %w", id, store.ErrNotFound)
+func (s *notFoundStore) RecordEvents(_ context.Context, evs []store.AttemptEvent) ([]error, error) {
+	res := make([]error, len(evs))
+	for i, ev := range evs {
+		s.calls.Add(1)
+		res[i] = fmt.Errorf("store: execution %s: %w", ev.ID, store.ErrNotFound)
+	}
+	return res, nil
 }
 
 func TestDropsBadEvents(t *testing.T) {

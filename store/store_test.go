@@ -779,39 +779,68 @@ func TestAttemptTransitions(t *testing.T) {
 		{"late success of an older attempt", []ev{{"started", 1}, {"started", 2}, {"succeeded", 1}, {"final", 2}}, ExecSucceeded, 2, true},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := fired(t, s)
-			at := baseTime()
-			for i, ev := range c.events {
-				at := at.Add(time.Duration(i) * time.Second)
-				exec := fmt.Sprintf("x%d", ev.attempt)
-				var err error
-				switch ev.typ {
-				case "started":
-					err = s.AttemptStarted(ctx, e.ID, ev.attempt, exec, at)
-				case "succeeded":
-					err = s.AttemptFinished(ctx, e.ID, ev.attempt, exec, at, ExecSucceeded, false, "", "ok")
-				case "failed":
-					err = s.AttemptFinished(ctx, e.ID, ev.attempt, exec, at, ExecFailed, false, "boom", "")
-				case "final":
-					err = s.AttemptFinished(ctx, e.ID, ev.attempt, exec, at, ExecFailed, true, "gave up", "")
+		for _, batched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/batched=%v", c.name, batched), func(t *testing.T) {
+				e := fired(t, s)
+				at := baseTime()
+				var evs []AttemptEvent
+				for i, ev := range c.events {
+					x := AttemptEvent{ID: e.ID, Attempt: ev.attempt, Executor: fmt.Sprintf("x%d", ev.attempt),
+						At: at.Add(time.Duration(i) * time.Second)}
+					switch ev.typ {
+					case "succeeded":
+						x.Outcome, x.Output = ExecSucceeded, "ok"
+					case "failed":
+						x.Outcome, x.Error = ExecFailed, "boom"
+					case "final":
+						x.Outcome, x.Final, x.Error = ExecFailed, true, "gave up"
+					}
+					evs = append(evs, x)
 				}
+				if batched {
+					// All events in one pipelined transaction, plus one for an
+					// execution that does not exist.
+					ghost := AttemptEvent{ID: ExecutionID(uuid.New(), at), Attempt: 1, Executor: "x", At: at}
+					res, err := s.RecordEvents(ctx, append(evs, ghost))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, r := range res[:len(evs)] {
+						if r != nil {
+							t.Fatalf("event %d: %v", i, r)
+						}
+					}
+					if !errors.Is(res[len(evs)], ErrNotFound) {
+						t.Fatalf("event for a missing execution: %v, want ErrNotFound", res[len(evs)])
+					}
+				}
+				for i, x := range evs {
+					if batched {
+						break
+					}
+					var err error
+					if x.Outcome == "" {
+						err = s.AttemptStarted(ctx, x.ID, x.Attempt, x.Executor, x.At)
+					} else {
+						err = s.AttemptFinished(ctx, x.ID, x.Attempt, x.Executor, x.At, x.Outcome, x.Final, x.Error, x.Output)
+					}
+					if err != nil {
+						t.Fatalf("event %d %v: %v", i, c.events[i], err)
+					}
+				}
+				got, err := s.GetExecution(ctx, e.ID)
 				if err != nil {
-					t.Fatalf("event %d %v: %v", i, ev, err)
+					t.Fatal(err)
 				}
-			}
-			got, err := s.GetExecution(ctx, e.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.State != c.state || got.Attempts != c.attempts || (got.FinishedAt != nil) != c.finished {
-				t.Fatalf("state %s attempts %d finished %v; want %s %d %v",
-					got.State, got.Attempts, got.FinishedAt, c.state, c.attempts, c.finished)
-			}
-			if len(got.AttemptList) != c.attempts {
-				t.Fatalf("%d attempts recorded, want %d", len(got.AttemptList), c.attempts)
-			}
-		})
+				if got.State != c.state || got.Attempts != c.attempts || (got.FinishedAt != nil) != c.finished {
+					t.Fatalf("state %s attempts %d finished %v; want %s %d %v",
+						got.State, got.Attempts, got.FinishedAt, c.state, c.attempts, c.finished)
+				}
+				if len(got.AttemptList) != c.attempts {
+					t.Fatalf("%d attempts recorded, want %d", len(got.AttemptList), c.attempts)
+				}
+			})
+		}
 	}
 	if err := s.AttemptStarted(ctx, ExecutionID(uuid.New(), baseTime()), 1, "x", baseTime()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown execution: %v, want ErrNotFound", err)
