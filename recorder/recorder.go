@@ -40,7 +40,6 @@ const (
 	// MaxRetryDelay.
 	RetryDelay    = 2 * time.Second
 	MaxRetryDelay = time.Minute
-	ackWait       = 30 * time.Second
 	// pullBatch bounds the events buffered in this process; each must be
 	// written within ackWait of its delivery.
 	pullBatch = 2000
@@ -107,15 +106,7 @@ func (r *Recorder) ensure(ctx context.Context) (jetstream.Consumer, error) {
 	if err := wire.EnsureStreams(ctx, r.js); err != nil {
 		return nil, fmt.Errorf("recorder: %w", err)
 	}
-	c, err := r.js.CreateOrUpdateConsumer(ctx, wire.EventStream, jetstream.ConsumerConfig{
-		Durable:       wire.RecorderConsumer,
-		Description:   "tock recorder: execution events into Postgres",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       ackWait,
-		MaxDeliver:    -1,
-		FilterSubject: wire.EventSubjectPrefix + ">",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	c, err := r.js.CreateOrUpdateConsumer(ctx, wire.EventStream, wire.RecorderConsumerConfig())
 	if err != nil {
 		return nil, fmt.Errorf("recorder: ensure consumer %s on %s: %w", wire.RecorderConsumer, wire.EventStream, err)
 	}

@@ -51,10 +51,16 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 			Name:        EventStream,
 			Description: "tock execution events on their way to the recorder",
 			Subjects:    []string{EventSubjectPrefix + ">"},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     jetstream.FileStorage,
-			MaxAge:      EventMaxAge,
-			Duplicates:  DuplicateWindow,
+			// An event is deleted once the recorder has acknowledged it
+			// (and any other consumer, such as a test's observer), so the
+			// stream holds only what is not yet in Postgres. The
+			// recorder's durable consumer is created here, with the
+			// stream, so there is always interest: no event is published
+			// into a stream nobody reads.
+			Retention:  jetstream.InterestPolicy,
+			Storage:    jetstream.FileStorage,
+			MaxAge:     EventMaxAge,
+			Duplicates: DuplicateWindow,
 		},
 	}
 	for _, cfg := range streams {
@@ -62,7 +68,30 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
 	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, EventStream, RecorderConsumerConfig()); err != nil {
+		return fmt.Errorf("ensure consumer %s on %s: %w", RecorderConsumer, EventStream, err)
+	}
 	return nil
+}
+
+// RecorderAckWait is how long the recorder may take to write an event
+// before it is delivered again.
+const RecorderAckWait = 30 * time.Second
+
+// RecorderConsumerConfig is the recorder's durable consumer of
+// EventStream.
+func RecorderConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       RecorderConsumer,
+		Description:   "tock recorder: execution events into Postgres",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       RecorderAckWait,
+		MaxDeliver:    -1,
+		FilterSubject: EventSubjectPrefix + ">",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		// The recorder pulls up to this many events at once.
+		MaxAckPending: 20_000,
+	}
 }
 
 // ConsumerOptions tunes a queue's consumer. The zero value is tock's

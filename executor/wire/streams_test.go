@@ -46,7 +46,7 @@ func TestEnsureStreamsAndConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	vc := events.CachedInfo().Config
-	if vc.Retention != jetstream.LimitsPolicy || vc.MaxAge != 24*time.Hour ||
+	if vc.Retention != jetstream.InterestPolicy || vc.MaxAge != 24*time.Hour ||
 		vc.Duplicates != 2*time.Minute || len(vc.Subjects) != 1 || vc.Subjects[0] != "tock.events.>" {
 		t.Errorf("%s config: %+v", wire.EventStream, vc)
 	}
@@ -83,7 +83,24 @@ func TestEnsureStreamsAndConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info.State.Msgs != 1 {
-		t.Errorf("%d events stored, want 1 (duplicate dropped)", info.State.Msgs)
+		t.Errorf("%d events stored, want 1 (duplicate dropped; kept for the recorder's consumer, which exists from the start)", info.State.Msgs)
+	}
+	// Once the recorder has it, the event is gone from the stream.
+	rc, err := js.Consumer(ctx, wire.EventStream, wire.RecorderConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := rc.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, _ = events.Info(ctx); info.State.Msgs != 0 {
+		t.Errorf("%d events left after the recorder acknowledged them, want 0", info.State.Msgs)
 	}
 }
 
