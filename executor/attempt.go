@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -53,10 +54,30 @@ func (w *Worker) process(queueName string, fn Func, msg jetstream.Msg, ackWait t
 	stopHeartbeat := w.heartbeat(msg, ackWait, log)
 	defer stopHeartbeat()
 
-	if err := w.publish(w.event(e, wire.EventStarted)); err != nil {
-		log.Error("cannot report attempt start; giving the execution back", "err", err)
-		_ = msg.NakWithDelay(startedRetryDelay)
-		return
+	// The start is reported at once, or only if the attempt is still
+	// running after StartReportDelay (see Config).
+	startedAt := w.now().UTC()
+	var (
+		startOnce sync.Once
+		startErr  error
+		reported  bool
+	)
+	reportStart := func() {
+		startOnce.Do(func() {
+			startErr = w.publish(w.event(e, wire.EventStarted))
+			reported = startErr == nil
+		})
+	}
+	var startTimer *time.Timer
+	if w.cfg.StartReportDelay < 0 {
+		reportStart()
+		if startErr != nil {
+			log.Error("cannot report attempt start; giving the execution back", "err", startErr)
+			_ = msg.NakWithDelay(startedRetryDelay)
+			return
+		}
+	} else {
+		startTimer = time.AfterFunc(w.cfg.StartReportDelay, reportStart)
 	}
 
 	running := attemptsRunning.WithLabelValues(queueName)
@@ -66,9 +87,18 @@ func (w *Worker) process(queueName string, fn Func, msg jetstream.Msg, ackWait t
 	attemptSeconds.WithLabelValues(queueName).Observe(time.Since(began).Seconds())
 	running.Dec()
 	shutdown := runErr != nil && w.attemptCtx.Err() != nil
+	if startTimer != nil && !startTimer.Stop() {
+		startOnce.Do(func() {}) // the report is under way: wait for it
+	}
+	if startErr != nil {
+		log.Warn("could not report attempt start; its end carries it", "err", startErr)
+	}
 
 	ev := w.event(e, wire.EventSucceeded)
 	ev.Output = wire.Truncate(output)
+	if !reported {
+		ev.StartedAt = &startedAt
+	}
 	var delay time.Duration
 	switch {
 	case runErr == nil:

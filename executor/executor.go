@@ -55,9 +55,19 @@ type Config struct {
 	// its context ends before it cancels their contexts. Default
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// StartReportDelay: an attempt still running after this long is
+	// reported by a started event; a quicker one is reported by its
+	// finished event alone, which carries its start time. That halves the
+	// events (and the recorder's writes) of short attempts, at the price of
+	// an execution showing queued, not running, for that long. Default
+	// DefaultStartReportDelay; negative reports every start at once.
+	StartReportDelay time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultStartReportDelay is Config.StartReportDelay's default.
+const DefaultStartReportDelay = 200 * time.Millisecond
 
 func (c *Config) setDefaults() {
 	if c.ExecutorID == "" {
@@ -68,6 +78,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.StartReportDelay == 0 {
+		c.StartReportDelay = DefaultStartReportDelay
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -474,4 +475,40 @@ func TestRunWithoutHandlers(t *testing.T) {
 	if err := w.Run(context.Background()); err == nil {
 		t.Error("Run without handlers: no error")
 	}
+}
+
+// With a start report delay, a quick attempt is reported by its end alone
+// (carrying its start time), and a slow one by a started event first.
+func TestQuickAttemptsReportTheirStartWithTheirEnd(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-q")
+	w.cfg.StartReportDelay = 300 * time.Millisecond
+	w.Handle("quick-or-slow", func(ctx context.Context, x *Execution) (string, error) {
+		if string(x.Payload) == `"slow"` {
+			time.Sleep(700 * time.Millisecond)
+		}
+		return "ok", nil
+	})
+	e.run(w)
+
+	quick := execution("quick-or-slow")
+	quick.Payload = json.RawMessage(`"quick"`)
+	e.publish(quick)
+	done := evs.expect(quick, wire.EventSucceeded, 1, false)
+	if done.StartedAt == nil || done.StartedAt.After(done.At) {
+		t.Fatalf("quick attempt's succeeded event has started_at %v (at %v), want its start", done.StartedAt, done.At)
+	}
+	e.settled("quick-or-slow")
+
+	slow := execution("quick-or-slow")
+	slow.Payload = json.RawMessage(`"slow"`)
+	e.publish(slow)
+	started := evs.expect(slow, wire.EventStarted, 1, false)
+	done = evs.expect(slow, wire.EventSucceeded, 1, false)
+	if done.StartedAt != nil {
+		t.Errorf("slow attempt's end repeats its start (%v); its started event (%v) reported it", done.StartedAt, started.At)
+	}
+	e.settled("quick-or-slow")
+	evs.none(200 * time.Millisecond)
 }

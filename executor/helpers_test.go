@@ -77,7 +77,7 @@ func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p
 // (rand 0.5), a short shutdown timeout.
 func (e *env) worker(nc *nats.Conn, id string) *Worker {
 	e.t.Helper()
-	w, err := New(Config{NATS: nc, ExecutorID: id, Concurrency: 4, ShutdownTimeout: 2 * time.Second, Logger: testLogger(e.t)})
+	w, err := New(Config{NATS: nc, ExecutorID: id, Concurrency: 4, ShutdownTimeout: 2 * time.Second, StartReportDelay: -1, Logger: testLogger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

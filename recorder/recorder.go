@@ -229,9 +229,9 @@ func (r *Recorder) decode(msg jetstream.Msg) (ev store.AttemptEvent, ok bool) {
 	switch we.Type {
 	case wire.EventStarted:
 	case wire.EventSucceeded:
-		ev.Outcome, ev.Final, ev.Output = store.ExecSucceeded, true, wire.Truncate(we.Output)
+		ev.Outcome, ev.Final, ev.Output, ev.StartedAt = store.ExecSucceeded, true, wire.Truncate(we.Output), we.StartedAt
 	case wire.EventFailed:
-		ev.Outcome, ev.Final = store.ExecFailed, we.Final
+		ev.Outcome, ev.Final, ev.StartedAt = store.ExecFailed, we.Final, we.StartedAt
 		ev.Error, ev.Output = wire.Truncate(we.Error), wire.Truncate(we.Output)
 	case wire.EventHeartbeat:
 		// Liveness is JetStream's business (in-progress acks); nothing to

@@ -306,7 +306,7 @@ func TestRecordsExecutorEvents(t *testing.T) {
 	st := newFakeStore()
 	e.run(New(e.js, st, quiet()))
 
-	w, err := executor.New(executor.Config{NATS: e.nc, ExecutorID: "exec-1", ShutdownTimeout: time.Second, Logger: quiet()})
+	w, err := executor.New(executor.Config{NATS: e.nc, ExecutorID: "exec-1", StartReportDelay: -1, ShutdownTimeout: time.Second, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

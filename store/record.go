@@ -43,7 +43,8 @@ WITH e AS (
 SELECT (SELECT count(*) FROM e) + 0 * (SELECT count(*) FROM u)`
 
 // finishedSQL: $1 id, $2 scheduled_for, $3 attempt, $4 executor, $5 at,
-// $6 outcome, $7 final, $8 error, $9 output. The first report of an
+// $6 outcome, $7 final, $8 error, $9 output, $10 started_at (NULL if a
+// started event reported it). The first report of an
 // attempt's end wins; a repeat changes nothing. It returns the number of
 // executions found (0 or 1).
 const finishedSQL = `
@@ -53,10 +54,11 @@ WITH e AS (
 	SELECT EXISTS (SELECT 1 FROM attempts
 		WHERE execution_id = $1 AND scheduled_for = $2 AND number = $3 AND outcome <> '') AS repeat
 ), a AS (
-	INSERT INTO attempts AS a (execution_id, scheduled_for, number, executor_id, finished_at, outcome, error, output)
-	SELECT $1, $2, $3, $4, $5, $6, $8, $9 FROM e, r WHERE NOT r.repeat
+	INSERT INTO attempts AS a (execution_id, scheduled_for, number, executor_id, finished_at, outcome, error, output, started_at)
+	SELECT $1, $2, $3, $4, $5, $6, $8, $9, $10::timestamptz FROM e, r WHERE NOT r.repeat
 	ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
 		executor_id = CASE WHEN a.executor_id = '' THEN excluded.executor_id ELSE a.executor_id END,
+		started_at = LEAST(a.started_at, excluded.started_at),
 		finished_at = excluded.finished_at, outcome = excluded.outcome,
 		error = excluded.error, output = excluded.output
 	RETURNING 1
@@ -74,6 +76,7 @@ WITH e AS (
 	UPDATE executions x SET
 		attempts = GREATEST(x.attempts, $3),
 		dispatched_at = COALESCE(x.dispatched_at, ` + nowMS + `),
+		started_at = LEAST(x.started_at, $10::timestamptz),
 		state = COALESCE(c.next, x.state),
 		finished_at = CASE WHEN c.next IN ('succeeded', 'dead') THEN $5
 			WHEN c.next = 'failed' THEN NULL ELSE x.finished_at END,
@@ -97,6 +100,9 @@ type AttemptEvent struct {
 	// Final says a failure will not be retried (the execution is dead).
 	Final         bool
 	Error, Output string
+	// StartedAt is the attempt's start, on an end event whose start was
+	// not reported on its own (see executor.Config.StartReportDelay).
+	StartedAt *time.Time
 }
 
 func (ev *AttemptEvent) check() error {
@@ -117,8 +123,13 @@ func (ev *AttemptEvent) queue(b *pgx.Batch) {
 		b.Queue(startedSQL, ev.ID, sched, ev.Attempt, ev.Executor, at)
 		return
 	}
+	var started *time.Time
+	if ev.StartedAt != nil {
+		t := ms(*ev.StartedAt)
+		started = &t
+	}
 	b.Queue(finishedSQL, ev.ID, sched, ev.Attempt, ev.Executor, at, ev.Outcome, ev.Final,
-		cleanText(ev.Error), cleanText(ev.Output))
+		cleanText(ev.Error), cleanText(ev.Output), started)
 }
 
 // RecordEvents records events in order, in one transaction and one round

@@ -1114,3 +1114,28 @@ func TestUpdateJobRefusesStaleRead(t *testing.T) {
 		t.Fatalf("update of a missing job: %v, want ErrNotFound", err)
 	}
 }
+
+// An end event that carries its attempt's start records both.
+func TestFinishedEventCarriesStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	e := fired(t, s)
+	start := baseTime()
+	end := start.Add(150 * time.Millisecond)
+	res, err := s.RecordEvents(ctx, []AttemptEvent{{ID: e.ID, Attempt: 1, Executor: "x1", At: end,
+		Outcome: ExecSucceeded, Final: true, Output: "ok", StartedAt: &start}})
+	if err != nil || res[0] != nil {
+		t.Fatalf("record: %v %v", err, res)
+	}
+	got, err := s.GetExecution(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != ExecSucceeded || got.StartedAt == nil || !got.StartedAt.Equal(start) || !got.FinishedAt.Equal(end) {
+		t.Fatalf("execution: state %s started %v finished %v; want succeeded %v %v", got.State, got.StartedAt, got.FinishedAt, start, end)
+	}
+	if len(got.AttemptList) != 1 || !got.AttemptList[0].StartedAt.Equal(start) || got.AttemptList[0].Outcome != ExecSucceeded {
+		t.Fatalf("attempts: %+v", got.AttemptList)
+	}
+}

@@ -130,6 +130,10 @@ type Event struct {
 	// Error and Output are set on finished events, cut to MaxOutputBytes.
 	Error  string `json:"error,omitempty"`
 	Output string `json:"output,omitempty"`
+	// StartedAt is set on a finished event whose attempt was not reported
+	// by a started event (executors report the start of a quick attempt
+	// with its end, to halve the events): the attempt's start time.
+	StartedAt *time.Time `json:"started_at,omitempty"`
 	// Final is set on a failed event when no further attempt will follow
 	// (the last attempt, or a permanent failure): the execution is dead.
 	// A failed event without it means a retry is on its way.

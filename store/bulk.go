@@ -1,0 +1,121 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tock-sched/tock/partition"
+)
+
+// CreateJobs stores many new jobs at once: what CreateJob does for each
+// of them, in one transaction and two COPY statements, so it costs a
+// small fraction of as many CreateJob calls. Each job gets its ID (a
+// UUIDv7) when zero, its Bucket, CreatedAt and UpdatedAt (the
+// transaction's time, the same for all), and defaults for Namespace
+// ("default") and State (active); times are kept in UTC to the
+// millisecond. The caller sets NextRunAt, as for CreateJob.
+//
+// It is all or nothing: if any job's (namespace, name) or id is taken,
+// by a stored job or by another job of the same call, nothing is stored
+// and the error wraps ErrConflict (and names the key). CreatedAt and
+// UpdatedAt are set only on success.
+//
+// Unlike CreateJob it sends no notification on JobsChannel: scanners
+// find bulk-created jobs on their next scan of their buckets, which
+// comes within the scan interval (1 s by default). A job due sooner than
+// that therefore fires up to that much late, once.
+func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
+	if err := s.needBuckets(); err != nil {
+		return fmt.Errorf("store: create jobs: %w", err)
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	for i, j := range jobs {
+		if j == nil {
+			return fmt.Errorf("store: create jobs: job %d is nil", i)
+		}
+		if j.Name == "" {
+			return fmt.Errorf("store: create jobs: job %d: empty name", i)
+		}
+		if j.ID == uuid.Nil {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return fmt.Errorf("store: create jobs: new id: %w", err)
+			}
+			j.ID = id
+		}
+		if j.Namespace == "" {
+			j.Namespace = "default"
+		}
+		if j.State == "" {
+			j.State = JobActive
+		}
+		j.Bucket = partition.BucketOf(j.ID, s.buckets)
+		j.NextRunAt, j.LastRunAt = msPtr(j.NextRunAt), msPtr(j.LastRunAt)
+	}
+
+	// Rows go in key order: job_names in (namespace, name), the primary
+	// key's order, so its index is appended to rather than split all
+	// over; jobs by bucket, so COPY routes runs of rows to one partition
+	// at a time.
+	byName := slices.Clone(jobs)
+	slices.SortFunc(byName, func(a, b *Job) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	byBucket := slices.Clone(jobs)
+	slices.SortStableFunc(byBucket, func(a, b *Job) int { return cmp.Compare(a.Bucket, b.Bucket) })
+
+	var created time.Time
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// CreateJob stamps rows with the transaction's time; so do we.
+		if err := tx.QueryRow(ctx, "SELECT "+nowMS).Scan(&created); err != nil {
+			return err
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"job_names"},
+			[]string{"namespace", "name", "job_id", "bucket"},
+			pgx.CopyFromSlice(len(byName), func(i int) ([]any, error) {
+				j := byName[i]
+				return []any{j.Namespace, j.Name, j.ID, j.Bucket}, nil
+			}))
+		if err != nil {
+			return conflictOr(err)
+		}
+		_, err = tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
+			[]string{"id", "bucket", "namespace", "name", "schedule", "handler", "payload", "state",
+				"next_run_at", "last_run_at", "retry", "timeout_ms", "created_at", "updated_at"},
+			pgx.CopyFromSlice(len(byBucket), func(i int) ([]any, error) {
+				j := byBucket[i]
+				return []any{j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
+					j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), created, created}, nil
+			}))
+		return conflictOr(err)
+	})
+	if err != nil {
+		return fmt.Errorf("store: create %d jobs: %w", len(jobs), err)
+	}
+	created = created.UTC()
+	for _, j := range jobs {
+		j.CreatedAt, j.UpdatedAt, j.Version = created, created, 0
+	}
+	return nil
+}
+
+// conflictOr turns a unique violation into ErrConflict, keeping
+// Postgres's detail, which names the key ("Key (namespace, name)=(a, b)
+// already exists.").
+func conflictOr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return fmt.Errorf("%w: %s", ErrConflict, pe.Detail)
+	}
+	return err
+}
