@@ -45,7 +45,7 @@ var (
 
 // Store is what the dispatcher needs from Postgres.
 type Store interface {
-	MarkDispatched(ctx context.Context, ids []uuid.UUID) error
+	MarkDispatched(ctx context.Context, ids []uuid.UUID, at time.Time) error
 }
 
 // Config configures a Dispatcher. JS and Store are required.
@@ -59,7 +59,8 @@ type Config struct {
 	Workers int
 	// AckTimeout bounds the wait for a batch's publish acks; default 5s.
 	AckTimeout time.Duration
-	// Now is the cluster clock used for the fire-lag metric; default
+	// Now is the cluster clock: nothing is published before its
+	// scheduled time by it, and the fire-lag metric uses it; default
 	// time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -96,15 +97,18 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Dispatcher{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		queue:    make(chan *store.Execution, 4*cfg.BatchSize*cfg.Workers),
+		cfg: cfg,
+		log: cfg.Logger,
+		// Room for a few seconds of firing at full speed, executions the
+		// scanner fired ahead of their time included.
+		queue:    make(chan *store.Execution, 64*cfg.BatchSize),
 		inflight: map[uuid.UUID]struct{}{},
 	}, nil
 }
 
-// SetClock sets the cluster clock used for the fire-lag metric (the
-// scanner's database-corrected clock). Call it before Run.
+// SetClock sets the cluster clock (the scanner's database-corrected
+// Passed): nothing is published before its scheduled time by it, and the
+// fire-lag metric is measured with it. Call it before Run.
 func (d *Dispatcher) SetClock(now func() time.Time) { d.cfg.Now = now }
 
 // Dispatch queues executions for publishing. Executions already queued or
@@ -176,11 +180,20 @@ func (d *Dispatcher) done(batch []*store.Execution) {
 	d.mu.Unlock()
 }
 
-// publish sends a batch asynchronously, waits for the acks and marks the
+// publish sends a batch asynchronously, each execution at its scheduled
+// time (the scanner fires a little ahead so that the database work is done
+// by then; nothing is published early), waits for the acks and marks the
 // acknowledged executions dispatched in one statement.
 func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) {
 	futures := make([]jetstream.PubAckFuture, len(batch))
 	for i, e := range batch {
+		if wait := e.ScheduledFor.Sub(d.cfg.Now()); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return // still in the outbox: the next owner publishes it
+			}
+		}
 		msg, err := Message(e)
 		if err != nil {
 			d.log.Error("encode execution", "execution_id", e.ID, "err", err)
@@ -199,7 +212,6 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) {
 	defer timeout.Stop()
 	acked := make([]uuid.UUID, 0, len(batch))
 	lags := make([]float64, 0, len(batch))
-	now := d.cfg.Now()
 wait:
 	for i, f := range futures {
 		if f == nil {
@@ -208,7 +220,7 @@ wait:
 		select {
 		case <-f.Ok():
 			acked = append(acked, batch[i].ID)
-			lags = append(lags, now.Sub(batch[i].ScheduledFor).Seconds())
+			lags = append(lags, d.cfg.Now().Sub(batch[i].ScheduledFor).Seconds())
 		case err := <-f.Err():
 			d.log.Warn("publish execution not acknowledged", "execution_id", batch[i].ID, "err", err)
 			dispatchErrors.Inc()
@@ -226,7 +238,7 @@ wait:
 	// Marking must survive our own shutdown: the messages are out already.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := d.cfg.Store.MarkDispatched(mctx, acked); err != nil {
+	if err := d.cfg.Store.MarkDispatched(mctx, acked, d.cfg.Now()); err != nil {
 		// Not lost: the outbox re-publishes, and JetStream drops the
 		// duplicate inside its window.
 		d.log.Warn("mark dispatched", "count", len(acked), "err", err)

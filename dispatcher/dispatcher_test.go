@@ -21,7 +21,7 @@ type marks struct {
 	ids []uuid.UUID
 }
 
-func (m *marks) MarkDispatched(_ context.Context, ids []uuid.UUID) error {
+func (m *marks) MarkDispatched(_ context.Context, ids []uuid.UUID, _ time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ids = append(m.ids, ids...)
@@ -57,7 +57,7 @@ func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	job := uuid.New()
-	base := time.Now().Truncate(time.Second).UTC()
+	base := time.Now().Truncate(time.Second).UTC().Add(-time.Minute)
 	var execs []*store.Execution
 	for i := range 50 {
 		at := base.Add(time.Duration(i) * time.Second)
@@ -92,5 +92,47 @@ func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
 	if msg.Subject != "tock.exec.disp" || msg.Header.Get(jetstream.MsgIDHeader) != body.ExecutionID ||
 		msg.Header.Get(wire.HeaderExecutionID) != body.ExecutionID || body.JobID != job.String() {
 		t.Fatalf("message %s %v %+v", msg.Subject, msg.Header, body)
+	}
+}
+
+// An execution fired ahead of its time is published at its time, not
+// before.
+func TestPublishesNothingBeforeItsTime(t *testing.T) {
+	ns := testenv.NATS(t)
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := wire.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	m := &marks{}
+	d, err := New(Config{JS: js, Store: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	due := time.Now().Add(700 * time.Millisecond)
+	job := uuid.New()
+	d.Dispatch(ctx, []*store.Execution{{ID: store.ExecutionID(job, due), JobID: job, ScheduledFor: due,
+		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "later"}}})
+	testenv.WaitFor(t, 5*time.Second, "the execution to be marked dispatched", func() bool { return m.count() == 1 })
+	stream, _ := js.Stream(ctx, wire.ExecStream)
+	msg, err := stream.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Time.Before(due) {
+		t.Fatalf("published at %s, %s before its time", msg.Time.Format(time.StampMilli), due.Sub(msg.Time))
+	}
+	if late := msg.Time.Sub(due); late > 500*time.Millisecond {
+		t.Fatalf("published %s after its time", late)
 	}
 }

@@ -85,6 +85,12 @@ type Config struct {
 	OutboxInterval time.Duration
 	// BatchSize caps the firings in one transaction; default 1000.
 	BatchSize int
+	// FireLead is how long before its time a run is fired: its execution
+	// is committed early, so that the dispatcher, which publishes nothing
+	// before its scheduled time, can publish it on the dot. A job paused,
+	// changed or deleted less than FireLead before a run still has that
+	// run. Default 500ms; it must be below Lookahead.
+	FireLead time.Duration
 	// CatchUp is how far back missed runs are fired; default 1h.
 	CatchUp time.Duration
 	// ScanLimit caps the jobs one scan loads; default 500,000.
@@ -120,6 +126,12 @@ func (c *Config) validate() error {
 	if c.BatchSize <= 0 {
 		c.BatchSize = 1000
 	}
+	if c.FireLead == 0 {
+		c.FireLead = 500 * time.Millisecond
+	}
+	if c.FireLead < 0 || c.FireLead >= c.Lookahead {
+		return fmt.Errorf("scanner: FireLead %s must be at least 0 and below Lookahead %s", c.FireLead, c.Lookahead)
+	}
 	if c.CatchUp <= 0 {
 		c.CatchUp = time.Hour
 	}
@@ -145,6 +157,8 @@ type Scanner struct {
 	notify  chan string // "<bucket>:<job id>" or "<bucket>" for the outbox
 	stopped chan struct{}
 	offset  atomic.Int64 // database clock minus local clock, ns
+	// uncertainty bounds the offset's error, ns; see syncClock.
+	uncertainty atomic.Int64
 
 	// Owned by Run's goroutine.
 	owned      map[int]int64
@@ -158,8 +172,6 @@ type Scanner struct {
 	scans      int         // scans since the last full one
 	fullNext   bool        // the next scan reads the whole look-ahead
 	compiled   map[string]*schedule.Schedule
-	// uncertainty bounds the clock offset's error; see syncClock.
-	uncertainty time.Duration
 }
 
 type ownership struct {
@@ -213,6 +225,13 @@ func (s *Scanner) Release(bucket int) {
 // offset to the database's clock.
 func (s *Scanner) Now() time.Time {
 	return time.Now().Add(time.Duration(s.offset.Load()))
+}
+
+// Passed is a time the cluster clock has surely reached: Now less the
+// clock offset's uncertainty. The dispatcher publishes an execution only
+// once Passed is at or after its scheduled time.
+func (s *Scanner) Passed() time.Time {
+	return s.Now().Add(-time.Duration(s.uncertainty.Load()))
 }
 
 // Run fires jobs until ctx ends. Firing stops before Run returns.
@@ -276,8 +295,8 @@ func (s *Scanner) sleep() time.Duration {
 	if s.nextOutbox.Before(next) {
 		next = s.nextOutbox
 	}
-	if len(s.heap) > 0 && s.heap[0].due.Add(s.uncertainty).Before(next) {
-		next = s.heap[0].due.Add(s.uncertainty)
+	if len(s.heap) > 0 && s.heap[0].due.Add(-s.cfg.FireLead).Before(next) {
+		next = s.heap[0].due.Add(-s.cfg.FireLead)
 	}
 	if len(s.pending) > 0 {
 		next = now.Add(time.Second) // retry recording ownership
@@ -291,8 +310,8 @@ func (s *Scanner) sleep() time.Duration {
 
 // syncClock measures the database clock against the local one, NTP
 // style: of a few round trips it keeps the fastest, and remembers half its
-// round trip as the uncertainty, which firing waits out so that no job
-// fires before its time by the database's clock.
+// round trip as the uncertainty, which Passed subtracts so that nothing is
+// published before its time by the database's clock.
 func (s *Scanner) syncClock(ctx context.Context) {
 	best := time.Duration(-1)
 	var offset time.Duration
@@ -315,7 +334,7 @@ func (s *Scanner) syncClock(ctx context.Context) {
 		return
 	}
 	s.offset.Store(int64(offset))
-	s.uncertainty = best/2 + time.Millisecond // + the database's ms truncation
+	s.uncertainty.Store(int64(best/2 + time.Millisecond)) // + the database's ms truncation
 	s.nextClock = s.Now().Add(30 * time.Second)
 }
 
@@ -477,7 +496,7 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 
 // fireDue fires every heap entry whose time has come, in batches.
 func (s *Scanner) fireDue(ctx context.Context) {
-	now := s.Now().Add(-s.uncertainty)
+	now := s.Now().Add(s.cfg.FireLead)
 	var batch []*entry
 	for len(s.heap) > 0 && !s.heap[0].due.After(now) {
 		e := heap.Pop(&s.heap).(*entry)

@@ -115,10 +115,11 @@ func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int) ([]*
 	return execs, nil
 }
 
-// MarkDispatched records that JetStream acknowledged these executions,
-// taking them out of the outbox. Executions already marked keep their
-// first dispatch time; unknown ids are ignored.
-func (s *Store) MarkDispatched(ctx context.Context, ids []uuid.UUID) error {
+// MarkDispatched records that JetStream acknowledged these executions at
+// time at (the dispatcher's cluster clock; zero means the database's
+// now), taking them out of the outbox. Executions already marked keep
+// their first dispatch time; unknown ids are ignored.
+func (s *Store) MarkDispatched(ctx context.Context, ids []uuid.UUID, at time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -128,11 +129,11 @@ func (s *Store) MarkDispatched(ctx context.Context, ids []uuid.UUID) error {
 	}
 	// The bounds on scheduled_for let the planner prune partitions.
 	_, err := s.pool.Exec(ctx, `
-		UPDATE executions e SET dispatched_at = `+nowMS+`
+		UPDATE executions e SET dispatched_at = COALESCE($5, `+nowMS+`)
 		FROM unnest($1::uuid[], $2::timestamptz[]) AS d(id, sched)
 		WHERE e.id = d.id AND e.scheduled_for = d.sched
 			AND e.scheduled_for BETWEEN $3 AND $4 AND e.dispatched_at IS NULL`,
-		ids, scheds, slices.MinFunc(scheds, time.Time.Compare), slices.MaxFunc(scheds, time.Time.Compare))
+		ids, scheds, slices.MinFunc(scheds, time.Time.Compare), slices.MaxFunc(scheds, time.Time.Compare), msOrNil(at))
 	if err != nil {
 		return fmt.Errorf("store: mark %d executions dispatched: %w", len(ids), err)
 	}
@@ -269,4 +270,13 @@ func cleanText(s string) string {
 	s = strings.ReplaceAll(s, "\x00", "")
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return wire.Truncate(s)
+}
+
+// msOrNil is t at millisecond precision, or SQL NULL for the zero time.
+func msOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = ms(t)
+	return &t
 }

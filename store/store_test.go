@@ -710,7 +710,7 @@ func TestOutbox(t *testing.T) {
 	if len(out) != 2 || out[0].ID != manual.ID || out[1].JobID != a.ID {
 		t.Fatalf("outbox of bucket 1: %v", out)
 	}
-	if err := s.MarkDispatched(ctx, []uuid.UUID{out[0].ID, out[1].ID, uuid.New()}); err != nil {
+	if err := s.MarkDispatched(ctx, []uuid.UUID{out[0].ID, out[1].ID, uuid.New()}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ = s.Undispatched(ctx, []int{1, 2}, 10); len(out) != 1 || out[0].JobID != b.ID {
@@ -728,11 +728,20 @@ func TestOutbox(t *testing.T) {
 		t.Fatal("dispatched_at not set")
 	}
 	first := *e.DispatchedAt
-	if err := s.MarkDispatched(ctx, []uuid.UUID{manual.ID}); err != nil {
+	if err := s.MarkDispatched(ctx, []uuid.UUID{manual.ID}, baseTime().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if e, _ := s.GetExecution(ctx, manual.ID); !e.DispatchedAt.Equal(first) {
 		t.Fatalf("dispatched_at moved from %v to %v", first, e.DispatchedAt)
+	}
+	// The dispatcher's ack time is what is recorded, when given.
+	x := fired(t, s)
+	acked := baseTime().Add(1234 * time.Millisecond)
+	if err := s.MarkDispatched(ctx, []uuid.UUID{x.ID}, acked); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := s.GetExecution(ctx, x.ID); e.DispatchedAt == nil || !e.DispatchedAt.Equal(acked) {
+		t.Fatalf("dispatched_at = %v, want the ack time %v", e.DispatchedAt, acked)
 	}
 }
 

@@ -174,7 +174,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		disp.SetClock(scan.Now)
+		disp.SetClock(scan.Passed)
 		start("dispatcher", disp.Run)
 		start("scanner", scan.Run)
 		start("partition", func(ctx context.Context) error { return node.Run(ctx, scan) })
