@@ -59,7 +59,7 @@ var (
 type Store interface {
 	Now(ctx context.Context) (time.Time, error)
 	ClaimBucket(ctx context.Context, bucket int, node string, epoch int64) error
-	DueJobsAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]*store.Job, error)
+	DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]store.Due, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
 	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (store.FireResult, error)
 	Undispatched(ctx context.Context, buckets []int, limit int) ([]*store.Execution, error)
@@ -418,7 +418,7 @@ func (s *Scanner) load(ctx context.Context, buckets []int, after, until time.Tim
 	if len(buckets) == 0 || until.IsZero() {
 		return true
 	}
-	jobs, err := s.cfg.Store.DueJobsAfter(ctx, buckets, after, until, s.cfg.ScanLimit)
+	jobs, err := s.cfg.Store.DueAfter(ctx, buckets, after, until, s.cfg.ScanLimit)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("scan due jobs", "err", err)
@@ -429,25 +429,21 @@ func (s *Scanner) load(ctx context.Context, buckets []int, after, until time.Tim
 		s.log.Warn("scan hit its limit; the rest is loaded by a later scan", "limit", s.cfg.ScanLimit)
 		s.fullNext = true
 	}
-	for _, j := range jobs {
-		s.upsert(j)
+	for i := range jobs {
+		s.upsert(jobs[i])
 	}
 	return true
 }
 
-// upsert puts job j in the heap at its next run, replacing any entry of
+// upsert puts job d in the heap at its next run, replacing any entry of
 // the same job at another time.
-func (s *Scanner) upsert(j *store.Job) {
-	if j.NextRunAt == nil || j.State != store.JobActive {
-		delete(s.index, j.ID)
+func (s *Scanner) upsert(d store.Due) {
+	if old := s.index[d.ID]; old != nil && old.due.Equal(d.NextRunAt) {
+		old.job = d
 		return
 	}
-	if old := s.index[j.ID]; old != nil && old.due.Equal(*j.NextRunAt) {
-		old.job = j
-		return
-	}
-	e := &entry{job: j, due: *j.NextRunAt}
-	s.index[j.ID] = e
+	e := &entry{job: d, due: d.NextRunAt}
+	s.index[d.ID] = e
 	heap.Push(&s.heap, e)
 }
 
@@ -485,13 +481,15 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 		s.log.Warn("load changed job", "job_id", id, "err", err)
 		return
 	}
-	if j.NextRunAt != nil && j.NextRunAt.After(s.loaded) {
-		// Beyond the look-ahead: a later scan loads it. Forget any entry at
-		// an older time (the compare-and-set would skip it anyway).
+	if j.State != store.JobActive || j.NextRunAt == nil || j.NextRunAt.After(s.loaded) {
+		// Paused, completed, or beyond the look-ahead (a later scan loads
+		// it): forget any entry at an older time (the compare-and-set
+		// would skip it anyway).
 		delete(s.index, id)
 		return
 	}
-	s.upsert(j)
+	s.upsert(store.Due{ID: j.ID, Bucket: j.Bucket, NextRunAt: *j.NextRunAt,
+		Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone})
 }
 
 // fireDue fires every heap entry whose time has come, in batches.
@@ -563,9 +561,9 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
 		if !byJob[e.job.ID] || next == nil || next.After(s.loaded) {
 			continue
 		}
-		j := *e.job
-		j.NextRunAt = next
-		s.upsert(&j)
+		d := e.job
+		d.NextRunAt = *next
+		s.upsert(d)
 	}
 	if len(res.Executions) > 0 {
 		s.cfg.Dispatcher.Dispatch(ctx, res.Executions)
@@ -573,8 +571,8 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
 }
 
 // next is job's run after due, applying the catch-up window.
-func (s *Scanner) next(j *store.Job, due, now time.Time) (time.Time, bool) {
-	if j.Schedule.Cron == "" {
+func (s *Scanner) next(j store.Due, due, now time.Time) (time.Time, bool) {
+	if j.Cron == "" {
 		return time.Time{}, false // at, in and now run once
 	}
 	sch, err := s.schedule(j)
@@ -590,12 +588,12 @@ func (s *Scanner) next(j *store.Job, due, now time.Time) (time.Time, bool) {
 
 // schedule compiles j's schedule, caching by its text: thousands of jobs
 // share a handful of expressions.
-func (s *Scanner) schedule(j *store.Job) (*schedule.Schedule, error) {
-	key := j.Schedule.Cron + "\x00" + j.Schedule.Timezone
+func (s *Scanner) schedule(j store.Due) (*schedule.Schedule, error) {
+	key := j.Cron + "\x00" + j.Timezone
 	if c, ok := s.compiled[key]; ok {
 		return c, nil
 	}
-	c, err := schedule.Compile(j.Schedule)
+	c, err := schedule.Compile(schedule.Spec{Cron: j.Cron, Timezone: j.Timezone})
 	if err != nil {
 		s.log.Error("stored job has an invalid schedule", "job_id", j.ID, "err", err)
 		return nil, err
@@ -652,7 +650,7 @@ func (s *Scanner) listen(ctx context.Context) {
 }
 
 type entry struct {
-	job *store.Job
+	job store.Due
 	due time.Time
 	idx int
 }

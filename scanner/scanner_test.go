@@ -49,19 +49,19 @@ func (f *fakeStore) ClaimBucket(_ context.Context, b int, _ string, e int64) err
 	return nil
 }
 
-func (f *fakeStore) DueJobsAfter(_ context.Context, buckets []int, after, until time.Time, _ int) ([]*store.Job, error) {
+func (f *fakeStore) DueAfter(_ context.Context, buckets []int, after, until time.Time, _ int) ([]store.Due, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in := map[int]bool{}
 	for _, b := range buckets {
 		in[b] = true
 	}
-	var out []*store.Job
+	var out []store.Due
 	for _, j := range f.jobs {
 		if in[j.Bucket] && j.State == store.JobActive && j.NextRunAt != nil && !j.NextRunAt.After(until) &&
 			(after.IsZero() || j.NextRunAt.After(after)) {
-			c := *j
-			out = append(out, &c)
+			out = append(out, store.Due{ID: j.ID, Bucket: j.Bucket, NextRunAt: *j.NextRunAt,
+				Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone})
 		}
 	}
 	return out, nil
@@ -279,8 +279,7 @@ func TestCatchUpWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	j := cronJob(0, now)
-	j.Schedule = schedule.Spec{Cron: "0 * * * * *"} // every minute
+	j := store.Due{ID: uuid.New(), NextRunAt: now, Cron: "0 * * * * *"} // every minute
 
 	// Missed 10 minutes ago: the next missed minute fires next.
 	next, ok := s.next(j, now.Add(-10*time.Minute), now)
@@ -293,8 +292,7 @@ func TestCatchUpWindow(t *testing.T) {
 		t.Fatalf("next after a day-old run = %s, want %s", next, want)
 	}
 	// One-shot jobs have no next run.
-	at := now
-	if _, ok := s.next(&store.Job{Schedule: schedule.Spec{At: &at}}, now, now); ok {
+	if _, ok := s.next(store.Due{ID: uuid.New(), NextRunAt: now}, now, now); ok {
 		t.Fatal("an at job has a next run")
 	}
 }

@@ -59,25 +59,31 @@ const dueJobsSQL = "SELECT " + jobColumns + ` FROM jobs
 	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
 	ORDER BY next_run_at LIMIT $4`
 
+// dueSQL is dueJobsSQL for the scanner: only what it needs to fire.
+const dueSQL = `SELECT id, bucket, next_run_at, coalesce(schedule->>'cron', ''), coalesce(schedule->>'timezone', '')
+	FROM jobs
+	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
+	ORDER BY next_run_at LIMIT $4`
+
+// Due is a job due to fire, as the scanner needs it: only what firing
+// and computing the next run take (Fire copies the rest in SQL).
+type Due struct {
+	ID        uuid.UUID
+	Bucket    int
+	NextRunAt time.Time
+	// Cron and Timezone are the job's schedule; Cron is "" for one-shot
+	// jobs (at, in, now).
+	Cron, Timezone string
+}
+
 // DueJobs reads up to limit active jobs in buckets whose next run is at
 // or before until, earliest first. It reads only those buckets'
 // partitions.
 func (s *Store) DueJobs(ctx context.Context, buckets []int, until time.Time, limit int) ([]*Job, error) {
-	return s.DueJobsAfter(ctx, buckets, time.Time{}, until, limit)
-}
-
-// DueJobsAfter is DueJobs for next runs after after (exclusive) only: a
-// scanner that already holds the jobs due up to after reads just the new
-// slice of its look-ahead. The zero time means no lower bound.
-func (s *Store) DueJobsAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]*Job, error) {
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
 	}
-	var lower any = after.UTC()
-	if after.IsZero() {
-		lower = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
-	}
-	rows, err := s.pool.Query(ctx, dueJobsSQL, buckets, lower, until.UTC(), limit)
+	rows, err := s.pool.Query(ctx, dueJobsSQL, buckets, negInfinity, until.UTC(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
 	}
@@ -86,6 +92,37 @@ func (s *Store) DueJobsAfter(ctx context.Context, buckets []int, after, until ti
 		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
 	}
 	return jobs, nil
+}
+
+var negInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+
+// DueAfter reads, for the scanner, up to limit active jobs in buckets
+// whose next run is after after (exclusive; the zero time means no lower
+// bound) and at or before until, earliest first: a scanner that already
+// holds the jobs due up to after reads just the new slice of its
+// look-ahead. It reads only those buckets' partitions.
+func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]Due, error) {
+	if len(buckets) == 0 || limit <= 0 {
+		return nil, nil
+	}
+	var lower any = after.UTC()
+	if after.IsZero() {
+		lower = negInfinity
+	}
+	rows, err := s.pool.Query(ctx, dueSQL, buckets, lower, until.UTC(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
+	}
+	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Due, error) {
+		var d Due
+		err := r.Scan(&d.ID, &d.Bucket, &d.NextRunAt, &d.Cron, &d.Timezone)
+		d.NextRunAt = d.NextRunAt.UTC()
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
+	}
+	return due, nil
 }
 
 // fireSQL fires a batch in one statement: the compare-and-set on each

@@ -383,11 +383,15 @@ func TestDueJobs(t *testing.T) {
 	}
 
 	// The incremental form: only what became due after a point.
-	if jobs, _ := s.DueJobsAfter(ctx, []int{3, 5}, now, now.Add(time.Hour), 10); len(jobs) != 1 {
-		t.Fatalf("after now until +1h: %v, want only the future job", names(jobs))
+	if due, _ := s.DueAfter(ctx, []int{3, 5}, now, now.Add(time.Hour), 10); len(due) != 1 || due[0].Cron != "*/5 * * * * *" ||
+		due[0].Timezone != "Europe/Berlin" || !due[0].NextRunAt.After(now) {
+		t.Fatalf("after now until +1h: %+v, want only the future job, with its schedule", due)
+	}
+	if due, _ := s.DueAfter(ctx, []int{3, 5}, time.Time{}, now, 10); len(due) != 2 {
+		t.Fatalf("no lower bound until now: %+v, want the 2 due jobs", due)
 	}
 
-	plan := explain(t, s, "", dueJobsSQL, []int{3, 5}, now.Add(-time.Minute), now, 10)
+	plan := explain(t, s, "", dueSQL, []int{3, 5}, now.Add(-time.Minute), now, 10)
 	for b := range testBuckets {
 		p := fmt.Sprintf("jobs_b%03d", b)
 		if scanned := strings.Contains(plan, p); scanned != (b == 3 || b == 5) {

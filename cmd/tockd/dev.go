@@ -29,6 +29,7 @@ type DevCmd struct {
 	EtcdPort int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
 	NATSPort int    `name:"nats-port" default:"4222" help:"Preferred NATS port (a free one is used if it is taken)."`
 	Buckets  int    `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets of a new cluster."`
+	Pprof    bool   `name:"pprof" env:"TOCK_PPROF" help:"Serve Go's profiler under /debug/pprof/ on the HTTP address."`
 }
 
 // Run starts embedded etcd and NATS, makes sure the database exists, and
@@ -76,6 +77,7 @@ func (c *DevCmd) Run() error {
 		Buckets:       c.Buckets,
 		LeaseTTL:      5 * time.Second,
 		Migrate:       true,
+		Pprof:         c.Pprof,
 		Logger:        log,
 	})
 }

@@ -37,6 +37,7 @@ type ServeCmd struct {
 	Buckets       int           `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets, used only when the cluster is created (then stored)."`
 	LeaseTTL      time.Duration `name:"lease-ttl" env:"TOCK_LEASE_TTL" default:"5s" help:"etcd lease TTL of a scheduler node."`
 	NoMigrate     bool          `name:"no-migrate" env:"TOCK_NO_MIGRATE" help:"Do not run database migrations at start."`
+	Pprof         bool          `name:"pprof" env:"TOCK_PPROF" help:"Serve Go's profiler under /debug/pprof/ on the HTTP address."`
 }
 
 // Run starts the server and blocks until SIGINT or SIGTERM.
@@ -71,6 +72,7 @@ func (c *ServeCmd) config() (Config, error) {
 		Buckets:       c.Buckets,
 		LeaseTTL:      c.LeaseTTL,
 		Migrate:       !c.NoMigrate,
+		Pprof:         c.Pprof,
 		Logger:        newLogger(c.LogLevel),
 	}, nil
 }
