@@ -32,6 +32,11 @@ import (
 // find bulk-created jobs on their next scan of their buckets, which
 // comes within the scan interval (1 s by default). A job due sooner than
 // that therefore fires up to that much late, once.
+//
+// After a load that grows the jobs table many times over, run ANALYZE
+// jobs (autovacuum does, a minute or so later): until the statistics
+// catch up, Postgres may keep plans made for nearly empty partitions, and
+// firing a batch then compares it with every job of its buckets.
 func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create jobs: %w", err)

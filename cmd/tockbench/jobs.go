@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store"
+)
+
+// slots is how many schedules a mix's jobs have: job i has the schedule
+// of slot i % slots.
+func slots(mix string) int {
+	if mix == mixSpreadMinute {
+		return 60
+	}
+	return 1
+}
+
+// cronOf is the cron expression of a recurring mix's slot: for
+// spread-minute, second slot of every minute.
+func cronOf(mix string, slot int) string {
+	if mix == mixEverySecond {
+		return "* * * * * *"
+	}
+	return fmt.Sprintf("%d * * * * *", slot)
+}
+
+// jobsInSlot is how many of n jobs have slot s of k.
+func jobsInSlot(n, k, s int) int {
+	c := n / k
+	if s < n%k {
+		c++
+	}
+	return c
+}
+
+// jobName is job i's name; the exactly-once check relies on it.
+func jobName(i int) string { return fmt.Sprintf("job-%07d", i) }
+
+// createJobs stores the run's jobs with CreateJobs, createBatch at a
+// time. Recurring jobs get their first run after the moment their batch
+// is stored; same-second jobs are stored paused, and armed later.
+func (b *bench) createJobs(ctx context.Context) error {
+	compiled := map[string]*schedule.Schedule{}
+	handler := wire.Handler{Type: wire.HandlerCustom, Name: b.Handler}
+	start := time.Now()
+	for off := 0; off < b.Jobs; off += createBatch {
+		n := min(createBatch, b.Jobs-off)
+		now := b.dbNow()
+		jobs := make([]*store.Job, n)
+		for k := range jobs {
+			i := off + k
+			j := &store.Job{
+				Namespace: b.ns,
+				Name:      jobName(i),
+				Handler:   handler,
+			}
+			if b.Mix == mixSameSecond {
+				// A placeholder: arm sets the instant once all exist.
+				at := now.Add(24 * time.Hour).Truncate(time.Second)
+				j.Schedule, j.State = schedule.Spec{At: &at}, store.JobPaused
+			} else {
+				j.Schedule = schedule.Spec{Cron: cronOf(b.Mix, i%slots(b.Mix))}
+				sch := compiled[j.Schedule.Cron]
+				if sch == nil {
+					var err error
+					if sch, err = schedule.Compile(j.Schedule); err != nil {
+						return err
+					}
+					compiled[j.Schedule.Cron] = sch
+				}
+				// A second ahead: the scanners find bulk-created jobs on
+				// their next scan, within a second.
+				next, err := sch.First(now.Add(time.Second))
+				if err != nil {
+					return err
+				}
+				j.NextRunAt = &next
+			}
+			jobs[k] = j
+		}
+		if err := b.st.CreateJobs(ctx, jobs); err != nil {
+			return err
+		}
+		if done := off + n; done%100_000 == 0 && done < b.Jobs {
+			b.say("created %d jobs (%.0f jobs/s)", done, float64(done)/time.Since(start).Seconds())
+		}
+	}
+	took := time.Since(start)
+	b.rep.Create = Creation{Seconds: took.Seconds(), JobsPerSecond: float64(b.Jobs) / took.Seconds()}
+	b.say("created %d jobs in %s (%.0f jobs/s)", b.Jobs, took.Round(time.Millisecond), b.rep.Create.JobsPerSecond)
+	return nil
+}
+
+// analyze has Postgres update the jobs tables' statistics, unless
+// --no-analyze.
+func (b *bench) analyze(ctx context.Context) error {
+	if b.NoAnalyze {
+		return nil
+	}
+	// Until the planner knows the jobs partitions are no longer nearly
+	// empty, it fires a batch by comparing every job of the batch's
+	// buckets with every firing (a nested loop over the whole
+	// partitions), and the scheduler falls behind. Autovacuum analyzes
+	// the tables within a minute or so of a bulk load; do it now so the
+	// run measures the steady state, not that minute.
+	start := time.Now()
+	if err := b.exec(ctx, "ANALYZE jobs, job_names"); err != nil {
+		return fmt.Errorf("analyze the jobs tables: %w", err)
+	}
+	b.rep.Create.AnalyzeSeconds = time.Since(start).Seconds()
+	b.say("analyzed the jobs tables in %s", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// analyzeLoop runs analyzeFirst after the jobs are created, then every
+// analyzeEvery.
+const (
+	analyzeFirst = 5 * time.Second
+	analyzeEvery = 30 * time.Second
+)
+
+// analyzeLoop stands in for autovacuum's ANALYZE when the server runs
+// without it: the executions tables start the run empty, and a plan that
+// Postgres chose while they were (and cached in every connection) reads
+// the whole table for each executor event, until statistics change. It
+// ANALYZEs them every analyzeEvery until ctx ends.
+func (b *bench) analyzeLoop(ctx context.Context) {
+	if b.NoAnalyze || !b.noAutovacuum {
+		return
+	}
+	b.say("autovacuum is off: analyzing the executions tables every %s, as it would", analyzeEvery)
+	// The first time soon, so that the plans are fixed before the window.
+	t := time.NewTimer(analyzeFirst)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			t.Reset(analyzeEvery)
+		}
+		if err := b.exec(ctx, "ANALYZE executions, attempts"); err != nil && ctx.Err() == nil {
+			b.say("analyze the executions tables: %v", err)
+		}
+	}
+}
+
+// arm makes the paused same-second jobs due at at, all in one statement,
+// as resuming each would (state, next run, version).
+func (b *bench) arm(ctx context.Context, at time.Time) error {
+	tag, err := b.st.Pool().Exec(ctx, `
+		UPDATE jobs SET schedule = $2, next_run_at = $3, state = 'active',
+			updated_at = date_trunc('milliseconds', now()), version = version + 1
+		WHERE namespace = $1 AND state = 'paused'`,
+		b.ns, schedule.Spec{At: &at}, at)
+	if err != nil {
+		return fmt.Errorf("arm the jobs: %w", err)
+	}
+	if int(tag.RowsAffected()) != b.Jobs {
+		return fmt.Errorf("armed %d jobs, want %d", tag.RowsAffected(), b.Jobs)
+	}
+	return nil
+}
+
+// expectedTimes are the runs of cron (UTC) in [from, to).
+func expectedTimes(cron string, from, to time.Time) ([]time.Time, error) {
+	sch, err := schedule.Compile(schedule.Spec{Cron: cron})
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Time
+	// Next is strictly after its argument, and from is a whole second.
+	for t, ok := sch.Next(from.Add(-time.Millisecond)); ok && t.Before(to); t, ok = sch.Next(t) {
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// deleteJobs deletes the run's jobs and their names, one statement per
+// table: they stop firing.
+func (b *bench) deleteJobs(ctx context.Context) error {
+	for _, sql := range []string{
+		"DELETE FROM jobs WHERE namespace = $1",
+		"DELETE FROM job_names WHERE namespace = $1",
+	} {
+		if err := b.exec(ctx, sql, b.ns); err != nil {
+			return fmt.Errorf("delete the bench's jobs: %w", err)
+		}
+	}
+	return nil
+}
+
+// exec runs a statement, again if Postgres aborted it as a deadlock
+// victim: deleting many jobs locks them in another order than a firing
+// transaction does.
+func (b *bench) exec(ctx context.Context, sql string, args ...any) error {
+	for attempt := 1; ; attempt++ {
+		_, err := b.st.Pool().Exec(ctx, sql, args...)
+		var pe *pgconn.PgError
+		if err == nil || attempt == 10 || !errors.As(err, &pe) || (pe.Code != "40P01" && pe.Code != "40001") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// deleteExecutions deletes the run's executions and their attempts.
+func (b *bench) deleteExecutions(ctx context.Context) error {
+	for _, sql := range []string{
+		`DELETE FROM attempts a USING executions e
+			WHERE e.namespace = $1 AND a.execution_id = e.id AND a.scheduled_for = e.scheduled_for`,
+		"DELETE FROM executions WHERE namespace = $1",
+	} {
+		if err := b.exec(ctx, sql, b.ns); err != nil {
+			return fmt.Errorf("delete the bench's executions: %w", err)
+		}
+	}
+	return nil
+}

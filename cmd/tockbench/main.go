@@ -1,0 +1,255 @@
+// Command tockbench measures a running tock cluster: it creates many jobs
+// in one namespace of its own, runs no-op custom executors for them in
+// this process, and reports from Postgres how many fired per second, how
+// late they were dispatched and started, and whether every scheduled time
+// fired exactly once. docs/bench.md says how to run it and what the
+// numbers mean.
+//
+//	make dev                      # in one terminal
+//	source .dev/env
+//	go run ./cmd/tockbench --jobs 100000 --mix spread-minute --duration 2m
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+	// Schedules are computed here as the scheduler computes them.
+	_ "time/tzdata"
+
+	"github.com/alecthomas/kong"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tock-sched/tock/store"
+)
+
+// Mixes of jobs.
+const (
+	mixSpreadMinute = "spread-minute"
+	mixEverySecond  = "every-second"
+	mixSameSecond   = "same-second"
+)
+
+// createBatch is how many jobs one CreateJobs call stores.
+const createBatch = 10_000
+
+// burstDelay is how long after the jobs are created a same-second burst
+// is due: time for every scanner to load them.
+const burstDelay = 20 * time.Second
+
+// cli is tockbench's command line.
+type cli struct {
+	PostgresURL string        `name:"postgres-url" env:"TOCK_POSTGRES_URL" default:"postgres://postgres@127.0.0.1:5432/tock?sslmode=disable" help:"PostgreSQL URL of the cluster under test."`
+	NATSURL     string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS URL of the cluster under test (JetStream enabled)."`
+	Jobs        int           `default:"10000" help:"Number of jobs to create."`
+	Mix         string        `default:"spread-minute" enum:"spread-minute,every-second,same-second" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation."`
+	Duration    time.Duration `default:"60s" help:"Length of the measured window (not for same-second)."`
+	Warmup      time.Duration `default:"10s" help:"Time between the end of job creation and the start of the measured window (not for same-second)."`
+	Settle      time.Duration `default:"2m" help:"After the window (or the burst's instant), how long to wait at most for its executions to fire and be recorded."`
+	Handler     string        `help:"Custom handler name the jobs use (default tockbench-<random>)."`
+	Executors   int           `default:"2" help:"In-process no-op executors (Concurrency 256 each); 0 to use executors of your own."`
+	Keep        bool          `help:"Keep the jobs (still firing), their executions and the handler's consumer when done."`
+	NoAnalyze   bool          `name:"no-analyze" help:"Do not ANALYZE the jobs tables after creating the jobs, nor (when the server's autovacuum is off) the executions tables every ${analyze_every} during the run."`
+	Output      string        `short:"o" default:"text" enum:"text,json" help:"Report format: ${enum}."`
+	LogLevel    string        `name:"log-level" default:"warn" enum:"debug,info,warn,error" help:"Log level of the in-process executors."`
+}
+
+func main() {
+	var c cli
+	kong.Parse(&c,
+		kong.Name("tockbench"),
+		kong.Description("Benchmark a running tock cluster: fires per second, fire and start lag, exactly-once checks."),
+		kong.Vars{"burst_delay": burstDelay.String(), "analyze_every": analyzeEvery.String()},
+		kong.UsageOnError(),
+	)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := c.run(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tockbench:", err)
+		os.Exit(1)
+	}
+	if err := rep.write(os.Stdout, c.Output); err != nil {
+		fmt.Fprintln(os.Stderr, "tockbench:", err)
+		os.Exit(1)
+	}
+	if rep.ZeroFired > 0 || rep.MultiFired > 0 {
+		os.Exit(1)
+	}
+}
+
+func (c *cli) validate() error {
+	switch {
+	case c.Jobs <= 0:
+		return fmt.Errorf("--jobs %d: want at least 1", c.Jobs)
+	case c.Duration <= 0 && c.Mix != mixSameSecond:
+		return fmt.Errorf("--duration %s: want a positive duration", c.Duration)
+	case c.Warmup < 0:
+		return fmt.Errorf("--warmup %s: want 0 or more", c.Warmup)
+	case c.Settle <= 0:
+		return fmt.Errorf("--settle %s: want a positive duration", c.Settle)
+	case c.Executors < 0:
+		return fmt.Errorf("--executors %d: want 0 or more", c.Executors)
+	}
+	return nil
+}
+
+// bench is one run's state.
+type bench struct {
+	cli
+	log     *slog.Logger
+	st      *store.Store
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	buckets int
+	ns      string
+	suffix  string
+	// offset is the database clock minus this process's clock: times are
+	// judged by the database's clock, as the scheduler does.
+	offset time.Duration
+	tr     *tracker
+	rep    *Report
+	// noAutovacuum: the server's autovacuum is off, so nothing keeps the
+	// planner's statistics current unless the bench does.
+	noAutovacuum bool
+}
+
+// dbNow is the database's clock, from the local one.
+func (b *bench) dbNow() time.Time { return time.Now().Add(b.offset).UTC() }
+
+// sleepUntil waits until the database clock reaches t or ctx ends.
+func (b *bench) sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t.Add(-b.offset)))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *bench) say(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "tockbench: "+format+"\n", args...)
+}
+
+func (c *cli) run(ctx context.Context) (*Report, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	var rb [3]byte
+	_, _ = rand.Read(rb[:])
+	b := &bench{cli: *c, suffix: hex.EncodeToString(rb[:])}
+	b.ns = "bench-" + b.suffix
+	if b.Handler == "" {
+		b.Handler = "tockbench-" + b.suffix
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.LogLevel))
+	b.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if err := b.connect(ctx); err != nil {
+		if b.st != nil {
+			b.st.Close()
+		}
+		return nil, err
+	}
+	defer b.st.Close()
+	defer b.nc.Close()
+	b.rep = &Report{Mix: b.Mix, Jobs: b.Jobs, Buckets: b.buckets, Namespace: b.ns, Handler: b.Handler, Executors: b.Executors}
+	b.say("%s, %d jobs, namespace %s, handler %s, cluster of %d buckets", b.Mix, b.Jobs, b.ns, b.Handler, b.buckets)
+
+	// Executors start first, so nothing fired while the jobs are being
+	// created waits in JetStream for them.
+	b.tr = newTracker(b.offset)
+	execCtx, stopExecutors := context.WithCancel(context.WithoutCancel(ctx))
+	executorsDone, err := startExecutors(execCtx, b.NATSURL, b.Handler, b.suffix, b.Executors, b.tr, b.log)
+	if err != nil {
+		stopExecutors()
+		return nil, err
+	}
+	defer func() {
+		// Whatever happened, clean up, with a context of its own: ctx may
+		// have ended with an interrupt.
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		b.cleanup(cctx, stopExecutors, executorsDone)
+	}()
+
+	if err := b.createJobs(ctx); err != nil {
+		return nil, err
+	}
+	actx, stopAnalyze := context.WithCancel(ctx)
+	analyzed := make(chan struct{})
+	go func() { defer close(analyzed); b.analyzeLoop(actx) }()
+	defer func() { stopAnalyze(); <-analyzed }()
+	if b.Mix == mixSameSecond {
+		err = b.runBurst(ctx)
+	} else {
+		err = b.runWindow(ctx)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, errors.New("interrupted")
+		}
+		return nil, err
+	}
+	b.rep.Redeliveries, b.rep.RepeatDeliveries = b.tr.redeliveries()
+	return b.rep, nil
+}
+
+// connect opens the store and NATS and measures the clock offset.
+func (b *bench) connect(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := store.Open(cctx, b.PostgresURL)
+	if err != nil {
+		return err
+	}
+	var n int
+	if err := st.Pool().QueryRow(cctx, "SELECT buckets FROM cluster").Scan(&n); err != nil {
+		st.Close()
+		return fmt.Errorf("no tock cluster in the database at --postgres-url (is tockd running against it?): %w", err)
+	}
+	if b.buckets, err = st.Init(cctx, n); err != nil {
+		st.Close()
+		return err
+	}
+	b.st = st
+	var autovacuum string
+	if err := st.Pool().QueryRow(cctx, "SHOW autovacuum").Scan(&autovacuum); err == nil && autovacuum != "on" {
+		b.noAutovacuum = true
+		b.say("warning: autovacuum is off on this server: dead rows pile up from one run to the next" +
+			" (run VACUUM ANALYZE between runs)")
+	}
+
+	before := time.Now()
+	db, err := st.Now(cctx)
+	if err != nil {
+		return err
+	}
+	b.offset = db.Sub(before.Add(time.Since(before) / 2))
+
+	nc, err := nats.Connect(b.NATSURL, nats.Name("tockbench "+b.suffix))
+	if err != nil {
+		return fmt.Errorf("connect to NATS %s: %w", b.NATSURL, err)
+	}
+	if b.js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if _, err := b.js.AccountInfo(cctx); err != nil {
+		nc.Close()
+		return fmt.Errorf("JetStream at %s: %w", b.NATSURL, err)
+	}
+	b.nc = nc
+	return nil
+}
