@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -141,22 +143,35 @@ func (ev *AttemptEvent) queue(b *pgx.Batch) {
 // The rules are those of AttemptStarted and AttemptFinished.
 func (s *Store) RecordEvents(ctx context.Context, evs []AttemptEvent) ([]error, error) {
 	results := make([]error, len(evs))
-	b := &pgx.Batch{}
 	var queued []int
 	for i := range evs {
 		if err := evs[i].check(); err != nil {
 			results[i] = fmt.Errorf("store: execution %s: %w", evs[i].ID, err)
 			continue
 		}
-		evs[i].queue(b)
 		queued = append(queued, i)
 	}
 	if len(queued) == 0 {
 		return results, nil
 	}
+	// Lock executions in id order, as MarkDispatched does, so that the two
+	// never deadlock; events about one execution keep their order.
+	slices.SortStableFunc(queued, func(a, b int) int { return bytes.Compare(evs[a].ID[:], evs[b].ID[:]) })
+	b := &pgx.Batch{}
+	for _, set := range keyedPlanSettings {
+		b.Queue(set)
+	}
+	for _, i := range queued {
+		evs[i].queue(b)
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
+		for range keyedPlanSettings {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
 		for _, i := range queued {
 			var found int
 			if err := br.QueryRow().Scan(&found); err != nil {
