@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,27 +123,18 @@ func (s *Store) MarkDispatched(ctx context.Context, ids []uuid.UUID, at time.Tim
 	if len(ids) == 0 {
 		return nil
 	}
-	// Lock in id order, as RecordEvents does, so that the two never
-	// deadlock.
-	ids = slices.Clone(ids)
-	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	// Lock in id order (an index scan with id = ANY goes in order), as
+	// RecordEvents does, so that the two never deadlock. No join: a
+	// keyed lookup whatever the statistics say.
 	scheds := make([]time.Time, len(ids))
 	for i, id := range ids {
 		scheds[i] = ExecutionTime(id)
 	}
 	// The bounds on scheduled_for let the planner prune partitions.
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := keyedPlans(ctx, tx); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `
-			UPDATE executions e SET dispatched_at = COALESCE($5, `+nowMS+`)
-			FROM unnest($1::uuid[], $2::timestamptz[]) AS d(id, sched)
-			WHERE e.id = d.id AND e.scheduled_for = d.sched
-				AND e.scheduled_for BETWEEN $3 AND $4 AND e.dispatched_at IS NULL`,
-			ids, scheds, slices.MinFunc(scheds, time.Time.Compare), slices.MaxFunc(scheds, time.Time.Compare), msOrNil(at))
-		return err
-	})
+	_, err := s.pool.Exec(ctx, `
+		UPDATE executions SET dispatched_at = COALESCE($4, `+nowMS+`)
+		WHERE id = ANY($1) AND scheduled_for BETWEEN $2 AND $3 AND dispatched_at IS NULL`,
+		ids, slices.MinFunc(scheds, time.Time.Compare), slices.MaxFunc(scheds, time.Time.Compare), msOrNil(at))
 	if err != nil {
 		return fmt.Errorf("store: mark %d executions dispatched: %w", len(ids), err)
 	}
