@@ -118,14 +118,15 @@ func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int) ([]*
 // MarkDispatched records that JetStream acknowledged these executions at
 // time at (the dispatcher's cluster clock; zero means the database's
 // now), taking them out of the outbox. Executions already marked keep
-// their first dispatch time; unknown ids are ignored.
+// their first dispatch time; unknown ids are ignored, and so are rows
+// locked by an event being recorded (which marks them itself).
 func (s *Store) MarkDispatched(ctx context.Context, ids []uuid.UUID, at time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	// Lock in id order (an index scan with id = ANY goes in order), as
-	// RecordEvents does, so that the two never deadlock. No join: a
-	// keyed lookup whatever the statistics say.
+	// Rows another transaction holds are skipped, not waited for: that is
+	// the recorder writing an executor's event, which sets dispatched_at
+	// itself. So marking never waits on, or deadlocks with, recording.
 	scheds := make([]time.Time, len(ids))
 	for i, id := range ids {
 		scheds[i] = ExecutionTime(id)
@@ -133,7 +134,10 @@ func (s *Store) MarkDispatched(ctx context.Context, ids []uuid.UUID, at time.Tim
 	// The bounds on scheduled_for let the planner prune partitions.
 	_, err := s.pool.Exec(ctx, `
 		UPDATE executions SET dispatched_at = COALESCE($4, `+nowMS+`)
-		WHERE id = ANY($1) AND scheduled_for BETWEEN $2 AND $3 AND dispatched_at IS NULL`,
+		WHERE (id, scheduled_for) IN (
+			SELECT id, scheduled_for FROM executions
+			WHERE id = ANY($1) AND scheduled_for BETWEEN $2 AND $3 AND dispatched_at IS NULL
+			FOR UPDATE SKIP LOCKED)`,
 		ids, slices.MinFunc(scheds, time.Time.Compare), slices.MaxFunc(scheds, time.Time.Compare), msOrNil(at))
 	if err != nil {
 		return fmt.Errorf("store: mark %d executions dispatched: %w", len(ids), err)
