@@ -34,27 +34,35 @@ func (m *marks) count() int {
 	return len(m.ids)
 }
 
-func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
-	ns := testenv.NATS(t)
-	nc, err := nats.Connect(ns.URL())
+// runDispatcher runs a dispatcher with cfg on a fresh embedded NATS until
+// the test ends, marking into the returned marks.
+func runDispatcher(t *testing.T, cfg Config) (*Dispatcher, jetstream.JetStream, *marks) {
+	t.Helper()
+	nc, err := nats.Connect(testenv.NATS(t).URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	if err := wire.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	m := &marks{}
-	d, err := New(Config{JS: js, Store: m, BatchSize: 7})
+	cfg.JS, cfg.Store = js, m
+	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { _ = d.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d, js, m
+}
+
+func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
+	ctx := context.Background()
+	d, js, m := runDispatcher(t, Config{BatchSize: 7})
 
 	job := uuid.New()
 	base := time.Now().Truncate(time.Second).UTC().Add(-time.Minute)
@@ -98,26 +106,8 @@ func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
 // An execution fired ahead of its time is published at its time, not
 // before.
 func TestPublishesNothingBeforeItsTime(t *testing.T) {
-	ns := testenv.NATS(t)
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := wire.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
-	m := &marks{}
-	d, err := New(Config{JS: js, Store: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = d.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx := context.Background()
+	d, js, m := runDispatcher(t, Config{})
 
 	due := time.Now().Add(700 * time.Millisecond)
 	job := uuid.New()

@@ -127,14 +127,35 @@ func twoNodes(t *testing.T, e *env, cli *clientv3.Client) (string, *exec.Cmd, st
 	return baseA, a, baseB, b
 }
 
-func TestCrashedNodesBucketsAreTakenOverAndKeepFiring(t *testing.T) {
+// twoNodesFiring is the start of every test here: nodes a and b sharing
+// the buckets, an executor for handler, 40 every-second jobs, and 3 s of
+// firing. from is where the exactly-once window starts.
+type firing struct {
+	e           *env
+	cli         *clientv3.Client
+	base, baseB string
+	a           *exec.Cmd
+	jobs        []string
+	from        time.Time
+}
+
+func twoNodesFiring(t *testing.T, handler string) firing {
+	t.Helper()
 	e := newEnv(t)
 	cli := e.etcdClient(t)
-	base, a, _, _ := twoNodes(t, e, cli)
-	e.runExecutor(t, "crash")
-	jobs := everySecondJobs(t, base, "crash", 40)
-	from := time.Now().Add(2 * time.Second)
+	base, a, baseB, _ := twoNodes(t, e, cli)
+	e.runExecutor(t, handler)
+	f := firing{e: e, cli: cli, base: base, baseB: baseB, a: a}
+	f.jobs = everySecondJobs(t, base, handler, 40)
+	f.from = time.Now().Add(2 * time.Second)
 	time.Sleep(3 * time.Second)
+	return f
+}
+
+func TestCrashedNodesBucketsAreTakenOverAndKeepFiring(t *testing.T) {
+	f := twoNodesFiring(t, "crash")
+	e, cli, jobs, from := f.e, f.cli, f.jobs, f.from
+	a := f.a
 
 	killed := time.Now()
 	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
@@ -152,13 +173,9 @@ func TestCrashedNodesBucketsAreTakenOverAndKeepFiring(t *testing.T) {
 }
 
 func TestFrozenNodeFiresNothingInBucketsItLost(t *testing.T) {
-	e := newEnv(t)
-	cli := e.etcdClient(t)
-	base, a, _, _ := twoNodes(t, e, cli)
-	e.runExecutor(t, "pause")
-	jobs := everySecondJobs(t, base, "pause", 40)
-	from := time.Now().Add(2 * time.Second)
-	time.Sleep(3 * time.Second)
+	f := twoNodesFiring(t, "pause")
+	e, cli, jobs, from := f.e, f.cli, f.jobs, f.from
+	a := f.a
 
 	if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -195,13 +212,8 @@ func TestFrozenNodeFiresNothingInBucketsItLost(t *testing.T) {
 }
 
 func TestEtcdOutageNeitherDoublesNorLosesFirings(t *testing.T) {
-	e := newEnv(t)
-	cli := e.etcdClient(t)
-	base, _, _, _ := twoNodes(t, e, cli)
-	e.runExecutor(t, "outage")
-	jobs := everySecondJobs(t, base, "outage", 40)
-	from := time.Now().Add(2 * time.Second)
-	time.Sleep(3 * time.Second)
+	f := twoNodesFiring(t, "outage")
+	e, cli, jobs, from := f.e, f.cli, f.jobs, f.from
 
 	e.etcd.Stop()
 	time.Sleep(2*testTTL + time.Second)
@@ -219,13 +231,10 @@ func TestEtcdOutageNeitherDoublesNorLosesFirings(t *testing.T) {
 }
 
 func TestGracefulLeaveMissesNothing(t *testing.T) {
-	e := newEnv(t)
-	cli := e.etcdClient(t)
-	base, a, baseB, _ := twoNodes(t, e, cli)
-	e.runExecutor(t, "leave")
-	jobs := everySecondJobs(t, base, "leave", 40)
-	from := time.Now().Add(2 * time.Second)
-	time.Sleep(3 * time.Second)
+	f := twoNodesFiring(t, "leave")
+	e, cli, jobs, from := f.e, f.cli, f.jobs, f.from
+	a := f.a
+	baseB := f.baseB
 
 	left := time.Now()
 	if err := a.Process.Signal(syscall.SIGTERM); err != nil {
