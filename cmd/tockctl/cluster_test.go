@@ -19,6 +19,7 @@ import (
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 )
 
 // recordingHandler records each bucket's ownership in Postgres, as the
@@ -40,19 +41,7 @@ func (recordingHandler) Release(int) {}
 // which scheduler node n1 runs; stop stops n1.
 func clusterServer(t *testing.T) (u string, st *store.Store, n1 *partition.Node, stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := store.Open(ctx, testenv.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Init(ctx, 16); err != nil {
-		t.Fatal(err)
-	}
+	st = storetest.New(t, 16)
 	e := testenv.Etcd(t)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second})
 	if err != nil {

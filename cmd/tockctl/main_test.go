@@ -16,26 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/api"
-	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 )
 
 // server runs the real API over a real store on a fresh database.
 func server(t *testing.T) (*httptest.Server, *store.Store) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := store.Open(ctx, testenv.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Init(ctx, 16); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.New(t, 16)
 	srv, err := api.New(api.Config{
 		Store:    st,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
