@@ -8,11 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/tock-sched/tock/partition"
 )
 
 // CreateJobs stores many new jobs at once: what CreateJob does for each
@@ -48,24 +45,9 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 		if j == nil {
 			return fmt.Errorf("store: create jobs: job %d is nil", i)
 		}
-		if j.Name == "" {
-			return fmt.Errorf("store: create jobs: job %d: empty name", i)
+		if err := s.prepare(j); err != nil {
+			return fmt.Errorf("store: create jobs: job %d: %w", i, err)
 		}
-		if j.ID == uuid.Nil {
-			id, err := uuid.NewV7()
-			if err != nil {
-				return fmt.Errorf("store: create jobs: new id: %w", err)
-			}
-			j.ID = id
-		}
-		if j.Namespace == "" {
-			j.Namespace = "default"
-		}
-		if j.State == "" {
-			j.State = JobActive
-		}
-		j.Bucket = partition.BucketOf(j.ID, s.buckets)
-		j.NextRunAt, j.LastRunAt = msPtr(j.NextRunAt), msPtr(j.LastRunAt)
 	}
 
 	// Rows go in key order: job_names in (namespace, name), the primary

@@ -56,24 +56,9 @@ func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create job: %w", err)
 	}
-	if j.Name == "" {
-		return errors.New("store: create job: empty name")
+	if err := s.prepare(j); err != nil {
+		return fmt.Errorf("store: create job: %w", err)
 	}
-	if j.ID == uuid.Nil {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return fmt.Errorf("store: create job: new id: %w", err)
-		}
-		j.ID = id
-	}
-	if j.Namespace == "" {
-		j.Namespace = "default"
-	}
-	if j.State == "" {
-		j.State = JobActive
-	}
-	j.Bucket = partition.BucketOf(j.ID, s.buckets)
-	j.NextRunAt, j.LastRunAt = msPtr(j.NextRunAt), msPtr(j.LastRunAt)
 
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
@@ -186,6 +171,31 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 		next = encodeCursor([2]string{last.Namespace, last.Name})
 	}
 	return jobs, next, nil
+}
+
+// prepare fills in what a new job gets from the store, for CreateJob and
+// CreateJobs: an id (UUIDv7) if it has none, its bucket, the default
+// namespace and state, and millisecond times.
+func (s *Store) prepare(j *Job) error {
+	if j.Name == "" {
+		return errors.New("empty name")
+	}
+	if j.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("new id: %w", err)
+		}
+		j.ID = id
+	}
+	if j.Namespace == "" {
+		j.Namespace = "default"
+	}
+	if j.State == "" {
+		j.State = JobActive
+	}
+	j.Bucket = partition.BucketOf(j.ID, s.buckets)
+	j.NextRunAt, j.LastRunAt = msPtr(j.NextRunAt), msPtr(j.LastRunAt)
+	return nil
 }
 
 // UpdateJob writes j's Schedule, Handler, Payload, Retry, Timeout, State

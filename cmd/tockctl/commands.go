@@ -114,21 +114,9 @@ func (c *jobsListCmd) Run(a *app) error {
 	if c.Limit != 0 {
 		q.Set("limit", strconv.Itoa(c.Limit))
 	}
-	var items []api.Job
-	cursor := c.Cursor
-	var raw []byte
-	for {
-		setQuery(q, "cursor", cursor)
-		var page api.JobList
-		var err error
-		if raw, err = a.client.call(a.ctx, "GET", "/v1/jobs", q, nil, &page); err != nil {
-			return err
-		}
-		items = append(items, page.Items...)
-		cursor = deref(page.NextCursor)
-		if !c.All || cursor == "" {
-			break
-		}
+	items, raw, cursor, err := listPages[api.Job](a, "/v1/jobs", q, c.Cursor, c.All)
+	if err != nil {
+		return err
 	}
 	if a.json {
 		if c.All {
@@ -211,21 +199,9 @@ func (c *execListCmd) Run(a *app) error {
 	if c.Limit != 0 {
 		q.Set("limit", strconv.Itoa(c.Limit))
 	}
-	var items []api.Execution
-	cursor := c.Cursor
-	var raw []byte
-	for {
-		setQuery(q, "cursor", cursor)
-		var page api.ExecutionList
-		var err error
-		if raw, err = a.client.call(a.ctx, "GET", "/v1/jobs/"+url.PathEscape(c.Job)+"/executions", q, nil, &page); err != nil {
-			return err
-		}
-		items = append(items, page.Items...)
-		cursor = deref(page.NextCursor)
-		if !c.All || cursor == "" {
-			break
-		}
+	items, raw, cursor, err := listPages[api.Execution](a, "/v1/jobs/"+url.PathEscape(c.Job)+"/executions", q, c.Cursor, c.All)
+	if err != nil {
+		return err
 	}
 	if a.json {
 		if c.All {
@@ -281,4 +257,25 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// listPages gets the page of a listing at cursor, or with all every page
+// from there on. It returns the items, the raw JSON of the last page read
+// and the cursor of the page after it ("" at the end).
+func listPages[T any](a *app, path string, q url.Values, cursor string, all bool) (items []T, raw []byte, next string, err error) {
+	for {
+		setQuery(q, "cursor", cursor)
+		var page struct {
+			Items      []T     `json:"items"`
+			NextCursor *string `json:"next_cursor"`
+		}
+		if raw, err = a.client.call(a.ctx, "GET", path, q, nil, &page); err != nil {
+			return nil, nil, "", err
+		}
+		items = append(items, page.Items...)
+		cursor = deref(page.NextCursor)
+		if !all || cursor == "" {
+			return items, raw, cursor, nil
+		}
+	}
 }
