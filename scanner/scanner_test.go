@@ -29,6 +29,7 @@ type fakeStore struct {
 	jobs      map[uuid.UUID]*store.Job
 	epochs    map[int]int64
 	fired     []store.Firing
+	firedAt   []time.Time   // when each firing was committed
 	fence     map[int]bool  // buckets whose firings report Fenced
 	blockOn   chan struct{} // if set, Fire waits for it to close
 	inFire    chan struct{} // signalled when Fire starts
@@ -108,6 +109,7 @@ func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firi
 			j.State = store.JobCompleted
 		}
 		f.fired = append(f.fired, x)
+		f.firedAt = append(f.firedAt, time.Now())
 		res.Executions = append(res.Executions, &store.Execution{
 			ID: store.ExecutionID(j.ID, x.ScheduledFor), JobID: j.ID, Bucket: j.Bucket, ScheduledFor: x.ScheduledFor,
 		})
@@ -187,6 +189,15 @@ func TestFiresEverySecondOnTime(t *testing.T) {
 	for i, at := range got[:3] {
 		if want := first.Add(time.Duration(i) * time.Second); !at.Equal(want) {
 			t.Fatalf("firing %d at %s, want %s", i, at, want)
+		}
+	}
+	// Each run is committed ahead of its time (FireLead), so that the
+	// dispatcher can publish it on the dot.
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, x := range st.fired[:3] {
+		if ahead := x.ScheduledFor.Sub(st.firedAt[i]); ahead <= 0 || ahead > time.Second {
+			t.Errorf("run %s committed %s ahead of its time, want within the 500ms lead", x.ScheduledFor.Format(time.TimeOnly), ahead)
 		}
 	}
 }

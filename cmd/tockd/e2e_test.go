@@ -69,6 +69,7 @@ func (e *env) config(node string, ln net.Listener) Config {
 		Buckets:       16,
 		LeaseTTL:      2 * time.Second,
 		Migrate:       true,
+		Pprof:         true,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
@@ -299,6 +300,12 @@ func TestEveryCronSecondRunsOnACustomExecutor(t *testing.T) {
 		}
 		t.Logf("fire lag: scheduled→dispatched %s, scheduled→started %s",
 			x.DispatchedAt.Sub(x.ScheduledFor), x.StartedAt.Sub(x.ScheduledFor))
+	}
+	// --pprof serves the profiler beside the API.
+	if resp, err := http.Get(base + "/debug/pprof/cmdline"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /debug/pprof/cmdline: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
 	}
 	var one execution
 	if code := call(t, "GET", base+"/v1/executions/"+xs[0].ID, nil, &one); code != 200 || one.State != "succeeded" {
