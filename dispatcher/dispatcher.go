@@ -257,7 +257,7 @@ func Message(e *store.Execution) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg := nats.NewMsg(e.Handler.ExecSubject())
+	msg := nats.NewMsg(wire.ExecSubject(e.Handler.Queue(), ""))
 	msg.Data = body
 	msg.Header.Set(wire.HeaderExecutionID, e.ID.String())
 	msg.Header.Set(wire.HeaderJobID, e.JobID.String())

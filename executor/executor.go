@@ -279,7 +279,7 @@ type queue struct {
 }
 
 func (w *Worker) ensureConsumer(ctx context.Context, q *queue) error {
-	c, err := wire.EnsureConsumer(ctx, w.js, q.name, w.consumerOpts)
+	c, err := wire.EnsureConsumer(ctx, w.js, q.name, wire.PriorityNormal, w.consumerOpts)
 	if err != nil {
 		return err
 	}

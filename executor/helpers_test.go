@@ -132,7 +132,7 @@ func (e *env) publish(ex wire.Execution) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.publishRaw(ex.Handler.ExecSubject(), data, ex.ExecutionID)
+	e.publishRaw(wire.ExecSubject(ex.Handler.Queue(), ex.Priority), data, ex.ExecutionID)
 }
 
 func (e *env) publishRaw(subject string, data []byte, msgID string) {

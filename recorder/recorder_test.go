@@ -344,7 +344,7 @@ func TestRecordsExecutorEvents(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := e.js.Publish(pctx, ex.Handler.ExecSubject(), data, jetstream.WithMsgID(ex.ExecutionID)); err != nil {
+	if _, err := e.js.Publish(pctx, wire.ExecSubject(ex.Handler.Queue(), ex.Priority), data, jetstream.WithMsgID(ex.ExecutionID)); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{

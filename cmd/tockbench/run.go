@@ -150,7 +150,7 @@ func (b *bench) backlog(ctx context.Context) Backlog {
 	bl := Backlog{ExecPending: -1, ExecAckPending: -1, EventsPending: -1, recorded: -1}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if info := consumerInfo(ctx, b.js, wire.ExecStream, wire.ConsumerName(b.Handler)); info != nil {
+	if info := consumerInfo(ctx, b.js, wire.ExecStream, wire.ConsumerName(b.Handler, wire.PriorityNormal)); info != nil {
 		bl.ExecPending, bl.ExecAckPending = int64(info.NumPending), int64(info.NumAckPending)
 	}
 	if info := consumerInfo(ctx, b.js, wire.EventStream, wire.RecorderConsumer); info != nil {
@@ -213,15 +213,15 @@ func (b *bench) cleanup(ctx context.Context, stopExecutors context.CancelFunc, e
 		b.say("executors did not stop in 20s")
 	}
 	if b.Keep {
-		b.say("kept namespace %s's jobs and executions, and consumer %s", b.ns, wire.ConsumerName(b.Handler))
+		b.say("kept namespace %s's jobs and executions, and consumer %s", b.ns, wire.ConsumerName(b.Handler, wire.PriorityNormal))
 		return
 	}
 	if b.Executors > 0 {
-		if err := b.js.DeleteConsumer(ctx, wire.ExecStream, wire.ConsumerName(b.Handler)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			b.say("delete consumer %s: %v", wire.ConsumerName(b.Handler), err)
+		if err := b.js.DeleteConsumer(ctx, wire.ExecStream, wire.ConsumerName(b.Handler, wire.PriorityNormal)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			b.say("delete consumer %s: %v", wire.ConsumerName(b.Handler, wire.PriorityNormal), err)
 		}
 		if s, err := b.js.Stream(ctx, wire.ExecStream); err == nil {
-			_ = s.Purge(ctx, jetstream.WithPurgeSubject(wire.ExecSubjectPrefix+b.Handler))
+			_ = s.Purge(ctx, jetstream.WithPurgeSubject(wire.ExecSubject(b.Handler, wire.PriorityNormal)))
 		}
 	}
 	// Let the recorder write the events still queued before their

@@ -21,8 +21,9 @@ const (
 	// DefaultAckWait is how long an executor may stay silent (no ack, no
 	// in-progress heartbeat) before its attempt is handed to another one.
 	DefaultAckWait = 30 * time.Second
-	// DefaultMaxAckPending bounds the executions of one queue that are out
-	// with executors or waiting out a retry backoff at any moment.
+	// DefaultMaxAckPending bounds the executions of one queue and priority
+	// class that are out with executors at any moment. Retries wait out
+	// their backoff in Postgres, not here, so they hold none of it.
 	DefaultMaxAckPending = 1000
 )
 
@@ -71,7 +72,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 	if _, err := js.CreateOrUpdateConsumer(ctx, EventStream, RecorderConsumerConfig()); err != nil {
 		return fmt.Errorf("ensure consumer %s on %s: %w", RecorderConsumer, EventStream, err)
 	}
-	return nil
+	return ensureKV(ctx, js)
 }
 
 // RecorderAckWait is how long the recorder may take to write an event
@@ -105,11 +106,11 @@ type ConsumerOptions struct {
 }
 
 // EnsureConsumer creates or updates the durable pull consumer
-// ConsumerName(queue) on ExecStream, filtered on tock.exec.<queue>, and
-// returns it. MaxDeliver is unlimited: tock counts attempts itself (the
-// delivery count is the attempt number) and ends an execution by acking or
-// terminating its message. ExecStream must exist (see EnsureStreams).
-func EnsureConsumer(ctx context.Context, js jetstream.JetStream, queue string, opts ConsumerOptions) (jetstream.Consumer, error) {
+// ConsumerName(queue, priority) on ExecStream, filtered on
+// ExecSubject(queue, priority), and returns it. MaxDeliver is unlimited:
+// tock counts attempts itself (see Execution) and ends a message by acking
+// or terminating it. ExecStream must exist (see EnsureStreams).
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, queue, priority string, opts ConsumerOptions) (jetstream.Consumer, error) {
 	if opts.AckWait <= 0 {
 		opts.AckWait = DefaultAckWait
 	}
@@ -117,9 +118,9 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, queue string, o
 		opts.MaxAckPending = DefaultMaxAckPending
 	}
 	cfg := jetstream.ConsumerConfig{
-		Durable:       ConsumerName(queue),
-		Description:   "tock executions for queue " + queue,
-		FilterSubject: ExecSubjectPrefix + queue,
+		Durable:       ConsumerName(queue, priority),
+		Description:   "tock " + priority + " priority executions for queue " + queue,
+		FilterSubject: ExecSubject(queue, priority),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       opts.AckWait,
 		MaxDeliver:    -1,

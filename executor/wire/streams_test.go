@@ -51,24 +51,24 @@ func TestEnsureStreamsAndConsumer(t *testing.T) {
 		t.Errorf("%s config: %+v", wire.EventStream, vc)
 	}
 
-	c, err := wire.EnsureConsumer(ctx, js, "send-email", wire.ConsumerOptions{})
+	c, err := wire.EnsureConsumer(ctx, js, "send-email", wire.PriorityNormal, wire.ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := c.CachedInfo().Config
-	if cc.Durable != "tock_send-email" || cc.FilterSubject != "tock.exec.send-email" || cc.AckPolicy != jetstream.AckExplicitPolicy ||
+	if cc.Durable != "tock_send-email_normal" || cc.FilterSubject != "tock.exec.send-email.normal" || cc.AckPolicy != jetstream.AckExplicitPolicy ||
 		cc.AckWait != 30*time.Second || cc.MaxDeliver != -1 || cc.MaxAckPending != 1000 {
 		t.Errorf("consumer config: %+v", cc)
 	}
 	// Updating settings in place, and a second queue beside it on the
 	// work-queue stream (filters must not overlap).
-	if c, err = wire.EnsureConsumer(ctx, js, "send-email", wire.ConsumerOptions{AckWait: time.Minute, MaxAckPending: 10}); err != nil {
+	if c, err = wire.EnsureConsumer(ctx, js, "send-email", wire.PriorityNormal, wire.ConsumerOptions{AckWait: time.Minute, MaxAckPending: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if cc := c.CachedInfo().Config; cc.AckWait != time.Minute || cc.MaxAckPending != 10 {
 		t.Errorf("updated consumer config: %+v", cc)
 	}
-	if _, err := wire.EnsureConsumer(ctx, js, wire.HandlerHTTP, wire.ConsumerOptions{}); err != nil {
+	if _, err := wire.EnsureConsumer(ctx, js, wire.HandlerHTTP, wire.PriorityHigh, wire.ConsumerOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -108,5 +108,49 @@ func TestFormatTime(t *testing.T) {
 	tm := time.Date(2030, 1, 2, 4, 4, 5, 6_500_000, time.FixedZone("x", 3600))
 	if got := wire.FormatTime(tm); got != "2030-01-02T03:04:05.006Z" {
 		t.Errorf("FormatTime = %s", got)
+	}
+}
+
+func TestKVBuckets(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.NATS(t)
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.CancelExecution(ctx, js, "0193-abc"); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, wire.CancelBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "0193-abc"); err != nil {
+		t.Errorf("cancelled key: %v", err)
+	}
+
+	hkv, err := js.KeyValue(ctx, wire.HandlerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wire.HandlerState{Handler: "http:api.example.com:8443", Queue: "http", ExecutorID: "host.a-1-ff",
+		Breaker: wire.BreakerOpen, Requests: 10, Failures: 7}
+	if err := wire.PutHandlerState(ctx, hkv, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := wire.HandlerStates(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Handler != want.Handler || got[0].Breaker != wire.BreakerOpen || got[0].Failures != 7 {
+		t.Errorf("handler states: %+v", got)
 	}
 }

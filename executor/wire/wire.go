@@ -8,6 +8,8 @@ package wire
 
 import (
 	"encoding/json"
+	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -16,7 +18,8 @@ import (
 const (
 	// ExecStream holds fired executions waiting for an executor.
 	ExecStream = "TOCK_EXEC"
-	// ExecSubjectPrefix is followed by the handler name: tock.exec.<handler>.
+	// ExecSubjectPrefix is followed by the handler's queue and the
+	// execution's priority class: tock.exec.<queue>.<priority>.
 	ExecSubjectPrefix = "tock.exec."
 	// EventStream holds execution events on their way to the recorder.
 	EventStream = "TOCK_EVENTS"
@@ -67,8 +70,8 @@ type Handler struct {
 	WaitReply bool   `json:"wait_reply,omitempty"`
 }
 
-// Queue is the handler's queue name: the last token of its execution
-// subject and the name of its durable consumer (tock_<queue>).
+// Queue is the handler's queue name: the third token of its execution
+// subjects and part of its durable consumers' names.
 func (h Handler) Queue() string {
 	if h.Type == HandlerCustom {
 		return h.Name
@@ -76,11 +79,66 @@ func (h Handler) Queue() string {
 	return h.Type
 }
 
-// ExecSubject is the subject an execution for h is published on.
-func (h Handler) ExecSubject() string { return ExecSubjectPrefix + h.Queue() }
+// Key names the handler for its circuit breaker and its concurrency
+// limit: the custom handler's name, the HTTP target's host (host:port as
+// written in the URL), or the NATS subject, prefixed with its type for the
+// built-ins ("http:api.example.com", "nats:orders.sync").
+func (h Handler) Key() string {
+	switch h.Type {
+	case HandlerCustom:
+		return h.Name
+	case HandlerHTTP:
+		if u, err := url.Parse(h.URL); err == nil && u.Host != "" {
+			return HandlerHTTP + ":" + u.Host
+		}
+		return HandlerHTTP + ":" + h.URL
+	case HandlerNATS:
+		return HandlerNATS + ":" + h.Subject
+	}
+	return h.Type
+}
 
-// ConsumerName is the durable pull consumer that serves queue.
-func ConsumerName(queue string) string { return "tock_" + queue }
+// Priority classes. When executors are saturated, a queue's high
+// executions start before its normal ones, and normal before low: each
+// class has its own subject and consumer, and executors pull from them in
+// that order.
+const (
+	PriorityHigh   = "high"
+	PriorityNormal = "normal"
+	PriorityLow    = "low"
+)
+
+// Priorities lists the classes in the order executors serve them.
+var Priorities = []string{PriorityHigh, PriorityNormal, PriorityLow}
+
+// ValidPriority reports whether p is a priority class ("" is not).
+func ValidPriority(p string) bool { return slices.Contains(Priorities, p) }
+
+// ExecSubject is the subject an execution for queue in priority class
+// priority is published on: tock.exec.<queue>.<priority>. An empty
+// priority means normal.
+func ExecSubject(queue, priority string) string {
+	if priority == "" {
+		priority = PriorityNormal
+	}
+	return ExecSubjectPrefix + queue + "." + priority
+}
+
+// ConsumerName is the durable pull consumer that serves queue's priority
+// class: tock_<queue>_<priority>.
+func ConsumerName(queue, priority string) string { return "tock_" + queue + "_" + priority }
+
+// ExecMsgID is the Nats-Msg-Id of an execution's dispatch number dispatch
+// (0 for the first publish, one more for each retry or deferral that
+// sends it again): the execution id, then ":<dispatch>" after the first.
+// JetStream drops a re-publish of the same dispatch within its duplicate
+// window.
+func ExecMsgID(executionID string, dispatch int) string {
+	if dispatch == 0 {
+		return executionID
+	}
+	return executionID + ":" + strconv.Itoa(dispatch)
+}
 
 // RetryPolicy says how often and how soon a failed execution is tried
 // again. The zero value means one attempt only.
@@ -92,7 +150,15 @@ type RetryPolicy struct {
 	Jitter         string  `json:"jitter,omitempty"` // "full", "equal" or "none"
 }
 
-// Execution is the JSON body of a message on tock.exec.<queue>.
+// Execution is the JSON body of a message on tock.exec.<queue>.<priority>.
+//
+// Attempt numbers count across the execution's whole life: the attempt a
+// delivery makes is AttemptBase + the message's JetStream delivery count.
+// A retry is a new message (tock re-publishes it when the backoff has
+// passed) whose AttemptBase is the attempts made so far; a redelivery of
+// the same message (the executor holding it died) is the next attempt too.
+// The attempt is the last of its series when attempt - SeriesBase reaches
+// Retry.MaxAttempts; a re-drive of a dead execution starts a new series.
 type Execution struct {
 	ExecutionID  string          `json:"execution_id"`
 	JobID        string          `json:"job_id"`
@@ -103,14 +169,51 @@ type Execution struct {
 	Payload      json.RawMessage `json:"payload,omitempty"`
 	TimeoutMS    int64           `json:"timeout_ms,omitempty"`
 	Retry        RetryPolicy     `json:"retry,omitempty"`
+	// Priority is the execution's class; "" means normal.
+	Priority string `json:"priority,omitempty"`
+	// AttemptBase is the number of attempts made before this message.
+	AttemptBase int `json:"attempt_base,omitempty"`
+	// SeriesBase is the number of attempts made before the current series
+	// (0 until the execution is re-driven after it died).
+	SeriesBase int `json:"series_base,omitempty"`
+	// Dispatch numbers the publishes of the execution, from 0; events
+	// carry it back.
+	Dispatch int `json:"dispatch,omitempty"`
+}
+
+// Attempt is the attempt number the delivery number delivered (from 1) of
+// this message makes.
+func (e *Execution) Attempt(delivered int) int { return e.AttemptBase + delivered }
+
+// LastAttempt reports whether attempt is the last its retry policy allows
+// in the current series.
+func (e *Execution) LastAttempt(attempt int) bool {
+	return attempt-e.SeriesBase >= max(e.Retry.MaxAttempts, 1)
 }
 
 // Event types an executor reports.
 const (
-	EventStarted   = "started"
+	// EventStarted: the attempt began (see Event.StartedAt for quick
+	// attempts, which skip it).
+	EventStarted = "started"
+	// EventHeartbeat: the attempt is still running; sent every
+	// HeartbeatInterval while it runs, besides JetStream in-progress acks.
 	EventHeartbeat = "heartbeat"
+	// EventSucceeded: the attempt succeeded; Output is its result.
 	EventSucceeded = "succeeded"
-	EventFailed    = "failed"
+	// EventFailed: the attempt failed (TimedOut: at its timeout). With
+	// Final the execution is dead; without, tock re-publishes it after
+	// RetryInMS as the next attempt.
+	EventFailed = "failed"
+	// EventCancelled: the execution was cancelled (see CancelBucket); the
+	// attempt was stopped, or never began if StartedAt is nil and no
+	// started event was sent.
+	EventCancelled = "cancelled"
+	// EventDeferred: the executor did not run the delivery (the handler's
+	// circuit breaker is open, or its concurrency limit is reached) and
+	// handed it back: tock re-publishes it after RetryInMS, and the
+	// delivery does not count as an attempt.
+	EventDeferred = "deferred"
 )
 
 // MaxOutputBytes is how much of a handler's output or error message is
@@ -136,13 +239,33 @@ type Event struct {
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	// Final is set on a failed event when no further attempt will follow
 	// (the last attempt, or a permanent failure): the execution is dead.
-	// A failed event without it means a retry is on its way.
+	// A failed event without it means a retry follows after RetryInMS.
 	Final bool `json:"final,omitempty"`
+	// TimedOut is set on a failed event whose attempt was cut at the
+	// job's timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// RetryInMS is, on a failed event without Final and on a deferred
+	// event, how long tock waits before publishing the execution again.
+	RetryInMS int64 `json:"retry_in_ms,omitempty"`
+	// Dispatch is the Execution.Dispatch of the message the event is
+	// about.
+	Dispatch int `json:"dispatch,omitempty"`
+	// Seq tells an attempt's heartbeat events apart (1, 2, ...).
+	Seq int `json:"seq,omitempty"`
+	// Handler is the handler key (Handler.Key) on deferred events.
+	Handler string `json:"handler,omitempty"`
 }
 
-// MsgID is the Nats-Msg-Id an event is published with.
+// MsgID is the Nats-Msg-Id an event is published with:
+// "<execution_id>:<dispatch>:<attempt>:<type>", plus ":<seq>" for a
+// heartbeat, so that a re-publish of the same event is dropped and
+// different events never are.
 func (e Event) MsgID() string {
-	return e.ExecutionID + ":" + strconv.Itoa(e.Attempt) + ":" + e.Type
+	id := e.ExecutionID + ":" + strconv.Itoa(e.Dispatch) + ":" + strconv.Itoa(e.Attempt) + ":" + e.Type
+	if e.Type == EventHeartbeat {
+		id += ":" + strconv.Itoa(e.Seq)
+	}
+	return id
 }
 
 // Truncate cuts s to MaxOutputBytes without splitting a UTF-8 sequence.

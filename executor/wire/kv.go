@@ -1,0 +1,139 @@
+package wire
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Key-value buckets (JetStream KV) that carry control state to executors
+// and back. Both are created by EnsureStreams.
+const (
+	// CancelBucket holds one key per cancelled execution (the execution
+	// id; the value is the cancel time, RFC 3339). Executors watch it: a
+	// cancelled execution they have not started is not started, and a
+	// running attempt has its context cancelled. Keys expire after
+	// CancelTTL.
+	CancelBucket = "TOCK_CANCELLED"
+	CancelTTL    = 24 * time.Hour
+	// HandlerBucket holds each executor's view of each handler it has
+	// served: one HandlerState per (handler, executor), refreshed every
+	// HandlerStateEvery and expiring HandlerStateTTL after the executor's
+	// last write, so a dead executor's entries vanish.
+	HandlerBucket     = "TOCK_HANDLERS"
+	HandlerStateEvery = 10 * time.Second
+	HandlerStateTTL   = time.Minute
+)
+
+func ensureKV(ctx context.Context, js jetstream.JetStream) error {
+	buckets := []jetstream.KeyValueConfig{
+		{Bucket: CancelBucket, Description: "tock: cancelled executions", TTL: CancelTTL,
+			Storage: jetstream.FileStorage},
+		{Bucket: HandlerBucket, Description: "tock: circuit breaker and load of each handler, per executor",
+			TTL: HandlerStateTTL, Storage: jetstream.MemoryStorage},
+	}
+	for _, cfg := range buckets {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return fmt.Errorf("ensure key-value bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// CancelExecution tells executors that the execution is cancelled. It is
+// idempotent. The caller records the cancellation in Postgres first; this
+// only stops the work.
+func CancelExecution(ctx context.Context, js jetstream.JetStream, executionID string) error {
+	kv, err := js.KeyValue(ctx, CancelBucket)
+	if err != nil {
+		return fmt.Errorf("cancel execution %s: %w", executionID, err)
+	}
+	if _, err := kv.PutString(ctx, executionID, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return fmt.Errorf("cancel execution %s: %w", executionID, err)
+	}
+	return nil
+}
+
+// Breaker states.
+const (
+	BreakerClosed   = "closed"
+	BreakerHalfOpen = "half-open"
+	BreakerOpen     = "open"
+)
+
+// HandlerState is one executor's view of one handler.
+type HandlerState struct {
+	// Handler is the handler key (Handler.Key); Queue its queue.
+	Handler    string `json:"handler"`
+	Queue      string `json:"queue"`
+	ExecutorID string `json:"executor_id"`
+	// Breaker is closed, half-open or open; Since is when it became so.
+	Breaker string    `json:"breaker"`
+	Since   time.Time `json:"since"`
+	// Requests and Failures are the attempts counted in the breaker's
+	// current window.
+	Requests uint32 `json:"requests"`
+	Failures uint32 `json:"failures"`
+	// InFlight is how many attempts of the handler this executor runs;
+	// Limit its concurrency limit for the handler (0: none).
+	InFlight int `json:"in_flight"`
+	Limit    int `json:"limit,omitempty"`
+	// UpdatedAt is when the executor wrote this.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Key is the HandlerBucket key of s: handler and executor id, each
+// base64url-encoded (keys allow few characters).
+func (s HandlerState) Key() string {
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString([]byte(s.Handler)) + "." + enc.EncodeToString([]byte(s.ExecutorID))
+}
+
+// PutHandlerState writes s to kv (the HandlerBucket).
+func PutHandlerState(ctx context.Context, kv jetstream.KeyValue, s HandlerState) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, s.Key(), data); err != nil {
+		return fmt.Errorf("put handler state %s: %w", s.Handler, err)
+	}
+	return nil
+}
+
+// HandlerStates reads every live entry of the HandlerBucket.
+func HandlerStates(ctx context.Context, js jetstream.JetStream) ([]HandlerState, error) {
+	kv, err := js.KeyValue(ctx, HandlerBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("handler states: %w", err)
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("handler states: %w", err)
+	}
+	defer func() { _ = lister.Stop() }()
+	var states []HandlerState
+	for key := range lister.Keys() {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // expired meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("handler state %s: %w", key, err)
+		}
+		var s HandlerState
+		if err := json.Unmarshal(e.Value(), &s); err != nil {
+			continue // not ours
+		}
+		states = append(states, s)
+	}
+	return states, nil
+}
