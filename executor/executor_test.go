@@ -284,8 +284,8 @@ func TestMalformedExecutionIsTerminated(t *testing.T) {
 	w.Handle("q", func(ctx context.Context, x *Execution) (string, error) { return "ok", nil })
 	e.run(w)
 
-	e.publishRaw(wire.ExecSubjectPrefix+"q", []byte("{not json"), "garbage-1")
-	e.publishRaw(wire.ExecSubjectPrefix+"q", []byte(`{"job_id":"x"}`), "garbage-2")
+	e.publishRaw(wire.ExecSubject("q", ""), []byte("{not json"), "garbage-1")
+	e.publishRaw(wire.ExecSubject("q", ""), []byte(`{"job_id":"x"}`), "garbage-2")
 	ex := execution("q")
 	e.publish(ex)
 	// Only the valid execution produces events; the others are gone.

@@ -219,7 +219,7 @@ func (e *env) settled(queue string) {
 	deadline := time.Now().Add(waitFor)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		ci, err := e.js.Consumer(ctx, wire.ExecStream, wire.ConsumerName(queue))
+		ci, err := e.js.Consumer(ctx, wire.ExecStream, wire.ConsumerName(queue, wire.PriorityNormal))
 		var info *jetstream.ConsumerInfo
 		if err == nil {
 			info, err = ci.Info(ctx)
