@@ -19,6 +19,7 @@ func jobOf(j *store.Job) Job {
 		Schedule:  scheduleOf(j.Schedule),
 		Handler:   handlerView(j.Handler),
 		Retry:     retryView(j.Retry),
+		Priority:  priorityView(j.Priority),
 		NextRunAt: utc(j.NextRunAt),
 		LastRunAt: utc(j.LastRunAt),
 		CreatedAt: j.CreatedAt.UTC(),
@@ -103,38 +104,54 @@ func retryView(r wire.RetryPolicy) *RetryPolicy {
 // its attempt list (GET /v1/executions/{id} only).
 func executionOf(e *store.Execution, withAttempts bool) Execution {
 	out := Execution{
-		Id:           e.ID,
-		JobId:        e.JobID,
-		JobName:      e.JobName,
-		Namespace:    e.Namespace,
-		ScheduledFor: e.ScheduledFor.UTC(),
-		Manual:       e.Manual,
-		State:        ExecutionState(e.State),
-		Attempts:     e.Attempts,
-		DispatchedAt: utc(e.DispatchedAt),
-		StartedAt:    utc(e.StartedAt),
-		FinishedAt:   utc(e.FinishedAt),
-		ExecutorId:   nonEmpty(e.ExecutorID),
-		FiredBy:      nonEmpty(e.FiredBy),
-		Error:        nonEmpty(e.Error),
-		Output:       nonEmpty(e.Output),
+		Id:            e.ID,
+		JobId:         e.JobID,
+		JobName:       e.JobName,
+		Namespace:     e.Namespace,
+		ScheduledFor:  e.ScheduledFor.UTC(),
+		Manual:        e.Manual,
+		State:         ExecutionState(e.State),
+		Attempts:      e.Attempts,
+		Priority:      priorityView(e.Priority),
+		NextAttemptAt: utc(e.NextAttemptAt),
+		DispatchedAt:  utc(e.DispatchedAt),
+		StartedAt:     utc(e.StartedAt),
+		FinishedAt:    utc(e.FinishedAt),
+		ExecutorId:    nonEmpty(e.ExecutorID),
+		FiredBy:       nonEmpty(e.FiredBy),
+		Error:         nonEmpty(e.Error),
+		Output:        nonEmpty(e.Output),
 	}
 	if withAttempts {
 		list := make([]Attempt, 0, len(e.AttemptList))
 		for _, a := range e.AttemptList {
-			list = append(list, Attempt{
-				Number:     a.Number,
-				ExecutorId: nonEmpty(a.ExecutorID),
-				StartedAt:  a.StartedAt.UTC(),
-				FinishedAt: utc(a.FinishedAt),
-				Outcome:    nonEmpty(a.Outcome),
-				Error:      nonEmpty(a.Error),
-				Output:     nonEmpty(a.Output),
-			})
+			at := Attempt{
+				Number:      a.Number,
+				ExecutorId:  nonEmpty(a.ExecutorID),
+				FinishedAt:  utc(a.FinishedAt),
+				HeartbeatAt: utc(a.HeartbeatAt),
+				Error:       nonEmpty(a.Error),
+				Output:      nonEmpty(a.Output),
+			}
+			if !a.StartedAt.IsZero() {
+				at.StartedAt = ptr(a.StartedAt.UTC())
+			}
+			if a.Outcome != "" {
+				at.Outcome = ptr(AttemptOutcome(a.Outcome))
+			}
+			list = append(list, at)
 		}
 		out.AttemptList = &list
 	}
 	return out
+}
+
+// priorityView is a stored priority class; "" (never written) is normal.
+func priorityView(p string) *Priority {
+	if p == "" {
+		p = wire.PriorityNormal
+	}
+	return ptr(Priority(p))
 }
 
 func utc(t *time.Time) *time.Time {

@@ -147,7 +147,8 @@ func (h *handlers) CreateJob(c echo.Context) error {
 	spec := specOf(req.Schedule)
 	sched := compileSchedule(spec, &errs)
 	hd := handlerOf(req.Handler, &errs)
-	retry := retryOf(req.Retry, &errs)
+	retry := withDefaults(retryOf(req.Retry, &errs), h.s.defaultRetry)
+	priority := priorityOf(req.Priority, &errs)
 	timeout := timeoutOf(req.Timeout, &errs)
 	var next time.Time
 	if sched != nil {
@@ -171,6 +172,7 @@ func (h *handlers) CreateJob(c echo.Context) error {
 		State:     store.JobActive,
 		NextRunAt: &next,
 		Retry:     retry,
+		Priority:  priority,
 		Timeout:   timeout,
 	}
 	if err := h.s.store.CreateJob(ctx, j); err != nil {
@@ -272,7 +274,10 @@ func (h *handlers) UpdateJob(c echo.Context, id ID) error {
 		patched.Handler = handlerOf(*req.Handler, &errs)
 	}
 	if has("retry") {
-		patched.Retry = retryOf(req.Retry, &errs)
+		patched.Retry = withDefaults(retryOf(req.Retry, &errs), h.s.defaultRetry)
+	}
+	if has("priority") {
+		patched.Priority = priorityOf(req.Priority, &errs)
 	}
 	if has("timeout") {
 		patched.Timeout = timeoutOf(req.Timeout, &errs)
@@ -302,6 +307,9 @@ func (h *handlers) UpdateJob(c echo.Context, id ID) error {
 		}
 		if has("retry") {
 			j.Retry = patched.Retry
+		}
+		if has("priority") {
+			j.Priority = patched.Priority
 		}
 		if has("timeout") {
 			j.Timeout = patched.Timeout
@@ -435,12 +443,7 @@ func (h *handlers) ListJobExecutions(c echo.Context, id ID, p ListJobExecutionsP
 		Cursor: deref(p.Cursor),
 		Limit:  limitOf(p.Limit, &errs),
 	}
-	if st := deref(p.State); st != "" {
-		if !st.Valid() {
-			errs.add("state", "must be one of queued, running, succeeded, failed, cancelled, dead")
-		}
-		f.State = string(st)
-	}
+	f.State = stateFilter(p.State, &errs)
 	if err := errs.err(); err != nil {
 		return err
 	}
@@ -455,11 +458,7 @@ func (h *handlers) ListJobExecutions(c echo.Context, id ID, p ListJobExecutionsP
 			return h.storeError(c, err, "job", id)
 		}
 	}
-	out := ExecutionList{Items: make([]Execution, 0, len(execs)), NextCursor: nonEmpty(next)}
-	for _, e := range execs {
-		out.Items = append(out.Items, executionOf(e, false))
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, executionListOf(execs, next))
 }
 
 // GetExecution handles GET /v1/executions/{id}.

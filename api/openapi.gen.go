@@ -21,6 +21,54 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AttemptOutcome.
+const (
+	AttemptOutcomeCancelled AttemptOutcome = "cancelled"
+	AttemptOutcomeFailed    AttemptOutcome = "failed"
+	AttemptOutcomeLost      AttemptOutcome = "lost"
+	AttemptOutcomeSucceeded AttemptOutcome = "succeeded"
+	AttemptOutcomeTimedOut  AttemptOutcome = "timed_out"
+)
+
+// Valid indicates whether the value is a known member of the AttemptOutcome enum.
+func (e AttemptOutcome) Valid() bool {
+	switch e {
+	case AttemptOutcomeCancelled:
+		return true
+	case AttemptOutcomeFailed:
+		return true
+	case AttemptOutcomeLost:
+		return true
+	case AttemptOutcomeSucceeded:
+		return true
+	case AttemptOutcomeTimedOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BreakerState.
+const (
+	BreakerStateClosed   BreakerState = "closed"
+	BreakerStateHalfOpen BreakerState = "half-open"
+	BreakerStateOpen     BreakerState = "open"
+)
+
+// Valid indicates whether the value is a known member of the BreakerState enum.
+func (e BreakerState) Valid() bool {
+	switch e {
+	case BreakerStateClosed:
+		return true
+	case BreakerStateHalfOpen:
+		return true
+	case BreakerStateOpen:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionState.
 const (
 	ExecutionStateCancelled ExecutionState = "cancelled"
@@ -93,6 +141,27 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for Priority.
+const (
+	PriorityHigh   Priority = "high"
+	PriorityLow    Priority = "low"
+	PriorityNormal Priority = "normal"
+)
+
+// Valid indicates whether the value is a known member of the Priority enum.
+func (e Priority) Valid() bool {
+	switch e {
+	case PriorityHigh:
+		return true
+	case PriorityLow:
+		return true
+	case PriorityNormal:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RetryPolicyJitter.
 const (
 	RetryPolicyJitterEqual RetryPolicyJitter = "equal"
@@ -116,16 +185,34 @@ func (e RetryPolicyJitter) Valid() bool {
 
 // Attempt defines model for Attempt.
 type Attempt struct {
+	// Error Cut to 4096 bytes.
 	Error      *string    `json:"error,omitempty"`
 	ExecutorId *string    `json:"executor_id,omitempty"`
 	FinishedAt *time.Time `json:"finished_at"`
-	Number     int        `json:"number"`
 
-	// Outcome Absent while the attempt runs, then succeeded or failed.
-	Outcome   *string   `json:"outcome,omitempty"`
-	Output    *string   `json:"output,omitempty"`
-	StartedAt time.Time `json:"started_at"`
+	// HeartbeatAt The last heartbeat of a long attempt.
+	HeartbeatAt *time.Time `json:"heartbeat_at,omitempty"`
+
+	// Number Counts from 1 over the execution's whole life, re-drives included.
+	Number int `json:"number"`
+
+	// Outcome lost: the executor stopped heartbeating (it died) and the execution
+	// went to another one.
+	Outcome *AttemptOutcome `json:"outcome,omitempty"`
+
+	// Output Cut to 4096 bytes.
+	Output *string `json:"output,omitempty"`
+
+	// StartedAt Null for a lost attempt whose start was never reported.
+	StartedAt *time.Time `json:"started_at"`
 }
+
+// AttemptOutcome lost: the executor stopped heartbeating (it died) and the execution
+// went to another one.
+type AttemptOutcome string
+
+// BreakerState defines model for BreakerState.
+type BreakerState string
 
 // Execution defines model for Execution.
 type Execution struct {
@@ -144,12 +231,24 @@ type Execution struct {
 	JobName string             `json:"job_name"`
 
 	// Manual Fired by POST /v1/jobs/{id}/run rather than by the schedule.
-	Manual       bool           `json:"manual"`
-	Namespace    string         `json:"namespace"`
-	Output       *string        `json:"output,omitempty"`
-	ScheduledFor time.Time      `json:"scheduled_for"`
-	StartedAt    *time.Time     `json:"started_at"`
-	State        ExecutionState `json:"state"`
+	Manual    bool   `json:"manual"`
+	Namespace string `json:"namespace"`
+
+	// NextAttemptAt While the execution is failed (or its delivery was deferred), when it is published again.
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	Output        *string    `json:"output,omitempty"`
+
+	// Priority When executors are saturated, high executions start before normal
+	// ones and normal before low ones. Defaults to normal.
+	Priority     *Priority  `json:"priority,omitempty"`
+	ScheduledFor time.Time  `json:"scheduled_for"`
+	StartedAt    *time.Time `json:"started_at"`
+
+	// State queued: waiting for an executor (or for its first publish); running:
+	// an attempt runs; failed: the last attempt failed and a retry waits
+	// out its backoff; succeeded, cancelled and dead (the last attempt
+	// failed) are final.
+	State ExecutionState `json:"state"`
 }
 
 // ExecutionList defines model for ExecutionList.
@@ -160,7 +259,10 @@ type ExecutionList struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
-// ExecutionState defines model for ExecutionState.
+// ExecutionState queued: waiting for an executor (or for its first publish); running:
+// an attempt runs; failed: the last attempt failed and a retry waits
+// out its backoff; succeeded, cancelled and dead (the last attempt
+// failed) are final.
 type ExecutionState string
 
 // FieldError defines model for FieldError.
@@ -196,6 +298,39 @@ type Handler struct {
 // HandlerType defines model for Handler.Type.
 type HandlerType string
 
+// HandlerExecutor One executor's view of a handler.
+type HandlerExecutor struct {
+	Breaker    BreakerState `json:"breaker"`
+	ExecutorId string       `json:"executor_id"`
+	Failures   int64        `json:"failures"`
+	InFlight   int          `json:"in_flight"`
+
+	// Limit The executor's concurrency limit for the handler; absent when none.
+	Limit *int `json:"limit,omitempty"`
+
+	// Requests Attempts counted in the breaker's current window.
+	Requests int64 `json:"requests"`
+
+	// Since When the breaker entered its state.
+	Since     time.Time `json:"since"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// HandlerInfo defines model for HandlerInfo.
+type HandlerInfo struct {
+	Breaker   BreakerState      `json:"breaker"`
+	Executors []HandlerExecutor `json:"executors"`
+
+	// Handler Example: http:api.example.com
+	Handler string `json:"handler"`
+	Queue   string `json:"queue"`
+}
+
+// HandlerList defines model for HandlerList.
+type HandlerList struct {
+	Items []HandlerInfo `json:"items"`
+}
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -222,7 +357,16 @@ type Job struct {
 	NextRunAt *time.Time       `json:"next_run_at"`
 	Payload   *json.RawMessage `json:"payload,omitempty"`
 
-	// Retry How often and how soon a failed execution is tried again. Absent means one attempt only.
+	// Priority When executors are saturated, high executions start before normal
+	// ones and normal before low ones. Defaults to normal.
+	Priority *Priority `json:"priority,omitempty"`
+
+	// Retry How often and how soon a failed execution is tried again: attempt
+	// n+1 waits initial_backoff * multiplier^(n-1), capped at
+	// max_backoff, then jittered (full: uniform in [0, d); equal: uniform
+	// in [d/2, d); none). Fields left out take the cluster's defaults
+	// (tockd --retry-* flags) when the job is created or its retry is
+	// replaced.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
 	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
@@ -251,7 +395,16 @@ type JobCreate struct {
 	// Payload Any JSON value, handed to the handler with every execution.
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
-	// Retry How often and how soon a failed execution is tried again. Absent means one attempt only.
+	// Priority When executors are saturated, high executions start before normal
+	// ones and normal before low ones. Defaults to normal.
+	Priority *Priority `json:"priority,omitempty"`
+
+	// Retry How often and how soon a failed execution is tried again: attempt
+	// n+1 waits initial_backoff * multiplier^(n-1), capped at
+	// max_backoff, then jittered (full: uniform in [0, d); equal: uniform
+	// in [d/2, d); none). Fields left out take the cluster's defaults
+	// (tockd --retry-* flags) when the job is created or its retry is
+	// replaced.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
 	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
@@ -273,7 +426,7 @@ type JobList struct {
 }
 
 // JobPatch The fields to change; each one present replaces the job's. A retry
-// of {} resets the job to one attempt only.
+// of {} resets the job to the cluster's default policy.
 type JobPatch struct {
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
 	// https), `method` (default POST), `headers`; the body sent is the
@@ -285,7 +438,16 @@ type JobPatch struct {
 	// Payload Any JSON value; null removes the payload.
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
-	// Retry How often and how soon a failed execution is tried again. Absent means one attempt only.
+	// Priority When executors are saturated, high executions start before normal
+	// ones and normal before low ones. Defaults to normal.
+	Priority *Priority `json:"priority,omitempty"`
+
+	// Retry How often and how soon a failed execution is tried again: attempt
+	// n+1 waits initial_backoff * multiplier^(n-1), capped at
+	// max_backoff, then jittered (full: uniform in [0, d); equal: uniform
+	// in [d/2, d); none). Fields left out take the cluster's defaults
+	// (tockd --retry-* flags) when the job is created or its retry is
+	// replaced.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
 	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
@@ -352,6 +514,10 @@ type PartitionList struct {
 	Items []Partition `json:"items"`
 }
 
+// Priority When executors are saturated, high executions start before normal
+// ones and normal before low ones. Defaults to normal.
+type Priority string
+
 // Problem RFC 9457 problem details.
 type Problem struct {
 	Detail   *string       `json:"detail,omitempty"`
@@ -366,7 +532,12 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
-// RetryPolicy How often and how soon a failed execution is tried again. Absent means one attempt only.
+// RetryPolicy How often and how soon a failed execution is tried again: attempt
+// n+1 waits initial_backoff * multiplier^(n-1), capped at
+// max_backoff, then jittered (full: uniform in [0, d); equal: uniform
+// in [d/2, d); none). Fields left out take the cluster's defaults
+// (tockd --retry-* flags) when the job is created or its retry is
+// replaced.
 type RetryPolicy struct {
 	// InitialBackoff Delay before the second attempt (a Go duration).
 	//
@@ -433,6 +604,18 @@ type NotFound = Problem
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
 
+// ListExecutionsParams defines parameters for ListExecutions.
+type ListExecutionsParams struct {
+	// State Only executions in this state.
+	State *ExecutionState `form:"state,omitempty" json:"state,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
 	// Namespace Only jobs in this namespace (all namespaces when absent).
@@ -483,9 +666,21 @@ type ServerInterface interface {
 	// GetReadyz Readiness
 	// (GET /readyz)
 	GetReadyz(ctx echo.Context) error
+	// ListExecutions List executions across jobs, newest first
+	// (GET /v1/executions)
+	ListExecutions(ctx echo.Context, params ListExecutionsParams) error
 	// GetExecution Get an execution with its attempts
 	// (GET /v1/executions/{id})
 	GetExecution(ctx echo.Context, id ID) error
+	// CancelExecution Cancel an execution
+	// (POST /v1/executions/{id}/cancel)
+	CancelExecution(ctx echo.Context, id ID) error
+	// RetryExecution Re-drive a dead execution
+	// (POST /v1/executions/{id}/retry)
+	RetryExecution(ctx echo.Context, id ID) error
+	// ListHandlers List handlers with their circuit breakers
+	// (GET /v1/handlers)
+	ListHandlers(ctx echo.Context) error
 	// ListJobs List jobs, ordered by namespace and name
 	// (GET /v1/jobs)
 	ListJobs(ctx echo.Context, params ListJobsParams) error
@@ -562,6 +757,38 @@ func (w *ServerInterfaceWrapper) GetReadyz(ctx echo.Context) error {
 	return err
 }
 
+// ListExecutions converts echo context to params.
+func (w *ServerInterfaceWrapper) ListExecutions(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListExecutionsParams
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListExecutions(ctx, params)
+	return err
+}
+
 // GetExecution converts echo context to params.
 func (w *ServerInterfaceWrapper) GetExecution(ctx echo.Context) error {
 	var err error
@@ -575,6 +802,47 @@ func (w *ServerInterfaceWrapper) GetExecution(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetExecution(ctx, id)
+	return err
+}
+
+// CancelExecution converts echo context to params.
+func (w *ServerInterfaceWrapper) CancelExecution(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CancelExecution(ctx, id)
+	return err
+}
+
+// RetryExecution converts echo context to params.
+func (w *ServerInterfaceWrapper) RetryExecution(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RetryExecution(ctx, id)
+	return err
+}
+
+// ListHandlers converts echo context to params.
+func (w *ServerInterfaceWrapper) ListHandlers(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListHandlers(ctx)
 	return err
 }
 
@@ -843,6 +1111,10 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/jobs/:id/run", wrapper.RunJob, options.OperationMiddlewares["runJob"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id/executions", wrapper.ListJobExecutions, options.OperationMiddlewares["listJobExecutions"]...)
 	router.GET(options.BaseURL+"/v1/executions/:id", wrapper.GetExecution, options.OperationMiddlewares["getExecution"]...)
+	router.GET(options.BaseURL+"/v1/executions", wrapper.ListExecutions, options.OperationMiddlewares["listExecutions"]...)
+	router.POST(options.BaseURL+"/v1/executions/:id/cancel", wrapper.CancelExecution, options.OperationMiddlewares["cancelExecution"]...)
+	router.POST(options.BaseURL+"/v1/executions/:id/retry", wrapper.RetryExecution, options.OperationMiddlewares["retryExecution"]...)
+	router.GET(options.BaseURL+"/v1/handlers", wrapper.ListHandlers, options.OperationMiddlewares["listHandlers"]...)
 	router.GET(options.BaseURL+"/v1/partitions", wrapper.ListPartitions, options.OperationMiddlewares["listPartitions"]...)
 	router.GET(options.BaseURL+"/v1/nodes", wrapper.ListNodes, options.OperationMiddlewares["listNodes"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealthz, options.OperationMiddlewares["getHealthz"]...)
@@ -857,85 +1129,106 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3HzrbtvGtvCrLPArUGdvWnbidH+I/ctN0zZBmnjbDg5wqhxrRC6JE5Mz7MzQshr43Q/WmuFFIiU5953z",
-	"x5DEuaz7nX4fJbootULlbHT8PiqFEQU6NPztaWWsNvQpRZsYWTqpVXQcXWYIE4W37irhFRPQM3AZQmnw",
-	"RurKQinmOIriSNLyvyo0yyiOlCgwOo78niiObJJhIeh4tyzpiXVGqnl0dxdHz3+h33l7KVzW7pZpFEcG",
-	"/6qkwTQ6dqbC7kkzbQrhouOoqnhl/+SXspCuj9OZmCNY+fdGsHPe170rxZmochcd/3QYR4W4lUVV0Bf6",
-	"JpX/9rABQSqHczTRHQFh0JZaWWQy/yzSc/yrQstgJVo5VPxRlGUuE0EQHpRGT3Ms/vnOErjvO2D8YHAW",
-	"HUf/76Bl5YF/ag/O/C5/aZ+Jxl8L0oJUNyKX6QlM0Bht7AQIbwsokgymIoWZxDwdRXdx9FSrWS6TbwZt",
-	"Eu63sJAuY8F7p6c/WkgqY1A5sE44BG0YBQb5GeH0NeE9VUvQLkMDTE4G4pV2v+pKpV8TjlcabJVkRCAi",
-	"CN5iUtEjBuiNEjdC5mKa49fmZZJX1qGBG4kLEr+qBeUYXCYtWDQ3aCATFpQGdEk6VolWChM6JmZsXJJC",
-	"KlNQ2oFQdoFmNFas5QEMgvLUOSxKRqs0ukTjpNc7rIVizUjEkSeTNlcyHXw+k0raDNMr4VaMTioc7jtZ",
-	"IJmNKg+U9Taqd4iqiil2728sRBzpyiW6wL6ZOp1akvBFJnNkyRceOzCVsjH9oojhCWKKKdFoJmSO6Sga",
-	"AEBXrqzcIILWCeO249e3rK1V/rNGbuWkVbq9bY7Q03eYOFbTWjz7zAp4XuXSDljvZzdoljUtYphJYx04",
-	"Dbmw7gS0ypcgFfz27BIObh4eNFpgD97L9I4tvsPC7pLpWpLuGtCFMWJJ38PVdpidqbSlcMmnSsw3FtgZ",
-	"MfdquhwOCIhIaZWjAaVTkk3hgHewmDYkPwHhRXimDRRCVSJn2R2UUI/NDp8eR+/09OoDlnqHPkAlD04f",
-	"vV8ZjekSzl5feAl6p6dedg5MpcAItvQuE4pWuQ41OmhNtc5RKFZ9cq2lSIbB2KaX4dj0auYl4T6qeS91",
-	"3sl9dqq7NKRR4AtevW4VmCeBWx1edAmyjmPDlRqCjq6tK9bHWpuXwaasWpzGJNzLNrSma8A6dGLljSZd",
-	"KxYcslhN+Lzdxnq4tmJ2UTMNFUWjf1JQWyGH0JVSdGgcNe6CSMbeIoqjRKgEc/85RZF2rmlF4lcKCZvQ",
-	"apV6HC72kf1FO4cpUExfJw0UXEpVVi4GHM1HreqQZP6tFbKvn+p0yR8ENEnKjzZEeAOwFWitmONwdtGl",
-	"oge03TBEz9+FSnPvq0WaSsJF5GcdfGcit7ge5/xXptm0dSLU1vOMYJI5V06OYVKZfAJ7Ymp1XjkE+hm0",
-	"GSv6YB/EMCnQZTqdwF7IONgO0YMMRYrGTk48IXW6BJYlyXeOlb+0FMtci3QEEyWcnRxDWU1zaX3kHB6S",
-	"s5zYijGexCBUysH1WE0WQrorg2W+nAB9ZsMtgH8ZwSSprNPF5LiDGsw1HUen+6djVfsn6/0Cx3YEToET",
-	"itjiNeEJeG2m94Bp7DHNU42F/1YUJZm2iAg3JC21S2hXWlTpPhZCkuUpyeQY4un//Hm6/99i/+/D/SdX",
-	"+2/fP4z/9fjuh0GT62m5eqjBUhtnR0rOM5cvh/b5H1qFJSFgA8n2ztNzUBkrk69exuJzfHAQfhklujjI",
-	"tL4eurVlcoe2jcNa0xh+PKgmKHKX9W0BGe7KrkI3BMfaPWHb0E0v9LR/zbRKrtENR2CJQfFhAW0cZa3W",
-	"b7P8tXG4f7xCNv7KVOrT0odNUcz24IJdUXv3WrZY5TksKIcIJossSSkq63MJQj5H59OJj4M6mBu6+nZ/",
-	"rvfDAsotR+di8UcwwiwJzix30f6cFp3pXCbLbni0a9tFve6+cc0LPQ0RTRwRqnpDfFaVqfikvIkFphsN",
-	"hQApyHYbBDWotnK6ytxVMVvRgBU4N6jXU16+0+Ot2e0P1phailfl8I2Sf1XIHkh6WWxIMuKI8PYlqjmZ",
-	"mkeh2lZ/f7jBWI+u9t/+84dNpr9Rl7VgxbtbS95sXJf7xtFnB6GjFP0q0ouL16/gRuQVxkD0xbR2roHa",
-	"vgqGnAF36jt9ZfwPUbiO/qxi+1KrOVoHQjVVjUIsKYSCPQG/aUgrI3zxRzgotHXw6HH2gFBt/crRod1d",
-	"nPA6VUvrBg34HFkB+an/gHzghZ6eUZr0gQEspfUcHrMGJJlQczzxFWGtuNrPkFLcIBLsxLkjOAUWp7HS",
-	"M3h/B7TSNQvoNDqg5rJW+XIwDPxgc3JPTToB0g0wWOibAHcdJH+HenPa1Y0B1MLG0W7/fDcsO70sUiRO",
-	"3iAHxhQbkHepQ4PB2PSVTodqmZDLm/XCUQzCgsG5tA4NUmbIZd5RTzhEmm5oTZ2ePQd6itbjz/Uokd7Q",
-	"Xou2qUBxoKO0Gk4gvce9SnSlNsSUfoUdBiI8hEWmLYJeKDRwjcvQVeEKd41ugiqVar5Shuzftm5DchQW",
-	"r5zLrywmWqVDcMgCIcdZY0zoRspCXZIC74+JvmH/CC5rYhlUuLBjJSlVu0EjchYiCyUauLx8eQLCL/TY",
-	"8VE+1dWVg1xbtCCdHatABa/cbTikq2neiYVCsZgM46CgNHDJ4UL2p1er6dq16lGfvi3H16RjyOSSyH8O",
-	"D8Kq02P/vS3/mTBO1hX1Vaq+VrWUgp6RWbYxMS3IKlcAKFeXDjKdp3ZAA9kKXNHOFbpL5f71OIo3asyw",
-	"fGOpvYPq854hspksf7QwQ5VINQdeDntcWyZxNngjrdQUOsAik4mvbrR6txAWQgj8INhIjpt4xUo+U4O/",
-	"wVZ2QK4xX4X4hZ5aCGGrRzhmSpIi0Y/S+Abl4KX9SzhWSKsNaoHC5JKCJlrGoVJdVeObf7TgucT8rfEm",
-	"u0ds5daawo/P5ph4W/SVOeMtnrAdhii96MKitF+uF6FY5oEf3QcEg4k2KaZXW+THy0q9knhzpq2bG7z4",
-	"98s4SIuPn2eSzgVnhLKCG42QZJhc267INFd+iuysHrJF7jfAHQCSs4Z6LF9JLmQRei73puKaNWlyTQ9a",
-	"rZo9mHvEDxoRr1iGjgRvNVCfw1i21u4TLGZoXPc4cv7rU3jy+Kf/D6EhDik6IfMBw+gfDDfqeLji3gh1",
-	"KuwDIYBU1gm1odDTFt0GYgnpctxSRV1H/cKR9IBMUTk5k2hqK3MtVUqfA0lWU7G6AOl0cj1K8aaeJLAH",
-	"PGrC4WpXeSojd3pqflojEG8rEXYj7g9Le37XC9Azh4qdYKYXYDU5ltBLb5NsrrMbiSmIuZBqBCF1K1BQ",
-	"KLSe4fTkRCrppMivpiK51rPZUAEiF0uY4kwb3+33oUhz7GpavJYJP7SDDVDpnLc3dTA/q/KcNv7lu2zk",
-	"EQaD+ELcXnXb3M3E08NdE09+70Ys67w/Ddi6BWJTArA7kCwGmz9V7mSZS1zrkdZx5wCwdQw6lAJddLK1",
-	"D+r/EBqc8HKHGy7QNZULkg49g0litJrEMBFuwuI2kWpywm4Z9GysXIYF7GlymU2iRGeIPH8Q5Iydvkow",
-	"Jrc6lEYPVXrPwyY6i5MRcvm1LywqCig0RQg3lBlbu6Xk2yM+YTRgQuRtqCUc11JcSMX9Ll0ZSMVyX8/2",
-	"C61cBv5v+GmBeB2PFbcGx9EhHB3CE/gH/AP+eP1q/9fz5+PI49zKRH/N4GyB2kaVmeNgTdoglVuF8Mnh",
-	"oKrV/cv+Pc9PX50yxYGe+06Z0QrwtqSsNZgWg9wZbdt+by6frt38rCJOH/yMJpcqukc+f8eYz3QfJrLS",
-	"dKuAVNL+aeUwZeFtEvQRcGxLAqf0Im4ESATpoe9j5WknPOG4ZcvGkxFsRHiPIylR555eNDgbFQqIPGPV",
-	"0OfBCJ51ozM9C1pF0KruaIkP4pxZ8hpV9x2JntNlu1absDXYmNFYjdUlJ7jCIJCjPzo6ekLQvLl8OoJf",
-	"Atv9444cWNgbE/fHUQzj6GFxxB/Hahw9ysYRwc3uvjl1KHyAvcmmabvJg7Gq6eQ98ITYOYE3589PoHWi",
-	"9ZEWcmldoEIzswlSjVU91cmoUqjlgSrFHNNjVnGWwt5UL9f5xBwpfp/UvzsNc3RsnDjvOGHSFqVbcoPe",
-	"O8HVo7ypchka5IuVhkIb9KqbywSVZT0Jw7anpUgy3H80OuyEKyyiURzdoLFeZh+ODv0KXaISpYyOo6PR",
-	"4ejIt2wztn4HGXcl/6bPcxwqn/HgoIVHh4edubrS6ARtGEO08Pvl5RmpHtlVpvnzNDqOfkP3ezh9bab3",
-	"0eHhlpHKDxulDG3VDZOUNaDSQlWO/PBjVRTCLMm1yhtUaNk8ibkld99gYKO3tPigQGdkYjv06SH5R1iy",
-	"E0mHt+6gzIVcQ2/dLvUwCTfUefOZ0QW6DCsLdCQZRm3Z74J3QuuIdjYUDbAbUQ7iMqr5sAnv1yWq07Pn",
-	"n8rcARvc52O4C1KdVAWqHoaX7IzCQ66Svrh4/WobluQ/lveVe+wml8H7JBkZnRh+Ojzyw8wLaXFQC879",
-	"Vd9ECfhuskmsqjzY/NPh0dcdsnbsrJfrPCPQ5C796w+kbhPJds7sCxK7M8w2LKyrc+SP/dVDJzYgHnTe",
-	"cuAtj3dvaQbmGYbwssWuTSFbXuHDb+hWIgVfx5HkBNtZwppBLTOit9xSal+J+XP48nbJwfNforu3gat1",
-	"eXCQleSDX/j6yNoN61XafMnFO28apW1b4bAn8rz9ar0We/f7YNNrLOuTlhtewNkNRlPDHLqlO6WwW9za",
-	"6YptF/teA10AXKhvXv+QdhuyV6XBmbzdhe4Ovvq3hu6xMLwzdff2C6pn3ZweUM7XdbwWSvofq5+fpG4E",
-	"XGgoaJNiGJ5u5Zby3NCDr5WOdYXVTdsBbfHTKC/0NLz8hdb9rNPl56RoGHi5W604OVPhXY+VDz/nxZts",
-	"LGU4na7Fx1vaJ7u3NK90fSrrPRV9ftZnb8cwNo4uxRzdUI7sbFv67gyXUvZwjaXrxyG/8Em1kKww7PFw",
-	"gb0msYch/T6cmUdzE4njjZHDIGEOv5Ikf0dxwia6fkQgwGnoUFfqvB6Z4WEan6bX4zR161Cny5N6/MY3",
-	"8SsH14ilbyKOFY+yjOAUFC7aygrpTFFWDm1Iwf0E4ARmRhe+8ybqmc53ejpW1ollPeXpJ79FO+nJKjKn",
-	"LBLE6j1TugftWIUGoy+Bcz6/KnpveNbwi9puP9x0L9P9VQTej0ql34/gP2WA72u2O/nKrvj2WbvyPoFu",
-	"x85/gTiz/3bS9xX3rb6wtCP667xq8l2IIAeNoveeTExWB63z73R+qTTNizXbwPV/g3B/U6/t4HBea2sh",
-	"1Wi5sTKTBqFSTuYgna+22KrAdARnorJSzVdsdLMvC2Niq6pGW/DbefcWzq8maF83pmX63ts2ek5+dini",
-	"9olXjmbUR/KUXXjbmUWKeya+AcOenmfyCmktpmPli9vSccgbuEbRtL2WZUmydwpa4b7NtPNTupmoh4T8",
-	"fUt0Y0X3WODBMAvayLlUYTzQv57nfFtIztr9oYMIp2O1GlgkQtHZU6zlH/YeHz55MIJz+spqoDoDTKwH",
-	"Y1UrwkCswfu+oS7UaPzfVQZP4RXzdB+lqNRn1oh/V1iRHNbvkHe6gO3rlk2wKr0Qh7isb0LPKzUoNI++",
-	"XknVv5n7vVVWz6t6xMF3hCtnZYpsGzpvKA2Lh9Ip2o3tCaJJgcUUzdA8eMwVJT8THPssqvlnMGFKlwze",
-	"0Oy1dEOWg8KPVwzQF7QczVDwgAz4FvfARHy3o7GdQd3/5/JZwjF+AaUPUbdaHv6RS8vVsp7B28xaClOl",
-	"w4LHyesRWamaaWSToonbCXrpMkp9SXjGSqokr1LyJhNmbJia4QHECbsznlrmyVNLia3SCz8mXE/EjlUj",
-	"EQ9OYLI61BiOWx1sbM8dq06TLBNthaoenZE23L9hnHSs/DwpD9svIZWzGZrwSnWhC8r/08r4ADATKt3X",
-	"N2iO63F7xyDQve8q62ARxvpbCffg+LDAT72G4THpAwTLCf5YiZrWSvNb4zx5S5S6Riz9dn7xqCnA+VFX",
-	"CNUc8uOVcmFEhUBYZDr3Q8bAkwqbVOyslY4vqGerQ6Ubla0ekP1m+oUdMNqeVDuAT9/CEO2Avt01vzZz",
-	"E7yYstXwvZMk9Vsr/f/aYsPYv/bCEmS61lCSUs9RbayfBRor0oxM2IxNs9MgYCZvMQU/T0eJaNDj8OJY",
-	"QFZ6NLkxQDLdzMQNmJt2xMhLVf1/5AIlOuh2eqt3b+/+NwAA//8=",
+	"7D1rc9w2kn+la26rLGWpkfzIXnlU98FxnMSurK21nbqqC7MaDNkzhEUCDABqPEnpv191A3wNOTOy5dib",
+	"vfuSiEMC6G50N/oJ/z5JdFFqhcrZyez3SSmMKNCh4aenlbHa0F8p2sTI0kmtJrPJ2wxhrvC9u0z4izno",
+	"JbgMoTR4LXVloRQrnE6iiaTPf63QbCbRRIkCJ7OJHzOJJjbJsBA0vduU9MY6I9VqcnMTTZ5/S7/z8FK4",
+	"rB0t00k0MfhrJQ2mk5kzFXZnWmpTCDeZTaqKvxzO/KMspBvidCFWCFb+thPsnMd110pxKarcTWZfn0WT",
+	"QryXRVXQAz1J5Z/uNyBI5XCFZnJDQBi0pVYWmczfiPQ1/lqhZbASrRwq/lOUZS4TQRCelkYvciz++s4S",
+	"uL93wPiLweVkNvmP03YrT/1be3rhR/lFh5to/LIgLUh1LXKZnsMcjdHGzoHwtoAiyWAhUlhKzNPp5Caa",
+	"PNVqmcvki0GbhPUtrKXLmPHe6cU9C0llDCoH1gmHoA2jwCA/I5w+J7xP1Aa0y9AAk5OBeKndd7pS6eeE",
+	"46UGWyUZEYgIgu8xqegVA/STEtdC5mKR4+feyySvrEMD1xLXxH5VC8oMXCYtWDTXaCATFpQGdEkaq0Qr",
+	"hQlNEzE2LkkhlSko7UAou0YzjRVLeQCDoHziHBYlo1UaXaJx0ssd1kzRB+9p5cBpeHT2+G+w2Di006Ee",
+	"iSaektpcynREg0WTpVTSZpheCtfTS6lweOJkgaRZqjwQ36uxwSQZCuMWKFyYZUjHXFgHzWekhwXkWq1A",
+	"eKwJ9o9bW1XFAsfIoyvlLCyNLuA+aNojksCGs+5ZWGc6R8jlEiMweJIaeY2kYZK8SjHtkLPRidFEVy7R",
+	"BR5iq7CZr8LXfmBZuY/dRuuEcc0ubclOleew1IZJal1NUkLPIvBIWBN7IhHBYKlpqo+l+E33WPu5Jn8P",
+	"wj5X/dJMoRfvMHGEzhZ5BigRHrPOfmkD1umyxLRlIqlWcCQdpBLTYxAq7e9vrNakY50GobyG0wpJ7KIJ",
+	"Kjryfp7YKkkQU6QDeClkzn8QFdJLXREaiVAJ5v53AqmDS7s13xgUV2jekDJncQ2zJ7m2PDIT+fJEl0hL",
+	"8//GZnlWwz2U/7Cfl7m0I7v/7BrNpt7zCJbSWMaaJO4ctMo3IBV8/+wtnF7fP23IY09/l+kNGxEOC3tL",
+	"fiZIA+jCGLGh57C07aiXjryk0pbCJXfVMI0O/DIKbknsfrnYjCs3IlJa5WhA6RTBZcIBj+hz5DmIhSWe",
+	"JFkthKpEDqZS4wLvsTlgJkaTd3px+QGfehtxhEoenCF63zEaiw1cvHrjOeidXnjeOTWVAiNYtFwmFH3l",
+	"OtTooLXQOkehWF2TtVaKZBwMNtZrfh/Tdf+dyRz7ZKVj2UsvHGkD0llIMZcsFqT2UlyiMZgeR7DOUIFk",
+	"O7KsFjnzBYiVkOrjz59Wrw9elUZqI93msA0SvgsGAVEvvVx6hh+F6sD58HGY2FqD7YO10VNe320fB8x6",
+	"gSk7LNfd920cG+arIeiolG398YHHTAPsj0F19hVro/lupQJbDT2iBDte5pBpn3ix14oZl02h2vHcf7h6",
+	"uPZi1hw7/SV/rbDCdAZrIfmgZPNAtacpScoySIs/MoJAHJ+TTlJSrWaxEqoxJkhRnQc5m7V41K+DANIp",
+	"LMCgY9mTzsZKV45XWYjkSi+X59CcuhE05ysPTFGkcLQ9daz83McgDMJSKpH3T3GPKnnbHm5ikrGDvXuY",
+	"01Kjx/B35D02XlifXdizHJL6W+0cpkDufx1fID9UqrJyEeB0NW1VIonib1ohuwULnW74DwFNPOOeDc7g",
+	"CGwFWitWOB6I6LKNB7QdMMZAPwiV5t5uFmkqCReRX3TwXYrcYjRQv5o5oePMthbFFOaZc+V8BvPK5HM4",
+	"Egur88oh0M+gTazoD3scwbxAl+l0DkchOMHnC73IUKRo7PzcE1KnG2DhkbxmrPyipdjkWqRTmCvh7HxW",
+	"c6+P7viXZATNbcUYzyPmMPLDYzUnzrw0WOabOXNpMJ75lynMk8o6XcxnHdRgpWk6mt2/jVUtStaf9+wG",
+	"EjgFzj1/9pkn4LWb3iPnx2DTPNXYyHwvipJ0+YQIN8Yt9VHffmlRpSdYCEmqtiTxMrSn//z5ycn/iJPf",
+	"zk4eX5788vv96G+Pbv4yesZ4WvYn9e6EnSq5yly+GRvnf2gNY2ICPhFYwXt6jgpjZfL+Ysw+s9PT8Ms0",
+	"0cVppvXV2KrtJndo2xgiWxLDr/eIybOw2UPpf6VaH+We9XEC9m4zP3I64ISF9xcOHTc9t+I2dq6QeWWC",
+	"pqrPf6nc3x6N+rFSXS5z2rNxsz0fjz6+zXrYJlr5WFayAR7BkkRSErBvTF62vBR5YKPQhJCZHTk7gykA",
+	"CfnzSHrVawZPnk40bS1Vqtc9Q243+laqBMfMS+xND6gckgVMJxhbJzsNxSH3lvR6r0m2X413dzxq2KaG",
+	"vUO0zuZ3N7YHwh7mfq6Wenja3ZFNb29XbYvYiHWVtYdVXxnMRCmnHW0wtg9sHxw+NOs16gFdirdI7SHj",
+	"p7AxuzsyoMOtjcMfUOQuG8JCDFzZPhXHlOfWQmHY2Eov9GKEc6rkCnfolcTgBwpFb/dvQbsPcJ7JzLw0",
+	"lbqT17TTpb6Fp9uuPRLRW9e66J1esMcqKosp2YuEfI53iOHR8c82Ei39/mSlT8IH76xW09di/fdgOX6k",
+	"E8sOwKEBr+mjC53LpOf4Hhr2pv7uth7rC71otBORR+/w1u+sr5nJun5ucH2DPLTubYNq1NE6XYbos2ZP",
+	"ag4q9Rd68ZQ/P2jabxmoHyxlNef3efcnJX+tkE3tcFQ3JJmyr//+R1QrUk8PQgayfr6/wyqdXp788te/",
+	"7LJxGxHb8sq8X2HJbI/rFGg8+eQgdARpmFl78ebVS7gWeYURW0SY1l5EoLbPDCLHqjo5r6EA/4mFtCNz",
+	"fQr9qNUKydFvowyF2JB/CUcCvteQVkb4JJpwUGjr4MGj7HjKB3J9fj08swcFM8hhzeE7pOZTnN90Hv4L",
+	"RIde6MWFcEn2gd49WfccO2CpSTKhVnjuM+tacdUEQ0pOlUiwEwSYwhMf9ImVXsLvN0BfuuaDxnX2ydR7",
+	"HJNlr79kzhr1lz9YHd1SEs+BZAsMFvo64FBHE/6PyN2TrmyNkCMMnN4qFzjGe4NUmEicvEaOOlQ+J9aY",
+	"MKOO/0ud4hjcubzezrZEICwYXEkbHDXF6fah2y3SdEeJ0JOL50Bv0Xr8OYkj0msaa9Hu9WFbmP0pf8lu",
+	"6rjt67+w40CElyFpq9cKDVzhJlS3cKVBjW6CKpVq1cvdDVfb1kE5CouXzuWXFhOt0jE4ZIGQ47JRRrTi",
+	"PevrF3h8RPQN46fwtiaWQYVrGyvpwNJhJnJmIgslGnj79sdzEP5Djx1P5eOIunKQa4sWOFgcqOAVQmuC",
+	"6WqRd+yvkHMmxTrKKA1cMp1+ZLLkwIFCy27lIob0bXd8izvGVDax/Kc4gVh0Pt51vBDGyToNPYx0eTRA",
+	"L0mt24jDIp5XObyaCQfSQabz1I5IIGuBSxp5yyDVPk8SS+0PuOHeM0Q2k+U9C0tUiVQr4M99doHZ2eC1",
+	"tFKT6QHrTCY+dNzK3VpYCGb3cdCRbKvxF6NBph26sgNyjXkf4hd6YZuoFiMcMSUxlKxIMxJ52k0ztjXS",
+	"aodYoDC5JKOLPmNTq05Z8Mr3LPhd4v2t8Q5ZU1/ipPAOuVIi3h555Z3xGk/YzoYove7CorT/XK9DJsID",
+	"P70NCAYTbVJML/fwj+eV+kvamwtt3crgm3/8GAVu8Tb7UtK84IxQVnDBFyQZJle2yzLNknfhnf4ke/h+",
+	"B9wBILlsqMf8leRCFqFQ4dZU3NImjX/rQatFcwDzgPhBIqKeZuhw8F4F9SmUZavt7qAxOybgSDC5TRMJ",
+	"g2CFI7sL0wgyucq6GSZfp7XApTYkDaYQeUzSZlm1+h/q17lek0Vup9B1c/03/eQorUIk5VdcxbQetbjq",
+	"MsgBEq+/ewqPH339nxDKKyFFJ2Q+ot79i/EaHS7VvfW2dJKwI4aMVNYJtSOs1oY4Rywi6XLck2jbRv2N",
+	"IxkAmaJycinR1LrySqqU/g4k6TukdY7K6eRqmuJ1XZdqT7lwmY3urgqojDxob/DbGoFoX0C26zd8mPP3",
+	"A/HU0qFifsv0Gqym47FO7ffqbZyRdeXMrE3Uq7/e91l/kEo6KfLLkPSHr6CocifLXKL555E6uX8cQSK4",
+	"nk+4WBXiff1pRBRW8E46b88fLas8n0GlJFGMdNrPZxHQmYy/VqJ9Eyt6lZ4+8C9Jco6n8J33Zr1NWzlw",
+	"4grHXVEbqyPashROTthDO/kKlrlY2eNBIDaYBRDKJ3y1g7SxCo5xOubPblFkLGCVi00t4FxHxWZkExrp",
+	"h0S2oiD37WjFFxOx64gRMWngr77ehqg0qg5oQ7p1fU3XwP1DXQN+7E4s65hPGrB1a8Qm/GMPIDma3mkZ",
+	"q2/M1z7DCLC1/zDmvr7peNofVBhBaDCHcEkfvEHXRK20QlIX88RoNY9gLtychWwu1dyzKuhlrFyGBRfm",
+	"KN04uTSHyPNjKFAo6w02lWBEJtEYm41lE16HQTQXO5JkrtV2TFGRMajJurtGKIW1e9IKA+ITRiOKU74P",
+	"caRZzcWFVFwIoisDqdic6OVJoZXLwP83/LRGvIpixTUz8eQMHp7BY/gKvoK/v3p58t3r5/EknG4NTwy/",
+	"GS2mVPuosnRsaEsbuHIvEz4+GxW1urBnuM7zJy+fMMWB3nvlYzQZBqVBa4NCNcglQ209zE9vn26t/Kyi",
+	"nT79Bk0u1eQWsZgbxtzndvswkaKjVQWkksYvKtJnxLxNcGUK7JcQwym9jhoGEoF76DlWnnbCE45rmfjI",
+	"YAQbFj5iK1jUcQPPGhxJEAqIPLFq6HM8hWddy5pLKYLeberXOGzlDXBSvfSNqgtyiJ6LTa/WzQ+tGw1i",
+	"Fau3HJwgg4zMm4cPHz4maH56+3QK34Zt9687fGDhKKbdjycRxJP7xUP+M1bx5EEWTwhuNnKaWceMJjia",
+	"7+pYmR/HqqaTtzvmtJ1z+On183NoTYd6Sgu5tC5Qoel7AqliVXdGMapkJnugSrHCdMYizlw46IzjGK9Y",
+	"Ifle8/p3p2GFjpUT+4znTNqidBuuXPORsf5UXlW5DA3ywkpDoU2ovc9lgsqynISGtSelSDI8eTA96xhp",
+	"zKKTaHKNxnqevT8981/oEpUo5WQ2eTg9mz70tUwZa7/TjDPfv9HfKxwLfXLzjYUHZ2ek/0IpcWl0gja0",
+	"8lj44e3bi6mv1fdb/zydzCbfo/shzL7VF/fg7GxPW9KHtSOF1P2ObqQaUGmhKqe+gagqCmE2dLTKa1Ro",
+	"WT2JlaXjvsHATn6hj08LdEYmtkOfAZJ/D58cRNLhe3da5kJuobetlwaYhBXqmMeF0QW6DCsLNCUpRm35",
+	"3AV/CG0j2hlQNMDuRDmwy7Teh114vypRPbl4ftfNHdHBw30Ma0Gqk6pANcDwLR9G4SVHuF+8efVyH5Z0",
+	"fmxuy/fYDQyE0yfJSOlE8PXZQ98QuJYWR6XgtV/qiwgBr006iUWVmwO/Pnv4eRsVHR/Wm+09I9DkIfnr",
+	"deDs3K05x/v+K0WRzkPhKxdHn+RIBj1r/l51agirj1RNsz3pG1L8c4mmEIRtvjmewuvQ9ca631fHNo0e",
+	"W61Cp+zneCXe5wk6Yp61WEW97uyfh2HkfNOFnbWA7FTXjTU1dysnDm/fsEdh/PsWzlPfbX2LD0Ov+c0v",
+	"fyD/99sWRpjwVX1S62W3/prE4ZGHY2z6Bt7TTic3zx36ww8NCyGZrVOHrJB2O0VitLUhPaBwTc4eNxh0",
+	"xKIjAiNiwdy2T1O3jRifYw926fB+i/JHkP3R2aPDQ5pe7Lvu0/foega0D01Lsg3bZpvRDRrI8wEJef7t",
+	"5OaX8V099T0Y2zc43HLOaFJqO5rP9i0gHeSO2BPBpv1FV67pSwmxiWPfDxsrDrzac3rvG0iakEsmOC1Z",
+	"F+v4gme2UZpeEm+0kysT3BufFW0hQfJ45s338yk89X/zQrFqW2DaMRxXC/UXlpzzTKoVAdj0tZDtze0y",
+	"WiHPQR78AjsNNUePzh4fj2lrv/y/hgyNIP/ZpOnR2ePDA5orJFpDY/+A7lUFdxVZv1M9qf0wJXralJp8",
+	"Qmn7B8kahw6I/7aZVtCbpUGbNVJk0Ui0szZWGitf9nOv1T0h+6GvuWUgDPRhOi90UlVtpAbrxEjOlhgU",
+	"IsUpsGHRB8oSh5Fc1N39ardccOR8j1g8+HxiYfBkW6P964rFnVi8sT+32ekAoweNvNuEJgtJOiy4AqUu",
+	"tjzyvUbNMxmXkW9am8XV2dnDJNPW8V845341bi8L70L7U3h9HNq+dIG+LKm9qIBck6ZPhYzyWPnwZxTK",
+	"PUWSdbto6l4ToVLwXW1P2iMnVvPwvnEF1tpYrsEgiWryi/dmQK5uyJ80dw5EHLpR4G8j2GW+/1DT84/0",
+	"6jptEiOM78N+9dZYRDX9IlqXDdqav5qbe6SBRJqkkq7erq69FLJJLX/WlR6jJiyt8MKnug97Su+a6hBp",
+	"20pqOBJ53j5a79T7aNzxLidquwV7x51Wh8H4hK5aW5y/b2Hv39IC/qBo9kXafchelgaX8v0hdP9MrmFd",
+	"p3zAKSSqfTl30Dt/2qQYLo9o+ZZrGXw5di08LCvsZgR7Y8te5WzrC71oO96+0enmU1I09Evc9NPuzlR4",
+	"M9jK+59y4V0GwDu96Bagffzh/znPck9Fn64Zbm9HMTYOfoo5jl1e8JwtxVDF1I0tGIQr9JdF9ZnkW56p",
+	"ZpLehj0ar5WqSexhSP8cTrxHcxeJo50Rk1HCnH0mTv4TxUd20fXj3Ke6A2M7hB26J9gM9Fm7urOirgLV",
+	"6ea87sRoaleuEEtvisSKOxnITlS4bhOtJDNFWTm0ISPnG8jm/hI0LqIUdRvhO73g0MembiyMwuUdTWU+",
+	"i8iKnSbRX2dB66CNVagV9TfojJiWP3Gr2h+qu32fy61U92dheB+1Sf88jP+UAb6t2h5PX4zat/+fEvjz",
+	"pgQ+Lwuy0SgG98ncLn9wl/B0y9asAz95XLrVtZBqH8rli+GgUk7m4SYyg7YqMJ3ChagsR4XHxmWh46cv",
+	"ajQEv9zp3sL5bxqfYvreWjf6nfzkXMTVVF44mq4NaTtXdzFLcQmVj5DySc/tVYW0lpMUXOsi/T2gYde4",
+	"Hv1KliVyxEkrPLGZdr5hMxN1v4dfb4MuVrSOBeHv89JGrqQKnV7+Givnq8Tksh0fCgrhSaz6hkWbswj8",
+	"HyKz8JoeWQxUpxeF5SBWtSCMxm9pmi8nCzUa/77C4CncU0+3EYpK/VEZiHCHZqcosL2WrDFWpWfiYJcN",
+	"VejrSo0yzWeM93+xYP/d2KGqK559gWjlrEzR35TUXnAxzh5Kp7g7eE80KdAnf4atvRFHlHx7Z+S9qOZ+",
+	"9dBwSQpvrI1Wul0B8JcM0B+oOZr+zp2h75Hm5i8YAefcxRCivVHvsm6numVepu52lKppLDUpmqhthpYu",
+	"I9eXmCdWzcXcMOeNDUX03Es25+OMG1C5idCSY6v02nd81s2NsWo44vgc5v3+tDBdv0etnTdWnZq5TLQR",
+	"qrqSXtqw/o7OwFj51kCuENhAKpdLNOHqwUIX5P+nlfEGYCZUeqKv0czqzmnHINC67yrrYB06tFsO9+B4",
+	"s8A3MIZeEukNBMsOfqxETWul+XZFbqIkSl0hln44F5I1ATjftQghmkPnOF+szhXrnI7iW9Q5Ts+Fy7tE",
+	"7KLljj9Qzvr9gTuFre51/GLyhR0w2lqctpeankI/5Ii83TS/NmXU/DF5q+G54yQNUyvDW6tt6ODWnlkC",
+	"T9cSSlzqd1Qb61sDYkWSkQm+Q1kqp0HAUr7HNOTtyRENchzuEAnISo8mJwa4+atukRlRN23Hgeeq+p9m",
+	"CZTooNsptbz55eZ/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
 )
@@ -33,6 +34,8 @@ type Store interface {
 	RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*store.Execution, error)
 	GetExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
+	CancelExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
+	RedriveExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
 	BucketStats(ctx context.Context) ([]store.BucketStat, error)
 }
 
@@ -64,9 +67,18 @@ type Config struct {
 	// Cluster serves GET /v1/nodes and GET /v1/partitions. Optional: when
 	// nil (a server without an etcd connection) they answer 503.
 	Cluster Cluster
-	// ClusterTimeout bounds each etcd read of those two endpoints, so
-	// that an unreachable etcd is a prompt 503; 5s when zero.
+	// ClusterTimeout bounds each etcd read of those two endpoints (and the
+	// NATS read of GET /v1/handlers), so that an unreachable etcd is a
+	// prompt 503; 5s when zero.
 	ClusterTimeout time.Duration
+	// Executors serves POST /v1/executions/{id}/cancel and GET
+	// /v1/handlers. Optional: when nil (a server without a NATS
+	// connection) they answer 503.
+	Executors Executors
+	// DefaultRetry is the cluster's retry policy: fields a job leaves out
+	// are filled from it when the job is created or its retry replaced.
+	// The zero value means one attempt.
+	DefaultRetry wire.RetryPolicy
 }
 
 func (c *Config) validate() error {
@@ -99,6 +111,8 @@ type Server struct {
 	readyTimeout time.Duration
 	cluster      Cluster
 	clusterWait  time.Duration
+	executors    Executors
+	defaultRetry wire.RetryPolicy
 	echo         *echo.Echo
 	duration     *prometheus.HistogramVec
 	metrics      http.Handler
@@ -119,6 +133,8 @@ func New(cfg Config) (*Server, error) {
 		readyTimeout: cfg.ReadyTimeout,
 		cluster:      cfg.Cluster,
 		clusterWait:  cfg.ClusterTimeout,
+		executors:    cfg.Executors,
+		defaultRetry: cfg.DefaultRetry,
 	}
 	if s.log == nil {
 		s.log = slog.Default()

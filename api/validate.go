@@ -259,6 +259,38 @@ func retryOf(r *RetryPolicy, errs *fieldErrors) wire.RetryPolicy {
 	return out
 }
 
+// withDefaults fills the fields r leaves out from the cluster's policy d.
+func withDefaults(r, d wire.RetryPolicy) wire.RetryPolicy {
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = d.MaxAttempts
+	}
+	if r.InitialBackoff == "" {
+		r.InitialBackoff = d.InitialBackoff
+	}
+	if r.MaxBackoff == "" {
+		r.MaxBackoff = d.MaxBackoff
+	}
+	if r.Multiplier == 0 {
+		r.Multiplier = d.Multiplier
+	}
+	if r.Jitter == "" {
+		r.Jitter = d.Jitter
+	}
+	return r
+}
+
+// priorityOf checks an optional priority class; absent (or null) is
+// normal.
+func priorityOf(p *Priority, errs *fieldErrors) string {
+	if p == nil || *p == "" {
+		return wire.PriorityNormal
+	}
+	if !p.Valid() {
+		errs.add("priority", "must be one of high, normal, low")
+	}
+	return string(*p)
+}
+
 // positiveDuration parses an optional Go duration that must be above zero.
 func positiveDuration(field string, v *string, errs *fieldErrors) time.Duration {
 	if v == nil {

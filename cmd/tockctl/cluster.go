@@ -54,6 +54,32 @@ func (c *nodesCmd) Run(a *app) error {
 	return w.Flush()
 }
 
+type handlersCmd struct{}
+
+func (c *handlersCmd) Run(a *app) error {
+	var list api.HandlerList
+	raw, err := a.client.call(a.ctx, "GET", "/v1/handlers", nil, nil, &list)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printRawJSON(raw)
+	}
+	w := a.table()
+	fmt.Fprintln(w, "HANDLER\tQUEUE\tBREAKER\tEXECUTOR\tEXECUTOR BREAKER\tSINCE\tFAILURES/REQUESTS\tIN FLIGHT")
+	for _, h := range list.Items {
+		for _, x := range h.Executors {
+			inFlight := strconv.Itoa(x.InFlight)
+			if x.Limit != nil {
+				inFlight += "/" + strconv.Itoa(*x.Limit)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", h.Handler, h.Queue, h.Breaker, x.ExecutorId, x.Breaker,
+				timeText(&x.Since), x.Failures, x.Requests, inFlight)
+		}
+	}
+	return w.Flush()
+}
+
 func epochText(e *int64) string {
 	if e == nil {
 		return "-"

@@ -29,7 +29,9 @@ type jobsCreateCmd struct {
 
 	Payload     string `help:"JSON payload handed to the handler." placeholder:"JSON"`
 	Timeout     string `help:"Longest an attempt may run (\"30s\")." placeholder:"DUR"`
-	MaxAttempts int    `help:"Attempts before an execution is dead (default 1)." placeholder:"N"`
+	MaxAttempts int    `help:"Attempts before an execution is dead (default: the cluster's, 3 unless tockd says otherwise)." placeholder:"N"`
+	Backoff     string `help:"Delay before the second attempt (\"1s\"; later ones grow by the cluster's multiplier)." placeholder:"DUR"`
+	Priority    string `help:"Priority class: high, normal or low (default normal)." placeholder:"CLASS"`
 }
 
 func (c *jobsCreateCmd) Run(a *app) error {
@@ -86,8 +88,18 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	if c.Timeout != "" {
 		body["timeout"] = c.Timeout
 	}
+	retry := map[string]any{}
 	if c.MaxAttempts != 0 {
-		body["retry"] = map[string]any{"max_attempts": c.MaxAttempts}
+		retry["max_attempts"] = c.MaxAttempts
+	}
+	if c.Backoff != "" {
+		retry["initial_backoff"] = c.Backoff
+	}
+	if len(retry) > 0 {
+		body["retry"] = retry
+	}
+	if c.Priority != "" {
+		body["priority"] = c.Priority
 	}
 	var j api.Job
 	raw, err := a.client.call(a.ctx, "POST", "/v1/jobs", nil, body, &j)
@@ -186,7 +198,7 @@ func (c *jobDeleteCmd) Run(a *app) error {
 }
 
 type execListCmd struct {
-	Job    string `required:"" help:"Job id." placeholder:"ID"`
+	Job    string `help:"Only this job's executions (default: every job's)." placeholder:"ID"`
 	State  string `help:"Only executions in this state: queued, running, succeeded, failed, cancelled or dead."`
 	Limit  int    `help:"Executions per page (1-500, server default 50)." placeholder:"N"`
 	Cursor string `help:"Continue a listing from a previous page's cursor."`
@@ -199,7 +211,11 @@ func (c *execListCmd) Run(a *app) error {
 	if c.Limit != 0 {
 		q.Set("limit", strconv.Itoa(c.Limit))
 	}
-	items, raw, cursor, err := listPages[api.Execution](a, "/v1/jobs/"+url.PathEscape(c.Job)+"/executions", q, c.Cursor, c.All)
+	path := "/v1/executions"
+	if c.Job != "" {
+		path = "/v1/jobs/" + url.PathEscape(c.Job) + "/executions"
+	}
+	items, raw, cursor, err := listPages[api.Execution](a, path, q, c.Cursor, c.All)
 	if err != nil {
 		return err
 	}
@@ -240,6 +256,32 @@ func (c *execGetCmd) Run(a *app) error {
 	if e.Output != nil {
 		fmt.Fprintf(a.stdout, "\noutput: %s\n", *e.Output)
 	}
+	return nil
+}
+
+type execCancelCmd struct {
+	ID string `arg:"" help:"Execution id." name:"id"`
+}
+
+func (c *execCancelCmd) Run(a *app) error { return a.execAction(c.ID, "/cancel") }
+
+type execRetryCmd struct {
+	ID string `arg:"" help:"Execution id." name:"id"`
+}
+
+func (c *execRetryCmd) Run(a *app) error { return a.execAction(c.ID, "/retry") }
+
+// execAction POSTs to an execution's action and shows the result.
+func (a *app) execAction(id, action string) error {
+	var e api.Execution
+	raw, err := a.client.call(a.ctx, "POST", "/v1/executions/"+url.PathEscape(id)+action, nil, nil, &e)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printRawJSON(raw)
+	}
+	a.executionTable([]api.Execution{e})
 	return nil
 }
 

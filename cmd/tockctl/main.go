@@ -43,9 +43,13 @@ type cli struct {
 	} `cmd:"" help:"Manage jobs."`
 
 	Executions struct {
-		List execListCmd `cmd:"" help:"List a job's executions, newest first."`
-		Get  execGetCmd  `cmd:"" help:"Show an execution and its attempts."`
-	} `cmd:"" help:"Inspect executions."`
+		List   execListCmd   `cmd:"" help:"List executions, newest first: a job's, or every job's (--state dead: the dead letters)."`
+		Get    execGetCmd    `cmd:"" help:"Show an execution and its attempts."`
+		Cancel execCancelCmd `cmd:"" help:"Cancel a queued or running execution."`
+		Retry  execRetryCmd  `cmd:"" help:"Re-drive a dead execution as a fresh series of attempts."`
+	} `cmd:"" help:"Inspect, cancel and re-drive executions."`
+
+	Handlers handlersCmd `cmd:"" help:"List handlers with their circuit breakers, per executor."`
 
 	Nodes      nodesCmd      `cmd:"" help:"List the live scheduler nodes and their buckets."`
 	Partitions partitionsCmd `cmd:"" help:"List every bucket: its owner and epoch, and its jobs."`

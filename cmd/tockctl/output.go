@@ -70,6 +70,9 @@ func (a *app) executionTable(execs []api.Execution) {
 		if e.Manual {
 			state += " (manual)"
 		}
+		if e.NextAttemptAt != nil && e.State != api.ExecutionStateCancelled {
+			state += " (next " + timeText(e.NextAttemptAt) + ")"
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Id, job, timeText(&e.ScheduledFor), state, e.Attempts,
 			timeText(e.DispatchedAt), timeText(e.StartedAt), timeText(e.FinishedAt))
 	}
@@ -80,11 +83,11 @@ func (a *app) attemptTable(attempts []api.Attempt) {
 	w := a.table()
 	fmt.Fprintln(w, "ATTEMPT\tEXECUTOR\tSTARTED\tFINISHED\tOUTCOME\tERROR")
 	for _, t := range attempts {
-		outcome := deref(t.Outcome)
+		outcome := string(deref(t.Outcome))
 		if outcome == "" {
 			outcome = "running"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.Number, orDash(deref(t.ExecutorId)), timeText(&t.StartedAt),
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.Number, orDash(deref(t.ExecutorId)), timeText(t.StartedAt),
 			timeText(t.FinishedAt), outcome, orDash(oneLine(deref(t.Error), 60)))
 	}
 	w.Flush()

@@ -24,6 +24,7 @@ import (
 // embedded. Their data lives under --data-dir, so a restart keeps state.
 type DevCmd struct {
 	Common
+	ExecutionFlags
 	DataDir  string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
 	HTTPAddr string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
 	EtcdPort int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
@@ -66,7 +67,7 @@ func (c *DevCmd) Run() error {
 	fmt.Fprintf(os.Stderr, "tock dev: API http://%s  etcd %s  NATS %s\n  (source %s to point tockctl, etcdctl and executors at them)\n",
 		c.HTTPAddr, etcd.Endpoint(), ns.URL(), envFile)
 
-	return Serve(ctx, Config{
+	cfg := Config{
 		NodeID:        "dev",
 		HTTPAddr:      c.HTTPAddr,
 		PostgresURL:   c.PostgresURL,
@@ -79,7 +80,9 @@ func (c *DevCmd) Run() error {
 		Migrate:       true,
 		Pprof:         c.Pprof,
 		Logger:        log,
-	})
+	}
+	c.ExecutionFlags.apply(&cfg)
+	return Serve(ctx, cfg)
 }
 
 // portOrFree returns port if nothing listens on it, else 0 (pick a free one).

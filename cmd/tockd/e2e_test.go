@@ -77,6 +77,12 @@ func (e *env) config(node string, ln net.Listener) Config {
 // startNode runs tockd in this process and returns its API base URL.
 func (e *env) startNode(t *testing.T, node string) string {
 	t.Helper()
+	return e.startNodeWith(t, node, nil)
+}
+
+// startNodeWith is startNode with a change to the node's Config.
+func (e *env) startNodeWith(t *testing.T, node string, change func(*Config)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +90,9 @@ func (e *env) startNode(t *testing.T, node string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	cfg := e.config(node, ln)
+	if change != nil {
+		change(&cfg)
+	}
 	cfg.Ready = ready
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, cfg) }()
@@ -105,17 +114,18 @@ func (e *env) startNode(t *testing.T, node string) string {
 
 // startProcess runs tockd as a child process (this test binary in child
 // mode) and returns its API base URL and the process.
-func (e *env) startProcess(t *testing.T, node string) (string, *exec.Cmd) {
+func (e *env) startProcess(t *testing.T, node string, extra ...string) (string, *exec.Cmd) {
 	t.Helper()
 	port, err := embedded.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(os.Args[0], "serve",
+	args := append([]string{"serve",
 		"--node-id", node, "--http-addr", addr, "--postgres-url", e.pg,
 		"--etcd-endpoints", e.etcd.Endpoint(), "--nats-url", e.nats.URL(),
-		"--cluster", "e2e", "--buckets", "16", "--lease-ttl", "2s", "--log-level", "warn")
+		"--cluster", "e2e", "--buckets", "16", "--lease-ttl", "2s", "--log-level", "warn"}, extra...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "TOCKD_E2E_CHILD=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

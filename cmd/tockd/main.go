@@ -28,6 +28,7 @@ type Common struct {
 // ServeCmd runs the chosen roles against external etcd, NATS and Postgres.
 type ServeCmd struct {
 	Common
+	ExecutionFlags
 	NodeID        string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
 	HTTPAddr      string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
 	EtcdEndpoints []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
@@ -61,7 +62,7 @@ func (c *ServeCmd) config() (Config, error) {
 			return Config{}, fmt.Errorf("--roles: unknown role %q (want api, scheduler, executor, recorder)", r)
 		}
 	}
-	return Config{
+	cfg := Config{
 		NodeID:        c.NodeID,
 		HTTPAddr:      c.HTTPAddr,
 		PostgresURL:   c.PostgresURL,
@@ -74,7 +75,9 @@ func (c *ServeCmd) config() (Config, error) {
 		Migrate:       !c.NoMigrate,
 		Pprof:         c.Pprof,
 		Logger:        newLogger(c.LogLevel),
-	}, nil
+	}
+	c.ExecutionFlags.apply(&cfg)
+	return cfg, nil
 }
 
 // MigrateCmd applies the database migrations and exits.

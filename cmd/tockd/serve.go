@@ -50,6 +50,14 @@ type Config struct {
 	Logger        *slog.Logger
 	// Pprof serves Go's profiler under /debug/pprof/ on the HTTP address.
 	Pprof bool
+	// Retry is the cluster's default retry policy (api role).
+	Retry wire.RetryPolicy
+	// Executor role: attempts in flight per queue and per handler, the
+	// ack wait of the queues' consumers, and the per-handler breakers.
+	ExecutorConcurrency   int
+	ExecutorMaxPerHandler int
+	ExecutorAckWait       time.Duration
+	Breaker               executor.BreakerConfig
 	// Listener, if set, is used instead of listening on HTTPAddr.
 	Listener net.Listener
 	// Ready, if set, is closed once every role has started.
@@ -96,23 +104,25 @@ func Serve(ctx context.Context, cfg Config) error {
 		cfg.Buckets = n
 	}
 
-	var nc *nats.Conn
-	var js jetstream.JetStream
+	// Every role uses NATS; the API tells executors of cancellations and
+	// reads their handler states.
+	nc, err := nats.Connect(cfg.NATSURL,
+		nats.Name("tockd "+cfg.NodeID),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+	)
+	if err != nil {
+		return fmt.Errorf("connect to NATS %s: %w", cfg.NATSURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	// An API-only node leaves the streams to the other roles, so it starts
+	// (and serves jobs) while NATS is down.
 	if cfg.Roles[RoleScheduler] || cfg.Roles[RoleExecutor] || cfg.Roles[RoleRecorder] {
-		var err error
-		nc, err = nats.Connect(cfg.NATSURL,
-			nats.Name("tockd "+cfg.NodeID),
-			nats.MaxReconnects(-1),
-			nats.ReconnectWait(250*time.Millisecond),
-			nats.RetryOnFailedConnect(true),
-		)
-		if err != nil {
-			return fmt.Errorf("connect to NATS %s: %w", cfg.NATSURL, err)
-		}
-		defer nc.Close()
-		if js, err = jetstream.New(nc); err != nil {
-			return fmt.Errorf("jetstream: %w", err)
-		}
 		if err := wire.EnsureStreams(startCtx, js); err != nil {
 			return fmt.Errorf("create streams on %s: %w", cfg.NATSURL, err)
 		}
@@ -199,7 +209,8 @@ func Serve(ctx context.Context, cfg Config) error {
 
 	var handler http.Handler
 	if cfg.Roles[RoleAPI] {
-		srv, err := api.New(api.Config{Store: st, Logger: log, Cluster: partition.NewObserver(etcd, cfg.Cluster)})
+		srv, err := api.New(api.Config{Store: st, Logger: log, Cluster: partition.NewObserver(etcd, cfg.Cluster),
+			Executors: api.JetStreamExecutors{JS: js}, DefaultRetry: cfg.Retry})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,290 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/store"
+)
+
+// fakeExecutors records cancellations and serves canned handler states.
+type fakeExecutors struct {
+	mu        sync.Mutex
+	cancelled []uuid.UUID
+	cancelErr error
+	states    []wire.HandlerState
+}
+
+func (f *fakeExecutors) Cancel(_ context.Context, id uuid.UUID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cancelErr != nil {
+		return f.cancelErr
+	}
+	f.cancelled = append(f.cancelled, id)
+	return nil
+}
+
+func (f *fakeExecutors) HandlerStates(context.Context) ([]wire.HandlerState, error) {
+	return f.states, nil
+}
+
+func newControlEnv(t *testing.T, x Executors) *env {
+	t.Helper()
+	st := openStore(t)
+	e := newEnvWith(t, st, func(c *Config) {
+		c.Executors = x
+		c.DefaultRetry = wire.RetryPolicy{MaxAttempts: 3, InitialBackoff: "2s", Jitter: "equal"}
+	})
+	e.store = st
+	return e
+}
+
+// runNow queues a manual execution of a new job named name.
+func (e *env) runNow(name string) uuid.UUID {
+	e.t.Helper()
+	j := e.createJob(jobBody(name))
+	now, err := e.store.Now(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	x, err := e.store.RunNow(e.ctx, j.Id, now)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return x.ID
+}
+
+// finish records attempt 1 of id as ended with outcome.
+func (e *env) finish(id uuid.UUID, outcome string, final bool) {
+	e.t.Helper()
+	res, err := e.store.RecordEvents(e.ctx, []store.AttemptEvent{{
+		ID: id, Attempt: 1, Executor: "exec-a", At: time.Now(), Outcome: outcome, Final: final, Error: "boom",
+	}})
+	if err != nil || res[0] != nil {
+		e.t.Fatalf("record %s: %v %v", outcome, err, res)
+	}
+}
+
+func TestCancelExecution(t *testing.T) {
+	t.Parallel()
+	x := &fakeExecutors{}
+	e := newControlEnv(t, x)
+
+	queued := e.runNow("to-cancel")
+	r := e.do("POST", "/v1/executions/"+queued.String()+"/cancel", nil)
+	mustStatus(t, r, http.StatusOK)
+	var got Execution
+	r.decode(t, &got)
+	if got.State != ExecutionStateCancelled || got.FinishedAt == nil {
+		t.Errorf("cancelled execution: %s", r.body)
+	}
+	// Idempotent: a second cancel answers the same and tells executors
+	// again (the first announcement may have been lost).
+	mustStatus(t, e.do("POST", "/v1/executions/"+queued.String()+"/cancel", nil), http.StatusOK)
+	if len(x.cancelled) != 2 || x.cancelled[0] != queued {
+		t.Errorf("executors told of %v, want %s twice", x.cancelled, queued)
+	}
+	// Gone from the outbox: it is never published.
+	undispatched, err := e.store.Undispatched(e.ctx, allBuckets(16), 100, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range undispatched {
+		if u.ID == queued {
+			t.Error("a cancelled execution is still in the outbox")
+		}
+	}
+
+	done := e.runNow("done")
+	e.finish(done, store.ExecSucceeded, false)
+	r = e.do("POST", "/v1/executions/"+done.String()+"/cancel", nil)
+	mustStatus(t, r, http.StatusConflict)
+	r.problem(t)
+
+	mustStatus(t, e.do("POST", "/v1/executions/"+uuid.NewString()+"/cancel", nil), http.StatusNotFound)
+	r = e.do("POST", "/v1/executions/nope/cancel", nil)
+	mustStatus(t, r, http.StatusBadRequest)
+	if p := r.problem(t); !hasField(p, "id") {
+		t.Errorf("bad id: %s", fieldsOf(p))
+	}
+
+	// NATS down: the cancellation is recorded, the client is told to
+	// repeat.
+	x.cancelErr = errors.New("nats: timeout")
+	other := e.runNow("nats-down")
+	r = e.do("POST", "/v1/executions/"+other.String()+"/cancel", nil)
+	mustStatus(t, r, http.StatusServiceUnavailable)
+	r.problem(t)
+	if ex, err := e.store.GetExecution(e.ctx, other); err != nil || ex.State != store.ExecCancelled {
+		t.Errorf("after a 503: %v %v", ex, err)
+	}
+}
+
+func TestControlWithoutNATS(t *testing.T) {
+	t.Parallel()
+	e := newControlEnv(t, nil)
+	id := e.runNow("no-nats")
+	mustStatus(t, e.do("POST", "/v1/executions/"+id.String()+"/cancel", nil), http.StatusServiceUnavailable)
+	mustStatus(t, e.do("GET", "/v1/handlers", nil), http.StatusServiceUnavailable)
+	if ex, err := e.store.GetExecution(e.ctx, id); err != nil || ex.State != store.ExecQueued {
+		t.Errorf("a refused cancel changed the execution: %v %v", ex, err)
+	}
+}
+
+func TestDeadLettersAndRedrive(t *testing.T) {
+	t.Parallel()
+	e := newControlEnv(t, &fakeExecutors{})
+	dead1, dead2, alive := e.runNow("dead-1"), e.runNow("dead-2"), e.runNow("alive")
+	e.finish(dead1, store.ExecFailed, true)
+	e.finish(dead2, store.ExecFailed, true)
+	e.finish(alive, store.ExecSucceeded, false)
+
+	r := e.do("GET", "/v1/executions?state=dead", nil)
+	mustStatus(t, r, http.StatusOK)
+	var list ExecutionList
+	r.decode(t, &list)
+	if len(list.Items) != 2 {
+		t.Fatalf("dead letters: %s", r.body)
+	}
+	for _, it := range list.Items {
+		if it.State != ExecutionStateDead || (it.Id != dead1 && it.Id != dead2) {
+			t.Errorf("dead letter %+v", it)
+		}
+	}
+	r = e.do("GET", "/v1/executions?state=buried", nil)
+	mustStatus(t, r, http.StatusBadRequest)
+	if p := r.problem(t); !hasField(p, "state") {
+		t.Errorf("bad state: %s", fieldsOf(p))
+	}
+
+	r = e.do("POST", "/v1/executions/"+dead1.String()+"/retry", nil)
+	mustStatus(t, r, http.StatusAccepted)
+	var got Execution
+	r.decode(t, &got)
+	if got.State != ExecutionStateQueued || got.Attempts != 1 || got.FinishedAt != nil {
+		t.Errorf("re-driven: %s", r.body)
+	}
+	// Back in the outbox, due now, for a fresh series after attempt 1.
+	undispatched, err := e.store.Undispatched(e.ctx, allBuckets(16), 100, time.Now().Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, u := range undispatched {
+		if u.ID == dead1 {
+			found = true
+			if w := u.WireExecution(); w.AttemptBase != 1 || w.SeriesBase != 1 || w.Dispatch != 1 {
+				t.Errorf("re-driven message: base %d series %d dispatch %d", w.AttemptBase, w.SeriesBase, w.Dispatch)
+			}
+		}
+	}
+	if !found {
+		t.Error("a re-driven execution is not in the outbox")
+	}
+	if l := e.do("GET", "/v1/executions?state=dead", nil); !containsOnly(t, l, dead2) {
+		t.Errorf("dead letters after the re-drive: %s", l.body)
+	}
+	mustStatus(t, e.do("POST", "/v1/executions/"+alive.String()+"/retry", nil), http.StatusConflict)
+	mustStatus(t, e.do("POST", "/v1/executions/"+uuid.NewString()+"/retry", nil), http.StatusNotFound)
+}
+
+// containsOnly reports whether the execution list in r holds only id.
+func containsOnly(t *testing.T, r resp, id uuid.UUID) bool {
+	t.Helper()
+	var list ExecutionList
+	r.decode(t, &list)
+	return len(list.Items) == 1 && list.Items[0].Id == id
+}
+
+func allBuckets(n int) []int {
+	b := make([]int, n)
+	for i := range b {
+		b[i] = i
+	}
+	return b
+}
+
+func TestListHandlers(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC()
+	x := &fakeExecutors{states: []wire.HandlerState{
+		{Handler: "http:api.example.com", Queue: "http", ExecutorID: "b", Breaker: wire.BreakerClosed, Since: now, UpdatedAt: now},
+		{Handler: "http:api.example.com", Queue: "http", ExecutorID: "a", Breaker: wire.BreakerOpen, Since: now,
+			Requests: 12, Failures: 9, UpdatedAt: now},
+		{Handler: "send-email", Queue: "send-email", ExecutorID: "a", Breaker: wire.BreakerHalfOpen, Since: now,
+			InFlight: 2, Limit: 4, UpdatedAt: now},
+	}}
+	e := newControlEnv(t, x)
+	r := e.do("GET", "/v1/handlers", nil)
+	mustStatus(t, r, http.StatusOK)
+	var got HandlerList
+	r.decode(t, &got)
+	if len(got.Items) != 2 {
+		t.Fatalf("handlers: %s", r.body)
+	}
+	api, mail := got.Items[0], got.Items[1]
+	if api.Handler != "http:api.example.com" || api.Breaker != BreakerStateOpen || len(api.Executors) != 2 ||
+		api.Executors[0].ExecutorId != "a" || api.Executors[0].Failures != 9 {
+		t.Errorf("http handler: %+v", api)
+	}
+	if mail.Breaker != BreakerStateHalfOpen || mail.Executors[0].Limit == nil || *mail.Executors[0].Limit != 4 {
+		t.Errorf("custom handler: %+v", mail)
+	}
+}
+
+func TestPriorityAndRetryDefaults(t *testing.T) {
+	t.Parallel()
+	e := newControlEnv(t, &fakeExecutors{})
+	j := e.createJob(jobBody("plain"))
+	if j.Priority == nil || *j.Priority != PriorityNormal {
+		t.Errorf("default priority: %v", j.Priority)
+	}
+	// The cluster's policy fills what the job leaves out.
+	if j.Retry == nil || deref(j.Retry.MaxAttempts) != 3 || deref(j.Retry.InitialBackoff) != "2s" ||
+		deref(j.Retry.Jitter) != RetryPolicyJitterEqual {
+		t.Errorf("default retry: %+v", j.Retry)
+	}
+	body := jobBody("urgent")
+	body["priority"] = "high"
+	body["retry"] = map[string]any{"max_attempts": 5}
+	u := e.createJob(body)
+	if deref(u.Priority) != PriorityHigh || deref(u.Retry.MaxAttempts) != 5 || deref(u.Retry.InitialBackoff) != "2s" {
+		t.Errorf("urgent job: priority %v retry %+v", u.Priority, u.Retry)
+	}
+	// A run inherits the job's priority.
+	now, err := e.store.Now(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.store.RunNow(e.ctx, u.Id, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Priority != wire.PriorityHigh {
+		t.Errorf("execution priority %q", x.Priority)
+	}
+
+	r := e.do("PATCH", "/v1/jobs/"+u.Id.String(), map[string]any{"priority": "low"})
+	mustStatus(t, r, http.StatusOK)
+	var patched Job
+	r.decode(t, &patched)
+	if deref(patched.Priority) != PriorityLow {
+		t.Errorf("patched priority %v", patched.Priority)
+	}
+
+	bad := jobBody("bad")
+	bad["priority"] = "urgent"
+	r = e.do("POST", "/v1/jobs", bad)
+	mustStatus(t, r, http.StatusBadRequest)
+	if p := r.problem(t); !hasField(p, "priority") {
+		t.Errorf("bad priority: %s", fieldsOf(p))
+	}
+}

@@ -1,0 +1,176 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/store"
+)
+
+// Executors is how the API reaches executors over NATS: it tells them of a
+// cancellation and reads what they report about handlers.
+// JetStreamExecutors is the real one.
+type Executors interface {
+	Cancel(ctx context.Context, executionID uuid.UUID) error
+	HandlerStates(ctx context.Context) ([]wire.HandlerState, error)
+}
+
+// JetStreamExecutors reaches executors through tock's JetStream key-value
+// buckets (wire.CancelBucket, wire.HandlerBucket).
+type JetStreamExecutors struct{ JS jetstream.JetStream }
+
+// Cancel puts the execution in wire.CancelBucket, which executors watch.
+func (x JetStreamExecutors) Cancel(ctx context.Context, id uuid.UUID) error {
+	return wire.CancelExecution(ctx, x.JS, id.String())
+}
+
+// HandlerStates reads wire.HandlerBucket.
+func (x JetStreamExecutors) HandlerStates(ctx context.Context) ([]wire.HandlerState, error) {
+	return wire.HandlerStates(ctx, x.JS)
+}
+
+// noExecutors answers the endpoints that need NATS on a server built
+// without it.
+func noExecutors() *apiError {
+	return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Executors unreachable",
+		"this node has no NATS connection (run it with --nats-url)")
+}
+
+// ListExecutions handles GET /v1/executions: executions across jobs, such
+// as the dead letters (state=dead).
+func (h *handlers) ListExecutions(c echo.Context, p ListExecutionsParams) error {
+	var errs fieldErrors
+	f := store.ExecFilter{Cursor: deref(p.Cursor), Limit: limitOf(p.Limit, &errs)}
+	f.State = stateFilter(p.State, &errs)
+	if err := errs.err(); err != nil {
+		return err
+	}
+	execs, next, err := h.s.store.ListExecutions(c.Request().Context(), f)
+	if err != nil {
+		return h.storeError(c, err, "execution", uuid.Nil)
+	}
+	return c.JSON(http.StatusOK, executionListOf(execs, next))
+}
+
+// stateFilter checks an optional state parameter.
+func stateFilter(st *ExecutionState, errs *fieldErrors) string {
+	if st == nil || *st == "" {
+		return ""
+	}
+	if !st.Valid() {
+		errs.add("state", "must be one of queued, running, succeeded, failed, cancelled, dead")
+	}
+	return string(*st)
+}
+
+func executionListOf(execs []*store.Execution, next string) ExecutionList {
+	out := ExecutionList{Items: make([]Execution, 0, len(execs)), NextCursor: nonEmpty(next)}
+	for _, e := range execs {
+		out.Items = append(out.Items, executionOf(e, false))
+	}
+	return out
+}
+
+// CancelExecution handles POST /v1/executions/{id}/cancel. The
+// cancellation is recorded in Postgres first (so the outbox never
+// publishes the execution again and a late result cannot revive it), then
+// announced to executors; if that fails the answer is 503 and the client
+// repeats the request, which is idempotent.
+func (h *handlers) CancelExecution(c echo.Context, id ID) error {
+	if h.s.executors == nil {
+		return noExecutors()
+	}
+	ctx := c.Request().Context()
+	e, err := h.s.store.CancelExecution(ctx, id)
+	if errors.Is(err, store.ErrFinished) {
+		return conflict(fmt.Sprintf("Execution %s has finished; only a queued, running or failed execution can be cancelled.", id))
+	}
+	if err != nil {
+		return h.storeError(c, err, "execution", id)
+	}
+	if err := h.s.executors.Cancel(ctx, id); err != nil {
+		h.s.log.WarnContext(ctx, "announce cancellation to executors", "execution_id", id.String(), "err", err)
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Executors not told",
+			"The execution is recorded as cancelled, but executors could not be told over NATS; repeat the request.")
+	}
+	return c.JSON(http.StatusOK, executionOf(e, false))
+}
+
+// RetryExecution handles POST /v1/executions/{id}/retry: a dead execution
+// is queued again for a fresh series of attempts.
+func (h *handlers) RetryExecution(c echo.Context, id ID) error {
+	e, err := h.s.store.RedriveExecution(c.Request().Context(), id)
+	if errors.Is(err, store.ErrNotDead) {
+		return conflict(fmt.Sprintf("Execution %s is not dead; only a dead execution can be re-driven.", id))
+	}
+	if err != nil {
+		return h.storeError(c, err, "execution", id)
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/executions/"+e.ID.String())
+	return c.JSON(http.StatusAccepted, executionOf(e, false))
+}
+
+// ListHandlers handles GET /v1/handlers: the executors' reports, grouped
+// by handler.
+func (h *handlers) ListHandlers(c echo.Context) error {
+	if h.s.executors == nil {
+		return noExecutors()
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), h.s.clusterWait)
+	defer cancel()
+	states, err := h.s.executors.HandlerStates(ctx)
+	if err != nil {
+		h.s.log.WarnContext(ctx, "read handler states", "err", err)
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Handler states unavailable",
+			"NATS did not answer; try again shortly.")
+	}
+	return c.JSON(http.StatusOK, HandlerList{Items: handlersOf(states)})
+}
+
+// breakerRank orders breaker states from best to worst.
+var breakerRank = map[string]int{wire.BreakerClosed: 0, wire.BreakerHalfOpen: 1, wire.BreakerOpen: 2}
+
+// handlersOf groups executors' reports by handler, in handler order; a
+// handler's breaker is its worst executor's.
+func handlersOf(states []wire.HandlerState) []HandlerInfo {
+	byName := map[string]*HandlerInfo{}
+	for _, s := range states {
+		hi := byName[s.Handler]
+		if hi == nil {
+			hi = &HandlerInfo{Handler: s.Handler, Queue: s.Queue, Breaker: BreakerStateClosed, Executors: []HandlerExecutor{}}
+			byName[s.Handler] = hi
+		}
+		if breakerRank[s.Breaker] > breakerRank[string(hi.Breaker)] {
+			hi.Breaker = BreakerState(s.Breaker)
+		}
+		x := HandlerExecutor{
+			ExecutorId: s.ExecutorID,
+			Breaker:    BreakerState(s.Breaker),
+			Since:      s.Since.UTC(),
+			Requests:   int64(s.Requests),
+			Failures:   int64(s.Failures),
+			InFlight:   s.InFlight,
+			UpdatedAt:  s.UpdatedAt.UTC(),
+		}
+		if s.Limit > 0 {
+			x.Limit = ptr(s.Limit)
+		}
+		hi.Executors = append(hi.Executors, x)
+	}
+	out := make([]HandlerInfo, 0, len(byName))
+	for _, hi := range byName {
+		slices.SortFunc(hi.Executors, func(a, b HandlerExecutor) int { return cmp.Compare(a.ExecutorId, b.ExecutorId) })
+		out = append(out, *hi)
+	}
+	slices.SortFunc(out, func(a, b HandlerInfo) int { return cmp.Compare(a.Handler, b.Handler) })
+	return out
+}

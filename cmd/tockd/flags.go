@@ -1,0 +1,49 @@
+package main
+
+import (
+	"time"
+
+	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/executor/wire"
+)
+
+// ExecutionFlags tune how executions are retried and run; serve and dev
+// share them.
+type ExecutionFlags struct {
+	RetryMaxAttempts    int           `name:"retry-max-attempts" env:"TOCK_RETRY_MAX_ATTEMPTS" default:"3" help:"Default attempts per execution, for jobs whose retry policy leaves it out (api role)."`
+	RetryInitialBackoff time.Duration `name:"retry-initial-backoff" env:"TOCK_RETRY_INITIAL_BACKOFF" default:"1s" help:"Default delay before the second attempt (api role)."`
+	RetryMaxBackoff     time.Duration `name:"retry-max-backoff" env:"TOCK_RETRY_MAX_BACKOFF" default:"5m" help:"Default longest delay between attempts (api role)."`
+	RetryMultiplier     float64       `name:"retry-multiplier" env:"TOCK_RETRY_MULTIPLIER" default:"2" help:"Default growth of the delay per attempt (api role)."`
+	RetryJitter         string        `name:"retry-jitter" env:"TOCK_RETRY_JITTER" default:"full" enum:"full,equal,none" help:"Default jitter: full, equal or none (api role)."`
+
+	ExecutorConcurrency   int           `name:"executor-concurrency" env:"TOCK_EXECUTOR_CONCURRENCY" default:"16" help:"Attempts in flight per queue (http, nats) in this executor process."`
+	ExecutorMaxPerHandler int           `name:"executor-max-per-handler" env:"TOCK_EXECUTOR_MAX_PER_HANDLER" default:"0" help:"Attempts in flight per handler (HTTP host, NATS subject) in this process; 0: no limit beyond --executor-concurrency."`
+	ExecutorAckWait       time.Duration `name:"executor-ack-wait" env:"TOCK_EXECUTOR_ACK_WAIT" default:"30s" help:"How long a silent executor keeps an attempt before it is given to another (heartbeats go every third of it)."`
+
+	BreakerDisabled    bool          `name:"breaker-disabled" env:"TOCK_BREAKER_DISABLED" help:"Turn the executors' per-handler circuit breakers off."`
+	BreakerFailureRate float64       `name:"breaker-failure-rate" env:"TOCK_BREAKER_FAILURE_RATE" default:"0.5" help:"Failure rate that opens a handler's breaker."`
+	BreakerMinRequests uint32        `name:"breaker-min-requests" env:"TOCK_BREAKER_MIN_REQUESTS" default:"10" help:"Attempts in a window before the breaker may open."`
+	BreakerWindow      time.Duration `name:"breaker-window" env:"TOCK_BREAKER_WINDOW" default:"1m" help:"Window over which the breaker counts attempts."`
+	BreakerOpenFor     time.Duration `name:"breaker-open-for" env:"TOCK_BREAKER_OPEN_FOR" default:"30s" help:"How long an open breaker waits before it lets a probe through (half-open)."`
+}
+
+// apply copies the flags into cfg.
+func (f ExecutionFlags) apply(cfg *Config) {
+	cfg.Retry = wire.RetryPolicy{
+		MaxAttempts:    f.RetryMaxAttempts,
+		InitialBackoff: f.RetryInitialBackoff.String(),
+		MaxBackoff:     f.RetryMaxBackoff.String(),
+		Multiplier:     f.RetryMultiplier,
+		Jitter:         f.RetryJitter,
+	}
+	cfg.ExecutorConcurrency = f.ExecutorConcurrency
+	cfg.ExecutorMaxPerHandler = f.ExecutorMaxPerHandler
+	cfg.ExecutorAckWait = f.ExecutorAckWait
+	cfg.Breaker = executor.BreakerConfig{
+		Disabled:    f.BreakerDisabled,
+		FailureRate: f.BreakerFailureRate,
+		MinRequests: f.BreakerMinRequests,
+		Window:      f.BreakerWindow,
+		OpenFor:     f.BreakerOpenFor,
+	}
+}
