@@ -23,16 +23,21 @@ const (
 	publishRetryFor = 30 * time.Second
 )
 
-// startedRetryDelay is how long an execution whose started event could not
-// be published waits before it is delivered again.
-const startedRetryDelay = 5 * time.Second
+// unreportedRetryDelay is how long a delivery whose event could not be
+// published waits before JetStream delivers it again (as the next
+// attempt). It is the only delay an executor asks of JetStream: retries
+// and deferrals go back through tock.
+const unreportedRetryDelay = 5 * time.Second
 
-// process runs one delivery of an execution: started event, handler,
-// finished event, then ack, term or nak. Events go out before the message
-// is settled, so a crash in between means a redelivery, never a lost
-// result.
-func (w *Worker) process(queueName string, fn Func, msg jetstream.Msg, ackWait time.Duration) {
-	log := w.log.With("queue", queueName)
+// errTimedOut is the cause of an attempt context that reached the job's
+// timeout.
+var errTimedOut = errors.New("attempt timed out")
+
+// process handles one delivery of an execution: it is cancelled, deferred
+// (the handler's concurrency limit or circuit breaker refuses it) or run
+// as an attempt.
+func (w *Worker) process(q *queue, msg jetstream.Msg, ackWait time.Duration) {
+	log := w.log.With("queue", q.name)
 	md, err := msg.Metadata()
 	if err != nil {
 		log.Error("execution message without JetStream metadata; terminating it", "subject", msg.Subject(), "err", err)
@@ -48,11 +53,61 @@ func (w *Worker) process(queueName string, fn Func, msg jetstream.Msg, ackWait t
 		_ = msg.TermWithReason("tock: undecodable execution")
 		return
 	}
-	e := &Execution{Execution: ex, Attempt: int(md.NumDelivered)}
-	log = log.With("execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", e.Attempt)
+	e := &Execution{Execution: ex, Attempt: ex.Attempt(int(md.NumDelivered))}
+	log = log.With("execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", e.Attempt, "dispatch", ex.Dispatch)
 
-	stopHeartbeat := w.heartbeat(msg, ackWait, log)
-	defer stopHeartbeat()
+	// The attempt's context, registered first, so that a cancellation
+	// arriving from now on reaches it.
+	ctx, cancel := context.WithCancelCause(w.attemptCtx)
+	defer cancel(nil)
+	unregister, cancelled := w.cancels.register(ex.ExecutionID, cancel)
+	defer unregister()
+	if cancelled {
+		ev := w.event(e, wire.EventCancelled)
+		w.finish(q, msg, ev, "cancelled", log)
+		return
+	}
+
+	key := ex.Handler.Key()
+	hk := w.handlerKey(key, q)
+	if !hk.acquire(w.now()) {
+		w.deferDelivery(q, e, msg, key, deferMin, "limit", log)
+		return
+	}
+	defer func() { hk.release(w.now()) }()
+	done, retryIn, ok := hk.allow(w.now())
+	if !ok {
+		w.deferDelivery(q, e, msg, key, retryIn, "breaker", log)
+		return
+	}
+	w.attempt(ctx, q, e, msg, ackWait, done, log)
+}
+
+// deferDelivery hands a delivery back to tock unrun: a deferred event
+// saying when to publish it again, then an ack.
+func (w *Worker) deferDelivery(q *queue, e *Execution, msg jetstream.Msg, key string, retryIn time.Duration, reason string, log *slog.Logger) {
+	ev := w.event(e, wire.EventDeferred)
+	ev.Handler = key
+	ev.RetryInMS = retryIn.Milliseconds()
+	if err := w.publish(ev); err != nil {
+		log.Error("cannot defer execution; giving it back to JetStream", "reason", reason, "err", err)
+		_ = msg.NakWithDelay(unreportedRetryDelay)
+		return
+	}
+	log.Debug("execution deferred", "handler", key, "reason", reason, "retry_in", retryIn)
+	if err := msg.Ack(); err != nil {
+		log.Warn("ack deferred execution", "err", err)
+	}
+	deferredTotal.WithLabelValues(q.name, reason).Inc()
+}
+
+// attempt runs the handler: started event (maybe), heartbeats, handler,
+// finished event, then ack or term. Events go out before the message is
+// settled, so a crash in between means a redelivery, never a lost result.
+// done gets the attempt's breaker verdict as soon as the handler returns.
+func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstream.Msg, ackWait time.Duration, done func(verdict), log *slog.Logger) {
+	beat := w.heartbeat(msg, ackWait, e, log)
+	defer beat.stop()
 
 	// The start is reported at once, or only if the attempt is still
 	// running after StartReportDelay (see Config).
@@ -66,6 +121,9 @@ func (w *Worker) process(queueName string, fn Func, msg jetstream.Msg, ackWait t
 		startOnce.Do(func() {
 			startErr = w.publish(w.event(e, wire.EventStarted))
 			reported = startErr == nil
+			if reported {
+				beat.started()
+			}
 		})
 	}
 	var startTimer *time.Timer
@@ -73,23 +131,26 @@ func (w *Worker) process(queueName string, fn Func, msg jetstream.Msg, ackWait t
 		reportStart()
 		if startErr != nil {
 			log.Error("cannot report attempt start; giving the execution back", "err", startErr)
-			_ = msg.NakWithDelay(startedRetryDelay)
+			done(verdictIgnore)
+			attemptsTotal.WithLabelValues(q.name, "unreported").Inc()
+			_ = msg.NakWithDelay(unreportedRetryDelay)
 			return
 		}
 	} else {
 		startTimer = time.AfterFunc(w.cfg.StartReportDelay, reportStart)
 	}
 
-	running := attemptsRunning.WithLabelValues(queueName)
+	running := attemptsRunning.WithLabelValues(q.name)
 	running.Inc()
 	began := time.Now()
-	output, runErr := w.run(fn, e, log)
-	attemptSeconds.WithLabelValues(queueName).Observe(time.Since(began).Seconds())
+	output, runErr, timedOut := w.run(ctx, q.fn, e, log)
+	cancelled := errors.Is(context.Cause(ctx), ErrCancelled)
+	attemptSeconds.WithLabelValues(q.name).Observe(time.Since(began).Seconds())
 	running.Dec()
-	shutdown := runErr != nil && w.attemptCtx.Err() != nil
 	if startTimer != nil && !startTimer.Stop() {
 		startOnce.Do(func() {}) // the report is under way: wait for it
 	}
+	beat.stopEvents() // no heartbeat event after the finished one
 	if startErr != nil {
 		log.Warn("could not report attempt start; its end carries it", "err", startErr)
 	}
@@ -99,108 +160,204 @@ func (w *Worker) process(queueName string, fn Func, msg jetstream.Msg, ackWait t
 	if !reported {
 		ev.StartedAt = &startedAt
 	}
-	var delay time.Duration
-	switch {
-	case runErr == nil:
-	case shutdown:
-		// Not the job's fault: retry at once elsewhere, whatever the
-		// attempt count (the next attempt runs even past MaxAttempts).
-		ev.Type = wire.EventFailed
-		ev.Error = wire.Truncate("interrupted by executor shutdown: " + runErr.Error())
-	default:
+	if runErr != nil {
 		ev.Type = wire.EventFailed
 		ev.Error = wire.Truncate(runErr.Error())
-		ev.Final = IsPermanent(runErr) || e.Attempt >= maxAttempts(ex.Retry)
+	}
+	var (
+		outcome string
+		v       verdict
+		delay   time.Duration
+	)
+	switch {
+	case cancelled:
+		// Whatever the handler returned: the execution is cancelled.
+		ev.Type, outcome, v = wire.EventCancelled, "cancelled", verdictIgnore
+	case runErr == nil:
+		outcome, v = "succeeded", verdictSuccess
+	case timedOut:
+		ev.TimedOut = true
+		ev.Final = IsPermanent(runErr) || e.LastAttempt(e.Attempt)
 		if !ev.Final {
-			delay = retryDelay(ex.Retry, e.Attempt, w.rand())
+			delay = retryDelay(e.Retry, e.Attempt-e.SeriesBase, w.rand())
+		}
+		outcome, v = "timed_out", verdictFailure
+	case w.attemptCtx.Err() != nil:
+		// Not the job's fault: tock publishes it again at once, whatever
+		// the attempt count (the next attempt runs even past MaxAttempts).
+		ev.Error = wire.Truncate("interrupted by executor shutdown: " + runErr.Error())
+		outcome, v = "interrupted", verdictIgnore
+	case IsPermanent(runErr):
+		ev.Final = true
+		outcome, v = "dead", verdictSuccess // the handler answered
+	default:
+		ev.Final = e.LastAttempt(e.Attempt)
+		if !ev.Final {
+			var asked bool
+			if delay, asked = retryAfter(runErr); !asked {
+				delay = retryDelay(e.Retry, e.Attempt-e.SeriesBase, w.rand())
+			}
+		}
+		outcome, v = "retry", verdictFailure
+		if ev.Final {
+			outcome = "dead"
 		}
 	}
+	ev.RetryInMS = delay.Milliseconds()
+	done(v)
 
-	if err := w.publish(ev); err != nil {
-		// The result is lost: let the execution run again.
-		log.Error("cannot report attempt result; giving the execution back", "outcome", ev.Type, "err", err)
-		attemptsTotal.WithLabelValues(queueName, "unreported").Inc()
-		_ = msg.NakWithDelay(max(delay, startedRetryDelay))
+	if !w.finish(q, msg, ev, outcome, log) {
 		return
 	}
-	stopHeartbeat() // an in-progress ack after the settle would be refused
-	var outcome string
 	switch {
-	case runErr == nil:
-		outcome = "succeeded"
-		log.Debug("attempt succeeded")
-		err = msg.Ack()
-	case shutdown:
-		outcome = "interrupted"
-		log.Info("attempt interrupted by shutdown; handing it back", "err", runErr)
-		err = msg.Nak()
-	case ev.Final:
-		outcome = "dead"
-		log.Warn("attempt failed; execution is dead", "err", runErr, "permanent", IsPermanent(runErr))
-		err = msg.TermWithReason("tock: final attempt failed")
+	case ev.Type == wire.EventFailed && ev.Final:
+		deadLettersTotal.WithLabelValues(q.name).Inc()
+		log.Warn("attempt failed; execution is dead", "err", runErr, "permanent", IsPermanent(runErr), "timed_out", timedOut)
+	case ev.Type == wire.EventFailed && outcome != "interrupted":
+		retriesTotal.WithLabelValues(q.name).Inc()
+		log.Info("attempt failed; tock retries it", "err", runErr, "timed_out", timedOut, "retry_in", delay)
+	case outcome == "interrupted":
+		log.Info("attempt interrupted by shutdown; handed back", "err", runErr)
+	case ev.Type == wire.EventCancelled:
+		log.Info("attempt cancelled", "err", runErr)
 	default:
-		outcome = "retry"
-		log.Info("attempt failed; will retry", "err", runErr, "retry_in", delay)
-		err = msg.NakWithDelay(delay)
-	}
-	attemptsTotal.WithLabelValues(queueName, outcome).Inc()
-	if err != nil {
-		// The message will be redelivered after AckWait; the recorder
-		// already has this attempt's result.
-		log.Warn("settle execution message", "outcome", ev.Type, "err", err)
+		log.Debug("attempt succeeded")
 	}
 }
 
-// run calls fn with a context that carries the job's timeout and ends at
-// shutdown, and turns a panic into an error.
-func (w *Worker) run(fn Func, e *Execution, log *slog.Logger) (output string, err error) {
-	var (
-		ctx     context.Context
-		cancel  context.CancelFunc
-		timeout = time.Duration(e.TimeoutMS) * time.Millisecond
-	)
+// finish publishes ev, the delivery's last event, then settles the
+// message: a final failure or a cancellation terminates it, anything else
+// (success, a retry or interruption that tock publishes again) acks it.
+// If ev cannot be published, the message goes back to JetStream, to run
+// again, and finish returns false.
+func (w *Worker) finish(q *queue, msg jetstream.Msg, ev wire.Event, outcome string, log *slog.Logger) bool {
+	if err := w.publish(ev); err != nil {
+		log.Error("cannot report attempt result; giving the execution back", "outcome", outcome, "err", err)
+		attemptsTotal.WithLabelValues(q.name, "unreported").Inc()
+		_ = msg.NakWithDelay(unreportedRetryDelay)
+		return false
+	}
+	var err error
+	switch {
+	case ev.Type == wire.EventCancelled:
+		err = msg.TermWithReason("tock: execution cancelled")
+	case ev.Final:
+		err = msg.TermWithReason("tock: final attempt failed")
+	default:
+		err = msg.Ack()
+	}
+	if err != nil {
+		// The message will be redelivered after AckWait; tock already has
+		// this attempt's result.
+		log.Warn("settle execution message", "outcome", outcome, "err", err)
+	}
+	attemptsTotal.WithLabelValues(q.name, outcome).Inc()
+	return true
+}
+
+// run calls fn with ctx bounded by the job's timeout, and turns a panic
+// into an error. timedOut reports a failure at the timeout.
+func (w *Worker) run(ctx context.Context, fn Func, e *Execution, log *slog.Logger) (output string, err error, timedOut bool) {
+	timeout := time.Duration(e.TimeoutMS) * time.Millisecond
+	var cancel context.CancelFunc
 	if timeout > 0 {
-		ctx, cancel = context.WithTimeout(w.attemptCtx, timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errTimedOut)
 	} else {
-		ctx, cancel = context.WithCancel(w.attemptCtx)
+		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
-			output, err = "", fmt.Errorf("handler panicked: %v", r)
+			output, err, timedOut = "", fmt.Errorf("handler panicked: %v", r), false
 		}
 	}()
 	output, err = fn(ctx, e)
-	if err != nil && timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("timed out after %s: %w", timeout, err)
+	if err != nil && errors.Is(context.Cause(ctx), errTimedOut) {
+		err, timedOut = fmt.Errorf("timed out after %s: %w", timeout, err), true
 	}
-	return output, err
+	return output, err, timedOut
 }
 
-// heartbeat tells JetStream the attempt is alive every third of ackWait,
-// so a long attempt is not redelivered; it stops when the returned func is
-// called (which waits for it; calling it again is harmless) or when Run
-// abandons the attempt.
-func (w *Worker) heartbeat(msg jetstream.Msg, ackWait time.Duration, log *slog.Logger) (stop func()) {
+// beat is an attempt's heartbeat: JetStream in-progress acks every third
+// of the ack wait, so a long attempt is not redelivered, and, once the
+// start is reported, a heartbeat event every Config.HeartbeatInterval.
+type beat struct {
+	startedc  chan struct{}
+	startOnce sync.Once
+	mu        sync.Mutex // held while a heartbeat event is published
+	eventsOff bool
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+func (w *Worker) heartbeat(msg jetstream.Msg, ackWait time.Duration, e *Execution, log *slog.Logger) *beat {
 	ctx, cancel := context.WithCancel(w.abandonCtx)
-	done := make(chan struct{})
+	b := &beat{startedc: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
 	go func() {
-		defer close(done)
-		t := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
-		defer t.Stop()
+		defer close(b.done)
+		acks := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
+		defer acks.Stop()
+		var (
+			events  <-chan time.Time
+			started = b.startedc
+			seq     int
+		)
 		for {
 			select {
-			case <-t.C:
+			case <-acks.C:
 				if err := msg.InProgress(); err != nil {
 					log.Warn("heartbeat (in-progress ack)", "err", err)
 				}
+			case <-started:
+				started = nil
+				if w.cfg.HeartbeatInterval > 0 {
+					t := time.NewTicker(w.cfg.HeartbeatInterval)
+					defer t.Stop()
+					events = t.C
+				}
+			case <-events:
+				seq++
+				b.publish(ctx, w, e, seq, log)
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	return func() { cancel(); <-done }
+	return b
+}
+
+func (b *beat) publish(ctx context.Context, w *Worker, e *Execution, seq int, log *slog.Logger) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.eventsOff {
+		return
+	}
+	ev := w.event(e, wire.EventHeartbeat)
+	ev.Seq = seq
+	// One try: the next heartbeat is as good as a retried one.
+	pctx, cancel := context.WithTimeout(ctx, min(publishTimeout, max(w.cfg.HeartbeatInterval, 100*time.Millisecond)))
+	defer cancel()
+	if err := w.publishOnce(pctx, ev); err != nil {
+		log.Warn("heartbeat event", "seq", seq, "err", err)
+	}
+}
+
+// started starts the heartbeat events.
+func (b *beat) started() { b.startOnce.Do(func() { close(b.startedc) }) }
+
+// stopEvents stops the heartbeat events, waiting for one being published.
+func (b *beat) stopEvents() {
+	b.mu.Lock()
+	b.eventsOff = true
+	b.mu.Unlock()
+}
+
+// stop ends the heartbeat and waits for it; calling it again is harmless.
+func (b *beat) stop() {
+	b.stopEvents()
+	b.cancel()
+	<-b.done
 }
 
 func (w *Worker) event(e *Execution, typ string) wire.Event {
@@ -209,6 +366,7 @@ func (w *Worker) event(e *Execution, typ string) wire.Event {
 		ExecutionID:  e.ExecutionID,
 		ScheduledFor: e.ScheduledFor,
 		Attempt:      e.Attempt,
+		Dispatch:     e.Dispatch,
 		ExecutorID:   w.cfg.ExecutorID,
 		At:           w.now().UTC(),
 	}
@@ -218,6 +376,28 @@ func (w *Worker) event(e *Execution, typ string) wire.Event {
 // retrying for a while. The Nats-Msg-Id makes retries (and a redelivered
 // attempt's re-publish within the duplicate window) harmless.
 func (w *Worker) publish(ev wire.Event) error {
+	deadline := time.Now().Add(publishRetryFor)
+	pause := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(w.abandonCtx, publishTimeout)
+		err := w.publishOnce(ctx, ev)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, nats.ErrConnectionClosed) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(pause):
+		case <-w.abandonCtx.Done():
+			return err
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+func (w *Worker) publishOnce(ctx context.Context, ev wire.Event) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", ev.Type, err)
@@ -227,24 +407,8 @@ func (w *Worker) publish(ev wire.Event) error {
 		Data:    data,
 		Header:  nats.Header{wire.HeaderExecutionID: []string{ev.ExecutionID}},
 	}
-	deadline := time.Now().Add(publishRetryFor)
-	pause := 100 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(w.abandonCtx, publishTimeout)
-		_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(ev.MsgID()), jetstream.WithExpectStream(wire.EventStream))
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, nats.ErrConnectionClosed) || time.Now().Add(pause).After(deadline) {
-			break
-		}
-		select {
-		case <-time.After(pause):
-		case <-w.abandonCtx.Done():
-			return fmt.Errorf("publish %s event %s: %w", ev.Type, ev.MsgID(), err)
-		}
-		pause = min(2*pause, 2*time.Second)
+	if _, err := w.js.PublishMsg(ctx, m, jetstream.WithMsgID(ev.MsgID()), jetstream.WithExpectStream(wire.EventStream)); err != nil {
+		return fmt.Errorf("publish %s event %s: %w", ev.Type, ev.MsgID(), err)
 	}
-	return fmt.Errorf("publish %s event %s: %w", ev.Type, ev.MsgID(), err)
+	return nil
 }

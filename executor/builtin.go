@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -32,9 +33,11 @@ func tockHeaders(e *Execution) map[string]string {
 // HTTPHandler is the built-in "http" handler: it sends the job's payload
 // as the body of a request (Method, default POST, to URL with Headers)
 // plus the tock headers, within the attempt's context. A 2xx answer is
-// success with the response body as output; 408, 429, 5xx and network
-// errors are retryable; any other status is a permanent failure. A nil
-// client means http.DefaultClient.
+// success with the response body as output; 408, 429 and 5xx are
+// retryable, after the answer's Retry-After (delta-seconds or an HTTP
+// date, at most MaxRetryAfter) if it has one, else after the retry
+// policy's backoff; network errors and timeouts are retryable; any other
+// status is a permanent failure. A nil client means http.DefaultClient.
 func HTTPHandler(client *http.Client) Func {
 	if client == nil {
 		client = http.DefaultClient
@@ -86,11 +89,38 @@ func HTTPHandler(client *http.Client) Func {
 		case code >= 200 && code < 300:
 			return output, nil
 		case code == http.StatusRequestTimeout, code == http.StatusTooManyRequests, code >= 500:
-			return output, fmt.Errorf("%s: %s", target, resp.Status)
+			err := fmt.Errorf("%s: %s", target, resp.Status)
+			if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+				err = RetryAfter(err, d)
+			}
+			return output, err
 		default:
 			return output, Permanent(fmt.Errorf("%s: %s", target, resp.Status))
 		}
 	}
+}
+
+// MaxRetryAfter caps the wait an HTTP target can ask for with Retry-After.
+const MaxRetryAfter = 24 * time.Hour
+
+// parseRetryAfter reads a Retry-After header value (RFC 9110 10.2.3):
+// delta-seconds or an HTTP date, which now turns into a delay.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		return time.Duration(min(secs, int64(MaxRetryAfter/time.Second))) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return min(max(t.Sub(now), 0), MaxRetryAfter), true
 }
 
 // safeURL is u without its query, fragment and password, for errors.

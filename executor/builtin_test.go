@@ -136,13 +136,19 @@ func TestHTTPHandlerFailures(t *testing.T) {
 	}
 }
 
-// The http handler runs end to end through a Worker: a 503 then a 200.
+// The http handler runs end to end through a Worker: a 503 with
+// Retry-After: 1, then a 200; and a 400, which is final.
 func TestHTTPHandlerThroughWorker(t *testing.T) {
 	e := newEnv(t)
 	evs := e.events()
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bad" {
+			http.Error(w, "no such thing", http.StatusBadRequest)
+			return
+		}
 		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
 			http.Error(w, "try later", http.StatusServiceUnavailable)
 			return
 		}
@@ -154,17 +160,68 @@ func TestHTTPHandlerThroughWorker(t *testing.T) {
 	e.run(w)
 
 	ex := httpExecution(srv.URL).Execution
-	ex.Retry = wire.RetryPolicy{MaxAttempts: 3, InitialBackoff: "10ms"}
+	ex.Retry = wire.RetryPolicy{MaxAttempts: 3, InitialBackoff: "1m", Jitter: "none"}
 	e.publish(ex)
 	evs.expect(ex, wire.EventStarted, 1, false)
-	if ev := evs.expect(ex, wire.EventFailed, 1, false); !strings.Contains(ev.Error, "503") || ev.Output != "try later\n" {
-		t.Errorf("failed event: error %q output %q", ev.Error, ev.Output)
+	ev := evs.expect(ex, wire.EventFailed, 1, false)
+	if !strings.Contains(ev.Error, "503") || ev.Output != "try later\n" || ev.RetryInMS != 1000 {
+		t.Errorf("failed event: error %q output %q retry in %dms, want 503 retried in 1000ms", ev.Error, ev.Output, ev.RetryInMS)
 	}
+	ex = e.republish(ex, ev)
 	evs.expect(ex, wire.EventStarted, 2, false)
 	if ev := evs.expect(ex, wire.EventSucceeded, 2, false); ev.Output != "ok" {
 		t.Errorf("output %q", ev.Output)
 	}
+
+	bad := httpExecution(srv.URL + "/bad").Execution
+	bad.Retry = wire.RetryPolicy{MaxAttempts: 3}
+	e.publish(bad)
+	evs.expect(bad, wire.EventStarted, 1, false)
+	if ev := evs.expect(bad, wire.EventFailed, 1, true); !strings.Contains(ev.Error, "400") {
+		t.Errorf("error %q, want the 400", ev.Error)
+	}
 	e.settled(wire.HandlerHTTP)
+}
+
+func TestHTTPHandlerRetryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		status     int
+		retryAfter string
+		want       time.Duration // 0: no RetryAfter
+	}{
+		{503, "1", time.Second},
+		{429, "120", 2 * time.Minute},
+		{408, "0", 0},
+		{503, time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat), 3 * time.Second},
+		{503, "Wed, 21 Oct 2015 07:28:00 GMT", 0}, // in the past: at once
+		{503, "soon", -1},
+		{503, "-5", -1},
+		{503, "", -1},
+		{503, "999999999999", MaxRetryAfter},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if tt.retryAfter != "" {
+				w.Header().Set("Retry-After", tt.retryAfter)
+			}
+			w.WriteHeader(tt.status)
+		}))
+		_, err := HTTPHandler(nil)(context.Background(), httpExecution(srv.URL))
+		srv.Close()
+		if err == nil || IsPermanent(err) {
+			t.Errorf("%d with Retry-After %q: %v, want a retryable error", tt.status, tt.retryAfter, err)
+			continue
+		}
+		d, ok := retryAfter(err)
+		switch {
+		case tt.want < 0 && ok:
+			t.Errorf("%d with Retry-After %q: asks for a retry in %v, want the backoff", tt.status, tt.retryAfter, d)
+		case tt.want >= 0 && !ok:
+			t.Errorf("%d with Retry-After %q: no RetryAfter, want %v", tt.status, tt.retryAfter, tt.want)
+		case tt.want >= 0 && (d > tt.want || d < tt.want-time.Second):
+			// An HTTP date has a resolution of a second.
+			t.Errorf("%d with Retry-After %q: retry in %v, want %v", tt.status, tt.retryAfter, d, tt.want)
+		}
+	}
 }
 
 func natsExecution(subject string, wait bool) *Execution {

@@ -1,15 +1,27 @@
-// Package executor runs tock executions: it pulls them from a handler's
-// JetStream queue, runs a Go function for each attempt and reports the
-// attempt's events to the recorder. tockd's executor role uses it for the
-// built-in http and nats handlers; a custom executor is any Go program that
-// calls Handle and Run (see examples/custom-executor).
+// Package executor runs tock executions: it pulls them from the
+// JetStream consumers of a handler's queue, runs a Go function for each
+// attempt and reports the attempt's events to tock. tockd's executor role
+// uses it for the built-in http and nats handlers; a custom executor is any
+// Go program that calls Handle and Run (see examples/custom-executor).
 //
 // Delivery is at-least-once. Each attempt publishes its events (started,
-// then succeeded or failed) and only then acks its message, so an executor
-// that dies between the two, or whose heartbeats stop, has the execution
-// redelivered to another executor as the next attempt. A handler must
-// therefore be idempotent; the execution id, the same on every attempt, is
-// the key to make it so.
+// heartbeats, then succeeded, failed or cancelled) and only then acks its
+// message, so an executor that dies between the two, or whose heartbeats
+// stop, has the execution redelivered to another executor as the next
+// attempt. A handler must therefore be idempotent; the execution id, the
+// same on every attempt, is the key to make it so.
+//
+// A failed attempt does not wait for its retry here: its failed event says
+// how long to wait (the retry policy's backoff, or what the handler asked
+// for with RetryAfter) and tock publishes the execution again when that
+// time has passed. Likewise a delivery refused by its handler's circuit
+// breaker or concurrency limit is deferred: handed back to tock unrun.
+//
+// The handler's context is how timeouts, cancellation and shutdown reach
+// user code. It ends at the job's timeout (context.DeadlineExceeded), when
+// the execution is cancelled through tock (context.Cause(ctx) is
+// ErrCancelled), and when the Worker stops waiting for running attempts at
+// shutdown. A handler should watch ctx and return promptly when it ends.
 package executor
 
 import (
@@ -36,8 +48,10 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultConcurrency     = 16
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultConcurrency       = 16
+	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultStartReportDelay  = 200 * time.Millisecond
+	DefaultHeartbeatInterval = wire.DefaultAckWait / 3
 )
 
 // Config configures a Worker. Only NATS is required.
@@ -45,12 +59,20 @@ type Config struct {
 	// NATS is the connection to the NATS cluster with JetStream. The
 	// caller owns it: Run neither drains nor closes it.
 	NATS *nats.Conn
-	// ExecutorID names this process in events and logs. Default:
-	// hostname-pid-random.
+	// ExecutorID names this process in events, logs and handler states.
+	// Default: hostname-pid-random.
 	ExecutorID string
 	// Concurrency is the most attempts in flight per queue in this
-	// process. Default DefaultConcurrency.
+	// process (a custom handler's queue is its own; the built-in http
+	// handler serves all its hosts from one). HandleWith overrides it for
+	// one queue. Default DefaultConcurrency.
 	Concurrency int
+	// MaxPerHandler is the most attempts in flight per handler key
+	// (wire.Handler.Key: one HTTP host, one NATS subject) in this
+	// process; 0 means no limit beyond Concurrency. A delivery whose key
+	// is at its limit does not wait for a slot: it is deferred, handed
+	// back to tock to be published again a second later.
+	MaxPerHandler int
 	// ShutdownTimeout is how long Run lets running attempts finish after
 	// its context ends before it cancels their contexts. Default
 	// DefaultShutdownTimeout.
@@ -62,12 +84,17 @@ type Config struct {
 	// an execution showing queued, not running, for that long. Default
 	// DefaultStartReportDelay; negative reports every start at once.
 	StartReportDelay time.Duration
+	// HeartbeatInterval is how often a running attempt whose start was
+	// reported publishes a heartbeat event, so that tock can show it is
+	// alive. (JetStream's in-progress acks, which keep the message from
+	// being redelivered, go at a third of the consumer's ack wait
+	// regardless.) Default DefaultHeartbeatInterval; negative sends none.
+	HeartbeatInterval time.Duration
+	// Breaker configures the circuit breaker kept per handler key.
+	Breaker BreakerConfig
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
-
-// DefaultStartReportDelay is Config.StartReportDelay's default.
-const DefaultStartReportDelay = 200 * time.Millisecond
 
 func (c *Config) setDefaults() {
 	if c.ExecutorID == "" {
@@ -82,6 +109,10 @@ func (c *Config) setDefaults() {
 	if c.StartReportDelay == 0 {
 		c.StartReportDelay = DefaultStartReportDelay
 	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	c.Breaker.setDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -94,10 +125,13 @@ func (c *Config) validate() error {
 	if c.Concurrency < 0 {
 		return fmt.Errorf("executor: Config.Concurrency %d is negative", c.Concurrency)
 	}
+	if c.MaxPerHandler < 0 {
+		return fmt.Errorf("executor: Config.MaxPerHandler %d is negative", c.MaxPerHandler)
+	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("executor: Config.ShutdownTimeout %s is negative", c.ShutdownTimeout)
 	}
-	return nil
+	return c.Breaker.validate()
 }
 
 func defaultExecutorID() string {
@@ -113,19 +147,29 @@ func defaultExecutorID() string {
 // Execution is one delivery of an execution to a handler.
 type Execution struct {
 	wire.Execution
-	// Attempt is the 1-based attempt number: JetStream's delivery count
-	// of the message. A delivery that never reached a handler (the
-	// executor died holding it) counts too.
+	// Attempt is the 1-based attempt number, counted over the execution's
+	// whole life: the attempts made before this message was published
+	// (AttemptBase) plus JetStream's delivery count of it. A delivery that
+	// never reached a handler (the executor died holding it) counts too.
 	Attempt int
 }
 
 // Func handles one attempt of an execution. It returns the output to
 // record (cut to wire.MaxOutputBytes), or an error: a retryable failure,
-// or a Permanent one that ends the execution. ctx ends at the job's
-// timeout and when the Worker gives up waiting for it at shutdown; Func
-// should return promptly then. An output returned with an error is
-// recorded too. A panic is recovered and counts as a retryable failure.
+// one that asks for its retry at a given time (RetryAfter), or a Permanent
+// one that ends the execution. ctx ends at the job's timeout, when the
+// execution is cancelled (context.Cause(ctx) is ErrCancelled) and when the
+// Worker gives up waiting for it at shutdown; Func should return promptly
+// then. An output returned with an error is recorded too. A panic is
+// recovered and counts as a retryable failure.
 type Func func(ctx context.Context, e *Execution) (output string, err error)
+
+// HandlerOptions tunes one queue's handler (see Worker.HandleWith).
+type HandlerOptions struct {
+	// Concurrency is the most attempts of the queue in flight in this
+	// process; 0 means Config.Concurrency.
+	Concurrency int
+}
 
 // Worker pulls executions for its handlers' queues and runs them. It is
 // one of: tockd's built-in executor (queues "http" and "nats") or a custom
@@ -136,19 +180,31 @@ type Worker struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	handlers map[string]Func
+	handlers map[string]registration
 	started  bool
 
 	// Seams for tests.
 	now          func() time.Time
 	rand         func() float64 // in [0, 1), for backoff jitter
 	consumerOpts wire.ConsumerOptions
-	fetchWait    time.Duration
+	pollEvery    time.Duration // an idle queue's pull without a doorbell
+	stateEvery   time.Duration // handler state writes
+	depthEvery   time.Duration // queue depth polls
+
+	cancels     *cancels
+	keysMu      sync.Mutex
+	keys        map[string]*handlerKey
+	keysChanged chan struct{} // a breaker changed state
 
 	// Set by Run before any attempt starts.
 	attemptCtx context.Context // handlers' parent; cancelled at the end of the shutdown grace
 	abandonCtx context.Context // heartbeats and event publishing; cancelled when Run returns
 	inFlight   atomic.Int64
+}
+
+type registration struct {
+	fn   Func
+	opts HandlerOptions
 }
 
 // New returns a Worker for cfg with defaults filled in. Register handlers
@@ -163,15 +219,27 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("executor: jetstream: %w", err)
 	}
 	return &Worker{
-		cfg:       cfg,
-		js:        js,
-		log:       cfg.Logger.With("executor", cfg.ExecutorID),
-		handlers:  make(map[string]Func),
-		now:       time.Now,
-		rand:      mathrand.Float64,
-		fetchWait: 30 * time.Second,
+		cfg:         cfg,
+		js:          js,
+		log:         cfg.Logger.With("executor", cfg.ExecutorID),
+		handlers:    make(map[string]registration),
+		now:         time.Now,
+		rand:        mathrand.Float64,
+		pollEvery:   idlePoll,
+		stateEvery:  wire.HandlerStateEvery,
+		depthEvery:  depthPoll,
+		cancels:     newCancels(),
+		keys:        make(map[string]*handlerKey),
+		keysChanged: make(chan struct{}, 1),
 	}, nil
 }
+
+// How often an idle queue is pulled without its doorbell ringing (for
+// redeliveries, which ring none), and how often queue depths are read.
+const (
+	idlePoll  = 500 * time.Millisecond
+	depthPoll = 5 * time.Second
+)
 
 // ID is the executor id this Worker reports in events.
 func (w *Worker) ID() string { return w.cfg.ExecutorID }
@@ -182,12 +250,19 @@ var queueName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // wire.HandlerHTTP / wire.HandlerNATS for the built-ins. Like
 // http.ServeMux, it panics on an invalid or duplicate queue, a nil fn, or
 // a call after Run started: those are programming errors.
-func (w *Worker) Handle(queue string, fn Func) {
+func (w *Worker) Handle(queue string, fn Func) { w.HandleWith(queue, fn, HandlerOptions{}) }
+
+// HandleWith is Handle with options for the queue. It also panics on a
+// negative opts.Concurrency.
+func (w *Worker) HandleWith(queue string, fn Func, opts HandlerOptions) {
 	if !queueName.MatchString(queue) {
 		panic(fmt.Sprintf("executor: invalid queue name %q (letters, digits, '-' and '_')", queue))
 	}
 	if fn == nil {
 		panic("executor: nil Func for queue " + queue)
+	}
+	if opts.Concurrency < 0 {
+		panic(fmt.Sprintf("executor: negative concurrency %d for queue %s", opts.Concurrency, queue))
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -197,16 +272,20 @@ func (w *Worker) Handle(queue string, fn Func) {
 	if _, dup := w.handlers[queue]; dup {
 		panic("executor: queue " + queue + " registered twice")
 	}
-	w.handlers[queue] = fn
+	w.handlers[queue] = registration{fn: fn, opts: opts}
 }
 
-// Run creates the streams and the consumers of the registered queues if
-// needed, then runs executions until ctx ends. It then stops pulling, lets
-// running attempts finish for up to Config.ShutdownTimeout, cancels the
-// contexts of those still running and waits for them briefly. It returns
-// nil after such a shutdown, or an error if it cannot start or some
-// attempts never returned (their executions are redelivered once their
-// heartbeats lapse). Run may be called once.
+// cancelWatchWait bounds how long Run waits at start for the current
+// cancellations before it pulls executions anyway.
+const cancelWatchWait = 10 * time.Second
+
+// Run creates the streams, buckets and the consumers of the registered
+// queues if needed, then runs executions until ctx ends. It then stops
+// pulling, lets running attempts finish for up to Config.ShutdownTimeout,
+// cancels the contexts of those still running and waits for them briefly.
+// It returns nil after such a shutdown, or an error if it cannot start or
+// some attempts never returned (their executions are redelivered once
+// their heartbeats lapse). Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.started {
@@ -224,9 +303,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("executor: %w", err)
 	}
 	queues := make([]*queue, 0, len(handlers))
-	for name, fn := range handlers {
-		q := &queue{name: name, fn: fn}
-		if err := w.ensureConsumer(ctx, q); err != nil {
+	for name, reg := range handlers {
+		concurrency := reg.opts.Concurrency
+		if concurrency == 0 {
+			concurrency = w.cfg.Concurrency
+		}
+		q := &queue{name: name, fn: reg.fn, concurrency: concurrency, slots: make(chan struct{}, concurrency), freed: make(chan struct{}, 1)}
+		if err := w.ensureConsumers(ctx, q); err != nil {
 			return fmt.Errorf("executor: %w", err)
 		}
 		queues = append(queues, q)
@@ -237,6 +320,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	abandonCtx, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandon()
 	w.attemptCtx, w.abandonCtx = attemptCtx, abandonCtx
+
+	// Background work lives until the last attempt is done: a running
+	// attempt can still be cancelled during the shutdown grace.
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var background sync.WaitGroup
+	defer func() { stopBackground(); background.Wait() }()
+	cancelsReady := make(chan struct{})
+	background.Go(func() { w.watchCancels(bgCtx, cancelsReady) })
+	background.Go(func() { w.writeHandlerStates(bgCtx) })
+	background.Go(func() { w.pollDepths(bgCtx, queues) })
+	// Run nothing a cancellation already stops.
+	wait := time.NewTimer(cancelWatchWait)
+	select {
+	case <-cancelsReady:
+	case <-wait.C:
+		w.log.Warn("cancelled executions not read yet; running executions anyway", "waited", cancelWatchWait)
+	case <-ctx.Done():
+	}
+	wait.Stop()
 
 	w.log.Info("executor running", "queues", len(queues), "concurrency", w.cfg.Concurrency)
 	var attempts, loops sync.WaitGroup
@@ -256,12 +358,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Warn("shutdown timeout: cancelling running attempts", "running", w.inFlight.Load())
 	cancelAttempts()
-	wait := time.NewTimer(abandonAfter)
-	defer wait.Stop()
+	abandonWait := time.NewTimer(abandonAfter)
+	defer abandonWait.Stop()
 	select {
 	case <-done:
 		return nil
-	case <-wait.C:
+	case <-abandonWait.C:
 		return fmt.Errorf("executor: %d attempts ignored cancellation at shutdown and were abandoned", w.inFlight.Load())
 	}
 }
@@ -269,104 +371,3 @@ func (w *Worker) Run(ctx context.Context) error {
 // abandonAfter is how long Run waits for attempts whose context it
 // cancelled at shutdown.
 const abandonAfter = 5 * time.Second
-
-// queue is one handler's queue; only its consume loop touches it.
-type queue struct {
-	name     string
-	fn       Func
-	consumer jetstream.Consumer
-	ackWait  time.Duration
-}
-
-func (w *Worker) ensureConsumer(ctx context.Context, q *queue) error {
-	c, err := wire.EnsureConsumer(ctx, w.js, q.name, wire.PriorityNormal, w.consumerOpts)
-	if err != nil {
-		return err
-	}
-	q.consumer = c
-	q.ackWait = wire.DefaultAckWait
-	if info := c.CachedInfo(); info != nil && info.Config.AckWait > 0 {
-		q.ackWait = info.Config.AckWait
-	}
-	return nil
-}
-
-// consume pulls q's executions until ctx ends. It only asks JetStream for
-// as many messages as it has free slots, so a message never waits in a
-// local buffer with its ack timer running, and a message Nak'ed with a
-// backoff delay holds no slot.
-func (w *Worker) consume(ctx context.Context, q *queue, attempts *sync.WaitGroup) {
-	log := w.log.With("queue", q.name)
-	slots := make(chan struct{}, w.cfg.Concurrency)
-	const minPause, maxPause = 100 * time.Millisecond, 5 * time.Second
-	pause := minPause
-	for {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		n := 1
-	fill:
-		for n < cap(slots) {
-			select {
-			case slots <- struct{}{}:
-				n++
-			default:
-				break fill
-			}
-		}
-		got, err := w.fetch(ctx, q, n, slots, attempts)
-		for range n - got {
-			<-slots
-		}
-		if err == nil || ctx.Err() != nil {
-			pause = minPause
-			continue
-		}
-		// NATS may be down, or wiped: pause, then make sure the stream and
-		// consumer exist again before the next pull.
-		log.Warn("pull executions", "err", err, "retry_in", pause)
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-			return
-		}
-		pause = min(2*pause, maxPause)
-		if err := wire.EnsureStreams(ctx, w.js); err != nil {
-			log.Warn("re-create streams", "err", err)
-			continue
-		}
-		if err := w.ensureConsumer(ctx, q); err != nil {
-			log.Warn("re-create consumer", "err", err)
-		}
-	}
-}
-
-// fetch pulls up to n messages and starts an attempt for each; every
-// started attempt releases one slot when it ends. It returns how many it
-// started.
-func (w *Worker) fetch(ctx context.Context, q *queue, n int, slots chan struct{}, attempts *sync.WaitGroup) (int, error) {
-	fctx, cancel := context.WithTimeout(ctx, w.fetchWait)
-	defer cancel()
-	batch, err := q.consumer.Fetch(n, jetstream.FetchContext(fctx))
-	if err != nil {
-		return 0, err
-	}
-	got, ackWait := 0, q.ackWait
-	// Messages that arrive as ctx ends are still run: they are ours
-	// already, and handing them back would cost them an attempt.
-	for msg := range batch.Messages() {
-		got++
-		w.inFlight.Add(1)
-		attempts.Go(func() {
-			defer func() { <-slots }()
-			defer w.inFlight.Add(-1)
-			w.process(q.name, q.fn, msg, ackWait)
-		})
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		return got, err
-	}
-	return got, nil
-}

@@ -23,14 +23,25 @@ func TestNewValidates(t *testing.T) {
 		t.Error("New without NATS: no error")
 	}
 	nc := &nats.Conn{}
-	if _, err := New(Config{NATS: nc, Concurrency: -1}); err == nil {
-		t.Error("New with negative concurrency: no error")
+	for name, cfg := range map[string]Config{
+		"negative concurrency":     {NATS: nc, Concurrency: -1},
+		"negative max per handler": {NATS: nc, MaxPerHandler: -1},
+		"failure rate above 1":     {NATS: nc, Breaker: BreakerConfig{FailureRate: 1.5}},
+		"negative failure rate":    {NATS: nc, Breaker: BreakerConfig{FailureRate: -0.1}},
+		"negative window":          {NATS: nc, Breaker: BreakerConfig{Window: -time.Second}},
+		"negative open for":        {NATS: nc, Breaker: BreakerConfig{OpenFor: -time.Second}},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New with %s: no error", name)
+		}
 	}
 	w, err := New(Config{NATS: nc})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.cfg.Concurrency != DefaultConcurrency || w.cfg.ShutdownTimeout != DefaultShutdownTimeout || w.ID() == "" {
+	want := BreakerConfig{FailureRate: 0.5, MinRequests: 10, Window: time.Minute, OpenFor: 30 * time.Second, HalfOpenRequests: 1}
+	if w.cfg.Concurrency != DefaultConcurrency || w.cfg.ShutdownTimeout != DefaultShutdownTimeout || w.ID() == "" ||
+		w.cfg.HeartbeatInterval != 10*time.Second || w.cfg.Breaker != want || w.cfg.MaxPerHandler != 0 {
 		t.Errorf("defaults not filled in: %+v", w.cfg)
 	}
 }
@@ -47,6 +58,9 @@ func TestHandlePanicsOnMisuse(t *testing.T) {
 		"empty":     func() { w.Handle("", ok) },
 		"nil func":  func() { w.Handle("x", nil) },
 		"duplicate": func() { w.Handle("send-email", ok) },
+		"negative concurrency": func() {
+			w.HandleWith("y", ok, HandlerOptions{Concurrency: -1})
+		},
 	} {
 		func() {
 			defer func() {
@@ -111,7 +125,10 @@ func TestOutputTruncated(t *testing.T) {
 	}
 }
 
-func TestRetriesThenSucceeds(t *testing.T) {
+// A retryable failure is handed back to tock: a failed event that says
+// when to retry, per the retry policy, and an ack, so the execution holds
+// no JetStream slot while it waits. tock's re-publish is the next attempt.
+func TestRetriesGoBackThroughTock(t *testing.T) {
 	e := newEnv(t)
 	evs := e.events()
 	w := e.worker(e.nc, "exec-1")
@@ -129,31 +146,65 @@ func TestRetriesThenSucceeds(t *testing.T) {
 	e.run(w)
 
 	ex := execution("flaky")
-	ex.Retry = wire.RetryPolicy{MaxAttempts: 5, InitialBackoff: "50ms", Jitter: "none"}
+	ex.Retry = wire.RetryPolicy{MaxAttempts: 5, InitialBackoff: "10s", Multiplier: 3, Jitter: "none"}
 	e.publish(ex)
 
 	evs.expect(ex, wire.EventStarted, 1, false)
 	f1 := evs.expect(ex, wire.EventFailed, 1, false)
-	if f1.Error != "boom 1" || f1.Output != "partial" {
-		t.Errorf("failed event 1 = %+v", f1)
+	if f1.Error != "boom 1" || f1.Output != "partial" || f1.RetryInMS != 10_000 || f1.Dispatch != 0 || f1.TimedOut {
+		t.Errorf("failed event 1 = %+v, want boom 1 with retry in 10s", f1)
 	}
-	s2 := evs.expect(ex, wire.EventStarted, 2, false)
-	f2 := evs.expect(ex, wire.EventFailed, 2, false)
-	s3 := evs.expect(ex, wire.EventStarted, 3, false)
-	evs.expect(ex, wire.EventSucceeded, 3, false)
+	// Acked: nothing waits in JetStream for the 10 s.
 	e.settled("flaky")
-	// Each retry waited out its backoff: 50ms, then 100ms.
-	if d := s2.At.Sub(f1.At); d < 50*time.Millisecond {
-		t.Errorf("attempt 2 started %v after attempt 1 failed, want at least 50ms", d)
+
+	ex = e.republish(ex, f1)
+	if s := evs.expect(ex, wire.EventStarted, 2, false); s.Dispatch != 1 {
+		t.Errorf("attempt 2's started event has dispatch %d, want 1", s.Dispatch)
 	}
-	if d := s3.At.Sub(f2.At); d < 100*time.Millisecond {
-		t.Errorf("attempt 3 started %v after attempt 2 failed, want at least 100ms", d)
+	f2 := evs.expect(ex, wire.EventFailed, 2, false)
+	if f2.RetryInMS != 30_000 || f2.Dispatch != 1 {
+		t.Errorf("failed event 2 = %+v, want retry in 30s, dispatch 1", f2)
 	}
+	e.settled("flaky")
+
+	ex = e.republish(ex, f2)
+	evs.expect(ex, wire.EventStarted, 3, false)
+	if s := evs.expect(ex, wire.EventSucceeded, 3, false); s.Dispatch != 2 || s.Output != "ok" {
+		t.Errorf("succeeded event = %+v", s)
+	}
+	e.settled("flaky")
+	evs.none(200 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(attempts) != "[1 2 3]" {
 		t.Errorf("handler saw attempts %v, want [1 2 3]", attempts)
 	}
+}
+
+// RetryAfter replaces the backoff with the handler's delay.
+func TestRetryAfter(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	w.Handle("busy", func(ctx context.Context, x *Execution) (string, error) {
+		return "", fmt.Errorf("call: %w", RetryAfter(errors.New("busy"), 1500*time.Millisecond))
+	})
+	e.run(w)
+	ex := execution("busy")
+	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "1m", Jitter: "none"}
+	e.publish(ex)
+	evs.expect(ex, wire.EventStarted, 1, false)
+	f1 := evs.expect(ex, wire.EventFailed, 1, false)
+	if f1.RetryInMS != 1500 || f1.Error != "call: busy" {
+		t.Errorf("failed event = %+v, want retry in 1500ms", f1)
+	}
+	// Still subject to MaxAttempts.
+	ex = e.republish(ex, f1)
+	evs.expect(ex, wire.EventStarted, 2, false)
+	if f2 := evs.expect(ex, wire.EventFailed, 2, true); f2.RetryInMS != 0 {
+		t.Errorf("final failed event has retry_in_ms %d", f2.RetryInMS)
+	}
+	e.settled("busy")
 }
 
 func TestLastAttemptIsFinal(t *testing.T) {
@@ -171,7 +222,7 @@ func TestLastAttemptIsFinal(t *testing.T) {
 	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "10ms"}
 	e.publish(ex)
 	evs.expect(ex, wire.EventStarted, 1, false)
-	evs.expect(ex, wire.EventFailed, 1, false)
+	ex = e.republish(ex, evs.expect(ex, wire.EventFailed, 1, false))
 	evs.expect(ex, wire.EventStarted, 2, false)
 	evs.expect(ex, wire.EventFailed, 2, true)
 
@@ -181,10 +232,19 @@ func TestLastAttemptIsFinal(t *testing.T) {
 	evs.expect(one, wire.EventStarted, 1, false)
 	evs.expect(one, wire.EventFailed, 1, true)
 
+	// A re-driven dead execution starts a new series of MaxAttempts.
+	redriven := ex
+	redriven.AttemptBase, redriven.SeriesBase, redriven.Dispatch = 2, 2, 2
+	e.publish(redriven)
+	evs.expect(redriven, wire.EventStarted, 3, false)
+	if ev := evs.expect(redriven, wire.EventFailed, 3, false); ev.RetryInMS != 5 { // full jitter at 0.5 of 10ms
+		t.Errorf("first retry of a new series in %dms, want 5ms", ev.RetryInMS)
+	}
+
 	e.settled("broken")
 	evs.none(300 * time.Millisecond)
-	if n := calls.Load(); n != 3 {
-		t.Errorf("handler called %d times, want 3", n)
+	if n := calls.Load(); n != 4 {
+		t.Errorf("handler called %d times, want 4", n)
 	}
 }
 
@@ -229,7 +289,7 @@ func TestTimeoutCancelsHandler(t *testing.T) {
 	e := newEnv(t)
 	evs := e.events()
 	w := e.worker(e.nc, "exec-1")
-	ctxErr := make(chan error, 1)
+	ctxErr := make(chan error, 2)
 	w.Handle("slow", func(ctx context.Context, x *Execution) (string, error) {
 		select {
 		case <-ctx.Done():
@@ -244,15 +304,23 @@ func TestTimeoutCancelsHandler(t *testing.T) {
 
 	ex := execution("slow")
 	ex.TimeoutMS = 100
+	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "2s", Jitter: "none"}
 	e.publish(ex)
 	if err := recv(t, ctxErr); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("handler context ended with %v, want deadline exceeded", err)
 	}
 	evs.expect(ex, wire.EventStarted, 1, false)
-	ev := evs.expect(ex, wire.EventFailed, 1, true)
-	if !strings.Contains(ev.Error, "timed out after 100ms") {
-		t.Errorf("error = %q, want a timeout", ev.Error)
+	ev := evs.expect(ex, wire.EventFailed, 1, false)
+	if !ev.TimedOut || !strings.Contains(ev.Error, "timed out after 100ms") || ev.RetryInMS != 2000 {
+		t.Errorf("failed event = %+v, want a timeout retried in 2s", ev)
 	}
+	ex = e.republish(ex, ev)
+	recv(t, ctxErr)
+	evs.expect(ex, wire.EventStarted, 2, false)
+	if ev := evs.expect(ex, wire.EventFailed, 2, true); !ev.TimedOut {
+		t.Errorf("last failed event = %+v, want timed out", ev)
+	}
+	e.settled("slow")
 }
 
 func TestPanicIsRetryableFailure(t *testing.T) {
@@ -270,9 +338,11 @@ func TestPanicIsRetryableFailure(t *testing.T) {
 	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "10ms"}
 	e.publish(ex)
 	evs.expect(ex, wire.EventStarted, 1, false)
-	if ev := evs.expect(ex, wire.EventFailed, 1, false); !strings.Contains(ev.Error, "panicked: oops") {
+	ev := evs.expect(ex, wire.EventFailed, 1, false)
+	if !strings.Contains(ev.Error, "panicked: oops") {
 		t.Errorf("error = %q", ev.Error)
 	}
+	ex = e.republish(ex, ev)
 	evs.expect(ex, wire.EventStarted, 2, false)
 	evs.expect(ex, wire.EventSucceeded, 2, false)
 }
@@ -298,11 +368,10 @@ func TestMalformedExecutionIsTerminated(t *testing.T) {
 func TestConcurrencyLimit(t *testing.T) {
 	e := newEnv(t)
 	w := e.worker(e.nc, "exec-1")
-	w.cfg.Concurrency = 2
 	var running, peak atomic.Int32
 	release := make(chan struct{})
 	entered := make(chan struct{}, 10)
-	w.Handle("limited", func(ctx context.Context, x *Execution) (string, error) {
+	w.HandleWith("limited", func(ctx context.Context, x *Execution) (string, error) {
 		n := running.Add(1)
 		for {
 			p := peak.Load()
@@ -314,7 +383,7 @@ func TestConcurrencyLimit(t *testing.T) {
 		<-release
 		running.Add(-1)
 		return "", nil
-	})
+	}, HandlerOptions{Concurrency: 2})
 	e.run(w)
 	for range 5 {
 		e.publish(execution("limited"))
@@ -387,14 +456,17 @@ func TestShutdownInterruptsSlowAttempt(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	evs.expect(ex, wire.EventStarted, 1, false)
-	if ev := evs.expect(ex, wire.EventFailed, 1, false); !strings.Contains(ev.Error, "shutdown") {
-		t.Errorf("error = %q, want an interruption", ev.Error)
+	ev := evs.expect(ex, wire.EventFailed, 1, false)
+	if !strings.Contains(ev.Error, "shutdown") || ev.RetryInMS != 0 || ev.TimedOut {
+		t.Errorf("failed event = %+v, want an interruption to retry at once", ev)
 	}
+	e.settled("q") // acked: tock publishes it again
 
-	// Another executor takes it over at once, as attempt 2.
+	// Another executor takes it over, as attempt 2.
 	w2 := e.worker(e.nc, "exec-2")
 	w2.Handle("q", func(ctx context.Context, x *Execution) (string, error) { return "ok", nil })
 	e.run(w2)
+	ex = e.republish(ex, ev)
 	if ev := evs.expect(ex, wire.EventStarted, 2, false); ev.ExecutorID != "exec-2" {
 		t.Errorf("attempt 2 ran on %s", ev.ExecutorID)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -132,7 +133,26 @@ func (e *env) publish(ex wire.Execution) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.publishRaw(wire.ExecSubject(ex.Handler.Queue(), ex.Priority), data, ex.ExecutionID)
+	e.publishRaw(wire.ExecSubject(ex.Handler.Queue(), ex.Priority), data, wire.ExecMsgID(ex.ExecutionID, ex.Dispatch))
+}
+
+// republish does what tock does with a failed event that is not final,
+// or a deferred event: it publishes the execution again (at once, not
+// after ev.RetryInMS) as the next dispatch, and returns what it published.
+// A deferral did not count as an attempt; a failure did.
+func (e *env) republish(ex wire.Execution, ev wire.Event) wire.Execution {
+	e.t.Helper()
+	switch {
+	case ev.Type == wire.EventDeferred:
+		ex.AttemptBase = ev.Attempt - 1
+	case ev.Type == wire.EventFailed && !ev.Final:
+		ex.AttemptBase = ev.Attempt
+	default:
+		e.t.Fatalf("tock does not publish again after a %s event (final %v)", ev.Type, ev.Final)
+	}
+	ex.Dispatch = ev.Dispatch + 1
+	e.publish(ex)
+	return ex
 }
 
 func (e *env) publishRaw(subject string, data []byte, msgID string) {
@@ -211,34 +231,55 @@ func (r *events) none(d time.Duration) {
 	}
 }
 
-// settled waits until queue's consumer holds no message, delivered or
+// settled waits until queue's consumers hold no message, delivered or
 // not, and the execution stream is empty: every execution was acked or
 // terminated.
 func (e *env) settled(queue string) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
+	var last string
+	ok := waitUntil(func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		ci, err := e.js.Consumer(ctx, wire.ExecStream, wire.ConsumerName(queue, wire.PriorityNormal))
-		var info *jetstream.ConsumerInfo
-		if err == nil {
-			info, err = ci.Info(ctx)
-		}
-		var si *jetstream.StreamInfo
-		if err == nil {
-			var s jetstream.Stream
-			if s, err = e.js.Stream(ctx, wire.ExecStream); err == nil {
-				si, err = s.Info(ctx)
+		defer cancel()
+		for _, p := range wire.Priorities {
+			c, err := e.js.Consumer(ctx, wire.ExecStream, wire.ConsumerName(queue, p))
+			if err != nil {
+				last = err.Error()
+				return false
+			}
+			info := c.CachedInfo()
+			if info.NumAckPending != 0 || info.NumPending != 0 {
+				last = fmt.Sprintf("consumer %s: %d ack pending, %d pending", info.Name, info.NumAckPending, info.NumPending)
+				return false
 			}
 		}
-		cancel()
-		if err == nil && info.NumAckPending == 0 && info.NumPending == 0 && si.State.Msgs == 0 {
-			return
+		s, err := e.js.Stream(ctx, wire.ExecStream)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		if n := s.CachedInfo().State.Msgs; n != 0 {
+			last = fmt.Sprintf("stream holds %d messages", n)
+			return false
+		}
+		return true
+	})
+	if !ok {
+		e.t.Fatalf("queue %s not settled: %s", queue, last)
+	}
+}
+
+// waitUntil polls cond until it holds or waitFor passes, and reports
+// whether it held.
+func waitUntil(cond func() bool) bool {
+	deadline := time.Now().Add(waitFor)
+	for {
+		if cond() {
+			return true
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("queue %s not settled: err %v, consumer %+v, stream %+v", queue, err, info, si)
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
