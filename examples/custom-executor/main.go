@@ -8,7 +8,9 @@
 //	go run ./examples/custom-executor -nats nats://127.0.0.1:4222
 //
 // Delivery is at-least-once: a real handler should use the execution id
-// (the same on every attempt) to do its work only once.
+// (the same on every attempt) to do its work only once. Retries, and
+// executions deferred by the handler's circuit breaker, come back through
+// tock; see docs/wire-protocol.md.
 package main
 
 import (
@@ -58,8 +60,19 @@ func run(url, handler string, concurrency int) error {
 		slog.Info("execution",
 			"execution_id", e.ExecutionID, "job_id", e.JobID, "job", e.Namespace+"/"+e.JobName,
 			"scheduled_for", e.ScheduledFor, "attempt", e.Attempt, "payload", string(e.Payload))
-		// Return an error to have the attempt retried per the job's retry
-		// policy, or executor.Permanent(err) to fail the execution now.
+		// Return an error to have the attempt retried after the job's
+		// backoff, executor.RetryAfter(err, d) to have it retried after d,
+		// or executor.Permanent(err) to fail the execution now.
+		//
+		// ctx ends at the job's timeout, at shutdown, and when the
+		// execution is cancelled through tock
+		// (errors.Is(context.Cause(ctx), executor.ErrCancelled)): long work
+		// should watch it and stop.
+		select {
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		default:
+		}
 		return "handled by " + w.ID(), nil
 	})
 	slog.Info("serving", "handler", handler, "nats", url, "executor_id", w.ID())
