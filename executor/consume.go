@@ -53,10 +53,12 @@ func (w *Worker) ensureConsumers(ctx context.Context, q *queue) error {
 	return nil
 }
 
-// After a doorbell ring whose pull found nothing (the stream stores a
-// message a hair after core subscribers see it), the queue is pulled again
-// after these pauses.
-var ringRepolls = []time.Duration{2 * time.Millisecond, 20 * time.Millisecond}
+// After a doorbell ring whose pull found nothing, the queue is pulled
+// again after these pauses: core subscribers see a message before the
+// stream has stored it, and its consumers learn of it a moment after that
+// (the server signals them asynchronously); until then a no-wait pull
+// finds them empty. The last pause is for a server under load.
+var ringRepolls = []time.Duration{2 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond}
 
 // consume runs q's executions until ctx ends. Whenever q has free slots it
 // pulls, without waiting, from the high, then normal, then low consumer,

@@ -15,6 +15,7 @@ import (
 func TestPriorityOrderWhenSaturated(t *testing.T) {
 	e := newEnv(t)
 	w := e.worker(e.nc, "exec-1")
+	w.depthEvery = 20 * time.Millisecond
 	release := make(chan struct{})
 	started := make(chan string, 10)
 	w.HandleWith("ranked", func(ctx context.Context, x *Execution) (string, error) {
@@ -41,7 +42,32 @@ func TestPriorityOrderWhenSaturated(t *testing.T) {
 	publish("low", wire.PriorityLow)
 	publish("normal", wire.PriorityNormal)
 	publish("high", wire.PriorityHigh)
-	// Published means stored: all three wait in JetStream.
+	// Published means stored, but each consumer learns of its message a
+	// moment later (the server signals consumers asynchronously), and
+	// until then a no-wait pull finds it empty.
+	if !waitUntil(func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		for _, p := range wire.Priorities {
+			c, err := e.js.Consumer(ctx, wire.ExecStream, wire.ConsumerName("ranked", p))
+			if err != nil || c.CachedInfo().NumPending != 1 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the consumers never saw their executions")
+	}
+	if !waitUntil(func() bool {
+		for _, p := range wire.Priorities {
+			if gaugeValue(t, queueDepth.WithLabelValues("ranked", p)) != 1 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Error("tock_queue_depth never showed one execution per priority")
+	}
 	close(release)
 	var order []string
 	for range 3 {

@@ -129,12 +129,17 @@ type handlerKey struct {
 // handlerKey returns the state of key, served by queue q, creating it on
 // first use.
 func (w *Worker) handlerKey(key string, q *queue) *handlerKey {
+	now := w.now()
 	w.keysMu.Lock()
 	defer w.keysMu.Unlock()
 	if hk, ok := w.keys[key]; ok {
+		// Touched under keysMu, so that liveKeys cannot forget a key
+		// being handed out.
+		hk.mu.Lock()
+		hk.lastUsed = now
+		hk.mu.Unlock()
 		return hk
 	}
-	now := w.now()
 	hk := &handlerKey{key: key, queue: q.name, limit: w.cfg.MaxPerHandler, state: wire.BreakerClosed, since: now, lastUsed: now}
 	if key == q.name && (hk.limit == 0 || q.concurrency < hk.limit) {
 		// A custom handler's key is its queue: the queue's limit is the

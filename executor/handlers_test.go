@@ -26,6 +26,15 @@ func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64
 	return m.GetCounter().GetValue()
 }
 
+func gaugeValue(t *testing.T, g interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
+}
+
 // localState returns w's view of handler key.
 func localState(w *Worker, key string) (wire.HandlerState, bool) {
 	for _, s := range w.HandlerStates() {
@@ -76,7 +85,7 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 		return "up", nil
 	})
 	deferredBefore := counterValue(t, deferredTotal.WithLabelValues("fragile", "breaker"))
-	e.run(w)
+	stop := e.run(w)
 
 	for range 2 {
 		ex := execution("fragile")
@@ -99,6 +108,9 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 	}
 	if kv.Queue != "fragile" || kv.Limit != 4 || kv.Since.IsZero() || kv.UpdatedAt.IsZero() {
 		t.Errorf("handler bucket state %+v", kv)
+	}
+	if g := gaugeValue(t, breakerState.WithLabelValues("fragile")); g != 2 {
+		t.Errorf("tock_breaker_state{handler=fragile} = %v, want 2 (open)", g)
 	}
 
 	// Open: the delivery is handed back, unrun and not counted.
@@ -139,7 +151,18 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 	if !waitUntil(func() bool { kv, ok := e.kvState("fragile", "exec-1"); return ok && kv.Breaker == wire.BreakerClosed }) {
 		t.Error("handler bucket never showed the closed breaker")
 	}
+	if g := gaugeValue(t, breakerState.WithLabelValues("fragile")); g != 0 {
+		t.Errorf("tock_breaker_state{handler=fragile} = %v, want 0 (closed)", g)
+	}
 	e.settled("fragile")
+
+	// A stopped executor takes its entries out of the bucket.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if kv, ok := e.kvState("fragile", "exec-1"); ok {
+		t.Errorf("handler bucket still has %+v after the executor stopped", kv)
+	}
 }
 
 // A handler key at MaxPerHandler defers its further deliveries, while
