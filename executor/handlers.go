@@ -32,11 +32,11 @@ const (
 // A retryable failure or a timeout counts as a failure; a success or a
 // permanent failure (the handler answered) as a success; a cancelled or
 // shutdown-interrupted attempt not at all. In its window the breaker opens
-// once MinRequests attempts were counted and FailureRate of them failed.
-// While it is open, deliveries for the key are deferred: handed back to
-// tock, which publishes them again when the breaker half-opens. After
-// OpenFor it half-opens and lets HalfOpenRequests attempts through as
-// probes: as many successes close it, one failure opens it again.
+// once MinRequests attempts were counted and at least FailureRate of them
+// failed. While it is open, deliveries for the key are deferred: handed
+// back to tock, which publishes them again when the breaker half-opens.
+// After OpenFor it half-opens and lets HalfOpenRequests attempts through
+// as probes: as many successes close it, one failure opens it again.
 type BreakerConfig struct {
 	// Disabled turns the breakers off: every delivery runs.
 	Disabled bool
