@@ -90,6 +90,12 @@ type Config struct {
 	// being redelivered, go at a third of the consumer's ack wait
 	// regardless.) Default DefaultHeartbeatInterval; negative sends none.
 	HeartbeatInterval time.Duration
+	// AckWait is the ack wait of the queues' consumers: how long an
+	// attempt whose executor went silent (no in-progress ack) is kept
+	// before JetStream hands it to another executor as the next attempt.
+	// Consumers are shared, so every executor of a queue should use the
+	// same value. Default wire.DefaultAckWait.
+	AckWait time.Duration
 	// Breaker configures the circuit breaker kept per handler key.
 	Breaker BreakerConfig
 	// Logger defaults to slog.Default().
@@ -130,6 +136,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("executor: Config.ShutdownTimeout %s is negative", c.ShutdownTimeout)
+	}
+	if c.AckWait < 0 {
+		return fmt.Errorf("executor: Config.AckWait %s is negative", c.AckWait)
 	}
 	return c.Breaker.validate()
 }
@@ -219,18 +228,19 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("executor: jetstream: %w", err)
 	}
 	return &Worker{
-		cfg:         cfg,
-		js:          js,
-		log:         cfg.Logger.With("executor", cfg.ExecutorID),
-		handlers:    make(map[string]registration),
-		now:         time.Now,
-		rand:        mathrand.Float64,
-		pollEvery:   idlePoll,
-		stateEvery:  wire.HandlerStateEvery,
-		depthEvery:  depthPoll,
-		cancels:     newCancels(),
-		keys:        make(map[string]*handlerKey),
-		keysChanged: make(chan struct{}, 1),
+		cfg:          cfg,
+		js:           js,
+		log:          cfg.Logger.With("executor", cfg.ExecutorID),
+		handlers:     make(map[string]registration),
+		now:          time.Now,
+		rand:         mathrand.Float64,
+		pollEvery:    idlePoll,
+		stateEvery:   wire.HandlerStateEvery,
+		depthEvery:   depthPoll,
+		cancels:      newCancels(),
+		keys:         make(map[string]*handlerKey),
+		keysChanged:  make(chan struct{}, 1),
+		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait},
 	}, nil
 }
 

@@ -213,15 +213,18 @@ func (b *bench) cleanup(ctx context.Context, stopExecutors context.CancelFunc, e
 		b.say("executors did not stop in 20s")
 	}
 	if b.Keep {
-		b.say("kept namespace %s's jobs and executions, and consumer %s", b.ns, wire.ConsumerName(b.Handler, wire.PriorityNormal))
+		b.say("kept namespace %s's jobs and executions, and the consumers of queue %s", b.ns, b.Handler)
 		return
 	}
 	if b.Executors > 0 {
-		if err := b.js.DeleteConsumer(ctx, wire.ExecStream, wire.ConsumerName(b.Handler, wire.PriorityNormal)); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			b.say("delete consumer %s: %v", wire.ConsumerName(b.Handler, wire.PriorityNormal), err)
+		for _, p := range wire.Priorities {
+			name := wire.ConsumerName(b.Handler, p)
+			if err := b.js.DeleteConsumer(ctx, wire.ExecStream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				b.say("delete consumer %s: %v", name, err)
+			}
 		}
 		if s, err := b.js.Stream(ctx, wire.ExecStream); err == nil {
-			_ = s.Purge(ctx, jetstream.WithPurgeSubject(wire.ExecSubject(b.Handler, wire.PriorityNormal)))
+			_ = s.Purge(ctx, jetstream.WithPurgeSubject(wire.ExecSubject(b.Handler, "*")))
 		}
 	}
 	// Let the recorder write the events still queued before their

@@ -198,7 +198,11 @@ func Serve(ctx context.Context, cfg Config) error {
 		start("recorder", rec.Run)
 	}
 	if cfg.Roles[RoleExecutor] {
-		w, err := executor.New(executor.Config{NATS: nc, ExecutorID: cfg.NodeID, Logger: log})
+		w, err := executor.New(executor.Config{
+			NATS: nc, ExecutorID: cfg.NodeID, Logger: log,
+			Concurrency: cfg.ExecutorConcurrency, MaxPerHandler: cfg.ExecutorMaxPerHandler,
+			AckWait: cfg.ExecutorAckWait, Breaker: cfg.Breaker,
+		})
 		if err != nil {
 			return err
 		}

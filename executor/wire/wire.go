@@ -221,8 +221,11 @@ const (
 const MaxOutputBytes = 4096
 
 // Event is the JSON body of a message on tock.events.<type>, published by
-// an executor to the EventStream with Nats-Msg-Id
-// "<execution_id>:<attempt>:<type>" so that a retried publish is dropped.
+// an executor to the EventStream with Nats-Msg-Id MsgID(), so that a
+// retried publish is dropped. Attempt is the attempt the delivery makes
+// (Execution.Attempt); on a deferred event it is the attempt the delivery
+// would have made, and tock publishes the execution again with the same
+// AttemptBase, since a deferred delivery is no attempt.
 type Event struct {
 	Type         string    `json:"type"`
 	ExecutionID  string    `json:"execution_id"`
