@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	mathrand "math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -103,9 +104,10 @@ var (
 	errBreakerIgnored = errors.New("attempt not counted")
 )
 
-// Deferral delays: a delivery refused by a half-open breaker, or by a
-// concurrency limit, comes back after deferMin; one refused by an open
-// breaker when it half-opens, but not sooner than deferMin.
+// Deferral delays: a delivery refused by a concurrency limit comes back
+// after deferMin; one refused by a half-open breaker after deferMin plus
+// up to deferMin of jitter; one refused by an open breaker that much after
+// the breaker half-opens.
 const deferMin = time.Second
 
 // handlerKey is what a Worker knows about one handler key: its breaker and
@@ -238,10 +240,13 @@ func (hk *handlerKey) allow(now time.Time) (done func(verdict), retryIn time.Dur
 	}
 	report, err := hk.cb.Allow()
 	if err != nil {
-		retryIn = deferMin
+		// Jittered, so that a backlog refused while open does not come
+		// back all at once when the breaker half-opens (only its probes
+		// would run; the rest would be refused and deferred again).
+		retryIn = deferMin + time.Duration(mathrand.Int64N(int64(deferMin)))
 		if errors.Is(err, gobreaker.ErrOpenState) {
 			hk.mu.Lock()
-			retryIn = max(hk.halfOpenAt.Sub(now), deferMin)
+			retryIn += max(hk.halfOpenAt.Sub(now), 0)
 			hk.mu.Unlock()
 		}
 		return nil, retryIn, false
