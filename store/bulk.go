@@ -17,8 +17,8 @@ import (
 // small fraction of as many CreateJob calls. Each job gets its ID (a
 // UUIDv7) when zero, its Bucket, CreatedAt and UpdatedAt (the
 // transaction's time, the same for all), and defaults for Namespace
-// ("default") and State (active); times are kept in UTC to the
-// millisecond. The caller sets NextRunAt, as for CreateJob.
+// ("default"), State (active) and Priority (normal); times are kept in
+// UTC to the millisecond. The caller sets NextRunAt, as for CreateJob.
 //
 // It is all or nothing: if any job's (namespace, name) or id is taken,
 // by a stored job or by another job of the same call, nothing is stored
@@ -78,11 +78,11 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 		}
 		_, err = tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
 			[]string{"id", "bucket", "namespace", "name", "schedule", "handler", "payload", "state",
-				"next_run_at", "last_run_at", "retry", "timeout_ms", "created_at", "updated_at"},
+				"next_run_at", "last_run_at", "retry", "timeout_ms", "priority", "created_at", "updated_at"},
 			pgx.CopyFromSlice(len(byBucket), func(i int) ([]any, error) {
 				j := byBucket[i]
 				return []any{j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
-					j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), created, created}, nil
+					j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created}, nil
 			}))
 		return conflictOr(err)
 	})

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,7 +21,8 @@ import (
 
 // execColumns are the columns scanExecution reads, in its order.
 const execColumns = "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts, " +
-	"handler, payload, retry, timeout_ms, dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by"
+	"handler, payload, retry, timeout_ms, dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, " +
+	"priority, next_attempt_at, series_base, dispatches"
 
 // runNowTries bounds RunNow's search for a free millisecond.
 const runNowTries = 1000
@@ -39,7 +42,8 @@ type ExecFilter struct {
 }
 
 // RunNow queues a manual execution of the job for at (truncated to the
-// millisecond), or fails with ErrNotFound. The job may be in any state.
+// millisecond), in the job's priority class, or fails with ErrNotFound.
+// The job may be in any state.
 // It is not dispatched here: it waits in the outbox (Undispatched), and
 // ExecChannel tells its bucket's dispatcher.
 //
@@ -71,12 +75,12 @@ func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Exe
 			}
 			row := tx.QueryRow(ctx, `
 				INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
-					handler, payload, retry, timeout_ms, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, `+nowMS+`)
+					handler, payload, retry, timeout_ms, priority, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`)
 				ON CONFLICT DO NOTHING
 				RETURNING `+execColumns,
 				ExecutionID(jobID, t), jobID, bucket, j.Namespace, j.Name, t,
-				j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds())
+				j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(), j.Priority)
 			e, err = scanExecution(row)
 			if errors.Is(err, pgx.ErrNoRows) {
 				t = t.Add(time.Millisecond)
@@ -96,15 +100,25 @@ func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Exe
 	return e, nil
 }
 
-// Undispatched reads the outbox of some buckets: up to limit queued
-// executions not yet marked dispatched, earliest first.
-func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int) ([]*Execution, error) {
+// outboxSQL reads the outbox in due order. The partial index
+// executions_outbox serves it: (bucket, due time) over undispatched rows
+// only, so executions waiting out a long backoff beyond $3 are never
+// read.
+const outboxSQL = "SELECT " + execColumns + ` FROM executions
+	WHERE bucket = ANY($1) AND dispatched_at IS NULL AND state IN ('queued', 'failed')
+		AND COALESCE(next_attempt_at, scheduled_for) <= $3
+	ORDER BY COALESCE(next_attempt_at, scheduled_for) LIMIT $2`
+
+// Undispatched reads the outbox of some buckets: up to limit executions
+// waiting to be published (queued ones not yet marked dispatched, and
+// failed or deferred ones waiting for their next attempt) that are due
+// (see Execution.DueAt) at or before until, earliest first. The caller
+// holds each until its due time.
+func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*Execution, error) {
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+execColumns+` FROM executions
-		WHERE bucket = ANY($1) AND dispatched_at IS NULL AND state = 'queued'
-		ORDER BY scheduled_for LIMIT $2`, buckets, limit)
+	rows, err := s.pool.Query(ctx, outboxSQL, buckets, limit, until.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("store: undispatched in %d buckets: %w", len(buckets), err)
 	}
@@ -115,34 +129,166 @@ func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int) ([]*
 	return execs, nil
 }
 
-// MarkDispatched records that JetStream acknowledged these executions at
+// Dispatched is one publish of an execution that JetStream acknowledged,
+// for MarkDispatched: the execution's id and the Dispatch number the
+// message carried (Execution.Dispatches when it was read).
+type Dispatched struct {
+	ID       uuid.UUID
+	Dispatch int
+}
+
+// markDispatchedSQL: $1 ids (sorted), $2 and $3 the bounds of their
+// scheduled times (so that the planner prunes partitions), $4 the
+// dispatch number they were published as, $5 the ack time or NULL.
+const markDispatchedSQL = `
+UPDATE executions SET dispatched_at = COALESCE($5, ` + nowMS + `)
+WHERE (id, scheduled_for) IN (
+	SELECT id, scheduled_for FROM executions
+	WHERE id = ANY($1) AND scheduled_for BETWEEN $2 AND $3 AND dispatched_at IS NULL AND dispatches = $4
+	ORDER BY id
+	FOR UPDATE SKIP LOCKED)`
+
+// MarkDispatched records that JetStream acknowledged these publishes at
 // time at (the dispatcher's cluster clock; zero means the database's
-// now), taking them out of the outbox. Executions already marked keep
-// their first dispatch time; unknown ids are ignored, and so are rows
-// locked by an event being recorded (which marks them itself).
-func (s *Store) MarkDispatched(ctx context.Context, ids []uuid.UUID, at time.Time) error {
-	if len(ids) == 0 {
+// now), taking the executions out of the outbox. Only a row still at the
+// dispatch number that was published is marked: once a retry has
+// re-queued the execution as the next dispatch, a late mark of the
+// earlier one must not hide the retry from the outbox. Executions already
+// marked keep their first dispatch time; unknown ids are ignored, and so
+// are rows locked by an event being recorded (which marks them itself).
+// It takes one round trip.
+func (s *Store) MarkDispatched(ctx context.Context, ds []Dispatched, at time.Time) error {
+	if len(ds) == 0 {
 		return nil
 	}
-	// Rows another transaction holds are skipped, not waited for: that is
-	// the recorder writing an executor's event, which sets dispatched_at
-	// itself. So marking never waits on, or deadlocks with, recording.
-	scheds := make([]time.Time, len(ids))
-	for i, id := range ids {
-		scheds[i] = ExecutionTime(id)
+	// One statement per dispatch number (nearly always a single one, 0):
+	// each finds its rows by id = ANY, the plan that stays fast for
+	// thousands of ids; matching (id, dispatch) pairs in SQL would join
+	// two unsorted lists. Rows another transaction holds are skipped, not
+	// waited for: that is the recorder writing an executor's event, which
+	// sets dispatched_at itself. So marking never waits on, or deadlocks
+	// with, recording.
+	total := len(ds)
+	ds = slices.Clone(ds)
+	slices.SortFunc(ds, func(a, b Dispatched) int {
+		return cmp.Or(cmp.Compare(a.Dispatch, b.Dispatch), bytes.Compare(a.ID[:], b.ID[:]))
+	})
+	b := &pgx.Batch{}
+	for len(ds) > 0 {
+		n := 1
+		for n < len(ds) && ds[n].Dispatch == ds[0].Dispatch {
+			n++
+		}
+		group := ds[:n]
+		ds = ds[n:]
+		ids := make([]uuid.UUID, len(group))
+		lo, hi := ExecutionTime(group[0].ID), ExecutionTime(group[0].ID)
+		for i, d := range group {
+			ids[i] = d.ID
+			t := ExecutionTime(d.ID)
+			lo, hi = minTime(lo, t), maxTime(hi, t)
+		}
+		b.Queue(markDispatchedSQL, ids, lo, hi, group[0].Dispatch, msOrNil(at))
 	}
-	// The bounds on scheduled_for let the planner prune partitions.
-	_, err := s.pool.Exec(ctx, `
-		UPDATE executions SET dispatched_at = COALESCE($4, `+nowMS+`)
-		WHERE (id, scheduled_for) IN (
-			SELECT id, scheduled_for FROM executions
-			WHERE id = ANY($1) AND scheduled_for BETWEEN $2 AND $3 AND dispatched_at IS NULL
-			FOR UPDATE SKIP LOCKED)`,
-		ids, slices.MinFunc(scheds, time.Time.Compare), slices.MaxFunc(scheds, time.Time.Compare), msOrNil(at))
-	if err != nil {
-		return fmt.Errorf("store: mark %d executions dispatched: %w", len(ids), err)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("store: mark %d executions dispatched: %w", total, err)
 	}
 	return nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// CancelExecution records that the execution is cancelled: a queued,
+// running or failed execution becomes cancelled (finished now, out of the
+// outbox, error "cancelled"), and a result reported later cannot revive
+// it. Cancelling a cancelled execution returns it unchanged. A succeeded
+// or dead one fails with ErrFinished, an unknown one with ErrNotFound.
+// Stopping a running attempt is the caller's business
+// (wire.CancelExecution).
+func (s *Store) CancelExecution(ctx context.Context, id uuid.UUID) (*Execution, error) {
+	e, err := s.changeExecution(ctx, id, func(state string) (string, error) {
+		switch state {
+		case ExecQueued, ExecRunning, ExecFailed:
+			return `UPDATE executions SET state = 'cancelled', finished_at = ` + nowMS + `,
+				dispatched_at = COALESCE(dispatched_at, ` + nowMS + `), next_attempt_at = NULL, error = 'cancelled'
+				WHERE id = $1 AND scheduled_for = $2 RETURNING ` + execColumns, nil
+		case ExecCancelled:
+			return "", nil
+		}
+		return "", fmt.Errorf("%w: it is %s", ErrFinished, state)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: cancel execution %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// RedriveExecution queues a dead execution again, for a fresh series of
+// attempts: attempt numbers go on from the attempts made so far
+// (SeriesBase becomes Attempts), and the retry policy's budget starts
+// again. The execution is published at once (ExecChannel tells its
+// bucket's scanner), as its next dispatch. An execution that is not dead
+// fails with ErrNotDead, an unknown one with ErrNotFound.
+func (s *Store) RedriveExecution(ctx context.Context, id uuid.UUID) (*Execution, error) {
+	e, err := s.changeExecution(ctx, id, func(state string) (string, error) {
+		if state != ExecDead {
+			return "", fmt.Errorf("%w: it is %s", ErrNotDead, state)
+		}
+		return `UPDATE executions SET state = 'queued', series_base = attempts, next_attempt_at = ` + nowMS + `,
+				dispatched_at = NULL, dispatches = dispatches + 1, finished_at = NULL, error = '', output = ''
+			WHERE id = $1 AND scheduled_for = $2 RETURNING ` + execColumns, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: re-drive execution %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// changeExecution locks execution id, asks change for the statement that
+// changes it given its state ("" leaves it as it is; an error aborts),
+// runs it and returns the execution as it is then. A changed execution
+// still waiting for dispatch is announced on ExecChannel, so that its
+// bucket's scanner reads the outbox at once.
+func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(state string) (string, error)) (*Execution, error) {
+	sched := ExecutionTime(id)
+	var e *Execution
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var state string
+		err := tx.QueryRow(ctx, "SELECT state FROM executions WHERE id = $1 AND scheduled_for = $2 FOR UPDATE",
+			id, sched).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		sql, err := change(state)
+		if err != nil {
+			return err
+		}
+		if sql == "" {
+			sql = "SELECT " + execColumns + " FROM executions WHERE id = $1 AND scheduled_for = $2"
+		}
+		e, err = scanExecution(tx.QueryRow(ctx, sql, id, sched))
+		if err != nil || e.DispatchedAt != nil || (e.State != ExecQueued && e.State != ExecFailed) {
+			return err
+		}
+		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", ExecChannel, strconv.Itoa(e.Bucket))
+		return err
+	})
+	return e, err
 }
 
 // GetExecution reads an execution with its attempts (AttemptList, by
@@ -159,7 +305,7 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, err
 		return nil, fmt.Errorf("store: get execution %s: %w", id, err)
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT number, executor_id, started_at, finished_at, outcome, error, output
+		SELECT number, executor_id, started_at, finished_at, heartbeat_at, outcome, error, output
 		FROM attempts WHERE execution_id = $1 AND scheduled_for = $2 ORDER BY number`, id, sched)
 	if err != nil {
 		return nil, fmt.Errorf("store: get execution %s: attempts: %w", id, err)
@@ -169,11 +315,11 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, err
 			a       Attempt
 			started *time.Time
 		)
-		err := r.Scan(&a.Number, &a.ExecutorID, &started, &a.FinishedAt, &a.Outcome, &a.Error, &a.Output)
+		err := r.Scan(&a.Number, &a.ExecutorID, &started, &a.FinishedAt, &a.HeartbeatAt, &a.Outcome, &a.Error, &a.Output)
 		if started != nil {
 			a.StartedAt = started.UTC()
 		}
-		a.FinishedAt = utcPtr(a.FinishedAt)
+		a.FinishedAt, a.HeartbeatAt = utcPtr(a.FinishedAt), utcPtr(a.HeartbeatAt)
 		return a, err
 	})
 	if err != nil {
@@ -255,7 +401,8 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	)
 	err := row.Scan(&e.ID, &e.JobID, &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
 		&e.State, &e.Attempts, &e.Handler, &payload, &e.Retry, &timeoutMS, &e.DispatchedAt,
-		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy)
+		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy,
+		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches)
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +412,7 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	e.Timeout = msDuration(timeoutMS)
 	e.ScheduledFor, e.CreatedAt = e.ScheduledFor.UTC(), e.CreatedAt.UTC()
 	e.DispatchedAt, e.StartedAt, e.FinishedAt = utcPtr(e.DispatchedAt), utcPtr(e.StartedAt), utcPtr(e.FinishedAt)
+	e.NextAttemptAt = utcPtr(e.NextAttemptAt)
 	return &e, nil
 }
 

@@ -143,12 +143,13 @@ WITH f AS (
 	FROM f
 	WHERE j.bucket = ANY($6) AND j.id = ANY($1) AND j.bucket = f.bucket AND j.id = f.job_id
 		AND j.state = 'active' AND j.next_run_at = f.sched
-	RETURNING f.exec_id, j.id, j.bucket, j.namespace, j.name, f.sched, j.handler, j.payload, j.retry, j.timeout_ms
+	RETURNING f.exec_id, j.id, j.bucket, j.namespace, j.name, f.sched, j.handler, j.payload, j.retry,
+		j.timeout_ms, j.priority
 )
 INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
-	handler, payload, retry, timeout_ms, created_at, fired_by)
+	handler, payload, retry, timeout_ms, priority, created_at, fired_by)
 SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
-	handler, payload, retry, timeout_ms, ` + nowMS + `, $7
+	handler, payload, retry, timeout_ms, priority, ` + nowMS + `, $7
 FROM fired
 ON CONFLICT DO NOTHING
 RETURNING ` + execColumns
@@ -166,9 +167,10 @@ RETURNING ` + execColumns
 // next_run_at to Next (completing the job when Next is nil) only if the
 // job is still active with next_run_at equal to ScheduledFor, and inserts
 // the execution ExecutionID(job, ScheduledFor) with a snapshot of the
-// job's handler, payload, retry policy and timeout. An execution that
-// exists already is not inserted again. Firings that did nothing are
-// counted in Skipped; at most one firing per job in a batch can succeed.
+// job's handler, payload, retry policy, timeout and priority. An
+// execution that exists already is not inserted again. Firings that did
+// nothing are counted in Skipped; at most one firing per job in a batch
+// can succeed.
 //
 // The error is nil even when everything was fenced or skipped; it
 // reports only a failed transaction, after which nothing was written.

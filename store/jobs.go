@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/partition"
 )
 
@@ -26,7 +27,7 @@ const (
 
 // jobColumns are the columns scanJob reads, in its order.
 const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
-	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version"
+	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority"
 
 // nowMS is the transaction's time at the millisecond precision the store
 // keeps.
@@ -49,9 +50,9 @@ type JobFilter struct {
 
 // CreateJob stores a new job. It fills in j.ID (a UUIDv7) when zero,
 // j.Bucket, j.CreatedAt and j.UpdatedAt, and defaults j.Namespace to
-// "default" and j.State to active. Times are kept in UTC to the
-// millisecond. A job whose (namespace, name) is taken, or whose id
-// exists, is rejected with ErrConflict.
+// "default", j.State to active and j.Priority to normal. Times are kept
+// in UTC to the millisecond. A job whose (namespace, name) is taken, or
+// whose id exists, is rejected with ErrConflict.
 func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create job: %w", err)
@@ -72,11 +73,11 @@ func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 		}
 		err = tx.QueryRow(ctx, `
 			INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
-				next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, `+nowMS+`, `+nowMS+`)
+				next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, `+nowMS+`, `+nowMS+`)
 			RETURNING created_at, updated_at`,
 			j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
-			j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(),
+			j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority,
 		).Scan(&j.CreatedAt, &j.UpdatedAt)
 		if isUniqueViolation(err) {
 			return ErrConflict
@@ -175,10 +176,16 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 
 // prepare fills in what a new job gets from the store, for CreateJob and
 // CreateJobs: an id (UUIDv7) if it has none, its bucket, the default
-// namespace and state, and millisecond times.
+// namespace, state and priority, and millisecond times.
 func (s *Store) prepare(j *Job) error {
 	if j.Name == "" {
 		return errors.New("empty name")
+	}
+	if j.Priority == "" {
+		j.Priority = wire.PriorityNormal
+	}
+	if !wire.ValidPriority(j.Priority) {
+		return fmt.Errorf("priority %q is not one of %v", j.Priority, wire.Priorities)
 	}
 	if j.ID == uuid.Nil {
 		id, err := uuid.NewV7()
@@ -198,10 +205,10 @@ func (s *Store) prepare(j *Job) error {
 	return nil
 }
 
-// UpdateJob writes j's Schedule, Handler, Payload, Retry, Timeout, State
-// and NextRunAt to the stored job with j's id (namespace and name cannot
-// change), bumps its UpdatedAt and Version, and refreshes j from the
-// stored row. Pausing and resuming are updates of State (and NextRunAt).
+// UpdateJob writes j's Schedule, Handler, Payload, Retry, Timeout,
+// Priority, State and NextRunAt to the stored job with j's id (namespace
+// and name cannot change; an empty Priority keeps the stored one), bumps
+// its UpdatedAt and Version, and refreshes j from the stored row. Pausing and resuming are updates of State (and NextRunAt).
 //
 // The write happens only if the stored Version is still j.Version, the
 // one read: if anything (a firing, another update) changed the job since,
@@ -211,16 +218,20 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: update job %s: %w", j.ID, err)
 	}
+	if j.Priority != "" && !wire.ValidPriority(j.Priority) {
+		return fmt.Errorf("store: update job %s: priority %q is not one of %v", j.ID, j.Priority, wire.Priorities)
+	}
 	bucket := partition.BucketOf(j.ID, s.buckets)
 	var got *Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `
 			UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
-				state = $8, next_run_at = $9, updated_at = `+nowMS+`, version = version + 1
+				state = $8, next_run_at = $9, priority = COALESCE(NULLIF($11, ''), priority),
+				updated_at = `+nowMS+`, version = version + 1
 			WHERE bucket = $1 AND id = $2 AND version = $10
 			RETURNING `+jobColumns,
 			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
-			j.State, msPtr(j.NextRunAt), j.Version)
+			j.State, msPtr(j.NextRunAt), j.Version, j.Priority)
 		var err error
 		if got, err = scanJob(row); errors.Is(err, pgx.ErrNoRows) {
 			var exists bool
@@ -285,7 +296,8 @@ func scanJob(row pgx.Row) (*Job, error) {
 		payload   []byte
 	)
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
-		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version)
+		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version,
+		&j.Priority)
 	if err != nil {
 		return nil, err
 	}

@@ -18,9 +18,11 @@ const (
 	// JobsChannel carries "<bucket>:<job id>" when a job is created,
 	// updated (which includes pausing and resuming) or deleted.
 	JobsChannel = "tock_jobs"
-	// ExecChannel carries "<bucket>" when an execution waiting for
-	// dispatch is inserted outside firing (RunNow), so that the bucket's
-	// dispatcher publishes it without waiting for its next outbox scan.
+	// ExecChannel carries "<bucket>" when an execution is put in the
+	// outbox outside firing: a manual run (RunNow), a retry or a deferral
+	// recorded by RecordEvents, a re-drive, a lost execution re-queued. The
+	// bucket's scanner then reads its outbox without waiting for the next
+	// pass.
 	ExecChannel = "tock_exec"
 )
 

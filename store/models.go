@@ -23,6 +23,11 @@ var (
 	// ErrFenced: the bucket's recorded epoch is newer than the caller's;
 	// the caller no longer owns the bucket and must stop firing in it.
 	ErrFenced = errors.New("fenced: bucket owned at a newer epoch")
+	// ErrFinished: the execution has finished (succeeded or dead), so it
+	// can no longer be cancelled.
+	ErrFinished = errors.New("the execution has finished")
+	// ErrNotDead: only a dead execution can be re-driven.
+	ErrNotDead = errors.New("the execution is not dead")
 )
 
 // Job states.
@@ -42,6 +47,22 @@ const (
 	ExecDead      = "dead"
 )
 
+// Attempt outcomes besides ExecSucceeded and ExecFailed; "" while the
+// attempt runs.
+const (
+	// AttemptTimedOut: the attempt was cut at the job's timeout.
+	AttemptTimedOut = "timed_out"
+	// AttemptCancelled: the attempt was stopped because its execution was
+	// cancelled.
+	AttemptCancelled = "cancelled"
+	// AttemptLost: the attempt's executor vanished without a result; a
+	// later delivery (or the lost-work backstop) took the execution over.
+	AttemptLost = "lost"
+)
+
+// lostError is the error recorded on a lost attempt.
+const lostError = "attempt lost: its executor stopped heartbeating"
+
 // Job is a stored job.
 type Job struct {
 	ID        uuid.UUID
@@ -58,6 +79,10 @@ type Job struct {
 	LastRunAt *time.Time
 	Retry     wire.RetryPolicy
 	Timeout   time.Duration // 0: no timeout
+	// Priority is the class its executions are published in:
+	// wire.PriorityHigh, PriorityNormal or PriorityLow ("" means normal
+	// when creating, and the stored one when updating).
+	Priority  string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// Version changes on every write of the job; UpdateJob writes only if
@@ -83,6 +108,17 @@ type Execution struct {
 	Payload      json.RawMessage
 	Retry        wire.RetryPolicy
 	Timeout      time.Duration
+	// Priority is the job's priority class when it fired.
+	Priority string
+	// NextAttemptAt is when the outbox publishes the execution next, while
+	// a retry or a deferred delivery waits; nil means at ScheduledFor.
+	NextAttemptAt *time.Time
+	// SeriesBase is the number of attempts made before the current series
+	// of attempts (0 until the execution is re-driven after it died).
+	SeriesBase int
+	// Dispatches numbers the execution's current publish, from 0: one more
+	// for each retry, deferral or re-drive.
+	Dispatches   int
 	DispatchedAt *time.Time
 	StartedAt    *time.Time
 	FinishedAt   *time.Time
@@ -98,11 +134,16 @@ type Execution struct {
 type Attempt struct {
 	Number     int
 	ExecutorID string
-	StartedAt  time.Time
-	FinishedAt *time.Time
-	Outcome    string // "" while running, then succeeded or failed
-	Error      string
-	Output     string
+	// StartedAt is zero when the start is unknown (a lost attempt that
+	// never reported, or one known only from its heartbeats).
+	StartedAt   time.Time
+	FinishedAt  *time.Time
+	HeartbeatAt *time.Time // the last heartbeat of a long attempt
+	// Outcome is "" while the attempt runs, then ExecSucceeded,
+	// ExecFailed, AttemptTimedOut, AttemptCancelled or AttemptLost.
+	Outcome string
+	Error   string
+	Output  string
 }
 
 // Firing asks Fire to record that JobID fired at ScheduledFor.
@@ -116,7 +157,17 @@ type Firing struct {
 	Next *time.Time
 }
 
-// WireExecution is the message body the dispatcher publishes for e.
+// DueAt is when the execution is to be published: NextAttemptAt while a
+// retry or deferral waits, else ScheduledFor.
+func (e *Execution) DueAt() time.Time {
+	if e.NextAttemptAt != nil {
+		return *e.NextAttemptAt
+	}
+	return e.ScheduledFor
+}
+
+// WireExecution is the message body the dispatcher publishes for e, as
+// dispatch number e.Dispatches: attempts continue from e.Attempts.
 func (e *Execution) WireExecution() wire.Execution {
 	return wire.Execution{
 		ExecutionID:  e.ID.String(),
@@ -128,5 +179,9 @@ func (e *Execution) WireExecution() wire.Execution {
 		Payload:      e.Payload,
 		TimeoutMS:    e.Timeout.Milliseconds(),
 		Retry:        e.Retry,
+		Priority:     e.Priority,
+		AttemptBase:  e.Attempts,
+		SeriesBase:   e.SeriesBase,
+		Dispatch:     e.Dispatches,
 	}
 }

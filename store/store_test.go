@@ -707,24 +707,25 @@ func TestOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := s.Undispatched(ctx, []int{1}, 10)
+	soon := time.Now().Add(time.Hour)
+	out, err := s.Undispatched(ctx, []int{1}, 10, soon)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 2 || out[0].ID != manual.ID || out[1].JobID != a.ID {
 		t.Fatalf("outbox of bucket 1: %v", out)
 	}
-	if err := s.MarkDispatched(ctx, []uuid.UUID{out[0].ID, out[1].ID, uuid.New()}, time.Time{}); err != nil {
+	if err := s.MarkDispatched(ctx, []Dispatched{{ID: out[0].ID}, {ID: out[1].ID}, {ID: uuid.New()}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ = s.Undispatched(ctx, []int{1, 2}, 10); len(out) != 1 || out[0].JobID != b.ID {
+	if out, _ = s.Undispatched(ctx, []int{1, 2}, 10, soon); len(out) != 1 || out[0].JobID != b.ID {
 		t.Fatalf("outbox after dispatch: %v", out)
 	}
 	// An executor starting it proves it was delivered, ack or not.
 	if err := s.AttemptStarted(ctx, out[0].ID, 1, "x", t0); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := s.Undispatched(ctx, []int{1, 2}, 10); len(out) != 0 {
+	if out, _ := s.Undispatched(ctx, []int{1, 2}, 10, soon); len(out) != 0 {
 		t.Fatalf("outbox after start: %v", out)
 	}
 	e, _ := s.GetExecution(ctx, manual.ID)
@@ -732,7 +733,7 @@ func TestOutbox(t *testing.T) {
 		t.Fatal("dispatched_at not set")
 	}
 	first := *e.DispatchedAt
-	if err := s.MarkDispatched(ctx, []uuid.UUID{manual.ID}, baseTime().Add(time.Minute)); err != nil {
+	if err := s.MarkDispatched(ctx, []Dispatched{{ID: manual.ID}}, baseTime().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if e, _ := s.GetExecution(ctx, manual.ID); !e.DispatchedAt.Equal(first) {
@@ -741,7 +742,7 @@ func TestOutbox(t *testing.T) {
 	// The dispatcher's ack time is what is recorded, when given.
 	x := fired(t, s)
 	acked := baseTime().Add(1234 * time.Millisecond)
-	if err := s.MarkDispatched(ctx, []uuid.UUID{x.ID}, acked); err != nil {
+	if err := s.MarkDispatched(ctx, []Dispatched{{ID: x.ID}}, acked); err != nil {
 		t.Fatal(err)
 	}
 	if e, _ := s.GetExecution(ctx, x.ID); e.DispatchedAt == nil || !e.DispatchedAt.Equal(acked) {

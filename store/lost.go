@@ -1,0 +1,58 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// requeueLostSQL: $1 buckets, $2 the time before which the newest
+// attempt's last sign of life makes it lost. Running executions are few
+// (the work in flight), and the (state, scheduled_for) index finds them.
+// Rows locked by the recorder are skipped: an event about them is being
+// written, so they are not silent.
+const requeueLostSQL = `
+WITH c AS (
+	SELECT x.id, x.scheduled_for, x.attempts FROM executions x
+	LEFT JOIN attempts a ON a.execution_id = x.id AND a.scheduled_for = x.scheduled_for AND a.number = x.attempts
+	WHERE x.state = 'running' AND x.bucket = ANY($1)
+		AND COALESCE(GREATEST(a.heartbeat_at, a.started_at, a.finished_at), x.started_at, x.created_at) < $2
+	ORDER BY x.id
+	FOR UPDATE OF x SKIP LOCKED
+), lost AS (
+	UPDATE attempts a SET outcome = 'lost', finished_at = ` + nowMS + `, error = '` + lostError + `'
+	FROM c
+	WHERE a.execution_id = c.id AND a.scheduled_for = c.scheduled_for AND a.number <= c.attempts AND a.outcome = ''
+	RETURNING 1
+), u AS (
+	UPDATE executions x SET state = 'failed', next_attempt_at = ` + nowMS + `, dispatched_at = NULL,
+		dispatches = x.dispatches + 1, finished_at = NULL, error = '` + lostError + `'
+	FROM c
+	WHERE x.id = c.id AND x.scheduled_for = c.scheduled_for
+	RETURNING x.bucket
+), n AS (
+	SELECT pg_notify('` + ExecChannel + `', bucket::text) FROM (SELECT DISTINCT bucket FROM u) b
+)
+SELECT (SELECT count(*) FROM u) + 0 * (SELECT count(*) FROM n) + 0 * (SELECT count(*) FROM lost)`
+
+// RequeueLost is the backstop for work that NATS itself lost: in buckets,
+// every running execution whose newest attempt gave its last sign of
+// life (heartbeat, start, or end) before olderThan has its unfinished
+// attempts marked lost and is put back in the outbox, failed, due now,
+// as its next dispatch (ExecChannel tells its bucket). It returns how
+// many executions it re-queued.
+//
+// An executor that dies is noticed much sooner by JetStream, which hands
+// its message to another executor after the ack wait; olderThan should
+// be well beyond that (minutes), so that only a message JetStream no
+// longer has is re-queued here.
+func (s *Store) RequeueLost(ctx context.Context, buckets []int, olderThan time.Time) (int, error) {
+	if len(buckets) == 0 {
+		return 0, nil
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, requeueLostSQL, buckets, olderThan.UTC()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: re-queue lost executions in %d buckets: %w", len(buckets), err)
+	}
+	return n, nil
+}
