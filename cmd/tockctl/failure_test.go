@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
+)
+
+func TestCancelRetryAndHandlers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.New(t, 16)
+	nc, err := nats.Connect(testenv.NATS(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Config{
+		Store:     st,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Registry:  prometheus.NewRegistry(),
+		Executors: api.JetStreamExecutors{JS: js},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	u := hs.URL
+
+	out := ok(t, u, "jobs", "create", "--name", "mail", "--custom", "send-email", "--priority", "high", "--max-attempts", "2", "--backoff", "5s")
+	id := uuidRE.FindString(out)
+	j, err := st.GetJob(ctx, mustUUID(t, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Priority != "high" || j.Retry.MaxAttempts != 2 || j.Retry.InitialBackoff != "5s" {
+		t.Errorf("created job: priority %q retry %+v", j.Priority, j.Retry)
+	}
+	now, _ := st.Now(ctx)
+	x, err := st.RunNow(ctx, j.ID, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Cancel: recorded, and executors told through the cancel bucket.
+	if out := ok(t, u, "executions", "cancel", x.ID.String()); !strings.Contains(out, "cancelled") {
+		t.Errorf("cancel output:\n%s", out)
+	}
+	kv, err := js.KeyValue(ctx, wire.CancelBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, x.ID.String()); err != nil {
+		t.Errorf("cancel bucket has no key for the execution: %v", err)
+	}
+
+	// A dead letter, listed across jobs and re-driven.
+	y, err := st.RunNow(ctx, j.ID, now.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.RecordEvents(ctx, []store.AttemptEvent{{ID: y.ID, Attempt: 1, Executor: "x", At: now,
+		Outcome: store.ExecFailed, Final: true, Error: "boom"}}); err != nil || res[0] != nil {
+		t.Fatalf("record: %v %v", err, res)
+	}
+	if r := rows(t, ok(t, u, "executions", "list", "--state", "dead"), execHeader); len(r) != 1 || !strings.Contains(r[0], y.ID.String()) {
+		t.Errorf("dead letters: %v", r)
+	}
+	if out := ok(t, u, "executions", "retry", y.ID.String()); !strings.Contains(out, "queued") {
+		t.Errorf("retry output:\n%s", out)
+	}
+	if r := tockctl(t, u, "executions", "retry", y.ID.String()); r.code != 1 || !strings.Contains(r.stderr, "not dead") {
+		t.Errorf("second retry: exit %d, stderr %s", r.code, r.stderr)
+	}
+
+	// Handlers as executors report them.
+	hkv, err := js.KeyValue(ctx, wire.HandlerBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.PutHandlerState(ctx, hkv, wire.HandlerState{Handler: "send-email", Queue: "send-email", ExecutorID: "x1",
+		Breaker: wire.BreakerOpen, Since: now, Requests: 10, Failures: 8, InFlight: 1, Limit: 4, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	out = ok(t, u, "handlers")
+	if r := rows(t, out, "HANDLER"); len(r) != 1 || !strings.Contains(r[0], "send-email") || !strings.Contains(r[0], "open") ||
+		!strings.Contains(r[0], "8/10") || !strings.Contains(r[0], "1/4") {
+		t.Errorf("handlers:\n%s", out)
+	}
+}
+
+func mustUUID(t *testing.T, s string) uuid.UUID {
+	t.Helper()
+	id, err := uuid.Parse(s)
+	if err != nil {
+		t.Fatalf("not a uuid: %q", s)
+	}
+	return id
+}
