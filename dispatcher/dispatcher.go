@@ -1,18 +1,25 @@
-// Package dispatcher publishes fired executions to NATS JetStream, exactly
-// once per execution id, and marks them dispatched in Postgres on the
-// publish ack.
+// Package dispatcher publishes executions to NATS JetStream, exactly once
+// per dispatch, and marks them dispatched in Postgres on the publish ack.
 //
 // The executions table is the outbox: a fired execution is committed first
-// and published after. Each message carries Nats-Msg-Id = execution id, so
-// a re-publish inside the stream's duplicate window (2 minutes) is dropped
-// by JetStream; an execution whose ack was lost stays undispatched and the
-// scanner hands it here again. Dispatch never blocks the caller on NATS.
+// and published after; so is a retry, a deferred delivery or a re-drive,
+// which Postgres puts back in the outbox as the execution's next dispatch
+// (see store.RecordEvents). Each message carries Nats-Msg-Id =
+// wire.ExecMsgID(execution id, dispatch), so a re-publish of the same
+// dispatch inside the stream's duplicate window (2 minutes) is dropped by
+// JetStream; one whose ack was lost stays undispatched and the scanner
+// hands it here again. Executions are held until they are due (fired a
+// little ahead, or a retry read ahead of its backoff's end) without
+// holding up those that are due now. Dispatch never blocks the caller on
+// NATS.
 package dispatcher
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -30,12 +37,16 @@ import (
 var (
 	fireLag = promauto.NewHistogram(prometheus.HistogramOpts{
 		Name:    "tock_fire_lag_seconds",
-		Help:    "Time from an execution's scheduled time to its publish ack from JetStream.",
+		Help:    "Time from an execution's scheduled time to the publish ack of its first dispatch from JetStream.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	})
 	dispatched = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "tock_dispatched_total",
-		Help: "Executions published to JetStream and acknowledged.",
+		Help: "Execution publishes acknowledged by JetStream (every dispatch).",
+	})
+	republished = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "tock_republished_total",
+		Help: "Execution publishes after the first (retries, deferred deliveries, re-drives) acknowledged by JetStream.",
 	})
 	dispatchErrors = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "tock_dispatch_errors_total",
@@ -45,7 +56,7 @@ var (
 
 // Store is what the dispatcher needs from Postgres.
 type Store interface {
-	MarkDispatched(ctx context.Context, ids []uuid.UUID, at time.Time) error
+	MarkDispatched(ctx context.Context, ds []store.Dispatched, at time.Time) error
 }
 
 // Config configures a Dispatcher. JS and Store are required.
@@ -59,21 +70,33 @@ type Config struct {
 	Workers int
 	// AckTimeout bounds the wait for a batch's publish acks; default 5s.
 	AckTimeout time.Duration
-	// Now is the cluster clock: nothing is published before its
-	// scheduled time by it, and the fire-lag metric uses it; default
-	// time.Now.
+	// Now is the cluster clock: nothing is published before it is due
+	// (store.Execution.DueAt) by it, and the fire-lag metric uses it;
+	// default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
 }
 
+// key names one dispatch of an execution.
+type key struct {
+	id       uuid.UUID
+	dispatch int
+}
+
+func keyOf(e *store.Execution) key { return key{e.ID, e.Dispatches} }
+
 // Dispatcher publishes executions. Create it with New and run it with Run.
 type Dispatcher struct {
-	cfg   Config
-	log   *slog.Logger
-	queue chan *store.Execution
+	cfg Config
+	log *slog.Logger
+	// maxPending bounds the executions waiting here (back-pressure).
+	maxPending int
 
 	mu       sync.Mutex
-	inflight map[uuid.UUID]struct{}
+	pending  execHeap         // waiting to be published, by due time
+	inflight map[key]struct{} // pending or being published
+	wake     chan struct{}    // cap 1: pending changed, a worker looks
+	room     chan struct{}    // cap 1: pending shrank, Dispatch looks
 }
 
 // New checks cfg and returns a Dispatcher.
@@ -100,41 +123,61 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg: cfg,
 		log: cfg.Logger,
 		// Room for a few seconds of firing at full speed, executions the
-		// scanner fired ahead of their time included.
-		queue:    make(chan *store.Execution, 64*cfg.BatchSize),
-		inflight: map[uuid.UUID]struct{}{},
+		// scanner fired ahead of their time and retries read ahead of
+		// their due time included.
+		maxPending: 64 * cfg.BatchSize,
+		inflight:   map[key]struct{}{},
+		wake:       make(chan struct{}, 1),
+		room:       make(chan struct{}, 1),
 	}, nil
 }
 
 // SetClock sets the cluster clock (the scanner's database-corrected
-// Passed): nothing is published before its scheduled time by it, and the
-// fire-lag metric is measured with it. Call it before Run.
+// Passed): nothing is published before it is due by it, and the fire-lag
+// metric is measured with it. Call it before Run.
 func (d *Dispatcher) SetClock(now func() time.Time) { d.cfg.Now = now }
 
-// Dispatch queues executions for publishing. Executions already queued or
-// being published are skipped, so the outbox may hand the same execution
-// again safely. It blocks only while the queue is full (back-pressure).
+// Dispatch queues executions for publishing, each when it is due
+// (store.Execution.DueAt) and as its dispatch number Dispatches. A
+// dispatch already waiting or being published is skipped, so the outbox
+// may hand the same execution again safely. It blocks only while too many
+// executions wait (back-pressure), or until ctx ends; executions it did
+// not take stay in the outbox.
 func (d *Dispatcher) Dispatch(ctx context.Context, execs []*store.Execution) {
 	for _, e := range execs {
-		d.mu.Lock()
-		_, busy := d.inflight[e.ID]
-		if !busy {
-			d.inflight[e.ID] = struct{}{}
-		}
-		d.mu.Unlock()
-		if busy {
-			continue
-		}
-		select {
-		case d.queue <- e:
-		case <-ctx.Done():
-			d.done([]*store.Execution{e})
-			return
+		for {
+			d.mu.Lock()
+			if _, busy := d.inflight[keyOf(e)]; busy {
+				d.mu.Unlock()
+				break
+			}
+			if len(d.pending) < d.maxPending {
+				d.inflight[keyOf(e)] = struct{}{}
+				heap.Push(&d.pending, e)
+				d.mu.Unlock()
+				signal(d.wake)
+				break
+			}
+			d.mu.Unlock()
+			select {
+			case <-d.room:
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
 }
 
-// Run publishes queued executions until ctx ends.
+// signal wakes whoever waits on c, if anyone.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Run publishes due executions until ctx ends. Executions still waiting
+// then stay in the outbox, for whoever owns their bucket next.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i := 0; i < d.cfg.Workers; i++ {
@@ -149,60 +192,71 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 func (d *Dispatcher) work(ctx context.Context) {
-	batch := make([]*store.Execution, 0, d.cfg.BatchSize)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
-		batch = batch[:0]
+		batch, wait := d.take()
+		if len(batch) > 0 {
+			d.publish(ctx, batch)
+			d.done(batch)
+			continue
+		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
-		case e := <-d.queue:
-			batch = append(batch, e)
+		case <-d.wake:
+		case <-timer.C:
 		}
-	fill:
-		for len(batch) < d.cfg.BatchSize {
-			select {
-			case e := <-d.queue:
-				batch = append(batch, e)
-			default:
-				break fill
-			}
-		}
-		d.publish(ctx, batch)
-		d.done(batch)
 	}
+}
+
+// take removes up to BatchSize due executions from pending, earliest
+// first. With none due it returns how long until the next one is (an
+// hour when nothing waits).
+func (d *Dispatcher) take() ([]*store.Execution, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.cfg.Now()
+	var batch []*store.Execution
+	for len(d.pending) > 0 && len(batch) < d.cfg.BatchSize && !d.pending[0].DueAt().After(now) {
+		batch = append(batch, heap.Pop(&d.pending).(*store.Execution))
+	}
+	if len(batch) > 0 {
+		signal(d.room)
+		if len(d.pending) > 0 && !d.pending[0].DueAt().After(now) {
+			signal(d.wake) // more for another worker
+		}
+		return batch, 0
+	}
+	if len(d.pending) == 0 {
+		return nil, time.Hour
+	}
+	return nil, d.pending[0].DueAt().Sub(now)
 }
 
 func (d *Dispatcher) done(batch []*store.Execution) {
 	d.mu.Lock()
 	for _, e := range batch {
-		delete(d.inflight, e.ID)
+		delete(d.inflight, keyOf(e))
 	}
 	d.mu.Unlock()
 }
 
-// publish sends a batch asynchronously, each execution at its scheduled
-// time (the scanner fires a little ahead so that the database work is done
-// by then; nothing is published early), waits for the acks and marks the
-// acknowledged executions dispatched in one statement.
+// publish sends a batch of due executions asynchronously, waits for the
+// acks and marks the acknowledged dispatches in one call.
 func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) {
 	futures := make([]jetstream.PubAckFuture, len(batch))
 	for i, e := range batch {
-		if wait := e.ScheduledFor.Sub(d.cfg.Now()); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return // still in the outbox: the next owner publishes it
-			}
-		}
 		msg, err := Message(e)
 		if err != nil {
 			d.log.Error("encode execution", "execution_id", e.ID, "err", err)
 			dispatchErrors.Inc()
 			continue
 		}
-		f, err := d.cfg.JS.PublishMsgAsync(msg, jetstream.WithMsgID(e.ID.String()))
+		f, err := d.cfg.JS.PublishMsgAsync(msg, jetstream.WithMsgID(wire.ExecMsgID(e.ID.String(), e.Dispatches)))
 		if err != nil {
-			d.log.Warn("publish execution", "execution_id", e.ID, "err", err)
+			d.log.Warn("publish execution", "execution_id", e.ID, "dispatch", e.Dispatches, "err", err)
 			dispatchErrors.Inc()
 			continue
 		}
@@ -210,8 +264,9 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) {
 	}
 	timeout := time.NewTimer(d.cfg.AckTimeout)
 	defer timeout.Stop()
-	acked := make([]uuid.UUID, 0, len(batch))
-	lags := make([]float64, 0, len(batch))
+	acked := make([]store.Dispatched, 0, len(batch))
+	var lags []float64
+	again := 0
 wait:
 	for i, f := range futures {
 		if f == nil {
@@ -219,10 +274,15 @@ wait:
 		}
 		select {
 		case <-f.Ok():
-			acked = append(acked, batch[i].ID)
-			lags = append(lags, d.cfg.Now().Sub(batch[i].ScheduledFor).Seconds())
+			e := batch[i]
+			acked = append(acked, store.Dispatched{ID: e.ID, Dispatch: e.Dispatches})
+			if e.Dispatches == 0 {
+				lags = append(lags, d.cfg.Now().Sub(e.ScheduledFor).Seconds())
+			} else {
+				again++
+			}
 		case err := <-f.Err():
-			d.log.Warn("publish execution not acknowledged", "execution_id", batch[i].ID, "err", err)
+			d.log.Warn("publish execution not acknowledged", "execution_id", batch[i].ID, "dispatch", batch[i].Dispatches, "err", err)
 			dispatchErrors.Inc()
 		case <-timeout.C:
 			dispatchErrors.Add(float64(len(futures) - i))
@@ -244,23 +304,41 @@ wait:
 		d.log.Warn("mark dispatched", "count", len(acked), "err", err)
 		return
 	}
-	for i := range lags {
-		fireLag.Observe(max(lags[i], 0))
+	for _, lag := range lags {
+		fireLag.Observe(max(lag, 0))
 	}
 	dispatched.Add(float64(len(acked)))
+	republished.Add(float64(again))
 }
 
-// Message is the NATS message for e: the wire.Execution body on
-// tock.exec.<queue>, with the execution's headers.
+// Message is the NATS message for e's dispatch e.Dispatches: the
+// wire.Execution body on tock.exec.<queue>.<priority>, with the
+// execution's headers. Publish it with Nats-Msg-Id
+// wire.ExecMsgID(e.ID, e.Dispatches).
 func Message(e *store.Execution) (*nats.Msg, error) {
 	body, err := json.Marshal(e.WireExecution())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode execution %s: %w", e.ID, err)
 	}
-	msg := nats.NewMsg(wire.ExecSubject(e.Handler.Queue(), ""))
+	msg := nats.NewMsg(wire.ExecSubject(e.Handler.Queue(), e.Priority))
 	msg.Data = body
 	msg.Header.Set(wire.HeaderExecutionID, e.ID.String())
 	msg.Header.Set(wire.HeaderJobID, e.JobID.String())
 	msg.Header.Set(wire.HeaderScheduledFor, wire.FormatTime(e.ScheduledFor))
 	return msg, nil
+}
+
+// execHeap orders executions by due time.
+type execHeap []*store.Execution
+
+func (h execHeap) Len() int           { return len(h) }
+func (h execHeap) Less(i, j int) bool { return h[i].DueAt().Before(h[j].DueAt()) }
+func (h execHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *execHeap) Push(x any)        { *h = append(*h, x.(*store.Execution)) }
+func (h *execHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
 }

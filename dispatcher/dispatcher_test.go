@@ -18,20 +18,36 @@ import (
 
 type marks struct {
 	mu  sync.Mutex
-	ids []uuid.UUID
+	ds  []store.Dispatched
+	ats []time.Time
 }
 
-func (m *marks) MarkDispatched(_ context.Context, ids []uuid.UUID, _ time.Time) error {
+func (m *marks) MarkDispatched(_ context.Context, ds []store.Dispatched, at time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.ids = append(m.ids, ids...)
+	m.ds = append(m.ds, ds...)
+	for range ds {
+		m.ats = append(m.ats, at)
+	}
 	return nil
 }
 
 func (m *marks) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.ids)
+	return len(m.ds)
+}
+
+// find is the mark of execution id's dispatch and when it was made.
+func (m *marks) find(id uuid.UUID, dispatch int) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, d := range m.ds {
+		if d.ID == id && d.Dispatch == dispatch {
+			return m.ats[i], true
+		}
+	}
+	return time.Time{}, false
 }
 
 // runDispatcher runs a dispatcher with cfg on a fresh embedded NATS until
@@ -97,7 +113,7 @@ func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &body); err != nil {
 		t.Fatal(err)
 	}
-	if msg.Subject != "tock.exec.disp" || msg.Header.Get(jetstream.MsgIDHeader) != body.ExecutionID ||
+	if msg.Subject != "tock.exec.disp.normal" || msg.Header.Get(jetstream.MsgIDHeader) != body.ExecutionID ||
 		msg.Header.Get(wire.HeaderExecutionID) != body.ExecutionID || body.JobID != job.String() {
 		t.Fatalf("message %s %v %+v", msg.Subject, msg.Header, body)
 	}
@@ -124,5 +140,92 @@ func TestPublishesNothingBeforeItsTime(t *testing.T) {
 	}
 	if late := msg.Time.Sub(due); late > 500*time.Millisecond {
 		t.Fatalf("published %s after its time", late)
+	}
+}
+
+// lastMsg is the newest message on subject in the execution stream.
+func lastMsg(t *testing.T, js jetstream.JetStream, subject string) *jetstream.RawStreamMsg {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := js.Stream(ctx, wire.ExecStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatalf("last message on %s: %v", subject, err)
+	}
+	return msg
+}
+
+// An execution goes to its priority class's subject, with the message id
+// of its dispatch.
+func TestPublishesOnItsPrioritySubject(t *testing.T) {
+	ctx := context.Background()
+	d, js, m := runDispatcher(t, Config{})
+
+	job := uuid.New()
+	at := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+	e := &store.Execution{ID: store.ExecutionID(job, at), JobID: job, ScheduledFor: at, Priority: wire.PriorityHigh,
+		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "urgent"}, Attempts: 2, SeriesBase: 1, Dispatches: 3}
+	d.Dispatch(ctx, []*store.Execution{e})
+	testenv.WaitFor(t, 5*time.Second, "the execution marked dispatched", func() bool { return m.count() == 1 })
+	if _, ok := m.find(e.ID, 3); !ok {
+		t.Fatalf("dispatch 3 of %s not marked", e.ID)
+	}
+	msg := lastMsg(t, js, "tock.exec.urgent.high")
+	var body wire.Execution
+	if err := json.Unmarshal(msg.Data, &body); err != nil {
+		t.Fatal(err)
+	}
+	if id := msg.Header.Get(jetstream.MsgIDHeader); id != e.ID.String()+":3" {
+		t.Fatalf("Nats-Msg-Id %q, want %s:3", id, e.ID)
+	}
+	if body.Priority != wire.PriorityHigh || body.AttemptBase != 2 || body.SeriesBase != 1 || body.Dispatch != 3 {
+		t.Fatalf("message body %+v", body)
+	}
+}
+
+// A re-queued execution is held until its next attempt's time, while
+// executions due now go out at once.
+func TestHoldsRetryUntilItsNextAttempt(t *testing.T) {
+	ctx := context.Background()
+	d, js, m := runDispatcher(t, Config{Workers: 1})
+
+	job := uuid.New()
+	sched := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
+	next := time.Now().Add(time.Second)
+	retry := &store.Execution{ID: store.ExecutionID(job, sched), JobID: job, ScheduledFor: sched, NextAttemptAt: &next,
+		Attempts: 1, Dispatches: 1, Handler: wire.Handler{Type: wire.HandlerCustom, Name: "retry"}}
+	now := sched.Add(time.Second)
+	fresh := &store.Execution{ID: store.ExecutionID(job, now), JobID: job, ScheduledFor: now,
+		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "fresh"}}
+	d.Dispatch(ctx, []*store.Execution{retry, fresh})
+	// The outbox hands the retry again meanwhile: still one publish.
+	d.Dispatch(ctx, []*store.Execution{retry})
+
+	testenv.WaitFor(t, 5*time.Second, "the due execution marked dispatched", func() bool {
+		_, ok := m.find(fresh.ID, 0)
+		return ok
+	})
+	if _, ok := m.find(retry.ID, 1); ok || time.Now().After(next) {
+		t.Fatal("the retry went out before its time, or the due execution waited for it")
+	}
+	testenv.WaitFor(t, 5*time.Second, "the retry marked dispatched", func() bool {
+		_, ok := m.find(retry.ID, 1)
+		return ok
+	})
+	msg := lastMsg(t, js, "tock.exec.retry.normal")
+	if msg.Time.Before(next) {
+		t.Fatalf("retry published at %s, %s before its next attempt", msg.Time.Format(time.StampMilli), next.Sub(msg.Time))
+	}
+	if late := msg.Time.Sub(next); late > 500*time.Millisecond {
+		t.Fatalf("retry published %s after its next attempt", late)
+	}
+	if id := msg.Header.Get(jetstream.MsgIDHeader); id != retry.ID.String()+":1" {
+		t.Fatalf("retry's Nats-Msg-Id %q", id)
+	}
+	if m.count() != 2 {
+		t.Fatalf("%d marks, want 2 (the retry handed twice is published once)", m.count())
 	}
 }
