@@ -6,7 +6,12 @@
 // One goroutine (Run) owns all state, so a bucket's release waits for any
 // firing transaction in flight to finish. The scanner hears about created
 // and changed jobs through Postgres LISTEN/NOTIFY, so a job due within the
-// look-ahead does not wait for the next scan. Time is the database's clock:
+// look-ahead does not wait for the next scan; and about executions put
+// back in the outbox (retries, deferred deliveries, manual runs,
+// re-drives), which it reads at once and hands to the dispatcher to
+// publish when due. It also re-queues running executions that stopped
+// giving signs of life long ago (LostAfter): a backstop for messages NATS
+// lost. Time is the database's clock:
 // the scanner measures its offset to the local clock and refreshes it.
 //
 // Missed runs. When a job's next run is in the past (the cluster was down,
@@ -53,6 +58,10 @@ var (
 		Name: "tock_fenced_total",
 		Help: "Firings refused because the bucket is owned at a newer epoch.",
 	})
+	lostRequeued = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "tock_lost_requeued_total",
+		Help: "Running executions silent for longer than LostAfter, re-queued by the backstop for lost work.",
+	})
 )
 
 // Store is what the scanner needs from Postgres.
@@ -62,7 +71,8 @@ type Store interface {
 	DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]store.Due, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
 	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (store.FireResult, error)
-	Undispatched(ctx context.Context, buckets []int, limit int) ([]*store.Execution, error)
+	Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*store.Execution, error)
+	RequeueLost(ctx context.Context, buckets []int, olderThan time.Time) (int, error)
 	Listen(ctx context.Context, fn func(channel, payload string), channels ...string) error
 }
 
@@ -80,8 +90,11 @@ type Config struct {
 	Lookahead time.Duration
 	// ScanInterval is how often owned buckets are scanned; default 1s.
 	ScanInterval time.Duration
-	// OutboxInterval is how often undispatched executions are handed to
-	// the dispatcher again; default 2s.
+	// OutboxInterval is how often the outbox is read: executions not yet
+	// published (a crash, a lost ack, a manual run) and retries and
+	// deferred deliveries coming due. Each read takes what is due within
+	// OutboxInterval + 1s, which the dispatcher holds until its time, so a
+	// retry is published on time however long its backoff. Default 2s.
 	OutboxInterval time.Duration
 	// BatchSize caps the firings in one transaction; default 1000.
 	BatchSize int
@@ -100,6 +113,15 @@ type Config struct {
 	// between read only the slice that came into the look-ahead since the
 	// last one. Default 10.
 	FullScanEvery int
+	// LostAfter is the backstop for lost work: a running execution whose
+	// newest attempt has given no sign of life (start, heartbeat) for this
+	// long is re-queued (store.RequeueLost). JetStream hands a silent
+	// executor's message to another after its ack wait (30s), so this only
+	// catches messages NATS itself lost. Default 5m.
+	LostAfter time.Duration
+	// LostInterval is how often owned buckets are checked for lost work;
+	// default 10s.
+	LostInterval time.Duration
 	// LeaseValid, if set, is asked before every firing transaction; when
 	// it says no (the node cannot prove its etcd lease is alive), nothing
 	// fires. partition.Node.Valid is the one to use.
@@ -141,6 +163,15 @@ func (c *Config) validate() error {
 	if c.FullScanEvery <= 0 {
 		c.FullScanEvery = 10
 	}
+	if c.LostAfter < 0 || c.LostInterval < 0 {
+		return fmt.Errorf("scanner: LostAfter %s and LostInterval %s must not be negative", c.LostAfter, c.LostInterval)
+	}
+	if c.LostAfter == 0 {
+		c.LostAfter = 5 * time.Minute
+	}
+	if c.LostInterval == 0 {
+		c.LostInterval = 10 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -167,10 +198,12 @@ type Scanner struct {
 	loaded     time.Time // jobs due up to here are in the heap
 	nextScan   time.Time
 	nextOutbox time.Time
+	nextLost   time.Time
 	nextClock  time.Time
-	pending    []ownership // acquired but not yet recorded in Postgres
-	scans      int         // scans since the last full one
-	fullNext   bool        // the next scan reads the whole look-ahead
+	outboxDue  map[int]bool // buckets whose outbox changed (ExecChannel)
+	pending    []ownership  // acquired but not yet recorded in Postgres
+	scans      int          // scans since the last full one
+	fullNext   bool         // the next scan reads the whole look-ahead
 	compiled   map[string]*schedule.Schedule
 }
 
@@ -190,15 +223,16 @@ func New(cfg Config) (*Scanner, error) {
 		return nil, err
 	}
 	return &Scanner{
-		cfg:      cfg,
-		log:      cfg.Logger.With("node", cfg.NodeID),
-		acquire:  make(chan ownership, 4096),
-		release:  make(chan releaseReq),
-		notify:   make(chan string, 4096),
-		stopped:  make(chan struct{}),
-		owned:    map[int]int64{},
-		index:    map[uuid.UUID]*entry{},
-		compiled: map[string]*schedule.Schedule{},
+		cfg:       cfg,
+		log:       cfg.Logger.With("node", cfg.NodeID),
+		acquire:   make(chan ownership, 4096),
+		release:   make(chan releaseReq),
+		notify:    make(chan string, 4096),
+		stopped:   make(chan struct{}),
+		owned:     map[int]int64{},
+		index:     map[uuid.UUID]*entry{},
+		outboxDue: map[int]bool{},
+		compiled:  map[string]*schedule.Schedule{},
 	}, nil
 }
 
@@ -262,6 +296,17 @@ func (s *Scanner) Run(ctx context.Context) error {
 			close(r.done)
 		case n := <-s.notify:
 			s.onNotify(ctx, n)
+			// Take what else has come, so that a burst of outbox
+			// notifications (the recorder re-queuing retries) costs one
+			// outbox read.
+			for more := true; more; {
+				select {
+				case n := <-s.notify:
+					s.onNotify(ctx, n)
+				default:
+					more = false
+				}
+			}
 		case <-timer.C:
 		}
 		s.step(ctx)
@@ -270,7 +315,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 }
 
 // step does whatever is due: record new ownerships, sync the clock, scan,
-// re-dispatch the outbox, fire.
+// re-dispatch the outbox, re-queue lost work, fire.
 func (s *Scanner) step(ctx context.Context) {
 	if len(s.pending) > 0 {
 		s.claimPending(ctx)
@@ -285,6 +330,21 @@ func (s *Scanner) step(ctx context.Context) {
 	if !now.Before(s.nextOutbox) {
 		s.outbox(ctx, s.ownedBuckets())
 		s.nextOutbox = now.Add(s.cfg.OutboxInterval)
+		clear(s.outboxDue)
+	} else if len(s.outboxDue) > 0 {
+		var buckets []int
+		for b := range s.outboxDue {
+			if _, ok := s.owned[b]; ok {
+				buckets = append(buckets, b)
+			}
+		}
+		clear(s.outboxDue)
+		sort.Ints(buckets)
+		s.outbox(ctx, buckets)
+	}
+	if !now.Before(s.nextLost) {
+		s.requeueLost(ctx, now)
+		s.nextLost = now.Add(s.cfg.LostInterval)
 	}
 	s.fireDue(ctx)
 }
@@ -294,6 +354,9 @@ func (s *Scanner) sleep() time.Duration {
 	next := s.nextScan
 	if s.nextOutbox.Before(next) {
 		next = s.nextOutbox
+	}
+	if s.nextLost.Before(next) {
+		next = s.nextLost
 	}
 	if len(s.heap) > 0 && s.heap[0].due.Add(-s.cfg.FireLead).Before(next) {
 		next = s.heap[0].due.Add(-s.cfg.FireLead)
@@ -465,7 +528,7 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 		return
 	}
 	if !hasID {
-		s.outbox(ctx, []int{b})
+		s.outboxDue[b] = true // read by the next step, at once
 		return
 	}
 	id, err := uuid.Parse(idstr)
@@ -605,16 +668,19 @@ func (s *Scanner) schedule(j store.Due) (*schedule.Schedule, error) {
 	return c, nil
 }
 
-// outbox hands undispatched executions of buckets to the dispatcher again:
-// those fired before a crash, fired by a previous owner, or created by a
-// manual run.
+// outbox hands the outbox of buckets to the dispatcher: executions fired
+// before a crash or by a previous owner, manual runs, and retries,
+// deferred deliveries and re-drives coming due. It reads what is due
+// before the next pass (and a second more); the dispatcher holds each
+// until its time.
 func (s *Scanner) outbox(ctx context.Context, buckets []int) {
 	if len(buckets) == 0 {
 		return
 	}
 	// One page per pass: the dispatcher skips what it already holds, so
 	// looping here would spin on executions being published right now.
-	execs, err := s.cfg.Store.Undispatched(ctx, buckets, 5000)
+	until := s.Now().Add(s.cfg.OutboxInterval + time.Second)
+	execs, err := s.cfg.Store.Undispatched(ctx, buckets, 5000, until)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("read outbox", "err", err)
@@ -622,6 +688,25 @@ func (s *Scanner) outbox(ctx context.Context, buckets []int) {
 		return
 	}
 	s.cfg.Dispatcher.Dispatch(ctx, execs)
+}
+
+// requeueLost re-queues the owned buckets' running executions that have
+// been silent for LostAfter: the backstop for messages NATS lost.
+func (s *Scanner) requeueLost(ctx context.Context, now time.Time) {
+	if len(s.owned) == 0 {
+		return
+	}
+	n, err := s.cfg.Store.RequeueLost(ctx, s.ownedBuckets(), now.Add(-s.cfg.LostAfter))
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("re-queue lost executions", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		lostRequeued.Add(float64(n))
+		s.log.Warn("re-queued running executions that gave no sign of life", "count", n, "lost_after", s.cfg.LostAfter)
+	}
 }
 
 func (s *Scanner) listen(ctx context.Context) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -35,6 +36,17 @@ type fakeStore struct {
 	inFire    chan struct{} // signalled when Fire starts
 	notifyFn  func(channel, payload string)
 	fireCalls int
+	// outboxReads and lostCalls record Undispatched and RequeueLost calls.
+	outboxReads []outboxRead
+	lostCalls   []outboxRead
+}
+
+// outboxRead is one Undispatched or RequeueLost call: its buckets, its
+// time bound, and when it was made.
+type outboxRead struct {
+	buckets  []int
+	bound    time.Time
+	calledAt time.Time
 }
 
 func newFakeStore() *fakeStore {
@@ -117,8 +129,33 @@ func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firi
 	return res, nil
 }
 
-func (f *fakeStore) Undispatched(context.Context, []int, int) ([]*store.Execution, error) {
+func (f *fakeStore) Undispatched(_ context.Context, buckets []int, _ int, until time.Time) ([]*store.Execution, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outboxReads = append(f.outboxReads, outboxRead{slices.Clone(buckets), until, time.Now()})
 	return nil, nil
+}
+
+func (f *fakeStore) RequeueLost(_ context.Context, buckets []int, olderThan time.Time) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lostCalls = append(f.lostCalls, outboxRead{slices.Clone(buckets), olderThan, time.Now()})
+	return 0, nil
+}
+
+func (f *fakeStore) reads() (outbox, lost []outboxRead) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.outboxReads), slices.Clone(f.lostCalls)
+}
+
+func (f *fakeStore) notify(channel, payload string) {
+	f.mu.Lock()
+	fn := f.notifyFn
+	f.mu.Unlock()
+	if fn != nil {
+		fn(channel, payload)
+	}
 }
 
 func (f *fakeStore) Listen(ctx context.Context, fn func(channel, payload string), _ ...string) error {
@@ -305,5 +342,65 @@ func TestCatchUpWindow(t *testing.T) {
 	// One-shot jobs have no next run.
 	if _, ok := s.next(store.Due{ID: uuid.New(), NextRunAt: now}, now, now); ok {
 		t.Fatal("an at job has a next run")
+	}
+}
+
+// The outbox is read ahead by one pass and a second (the dispatcher holds
+// what is not due yet), and at once for a bucket ExecChannel names.
+func TestOutboxReadsAheadAndOnNotify(t *testing.T) {
+	st := newFakeStore()
+	s, stop := newScanner(t, st, Config{OutboxInterval: time.Hour})
+	defer stop()
+	s.Acquire(3, 1)
+	s.Acquire(5, 1)
+	testenv.WaitFor(t, 5*time.Second, "outbox read of the acquired buckets", func() bool {
+		reads, _ := st.reads()
+		return len(reads) >= 1
+	})
+	reads, _ := st.reads()
+	r := reads[0]
+	if ahead := r.bound.Sub(r.calledAt); ahead < time.Hour || ahead > time.Hour+2*time.Second {
+		t.Fatalf("outbox read up to %s ahead, want OutboxInterval + 1s", ahead)
+	}
+	testenv.WaitFor(t, 5*time.Second, "the listener", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.notifyFn != nil
+	})
+	n := len(reads)
+	st.notify(store.ExecChannel, "5")
+	st.notify(store.ExecChannel, "7") // not ours
+	testenv.WaitFor(t, 5*time.Second, "outbox read after the notification", func() bool {
+		reads, _ := st.reads()
+		return len(reads) > n
+	})
+	reads, _ = st.reads()
+	if got := reads[n].buckets; !slices.Equal(got, []int{5}) {
+		t.Fatalf("notified outbox read of buckets %v, want [5]", got)
+	}
+}
+
+func TestLostWorkBackstop(t *testing.T) {
+	st := newFakeStore()
+	s, stop := newScanner(t, st, Config{LostAfter: time.Minute, LostInterval: 50 * time.Millisecond})
+	defer stop()
+	s.Acquire(2, 1)
+	testenv.WaitFor(t, 5*time.Second, "two lost-work checks", func() bool {
+		_, lost := st.reads()
+		n := 0
+		for _, l := range lost {
+			if slices.Equal(l.buckets, []int{2}) {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	_, lost := st.reads()
+	l := lost[len(lost)-1]
+	if back := l.calledAt.Sub(l.bound); back < time.Minute-time.Second || back > time.Minute+time.Second {
+		t.Fatalf("re-queued what was silent since %s ago, want LostAfter (1m)", back)
+	}
+	if _, err := New(Config{Store: st, Dispatcher: nopDispatcher{}, NodeID: "n", LostAfter: -time.Second}); err == nil {
+		t.Fatal("a negative LostAfter was accepted")
 	}
 }
