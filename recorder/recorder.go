@@ -19,9 +19,26 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/store"
+)
+
+var (
+	deadLetters = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "tock_dead_letters_total",
+		Help: "Final failures recorded: executions that died after their last attempt or a permanent failure.",
+	})
+	retries = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "tock_retries_total",
+		Help: "Failures recorded that a retry follows (re-published from Postgres after its backoff).",
+	})
+	deferrals = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "tock_deferred_total",
+		Help: "Deliveries executors handed back unrun (circuit breaker open, concurrency limit), recorded.",
+	})
 )
 
 // Store is what the recorder writes to; *store.Store is one. RecordEvents
@@ -184,6 +201,7 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 	for i, msg := range held {
 		switch {
 		case results[i] == nil:
+			count(evs[i])
 			if err := msg.Ack(); err != nil {
 				r.log.Warn("ack event", "execution_id", evs[i].ID, "err", err)
 			}
@@ -209,8 +227,21 @@ func (r *Recorder) delay(msg jetstream.Msg) time.Duration {
 	return min(delay, MaxRetryDelay)
 }
 
+// count counts a recorded event in the metrics.
+func count(ev store.AttemptEvent) {
+	switch {
+	case ev.Outcome == store.OutcomeDeferred:
+		deferrals.Inc()
+	case ev.Outcome != store.ExecFailed && ev.Outcome != store.AttemptTimedOut:
+	case ev.Final:
+		deadLetters.Inc()
+	default:
+		retries.Inc()
+	}
+}
+
 // decode turns msg into an event to record. A message that is not one is
-// settled here (terminated, or acked for heartbeats) and ok is false.
+// settled here (terminated) and ok is false.
 func (r *Recorder) decode(msg jetstream.Msg) (ev store.AttemptEvent, ok bool) {
 	var we wire.Event
 	if err := json.Unmarshal(msg.Data(), &we); err != nil {
@@ -219,25 +250,33 @@ func (r *Recorder) decode(msg jetstream.Msg) (ev store.AttemptEvent, ok bool) {
 		return ev, false
 	}
 	id, err := uuid.Parse(we.ExecutionID)
-	if err != nil || we.Attempt < 1 {
+	if err != nil || we.Attempt < 1 || we.Dispatch < 0 {
 		r.log.Error("invalid event; dropping it", "subject", msg.Subject(), "execution_id", we.ExecutionID,
-			"attempt", we.Attempt, "err", err)
+			"attempt", we.Attempt, "dispatch", we.Dispatch, "err", err)
 		_ = msg.TermWithReason("tock: invalid event")
 		return ev, false
 	}
-	ev = store.AttemptEvent{ID: id, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At}
+	ev = store.AttemptEvent{ID: id, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At, Dispatch: we.Dispatch,
+		StartedAt: we.StartedAt}
 	switch we.Type {
 	case wire.EventStarted:
-	case wire.EventSucceeded:
-		ev.Outcome, ev.Final, ev.Output, ev.StartedAt = store.ExecSucceeded, true, wire.Truncate(we.Output), we.StartedAt
-	case wire.EventFailed:
-		ev.Outcome, ev.Final, ev.StartedAt = store.ExecFailed, we.Final, we.StartedAt
-		ev.Error, ev.Output = wire.Truncate(we.Error), wire.Truncate(we.Output)
+		ev.StartedAt = nil
 	case wire.EventHeartbeat:
-		// Liveness is JetStream's business (in-progress acks); nothing to
-		// record yet.
-		_ = msg.Ack()
-		return ev, false
+		ev.Outcome, ev.StartedAt = store.OutcomeHeartbeat, nil
+	case wire.EventSucceeded:
+		ev.Outcome, ev.Final, ev.Output = store.ExecSucceeded, true, wire.Truncate(we.Output)
+	case wire.EventFailed:
+		ev.Outcome, ev.Final = store.ExecFailed, we.Final
+		if we.TimedOut {
+			ev.Outcome = store.AttemptTimedOut
+		}
+		ev.Error, ev.Output = wire.Truncate(we.Error), wire.Truncate(we.Output)
+		ev.RetryIn = time.Duration(we.RetryInMS) * time.Millisecond
+	case wire.EventCancelled:
+		ev.Outcome, ev.Error = store.AttemptCancelled, wire.Truncate(we.Error)
+	case wire.EventDeferred:
+		ev.Outcome, ev.StartedAt = store.OutcomeDeferred, nil
+		ev.RetryIn = time.Duration(we.RetryInMS) * time.Millisecond
 	default:
 		r.log.Error("unknown event type; dropping it", "subject", msg.Subject(), "type", we.Type)
 		_ = msg.TermWithReason("tock: unknown event type")

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
 	"github.com/tock-sched/tock/executor"
@@ -32,9 +33,9 @@ const waitFor = 15 * time.Second
 // The Postgres store is what tockd records into.
 var _ Store = (*store.Store)(nil)
 
-// call is one Store call as the fake saw it.
+// call is one event as the fake store saw it.
 type call struct {
-	Kind     string // started or finished
+	Kind     string // started, or the event's Outcome
 	ID       uuid.UUID
 	Attempt  int
 	Executor string
@@ -43,13 +44,23 @@ type call struct {
 	Final    bool
 	Err      string
 	Output   string
+	RetryIn  time.Duration
+	Dispatch int
+	Started  bool // StartedAt is set
 }
 
 func (c call) String() string {
-	if c.Kind == "started" {
-		return fmt.Sprintf("started %d by %s", c.Attempt, c.Executor)
+	switch c.Kind {
+	case "started", store.OutcomeHeartbeat:
+		return fmt.Sprintf("%s %d by %s", c.Kind, c.Attempt, c.Executor)
+	case store.OutcomeDeferred:
+		return fmt.Sprintf("deferred %d by %s retry=%s dispatch=%d", c.Attempt, c.Executor, c.RetryIn, c.Dispatch)
 	}
-	return fmt.Sprintf("%s %d by %s final=%v err=%q out=%q", c.Outcome, c.Attempt, c.Executor, c.Final, c.Err, c.Output)
+	s := fmt.Sprintf("%s %d by %s final=%v err=%q out=%q", c.Outcome, c.Attempt, c.Executor, c.Final, c.Err, c.Output)
+	if c.RetryIn != 0 || c.Dispatch != 0 || c.Started {
+		s += fmt.Sprintf(" retry=%s dispatch=%d started=%v", c.RetryIn, c.Dispatch, c.Started)
+	}
+	return s
 }
 
 // fakeStore records calls; fail makes the next n calls fail.
@@ -85,10 +96,11 @@ func (s *fakeStore) RecordEvents(_ context.Context, evs []store.AttemptEvent) ([
 	}
 	s.mu.Unlock()
 	for _, ev := range evs {
-		c := call{Kind: "started", ID: ev.ID, Attempt: ev.Attempt, Executor: ev.Executor, At: ev.At}
-		if ev.Outcome != "" {
-			c = call{Kind: "finished", ID: ev.ID, Attempt: ev.Attempt, Executor: ev.Executor, At: ev.At,
-				Outcome: ev.Outcome, Final: ev.Final, Err: ev.Error, Output: ev.Output}
+		c := call{Kind: ev.Outcome, ID: ev.ID, Attempt: ev.Attempt, Executor: ev.Executor, At: ev.At,
+			Outcome: ev.Outcome, Final: ev.Final, Err: ev.Error, Output: ev.Output, RetryIn: ev.RetryIn,
+			Dispatch: ev.Dispatch, Started: ev.StartedAt != nil}
+		if ev.Outcome == "" {
+			c.Kind = "started"
 		}
 		_ = s.add(c)
 	}
@@ -206,25 +218,35 @@ func TestRecordsEventsInOrder(t *testing.T) {
 		return wire.Event{Type: typ, ExecutionID: id.String(), Attempt: attempt, ExecutorID: "x1",
 			At: at.Add(time.Duration(attempt) * time.Second), ScheduledFor: at, Final: final, Error: errMsg, Output: out}
 	}
+	failed := ev(wire.EventFailed, 1, false, "boom", "partial")
+	failed.RetryInMS = 1500
+	started2 := ev(wire.EventStarted, 2, false, "", "")
+	started2.Dispatch = 1
+	timedOut := ev(wire.EventFailed, 2, true, "boom again", "")
+	timedOut.TimedOut, timedOut.Dispatch = true, 1
+	deferred := ev(wire.EventDeferred, 3, false, "", "")
+	deferred.RetryInMS, deferred.Dispatch, deferred.Handler = 250, 2, "custom-x"
+	beat := ev(wire.EventHeartbeat, 3, false, "", "")
+	beat.Seq, beat.Dispatch = 1, 3
+	succeeded := ev(wire.EventSucceeded, 3, false, "", "done")
+	succeeded.Dispatch = 3
+	cancelled := ev(wire.EventCancelled, 4, false, "cancelled by the API", "")
+	cancelled.StartedAt = &at
 	events := []wire.Event{
-		ev(wire.EventStarted, 1, false, "", ""),
-		ev(wire.EventHeartbeat, 1, false, "", ""),
-		ev(wire.EventFailed, 1, false, "boom", "partial"),
-		ev(wire.EventStarted, 2, false, "", ""),
-		ev(wire.EventFailed, 2, true, "boom again", ""),
-		ev(wire.EventStarted, 3, false, "", ""),
-		ev(wire.EventSucceeded, 3, false, "", "done"),
+		ev(wire.EventStarted, 1, false, "", ""), failed, started2, timedOut, deferred, beat, succeeded, cancelled,
 	}
 	for _, x := range events {
 		e.publish(x)
 	}
 	want := []string{
 		`started 1 by x1`,
-		`failed 1 by x1 final=false err="boom" out="partial"`,
+		`failed 1 by x1 final=false err="boom" out="partial" retry=1.5s dispatch=0 started=false`,
 		`started 2 by x1`,
-		`failed 2 by x1 final=true err="boom again" out=""`,
-		`started 3 by x1`,
-		`succeeded 3 by x1 final=true err="" out="done"`,
+		`timed_out 2 by x1 final=true err="boom again" out="" retry=0s dispatch=1 started=false`,
+		`deferred 3 by x1 retry=250ms dispatch=2`,
+		`heartbeat 3 by x1`,
+		`succeeded 3 by x1 final=true err="" out="done" retry=0s dispatch=3 started=false`,
+		`cancelled 4 by x1 final=false err="cancelled by the API" out="" retry=0s dispatch=0 started=true`,
 	}
 	for i, w := range want {
 		c := st.next(t)
@@ -233,6 +255,9 @@ func TestRecordsEventsInOrder(t *testing.T) {
 		}
 		if wantAt := at.Add(time.Duration(c.Attempt) * time.Second); !c.At.Equal(wantAt) {
 			t.Errorf("call %d at %v, want %v", i, c.At, wantAt)
+		}
+		if i == 2 && c.Dispatch != 1 {
+			t.Errorf("call %d dispatch %d, want 1", i, c.Dispatch)
 		}
 	}
 	e.settled()
@@ -347,15 +372,67 @@ func TestRecordsExecutorEvents(t *testing.T) {
 	if _, err := e.js.Publish(pctx, wire.ExecSubject(ex.Handler.Queue(), ex.Priority), data, jetstream.WithMsgID(ex.ExecutionID)); err != nil {
 		t.Fatal(err)
 	}
+	if c := st.next(t); c.String() != "started 1 by exec-1" || c.ID != id {
+		t.Fatalf("first call %v, want the start of attempt 1", c)
+	}
+	c := st.next(t)
+	if c.Kind != store.ExecFailed || c.Attempt != 1 || c.Final || c.Err != "first try fails" || c.Dispatch != 0 || c.RetryIn < 0 {
+		t.Fatalf("second call %v, want attempt 1's failure with a retry", c)
+	}
+	// tock re-publishes the execution from Postgres after the backoff: the
+	// next dispatch, attempts going on from 1.
+	ex.AttemptBase, ex.Dispatch = 1, 1
+	data, _ = json.Marshal(ex)
+	if _, err := e.js.Publish(pctx, wire.ExecSubject(ex.Handler.Queue(), ex.Priority), data,
+		jetstream.WithMsgID(wire.ExecMsgID(ex.ExecutionID, 1))); err != nil {
+		t.Fatal(err)
+	}
 	want := []string{
-		`started 1 by exec-1`,
-		`failed 1 by exec-1 final=false err="first try fails" out=""`,
 		`started 2 by exec-1`,
-		`succeeded 2 by exec-1 final=true err="" out="ok"`,
+		`succeeded 2 by exec-1 final=true err="" out="ok" retry=0s dispatch=1 started=false`,
 	}
 	for i, w := range want {
-		if c := st.next(t); c.String() != w || c.ID != id {
-			t.Errorf("call %d = %v, want %s", i, c, w)
+		if c := st.next(t); c.String() != w || c.ID != id || c.Dispatch != 1 {
+			t.Errorf("call %d = %v (dispatch %d), want %s of dispatch 1", i, c, c.Dispatch, w)
 		}
+	}
+}
+
+// counters reads tock_retries_total, tock_dead_letters_total and
+// tock_deferred_total.
+func counters(t *testing.T) []float64 {
+	t.Helper()
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"tock_retries_total", "tock_dead_letters_total", "tock_deferred_total"}
+	out := make([]float64, len(names))
+	for _, f := range families {
+		for i, n := range names {
+			if f.GetName() == n {
+				out[i] = f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func TestCountsRetriesDeadLettersAndDeferrals(t *testing.T) {
+	before := counters(t)
+	for _, ev := range []store.AttemptEvent{
+		{Outcome: store.ExecFailed},
+		{Outcome: store.AttemptTimedOut},
+		{Outcome: store.ExecFailed, Final: true},
+		{Outcome: store.OutcomeDeferred},
+		{Outcome: store.ExecSucceeded, Final: true},
+		{Outcome: store.OutcomeHeartbeat},
+		{Outcome: store.AttemptCancelled},
+	} {
+		count(ev)
+	}
+	after := counters(t)
+	if d := []float64{after[0] - before[0], after[1] - before[1], after[2] - before[2]}; d[0] != 2 || d[1] != 1 || d[2] != 1 {
+		t.Fatalf("retries, dead letters, deferrals counted %v, want [2 1 1]", d)
 	}
 }
