@@ -42,3 +42,49 @@ func BenchmarkFire(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "firings/s")
 }
+
+// BenchmarkRecordEvents records batches of 500 events, as the recorder
+// writes them: each op fires 500 executions (not timed) and records a
+// start and then an end (quick attempts report only the end, with its
+// start) for each, in two RecordEvents calls.
+func BenchmarkRecordEvents(b *testing.B) {
+	const batch = 500
+	ctx := context.Background()
+	s := newStore(b)
+	t0 := baseTime()
+	epochs := map[int]int64{}
+	for bk := range testBuckets {
+		claim(b, s, "bench", 1, bk)
+		epochs[bk] = 1
+	}
+	jobs := make([]*Job, batch)
+	for i := range jobs {
+		jobs[i] = mustCreate(b, s, testJob(fmt.Sprintf("bench-%04d", i), &t0))
+	}
+	at := t0
+	starts, ends := make([]AttemptEvent, batch), make([]AttemptEvent, batch)
+	for b.Loop() {
+		b.StopTimer()
+		next := at.Add(time.Second)
+		firings := make([]Firing, batch)
+		for i, j := range jobs {
+			firings[i] = Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at, Next: &next}
+		}
+		res, err := s.Fire(ctx, "bench", epochs, firings)
+		if err != nil || len(res.Executions) != batch {
+			b.Fatalf("fire: %d executions, %v", len(res.Executions), err)
+		}
+		for i, e := range res.Executions {
+			starts[i] = AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at}
+			ends[i] = AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at, Outcome: ExecSucceeded, Output: "ok"}
+		}
+		at = next
+		b.StartTimer()
+		for _, evs := range [][]AttemptEvent{starts, ends} {
+			if _, err := s.RecordEvents(ctx, evs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*2*batch)/b.Elapsed().Seconds(), "events/s")
+}
