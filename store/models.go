@@ -111,7 +111,9 @@ type Execution struct {
 	// Priority is the job's priority class when it fired.
 	Priority string
 	// NextAttemptAt is when the outbox publishes the execution next, while
-	// a retry or a deferred delivery waits; nil means at ScheduledFor.
+	// a retry, a deferred delivery or a re-drive waits; nil means at
+	// ScheduledFor. It is cleared when an attempt runs or the execution
+	// ends.
 	NextAttemptAt *time.Time
 	// SeriesBase is the number of attempts made before the current series
 	// of attempts (0 until the execution is re-driven after it died).
