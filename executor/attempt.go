@@ -119,7 +119,10 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 	)
 	reportStart := func() {
 		startOnce.Do(func() {
-			startErr = w.publish(w.event(e, wire.EventStarted))
+			// A delayed report still says when the attempt began.
+			ev := w.event(e, wire.EventStarted)
+			ev.At = startedAt
+			startErr = w.publish(ev)
 			reported = startErr == nil
 			if reported {
 				beat.started()
