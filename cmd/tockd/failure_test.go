@@ -643,3 +643,43 @@ func TestBreakerOpensOnAFailingHandlerAndClosesWhenItRecovers(t *testing.T) {
 	}
 	testenv.WaitFor(t, 20*time.Second, "the breaker closed", func() bool { return breaker() == "closed" })
 }
+
+func TestDeletingAJobLetsItsRunningExecutionFinish(t *testing.T) {
+	e := newEnv(t)
+	base := e.startNode(t, "n1")
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var cut atomic.Bool
+	e.worker(t, executor.Config{}, "long", func(ctx context.Context, x *executor.Execution) (string, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+			return "finished anyway", nil
+		case <-ctx.Done():
+			cut.Store(true)
+			return "", ctx.Err()
+		}
+	})
+	j := createJob(t, base, map[string]any{"name": "to-delete", "handler": map[string]any{"type": "custom", "name": "long"}})
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the execution never started")
+	}
+	var id string
+	testenv.WaitFor(t, 10*time.Second, "the execution listed", func() bool {
+		if xs := executions(t, base, j.ID); len(xs) == 1 {
+			id = xs[0].ID
+		}
+		return id != ""
+	})
+	if code := call(t, "DELETE", base+"/v1/jobs/"+j.ID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete job: %d", code)
+	}
+	time.Sleep(300 * time.Millisecond) // give a wrong implementation time to cut it
+	close(release)
+	x := waitState(t, base, id, "succeeded", 10*time.Second)
+	if cut.Load() || x.Output != "finished anyway" {
+		t.Errorf("after the job was deleted: cut %v, execution %+v", cut.Load(), x)
+	}
+}
