@@ -243,7 +243,7 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 			jobIDs, bs, scheds = append(jobIDs, f.JobID), append(bs, f.Bucket), append(scheds, at)
 			nexts, execIDs = append(nexts, msPtr(f.Next)), append(execIDs, ExecutionID(f.JobID, at))
 		}
-		if err := keyedPlans(ctx, tx); err != nil {
+		if err := keyedPlans(ctx, tx, fireSettings...); err != nil {
 			return err
 		}
 		rows, err = tx.Query(ctx, fireSQL, jobIDs, bs, scheds, nexts, execIDs, owned, node)
@@ -274,8 +274,18 @@ var keyedPlanSettings = []string{
 	"SET LOCAL enable_seqscan = off",
 }
 
-// keyedPlans applies keyedPlanSettings to tx, in one round trip.
-func keyedPlans(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, strings.Join(keyedPlanSettings, "; "), pgx.QueryExecModeSimpleProtocol)
+// fireSettings plan the firing statement afresh on every call. After five
+// executions of a prepared statement Postgres may switch to a generic plan,
+// which cannot see the size of the id array nor prune partitions by the
+// bucket array; with the jobs tables' statistics stale it then walked the
+// due-jobs index of every partition and filtered each row against the
+// 1,000 ids (2–4 s per firing instead of tens of milliseconds, seen in
+// tockbench with auto_explain). A custom plan prunes to the firing's
+// buckets and looks the jobs up by primary key.
+var fireSettings = []string{"SET LOCAL plan_cache_mode = force_custom_plan"}
+
+// keyedPlans applies keyedPlanSettings and extra to tx, in one round trip.
+func keyedPlans(ctx context.Context, tx pgx.Tx, extra ...string) error {
+	_, err := tx.Exec(ctx, strings.Join(append(slices.Clone(keyedPlanSettings), extra...), "; "), pgx.QueryExecModeSimpleProtocol)
 	return err
 }
