@@ -69,20 +69,37 @@ var ringRepolls = []time.Duration{2 * time.Millisecond, 20 * time.Millisecond, 1
 // on every publish), a freed slot, or a fallback poll for redeliveries.
 func (w *Worker) consume(ctx context.Context, q *queue, attempts *sync.WaitGroup) {
 	log := w.log.With("queue", q.name)
+	// The doorbell copies every execution published on the queue to this
+	// process, so it is only subscribed while the queue has free slots: a
+	// saturated queue pulls again when a slot frees, and under a burst the
+	// executor is spared a copy of every message.
 	bell := make(chan struct{}, 1)
-	sub, err := w.cfg.NATS.Subscribe(wire.ExecSubjectPrefix+q.name+".*", func(*nats.Msg) {
-		select {
-		case bell <- struct{}{}:
-		default:
+	var sub *nats.Subscription
+	subscribe := func() {
+		var err error
+		sub, err = w.cfg.NATS.Subscribe(wire.ExecSubjectPrefix+q.name+".*", func(*nats.Msg) {
+			select {
+			case bell <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			sub = nil
+			log.Warn("no doorbell for the queue; polling only", "err", err, "poll", w.pollEvery)
+			return
 		}
-	})
-	if err != nil {
-		log.Warn("no doorbell for the queue; polling only", "err", err, "poll", w.pollEvery)
-	} else {
 		// A slow doorbell only rings late: the poll covers for it.
 		_ = sub.SetPendingLimits(-1, -1)
-		defer func() { _ = sub.Unsubscribe() }()
 	}
+	unsubscribe := func() {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+			sub = nil
+		}
+	}
+	defer unsubscribe()
+	subscribe()
+	saturated := false
 
 	const minPause, maxPause = 100 * time.Millisecond, 5 * time.Second
 	pause := minPause
@@ -102,6 +119,7 @@ func (w *Worker) consume(ctx context.Context, q *queue, attempts *sync.WaitGroup
 				rang = true
 			default:
 			}
+			var err error
 			got, err = w.pull(q, free, attempts)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -134,6 +152,18 @@ func (w *Worker) consume(ctx context.Context, q *queue, attempts *sync.WaitGroup
 			// consumers may hold more.
 			rang, repoll = false, 0
 			wake = -1
+			if !saturated {
+				saturated = true
+				unsubscribe()
+			}
+		case saturated:
+			// Slots are free again: subscribe the doorbell, then pull
+			// at once, since a publish before the subscription rang
+			// nothing.
+			saturated = false
+			subscribe()
+			rang, repoll = true, 0
+			wake = 0
 		case got > 0:
 			// Every consumer gave less than asked: they were empty.
 			rang, repoll = false, 0
