@@ -38,7 +38,15 @@ func ensureKV(ctx context.Context, js jetstream.JetStream) error {
 			TTL: HandlerStateTTL, Storage: jetstream.MemoryStorage},
 	}
 	for _, cfg := range buckets {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+		// Created if missing, never updated (see ensureStream for why).
+		_, err := js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			_, err = js.CreateKeyValue(ctx, cfg)
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				err = nil // created by another process meanwhile
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("ensure key-value bucket %s: %w", cfg.Bucket, err)
 		}
 	}

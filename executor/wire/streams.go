@@ -2,7 +2,9 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -65,7 +67,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 		},
 	}
 	for _, cfg := range streams {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if err := ensureStream(ctx, js, cfg); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
 	}
@@ -73,6 +75,32 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 		return fmt.Errorf("ensure consumer %s on %s: %w", RecorderConsumer, EventStream, err)
 	}
 	return ensureKV(ctx, js)
+}
+
+// ensureStream creates the stream, or updates it if its settings differ
+// from cfg's. It does not update a stream that is already right: every
+// tock process calls it at start, and an update racing a consumer's
+// creation trips a data race inside nats-server (v2.15, seen under the
+// race detector with the server embedded).
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil // created by another process meanwhile, with the same settings
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if have := s.CachedInfo().Config; have.Description == cfg.Description && slices.Equal(have.Subjects, cfg.Subjects) &&
+		have.Retention == cfg.Retention && have.Storage == cfg.Storage && have.MaxAge == cfg.MaxAge &&
+		have.Duplicates == cfg.Duplicates {
+		return nil
+	}
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
 }
 
 // RecorderAckWait is how long the recorder may take to write an event

@@ -154,3 +154,34 @@ func TestKVBuckets(t *testing.T) {
 		t.Errorf("handler states: %+v", got)
 	}
 }
+
+func TestEnsureStreamsFixesDriftedSettings(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.NATS(t)
+	nc, err := nats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stream someone created by hand, with a shorter max age.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.EventStream, Subjects: []string{"tock.events.>"},
+		Retention: jetstream.InterestPolicy, MaxAge: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second call finds everything right and changes nothing
+		if err := wire.EnsureStreams(ctx, js); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := js.Stream(ctx, wire.EventStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.CachedInfo().Config; c.MaxAge != wire.EventMaxAge || c.Duplicates != wire.DuplicateWindow {
+		t.Errorf("events stream after EnsureStreams: max age %s, duplicates %s", c.MaxAge, c.Duplicates)
+	}
+}
