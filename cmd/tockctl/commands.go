@@ -173,16 +173,7 @@ func (a *app) jobAction(method, id, suffix string) error {
 type jobRunCmd struct{ jobID }
 
 func (c *jobRunCmd) Run(a *app) error {
-	var e api.Execution
-	raw, err := a.client.call(a.ctx, "POST", "/v1/jobs/"+url.PathEscape(c.ID)+"/run", nil, nil, &e)
-	if err != nil {
-		return err
-	}
-	if a.json {
-		return a.printRawJSON(raw)
-	}
-	a.executionTable([]api.Execution{e})
-	return nil
+	return a.execAction("/v1/jobs/" + url.PathEscape(c.ID) + "/run")
 }
 
 type jobDeleteCmd struct{ jobID }
@@ -263,18 +254,23 @@ type execCancelCmd struct {
 	ID string `arg:"" help:"Execution id." name:"id"`
 }
 
-func (c *execCancelCmd) Run(a *app) error { return a.execAction(c.ID, "/cancel") }
+func (c *execCancelCmd) Run(a *app) error {
+	return a.execAction("/v1/executions/" + url.PathEscape(c.ID) + "/cancel")
+}
 
 type execRetryCmd struct {
 	ID string `arg:"" help:"Execution id." name:"id"`
 }
 
-func (c *execRetryCmd) Run(a *app) error { return a.execAction(c.ID, "/retry") }
+func (c *execRetryCmd) Run(a *app) error {
+	return a.execAction("/v1/executions/" + url.PathEscape(c.ID) + "/retry")
+}
 
-// execAction POSTs to an execution's action and shows the result.
-func (a *app) execAction(id, action string) error {
+// execAction POSTs to an endpoint that answers with an execution (run,
+// cancel, retry), and prints it.
+func (a *app) execAction(path string) error {
 	var e api.Execution
-	raw, err := a.client.call(a.ctx, "POST", "/v1/executions/"+url.PathEscape(id)+action, nil, nil, &e)
+	raw, err := a.client.call(a.ctx, "POST", path, nil, nil, &e)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/api"
@@ -25,15 +23,7 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := storetest.New(t, 16)
-	nc, err := nats.Connect(testenv.NATS(t).URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t)
 	if err := wire.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}

@@ -246,26 +246,7 @@ func createJob(t *testing.T, base string, body map[string]any) job {
 
 func executions(t *testing.T, base, jobID string) []execution {
 	t.Helper()
-	var all []execution
-	cursor := ""
-	for {
-		var page struct {
-			Items      []execution `json:"items"`
-			NextCursor string      `json:"next_cursor"`
-		}
-		url := base + "/v1/jobs/" + jobID + "/executions?limit=500"
-		if cursor != "" {
-			url += "&cursor=" + cursor
-		}
-		if code := call(t, "GET", url, nil, &page); code != 200 {
-			t.Fatalf("list executions: status %d", code)
-		}
-		all = append(all, page.Items...)
-		if page.NextCursor == "" {
-			return all
-		}
-		cursor = page.NextCursor
-	}
+	return listExecutions(t, base+"/v1/jobs/"+jobID+"/executions?")
 }
 
 func succeeded(xs []execution) []execution {

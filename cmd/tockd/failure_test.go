@@ -83,7 +83,8 @@ func runOnce(t *testing.T, base string, body map[string]any) string {
 	return id
 }
 
-// listExecutions follows every page of an execution listing.
+// listExecutions follows every page of an execution listing; url has a
+// query already ("...?" at least).
 func listExecutions(t *testing.T, url string) []execution {
 	t.Helper()
 	var all []execution

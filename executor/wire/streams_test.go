@@ -113,16 +113,7 @@ func TestFormatTime(t *testing.T) {
 
 func TestKVBuckets(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.NATS(t)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t)
 	if err := wire.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
@@ -157,16 +148,7 @@ func TestKVBuckets(t *testing.T) {
 
 func TestEnsureStreamsFixesDriftedSettings(t *testing.T) {
 	ctx := context.Background()
-	n := testenv.NATS(t)
-	nc, err := nats.Connect(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t)
 	// A stream someone created by hand, with a shorter max age.
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: wire.EventStream, Subjects: []string{"tock.events.>"},
 		Retention: jetstream.InterestPolicy, MaxAge: time.Hour}); err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/internal/embedded"
 )
@@ -82,6 +84,22 @@ func NATS(t testing.TB) *embedded.NATS {
 	}
 	t.Cleanup(n.Stop)
 	return n
+}
+
+// JetStream starts an embedded NATS server for the test and returns a
+// JetStream handle on a connection to it; both end with the test.
+func JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(NATS(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // WaitFor polls cond until it holds, failing the test after d. Tests wait
