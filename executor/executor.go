@@ -288,6 +288,19 @@ func (w *Worker) HandleWith(queue string, fn Func, opts HandlerOptions) {
 	w.handlers[queue] = registration{fn: fn, opts: opts}
 }
 
+// setUp creates the streams, buckets and the queues' consumers if needed.
+func (w *Worker) setUp(ctx context.Context, queues []*queue) error {
+	if err := wire.EnsureStreams(ctx, w.js); err != nil {
+		return fmt.Errorf("executor: %w", err)
+	}
+	for _, q := range queues {
+		if err := w.ensureConsumers(ctx, q); err != nil {
+			return fmt.Errorf("executor: %w", err)
+		}
+	}
+	return nil
+}
+
 // cancelWatchWait bounds how long Run waits at start for the current
 // cancellations before it pulls executions anyway.
 const cancelWatchWait = 10 * time.Second
@@ -296,9 +309,10 @@ const cancelWatchWait = 10 * time.Second
 // queues if needed, then runs executions until ctx ends. It then stops
 // pulling, lets running attempts finish for up to Config.ShutdownTimeout,
 // cancels the contexts of those still running and waits for them briefly.
-// It returns nil after such a shutdown, or an error if it cannot start or
-// some attempts never returned (their executions are redelivered once
-// their heartbeats lapse). Run may be called once.
+// While NATS is unreachable at start it keeps trying. It returns nil
+// after such a shutdown, or an error if no handler is registered or some
+// attempts never returned (their executions are redelivered once their
+// heartbeats lapse). Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.started {
@@ -312,20 +326,30 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("executor: no handlers registered")
 	}
 
-	if err := wire.EnsureStreams(ctx, w.js); err != nil {
-		return fmt.Errorf("executor: %w", err)
-	}
 	queues := make([]*queue, 0, len(handlers))
 	for name, reg := range handlers {
 		concurrency := reg.opts.Concurrency
 		if concurrency == 0 {
 			concurrency = w.cfg.Concurrency
 		}
-		q := &queue{name: name, fn: reg.fn, concurrency: concurrency, slots: make(chan struct{}, concurrency), freed: make(chan struct{}, 1)}
-		if err := w.ensureConsumers(ctx, q); err != nil {
-			return fmt.Errorf("executor: %w", err)
+		queues = append(queues, &queue{name: name, fn: reg.fn, concurrency: concurrency,
+			slots: make(chan struct{}, concurrency), freed: make(chan struct{}, 1)})
+	}
+	// NATS may be unreachable, or slow to answer, at start: keep trying.
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
+		err := w.setUp(ctx, queues)
+		if err == nil {
+			break
 		}
-		queues = append(queues, q)
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.log.Warn("set up streams and consumers", "err", err, "retry_in", pause)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil
+		}
 	}
 
 	attemptCtx, cancelAttempts := context.WithCancel(context.WithoutCancel(ctx))

@@ -95,14 +95,21 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // Run creates the streams and the recorder's durable consumer if needed
 // and records events, in batches, until ctx ends. It returns nil then. If
-// NATS fails or is wiped it recreates them and carries on; it returns an
-// error only if it cannot start.
+// NATS is unreachable at start, fails later or is wiped, it keeps trying
+// (re-creating the streams and consumer) and carries on.
 func (r *Recorder) Run(ctx context.Context) error {
-	cons, err := r.ensure(ctx)
-	if err != nil {
-		return err
-	}
 	pause := 100 * time.Millisecond
+	cons, err := r.ensure(ctx)
+	for err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.log.Warn("set up the event consumer", "err", err, "retry_in", pause)
+		sleep(ctx, pause)
+		pause = min(2*pause, 5*time.Second)
+		cons, err = r.ensure(ctx)
+	}
+	pause = 100 * time.Millisecond
 	for {
 		err := r.consume(ctx, cons)
 		if ctx.Err() != nil {

@@ -436,3 +436,38 @@ func TestCountsRetriesDeadLettersAndDeferrals(t *testing.T) {
 		t.Fatalf("retries, dead letters, deferrals counted %v, want [2 1 1]", d)
 	}
 }
+
+func TestStartsOnceNATSIsBack(t *testing.T) {
+	n := testenv.NATS(t)
+	n.Stop() // NATS is down when the recorder starts
+	nc, err := nats.Connect(n.URL(), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, nc: nc, js: js}
+	st := newFakeStore()
+	e.run(New(js, st, quiet())) // Run must keep trying, not fail
+
+	time.Sleep(300 * time.Millisecond) // a few failed set-ups
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, waitFor, "the recorder's consumer created", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.Consumer(ctx, wire.EventStream, wire.RecorderConsumer)
+		return err == nil
+	})
+	id := uuid.New()
+	e.publish(wire.Event{Type: wire.EventStarted, ExecutionID: id.String(), Attempt: 1, ExecutorID: "x1",
+		At: time.Now(), ScheduledFor: time.Now()})
+	if c := st.next(t); c.ID != id || c.Kind != "started" {
+		t.Errorf("recorded %v", c)
+	}
+}
