@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
 )
 
@@ -157,12 +159,41 @@ func TestChaosKillRestartPause(t *testing.T) {
 	// The executor saw each execution once, except redeliveries, which
 	// carry a higher attempt number.
 	st := openStore(t, e.pg)
-	testenv.WaitFor(t, 30*time.Second, "the executor to catch up", func() bool {
-		var queued int
+	unfinished := func() int {
+		var n int
 		_ = st.Pool().QueryRow(context.Background(),
-			"SELECT count(*) FROM executions WHERE scheduled_for <= $1 AND state IN ('queued', 'running')", stop).Scan(&queued)
-		return queued == 0
-	})
+			"SELECT count(*) FROM executions WHERE scheduled_for <= $1 AND state IN ('queued', 'running', 'failed')", stop).Scan(&n)
+		return n
+	}
+	caughtUp := time.Now()
+	deadline := caughtUp.Add(90 * time.Second)
+	for n := unfinished(); n > 0; n = unfinished() {
+		if time.Now().After(deadline) {
+			rows, err := st.Pool().Query(context.Background(), `SELECT id, state, attempts, dispatches, dispatched_at IS NOT NULL,
+				executor_id, error FROM executions WHERE scheduled_for <= $1 AND state IN ('queued', 'running', 'failed') LIMIT 10`, stop)
+			if err == nil {
+				for rows.Next() {
+					var (
+						id                   string
+						state, executor, msg string
+						attempts, dispatches int
+						dispatched           bool
+					)
+					_ = rows.Scan(&id, &state, &attempts, &dispatches, &dispatched, &executor, &msg)
+					seen.mu.Lock()
+					handled := seen.total[id]
+					seen.mu.Unlock()
+					t.Logf("unfinished: %s %s attempts=%d dispatches=%d dispatched=%v executor=%q error=%q handled %d times",
+						id, state, attempts, dispatches, dispatched, executor, msg, handled)
+				}
+				rows.Close()
+			}
+			logConsumers(t, e.nats.URL())
+			t.Fatalf("%d executions of the window still unfinished 90 s after the chaos", n)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("every execution of the window finished %s after the chaos ended", time.Since(caughtUp).Round(time.Second))
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
 	redelivered := 0
@@ -218,4 +249,31 @@ func createJobsConcurrently(t *testing.T, base, handler string, n int) []string 
 		t.Fatal(err)
 	}
 	return ids
+}
+
+// logConsumers logs the state of every consumer of tock's streams.
+func logConsumers(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Logf("consumers: %v", err)
+		return
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, stream := range []string{wire.ExecStream, wire.EventStream} {
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Logf("stream %s: %v", stream, err)
+			continue
+		}
+		t.Logf("stream %s: %d messages", stream, s.CachedInfo().State.Msgs)
+		for info := range s.ListConsumers(ctx).Info() {
+			t.Logf("consumer %s: pending %d, ack pending %d, redelivered %d, waiting %d, delivered %d/%d, ack floor %d",
+				info.Name, info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting,
+				info.Delivered.Consumer, info.Delivered.Stream, info.AckFloor.Stream)
+		}
+	}
 }
