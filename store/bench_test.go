@@ -15,15 +15,7 @@ func BenchmarkFire(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b)
 	t0 := baseTime()
-	epochs := map[int]int64{}
-	for bk := range testBuckets {
-		claim(b, s, "bench", 1, bk)
-		epochs[bk] = 1
-	}
-	jobs := make([]*Job, batch)
-	for i := range jobs {
-		jobs[i] = mustCreate(b, s, testJob(fmt.Sprintf("bench-%04d", i), &t0))
-	}
+	epochs, jobs := benchJobs(b, s, batch, t0)
 	firings := make([]Firing, batch)
 	at := t0
 	for b.Loop() {
@@ -52,15 +44,7 @@ func BenchmarkRecordEvents(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b)
 	t0 := baseTime()
-	epochs := map[int]int64{}
-	for bk := range testBuckets {
-		claim(b, s, "bench", 1, bk)
-		epochs[bk] = 1
-	}
-	jobs := make([]*Job, batch)
-	for i := range jobs {
-		jobs[i] = mustCreate(b, s, testJob(fmt.Sprintf("bench-%04d", i), &t0))
-	}
+	epochs, jobs := benchJobs(b, s, batch, t0)
 	at := t0
 	starts, ends := make([]AttemptEvent, batch), make([]AttemptEvent, batch)
 	for b.Loop() {
@@ -87,4 +71,19 @@ func BenchmarkRecordEvents(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*2*batch)/b.Elapsed().Seconds(), "events/s")
+}
+
+// benchJobs claims every test bucket for node "bench" at epoch 1 and
+// creates n jobs due at t0.
+func benchJobs(b *testing.B, s *Store, n int, t0 time.Time) (map[int]int64, []*Job) {
+	epochs := map[int]int64{}
+	for bk := range testBuckets {
+		claim(b, s, "bench", 1, bk)
+		epochs[bk] = 1
+	}
+	jobs := make([]*Job, n)
+	for i := range jobs {
+		jobs[i] = mustCreate(b, s, testJob(fmt.Sprintf("bench-%04d", i), &t0))
+	}
+	return epochs, jobs
 }
