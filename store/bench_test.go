@@ -75,7 +75,7 @@ func BenchmarkRecordEvents(b *testing.B) {
 
 // benchJobs claims every test bucket for node "bench" at epoch 1 and
 // creates n jobs due at t0.
-func benchJobs(b *testing.B, s *Store, n int, t0 time.Time) (map[int]int64, []*Job) {
+func benchJobs(b testing.TB, s *Store, n int, t0 time.Time) (map[int]int64, []*Job) {
 	epochs := map[int]int64{}
 	for bk := range testBuckets {
 		claim(b, s, "bench", 1, bk)

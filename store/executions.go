@@ -325,6 +325,31 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, err
 	if err != nil {
 		return nil, fmt.Errorf("store: get execution %s: attempts: %w", id, err)
 	}
+	if len(e.AttemptList) == 0 {
+		// A single attempt lives in the execution's row (attempt_*).
+		var (
+			a             Attempt
+			started       *time.Time
+			outcome       *string
+			errText, outp string
+		)
+		err := s.pool.QueryRow(ctx, `
+			SELECT coalesce(attempt_executor, ''), attempt_started_at, attempt_finished_at, attempt_heartbeat_at,
+				attempt_outcome, coalesce(attempt_error, error), coalesce(attempt_output, output)
+			FROM executions WHERE id = $1 AND scheduled_for = $2`, id, sched).
+			Scan(&a.ExecutorID, &started, &a.FinishedAt, &a.HeartbeatAt, &outcome, &errText, &outp)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("store: get execution %s: attempt: %w", id, err)
+		}
+		if err == nil && outcome != nil {
+			a.Number, a.Outcome, a.Error, a.Output = 1, *outcome, errText, outp
+			if started != nil {
+				a.StartedAt = started.UTC()
+			}
+			a.FinishedAt, a.HeartbeatAt = utcPtr(a.FinishedAt), utcPtr(a.HeartbeatAt)
+			e.AttemptList = []Attempt{a}
+		}
+	}
 	return e, nil
 }
 

@@ -14,19 +14,30 @@ import (
 const requeueLostSQL = `
 WITH c AS (
 	SELECT x.id, x.scheduled_for, x.attempts FROM executions x
-	LEFT JOIN attempts a ON a.execution_id = x.id AND a.scheduled_for = x.scheduled_for AND a.number = x.attempts
+	LEFT JOIN attempts a ON x.attempts >= 2 AND a.execution_id = x.id AND a.scheduled_for = x.scheduled_for
+		AND a.number = x.attempts
 	WHERE x.state = 'running' AND x.bucket = ANY($1)
-		AND COALESCE(GREATEST(a.heartbeat_at, a.started_at, a.finished_at), x.started_at, x.created_at) < $2
+		AND COALESCE(GREATEST(a.heartbeat_at, a.started_at, a.finished_at),
+			GREATEST(x.attempt_heartbeat_at, x.attempt_started_at, x.attempt_finished_at),
+			x.started_at, x.created_at) < $2
 	ORDER BY x.id
 	FOR UPDATE OF x SKIP LOCKED
 ), lost AS (
 	UPDATE attempts a SET outcome = 'lost', finished_at = ` + nowMS + `, error = '` + lostError + `'
 	FROM c
-	WHERE a.execution_id = c.id AND a.scheduled_for = c.scheduled_for AND a.number <= c.attempts AND a.outcome = ''
+	WHERE c.attempts >= 2 AND a.execution_id = c.id AND a.scheduled_for = c.scheduled_for
+		AND a.number <= c.attempts AND a.outcome = ''
 	RETURNING 1
 ), u AS (
 	UPDATE executions x SET state = 'failed', next_attempt_at = ` + nowMS + `, dispatched_at = NULL,
-		dispatches = x.dispatches + 1, finished_at = NULL, error = '` + lostError + `'
+		dispatches = x.dispatches + 1, finished_at = NULL, error = '` + lostError + `',
+		-- an unfinished inline attempt is lost too (its error is the execution's)
+		attempt_finished_at = CASE WHEN x.attempt_outcome = '' THEN ` + nowMS + ` ELSE x.attempt_finished_at END,
+		attempt_error = CASE WHEN x.attempt_outcome = '' THEN NULL
+			ELSE COALESCE(x.attempt_error, x.error) END,
+		attempt_output = CASE WHEN x.attempt_outcome = '' THEN NULL
+			ELSE COALESCE(x.attempt_output, x.output) END,
+		attempt_outcome = CASE WHEN x.attempt_outcome = '' THEN 'lost' ELSE x.attempt_outcome END
 	FROM c
 	WHERE x.id = c.id AND x.scheduled_for = c.scheduled_for
 	RETURNING x.bucket

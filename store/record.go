@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -10,210 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
-
-// Each executor event is recorded by one SQL statement, so that a batch of
-// events goes to Postgres in one round trip (pipelined, in one
-// transaction) instead of a transaction of several round trips each. The
-// statements lock the execution's row first (FOR UPDATE: the final SELECT
-// reads e before anything else), so events about one execution apply one
-// after the other even across recorders.
-//
-// Lost attempts. An event of attempt a proves that the earlier attempts
-// are over (at most one attempt runs at a time): one still unfinished
-// was lost, and so was each attempt number between the newest known and
-// a that left no row (a delivery whose executor died before reporting
-// anything). Every statement writes those rows with the event's own, in
-// one INSERT over the attempt numbers from the newest known (the only
-// earlier one that can still be unfinished, since each event closes the
-// ones before it) up to a: a conflict updates the row, an unfinished one
-// to lost. One INSERT plans and runs much faster than a separate UPDATE
-// and INSERT on the partitioned attempts table.
-
-// finalStates are the execution states that never change again (but by a
-// re-drive of a dead execution).
-const finalStates = "('succeeded', 'dead', 'cancelled')"
-
-// lockSQL begins every event statement: $1 id, $2 scheduled_for.
-const lockSQL = `
-WITH e AS (
-	SELECT state, attempts, dispatches, bucket FROM executions WHERE id = $1 AND scheduled_for = $2 FOR UPDATE
-)`
-
-// numbersSQL are the attempt numbers an event of attempt $3 writes: the
-// newest known (if older), those between, and $3.
-const numbersSQL = "generate_series(GREATEST(LEAST(e.attempts, $3), 1), $3) AS n"
-
-// lostMark is the SQL text of lostError.
-const lostMark = "'" + lostError + "'"
-
-// startedSQL records a start or a heartbeat: $4 executor, $5 at, $6 true
-// for a heartbeat. The execution becomes running unless the attempt is
-// older than the newest known or has finished already (the events came
-// out of order), or the execution is in a final state.
-const startedSQL = lockSQL + `, a AS (
-	INSERT INTO attempts AS a (execution_id, scheduled_for, number, executor_id, started_at, heartbeat_at,
-		finished_at, outcome, error)
-	SELECT $1, $2, n, CASE WHEN n = $3 THEN $4 ELSE '' END,
-		CASE WHEN n = $3 AND NOT $6 THEN $5::timestamptz END, CASE WHEN n = $3 AND $6 THEN $5::timestamptz END,
-		CASE WHEN n < $3 THEN $5::timestamptz END, CASE WHEN n < $3 THEN 'lost' ELSE '' END,
-		CASE WHEN n < $3 THEN ` + lostMark + ` ELSE '' END
-	FROM e, ` + numbersSQL + `
-	ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
-		started_at = LEAST(a.started_at, excluded.started_at),
-		heartbeat_at = GREATEST(a.heartbeat_at, excluded.heartbeat_at),
-		executor_id = CASE WHEN a.executor_id = '' THEN excluded.executor_id ELSE a.executor_id END,
-		finished_at = CASE WHEN a.outcome = '' THEN excluded.finished_at ELSE a.finished_at END,
-		outcome = CASE WHEN a.outcome = '' THEN excluded.outcome ELSE a.outcome END,
-		error = CASE WHEN a.outcome = '' THEN excluded.error ELSE a.error END
-	WHERE excluded.number = $3 OR a.outcome = ''
-	RETURNING a.number, a.finished_at IS NOT NULL AS finished
-), c AS (
-	SELECT $3 >= e.attempts AND NOT a.finished AND e.state NOT IN ` + finalStates + ` AS runs
-	FROM e, a WHERE a.number = $3
-), u AS (
-	UPDATE executions x SET
-		state = CASE WHEN c.runs THEN 'running' ELSE x.state END,
-		next_attempt_at = CASE WHEN c.runs THEN NULL ELSE x.next_attempt_at END,
-		attempts = GREATEST(x.attempts, $3),
-		started_at = LEAST(x.started_at, CASE WHEN NOT $6 THEN $5::timestamptz END),
-		dispatched_at = CASE WHEN $3 > e.attempts THEN COALESCE(x.dispatched_at, ` + nowMS + `) ELSE x.dispatched_at END,
-		executor_id = CASE WHEN $3 >= e.attempts AND e.state NOT IN ` + finalStates + `
-			THEN $4 ELSE x.executor_id END
-	FROM e, c
-	WHERE x.id = $1 AND x.scheduled_for = $2
-	RETURNING 1
-)
-SELECT (SELECT count(*) FROM e) + 0 * (SELECT count(*) FROM u)`
-
-// finishedSQL records an attempt's end: $4 executor, $5 at, $6 outcome
-// (succeeded, failed or timed_out), $7 final, $8 error, $9 output, $10
-// started_at (NULL if a started event reported it), $11 the retry's
-// delay in ms, $12 the dispatch the event is about.
-//
-// The first report of an attempt's end wins (one that only the lost rule
-// inferred gives way to it); a repeat changes nothing. A success of any
-// attempt makes the execution succeeded. A final failure of its newest
-// attempt makes it dead. Another failure of its newest attempt, about its
-// current dispatch, puts it back in the outbox, due after the delay, as
-// its next dispatch, and tells the bucket's scanner (ExecChannel); a
-// failure about an older dispatch (a stale duplicate) records only the
-// attempt. A final state never changes.
-const finishedSQL = lockSQL + `, a AS (
-	INSERT INTO attempts AS a (execution_id, scheduled_for, number, executor_id, started_at, finished_at,
-		outcome, error, output)
-	SELECT $1, $2, n, CASE WHEN n = $3 THEN $4 ELSE '' END, CASE WHEN n = $3 THEN $10::timestamptz END, $5,
-		CASE WHEN n = $3 THEN $6 ELSE 'lost' END, CASE WHEN n = $3 THEN $8 ELSE ` + lostMark + ` END,
-		CASE WHEN n = $3 THEN $9 ELSE '' END
-	FROM e, ` + numbersSQL + `
-	ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
-		executor_id = CASE WHEN a.executor_id = '' THEN excluded.executor_id ELSE a.executor_id END,
-		started_at = LEAST(a.started_at, excluded.started_at),
-		finished_at = excluded.finished_at, outcome = excluded.outcome,
-		error = excluded.error, output = excluded.output
-	WHERE a.outcome = '' OR (excluded.number = $3 AND a.outcome = 'lost')
-	RETURNING a.number
-), c AS (
-	-- The execution's new state; NULL: it keeps its state (it is over
-	-- already, or this is a late or stale failure).
-	SELECT CASE
-		WHEN e.state IN ` + finalStates + ` THEN NULL
-		WHEN $6 = 'succeeded' THEN 'succeeded'
-		WHEN $3 < e.attempts THEN NULL
-		WHEN $7 THEN 'dead'
-		WHEN $12 <> e.dispatches THEN NULL
-		ELSE 'failed' END AS next
-	FROM e, a WHERE a.number = $3
-), u AS (
-	UPDATE executions x SET
-		attempts = GREATEST(x.attempts, $3),
-		dispatched_at = CASE
-			WHEN c.next = 'failed' THEN NULL
-			WHEN c.next IS NOT NULL OR $3 > e.attempts THEN COALESCE(x.dispatched_at, ` + nowMS + `)
-			ELSE x.dispatched_at END,
-		dispatches = CASE WHEN c.next = 'failed' THEN x.dispatches + 1 ELSE x.dispatches END,
-		next_attempt_at = CASE WHEN c.next = 'failed' THEN ` + nowMS + ` + $11 * interval '1 millisecond'
-			WHEN c.next IS NOT NULL THEN NULL ELSE x.next_attempt_at END,
-		started_at = LEAST(x.started_at, $10::timestamptz),
-		state = COALESCE(c.next, x.state),
-		finished_at = CASE WHEN c.next IN ('succeeded', 'dead') THEN $5
-			WHEN c.next = 'failed' THEN NULL ELSE x.finished_at END,
-		error = CASE WHEN c.next = 'succeeded' THEN '' WHEN c.next IS NOT NULL THEN $8 ELSE x.error END,
-		output = CASE WHEN c.next IS NOT NULL THEN $9 ELSE x.output END,
-		executor_id = CASE WHEN c.next IS NOT NULL AND $3 >= e.attempts THEN $4 ELSE x.executor_id END
-	FROM e, c
-	WHERE x.id = $1 AND x.scheduled_for = $2
-	RETURNING c.next = 'failed' AS requeued, x.bucket
-), n AS (
-	SELECT pg_notify('` + ExecChannel + `', bucket::text) FROM u WHERE requeued
-)
-SELECT (SELECT count(*) FROM e) + 0 * (SELECT count(*) FROM n)`
-
-// cancelledSQL records that an attempt was cancelled: $4 executor, $5 at,
-// $6 error, $7 started_at. The attempt is recorded only if it began (a
-// start time is given, or its row exists). The execution becomes
-// cancelled unless it is in a final state already.
-const cancelledSQL = lockSQL + `, s AS (
-	SELECT $7::timestamptz IS NOT NULL OR EXISTS (SELECT 1 FROM attempts
-		WHERE execution_id = $1 AND scheduled_for = $2 AND number = $3) AS began
-), a AS (
-	INSERT INTO attempts AS a (execution_id, scheduled_for, number, executor_id, started_at, finished_at,
-		outcome, error)
-	SELECT $1, $2, n, CASE WHEN n = $3 THEN $4 ELSE '' END, CASE WHEN n = $3 THEN $7::timestamptz END, $5,
-		CASE WHEN n = $3 THEN 'cancelled' ELSE 'lost' END, CASE WHEN n = $3 THEN $6 ELSE ` + lostMark + ` END
-	FROM e, s, ` + numbersSQL + `
-	WHERE n < $3 OR s.began
-	ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
-		executor_id = CASE WHEN a.executor_id = '' THEN excluded.executor_id ELSE a.executor_id END,
-		started_at = LEAST(a.started_at, excluded.started_at),
-		finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
-	WHERE a.outcome = '' OR (excluded.number = $3 AND a.outcome = 'lost')
-	RETURNING 1
-), u AS (
-	UPDATE executions x SET
-		attempts = GREATEST(x.attempts, CASE WHEN s.began THEN $3 ELSE $3 - 1 END),
-		dispatched_at = COALESCE(x.dispatched_at, ` + nowMS + `),
-		started_at = LEAST(x.started_at, $7::timestamptz),
-		state = CASE WHEN e.state IN ` + finalStates + ` THEN x.state ELSE 'cancelled' END,
-		finished_at = CASE WHEN e.state IN ` + finalStates + ` THEN x.finished_at ELSE $5 END,
-		next_attempt_at = CASE WHEN e.state IN ` + finalStates + ` THEN x.next_attempt_at END,
-		error = CASE WHEN e.state IN ` + finalStates + ` THEN x.error ELSE $6 END
-	FROM e, s
-	WHERE x.id = $1 AND x.scheduled_for = $2
-	RETURNING 1
-)
-SELECT (SELECT count(*) FROM e) + 0 * (SELECT count(*) FROM u) + 0 * (SELECT count(*) FROM a)`
-
-// deferredSQL records that an executor handed a delivery back without
-// running it: $4 at, $5 the delay in ms, $6 the dispatch. A delivery is
-// no attempt, so no attempt is recorded (but the attempts before it that
-// are lost). If it is about the execution's current dispatch and newer
-// than its known attempts, and the execution still waits to run, it goes
-// back into the outbox, due after the delay, as its next dispatch, and
-// ExecChannel tells the bucket's scanner.
-const deferredSQL = lockSQL + `, a AS (
-	INSERT INTO attempts AS a (execution_id, scheduled_for, number, finished_at, outcome, error)
-	SELECT $1, $2, n, $4, 'lost', ` + lostMark + ` FROM e, ` + numbersSQL + ` WHERE n < $3
-	ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
-		finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error
-	WHERE a.outcome = ''
-	RETURNING 1
-), d AS (
-	SELECT $3 > e.attempts AND e.state IN ('queued', 'running', 'failed') AND $6 = e.dispatches AS requeue FROM e
-), u AS (
-	UPDATE executions x SET
-		attempts = GREATEST(x.attempts, $3 - 1),
-		state = CASE WHEN NOT d.requeue OR x.state = 'failed' THEN x.state ELSE 'queued' END,
-		next_attempt_at = CASE WHEN d.requeue THEN ` + nowMS + ` + $5 * interval '1 millisecond'
-			ELSE x.next_attempt_at END,
-		dispatched_at = CASE WHEN d.requeue THEN NULL ELSE x.dispatched_at END,
-		dispatches = CASE WHEN d.requeue THEN x.dispatches + 1 ELSE x.dispatches END
-	FROM d
-	WHERE x.id = $1 AND x.scheduled_for = $2
-	RETURNING d.requeue, x.bucket
-), n AS (
-	SELECT pg_notify('` + ExecChannel + `', bucket::text) FROM u WHERE requeue
-)
-SELECT (SELECT count(*) FROM e) + 0 * (SELECT count(*) FROM n) + 0 * (SELECT count(*) FROM a)`
 
 // Outcomes of an AttemptEvent that are not attempt outcomes.
 const (
@@ -266,32 +63,6 @@ func (ev *AttemptEvent) check() error {
 		OutcomeHeartbeat, ExecSucceeded, ExecFailed, AttemptTimedOut, AttemptCancelled, OutcomeDeferred)
 }
 
-// queue adds ev's statement to b.
-func (ev *AttemptEvent) queue(b *pgx.Batch) {
-	sched, at := ExecutionTime(ev.ID), ms(ev.At)
-	var started *time.Time
-	if ev.StartedAt != nil {
-		t := ms(*ev.StartedAt)
-		started = &t
-	}
-	retryMS := max(ev.RetryIn.Milliseconds(), 0)
-	switch ev.Outcome {
-	case "", OutcomeHeartbeat:
-		b.Queue(startedSQL, ev.ID, sched, ev.Attempt, ev.Executor, at, ev.Outcome == OutcomeHeartbeat)
-	case AttemptCancelled:
-		errMsg := cleanText(ev.Error)
-		if errMsg == "" {
-			errMsg = "cancelled"
-		}
-		b.Queue(cancelledSQL, ev.ID, sched, ev.Attempt, ev.Executor, at, errMsg, started)
-	case OutcomeDeferred:
-		b.Queue(deferredSQL, ev.ID, sched, ev.Attempt, at, retryMS, ev.Dispatch)
-	default:
-		b.Queue(finishedSQL, ev.ID, sched, ev.Attempt, ev.Executor, at, ev.Outcome, ev.Final,
-			cleanText(ev.Error), cleanText(ev.Output), started, retryMS, ev.Dispatch)
-	}
-}
-
 // RecordEvents records events in order, in one transaction and one round
 // trip. The result has one entry per event: nil, ErrNotFound (no such
 // execution: the event changed nothing), or the event's validation
@@ -335,39 +106,288 @@ func (s *Store) RecordEvents(ctx context.Context, evs []AttemptEvent) ([]error, 
 	if len(queued) == 0 {
 		return results, nil
 	}
-	// Lock executions in id order, as MarkDispatched does, so that the two
-	// never deadlock; events about one execution keep their order.
-	slices.SortStableFunc(queued, func(a, b int) int { return bytes.Compare(evs[a].ID[:], evs[b].ID[:]) })
-	b := &pgx.Batch{}
-	for _, set := range keyedPlanSettings {
-		b.Queue(set)
-	}
-	for _, i := range queued {
-		evs[i].queue(b)
-	}
+	var found map[uuid.UUID]bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		for range keyedPlanSettings {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		for _, i := range queued {
-			var found int
-			if err := br.QueryRow().Scan(&found); err != nil {
-				return fmt.Errorf("execution %s attempt %d: %w", evs[i].ID, evs[i].Attempt, err)
-			}
-			if found == 0 {
-				results[i] = fmt.Errorf("store: execution %s: %w", evs[i].ID, ErrNotFound)
-			}
-		}
-		return br.Close()
+		var err error
+		found, err = recordTx(ctx, tx, evs, queued)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: record %d events: %w", len(evs), err)
 	}
+	for _, i := range queued {
+		if !found[evs[i].ID] {
+			results[i] = fmt.Errorf("store: execution %s: %w", evs[i].ID, ErrNotFound)
+		}
+	}
 	return results, nil
+}
+
+// lockExecsSQL reads and locks the executions a batch of events is about,
+// in id order (so that concurrent batches never deadlock), with their
+// attempts: attempt 1 inline, or all of them from attempts once there
+// are two or more. $1 ids, $2 and $3 the bounds of their scheduled times
+// (so that the planner prunes partitions).
+const lockExecsSQL = `
+SELECT x.id, x.scheduled_for, x.bucket, x.state, x.attempts, x.dispatches, x.dispatched_at,
+	x.next_attempt_at, x.started_at, x.finished_at, x.executor_id, x.error, x.output,
+	x.attempt_executor, x.attempt_started_at, x.attempt_heartbeat_at, x.attempt_finished_at,
+	x.attempt_outcome, x.attempt_error, x.attempt_output,
+	CASE WHEN x.attempts >= 2 OR (x.attempts = 1 AND x.attempt_outcome IS NULL) THEN (
+		SELECT json_agg(json_build_array(a.number, a.executor_id, a.started_at, a.heartbeat_at,
+			a.finished_at, a.outcome, a.error, a.output))
+		FROM attempts a WHERE a.execution_id = x.id AND a.scheduled_for = x.scheduled_for) END,
+	` + nowMS + `
+FROM executions x
+WHERE x.id = ANY($1) AND x.scheduled_for BETWEEN $2 AND $3
+ORDER BY x.id
+FOR UPDATE OF x`
+
+// updateExecsSQL writes back the executions a batch changed, one array
+// per column.
+const updateExecsSQL = `
+UPDATE executions x SET
+	state = u.state, attempts = u.attempts, dispatches = u.dispatches, dispatched_at = u.dispatched_at,
+	next_attempt_at = u.next_attempt_at, started_at = u.started_at, finished_at = u.finished_at,
+	executor_id = u.executor_id, error = u.error, output = u.output,
+	attempt_executor = u.a_executor, attempt_started_at = u.a_started, attempt_heartbeat_at = u.a_heartbeat,
+	attempt_finished_at = u.a_finished, attempt_outcome = u.a_outcome, attempt_error = u.a_error,
+	attempt_output = u.a_output
+FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::int[], $5::int[], $6::timestamptz[],
+	$7::timestamptz[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $12::text[],
+	$13::text[], $14::timestamptz[], $15::timestamptz[], $16::timestamptz[], $17::text[], $18::text[], $19::text[])
+	AS u(id, sched, state, attempts, dispatches, dispatched_at, next_attempt_at, started_at, finished_at,
+		executor_id, error, output, a_executor, a_started, a_heartbeat, a_finished, a_outcome, a_error, a_output)
+WHERE x.id = ANY($1) AND x.scheduled_for BETWEEN $20 AND $21 AND x.id = u.id AND x.scheduled_for = u.sched`
+
+// upsertAttemptsSQL writes the attempts rows a batch changed.
+const upsertAttemptsSQL = `
+INSERT INTO attempts AS a (execution_id, scheduled_for, number, executor_id, started_at, heartbeat_at,
+	finished_at, outcome, error, output)
+SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::int[], $4::text[], $5::timestamptz[],
+	$6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[], $10::text[])
+ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
+	executor_id = excluded.executor_id, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+	finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error, output = excluded.output`
+
+// notifySQL tells the scanners of buckets ($1) that their outbox changed.
+const notifySQL = `SELECT pg_notify('` + ExecChannel + `', b::text) FROM unnest($1::int[]) b`
+
+// recordTx records evs[queued] in tx: one statement reads and locks
+// every execution they are about, the rules (rules.go) apply each event
+// in order, and at most three statements write what changed. It returns
+// the ids it found.
+func recordTx(ctx context.Context, tx pgx.Tx, evs []AttemptEvent, queued []int) (map[uuid.UUID]bool, error) {
+	ids := make([]uuid.UUID, 0, len(queued))
+	seen := make(map[uuid.UUID]bool, len(queued))
+	lo, hi := ExecutionTime(evs[queued[0]].ID), ExecutionTime(evs[queued[0]].ID)
+	for _, i := range queued {
+		id := evs[i].ID
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		ids = append(ids, id)
+		t := ExecutionTime(id)
+		lo, hi = minTime(lo, t), maxTime(hi, t)
+	}
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	if err := keyedPlans(ctx, tx, fireSettings...); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, lockExecsSQL, ids, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[uuid.UUID]*recExec, len(ids))
+	var now time.Time
+	for rows.Next() {
+		e, t, err := scanRecExec(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		byID[e.id], now = e, t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	found := make(map[uuid.UUID]bool, len(byID))
+	for _, i := range queued {
+		if e := byID[evs[i].ID]; e != nil {
+			found[e.id] = true
+			e.apply(&evs[i], now)
+		}
+	}
+
+	var (
+		u  execUpdate
+		at attemptRows
+	)
+	buckets := map[int]bool{}
+	for _, id := range ids {
+		e := byID[id]
+		if e == nil || !e.dirty {
+			continue
+		}
+		if e.requeued {
+			buckets[e.bucket] = true
+		}
+		if e.maxAttempt() <= 1 {
+			u.add(e, e.att[1])
+			continue
+		}
+		u.add(e, nil)
+		for n, r := range e.att {
+			// Attempt 1 moves from the execution's row into attempts when
+			// the second appears.
+			if e.dirtyAtt[n] || (n == 1 && e.inline) {
+				at.add(e, n, r)
+			}
+		}
+	}
+	b := &pgx.Batch{}
+	if len(u.id) > 0 {
+		b.Queue(updateExecsSQL, u.id, u.sched, u.state, u.attempts, u.dispatches, u.dispatchedAt,
+			u.nextAttempt, u.startedAt, u.finishedAt, u.executorID, u.errText, u.output,
+			u.aExecutor, u.aStarted, u.aHeartbeat, u.aFinished, u.aOutcome, u.aError, u.aOutput, lo, hi)
+	}
+	if len(at.id) > 0 {
+		b.Queue(upsertAttemptsSQL, at.id, at.sched, at.number, at.executor, at.started, at.heartbeat,
+			at.finished, at.outcome, at.errText, at.output)
+	}
+	if len(buckets) > 0 {
+		bs := make([]int, 0, len(buckets))
+		for bk := range buckets {
+			bs = append(bs, bk)
+		}
+		slices.Sort(bs)
+		b.Queue(notifySQL, bs)
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+// scanRecExec reads a row of lockExecsSQL.
+func scanRecExec(rows pgx.Rows) (*recExec, time.Time, error) {
+	var (
+		e                               recExec
+		aExec, aOutcome, aErr, aOut     *string
+		aStarted, aHeartbeat, aFinished *time.Time
+		attJSON                         []byte
+		now                             time.Time
+	)
+	err := rows.Scan(&e.id, &e.sched, &e.bucket, &e.state, &e.attempts, &e.dispatches, &e.dispatchedAt,
+		&e.nextAttempt, &e.startedAt, &e.finishedAt, &e.executorID, &e.errText, &e.output,
+		&aExec, &aStarted, &aHeartbeat, &aFinished, &aOutcome, &aErr, &aOut, &attJSON, &now)
+	if err != nil {
+		return nil, now, err
+	}
+	e.att = map[int]*recAttempt{}
+	if aOutcome != nil {
+		e.inline = true
+		e.att[1] = &recAttempt{executor: deref(aExec), startedAt: aStarted, heartbeatAt: aHeartbeat,
+			finishedAt: aFinished, outcome: *aOutcome, errText: derefOr(aErr, e.errText), output: derefOr(aOut, e.output)}
+	}
+	if attJSON != nil {
+		var list [][]json.RawMessage
+		if err := json.Unmarshal(attJSON, &list); err != nil {
+			return nil, now, fmt.Errorf("attempts of execution %s: %w", e.id, err)
+		}
+		for _, f := range list {
+			var (
+				n   int
+				r   recAttempt
+				err error
+			)
+			if len(f) != 8 {
+				return nil, now, fmt.Errorf("attempts of execution %s: %d fields", e.id, len(f))
+			}
+			for i, dst := range []any{&n, &r.executor, &r.startedAt, &r.heartbeatAt, &r.finishedAt, &r.outcome, &r.errText, &r.output} {
+				if err = json.Unmarshal(f[i], dst); err != nil {
+					return nil, now, fmt.Errorf("attempts of execution %s: %w", e.id, err)
+				}
+			}
+			r.startedAt, r.heartbeatAt, r.finishedAt = msPtr(r.startedAt), msPtr(r.heartbeatAt), msPtr(r.finishedAt)
+			e.att[n] = &r
+		}
+		e.inline = false
+	}
+	return &e, now.UTC(), nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefOr(s *string, or string) string {
+	if s == nil {
+		return or
+	}
+	return *s
+}
+
+// execUpdate holds updateExecsSQL's arrays.
+type execUpdate struct {
+	id                                               []uuid.UUID
+	sched                                            []time.Time
+	state                                            []string
+	attempts, dispatches                             []int
+	dispatchedAt, nextAttempt, startedAt, finishedAt []*time.Time
+	executorID, errText, output                      []string
+	aExecutor                                        []*string
+	aStarted, aHeartbeat, aFinished                  []*time.Time
+	aOutcome, aError, aOutput                        []*string
+}
+
+// add appends e, with a1 as its inline attempt (nil: none inline).
+func (u *execUpdate) add(e *recExec, a1 *recAttempt) {
+	u.id, u.sched, u.state = append(u.id, e.id), append(u.sched, e.sched), append(u.state, e.state)
+	u.attempts, u.dispatches = append(u.attempts, e.attempts), append(u.dispatches, e.dispatches)
+	u.dispatchedAt, u.nextAttempt = append(u.dispatchedAt, e.dispatchedAt), append(u.nextAttempt, e.nextAttempt)
+	u.startedAt, u.finishedAt = append(u.startedAt, e.startedAt), append(u.finishedAt, e.finishedAt)
+	u.executorID, u.errText, u.output = append(u.executorID, e.executorID), append(u.errText, e.errText), append(u.output, e.output)
+	if a1 == nil {
+		u.aExecutor, u.aOutcome, u.aError, u.aOutput = append(u.aExecutor, nil), append(u.aOutcome, nil), append(u.aError, nil), append(u.aOutput, nil)
+		u.aStarted, u.aHeartbeat, u.aFinished = append(u.aStarted, nil), append(u.aHeartbeat, nil), append(u.aFinished, nil)
+		return
+	}
+	// The inline attempt's error and output are NULL when they are the
+	// execution's own (the usual case), to keep the row narrow.
+	var aErr, aOut *string
+	if a1.errText != e.errText {
+		aErr = &a1.errText
+	}
+	if a1.output != e.output {
+		aOut = &a1.output
+	}
+	u.aExecutor, u.aOutcome = append(u.aExecutor, &a1.executor), append(u.aOutcome, &a1.outcome)
+	u.aError, u.aOutput = append(u.aError, aErr), append(u.aOutput, aOut)
+	u.aStarted, u.aHeartbeat, u.aFinished = append(u.aStarted, a1.startedAt), append(u.aHeartbeat, a1.heartbeatAt), append(u.aFinished, a1.finishedAt)
+}
+
+// attemptRows holds upsertAttemptsSQL's arrays.
+type attemptRows struct {
+	id                           []uuid.UUID
+	sched                        []time.Time
+	number                       []int
+	executor                     []string
+	started, heartbeat, finished []*time.Time
+	outcome, errText, output     []string
+}
+
+func (at *attemptRows) add(e *recExec, n int, r *recAttempt) {
+	at.id, at.sched, at.number = append(at.id, e.id), append(at.sched, e.sched), append(at.number, n)
+	at.executor, at.outcome = append(at.executor, r.executor), append(at.outcome, r.outcome)
+	at.started, at.heartbeat, at.finished = append(at.started, r.startedAt), append(at.heartbeat, r.heartbeatAt), append(at.finished, r.finishedAt)
+	at.errText, at.output = append(at.errText, r.errText), append(at.output, r.output)
 }
 
 // record records one event.

@@ -1001,7 +1001,9 @@ func TestMaintainPartitions(t *testing.T) {
 		t.Fatalf("fire: %+v %v", res, err)
 	}
 	e := res.Executions[0]
-	if err := s.AttemptStarted(ctx, e.ID, 1, "x", now); err != nil {
+	// Two attempts, so that they are rows of attempts (a single one lives
+	// in the execution's row).
+	if err := s.AttemptStarted(ctx, e.ID, 2, "x", now); err != nil {
 		t.Fatal(err)
 	}
 	where := func(table, idCol string) string {
@@ -1031,7 +1033,7 @@ func TestMaintainPartitions(t *testing.T) {
 	if p, want := where("attempts", "execution_id"), dayPartition("attempts", far); p != want {
 		t.Fatalf("attempt in %s, want %s", p, want)
 	}
-	if got, err := s.GetExecution(ctx, e.ID); err != nil || got.State != ExecRunning || len(got.AttemptList) != 1 {
+	if got, err := s.GetExecution(ctx, e.ID); err != nil || got.State != ExecRunning || len(got.AttemptList) != 2 {
 		t.Fatalf("moved execution: %+v %v", got, err)
 	}
 	before := count(t, s, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'executions'::regclass")

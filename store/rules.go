@@ -1,0 +1,285 @@
+package store
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The rules by which executor events change an execution and its
+// attempts, written once, here, as pure functions over an execution read
+// (and locked) by RecordEvents. RecordEvents reads a whole batch's
+// executions in one statement, applies each event in order with apply,
+// and writes back what changed in a few set-based statements; the rules
+// themselves never touch the database, so they are tested without it.
+//
+// Lost attempts. An event of attempt a proves that the earlier attempts
+// are over (at most one attempt runs at a time): one still unfinished was
+// lost, and so was each attempt number between the newest known and a
+// that left no row (a delivery whose executor died before reporting
+// anything). Only attempts from the newest known one up are looked at:
+// each event closes the ones before it.
+
+// finalState reports whether an execution in state never changes again
+// (but by a re-drive of a dead execution).
+func finalState(state string) bool {
+	return state == ExecSucceeded || state == ExecDead || state == ExecCancelled
+}
+
+// recAttempt is one attempt as recording sees it.
+type recAttempt struct {
+	executor                           string
+	startedAt, heartbeatAt, finishedAt *time.Time
+	outcome, errText, output           string
+}
+
+// recExec is an execution as recording sees it: the columns events
+// change, and every attempt (att, by number; numbers are dense from 1).
+type recExec struct {
+	id           uuid.UUID
+	sched        time.Time
+	bucket       int
+	state        string
+	attempts     int
+	dispatches   int
+	dispatchedAt *time.Time
+	nextAttempt  *time.Time
+	startedAt    *time.Time
+	finishedAt   *time.Time
+	executorID   string
+	errText      string
+	output       string
+	att          map[int]*recAttempt
+
+	// inline: attempt 1 was read from the execution's row (attempt_*).
+	inline bool
+	// dirty: the execution's row must be written; dirtyAtt: these
+	// attempts (when they live in the attempts table).
+	dirty    bool
+	dirtyAtt map[int]bool
+	// requeued: an event put the execution back in the outbox.
+	requeued bool
+}
+
+// maxAttempt is the highest attempt number with a row.
+func (e *recExec) maxAttempt() int {
+	n := 0
+	for k := range e.att {
+		n = max(n, k)
+	}
+	return n
+}
+
+func (e *recExec) touch(n int) {
+	e.dirty = true
+	if e.dirtyAtt == nil {
+		e.dirtyAtt = map[int]bool{}
+	}
+	e.dirtyAtt[n] = true
+}
+
+// least and greatest are SQL's LEAST and GREATEST over nullable times:
+// NULLs are ignored.
+func least(a, b *time.Time) *time.Time {
+	if a == nil || (b != nil && b.Before(*a)) {
+		return b
+	}
+	return a
+}
+
+func greatest(a, b *time.Time) *time.Time {
+	if a == nil || (b != nil && b.After(*a)) {
+		return b
+	}
+	return a
+}
+
+func tp(t time.Time) *time.Time { return &t }
+
+// loseBefore marks attempts from the newest known one up to a (excluded)
+// lost at at: an unfinished one ends as lost, a missing one is created
+// lost.
+func (e *recExec) loseBefore(a int, at time.Time) {
+	for n := max(min(e.attempts, a), 1); n < a; n++ {
+		r := e.att[n]
+		switch {
+		case r == nil:
+			e.att[n] = &recAttempt{finishedAt: tp(at), outcome: AttemptLost, errText: lostError}
+		case r.outcome == "":
+			r.finishedAt, r.outcome, r.errText, r.output = tp(at), AttemptLost, lostError, ""
+		default:
+			continue
+		}
+		e.touch(n)
+	}
+}
+
+// apply applies one valid event to e; now is the database's clock (the
+// recording transaction's start). It marks what it changed dirty.
+func (e *recExec) apply(ev *AttemptEvent, now time.Time) {
+	at, a := ms(ev.At), ev.Attempt
+	started := msPtr(ev.StartedAt)
+	prevState, prevAttempts := e.state, e.attempts
+	switch ev.Outcome {
+	case "", OutcomeHeartbeat:
+		// A start or a heartbeat: the execution runs, unless the attempt
+		// is older than the newest known or finished already (the events
+		// came out of order), or the execution is over.
+		hb := ev.Outcome == OutcomeHeartbeat
+		e.loseBefore(a, at)
+		r := e.att[a]
+		if r == nil {
+			r = &recAttempt{executor: ev.Executor}
+			e.att[a] = r
+		} else if r.executor == "" {
+			r.executor = ev.Executor
+		}
+		if hb {
+			r.heartbeatAt = greatest(r.heartbeatAt, tp(at))
+		} else {
+			r.startedAt = least(r.startedAt, tp(at))
+		}
+		e.touch(a)
+		if a >= prevAttempts && r.finishedAt == nil && !finalState(prevState) {
+			e.state, e.nextAttempt = ExecRunning, nil
+		}
+		e.attempts = max(e.attempts, a)
+		if !hb {
+			e.startedAt = least(e.startedAt, tp(at))
+		}
+		if a > prevAttempts && e.dispatchedAt == nil {
+			e.dispatchedAt = tp(now)
+		}
+		if a >= prevAttempts && !finalState(prevState) {
+			e.executorID = ev.Executor
+		}
+
+	case OutcomeDeferred:
+		// A delivery handed back unrun is no attempt. If it is about the
+		// current dispatch and the execution still waits to run, it goes
+		// back into the outbox as its next dispatch.
+		e.loseBefore(a, at)
+		requeue := a > prevAttempts && ev.Dispatch == e.dispatches &&
+			(prevState == ExecQueued || prevState == ExecRunning || prevState == ExecFailed)
+		e.attempts = max(e.attempts, a-1)
+		e.dirty = true
+		if requeue {
+			if e.state != ExecFailed {
+				e.state = ExecQueued
+			}
+			e.nextAttempt = tp(now.Add(max(ev.RetryIn, 0)))
+			e.dispatchedAt = nil
+			e.dispatches++
+			e.requeued = true
+		}
+
+	case AttemptCancelled:
+		// The attempt is recorded only if it began (a start time is given,
+		// or it has a row); the execution becomes cancelled unless it is
+		// over already.
+		began := started != nil || e.att[a] != nil
+		e.loseBefore(a, at)
+		if began {
+			msg := cleanText(ev.Error)
+			if msg == "" {
+				msg = "cancelled"
+			}
+			r := e.att[a]
+			if r == nil {
+				e.att[a] = &recAttempt{executor: ev.Executor, startedAt: started, finishedAt: tp(at),
+					outcome: AttemptCancelled, errText: msg}
+				e.touch(a)
+			} else if r.outcome == "" || r.outcome == AttemptLost {
+				if r.executor == "" {
+					r.executor = ev.Executor
+				}
+				r.startedAt = least(r.startedAt, started)
+				r.finishedAt, r.outcome, r.errText = tp(at), AttemptCancelled, msg
+				e.touch(a)
+			}
+			e.attempts = max(e.attempts, a)
+		} else {
+			e.attempts = max(e.attempts, a-1)
+		}
+		e.dirty = true
+		if e.dispatchedAt == nil {
+			e.dispatchedAt = tp(now)
+		}
+		e.startedAt = least(e.startedAt, started)
+		if !finalState(prevState) {
+			msg := cleanText(ev.Error)
+			if msg == "" {
+				msg = "cancelled"
+			}
+			e.state, e.finishedAt, e.nextAttempt, e.errText = ExecCancelled, tp(at), nil, msg
+		}
+
+	default:
+		// An attempt's end. The first report of it wins (one that only
+		// the lost rule inferred gives way to it); a repeat changes
+		// nothing.
+		e.loseBefore(a, at)
+		errText, output := cleanText(ev.Error), cleanText(ev.Output)
+		r := e.att[a]
+		switch {
+		case r == nil:
+			e.att[a] = &recAttempt{executor: ev.Executor, startedAt: started, finishedAt: tp(at),
+				outcome: ev.Outcome, errText: errText, output: output}
+		case r.outcome == "" || r.outcome == AttemptLost:
+			if r.executor == "" {
+				r.executor = ev.Executor
+			}
+			r.startedAt = least(r.startedAt, started)
+			r.finishedAt, r.outcome, r.errText, r.output = tp(at), ev.Outcome, errText, output
+		default:
+			return
+		}
+		e.touch(a)
+		// A success of any attempt makes the execution succeeded; a final
+		// failure of its newest attempt, dead; another failure of its
+		// newest attempt about its current dispatch puts it back in the
+		// outbox (failed, due after the delay, as its next dispatch). A
+		// late or stale failure records only the attempt.
+		next := ""
+		switch {
+		case finalState(prevState):
+		case ev.Outcome == ExecSucceeded:
+			next = ExecSucceeded
+		case a < prevAttempts:
+		case ev.Final:
+			next = ExecDead
+		case ev.Dispatch != e.dispatches:
+		default:
+			next = ExecFailed
+		}
+		e.attempts = max(e.attempts, a)
+		switch {
+		case next == ExecFailed:
+			e.dispatchedAt = nil
+			e.dispatches++
+			e.nextAttempt = tp(now.Add(max(ev.RetryIn, 0)))
+			e.finishedAt = nil
+			e.requeued = true
+		case next != "":
+			if e.dispatchedAt == nil {
+				e.dispatchedAt = tp(now)
+			}
+			e.nextAttempt = nil
+			e.finishedAt = tp(at)
+		case a > prevAttempts && e.dispatchedAt == nil:
+			e.dispatchedAt = tp(now)
+		}
+		e.startedAt = least(e.startedAt, started)
+		if next != "" {
+			e.state = next
+			e.errText = errText
+			if next == ExecSucceeded {
+				e.errText = ""
+			}
+			e.output = output
+			if a >= prevAttempts {
+				e.executorID = ev.Executor
+			}
+		}
+	}
+}
