@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,15 +63,18 @@ const (
 	pullBatch = 2000
 	// maxBatch events are written in one transaction; a batch closes when
 	// it is full or when no event came for batchLinger.
-	maxBatch    = 500
+	maxBatch    = 1000
 	batchLinger = 5 * time.Millisecond
+	// Writers is how many batches are written at once.
+	Writers = 3
 )
 
 // Recorder consumes EventStream into a Store.
 type Recorder struct {
-	js  jetstream.JetStream
-	st  Store
-	log *slog.Logger
+	js      jetstream.JetStream
+	st      Store
+	log     *slog.Logger
+	writers int
 	// Seams for tests.
 	retryDelay time.Duration
 }
@@ -81,7 +85,7 @@ func New(js jetstream.JetStream, st Store, log *slog.Logger) *Recorder {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Recorder{js: js, st: st, log: log.With("role", "recorder"), retryDelay: RetryDelay}
+	return &Recorder{js: js, st: st, log: log.With("role", "recorder"), writers: Writers, retryDelay: RetryDelay}
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -137,7 +141,11 @@ func (r *Recorder) ensure(ctx context.Context) (jetstream.Consumer, error) {
 	return c, nil
 }
 
-// consume records events until ctx ends or the iterator fails.
+// consume records events until ctx ends or the iterator fails. Batches
+// are written by up to writers goroutines at once: a batch's cost is
+// mostly its commit (a WAL flush) and round trips, which overlap.
+// Events of one execution in two batches in flight may be applied out of
+// order, which the store's rules allow (see the package doc).
 func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 	it, err := cons.Messages(jetstream.PullMaxMessages(pullBatch))
 	if err != nil {
@@ -146,7 +154,18 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
-	batch := make([]jetstream.Msg, 0, maxBatch)
+
+	work := make(chan []jetstream.Msg)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(work)
+	for range r.writers {
+		wg.Go(func() {
+			for batch := range work {
+				r.handle(ctx, batch)
+			}
+		})
+	}
 	for {
 		msg, err := it.Next()
 		if err != nil {
@@ -156,15 +175,16 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 			return err
 		}
 		// Under load, many events wait: write them together, one
-		// transaction and one round trip for the lot.
-		batch = append(batch[:0], msg)
+		// transaction and a few statements for the lot.
+		batch := make([]jetstream.Msg, 1, maxBatch)
+		batch[0] = msg
 		for len(batch) < maxBatch {
 			m, err := it.Next(jetstream.NextMaxWait(batchLinger))
 			if err != nil {
 				if errors.Is(err, nats.ErrTimeout) {
 					break
 				}
-				r.handle(ctx, batch)
+				work <- batch
 				if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -172,7 +192,7 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 			}
 			batch = append(batch, m)
 		}
-		r.handle(ctx, batch)
+		work <- batch
 	}
 }
 
