@@ -57,6 +57,7 @@ var (
 // Store is what the dispatcher needs from Postgres.
 type Store interface {
 	MarkDispatched(ctx context.Context, ds []store.Dispatched, at time.Time) error
+	Published(ctx context.Context, positions map[int]time.Time) error
 }
 
 // Config configures a Dispatcher. JS and Store are required.
@@ -97,6 +98,17 @@ type Dispatcher struct {
 	inflight map[key]struct{} // pending or being published
 	wake     chan struct{}    // cap 1: pending changed, a worker looks
 	room     chan struct{}    // cap 1: pending shrank, Dispatch looks
+
+	// Publish positions (see store.Published). unacked counts, per bucket
+	// and creation time, the first dispatches of fired executions taken
+	// by Dispatch and not yet acknowledged; acked is the newest creation
+	// time acknowledged per bucket; holds are the floors of firing
+	// transactions in flight (Hold); stored is the last position written.
+	unacked map[int]map[time.Time]int
+	acked   map[int]time.Time
+	holds   map[int]time.Time
+	holdSeq int
+	stored  map[int]time.Time
 }
 
 // New checks cfg and returns a Dispatcher.
@@ -127,6 +139,10 @@ func New(cfg Config) (*Dispatcher, error) {
 		// their due time included.
 		maxPending: 64 * cfg.BatchSize,
 		inflight:   map[key]struct{}{},
+		unacked:    map[int]map[time.Time]int{},
+		acked:      map[int]time.Time{},
+		holds:      map[int]time.Time{},
+		stored:     map[int]time.Time{},
 		wake:       make(chan struct{}, 1),
 		room:       make(chan struct{}, 1),
 	}, nil
@@ -153,7 +169,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, execs []*store.Execution) {
 			}
 			if len(d.pending) < d.maxPending {
 				d.inflight[keyOf(e)] = struct{}{}
-				heap.Push(&d.pending, e)
+				heap.Push(&d.pending, item{e, e.DueAt()})
+				if e.Positional() {
+					d.count(e, 1)
+				}
 				d.mu.Unlock()
 				signal(d.wake)
 				break
@@ -166,6 +185,76 @@ func (d *Dispatcher) Dispatch(ctx context.Context, execs []*store.Execution) {
 			}
 		}
 	}
+}
+
+// Hold keeps every bucket's publish position at or before floor until
+// the returned release is called. The scanner holds the position across
+// a firing transaction in flight: its executions are created (by the
+// database's clock) no earlier than floor, and reach Dispatch only after
+// it commits, so a position advanced meanwhile by other acks must not
+// pass them. Release after handing the transaction's executions to
+// Dispatch.
+func (d *Dispatcher) Hold(floor time.Time) (release func()) {
+	d.mu.Lock()
+	d.holdSeq++
+	id := d.holdSeq
+	d.holds[id] = floor
+	d.mu.Unlock()
+	return func() {
+		d.mu.Lock()
+		delete(d.holds, id)
+		d.mu.Unlock()
+	}
+}
+
+// count adds n to the unacknowledged first dispatches of e's bucket
+// created at e.CreatedAt. Called with mu held.
+func (d *Dispatcher) count(e *store.Execution, n int) {
+	m := d.unacked[e.Bucket]
+	if m == nil {
+		m = map[time.Time]int{}
+		d.unacked[e.Bucket] = m
+	}
+	if m[e.CreatedAt] += n; m[e.CreatedAt] <= 0 {
+		delete(m, e.CreatedAt)
+	}
+}
+
+// positions are the publish positions of buckets that moved: for each,
+// just before its oldest unacknowledged first dispatch, or its newest
+// acknowledged one when none waits, and never past a Hold. Called with mu
+// held.
+func (d *Dispatcher) positions(buckets map[int]bool) map[int]time.Time {
+	var floor time.Time
+	for _, f := range d.holds {
+		if floor.IsZero() || f.Before(floor) {
+			floor = f
+		}
+	}
+	out := map[int]time.Time{}
+	for b := range buckets {
+		p := d.acked[b]
+		for t := range d.unacked[b] {
+			if t.Add(-time.Millisecond).Before(p) {
+				p = t.Add(-time.Millisecond)
+			}
+		}
+		if !floor.IsZero() && floor.Before(p) {
+			p = floor
+		}
+		if p.IsZero() || !p.After(d.stored[b]) {
+			continue
+		}
+		out[b] = p
+	}
+	return out
+}
+
+// busy is how many executions wait or are being published.
+func (d *Dispatcher) busy() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.inflight)
 }
 
 // signal wakes whoever waits on c, if anyone.
@@ -197,8 +286,10 @@ func (d *Dispatcher) work(ctx context.Context) {
 	for {
 		batch, wait := d.take()
 		if len(batch) > 0 {
-			d.publish(ctx, batch)
-			d.done(batch)
+			acked := d.publish(ctx, batch)
+			if pos := d.done(batch, acked); len(pos) > 0 {
+				d.store(ctx, pos)
+			}
 			continue
 		}
 		timer.Reset(wait)
@@ -219,12 +310,12 @@ func (d *Dispatcher) take() ([]*store.Execution, time.Duration) {
 	defer d.mu.Unlock()
 	now := d.cfg.Now()
 	var batch []*store.Execution
-	for len(d.pending) > 0 && len(batch) < d.cfg.BatchSize && !d.pending[0].DueAt().After(now) {
-		batch = append(batch, heap.Pop(&d.pending).(*store.Execution))
+	for len(d.pending) > 0 && len(batch) < d.cfg.BatchSize && !d.pending[0].at.After(now) {
+		batch = append(batch, heap.Pop(&d.pending).(item).e)
 	}
 	if len(batch) > 0 {
 		signal(d.room)
-		if len(d.pending) > 0 && !d.pending[0].DueAt().After(now) {
+		if len(d.pending) > 0 && !d.pending[0].at.After(now) {
 			signal(d.wake) // more for another worker
 		}
 		return batch, 0
@@ -232,20 +323,55 @@ func (d *Dispatcher) take() ([]*store.Execution, time.Duration) {
 	if len(d.pending) == 0 {
 		return nil, time.Hour
 	}
-	return nil, d.pending[0].DueAt().Sub(now)
+	return nil, d.pending[0].at.Sub(now)
 }
 
-func (d *Dispatcher) done(batch []*store.Execution) {
+// done forgets a published batch: acked says which were acknowledged.
+// A first dispatch that was not stays counted against its bucket's
+// position, and is handed back to pending to be tried again after a
+// pause; the rest are left to the outbox (they are marked one by one).
+// It returns the positions that moved.
+func (d *Dispatcher) done(batch []*store.Execution, acked []bool) map[int]time.Time {
 	d.mu.Lock()
-	for _, e := range batch {
+	defer d.mu.Unlock()
+	touched := map[int]bool{}
+	retry := false
+	for i, e := range batch {
+		if !e.Positional() {
+			delete(d.inflight, keyOf(e))
+			continue
+		}
+		if !acked[i] {
+			// Not acknowledged: keep it (and the position behind it) and
+			// publish it again shortly.
+			heap.Push(&d.pending, item{e, d.cfg.Now().Add(retryPause)})
+			retry = true
+			continue
+		}
 		delete(d.inflight, keyOf(e))
+		d.count(e, -1)
+		if e.CreatedAt.After(d.acked[e.Bucket]) {
+			d.acked[e.Bucket] = e.CreatedAt
+		}
+		touched[e.Bucket] = true
 	}
-	d.mu.Unlock()
+	if retry {
+		signal(d.wake)
+	}
+	return d.positions(touched)
 }
 
-// publish sends a batch of due executions asynchronously, waits for the
-// acks and marks the acknowledged dispatches in one call.
-func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) {
+// retryPause is how long a first dispatch whose publish failed waits
+// before it is published again.
+const retryPause = time.Second
+
+// publish sends a batch of due executions asynchronously and waits for
+// the acks. It marks the acknowledged re-dispatches and manual runs in
+// one call (first dispatches of fired executions are covered by their
+// bucket's publish position instead, see done) and reports which
+// publishes were acknowledged.
+func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) []bool {
+	ok := make([]bool, len(batch))
 	futures := make([]jetstream.PubAckFuture, len(batch))
 	for i, e := range batch {
 		msg, err := Message(e)
@@ -264,9 +390,11 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) {
 	}
 	timeout := time.NewTimer(d.cfg.AckTimeout)
 	defer timeout.Stop()
-	acked := make([]store.Dispatched, 0, len(batch))
-	var lags []float64
-	again := 0
+	var (
+		marks []store.Dispatched
+		lags  []float64
+		n     int
+	)
 wait:
 	for i, f := range futures {
 		if f == nil {
@@ -275,11 +403,12 @@ wait:
 		select {
 		case <-f.Ok():
 			e := batch[i]
-			acked = append(acked, store.Dispatched{ID: e.ID, Dispatch: e.Dispatches})
-			if e.Dispatches == 0 {
+			ok[i] = true
+			n++
+			if e.Positional() {
 				lags = append(lags, d.cfg.Now().Sub(e.ScheduledFor).Seconds())
 			} else {
-				again++
+				marks = append(marks, store.Dispatched{ID: e.ID, Dispatch: e.Dispatches})
 			}
 		case err := <-f.Err():
 			d.log.Warn("publish execution not acknowledged", "execution_id", batch[i].ID, "dispatch", batch[i].Dispatches, "err", err)
@@ -292,23 +421,46 @@ wait:
 			break wait
 		}
 	}
-	if len(acked) == 0 {
-		return
+	for _, lag := range lags {
+		fireLag.Observe(max(lag, 0))
+	}
+	dispatched.Add(float64(n))
+	if len(marks) == 0 {
+		return ok
 	}
 	// Marking must survive our own shutdown: the messages are out already.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := d.cfg.Store.MarkDispatched(mctx, acked, d.cfg.Now()); err != nil {
+	if err := d.cfg.Store.MarkDispatched(mctx, marks, d.cfg.Now()); err != nil {
 		// Not lost: the outbox re-publishes, and JetStream drops the
 		// duplicate inside its window.
-		d.log.Warn("mark dispatched", "count", len(acked), "err", err)
+		d.log.Warn("mark dispatched", "count", len(marks), "err", err)
+		return ok
+	}
+	for _, m := range marks {
+		if m.Dispatch > 0 {
+			republished.Inc()
+		}
+	}
+	return ok
+}
+
+// store writes publish positions that moved. A failed write only leaves
+// a position behind: a later batch writes a newer one.
+func (d *Dispatcher) store(ctx context.Context, pos map[int]time.Time) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := d.cfg.Store.Published(sctx, pos); err != nil {
+		d.log.Warn("advance publish positions", "buckets", len(pos), "err", err)
 		return
 	}
-	for _, lag := range lags {
-		fireLag.Observe(max(lag, 0))
+	d.mu.Lock()
+	for b, t := range pos {
+		if t.After(d.stored[b]) {
+			d.stored[b] = t
+		}
 	}
-	dispatched.Add(float64(len(acked)))
-	republished.Add(float64(again))
+	d.mu.Unlock()
 }
 
 // Message is the NATS message for e's dispatch e.Dispatches: the
@@ -328,17 +480,24 @@ func Message(e *store.Execution) (*nats.Msg, error) {
 	return msg, nil
 }
 
-// execHeap orders executions by due time.
-type execHeap []*store.Execution
+// item is an execution waiting in pending, to be published at at: its
+// due time, or later after a failed publish.
+type item struct {
+	e  *store.Execution
+	at time.Time
+}
+
+// execHeap orders waiting executions by publish time.
+type execHeap []item
 
 func (h execHeap) Len() int           { return len(h) }
-func (h execHeap) Less(i, j int) bool { return h[i].DueAt().Before(h[j].DueAt()) }
+func (h execHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 func (h execHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *execHeap) Push(x any)        { *h = append(*h, x.(*store.Execution)) }
+func (h *execHeap) Push(x any)        { *h = append(*h, x.(item)) }
 func (h *execHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
-	old[len(old)-1] = nil
+	old[len(old)-1] = item{}
 	*h = old[:len(old)-1]
 	return e
 }

@@ -20,6 +20,28 @@ type marks struct {
 	mu  sync.Mutex
 	ds  []store.Dispatched
 	ats []time.Time
+	pos map[int]time.Time
+}
+
+func (m *marks) Published(_ context.Context, pos map[int]time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pos == nil {
+		m.pos = map[int]time.Time{}
+	}
+	for b, t := range pos {
+		if t.After(m.pos[b]) {
+			m.pos[b] = t
+		}
+	}
+	return nil
+}
+
+// reached reports whether bucket's publish position is at or after t.
+func (m *marks) reached(bucket int, t time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.pos[bucket].Before(t)
 }
 
 func (m *marks) MarkDispatched(_ context.Context, ds []store.Dispatched, at time.Time) error {
@@ -88,14 +110,22 @@ func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
 		execs = append(execs, &store.Execution{
 			ID: store.ExecutionID(job, at), JobID: job, ScheduledFor: at, JobName: "j", Namespace: "default",
 			Handler: wire.Handler{Type: wire.HandlerCustom, Name: "disp"}, Payload: json.RawMessage(`{"i":1}`),
+			Bucket: i % 3, CreatedAt: at,
 		})
 	}
 	d.Dispatch(ctx, execs)
-	testenv.WaitFor(t, 10*time.Second, "50 executions marked dispatched", func() bool { return m.count() == 50 })
-	// The outbox hands them again (a crash before marking, say): JetStream
-	// drops the duplicates by Nats-Msg-Id, and they are marked again.
+	// First dispatches of fired executions are not marked one by one:
+	// each bucket's publish position moves past them.
+	testenv.WaitFor(t, 10*time.Second, "publish positions past every execution", func() bool {
+		return m.reached(0, execs[48].CreatedAt) && m.reached(1, execs[49].CreatedAt) && m.reached(2, execs[47].CreatedAt)
+	})
+	if m.count() != 0 {
+		t.Fatalf("%d first dispatches marked one by one", m.count())
+	}
+	// The outbox hands them again (a crash before the position moved,
+	// say): JetStream drops the duplicates by Nats-Msg-Id.
 	d.Dispatch(ctx, execs[:10])
-	testenv.WaitFor(t, 10*time.Second, "re-dispatched executions marked", func() bool { return m.count() == 60 })
+	testenv.WaitFor(t, 10*time.Second, "re-dispatched executions published", func() bool { return d.busy() == 0 })
 
 	stream, err := js.Stream(ctx, wire.ExecStream)
 	if err != nil {
@@ -127,9 +157,10 @@ func TestPublishesNothingBeforeItsTime(t *testing.T) {
 
 	due := time.Now().Add(700 * time.Millisecond)
 	job := uuid.New()
+	created := time.Now()
 	d.Dispatch(ctx, []*store.Execution{{ID: store.ExecutionID(job, due), JobID: job, ScheduledFor: due,
-		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "later"}}})
-	testenv.WaitFor(t, 5*time.Second, "the execution to be marked dispatched", func() bool { return m.count() == 1 })
+		CreatedAt: created, Handler: wire.Handler{Type: wire.HandlerCustom, Name: "later"}}})
+	testenv.WaitFor(t, 5*time.Second, "the publish position past the execution", func() bool { return m.reached(0, created) })
 	stream, _ := js.Stream(ctx, wire.ExecStream)
 	msg, err := stream.GetMsg(ctx, 1)
 	if err != nil {
@@ -198,16 +229,13 @@ func TestHoldsRetryUntilItsNextAttempt(t *testing.T) {
 	retry := &store.Execution{ID: store.ExecutionID(job, sched), JobID: job, ScheduledFor: sched, NextAttemptAt: &next,
 		Attempts: 1, Dispatches: 1, Handler: wire.Handler{Type: wire.HandlerCustom, Name: "retry"}}
 	now := sched.Add(time.Second)
-	fresh := &store.Execution{ID: store.ExecutionID(job, now), JobID: job, ScheduledFor: now,
+	fresh := &store.Execution{ID: store.ExecutionID(job, now), JobID: job, ScheduledFor: now, CreatedAt: now,
 		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "fresh"}}
 	d.Dispatch(ctx, []*store.Execution{retry, fresh})
 	// The outbox hands the retry again meanwhile: still one publish.
 	d.Dispatch(ctx, []*store.Execution{retry})
 
-	testenv.WaitFor(t, 5*time.Second, "the due execution marked dispatched", func() bool {
-		_, ok := m.find(fresh.ID, 0)
-		return ok
-	})
+	testenv.WaitFor(t, 5*time.Second, "the due execution published", func() bool { return m.reached(0, fresh.CreatedAt) })
 	if _, ok := m.find(retry.ID, 1); ok || time.Now().After(next) {
 		t.Fatal("the retry went out before its time, or the due execution waited for it")
 	}
@@ -225,7 +253,36 @@ func TestHoldsRetryUntilItsNextAttempt(t *testing.T) {
 	if id := msg.Header.Get(jetstream.MsgIDHeader); id != retry.ID.String()+":1" {
 		t.Fatalf("retry's Nats-Msg-Id %q", id)
 	}
-	if m.count() != 2 {
-		t.Fatalf("%d marks, want 2 (the retry handed twice is published once)", m.count())
+	if m.count() != 1 {
+		t.Fatalf("%d marks, want 1 (the retry handed twice is published once; the fresh one is positional)", m.count())
+	}
+}
+
+// A bucket's publish position stays just before its oldest first
+// dispatch not yet acknowledged (one fired ahead of its time, say) and
+// never passes a firing transaction in flight.
+func TestPositionStaysBehindWhatIsNotPublished(t *testing.T) {
+	d := &Dispatcher{unacked: map[int]map[time.Time]int{}, acked: map[int]time.Time{},
+		holds: map[int]time.Time{}, stored: map[int]time.Time{}}
+	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	ahead := &store.Execution{Bucket: 1, CreatedAt: at(1)}
+	d.count(ahead, 1)
+	d.acked[1] = at(5) // a later one, due sooner, went out first
+	if got := d.positions(map[int]bool{1: true})[1]; !got.Equal(at(1).Add(-time.Millisecond)) {
+		t.Fatalf("position %v, want just before the unacknowledged %v", got, at(1))
+	}
+	d.count(ahead, -1)
+	release := d.Hold(at(3))
+	if got := d.positions(map[int]bool{1: true})[1]; !got.Equal(at(3)) {
+		t.Fatalf("position %v, want held at %v", got, at(3))
+	}
+	release()
+	if got := d.positions(map[int]bool{1: true})[1]; !got.Equal(at(5)) {
+		t.Fatalf("position %v, want the newest acknowledged %v", got, at(5))
+	}
+	d.stored[1] = at(5)
+	if pos := d.positions(map[int]bool{1: true}); len(pos) != 0 {
+		t.Fatalf("positions %v, want none (nothing moved)", pos)
 	}
 }

@@ -75,8 +75,8 @@ func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Exe
 			}
 			row := tx.QueryRow(ctx, `
 				INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
-					handler, payload, retry, timeout_ms, priority, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`)
+					handler, payload, retry, timeout_ms, priority, created_at, next_attempt_at)
+				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`, $6)
 				ON CONFLICT DO NOTHING
 				RETURNING `+execColumns,
 				ExecutionID(jobID, t), jobID, bucket, j.Namespace, j.Name, t,
@@ -100,20 +100,35 @@ func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Exe
 	return e, nil
 }
 
-// outboxSQL reads the outbox in due order. The partial index
-// executions_outbox serves it: (bucket, due time) over undispatched rows
-// only, so executions waiting out a long backoff beyond $3 are never
-// read.
-const outboxSQL = "SELECT " + execColumns + ` FROM executions
-	WHERE bucket = ANY($1) AND dispatched_at IS NULL AND state IN ('queued', 'failed')
-		AND COALESCE(next_attempt_at, scheduled_for) <= $3
-	ORDER BY COALESCE(next_attempt_at, scheduled_for) LIMIT $2`
+// outboxSQL reads the outbox in due order, in two parts. Re-dispatches
+// (retries, deferrals, re-drives, lost re-queues) and manual runs carry
+// next_attempt_at until they are marked dispatched: the partial index
+// executions_redispatch serves them, so executions waiting out a long
+// backoff beyond $3 are never read. First dispatches of fired executions
+// are not marked: those created after their bucket's publish position
+// (bucket_owners.published_through) may not have reached JetStream, and
+// the BRIN index executions_created finds them among the newest rows.
+var outboxSQL = `SELECT * FROM (
+(SELECT ` + execColumns + ` FROM executions
+	WHERE bucket = ANY($1) AND next_attempt_at IS NOT NULL AND dispatched_at IS NULL
+		AND state IN ('queued', 'failed') AND next_attempt_at <= $3
+	ORDER BY next_attempt_at LIMIT $2)
+UNION ALL
+(SELECT ` + prefixed("x.", execColumns) + ` FROM executions x JOIN bucket_owners o ON o.bucket = x.bucket
+	WHERE x.bucket = ANY($1) AND o.bucket = ANY($1)
+		AND x.created_at > (SELECT min(published_through) FROM bucket_owners WHERE bucket = ANY($1))
+		AND x.created_at > o.published_through
+		AND x.next_attempt_at IS NULL AND x.dispatched_at IS NULL AND x.dispatches = 0 AND x.state = 'queued'
+		AND x.scheduled_for <= $3
+	ORDER BY x.scheduled_for LIMIT $2)
+) o ORDER BY COALESCE(next_attempt_at, scheduled_for)`
 
-// Undispatched reads the outbox of some buckets: up to limit executions
-// waiting to be published (queued ones not yet marked dispatched, and
-// failed or deferred ones waiting for their next attempt) that are due
-// (see Execution.DueAt) at or before until, earliest first. The caller
-// holds each until its due time.
+// Undispatched reads the outbox of some buckets: executions waiting to be
+// published that are due (see Execution.DueAt) at or before until —
+// re-dispatches and manual runs not yet marked dispatched, and fired
+// executions created after their bucket's publish position (see
+// Published) that no executor has reported on yet — up to limit of each
+// kind, earliest first. The caller holds each until its due time.
 func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*Execution, error) {
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
@@ -457,4 +472,45 @@ func msOrNil(t time.Time) *time.Time {
 	}
 	t = ms(t)
 	return &t
+}
+
+// Positional reports whether e's current dispatch is covered by its
+// bucket's publish position (see Published) rather than marked one by one
+// (MarkDispatched): the first dispatch of a fired execution.
+func (e *Execution) Positional() bool {
+	return e.Dispatches == 0 && e.NextAttemptAt == nil && !e.Manual
+}
+
+// Published advances the publish positions of buckets (bucket → time):
+// every fired execution of the bucket created (CreatedAt) at or before the
+// time has had its first dispatch acknowledged by JetStream. A position
+// never moves back. The outbox (Undispatched) holds the bucket's fired
+// executions created after it; so after a crash the bucket's next owner
+// publishes those again, and JetStream drops the ones it has inside its
+// duplicate window. It takes one statement.
+//
+// A caller that no longer owns a bucket may still advance its position:
+// it only ever reports executions it fired while it owned the bucket,
+// which were created before the next owner fired anything.
+func (s *Store) Published(ctx context.Context, positions map[int]time.Time) error {
+	if len(positions) == 0 {
+		return nil
+	}
+	bs := make([]int, 0, len(positions))
+	for b := range positions {
+		bs = append(bs, b)
+	}
+	slices.Sort(bs)
+	ts := make([]time.Time, len(bs))
+	for i, b := range bs {
+		ts[i] = ms(positions[b])
+	}
+	_, err := s.pool.Exec(ctx, `
+		UPDATE bucket_owners o SET published_through = GREATEST(o.published_through, u.p)
+		FROM unnest($1::int[], $2::timestamptz[]) AS u(b, p)
+		WHERE o.bucket = u.b AND o.published_through < u.p`, bs, ts)
+	if err != nil {
+		return fmt.Errorf("store: advance publish positions of %d buckets: %w", len(bs), err)
+	}
+	return nil
 }
