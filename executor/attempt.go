@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor/wire"
@@ -375,43 +374,15 @@ func (w *Worker) event(e *Execution, typ string) wire.Event {
 	}
 }
 
-// publish sends ev to the event stream and waits for JetStream's ack,
-// retrying for a while. The Nats-Msg-Id makes retries (and a redelivered
-// attempt's re-publish within the duplicate window) harmless.
+// publish sends ev to the event stream, in a batch with other attempts'
+// events, and waits for JetStream's ack (retrying for a while). The
+// batch's Nats-Msg-Id makes its retries harmless; a redelivered attempt's
+// events are recorded idempotently.
 func (w *Worker) publish(ev wire.Event) error {
-	deadline := time.Now().Add(publishRetryFor)
-	pause := 100 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(w.abandonCtx, publishTimeout)
-		err := w.publishOnce(ctx, ev)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, nats.ErrConnectionClosed) || time.Now().Add(pause).After(deadline) {
-			return err
-		}
-		select {
-		case <-time.After(pause):
-		case <-w.abandonCtx.Done():
-			return err
-		}
-		pause = min(2*pause, 2*time.Second)
-	}
+	return w.events.send(w.abandonCtx, ev)
 }
 
+// publishOnce is publish bounded by ctx.
 func (w *Worker) publishOnce(ctx context.Context, ev wire.Event) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return fmt.Errorf("encode %s event: %w", ev.Type, err)
-	}
-	m := &nats.Msg{
-		Subject: wire.EventSubjectPrefix + ev.Type,
-		Data:    data,
-		Header:  nats.Header{wire.HeaderExecutionID: []string{ev.ExecutionID}},
-	}
-	if _, err := w.js.PublishMsg(ctx, m, jetstream.WithMsgID(ev.MsgID()), jetstream.WithExpectStream(wire.EventStream)); err != nil {
-		return fmt.Errorf("publish %s event %s: %w", ev.Type, ev.MsgID(), err)
-	}
-	return nil
+	return w.events.send(ctx, ev)
 }

@@ -203,6 +203,7 @@ type Worker struct {
 	stateEvery   time.Duration // handler state writes
 	depthEvery   time.Duration // queue depth polls
 
+	events      *eventBatcher
 	cancels     *cancels
 	keysMu      sync.Mutex
 	keys        map[string]*handlerKey
@@ -241,6 +242,7 @@ func New(cfg Config) (*Worker, error) {
 		stateEvery:   wire.HandlerStateEvery,
 		depthEvery:   depthPoll,
 		cancels:      newCancels(),
+		events:       newEventBatcher(js),
 		keys:         make(map[string]*handlerKey),
 		keysChanged:  make(chan struct{}, 1),
 		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait},
@@ -364,6 +366,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var background sync.WaitGroup
 	defer func() { stopBackground(); background.Wait() }()
 	cancelsReady := make(chan struct{})
+	background.Go(func() { w.events.run(bgCtx) })
 	background.Go(func() { w.watchCancels(bgCtx, cancelsReady) })
 	background.Go(func() { w.writeHandlerStates(bgCtx) })
 	background.Go(func() { w.pollDepths(bgCtx, queues) })

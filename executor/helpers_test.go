@@ -166,8 +166,9 @@ func (e *env) publishRaw(subject string, data []byte, msgID string) {
 
 // events reads the event stream from its start, in order.
 type events struct {
-	t  *testing.T
-	it jetstream.MessagesContext
+	t      *testing.T
+	it     jetstream.MessagesContext
+	queued []wire.Event // the rest of a batch message
 }
 
 func (e *env) events() *events {
@@ -189,9 +190,21 @@ func (e *env) events() *events {
 // next returns the next event, checking its subject and Nats-Msg-Id.
 func (r *events) next() wire.Event {
 	r.t.Helper()
+	if len(r.queued) > 0 {
+		ev := r.queued[0]
+		r.queued = r.queued[1:]
+		return ev
+	}
 	m, err := r.it.Next(jetstream.NextMaxWait(waitFor))
 	if err != nil {
 		r.t.Fatalf("next event: %v", err)
+	}
+	if m.Subject() == wire.EventBatchSubject {
+		// Several events in one message, in the order they were sent.
+		if err := json.Unmarshal(m.Data(), &r.queued); err != nil || len(r.queued) == 0 {
+			r.t.Fatalf("decode event batch %s: %v", m.Data(), err)
+		}
+		return r.next()
 	}
 	var ev wire.Event
 	if err := json.Unmarshal(m.Data(), &ev); err != nil {

@@ -196,17 +196,21 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 	}
 }
 
-// handle records a batch of events and settles their messages.
+// handle records a batch of events and settles their messages. A
+// message holds one event, or several (wire.EventBatchSubject); it is
+// acknowledged once all of its events are written.
 func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 	evs := make([]store.AttemptEvent, 0, len(msgs))
 	held := make([]jetstream.Msg, 0, len(msgs))
+	ends := make([]int, 0, len(msgs)) // held[i]'s events end before evs[ends[i]]
 	for _, msg := range msgs {
-		ev, ok := r.decode(msg)
+		got, ok := r.decodeMsg(msg)
 		if !ok {
 			continue
 		}
-		evs = append(evs, ev)
+		evs = append(evs, got...)
 		held = append(held, msg)
+		ends = append(ends, len(evs))
 	}
 	if len(evs) == 0 {
 		return
@@ -225,21 +229,69 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 		}
 		return
 	}
-	for i, msg := range held {
-		switch {
-		case results[i] == nil:
-			count(evs[i])
-			if err := msg.Ack(); err != nil {
-				r.log.Warn("ack event", "execution_id", evs[i].ID, "err", err)
+	from := 0
+	for m, msg := range held {
+		batch := msg.Subject() == wire.EventBatchSubject
+		for i := from; i < ends[m]; i++ {
+			switch {
+			case results[i] == nil:
+				count(evs[i])
+				if !batch {
+					if err := msg.Ack(); err != nil {
+						r.log.Warn("ack event", "execution_id", evs[i].ID, "err", err)
+					}
+				}
+			case errors.Is(results[i], store.ErrNotFound):
+				r.log.Error("event for an unknown execution; dropping it", "execution_id", evs[i].ID, "attempt", evs[i].Attempt)
+				if !batch {
+					_ = msg.TermWithReason("tock: unknown execution")
+				}
+			default:
+				r.log.Error("invalid event; dropping it", "execution_id", evs[i].ID, "err", results[i])
+				if !batch {
+					_ = msg.TermWithReason("tock: invalid event")
+				}
 			}
-		case errors.Is(results[i], store.ErrNotFound):
-			r.log.Error("event for an unknown execution; dropping it", "execution_id", evs[i].ID, "attempt", evs[i].Attempt)
-			_ = msg.TermWithReason("tock: unknown execution")
-		default:
-			r.log.Error("invalid event; dropping it", "execution_id", evs[i].ID, "err", results[i])
-			_ = msg.TermWithReason("tock: invalid event")
 		}
+		if batch {
+			if err := msg.Ack(); err != nil {
+				r.log.Warn("ack event batch", "events", ends[m]-from, "err", err)
+			}
+		}
+		from = ends[m]
 	}
+}
+
+// decodeMsg turns msg into the events to record: one, or a batch's. A
+// message that holds none is settled here (terminated) and ok is false;
+// an invalid event inside a batch is dropped with a log line.
+func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []store.AttemptEvent, ok bool) {
+	if msg.Subject() != wire.EventBatchSubject {
+		ev, ok := r.decode(msg)
+		if !ok {
+			return nil, false
+		}
+		return []store.AttemptEvent{ev}, true
+	}
+	var wes []wire.Event
+	if err := json.Unmarshal(msg.Data(), &wes); err != nil {
+		r.log.Error("undecodable event batch; dropping it", "subject", msg.Subject(), "err", err)
+		_ = msg.TermWithReason("tock: undecodable event batch")
+		return nil, false
+	}
+	for _, we := range wes {
+		ev, err := toEvent(we)
+		if err != nil {
+			r.log.Error("invalid event in a batch; dropping it", "execution_id", we.ExecutionID, "err", err)
+			continue
+		}
+		evs = append(evs, ev)
+	}
+	if len(evs) == 0 {
+		_ = msg.TermWithReason("tock: no valid event in batch")
+		return nil, false
+	}
+	return evs, true
 }
 
 // delay is how long a message whose write failed waits: RetryDelay,
@@ -276,14 +328,26 @@ func (r *Recorder) decode(msg jetstream.Msg) (ev store.AttemptEvent, ok bool) {
 		_ = msg.TermWithReason("tock: undecodable event")
 		return ev, false
 	}
-	id, err := uuid.Parse(we.ExecutionID)
-	if err != nil || we.Attempt < 1 || we.Dispatch < 0 {
+	ev, err := toEvent(we)
+	if err != nil {
 		r.log.Error("invalid event; dropping it", "subject", msg.Subject(), "execution_id", we.ExecutionID,
-			"attempt", we.Attempt, "dispatch", we.Dispatch, "err", err)
+			"attempt", we.Attempt, "dispatch", we.Dispatch, "type", we.Type, "err", err)
 		_ = msg.TermWithReason("tock: invalid event")
 		return ev, false
 	}
-	ev = store.AttemptEvent{ID: id, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At, Dispatch: we.Dispatch,
+	return ev, true
+}
+
+// toEvent is the store's view of a wire event.
+func toEvent(we wire.Event) (store.AttemptEvent, error) {
+	id, err := uuid.Parse(we.ExecutionID)
+	if err != nil {
+		return store.AttemptEvent{}, fmt.Errorf("execution_id: %w", err)
+	}
+	if we.Attempt < 1 || we.Dispatch < 0 {
+		return store.AttemptEvent{}, fmt.Errorf("attempt %d, dispatch %d: attempts count from 1, dispatches from 0", we.Attempt, we.Dispatch)
+	}
+	ev := store.AttemptEvent{ID: id, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At, Dispatch: we.Dispatch,
 		StartedAt: we.StartedAt}
 	switch we.Type {
 	case wire.EventStarted:
@@ -305,9 +369,7 @@ func (r *Recorder) decode(msg jetstream.Msg) (ev store.AttemptEvent, ok bool) {
 		ev.Outcome, ev.StartedAt = store.OutcomeDeferred, nil
 		ev.RetryIn = time.Duration(we.RetryInMS) * time.Millisecond
 	default:
-		r.log.Error("unknown event type; dropping it", "subject", msg.Subject(), "type", we.Type)
-		_ = msg.TermWithReason("tock: unknown event type")
-		return ev, false
+		return store.AttemptEvent{}, fmt.Errorf("unknown event type %q", we.Type)
 	}
-	return ev, true
+	return ev, nil
 }

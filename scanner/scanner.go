@@ -77,8 +77,11 @@ type Store interface {
 }
 
 // Dispatcher publishes fired executions; dispatcher.Dispatcher is one.
+// Hold keeps its publish positions (see store.Published) at or before
+// floor while a firing transaction is in flight, until release.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, execs []*store.Execution)
+	Hold(floor time.Time) (release func())
 }
 
 // Config configures a Scanner. Store, Dispatcher and NodeID are required.
@@ -98,6 +101,10 @@ type Config struct {
 	OutboxInterval time.Duration
 	// BatchSize caps the firings in one transaction; default 1000.
 	BatchSize int
+	// FireConcurrency is how many firing transactions may be in flight
+	// at once: a busy second's batches overlap their round trips and
+	// commits. Default 3.
+	FireConcurrency int
 	// FireLead is how long before its time a run is fired: its execution
 	// is committed early, so that the dispatcher, which publishes nothing
 	// before its scheduled time, can publish it on the dot. A job paused,
@@ -147,6 +154,9 @@ func (c *Config) validate() error {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 1000
+	}
+	if c.FireConcurrency <= 0 {
+		c.FireConcurrency = 3
 	}
 	if c.FireLead == 0 {
 		c.FireLead = 500 * time.Millisecond
@@ -205,6 +215,21 @@ type Scanner struct {
 	scans      int          // scans since the last full one
 	fullNext   bool         // the next scan reads the whole look-ahead
 	compiled   map[string]*schedule.Schedule
+	// Firing transactions in flight: their results arrive on fired; the
+	// jobs they fire are in firing, so that a scan meanwhile does not
+	// load them again at the time being fired.
+	results chan fireResult
+	flying  int
+	firing  map[uuid.UUID]bool
+}
+
+// fireResult is what a firing transaction in flight did.
+type fireResult struct {
+	batch   []*entry
+	firings []store.Firing
+	res     store.FireResult
+	err     error
+	release func()
 }
 
 type ownership struct {
@@ -233,6 +258,8 @@ func New(cfg Config) (*Scanner, error) {
 		index:     map[uuid.UUID]*entry{},
 		outboxDue: map[int]bool{},
 		compiled:  map[string]*schedule.Schedule{},
+		results:   make(chan fireResult, cfg.FireConcurrency),
+		firing:    map[uuid.UUID]bool{},
 	}, nil
 }
 
@@ -287,13 +314,18 @@ func (s *Scanner) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			s.land(ctx)
 			bucketsOwned.Sub(float64(len(s.owned)))
 			return nil
 		case o := <-s.acquire:
 			s.pending = append(s.pending, o)
 		case r := <-s.release:
 			s.drop(r.bucket)
+			// Handed over only once no firing transaction is in flight.
+			s.land(ctx)
 			close(r.done)
+		case r := <-s.results:
+			s.fired(ctx, r)
 		case n := <-s.notify:
 			s.onNotify(ctx, n)
 			// Take what else has come, so that a burst of outbox
@@ -499,8 +531,12 @@ func (s *Scanner) load(ctx context.Context, buckets []int, after, until time.Tim
 }
 
 // upsert puts job d in the heap at its next run, replacing any entry of
-// the same job at another time.
+// the same job at another time. A job being fired is left alone: its
+// firing's result puts it back at its next run.
 func (s *Scanner) upsert(d store.Due) {
+	if s.firing[d.ID] {
+		return
+	}
 	if old := s.index[d.ID]; old != nil && old.due.Equal(d.NextRunAt) {
 		old.job = d
 		return
@@ -579,12 +615,17 @@ func (s *Scanner) fireDue(ctx context.Context) {
 	}
 }
 
+// fire starts a firing transaction for batch, once fewer than
+// FireConcurrency are in flight; its result comes back to Run (fired).
 func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
 	if s.cfg.LeaseValid != nil && !s.cfg.LeaseValid() {
 		// The partition node is about to release every bucket; the next
 		// owner loads these jobs again (their next run did not move).
 		leaseHolds.Inc()
 		return
+	}
+	for s.flying >= s.cfg.FireConcurrency {
+		s.fired(ctx, <-s.results)
 	}
 	firings := make([]store.Firing, 0, len(batch))
 	epochs := map[int]int64{}
@@ -595,19 +636,47 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
 		}
 		firings = append(firings, f)
 		epochs[e.job.Bucket] = s.owned[e.job.Bucket]
+		s.firing[e.job.ID] = true
 	}
-	res, err := s.cfg.Store.Fire(ctx, s.cfg.NodeID, epochs, firings)
-	if err != nil {
+	// The executions are created no earlier than this by the database's
+	// clock: the dispatcher's publish positions wait for them.
+	release := s.cfg.Dispatcher.Hold(s.Passed())
+	s.flying++
+	go func() {
+		res, err := s.cfg.Store.Fire(ctx, s.cfg.NodeID, epochs, firings)
+		s.results <- fireResult{batch: batch, firings: firings, res: res, err: err, release: release}
+	}()
+}
+
+// land waits for every firing transaction in flight and handles its
+// result.
+func (s *Scanner) land(ctx context.Context) {
+	for s.flying > 0 {
+		s.fired(ctx, <-s.results)
+	}
+}
+
+// fired handles a firing transaction's result: fenced buckets are
+// dropped, fired jobs go back into the heap at their next run, and the
+// executions to the dispatcher.
+func (s *Scanner) fired(ctx context.Context, r fireResult) {
+	s.flying--
+	defer r.release()
+	for _, e := range r.batch {
+		delete(s.firing, e.job.ID)
+	}
+	if r.err != nil {
 		if ctx.Err() != nil {
 			return
 		}
 		// Nothing was committed (or, if the commit's answer was lost, the
 		// executions are in the outbox and the retry's compare-and-set
 		// skips them). The next scan reads everything again.
-		s.log.Warn("fire batch", "jobs", len(batch), "err", err)
+		s.log.Warn("fire batch", "jobs", len(r.batch), "err", r.err)
 		s.fullNext = true
 		return
 	}
+	res := r.res
 	for _, b := range res.Fenced {
 		fenced.Inc()
 		s.log.Warn("bucket fenced: another node owns it now", "bucket", b)
@@ -619,9 +688,12 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
 	for _, x := range res.Executions {
 		byJob[x.JobID] = true
 	}
-	for i, e := range batch {
-		next := firings[i].Next
+	for i, e := range r.batch {
+		next := r.firings[i].Next
 		if !byJob[e.job.ID] || next == nil || next.After(s.loaded) {
+			continue
+		}
+		if _, ok := s.owned[e.job.Bucket]; !ok {
 			continue
 		}
 		d := e.job

@@ -192,6 +192,8 @@ type nopDispatcher struct{}
 
 func (nopDispatcher) Dispatch(context.Context, []*store.Execution) {}
 
+func (nopDispatcher) Hold(time.Time) func() { return func() {} }
+
 func newScanner(t *testing.T, st *fakeStore, cfg Config) (*Scanner, func()) {
 	t.Helper()
 	cfg.Store, cfg.Dispatcher, cfg.NodeID = st, nopDispatcher{}, "n1"

@@ -24,6 +24,18 @@ const execColumns = "id, job_id, bucket, namespace, job_name, scheduled_for, man
 	"handler, payload, retry, timeout_ms, dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, " +
 	"priority, next_attempt_at, series_base, dispatches"
 
+// execRead is execColumns for reads shown to users: a fired execution's
+// first dispatch is not marked one by one (see Published), so until an
+// executor reports on it, its dispatched_at is derived from its bucket's
+// publish position: once the position covers it, it went out at its
+// scheduled time (or, fired late, at its creation), the time the
+// dispatcher publishes it; its first event records the time it was
+// recorded instead.
+var execRead = strings.Replace(execColumns, "dispatched_at", `COALESCE(dispatched_at,
+	CASE WHEN dispatches = 0 AND next_attempt_at IS NULL AND NOT manual AND created_at <= (
+		SELECT o.published_through FROM bucket_owners o WHERE o.bucket = executions.bucket)
+	THEN GREATEST(scheduled_for, created_at) END)`, 1)
+
 // runNowTries bounds RunNow's search for a free millisecond.
 const runNowTries = 1000
 
@@ -311,7 +323,7 @@ func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(s
 // found from the id.
 func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, error) {
 	sched := ExecutionTime(id)
-	e, err := scanExecution(s.pool.QueryRow(ctx, "SELECT "+execColumns+
+	e, err := scanExecution(s.pool.QueryRow(ctx, "SELECT "+execRead+
 		" FROM executions WHERE id = $1 AND scheduled_for = $2", id, sched))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound
@@ -405,7 +417,7 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecFilter) ([]*Execution,
 			where = append(where, "scheduled_for <= "+t, "id < "+id)
 		}
 	}
-	sql := "SELECT " + execColumns + " FROM executions"
+	sql := "SELECT " + execRead + " FROM executions"
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}

@@ -161,14 +161,23 @@ func TestMigrationDownAndUp(t *testing.T) {
 	if _, err := p.UpTo(ctx, 4); err != nil {
 		t.Fatalf("up to 4 again: %v", err)
 	}
-	if got := get(t, s, e.ID); got.State != ExecDead || got.Priority != wire.PriorityNormal || got.Dispatches != 0 {
-		t.Fatalf("after down and up: %+v", got)
-	}
-	if _, err := s.Pool().Exec(ctx, "UPDATE attempts SET outcome = 'lost'"); err != nil {
-		t.Fatalf("lost outcome after up: %v", err)
-	}
 	if _, err := s.Pool().Exec(ctx, "UPDATE attempts SET outcome = 'exploded'"); err == nil {
 		t.Fatal("the outcome check accepts anything")
+	}
+	if _, err := s.Pool().Exec(ctx, "UPDATE attempts SET outcome = 'timed_out'"); err != nil {
+		t.Fatalf("timed_out outcome after up: %v", err)
+	}
+	// Up to the newest: the single attempt moves into the execution's row.
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+	got := get(t, s, e.ID)
+	if got.State != ExecDead || got.Priority != wire.PriorityNormal || got.Dispatches != 0 ||
+		len(got.AttemptList) != 1 || got.AttemptList[0].Outcome != AttemptTimedOut {
+		t.Fatalf("after down and up: %+v", got)
+	}
+	if n := count(t, s, "SELECT count(*) FROM attempts"); n != 0 {
+		t.Fatalf("%d attempts rows, want the single attempt inline", n)
 	}
 }
 

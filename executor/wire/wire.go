@@ -26,6 +26,12 @@ const (
 	// EventSubjectPrefix is followed by the event type:
 	// tock.events.<type>, e.g. tock.events.started.
 	EventSubjectPrefix = "tock.events."
+	// EventBatchSubject carries several events in one message: a JSON
+	// array of Event, published with a Nats-Msg-Id of the executor's
+	// choosing (unique per batch, the same on a retried publish). tock's
+	// executors send their events this way; one event per message on
+	// tock.events.<type> is just as valid.
+	EventBatchSubject = EventSubjectPrefix + "batch"
 	// RecorderConsumer is the durable consumer of EventStream that the
 	// recorder role reads.
 	RecorderConsumer = "tock_recorder"

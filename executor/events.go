@@ -1,0 +1,149 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tock-sched/tock/executor/wire"
+)
+
+// Events go to the event stream in batches: every attempt that reports
+// within batchLinger of another shares one JetStream message (a JSON
+// array on wire.EventBatchSubject) with it, so that under load the event
+// stream, and the recorder reading it, handle one message per batch
+// instead of one or two per execution. Each caller still waits for its
+// batch's publish acknowledgement before it settles its execution
+// message, so an event is never lost behind an ack.
+const (
+	eventBatchMax    = 200
+	eventBatchLinger = 2 * time.Millisecond
+	// eventPublishers bounds the batches being published at once.
+	eventPublishers = 4
+)
+
+// eventBatcher publishes events in batches for the attempts of a Worker.
+type eventBatcher struct {
+	js  jetstream.JetStream
+	in  chan *queuedEvent
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+type queuedEvent struct {
+	ev   wire.Event
+	done chan error
+}
+
+func newEventBatcher(js jetstream.JetStream) *eventBatcher {
+	return &eventBatcher{js: js, in: make(chan *queuedEvent, eventBatchMax), sem: make(chan struct{}, eventPublishers)}
+}
+
+// run gathers and publishes batches until ctx ends, then waits for the
+// batches being published.
+func (b *eventBatcher) run(ctx context.Context) {
+	defer b.wg.Wait()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var batch []*queuedEvent
+		select {
+		case q := <-b.in:
+			batch = append(batch, q)
+		case <-ctx.Done():
+			return
+		}
+		timer.Reset(eventBatchLinger)
+	gather:
+		for len(batch) < eventBatchMax {
+			select {
+			case q := <-b.in:
+				batch = append(batch, q)
+			case <-timer.C:
+				break gather
+			case <-ctx.Done():
+				break gather
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		select {
+		case b.sem <- struct{}{}:
+		case <-ctx.Done():
+			for _, q := range batch {
+				q.done <- ctx.Err()
+			}
+			return
+		}
+		b.wg.Go(func() {
+			defer func() { <-b.sem }()
+			err := b.publish(ctx, batch)
+			for _, q := range batch {
+				q.done <- err
+			}
+		})
+	}
+}
+
+// publish sends one batch, retrying for a while. Its Nats-Msg-Id is made
+// once, so a retried publish is dropped by JetStream if the first one
+// made it.
+func (b *eventBatcher) publish(ctx context.Context, batch []*queuedEvent) error {
+	evs := make([]wire.Event, len(batch))
+	for i, q := range batch {
+		evs[i] = q.ev
+	}
+	data, err := json.Marshal(evs)
+	if err != nil {
+		return fmt.Errorf("encode %d events: %w", len(evs), err)
+	}
+	m := &nats.Msg{Subject: wire.EventBatchSubject, Data: data}
+	id := "batch:" + uuid.NewString()
+	deadline := time.Now().Add(publishRetryFor)
+	pause := 100 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		_, err := b.js.PublishMsg(pctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(wire.EventStream))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		err = fmt.Errorf("publish %d events: %w", len(evs), err)
+		if errors.Is(err, nats.ErrConnectionClosed) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return err
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// send queues ev and waits until its batch is acknowledged, or ctx ends.
+func (b *eventBatcher) send(ctx context.Context, ev wire.Event) error {
+	q := &queuedEvent{ev: ev, done: make(chan error, 1)}
+	select {
+	case b.in <- q:
+	case <-ctx.Done():
+		return fmt.Errorf("publish %s event %s: %w", ev.Type, ev.MsgID(), ctx.Err())
+	}
+	select {
+	case err := <-q.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("publish %s event %s: %w", ev.Type, ev.MsgID(), ctx.Err())
+	}
+}
