@@ -109,6 +109,11 @@ type Dispatcher struct {
 	holds   map[int]time.Time
 	holdSeq int
 	stored  map[int]time.Time
+	// moved are positions not yet written; one writer goroutine writes
+	// them (posWake), so that position writes never queue up behind, nor
+	// deadlock with, each other.
+	moved   map[int]time.Time
+	posWake chan struct{}
 }
 
 // New checks cfg and returns a Dispatcher.
@@ -143,6 +148,8 @@ func New(cfg Config) (*Dispatcher, error) {
 		acked:      map[int]time.Time{},
 		holds:      map[int]time.Time{},
 		stored:     map[int]time.Time{},
+		moved:      map[int]time.Time{},
+		posWake:    make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
 		room:       make(chan struct{}, 1),
 	}, nil
@@ -276,8 +283,38 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			d.work(ctx)
 		}()
 	}
+	posDone := make(chan struct{})
+	go func() {
+		defer close(posDone)
+		d.writePositions(ctx)
+	}()
 	wg.Wait()
+	<-posDone
 	return nil
+}
+
+// writePositions writes publish positions as they move, coalesced, until
+// ctx ends; then it writes the last ones.
+func (d *Dispatcher) writePositions(ctx context.Context) {
+	for {
+		select {
+		case <-d.posWake:
+		case <-ctx.Done():
+			d.flushPositions(ctx)
+			return
+		}
+		d.flushPositions(ctx)
+	}
+}
+
+func (d *Dispatcher) flushPositions(ctx context.Context) {
+	d.mu.Lock()
+	pos := d.moved
+	d.moved = map[int]time.Time{}
+	d.mu.Unlock()
+	if len(pos) > 0 {
+		d.store(ctx, pos)
+	}
 }
 
 func (d *Dispatcher) work(ctx context.Context) {
@@ -288,7 +325,12 @@ func (d *Dispatcher) work(ctx context.Context) {
 		if len(batch) > 0 {
 			acked := d.publish(ctx, batch)
 			if pos := d.done(batch, acked); len(pos) > 0 {
-				d.store(ctx, pos)
+				d.mu.Lock()
+				for b, t := range pos {
+					d.moved[b] = t
+				}
+				d.mu.Unlock()
+				signal(d.posWake)
 			}
 			continue
 		}

@@ -262,7 +262,7 @@ func TestHoldsRetryUntilItsNextAttempt(t *testing.T) {
 // dispatch not yet acknowledged (one fired ahead of its time, say) and
 // never passes a firing transaction in flight.
 func TestPositionStaysBehindWhatIsNotPublished(t *testing.T) {
-	d := &Dispatcher{unacked: map[int]map[time.Time]int{}, acked: map[int]time.Time{},
+	d := &Dispatcher{unacked: map[int]map[time.Time]int{}, acked: map[int]time.Time{}, moved: map[int]time.Time{},
 		holds: map[int]time.Time{}, stored: map[int]time.Time{}}
 	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }

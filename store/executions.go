@@ -33,7 +33,7 @@ const execColumns = "id, job_id, bucket, namespace, job_name, scheduled_for, man
 // recorded instead.
 var execRead = strings.Replace(execColumns, "dispatched_at", `COALESCE(dispatched_at,
 	CASE WHEN dispatches = 0 AND next_attempt_at IS NULL AND NOT manual AND created_at <= (
-		SELECT o.published_through FROM bucket_owners o WHERE o.bucket = executions.bucket)
+		SELECT o.published_through FROM publish_positions o WHERE o.bucket = executions.bucket)
 	THEN GREATEST(scheduled_for, created_at) END)`, 1)
 
 // runNowTries bounds RunNow's search for a free millisecond.
@@ -118,7 +118,7 @@ func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Exe
 // executions_redispatch serves them, so executions waiting out a long
 // backoff beyond $3 are never read. First dispatches of fired executions
 // are not marked: those created after their bucket's publish position
-// (bucket_owners.published_through) may not have reached JetStream, and
+// (publish_positions) may not have reached JetStream, and
 // the BRIN index executions_created finds them among the newest rows.
 var outboxSQL = `SELECT * FROM (
 (SELECT ` + execColumns + ` FROM executions
@@ -126,9 +126,9 @@ var outboxSQL = `SELECT * FROM (
 		AND state IN ('queued', 'failed') AND next_attempt_at <= $3
 	ORDER BY next_attempt_at LIMIT $2)
 UNION ALL
-(SELECT ` + prefixed("x.", execColumns) + ` FROM executions x JOIN bucket_owners o ON o.bucket = x.bucket
+(SELECT ` + prefixed("x.", execColumns) + ` FROM executions x JOIN publish_positions o ON o.bucket = x.bucket
 	WHERE x.bucket = ANY($1) AND o.bucket = ANY($1)
-		AND x.created_at > (SELECT min(published_through) FROM bucket_owners WHERE bucket = ANY($1))
+		AND x.created_at > (SELECT min(published_through) FROM publish_positions WHERE bucket = ANY($1))
 		AND x.created_at > o.published_through
 		AND x.next_attempt_at IS NULL AND x.dispatched_at IS NULL AND x.dispatches = 0 AND x.state = 'queued'
 		AND x.scheduled_for <= $3
@@ -518,7 +518,7 @@ func (s *Store) Published(ctx context.Context, positions map[int]time.Time) erro
 		ts[i] = ms(positions[b])
 	}
 	_, err := s.pool.Exec(ctx, `
-		UPDATE bucket_owners o SET published_through = GREATEST(o.published_through, u.p)
+		UPDATE publish_positions o SET published_through = GREATEST(o.published_through, u.p)
 		FROM unnest($1::int[], $2::timestamptz[]) AS u(b, p)
 		WHERE o.bucket = u.b AND o.published_through < u.p`, bs, ts)
 	if err != nil {

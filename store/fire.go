@@ -50,6 +50,12 @@ func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch 
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("store: claim bucket %d for %s at epoch %d: %w", bucket, node, epoch, ErrFenced)
 	}
+	// A bucket claimed for the first time has fired nothing yet: its
+	// publish position starts now.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO publish_positions (bucket, published_through) VALUES ($1, now())
+		ON CONFLICT DO NOTHING`, bucket); err != nil {
+		return fmt.Errorf("store: claim bucket %d: publish position: %w", bucket, err)
+	}
 	return nil
 }
 

@@ -2,13 +2,20 @@
 -- A fired execution is no longer marked dispatched one by one. Instead
 -- each bucket keeps a publish position: every first dispatch of a fired
 -- execution in the bucket created (created_at) at or before
--- published_through has been acknowledged by JetStream. The bucket's
+-- published_through has been acknowledged by JetStream. It has a table of
+-- its own, not a column of bucket_owners, whose rows every firing
+-- transaction holds FOR SHARE: advancing a position must not wait for the
+-- firings in flight. The bucket's
 -- owner advances it once per published batch; a new owner re-publishes
 -- what was fired after it (JetStream drops the duplicates inside its
 -- two-minute window). Re-dispatches (retries, deferrals, re-drives, lost
 -- re-queues) and manual runs carry next_attempt_at and are still marked
 -- dispatched one by one: they are few.
-ALTER TABLE bucket_owners ADD COLUMN published_through timestamptz NOT NULL DEFAULT now();
+CREATE TABLE publish_positions (
+    bucket            integer PRIMARY KEY,
+    published_through timestamptz NOT NULL
+);
+INSERT INTO publish_positions (bucket, published_through) SELECT bucket, now() FROM bucket_owners;
 
 -- Executions fired and not yet published under the old scheme join the
 -- re-dispatch outbox, so that none is lost by the upgrade.
@@ -29,4 +36,4 @@ DROP INDEX executions_created;
 DROP INDEX executions_redispatch;
 CREATE INDEX executions_outbox ON executions (bucket, (COALESCE(next_attempt_at, scheduled_for)))
     WHERE dispatched_at IS NULL;
-ALTER TABLE bucket_owners DROP COLUMN published_through;
+DROP TABLE publish_positions;
