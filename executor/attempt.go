@@ -52,7 +52,7 @@ func (w *Worker) process(q *queue, msg jetstream.Msg, ackWait time.Duration) {
 		_ = msg.TermWithReason("tock: undecodable execution")
 		return
 	}
-	e := &Execution{Execution: ex, Attempt: ex.Attempt(int(md.NumDelivered))}
+	e := &Execution{Execution: ex, Attempt: ex.Attempt(int(md.NumDelivered)), PublishedAt: md.Timestamp.UTC()}
 	log = log.With("execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", e.Attempt, "dispatch", ex.Dispatch)
 
 	// The attempt's context, registered first, so that a cancellation
@@ -363,7 +363,7 @@ func (b *beat) stop() {
 }
 
 func (w *Worker) event(e *Execution, typ string) wire.Event {
-	return wire.Event{
+	ev := wire.Event{
 		Type:         typ,
 		ExecutionID:  e.ExecutionID,
 		ScheduledFor: e.ScheduledFor,
@@ -372,6 +372,10 @@ func (w *Worker) event(e *Execution, typ string) wire.Event {
 		ExecutorID:   w.cfg.ExecutorID,
 		At:           w.now().UTC(),
 	}
+	if !e.PublishedAt.IsZero() {
+		ev.PublishedAt = &e.PublishedAt
+	}
+	return ev
 }
 
 // publish sends ev to the event stream, in a batch with other attempts'

@@ -164,6 +164,9 @@ type Execution struct {
 	// (AttemptBase) plus JetStream's delivery count of it. A delivery that
 	// never reached a handler (the executor died holding it) counts too.
 	Attempt int
+	// PublishedAt is when JetStream stored the message this delivery
+	// came from: the moment tock's publish of it was acknowledged.
+	PublishedAt time.Time
 }
 
 // Func handles one attempt of an execution. It returns the output to

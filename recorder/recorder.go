@@ -348,7 +348,7 @@ func toEvent(we wire.Event) (store.AttemptEvent, error) {
 		return store.AttemptEvent{}, fmt.Errorf("attempt %d, dispatch %d: attempts count from 1, dispatches from 0", we.Attempt, we.Dispatch)
 	}
 	ev := store.AttemptEvent{ID: id, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At, Dispatch: we.Dispatch,
-		StartedAt: we.StartedAt}
+		StartedAt: we.StartedAt, PublishedAt: we.PublishedAt}
 	switch we.Type {
 	case wire.EventStarted:
 		ev.StartedAt = nil

@@ -67,6 +67,9 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 		if err := tx.QueryRow(ctx, "SELECT "+nowMS).Scan(&created); err != nil {
 			return err
 		}
+		if err := writeSpecs(ctx, tx, jobs); err != nil {
+			return err
+		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"job_names"},
 			[]string{"namespace", "name", "job_id", "bucket"},
 			pgx.CopyFromSlice(len(byName), func(i int) ([]any, error) {
@@ -78,11 +81,11 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 		}
 		_, err = tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
 			[]string{"id", "bucket", "namespace", "name", "schedule", "handler", "payload", "state",
-				"next_run_at", "last_run_at", "retry", "timeout_ms", "priority", "created_at", "updated_at"},
+				"next_run_at", "last_run_at", "retry", "timeout_ms", "priority", "created_at", "updated_at", "spec_id"},
 			pgx.CopyFromSlice(len(byBucket), func(i int) ([]any, error) {
 				j := byBucket[i]
 				return []any{j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
-					j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created}, nil
+					j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created, j.SpecID}, nil
 			}))
 		return conflictOr(err)
 	})

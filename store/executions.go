@@ -20,9 +20,21 @@ import (
 )
 
 // execColumns are the columns scanExecution reads, in its order.
-const execColumns = "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts, " +
-	"handler, payload, retry, timeout_ms, dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, " +
-	"priority, next_attempt_at, series_base, dispatches"
+var execColumns = execCols("")
+
+// execCols are the columns scanExecution reads, of the executions row
+// named by alias ("" or "x."). What the execution runs comes from its job
+// spec (job_specs, one primary-key lookup each), or from the row itself
+// for executions fired before specs existed.
+func execCols(a string) string {
+	spec := func(col string) string {
+		return "COALESCE(" + a + col + ", (SELECT sp." + col + " FROM job_specs sp WHERE sp.id = " + a + "spec_id))"
+	}
+	return prefixed(a, "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts") + ", " +
+		spec("handler") + ", " + spec("payload") + ", " + spec("retry") + ", " + spec("timeout_ms") + ", " +
+		prefixed(a, "dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, "+
+			"priority, next_attempt_at, series_base, dispatches")
+}
 
 // execRead is execColumns for reads shown to users: a fired execution's
 // first dispatch is not marked one by one (see Published), so until an
@@ -87,12 +99,13 @@ func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Exe
 			}
 			row := tx.QueryRow(ctx, `
 				INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
-					handler, payload, retry, timeout_ms, priority, created_at, next_attempt_at)
-				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`, $6)
+					handler, payload, retry, timeout_ms, priority, created_at, next_attempt_at, spec_id)
+				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`, $6, $12)
 				ON CONFLICT DO NOTHING
 				RETURNING `+execColumns,
 				ExecutionID(jobID, t), jobID, bucket, j.Namespace, j.Name, t,
-				j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(), j.Priority)
+				inline(j, j.Handler), inline(j, nullJSON(j.Payload)), inline(j, j.Retry), inline(j, j.Timeout.Milliseconds()),
+				j.Priority, j.SpecID)
 			e, err = scanExecution(row)
 			if errors.Is(err, pgx.ErrNoRows) {
 				t = t.Add(time.Millisecond)
@@ -126,7 +139,7 @@ var outboxSQL = `SELECT * FROM (
 		AND state IN ('queued', 'failed') AND next_attempt_at <= $3
 	ORDER BY next_attempt_at LIMIT $2)
 UNION ALL
-(SELECT ` + prefixed("x.", execColumns) + ` FROM executions x JOIN publish_positions o ON o.bucket = x.bucket
+(SELECT ` + execCols("x.") + ` FROM executions x JOIN publish_positions o ON o.bucket = x.bucket
 	WHERE x.bucket = ANY($1) AND o.bucket = ANY($1)
 		AND x.created_at > (SELECT min(published_through) FROM publish_positions WHERE bucket = ANY($1))
 		AND x.created_at > o.published_through
@@ -448,11 +461,12 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecFilter) ([]*Execution,
 func scanExecution(row pgx.Row) (*Execution, error) {
 	var (
 		e         Execution
-		timeoutMS int64
+		timeoutMS *int64
 		payload   []byte
+		retry     *wire.RetryPolicy
 	)
 	err := row.Scan(&e.ID, &e.JobID, &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
-		&e.State, &e.Attempts, &e.Handler, &payload, &e.Retry, &timeoutMS, &e.DispatchedAt,
+		&e.State, &e.Attempts, &e.Handler, &payload, &retry, &timeoutMS, &e.DispatchedAt,
 		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy,
 		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches)
 	if err != nil {
@@ -461,7 +475,12 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	if payload != nil {
 		e.Payload = json.RawMessage(payload)
 	}
-	e.Timeout = msDuration(timeoutMS)
+	if retry != nil {
+		e.Retry = *retry
+	}
+	if timeoutMS != nil {
+		e.Timeout = msDuration(*timeoutMS)
+	}
 	e.ScheduledFor, e.CreatedAt = e.ScheduledFor.UTC(), e.CreatedAt.UTC()
 	e.DispatchedAt, e.StartedAt, e.FinishedAt = utcPtr(e.DispatchedAt), utcPtr(e.StartedAt), utcPtr(e.FinishedAt)
 	e.NextAttemptAt = utcPtr(e.NextAttemptAt)
@@ -525,4 +544,13 @@ func (s *Store) Published(ctx context.Context, positions map[int]time.Time) erro
 		return fmt.Errorf("store: advance publish positions of %d buckets: %w", len(bs), err)
 	}
 	return nil
+}
+
+// inline is v when j has no spec (a job stored before specs existed, whose
+// executions carry their own copy), else SQL NULL.
+func inline(j *Job, v any) any {
+	if j.SpecID != nil {
+		return nil
+	}
+	return v
 }

@@ -51,9 +51,10 @@ func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch 
 		return fmt.Errorf("store: claim bucket %d for %s at epoch %d: %w", bucket, node, epoch, ErrFenced)
 	}
 	// A bucket claimed for the first time has fired nothing yet: its
-	// publish position starts now.
-	if _, err := s.pool.Exec(ctx, `INSERT INTO publish_positions (bucket, published_through) VALUES ($1, now())
-		ON CONFLICT DO NOTHING`, bucket); err != nil {
+	// publish position starts just before now (creation times are kept
+	// to the millisecond, so one fired in this millisecond is after it).
+	if _, err := s.pool.Exec(ctx, `INSERT INTO publish_positions (bucket, published_through)
+		VALUES ($1, `+nowMS+` - interval '1 ms') ON CONFLICT DO NOTHING`, bucket); err != nil {
 		return fmt.Errorf("store: claim bucket %d: publish position: %w", bucket, err)
 	}
 	return nil
@@ -135,7 +136,7 @@ func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.T
 // fireSQL fires a batch in one statement: the compare-and-set on each
 // job's next_run_at, then the executions of the jobs that won it.
 // $6 (the unfenced buckets) lets the planner prune jobs partitions.
-const fireSQL = `
+var fireSQL = `
 WITH f AS (
 	SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::timestamptz[], $5::uuid[])
 		AS f(job_id, bucket, sched, next, exec_id)
@@ -150,12 +151,14 @@ WITH f AS (
 	WHERE j.bucket = ANY($6) AND j.id = ANY($1) AND j.bucket = f.bucket AND j.id = f.job_id
 		AND j.state = 'active' AND j.next_run_at = f.sched
 	RETURNING f.exec_id, j.id, j.bucket, j.namespace, j.name, f.sched, j.handler, j.payload, j.retry,
-		j.timeout_ms, j.priority
+		j.timeout_ms, j.priority, j.spec_id
 )
 INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
-	handler, payload, retry, timeout_ms, priority, created_at, fired_by)
+	handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id)
 SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
-	handler, payload, retry, timeout_ms, priority, ` + nowMS + `, $7
+	CASE WHEN spec_id IS NULL THEN handler END, CASE WHEN spec_id IS NULL THEN payload END,
+	CASE WHEN spec_id IS NULL THEN retry END, CASE WHEN spec_id IS NULL THEN timeout_ms END,
+	priority, ` + nowMS + `, $7, spec_id
 FROM fired
 ON CONFLICT DO NOTHING
 RETURNING ` + execColumns
@@ -173,7 +176,8 @@ RETURNING ` + execColumns
 // next_run_at to Next (completing the job when Next is nil) only if the
 // job is still active with next_run_at equal to ScheduledFor, and inserts
 // the execution ExecutionID(job, ScheduledFor) with a snapshot of the
-// job's handler, payload, retry policy, timeout and priority. An
+// job's priority and a reference to its spec (handler, payload, retry
+// policy, timeout: job_specs), not a copy. An
 // execution that exists already is not inserted again. Firings that did
 // nothing are counted in Skipped; at most one firing per job in a batch
 // can succeed.

@@ -27,7 +27,7 @@ const (
 
 // jobColumns are the columns scanJob reads, in its order.
 const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
-	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority"
+	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority, spec_id"
 
 // nowMS is the transaction's time at the millisecond precision the store
 // keeps.
@@ -62,6 +62,9 @@ func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 	}
 
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := writeSpecs(ctx, tx, []*Job{j}); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO job_names (namespace, name, job_id, bucket) VALUES ($1, $2, $3, $4)
 			ON CONFLICT DO NOTHING`, j.Namespace, j.Name, j.ID, j.Bucket)
@@ -73,11 +76,11 @@ func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 		}
 		err = tx.QueryRow(ctx, `
 			INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
-				next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, `+nowMS+`, `+nowMS+`)
+				next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, `+nowMS+`, `+nowMS+`, $14)
 			RETURNING created_at, updated_at`,
 			j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
-			j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority,
+			j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, j.SpecID,
 		).Scan(&j.CreatedAt, &j.UpdatedAt)
 		if isUniqueViolation(err) {
 			return ErrConflict
@@ -224,14 +227,17 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 	bucket := partition.BucketOf(j.ID, s.buckets)
 	var got *Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := writeSpecs(ctx, tx, []*Job{j}); err != nil {
+			return err
+		}
 		row := tx.QueryRow(ctx, `
 			UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
 				state = $8, next_run_at = $9, priority = COALESCE(NULLIF($11, ''), priority),
-				updated_at = `+nowMS+`, version = version + 1
+				updated_at = `+nowMS+`, version = version + 1, spec_id = $12
 			WHERE bucket = $1 AND id = $2 AND version = $10
 			RETURNING `+jobColumns,
 			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
-			j.State, msPtr(j.NextRunAt), j.Version, j.Priority)
+			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID)
 		var err error
 		if got, err = scanJob(row); errors.Is(err, pgx.ErrNoRows) {
 			var exists bool
@@ -297,7 +303,7 @@ func scanJob(row pgx.Row) (*Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
 		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version,
-		&j.Priority)
+		&j.Priority, &j.SpecID)
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +314,69 @@ func scanJob(row pgx.Row) (*Job, error) {
 	j.NextRunAt, j.LastRunAt = utcPtr(j.NextRunAt), utcPtr(j.LastRunAt)
 	j.CreatedAt, j.UpdatedAt = j.CreatedAt.UTC(), j.UpdatedAt.UTC()
 	return &j, nil
+}
+
+// specNamespace names job spec ids (uuid.NewSHA1).
+var specNamespace = uuid.MustParse("6f2b1c3e-8d4a-5b7c-9e0f-1a2b3c4d5e6f")
+
+// specOf sets j.SpecID: the id of what j's executions run (handler,
+// payload, retry policy, timeout), a hash of that content, so that equal
+// specs share one job_specs row and a spec row never changes.
+func specOf(j *Job) error {
+	h, err := json.Marshal(j.Handler)
+	if err != nil {
+		return fmt.Errorf("encode handler: %w", err)
+	}
+	r, err := json.Marshal(j.Retry)
+	if err != nil {
+		return fmt.Errorf("encode retry policy: %w", err)
+	}
+	var b []byte
+	for _, part := range [][]byte{h, j.Payload, r, []byte(strconv.FormatInt(j.Timeout.Milliseconds(), 10))} {
+		b = strconv.AppendInt(b, int64(len(part)), 10)
+		b = append(b, ':')
+		b = append(b, part...)
+	}
+	id := uuid.NewSHA1(specNamespace, b)
+	j.SpecID = &id
+	return nil
+}
+
+// writeSpecs stores the specs of jobs (setting each SpecID), one row per
+// distinct spec; rows that exist are left alone: a spec is immutable.
+func writeSpecs(ctx context.Context, tx pgx.Tx, jobs []*Job) error {
+	seen := map[uuid.UUID]bool{}
+	var (
+		ids             []uuid.UUID
+		handlers, retry [][]byte
+		payloads        [][]byte
+		timeouts        []int64
+	)
+	for _, j := range jobs {
+		if err := specOf(j); err != nil {
+			return err
+		}
+		if seen[*j.SpecID] {
+			continue
+		}
+		seen[*j.SpecID] = true
+		h, _ := json.Marshal(j.Handler)
+		r, _ := json.Marshal(j.Retry)
+		var p []byte
+		if len(j.Payload) > 0 {
+			p = j.Payload
+		}
+		ids, handlers, retry = append(ids, *j.SpecID), append(handlers, h), append(retry, r)
+		payloads, timeouts = append(payloads, p), append(timeouts, j.Timeout.Milliseconds())
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO job_specs (id, handler, payload, retry, timeout_ms)
+		SELECT * FROM unnest($1::uuid[], $2::jsonb[], $3::jsonb[], $4::jsonb[], $5::bigint[])
+		ON CONFLICT DO NOTHING`, ids, handlers, payloads, retry, timeouts)
+	if err != nil {
+		return fmt.Errorf("write job specs: %w", err)
+	}
+	return nil
 }
 
 // nullJSON makes an empty payload SQL NULL rather than invalid JSON.

@@ -88,6 +88,9 @@ type Job struct {
 	// Version changes on every write of the job; UpdateJob writes only if
 	// it is still the one read (optimistic concurrency).
 	Version int64
+	// SpecID names the job spec its executions run (handler, payload,
+	// retry policy, timeout): set by the store from that content.
+	SpecID *uuid.UUID
 }
 
 // Execution is one run of a job for one scheduled time (or one manual

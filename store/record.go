@@ -46,6 +46,9 @@ type AttemptEvent struct {
 	// Dispatch is the dispatch number (wire.Execution.Dispatch) of the
 	// message the event is about.
 	Dispatch int
+	// PublishedAt, if known, is when JetStream stored that message: the
+	// execution's dispatch time, recorded if none is yet.
+	PublishedAt *time.Time
 }
 
 func (ev *AttemptEvent) check() error {

@@ -118,6 +118,12 @@ func (e *recExec) loseBefore(a int, at time.Time) {
 // recording transaction's start). It marks what it changed dirty.
 func (e *recExec) apply(ev *AttemptEvent, now time.Time) {
 	at, a := ms(ev.At), ev.Attempt
+	// A delivery's dispatch time is when JetStream stored its message,
+	// if the executor said; else when its first event is recorded.
+	disp := now
+	if ev.PublishedAt != nil && !ev.PublishedAt.IsZero() && ev.PublishedAt.Before(now) {
+		disp = ms(*ev.PublishedAt)
+	}
 	started := msPtr(ev.StartedAt)
 	prevState, prevAttempts := e.state, e.attempts
 	switch ev.Outcome {
@@ -148,7 +154,7 @@ func (e *recExec) apply(ev *AttemptEvent, now time.Time) {
 			e.startedAt = least(e.startedAt, tp(at))
 		}
 		if a > prevAttempts && e.dispatchedAt == nil {
-			e.dispatchedAt = tp(now)
+			e.dispatchedAt = tp(disp)
 		}
 		if a >= prevAttempts && !finalState(prevState) {
 			e.executorID = ev.Executor
@@ -203,7 +209,7 @@ func (e *recExec) apply(ev *AttemptEvent, now time.Time) {
 		}
 		e.dirty = true
 		if e.dispatchedAt == nil {
-			e.dispatchedAt = tp(now)
+			e.dispatchedAt = tp(disp)
 		}
 		e.startedAt = least(e.startedAt, started)
 		if !finalState(prevState) {
@@ -262,12 +268,12 @@ func (e *recExec) apply(ev *AttemptEvent, now time.Time) {
 			e.requeued = true
 		case next != "":
 			if e.dispatchedAt == nil {
-				e.dispatchedAt = tp(now)
+				e.dispatchedAt = tp(disp)
 			}
 			e.nextAttempt = nil
 			e.finishedAt = tp(at)
 		case a > prevAttempts && e.dispatchedAt == nil:
-			e.dispatchedAt = tp(now)
+			e.dispatchedAt = tp(disp)
 		}
 		e.startedAt = least(e.startedAt, started)
 		if next != "" {

@@ -263,6 +263,10 @@ type Event struct {
 	Seq int `json:"seq,omitempty"`
 	// Handler is the handler key (Handler.Key) on deferred events.
 	Handler string `json:"handler,omitempty"`
+	// PublishedAt is when JetStream stored the execution message the
+	// delivery came from (its metadata timestamp): tock records it as the
+	// execution's dispatch time. Optional.
+	PublishedAt *time.Time `json:"published_at,omitempty"`
 }
 
 // MsgID is the Nats-Msg-Id an event is published with:

@@ -15,7 +15,8 @@ CREATE TABLE publish_positions (
     bucket            integer PRIMARY KEY,
     published_through timestamptz NOT NULL
 );
-INSERT INTO publish_positions (bucket, published_through) SELECT bucket, now() FROM bucket_owners;
+INSERT INTO publish_positions (bucket, published_through)
+SELECT bucket, date_trunc('milliseconds', now()) - interval '1 ms' FROM bucket_owners;
 
 -- Executions fired and not yet published under the old scheme join the
 -- re-dispatch outbox, so that none is lost by the upgrade.
