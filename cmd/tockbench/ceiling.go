@@ -412,7 +412,7 @@ func (r *CeilingReport) write(w io.Writer, format string) error {
 	var s strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&s, format+"\n", args...) }
 	p("tockbench --find-ceiling: spread-minute jobs, kept up = fire lag p99 ≤ %s, every scheduled time fired once and succeeded within %.0f s",
-		fmtMS(&r.MaxFireLagMS), r.SettleSeconds)
+		time.Duration(r.MaxFireLagMS*float64(time.Millisecond)), r.SettleSeconds)
 	p("  %d buckets, %d executors, windows of %.0f s after %.0f s warm-up (namespace %s)",
 		r.Buckets, r.Executors, r.WindowSeconds, r.WarmupSeconds, r.Namespace)
 	p("  %8s %9s %-6s %9s %9s %9s %9s %9s %11s  %s", "rate/s", "jobs", "phase", "fires/s", "fire p50", "fire p99", "start p99", "handler p99", "zero/multi", "kept up")
