@@ -3,8 +3,9 @@ GO            ?= go
 STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_FLAGS    ?= -race -count=1 -timeout 12m -p 2
 BIN           := bin
+NODES         ?= 3
 
-.PHONY: dev test chaos build generate lint postgres tools clean
+.PHONY: dev test chaos bench-cluster build generate lint postgres tools clean
 
 ## dev: start tock on this machine (local Postgres; etcd and NATS embedded)
 dev: postgres build
@@ -19,6 +20,11 @@ test: postgres
 ## SIGSTOP and SIGTERM); `make test` runs a short form of the same test
 chaos: postgres
 	TOCK_CHAOS_JOBS=2000 TOCK_CHAOS_DURATION=3m $(GO) test -count=1 -timeout 20m -run TestChaos -v ./cmd/tockd/
+
+## bench-cluster: NODES tockd nodes on this machine (default 3): tockd dev plus NODES-1
+## tockd serve sharing its Postgres, etcd and NATS; Ctrl-C stops them all (docs/bench.md)
+bench-cluster: postgres build
+	TOCKD=$(BIN)/tockd ETCDCTL=$(BIN)/etcdctl ./scripts/cluster.sh run $(NODES)
 
 ## build: tockd, tockctl, the example executor and etcdctl (pinned with the etcd client) into ./bin
 build:

@@ -60,6 +60,8 @@ type cli struct {
 	NoAnalyze   bool          `name:"no-analyze" help:"Do not ANALYZE the jobs tables after creating the jobs, nor (when the server's autovacuum is off) the executions tables every ${analyze_every} during the run."`
 	Output      string        `short:"o" default:"text" enum:"text,json" help:"Report format: ${enum}."`
 	LogLevel    string        `name:"log-level" default:"warn" enum:"debug,info,warn,error" help:"Log level of the in-process executors."`
+
+	ceilingFlags `embed:""`
 }
 
 func main() {
@@ -70,6 +72,9 @@ func main() {
 		kong.Vars{"burst_delay": burstDelay.String(), "analyze_every": analyzeEvery.String()},
 		kong.UsageOnError(),
 	)
+	if c.FindCeiling {
+		os.Exit(c.mainCeiling())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := c.run(ctx)

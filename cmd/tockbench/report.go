@@ -69,6 +69,9 @@ type Report struct {
 	// BacklogAtEnd is the JetStream backlog at the end of the window (or
 	// when the burst had fired).
 	BacklogAtEnd Backlog `json:"backlog_at_end"`
+	// Nodes is each scheduler node's part: with several nodes, it shows
+	// that all of them fired.
+	Nodes []NodeStats `json:"nodes"`
 }
 
 // Creation is how fast the jobs were stored.
@@ -282,6 +285,7 @@ func (r *Report) write(w io.Writer, format string) error {
 	if r.RecorderPerSecond > 0 {
 		p("  recorder       %.0f events/s written", r.RecorderPerSecond)
 	}
+	writeNodes(p, r.Nodes)
 	if r.ZeroFired > 0 || r.MultiFired > 0 {
 		p("FAIL: some scheduled times did not fire exactly once")
 	}

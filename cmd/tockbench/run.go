@@ -74,6 +74,11 @@ func (b *bench) runWindow(ctx context.Context) error {
 	if err := b.windowStats(ctx, from, to); err != nil {
 		return err
 	}
+	nodes, err := b.nodeStats(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	b.rep.Nodes = nodes
 	b.rep.HandlerLag, b.rep.Delivered = b.tr.handlerLag(from, to)
 	b.rep.DeliveredPerSecond = float64(b.rep.Delivered) / b.Duration.Seconds()
 	return nil
@@ -111,6 +116,11 @@ func (b *bench) runBurst(ctx context.Context) error {
 	if err := b.burstStats(ctx, at); err != nil {
 		return err
 	}
+	nodes, err := b.nodeStats(ctx, at, to)
+	if err != nil {
+		return err
+	}
+	b.rep.Nodes = nodes
 	b.rep.HandlerLag, b.rep.Delivered = b.tr.handlerLag(at, to)
 	if last := b.tr.lastCall(); !last.IsZero() {
 		b.rep.Burst.ToLastHandlerCallMS = ptr(float64(last.Sub(at).Microseconds()) / 1000)
