@@ -163,6 +163,14 @@ FROM fired
 ON CONFLICT DO NOTHING
 RETURNING ` + execColumns
 
+// fireBucketSQL is fireSQL on bucket b's jobs partition itself: a
+// statement that names one small table plans in microseconds and can
+// keep its plan (no partition pruning to redo per call), and its
+// id = ANY looks up only that bucket's jobs.
+func fireBucketSQL(b int) string {
+	return strings.Replace(fireSQL, "UPDATE jobs j SET", "UPDATE "+jobsPartition(b)+" j SET", 1)
+}
+
 // Fire records a batch of firings in one transaction, in a few
 // statements whatever the batch size. node and epochs (bucket → epoch)
 // are the caller's claims, as given to ClaimBucket.
@@ -242,29 +250,72 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 			return nil
 		}
 
-		n := len(firings)
-		jobIDs, bs, scheds := make([]uuid.UUID, 0, n), make([]int, 0, n), make([]time.Time, 0, n)
-		nexts, execIDs := make([]*time.Time, 0, n), make([]uuid.UUID, 0, n)
+		// One statement per bucket, all sent in one round trip: each
+		// touches one jobs partition and looks up only that bucket's
+		// jobs. A single statement over every bucket of the batch made
+		// each partition's index look up every id of the batch
+		// (buckets × firings probes: 0.5 s per 1,000 firings over 256
+		// buckets, against 40 ms this way).
+		type group struct {
+			ids, execIDs []uuid.UUID
+			bs           []int
+			scheds       []time.Time
+			nexts        []*time.Time
+		}
+		groups := map[int]*group{}
 		for _, f := range firings {
 			if !ok[f.Bucket] {
 				continue
 			}
+			g := groups[f.Bucket]
+			if g == nil {
+				g = &group{}
+				groups[f.Bucket] = g
+			}
 			at := ms(f.ScheduledFor)
-			jobIDs, bs, scheds = append(jobIDs, f.JobID), append(bs, f.Bucket), append(scheds, at)
-			nexts, execIDs = append(nexts, msPtr(f.Next)), append(execIDs, ExecutionID(f.JobID, at))
+			g.ids, g.bs, g.scheds = append(g.ids, f.JobID), append(g.bs, f.Bucket), append(g.scheds, at)
+			g.nexts, g.execIDs = append(g.nexts, msPtr(f.Next)), append(g.execIDs, ExecutionID(f.JobID, at))
 		}
-		if err := keyedPlans(ctx, tx, fireSettings...); err != nil {
+		batch := &pgx.Batch{}
+		for _, set := range keyedPlanSettings {
+			batch.Queue(set)
+		}
+		queued := 0
+		for _, b := range owned {
+			g := groups[b]
+			if g == nil {
+				continue
+			}
+			batch.Queue(fireBucketSQL(b), g.ids, g.bs, g.scheds, g.nexts, g.execIDs, []int{b}, node)
+			queued += len(g.ids)
+		}
+		br := tx.SendBatch(ctx, batch)
+		for range keyedPlanSettings {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
+		}
+		for _, b := range owned {
+			if groups[b] == nil {
+				continue
+			}
+			rows, err := br.Query()
+			if err != nil {
+				br.Close()
+				return err
+			}
+			execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+			if err != nil {
+				br.Close()
+				return err
+			}
+			res.Executions = append(res.Executions, execs...)
+		}
+		if err := br.Close(); err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, fireSQL, jobIDs, bs, scheds, nexts, execIDs, owned, node)
-		if err != nil {
-			return err
-		}
-		res.Executions, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
-		if err != nil {
-			return err
-		}
-		res.Skipped = len(jobIDs) - len(res.Executions)
+		res.Skipped = queued - len(res.Executions)
 		return nil
 	})
 	if err != nil {
@@ -283,16 +334,6 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 var keyedPlanSettings = []string{
 	"SET LOCAL enable_seqscan = off",
 }
-
-// fireSettings plan the firing statement afresh on every call. After five
-// executions of a prepared statement Postgres may switch to a generic plan,
-// which cannot see the size of the id array nor prune partitions by the
-// bucket array; with the jobs tables' statistics stale it then walked the
-// due-jobs index of every partition and filtered each row against the
-// 1,000 ids (2–4 s per firing instead of tens of milliseconds, seen in
-// tockbench with auto_explain). A custom plan prunes to the firing's
-// buckets and looks the jobs up by primary key.
-var fireSettings = []string{"SET LOCAL plan_cache_mode = force_custom_plan"}
 
 // keyedPlans applies keyedPlanSettings and extra to tx, in one round trip.
 func keyedPlans(ctx context.Context, tx pgx.Tx, extra ...string) error {

@@ -146,13 +146,15 @@ WHERE x.id = ANY($1) AND x.scheduled_for BETWEEN $2 AND $3
 ORDER BY x.id
 FOR UPDATE OF x`
 
-// recordSettings plan recording's statements afresh on every call (see
-// fireSettings) and keep the planner from joining the executions to the
-// arrays of updateExecsSQL with a nested loop: with a fresh day
-// partition's statistics it believed one row would match, and rescanned
-// the 2,000-element arrays once per row (14 s for one batch, seen with
-// auto_explain in tockbench). A hash join over the rows found by id
-// costs a few milliseconds.
+// recordSettings plan recording's statements afresh on every call and
+// keep the planner from joining the executions to the arrays of
+// updateExecsSQL with a nested loop. After five executions of a prepared
+// statement Postgres may switch to a generic plan, which cannot see the
+// size of the id array nor prune day partitions by the time bounds; and
+// with a fresh day partition's statistics the planner believed one row
+// would match and rescanned the 2,000-element arrays once per row (14 s
+// for one batch, seen with auto_explain in tockbench). A hash join over
+// the rows found by id costs a few milliseconds.
 var recordSettings = []string{"SET LOCAL plan_cache_mode = force_custom_plan", "SET LOCAL enable_nestloop = off"}
 
 // updateExecsSQL writes back the executions a batch changed, one array
