@@ -1,0 +1,367 @@
+package main
+
+// Wiping NATS JetStream or etcd while every-second jobs run. tock keeps
+// the truth in Postgres, so neither wipe may lose, double or re-run a
+// scheduled time: each still fires once, reaches a handler, and ends
+// finished in Postgres.
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/testenv"
+)
+
+// wipeJobs is how many every-second jobs the wipe tests run.
+const wipeJobs = 40
+
+// handlerCall is one call of the test's handler.
+type handlerCall struct {
+	attempt  int
+	dispatch int
+	at       time.Time
+}
+
+// handlerCalls records every call of the test's handler, by execution id.
+type handlerCalls struct {
+	mu    sync.Mutex
+	calls map[string][]handlerCall
+	// After the handler has seen armCount executions scheduled for
+	// armSecond, armed is closed.
+	armSecond time.Time
+	armCount  int
+	armed     chan struct{}
+}
+
+func (h *handlerCalls) handle(_ context.Context, x *executor.Execution) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls[x.ExecutionID] = append(h.calls[x.ExecutionID], handlerCall{attempt: x.Attempt, dispatch: x.Dispatch, at: time.Now()})
+	if h.armed != nil && x.ScheduledFor.Equal(h.armSecond) {
+		if h.armCount--; h.armCount == 0 {
+			close(h.armed)
+		}
+	}
+	return "ok", nil
+}
+
+// inFlight returns once the handler has run n of the executions
+// scheduled for second: the rest of that second's executions are then
+// being run, or their events are on their way to the recorders.
+func (h *handlerCalls) inFlight(t *testing.T, second time.Time, n int) {
+	t.Helper()
+	h.mu.Lock()
+	h.armSecond, h.armCount, h.armed = second, n, make(chan struct{})
+	armed := h.armed
+	h.mu.Unlock()
+	select {
+	case <-armed:
+	case <-time.After(time.Until(second) + 10*time.Second):
+		t.Fatalf("the handler did not run %d executions scheduled for %s", n, second.UTC().Format("15:04:05"))
+	}
+}
+
+func (h *handlerCalls) of(id string) []handlerCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]handlerCall(nil), h.calls[id]...)
+}
+
+// wipeCluster is two tockd processes sharing the buckets, a custom
+// executor in this process (the SDK, as a user's program) recording every
+// handler call, and wipeJobs every-second jobs on it.
+type wipeCluster struct {
+	e     *env
+	cli   *clientv3.Client
+	base  string
+	jobs  []string
+	calls *handlerCalls
+	from  time.Time // the window's first scheduled time
+}
+
+func startWipeCluster(t *testing.T, handler string) *wipeCluster {
+	t.Helper()
+	e := newEnv(t)
+	cli := e.etcdClient(t)
+	base, _, _, _ := twoNodes(t, e, cli)
+	c := &wipeCluster{e: e, cli: cli, base: base, calls: &handlerCalls{calls: map[string][]handlerCall{}}}
+
+	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four at a time: each second's executions queue up in JetStream
+	// for a moment, so the wipe finds work in every place it can be.
+	w, err := executor.New(executor.Config{NATS: nc, ExecutorID: "wipe-executor", Concurrency: 4,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle(handler, c.calls.handle)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("executor: %v", err)
+		}
+		nc.Close()
+	})
+
+	c.jobs = createJobsConcurrently(t, base, handler, wipeJobs)
+	c.from = time.Now().Add(2 * time.Second).Truncate(time.Second)
+	c.waitFinished(t, c.from.Add(time.Second), 20*time.Second, "the first seconds of the window to run")
+	// The wipe comes while a second's executions are being run and
+	// recorded: work in flight everywhere.
+	c.calls.inFlight(t, time.Now().Truncate(time.Second).Add(2*time.Second), wipeJobs/4)
+	return c
+}
+
+// waitFinished waits until every job has a succeeded execution for every
+// second of the window up to to.
+func (c *wipeCluster) waitFinished(t *testing.T, to time.Time, d time.Duration, what string) {
+	t.Helper()
+	st := openStore(t, c.e.pg)
+	deadline := time.Now().Add(d)
+	for {
+		var n int
+		if err := st.Pool().QueryRow(context.Background(), `
+			SELECT count(*) FROM unnest($1::uuid[]) AS j(id)
+			CROSS JOIN generate_series($2::timestamptz, $3::timestamptz, interval '1 second') AS s(at)
+			LEFT JOIN executions e ON e.job_id = j.id AND e.scheduled_for = s.at
+			WHERE e.state IS DISTINCT FROM 'succeeded'`, c.jobs, c.from, to).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.logUnfinished(t, to)
+			t.Fatalf("timed out after %s waiting for %s: %d executions of %s to %s not succeeded",
+				d, what, n, c.from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// logUnfinished logs a few executions of the window that have not
+// succeeded, with what the handler saw of them.
+func (c *wipeCluster) logUnfinished(t *testing.T, to time.Time) {
+	t.Helper()
+	rows, err := openStore(t, c.e.pg).Pool().Query(context.Background(), `
+		SELECT e.id, e.state, e.attempts, e.dispatches, e.dispatched_at, e.next_attempt_at, e.error
+		FROM executions e WHERE e.job_id = ANY($1) AND e.scheduled_for BETWEEN $2 AND $3
+			AND e.state <> 'succeeded'
+		ORDER BY e.scheduled_for LIMIT 20`, c.jobs, c.from, to)
+	if err != nil {
+		t.Logf("unfinished executions: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, state, msg       string
+			attempts, dispatches int
+			dispatched, next     *time.Time
+		)
+		if err := rows.Scan(&id, &state, &attempts, &dispatches, &dispatched, &next, &msg); err != nil {
+			t.Logf("unfinished executions: %v", err)
+			return
+		}
+		t.Logf("unfinished: %s %s attempts=%d dispatches=%d dispatched_at=%v next_attempt_at=%v error=%q handler calls %+v",
+			id, state, attempts, dispatches, dispatched, next, msg, c.calls.of(id))
+	}
+}
+
+// check asserts what a user would check after the wipe, for every job and
+// every second of [c.from, to]: exactly one execution in Postgres, and it
+// succeeded (every execution of the window finished); the handler saw it;
+// and no execution ran twice as attempt 1.
+func (c *wipeCluster) check(t *testing.T, wiped, to time.Time) {
+	t.Helper()
+	c.waitFinished(t, to, 30*time.Second, "every execution of the window to succeed")
+	assertExactlyOnce(t, c.e.pg, c.jobs, c.from, to)
+
+	rows, err := openStore(t, c.e.pg).Pool().Query(context.Background(), `
+		SELECT id, attempts, dispatches FROM executions
+		WHERE job_id = ANY($1) AND scheduled_for BETWEEN $2 AND $3 ORDER BY scheduled_for, id`, c.jobs, c.from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	attempts, dispatches := map[string]int{}, map[string]int{}
+	for rows.Next() {
+		var id string
+		var a, d int
+		if err := rows.Scan(&id, &a, &d); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		attempts[id], dispatches[id] = a, d
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var unseen, twiceFirst, again, before int
+	for _, id := range ids {
+		calls := c.calls.of(id)
+		if len(calls) == 0 {
+			unseen++
+			if unseen <= 10 {
+				t.Errorf("execution %s succeeded in Postgres but the handler never saw it", id)
+			}
+			continue
+		}
+		if calls[0].at.Before(wiped) {
+			before++
+		}
+		firsts := 0
+		for _, call := range calls {
+			if call.attempt == 1 {
+				firsts++
+			}
+		}
+		if firsts > 1 {
+			twiceFirst++
+			t.Errorf("execution %s ran %d times as attempt 1: %+v (wiped at %s; Postgres: %d attempts, %d dispatches)",
+				id, firsts, calls, wiped.Format("15:04:05.000"), attempts[id], dispatches[id])
+		}
+		if len(calls) > 1 {
+			again++
+		}
+	}
+	if unseen > 10 {
+		t.Errorf("... %d executions in all that the handler never saw", unseen)
+	}
+	t.Logf("%d executions in the window (%s to %s), %d handled before the wipe at %s; %d handled more than once, %d ran twice as attempt 1",
+		len(ids), c.from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"), before,
+		wiped.UTC().Format("15:04:05.000"), again, twiceFirst)
+}
+
+// waitRecovered waits until the jobs run again after a wipe at wiped,
+// and returns the end of the window to check: a few seconds later.
+func (c *wipeCluster) waitRecovered(t *testing.T, wiped time.Time) time.Time {
+	t.Helper()
+	// The first second that fires after the wipe, then two more.
+	first := wiped.Truncate(time.Second).Add(time.Second)
+	st := openStore(t, c.e.pg)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		_ = st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM executions
+			WHERE job_id = ANY($1) AND scheduled_for > $2 AND state = 'succeeded'`, c.jobs, first).Scan(&n)
+		if n >= len(c.jobs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.logUnfinished(t, time.Now())
+			logConsumers(t, c.e.nats.URL())
+			t.Fatalf("timed out after 30s waiting for the jobs to run again after the wipe")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the jobs ran again %s after the wipe", time.Since(wiped).Round(time.Millisecond))
+	return time.Now().Add(2 * time.Second).Truncate(time.Second)
+}
+
+// assertStreamsBack checks that the streams and key-value buckets that
+// carry tock's work exist again, as `nats stream ls` would show them.
+func assertStreamsBack(t *testing.T, url string) {
+	t.Helper()
+	js := jsFor(t, url)
+	testenv.WaitFor(t, 15*time.Second, "tock's streams and key-value buckets to exist again", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for _, s := range []string{wire.ExecStream, wire.EventStream, "KV_" + wire.CancelBucket, "KV_" + wire.HandlerBucket} {
+			if _, err := js.Stream(ctx, s); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func jsFor(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func TestWipeJetStreamStreamsDeleted(t *testing.T) {
+	c := startWipeCluster(t, "wipe-streams")
+	js := jsFor(t, c.e.nats.URL())
+
+	// Delete every stream tock uses, as `nats stream rm` would: the
+	// events waiting for the recorders, the executions waiting for
+	// executors, and the key-value buckets.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wiped := time.Now()
+	for _, s := range []string{wire.EventStream, wire.ExecStream, "KV_" + wire.CancelBucket, "KV_" + wire.HandlerBucket} {
+		if err := js.DeleteStream(ctx, s); err != nil {
+			t.Fatalf("delete stream %s: %v", s, err)
+		}
+	}
+	t.Logf("deleted the streams in %s", time.Since(wiped).Round(time.Millisecond))
+	to := c.waitRecovered(t, wiped)
+	assertStreamsBack(t, c.e.nats.URL())
+	c.check(t, wiped, to)
+}
+
+func TestWipeJetStreamRestartedEmpty(t *testing.T) {
+	c := startWipeCluster(t, "wipe-nats")
+
+	// NATS restarts on the same address with an empty store: every
+	// stream, consumer, message and key-value bucket is gone.
+	wiped := time.Now()
+	c.e.nats.Stop()
+	c.e.nats.Dir = t.TempDir()
+	if err := c.e.nats.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("NATS restarted empty in %s", time.Since(wiped).Round(time.Millisecond))
+	to := c.waitRecovered(t, wiped)
+	assertStreamsBack(t, c.e.nats.URL())
+	c.check(t, wiped, to)
+}
+
+func TestWipeEtcdRestartedEmpty(t *testing.T) {
+	c := startWipeCluster(t, "wipe-etcd")
+
+	// etcd restarts on the same address with a new data directory: no
+	// members, no owners, no leases, and revisions start again near 1.
+	wiped := time.Now()
+	c.e.etcd.Stop()
+	c.e.etcd.Dir = t.TempDir()
+	if err := c.e.etcd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("etcd restarted empty in %s", time.Since(wiped).Round(time.Millisecond))
+	testenv.WaitFor(t, 30*time.Second, "a and b to own every bucket again", func() bool {
+		o := owners(t, c.cli)
+		return o["a"] > 0 && o["b"] > 0 && o["a"]+o["b"] == 16
+	})
+	t.Logf("every bucket owned again %s after the wipe (%s)", time.Since(wiped).Round(time.Millisecond), sortedKeys(owners(t, c.cli)))
+	to := c.waitRecovered(t, wiped)
+	c.check(t, wiped, to)
+}
