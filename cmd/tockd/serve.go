@@ -176,7 +176,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 		node, err = partition.New(partition.Config{
 			Client: etcd, Cluster: cfg.Cluster, NodeID: cfg.NodeID, Addr: cfg.HTTPAddr,
-			Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: log,
+			Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: log, Fencing: st,
 		})
 		if err != nil {
 			return err
