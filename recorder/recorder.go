@@ -64,6 +64,9 @@ const (
 	// it is full or when no event came for batchLinger.
 	maxBatch    = 500
 	batchLinger = 5 * time.Millisecond
+	// pullHeartbeat is how often JetStream tells a waiting pull it is
+	// still there; two missed mean the consumer is gone.
+	pullHeartbeat = 2 * time.Second
 )
 
 // Recorder consumes EventStream into a Store.
@@ -139,7 +142,10 @@ func (r *Recorder) ensure(ctx context.Context) (jetstream.Consumer, error) {
 
 // consume records events until ctx ends or the iterator fails.
 func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
-	it, err := cons.Messages(jetstream.PullMaxMessages(pullBatch))
+	// A missed heartbeat ends the iterator (and Run sets the consumer up
+	// again): after NATS restarts on an empty store, the iterator would
+	// otherwise wait half a minute on a consumer that no longer exists.
+	it, err := cons.Messages(jetstream.PullMaxMessages(pullBatch), jetstream.PullHeartbeat(pullHeartbeat))
 	if err != nil {
 		return err
 	}
