@@ -55,6 +55,12 @@ func (w *Worker) process(q *queue, msg jetstream.Msg, ackWait time.Duration) {
 	}
 	e := &Execution{Execution: ex, Attempt: ex.Attempt(int(md.NumDelivered))}
 	log = log.With("execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", e.Attempt, "dispatch", ex.Dispatch)
+	// An attempt run here before, published again after JetStream lost
+	// its stream, is answered, not run twice (see journal.go).
+	if w.answerFromJournal(q, msg, e, log) {
+		return
+	}
+	defer w.journal.finish(attemptKey{ex.ExecutionID, ex.Dispatch, e.Attempt})
 
 	// The attempt's context, registered first, so that a cancellation
 	// arriving from now on reaches it.
@@ -413,5 +419,6 @@ func (w *Worker) publishOnce(ctx context.Context, ev wire.Event) error {
 	if _, err := w.js.PublishMsg(ctx, m, jetstream.WithMsgID(ev.MsgID()), jetstream.WithExpectStream(wire.EventStream)); err != nil {
 		return fmt.Errorf("publish %s event %s: %w", ev.Type, ev.MsgID(), err)
 	}
+	w.journal.record(ev)
 	return nil
 }

@@ -204,6 +204,7 @@ type Worker struct {
 	depthEvery   time.Duration // queue depth polls
 
 	cancels     *cancels
+	journal     *journal // recent attempts' events, for a wipe of JetStream
 	keysMu      sync.Mutex
 	keys        map[string]*handlerKey
 	keysChanged chan struct{} // a breaker changed state
@@ -241,6 +242,7 @@ func New(cfg Config) (*Worker, error) {
 		stateEvery:   wire.HandlerStateEvery,
 		depthEvery:   depthPoll,
 		cancels:      newCancels(),
+		journal:      newJournal(time.Now),
 		keys:         make(map[string]*handlerKey),
 		keysChanged:  make(chan struct{}, 1),
 		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait},
@@ -367,6 +369,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	background.Go(func() { w.watchCancels(bgCtx, cancelsReady) })
 	background.Go(func() { w.writeHandlerStates(bgCtx) })
 	background.Go(func() { w.pollDepths(bgCtx, queues) })
+	background.Go(func() { w.watchEventStream(bgCtx) })
 	// Run nothing a cancellation already stops.
 	wait := time.NewTimer(cancelWatchWait)
 	select {
