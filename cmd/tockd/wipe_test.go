@@ -7,14 +7,20 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tock-sched/tock/executor"
@@ -32,43 +38,83 @@ type handlerCall struct {
 	at       time.Time
 }
 
-// handlerCalls records every call of the test's handler, by execution id.
+// handlerCalls records every call of the test's handler, by execution
+// id, and can stop the handler in the middle of one second's executions.
 type handlerCalls struct {
 	mu    sync.Mutex
 	calls map[string][]handlerCall
-	// After the handler has seen armCount executions scheduled for
-	// armSecond, armed is closed.
-	armSecond time.Time
-	armCount  int
-	armed     chan struct{}
+	// Of the executions scheduled for second: how many calls the
+	// handler saw, who waits for a count, and after how many calls the
+	// handler holds each further one until released is closed (0: never).
+	second   time.Time
+	seen     int
+	waiters  map[int]chan struct{}
+	holdFrom int
+	released chan struct{}
 }
 
 func (h *handlerCalls) handle(_ context.Context, x *executor.Execution) (string, error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.calls[x.ExecutionID] = append(h.calls[x.ExecutionID], handlerCall{attempt: x.Attempt, dispatch: x.Dispatch, at: time.Now()})
-	if h.armed != nil && x.ScheduledFor.Equal(h.armSecond) {
-		if h.armCount--; h.armCount == 0 {
-			close(h.armed)
+	hold := false
+	if x.ScheduledFor.Equal(h.second) {
+		h.seen++
+		if c, ok := h.waiters[h.seen]; ok {
+			close(c)
 		}
+		hold = h.holdFrom > 0 && h.seen > h.holdFrom
+	}
+	released := h.released
+	h.mu.Unlock()
+	if hold {
+		<-released
 	}
 	return "ok", nil
 }
 
-// inFlight returns once the handler has run n of the executions
-// scheduled for second: the rest of that second's executions are then
-// being run, or their events are on their way to the recorders.
-func (h *handlerCalls) inFlight(t *testing.T, second time.Time, n int) {
-	t.Helper()
+// watch starts counting the calls for second: after n calls, each
+// further one is held until release. It returns a channel per count in
+// counts, closed when the handler has seen that many.
+func (h *handlerCalls) watch(second time.Time, holdFrom int, counts ...int) []chan struct{} {
 	h.mu.Lock()
-	h.armSecond, h.armCount, h.armed = second, n, make(chan struct{})
-	armed := h.armed
-	h.mu.Unlock()
-	select {
-	case <-armed:
-	case <-time.After(time.Until(second) + 10*time.Second):
-		t.Fatalf("the handler did not run %d executions scheduled for %s", n, second.UTC().Format("15:04:05"))
+	defer h.mu.Unlock()
+	h.second, h.seen, h.holdFrom, h.released = second, 0, holdFrom, make(chan struct{})
+	h.waiters = map[int]chan struct{}{}
+	out := make([]chan struct{}, len(counts))
+	for i, n := range counts {
+		out[i] = make(chan struct{})
+		h.waiters[n] = out[i]
 	}
+	return out
+}
+
+// release lets held calls go on.
+func (h *handlerCalls) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.holdFrom > 0 {
+		close(h.released)
+		h.holdFrom = 0
+	}
+}
+
+// await waits for c, failing the test after d.
+func await(t *testing.T, c <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+}
+
+// callsText is calls for a log line.
+func callsText(calls []handlerCall) string {
+	parts := make([]string, len(calls))
+	for i, c := range calls {
+		parts[i] = fmt.Sprintf("attempt %d of dispatch %d at %s", c.attempt, c.dispatch, c.at.UTC().Format("15:04:05.000"))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 func (h *handlerCalls) of(id string) []handlerCall {
@@ -77,24 +123,36 @@ func (h *handlerCalls) of(id string) []handlerCall {
 	return append([]handlerCall(nil), h.calls[id]...)
 }
 
-// wipeCluster is two tockd processes sharing the buckets, a custom
-// executor in this process (the SDK, as a user's program) recording every
-// handler call, and wipeJobs every-second jobs on it.
+// wipeCluster is two tockd processes sharing the buckets (api,
+// scheduler and executor roles), a third one recording events (recorder
+// role), a custom executor in this process (the SDK, as a user's program)
+// recording every handler call, and wipeJobs every-second jobs on it.
 type wipeCluster struct {
-	e     *env
-	cli   *clientv3.Client
-	base  string
-	jobs  []string
-	calls *handlerCalls
-	from  time.Time // the window's first scheduled time
+	e        *env
+	cli      *clientv3.Client
+	base     string
+	bases    []string // both scheduler nodes' API addresses
+	recorder *exec.Cmd
+	jobs     []string
+	calls    *handlerCalls
+	from     time.Time // the window's first scheduled time
+	// The executor metrics before the test (they count for the process).
+	resent, answered float64
 }
 
 func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 	t.Helper()
 	e := newEnv(t)
 	cli := e.etcdClient(t)
-	base, _, _, _ := twoNodes(t, e, cli)
-	c := &wipeCluster{e: e, cli: cli, base: base, calls: &handlerCalls{calls: map[string][]handlerCall{}}}
+	base, _ := e.startProcess(t, "a", "--roles", "api,scheduler,executor")
+	baseB, _ := e.startProcess(t, "b", "--roles", "api,scheduler,executor")
+	_, r := e.startProcess(t, "r", "--roles", "recorder")
+	testenv.WaitFor(t, 20*time.Second, "a and b to share the buckets", func() bool {
+		o := owners(t, cli)
+		return o["a"] > 0 && o["b"] > 0 && o["a"]+o["b"] == 16
+	})
+	c := &wipeCluster{e: e, cli: cli, base: base, bases: []string{base, baseB}, recorder: r,
+		calls: &handlerCalls{calls: map[string][]handlerCall{}}}
 
 	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
@@ -108,6 +166,7 @@ func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 		t.Fatal(err)
 	}
 	w.Handle(handler, c.calls.handle)
+	c.resent, c.answered = counter(t, "tock_executor_events_resent_total"), counter(t, "tock_executor_redeliveries_answered_total")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -122,10 +181,31 @@ func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 	c.jobs = createJobsConcurrently(t, base, handler, wipeJobs)
 	c.from = time.Now().Add(2 * time.Second).Truncate(time.Second)
 	c.waitFinished(t, c.from.Add(time.Second), 20*time.Second, "the first seconds of the window to run")
-	// The wipe comes while a second's executions are being run and
-	// recorded: work in flight everywhere.
-	c.calls.inFlight(t, time.Now().Truncate(time.Second).Add(2*time.Second), wipeJobs/4)
+	t.Cleanup(c.calls.release)
 	return c
+}
+
+// wipeInFlight calls wipe at a moment when one second's executions are
+// in every place JetStream holds work: some run and recorded, some run
+// with their events waiting for a recorder (the recorder process is
+// killed for it, as if its node had crashed, and started again after the
+// wipe), four running in the handler (held until the wipe is over), and
+// the rest waiting in the exec stream. It returns when wipe began.
+func (c *wipeCluster) wipeInFlight(t *testing.T, wipe func()) time.Time {
+	t.Helper()
+	second := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	reached := c.calls.watch(second, wipeJobs/2, wipeJobs/4, wipeJobs/2)
+	await(t, reached[0], 15*time.Second, "the handler to run a quarter of a second's executions")
+	if err := c.recorder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.recorder.Wait()
+	await(t, reached[1], 15*time.Second, "the handler to run half of a second's executions")
+	wiped := time.Now()
+	wipe()
+	c.calls.release()
+	_, c.recorder = c.e.startProcess(t, "r", "--roles", "recorder")
+	return wiped
 }
 
 // waitFinished waits until every job has a succeeded execution for every
@@ -179,8 +259,8 @@ func (c *wipeCluster) logUnfinished(t *testing.T, to time.Time) {
 			t.Logf("unfinished executions: %v", err)
 			return
 		}
-		t.Logf("unfinished: %s %s attempts=%d dispatches=%d dispatched_at=%v next_attempt_at=%v error=%q handler calls %+v",
-			id, state, attempts, dispatches, dispatched, next, msg, c.calls.of(id))
+		t.Logf("unfinished: %s %s attempts=%d dispatches=%d dispatched_at=%v next_attempt_at=%v error=%q; handler calls %s",
+			id, state, attempts, dispatches, dispatched, next, msg, callsText(c.calls.of(id)))
 	}
 }
 
@@ -191,6 +271,7 @@ func (c *wipeCluster) logUnfinished(t *testing.T, to time.Time) {
 func (c *wipeCluster) check(t *testing.T, wiped, to time.Time) {
 	t.Helper()
 	c.waitFinished(t, to, 30*time.Second, "every execution of the window to succeed")
+	t.Logf("every execution of the window succeeded %s after the wipe", time.Since(wiped).Round(time.Millisecond))
 	assertExactlyOnce(t, c.e.pg, c.jobs, c.from, to)
 
 	rows, err := openStore(t, c.e.pg).Pool().Query(context.Background(), `
@@ -235,8 +316,8 @@ func (c *wipeCluster) check(t *testing.T, wiped, to time.Time) {
 		}
 		if firsts > 1 {
 			twiceFirst++
-			t.Errorf("execution %s ran %d times as attempt 1: %+v (wiped at %s; Postgres: %d attempts, %d dispatches)",
-				id, firsts, calls, wiped.Format("15:04:05.000"), attempts[id], dispatches[id])
+			t.Errorf("execution %s ran %d times as attempt 1: %s (wiped at %s; Postgres: %d attempts, %d dispatches)",
+				id, firsts, callsText(calls), wiped.UTC().Format("15:04:05.000"), attempts[id], dispatches[id])
 		}
 		if len(calls) > 1 {
 			again++
@@ -248,6 +329,55 @@ func (c *wipeCluster) check(t *testing.T, wiped, to time.Time) {
 	t.Logf("%d executions in the window (%s to %s), %d handled before the wipe at %s; %d handled more than once, %d ran twice as attempt 1",
 		len(ids), c.from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"), before,
 		wiped.UTC().Format("15:04:05.000"), again, twiceFirst)
+	var requeued float64
+	for _, base := range c.bases {
+		requeued += scrape(t, base, "tock_wipe_requeued_total")
+	}
+	t.Logf("the nodes re-queued %.0f executions lost with the exec stream; the test's executor sent %.0f events again "+
+		"and answered %.0f deliveries of attempts it had run with their result",
+		requeued, counter(t, "tock_executor_events_resent_total")-c.resent, counter(t, "tock_executor_redeliveries_answered_total")-c.answered)
+}
+
+// counter is the sum of the in-process metric name's series: the test's
+// executor runs here.
+func counter(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// scrape is the sum of metric name's series on the node at base.
+func scrape(t *testing.T, base, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Logf("scrape %s: %v", base, err)
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			f := strings.Fields(rest[strings.LastIndex(rest, "}")+1:])
+			if len(f) > 0 {
+				v, _ := strconv.ParseFloat(f[0], 64)
+				sum += v
+			}
+		}
+	}
+	return sum
 }
 
 // waitRecovered waits until the jobs run again after a wipe at wiped,
@@ -316,12 +446,13 @@ func TestWipeJetStreamStreamsDeleted(t *testing.T) {
 	// executors, and the key-value buckets.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wiped := time.Now()
-	for _, s := range []string{wire.EventStream, wire.ExecStream, "KV_" + wire.CancelBucket, "KV_" + wire.HandlerBucket} {
-		if err := js.DeleteStream(ctx, s); err != nil {
-			t.Fatalf("delete stream %s: %v", s, err)
+	wiped := c.wipeInFlight(t, func() {
+		for _, s := range []string{wire.EventStream, wire.ExecStream, "KV_" + wire.CancelBucket, "KV_" + wire.HandlerBucket} {
+			if err := js.DeleteStream(ctx, s); err != nil {
+				t.Errorf("delete stream %s: %v", s, err)
+			}
 		}
-	}
+	})
 	t.Logf("deleted the streams in %s", time.Since(wiped).Round(time.Millisecond))
 	to := c.waitRecovered(t, wiped)
 	assertStreamsBack(t, c.e.nats.URL())
@@ -333,12 +464,14 @@ func TestWipeJetStreamRestartedEmpty(t *testing.T) {
 
 	// NATS restarts on the same address with an empty store: every
 	// stream, consumer, message and key-value bucket is gone.
-	wiped := time.Now()
-	c.e.nats.Stop()
-	c.e.nats.Dir = t.TempDir()
-	if err := c.e.nats.Start(); err != nil {
-		t.Fatal(err)
-	}
+	dir := t.TempDir()
+	wiped := c.wipeInFlight(t, func() {
+		c.e.nats.Stop()
+		c.e.nats.Dir = dir
+		if err := c.e.nats.Start(); err != nil {
+			t.Error(err)
+		}
+	})
 	t.Logf("NATS restarted empty in %s", time.Since(wiped).Round(time.Millisecond))
 	to := c.waitRecovered(t, wiped)
 	assertStreamsBack(t, c.e.nats.URL())
@@ -350,6 +483,9 @@ func TestWipeEtcdRestartedEmpty(t *testing.T) {
 
 	// etcd restarts on the same address with a new data directory: no
 	// members, no owners, no leases, and revisions start again near 1.
+	// While a second's executions run.
+	reached := c.calls.watch(time.Now().Truncate(time.Second).Add(2*time.Second), 0, wipeJobs/4)
+	await(t, reached[0], 15*time.Second, "the handler to run a quarter of a second's executions")
 	wiped := time.Now()
 	c.e.etcd.Stop()
 	c.e.etcd.Dir = t.TempDir()
