@@ -3,7 +3,6 @@ package executor
 import (
 	"container/list"
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -39,10 +38,6 @@ const (
 	// JournalBytes bounds the memory the journal holds (about: events
 	// are counted by their error and output, plus a fixed overhead).
 	JournalBytes = 32 << 20
-	// journalCheckEvery is how often the event stream's incarnation is
-	// read. The scheduler waits (dispatcher.DefaultWipeGrace) well beyond
-	// it before it publishes lost executions again.
-	journalCheckEvery = time.Second
 	// journalEntryBytes is what an entry costs beyond its strings.
 	journalEntryBytes = 400
 )
@@ -192,33 +187,6 @@ func (j *journal) events() []wire.Event {
 		}
 	}
 	return out
-}
-
-// watchEventStream sends the journal again into every new incarnation of
-// the event stream, until ctx ends.
-func (w *Worker) watchEventStream(ctx context.Context) {
-	watch := wire.NewIncarnationWatch(w.js, wire.EventStream)
-	t := time.NewTicker(journalCheckEvery)
-	defer t.Stop()
-	resend := false
-	for {
-		cctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		inc, isNew, err := watch.Check(cctx)
-		cancel()
-		switch {
-		case err != nil:
-			if ctx.Err() == nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-				w.log.Debug("read event stream", "err", err)
-			}
-		case isNew || resend:
-			resend = !w.resend(ctx, inc)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // resend publishes the journal's events into a new event stream. It

@@ -136,7 +136,7 @@ func TestEventsAreSentAgainIntoANewEventStream(t *testing.T) {
 	if second.Output != "second time lucky" || second.StartedAt == nil || !second.StartedAt.Equal(started.At) {
 		t.Errorf("success sent again as %+v, want its output and its start %s", second, started.At)
 	}
-	evs.none(2 * journalCheckEvery)
+	evs.none(2 * wipeCheckEvery)
 }
 
 func TestJournalForgetsOldAttemptsAndKeepsWithinItsBytes(t *testing.T) {
@@ -182,5 +182,47 @@ func TestJournalForgetsOldAttemptsAndKeepsWithinItsBytes(t *testing.T) {
 	evs := j.events()
 	if j.bytes > JournalBytes || len(evs) >= n || evs[len(evs)-1].ExecutionID != fmt.Sprint("big-", n-1) {
 		t.Fatalf("%d events in %d bytes after %d big ones; want the newest within %d bytes", len(evs), j.bytes, n, JournalBytes)
+	}
+}
+
+// The cancel bucket lost and created again: its sequence numbers start
+// over, and a watcher that resumed where it was would skip every key up
+// to its old position. Cancelling a running attempt still stops it.
+func TestCancelReachesAttemptsAfterTheCancelBucketIsNew(t *testing.T) {
+	e := newEnv(t)
+	w := e.worker(e.nc, "exec-c")
+	cause := make(chan error, 1)
+	entered := make(chan struct{}, 1)
+	w.Handle("long", func(ctx context.Context, x *Execution) (string, error) {
+		entered <- struct{}{}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return "", ctx.Err()
+	})
+	e.run(w)
+	var old []string
+	for range 5 {
+		id := execution("long").ExecutionID
+		e.cancel(id)
+		old = append(old, id)
+	}
+	if !waitUntil(func() bool { return w.cancels.has(old[len(old)-1]) }) {
+		t.Fatal("the worker never saw the first cancellations")
+	}
+
+	e.recreate("KV_" + wire.CancelBucket)
+	ex := execution("long")
+	e.publish(ex)
+	recv(t, entered)
+	cancelled := time.Now()
+	e.cancel(ex.ExecutionID)
+	select {
+	case err := <-cause:
+		if !errors.Is(err, ErrCancelled) {
+			t.Errorf("handler context's cause %v, want ErrCancelled", err)
+		}
+		t.Logf("attempt stopped %s after its cancellation in the new bucket", time.Since(cancelled).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler context not cancelled within 5s of a cancellation in the new bucket")
 	}
 }
