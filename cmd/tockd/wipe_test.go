@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -136,6 +137,12 @@ type wipeCluster struct {
 	jobs     []string
 	calls    *handlerCalls
 	from     time.Time // the window's first scheduled time
+	// A second handler, <handler>-cancel, runs until its execution is
+	// cancelled: it sends its execution id to started, then how its
+	// context ended to stopped.
+	cancelHandler string
+	started       chan string
+	stopped       chan error
 	// The executor metrics before the test (they count for the process).
 	resent, answered float64
 }
@@ -152,7 +159,8 @@ func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 		return o["a"] > 0 && o["b"] > 0 && o["a"]+o["b"] == 16
 	})
 	c := &wipeCluster{e: e, cli: cli, base: base, bases: []string{base, baseB}, recorder: r,
-		calls: &handlerCalls{calls: map[string][]handlerCall{}}}
+		calls: &handlerCalls{calls: map[string][]handlerCall{}}, cancelHandler: handler + "-cancel",
+		started: make(chan string, 10), stopped: make(chan error, 10)}
 
 	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
@@ -166,6 +174,12 @@ func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 		t.Fatal(err)
 	}
 	w.Handle(handler, c.calls.handle)
+	w.Handle(c.cancelHandler, func(ctx context.Context, x *executor.Execution) (string, error) {
+		c.started <- x.ExecutionID
+		<-ctx.Done()
+		c.stopped <- context.Cause(ctx)
+		return "", context.Cause(ctx)
+	})
 	c.resent, c.answered = counter(t, "tock_executor_events_resent_total"), counter(t, "tock_executor_redeliveries_answered_total")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -406,6 +420,36 @@ func (c *wipeCluster) waitRecovered(t *testing.T, wiped time.Time) time.Time {
 	return time.Now().Add(2 * time.Second).Truncate(time.Second)
 }
 
+// assertCancelStops checks that cancelling an execution through the API
+// still stops its running attempt: executors hear of it through the
+// TOCK_CANCELLED key-value bucket, which a JetStream wipe takes too.
+func (c *wipeCluster) assertCancelStops(t *testing.T) {
+	t.Helper()
+	id := runOnce(t, c.base, map[string]any{"name": "cancelled-after-the-wipe",
+		"handler": map[string]any{"type": "custom", "name": c.cancelHandler}})
+	select {
+	case got := <-c.started:
+		if got != id {
+			t.Fatalf("the cancel handler started %s, want %s", got, id)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the execution to cancel never started")
+	}
+	asked := time.Now()
+	if code := call(t, "POST", c.base+"/v1/executions/"+id+"/cancel", nil, nil); code != http.StatusOK {
+		t.Fatalf("cancel: %d", code)
+	}
+	select {
+	case cause := <-c.stopped:
+		if !errors.Is(cause, executor.ErrCancelled) {
+			t.Errorf("the attempt's context ended with %v, want executor.ErrCancelled", cause)
+		}
+		t.Logf("after the wipe, a cancel through the API stopped its running attempt in %s", time.Since(asked).Round(time.Millisecond))
+	case <-time.After(2 * time.Second):
+		t.Fatal("a cancel through the API did not stop the running attempt within 2 s after the wipe")
+	}
+}
+
 // assertStreamsBack checks that the streams and key-value buckets that
 // carry tock's work exist again, as `nats stream ls` would show them.
 func assertStreamsBack(t *testing.T, url string) {
@@ -457,6 +501,7 @@ func TestWipeJetStreamStreamsDeleted(t *testing.T) {
 	to := c.waitRecovered(t, wiped)
 	assertStreamsBack(t, c.e.nats.URL())
 	c.check(t, wiped, to)
+	c.assertCancelStops(t)
 }
 
 func TestWipeJetStreamRestartedEmpty(t *testing.T) {
@@ -476,6 +521,7 @@ func TestWipeJetStreamRestartedEmpty(t *testing.T) {
 	to := c.waitRecovered(t, wiped)
 	assertStreamsBack(t, c.e.nats.URL())
 	c.check(t, wiped, to)
+	c.assertCancelStops(t)
 }
 
 func TestWipeEtcdRestartedEmpty(t *testing.T) {
