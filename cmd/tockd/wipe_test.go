@@ -204,8 +204,11 @@ func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 // with their events waiting for a recorder (the recorder process is
 // killed for it, as if its node had crashed, and started again after the
 // wipe), four running in the handler (held until the wipe is over), and
-// the rest waiting in the exec stream. It returns when wipe began.
-func (c *wipeCluster) wipeInFlight(t *testing.T, wipe func()) time.Time {
+// the rest waiting in the exec stream. It returns when wipe began. With
+// recorderLate, the recorder comes back only once the nodes have
+// published the lost executions again: the events the executor sends
+// again are then still unrecorded when those executions reach it.
+func (c *wipeCluster) wipeInFlight(t *testing.T, recorderLate bool, wipe func()) time.Time {
 	t.Helper()
 	second := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	reached := c.calls.watch(second, wipeJobs/2, wipeJobs/4, wipeJobs/2)
@@ -218,8 +221,31 @@ func (c *wipeCluster) wipeInFlight(t *testing.T, wipe func()) time.Time {
 	wiped := time.Now()
 	wipe()
 	c.calls.release()
+	if recorderLate {
+		testenv.WaitFor(t, 30*time.Second, "the nodes to publish the lost executions again", func() bool {
+			return c.counters(t).requeued > 0
+		})
+	}
 	_, c.recorder = c.e.startProcess(t, "r", "--roles", "recorder")
 	return wiped
+}
+
+// recoveryCounters are tock's counts of what it did after a wipe.
+type recoveryCounters struct {
+	requeued float64 // by the nodes: executions published again
+	resent   float64 // by the test's executor: events sent again
+	answered float64 // by the test's executor: deliveries answered from its journal
+}
+
+func (c *wipeCluster) counters(t *testing.T) recoveryCounters {
+	t.Helper()
+	var r recoveryCounters
+	for _, base := range c.bases {
+		r.requeued += scrape(t, base, "tock_wipe_requeued_total")
+	}
+	r.resent = counter(t, "tock_executor_events_resent_total") - c.resent
+	r.answered = counter(t, "tock_executor_redeliveries_answered_total") - c.answered
+	return r
 }
 
 // waitFinished waits until every job has a succeeded execution for every
@@ -343,13 +369,9 @@ func (c *wipeCluster) check(t *testing.T, wiped, to time.Time) {
 	t.Logf("%d executions in the window (%s to %s), %d handled before the wipe at %s; %d handled more than once, %d ran twice as attempt 1",
 		len(ids), c.from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"), before,
 		wiped.UTC().Format("15:04:05.000"), again, twiceFirst)
-	var requeued float64
-	for _, base := range c.bases {
-		requeued += scrape(t, base, "tock_wipe_requeued_total")
-	}
+	r := c.counters(t)
 	t.Logf("the nodes re-queued %.0f executions lost with the exec stream; the test's executor sent %.0f events again "+
-		"and answered %.0f deliveries of attempts it had run with their result",
-		requeued, counter(t, "tock_executor_events_resent_total")-c.resent, counter(t, "tock_executor_redeliveries_answered_total")-c.answered)
+		"and answered %.0f deliveries of attempts it had run with their result", r.requeued, r.resent, r.answered)
 }
 
 // counter is the sum of the in-process metric name's series: the test's
@@ -481,6 +503,9 @@ func jsFor(t *testing.T, url string) jetstream.JetStream {
 	return js
 }
 
+// The recorder comes back at once: the events the executor sends again
+// are recorded before the nodes publish the lost executions again, so
+// those it had run are not published at all.
 func TestWipeJetStreamStreamsDeleted(t *testing.T) {
 	c := startWipeCluster(t, "wipe-streams")
 	js := jsFor(t, c.e.nats.URL())
@@ -490,37 +515,49 @@ func TestWipeJetStreamStreamsDeleted(t *testing.T) {
 	// executors, and the key-value buckets.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	wiped := c.wipeInFlight(t, func() {
+	wiped := c.wipeInFlight(t, false, func() {
+		began := time.Now()
 		for _, s := range []string{wire.EventStream, wire.ExecStream, "KV_" + wire.CancelBucket, "KV_" + wire.HandlerBucket} {
 			if err := js.DeleteStream(ctx, s); err != nil {
 				t.Errorf("delete stream %s: %v", s, err)
 			}
 		}
+		t.Logf("deleted the streams in %s", time.Since(began).Round(time.Millisecond))
 	})
-	t.Logf("deleted the streams in %s", time.Since(wiped).Round(time.Millisecond))
 	to := c.waitRecovered(t, wiped)
 	assertStreamsBack(t, c.e.nats.URL())
 	c.check(t, wiped, to)
+	if r := c.counters(t); r.requeued == 0 || r.resent == 0 {
+		t.Errorf("the wipe lost no execution or no event (%+v): the test no longer wipes work in flight", r)
+	}
 	c.assertCancelStops(t)
 }
 
+// The recorder comes back only after the nodes have published the lost
+// executions again: those the executor had run reach it again, and it
+// answers them from its journal instead of running them.
 func TestWipeJetStreamRestartedEmpty(t *testing.T) {
 	c := startWipeCluster(t, "wipe-nats")
 
 	// NATS restarts on the same address with an empty store: every
 	// stream, consumer, message and key-value bucket is gone.
 	dir := t.TempDir()
-	wiped := c.wipeInFlight(t, func() {
+	wiped := c.wipeInFlight(t, true, func() {
+		began := time.Now()
 		c.e.nats.Stop()
 		c.e.nats.Dir = dir
 		if err := c.e.nats.Start(); err != nil {
 			t.Error(err)
 		}
+		t.Logf("NATS restarted empty in %s", time.Since(began).Round(time.Millisecond))
 	})
-	t.Logf("NATS restarted empty in %s", time.Since(wiped).Round(time.Millisecond))
 	to := c.waitRecovered(t, wiped)
 	assertStreamsBack(t, c.e.nats.URL())
 	c.check(t, wiped, to)
+	if r := c.counters(t); r.requeued == 0 || r.answered == 0 {
+		t.Errorf("no execution was published again, or none reached the executor that had run it (%+v): "+
+			"the test no longer wipes work in flight", r)
+	}
 	c.assertCancelStops(t)
 }
 
