@@ -407,14 +407,9 @@ func (w *Worker) publish(ev wire.Event) error {
 }
 
 func (w *Worker) publishOnce(ctx context.Context, ev wire.Event) error {
-	data, err := json.Marshal(ev)
+	m, err := eventMsg(ev)
 	if err != nil {
-		return fmt.Errorf("encode %s event: %w", ev.Type, err)
-	}
-	m := &nats.Msg{
-		Subject: wire.EventSubjectPrefix + ev.Type,
-		Data:    data,
-		Header:  nats.Header{wire.HeaderExecutionID: []string{ev.ExecutionID}},
+		return err
 	}
 	if _, err := w.js.PublishMsg(ctx, m, jetstream.WithMsgID(ev.MsgID()), jetstream.WithExpectStream(wire.EventStream)); err != nil {
 		return fmt.Errorf("publish %s event %s: %w", ev.Type, ev.MsgID(), err)

@@ -3,10 +3,14 @@ package executor
 import (
 	"container/list"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -189,25 +193,69 @@ func (j *journal) events() []wire.Event {
 	return out
 }
 
-// resend publishes the journal's events into a new event stream. It
+// resendWindow is how many events resend has in flight at once.
+const resendWindow = 1000
+
+// resend publishes the journal's events into a new event stream, many at
+// a time: the scheduler publishes lost executions again DefaultWipeGrace
+// after the new stream appeared, and the events should be in before. It
 // reports whether all were acknowledged.
 func (w *Worker) resend(ctx context.Context, inc wire.Incarnation) bool {
 	evs := w.journal.events()
 	w.log.Warn("event stream is new (JetStream lost the old one); sending the events of recent attempts again",
 		"stream", inc.Stream, "events", len(evs))
-	for i, ev := range evs {
-		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		err := w.publishOnce(pctx, ev)
-		cancel()
+	for sent := 0; sent < len(evs); {
+		batch := evs[sent:min(sent+resendWindow, len(evs))]
+		futures := make([]jetstream.PubAckFuture, 0, len(batch))
+		var err error
+		for _, ev := range batch {
+			var m *nats.Msg
+			if m, err = eventMsg(ev); err != nil {
+				break
+			}
+			var f jetstream.PubAckFuture
+			if f, err = w.js.PublishMsgAsync(m, jetstream.WithMsgID(ev.MsgID()), jetstream.WithExpectStream(wire.EventStream)); err != nil {
+				break
+			}
+			futures = append(futures, f)
+		}
+		timeout := time.NewTimer(publishTimeout)
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+				journalResent.Inc()
+				continue
+			case err = <-f.Err():
+			case <-timeout.C:
+				err = errors.New("no publish ack in time")
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+			break
+		}
+		timeout.Stop()
 		if err != nil {
 			if ctx.Err() == nil {
-				w.log.Warn("send event again; retrying the rest", "sent", i, "of", len(evs), "err", err)
+				w.log.Warn("send events again; trying again", "sent", sent, "of", len(evs), "err", err)
 			}
 			return false
 		}
-		journalResent.Inc()
+		sent += len(batch)
 	}
 	return true
+}
+
+// eventMsg is the NATS message of ev, for the event stream.
+func eventMsg(ev wire.Event) (*nats.Msg, error) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
+	}
+	return &nats.Msg{
+		Subject: wire.EventSubjectPrefix + ev.Type,
+		Data:    data,
+		Header:  nats.Header{wire.HeaderExecutionID: []string{ev.ExecutionID}},
+	}, nil
 }
 
 // answerFromJournal handles a delivery of an attempt this executor knows:
