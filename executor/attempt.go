@@ -54,6 +54,12 @@ func (w *Worker) process(q *queue, msg jetstream.Msg, ackWait time.Duration) {
 	}
 	e := &Execution{Execution: ex, Attempt: ex.Attempt(int(md.NumDelivered)), PublishedAt: md.Timestamp.UTC()}
 	log = log.With("execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", e.Attempt, "dispatch", ex.Dispatch)
+	// An attempt run here before, published again after JetStream lost
+	// its stream, is answered, not run twice (see journal.go).
+	if w.answerFromJournal(q, msg, e, log) {
+		return
+	}
+	defer w.journal.finish(attemptKey{ex.ExecutionID, ex.Dispatch, e.Attempt})
 
 	// The attempt's context, registered first, so that a cancellation
 	// arriving from now on reaches it.
@@ -383,10 +389,18 @@ func (w *Worker) event(e *Execution, typ string) wire.Event {
 // batch's Nats-Msg-Id makes its retries harmless; a redelivered attempt's
 // events are recorded idempotently.
 func (w *Worker) publish(ev wire.Event) error {
-	return w.events.send(w.abandonCtx, ev)
+	if err := w.events.send(w.abandonCtx, ev); err != nil {
+		return err
+	}
+	w.journal.record(ev)
+	return nil
 }
 
 // publishOnce is publish bounded by ctx.
 func (w *Worker) publishOnce(ctx context.Context, ev wire.Event) error {
-	return w.events.send(ctx, ev)
+	if err := w.events.send(ctx, ev); err != nil {
+		return err
+	}
+	w.journal.record(ev)
+	return nil
 }

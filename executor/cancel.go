@@ -142,6 +142,8 @@ func (w *Worker) watchCancelsOnce(ctx context.Context, markReady func(), prune <
 			return ctx.Err()
 		case <-prune:
 			w.cancels.prune(w.now().Add(-wire.CancelTTL))
+		case <-w.cancelsNew:
+			return errors.New(wire.CancelBucket + " is new: watching it again from its start")
 		case entry, ok := <-watcher.Updates():
 			if !ok {
 				return errors.New("watch of " + wire.CancelBucket + " ended")

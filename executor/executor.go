@@ -208,6 +208,8 @@ type Worker struct {
 
 	events      *eventBatcher
 	cancels     *cancels
+	journal     *journal      // recent attempts' events, for a wipe of JetStream
+	cancelsNew  chan struct{} // cap 1: the cancel bucket is new, watch it again
 	keysMu      sync.Mutex
 	keys        map[string]*handlerKey
 	keysChanged chan struct{} // a breaker changed state
@@ -246,6 +248,8 @@ func New(cfg Config) (*Worker, error) {
 		depthEvery:   depthPoll,
 		cancels:      newCancels(),
 		events:       newEventBatcher(js),
+		journal:      newJournal(time.Now),
+		cancelsNew:   make(chan struct{}, 1),
 		keys:         make(map[string]*handlerKey),
 		keysChanged:  make(chan struct{}, 1),
 		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait},
@@ -373,6 +377,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	background.Go(func() { w.watchCancels(bgCtx, cancelsReady) })
 	background.Go(func() { w.writeHandlerStates(bgCtx) })
 	background.Go(func() { w.pollDepths(bgCtx, queues) })
+	background.Go(func() { w.watchWipes(bgCtx) })
 	// Run nothing a cancellation already stops.
 	wait := time.NewTimer(cancelWatchWait)
 	select {

@@ -18,16 +18,31 @@
 //	owners/<bucket>  the owner's node id, on the owner's lease; the bucket
 //	                 is zero-padded to 5 digits so keys sort
 //
-// Lease loss. A bucket's epoch is the etcd revision at which its owner key
-// was created; it grows with every new ownership. The scanner records it in
-// Postgres before firing and every firing transaction checks it, so safety
-// never rests on the lease alone. On top of that a node stops firing on its
+// Lease loss. A bucket's epoch grows with every new ownership: it is the
+// etcd revision at which its owner key was created, with the cluster's etcd
+// generation in its high bits (Epoch). The scanner records it in Postgres
+// before firing and every firing transaction checks it, so safety never
+// rests on the lease alone. On top of that a node stops firing on its
 // own before its lease can have expired: it measures every keep-alive by
 // its local monotonic clock (the lease is valid until at least send time +
 // TTL) and releases all buckets locally when that deadline comes near, or
 // when the concurrency.Session reports the lease gone. It then starts over
 // with a new lease; it never trusts a claim made with a lease it has
 // already given up (etcd issue 19597, "phantom leadership").
+//
+// etcd wiped. Revisions alone would not do as epochs: an etcd that lost
+// its data (or was restored from an older snapshot) counts revisions from
+// near 1 again, below the epochs Postgres recorded, and every claim would
+// be fenced for good. So each life of etcd gets a generation, allocated in
+// Postgres (Config.Fencing) above every generation before and published in
+// etcd under generation; an epoch is generation<<40 | revision. A node
+// reads the generation when it joins, and starts a new one when etcd has
+// none or is behind the highest epoch Postgres recorded; a node that sees
+// the generation change while it holds buckets lets them all go and joins
+// again. Epochs therefore grow across a wipe as they do within one etcd
+// life, and a deposed owner's stale claim still loses.
+//
+//	generation       decimal generation number, no lease
 package partition
 
 import (
@@ -79,6 +94,11 @@ type Config struct {
 	// etcd events; default TTL.
 	Resync time.Duration
 	Logger *slog.Logger
+	// Fencing keeps epochs growing when etcd starts over (see the package
+	// doc); *store.Store is one. Without it an epoch is the bare create
+	// revision of the owner key, and after etcd loses its data every
+	// claim is fenced until its revision passes the recorded epochs.
+	Fencing Fencing
 }
 
 func (c *Config) validate() error {
@@ -136,7 +156,7 @@ type Member struct {
 // Owner is one bucket's ownership as seen in etcd.
 type Owner struct {
 	Node  string
-	Epoch int64 // create revision of the owner key
+	Epoch int64 // Epoch(generation, create revision of the owner key)
 	Lease clientv3.LeaseID
 }
 
@@ -150,6 +170,8 @@ type Node struct {
 	owners  map[int]Owner
 	owned   map[int]int64 // buckets this node has handed to its Handler
 	seen    map[int]int64 // newest revision applied per owner key
+	gen     int64         // this session's etcd generation
+	genGone bool          // the generation key changed since the session read it
 	lease   clientv3.LeaseID
 	prev    clientv3.LeaseID // the lease of the session before, if not revoked
 	until   time.Time        // local monotonic deadline before which the lease is surely alive
@@ -233,6 +255,14 @@ func (n *Node) session(ctx context.Context, h Handler) error {
 		n.prev = 0
 		n.mu.Unlock()
 	}
+	// The generation is read before the lease is granted, so that its
+	// Postgres round trips do not eat into the lease; load checks below
+	// that etcd still has it once the lease exists, so a claim with this
+	// lease cannot succeed in an etcd life the generation is not from.
+	gen, err := n.generation(ctx)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	grant, err := cli.Grant(ctx, ttl)
 	if err != nil {
@@ -243,6 +273,7 @@ func (n *Node) session(ctx context.Context, h Handler) error {
 		return fmt.Errorf("session: %w", err)
 	}
 	n.mu.Lock()
+	n.gen, n.genGone = gen, false
 	n.lease = grant.ID
 	n.until = start.Add(n.cfg.TTL - n.margin())
 	n.members, n.owners, n.owned, n.seen = map[string]Member{}, map[int]Owner{}, map[int]int64{}, map[int]int64{}
@@ -331,6 +362,12 @@ func (n *Node) session(ctx context.Context, h Handler) error {
 			for _, ev := range wr.Events {
 				n.apply(ev)
 			}
+			if n.generationGone() {
+				// Our epochs are fenced from now on: let everything go
+				// and join again in the new generation.
+				err = errGenerationChanged
+				return err
+			}
 			n.reconcile(sctx, h)
 		case <-resync.C:
 			n.reconcile(sctx, h)
@@ -351,10 +388,27 @@ func (n *Node) load(ctx context.Context) (int64, error) {
 	n.mu.Lock()
 	n.members, n.owners, n.seen = map[string]Member{}, map[int]Owner{}, map[int]int64{}
 	n.mu.Unlock()
+	hasGen := false
 	for _, kv := range resp.Kvs {
+		hasGen = hasGen || string(kv.Key) == GenerationKey(n.cfg.Cluster)
 		n.apply(&clientv3.Event{Type: clientv3.EventTypePut, Kv: kv})
 	}
+	if n.cfg.Fencing != nil && !hasGen {
+		// Deleted, or etcd was wiped since the session read it.
+		n.mu.Lock()
+		n.genGone = true
+		n.mu.Unlock()
+	}
+	if n.generationGone() {
+		return 0, errGenerationChanged
+	}
 	return resp.Header.Revision, nil
+}
+
+func (n *Node) generationGone() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.genGone
 }
 
 func (n *Node) apply(ev *clientv3.Event) {
@@ -362,6 +416,10 @@ func (n *Node) apply(ev *clientv3.Event) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
+	case key == GenerationKey(n.cfg.Cluster):
+		if n.cfg.Fencing != nil && (ev.Type == clientv3.EventTypeDelete || string(ev.Kv.Value) != strconv.FormatInt(n.gen, 10)) {
+			n.genGone = true
+		}
 	case strings.HasPrefix(key, MembersPrefix(n.cfg.Cluster)):
 		id := strings.TrimPrefix(key, MembersPrefix(n.cfg.Cluster))
 		if ev.Type == clientv3.EventTypeDelete {
@@ -388,7 +446,7 @@ func (n *Node) apply(ev *clientv3.Event) {
 			delete(n.owners, b)
 			return
 		}
-		n.owners[b] = Owner{Node: string(ev.Kv.Value), Epoch: ev.Kv.CreateRevision, Lease: clientv3.LeaseID(ev.Kv.Lease)}
+		n.owners[b] = Owner{Node: string(ev.Kv.Value), Epoch: Epoch(n.gen, ev.Kv.CreateRevision), Lease: clientv3.LeaseID(ev.Kv.Lease)}
 	}
 }
 
@@ -433,7 +491,7 @@ func (n *Node) reconcile(ctx context.Context, h Handler) {
 
 func (n *Node) claim(ctx context.Context, h Handler, b int) error {
 	n.mu.Lock()
-	lease, until := n.lease, n.until
+	lease, until, gen := n.lease, n.until, n.gen
 	n.mu.Unlock()
 	key := OwnerKey(n.cfg.Cluster, b)
 	resp, err := n.cfg.Client.Txn(ctx).
@@ -451,12 +509,18 @@ func (n *Node) claim(ctx context.Context, h Handler, b int) error {
 	if time.Now().After(until) {
 		return fmt.Errorf("claim of bucket %d returned after the lease deadline", b)
 	}
-	epoch := resp.Header.Revision
+	rev := resp.Header.Revision
+	if rev >= 1<<RevisionBits {
+		// Unreachable in practice; an epoch must not spill into the
+		// generation bits.
+		return fmt.Errorf("claim of bucket %d at etcd revision %d: beyond the %d bits an epoch keeps for revisions", b, rev, RevisionBits)
+	}
+	epoch := Epoch(gen, rev)
 	n.mu.Lock()
 	n.owned[b] = epoch
 	n.owners[b] = Owner{Node: n.cfg.NodeID, Epoch: epoch, Lease: lease}
-	if n.seen[b] < epoch {
-		n.seen[b] = epoch
+	if n.seen[b] < rev {
+		n.seen[b] = rev
 	}
 	n.rebal++
 	rebalances.Inc()
@@ -477,7 +541,7 @@ func (n *Node) release(ctx context.Context, h Handler, b int) {
 	key := OwnerKey(n.cfg.Cluster, b)
 	// Delete only our own key of this ownership, never a successor's.
 	_, err := n.cfg.Client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", epoch),
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", EpochRevision(epoch)),
 			clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
 		Then(clientv3.OpDelete(key)).
 		Commit()

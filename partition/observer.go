@@ -108,20 +108,28 @@ func (o *Observer) timeLeft(ctx context.Context, lease clientv3.LeaseID) (time.D
 }
 
 // Owners reads every bucket's owner key: bucket → owner, with the epoch
-// (the key's create revision) and lease. Buckets nobody owns are absent.
+// (Epoch of the cluster's etcd generation and the key's create revision)
+// and lease. Buckets nobody owns are absent.
 func (o *Observer) Owners(ctx context.Context) (map[int]Owner, error) {
 	prefix := OwnersPrefix(o.cluster)
-	resp, err := o.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	// One transaction: the generation and the owners at one revision.
+	resp, err := o.cli.Txn(ctx).Then(clientv3.OpGet(GenerationKey(o.cluster)), clientv3.OpGet(prefix, clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("partition: read owners of cluster %s: %w", o.cluster, err)
 	}
-	out := make(map[int]Owner, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
+	var gen int64
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		// No generation, or one that does not parse: nodes use 0 then too.
+		gen, _ = strconv.ParseInt(string(kvs[0].Value), 10, 64)
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	out := make(map[int]Owner, len(kvs))
+	for _, kv := range kvs {
 		b, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), prefix))
 		if err != nil {
 			continue
 		}
-		out[b] = Owner{Node: string(kv.Value), Epoch: kv.CreateRevision, Lease: clientv3.LeaseID(kv.Lease)}
+		out[b] = Owner{Node: string(kv.Value), Epoch: Epoch(gen, kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease)}
 	}
 	return out, nil
 }

@@ -67,6 +67,9 @@ const (
 	batchLinger = 5 * time.Millisecond
 	// Writers is how many batches are written at once.
 	Writers = 3
+	// pullHeartbeat is how often JetStream tells a waiting pull it is
+	// still there; two missed mean the consumer is gone.
+	pullHeartbeat = 2 * time.Second
 )
 
 // Recorder consumes EventStream into a Store.
@@ -147,7 +150,10 @@ func (r *Recorder) ensure(ctx context.Context) (jetstream.Consumer, error) {
 // Events of one execution in two batches in flight may be applied out of
 // order, which the store's rules allow (see the package doc).
 func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
-	it, err := cons.Messages(jetstream.PullMaxMessages(pullBatch))
+	// A missed heartbeat ends the iterator (and Run sets the consumer up
+	// again): after NATS restarts on an empty store, the iterator would
+	// otherwise wait half a minute on a consumer that no longer exists.
+	it, err := cons.Messages(jetstream.PullMaxMessages(pullBatch), jetstream.PullHeartbeat(pullHeartbeat))
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"sync"
 	"time"
 
@@ -176,7 +178,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 		node, err = partition.New(partition.Config{
 			Client: etcd, Cluster: cfg.Cluster, NodeID: cfg.NodeID, Addr: cfg.HTTPAddr,
-			Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: log,
+			Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: log, Fencing: st,
 		})
 		if err != nil {
 			return err
@@ -188,7 +190,15 @@ func Serve(ctx context.Context, cfg Config) error {
 			return err
 		}
 		disp.SetClock(scan.Passed)
+		wipe, err := dispatcher.NewWipeRecovery(dispatcher.WipeConfig{
+			JS: js, Store: st, Buckets: func() []int { return slices.Sorted(maps.Keys(node.Owned())) },
+			Now: scan.Now, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
 		start("dispatcher", disp.Run)
+		start("wipe-recovery", wipe.Run)
 		start("scanner", scan.Run)
 		start("partition", func(ctx context.Context) error { return node.Run(ctx, scan) })
 		start("maintenance", func(ctx context.Context) error { return maintain(ctx, st, log) })
@@ -288,7 +298,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = httpSrv.Shutdown(sctx)
 	scancel()
-	stopRole("partition", "maintenance")
+	stopRole("partition", "maintenance", "wipe-recovery")
 	stopRole("scanner")
 	if node != nil {
 		// Let the dispatcher publish what the scanner fired last; anything

@@ -1,0 +1,175 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/tock-sched/tock/executor/wire"
+)
+
+var wipeRequeued = promauto.NewCounter(prometheus.CounterOpts{
+	Name: "tock_wipe_requeued_total",
+	Help: "Executions put back in the outbox because JetStream lost the stream they had been published to.",
+})
+
+// Wipe defaults.
+const (
+	// DefaultWipeCheckEvery is how often the exec stream's incarnation
+	// is read.
+	DefaultWipeCheckEvery = 2 * time.Second
+	// DefaultWipeGrace is how long after a new exec stream appears the
+	// executions lost with the old one are re-queued. Meanwhile
+	// executors re-send the events of the attempts they ran (see package
+	// executor), and attempts still running report their start, so that
+	// Postgres learns what did run before anything is published again.
+	DefaultWipeGrace = 10 * time.Second
+)
+
+// Bounds of the re-queue. While the new stream's duplicate window still
+// covers every publish into it (dedupWithin of its creation, with time to
+// spare for the re-publish itself), executions marked dispatched up to
+// clockSlack after its creation are re-queued too: one the new stream has
+// already is dropped as a duplicate, so erring late costs nothing and
+// absorbs the error of placing the creation on the cluster clock. Later,
+// only those dispatched clockSlack before it are, as no duplicate window
+// protects a mistaken re-publish then; that pass repeats every
+// lateCheckEvery, for buckets whose owner missed the window.
+const (
+	clockSlack     = time.Second
+	dedupWithin    = wire.DuplicateWindow - 30*time.Second
+	lateCheckEvery = time.Minute
+)
+
+// WipeStore is what WipeRecovery needs from Postgres; *store.Store is one.
+type WipeStore interface {
+	RequeueAfterWipe(ctx context.Context, buckets []int, before time.Time) (int, error)
+}
+
+// WipeConfig configures a WipeRecovery. JS, Store and Buckets are
+// required.
+type WipeConfig struct {
+	JS    jetstream.JetStream
+	Store WipeStore
+	// Buckets are the buckets this node owns now; only their executions
+	// are re-queued (each node re-queues its own).
+	Buckets func() []int
+	// Now is the cluster clock, the one executions are marked dispatched
+	// by; default time.Now.
+	Now func() time.Time
+	// CheckEvery defaults to DefaultWipeCheckEvery, Grace to
+	// DefaultWipeGrace.
+	CheckEvery time.Duration
+	Grace      time.Duration
+	Logger     *slog.Logger
+}
+
+// WipeRecovery puts back in the outbox what JetStream lost with its exec
+// stream. Executions are marked dispatched once JetStream acknowledges
+// them, and nothing publishes a dispatched execution again; so when the
+// stream is deleted, or NATS restarts on an empty store, the executions
+// waiting in it would never run. WipeRecovery reads the stream's
+// incarnation (wire.Incarnation) and, once a new one is Grace old, has
+// the store re-queue the owned buckets' executions that were published
+// before it existed and have not started (store.RequeueAfterWipe). It
+// also creates the streams when they are missing, so that a node with the
+// scheduler role alone brings them back.
+type WipeRecovery struct {
+	cfg   WipeConfig
+	log   *slog.Logger
+	watch *wire.IncarnationWatch
+	// Owned by Run's goroutine.
+	lastLate time.Time // the last re-queue outside the duplicate window
+}
+
+// NewWipeRecovery checks cfg and returns a WipeRecovery.
+func NewWipeRecovery(cfg WipeConfig) (*WipeRecovery, error) {
+	if cfg.JS == nil || cfg.Store == nil || cfg.Buckets == nil {
+		return nil, errors.New("dispatcher: WipeConfig.JS, Store and Buckets are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.CheckEvery <= 0 {
+		cfg.CheckEvery = DefaultWipeCheckEvery
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultWipeGrace
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &WipeRecovery{cfg: cfg, log: cfg.Logger, watch: wire.NewIncarnationWatch(cfg.JS, wire.ExecStream)}, nil
+}
+
+// Run checks the exec stream every CheckEvery until ctx ends.
+func (r *WipeRecovery) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.CheckEvery)
+	defer t.Stop()
+	for {
+		r.check(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (r *WipeRecovery) check(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.CheckEvery)
+	defer cancel()
+	inc, isNew, err := r.watch.Check(cctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		r.log.Warn("JetStream stream missing; creating the streams again", "stream", wire.ExecStream)
+		if err := wire.EnsureStreams(cctx, r.cfg.JS); err != nil && ctx.Err() == nil {
+			r.log.Warn("create streams", "err", err)
+		}
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Debug("read exec stream", "err", err)
+		}
+		return
+	}
+	// The creation on the cluster clock, whatever the server's offset.
+	now := r.cfg.Now()
+	created := now.Add(-inc.Age)
+	if isNew {
+		r.log.Warn("JetStream exec stream is new (deleted, or NATS lost its store); re-queuing what the old one held",
+			"stream", inc.Stream, "created", created, "after", r.cfg.Grace)
+	}
+	var before time.Time
+	switch {
+	case inc.Age < r.cfg.Grace:
+		return
+	case inc.Age < dedupWithin:
+		before = created.Add(clockSlack)
+	case now.Sub(r.lastLate) >= lateCheckEvery:
+		before = created.Add(-clockSlack)
+		r.lastLate = now
+	default:
+		return
+	}
+	buckets := r.cfg.Buckets()
+	if len(buckets) == 0 {
+		return
+	}
+	n, err := r.cfg.Store.RequeueAfterWipe(cctx, buckets, before)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("re-queue executions lost with the exec stream", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		wipeRequeued.Add(float64(n))
+		r.log.Warn("re-queued executions lost with the exec stream", "count", n, "published_before", before)
+	}
+}
