@@ -184,11 +184,40 @@ func (w *Worker) consume(ctx context.Context, q *queue, attempts *sync.WaitGroup
 		case <-ctx.Done():
 			return
 		case <-q.freed:
+			if saturated {
+				gatherSlots(ctx, q)
+			}
 		case <-bell:
 			rang, repoll = true, 0
 		case <-fallback:
 		}
 		timer.Stop()
+	}
+}
+
+// slotLinger is how long a saturated queue waits for more slots to free
+// before it pulls again: under saturation attempts end one by one, and a
+// pull per freed slot would cost a round trip (or three, one per priority
+// consumer) per execution.
+const slotLinger = 2 * time.Millisecond
+
+// gatherSlots waits until a quarter of q's slots are free, or slotLinger
+// has passed.
+func gatherSlots(ctx context.Context, q *queue) {
+	want := max(1, q.concurrency/4)
+	if q.free() >= want {
+		return
+	}
+	t := time.NewTimer(slotLinger)
+	defer t.Stop()
+	for q.free() < want {
+		select {
+		case <-q.freed:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
