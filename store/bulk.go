@@ -76,15 +76,7 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 		if err != nil {
 			return conflictOr(err)
 		}
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
-			[]string{"id", "bucket", "namespace", "name", "schedule", "handler", "payload", "state",
-				"next_run_at", "last_run_at", "retry", "timeout_ms", "priority", "created_at", "updated_at"},
-			pgx.CopyFromSlice(len(byBucket), func(i int) ([]any, error) {
-				j := byBucket[i]
-				return []any{j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
-					j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created}, nil
-			}))
-		return conflictOr(err)
+		return conflictOr(copyJobs(ctx, tx, byBucket, created))
 	})
 	if err != nil {
 		return fmt.Errorf("store: create %d jobs: %w", len(jobs), err)
@@ -94,6 +86,21 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 		j.CreatedAt, j.UpdatedAt, j.Version = created, created, 0
 	}
 	return nil
+}
+
+// copyJobs writes the jobs rows of prepared jobs (sorted by bucket, so
+// that COPY routes runs of rows to one partition at a time), stamped
+// created.
+func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time) error {
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
+		[]string{"id", "bucket", "namespace", "name", "schedule", "handler", "payload", "state",
+			"next_run_at", "last_run_at", "retry", "timeout_ms", "priority", "created_at", "updated_at"},
+		pgx.CopyFromSlice(len(byBucket), func(i int) ([]any, error) {
+			j := byBucket[i]
+			return []any{j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
+				j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created}, nil
+		}))
+	return err
 }
 
 // conflictOr turns a unique violation into ErrConflict, keeping
