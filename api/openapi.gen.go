@@ -377,6 +377,37 @@ type Job struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// JobBatchCreate defines model for JobBatchCreate.
+type JobBatchCreate struct {
+	// Jobs The jobs to create, each as POST /v1/jobs takes it.
+	Jobs []JobCreate `json:"jobs"`
+}
+
+// JobBatchItem The outcome of one job of a batch: `status` 201 and the created
+// `job`, or the status and `problem` POST /v1/jobs would have
+// answered for it (400 invalid, 409 name taken).
+type JobBatchItem struct {
+	Job *Job `json:"job,omitempty"`
+
+	// Problem RFC 9457 problem details.
+	Problem *Problem `json:"problem,omitempty"`
+
+	// Status Example: 201
+	Status int `json:"status"`
+}
+
+// JobBatchResult defines model for JobBatchResult.
+type JobBatchResult struct {
+	// Created Jobs created.
+	Created int `json:"created"`
+
+	// Failed Jobs not created; their items carry the problem.
+	Failed int `json:"failed"`
+
+	// Items One result per job of the request, in its order.
+	Items []JobBatchItem `json:"items"`
+}
+
 // JobCreate defines model for JobCreate.
 type JobCreate struct {
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
@@ -601,6 +632,9 @@ type Error = Problem
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
 
+// TooLarge RFC 9457 problem details.
+type TooLarge = Problem
+
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
 
@@ -651,6 +685,9 @@ type CreateJobJSONRequestBody = JobCreate
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = JobPatch
+
+// CreateJobBatchJSONRequestBody defines body for CreateJobBatch for application/json ContentType.
+type CreateJobBatchJSONRequestBody = JobBatchCreate
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -708,6 +745,9 @@ type ServerInterface interface {
 	// RunJob Run a job now, outside its schedule
 	// (POST /v1/jobs/{id}/run)
 	RunJob(ctx echo.Context, id ID) error
+	// CreateJobBatch Create up to 1,000 jobs in one request
+	// (POST /v1/jobs:batch)
+	CreateJobBatch(ctx echo.Context) error
 	// ListNodes List the live scheduler nodes
 	// (GET /v1/nodes)
 	ListNodes(ctx echo.Context) error
@@ -1036,6 +1076,15 @@ func (w *ServerInterfaceWrapper) RunJob(ctx echo.Context) error {
 	return err
 }
 
+// CreateJobBatch converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateJobBatch(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateJobBatch(ctx)
+	return err
+}
+
 // ListNodes converts echo context to params.
 func (w *ServerInterfaceWrapper) ListNodes(ctx echo.Context) error {
 	var err error
@@ -1103,6 +1152,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 
 	router.GET(options.BaseURL+"/v1/jobs", wrapper.ListJobs, options.OperationMiddlewares["listJobs"]...)
 	router.POST(options.BaseURL+"/v1/jobs", wrapper.CreateJob, options.OperationMiddlewares["createJob"]...)
+	router.POST(options.BaseURL+"/v1/jobs\\:batch", wrapper.CreateJobBatch, options.OperationMiddlewares["createJobBatch"]...)
 	router.DELETE(options.BaseURL+"/v1/jobs/:id", wrapper.DeleteJob, options.OperationMiddlewares["deleteJob"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id", wrapper.GetJob, options.OperationMiddlewares["getJob"]...)
 	router.PATCH(options.BaseURL+"/v1/jobs/:id", wrapper.UpdateJob, options.OperationMiddlewares["updateJob"]...)
@@ -1129,106 +1179,120 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D1rc9w2kn+la26rLGWpkfzIXnlU98FxnMSurK21nbqqC7MaDNkzhEUCDABqPEnpv191A3wNOTOy5dib",
-	"vfuSiEMC6G50N/oJ/z5JdFFqhcrZyez3SSmMKNCh4aenlbHa0F8p2sTI0kmtJrPJ2wxhrvC9u0z4izno",
-	"JbgMoTR4LXVloRQrnE6iiaTPf63QbCbRRIkCJ7OJHzOJJjbJsBA0vduU9MY6I9VqcnMTTZ5/S7/z8FK4",
-	"rB0t00k0MfhrJQ2mk5kzFXZnWmpTCDeZTaqKvxzO/KMspBvidCFWCFb+thPsnMd110pxKarcTWZfn0WT",
-	"QryXRVXQAz1J5Z/uNyBI5XCFZnJDQBi0pVYWmczfiPQ1/lqhZbASrRwq/lOUZS4TQRCelkYvciz++s4S",
-	"uL93wPiLweVkNvmP03YrT/1be3rhR/lFh5to/LIgLUh1LXKZnsMcjdHGzoHwtoAiyWAhUlhKzNPp5Caa",
-	"PNVqmcvki0GbhPUtrKXLmPHe6cU9C0llDCoH1gmHoA2jwCA/I5w+J7xP1Aa0y9AAk5OBeKndd7pS6eeE",
-	"46UGWyUZEYgIgu8xqegVA/STEtdC5mKR4+feyySvrEMD1xLXxH5VC8oMXCYtWDTXaCATFpQGdEkaq0Qr",
-	"hQlNEzE2LkkhlSko7UAou0YzjRVLeQCDoHziHBYlo1UaXaJx0ssd1kzRB+9p5cBpeHT2+G+w2Di006Ee",
-	"iSaektpcynREg0WTpVTSZpheCtfTS6lweOJkgaRZqjwQ36uxwSQZCuMWKFyYZUjHXFgHzWekhwXkWq1A",
-	"eKwJ9o9bW1XFAsfIoyvlLCyNLuA+aNojksCGs+5ZWGc6R8jlEiMweJIaeY2kYZK8SjHtkLPRidFEVy7R",
-	"BR5iq7CZr8LXfmBZuY/dRuuEcc0ubclOleew1IZJal1NUkLPIvBIWBN7IhHBYKlpqo+l+E33WPu5Jn8P",
-	"wj5X/dJMoRfvMHGEzhZ5BigRHrPOfmkD1umyxLRlIqlWcCQdpBLTYxAq7e9vrNakY50GobyG0wpJ7KIJ",
-	"Kjryfp7YKkkQU6QDeClkzn8QFdJLXREaiVAJ5v53AqmDS7s13xgUV2jekDJncQ2zJ7m2PDIT+fJEl0hL",
-	"8//GZnlWwz2U/7Cfl7m0I7v/7BrNpt7zCJbSWMaaJO4ctMo3IBV8/+wtnF7fP23IY09/l+kNGxEOC3tL",
-	"fiZIA+jCGLGh57C07aiXjryk0pbCJXfVMI0O/DIKbknsfrnYjCs3IlJa5WhA6RTBZcIBj+hz5DmIhSWe",
-	"JFkthKpEDqZS4wLvsTlgJkaTd3px+QGfehtxhEoenCF63zEaiw1cvHrjOeidXnjeOTWVAiNYtFwmFH3l",
-	"OtTooLXQOkehWF2TtVaKZBwMNtZrfh/Tdf+dyRz7ZKVj2UsvHGkD0llIMZcsFqT2UlyiMZgeR7DOUIFk",
-	"O7KsFjnzBYiVkOrjz59Wrw9elUZqI93msA0SvgsGAVEvvVx6hh+F6sD58HGY2FqD7YO10VNe320fB8x6",
-	"gSk7LNfd920cG+arIeiolG398YHHTAPsj0F19hVro/lupQJbDT2iBDte5pBpn3ix14oZl02h2vHcf7h6",
-	"uPZi1hw7/SV/rbDCdAZrIfmgZPNAtacpScoySIs/MoJAHJ+TTlJSrWaxEqoxJkhRnQc5m7V41K+DANIp",
-	"LMCgY9mTzsZKV45XWYjkSi+X59CcuhE05ysPTFGkcLQ9daz83McgDMJSKpH3T3GPKnnbHm5ikrGDvXuY",
-	"01Kjx/B35D02XlifXdizHJL6W+0cpkDufx1fID9UqrJyEeB0NW1VIonib1ohuwULnW74DwFNPOOeDc7g",
-	"CGwFWitWOB6I6LKNB7QdMMZAPwiV5t5uFmkqCReRX3TwXYrcYjRQv5o5oePMthbFFOaZc+V8BvPK5HM4",
-	"Egur88oh0M+gTazoD3scwbxAl+l0DkchOMHnC73IUKRo7PzcE1KnG2DhkbxmrPyipdjkWqRTmCvh7HxW",
-	"c6+P7viXZATNbcUYzyPmMPLDYzUnzrw0WOabOXNpMJ75lynMk8o6XcxnHdRgpWk6mt2/jVUtStaf9+wG",
-	"EjgFzj1/9pkn4LWb3iPnx2DTPNXYyHwvipJ0+YQIN8Yt9VHffmlRpSdYCEmqtiTxMrSn//z5ycn/iJPf",
-	"zk4eX5788vv96G+Pbv4yesZ4WvYn9e6EnSq5yly+GRvnf2gNY2ICPhFYwXt6jgpjZfL+Ysw+s9PT8Ms0",
-	"0cVppvXV2KrtJndo2xgiWxLDr/eIybOw2UPpf6VaH+We9XEC9m4zP3I64ISF9xcOHTc9t+I2dq6QeWWC",
-	"pqrPf6nc3x6N+rFSXS5z2rNxsz0fjz6+zXrYJlr5WFayAR7BkkRSErBvTF62vBR5YKPQhJCZHTk7gykA",
-	"CfnzSHrVawZPnk40bS1Vqtc9Q243+laqBMfMS+xND6gckgVMJxhbJzsNxSH3lvR6r0m2X413dzxq2KaG",
-	"vUO0zuZ3N7YHwh7mfq6Wenja3ZFNb29XbYvYiHWVtYdVXxnMRCmnHW0wtg9sHxw+NOs16gFdirdI7SHj",
-	"p7AxuzsyoMOtjcMfUOQuG8JCDFzZPhXHlOfWQmHY2Eov9GKEc6rkCnfolcTgBwpFb/dvQbsPcJ7JzLw0",
-	"lbqT17TTpb6Fp9uuPRLRW9e66J1esMcqKosp2YuEfI53iOHR8c82Ei39/mSlT8IH76xW09di/fdgOX6k",
-	"E8sOwKEBr+mjC53LpOf4Hhr2pv7uth7rC71otBORR+/w1u+sr5nJun5ucH2DPLTubYNq1NE6XYbos2ZP",
-	"ag4q9Rd68ZQ/P2jabxmoHyxlNef3efcnJX+tkE3tcFQ3JJmyr//+R1QrUk8PQgayfr6/wyqdXp788te/",
-	"7LJxGxHb8sq8X2HJbI/rFGg8+eQgdARpmFl78ebVS7gWeYURW0SY1l5EoLbPDCLHqjo5r6EA/4mFtCNz",
-	"fQr9qNUKydFvowyF2JB/CUcCvteQVkb4JJpwUGjr4MGj7HjKB3J9fj08swcFM8hhzeE7pOZTnN90Hv4L",
-	"RIde6MWFcEn2gd49WfccO2CpSTKhVnjuM+tacdUEQ0pOlUiwEwSYwhMf9ImVXsLvN0BfuuaDxnX2ydR7",
-	"HJNlr79kzhr1lz9YHd1SEs+BZAsMFvo64FBHE/6PyN2TrmyNkCMMnN4qFzjGe4NUmEicvEaOOlQ+J9aY",
-	"MKOO/0ud4hjcubzezrZEICwYXEkbHDXF6fah2y3SdEeJ0JOL50Bv0Xr8OYkj0msaa9Hu9WFbmP0pf8lu",
-	"6rjt67+w40CElyFpq9cKDVzhJlS3cKVBjW6CKpVq1cvdDVfb1kE5CouXzuWXFhOt0jE4ZIGQ47JRRrTi",
-	"PevrF3h8RPQN46fwtiaWQYVrGyvpwNJhJnJmIgslGnj79sdzEP5Djx1P5eOIunKQa4sWOFgcqOAVQmuC",
-	"6WqRd+yvkHMmxTrKKA1cMp1+ZLLkwIFCy27lIob0bXd8izvGVDax/Kc4gVh0Pt51vBDGyToNPYx0eTRA",
-	"L0mt24jDIp5XObyaCQfSQabz1I5IIGuBSxp5yyDVPk8SS+0PuOHeM0Q2k+U9C0tUiVQr4M99doHZ2eC1",
-	"tFKT6QHrTCY+dNzK3VpYCGb3cdCRbKvxF6NBph26sgNyjXkf4hd6YZuoFiMcMSUxlKxIMxJ52k0ztjXS",
-	"aodYoDC5JKOLPmNTq05Z8Mr3LPhd4v2t8Q5ZU1/ipPAOuVIi3h555Z3xGk/YzoYove7CorT/XK9DJsID",
-	"P70NCAYTbVJML/fwj+eV+kvamwtt3crgm3/8GAVu8Tb7UtK84IxQVnDBFyQZJle2yzLNknfhnf4ke/h+",
-	"B9wBILlsqMf8leRCFqFQ4dZU3NImjX/rQatFcwDzgPhBIqKeZuhw8F4F9SmUZavt7qAxOybgSDC5TRMJ",
-	"g2CFI7sL0wgyucq6GSZfp7XApTYkDaYQeUzSZlm1+h/q17lek0Vup9B1c/03/eQorUIk5VdcxbQetbjq",
-	"MsgBEq+/ewqPH339nxDKKyFFJ2Q+ot79i/EaHS7VvfW2dJKwI4aMVNYJtSOs1oY4Rywi6XLck2jbRv2N",
-	"IxkAmaJycinR1LrySqqU/g4k6TukdY7K6eRqmuJ1XZdqT7lwmY3urgqojDxob/DbGoFoX0C26zd8mPP3",
-	"A/HU0qFifsv0Gqym47FO7ffqbZyRdeXMrE3Uq7/e91l/kEo6KfLLkPSHr6CocifLXKL555E6uX8cQSK4",
-	"nk+4WBXiff1pRBRW8E46b88fLas8n0GlJFGMdNrPZxHQmYy/VqJ9Eyt6lZ4+8C9Jco6n8J33Zr1NWzlw",
-	"4grHXVEbqyPashROTthDO/kKlrlY2eNBIDaYBRDKJ3y1g7SxCo5xOubPblFkLGCVi00t4FxHxWZkExrp",
-	"h0S2oiD37WjFFxOx64gRMWngr77ehqg0qg5oQ7p1fU3XwP1DXQN+7E4s65hPGrB1a8Qm/GMPIDma3mkZ",
-	"q2/M1z7DCLC1/zDmvr7peNofVBhBaDCHcEkfvEHXRK20QlIX88RoNY9gLtychWwu1dyzKuhlrFyGBRfm",
-	"KN04uTSHyPNjKFAo6w02lWBEJtEYm41lE16HQTQXO5JkrtV2TFGRMajJurtGKIW1e9IKA+ITRiOKU74P",
-	"caRZzcWFVFwIoisDqdic6OVJoZXLwP83/LRGvIpixTUz8eQMHp7BY/gKvoK/v3p58t3r5/EknG4NTwy/",
-	"GS2mVPuosnRsaEsbuHIvEz4+GxW1urBnuM7zJy+fMMWB3nvlYzQZBqVBa4NCNcglQ209zE9vn26t/Kyi",
-	"nT79Bk0u1eQWsZgbxtzndvswkaKjVQWkksYvKtJnxLxNcGUK7JcQwym9jhoGEoF76DlWnnbCE45rmfjI",
-	"YAQbFj5iK1jUcQPPGhxJEAqIPLFq6HM8hWddy5pLKYLeberXOGzlDXBSvfSNqgtyiJ6LTa/WzQ+tGw1i",
-	"Fau3HJwgg4zMm4cPHz4maH56+3QK34Zt9687fGDhKKbdjycRxJP7xUP+M1bx5EEWTwhuNnKaWceMJjia",
-	"7+pYmR/HqqaTtzvmtJ1z+On183NoTYd6Sgu5tC5Qoel7AqliVXdGMapkJnugSrHCdMYizlw46IzjGK9Y",
-	"Ifle8/p3p2GFjpUT+4znTNqidBuuXPORsf5UXlW5DA3ywkpDoU2ovc9lgsqynISGtSelSDI8eTA96xhp",
-	"zKKTaHKNxnqevT8981/oEpUo5WQ2eTg9mz70tUwZa7/TjDPfv9HfKxwLfXLzjYUHZ2ek/0IpcWl0gja0",
-	"8lj44e3bi6mv1fdb/zydzCbfo/shzL7VF/fg7GxPW9KHtSOF1P2ObqQaUGmhKqe+gagqCmE2dLTKa1Ro",
-	"WT2JlaXjvsHATn6hj08LdEYmtkOfAZJ/D58cRNLhe3da5kJuobetlwaYhBXqmMeF0QW6DCsLNCUpRm35",
-	"3AV/CG0j2hlQNMDuRDmwy7Teh114vypRPbl4ftfNHdHBw30Ma0Gqk6pANcDwLR9G4SVHuF+8efVyH5Z0",
-	"fmxuy/fYDQyE0yfJSOlE8PXZQ98QuJYWR6XgtV/qiwgBr006iUWVmwO/Pnv4eRsVHR/Wm+09I9DkIfnr",
-	"deDs3K05x/v+K0WRzkPhKxdHn+RIBj1r/l51agirj1RNsz3pG1L8c4mmEIRtvjmewuvQ9ca631fHNo0e",
-	"W61Cp+zneCXe5wk6Yp61WEW97uyfh2HkfNOFnbWA7FTXjTU1dysnDm/fsEdh/PsWzlPfbX2LD0Ov+c0v",
-	"fyD/99sWRpjwVX1S62W3/prE4ZGHY2z6Bt7TTic3zx36ww8NCyGZrVOHrJB2O0VitLUhPaBwTc4eNxh0",
-	"xKIjAiNiwdy2T1O3jRifYw926fB+i/JHkP3R2aPDQ5pe7Lvu0/foega0D01Lsg3bZpvRDRrI8wEJef7t",
-	"5OaX8V099T0Y2zc43HLOaFJqO5rP9i0gHeSO2BPBpv1FV67pSwmxiWPfDxsrDrzac3rvG0iakEsmOC1Z",
-	"F+v4gme2UZpeEm+0kysT3BufFW0hQfJ45s338yk89X/zQrFqW2DaMRxXC/UXlpzzTKoVAdj0tZDtze0y",
-	"WiHPQR78AjsNNUePzh4fj2lrv/y/hgyNIP/ZpOnR2ePDA5orJFpDY/+A7lUFdxVZv1M9qf0wJXralJp8",
-	"Qmn7B8kahw6I/7aZVtCbpUGbNVJk0Ui0szZWGitf9nOv1T0h+6GvuWUgDPRhOi90UlVtpAbrxEjOlhgU",
-	"IsUpsGHRB8oSh5Fc1N39ardccOR8j1g8+HxiYfBkW6P964rFnVi8sT+32ekAoweNvNuEJgtJOiy4AqUu",
-	"tjzyvUbNMxmXkW9am8XV2dnDJNPW8V845341bi8L70L7U3h9HNq+dIG+LKm9qIBck6ZPhYzyWPnwZxTK",
-	"PUWSdbto6l4ToVLwXW1P2iMnVvPwvnEF1tpYrsEgiWryi/dmQK5uyJ80dw5EHLpR4G8j2GW+/1DT84/0",
-	"6jptEiOM78N+9dZYRDX9IlqXDdqav5qbe6SBRJqkkq7erq69FLJJLX/WlR6jJiyt8MKnug97Su+a6hBp",
-	"20pqOBJ53j5a79T7aNzxLidquwV7x51Wh8H4hK5aW5y/b2Hv39IC/qBo9kXafchelgaX8v0hdP9MrmFd",
-	"p3zAKSSqfTl30Dt/2qQYLo9o+ZZrGXw5di08LCvsZgR7Y8te5WzrC71oO96+0enmU1I09Evc9NPuzlR4",
-	"M9jK+59y4V0GwDu96Bagffzh/znPck9Fn64Zbm9HMTYOfoo5jl1e8JwtxVDF1I0tGIQr9JdF9ZnkW56p",
-	"ZpLehj0ar5WqSexhSP8cTrxHcxeJo50Rk1HCnH0mTv4TxUd20fXj3Ke6A2M7hB26J9gM9Fm7urOirgLV",
-	"6ea87sRoaleuEEtvisSKOxnITlS4bhOtJDNFWTm0ISPnG8jm/hI0LqIUdRvhO73g0MembiyMwuUdTWU+",
-	"i8iKnSbRX2dB66CNVagV9TfojJiWP3Gr2h+qu32fy61U92dheB+1Sf88jP+UAb6t2h5PX4zat/+fEvjz",
-	"pgQ+Lwuy0SgG98ncLn9wl/B0y9asAz95XLrVtZBqH8rli+GgUk7m4SYyg7YqMJ3ChagsR4XHxmWh46cv",
-	"ajQEv9zp3sL5bxqfYvreWjf6nfzkXMTVVF44mq4NaTtXdzFLcQmVj5DySc/tVYW0lpMUXOsi/T2gYde4",
-	"Hv1KliVyxEkrPLGZdr5hMxN1v4dfb4MuVrSOBeHv89JGrqQKnV7+Givnq8Tksh0fCgrhSaz6hkWbswj8",
-	"HyKz8JoeWQxUpxeF5SBWtSCMxm9pmi8nCzUa/77C4CncU0+3EYpK/VEZiHCHZqcosL2WrDFWpWfiYJcN",
-	"VejrSo0yzWeM93+xYP/d2KGqK559gWjlrEzR35TUXnAxzh5Kp7g7eE80KdAnf4atvRFHlHx7Z+S9qOZ+",
-	"9dBwSQpvrI1Wul0B8JcM0B+oOZr+zp2h75Hm5i8YAefcxRCivVHvsm6numVepu52lKppLDUpmqhthpYu",
-	"I9eXmCdWzcXcMOeNDUX03Es25+OMG1C5idCSY6v02nd81s2NsWo44vgc5v3+tDBdv0etnTdWnZq5TLQR",
-	"qrqSXtqw/o7OwFj51kCuENhAKpdLNOHqwUIX5P+nlfEGYCZUeqKv0czqzmnHINC67yrrYB06tFsO9+B4",
-	"s8A3MIZeEukNBMsOfqxETWul+XZFbqIkSl0hln44F5I1ATjftQghmkPnOF+szhXrnI7iW9Q5Ts+Fy7tE",
-	"7KLljj9Qzvr9gTuFre51/GLyhR0w2lqctpeankI/5Ii83TS/NmXU/DF5q+G54yQNUyvDW6tt6ODWnlkC",
-	"T9cSSlzqd1Qb61sDYkWSkQm+Q1kqp0HAUr7HNOTtyRENchzuEAnISo8mJwa4+atukRlRN23Hgeeq+p9m",
-	"CZTooNsptbz55eZ/AwAA//8=",
+	"7D39c9u2kv8KRvdmYvfRspy4vYk890Oapm0ybZKXpHMzV+VZELkSkZAAC4BW1I7/95vdBfghUZbz0eT1",
+	"3f2SWCJB7i72G7urP0apKSujQXs3mv4xqqSVJXiw9OlhbZ2x+FcGLrWq8sro0XT0Kgcx1/DOX6Z0x1yY",
+	"pfA5iMrClTK1E5VcwXiUjBTe/lsNdjNKRlqWMJqOeM0oGbk0h1Li4/2mwivOW6VXo+vrZPT4O/yellfS",
+	"5+1qlY2SkYXfamUhG029raH7pKWxpfSj6aiu6c7dJ/+kSuV3cXouVyCc+n0v2AWt674rg6WsCz+afj1J",
+	"RqV8p8q6xA/4SWn+dNaAoLSHFdjRNQJhwVVGOyAyfyuzF/BbDY7ASo32oOlPWVWFSiVCeFpZsyig/Psb",
+	"h+D+0QHjbxaWo+noP07brTzlq+70Oa/il+5uouXXCuWE0leyUNmFmIO1xrq5QLydAJnmYiEzsVRQZOPR",
+	"dTJ6aPSyUOkXgzYN73dirXxOjPfGLO44kdbWgvbCeelBGEsoEMiPEKfPCe8DvRHG52AFkZOAeGr896bW",
+	"2eeE46kRrk5zJBASBN5BWuMlAuiVMT9Ju4IvtZELk22Q97wxokBACKpftLySqpCL4rMDlha182DFlYI1",
+	"Ala3oEyFz5UTDuwVWJFLJ7QR4NNsplOjNaT4mIRo7NNMZCoT2nghtVuDHc806Z4ABkL5wHsoK0KrsqYC",
+	"6xVrA4is2gfvYe2FN+J8cv8bsdh4cONd7ZaMeH+NvVTZgF5NRkullcshu5S+py0z6eHEqxJQ39VFID4r",
+	"152H5CCtX4D04Sm7dCyk86K5Da2DFIXRKyEZa4T9w96t63IBQ+QxtfZOLK0pxZkwuEeoFxp+v+PEOjcF",
+	"iEItIREWTjKrrgD1XlrUGWQdcjaaOhmZ2qemhENsFTbzWbibF1a1/9BtdF5a3+zSlkTXRSGWxhJJnY8k",
+	"RfQcCFop1siegESwUBl81IdS/LprbH+N5O9B2Oeq180jzOINpB7R2SLPDkqIx7SzX8YK501VQdYykdIr",
+	"caS8yBRkx0LqrL+/M71Gze+NkJr1rtGAYpeMQKMh/nXk6jQFyADdgqVUBf2BVMguTY1opFKnUPD3CFIH",
+	"l3ZrvrUg34J9iSaGxDU8PS2Mo5W5LJYnpgJ8Nf039JRHEe5d+Q/7eVkoN7D7j67AbuKeJ2KprCOsUeIu",
+	"hNHFRigtfnj0SpxenZ025HGnf6jsmlwbD6W7JT8jpAF0aa3c4OfwatdRLx15yZSrpE8/VsM0OvDLKLgl",
+	"svvlYjOs3JBIWV2AFdpkIHwuvaAVfY68EHLhkCdRVkupa1kIW+thgWdsDjivyeiNWVy+x63suQ5QicHZ",
+	"Re97QmOxEc+fvWQOemMWzDunttbCShItn0uNd/kONTpoLYwpQGpS1+hDVjIdBoNCiMjvQ7ruv3NVQJ+s",
+	"aJZZesWRsUJ5JzIoFIkFqr0MlmAtZMeJWOeghSLvtqoXBfGFkCup9Ifbn1av71yqrDJW+c1hHyTcFxwC",
+	"pF52uWSGH4TqgH34MExc1GA3wdroKdZ32+aAWC8wZYfluvu+jWPDfBGCjkrZ1h/vaWYaYH8KqrOvWBvN",
+	"dysV2GroASXYiX13mfYBi73RxLjkCsVw+GbjynDdiFljdvqv/K2GGrKpWEtFhpLcA91aU5SUZZAWNhlB",
+	"II4vUCdppVfTmZa6cSZQUV0EOZu2eMTLQQDRCkthwZPsKe9m2tSe3rKQ6VuzXF6IxuomorGvtDADmYmj",
+	"7UfPND/7WEgLYqm0LPpWnFEdJaMANzLJkGHvGnN81aAZ/h5j2iY27LMLxbu7pP7OeA+ZqKTPY9YDo2Ol",
+	"q9onAsarcasSURR/NxooLMBgh/6Qosmy3HEhRB2ArQTn5AqG0yNdtmFA2wVDDPSj1FnBfrPMMoW4yOJ5",
+	"B9+lLBwkO+rXECd0QuzWoxiLee59NZ+KeW2LuTiSC2eK2oPAr4WxM41/uONEzEvwucnm4iikTMi+4IUc",
+	"ZAbWzS+YkBgPkvAoeudM80sruSmMzMZirqV382nkXs458UV0guauJoznCXHYWvl8pufImZcWqmIzJy4N",
+	"zjN9MxbztHbelPNpBzWxMvg4fDpfnekoSo7tPYWBCE4Jc+bPPvMEvPbTe8B+7GwaU42czHeyrFCXj5Bw",
+	"Q9wSTX17pwOdnUApFaraCsXL4p7+89cHJ/8jT36fnNy/PHn9x1nyzfn13wZtDNOy/1AOJ9xYq1Xui83Q",
+	"Ov6idYyRCcgikIJneg4KY22L/suIfaanp+GbcWrK09yYt0NvbTe5Q9vGEdmSGLp8g5g8Cpu9K/3PdBuj",
+	"3HGcJ6DoNueV4x1OWHC8cMjc9MKK2/i5UhW1DZoq2n+l/Tfng3Gs0pfLAvds2G0vhnOir/IetqnRnGFL",
+	"N4JWkCShlATsG5eXPC+NEdggNCH/4wZsZ3AFRIrxPKBeZc3A5Onk+NZKZ2bdc+T2o++UTmHIvYTe4wVo",
+	"D+gBowUj72Svo7jLvRVevtElu1mNd3c8adgmwt4hWmfzuxvbA+EG5n6sl2bX2n0km97er9oWsQHvKm+N",
+	"VV8ZTGWlxh1tMLQP5B8cNprxHXFBl+ItUjeQ8VP4mN0d2aHDrZ3DH0EWPt+FBRm4dn0qDinPrReFZUNv",
+	"emIWA5xTp29hj15JLbynUPR2/xa0e4/gGd3MS1vrj4qa9obUt4h023cPZPTWURe9MQuKWGXtIEN/EZEv",
+	"4CNyeGj+yUfCV787WZmTcMMbZ/T4hVz/HDzHDwxiKQA4tOAF3vTcFCrtBb6Hlr2M9902Yn1iFo12QvKY",
+	"PdH6R+trYrJunBtC3yAPbXjboJp0tE6XIfqs2ZOag0r9iVl8iwHzQ1pz0L/vi+4bs3DDVh+voAvMoCR8",
+	"CihdPy8kvHwLTih/67ziE7MIgFIS6t1jXnQ2CWem8fMBXUhw30QNfM4wYiGhj06b0Sxs5L8tcNlUzFn7",
+	"zcXdyVmTZA77MdPzN2YxpxiOMl90K901D6dR8y0CrU1dZCKXV4DRtVuTc8GBuDg6n0ziqWsizif3KRQk",
+	"murjoZjiDWvfA/RlIeZTrtsehiVDtuLuZOjs+n1sBW3FC3B0Rr5tNgJRd3fpCRIuXB12H0OMP7xSGx9X",
+	"U1CpkNhQOpFKazehSoHwHn54w8e7jr8lVEQFNvKNbw8zE3RV0W80NuM44LYS0XLs7XyARkG06Y49G/BB",
+	"SuH97W+0iX2K/aLVbzVQEB6c+EZZjikL+O4n0Ct0XO4G6Y+fz/bEq+PLk9d//9u+6Lcxvlv5Gs44kDab",
+	"xZKN2eiTg9AxsbuVAE9ePnsqrmRRQ0KxEmQxvxCozZUMQFnszhn9rmn/C5vvjjXuU+gno1fgvOjkH0u5",
+	"EbbW4kiKH4zIaiv5eF16URrnxd3z/HhMrnr0bO9N3EGTHSx05PA9UvMpPPugiL903viJWTxH7fKeeT80",
+	"lJRVZB8gl3oFF+wDoNGsLBCkFqpCptBJD47FA04Hz7RZij+uUWWCb25okmpcZnGHTmsoH1gRZw1m0t5b",
+	"Hd1SEi8EypawUJqrgEPMM/4fkbsHXdkaIEdYOL5VlcAQ7+0cksvUqyugfGTNp+VNcDOYEnxqMhiCu1BX",
+	"2+ewCbqnFlbKhRSOpkKc3YSczLI9JY0Pnj8WeBUc40/HuzK7wrUO3I3ZrRZm9v8vKYE1HBXzHXs873Ax",
+	"lHOYtQYr3sImVONRDVJENwWdKb3q+Rq7b9vWQQVIB5feF5cOUqOzIThUCaKAZaOM8I13HFc20XrydsL6",
+	"sXgViWVBw9rNtPLCoTGTBTGRI5/p1aufLoTkGxk7ehSfMJjai8I4CifcTAcqsEJogzNTL4pOZBaqUVCx",
+	"DjJKA5fKxh94jHrAoOBrt04pd+nb7vgWdwypbGT5T2GBSHQ+PKn0XFqvYoHKrivMaKALjHFOwo4v8Sod",
+	"vOTSY4iTmyJzAxJIWuAyRp+3yN/elGOCyrCBGwj2ECKXq+qOE0vQqdIrQbfzuSOxs4Ur5ZRB10Osc5Xy",
+	"oVIrd2vZRCPHQUeSr0Z3DKaf9+jKDsjDcTeFLzHfTQgnREkIxWzKDuSk99OMfI2s3iMWIG2h0OnC28jV",
+	"ioeZ9OY7TvAu0f5GvEM9BRc/aviIKgok3g3ySjvDGk+6zoZos+7Cog3fbtbhjJKBH98GBAspRmrZ5Q38",
+	"w7wS78S9eW6cX1l4+Y+fksAt7LMvFT5XeCu1k1QKKtIc0reuyzLNKz+Gd/oPuYHv98AdAFLLhnrEX2kh",
+	"VRlKmG5NxS1t0mS+GLQomjsw7xA/SETS0wwdDr5RQX0KZdlqu4/QmB0XcOCYqT1AlhaEkx79LsgSkatV",
+	"3j175grOBSyNRWmwpSxmKG2caeIv4uXCrNEjd2PRDXP5nn7ZBL4FSUqXqL5xPehxPW9TR30kXnz/UNw/",
+	"//o/Y/ZEZOClKgbUO18Yrt6j1oJbb0unPGPAkVHaean3JNzbhNaAR6R8ATccwW+j/tKjDAiVgfZqqcBG",
+	"XflW6Qz/7iSUdk+vvUnfjjO4ihXr7pRSfuR0d1VAbdVBf4OuRgSSm9Jv3bjh/YK/H5Gnlh408Vtu1sIZ",
+	"NI+x6KdXieetijV107aER//9jOuBhNLKK1lchnIg8ZUo68KrqlBg/3mkT86OE5FKqvSVfqZL+S7emiCF",
+	"tXijPPvzR8u6KKai1gophjrt10ki0CbDb7Vsr8w0XspO7/JFlJzjsfieo1n2aWtPWdbhUNTN9BFuWSZO",
+	"TihCO/lKLAu5csc7RzTBLRChsIrroJSb6RAYZ0Px7BZFhhJWhdxEAac8M7mRTWqknxLZyoKcucFaUCJi",
+	"NxBDYuLC37gSD6k0qA5wQ7oVv02X09mhLideuxfLmPPJArZ+DdCkf9wBJAcPflvG6jvzMWYYADbGD0Ph",
+	"68tOpP1eJVOIBnEIFfuKl+CbrJXRdPAwT63R80TMpZ/z8YHSc2ZVYZYz7XMoqWRPmybIxWfIojgWJUjt",
+	"2GHTKSToEg2x2dA544uwCJ9FgSS6a9GPKWt0Bo2n0wpRSeduOHDcIT5iNKA41buQR5pGLi6VphIxU1uR",
+	"yc2JWZ6URvtc8L/hqzXA22SmqZpuNpqIexNxX3wlvhI/P3t68v2Lx7NRsG4NT+zeM1hmrW+iytKTo61c",
+	"4MobmfD+ZFDUYsnf7nseP3j6gCgu8Ho4WDLoGFQWnAsK1QIVE7aVcr+8erj15kc17vTpt2ALpUe3yMVc",
+	"E+Zc9dGHCRUdvlWKTOH6RY36DJm3Sa6MBcUlyHDarJOGgWTgHvw800w7yYSjEzIyGYRgw8JH5AXLmDdg",
+	"1qBMgtQCyTPTDX2Ox+JR17OmQ7qgd5vKVkpbsQOOqhfv0bFUD+m52PSqYHlpbEGa6Zl+RckJdMjQvbl3",
+	"7959hOaXVw/H4ruw7Xy5wwdOHM1w92ejRMxGZ+U9+nOmZ6O7+WyEcJOT0zx1yGkSR/N9vWzz45mOdGK/",
+	"Y47bORe/vHh8IVrXIT7SiUI5H6jQ9GkKpWc6dnISqugmM1CVXEE2JREnLtzp5KUcr1wBxl7z+L03YgWe",
+	"lBPFjBdE2rLyG6pp5cxY/1GsqnwOFujF2ojS2NCVU6gUtCM5CQ22DyqZ5nBydzzpOGnEoqNkdAXWMc+e",
+	"jSd8h6lAy0qNpqN748n4Hlc55qT9TnOqifkd/17BUOqTDmOduDuZoP4LTQaVNSm40OTnxI+vXj0fcxcP",
+	"b/3jbDQd/QD+x/D0rT7eu5PJDQ2L79eoGIp69vQpRkCVE3U15tbCuiyl3aBpVVegwZF6kiuH5r7BwI1e",
+	"482nJXirUtehzw6SP4dbDiLp4Z0/rQqpttDb1ks7mIQ3xJzHc2tK8DnUTuAjUTEaR3ZXsBHaRrSzoGyA",
+	"3YtyYJdx3Id9eD+rQD94/vhjN3dAB+/uY3iXyExal6B3MHxFxihcpAz3k5fPnt6EJdqPzW35HrqJgWB9",
+	"0hyVTiK+ntzjBua1cjAoBS/4VV9ECOjdqJNIVKlt+OvJvc/bWO3JWG+29wxBU4fkr9ebt3e3qBoF/isD",
+	"mc1DSTy1TZwUgA49af5e3XpIqw/0U5A/ya1q/LkCW0rEttgcj8WL0A9Lup/r5ptKlq0mwlOKc1iJ93kC",
+	"TcyjFqukN03i1900crHpwk5aQHXqboeGMHRrqg5v32730vD9LZynPB3iFjeG2RjXr/9E/u83NA0w4bNo",
+	"qc2y25mB4nDOcAw9voH3tDN5gp4d5lkcWhZSMltWB72Qdjtlao1z4XhAwxqDPWo96ohFRwQGxIK47SZN",
+	"3bZofY492KfD+yMVPoDs55Pzw0ua2REfu08/gO850JyaVugbtm14gxu0I88HJOTxd6Pr18O7esrdWdsT",
+	"Z275zGRUGTd4ns3NYR3kjigSgaYxztS+6VgLuYlj7pSfaUq8ugu8zq1lTcoll3QsGYt1uBWCfJSmy4yd",
+	"dgxlQnjDp6ItJIARz7y5fz4WD/lvetFMt81x7RrKq4X6C6psy5VeIYBNxxv63tRIZzTQMzCCX0Cn1e7o",
+	"fHL/eEhb8+v/NWRoAPnPJk3nk/uHFzQjb1pH4+YF3SEmHyuyvFM9qX0/JXralJp8Qmn7B8oapQ6Q/7aZ",
+	"VuKVpQWXN1LkwCpw0zZXOtNc9nOn1T3h9MNcUTNRWMhpOhY6pes2UwPxYKQgT0yUMoOxIMeiD5RDDkO5",
+	"iHM/9H65oMz5DWJx9/OJhYWTbY32rysWH8Xijf+5zU4HGD1o5P0uNHpIykNJFSix2PKIuxCbz+hcJtzO",
+	"Op3Vk8m9NDfO018wp05WajwN10JjZLh8HBpCTQlcltSOMMHQpOlgQ6d8pjn9mYRyT5nm3f662IUmdSa4",
+	"3/VBa3Jmeh6uN6HA2lhHNRgoUc354p2pwFA3nJ8000gSSt1owXNK9rnvP0Z6/plRXaeBaoDxOe0Xt8YB",
+	"6PEX0brk0Eb+aiaNKStSZdNa+bhdXX8pnCa1/BkrPQZdWHzDEz7qPhwpvWmqQ5RrK6nFkSyK9qPjoJ6z",
+	"ccf7gqjt4Qx7ZvAdBuMThmpt285NL+b4lvok2FuL+6LcTcheVhaW6t0hdP9KoWGsUz4QFCLVvlw4yMEf",
+	"NUTwWJmWb6mWgcuxo/BwV891629s+at02vrELNpe2G9NtvmUFI29Sf1jd29ruN7ZyrNP+eJ9DsAbs+gW",
+	"oH248f+ctpypyMc1u9vbUYxNgJ9BAUNjTR6TpxiqmLq5BQviLfAYuT6TfEdPikzS27DzvZ1uYW5Q6LH8",
+	"KwTxjOY+Eid7MyaDhJl8Jk7+C+VH9tH1w8Kn2IGxncIO3RPkBvKpXeysiFWgJttcxE6MpnblLUDFrshM",
+	"UycD+oka1u1BK8pMWdUeXDiR49bSOY9HpCJKGRuM35gFpT42seU4CWN9msp8EpEVBU2y/54FvgfcTIda",
+	"UZ6tNeBa/kJNrH+q7uY+l1up7s/C8Jy1yf46jP+QAL6t2h4+vhj0b///SOCveyTweVmQnEa5M2nqducH",
+	"H5OebtmadOAnz0u3ulZkhlO5NDJS1NqrIswotODqErKxeC5rR1nhoXV56PjpixougS9n3Vs4/03zU0Tf",
+	"W+tG3slPzkVUTcXC0XRtKNcZ6kcsRSVUnCElS0/tVaVyjg4pqNZF8YTgsGtUj/5WVRVQxsloOHG58dyw",
+	"mcvY78Hv24CfaXyPE9KHfne1Ujp0evGAO89VYmrZrg8FheLBTPcdi/bMIvB/yMyKF/iRxEB3elFIDmY6",
+	"CsJg/hYf8+VkIaLx7ysMTOGeerqNUNT6zzqBCNN1O0WB7cDCxllVYTYE+2W7KvRFrQeZ5jPm+79Ysv/j",
+	"2KGOFc9cIFp7pzLgGWrt6Jv97DFdxABpeJs5n+BCiSNVQMb5G3NcP0c/0WgQmfRyIR302rCkzuLslZAt",
+	"NDujPKgGNf4oAc/vEI9k+NUE5WaaerloZ2Tqi83uJBxu9hLKJ+1vUjhZQqerIE6Toa9JX5+gQuVIjUs6",
+	"jyg+Y/hkFspe6ZirQS0tTPq2mbvHI+0D5MdU5/nYR06XRUG/gcGqchr2iDRy+3sfpLA7aVXElkbQiKPF",
+	"hmpQjWUR5yGmXFFLzYO9KSiEVQQkmWnVm8RCISWf+xHdU2mtik33oTS2R9CZbkfniGZyzlEYuXM+mSAw",
+	"55P7Se/nSqgFL84umGnpmEF+vfd63Mxkpdr741g2zKPi+/0cZKQCKicFXEHRwHgkeUZpJCKi+OTls6eJ",
+	"0CYwY0I1rjQie6bPkslkEtKgYSn9NMHZN+Jn9e0x1WK53Z1kHmIsZ/r87B7RLw1y0NQBOMNeoWw5P0wG",
+	"FEdfTybMD6hXmIAIcKz7iz2l7S/AeAfFktyCNfAPDJSQJUgmPdPcLbiVjZxysfo8fAytDFxexlOSKLOh",
+	"PJR0fBVGK4WC8qydDSNjVwB6IugO1DptJ6Q0leiOdrQvd/FuImJ5wYRrNkDcu9v8+okLWqLZWlyxoUEj",
+	"7IlX9OMBsU/hCKXQpVILpT3YK1kciwKj0KFKipiZpkk+f16Kozvo6/MnOrrTnA78rgs5l1yiDNlFywbC",
+	"yQ0dUZHUoT74VAnus1scDja/dvOJEtzMMa2IRzMUqLDX5mmTwf4Da6RjCVzwsDvOIqFTFB5pEKayNfYm",
+	"DBlAJ39odITy+w59nxJAfyL3NDMN9h73Dgz0+IKnvnRevwvRjSe9VWwhvmUtQuzwV7oZpoCOR9IOAFE+",
+	"NzUfos108zM1Yk4bG7Qt9U/PSXHS0AVqnCcp02bNUw5iQ/9MNxxxfCHm/Z7s8Lh+X3b73Jnu1Innsj2V",
+	"id1jyoX37+mGDy4UzwrZiEwtl2DDIO7SlKC9yGrLSY9c6uwEzeQ0TgvxBAK+902N6iVMJWk5nMHhUJib",
+	"9kP/pOKg2CXBD4y01oaN8Vozpd4CVLyciqebQyfu1BfhBANjV/qZITJ8rdkOwxAXBewTsectd/yJctbv",
+	"id8rbLG//4vJF3TAaOtP2/khwTLskbfr5tumdYhuvk6az53E4G45we5vuLgwtcQwswSejhKKXMo7aqxj",
+	"72WmUTJySb8oojQ5Dkv1DrJQq4ZecZDjYP4CsorRpMNwaniObaED6qbtsmOuij+fGCjRQbfTXnD9+vp/",
+	"AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
