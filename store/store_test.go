@@ -1070,7 +1070,11 @@ func TestListenJobs(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	j := mustCreate(t, s, testJob("notified", nil))
+	// A job due later than a minute is not announced: the next
+	// notification is the one of the job due soon.
+	later, soon := baseTime().Add(time.Hour), baseTime().Add(2*time.Second)
+	mustCreate(t, s, testJob("later", &later))
+	j := mustCreate(t, s, testJob("notified", &soon))
 	want := fmt.Sprintf("%s %d:%s", JobsChannel, j.Bucket, j.ID)
 	select {
 	case n := <-got:
