@@ -113,7 +113,7 @@ func decodeChecked(raw []byte, schema *openapi3.Schema, dst any) (shape fieldErr
 
 // now is the database clock.
 func (h *handlers) now(ctx context.Context) (time.Time, error) {
-	t, err := h.s.store.Now(ctx)
+	t, err := h.s.clock.Now(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read database clock: %w", err)
 	}

@@ -116,6 +116,7 @@ type Server struct {
 	clusterWait  time.Duration
 	executors    Executors
 	defaultRetry wire.RetryPolicy
+	clock        *dbClock
 	echo         *echo.Echo
 	duration     *prometheus.HistogramVec
 	metrics      http.Handler
@@ -138,6 +139,7 @@ func New(cfg Config) (*Server, error) {
 		clusterWait:  cfg.ClusterTimeout,
 		executors:    cfg.Executors,
 		defaultRetry: cfg.DefaultRetry,
+		clock:        &dbClock{read: cfg.Store.Now},
 	}
 	if s.log == nil {
 		s.log = slog.Default()
