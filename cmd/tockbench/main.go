@@ -62,7 +62,7 @@ type cli struct {
 	Handler     string        `help:"Custom handler name the jobs use (default tockbench-<random>)."`
 	Executors   int           `default:"2" help:"In-process no-op executors (Concurrency 256 each); 0 to use executors of your own."`
 	Keep        bool          `help:"Keep the jobs (still firing), their executions and the handler's consumer when done."`
-	NoAnalyze   bool          `name:"no-analyze" help:"Do not ANALYZE the jobs tables after creating the jobs, nor (when the server's autovacuum is off) the executions tables every ${analyze_every} during the run."`
+	NoAnalyze   bool          `name:"no-analyze" help:"Do not ANALYZE the jobs tables after creating the jobs, nor (when the server's autovacuum is off) the executions tables every ${analyze_every} during the run, nor VACUUM the jobs tables after --mix create."`
 	Server      string        `env:"TOCK_SERVER" default:"http://127.0.0.1:8080" help:"URL of the cluster's REST API (--mix create)."`
 	Clients     int           `default:"16" help:"Concurrent API clients (--mix create)."`
 	Batch       int           `default:"1" help:"Jobs per request (--mix create): 1 sends each with POST /v1/jobs, more (up to ${max_batch}) use POST /v1/jobs:batch."`
