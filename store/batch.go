@@ -91,13 +91,13 @@ func (s *Store) CreateJobBatch(ctx context.Context, jobs []*Job) ([]error, error
 	})
 	var (
 		nsArg, nameArg []string
-		idArg          []uuid.UUID
+		idArg          [][16]byte // see pgUUID
 		bucketArg      []int32
 	)
 	for _, i := range todo {
 		j := jobs[i]
 		nsArg, nameArg = append(nsArg, j.Namespace), append(nameArg, j.Name)
-		idArg, bucketArg = append(idArg, j.ID), append(bucketArg, int32(j.Bucket))
+		idArg, bucketArg = append(idArg, pgUUID(j.ID)), append(bucketArg, int32(j.Bucket))
 	}
 
 	var (
@@ -116,9 +116,9 @@ func (s *Store) CreateJobBatch(ctx context.Context, jobs []*Job) ([]error, error
 			return err
 		}
 		inserted = make(map[uuid.UUID]bool, len(todo))
-		var id uuid.UUID
+		var id [16]byte
 		if _, err := pgx.ForEachRow(rows, []any{&id, &created}, func() error {
-			inserted[id] = true
+			inserted[uuid.UUID(id)] = true
 			return nil
 		}); err != nil {
 			return err
@@ -174,3 +174,9 @@ func notifyBatch(ctx context.Context, tx pgx.Tx, jobs []*Job, horizon time.Time)
 	_, err := tx.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", JobsChannel, payloads)
 	return err
 }
+
+// pgUUID is id as pgx encodes it natively. A uuid.UUID is a
+// driver.Valuer that pgx encodes through its text form, after first
+// failing to encode that text in binary (and formatting an error for
+// it): a third of CreateJobBatch's own CPU time, for the ids alone.
+func pgUUID(id uuid.UUID) [16]byte { return id }

@@ -205,3 +205,30 @@ func listenJobs(t *testing.T, s *Store) <-chan string {
 	}
 	return got
 }
+
+// BenchmarkCreateJobBatch stores 1,000 jobs per CreateJobBatch call, the
+// most POST /v1/jobs:batch sends. Report jobs/s.
+func BenchmarkCreateJobBatch(b *testing.B) {
+	const batch = 1000
+	ctx := context.Background()
+	s := newStore(b)
+	next := baseTime().Add(time.Hour)
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		jobs := make([]*Job, batch)
+		for i := range jobs {
+			jobs[i] = testJob(fmt.Sprintf("bench-%04d-%04d", round, i), &next)
+		}
+		round++
+		b.StartTimer()
+		errs, err := s.CreateJobBatch(ctx, jobs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := errors.Join(errs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(round*batch)/b.Elapsed().Seconds(), "jobs/s")
+}

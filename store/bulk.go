@@ -71,7 +71,7 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 			[]string{"namespace", "name", "job_id", "bucket"},
 			pgx.CopyFromSlice(len(byName), func(i int) ([]any, error) {
 				j := byName[i]
-				return []any{j.Namespace, j.Name, j.ID, j.Bucket}, nil
+				return []any{j.Namespace, j.Name, pgUUID(j.ID), j.Bucket}, nil
 			}))
 		if err != nil {
 			return conflictOr(err)
@@ -97,7 +97,7 @@ func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time
 			"next_run_at", "last_run_at", "retry", "timeout_ms", "priority", "created_at", "updated_at"},
 		pgx.CopyFromSlice(len(byBucket), func(i int) ([]any, error) {
 			j := byBucket[i]
-			return []any{j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
+			return []any{pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
 				j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created}, nil
 		}))
 	return err

@@ -79,7 +79,7 @@ func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, `+nowMS+`, `+nowMS+`
 		FROM name
 		RETURNING created_at, updated_at`,
-		j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
+		pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
 		j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority,
 	).Scan(&j.CreatedAt, &j.UpdatedAt)
 	switch {
