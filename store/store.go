@@ -48,9 +48,9 @@ type Store struct {
 // default, max(4, CPUs), suits CPU-bound work, but a connection here
 // spends much of its time waiting for its commit's WAL flush, and
 // concurrent commits share a flush: 16 API clients creating jobs on a
-// 2-core machine made about 450 a second through 4 connections, 1,100
-// through 8 and 1,450–1,700 through 16. Connections are opened only as
-// concurrent work needs them.
+// 2-core machine made 400–460 a second through 4 connections, 820–1,160
+// through 8 and mostly 1,260–1,690 through 16 (docs/bench.md).
+// Connections are opened only as concurrent work needs them.
 var defaultMaxConns = int32(max(16, 4*runtime.NumCPU()))
 
 // Open connects a pool to the database at url (a postgres:// URL or a
