@@ -11,7 +11,8 @@ import (
 )
 
 // Notification channels. The store sends them with pg_notify inside the
-// writing transaction, so they arrive only once the change is committed
+// writing transaction (CreateJob: right after it commits, see
+// notifyCommitted), so they arrive only once the change is committed
 // (and never for a rolled-back one). They are hints that save polling:
 // a listener that was disconnected has missed some and must re-read.
 const (
