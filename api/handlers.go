@@ -40,17 +40,31 @@ var _ ServerInterface = (*handlers)(nil)
 // report every fault at once. members are the body's top-level members,
 // so that PATCH can tell a member sent as null from one left out.
 func (h *handlers) readBody(c echo.Context, schema *openapi3.Schema, dst any) (members map[string]json.RawMessage, shape fieldErrors, err error) {
+	body, members, err := readObject(c, maxBodyBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	shape, stopped := decodeChecked(body, schema, dst)
+	if stopped {
+		return nil, nil, shape.err()
+	}
+	return members, shape, nil
+}
+
+// readObject reads a request body of at most limit bytes that must be a
+// JSON object, and returns it with its top-level members.
+func readObject(c echo.Context, limit int) (body []byte, members map[string]json.RawMessage, err error) {
 	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
 			return nil, nil, echo.ErrUnsupportedMediaType
 		}
 	}
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxBodyBytes+1))
+	body, err = io.ReadAll(io.LimitReader(c.Request().Body, int64(limit)+1))
 	if err != nil {
 		return nil, nil, invalid("body", "could not be read: %v", err)
 	}
-	if len(body) > maxBodyBytes {
+	if len(body) > limit {
 		return nil, nil, echo.ErrStatusRequestEntityTooLarge
 	}
 	body = bytes.TrimSpace(body)
@@ -70,28 +84,36 @@ func (h *handlers) readBody(c echo.Context, schema *openapi3.Schema, dst any) (m
 	if members == nil { // the body is null
 		return nil, nil, invalid("body", "must be a JSON object")
 	}
-	checkShape("", schema, body, &shape)
-	if err := json.Unmarshal(body, dst); err != nil {
+	return body, members, nil
+}
+
+// decodeChecked checks the JSON object raw against schema and decodes it
+// into dst. It returns the shape faults; stopped means decoding stopped
+// part way, so the faults are all worth reporting and dst is not to be
+// checked further.
+func decodeChecked(raw []byte, schema *openapi3.Schema, dst any) (shape fieldErrors, stopped bool) {
+	checkShape("", schema, raw, &shape)
+	if err := json.Unmarshal(raw, dst); err != nil {
 		// A member of the wrong JSON type is skipped by Unmarshal and
 		// reported by checkShape; anything else stops decoding part way,
 		// and then only the shape faults are worth reporting.
 		var te *json.UnmarshalTypeError
 		if !errors.As(err, &te) {
 			if len(shape) > 0 {
-				return nil, nil, shape.err()
+				return shape, true
 			}
-			return nil, nil, invalid("body", "does not match the schema: %v", err)
+			return fieldErrors{{Field: "body", Message: "does not match the schema: " + err.Error()}}, true
 		}
 		if len(shape) == 0 {
-			return nil, nil, invalid("body", "does not match the schema: %v", err)
+			return fieldErrors{{Field: "body", Message: "does not match the schema: " + err.Error()}}, true
 		}
 	}
-	return members, shape, nil
+	return shape, false
 }
 
 // now is the database clock.
 func (h *handlers) now(ctx context.Context) (time.Time, error) {
-	t, err := h.s.store.Now(ctx)
+	t, err := h.s.clock.Now(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read database clock: %w", err)
 	}
@@ -137,6 +159,28 @@ func (h *handlers) CreateJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	j, errs, err := h.newJob(&req, shape, func() (time.Time, error) { return h.now(ctx) })
+	if err != nil {
+		return h.internal(c, err)
+	}
+	if err := errs.err(); err != nil {
+		return err
+	}
+	if err := h.s.store.CreateJob(ctx, j); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nameTaken(j)
+		}
+		return h.storeError(c, err, "job", uuid.Nil)
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/v1/jobs/"+j.ID.String())
+	return c.JSON(http.StatusCreated, jobOf(j))
+}
+
+// newJob checks a decoded JobCreate (shape: the faults found decoding it)
+// and builds the job to store, with defaults filled in and its first run
+// computed from now, which is called only when the schedule is valid. It
+// returns every fault, or an error when now fails.
+func (h *handlers) newJob(req *JobCreate, shape fieldErrors, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
 	var errs fieldErrors
 	checkName("name", req.Name, &errs)
 	ns := "default"
@@ -152,18 +196,18 @@ func (h *handlers) CreateJob(c echo.Context) error {
 	timeout := timeoutOf(req.Timeout, &errs)
 	var next time.Time
 	if sched != nil {
-		now, err := h.now(ctx)
+		t, err := now()
 		if err != nil {
-			return h.internal(c, err)
+			return nil, nil, err
 		}
-		if next, err = sched.First(now); err != nil {
+		if next, err = sched.First(t); err != nil {
 			addScheduleError(err, &errs)
 		}
 	}
-	if err := shape.merge(errs).err(); err != nil {
-		return err
+	if errs = shape.merge(errs); len(errs) > 0 {
+		return nil, errs, nil
 	}
-	j := &store.Job{
+	return &store.Job{
 		Namespace: ns,
 		Name:      req.Name,
 		Schedule:  spec,
@@ -174,15 +218,12 @@ func (h *handlers) CreateJob(c echo.Context) error {
 		Retry:     retry,
 		Priority:  priority,
 		Timeout:   timeout,
-	}
-	if err := h.s.store.CreateJob(ctx, j); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return conflict(fmt.Sprintf("A job named %q already exists in namespace %q.", j.Name, j.Namespace))
-		}
-		return h.storeError(c, err, "job", uuid.Nil)
-	}
-	c.Response().Header().Set(echo.HeaderLocation, "/v1/jobs/"+j.ID.String())
-	return c.JSON(http.StatusCreated, jobOf(j))
+	}, nil, nil
+}
+
+// nameTaken is the problem of a job whose name is taken.
+func nameTaken(j *store.Job) *apiError {
+	return conflict(fmt.Sprintf("A job named %q already exists in namespace %q.", j.Name, j.Namespace))
 }
 
 // ListJobs handles GET /v1/jobs.

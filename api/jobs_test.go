@@ -140,9 +140,18 @@ func TestCreateJob(t *testing.T) {
 	}
 }
 
-func TestCreateJobValidation(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
+// validationCase is a request body POST /v1/jobs refuses, the field its
+// problem must name, and part of that field's message.
+type validationCase struct {
+	name  string
+	body  any
+	field string
+	msg   string // part of the field's message, if set
+}
+
+// jobValidationCases are the bad bodies of POST /v1/jobs; the batch
+// endpoint must refuse each of them, as an item, the same way.
+func jobValidationCases() []validationCase {
 	// with returns a valid body with one member changed (or removed, for nil).
 	with := func(path string, v any) map[string]any {
 		b := jobBody("valid-name")
@@ -168,12 +177,7 @@ func TestCreateJobValidation(t *testing.T) {
 	}
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 
-	tests := []struct {
-		name  string
-		body  any
-		field string
-		msg   string // part of the field's message, if set
-	}{
+	return []validationCase{
 		{"malformed JSON", `{"name": "x",`, "body", ""},
 		{"not JSON", `hello`, "body", ""},
 		{"empty body", ``, "body", ""},
@@ -238,7 +242,12 @@ func TestCreateJobValidation(t *testing.T) {
 		{"timeout over a day", with("timeout", "25h"), "timeout", "24h"},
 		{"timeout a number", with("timeout", 30), "timeout", "string"},
 	}
-	for _, tc := range tests {
+}
+
+func TestCreateJobValidation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, tc := range jobValidationCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.do("POST", "/v1/jobs", tc.body)
 			mustStatus(t, r, http.StatusBadRequest)

@@ -377,6 +377,37 @@ type Job struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// JobBatchCreate defines model for JobBatchCreate.
+type JobBatchCreate struct {
+	// Jobs The jobs to create, each as POST /v1/jobs takes it.
+	Jobs []JobCreate `json:"jobs"`
+}
+
+// JobBatchItem The outcome of one job of a batch: `status` 201 and the created
+// `job`, or the status and `problem` POST /v1/jobs would have
+// answered for it (400 invalid, 409 name taken).
+type JobBatchItem struct {
+	Job *Job `json:"job,omitempty"`
+
+	// Problem RFC 9457 problem details.
+	Problem *Problem `json:"problem,omitempty"`
+
+	// Status Example: 201
+	Status int `json:"status"`
+}
+
+// JobBatchResult defines model for JobBatchResult.
+type JobBatchResult struct {
+	// Created Jobs created.
+	Created int `json:"created"`
+
+	// Failed Jobs not created; their items carry the problem.
+	Failed int `json:"failed"`
+
+	// Items One result per job of the request, in its order.
+	Items []JobBatchItem `json:"items"`
+}
+
 // JobCreate defines model for JobCreate.
 type JobCreate struct {
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
@@ -601,6 +632,9 @@ type Error = Problem
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
 
+// TooLarge RFC 9457 problem details.
+type TooLarge = Problem
+
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
 
@@ -651,6 +685,9 @@ type CreateJobJSONRequestBody = JobCreate
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = JobPatch
+
+// CreateJobBatchJSONRequestBody defines body for CreateJobBatch for application/json ContentType.
+type CreateJobBatchJSONRequestBody = JobBatchCreate
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -708,6 +745,9 @@ type ServerInterface interface {
 	// RunJob Run a job now, outside its schedule
 	// (POST /v1/jobs/{id}/run)
 	RunJob(ctx echo.Context, id ID) error
+	// CreateJobBatch Create up to 1,000 jobs in one request
+	// (POST /v1/jobs:batch)
+	CreateJobBatch(ctx echo.Context) error
 	// ListNodes List the live scheduler nodes
 	// (GET /v1/nodes)
 	ListNodes(ctx echo.Context) error
@@ -1036,6 +1076,15 @@ func (w *ServerInterfaceWrapper) RunJob(ctx echo.Context) error {
 	return err
 }
 
+// CreateJobBatch converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateJobBatch(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateJobBatch(ctx)
+	return err
+}
+
 // ListNodes converts echo context to params.
 func (w *ServerInterfaceWrapper) ListNodes(ctx echo.Context) error {
 	var err error
@@ -1103,6 +1152,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 
 	router.GET(options.BaseURL+"/v1/jobs", wrapper.ListJobs, options.OperationMiddlewares["listJobs"]...)
 	router.POST(options.BaseURL+"/v1/jobs", wrapper.CreateJob, options.OperationMiddlewares["createJob"]...)
+	router.POST(options.BaseURL+"/v1/jobs\\:batch", wrapper.CreateJobBatch, options.OperationMiddlewares["createJobBatch"]...)
 	router.DELETE(options.BaseURL+"/v1/jobs/:id", wrapper.DeleteJob, options.OperationMiddlewares["deleteJob"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id", wrapper.GetJob, options.OperationMiddlewares["getJob"]...)
 	router.PATCH(options.BaseURL+"/v1/jobs/:id", wrapper.UpdateJob, options.OperationMiddlewares["updateJob"]...)
@@ -1129,106 +1179,120 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1tcxs3kvBf6eKzVZayI0p+yT5lqu6D4ziJXVlbazt1VZfJiuBMkwNrBpgAGNFMTv/9qhuYN86QlC3H",
-	"3uzdF5nkAIPuRr+jG/59kuii1AqVs5PZ75NSGFGgQ8PfnlbGakOfUrSJkaWTWk1mk7cZwlzhe3eZ8Ig5",
-	"6CW4DKE0eC11ZaEUK5xOoomk4b9WaDaTaKJEgZPZxM+ZRBObZFgIer3blPTEOiPVanJzE02ef0u/8/RS",
-	"uKydLdNJNDH4ayUNppOZMxV237TUphBuMptUFY8cvvlHWUg3xOlCrBCs/G0n2DnP666V4lJUuZvMvj6L",
-	"JoV4L4uqoC/0TSr/7X4DglQOV2gmNwSEQVtqZZHJ/I1IX+OvFVoGK9HKoeKPoixzmQiC8LQ0epFj8dd3",
-	"lsD9vQPGXwwuJ7PJ/zttt/LUP7WnF36WX3S4icYvC9KCVNcil+k5zNEYbewcCG8LKJIMFiKFpcQ8nU5u",
-	"oslTrZa5TL4YtElY38JauowZ751e3LOQVMagcmCdcAjaMAoM8jPC6XPC+0RtQLsMDTA5GYiX2n2nK5V+",
-	"TjhearBVkhGBiCD4HpOKHjFAPylxLWQuFjl+7r1M8so6NHAtcU3sV7WgzMBl0oJFc40GMmFBaUCXpLFK",
-	"tFKY0GsixsYlKaQyBaUdCGXXaKaxYikPYBCUT5zDomS0SqNLNE56ucOaKfrgPa0cOA2Pzh7/DRYbh3Y6",
-	"1CPRxFNSm0uZjmiwaLKUStoM00vhenopFQ5PnCyQNEuVB+J7NTZ4SYbCuAUKF94ypGMurINmGOlhAblW",
-	"KxAea4L949ZWVbHAMfLoSjkLS6MLuA+a9ogksOGsexbWmc4RcrnECAyepEZeI2mYJK9STDvkbHRiNNGV",
-	"S3SBh9gqbOarMNpPLCv3sdtonTCu2aUt2anyHJbaMEmtq0lK6FkEnglrYk8kIhgsNb3qYyl+0zVrP9fk",
-	"70HY56pfmlfoxTtMHKGzRZ4BSoTHrLNf2oB1uiwxbZlIqhUcSQepxPQYhEr7+xurNelYp0Eor+G0QhK7",
-	"aIKKTN7PE1slCWKKZICXQub8gaiQXuqK0EiESjD3vxNIHVzarfnGoLhC84aUOYtreHuSa8szM5EvT3SJ",
-	"tDT/M/aWZzXcQ/kP+3mZSzuy+8+u0WzqPY9gKY1lrEnizkGrfANSwffP3sLp9f3Thjz29HeZ3rAT4bCw",
-	"t+RngjSALowRG/oelrYd9dKRl1TaUrjkrhqm0YFfRsEtid0vF5tx5UZESqscDSidIrhMOOAZfY48B7Gw",
-	"xJMkq4VQlcjBVGpc4D02B9zEaPJOLy4/YKj3EUeo5MEZovcdo7HYwMWrN56D3umF551TUykwgkXLZULR",
-	"KNehRgethdY5CsXqmry1UiTjYLCzXvP7mK77z0zm2CcrmWUvvXCkDUhnIcVcsliQ2ktxicZgehzBOkMF",
-	"kv3IslrkzBcgVkKqj7c/rV4fPCqN1Ea6zWEfJIwLDgFRL71ceoYfheqAffg4TGytwfbB2ugpr++2zQGz",
-	"XmDKDst1930bx4b5agg6KmVbf3ygmWmA/TGozr5ibTTfrVRgq6FHlGAnyhwy7RMv9lox47IrVAee+42r",
-	"h2svZo3Z6S/5a4UVpjNYC8mGkt0D1VpTkpRlkBZvMoJAHJ+TTlJSrWaxEqpxJkhRnQc5m7V41I+DAJIV",
-	"FmDQsexJZ2OlK8erLERypZfLc2isbgSNfeWJKYoUjrZfHSv/7mMQBmEplcj7VtyjStG2h5uYZMywd405",
-	"LTVqhr+j6LGJwvrswpHlkNTfaucwBQr/6/wCxaFSlZWLAKeraasSSRR/0wo5LFjodMMfBDT5jHs2BIMj",
-	"sBVorVjheCKiyzYe0HbCGAP9IFSae79ZpKkkXER+0cF3KXKL0UD9auaETjDbehRTmGfOlfMZzCuTz+FI",
-	"LKzOK4dAP4M2saIP9jiCeYEu0+kcjkJygu0LPchQpGjs/NwTUqcbYOGRvGas/KKl2ORapFOYK+HsfFZz",
-	"r8/u+IfkBM1txRjPI+YwisNjNSfOvDRY5ps5c2lwnvmXKcyTyjpdzGcd1GCl6XX0dv80VrUoWW/vOQwk",
-	"cAqce/7sM0/Aaze9R+zHYNM81djJfC+KknT5hAg3xi21qW9HWlTpCRZCkqotSbwM7ek/f35y8l/i5Lez",
-	"k8eXJ7/8fj/626Obv4zaGE/L/kt9OGGnSq4yl2/G5vkfWseYmIAtAit4T89RYaxM3l+M2Wd2ehp+mSa6",
-	"OM20vhpbtd3kDm0bR2RLYvjxHjF5FjZ7KP2vVBuj3LM+T8DRbeZnTgecsPDxwiFz0wsrbuPnCplXJmiq",
-	"2v5L5f72aDSOlepymdOejbvt+Xj28W3WwzbRyueykg3wDJYkkpKAfePysuelKAIbhSakzOyI7QyuACQU",
-	"zyPpVa8ZPHk62bS1VKle9xy53ehbqRIccy+x93pA5ZA8YLJg7J3sdBSH3FvS470u2X413t3xqGGbGvYO",
-	"0Tqb393YHgh7mPu5Wuqhtbsjm97er9oWsRHvKmuNVV8ZzEQppx1tMLYP7B8cNpr1GvWELsVbpPaQ8VP4",
-	"mN0dGdDh1s7hDyhylw1hIQaubJ+KY8pza6EwbWylF3oxwjlVcoU79Epi8AOForf7t6DdBwTP5GZemkrd",
-	"KWraGVLfItJt1x7J6K1rXfROLzhiFZXFlPxFQj7HO+TwyPyzj0RLvz9Z6ZMw4J3VavparP8ePMePDGI5",
-	"ADg04TUNutC5THqB76Fpb+pxt41YX+hFo52IPHpHtH5nfc1M1o1zQ+gb5KENbxtUo47W6TJEnzV7UnNQ",
-	"qb/Qi6c8/KBrv+WgfrCU1Zzf592flPy1Qna1g6luSDLlWP/9j6hWpJ4ehBPI+vv9HV7p9PLkl7/+ZZeP",
-	"24jYVlTm4wpLbntcH4HGk08OQkeQhidrL968egnXIq8wYo8I0zqKCNT2J4PIuarOmddQgP/EQtqRuT6F",
-	"ftRqhRTot1mGQmwovoQjAd9rSCsj/CGacFBo6+DBo+x4yga5tl8Pz+xBwQxyWHP4Dqn5FPab7OG/QHbo",
-	"hV5cCJdkHxjdk3fPuQOWmiQTaoXn/mRdK66aYEgpqBIJdpIAU3jikz6x0kv4/QZopGsGNKGzP0y9xzlZ",
-	"jvpL5qzRePmD1dEtJfEcSLbAYKGvAw51NuF/idw96crWCDnCxOmtzgLHeG9wFCYSJ6+Rsw6VPxNrXJjR",
-	"wP+lTnEM7lxeb5+2RCAsGFxJGwI1xcftw7BbpOmOEqEnF8+BnqL1+PMhjkivaa5FuzeGbWH2Vv6Sw9Rx",
-	"39ePsONAhIfh0FavFRq4wk2obuFKgxrdBFUq1ap3djdcbVsH5SgsXjqXX1pMtErH4JAFQo7LRhnRives",
-	"r1/g+RHRN8yfwtuaWAYVrm2spANLxkzkzEQWSjTw9u2P5yD8QI8dv8rnEXXlINcWLXCyOFDBK4TWBdPV",
-	"Iu/4X+HMmRTrKKM0cMl0+pGHJQcMCi27dRYxpG+741vcMaayieU/hQVi0fn40PFCGCfrY+hhpsujAXpJ",
-	"at1GnBbxvMrp1Uw4kA4ynad2RAJZC1zSzFsmqfZFklhqb+CGe88Q2UyW9ywsUSVSrYCH+9OF1gwxY69Q",
-	"odeFEFdnZw8T/xcencF/+5NGGmXwWloaI0gRyMSnmls5XQsLwU0/DjqVfTseMZqU2qFbOyjWlOpj+EIv",
-	"bJMFYwJFTHkMJS7SjGSqdtOYfZO02iFGKEwuyUmjYeya1UccvPI9C35XmR9qvMMpqy+JUniHs1Ui3h75",
-	"5p3xGlLYzoYove7CorQfrtfh5MIDP70NCAYTbVJML/fwm+eteiTtzYW2bmXwzT9+jAK3eB9/Kem94IxQ",
-	"VnCBGCQZJle2yzLNknfhnf5L9sjJDrgDQHLZUI/5K8mFLEJhw62puKV9mnjYg1aL8gDmAfGDREQ9TdLh",
-	"4L0K7VMo11Y73kHDdlzGkeRze6wkDIIVjvw0TCPI5Crrnkj5uq4FLrUhaTCFyGOSNsuq2P9QP871mjx4",
-	"O4VuWOzH9A9TaRUiKT/iqqf1qIdWl00OkHj93VN4/Ojr/w+hHBNSdELmI+bAPxiv6eHS3ltvS+fQdsTx",
-	"kco6oXak4dqU6IgHJV2Oew7mtlF/40gGQKaonFxKNLWuvJIqpc+BJP0Atj7Tcjq5mqZ4Xdex2lMudGbD",
-	"1FUBlZEH/RN+WiMQ7UvgduOMDwsWfyCeWjpUzG+ZXoPVZB7rUoBefY4zsq60mbUH++qv932VAEglnRT5",
-	"ZSgSgK+gqHIny1yi+eeROrl/HEEiuP5PuFgV4n09NCIKK3gnnff/j5ZVns+gUpIoRjrt57MIyCbjr5Vo",
-	"n8SKHqWnD/xDkpzjKXzno1/vA1cOnLjC8dDVxuqItiyFkxOO6E6+gmUuVvZ4kLgNbgGEcgtfHSFtrEIg",
-	"nY7Fv1sUGUtw5WJTCzjXXbHb2aRS+imUrazJfTtaIcZE7AZuREya+KuvzyEqjaoD2pBuHWDTZXD/UJeB",
-	"n7sTyzpHlAZs3RqxSRfZA0iOHge1jNV3/usYYwTYOt4YC3ffdCLzDyqkIDSYQ7gEEN6ga7JcWiGpi3li",
-	"tJpHMBduzkI2l2ruWRX0MlYuw4ILeZRugmJ6h8jzYyhQKOsdNpVgRC7RGJuNnT68DpPoXRx4krtW+zFF",
-	"Rc6gJu/uGqEU1u45hhgQnzAaUZzyfcg7zWouLqTiwhFdGUjF5kQvTwqtXAb+b/hpjXgVxYprbOLJGTw8",
-	"g8fwFXwFf3/18uS718/jSbBuDU8Mx4wWX6p9VFk6drSlDVy5lwkfn42KWl0INFzn+ZOXT5jiQM+98jGa",
-	"HIPSoLVBoRrkEqO2fuant0+3Vn5W0U6ffoMml2pyi9zNDWPuz4L7MJGio1UFpJLmLyrSZ8S8TTJmChyX",
-	"EMMpvY4aBhKBe+h7rDzthCcc1z6xyWAEGxY+Yi9Y1HkGzxqceRAKiDyxauhzPIVnXc+aSy+C3m3q3TjN",
-	"5R1wUr00RtUFPETPxaZXG+en1o0JsYrVW05mkENG7s3Dhw8fEzQ/vX06hW/DtvvHHT6wcBTT7seTCOLJ",
-	"/eIhf4xVPHmQxROCm52c5q1jThMczXd1uMyPY1XTyfsdc9rOOfz0+vk5tK5D/UoLubQuUKHpkwKpYlV3",
-	"UjGq5CZ7oEqxwnTGIs5cOOik45ywWCHFXvP6d6dhhY6VE8eM50zaonQbrnTzmbT+q7yqchka5IWVhkKb",
-	"UKufywSVZTkJDW5PSpFkePJgetZx0phFJ9HkGo31PHt/euZH6BKVKOVkNnk4PZs+9LVPGWu/04xPyn+j",
-	"zyscS5Vys46FB2dnpP9C6XFpdII2tP5Y+OHt24upr+33W/88ncwm36P7Ibx9q4/uwdnZnjamD2tfCkf9",
-	"O7qXakClhaqc+oajqiiE2ZBpldeo0LJ6EitL5r7BwE5+ocGnBTojE9uhzwDJv4chB5F0+N6dlrmQW+ht",
-	"66UBJmGFOudxYXSBLsPKAr2SFKO2bHfBG6FtRDsTigbYnSgHdpnW+7AL71clqicXz++6uSM6eLiPYS1I",
-	"dVIVqAYYvmVjFB5yRvzFm1cv92FJ9mNzW77HbmIgWJ8kI6UTwddnD30D4VpaHJWC136pLyIEvDbpJBZV",
-	"bib8+uzh521sdGysN9t7RqDJQ/LX69jZuVtzzvf9R4oinYdCWS6mPsmRHHrW/L1q1pCGH6myZn/SN7D4",
-	"7yWaQhC2+eZ4Cq9Dlxzrfl9N2zSGbLUWnXKc45V4nyfIxDxrsYp63dw/D9PO+aYLO2sB2anGG2uC7lZa",
-	"HN6+YU/D+PgWzlPfnX2LgaE3/eaXP5D/+20OI0z4qrbUetmt1yZxeOThGHt9A+9pp/Ob3x36yQ9NCymZ",
-	"LatDXki7nSIx2tpwnKBwTcEeNyR0xKIjAiNiwdy2T1O3jRufYw926fB+S/NHkP3R2aPDU5re7bvu0/fo",
-	"eg60T01L8g3b5pzRDRrI8wEJef7t5OaX8V099T0b2zc+3PKd0aTUdvT827eMdJA74kgEm3YZXbmmjyXk",
-	"Jo59/2ysOPFqz+m5bzhpUi6Z4GPMurjHF0izj9L0nninnUKZEN74U9QWEqSIZ96Mn0/hqf/MC8WqbZlp",
-	"53BeLdRrWArOM6lWBGDTB0O+N7fXaIX8DorgF9hpwDl6dPb4eExb++X/NWRoBPnPJk2Pzh4fntBcOdE6",
-	"GvsndK82uKvI+p3qSe2HKdHTpjTlE0rbP0jWOHVA/LfNtIKeLA3arJEii0ainbW50lj5MqF7re4Jpx/6",
-	"mlsMwkSfpvNCJ1XVZmqwPhjJ2RODQqQ4BXYs+kBZ4jCSi/o2ALVbLjhzvkcsHnw+sTB4sq3R/nXF4k4s",
-	"3vif2+x0gNGDRt7tQpOHJB0WXLFSF2ce+d6k5js5l5Fvcpv5IoFMW8efcM79bdyOFp6Fdqnw+Di0iekC",
-	"fRlTe7EBhSZNXws55bHy6c8olIeKJOt23dS9KUKl4LvgnrQmJ1bz8LwJBdbaWK7ZIIlqzhfvzYBC3XB+",
-	"0txREHHqRoG/vWCX+/5DTc8/MqrrtFWMML5P+9VbYxHV9ItoXXZoa/5qbvqRBhJpkkq6eru6/lI4TWr5",
-	"s670GHVhaYUX/qj7cKT0rqkOkbatvIYjkeftV+uDep+NO94VRG23bO+4A+swGJ8wVGuL+fct7ONbWsAb",
-	"imZfpN2H7GVpcCnfH0L3zxQa1nXNB4JCotqXCwd98KdNiuGyiZZvuZbBl2/XwsOywmFG8De2/FU+bX2h",
-	"F22H3Dc63XxKiob+ipv+sbszFd4MtvL+p1x4lwPwTi+6BWgfb/w/py33VPTHNcPt7SjGJsBPMcexyw6e",
-	"s6cYqpi6uQWDcIX+cqk+k3zLb6qZpLdhj8ZrpWoSexjSP0cQ79HcReJoZ8ZklDBnn4mT/0T5kV10/bjw",
-	"qe7Y2E5hh24LdgP9qV3diVFXgep0c153bjS1K1eIpXdFYsWdD+QnKly3B60kM0VZObThRM43nM39pWlc",
-	"RCnqtsN3esGpj03diBiFyz6aSn4WkRUHTaK/zoLWQRurUCvqb9wZcS1/4ta2P1R3+76YW6nuz8LwPmuT",
-	"/nkY/ykDfFu1PX58Merf/t+RwJ/3SODzsiA7jWJw/8ztzg/ukp5u2Zp14CfPS7e6FlLtU7l8kRxUysk8",
-	"3Fxm0FYFplO4EJXlrPDYvCx0CPVFjabgl7PuLZz/pvkppu+tdaPfyU/ORVxN5YWj6dqQtnPVF7MUl1D5",
-	"DClbem7HKqS1fEjBtS7S3xsado3r0a9kWSJnnLTCE5tp5xs8M1H3e/j1NuhiRetYEP7+L23kSqrQGeav",
-	"vXK+Skwu2/mhoBCexKrvWLRnFoH/Q2YWXtNXFgPV6UVhOYhVLQij+Vt6zZeThRqNf19h8BTuqafbCEWl",
-	"/qgTiHDnZqcosL3GrHFWpWfi4JcNVejrSo0yzWfM93+xZP/d2KGqK559gWjlrEzR36zUXogxzh5Kp7g7",
-	"eU80KdAf/gxbgSPOKPl20MhHUc197KFBkxTeWNutdLsS4C8ZoD9QczT9oDtT3yPN0F8wA85nF0OI9ma9",
-	"y7qd6pbnMnW3o1RNI6pJ0URt87R0GYW+xDyxai7yhjlvbCii516yOZszbljlJkJLga3Sa98hWjc3xqrh",
-	"iONzmPf708Lr+j1q7Xtj1amZy0Sboaor6aUN6+/oDIyVbw3kCoENpHK5RBOuKix0QfF/WhnvAGZCpSf6",
-	"Gs2s7rR2DAKt+66yDtaho7vlcA+Odwt8A2PoJZHeQbAc4MdK1LRWmm9j5CZKotQVYumncyFZk4DzXYsQ",
-	"sjlkx/kidq5Y5+MovnWd8/RcuLxLxC5a7vgD5azfH7hT2Opexy8mX9gBo63FaXuv6VvohxyRt5vm16aM",
-	"mgdTtBq+d4Kk4dHK8JZrGzq+tWeWwNO1hBKX+h3VxvrWgFiRZGSC71yWymkQsJTvMQ3n9hSIBjkOd44E",
-	"ZKVHkw8GuPmrbpEZUTdtx4Hnqvq/cgmU6KDbKbW8+eXmfwIAAP//",
+	"7H1tc9u2svBfweg5M7F7aFlO3D4Tee6HNE3bZNokJ0nnztwqx4LIlYiEBFgAtKL2+r/f2V2ALxJlOS9N",
+	"Ts+9XxJLJMjdxb5jd/XHKDVlZTRo70bTP0aVtLIED5Y+PaytMxb/ysClVlVeGT2ajl7lIOYa3vnLlO6Y",
+	"C7MUPgdRWbhSpnaikisYj5KRwtt/q8FuRslIyxJG0xGvGSUjl+ZQSny831R4xXmr9Gp0fZ2MHn+H39Py",
+	"Svq8Xa2yUTKy8FutLGSjqbc1dJ+0NLaUfjQd1TXdufvkn1Sp/C5Oz+UKhFO/7wW7oHXdd2WwlHXhR9Ov",
+	"J8molO9UWZf4AT8pzZ/OGhCU9rACO7pGICy4ymgHROZvZfYCfqvBEVip0R40/SmrqlCpRAhPK2sWBZR/",
+	"f+MQ3D86YPzNwnI0Hf2/03YrT/mqO33Oq/ilu5to+bVCOaH0lSxUdiHmYK2xbi4QbydAprlYyEwsFRTZ",
+	"eHSdjB4avSxU+sWgTcP7nVgrnxPjvTGLO06ktbWgvXBeehDGEgoE8iPE6XPC+0BvhPE5WEHkJCCeGv+9",
+	"qXX2OeF4aoSr0xwJhASBd5DWeIkAemXMT9Ku4Ett5MJkG+Q9b4woEBCC6hctr6Qq5KL47IClRe08WHGl",
+	"YI2A1S0oU+Fz5YQDewVW5NIJbQT4NJvp1GgNKT4mIRr7NBOZyoQ2Xkjt1mDHM026J4CBUD7wHsqK0Kqs",
+	"qcB6xdoAIqv2wXtYe+GNOJ/c/0YsNh7ceFe7JSPeX2MvVTagV5PRUmnlcsgupe9py0x6OPGqBNR3dRGI",
+	"z8p15yE5SOsXIH14yi4dC+m8aG5D6yBFYfRKSMYaYf+wd+u6XMAQeUytvRNLa0pxJgzuEeqFht/vOLHO",
+	"TQGiUEtIhIWTzKorQL2XFnUGWYecjaZORqb2qSnhEFuFzXwW7uaFVe0/dBudl9Y3u7Ql0XVRiKWxRFLn",
+	"I0kRPQeCVoo1sicgESxUBh/1oRS/7hrbXyP5exD2uep18wizeAOpR3S2yLODEuIx7eyXscJ5U1WQtUyk",
+	"9EocKS8yBdmxkDrr7+9Mr1HzeyOkZr1rNKDYJSPQaIh/Hbk6TQEyQLdgKVVBfyAVsktTIxqp1CkU/D2C",
+	"1MGl3ZpvLci3YF+iiSFxDU9PC+NoZS6L5YmpAF9N/w095VGEe1f+w35eFsoN7P6jK7CbuOeJWCrrCGuU",
+	"uAthdLERSosfHr0Sp1dnpw153OkfKrsm18ZD6W7JzwhpAF1aKzf4ObzaddRLR14y5Srp04/VMI0O/DIK",
+	"bonsfrnYDCs3JFJWF2CFNhkIn0svaEWfIy+EXDjkSZTVUupaFsLWeljgGZsDzmsyemMWl+9xK3uuA1Ri",
+	"cHbR+57QWGzE82cvmYPemAXzzqmttbCSRMvnUuNdvkONDloLYwqQmtQ1+pCVTIfBoBAi8vuQrvvPXBXQ",
+	"JyuaZZZecWSsUN6JDApFYoFqL4MlWAvZcSLWOWihyLut6kVBfCHkSir94fan1es7lyqrjFV+c9gHCfcF",
+	"hwCpl10umeEHoTpgHz4MExc12E2wNnqK9d22OSDWC0zZYbnuvm/j2DBfhKCjUrb1x3uamQbYn4Lq7CvW",
+	"RvPdSgW2GnpACXZi312mfcBibzQxLrlCMRy+2bgyXDdi1pid/it/q6GGbCrWUpGhJPdAt9YUJWUZpIVN",
+	"RhCI4wvUSVrp1XSmpW6cCVRUF0HOpi0e8XIQQLTCUljwJHvKu5k2tae3LGT61iyXF6Kxuolo7CstzEBm",
+	"4mj70TPNzz4W0oJYKi2LvhVnVEfJKMCNTDJk2LvGHF81aIa/x5i2iQ377ELx7i6pvzPeQyYq6fOY9cDo",
+	"WOmq9omA8WrcqkQUxd+NBgoLMNihP6Rosix3XAhRB2ArwTm5guH0SJdtGNB2wRAD/Sh1VrDfLLNMIS6y",
+	"eN7BdykLB8mO+jXECZ0Qu/UoxmKee1/Np2Je22IujuTCmaL2IPBrYexM4x/uOBHzEnxusrk4CikTsi94",
+	"IQeZgXXzCyYkxoMkPIreOdP80kpuCiOzsZhr6d18GrmXc058EZ2guasJ43lCHLZWPp/pOXLmpYWq2MyJ",
+	"S4PzTN+MxTytnTflfNpBTawMPg6fzldnOoqSY3tPYSCCU8Kc+bPPPAGv/fQesB87m8ZUIyfznSwr1OUj",
+	"JNwQt0RT397pQGcnUEqFqrZC8bK4p//89cHJf8mT3ycn9y9PXv9xlnxzfv23QRvDtOw/lMMJN9Zqlfti",
+	"M7SOv2gdY2QCsgik4Jmeg8JY26L/MmKf6elp+GacmvI0N+bt0FvbTe7QtnFEtiSGLt8gJo/CZu9K/zPd",
+	"xih3HOcJKLrNeeV4hxMWHC8cMje9sOI2fq5URW2Dpor2X2n/zflgHKv05bLAPRt224vhnOirvIdtajRn",
+	"2NKNoBUkSSglAfvG5SXPS2MENghNyP+4AdsZXAGRYjwPqFdZMzB5Ojm+tdKZWfccuf3oO6VTGHIvofd4",
+	"AdoDesBowcg72eso7nJvhZdvdMluVuPdHU8atomwd4jW2fzuxvZAuIG5H+ul2bV2H8mmt/ertkVswLvK",
+	"W2PVVwZTWalxRxsM7QP5B4eNZnxHXNCleIvUDWT8FD5md0d26HBr5/BHkIXPd2FBBq5dn4pDynPrRWHZ",
+	"0JuemMUA59TpW9ijV1IL7ykUvd2/Be3eI3hGN/PS1vqjoqa9IfUtIt323QMZvXXURW/MgiJWWTvI0F9E",
+	"5Av4iBwemn/ykfDV705W5iTc8MYZPX4h1z8Hz/EDg1gKAA4teIE3PTeFSnuB76FlL+N9t41Yn5hFo52Q",
+	"PGZPtP7R+pqYrBvnhtA3yEMb3jaoJh2t02WIPmv2pOagUn9iFt9iwPyQ1hz07/ui+8Ys3LDVxyvoAjMo",
+	"CZ8CStfPCwkv34ITyt86r/jELAKglIR695gXnU3CmWn8fEAXEtw3UQOfM4xYSOij02Y0Cxv5bwtcNhVz",
+	"1n5zcXdy1iSZw37M9PyNWcwphqPMF91Kd83DadR8i0BrUxeZyOUVYHTt1uRccCAujs4nk3jqmojzyX0K",
+	"BYmm+ngopnjD2vcAfVmI+ZTrtodhyZCtuDsZOrt+H1tBW/ECHJ2Rb5uNQNTdXXqChAtXh93HEOMPr9TG",
+	"x9UUVCokNpROpNLaTahSILyHH97w8a7jbwkVUYGNfOPbw8wEXVX0G43NOA64rUS0HHs7H6BREG26Y88G",
+	"fJBSeH/7G21in2K/aPVbDRSEBye+UZZjygK++wn0Ch2Xu0H64+ezPfHq+PLk9d//ti/6bYzvVr6GMw6k",
+	"zWaxZGM2+uQgdEzsbiXAk5fPnoorWdSQUKwEWcwvBGpzJQNQFrtzRr9r2v/C5rtjjfsU+snoFTgvOvnH",
+	"Um6ErbU4kuIHI7LaSj5el16Uxnlx9zw/HpOrHj3bexN30GQHCx05fI/UfArPPijiL503fmIWz1G7vGfe",
+	"Dw0lZRXZB8ilXsEF+wBoNCsLBKmFqpApdNKDY/GA08EzbZbij2tUmeCbG5qkGpdZ3KHTGsoHVsRZg5m0",
+	"91ZHt5TEC4GyJSyU5irgEPOM/0vk7kFXtgbIERaOb1UlMMR7O4fkMvXqCigfWfNpeRPcDKYEn5oMhuAu",
+	"1NX2OWyC7qmFlXIhhaOpEGc3ISezbE9J44PnjwVeBcf40/GuzK5wrQN3Y3arhZn9/0tKYA1HxXzHHs87",
+	"XAzlHGatwYq3sAnVeFSDFNFNQWdKr3q+xu7btnVQAdLBpffFpYPU6GwIDlWCKGDZKCN84x3HlU20nryd",
+	"sH4sXkViWdCwdjOtvHBozGRBTOTIZ3r16qcLIflGxo4exScMpvaiMI7CCTfTgQqsENrgzNSLohOZhWoU",
+	"VKyDjNLApbLxBx6jHjAo+NqtU8pd+rY7vsUdQyobWf5TWCASnQ9PKj2X1qtYoLLrCjMa6AJjnJOw40u8",
+	"SgcvufQY4uSmyNyABJIWuIzR5y3ytzflmKAybOAGgj2EyOWquuPEEnSq9ErQ7Xzu2JohYuwVaGBdKGb1",
+	"ZHIv5X/F+UT8N9cg4F0WrpTDeyQqApXyIVQrp2vZRC/HQaeSb0d3DKar9+jWDorDcTqFOzE/TgRKiPIQ",
+	"it+UHchh76cx+SZZvUeMQNpCoZOGt5FrFg8/6c13nOBdJX6IeIf6Cy6W1PARVRdIvBvkm3aGNaR0nQ3R",
+	"Zt2FRRu+3azDmSYDP74NCBZSjOyyyxv4jXkr3ol789w4v7Lw8h8/JYFb2MdfKnyu8FZqJ6l0VKQ5pG9d",
+	"l2WaV34M7/QfcoOc7IE7AKSWDfWIv9JCqjKUPN2ailvap8mUMWhRlHdg3iF+kIikp0k6HHyjQvsUyrXV",
+	"jh+hYTsu48CxVHvgLC0IJz36aZAlIlervHtWzRWfC1gai9JgS1nMUNo4M8VfxMuFWaMH78aiGxbzPf0y",
+	"C3wLkpQuUT3ketBDe96mmvpIvPj+obh//vX/j9kWkYGXqhgwB3xhuNqPWhFuvS2dco4Bx0dp56Xek6Bv",
+	"E2ADHpTyBdxwZL+N+kuPMiBUBtqrpQIbdeVbpTP8u5OA2j3t9iZ9O87gKla4u1NKEZJh6qqA2qqD/gld",
+	"jQgkN6XrunHG+wWLPyJPLT1o4rfcrIUzaB5jkVCvcs9bFWvwpm3Jj/77GdcPCaWVV7K4DOVD4itR1oVX",
+	"VaHA/vNIn5wdJyKVVBks/UyX8l28NUEKa/FGefb/j5Z1UUxFrRVSDHXar5NEoE2G32rZXplpvJSd3uWL",
+	"KDnHY/E9R7/sA9eesrLDoaub6SPcskycnFBEd/KVWBZy5Y53jnSCWyBCIRbXTSk30yGQzobi3y2KDCW4",
+	"CrmJAk55aXI7m1RKP4WylTU5c4O1o0TEbuCGxMSFv3HlHlJpUB3ghnQrhJuuqLNDXVG8di+WMUeUBWz9",
+	"GqBJF7kDSA4eFLeM1Xf+Y4wxAGyMN4bC3ZedyPy9SqwQDeIQKg4WL8E3WS6j6aBinlqj54mYSz/n4wal",
+	"58yqwixn2udQUomfNk1QjM+QRXEsSpDascOmU0jQJRpis6FzyRdhET6LAk9016IfU9boDBpPpxuiks7d",
+	"cEC5Q3zEaEBxqnch7zSNXFwqTSVlprYik5sTszwpjfa54H/DV2uAt8lMU/XdbDQR9ybivvhKfCV+fvb0",
+	"5PsXj2ejYN0anti9Z7AsW99ElaUnR1u5wJU3MuH9yaCoxRLB3fc8fvD0AVFc4PVwEGXQMagsOBcUqgUq",
+	"Pmwr63559XDrzY9q3OnTb8EWSo9ukbu5Jsy5SqQPEyo6fKsUmcL1ixr1GTJvk4wZC4pLkOG0WScNA8nA",
+	"Pfh5ppl2kglHJ2pkMgjBhoWPyAuWMc/ArEGZB6kFkmemG/ocj8WjrmdNh3pB7zaVsJTmYgccVS/eo2Np",
+	"H9JzselVzfLS2LI00zP9ipIZ6JChe3Pv3r37CM0vrx6OxXdh2/lyhw+cOJrh7s9GiZiNzsp79OdMz0Z3",
+	"89kI4SYnp3nqkNMkjub7et/mxzMd6cR+xxy3cy5+efH4QrSuQ3ykE4VyPlCh6esUSs907PwkVNFNZqAq",
+	"uYJsSiJOXLjT+Us5YbkCjL3m8XtvxAo8KSeKGS+ItGXlN1QDy5m0/qNYVfkcLNCLtRGlsaGLp1ApaEdy",
+	"EhpyH1QyzeHk7njScdKIRUfJ6AqsY549G0/4DlOBlpUaTUf3xpPxPa6KzEn7neZUQ/M7/r2CoVQpHd46",
+	"cXcyQf0XmhIqa1JwoSnQiR9fvXo+5q4f3vrH2Wg6+gH8j+HpW32/dyeTGxoc36+xMRQB7elrjIAqJ+pq",
+	"zK2IdVlKu0HTqq5AgyP1JFcOzX2DgRu9xptPS/BWpa5Dnx0kfw63HETSwzt/WhVSbaG3rZd2MAlviDmP",
+	"59aU4HOoncBHomI0juyuYCO0jWhnQdkAuxflwC7juA/78H5WgX7w/PHHbu6ADt7dx/AukZm0LkHvYPiK",
+	"jFG4SBnxJy+fPb0JS7Qfm9vyPXQTA8H6pDkqnUR8PbnHDc9r5WBQCl7wq76IENC7USeRqFKb8deTe5+3",
+	"EduTsd5s7xmCpg7JX6+Xb+9uUfUK/EcGMpuHEnpqszgpAB160vy9OveQhh/ovyB/klvb+HMFtpSIbbE5",
+	"HosXoX+WdD/X2TeVL1tNh6cU57AS7/MEmphHLVZJb/rEr7tp52LThZ20gOrU6Q4NbejWYB3evt1up+H7",
+	"WzhPeZrELW4MszSuX/+J/N9vgBpgwmfRUptlt5MDxeGc4Rh6fAPvaWdSBT07zL84tCykZLasDnoh7XbK",
+	"1BrnwnGChjUGe9Sq1BGLjggMiAVx202aum3p+hx7sE+H90cwfADZzyfnh5c0syY+dp9+AN9zoDk1rdA3",
+	"bNv2BjdoR54PSMjj70bXr4d39ZS7ubYn1NzymcmoMm7w/JubyTrIHVEkAk0jnal90+EWchPH3Fk/05R4",
+	"dRd4nVvRmpRLLukYMxb3cOsE+ShNVxo77RjKhPCGT1FbSAAjnnlz/3wsHvLf9KKZbpvp2jWUVwv1GlQJ",
+	"lyu9QgCbDjn0vanxzmigZ2AEv4BOa97R+eT+8ZC25tf/a8jQAPKfTZrOJ/cPL2hG5LSOxs0LukNPPlZk",
+	"ead6Uvt+SvS0KU35hNL2D5Q1Sh0g/20zrcQrSwsub6TIgVXgpm2udKa5TOhOq3vC6Ye5ouajsJDTdCx0",
+	"StdtpgbiwUhBnpgoZQZjQY5FHyiHHIZyEeeE6P1yQZnzG8Ti7ucTCwsn2xrtX1csPorFG/9zm50OMHrQ",
+	"yPtdaPSQlIeSKlZiceYRdy02n9G5TLj9dcpFArlxnv6COXW+UqNquBYaKcPl49BAakrgMqZ25AmGJk3H",
+	"GzrlM83pzySUh8o07/bjxa41qTPB/bEPWpMz0/NwvQkF1sY6qtlAiWrOF+9MBYa64fykmV6SUOpGC55r",
+	"ss99/zHS88+M6joNVwOMz2m/uDUOQI+/iNYlhzbyVzOZTFmRKpvWysft6vpL4TSp5c9Y6THowuIbnvBR",
+	"9+FI6U1THaJcW3ktjmRRtB8dB/WcjTveF0RtD3PYM7PvMBifMFRr23xuejHHt9RXwd5a3BflbkL2srKw",
+	"VO8OoftXCg1jXfOBoBCp9uXCQQ7+qIGCx9C0fEu1DFy+HYWHu4CuW39jy1+l09YnZtH2zn5rss2npGjs",
+	"Zeofu3tbw/XOVp59yhfvcwDemEW3AO3Djf/ntOVMRT6u2d3ejmJsAvwMChgag/KYPMVQxdTNLVgQb4HH",
+	"zvWZ5Dt6UmSS3oad7+2MC3OGQk/mXyGIZzT3kTjZmzEZJMzkM3HyXyg/so+uHxY+xY6N7RR26LYgN5BP",
+	"7WInRqwCNdnmInZuNLUrbwEqdkVmmjof0E/UsG4PWlFmyqr24MKJHLeiznmcIhVRytiQ/MYsKPWxiS3K",
+	"SRgD1FTyk4isKGiS/fcs8D3gZjrUivIsrgHX8hdqev1TdTf3xdxKdX8WhuesTfbXYfyHBPBt1fbw8cWg",
+	"f/t/RwJ/3SOBz8uC5DTKnclUtzs/+Jj0dMvWpAM/eV661bUiM5zKpRGTotZeFWGmoQVXl5CNxXNZO8oK",
+	"D63LQ4dQX9RwCXw5697C+W+anyL63lo38k5+ci6iaioWjqZrQ7nOEEBiKSqh4gwpWXpqxyqVc3RIQbUu",
+	"iicKh12jevS3qqqAMk5Gw4nLjecGz1zGfg9+3wb8TON7nJA+9MerldKhM4wH4nmuElPLdn0oKBQPZrrv",
+	"WLRnFoH/Q2ZWvMCPJAa604tCcjDTURAG87f4mC8nCxGNf19hYAr31NNthKLWf9YJRJjG2ykKbAccNs6q",
+	"CrMk2C/bVaEvaj3INJ8x3//Fkv0fxw51rHjmAtHaO5UBz1xrR+XsZ4/pIgZIw9vM+QQXShypAjLO65jj",
+	"+jn6iUaDyKSXC+mg14YldRZntYRsodkZ/UE1qPFHDHjeh3gkw68sKDfT1MtFOyNTX2x2J+dws5dQPml/",
+	"w8LJEjpdBXH6DH1N+voEFSpHalzSeUTxGcMns1D2SsdcDWppYdK3zZw+HoEfID+mOs/HPnK6LAr6zQxW",
+	"ldOwR6SR298HIYXdSasitjSyRhwtNlSDaiyLOA895Ypaah7sTU0hrCIgyUyr3uQWCin53I/onkprVWzS",
+	"D6WxPYLOdDtqRzSTdo7CiJ7zyQSBOZ/cT3o/b0IteHHWwUxLxwzy673X42aGK9XeH8eyYR4t3+/nICMV",
+	"UDkp4AqKBsYjyTNNIxERxScvnz1NhDaBGROqcaWR2jN9lkwmk5AGDUvppwzOvhE/q2+PqRbL7e4k8xBj",
+	"OdPnZ/eIfmmQg6YOwBn2CmXL+WGSoDj6ejJhfkC9wgREgGPdX+wpbX8xxjsoluQWrIF/kKCELEEy6Znm",
+	"bsGtbOSUi9Xn4WNoZeDyMp6qRJkN5aGk46swiikUlGftLBkZuwLQE0F3oNZpO1GlqUR3tKN9uYt3ExHL",
+	"CyZcswHi3t3m11Jc0BLN1uKKDQ0mYU+8oh8biH0KRyiFLpVaKO3BXsniWBQYhQ5VUsTMNE3++fNSHN3B",
+	"YJ8/0dGd/nTgd2DIueQSZcguWjYQTm7oiIqkDvXBp0pwn93icLD5dZxPlOBmjmlFPJqhQIW9Nk+bDPYf",
+	"WCMdS+CCh93xFwmdovAIhDDFrbE3YSgBOvlDoyaU33fo+5QA+hO5p5mBsPe4d2AAyBc89aXz+l2Ibjzp",
+	"rWIL8S1rEWKHv9LN8AV0PJJ2YIjyuan5EG2mm5+1EXPa2KBtqX96ToqThjRQ4zxJmTZrnooQG/pnuuGI",
+	"4wsx7/dkh8f1+7Lb5850p048l+2pTOweUy68f083fHCheLbIRmRquQQbBneXpgTtRVZbTnrkUmcnaCan",
+	"cbqIJxDwvW9qVC9hiknL4QwOh8LctB/6JxUHxS4JfmCktTZsjNeaKfUWoOLlVDzdHDpxp74IJxgYu9LP",
+	"EpHha812GJ64KGCfiD1vueNPlLN+T/xeYYv9/V9MvqADRlt/2s4bCZZhj7xdN982rUN083XSfO4kBnfL",
+	"CXZ/88WFKSeGmSXwdJRQ5FLeUWMdey8zjZKRS/oFEqXJcViqd5CFWjX0ioMcB/MXkFWMJh2GU8NzbAsd",
+	"UDdtlx1zVfy5xUCJDrqd9oLr19f/EwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

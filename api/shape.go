@@ -19,13 +19,30 @@ import (
 // encoding/json nor a generic schema validator says plainly. Value rules
 // (lengths, patterns, ranges) are the handlers' business, with messages
 // of their own.
+//
+// raw is parsed once and the tree walked: parsing each nested object
+// again on the way down cost a batch of 1,000 jobs a fifth of the API's
+// CPU.
 func checkShape(path string, s *openapi3.Schema, raw json.RawMessage, errs *fieldErrors) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		errs.add(path, "is required")
 		return
 	}
-	if bytes.Equal(raw, []byte("null")) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber() // numbers keep their text, so that 2.5 is not an integer
+	var v any
+	if err := d.Decode(&v); err != nil {
+		errs.add(path, "is not valid JSON")
+		return
+	}
+	checkValue(path, s, v, errs)
+}
+
+// checkValue checks a parsed JSON value (as decoded into any, with
+// UseNumber) against s.
+func checkValue(path string, s *openapi3.Schema, v any, errs *fieldErrors) {
+	if v == nil {
 		if !s.Nullable {
 			errs.add(path, "must not be null")
 		}
@@ -34,12 +51,8 @@ func checkShape(path string, s *openapi3.Schema, raw json.RawMessage, errs *fiel
 	t := s.Type
 	switch {
 	case t.Is(openapi3.TypeObject):
-		if raw[0] != '{' {
-			errs.add(path, "must be an object")
-			return
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &m); err != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
 			errs.add(path, "must be an object")
 			return
 		}
@@ -56,16 +69,16 @@ func checkShape(path string, s *openapi3.Schema, raw json.RawMessage, errs *fiel
 		for _, k := range keys {
 			switch p := s.Properties[k]; {
 			case p != nil && p.Value != nil:
-				checkShape(join(path, k), p.Value, m[k], errs)
+				checkValue(join(path, k), p.Value, m[k], errs)
 			case s.AdditionalProperties.Schema != nil && s.AdditionalProperties.Schema.Value != nil:
-				checkShape(join(path, k), s.AdditionalProperties.Schema.Value, m[k], errs)
+				checkValue(join(path, k), s.AdditionalProperties.Schema.Value, m[k], errs)
 			case s.AdditionalProperties.Has != nil && !*s.AdditionalProperties.Has:
 				errs.add(join(path, k), "unknown field")
 			}
 		}
 	case t.Is(openapi3.TypeArray):
-		var items []json.RawMessage
-		if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		items, ok := v.([]any)
+		if !ok {
 			errs.add(path, "must be an array")
 			return
 		}
@@ -73,35 +86,35 @@ func checkShape(path string, s *openapi3.Schema, raw json.RawMessage, errs *fiel
 			return
 		}
 		for i, item := range items {
-			checkShape(path+"["+strconv.Itoa(i)+"]", s.Items.Value, item, errs)
+			checkValue(path+"["+strconv.Itoa(i)+"]", s.Items.Value, item, errs)
 		}
 	case t.Is(openapi3.TypeString):
-		var v string
-		if raw[0] != '"' || json.Unmarshal(raw, &v) != nil {
+		str, ok := v.(string)
+		if !ok {
 			errs.add(path, "must be a string")
 			return
 		}
 		switch s.Format {
 		case "date-time":
-			if _, err := time.Parse(time.RFC3339, v); err != nil {
+			if _, err := time.Parse(time.RFC3339, str); err != nil {
 				errs.add(path, "must be an RFC 3339 time such as 2026-12-01T09:00:00Z")
 			}
 		case "uuid":
-			if _, err := uuid.Parse(v); err != nil {
+			if _, err := uuid.Parse(str); err != nil {
 				errs.add(path, "must be a UUID")
 			}
 		}
 	case t.Is(openapi3.TypeInteger):
-		if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {
+		n, ok := v.(json.Number)
+		if _, err := strconv.ParseInt(string(n), 10, 64); !ok || err != nil {
 			errs.add(path, "must be an integer")
 		}
 	case t.Is(openapi3.TypeNumber):
-		var n json.Number
-		if raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
+		if _, ok := v.(json.Number); !ok {
 			errs.add(path, "must be a number")
 		}
 	case t.Is(openapi3.TypeBoolean):
-		if !bytes.Equal(raw, []byte("true")) && !bytes.Equal(raw, []byte("false")) {
+		if _, ok := v.(bool); !ok {
 			errs.add(path, "must be true or false")
 		}
 	}

@@ -34,3 +34,18 @@ func BenchmarkNext(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompile measures compiling a job's schedule, which the API does
+// for every job it creates (and the scanner for every new expression).
+func BenchmarkCompile(b *testing.B) {
+	for _, bm := range []struct{ name, cron, tz string }{
+		{"utc", "0 30 9 * * MON-FRI", ""},
+		{"berlin", "0 30 9 * * MON-FRI", "Europe/Berlin"},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			for b.Loop() {
+				mustCompile(b, Spec{Cron: bm.cron, Timezone: bm.tz})
+			}
+		})
+	}
+}

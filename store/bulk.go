@@ -67,27 +67,16 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 		if err := tx.QueryRow(ctx, "SELECT "+nowMS).Scan(&created); err != nil {
 			return err
 		}
-		if err := writeSpecs(ctx, tx, jobs); err != nil {
-			return err
-		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"job_names"},
 			[]string{"namespace", "name", "job_id", "bucket"},
 			pgx.CopyFromSlice(len(byName), func(i int) ([]any, error) {
 				j := byName[i]
-				return []any{j.Namespace, j.Name, j.ID, j.Bucket}, nil
+				return []any{j.Namespace, j.Name, pgUUID(j.ID), j.Bucket}, nil
 			}))
 		if err != nil {
 			return conflictOr(err)
 		}
-		_, err = tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
-			[]string{"id", "bucket", "namespace", "name", "schedule", "handler", "payload", "state",
-				"next_run_at", "last_run_at", "retry", "timeout_ms", "priority", "created_at", "updated_at", "spec_id"},
-			pgx.CopyFromSlice(len(byBucket), func(i int) ([]any, error) {
-				j := byBucket[i]
-				return []any{j.ID, j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
-					j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created, j.SpecID}, nil
-			}))
-		return conflictOr(err)
+		return conflictOr(copyJobs(ctx, tx, byBucket, created))
 	})
 	if err != nil {
 		return fmt.Errorf("store: create %d jobs: %w", len(jobs), err)
@@ -97,6 +86,24 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 		j.CreatedAt, j.UpdatedAt, j.Version = created, created, 0
 	}
 	return nil
+}
+
+// copyJobs writes the jobs rows of prepared jobs (sorted by bucket, so
+// that COPY routes runs of rows to one partition at a time), stamped
+// created.
+func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time) error {
+	if err := writeSpecs(ctx, tx, byBucket); err != nil {
+		return err
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
+		[]string{"id", "bucket", "namespace", "name", "schedule", "handler", "payload", "state",
+			"next_run_at", "last_run_at", "retry", "timeout_ms", "priority", "created_at", "updated_at", "spec_id"},
+		pgx.CopyFromSlice(len(byBucket), func(i int) ([]any, error) {
+			j := byBucket[i]
+			return []any{pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
+				j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created, pgUUID(*j.SpecID)}, nil
+		}))
+	return err
 }
 
 // conflictOr turns a unique violation into ErrConflict, keeping

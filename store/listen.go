@@ -11,12 +11,16 @@ import (
 )
 
 // Notification channels. The store sends them with pg_notify inside the
-// writing transaction, so they arrive only once the change is committed
+// writing transaction (CreateJob: right after it commits, see
+// notifyCommitted), so they arrive only once the change is committed
 // (and never for a rolled-back one). They are hints that save polling:
 // a listener that was disconnected has missed some and must re-read.
 const (
-	// JobsChannel carries "<bucket>:<job id>" when a job is created,
-	// updated (which includes pausing and resuming) or deleted.
+	// JobsChannel carries "<bucket>:<job id>" when a job is updated
+	// (which includes pausing and resuming) or deleted, or created active
+	// and due within a minute (a job due later is found by the scanners'
+	// ordinary scans); "*" when a batch created more such jobs than it
+	// announces one by one, asking every scanner for a full scan.
 	JobsChannel = "tock_jobs"
 	// ExecChannel carries "<bucket>" when an execution is put in the
 	// outbox outside firing: a manual run (RunNow), a retry or a deferral

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -1072,7 +1073,11 @@ func TestListenJobs(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	j := mustCreate(t, s, testJob("notified", nil))
+	// A job due later than a minute is not announced: the next
+	// notification is the one of the job due soon.
+	later, soon := baseTime().Add(time.Hour), baseTime().Add(2*time.Second)
+	mustCreate(t, s, testJob("later", &later))
+	j := mustCreate(t, s, testJob("notified", &soon))
 	want := fmt.Sprintf("%s %d:%s", JobsChannel, j.Bucket, j.ID)
 	select {
 	case n := <-got:
@@ -1153,5 +1158,39 @@ func TestFinishedEventCarriesStart(t *testing.T) {
 	}
 	if len(got.AttemptList) != 1 || !got.AttemptList[0].StartedAt.Equal(start) || got.AttemptList[0].Outcome != ExecSucceeded {
 		t.Fatalf("attempts: %+v", got.AttemptList)
+	}
+}
+
+// A URL that says nothing of the pool gets a pool large enough for
+// concurrent commits to share WAL flushes; one that does is obeyed.
+func TestOpenPoolSize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	plain := testenv.Postgres(t)
+	u, err := url.Parse(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", "3")
+	u.RawQuery = q.Encode()
+	for _, tc := range []struct {
+		url  string
+		want int32
+	}{
+		{plain, defaultMaxConns},
+		{u.String(), 3},
+	} {
+		s, err := Open(ctx, tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Pool().Config().MaxConns; got != tc.want {
+			t.Errorf("%s: pool of %d connections, want %d", tc.url, got, tc.want)
+		}
+		s.Close()
+	}
+	if defaultMaxConns < 16 {
+		t.Errorf("default pool of %d connections, want at least 16", defaultMaxConns)
 	}
 }

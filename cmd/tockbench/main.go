@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 	// Schedules are computed here as the scheduler computes them.
@@ -28,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -36,6 +38,9 @@ const (
 	mixSpreadMinute = "spread-minute"
 	mixEverySecond  = "every-second"
 	mixSameSecond   = "same-second"
+	// mixCreate measures creating jobs through the REST API; nothing
+	// fires.
+	mixCreate = "create"
 )
 
 // createBatch is how many jobs one CreateJobs call stores.
@@ -50,14 +55,17 @@ type cli struct {
 	PostgresURL string        `name:"postgres-url" env:"TOCK_POSTGRES_URL" default:"postgres://postgres@127.0.0.1:5432/tock?sslmode=disable" help:"PostgreSQL URL of the cluster under test."`
 	NATSURL     string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS URL of the cluster under test (JetStream enabled)."`
 	Jobs        int           `default:"10000" help:"Number of jobs to create."`
-	Mix         string        `default:"spread-minute" enum:"spread-minute,every-second,same-second" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation."`
+	Mix         string        `default:"spread-minute" enum:"spread-minute,every-second,same-second,create" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires."`
 	Duration    time.Duration `default:"60s" help:"Length of the measured window (not for same-second)."`
 	Warmup      time.Duration `default:"10s" help:"Time between the end of job creation and the start of the measured window (not for same-second)."`
 	Settle      time.Duration `default:"2m" help:"After the window (or the burst's instant), how long to wait at most for its executions to fire and be recorded."`
 	Handler     string        `help:"Custom handler name the jobs use (default tockbench-<random>)."`
 	Executors   int           `default:"2" help:"In-process no-op executors (Concurrency 256 each); 0 to use executors of your own."`
 	Keep        bool          `help:"Keep the jobs (still firing), their executions and the handler's consumer when done."`
-	NoAnalyze   bool          `name:"no-analyze" help:"Do not ANALYZE the jobs tables after creating the jobs, nor (when the server's autovacuum is off) the executions tables every ${analyze_every} during the run."`
+	NoAnalyze   bool          `name:"no-analyze" help:"Do not ANALYZE the jobs tables after creating the jobs, nor (when the server's autovacuum is off) the executions tables every ${analyze_every} during the run, nor VACUUM the jobs tables after --mix create."`
+	Server      string        `env:"TOCK_SERVER" default:"http://127.0.0.1:8080" help:"URL of the cluster's REST API (--mix create)."`
+	Clients     int           `default:"16" help:"Concurrent API clients (--mix create)."`
+	Batch       int           `default:"1" help:"Jobs per request (--mix create): 1 sends each with POST /v1/jobs, more (up to ${max_batch}) use POST /v1/jobs:batch."`
 	Output      string        `short:"o" default:"text" enum:"text,json" help:"Report format: ${enum}."`
 	LogLevel    string        `name:"log-level" default:"warn" enum:"debug,info,warn,error" help:"Log level of the in-process executors."`
 
@@ -69,7 +77,8 @@ func main() {
 	kong.Parse(&c,
 		kong.Name("tockbench"),
 		kong.Description("Benchmark a running tock cluster: fires per second, fire and start lag, exactly-once checks."),
-		kong.Vars{"burst_delay": burstDelay.String(), "analyze_every": analyzeEvery.String()},
+		kong.Vars{"burst_delay": burstDelay.String(), "analyze_every": analyzeEvery.String(),
+			"max_batch": strconv.Itoa(api.MaxBatchJobs)},
 		kong.UsageOnError(),
 	)
 	if c.FindCeiling {
@@ -77,6 +86,20 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.Mix == mixCreate {
+		rep, err := c.runCreate(ctx)
+		if err == nil {
+			err = rep.write(os.Stdout, c.Output)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tockbench:", err)
+			os.Exit(1)
+		}
+		if !rep.ok() {
+			os.Exit(1)
+		}
+		return
+	}
 	rep, err := c.run(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tockbench:", err)
@@ -103,8 +126,43 @@ func (c *cli) validate() error {
 		return fmt.Errorf("--settle %s: want a positive duration", c.Settle)
 	case c.Executors < 0:
 		return fmt.Errorf("--executors %d: want 0 or more", c.Executors)
+	case c.Clients < 1:
+		return fmt.Errorf("--clients %d: want at least 1", c.Clients)
+	case c.Batch < 1 || c.Batch > api.MaxBatchJobs:
+		return fmt.Errorf("--batch %d: want 1 to %d", c.Batch, api.MaxBatchJobs)
+	case c.Batch > 1 && c.Mix != mixCreate:
+		return fmt.Errorf("--batch is for --mix %s", mixCreate)
 	}
 	return nil
+}
+
+// newBench is a run's state before it connects: its own namespace and
+// handler, and a logger.
+func (c *cli) newBench() *bench {
+	var rb [3]byte
+	_, _ = rand.Read(rb[:])
+	b := &bench{cli: *c, suffix: hex.EncodeToString(rb[:])}
+	b.ns = "bench-" + b.suffix
+	if b.Handler == "" {
+		b.Handler = "tockbench-" + b.suffix
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.LogLevel))
+	b.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return b
+}
+
+// runCreate is a --mix create run: it needs the API and Postgres only.
+func (c *cli) runCreate(ctx context.Context) (*CreateReport, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	b := c.newBench()
+	if err := b.openStore(ctx); err != nil {
+		return nil, err
+	}
+	defer b.st.Close()
+	return b.runCreate(ctx)
 }
 
 // bench is one run's state.
@@ -150,17 +208,7 @@ func (c *cli) run(ctx context.Context) (*Report, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	var rb [3]byte
-	_, _ = rand.Read(rb[:])
-	b := &bench{cli: *c, suffix: hex.EncodeToString(rb[:])}
-	b.ns = "bench-" + b.suffix
-	if b.Handler == "" {
-		b.Handler = "tockbench-" + b.suffix
-	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.LogLevel))
-	b.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-
+	b := c.newBench()
 	if err := b.connect(ctx); err != nil {
 		if b.st != nil {
 			b.st.Close()

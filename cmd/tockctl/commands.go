@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/tock-sched/tock/api"
 )
 
 type jobsCreateCmd struct {
-	Name      string `required:"" help:"Job name, unique in its namespace." placeholder:"NAME"`
+	// File is in both required groups, so that it stands in for --name
+	// and a handler, and kong refuses it together with either.
+	File string `short:"f" required:"" xor:"name,handler" help:"Create the jobs of this JSON Lines file instead, one job per line as POST /v1/jobs takes it (\"-\": standard input); sent ${max_batch} per request to POST /v1/jobs:batch. Failures are reported by line; the exit code is 1 if any job was not created." placeholder:"FILE"`
+
+	Name      string `required:"" xor:"name" help:"Job name, unique in its namespace." placeholder:"NAME"`
 	Namespace string `help:"Namespace (the server's default is \"default\")." placeholder:"NS"`
 
 	Cron string `help:"Cron expression, seconds first (\"0 30 9 * * MON-FRI\")." xor:"schedule" group:"Schedule (one of; default --now)" placeholder:"EXPR"`
@@ -34,7 +39,33 @@ type jobsCreateCmd struct {
 	Priority    string `help:"Priority class: high, normal or low (default normal)." placeholder:"CLASS"`
 }
 
+// singleJobFlags reports the flags of a single job that are set, which
+// -f does not take.
+func (c *jobsCreateCmd) singleJobFlags() []string {
+	var set []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"--namespace", c.Namespace != ""}, {"--cron", c.Cron != ""}, {"--tz", c.TZ != ""}, {"--at", c.At != ""},
+		{"--in", c.In != ""}, {"--now", c.Now}, {"--method", c.Method != ""}, {"--header", len(c.Header) > 0},
+		{"--wait-reply", c.WaitReply}, {"--payload", c.Payload != ""}, {"--timeout", c.Timeout != ""},
+		{"--max-attempts", c.MaxAttempts != 0}, {"--backoff", c.Backoff != ""}, {"--priority", c.Priority != ""},
+	} {
+		if f.set {
+			set = append(set, f.name)
+		}
+	}
+	return set
+}
+
 func (c *jobsCreateCmd) Run(a *app) error {
+	if c.File != "" {
+		if set := c.singleJobFlags(); len(set) > 0 {
+			return fmt.Errorf("%s cannot be used with --file: each line of the file is a whole job", strings.Join(set, ", "))
+		}
+		return c.createFromFile(a)
+	}
 	body := map[string]any{"name": c.Name}
 	if c.Namespace != "" {
 		body["namespace"] = c.Namespace

@@ -3,6 +3,7 @@
 // executions, and shows which scheduler node fires which bucket.
 //
 //	tockctl jobs create --name nightly --cron "0 30 9 * * MON-FRI" --tz Europe/Berlin --http https://example.com/hook
+//	tockctl jobs create -f jobs.jsonl
 //	tockctl jobs list --state active
 //	tockctl executions list --job <id>
 //	tockctl nodes
@@ -18,13 +19,16 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/tock-sched/tock/api"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // cli is tockctl's command line.
@@ -61,7 +65,7 @@ type exitCode int
 // run is tockctl with its arguments and output streams; it returns the
 // process's exit code: 0 on success, 1 when a request fails, 2 for a bad
 // command line.
-func run(args []string, stdout, stderr io.Writer) (code int) {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	var c cli
 	parser, err := kong.New(&c,
 		kong.Name("tockctl"),
@@ -69,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitCode(code)) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"max_batch": strconv.Itoa(api.MaxBatchJobs)},
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "tockctl: %v\n", err)
@@ -92,6 +97,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		ctx:    context.Background(),
 		client: &client{base: c.Server, http: &http.Client{Timeout: 30 * time.Second}},
 		json:   c.Output == "json",
+		stdin:  stdin,
 		stdout: stdout,
 		stderr: stderr,
 	}
@@ -107,6 +113,7 @@ type app struct {
 	ctx    context.Context
 	client *client
 	json   bool // -o json
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 }

@@ -47,7 +47,7 @@ type result struct {
 func tockctl(t *testing.T, url string, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(append([]string{"--server", url}, args...), &out, &errOut)
+	code := run(append([]string{"--server", url}, args...), strings.NewReader(""), &out, &errOut)
 	return result{code, out.String(), errOut.String()}
 }
 
@@ -275,7 +275,7 @@ func TestServerDown(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
+	if code := run([]string{"--help"}, nil, &out, &errOut); code != 0 {
 		t.Errorf("exit %d", code)
 	}
 	for _, want := range []string{"jobs create", "executions list", "--server", "TOCK_SERVER"} {

@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tock-sched/tock/internal/embedded"
 )
@@ -97,21 +96,24 @@ func portOrFree(port int) int {
 
 // ensureDatabase creates the database named in pgURL if it does not exist.
 func ensureDatabase(ctx context.Context, pgURL string) error {
-	u, err := url.Parse(pgURL)
+	// pgxpool's parser, not net/url: it reads key=value DSNs too, and it
+	// takes the pool's own settings (pool_max_conns) out of the URL, which
+	// a plain connection would send to the server and be refused for.
+	cfg, err := pgxpool.ParseConfig(pgURL)
 	if err != nil {
 		return fmt.Errorf("--postgres-url: %w", err)
 	}
-	name := strings.TrimPrefix(u.Path, "/")
+	name := cfg.ConnConfig.Database
 	if name == "" || name == "postgres" {
 		return nil
 	}
-	admin := *u
-	admin.Path = "/postgres"
+	admin := cfg.ConnConfig.Copy()
+	admin.Database = "postgres"
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(cctx, admin.String())
+	conn, err := pgx.ConnectConfig(cctx, admin)
 	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL at %s (is it running? `make dev` starts it): %w", u.Host, err)
+		return fmt.Errorf("connect to PostgreSQL at %s (is it running? `make dev` starts it): %w", admin.Host, err)
 	}
 	defer conn.Close(cctx)
 	_, err = conn.Exec(cctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())

@@ -1,0 +1,191 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/tock-sched/tock/store"
+)
+
+// Limits of POST /v1/jobs:batch.
+const (
+	// MaxBatchJobs is the most jobs one request may create.
+	MaxBatchJobs = 1000
+	// MaxBatchBytes bounds the request body: 1,000 jobs of up to 16 KiB
+	// each. A client with larger jobs sends fewer per request.
+	MaxBatchBytes = 16 << 20
+)
+
+// CreateJobBatch handles POST /v1/jobs:batch: each job is checked as
+// CreateJob checks it, the valid ones are stored in one transaction, and
+// every job gets its own result. A job that cannot be created does not
+// stop the others; only a request that is malformed as a whole, or a
+// database failure, creates nothing.
+func (h *handlers) CreateJobBatch(c echo.Context) error {
+	ctx := c.Request().Context()
+	_, members, err := readObject(c, MaxBatchBytes)
+	if err != nil {
+		return err
+	}
+	raws, err := batchJobs(members)
+	if err != nil {
+		return err
+	}
+
+	// One reading of the database clock serves every job's first run, as
+	// if the jobs had been sent one by one in the same instant.
+	var (
+		now     time.Time
+		nowErr  error
+		nowRead bool
+	)
+	clock := func() (time.Time, error) {
+		if !nowRead {
+			now, nowErr = h.now(ctx)
+			nowRead = true
+		}
+		return now, nowErr
+	}
+
+	items := make([]JobBatchItem, len(raws))
+	jobs := make([]*store.Job, 0, len(raws))
+	index := make([]int, 0, len(raws)) // jobs[k] is item index[k]
+	type name struct{ ns, name string }
+	first := make(map[name]int, len(raws))
+	for i, raw := range raws {
+		field := "jobs[" + strconv.Itoa(i) + "]"
+		j, errs, err := h.batchJob(raw, clock)
+		if err != nil {
+			return h.internal(c, err)
+		}
+		if len(errs) > 0 {
+			items[i] = problemItem(validationProblem(errs.under(field)...))
+			continue
+		}
+		k := name{j.Namespace, j.Name}
+		if f, dup := first[k]; dup {
+			p := conflict(fmt.Sprintf("A job named %q in namespace %q comes earlier in this request (jobs[%d]).", j.Name, j.Namespace, f))
+			items[i] = problemItem(withField(p, field+".name", fmt.Sprintf("is the name of jobs[%d]", f)))
+			continue
+		}
+		first[k] = i
+		jobs = append(jobs, j)
+		index = append(index, i)
+	}
+
+	if len(jobs) > 0 {
+		results, err := h.s.store.CreateJobBatch(ctx, jobs)
+		if err != nil {
+			return h.storeError(c, err, "job", uuid.Nil)
+		}
+		for k, err := range results {
+			i, j := index[k], jobs[k]
+			switch {
+			case err == nil:
+				items[i] = JobBatchItem{Status: http.StatusCreated, Job: ptr(jobOf(j))}
+			case errors.Is(err, store.ErrConflict):
+				items[i] = problemItem(withField(nameTaken(j), "jobs["+strconv.Itoa(i)+"].name", "is taken"))
+			default:
+				// The store refuses only what the checks above refuse
+				// already; the other jobs are committed, so this one is
+				// reported rather than failing the request.
+				h.s.log.ErrorContext(ctx, "store refused a checked job", "method", c.Request().Method,
+					"path", c.Request().URL.Path, "item", i, "err", err)
+				items[i] = problemItem(internalProblem())
+			}
+		}
+	}
+
+	out := JobBatchResult{Items: items}
+	for _, it := range items {
+		if it.Status == http.StatusCreated {
+			out.Created++
+		} else {
+			out.Failed++
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// batchJobs checks the batch body's own members and returns its jobs,
+// unparsed.
+func batchJobs(members map[string]json.RawMessage) ([]json.RawMessage, error) {
+	var errs fieldErrors
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if k != "jobs" {
+			errs.add(k, "unknown field")
+		}
+	}
+	var jobs []json.RawMessage
+	raw, ok := members["jobs"]
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case !ok:
+		errs.add("jobs", "is required")
+	case len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &jobs) != nil:
+		errs.add("jobs", "must be an array of jobs")
+	case len(jobs) == 0:
+		errs.add("jobs", "must hold at least one job")
+	case len(jobs) > MaxBatchJobs:
+		errs.add("jobs", "must hold at most %d jobs, not %d: send them in several requests", MaxBatchJobs, len(jobs))
+	}
+	return jobs, errs.err()
+}
+
+// batchJob checks one job of a batch as CreateJob checks a request body.
+// Its faults name fields as CreateJob's do; the caller puts them under
+// the job's place in the batch.
+func (h *handlers) batchJob(raw json.RawMessage, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, fieldErrors{{Field: "", Message: "must be a JSON object"}}, nil
+	}
+	var req JobCreate
+	shape, stopped := decodeChecked(raw, h.s.createSchema, &req)
+	if stopped {
+		return nil, shape, nil
+	}
+	return h.newJob(&req, shape, now)
+}
+
+// under puts fe's fields under prefix: "name" becomes "jobs[3].name";
+// the body itself (field "body" or "") becomes prefix.
+func (fe fieldErrors) under(prefix string) fieldErrors {
+	out := make(fieldErrors, len(fe))
+	for i, e := range fe {
+		switch e.Field {
+		case "", "body":
+			e.Field = prefix
+		default:
+			e.Field = prefix + "." + e.Field
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// withField adds a field error to a problem, so that a batch item's
+// conflict names the field as its validation problems do.
+func withField(p *apiError, field, message string) *apiError {
+	p.p.Errors = &[]FieldError{{Field: field, Message: message}}
+	return p
+}
+
+// problemItem is the result of a job that was not created.
+func problemItem(p *apiError) JobBatchItem {
+	return JobBatchItem{Status: p.p.Status, Problem: &p.p}
+}

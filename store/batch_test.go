@@ -1,0 +1,234 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestCreateJobBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	taken := mustCreate(t, s, testJob("taken", nil))
+	next := baseTime().Add(time.Hour)
+
+	jobs := []*Job{
+		testJob("b-0", &next),
+		testJob("taken", &next), // a stored job's name
+		testJob("b-2", nil),
+		testJob("b-0", &next), // an earlier job's name
+		testJob("", &next),    // no name
+		testJob("b-5", &next),
+		testJob("b-6", &next), // a stored job's id
+	}
+	jobs[2].Namespace, jobs[2].State = "team", JobPaused
+	jobs[6].ID = taken.ID
+	before := time.Now().Add(-time.Second)
+	errs, err := s.CreateJobBatch(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != len(jobs) {
+		t.Fatalf("%d results for %d jobs", len(errs), len(jobs))
+	}
+	for i, want := range []error{nil, ErrConflict, nil, ErrConflict, errors.New("any"), nil, ErrConflict} {
+		switch {
+		case want == nil && errs[i] != nil:
+			t.Errorf("job %d: %v, want stored", i, errs[i])
+		case want == ErrConflict && !errors.Is(errs[i], ErrConflict):
+			t.Errorf("job %d: %v, want ErrConflict", i, errs[i])
+		case want != nil && want != ErrConflict && (errs[i] == nil || errors.Is(errs[i], ErrConflict)):
+			t.Errorf("job %d: %v, want a plain error", i, errs[i])
+		}
+	}
+	for _, i := range []int{0, 2, 5} {
+		j := jobs[i]
+		if j.CreatedAt.Before(before) || !j.UpdatedAt.Equal(j.CreatedAt) || j.CreatedAt.Location() != time.UTC {
+			t.Errorf("job %d: created %v, updated %v", i, j.CreatedAt, j.UpdatedAt)
+		}
+		got, err := s.GetJob(ctx, j.ID)
+		if err != nil {
+			t.Fatalf("job %d: %v", i, err)
+		}
+		if !reflect.DeepEqual(got, j) {
+			t.Errorf("stored job %d differs from the one created:\n got %+v\nwant %+v", i, got, j)
+		}
+	}
+	for _, i := range []int{1, 3, 6} {
+		if !jobs[i].CreatedAt.IsZero() {
+			t.Errorf("job %d has CreatedAt set but was not stored", i)
+		}
+	}
+	if n := count(t, s, "SELECT count(*) FROM jobs"); n != 4 {
+		t.Errorf("%d jobs stored, want 4 (taken and three of the batch)", n)
+	}
+	if n := count(t, s, "SELECT count(*) FROM job_names"); n != 4 {
+		t.Errorf("%d job names stored, want 4", n)
+	}
+	if got, err := s.GetJob(ctx, taken.ID); err != nil || got.Name != "taken" {
+		t.Errorf("the stored job whose id a batch job reused: %+v, %v", got, err)
+	}
+
+	// Nothing to store is not an error.
+	if errs, err := s.CreateJobBatch(ctx, []*Job{testJob("taken", nil)}); err != nil || !errors.Is(errs[0], ErrConflict) {
+		t.Errorf("a batch of one taken name: %v, %v", errs, err)
+	}
+	if errs, err := s.CreateJobBatch(ctx, nil); err != nil || len(errs) != 0 {
+		t.Errorf("an empty batch: %v, %v", errs, err)
+	}
+}
+
+// Batches racing for the same names store each name once; the losers are
+// told so, and no transaction deadlocks.
+func TestCreateJobBatchConcurrentNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	const names, batches = 200, 4
+	var wg sync.WaitGroup
+	results := make([][]error, batches)
+	failures := make([]error, batches)
+	for b := range batches {
+		jobs := make([]*Job, names)
+		for i, k := range rand.Perm(names) {
+			jobs[i] = testJob(fmt.Sprintf("race-%03d", k), nil)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[b], failures[b] = s.CreateJobBatch(ctx, jobs)
+		}()
+	}
+	wg.Wait()
+	stored, conflicts := 0, 0
+	for b := range batches {
+		if failures[b] != nil {
+			t.Fatalf("batch %d: %v", b, failures[b])
+		}
+		for _, err := range results[b] {
+			switch {
+			case err == nil:
+				stored++
+			case errors.Is(err, ErrConflict):
+				conflicts++
+			default:
+				t.Errorf("batch %d: %v", b, err)
+			}
+		}
+	}
+	if stored != names || conflicts != names*(batches-1) {
+		t.Errorf("%d stored and %d conflicts, want %d and %d", stored, conflicts, names, names*(batches-1))
+	}
+	if n := count(t, s, "SELECT count(*) FROM jobs"); n != names {
+		t.Errorf("%d jobs stored, want %d", n, names)
+	}
+}
+
+// Jobs due soon are announced on JobsChannel so that a scanner loads them
+// at once: each one when there are few, one full scan for many; jobs due
+// later are not announced.
+func TestCreateJobBatchNotifies(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	got := listenJobs(t, s)
+	ctx := context.Background()
+	soon, later := baseTime().Add(2*time.Second), baseTime().Add(time.Hour)
+	next := func() string {
+		t.Helper()
+		select {
+		case n := <-got:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatal("no notification")
+			return ""
+		}
+	}
+	batch := func(prefix string, n int, at *time.Time) []*Job {
+		jobs := make([]*Job, n)
+		for i := range jobs {
+			jobs[i] = testJob(fmt.Sprintf("%s-%03d", prefix, i), at)
+		}
+		if errs, err := s.CreateJobBatch(ctx, jobs); err != nil || errors.Join(errs...) != nil {
+			t.Fatalf("CreateJobBatch: %v, %v", err, errors.Join(errs...))
+		}
+		return jobs
+	}
+
+	few := batch("few", 3, &soon)
+	want := map[string]bool{}
+	for _, j := range few {
+		want[fmt.Sprintf("%d:%s", j.Bucket, j.ID)] = true
+	}
+	for range few {
+		if n := next(); !want[n] {
+			t.Errorf("notification %q, want one of the batch's jobs", n)
+		}
+	}
+
+	batch("later", 3, &later)
+	paused := testJob("paused", &soon)
+	paused.State = JobPaused
+	if errs, err := s.CreateJobBatch(ctx, []*Job{paused}); err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	batch("many", notifyEach+1, &soon)
+	if n := next(); n != "*" {
+		t.Errorf("notification %q after a batch of %d due soon (one due later, one paused before it), want a full scan %q",
+			n, notifyEach+1, "*")
+	}
+}
+
+// listenJobs listens on JobsChannel and returns its payloads, once the
+// listener is listening.
+func listenJobs(t *testing.T, s *Store) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan string, 1024)
+	done := make(chan error, 1)
+	go func() { done <- s.Listen(ctx, func(_, payload string) { got <- payload }, JobsChannel) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, s, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN "tock_jobs"%' AND state = 'idle'`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("listener never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return got
+}
+
+// BenchmarkCreateJobBatch stores 1,000 jobs per CreateJobBatch call, the
+// most POST /v1/jobs:batch sends. Report jobs/s.
+func BenchmarkCreateJobBatch(b *testing.B) {
+	const batch = 1000
+	ctx := context.Background()
+	s := newStore(b)
+	next := baseTime().Add(time.Hour)
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		jobs := make([]*Job, batch)
+		for i := range jobs {
+			jobs[i] = testJob(fmt.Sprintf("bench-%04d-%04d", round, i), &next)
+		}
+		round++
+		b.StartTimer()
+		errs, err := s.CreateJobBatch(ctx, jobs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := errors.Join(errs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(round*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
