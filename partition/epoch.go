@@ -95,7 +95,13 @@ func (n *Node) generation(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("write etcd generation %d: %w", next, err)
 		}
 		if put.Succeeded {
-			n.log.Warn("etcd has no generation above the recorded epochs (new, wiped or restored); starting a new one",
+			// A cluster's first generation is news to nobody; a later one
+			// means etcd lost what it knew.
+			logf := n.log.Warn
+			if gen == 0 && floor == 0 {
+				logf = n.log.Info
+			}
+			logf("etcd has no generation above the recorded epochs (new, wiped or restored); starting a new one",
 				"generation", next, "previous", gen, "etcd_revision", resp.Header.Revision, "highest_recorded_epoch", floor)
 		}
 		// Read it back, ours or the one another node wrote meanwhile.
