@@ -245,22 +245,27 @@ func (w *Worker) finish(q *queue, msg jetstream.Msg, ev wire.Event, outcome stri
 		_ = msg.NakWithDelay(unreportedRetryDelay)
 		return false
 	}
-	var err error
-	switch {
-	case ev.Type == wire.EventCancelled:
-		err = msg.TermWithReason("tock: execution cancelled")
-	case ev.Final:
-		err = msg.TermWithReason("tock: final attempt failed")
-	default:
-		err = msg.Ack()
-	}
-	if err != nil {
+	if err := settle(msg, ev); err != nil {
 		// The message will be redelivered after AckWait; tock already has
 		// this attempt's result.
 		log.Warn("settle execution message", "outcome", outcome, "err", err)
 	}
 	attemptsTotal.WithLabelValues(q.name, outcome).Inc()
 	return true
+}
+
+// settle settles a delivery whose last event, ev, is published: a
+// cancellation or a final failure terminates its message, anything else
+// (success, a retry or interruption that tock publishes again) acks it.
+func settle(msg jetstream.Msg, ev wire.Event) error {
+	switch {
+	case ev.Type == wire.EventCancelled:
+		return msg.TermWithReason("tock: execution cancelled")
+	case ev.Final:
+		return msg.TermWithReason("tock: final attempt failed")
+	default:
+		return msg.Ack()
+	}
 }
 
 // run calls fn with ctx bounded by the job's timeout, and turns a panic

@@ -283,16 +283,7 @@ func (w *Worker) answerFromJournal(q *queue, msg jetstream.Msg, e *Execution, lo
 		_ = msg.NakWithDelay(unreportedRetryDelay)
 		return true
 	}
-	var err error
-	switch {
-	case ev.Type == wire.EventCancelled:
-		err = msg.TermWithReason("tock: execution cancelled")
-	case ev.Final:
-		err = msg.TermWithReason("tock: final attempt failed")
-	default:
-		err = msg.Ack()
-	}
-	if err != nil {
+	if err := settle(msg, *ev); err != nil {
 		log.Warn("settle execution message", "err", err)
 	}
 	return true

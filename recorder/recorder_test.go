@@ -471,3 +471,31 @@ func TestStartsOnceNATSIsBack(t *testing.T) {
 		t.Errorf("recorded %v", c)
 	}
 }
+
+// Events sent together on tock.events.batch are recorded in their order,
+// an invalid one among them is dropped alone, and the message is acked.
+func TestRecordsEventBatches(t *testing.T) {
+	e := newEnv(t)
+	st := newFakeStore()
+	e.run(New(e.js, st, quiet()))
+	id := uuid.NewString()
+	now := time.Now().UTC()
+	evs := []wire.Event{
+		{Type: wire.EventStarted, ExecutionID: id, Attempt: 1, ExecutorID: "x1", At: now},
+		{Type: wire.EventStarted, ExecutionID: "not-a-uuid", Attempt: 1, ExecutorID: "x1", At: now},
+		{Type: wire.EventSucceeded, ExecutionID: id, Attempt: 1, ExecutorID: "x1", At: now, Output: "ok"},
+	}
+	data, err := json.Marshal(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publishRaw(wire.EventBatchSubject, data, "batch-1")
+	if c := st.next(t); c.ID.String() != id || c.Kind != "started" {
+		t.Fatalf("first call %v, want the start", c)
+	}
+	if c := st.next(t); c.ID.String() != id || c.Outcome != store.ExecSucceeded || c.Output != "ok" {
+		t.Fatalf("second call %v, want the success", c)
+	}
+	e.settled()
+	st.none(t, 200*time.Millisecond)
+}

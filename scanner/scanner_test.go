@@ -196,7 +196,10 @@ func (nopDispatcher) Hold(time.Time) func() { return func() {} }
 
 func newScanner(t *testing.T, st *fakeStore, cfg Config) (*Scanner, func()) {
 	t.Helper()
-	cfg.Store, cfg.Dispatcher, cfg.NodeID = st, nopDispatcher{}, "n1"
+	cfg.Store, cfg.NodeID = st, "n1"
+	if cfg.Dispatcher == nil {
+		cfg.Dispatcher = nopDispatcher{}
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	s, err := New(cfg)
 	if err != nil {
@@ -404,5 +407,72 @@ func TestLostWorkBackstop(t *testing.T) {
 	}
 	if _, err := New(Config{Store: st, Dispatcher: nopDispatcher{}, NodeID: "n", LostAfter: -time.Second}); err == nil {
 		t.Fatal("a negative LostAfter was accepted")
+	}
+}
+
+// holdLog is a Dispatcher that logs Hold, Dispatch and release in order.
+type holdLog struct {
+	mu  sync.Mutex
+	log []string
+	at  []time.Time // the floor of each Hold
+}
+
+func (h *holdLog) add(s string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.log = append(h.log, s)
+}
+
+func (h *holdLog) Dispatch(_ context.Context, execs []*store.Execution) {
+	if len(execs) > 0 { // an empty outbox read hands over nothing
+		h.add("dispatch")
+	}
+}
+
+func (h *holdLog) Hold(floor time.Time) func() {
+	h.mu.Lock()
+	h.log = append(h.log, "hold")
+	h.at = append(h.at, floor)
+	h.mu.Unlock()
+	return func() { h.add("release") }
+}
+
+// Every firing transaction holds the dispatcher's publish positions from
+// before it starts until its executions are handed over, so a position
+// never passes executions still being fired.
+func TestFiringHoldsThePublishPositions(t *testing.T) {
+	st := newFakeStore()
+	j := cronJob(1, time.Now().Truncate(time.Second).Add(time.Second))
+	st.add(j)
+	h := &holdLog{}
+	before := time.Now().Add(-time.Minute)
+	s, stop := newScanner(t, st, Config{Dispatcher: h})
+	s.Acquire(1, 10)
+	testenv.WaitFor(t, 5*time.Second, "2 firings", func() bool { return len(st.firedFor(j.ID)) >= 2 })
+	stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	held := 0
+	for i, e := range h.log {
+		switch e {
+		case "hold":
+			held++
+		case "dispatch":
+			if held != 1 {
+				t.Fatalf("dispatch outside a hold: %v", h.log)
+			}
+		case "release":
+			if held != 1 || i == 0 || h.log[i-1] != "dispatch" {
+				t.Fatalf("released before its executions were dispatched: %v", h.log)
+			}
+			held--
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, floor := range h.at {
+		if floor.Before(before) || i < len(st.firedAt) && floor.After(st.firedAt[i]) {
+			t.Fatalf("hold %d at %v, not just before its firing at %v", i, floor, st.firedAt[i])
+		}
 	}
 }

@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -133,16 +129,7 @@ func (c *cli) runCeiling(ctx context.Context) (*CeilingReport, error) {
 	if err := c.validateCeiling(); err != nil {
 		return nil, err
 	}
-	var rb [3]byte
-	_, _ = rand.Read(rb[:])
-	b := &bench{cli: *c, suffix: hex.EncodeToString(rb[:])}
-	b.ns = "bench-" + b.suffix
-	if b.Handler == "" {
-		b.Handler = "tockbench-" + b.suffix
-	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.LogLevel))
-	b.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	b := c.newBench()
 
 	if err := b.connect(ctx); err != nil {
 		if b.st != nil {
@@ -405,9 +392,7 @@ func (t *tracker) forget(before time.Time) {
 // write prints the ceiling report as text (a table of the steps) or JSON.
 func (r *CeilingReport) write(w io.Writer, format string) error {
 	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return writeJSON(w, r)
 	}
 	var s strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&s, format+"\n", args...) }

@@ -259,9 +259,7 @@ func (b *bench) post(ctx context.Context, client *http.Client, url string, body 
 // write prints the report as text or JSON.
 func (r *CreateReport) write(w io.Writer, format string) error {
 	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return writeJSON(w, r)
 	}
 	var s strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&s, format+"\n", args...) }

@@ -251,12 +251,17 @@ func (b *bench) check(ctx context.Context, slots int, exp map[int][]time.Time, f
 	return nil
 }
 
+// writeJSON prints a report as indented JSON.
+func writeJSON(w io.Writer, report any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(report)
+}
+
 // write prints the report as text or JSON.
 func (r *Report) write(w io.Writer, format string) error {
 	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return writeJSON(w, r)
 	}
 	var s strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&s, format+"\n", args...) }
