@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/internal/testenv"
 )
 
 // BenchmarkFire fires 1,000 jobs per Fire call, each job once per call
@@ -95,4 +97,66 @@ func benchJobs(b testing.TB, s *Store, n int, t0 time.Time) (map[int]int64, []*J
 		jobs[i] = mustCreate(b, s, testJob(fmt.Sprintf("bench-%04d", i), &t0))
 	}
 	return epochs, jobs
+}
+
+// BenchmarkFireSpread fires as a busy scanner does with many buckets:
+// 256 buckets, 2,048 jobs spread over them (about 8 per bucket), all
+// fired in one Fire call per op at successive seconds, with 100,000 jobs
+// stored (the rest due tomorrow). Report firings/s.
+func BenchmarkFireSpread(b *testing.B) {
+	const buckets, batch, stored = 256, 2048, 100_000
+	ctx := context.Background()
+	s, err := Open(ctx, testenv.Postgres(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Init(ctx, buckets); err != nil {
+		b.Fatal(err)
+	}
+	epochs := map[int]int64{}
+	for bk := range buckets {
+		if err := s.ClaimBucket(ctx, bk, "bench", 1); err != nil {
+			b.Fatal(err)
+		}
+		epochs[bk] = 1
+	}
+	t0 := baseTime()
+	later := t0.Add(24 * time.Hour)
+	jobs := make([]*Job, stored)
+	for i := range jobs {
+		next := &t0
+		if i >= batch {
+			next = &later
+		}
+		jobs[i] = testJob(fmt.Sprintf("spread-%06d", i), next)
+	}
+	for i := 0; i < len(jobs); i += 10_000 {
+		if err := s.CreateJobs(ctx, jobs[i:min(i+10_000, len(jobs))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, "VACUUM ANALYZE jobs"); err != nil {
+		b.Fatal(err)
+	}
+	firings := make([]Firing, batch)
+	at := t0
+	for b.Loop() {
+		next := at.Add(time.Second)
+		for i, j := range jobs[:batch] {
+			firings[i] = Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at, Next: &next}
+		}
+		res, err := s.Fire(ctx, "bench", epochs, firings)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Executions) != batch {
+			b.Fatalf("%d executions, want %d (skipped %d, fenced %v)", len(res.Executions), batch, res.Skipped, res.Fenced)
+		}
+		at = next
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "firings/s")
 }

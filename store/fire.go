@@ -134,7 +134,9 @@ func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.T
 }
 
 // fireSQL fires a batch in one statement: the compare-and-set on each
-// job's next_run_at, then the executions of the jobs that won it.
+// job's next_run_at, then the executions of the jobs that won it. What an
+// execution runs is returned from its job's row (the values its spec_id
+// names), not looked up in job_specs column by column.
 // $6 (the unfenced buckets) lets the planner prune jobs partitions.
 var fireSQL = `
 WITH f AS (
@@ -152,7 +154,7 @@ WITH f AS (
 		AND j.state = 'active' AND j.next_run_at = f.sched
 	RETURNING f.exec_id, j.id, j.bucket, j.namespace, j.name, f.sched, j.handler, j.payload, j.retry,
 		j.timeout_ms, j.priority, j.spec_id
-)
+), ins AS (
 INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
 	handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id)
 SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
@@ -161,7 +163,13 @@ SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
 	priority, ` + nowMS + `, $7, spec_id
 FROM fired
 ON CONFLICT DO NOTHING
-RETURNING ` + execColumns
+RETURNING *
+)
+SELECT ` + prefixed("i.", "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts") + `,
+	f.handler, f.payload, f.retry, f.timeout_ms,
+	` + prefixed("i.", "dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, "+
+	"priority, next_attempt_at, series_base, dispatches") + `
+FROM ins i JOIN fired f ON f.exec_id = i.id`
 
 // fireBucketSQL is fireSQL on bucket b's jobs partition itself: a
 // statement that names one small table plans in microseconds and can

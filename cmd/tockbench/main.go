@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -68,6 +69,7 @@ type cli struct {
 	Batch       int           `default:"1" help:"Jobs per request (--mix create): 1 sends each with POST /v1/jobs, more (up to ${max_batch}) use POST /v1/jobs:batch."`
 	Output      string        `short:"o" default:"text" enum:"text,json" help:"Report format: ${enum}."`
 	LogLevel    string        `name:"log-level" default:"warn" enum:"debug,info,warn,error" help:"Log level of the in-process executors."`
+	CPUProfile  string        `name:"cpuprofile" type:"path" help:"Write a Go CPU profile of tockbench itself (its in-process executors) to this file."`
 
 	ceilingFlags `embed:""`
 }
@@ -81,8 +83,21 @@ func main() {
 			"max_batch": strconv.Itoa(api.MaxBatchJobs)},
 		kong.UsageOnError(),
 	)
+	os.Exit(c.main())
+}
+
+// main runs the command and returns its exit code.
+func (c *cli) main() int {
+	if c.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(c.CPUProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tockbench:", err)
+			return 1
+		}
+		defer stopProfile()
+	}
 	if c.FindCeiling {
-		os.Exit(c.mainCeiling())
+		return c.mainCeiling()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -93,25 +108,26 @@ func main() {
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "tockbench:", err)
-			os.Exit(1)
+			return 1
 		}
 		if !rep.ok() {
-			os.Exit(1)
+			return 1
 		}
-		return
+		return 0
 	}
 	rep, err := c.run(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tockbench:", err)
-		os.Exit(1)
+		return 1
 	}
 	if err := rep.write(os.Stdout, c.Output); err != nil {
 		fmt.Fprintln(os.Stderr, "tockbench:", err)
-		os.Exit(1)
+		return 1
 	}
 	if rep.ZeroFired > 0 || rep.MultiFired > 0 {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func (c *cli) validate() error {
@@ -305,4 +321,18 @@ func (b *bench) connect(ctx context.Context) error {
 	}
 	b.nc = nc
 	return nil
+}
+
+// startCPUProfile writes a CPU profile to path until the returned func is
+// called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
