@@ -47,6 +47,9 @@ const (
 	ExecDead      = "dead"
 )
 
+// execStates are the execution states.
+var execStates = []string{ExecQueued, ExecRunning, ExecSucceeded, ExecFailed, ExecCancelled, ExecDead}
+
 // Attempt outcomes besides ExecSucceeded and ExecFailed; "" while the
 // attempt runs.
 const (

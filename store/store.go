@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 )
 
 //go:embed migrations/*.sql
@@ -73,6 +74,13 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	// (against 100 ms to run). A URL that sets jit itself (?jit=on) wins.
 	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
+	// uuid.UUID is a driver.Valuer, so pgx would encode every id as text
+	// and parse it back; registered, ids go as 16 bytes both ways (array
+	// encoding was 9% of tockd's CPU at 10,000 firings/s).
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		pgxuuid.Register(c.TypeMap())
+		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

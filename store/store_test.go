@@ -972,6 +972,11 @@ func TestListExecutions(t *testing.T) {
 	check("job a", list(ExecFilter{JobID: &a.ID, Limit: 5}), 12, func(e *Execution) bool { return e.JobID == a.ID })
 	check("job a queued", list(ExecFilter{JobID: &a.ID, State: ExecQueued, Limit: 2}), 8,
 		func(e *Execution) bool { return e.JobID == a.ID && e.State == ExecQueued })
+	check("queued", list(ExecFilter{State: ExecQueued, Limit: 5}), 16,
+		func(e *Execution) bool { return e.State == ExecQueued })
+	if _, _, err := s.ListExecutions(ctx, ExecFilter{State: "done'; --"}); err == nil {
+		t.Fatal("an unknown state listed executions")
+	}
 	if page, next, err := s.ListExecutions(ctx, ExecFilter{}); err != nil || len(page) != 24 || next != "" {
 		t.Fatalf("one default page: %d, %q, %v", len(page), next, err)
 	}

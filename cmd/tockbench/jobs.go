@@ -16,17 +16,24 @@ import (
 // slots is how many schedules a mix's jobs have: job i has the schedule
 // of slot i % slots.
 func slots(mix string) int {
-	if mix == mixSpreadMinute {
+	switch mix {
+	case mixSpreadMinute:
 		return 60
+	case mixSpreadHour:
+		return 3600
 	}
 	return 1
 }
 
 // cronOf is the cron expression of a recurring mix's slot: for
-// spread-minute, second slot of every minute.
+// spread-minute, second slot of every minute; for spread-hour, second
+// slot of every hour.
 func cronOf(mix string, slot int) string {
-	if mix == mixEverySecond {
+	switch mix {
+	case mixEverySecond:
 		return "* * * * * *"
+	case mixSpreadHour:
+		return fmt.Sprintf("%d %d * * * *", slot%60, slot/60)
 	}
 	return fmt.Sprintf("%d * * * * *", slot)
 }

@@ -37,6 +37,7 @@ import (
 // Mixes of jobs.
 const (
 	mixSpreadMinute = "spread-minute"
+	mixSpreadHour   = "spread-hour"
 	mixEverySecond  = "every-second"
 	mixSameSecond   = "same-second"
 	// mixCreate measures creating jobs through the REST API; nothing
@@ -56,7 +57,7 @@ type cli struct {
 	PostgresURL string        `name:"postgres-url" env:"TOCK_POSTGRES_URL" default:"postgres://postgres@127.0.0.1:5432/tock?sslmode=disable" help:"PostgreSQL URL of the cluster under test."`
 	NATSURL     string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS URL of the cluster under test (JetStream enabled)."`
 	Jobs        int           `default:"10000" help:"Number of jobs to create."`
-	Mix         string        `default:"spread-minute" enum:"spread-minute,every-second,same-second,create" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires."`
+	Mix         string        `default:"spread-minute" enum:"spread-minute,spread-hour,every-second,same-second,create" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); spread-hour: each job fires once an hour, offsets spread evenly over its 3,600 seconds (jobs/3600 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires."`
 	Duration    time.Duration `default:"60s" help:"Length of the measured window (not for same-second)."`
 	Warmup      time.Duration `default:"10s" help:"Time between the end of job creation and the start of the measured window (not for same-second)."`
 	Settle      time.Duration `default:"2m" help:"After the window (or the burst's instant), how long to wait at most for its executions to fire and be recorded."`

@@ -166,7 +166,7 @@ func TestChaosKillRestartPause(t *testing.T) {
 		return n
 	}
 	caughtUp := time.Now()
-	deadline := caughtUp.Add(90 * time.Second)
+	deadline := caughtUp.Add(30 * time.Second)
 	for n := unfinished(); n > 0; n = unfinished() {
 		if time.Now().After(deadline) {
 			rows, err := st.Pool().Query(context.Background(), `SELECT id, state, attempts, dispatches, dispatched_at IS NOT NULL,
@@ -189,7 +189,7 @@ func TestChaosKillRestartPause(t *testing.T) {
 				rows.Close()
 			}
 			logConsumers(t, e.nats.URL())
-			t.Fatalf("%d executions of the window still unfinished 90 s after the chaos", n)
+			t.Fatalf("%d executions of the window still unfinished 30 s after the chaos", n)
 		}
 		time.Sleep(time.Second)
 	}
