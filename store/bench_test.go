@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tock-sched/tock/internal/testenv"
 )
 
 // BenchmarkFire fires 1,000 jobs per Fire call, each job once per call
@@ -15,11 +13,17 @@ import (
 // Report jobs/s from ns/op: 1,000 firings per op.
 func BenchmarkFire(b *testing.B) {
 	const batch = 1000
-	ctx := context.Background()
 	s := newStore(b)
 	t0 := baseTime()
 	epochs, jobs := benchJobs(b, s, batch, t0)
-	firings := make([]Firing, batch)
+	fireLoop(b, s, epochs, jobs, t0)
+}
+
+// fireLoop fires every job of jobs once per op, at successive seconds
+// from t0, and reports firings/s.
+func fireLoop(b *testing.B, s *Store, epochs map[int]int64, jobs []*Job, t0 time.Time) {
+	ctx := context.Background()
+	firings := make([]Firing, len(jobs))
 	at := t0
 	for b.Loop() {
 		next := at.Add(time.Second)
@@ -30,12 +34,12 @@ func BenchmarkFire(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(res.Executions) != batch {
-			b.Fatalf("%d executions, want %d (skipped %d, fenced %v)", len(res.Executions), batch, res.Skipped, res.Fenced)
+		if len(res.Executions) != len(jobs) {
+			b.Fatalf("%d executions, want %d (skipped %d, fenced %v)", len(res.Executions), len(jobs), res.Skipped, res.Fenced)
 		}
 		at = next
 	}
-	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "firings/s")
+	b.ReportMetric(float64(b.N*len(jobs))/b.Elapsed().Seconds(), "firings/s")
 }
 
 // BenchmarkRecordEvents records batches of 500 events as the recorder
@@ -106,17 +110,7 @@ func benchJobs(b testing.TB, s *Store, n int, t0 time.Time) (map[int]int64, []*J
 func BenchmarkFireSpread(b *testing.B) {
 	const buckets, batch, stored = 256, 2048, 100_000
 	ctx := context.Background()
-	s, err := Open(ctx, testenv.Postgres(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := s.Init(ctx, buckets); err != nil {
-		b.Fatal(err)
-	}
+	s := newStoreWith(b, buckets)
 	epochs := map[int]int64{}
 	for bk := range buckets {
 		if err := s.ClaimBucket(ctx, bk, "bench", 1); err != nil {
@@ -142,21 +136,5 @@ func BenchmarkFireSpread(b *testing.B) {
 	if _, err := s.pool.Exec(ctx, "VACUUM ANALYZE jobs"); err != nil {
 		b.Fatal(err)
 	}
-	firings := make([]Firing, batch)
-	at := t0
-	for b.Loop() {
-		next := at.Add(time.Second)
-		for i, j := range jobs[:batch] {
-			firings[i] = Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at, Next: &next}
-		}
-		res, err := s.Fire(ctx, "bench", epochs, firings)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(res.Executions) != batch {
-			b.Fatalf("%d executions, want %d (skipped %d, fenced %v)", len(res.Executions), batch, res.Skipped, res.Fenced)
-		}
-		at = next
-	}
-	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "firings/s")
+	fireLoop(b, s, epochs, jobs[:batch], t0)
 }

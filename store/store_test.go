@@ -23,7 +23,10 @@ import (
 const testBuckets = 16
 
 // newStore opens a migrated, initialised store on a fresh database.
-func newStore(t testing.TB) *Store {
+func newStore(t testing.TB) *Store { return newStoreWith(t, testBuckets) }
+
+// newStoreWith is newStore with a cluster of buckets buckets.
+func newStoreWith(t testing.TB, buckets int) *Store {
 	t.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, testenv.Postgres(t))
@@ -34,8 +37,8 @@ func newStore(t testing.TB) *Store {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Init(ctx, testBuckets); err != nil || n != testBuckets {
-		t.Fatalf("Init = %d, %v; want %d", n, err, testBuckets)
+	if n, err := s.Init(ctx, buckets); err != nil || n != buckets {
+		t.Fatalf("Init = %d, %v; want %d", n, err, buckets)
 	}
 	return s
 }
