@@ -232,3 +232,103 @@ func BenchmarkCreateJobBatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(round*batch)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+// Concurrent CreateJob calls are stored together, yet each caller gets
+// the outcome it would have got alone: its job stored, its name taken, or
+// its id taken (which fails its whole combined batch in the database, so
+// the batch is retried call by call), and a refused job refuses no other.
+func TestCreateJobConcurrentCallsKeepTheirOwnOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	existing := testJob("existing", nil)
+	mustCreate(t, s, existing)
+
+	type call struct {
+		job  *Job
+		want string // "stored", "conflict" or "refused"
+	}
+	var calls []call
+	for i := range 96 {
+		calls = append(calls, call{testJob(fmt.Sprintf("own-%02d", i), nil), "stored"})
+	}
+	for i := range 8 { // two calls per name: one is stored, one conflicts
+		calls = append(calls, call{testJob(fmt.Sprintf("pair-%d", i), nil), "pair"}, call{testJob(fmt.Sprintf("pair-%d", i), nil), "pair"})
+	}
+	calls = append(calls, call{testJob("existing", nil), "conflict"})
+	dupID := testJob("fresh-name-taken-id", nil)
+	dupID.ID = existing.ID
+	calls = append(calls, call{dupID, "conflict"}, call{testJob("", nil), "refused"})
+	rand.Shuffle(len(calls), func(i, j int) { calls[i], calls[j] = calls[j], calls[i] })
+	// A second wave: Postgres refuses these payloads (jsonb has no
+	// \u0000), failing any batch they are in as a whole.
+	wave2 := len(calls)
+	for i := range 3 {
+		bad := testJob(fmt.Sprintf("nul-%d", i), nil)
+		bad.Payload = []byte(`{"s":"\u0000"}`)
+		calls = append(calls, call{bad, "refused"})
+	}
+	for i := range 40 {
+		calls = append(calls, call{testJob(fmt.Sprintf("wave2-%02d", i), nil), "stored"})
+	}
+	rand.Shuffle(len(calls)-wave2, func(i, j int) { calls[wave2+i], calls[wave2+j] = calls[wave2+j], calls[wave2+i] })
+
+	// Each wave all at once, so that many calls arrive while others are
+	// being stored.
+	errs := make([]error, len(calls))
+	for _, wave := range [][2]int{{0, wave2}, {wave2, len(calls)}} {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := wave[0]; i < wave[1]; i++ {
+			wg.Go(func() {
+				<-start
+				errs[i] = s.CreateJob(ctx, calls[i].job)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if wave[0] == 0 && s.creates.combined.Load() == 0 {
+			t.Fatal("no calls were combined into a batch: the test proves nothing")
+		}
+	}
+	if s.creates.retried.Load() == 0 {
+		t.Fatal("no batch was retried call by call: the test proves nothing")
+	}
+	pairStored := map[string]int{}
+	for i, c := range calls {
+		err := errs[i]
+		switch c.want {
+		case "stored":
+			if err != nil {
+				t.Errorf("create %q: %v, want it stored", c.job.Name, err)
+				continue
+			}
+			got, gerr := s.GetJob(ctx, c.job.ID)
+			if gerr != nil || got.Name != c.job.Name || got.Schedule != c.job.Schedule || !got.CreatedAt.Equal(c.job.CreatedAt) {
+				t.Errorf("create %q returned %+v; stored %+v, %v", c.job.Name, c.job, got, gerr)
+			}
+		case "pair":
+			if err == nil {
+				pairStored[c.job.Name]++
+			} else if !errors.Is(err, ErrConflict) {
+				t.Errorf("create %q: %v, want nil or ErrConflict", c.job.Name, err)
+			}
+		case "conflict":
+			if !errors.Is(err, ErrConflict) {
+				t.Errorf("create %q (id %s): %v, want ErrConflict", c.job.Name, c.job.ID, err)
+			}
+		case "refused":
+			if err == nil || errors.Is(err, ErrConflict) {
+				t.Errorf("create %q: %v, want a refusal", c.job.Name, err)
+			}
+		}
+	}
+	for i := range 8 {
+		if n := pairStored[fmt.Sprintf("pair-%d", i)]; n != 1 {
+			t.Errorf("pair-%d stored %d times, want once", i, n)
+		}
+	}
+	if n := count(t, s, "SELECT count(*) FROM jobs"); n != 1+96+8+40 {
+		t.Errorf("%d jobs stored, want %d", n, 1+96+8+40)
+	}
+}

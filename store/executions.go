@@ -132,17 +132,21 @@ func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Exe
 // backoff beyond $3 are never read. First dispatches of fired executions
 // are not marked: those created after their bucket's publish position
 // (publish_positions) may not have reached JetStream, and
-// the BRIN index executions_created finds them among the newest rows.
+// the partial index executions_unreported holds exactly them. The
+// bucket's position is looked up per row found (an index probe of
+// publish_positions) rather than joined: joined, Postgres compared every
+// row found with every owned bucket's position (960,000 comparisons, 180
+// ms a read, at 3,750 executions a second on 256 buckets).
 var outboxSQL = `SELECT * FROM (
 (SELECT ` + execColumns + ` FROM executions
 	WHERE bucket = ANY($1) AND next_attempt_at IS NOT NULL AND dispatched_at IS NULL
 		AND state IN ('queued', 'failed') AND next_attempt_at <= $3
 	ORDER BY next_attempt_at LIMIT $2)
 UNION ALL
-(SELECT ` + execCols("x.") + ` FROM executions x JOIN publish_positions o ON o.bucket = x.bucket
-	WHERE x.bucket = ANY($1) AND o.bucket = ANY($1)
+(SELECT ` + execCols("x.") + ` FROM executions x
+	WHERE x.bucket = ANY($1)
 		AND x.created_at > (SELECT min(published_through) FROM publish_positions WHERE bucket = ANY($1))
-		AND x.created_at > o.published_through
+		AND x.created_at > (SELECT o.published_through FROM publish_positions o WHERE o.bucket = x.bucket)
 		AND x.next_attempt_at IS NULL AND x.dispatched_at IS NULL AND x.dispatches = 0 AND x.state = 'queued'
 		AND x.scheduled_for <= $3
 	ORDER BY x.scheduled_for LIMIT $2)

@@ -58,7 +58,18 @@ type JobFilter struct {
 // An active job due within notifyHorizon is announced on JobsChannel
 // once it is committed, so that a scanner loads it at once; a later one
 // is found by the scanners' ordinary scans.
+//
+// Concurrent calls are stored together, in one transaction per group
+// (see combine.go); each still gets its own outcome.
 func (s *Store) CreateJob(ctx context.Context, j *Job) error {
+	if err := s.needBuckets(); err != nil {
+		return fmt.Errorf("store: create job: %w", err)
+	}
+	return s.createJob(ctx, j)
+}
+
+// createOne stores one job in one statement.
+func (s *Store) createOne(ctx context.Context, j *Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create job: %w", err)
 	}

@@ -42,6 +42,7 @@ const initDaysAhead = 7
 type Store struct {
 	pool    *pgxpool.Pool
 	buckets int
+	creates createCombiner
 }
 
 // defaultMaxConns is the pool size when the database URL does not set
