@@ -31,16 +31,18 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./examples/...
 	$(GO) build -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
 
-## generate: regenerate committed generated code (OpenAPI server and models)
+## generate: regenerate committed generated code (OpenAPI server and models, Go client)
 generate:
 	$(GO) generate ./...
 
-## lint: gofmt, go vet and staticcheck (fetched through the Go module proxy)
+## lint: gofmt, go vet, staticcheck (fetched through the Go module proxy) and the
+## OpenAPI document's lint (Spectral, pinned in tools/spectral, rules in api/.spectral.yaml)
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	./scripts/lint-openapi.sh
 
 ## postgres: make sure PostgreSQL runs on 127.0.0.1:5432 (installs it if missing)
 postgres:

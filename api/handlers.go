@@ -111,13 +111,9 @@ func decodeChecked(raw []byte, schema *openapi3.Schema, dst any) (shape fieldErr
 	return shape, false
 }
 
-// now is the database clock.
+// now is the database clock, in UTC; its error says it could not be read.
 func (h *handlers) now(ctx context.Context) (time.Time, error) {
-	t, err := h.s.clock.Now(ctx)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("read database clock: %w", err)
-	}
-	return t.UTC(), nil
+	return h.s.clock.Fresh(ctx)
 }
 
 // storeError maps a store failure to a problem; the unexpected ones are
@@ -244,8 +240,13 @@ func (h *handlers) ListJobs(c echo.Context, p ListJobsParams) error {
 		}
 		f.State = string(st)
 	}
-	if len(f.NamePrefix) > maxNameLen {
+	// A prefix holding a character no name may hold would match nothing;
+	// it is refused like such a name (and U+0000 never reaches Postgres).
+	switch p := f.NamePrefix; {
+	case len(p) > maxNameLen:
 		errs.add("name_prefix", "must be at most %d characters", maxNameLen)
+	case p != "" && !nameChars.MatchString(p):
+		errs.add("name_prefix", "may contain only letters, digits, '.', '_' and '-'")
 	}
 	if err := errs.err(); err != nil {
 		return err

@@ -241,6 +241,10 @@ func jobValidationCases() []validationCase {
 		{"timeout zero", with("timeout", "0s"), "timeout", ""},
 		{"timeout over a day", with("timeout", "25h"), "timeout", "24h"},
 		{"timeout a number", with("timeout", 30), "timeout", "string"},
+		{"payload with a NUL", with("payload", map[string]any{"s": "a\x00b"}), "payload.s", "U+0000"},
+		{"payload key with a NUL", with("payload", map[string]any{"k\x00": 1}), `payload.k\u0000`, "U+0000"},
+		{"payload item with a NUL", with("payload", map[string]any{"list": []any{"ok", "\x00"}}), "payload.list[1]", "U+0000"},
+		{"header value with a NUL", with("handler.headers", map[string]string{"X-A": "a\x00"}), "handler.headers.X-A", ""},
 	}
 }
 
@@ -471,6 +475,8 @@ func TestListJobsBadQuery(t *testing.T) {
 		{"cursor=bogus", "cursor"},
 		{"namespace=a%20b", "namespace"},
 		{"name_prefix=" + strings.Repeat("x", 201), "name_prefix"},
+		{"name_prefix=a%00", "name_prefix"},
+		{"name_prefix=a%20b", "name_prefix"},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			r := e.do("GET", "/v1/jobs?"+tc.query, nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
@@ -103,6 +104,15 @@ type defaultRegistry struct {
 	prometheus.Gatherer
 }
 
+// clockEvery is how long a measured offset to the database's clock is
+// used before it is measured again. Schedules are computed from the
+// database's clock, as the scanners judge due times by it; reading it for
+// every request cost a round trip to Postgres per job created, a third of
+// POST /v1/jobs's. One round trip per sync: the offset's error, half of
+// it, is well under a millisecond, and a sync delays the request that
+// makes it.
+const clockEvery = 10 * time.Second
+
 // maxBodyBytes bounds a request body; a job is far smaller.
 const maxBodyBytes = 1 << 20
 
@@ -116,7 +126,7 @@ type Server struct {
 	clusterWait  time.Duration
 	executors    Executors
 	defaultRetry wire.RetryPolicy
-	clock        *dbClock
+	clock        *clock.DB
 	echo         *echo.Echo
 	duration     *prometheus.HistogramVec
 	metrics      http.Handler
@@ -139,7 +149,7 @@ func New(cfg Config) (*Server, error) {
 		clusterWait:  cfg.ClusterTimeout,
 		executors:    cfg.Executors,
 		defaultRetry: cfg.DefaultRetry,
-		clock:        &dbClock{read: cfg.Store.Now},
+		clock:        clock.New(cfg.Store.Now, clock.Options{Every: clockEvery, Rounds: 1}),
 	}
 	if s.log == nil {
 		s.log = slog.Default()

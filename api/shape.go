@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -37,6 +38,40 @@ func checkShape(path string, s *openapi3.Schema, raw json.RawMessage, errs *fiel
 		return
 	}
 	checkValue(path, s, v, errs)
+	// JSON can carry U+0000 only as the escape \u0000; Postgres stores no
+	// such character in text or jsonb, so a value holding one is refused
+	// here rather than by the database.
+	if bytes.Contains(raw, []byte(`\u0000`)) {
+		checkNUL(path, v, errs)
+	}
+}
+
+// checkNUL reports every string and object key under v that holds U+0000.
+func checkNUL(path string, v any, errs *fieldErrors) {
+	const msg = "must not contain the character U+0000 (\\u0000), which tock cannot store"
+	switch v := v.(type) {
+	case string:
+		if strings.ContainsRune(v, 0) {
+			errs.add(path, msg)
+		}
+	case []any:
+		for i, item := range v {
+			checkNUL(path+"["+strconv.Itoa(i)+"]", item, errs)
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if strings.ContainsRune(k, 0) {
+				errs.add(join(path, strings.ReplaceAll(k, "\x00", `\u0000`)), msg)
+				continue
+			}
+			checkNUL(join(path, k), v[k], errs)
+		}
+	}
 }
 
 // checkValue checks a parsed JSON value (as decoded into any, with

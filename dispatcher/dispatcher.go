@@ -60,6 +60,17 @@ type Store interface {
 	Published(ctx context.Context, positions map[int]time.Time) error
 }
 
+// Clock is the cluster clock; *clock.DB is one. Passed is a time the
+// database's clock has surely reached.
+type Clock interface {
+	Passed() time.Time
+}
+
+// localClock is the local clock, for a dispatcher given none.
+type localClock struct{}
+
+func (localClock) Passed() time.Time { return time.Now() }
+
 // Config configures a Dispatcher. JS and Store are required.
 type Config struct {
 	JS    jetstream.JetStream
@@ -71,10 +82,11 @@ type Config struct {
 	Workers int
 	// AckTimeout bounds the wait for a batch's publish acks; default 5s.
 	AckTimeout time.Duration
-	// Now is the cluster clock: nothing is published before it is due
-	// (store.Execution.DueAt) by it, and the fire-lag metric uses it;
-	// default time.Now.
-	Now    func() time.Time
+	// Clock is the cluster clock, the scanner's (the database's): nothing
+	// is published before its Passed reaches the execution's due time
+	// (store.Execution.DueAt), and the fire-lag metric and dispatch marks
+	// use Passed too. Default: the local clock.
+	Clock  Clock
 	Logger *slog.Logger
 }
 
@@ -98,6 +110,9 @@ type Dispatcher struct {
 	inflight map[key]struct{} // pending or being published
 	wake     chan struct{}    // cap 1: pending changed, a worker looks
 	room     chan struct{}    // cap 1: pending shrank, Dispatch looks
+	// idle is closed while inflight is empty; Dispatch replaces it when
+	// the first execution comes in (see Drain).
+	idle chan struct{}
 
 	// Publish positions (see store.Published). unacked counts, per bucket
 	// and creation time, the first dispatches of fired executions taken
@@ -130,12 +145,14 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.AckTimeout <= 0 {
 		cfg.AckTimeout = 5 * time.Second
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = localClock{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	idle := make(chan struct{})
+	close(idle)
 	return &Dispatcher{
 		cfg: cfg,
 		log: cfg.Logger,
@@ -152,13 +169,9 @@ func New(cfg Config) (*Dispatcher, error) {
 		posWake:    make(chan struct{}, 1),
 		wake:       make(chan struct{}, 1),
 		room:       make(chan struct{}, 1),
+		idle:       idle,
 	}, nil
 }
-
-// SetClock sets the cluster clock (the scanner's database-corrected
-// Passed): nothing is published before it is due by it, and the fire-lag
-// metric is measured with it. Call it before Run.
-func (d *Dispatcher) SetClock(now func() time.Time) { d.cfg.Now = now }
 
 // Dispatch queues executions for publishing, each when it is due
 // (store.Execution.DueAt) and as its dispatch number Dispatches. A
@@ -175,6 +188,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, execs []*store.Execution) {
 				break
 			}
 			if len(d.pending) < d.maxPending {
+				if len(d.inflight) == 0 {
+					d.idle = make(chan struct{})
+				}
 				d.inflight[keyOf(e)] = struct{}{}
 				heap.Push(&d.pending, item{e, e.DueAt()})
 				if e.Positional() {
@@ -264,6 +280,25 @@ func (d *Dispatcher) busy() int {
 	return len(d.inflight)
 }
 
+// Drain waits until no execution waits here or is being published, or
+// until ctx ends, and then returns ctx's error. It neither stops Dispatch
+// nor reads the outbox: call it once whatever dispatches has stopped, and
+// bound it, since executions not yet due (fired ahead of their time,
+// retries read ahead of their backoff's end) and publishes NATS does not
+// acknowledge keep the dispatcher busy. Whatever it does not publish stays
+// in the outbox.
+func (d *Dispatcher) Drain(ctx context.Context) error {
+	d.mu.Lock()
+	idle := d.idle
+	d.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // signal wakes whoever waits on c, if anyone.
 func signal(c chan struct{}) {
 	select {
@@ -350,7 +385,7 @@ func (d *Dispatcher) work(ctx context.Context) {
 func (d *Dispatcher) take() ([]*store.Execution, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := d.cfg.Now()
+	now := d.cfg.Clock.Passed()
 	var batch []*store.Execution
 	for len(d.pending) > 0 && len(batch) < d.cfg.BatchSize && !d.pending[0].at.After(now) {
 		batch = append(batch, heap.Pop(&d.pending).(item).e)
@@ -386,7 +421,7 @@ func (d *Dispatcher) done(batch []*store.Execution, acked []bool) map[int]time.T
 		if !acked[i] {
 			// Not acknowledged: keep it (and the position behind it) and
 			// publish it again shortly.
-			heap.Push(&d.pending, item{e, d.cfg.Now().Add(retryPause)})
+			heap.Push(&d.pending, item{e, d.cfg.Clock.Passed().Add(retryPause)})
 			retry = true
 			continue
 		}
@@ -399,6 +434,13 @@ func (d *Dispatcher) done(batch []*store.Execution, acked []bool) map[int]time.T
 	}
 	if retry {
 		signal(d.wake)
+	}
+	if len(d.inflight) == 0 {
+		select {
+		case <-d.idle:
+		default:
+			close(d.idle)
+		}
 	}
 	return d.positions(touched)
 }
@@ -448,7 +490,7 @@ wait:
 			ok[i] = true
 			n++
 			if e.Positional() {
-				lags = append(lags, d.cfg.Now().Sub(e.ScheduledFor).Seconds())
+				lags = append(lags, d.cfg.Clock.Passed().Sub(e.ScheduledFor).Seconds())
 			} else {
 				marks = append(marks, store.Dispatched{ID: e.ID, Dispatch: e.Dispatches})
 			}
@@ -473,7 +515,7 @@ wait:
 	// Marking must survive our own shutdown: the messages are out already.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := d.cfg.Store.MarkDispatched(mctx, marks, d.cfg.Now()); err != nil {
+	if err := d.cfg.Store.MarkDispatched(mctx, marks, d.cfg.Clock.Passed()); err != nil {
 		// Not lost: the outbox re-publishes, and JetStream drops the
 		// duplicate inside its window.
 		d.log.Warn("mark dispatched", "count", len(marks), "err", err)

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -284,5 +285,40 @@ func TestPositionStaysBehindWhatIsNotPublished(t *testing.T) {
 	d.stored[1] = at(5)
 	if pos := d.positions(map[int]bool{1: true}); len(pos) != 0 {
 		t.Fatalf("positions %v, want none (nothing moved)", pos)
+	}
+}
+
+// Drain returns once everything handed to Dispatch is published, and
+// when its context ends if something is not yet due.
+func TestDrainWaitsUntilNothingWaits(t *testing.T) {
+	ctx := context.Background()
+	d, js, _ := runDispatcher(t, Config{})
+	if err := d.Drain(ctx); err != nil {
+		t.Fatalf("Drain of an idle dispatcher: %v", err)
+	}
+
+	job := uuid.New()
+	due := time.Now().Add(300 * time.Millisecond)
+	d.Dispatch(ctx, []*store.Execution{{ID: store.ExecutionID(job, due), JobID: job, ScheduledFor: due,
+		CreatedAt: time.Now(), Handler: wire.Handler{Type: wire.HandlerCustom, Name: "soon"}}})
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.Drain(dctx); err != nil {
+		t.Fatalf("Drain with an execution due in 300ms: %v", err)
+	}
+	if n := d.busy(); n != 0 {
+		t.Fatalf("Drain returned with %d executions waiting", n)
+	}
+	if msg := lastMsg(t, js, "tock.exec.soon.normal"); msg.Time.Before(due) {
+		t.Fatalf("published %s before its time", due.Sub(msg.Time))
+	}
+
+	later := due.Add(time.Hour)
+	d.Dispatch(ctx, []*store.Execution{{ID: store.ExecutionID(job, later), JobID: job, ScheduledFor: later,
+		CreatedAt: time.Now(), Handler: wire.Handler{Type: wire.HandlerCustom, Name: "later"}}})
+	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := d.Drain(tctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Drain with an execution due in an hour: %v, want the context's deadline", err)
 	}
 }

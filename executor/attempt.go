@@ -103,7 +103,7 @@ func (w *Worker) deferDelivery(q *queue, e *Execution, msg jetstream.Msg, key st
 	if err := msg.Ack(); err != nil {
 		log.Warn("ack deferred execution", "err", err)
 	}
-	deferredTotal.WithLabelValues(q.name, reason).Inc()
+	w.m.deferredTotal.WithLabelValues(q.name, reason).Inc()
 }
 
 // attempt runs the handler: started event (maybe), heartbeats, handler,
@@ -140,7 +140,7 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 		if startErr != nil {
 			log.Error("cannot report attempt start; giving the execution back", "err", startErr)
 			done(verdictIgnore)
-			attemptsTotal.WithLabelValues(q.name, "unreported").Inc()
+			w.m.attemptsTotal.WithLabelValues(q.name, "unreported").Inc()
 			_ = msg.NakWithDelay(unreportedRetryDelay)
 			return
 		}
@@ -148,12 +148,12 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 		startTimer = time.AfterFunc(w.cfg.StartReportDelay, reportStart)
 	}
 
-	running := attemptsRunning.WithLabelValues(q.name)
+	running := w.m.attemptsRunning.WithLabelValues(q.name)
 	running.Inc()
 	began := time.Now()
 	output, runErr, timedOut := w.run(ctx, q.fn, e, log)
 	cancelled := errors.Is(context.Cause(ctx), ErrCancelled)
-	attemptSeconds.WithLabelValues(q.name).Observe(time.Since(began).Seconds())
+	w.m.attemptSeconds.WithLabelValues(q.name).Observe(time.Since(began).Seconds())
 	running.Dec()
 	if startTimer != nil && !startTimer.Stop() {
 		startOnce.Do(func() {}) // the report is under way: wait for it
@@ -219,10 +219,10 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 	}
 	switch {
 	case ev.Type == wire.EventFailed && ev.Final:
-		deadLettersTotal.WithLabelValues(q.name).Inc()
+		w.m.deadLettersTotal.WithLabelValues(q.name).Inc()
 		log.Warn("attempt failed; execution is dead", "err", runErr, "permanent", IsPermanent(runErr), "timed_out", timedOut)
 	case ev.Type == wire.EventFailed && outcome != "interrupted":
-		retriesTotal.WithLabelValues(q.name).Inc()
+		w.m.retriesTotal.WithLabelValues(q.name).Inc()
 		log.Info("attempt failed; tock retries it", "err", runErr, "timed_out", timedOut, "retry_in", delay)
 	case outcome == "interrupted":
 		log.Info("attempt interrupted by shutdown; handed back", "err", runErr)
@@ -241,7 +241,7 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 func (w *Worker) finish(q *queue, msg jetstream.Msg, ev wire.Event, outcome string, log *slog.Logger) bool {
 	if err := w.publish(ev); err != nil {
 		log.Error("cannot report attempt result; giving the execution back", "outcome", outcome, "err", err)
-		attemptsTotal.WithLabelValues(q.name, "unreported").Inc()
+		w.m.attemptsTotal.WithLabelValues(q.name, "unreported").Inc()
 		_ = msg.NakWithDelay(unreportedRetryDelay)
 		return false
 	}
@@ -250,7 +250,7 @@ func (w *Worker) finish(q *queue, msg jetstream.Msg, ev wire.Event, outcome stri
 		// this attempt's result.
 		log.Warn("settle execution message", "outcome", outcome, "err", err)
 	}
-	attemptsTotal.WithLabelValues(q.name, outcome).Inc()
+	w.m.attemptsTotal.WithLabelValues(q.name, outcome).Inc()
 	return true
 }
 

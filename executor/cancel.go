@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/retry"
 )
 
 // cancelPruneEvery is how often the set of cancelled executions forgets
@@ -99,8 +100,8 @@ func (w *Worker) watchCancels(ctx context.Context, ready chan<- struct{}) {
 	markReady := func() { once.Do(func() { close(ready) }) }
 	prune := time.NewTicker(cancelPruneEvery)
 	defer prune.Stop()
-	const minPause, maxPause = 100 * time.Millisecond, 5 * time.Second
-	pause := minPause
+	const maxPause = 5 * time.Second
+	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: maxPause}
 	for {
 		began := time.Now()
 		err := w.watchCancelsOnce(ctx, markReady, prune.C)
@@ -108,15 +109,12 @@ func (w *Worker) watchCancels(ctx context.Context, ready chan<- struct{}) {
 			return
 		}
 		if time.Since(began) > maxPause {
-			pause = minPause
+			// It watched for a while: a new failure, not the same one.
+			backoff.Reset()
 		}
-		w.log.Warn("watch cancelled executions", "err", err, "retry_in", pause)
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
+		if !backoff.Wait(ctx, w.log, "watch cancelled executions", "err", err) {
 			return
 		}
-		pause = min(2*pause, maxPause)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/retry"
 )
 
 // queue is one handler's queue: its three consumers, one per priority
@@ -101,8 +102,7 @@ func (w *Worker) consume(ctx context.Context, q *queue, attempts *sync.WaitGroup
 	subscribe()
 	saturated := false
 
-	const minPause, maxPause = 100 * time.Millisecond, 5 * time.Second
-	pause := minPause
+	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	rang, repoll := false, 0
@@ -127,13 +127,9 @@ func (w *Worker) consume(ctx context.Context, q *queue, attempts *sync.WaitGroup
 				}
 				// NATS may be down, or wiped: pause, then make sure the
 				// stream and consumers exist again before the next pull.
-				log.Warn("pull executions", "err", err, "retry_in", pause)
-				select {
-				case <-time.After(pause):
-				case <-ctx.Done():
+				if !backoff.Wait(ctx, log, "pull executions", "err", err) {
 					return
 				}
-				pause = min(2*pause, maxPause)
 				if err := wire.EnsureStreams(ctx, w.js); err != nil {
 					log.Warn("re-create streams", "err", err)
 					continue
@@ -143,7 +139,7 @@ func (w *Worker) consume(ctx context.Context, q *queue, attempts *sync.WaitGroup
 				}
 				continue
 			}
-			pause = minPause
+			backoff.Reset()
 		}
 		var wake time.Duration
 		switch {
@@ -279,7 +275,7 @@ func (w *Worker) pollDepths(ctx context.Context, queues []*queue) {
 					continue
 				}
 				if info := c.CachedInfo(); info != nil {
-					queueDepth.WithLabelValues(q.name, p).Set(float64(info.NumPending))
+					w.m.queueDepth.WithLabelValues(q.name, p).Set(float64(info.NumPending))
 				}
 			}
 		}

@@ -60,7 +60,7 @@ func TestPriorityOrderWhenSaturated(t *testing.T) {
 	}
 	if !waitUntil(func() bool {
 		for _, p := range wire.Priorities {
-			if gaugeValue(t, queueDepth.WithLabelValues("ranked", p)) != 1 {
+			if gaugeValue(t, w.m.queueDepth.WithLabelValues("ranked", p)) != 1 {
 				return false
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/retry"
 )
 
 // Events go to the event stream in batches: every attempt that reports
@@ -111,7 +112,7 @@ func (b *eventBatcher) publish(ctx context.Context, batch []*queuedEvent) error 
 	m := &nats.Msg{Subject: wire.EventBatchSubject, Data: data}
 	id := "batch:" + uuid.NewString()
 	deadline := time.Now().Add(publishRetryFor)
-	pause := 100 * time.Millisecond
+	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		_, err := b.js.PublishMsg(pctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(wire.EventStream))
@@ -120,15 +121,13 @@ func (b *eventBatcher) publish(ctx context.Context, batch []*queuedEvent) error 
 			return nil
 		}
 		err = fmt.Errorf("publish %d events: %w", len(evs), err)
+		pause := backoff.Next()
 		if errors.Is(err, nats.ErrConnectionClosed) || time.Now().Add(pause).After(deadline) {
 			return err
 		}
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, pause) {
 			return err
 		}
-		pause = min(2*pause, 2*time.Second)
 	}
 }
 

@@ -42,8 +42,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/retry"
 )
 
 // Defaults for Config.
@@ -102,7 +104,12 @@ type Config struct {
 	// Breaker configures the circuit breaker kept per handler key.
 	Breaker BreakerConfig
 	// Logger defaults to slog.Default().
-	Logger *slog.Logger
+	// Registerer is where the Worker's Prometheus metrics
+	// (tock_executor_*, tock_queue_depth, tock_breaker_state) are
+	// registered; nil registers them nowhere. Importing the package
+	// registers nothing. tockd passes prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -193,6 +200,7 @@ type Worker struct {
 	cfg Config
 	js  jetstream.JetStream
 	log *slog.Logger
+	m   *metrics
 
 	mu       sync.Mutex
 	handlers map[string]registration
@@ -236,10 +244,15 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor: jetstream: %w", err)
 	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("executor: register metrics: %w", err)
+	}
 	return &Worker{
 		cfg:          cfg,
 		js:           js,
-		log:          cfg.Logger.With("executor", cfg.ExecutorID),
+		m:            m,
+		log:          newLazyLogger(cfg.Logger).With("executor", cfg.ExecutorID),
 		handlers:     make(map[string]registration),
 		now:          time.Now,
 		rand:         mathrand.Float64,
@@ -345,7 +358,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			slots: make(chan struct{}, concurrency), freed: make(chan struct{}, 1)})
 	}
 	// NATS may be unreachable, or slow to answer, at start: keep trying.
-	for pause := 100 * time.Millisecond; ; pause = min(2*pause, 5*time.Second) {
+	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
+	for {
 		err := w.setUp(ctx, queues)
 		if err == nil {
 			break
@@ -353,10 +367,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		w.log.Warn("set up streams and consumers", "err", err, "retry_in", pause)
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
+		if !backoff.Wait(ctx, w.log, "set up streams and consumers", "err", err) {
 			return nil
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tock-sched/tock/executor/wire"
@@ -249,17 +251,17 @@ func TestLastAttemptIsFinal(t *testing.T) {
 }
 
 func TestPermanentFailsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
 	deadCount := func() float64 {
 		var m dto.Metric
-		if err := attemptsTotal.WithLabelValues("picky", "dead").Write(&m); err != nil {
+		if err := w.m.attemptsTotal.WithLabelValues("picky", "dead").Write(&m); err != nil {
 			t.Fatal(err)
 		}
 		return m.GetCounter().GetValue()
 	}
 	deadBefore := deadCount()
-	e := newEnv(t)
-	evs := e.events()
-	w := e.worker(e.nc, "exec-1")
 	var calls atomic.Int32
 	w.Handle("picky", func(ctx context.Context, x *Execution) (string, error) {
 		calls.Add(1)
@@ -583,4 +585,41 @@ func TestQuickAttemptsReportTheirStartWithTheirEnd(t *testing.T) {
 	}
 	e.settled("quick-or-slow")
 	evs.none(200 * time.Millisecond)
+}
+
+// Importing the package, or making a Worker without a Registerer,
+// registers no metric anywhere; a Registerer gets the Worker's metrics,
+// and Workers sharing one share them.
+func TestMetricsOnlyWhereRegistered(t *testing.T) {
+	if _, err := New(Config{NATS: &nats.Conn{}}); err != nil {
+		t.Fatal(err)
+	}
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if strings.HasPrefix(f.GetName(), "tock_") {
+			t.Errorf("metric %s is on the default registry", f.GetName())
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	w1, err := New(Config{NATS: &nats.Conn{}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := New(Config{NATS: &nats.Conn{}, Registerer: reg})
+	if err != nil {
+		t.Fatalf("a second Worker on the same registerer: %v", err)
+	}
+	w1.m.attemptsTotal.WithLabelValues("q", "succeeded").Inc()
+	w2.m.attemptsTotal.WithLabelValues("q", "succeeded").Inc()
+	w1.m.queueDepth.WithLabelValues("q", "normal").Set(3)
+	if n := testutil.ToFloat64(w1.m.attemptsTotal.WithLabelValues("q", "succeeded")); n != 2 {
+		t.Errorf("two Workers' attempts counted %v on their shared registry, want 2", n)
+	}
+	if n, err := testutil.GatherAndCount(reg, "tock_executor_attempts_total", "tock_queue_depth"); err != nil || n != 2 {
+		t.Errorf("registry holds %d of the series, %v; want 2", n, err)
+	}
 }

@@ -162,7 +162,7 @@ func (w *Worker) handlerKey(key string, q *queue) *handlerKey {
 			OnStateChange: func(_ string, from, to gobreaker.State) { w.breakerChanged(hk, from, to) },
 		})
 	}
-	breakerState.WithLabelValues(key).Set(0)
+	w.m.breakerState.WithLabelValues(key).Set(0)
 	w.keys[key] = hk
 	return hk
 }
@@ -176,7 +176,7 @@ func (w *Worker) breakerChanged(hk *handlerKey, from, to gobreaker.State) {
 		hk.halfOpenAt = now.Add(w.cfg.Breaker.OpenFor)
 	}
 	hk.mu.Unlock()
-	breakerState.WithLabelValues(hk.key).Set(float64(breakerGauge(to)))
+	w.m.breakerState.WithLabelValues(hk.key).Set(float64(breakerGauge(to)))
 	log := w.log.With("handler", hk.key, "queue", hk.queue, "from", breakerName(from))
 	switch to {
 	case gobreaker.StateOpen:
@@ -300,7 +300,7 @@ func (w *Worker) liveKeys(now time.Time) []*handlerKey {
 		hk.mu.Unlock()
 		if stale {
 			delete(w.keys, key)
-			breakerState.DeleteLabelValues(key)
+			w.m.breakerState.DeleteLabelValues(key)
 			continue
 		}
 		live = append(live, hk)

@@ -84,7 +84,7 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 		<-release
 		return "up", nil
 	})
-	deferredBefore := counterValue(t, deferredTotal.WithLabelValues("fragile", "breaker"))
+	deferredBefore := counterValue(t, w.m.deferredTotal.WithLabelValues("fragile", "breaker"))
 	stop := e.run(w)
 
 	for range 2 {
@@ -109,7 +109,7 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 	if kv.Queue != "fragile" || kv.Limit != 4 || kv.Since.IsZero() || kv.UpdatedAt.IsZero() {
 		t.Errorf("handler bucket state %+v", kv)
 	}
-	if g := gaugeValue(t, breakerState.WithLabelValues("fragile")); g != 2 {
+	if g := gaugeValue(t, w.m.breakerState.WithLabelValues("fragile")); g != 2 {
 		t.Errorf("tock_breaker_state{handler=fragile} = %v, want 2 (open)", g)
 	}
 
@@ -126,7 +126,7 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("handler called %d times, want 2: the deferred delivery ran", n)
 	}
-	if n := counterValue(t, deferredTotal.WithLabelValues("fragile", "breaker")) - deferredBefore; n != 1 {
+	if n := counterValue(t, w.m.deferredTotal.WithLabelValues("fragile", "breaker")) - deferredBefore; n != 1 {
 		t.Errorf("deferred_total{reason=breaker} grew by %v, want 1", n)
 	}
 
@@ -152,7 +152,7 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 	if !waitUntil(func() bool { kv, ok := e.kvState("fragile", "exec-1"); return ok && kv.Breaker == wire.BreakerClosed }) {
 		t.Error("handler bucket never showed the closed breaker")
 	}
-	if g := gaugeValue(t, breakerState.WithLabelValues("fragile")); g != 0 {
+	if g := gaugeValue(t, w.m.breakerState.WithLabelValues("fragile")); g != 0 {
 		t.Errorf("tock_breaker_state{handler=fragile} = %v, want 0 (closed)", g)
 	}
 	e.settled("fragile")
@@ -188,7 +188,7 @@ func TestMaxPerHandlerDefers(t *testing.T) {
 	w := e.worker(e.nc, "exec-1")
 	w.cfg.MaxPerHandler = 1
 	w.Handle(wire.HandlerHTTP, HTTPHandler(nil))
-	limitBefore := counterValue(t, deferredTotal.WithLabelValues(wire.HandlerHTTP, "limit"))
+	limitBefore := counterValue(t, w.m.deferredTotal.WithLabelValues(wire.HandlerHTTP, "limit"))
 	e.run(w)
 
 	first := httpExecution(slow.URL).Execution
@@ -209,7 +209,7 @@ func TestMaxPerHandlerDefers(t *testing.T) {
 	e.publish(other)
 	evs.expect(other, wire.EventStarted, 1, false)
 	evs.expect(other, wire.EventSucceeded, 1, false)
-	if n := counterValue(t, deferredTotal.WithLabelValues(wire.HandlerHTTP, "limit")) - limitBefore; n != 1 {
+	if n := counterValue(t, w.m.deferredTotal.WithLabelValues(wire.HandlerHTTP, "limit")) - limitBefore; n != 1 {
 		t.Errorf("deferred_total{reason=limit} grew by %v, want 1", n)
 	}
 	release <- struct{}{}
@@ -264,8 +264,9 @@ func TestHeartbeatEvents(t *testing.T) {
 func TestBreakerTrips(t *testing.T) {
 	cfg := BreakerConfig{FailureRate: 0.5, MinRequests: 4}
 	cfg.setDefaults()
+	m, _ := newMetrics(nil)
 	w := &Worker{cfg: Config{Breaker: cfg}, keys: map[string]*handlerKey{}, keysChanged: make(chan struct{}, 1), now: time.Now,
-		log: testLogger(t)}
+		log: testLogger(t), m: m}
 	hk := w.handlerKey("k", &queue{name: "k", concurrency: 2})
 	run := func(v verdict) {
 		t.Helper()

@@ -12,8 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/tock-sched/tock/executor/wire"
 )
@@ -44,17 +42,6 @@ const (
 	JournalBytes = 32 << 20
 	// journalEntryBytes is what an entry costs beyond its strings.
 	journalEntryBytes = 400
-)
-
-var (
-	journalResent = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_executor_events_resent_total",
-		Help: "Events of recent attempts sent again because the event stream was new (JetStream lost the old one).",
-	})
-	journalAnswered = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "tock_executor_redeliveries_answered_total",
-		Help: "Deliveries of an attempt this executor had run or was running already, answered without running it again.",
-	}, []string{"queue"})
 )
 
 // attemptKey names one attempt: a delivery of one publish of an
@@ -223,7 +210,7 @@ func (w *Worker) resend(ctx context.Context, inc wire.Incarnation) bool {
 		for _, f := range futures {
 			select {
 			case <-f.Ok():
-				journalResent.Inc()
+				w.m.journalResent.Inc()
 				continue
 			case err = <-f.Err():
 			case <-timeout.C:
@@ -269,7 +256,7 @@ func (w *Worker) answerFromJournal(q *queue, msg jetstream.Msg, e *Execution, lo
 	if !known {
 		return false
 	}
-	journalAnswered.WithLabelValues(q.name).Inc()
+	w.m.journalAnswered.WithLabelValues(q.name).Inc()
 	if ev == nil {
 		log.Info("delivery of an attempt running here already (JetStream lost its stream); acknowledging the copy")
 		if err := msg.Ack(); err != nil {

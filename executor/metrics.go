@@ -1,48 +1,111 @@
 package executor
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Metrics, on the default Prometheus registry.
-var (
-	attemptsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "tock_executor_attempts_total",
-		Help: "Deliveries this executor finished, by queue and outcome: succeeded, retry (failed, tock sends it again), " +
-			"dead (failed, no attempt follows), timed_out (cut at the job's timeout, retried or dead), " +
-			"cancelled (cancelled before or while running), interrupted (by executor shutdown), " +
-			"unreported (the result could not be published; the execution runs again).",
-	}, []string{"queue", "outcome"})
-	deferredTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "tock_executor_deferred_total",
-		Help: "Deliveries handed back to tock unrun, by queue and reason: breaker (the handler's circuit breaker is open) " +
-			"or limit (the handler is at its concurrency limit).",
-	}, []string{"queue", "reason"})
-	retriesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "tock_executor_retries_total",
-		Help: "Failed attempts (errors and timeouts, not shutdown interruptions) handed back to tock for a later attempt, by queue.",
-	}, []string{"queue"})
-	deadLettersTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Name: "tock_executor_dead_letters_total",
-		Help: "Executions whose final attempt failed in this executor (permanent failure or retries exhausted), by queue.",
-	}, []string{"queue"})
-	attemptSeconds = promauto.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "tock_executor_attempt_duration_seconds",
-		Help:    "Time a handler took for one attempt, by queue.",
-		Buckets: prometheus.ExponentialBuckets(0.005, 4, 10), // 5ms .. ~22min
-	}, []string{"queue"})
-	attemptsRunning = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "tock_executor_attempts_running",
-		Help: "Attempts running in this executor, by queue.",
-	}, []string{"queue"})
-	queueDepth = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "tock_queue_depth",
-		Help: "Executions waiting in JetStream for an executor (the consumer's pending count), by queue and priority; " +
-			"polled by every executor serving the queue.",
-	}, []string{"queue", "priority"})
-	breakerState = promauto.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "tock_breaker_state",
-		Help: "Circuit breaker state of a handler key in this executor: 0 closed, 1 half-open, 2 open.",
-	}, []string{"handler"})
-)
+// metrics are a Worker's Prometheus metrics. Importing the package
+// registers nothing: New registers them on Config.Registerer, if given.
+// Workers sharing a registerer share the metrics (a second registration
+// takes the collector already there), as tockd's several roles and
+// tockbench's in-process executors do.
+type metrics struct {
+	attemptsTotal    *prometheus.CounterVec
+	deferredTotal    *prometheus.CounterVec
+	retriesTotal     *prometheus.CounterVec
+	deadLettersTotal *prometheus.CounterVec
+	attemptSeconds   *prometheus.HistogramVec
+	attemptsRunning  *prometheus.GaugeVec
+	queueDepth       *prometheus.GaugeVec
+	breakerState     *prometheus.GaugeVec
+	journalResent    prometheus.Counter
+	journalAnswered  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		attemptsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_executor_attempts_total",
+			Help: "Deliveries this executor finished, by queue and outcome: succeeded, retry (failed, tock sends it again), " +
+				"dead (failed, no attempt follows), timed_out (cut at the job's timeout, retried or dead), " +
+				"cancelled (cancelled before or while running), interrupted (by executor shutdown), " +
+				"unreported (the result could not be published; the execution runs again).",
+		}, []string{"queue", "outcome"}),
+		deferredTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_executor_deferred_total",
+			Help: "Deliveries handed back to tock unrun, by queue and reason: breaker (the handler's circuit breaker is open) " +
+				"or limit (the handler is at its concurrency limit).",
+		}, []string{"queue", "reason"}),
+		retriesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_executor_retries_total",
+			Help: "Failed attempts (errors and timeouts, not shutdown interruptions) handed back to tock for a later attempt, by queue.",
+		}, []string{"queue"}),
+		deadLettersTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_executor_dead_letters_total",
+			Help: "Executions whose final attempt failed in this executor (permanent failure or retries exhausted), by queue.",
+		}, []string{"queue"}),
+		attemptSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tock_executor_attempt_duration_seconds",
+			Help:    "Time a handler took for one attempt, by queue.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 4, 10), // 5ms .. ~22min
+		}, []string{"queue"}),
+		attemptsRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tock_executor_attempts_running",
+			Help: "Attempts running in this executor, by queue.",
+		}, []string{"queue"}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tock_queue_depth",
+			Help: "Executions waiting in JetStream for an executor (the consumer's pending count), by queue and priority; " +
+				"polled by every executor serving the queue.",
+		}, []string{"queue", "priority"}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tock_breaker_state",
+			Help: "Circuit breaker state of a handler key in this executor: 0 closed, 1 half-open, 2 open.",
+		}, []string{"handler"}),
+		journalResent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tock_executor_events_resent_total",
+			Help: "Events of recent attempts sent again because the event stream was new (JetStream lost the old one).",
+		}),
+		journalAnswered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_executor_redeliveries_answered_total",
+			Help: "Deliveries of an attempt this executor had run or was running already, answered without running it again.",
+		}, []string{"queue"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	m.attemptsTotal = register(reg, m.attemptsTotal, &err)
+	m.deferredTotal = register(reg, m.deferredTotal, &err)
+	m.retriesTotal = register(reg, m.retriesTotal, &err)
+	m.deadLettersTotal = register(reg, m.deadLettersTotal, &err)
+	m.attemptSeconds = register(reg, m.attemptSeconds, &err)
+	m.attemptsRunning = register(reg, m.attemptsRunning, &err)
+	m.queueDepth = register(reg, m.queueDepth, &err)
+	m.breakerState = register(reg, m.breakerState, &err)
+	m.journalResent = register(reg, m.journalResent, &err)
+	m.journalAnswered = register(reg, m.journalAnswered, &err)
+	return m, err
+}
+
+// register registers c on reg and returns it, or the collector of the
+// same description already registered there. The first failure is kept
+// in *errp.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	if *errp == nil {
+		*errp = err
+	}
+	return c
+}

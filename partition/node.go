@@ -64,6 +64,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/tock-sched/tock/internal/retry"
 )
 
 var rebalances = promauto.NewCounter(prometheus.CounterOpts{
@@ -221,16 +223,14 @@ func (n *Node) Rebalances() int {
 // over at once instead of after the TTL. If the lease is lost, Run releases
 // everything locally and joins again with a new lease.
 func (n *Node) Run(ctx context.Context, h Handler) error {
+	backoff := retry.Backoff{Initial: 500 * time.Millisecond, Max: 500 * time.Millisecond}
 	for {
 		err := n.session(ctx, h)
 		if ctx.Err() != nil {
 			return nil
 		}
-		n.log.Warn("partition session ended; rejoining", "err", err)
-		select {
-		case <-ctx.Done():
+		if !backoff.Wait(ctx, n.log, "partition session ended; rejoining", "err", err) {
 			return nil
-		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

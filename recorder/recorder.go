@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -91,40 +92,27 @@ func New(js jetstream.JetStream, st Store, log *slog.Logger) *Recorder {
 	return &Recorder{js: js, st: st, log: log.With("role", "recorder"), writers: Writers, retryDelay: RetryDelay}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // Run creates the streams and the recorder's durable consumer if needed
 // and records events, in batches, until ctx ends. It returns nil then. If
 // NATS is unreachable at start, fails later or is wiped, it keeps trying
 // (re-creating the streams and consumer) and carries on.
 func (r *Recorder) Run(ctx context.Context) error {
-	pause := 100 * time.Millisecond
+	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 	cons, err := r.ensure(ctx)
 	for err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		r.log.Warn("set up the event consumer", "err", err, "retry_in", pause)
-		sleep(ctx, pause)
-		pause = min(2*pause, 5*time.Second)
+		backoff.Wait(ctx, r.log, "set up the event consumer", "err", err)
 		cons, err = r.ensure(ctx)
 	}
-	pause = 100 * time.Millisecond
+	backoff.Reset()
 	for {
 		err := r.consume(ctx, cons)
 		if ctx.Err() != nil {
 			return nil
 		}
-		r.log.Warn("consume events", "err", err, "retry_in", pause)
-		sleep(ctx, pause)
-		pause = min(2*pause, 5*time.Second)
+		backoff.Wait(ctx, r.log, "consume events", "err", err)
 		if c, err := r.ensure(ctx); err != nil {
 			r.log.Warn("re-create event consumer", "err", err)
 		} else {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
@@ -51,16 +52,16 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 	if err := wire.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	disp, err := dispatcher.New(dispatcher.Config{JS: js, Store: st, Logger: quiet()})
+	clk := clock.New(st.Now, clock.Options{})
+	disp, err := dispatcher.New(dispatcher.Config{JS: js, Store: st, Clock: clk, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	counted := &countingStore{Store: st}
-	scan, err := New(Config{Store: counted, Dispatcher: disp, NodeID: "n1", Logger: quiet()})
+	scan, err := New(Config{Store: counted, Dispatcher: disp, Clock: clk, NodeID: "n1", Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	disp.SetClock(scan.Passed)
 	done := make(chan struct{}, 2)
 	go func() { _ = disp.Run(ctx); done <- struct{}{} }()
 	go func() { _ = scan.Run(ctx); done <- struct{}{} }()

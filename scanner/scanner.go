@@ -11,8 +11,8 @@
 // re-drives), which it reads at once and hands to the dispatcher to
 // publish when due. It also re-queues running executions that stopped
 // giving signs of life long ago (LostAfter): a backstop for messages NATS
-// lost. Time is the database's clock:
-// the scanner measures its offset to the local clock and refreshes it.
+// lost. Time is the database's clock (Config.Clock), which the scanner
+// keeps fresh: it re-syncs it whenever a sync is due.
 //
 // Missed runs. When a job's next run is in the past (the cluster was down,
 // or a bucket moved), every missed time within CatchUp of now is fired,
@@ -30,13 +30,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/tock-sched/tock/clock"
+	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
@@ -84,11 +85,25 @@ type Dispatcher interface {
 	Hold(floor time.Time) (release func())
 }
 
+// Clock is the database's clock; *clock.DB is one. The scanner judges
+// due times by Now, holds the dispatcher's publish positions at Passed
+// (see Dispatcher.Hold), and calls SyncIfDue on every step.
+type Clock interface {
+	Now() time.Time
+	Passed() time.Time
+	SyncIfDue(ctx context.Context) error
+}
+
 // Config configures a Scanner. Store, Dispatcher and NodeID are required.
 type Config struct {
 	Store      Store
 	Dispatcher Dispatcher
 	NodeID     string
+	// Clock is the database's clock, shared with the dispatcher, which
+	// publishes nothing before its Passed. Default: a clock.DB of
+	// Store.Now with clock.Options' defaults (a sync of five round trips
+	// every 30s, 5s after a failed one).
+	Clock Clock
 	// Lookahead is how far ahead due jobs are loaded; default 3s.
 	Lookahead time.Duration
 	// ScanInterval is how often owned buckets are scanned; default 1s.
@@ -182,6 +197,9 @@ func (c *Config) validate() error {
 	if c.LostInterval == 0 {
 		c.LostInterval = 10 * time.Second
 	}
+	if c.Clock == nil {
+		c.Clock = clock.New(c.Store.Now, clock.Options{})
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -197,9 +215,7 @@ type Scanner struct {
 	release chan releaseReq
 	notify  chan string // "<bucket>:<job id>" or "<bucket>" for the outbox
 	stopped chan struct{}
-	offset  atomic.Int64 // database clock minus local clock, ns
-	// uncertainty bounds the offset's error, ns; see syncClock.
-	uncertainty atomic.Int64
+	clock   Clock
 
 	// Owned by Run's goroutine.
 	owned      map[int]int64
@@ -209,11 +225,12 @@ type Scanner struct {
 	nextScan   time.Time
 	nextOutbox time.Time
 	nextLost   time.Time
-	nextClock  time.Time
-	outboxDue  map[int]bool // buckets whose outbox changed (ExecChannel)
-	pending    []ownership  // acquired but not yet recorded in Postgres
-	scans      int          // scans since the last full one
-	fullNext   bool         // the next scan reads the whole look-ahead
+	outboxDue  map[int]bool  // buckets whose outbox changed (ExecChannel)
+	pending    []ownership   // acquired but not yet recorded in Postgres
+	claimRetry retry.Backoff // paces claimPending while a claim fails
+	claimPause time.Duration // until claimPending tries pending again
+	scans      int           // scans since the last full one
+	fullNext   bool          // the next scan reads the whole look-ahead
 	compiled   map[string]*schedule.Schedule
 	// Firing transactions in flight: their results arrive on fired; the
 	// jobs they fire are in firing, so that a scan meanwhile does not
@@ -254,12 +271,16 @@ func New(cfg Config) (*Scanner, error) {
 		release:   make(chan releaseReq),
 		notify:    make(chan string, 4096),
 		stopped:   make(chan struct{}),
+		clock:     cfg.Clock,
 		owned:     map[int]int64{},
 		index:     map[uuid.UUID]*entry{},
 		outboxDue: map[int]bool{},
 		compiled:  map[string]*schedule.Schedule{},
 		results:   make(chan fireResult, cfg.FireConcurrency),
 		firing:    map[uuid.UUID]bool{},
+		// Postgres is down, or the row is locked: try again in about a
+		// second, not in step with the other nodes.
+		claimRetry: retry.Backoff{Initial: time.Second, Max: time.Second},
 	}, nil
 }
 
@@ -280,19 +301,6 @@ func (s *Scanner) Release(bucket int) {
 		<-req.done
 	case <-s.stopped:
 	}
-}
-
-// Now is the cluster clock: the local clock corrected by the measured
-// offset to the database's clock.
-func (s *Scanner) Now() time.Time {
-	return time.Now().Add(time.Duration(s.offset.Load()))
-}
-
-// Passed is a time the cluster clock has surely reached: Now less the
-// clock offset's uncertainty. The dispatcher publishes an execution only
-// once Passed is at or after its scheduled time.
-func (s *Scanner) Passed() time.Time {
-	return s.Now().Add(-time.Duration(s.uncertainty.Load()))
 }
 
 // Run fires jobs until ctx ends. Firing stops before Run returns.
@@ -352,10 +360,8 @@ func (s *Scanner) step(ctx context.Context) {
 	if len(s.pending) > 0 {
 		s.claimPending(ctx)
 	}
-	now := s.Now()
-	if !now.Before(s.nextClock) {
-		s.syncClock(ctx)
-	}
+	s.syncClock(ctx)
+	now := s.clock.Now()
 	if !now.Before(s.nextScan) {
 		s.scan(ctx, now)
 	}
@@ -382,7 +388,7 @@ func (s *Scanner) step(ctx context.Context) {
 }
 
 func (s *Scanner) sleep() time.Duration {
-	now := s.Now()
+	now := s.clock.Now()
 	next := s.nextScan
 	if s.nextOutbox.Before(next) {
 		next = s.nextOutbox
@@ -394,7 +400,7 @@ func (s *Scanner) sleep() time.Duration {
 		next = s.heap[0].due.Add(-s.cfg.FireLead)
 	}
 	if len(s.pending) > 0 {
-		next = now.Add(time.Second) // retry recording ownership
+		next = now.Add(s.claimPause) // retry recording ownership
 	}
 	d := next.Sub(now)
 	if d < 0 {
@@ -403,41 +409,19 @@ func (s *Scanner) sleep() time.Duration {
 	return d
 }
 
-// syncClock measures the database clock against the local one, NTP
-// style: of a few round trips it keeps the fastest, and remembers half its
-// round trip as the uncertainty, which Passed subtracts so that nothing is
-// published before its time by the database's clock.
+// syncClock measures the database clock against the local one when a
+// sync is due (see clock.DB.Sync).
 func (s *Scanner) syncClock(ctx context.Context) {
-	best := time.Duration(-1)
-	var offset time.Duration
-	for range 5 {
-		t0 := time.Now()
-		db, err := s.cfg.Store.Now(ctx)
-		rtt := time.Since(t0)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("read database clock", "err", err)
-			}
-			break
-		}
-		if best < 0 || rtt < best {
-			best, offset = rtt, db.Sub(t0.Add(rtt/2))
-		}
+	if err := s.clock.SyncIfDue(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("read database clock", "err", err)
 	}
-	if best < 0 {
-		s.nextClock = time.Now().Add(5 * time.Second)
-		return
-	}
-	s.offset.Store(int64(offset))
-	s.uncertainty.Store(int64(best/2 + time.Millisecond)) // + the database's ms truncation
-	s.nextClock = s.Now().Add(30 * time.Second)
 }
 
 // claimPending records the epochs of newly acquired buckets in Postgres.
 // Only then does the scanner fire there: a firing transaction checks the
 // recorded epoch, and an older owner's firings stop at this write.
 func (s *Scanner) claimPending(ctx context.Context) {
-	var retry []ownership
+	var failed []ownership
 	var added []int
 	for _, o := range s.pending {
 		err := s.cfg.Store.ClaimBucket(ctx, o.bucket, s.cfg.NodeID, o.epoch)
@@ -453,11 +437,16 @@ func (s *Scanner) claimPending(ctx context.Context) {
 		default:
 			if ctx.Err() == nil {
 				s.log.Warn("record bucket epoch", "bucket", o.bucket, "err", err)
-				retry = append(retry, o)
+				failed = append(failed, o)
 			}
 		}
 	}
-	s.pending = retry
+	s.pending = failed
+	if len(failed) > 0 {
+		s.claimPause = s.claimRetry.Next()
+	} else {
+		s.claimRetry.Reset()
+	}
 	if len(added) > 0 {
 		s.load(ctx, added, time.Time{}, s.loaded)
 		s.outbox(ctx, added)
@@ -593,7 +582,7 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 
 // fireDue fires every heap entry whose time has come, in batches.
 func (s *Scanner) fireDue(ctx context.Context) {
-	now := s.Now().Add(s.cfg.FireLead)
+	now := s.clock.Now().Add(s.cfg.FireLead)
 	var batch []*entry
 	for len(s.heap) > 0 && !s.heap[0].due.After(now) {
 		e := heap.Pop(&s.heap).(*entry)
@@ -640,7 +629,7 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
 	}
 	// The executions are created no earlier than this by the database's
 	// clock: the dispatcher's publish positions wait for them.
-	release := s.cfg.Dispatcher.Hold(s.Passed())
+	release := s.cfg.Dispatcher.Hold(s.clock.Passed())
 	s.flying++
 	go func() {
 		res, err := s.cfg.Store.Fire(ctx, s.cfg.NodeID, epochs, firings)
@@ -751,7 +740,7 @@ func (s *Scanner) outbox(ctx context.Context, buckets []int) {
 	}
 	// One page per pass: the dispatcher skips what it already holds, so
 	// looping here would spin on executions being published right now.
-	until := s.Now().Add(s.cfg.OutboxInterval + time.Second)
+	until := s.clock.Now().Add(s.cfg.OutboxInterval + time.Second)
 	execs, err := s.cfg.Store.Undispatched(ctx, buckets, 5000, until)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -782,6 +771,7 @@ func (s *Scanner) requeueLost(ctx context.Context, now time.Time) {
 }
 
 func (s *Scanner) listen(ctx context.Context) {
+	backoff := retry.Backoff{Initial: time.Second, Max: time.Second}
 	for ctx.Err() == nil {
 		err := s.cfg.Store.Listen(ctx, func(channel, payload string) {
 			select {
@@ -793,16 +783,12 @@ func (s *Scanner) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("listen for job changes", "err", err)
 		// Changes may have been missed meanwhile: ask for a full scan.
 		select {
 		case s.notify <- fullScan:
 		default:
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+		backoff.Wait(ctx, s.log, "listen for job changes", "err", err)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -301,12 +302,13 @@ func (b *bench) connect(ctx context.Context) error {
 			" (run VACUUM ANALYZE between runs)")
 	}
 
-	before := time.Now()
-	db, err := st.Now(cctx)
-	if err != nil {
+	// Measured once, as the scheduler measures it (best of five round
+	// trips); a bench run is short.
+	clk := clock.New(st.Now, clock.Options{})
+	if err := clk.Sync(cctx); err != nil {
 		return err
 	}
-	b.offset = db.Sub(before.Add(time.Since(before) / 2))
+	b.offset = clk.Offset()
 
 	nc, err := nats.Connect(b.NATSURL, nats.Name("tockbench "+b.suffix))
 	if err != nil {

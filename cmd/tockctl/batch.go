@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/client"
 )
 
 // batchEnvelope is room left in a request body for {"jobs":[...]} and
@@ -22,10 +22,10 @@ const batchEnvelope = 64
 // fileItem is the outcome of one line of a jobs file, as -o json prints
 // it.
 type fileItem struct {
-	Line    int          `json:"line"`
-	Status  int          `json:"status"`
-	Job     *api.Job     `json:"job,omitempty"`
-	Problem *api.Problem `json:"problem,omitempty"`
+	Line    int             `json:"line"`
+	Status  int             `json:"status"`
+	Job     *client.Job     `json:"job,omitempty"`
+	Problem *client.Problem `json:"problem,omitempty"`
 }
 
 // fileReport is what -o json prints for jobs create -f.
@@ -40,12 +40,12 @@ type fileReport struct {
 type entry struct {
 	line    int
 	job     json.RawMessage
-	problem *api.Problem
+	problem *client.Problem
 }
 
 // createFromFile creates the jobs of a JSON Lines file (one job per line,
 // in the form POST /v1/jobs takes; blank lines are skipped) with POST
-// /v1/jobs:batch, api.MaxBatchJobs per request. Each job is created or
+// /v1/jobs:batch, client.MaxBatchJobs per request. Each job is created or
 // not on its own: failures are reported with their line numbers, and
 // the command fails if any job was not created.
 func (c *jobsCreateCmd) createFromFile(a *app) error {
@@ -75,7 +75,7 @@ func (c *jobsCreateCmd) createFromFile(a *app) error {
 			return nil
 		}
 		var (
-			res    api.JobBatchResult
+			res    client.JobBatchResult
 			lineOf []int // the line of each job of the request
 		)
 		if jobs > 0 {
@@ -91,7 +91,7 @@ func (c *jobsCreateCmd) createFromFile(a *app) error {
 					last = e.line
 				}
 			}
-			_, err := a.client.call(a.ctx, "POST", "/v1/jobs:batch", nil, map[string]any{"jobs": body}, &res)
+			err := a.createBatch(body, &res)
 			if err == nil && len(res.Items) != len(body) {
 				err = fmt.Errorf("the server answered %d results for %d jobs", len(res.Items), len(body))
 			}
@@ -111,7 +111,7 @@ func (c *jobsCreateCmd) createFromFile(a *app) error {
 					continue
 				}
 				if p = it.Problem; p == nil {
-					p = &api.Problem{Status: it.Status, Title: "Not created"}
+					p = &client.Problem{Status: it.Status, Title: "Not created"}
 				}
 				p = withLines(p, lineOf)
 			}
@@ -137,14 +137,14 @@ func (c *jobsCreateCmd) createFromFile(a *app) error {
 		switch {
 		case len(raw) == 0:
 			continue
-		case len(raw) > api.MaxBatchBytes-batchEnvelope:
-			pending = append(pending, entry{line: line, problem: localProblem("the job is larger than a request may be (%d bytes)", api.MaxBatchBytes-batchEnvelope)})
+		case len(raw) > client.MaxBatchBytes-batchEnvelope:
+			pending = append(pending, entry{line: line, problem: localProblem("the job is larger than a request may be (%d bytes)", client.MaxBatchBytes-batchEnvelope)})
 			continue
 		case !json.Valid(raw):
 			pending = append(pending, entry{line: line, problem: localProblem("not valid JSON: write one job object per line")})
 			continue
 		}
-		if jobs == api.MaxBatchJobs || size+len(raw)+1 > api.MaxBatchBytes-batchEnvelope {
+		if jobs == client.MaxBatchJobs || size+len(raw)+1 > client.MaxBatchBytes-batchEnvelope {
 			if err := send(); err != nil {
 				return a.fileFailed(rep, err)
 			}
@@ -169,6 +169,23 @@ func (c *jobsCreateCmd) createFromFile(a *app) error {
 	return nil
 }
 
+// createBatch creates jobs with one POST /v1/jobs:batch request, and
+// decodes the answer into res. The jobs go as they are, for the server
+// to check, so that a line that is not a job is refused as the API
+// refuses it.
+func (a *app) createBatch(jobs []json.RawMessage, res *client.JobBatchResult) error {
+	body, err := json.Marshal(map[string]any{"jobs": jobs})
+	if err != nil {
+		return err
+	}
+	r, err := a.api.CreateJobBatchWithBodyWithResponse(a.ctx, "application/json", bytes.NewReader(body))
+	if err := check(r, err); err != nil {
+		return err
+	}
+	*res, err = decoded(r.JSON200)
+	return err
+}
+
 // fileFailed reports a request that failed as a whole: what was created
 // before it stays, and nothing after it was sent.
 func (a *app) fileFailed(rep *fileReport, err error) error {
@@ -182,16 +199,16 @@ func (a *app) fileFailed(rep *fileReport, err error) error {
 
 // localProblem is a line tockctl refuses before sending it, in the
 // form of the server's problems.
-func localProblem(format string, args ...any) *api.Problem {
+func localProblem(format string, args ...any) *client.Problem {
 	detail := fmt.Sprintf(format, args...)
-	return &api.Problem{Type: api.ProblemValidation, Title: "Invalid request", Status: 400, Detail: &detail}
+	return &client.Problem{Type: client.ProblemValidation, Title: "Invalid request", Status: 400, Detail: &detail}
 }
 
 // printLineProblem prints why the job of a line was not created: a
 // validation problem's fields (as POST /v1/jobs names them), or the
 // problem's detail.
-func (a *app) printLineProblem(line int, p *api.Problem) {
-	if p.Type == api.ProblemValidation && p.Errors != nil && len(*p.Errors) > 0 {
+func (a *app) printLineProblem(line int, p *client.Problem) {
+	if p.Type == client.ProblemValidation && p.Errors != nil && len(*p.Errors) > 0 {
 		errs := *p.Errors
 		if len(errs) == 1 {
 			fmt.Fprintf(a.stderr, "line %d: %s: %s\n", line, jobField(errs[0].Field), errs[0].Message)
@@ -233,7 +250,7 @@ var jobsRef = regexp.MustCompile(`jobs\[(\d+)\]`)
 // withLines rewrites the references to jobs of the request in the
 // problem's detail ("comes earlier in this request (jobs[0])") as the
 // lines of the file they came from; field names are left to jobField.
-func withLines(p *api.Problem, lineOf []int) *api.Problem {
+func withLines(p *client.Problem, lineOf []int) *client.Problem {
 	if p.Detail == nil {
 		return p
 	}

@@ -1,31 +1,63 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/client"
 )
 
-// client calls the REST API.
-type client struct {
-	base string // server URL, e.g. http://127.0.0.1:8080
-	http *http.Client
+// newClient is the generated API client for server, sending its requests
+// through hc.
+func newClient(server string, hc *http.Client) (*client.ClientWithResponses, error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return nil, fmt.Errorf("server URL %q: %w", server, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("server URL %q: want http:// or https://", server)
+	}
+	return client.NewClientWithResponses(server, client.WithHTTPClient(doer{hc}))
 }
+
+// doer sends the generated client's requests: it asks for JSON (or a
+// problem), and names the request in the error when none came back.
+type doer struct{ http *http.Client }
+
+func (d doer) Do(req *http.Request) (*http.Response, error) {
+	req.Header.Set("Accept", "application/json, "+client.ProblemContentType)
+	res, err := d.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &sendError{method: req.Method, url: req.URL.Redacted(), err: err}
+	}
+	return res, nil
+}
+
+// sendError is a request that got no answer.
+type sendError struct {
+	method, url string
+	err         error
+}
+
+func (e *sendError) Error() string { return e.method + " " + e.url + ": " + e.err.Error() }
+func (e *sendError) Unwrap() error { return e.err }
 
 // problemError is a request the API refused, with the problem it sent
 // (nil when the body was not a problem document).
 type problemError struct {
 	status  int
-	problem *api.Problem
+	problem *client.Problem
 	body    string
 }
 
@@ -46,73 +78,56 @@ func (e *problemError) Error() string {
 	return msg
 }
 
-// do sends a request with an optional JSON body and returns the response
-// body of a 2xx answer; any other answer is a *problemError.
-func (c *client) do(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
-	u, err := url.Parse(strings.TrimRight(c.base, "/") + path)
+// response is what every response of the generated client has.
+type response interface {
+	StatusCode() int
+	ContentType() string
+	GetBody() []byte
+}
+
+// check turns the outcome of a call of the generated client into the
+// error to report: the call's own error, or a *problemError for any
+// answer but a 2xx.
+func check(r response, err error) error {
 	if err != nil {
-		return nil, fmt.Errorf("server URL %q: %w", c.base, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("server URL %q: want http:// or https://", c.base)
-	}
-	if len(query) > 0 {
-		u.RawQuery = query.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
+		var se *sendError
+		if errors.As(err, &se) {
+			return err
 		}
-		rd = bytes.NewReader(b)
+		// The generated client failed to decode the answer's JSON.
+		return fmt.Errorf("unexpected response: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
-	if err != nil {
-		return nil, err
+	if s := r.StatusCode(); s >= 200 && s < 300 {
+		return nil
 	}
-	req.Header.Set("Accept", "application/json, application/problem+json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
-	}
-	defer res.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: read response: %w", method, u.Redacted(), err)
-	}
-	if res.StatusCode >= 200 && res.StatusCode < 300 {
-		return out, nil
-	}
-	pe := &problemError{status: res.StatusCode, body: string(out)}
-	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == api.ProblemContentType {
-		var p api.Problem
-		if json.Unmarshal(out, &p) == nil {
+	pe := &problemError{status: r.StatusCode(), body: string(r.GetBody())}
+	if mt, _, _ := mime.ParseMediaType(r.ContentType()); mt == client.ProblemContentType {
+		var p client.Problem
+		if json.Unmarshal(r.GetBody(), &p) == nil {
 			pe.problem = &p
 		}
 	}
-	return nil, pe
+	return pe
 }
 
-// get decodes a 2xx answer into v and returns the raw body too.
-func (c *client) call(ctx context.Context, method, path string, query url.Values, body, v any) ([]byte, error) {
-	raw, err := c.do(ctx, method, path, query, body)
+// decoded is the value the generated client decoded from a 2xx answer;
+// an answer without one (not JSON, or another status than the document
+// names) is unexpected.
+func decoded[T any](v *T) (T, error) {
+	if v == nil {
+		var zero T
+		return zero, errors.New("unexpected response: no JSON body of the documented status")
+	}
+	return *v, nil
+}
+
+// parseID parses an id argument: the API's ids are UUIDs.
+func parseID(s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
 	if err != nil {
-		return nil, err
+		return uuid.UUID{}, fmt.Errorf("id: must be a UUID, not %q", s)
 	}
-	if v != nil && len(raw) > 0 {
-		if err := json.Unmarshal(raw, v); err != nil {
-			return nil, fmt.Errorf("%s %s: unexpected response: %w", method, path, err)
-		}
-	}
-	return raw, nil
+	return id, nil
 }
 
 // printError writes err on stderr: a problem's detail and each field

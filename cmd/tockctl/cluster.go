@@ -4,20 +4,21 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/tock-sched/tock/api"
 )
 
 type partitionsCmd struct{}
 
 func (c *partitionsCmd) Run(a *app) error {
-	var list api.PartitionList
-	raw, err := a.client.call(a.ctx, "GET", "/v1/partitions", nil, nil, &list)
-	if err != nil {
+	r, err := a.api.ListPartitionsWithResponse(a.ctx)
+	if err := check(r, err); err != nil {
 		return err
 	}
 	if a.json {
-		return a.printRawJSON(raw)
+		return a.printRawJSON(r.Body)
+	}
+	list, err := decoded(r.JSON200)
+	if err != nil {
+		return err
 	}
 	w := a.table()
 	fmt.Fprintln(w, "BUCKET\tOWNER\tEPOCH\tJOBS\tACTIVE\tNEXT DUE")
@@ -37,13 +38,16 @@ func (c *partitionsCmd) Run(a *app) error {
 type nodesCmd struct{}
 
 func (c *nodesCmd) Run(a *app) error {
-	var list api.NodeList
-	raw, err := a.client.call(a.ctx, "GET", "/v1/nodes", nil, nil, &list)
-	if err != nil {
+	r, err := a.api.ListNodesWithResponse(a.ctx)
+	if err := check(r, err); err != nil {
 		return err
 	}
 	if a.json {
-		return a.printRawJSON(raw)
+		return a.printRawJSON(r.Body)
+	}
+	list, err := decoded(r.JSON200)
+	if err != nil {
+		return err
 	}
 	w := a.table()
 	fmt.Fprintln(w, "NODE\tADDR\tBUCKETS\tLEASE TTL\tSTARTED")
@@ -57,13 +61,16 @@ func (c *nodesCmd) Run(a *app) error {
 type handlersCmd struct{}
 
 func (c *handlersCmd) Run(a *app) error {
-	var list api.HandlerList
-	raw, err := a.client.call(a.ctx, "GET", "/v1/handlers", nil, nil, &list)
-	if err != nil {
+	r, err := a.api.ListHandlersWithResponse(a.ctx)
+	if err := check(r, err); err != nil {
 		return err
 	}
 	if a.json {
-		return a.printRawJSON(raw)
+		return a.printRawJSON(r.Body)
+	}
+	list, err := decoded(r.JSON200)
+	if err != nil {
+		return err
 	}
 	w := a.table()
 	fmt.Fprintln(w, "HANDLER\tQUEUE\tBREAKER\tEXECUTOR\tEXECUTOR BREAKER\tSINCE\tFAILURES/REQUESTS\tIN FLIGHT")

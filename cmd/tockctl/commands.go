@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
+	"time"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/client"
 )
 
 type jobsCreateCmd struct {
@@ -66,78 +67,103 @@ func (c *jobsCreateCmd) Run(a *app) error {
 		}
 		return c.createFromFile(a)
 	}
-	body := map[string]any{"name": c.Name}
-	if c.Namespace != "" {
-		body["namespace"] = c.Namespace
+	body := client.JobCreate{Name: c.Name, Namespace: optional(c.Namespace)}
+	var err error
+	if body.Schedule, err = scheduleOf(c.Cron, c.TZ, c.At, c.In); err != nil {
+		return err
 	}
-	if c.TZ != "" && c.Cron == "" {
-		return errors.New("--tz needs --cron")
-	}
-	switch {
-	case c.Cron != "":
-		s := map[string]any{"cron": c.Cron}
-		if c.TZ != "" {
-			s["timezone"] = c.TZ
-		}
-		body["schedule"] = s
-	case c.At != "":
-		body["schedule"] = map[string]any{"at": c.At}
-	case c.In != "":
-		body["schedule"] = map[string]any{"in": c.In}
-	}
-	if c.HTTP == "" && (c.Method != "" || len(c.Header) > 0) {
-		return errors.New("--method and --header need --http")
-	}
-	if c.NATS == "" && c.WaitReply {
-		return errors.New("--wait-reply needs --nats")
-	}
-	switch {
-	case c.HTTP != "":
-		h := map[string]any{"type": "http", "url": c.HTTP}
-		if c.Method != "" {
-			h["method"] = c.Method
-		}
-		if len(c.Header) > 0 {
-			h["headers"] = c.Header
-		}
-		body["handler"] = h
-	case c.NATS != "":
-		h := map[string]any{"type": "nats", "subject": c.NATS}
-		if c.WaitReply {
-			h["wait_reply"] = true
-		}
-		body["handler"] = h
-	case c.Custom != "":
-		body["handler"] = map[string]any{"type": "custom", "name": c.Custom}
-	}
-	if c.Payload != "" {
-		if !json.Valid([]byte(c.Payload)) {
-			return errors.New("--payload is not valid JSON")
-		}
-		body["payload"] = json.RawMessage(c.Payload)
-	}
-	if c.Timeout != "" {
-		body["timeout"] = c.Timeout
-	}
-	retry := map[string]any{}
-	if c.MaxAttempts != 0 {
-		retry["max_attempts"] = c.MaxAttempts
-	}
-	if c.Backoff != "" {
-		retry["initial_backoff"] = c.Backoff
-	}
-	if len(retry) > 0 {
-		body["retry"] = retry
-	}
-	if c.Priority != "" {
-		body["priority"] = c.Priority
-	}
-	var j api.Job
-	raw, err := a.client.call(a.ctx, "POST", "/v1/jobs", nil, body, &j)
+	h, err := handlerOf(c.HTTP, c.Method, c.Header, c.NATS, c.WaitReply, c.Custom)
 	if err != nil {
 		return err
 	}
-	return a.printJobs(raw, j)
+	if h != nil {
+		body.Handler = *h
+	}
+	if body.Payload, err = payloadOf(c.Payload); err != nil {
+		return err
+	}
+	body.Timeout = optional(c.Timeout)
+	body.Retry = retryOf(c.MaxAttempts, c.Backoff)
+	body.Priority = (*client.Priority)(optional(c.Priority))
+	r, err := a.api.CreateJobWithResponse(a.ctx, body)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return a.printJob(r.Body, r.JSON201)
+}
+
+// scheduleOf is the schedule of the --cron, --tz, --at and --in flags;
+// nil when none is set.
+func scheduleOf(cron, tz, at, in string) (*client.Schedule, error) {
+	if tz != "" && cron == "" {
+		return nil, errors.New("--tz needs --cron")
+	}
+	switch {
+	case cron != "":
+		return &client.Schedule{Cron: &cron, Timezone: optional(tz)}, nil
+	case at != "":
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			return nil, fmt.Errorf("--at %q is not an RFC 3339 time such as 2026-12-01T09:00:00Z", at)
+		}
+		return &client.Schedule{At: &t}, nil
+	case in != "":
+		return &client.Schedule{In: &in}, nil
+	}
+	return nil, nil
+}
+
+// handlerOf is the handler of the --http (with --method and --header),
+// --nats (with --wait-reply) and --custom flags; nil when none is set.
+func handlerOf(httpURL, method string, header map[string]string, subject string, waitReply bool, custom string) (*client.Handler, error) {
+	if httpURL == "" && (method != "" || len(header) > 0) {
+		return nil, errors.New("--method and --header need --http")
+	}
+	if subject == "" && waitReply {
+		return nil, errors.New("--wait-reply needs --nats")
+	}
+	switch {
+	case httpURL != "":
+		h := &client.Handler{Type: client.HandlerTypeHttp, Url: &httpURL, Method: optional(method)}
+		if len(header) > 0 {
+			h.Headers = &header
+		}
+		return h, nil
+	case subject != "":
+		h := &client.Handler{Type: client.HandlerTypeNats, Subject: &subject}
+		if waitReply {
+			h.WaitReply = &waitReply
+		}
+		return h, nil
+	case custom != "":
+		return &client.Handler{Type: client.HandlerTypeCustom, Name: &custom}, nil
+	}
+	return nil, nil
+}
+
+// payloadOf is the payload of --payload; nil when it is not set.
+func payloadOf(s string) (*json.RawMessage, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if !json.Valid([]byte(s)) {
+		return nil, errors.New("--payload is not valid JSON")
+	}
+	p := json.RawMessage(s)
+	return &p, nil
+}
+
+// retryOf is the retry policy of the --max-attempts and --backoff flags;
+// nil when neither is set.
+func retryOf(maxAttempts int, backoff string) *client.RetryPolicy {
+	if maxAttempts == 0 && backoff == "" {
+		return nil
+	}
+	r := client.RetryPolicy{InitialBackoff: optional(backoff)}
+	if maxAttempts != 0 {
+		r.MaxAttempts = &maxAttempts
+	}
+	return &r
 }
 
 type jobsListCmd struct {
@@ -150,20 +176,29 @@ type jobsListCmd struct {
 }
 
 func (c *jobsListCmd) Run(a *app) error {
-	q := url.Values{}
-	setQuery(q, "state", c.State)
-	setQuery(q, "name_prefix", c.Prefix)
-	setQuery(q, "namespace", c.Namespace)
-	if c.Limit != 0 {
-		q.Set("limit", strconv.Itoa(c.Limit))
+	p := client.ListJobsParams{
+		Namespace:  optional(c.Namespace),
+		State:      (*client.JobState)(optional(c.State)),
+		NamePrefix: optional(c.Prefix),
 	}
-	items, raw, cursor, err := listPages[api.Job](a, "/v1/jobs", q, c.Cursor, c.All)
+	if c.Limit != 0 {
+		p.Limit = &c.Limit
+	}
+	items, raw, cursor, err := listPages(c.Cursor, c.All, func(cursor *string) ([]client.Job, *string, []byte, error) {
+		p.Cursor = cursor
+		r, err := a.api.ListJobsWithResponse(a.ctx, &p)
+		if err := check(r, err); err != nil {
+			return nil, nil, nil, err
+		}
+		page, err := decoded(r.JSON200)
+		return page.Items, page.NextCursor, r.Body, err
+	})
 	if err != nil {
 		return err
 	}
 	if a.json {
 		if c.All {
-			return a.printJSON(api.JobList{Items: items})
+			return a.printJSON(client.JobList{Items: items})
 		}
 		return a.printRawJSON(raw)
 	}
@@ -181,36 +216,88 @@ type jobID struct {
 
 type jobGetCmd struct{ jobID }
 
-func (c *jobGetCmd) Run(a *app) error { return a.jobAction("GET", c.ID, "") }
-
-type jobPauseCmd struct{ jobID }
-
-func (c *jobPauseCmd) Run(a *app) error { return a.jobAction("POST", c.ID, "/pause") }
-
-type jobResumeCmd struct{ jobID }
-
-func (c *jobResumeCmd) Run(a *app) error { return a.jobAction("POST", c.ID, "/resume") }
-
-// jobAction calls an endpoint that answers with the job, and prints it.
-func (a *app) jobAction(method, id, suffix string) error {
-	var j api.Job
-	raw, err := a.client.call(a.ctx, method, "/v1/jobs/"+url.PathEscape(id)+suffix, nil, nil, &j)
+func (c *jobGetCmd) Run(a *app) error {
+	id, err := parseID(c.ID)
 	if err != nil {
 		return err
 	}
-	return a.printJobs(raw, j)
+	r, err := a.api.GetJobWithResponse(a.ctx, id)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return a.printJob(r.Body, r.JSON200)
+}
+
+type jobPauseCmd struct{ jobID }
+
+func (c *jobPauseCmd) Run(a *app) error {
+	id, err := parseID(c.ID)
+	if err != nil {
+		return err
+	}
+	raw, j, err := a.pause(id)
+	if err != nil {
+		return err
+	}
+	return a.printJob(raw, j)
+}
+
+type jobResumeCmd struct{ jobID }
+
+func (c *jobResumeCmd) Run(a *app) error {
+	id, err := parseID(c.ID)
+	if err != nil {
+		return err
+	}
+	raw, j, err := a.resume(id)
+	if err != nil {
+		return err
+	}
+	return a.printJob(raw, j)
+}
+
+// pause pauses job id, and returns the answer: its raw JSON, and the job.
+func (a *app) pause(id uuid.UUID) ([]byte, *client.Job, error) {
+	r, err := a.api.PauseJobWithResponse(a.ctx, id)
+	if err := check(r, err); err != nil {
+		return nil, nil, err
+	}
+	return r.Body, r.JSON200, nil
+}
+
+// resume resumes job id, and returns the answer: its raw JSON, and the
+// job.
+func (a *app) resume(id uuid.UUID) ([]byte, *client.Job, error) {
+	r, err := a.api.ResumeJobWithResponse(a.ctx, id)
+	if err := check(r, err); err != nil {
+		return nil, nil, err
+	}
+	return r.Body, r.JSON200, nil
 }
 
 type jobRunCmd struct{ jobID }
 
 func (c *jobRunCmd) Run(a *app) error {
-	return a.execAction("/v1/jobs/" + url.PathEscape(c.ID) + "/run")
+	id, err := parseID(c.ID)
+	if err != nil {
+		return err
+	}
+	r, err := a.api.RunJobWithResponse(a.ctx, id)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return a.printExecution(r.Body, r.JSON202)
 }
 
 type jobDeleteCmd struct{ jobID }
 
 func (c *jobDeleteCmd) Run(a *app) error {
-	if _, err := a.client.call(a.ctx, "DELETE", "/v1/jobs/"+url.PathEscape(c.ID), nil, nil, nil); err != nil {
+	id, err := parseID(c.ID)
+	if err != nil {
+		return err
+	}
+	r, err := a.api.DeleteJobWithResponse(a.ctx, id)
+	if err := check(r, err); err != nil {
 		return err
 	}
 	if !a.json {
@@ -228,22 +315,41 @@ type execListCmd struct {
 }
 
 func (c *execListCmd) Run(a *app) error {
-	q := url.Values{}
-	setQuery(q, "state", c.State)
+	var limit *int
 	if c.Limit != 0 {
-		q.Set("limit", strconv.Itoa(c.Limit))
+		limit = &c.Limit
 	}
-	path := "/v1/executions"
+	state := (*client.ExecutionState)(optional(c.State))
+	// page gets one page of the listing at cursor.
+	page := func(cursor *string) ([]client.Execution, *string, []byte, error) {
+		r, err := a.api.ListExecutionsWithResponse(a.ctx, &client.ListExecutionsParams{State: state, Limit: limit, Cursor: cursor})
+		if err := check(r, err); err != nil {
+			return nil, nil, nil, err
+		}
+		l, err := decoded(r.JSON200)
+		return l.Items, l.NextCursor, r.Body, err
+	}
 	if c.Job != "" {
-		path = "/v1/jobs/" + url.PathEscape(c.Job) + "/executions"
+		id, err := parseID(c.Job)
+		if err != nil {
+			return fmt.Errorf("--job: %w", err)
+		}
+		page = func(cursor *string) ([]client.Execution, *string, []byte, error) {
+			r, err := a.api.ListJobExecutionsWithResponse(a.ctx, id, &client.ListJobExecutionsParams{State: state, Limit: limit, Cursor: cursor})
+			if err := check(r, err); err != nil {
+				return nil, nil, nil, err
+			}
+			l, err := decoded(r.JSON200)
+			return l.Items, l.NextCursor, r.Body, err
+		}
 	}
-	items, raw, cursor, err := listPages[api.Execution](a, path, q, c.Cursor, c.All)
+	items, raw, cursor, err := listPages(c.Cursor, c.All, page)
 	if err != nil {
 		return err
 	}
 	if a.json {
 		if c.All {
-			return a.printJSON(api.ExecutionList{Items: items})
+			return a.printJSON(client.ExecutionList{Items: items})
 		}
 		return a.printRawJSON(raw)
 	}
@@ -259,15 +365,22 @@ type execGetCmd struct {
 }
 
 func (c *execGetCmd) Run(a *app) error {
-	var e api.Execution
-	raw, err := a.client.call(a.ctx, "GET", "/v1/executions/"+url.PathEscape(c.ID), nil, nil, &e)
+	id, err := parseID(c.ID)
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printRawJSON(raw)
+	r, err := a.api.GetExecutionWithResponse(a.ctx, id)
+	if err := check(r, err); err != nil {
+		return err
 	}
-	a.executionTable([]api.Execution{e})
+	if a.json {
+		return a.printRawJSON(r.Body)
+	}
+	e, err := decoded(r.JSON200)
+	if err != nil {
+		return err
+	}
+	a.executionTable([]client.Execution{e})
 	if e.AttemptList != nil && len(*e.AttemptList) > 0 {
 		fmt.Fprintln(a.stdout)
 		a.attemptTable(*e.AttemptList)
@@ -286,7 +399,15 @@ type execCancelCmd struct {
 }
 
 func (c *execCancelCmd) Run(a *app) error {
-	return a.execAction("/v1/executions/" + url.PathEscape(c.ID) + "/cancel")
+	id, err := parseID(c.ID)
+	if err != nil {
+		return err
+	}
+	r, err := a.api.CancelExecutionWithResponse(a.ctx, id)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	return a.printExecution(r.Body, r.JSON200)
 }
 
 type execRetryCmd struct {
@@ -294,30 +415,24 @@ type execRetryCmd struct {
 }
 
 func (c *execRetryCmd) Run(a *app) error {
-	return a.execAction("/v1/executions/" + url.PathEscape(c.ID) + "/retry")
-}
-
-// execAction POSTs to an endpoint that answers with an execution (run,
-// cancel, retry), and prints it.
-func (a *app) execAction(path string) error {
-	var e api.Execution
-	raw, err := a.client.call(a.ctx, "POST", path, nil, nil, &e)
+	id, err := parseID(c.ID)
 	if err != nil {
 		return err
 	}
-	if a.json {
-		return a.printRawJSON(raw)
+	r, err := a.api.RetryExecutionWithResponse(a.ctx, id)
+	if err := check(r, err); err != nil {
+		return err
 	}
-	a.executionTable([]api.Execution{e})
-	return nil
+	return a.printExecution(r.Body, r.JSON202)
 }
 
-func setQuery(q url.Values, k, v string) {
-	if v == "" {
-		q.Del(k)
-		return
+// optional is s, or nil when s is empty: an unset flag leaves a query
+// parameter out.
+func optional(s string) *string {
+	if s == "" {
+		return nil
 	}
-	q.Set(k, v)
+	return &s
 }
 
 func deref[T any](p *T) T {
@@ -329,20 +444,20 @@ func deref[T any](p *T) T {
 }
 
 // listPages gets the page of a listing at cursor, or with all every page
-// from there on. It returns the items, the raw JSON of the last page read
-// and the cursor of the page after it ("" at the end).
-func listPages[T any](a *app, path string, q url.Values, cursor string, all bool) (items []T, raw []byte, next string, err error) {
+// from there on; page gets one page: its items, the cursor of the next
+// and its raw JSON. listPages returns the items, the raw JSON of the last
+// page read and the cursor of the page after it ("" at the end).
+func listPages[T any](cursor string, all bool, page func(cursor *string) ([]T, *string, []byte, error)) (items []T, raw []byte, next string, err error) {
 	for {
-		setQuery(q, "cursor", cursor)
-		var page struct {
-			Items      []T     `json:"items"`
-			NextCursor *string `json:"next_cursor"`
-		}
-		if raw, err = a.client.call(a.ctx, "GET", path, q, nil, &page); err != nil {
+		var (
+			got  []T
+			more *string
+		)
+		if got, more, raw, err = page(optional(cursor)); err != nil {
 			return nil, nil, "", err
 		}
-		items = append(items, page.Items...)
-		cursor = deref(page.NextCursor)
+		items = append(items, got...)
+		cursor = deref(more)
 		if !all || cursor == "" {
 			return items, raw, cursor, nil
 		}

@@ -1,16 +1,19 @@
 // Command tockctl is the command-line client of tock's REST API: it
-// creates, lists, pauses, resumes, runs and deletes jobs, inspects their
-// executions, and shows which scheduler node fires which bucket.
+// creates, lists, changes, pauses, resumes, runs and deletes jobs,
+// inspects their executions, and shows which scheduler node fires which
+// bucket.
 //
 //	tockctl jobs create --name nightly --cron "0 30 9 * * MON-FRI" --tz Europe/Berlin --http https://example.com/hook
 //	tockctl jobs create -f jobs.jsonl
 //	tockctl jobs list --state active
+//	tockctl jobs update <id> --cron "0 0 10 * * MON-FRI" --payload '{"k": 1}'
 //	tockctl executions list --job <id>
 //	tockctl nodes
 //	tockctl partitions
 //
 // It talks to --server (or $TOCK_SERVER, default http://127.0.0.1:8080)
-// and prints tables, or with -o json the API's JSON.
+// and prints tables, or with -o json the API's JSON. It is built on the
+// generated client of package client, and links nothing of the server.
 package main
 
 import (
@@ -24,7 +27,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/client"
 )
 
 func main() {
@@ -40,6 +43,7 @@ type cli struct {
 		Create jobsCreateCmd `cmd:"" help:"Create a job."`
 		List   jobsListCmd   `cmd:"" help:"List jobs, by namespace and name."`
 		Get    jobGetCmd     `cmd:"" help:"Show a job."`
+		Update jobUpdateCmd  `cmd:"" help:"Change a job: its schedule, handler, payload, retry policy, priority or timeout, and pause or resume it."`
 		Pause  jobPauseCmd   `cmd:"" help:"Pause a job: it does not fire until resumed."`
 		Resume jobResumeCmd  `cmd:"" help:"Resume a paused job."`
 		Run    jobRunCmd     `cmd:"" help:"Run a job now, outside its schedule."`
@@ -73,7 +77,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitCode(code)) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		kong.Vars{"max_batch": strconv.Itoa(api.MaxBatchJobs)},
+		kong.Vars{"max_batch": strconv.Itoa(client.MaxBatchJobs)},
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "tockctl: %v\n", err)
@@ -95,13 +99,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	}
 	a := &app{
 		ctx:    context.Background(),
-		client: &client{base: c.Server, http: &http.Client{Timeout: 30 * time.Second}},
 		json:   c.Output == "json",
 		stdin:  stdin,
 		stdout: stdout,
 		stderr: stderr,
 	}
-	if err := kctx.Run(a); err != nil {
+	a.api, err = newClient(c.Server, &http.Client{Timeout: 30 * time.Second})
+	if err == nil {
+		err = kctx.Run(a)
+	}
+	if err != nil {
 		a.printError(err)
 		return 1
 	}
@@ -111,7 +118,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 // app is what every command runs with.
 type app struct {
 	ctx    context.Context
-	client *client
+	api    *client.ClientWithResponses
 	json   bool // -o json
 	stdin  io.Reader
 	stdout io.Writer

@@ -44,6 +44,23 @@ type result struct {
 }
 
 // tockctl runs the command against url.
+// failed checks that a run failed with exit code code, printed nothing
+// on stdout, and said each of stderr on stderr.
+func (res result) failed(t *testing.T, code int, stderr ...string) {
+	t.Helper()
+	if res.code != code {
+		t.Errorf("exit %d, want %d; stderr %q", res.code, code, res.stderr)
+	}
+	for _, want := range stderr {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr %q lacks %q", res.stderr, want)
+		}
+	}
+	if res.stdout != "" {
+		t.Errorf("stdout %q", res.stdout)
+	}
+}
+
 func tockctl(t *testing.T, url string, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -247,17 +264,7 @@ func TestErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := tockctl(t, u, tc.args...)
-			if res.code != tc.code {
-				t.Errorf("exit %d, want %d; stderr %q", res.code, tc.code, res.stderr)
-			}
-			for _, want := range tc.stderr {
-				if !strings.Contains(res.stderr, want) {
-					t.Errorf("stderr %q lacks %q", res.stderr, want)
-				}
-			}
-			if res.stdout != "" {
-				t.Errorf("stdout %q", res.stdout)
-			}
+			res.failed(t, tc.code, tc.stderr...)
 		})
 	}
 }

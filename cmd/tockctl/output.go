@@ -8,15 +8,34 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/client"
 )
 
-// printJobs prints what an endpoint answering with one job returned.
-func (a *app) printJobs(raw []byte, j api.Job) error {
+// printJob prints what an endpoint answering with one job returned: its
+// raw JSON, and the job the generated client decoded from it.
+func (a *app) printJob(raw []byte, v *client.Job) error {
 	if a.json {
 		return a.printRawJSON(raw)
 	}
-	a.jobTable([]api.Job{j})
+	j, err := decoded(v)
+	if err != nil {
+		return err
+	}
+	a.jobTable([]client.Job{j})
+	return nil
+}
+
+// printExecution prints what an endpoint answering with one execution
+// returned (run, cancel, retry).
+func (a *app) printExecution(raw []byte, v *client.Execution) error {
+	if a.json {
+		return a.printRawJSON(raw)
+	}
+	e, err := decoded(v)
+	if err != nil {
+		return err
+	}
+	a.executionTable([]client.Execution{e})
 	return nil
 }
 
@@ -45,7 +64,7 @@ func (a *app) table() *tabwriter.Writer {
 	return tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 }
 
-func (a *app) jobTable(jobs []api.Job) {
+func (a *app) jobTable(jobs []client.Job) {
 	w := a.table()
 	fmt.Fprintln(w, "ID\tNAME\tSTATE\tSCHEDULE\tHANDLER\tNEXT RUN")
 	for _, j := range jobs {
@@ -58,7 +77,7 @@ func (a *app) jobTable(jobs []api.Job) {
 	w.Flush()
 }
 
-func (a *app) executionTable(execs []api.Execution) {
+func (a *app) executionTable(execs []client.Execution) {
 	w := a.table()
 	fmt.Fprintln(w, "ID\tJOB\tSCHEDULED FOR\tSTATE\tATTEMPTS\tDISPATCHED\tSTARTED\tFINISHED")
 	for _, e := range execs {
@@ -70,7 +89,7 @@ func (a *app) executionTable(execs []api.Execution) {
 		if e.Manual {
 			state += " (manual)"
 		}
-		if e.NextAttemptAt != nil && e.State != api.ExecutionStateCancelled {
+		if e.NextAttemptAt != nil && e.State != client.ExecutionStateCancelled {
 			state += " (next " + timeText(e.NextAttemptAt) + ")"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Id, job, timeText(&e.ScheduledFor), state, e.Attempts,
@@ -79,7 +98,7 @@ func (a *app) executionTable(execs []api.Execution) {
 	w.Flush()
 }
 
-func (a *app) attemptTable(attempts []api.Attempt) {
+func (a *app) attemptTable(attempts []client.Attempt) {
 	w := a.table()
 	fmt.Fprintln(w, "ATTEMPT\tEXECUTOR\tSTARTED\tFINISHED\tOUTCOME\tERROR")
 	for _, t := range attempts {
@@ -93,7 +112,7 @@ func (a *app) attemptTable(attempts []api.Attempt) {
 	w.Flush()
 }
 
-func scheduleText(s api.Schedule) string {
+func scheduleText(s client.Schedule) string {
 	switch {
 	case s.Cron != nil:
 		if s.Timezone != nil {
@@ -108,17 +127,17 @@ func scheduleText(s api.Schedule) string {
 	return "now"
 }
 
-func handlerText(h api.Handler) string {
+func handlerText(h client.Handler) string {
 	switch h.Type {
-	case api.HandlerTypeHttp:
+	case client.HandlerTypeHttp:
 		return "http " + deref(h.Method) + " " + deref(h.Url)
-	case api.HandlerTypeNats:
+	case client.HandlerTypeNats:
 		s := "nats " + deref(h.Subject)
 		if deref(h.WaitReply) {
 			s += " (wait reply)"
 		}
 		return s
-	case api.HandlerTypeCustom:
+	case client.HandlerTypeCustom:
 		return "custom " + deref(h.Name)
 	}
 	return string(h.Type)

@@ -15,11 +15,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/executor/wire"
@@ -67,9 +69,14 @@ type Config struct {
 }
 
 // Serve runs the configured roles until ctx ends, then shuts down in
-// order: the scheduler hands its buckets back first (its scanner stops
-// firing before each owner key is deleted), then the dispatcher gets a
-// moment to publish what was fired, then executors finish their attempts.
+// order: the HTTP server first, then the components stage by stage (see
+// stopStage): the scheduler hands its buckets back (its scanner stops
+// firing in each before the owner key is deleted), the scanner stops, the
+// dispatcher publishes what was fired (bounded by drainTimeout) and
+// stops, then executors finish their attempts, and the recorder stops
+// last. If a component fails to start, or the HTTP address cannot be
+// listened on, the components already started are stopped the same way
+// before Serve returns the error.
 func Serve(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	if log == nil {
@@ -82,32 +89,119 @@ func Serve(ctx context.Context, cfg Config) error {
 
 	startCtx, cancelStart := context.WithTimeout(ctx, time.Minute)
 	defer cancelStart()
-
-	var st *store.Store
-	needDB := cfg.Roles[RoleAPI] || cfg.Roles[RoleScheduler] || cfg.Roles[RoleRecorder]
-	if needDB {
-		var err error
-		if st, err = store.Open(startCtx, cfg.PostgresURL); err != nil {
-			return err
-		}
+	st, err := storeFor(startCtx, &cfg, log)
+	if err != nil {
+		return err
+	}
+	if st != nil {
 		defer st.Close()
-		if cfg.Migrate {
-			if err := st.Migrate(startCtx); err != nil {
-				return err
-			}
+	}
+	nc, js, err := connectNATS(startCtx, cfg)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	etcd, err := etcdClient(cfg)
+	if err != nil {
+		return err
+	}
+	if etcd != nil {
+		defer etcd.Close()
+	}
+	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log}
+
+	r := &runner{parent: ctx, log: log, failed: make(chan error, 8)}
+	for _, c := range components(cfg, d) {
+		if !c.on {
+			continue
 		}
-		n, err := st.Init(startCtx, cfg.Buckets)
-		if err != nil {
+		if err := r.start(c); err != nil {
+			r.stop()
 			return err
 		}
-		if n != cfg.Buckets {
-			log.Info("cluster bucket count is fixed at creation; using the stored value", "buckets", n)
+	}
+	handler, err := httpHandler(cfg, d)
+	if err != nil {
+		r.stop()
+		return err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			r.stop()
+			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 		}
-		cfg.Buckets = n
+	}
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- httpSrv.Serve(ln) }()
+	log.Info("tockd started", "http", ln.Addr().String(), "roles", cfg.Roles, "buckets", cfg.Buckets)
+	if cfg.Ready != nil {
+		close(cfg.Ready)
 	}
 
-	// Every role uses NATS; the API tells executors of cancellations and
-	// reads their handler states.
+	runErr := waitForEnd(ctx, r.failed, httpDone, log)
+	log.Info("tockd shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = httpSrv.Shutdown(sctx)
+	scancel()
+	r.stop()
+	log.Info("tockd stopped")
+	return runErr
+}
+
+// waitForEnd waits until ctx ends (nil), a component fails (its error) or
+// the HTTP server stops by itself (its error).
+func waitForEnd(ctx context.Context, failed <-chan error, httpDone <-chan error, log *slog.Logger) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-failed:
+		log.Error("role failed; shutting down", "err", err)
+		return err
+	case err := <-httpDone:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	}
+}
+
+// storeFor opens Postgres for the roles that need it (api, scheduler,
+// recorder; nil for the others), migrates it if cfg says so, and sets
+// cfg.Buckets to the cluster's stored bucket count.
+func storeFor(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
+	if !cfg.Roles[RoleAPI] && !cfg.Roles[RoleScheduler] && !cfg.Roles[RoleRecorder] {
+		return nil, nil
+	}
+	st, err := store.Open(ctx, cfg.PostgresURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Migrate {
+		if err := st.Migrate(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	n, err := st.Init(ctx, cfg.Buckets)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if n != cfg.Buckets {
+		log.Info("cluster bucket count is fixed at creation; using the stored value", "buckets", n)
+	}
+	cfg.Buckets = n
+	return st, nil
+}
+
+// connectNATS connects to NATS, which every role uses: the API tells
+// executors of cancellations and reads their handler states. It creates
+// the streams unless the node runs the API alone: an API-only node leaves
+// them to the other roles, so it starts (and serves jobs) while NATS is
+// down.
+func connectNATS(ctx context.Context, cfg Config) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := nats.Connect(cfg.NATSURL,
 		nats.Name("tockd "+cfg.NodeID),
 		nats.MaxReconnects(-1),
@@ -115,118 +209,275 @@ func Serve(ctx context.Context, cfg Config) error {
 		nats.RetryOnFailedConnect(true),
 	)
 	if err != nil {
-		return fmt.Errorf("connect to NATS %s: %w", cfg.NATSURL, err)
+		return nil, nil, fmt.Errorf("connect to NATS %s: %w", cfg.NATSURL, err)
 	}
-	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
-	// An API-only node leaves the streams to the other roles, so it starts
-	// (and serves jobs) while NATS is down.
 	if cfg.Roles[RoleScheduler] || cfg.Roles[RoleExecutor] || cfg.Roles[RoleRecorder] {
-		if err := wire.EnsureStreams(startCtx, js); err != nil {
-			return fmt.Errorf("create streams on %s: %w", cfg.NATSURL, err)
+		if err := wire.EnsureStreams(ctx, js); err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("create streams on %s: %w", cfg.NATSURL, err)
 		}
 	}
+	return nc, js, nil
+}
 
-	// Each role runs under its own context so shutdown can go in order.
-	type role struct {
-		name     string
-		cancel   context.CancelFunc
-		finished chan struct{}
+// etcdClient is the etcd client of a node with the scheduler role, which
+// keeps its membership and buckets in etcd, or the API role, which reads
+// them there for /v1/nodes and /v1/partitions; nil for other nodes. The
+// client dials lazily, so an API node starts (and serves jobs) with etcd
+// down.
+func etcdClient(cfg Config) (*clientv3.Client, error) {
+	if !cfg.Roles[RoleAPI] && !cfg.Roles[RoleScheduler] {
+		return nil, nil
 	}
-	var roles []*role
-	failed := make(chan error, 8)
-	start := func(name string, run func(ctx context.Context) error) {
-		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		r := &role{name: name, cancel: cancel, finished: make(chan struct{})}
-		roles = append(roles, r)
-		go func() {
-			defer close(r.finished)
-			if err := run(rctx); err != nil && rctx.Err() == nil {
-				select {
-				case failed <- fmt.Errorf("%s: %w", name, err):
-				default:
-				}
+	etcd, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.EtcdEndpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      etcdLogger(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return etcd, nil
+}
+
+// deps are the connections a node's components share.
+type deps struct {
+	st   *store.Store // nil unless the api, scheduler or recorder role runs
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	etcd *clientv3.Client // nil unless the api or scheduler role runs
+	log  *slog.Logger
+}
+
+// runFunc runs a component until its context ends.
+type runFunc func(ctx context.Context) error
+
+// component is one long-running part of a node: a role, or one of the
+// scheduler role's parts.
+type component struct {
+	name string
+	// on says whether this node runs it (from Config.Roles).
+	on bool
+	// stage is its place in the stop order.
+	stage stopStage
+	// start builds it and returns what runs it.
+	start func() (runFunc, error)
+	// drain, if set, is called before the component is stopped, with a
+	// context that ends after drainTimeout.
+	drain func(ctx context.Context) error
+}
+
+// stopStage is a place in the stop order. Stages stop one after another
+// in the order declared here; the components of one stage stop together,
+// each given 15s before Serve gives up on it with a warning.
+type stopStage int
+
+const (
+	// The partition node hands its buckets back: for each, the scanner
+	// stops firing in it, then the owner key is deleted; then the node
+	// deletes its member key and revokes its lease. So the node has left
+	// etcd before the scanner stops. Partition maintenance and wipe
+	// recovery stop alongside it.
+	stopBuckets stopStage = iota
+	// The scanner, which now fires in no bucket.
+	stopScanner
+	// The dispatcher, once it has published what the scanner fired last
+	// (see drainTimeout).
+	stopDispatcher
+	// Executors, once their attempts in flight have finished.
+	stopExecutor
+	// The recorder, last.
+	stopRecorder
+
+	stopStages // how many stages there are
+)
+
+// drainTimeout bounds the dispatcher's drain at shutdown. What the
+// scanner fired last is due at most its FireLead (500ms) ahead, so this
+// covers it and the publish acks. What is still waiting after it (retries
+// read ahead of their backoff's end, publishes NATS does not acknowledge)
+// stays in the outbox, and the bucket's next owner publishes it.
+const drainTimeout = time.Second
+
+// components is the table of what a node runs, in start order.
+func components(cfg Config, d deps) []component {
+	sched := cfg.Roles[RoleScheduler]
+	// The scheduler's parts are wired to one another: they are built
+	// together, when the first of them starts.
+	parts := sync.OnceValues(func() (*scheduler, error) { return newScheduler(cfg, d) })
+	part := func(run func(s *scheduler) runFunc) func() (runFunc, error) {
+		return func() (runFunc, error) {
+			s, err := parts()
+			if err != nil {
+				return nil, err
 			}
-		}()
+			return run(s), nil
+		}
 	}
+	return []component{
+		{name: "dispatcher", on: sched, stage: stopDispatcher,
+			start: part(func(s *scheduler) runFunc { return s.disp.Run }),
+			drain: func(ctx context.Context) error {
+				s, err := parts()
+				if err != nil {
+					return err
+				}
+				return s.disp.Drain(ctx)
+			}},
+		{name: "wipe-recovery", on: sched, stage: stopBuckets,
+			start: part(func(s *scheduler) runFunc { return s.wipe.Run })},
+		{name: "scanner", on: sched, stage: stopScanner,
+			start: part(func(s *scheduler) runFunc { return s.scan.Run })},
+		{name: "partition", on: sched, stage: stopBuckets,
+			start: part(func(s *scheduler) runFunc {
+				return func(ctx context.Context) error { return s.node.Run(ctx, s.scan) }
+			})},
+		{name: "maintenance", on: sched, stage: stopBuckets,
+			start: func() (runFunc, error) {
+				return func(ctx context.Context) error { return maintain(ctx, d.st, d.log) }, nil
+			}},
+		{name: "recorder", on: cfg.Roles[RoleRecorder], stage: stopRecorder,
+			start: func() (runFunc, error) { return recorder.New(d.js, d.st, d.log).Run, nil }},
+		{name: "executor", on: cfg.Roles[RoleExecutor], stage: stopExecutor,
+			start: func() (runFunc, error) { return newExecutor(cfg, d) }},
+	}
+}
 
-	// The scheduler keeps its membership and buckets in etcd; the API
-	// reads them there for /v1/nodes and /v1/partitions. The client dials
-	// lazily, so an API node starts (and serves jobs) with etcd down.
-	var etcd *clientv3.Client
-	if cfg.Roles[RoleAPI] || cfg.Roles[RoleScheduler] {
-		var err error
-		etcd, err = clientv3.New(clientv3.Config{
-			Endpoints:   cfg.EtcdEndpoints,
-			DialTimeout: 5 * time.Second,
-			Logger:      etcdLogger(),
-		})
-		if err != nil {
-			return fmt.Errorf("etcd client: %w", err)
-		}
-		defer etcd.Close()
-	}
+// scheduler is the scheduler role's parts.
+type scheduler struct {
+	disp *dispatcher.Dispatcher
+	node *partition.Node
+	scan *scanner.Scanner
+	wipe *dispatcher.WipeRecovery
+}
 
-	var node *partition.Node
-	if cfg.Roles[RoleScheduler] {
-		disp, err := dispatcher.New(dispatcher.Config{JS: js, Store: st, Logger: log})
-		if err != nil {
-			return err
-		}
-		node, err = partition.New(partition.Config{
-			Client: etcd, Cluster: cfg.Cluster, NodeID: cfg.NodeID, Addr: cfg.HTTPAddr,
-			Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: log, Fencing: st,
-		})
-		if err != nil {
-			return err
-		}
-		scan, err := scanner.New(scanner.Config{
-			Store: st, Dispatcher: disp, NodeID: cfg.NodeID, Logger: log, LeaseValid: node.Valid,
-		})
-		if err != nil {
-			return err
-		}
-		disp.SetClock(scan.Passed)
-		wipe, err := dispatcher.NewWipeRecovery(dispatcher.WipeConfig{
-			JS: js, Store: st, Buckets: func() []int { return slices.Sorted(maps.Keys(node.Owned())) },
-			Now: scan.Now, Logger: log,
-		})
-		if err != nil {
-			return err
-		}
-		start("dispatcher", disp.Run)
-		start("wipe-recovery", wipe.Run)
-		start("scanner", scan.Run)
-		start("partition", func(ctx context.Context) error { return node.Run(ctx, scan) })
-		start("maintenance", func(ctx context.Context) error { return maintain(ctx, st, log) })
+func newScheduler(cfg Config, d deps) (*scheduler, error) {
+	// One clock, the database's, for the scanner (which keeps it synced),
+	// the dispatcher and wipe recovery.
+	clk := clock.New(d.st.Now, clock.Options{})
+	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Clock: clk, Logger: d.log})
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Roles[RoleRecorder] {
-		rec := recorder.New(js, st, log)
-		start("recorder", rec.Run)
+	node, err := partition.New(partition.Config{
+		Client: d.etcd, Cluster: cfg.Cluster, NodeID: cfg.NodeID, Addr: cfg.HTTPAddr,
+		Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: d.log, Fencing: d.st,
+	})
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Roles[RoleExecutor] {
-		w, err := executor.New(executor.Config{
-			NATS: nc, ExecutorID: cfg.NodeID, Logger: log,
-			Concurrency: cfg.ExecutorConcurrency, MaxPerHandler: cfg.ExecutorMaxPerHandler,
-			AckWait: cfg.ExecutorAckWait, Breaker: cfg.Breaker,
-		})
-		if err != nil {
-			return err
-		}
-		w.Handle(wire.HandlerHTTP, executor.HTTPHandler(&http.Client{}))
-		w.Handle(wire.HandlerNATS, executor.NATSHandler(nc))
-		start("executor", w.Run)
+	scan, err := scanner.New(scanner.Config{
+		Store: d.st, Dispatcher: disp, Clock: clk, NodeID: cfg.NodeID, Logger: d.log, LeaseValid: node.Valid,
+	})
+	if err != nil {
+		return nil, err
 	}
+	wipe, err := dispatcher.NewWipeRecovery(dispatcher.WipeConfig{
+		JS: d.js, Store: d.st, Buckets: func() []int { return slices.Sorted(maps.Keys(node.Owned())) },
+		Now: clk.Now, Logger: d.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe}, nil
+}
 
+func newExecutor(cfg Config, d deps) (runFunc, error) {
+	w, err := executor.New(executor.Config{
+		NATS: d.nc, ExecutorID: cfg.NodeID, Logger: d.log,
+		Concurrency: cfg.ExecutorConcurrency, MaxPerHandler: cfg.ExecutorMaxPerHandler,
+		AckWait: cfg.ExecutorAckWait, Breaker: cfg.Breaker,
+		Registerer: prometheus.DefaultRegisterer, // served on /metrics
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.Handle(wire.HandlerHTTP, executor.HTTPHandler(&http.Client{}))
+	w.Handle(wire.HandlerNATS, executor.NATSHandler(d.nc))
+	return w.Run, nil
+}
+
+// runner runs components, each under its own context, so that they stop
+// in order, whether or not the parent context has ended.
+type runner struct {
+	parent  context.Context
+	log     *slog.Logger
+	running []*running
+	// failed receives the first errors of components that stopped by
+	// themselves; more are dropped.
+	failed chan error
+}
+
+// running is a started component.
+type running struct {
+	component
+	cancel   context.CancelFunc
+	finished chan struct{}
+}
+
+// start builds c and runs it in a goroutine of its own.
+func (r *runner) start(c component) error {
+	run, err := c.start()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.parent))
+	rc := &running{component: c, cancel: cancel, finished: make(chan struct{})}
+	r.running = append(r.running, rc)
+	go func() {
+		defer close(rc.finished)
+		if err := run(ctx); err != nil && ctx.Err() == nil {
+			select {
+			case r.failed <- fmt.Errorf("%s: %w", c.name, err):
+			default:
+			}
+		}
+	}()
+	return nil
+}
+
+// stop stops the started components, stage by stage.
+func (r *runner) stop() {
+	for stage := range stopStages {
+		var wg sync.WaitGroup
+		for _, rc := range r.running {
+			if rc.stage == stage {
+				wg.Go(func() { r.stopOne(rc) })
+			}
+		}
+		wg.Wait()
+	}
+}
+
+// stopOne drains rc if it drains, cancels it and waits for it to finish.
+func (r *runner) stopOne(rc *running) {
+	if rc.drain != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		_ = rc.drain(ctx) // what is left stays in the outbox
+		cancel()
+	}
+	rc.cancel()
+	select {
+	case <-rc.finished:
+	case <-time.After(15 * time.Second):
+		r.log.Warn("role did not stop in time", "role", rc.name)
+	}
+}
+
+// httpHandler serves the API on an api node, and only metrics and health
+// checks on the others; with the profiler if cfg asks for it.
+func httpHandler(cfg Config, d deps) (http.Handler, error) {
 	var handler http.Handler
 	if cfg.Roles[RoleAPI] {
-		srv, err := api.New(api.Config{Store: st, Logger: log, Cluster: partition.NewObserver(etcd, cfg.Cluster),
-			Executors: api.JetStreamExecutors{JS: js}, DefaultRetry: cfg.Retry})
+		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
+			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		handler = srv.Handler()
 	} else {
@@ -246,70 +497,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		handler = mux
 	}
-	ln := cfg.Listener
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-		}
-	}
-	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- httpSrv.Serve(ln) }()
-	log.Info("tockd started", "http", ln.Addr().String(), "roles", cfg.Roles, "buckets", cfg.Buckets)
-	if cfg.Ready != nil {
-		close(cfg.Ready)
-	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-failed:
-		log.Error("role failed; shutting down", "err", runErr)
-	case err := <-httpDone:
-		if !errors.Is(err, http.ErrServerClosed) {
-			runErr = fmt.Errorf("http server: %w", err)
-		}
-	}
-
-	// Shutdown, in order. The partition node releases each bucket only
-	// after the scanner has stopped firing in it.
-	log.Info("tockd shutting down")
-	stopRole := func(names ...string) {
-		var wg sync.WaitGroup
-		for _, r := range roles {
-			for _, n := range names {
-				if r.name == n {
-					wg.Add(1)
-					go func(r *role) {
-						defer wg.Done()
-						r.cancel()
-						select {
-						case <-r.finished:
-						case <-time.After(15 * time.Second):
-							log.Warn("role did not stop in time", "role", r.name)
-						}
-					}(r)
-				}
-			}
-		}
-		wg.Wait()
-	}
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_ = httpSrv.Shutdown(sctx)
-	scancel()
-	stopRole("partition", "maintenance", "wipe-recovery")
-	stopRole("scanner")
-	if node != nil {
-		// Let the dispatcher publish what the scanner fired last; anything
-		// left is in the outbox and the bucket's next owner publishes it.
-		time.Sleep(300 * time.Millisecond)
-	}
-	stopRole("dispatcher")
-	stopRole("executor")
-	stopRole("recorder")
-	log.Info("tockd stopped")
-	return runErr
+	return handler, nil
 }
 
 // maintain creates the executions table's daily partitions ahead of time.

@@ -143,8 +143,8 @@ type wipeCluster struct {
 	cancelHandler string
 	started       chan string
 	stopped       chan error
-	// The executor metrics before the test (they count for the process).
-	resent, answered float64
+	// The test's executor's metrics, on a registry of the test's own.
+	metrics *prometheus.Registry
 }
 
 func startWipeCluster(t *testing.T, handler string) *wipeCluster {
@@ -168,8 +168,9 @@ func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 	}
 	// Four at a time: each second's executions queue up in JetStream
 	// for a moment, so the wipe finds work in every place it can be.
+	c.metrics = prometheus.NewRegistry()
 	w, err := executor.New(executor.Config{NATS: nc, ExecutorID: "wipe-executor", Concurrency: 4,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: c.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,6 @@ func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 		c.stopped <- context.Cause(ctx)
 		return "", context.Cause(ctx)
 	})
-	c.resent, c.answered = counter(t, "tock_executor_events_resent_total"), counter(t, "tock_executor_redeliveries_answered_total")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -243,8 +243,8 @@ func (c *wipeCluster) counters(t *testing.T) recoveryCounters {
 	for _, base := range c.bases {
 		r.requeued += scrape(t, base, "tock_wipe_requeued_total")
 	}
-	r.resent = counter(t, "tock_executor_events_resent_total") - c.resent
-	r.answered = counter(t, "tock_executor_redeliveries_answered_total") - c.answered
+	r.resent = counter(t, c.metrics, "tock_executor_events_resent_total")
+	r.answered = counter(t, c.metrics, "tock_executor_redeliveries_answered_total")
 	return r
 }
 
@@ -374,11 +374,10 @@ func (c *wipeCluster) check(t *testing.T, wiped, to time.Time) {
 		"and answered %.0f deliveries of attempts it had run with their result", r.requeued, r.resent, r.answered)
 }
 
-// counter is the sum of the in-process metric name's series: the test's
-// executor runs here.
-func counter(t *testing.T, name string) float64 {
+// counter is the sum of the series of the metric name in g.
+func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Helper()
-	mfs, err := prometheus.DefaultGatherer.Gather()
+	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
