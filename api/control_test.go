@@ -1,6 +1,9 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/dispatcher"
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"net/http"
@@ -10,8 +13,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/wire"
 )
 
 // fakeExecutors records cancellations and serves canned handler states.
@@ -41,7 +44,7 @@ func newControlEnv(t *testing.T, x Executors) *env {
 	st := openStore(t)
 	e := newEnvWith(t, st, func(c *Config) {
 		c.Executors = x
-		c.DefaultRetry = wire.RetryPolicy{MaxAttempts: 3, InitialBackoff: "2s", Jitter: "equal"}
+		c.DefaultRetry = domain.RetryPolicy{MaxAttempts: 3, InitialBackoff: "2s", Jitter: "equal"}
 	})
 	e.store = st
 	return e
@@ -63,10 +66,10 @@ func (e *env) runNow(name string) uuid.UUID {
 }
 
 // finish records attempt 1 of id as ended with outcome.
-func (e *env) finish(id uuid.UUID, outcome string, final bool) {
+func (e *env) finish(id uuid.UUID, outcome domain.EventType, final bool) {
 	e.t.Helper()
 	res, err := e.store.RecordEvents(e.ctx, []store.AttemptEvent{{
-		ID: id, Attempt: 1, Executor: "exec-a", At: time.Now(), Outcome: outcome, Final: final, Error: "boom",
+		ID: id, Attempt: 1, Executor: "exec-a", At: time.Now(), Type: outcome, Final: final, Error: "boom",
 	}})
 	if err != nil || res[0] != nil {
 		e.t.Fatalf("record %s: %v %v", outcome, err, res)
@@ -104,7 +107,7 @@ func TestCancelExecution(t *testing.T) {
 	}
 
 	done := e.runNow("done")
-	e.finish(done, store.ExecSucceeded, false)
+	e.finish(done, domain.EventSucceeded, false)
 	r = e.do("POST", "/v1/executions/"+done.String()+"/cancel", nil)
 	mustStatus(t, r, http.StatusConflict)
 	r.problem(t)
@@ -123,7 +126,7 @@ func TestCancelExecution(t *testing.T) {
 	r = e.do("POST", "/v1/executions/"+other.String()+"/cancel", nil)
 	mustStatus(t, r, http.StatusServiceUnavailable)
 	r.problem(t)
-	if ex, err := e.store.GetExecution(e.ctx, other); err != nil || ex.State != store.ExecCancelled {
+	if ex, err := e.store.GetExecution(e.ctx, other); err != nil || ex.State != domain.ExecCancelled {
 		t.Errorf("after a 503: %v %v", ex, err)
 	}
 }
@@ -134,7 +137,7 @@ func TestControlWithoutNATS(t *testing.T) {
 	id := e.runNow("no-nats")
 	mustStatus(t, e.do("POST", "/v1/executions/"+id.String()+"/cancel", nil), http.StatusServiceUnavailable)
 	mustStatus(t, e.do("GET", "/v1/handlers", nil), http.StatusServiceUnavailable)
-	if ex, err := e.store.GetExecution(e.ctx, id); err != nil || ex.State != store.ExecQueued {
+	if ex, err := e.store.GetExecution(e.ctx, id); err != nil || ex.State != domain.ExecQueued {
 		t.Errorf("a refused cancel changed the execution: %v %v", ex, err)
 	}
 }
@@ -143,9 +146,9 @@ func TestDeadLettersAndRedrive(t *testing.T) {
 	t.Parallel()
 	e := newControlEnv(t, &fakeExecutors{})
 	dead1, dead2, alive := e.runNow("dead-1"), e.runNow("dead-2"), e.runNow("alive")
-	e.finish(dead1, store.ExecFailed, true)
-	e.finish(dead2, store.ExecFailed, true)
-	e.finish(alive, store.ExecSucceeded, false)
+	e.finish(dead1, domain.EventFailed, true)
+	e.finish(dead2, domain.EventFailed, true)
+	e.finish(alive, domain.EventSucceeded, false)
 
 	r := e.do("GET", "/v1/executions?state=dead", nil)
 	mustStatus(t, r, http.StatusOK)
@@ -181,7 +184,7 @@ func TestDeadLettersAndRedrive(t *testing.T) {
 	for _, u := range undispatched {
 		if u.ID == dead1 {
 			found = true
-			if w := u.WireExecution(); w.AttemptBase != 1 || w.SeriesBase != 1 || w.Dispatch != 1 {
+			if w := dispatcher.Wire(u); w.AttemptBase != 1 || w.SeriesBase != 1 || w.Dispatch != 1 {
 				t.Errorf("re-driven message: base %d series %d dispatch %d", w.AttemptBase, w.SeriesBase, w.Dispatch)
 			}
 		}
@@ -268,7 +271,7 @@ func TestPriorityAndRetryDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if x.Priority != wire.PriorityHigh {
+	if x.Priority != domain.PriorityHigh {
 		t.Errorf("execution priority %q", x.Priority)
 	}
 

@@ -1,9 +1,10 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"time"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
@@ -50,7 +51,7 @@ func scheduleOf(s schedule.Spec) Schedule {
 	return out
 }
 
-func handlerView(h wire.Handler) Handler {
+func handlerView(h domain.Handler) Handler {
 	out := Handler{Type: HandlerType(h.Type)}
 	if h.URL != "" {
 		out.Url = ptr(h.URL)
@@ -77,8 +78,8 @@ func handlerView(h wire.Handler) Handler {
 	return out
 }
 
-func retryView(r wire.RetryPolicy) *RetryPolicy {
-	if r == (wire.RetryPolicy{}) {
+func retryView(r domain.RetryPolicy) *RetryPolicy {
+	if r == (domain.RetryPolicy{}) {
 		return nil
 	}
 	var out RetryPolicy
@@ -147,11 +148,8 @@ func executionOf(e *store.Execution, withAttempts bool) Execution {
 }
 
 // priorityView is a stored priority class; "" (never written) is normal.
-func priorityView(p string) *Priority {
-	if p == "" {
-		p = wire.PriorityNormal
-	}
-	return ptr(Priority(p))
+func priorityView(p domain.Priority) *Priority {
+	return ptr(Priority(p.OrNormal()))
 }
 
 func utc(t *time.Time) *time.Time {

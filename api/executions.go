@@ -12,8 +12,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/wire"
 )
 
 // Executors is how the API reaches executors over NATS: it tells them of a
@@ -62,14 +63,14 @@ func (h *handlers) ListExecutions(c echo.Context, p ListExecutionsParams) error 
 }
 
 // stateFilter checks an optional state parameter.
-func stateFilter(st *ExecutionState, errs *fieldErrors) string {
+func stateFilter(st *ExecutionState, errs *fieldErrors) domain.ExecState {
 	if st == nil || *st == "" {
 		return ""
 	}
 	if !st.Valid() {
 		errs.add("state", "must be one of queued, running, succeeded, failed, cancelled, dead")
 	}
-	return string(*st)
+	return domain.ExecState(*st)
 }
 
 func executionListOf(execs []*store.Execution, next string) ExecutionList {

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/storetest"
+
 	"context"
 	"errors"
 	"net/http"
@@ -66,20 +69,13 @@ func TestExecutionWithAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t1 := now.Add(time.Second)
-	steps := []func() error{
-		func() error { return e.store.AttemptStarted(e.ctx, x.ID, 1, "exec-a", t1) },
-		func() error {
-			return e.store.AttemptFinished(e.ctx, x.ID, 1, "exec-a", t1.Add(time.Second), store.ExecFailed, false, "HTTP 503", "")
-		},
-		func() error { return e.store.AttemptStarted(e.ctx, x.ID, 2, "exec-b", t1.Add(3*time.Second)) },
-		func() error {
-			return e.store.AttemptFinished(e.ctx, x.ID, 2, "exec-b", t1.Add(4*time.Second), store.ExecSucceeded, false, "", "ok")
-		},
-	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range []store.AttemptEvent{
+		{ID: x.ID, Attempt: 1, Executor: "exec-a", At: t1, Type: domain.EventStarted},
+		{ID: x.ID, Attempt: 1, Executor: "exec-a", At: t1.Add(time.Second), Type: domain.EventFailed, Error: "HTTP 503"},
+		{ID: x.ID, Attempt: 2, Executor: "exec-b", At: t1.Add(3 * time.Second), Type: domain.EventStarted},
+		{ID: x.ID, Attempt: 2, Executor: "exec-b", At: t1.Add(4 * time.Second), Type: domain.EventSucceeded, Output: "ok"},
+	} {
+		storetest.Record(t, e.store, ev)
 	}
 	r := e.do("GET", "/v1/executions/"+x.ID.String(), nil)
 	mustStatus(t, r, http.StatusOK)
@@ -123,9 +119,7 @@ func TestListExecutions(t *testing.T) {
 		}
 		ids = append(ids, x.ID)
 	}
-	if err := e.store.AttemptStarted(e.ctx, ids[2], 1, "exec-a", now); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Record(t, e.store, store.AttemptEvent{ID: ids[2], Attempt: 1, Executor: "exec-a", At: now, Type: domain.EventStarted})
 	other := e.createJob(map[string]any{"name": "fired", "handler": map[string]any{"type": "custom", "name": "c"}})
 	e.complete(other.Id)
 

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -187,7 +189,7 @@ func (h *handlers) newJob(req *JobCreate, shape fieldErrors, now func() (time.Ti
 	spec := specOf(req.Schedule)
 	sched := compileSchedule(spec, &errs)
 	hd := handlerOf(req.Handler, &errs)
-	retry := withDefaults(retryOf(req.Retry, &errs), h.s.defaultRetry)
+	retry := retryOf(req.Retry, &errs).WithDefaults(h.s.defaultRetry)
 	priority := priorityOf(req.Priority, &errs)
 	timeout := timeoutOf(req.Timeout, &errs)
 	var next time.Time
@@ -209,7 +211,7 @@ func (h *handlers) newJob(req *JobCreate, shape fieldErrors, now func() (time.Ti
 		Schedule:  spec,
 		Handler:   hd,
 		Payload:   payloadOf(req.Payload),
-		State:     store.JobActive,
+		State:     domain.JobActive,
 		NextRunAt: &next,
 		Retry:     retry,
 		Priority:  priority,
@@ -238,7 +240,7 @@ func (h *handlers) ListJobs(c echo.Context, p ListJobsParams) error {
 		if !st.Valid() {
 			errs.add("state", "must be one of active, paused, completed")
 		}
-		f.State = string(st)
+		f.State = domain.JobState(st)
 	}
 	// A prefix holding a character no name may hold would match nothing;
 	// it is refused like such a name (and U+0000 never reaches Postgres).
@@ -316,7 +318,7 @@ func (h *handlers) UpdateJob(c echo.Context, id ID) error {
 		patched.Handler = handlerOf(*req.Handler, &errs)
 	}
 	if has("retry") {
-		patched.Retry = withDefaults(retryOf(req.Retry, &errs), h.s.defaultRetry)
+		patched.Retry = retryOf(req.Retry, &errs).WithDefaults(h.s.defaultRetry)
 	}
 	if has("priority") {
 		patched.Priority = priorityOf(req.Priority, &errs)
@@ -336,8 +338,8 @@ func (h *handlers) UpdateJob(c echo.Context, id ID) error {
 			j.Schedule = spec
 			// A paused job keeps waiting for resume, which computes its
 			// next run then; a completed one runs again on its new schedule.
-			if j.State != store.JobPaused {
-				j.State = store.JobActive
+			if j.State != domain.JobPaused {
+				j.State = domain.JobActive
 				j.NextRunAt = &next
 			}
 		}
@@ -409,12 +411,12 @@ func (h *handlers) DeleteJob(c echo.Context, id ID) error {
 func (h *handlers) PauseJob(c echo.Context, id ID) error {
 	j, err := h.modifyJob(c.Request().Context(), id, func(j *store.Job) (bool, error) {
 		switch j.State {
-		case store.JobCompleted:
+		case domain.JobCompleted:
 			return false, conflict(fmt.Sprintf("Job %s has completed; there is nothing left to pause.", id))
-		case store.JobPaused:
+		case domain.JobPaused:
 			return false, nil
 		}
-		j.State = store.JobPaused
+		j.State = domain.JobPaused
 		j.NextRunAt = nil
 		return true, nil
 	})
@@ -433,9 +435,9 @@ func (h *handlers) ResumeJob(c echo.Context, id ID) error {
 	}
 	j, err := h.modifyJob(ctx, id, func(j *store.Job) (bool, error) {
 		switch j.State {
-		case store.JobCompleted:
+		case domain.JobCompleted:
 			return false, conflict(fmt.Sprintf("Job %s has completed and cannot be resumed; give it a new schedule with PATCH.", id))
-		case store.JobActive:
+		case domain.JobActive:
 			return false, nil
 		}
 		sched, err := schedule.Compile(j.Schedule)
@@ -450,7 +452,7 @@ func (h *handlers) ResumeJob(c echo.Context, id ID) error {
 		} else if next, err = sched.First(now); err != nil {
 			return false, conflict(fmt.Sprintf("Job %s cannot be resumed: %v.", id, err))
 		}
-		j.State = store.JobActive
+		j.State = domain.JobActive
 		j.NextRunAt = &next
 		return true, nil
 	})

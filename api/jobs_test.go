@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"fmt"
 	"net/http"
 	"strings"
@@ -705,4 +707,4 @@ func TestDeleteJob(t *testing.T) {
 	e.createJob(jobBody("doomed"))
 }
 
-var _ = store.JobActive
+var _ = domain.JobActive

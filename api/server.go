@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tock-sched/tock/clock"
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
 )
@@ -82,7 +83,7 @@ type Config struct {
 	// DefaultRetry is the cluster's retry policy: fields a job leaves out
 	// are filled from it when the job is created or its retry replaced.
 	// The zero value means one attempt.
-	DefaultRetry wire.RetryPolicy
+	DefaultRetry domain.RetryPolicy
 }
 
 func (c *Config) validate() error {
@@ -125,7 +126,7 @@ type Server struct {
 	cluster      Cluster
 	clusterWait  time.Duration
 	executors    Executors
-	defaultRetry wire.RetryPolicy
+	defaultRetry domain.RetryPolicy
 	clock        *clock.DB
 	echo         *echo.Echo
 	duration     *prometheus.HistogramVec

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/schedule"
 )
 
@@ -17,7 +18,6 @@ import (
 const (
 	maxNameLen    = 200
 	maxTimeout    = 24 * time.Hour
-	maxAttempts   = 100
 	maxHeaderSize = 8 << 10
 )
 
@@ -81,8 +81,8 @@ func addScheduleError(err error, errs *fieldErrors) {
 
 // handlerOf checks h and turns it into the wire form, with defaults
 // filled in (method POST).
-func handlerOf(h Handler, errs *fieldErrors) wire.Handler {
-	out := wire.Handler{Type: string(h.Type)}
+func handlerOf(h Handler, errs *fieldErrors) domain.Handler {
+	out := domain.Handler{Type: string(h.Type)}
 	notFor := func(field string, set bool) {
 		if set {
 			errs.add("handler."+field, "is not allowed for handler type %s", h.Type)
@@ -123,7 +123,7 @@ func handlerOf(h Handler, errs *fieldErrors) wire.Handler {
 			errs.add("handler.name", "is required for handler type custom")
 		case !customName.MatchString(out.Name):
 			errs.add("handler.name", "must be 1 to 64 letters, digits, '_' or '-'")
-		case out.Name == wire.HandlerHTTP || out.Name == wire.HandlerNATS:
+		case out.Name == domain.HandlerHTTP || out.Name == domain.HandlerNATS:
 			errs.add("handler.name", "%q is the name of a built-in handler", out.Name)
 		}
 		notFor("url", deref(h.Url) != "")
@@ -224,71 +224,49 @@ func subjectProblem(s string) string {
 	return ""
 }
 
-// retryOf checks r and turns it into the wire form. Durations keep the
-// client's spelling.
-func retryOf(r *RetryPolicy, errs *fieldErrors) wire.RetryPolicy {
-	var out wire.RetryPolicy
+// retryOf checks r and turns it into the domain's policy (its rules
+// are domain.RetryPolicy.Validate's). Durations keep the client's
+// spelling. In the domain, zero means "the default"; a client that sends
+// max_attempts or multiplier 0 explicitly is told it is out of range.
+func retryOf(r *RetryPolicy, errs *fieldErrors) domain.RetryPolicy {
+	var out domain.RetryPolicy
 	if r == nil {
 		return out
 	}
-	if r.MaxAttempts != nil {
-		out.MaxAttempts = *r.MaxAttempts
-		if out.MaxAttempts < 1 || out.MaxAttempts > maxAttempts {
-			errs.add("retry.max_attempts", "must be between 1 and %d", maxAttempts)
-		}
-	}
-	initial := positiveDuration("retry.initial_backoff", r.InitialBackoff, errs)
-	maxB := positiveDuration("retry.max_backoff", r.MaxBackoff, errs)
-	if initial > 0 && maxB > 0 && maxB < initial {
-		errs.add("retry.max_backoff", "must not be shorter than initial_backoff (%s)", deref(r.InitialBackoff))
-	}
 	out.InitialBackoff = deref(r.InitialBackoff)
 	out.MaxBackoff = deref(r.MaxBackoff)
+	if r.MaxAttempts != nil {
+		out.MaxAttempts = *r.MaxAttempts
+		if out.MaxAttempts == 0 {
+			out.MaxAttempts = -1
+		}
+	}
 	if r.Multiplier != nil {
 		out.Multiplier = *r.Multiplier
-		if out.Multiplier < 1 {
-			errs.add("retry.multiplier", "must be at least 1")
+		if out.Multiplier == 0 {
+			out.Multiplier = -1
 		}
 	}
 	if r.Jitter != nil {
 		out.Jitter = string(*r.Jitter)
-		if !r.Jitter.Valid() {
-			errs.add("retry.jitter", "must be one of full, equal, none")
-		}
 	}
+	for _, fe := range out.Validate() {
+		errs.add("retry."+fe.Field, "%s", fe.Message)
+	}
+	out.MaxAttempts, out.Multiplier = max(out.MaxAttempts, 0), max(out.Multiplier, 0)
 	return out
-}
-
-// withDefaults fills the fields r leaves out from the cluster's policy d.
-func withDefaults(r, d wire.RetryPolicy) wire.RetryPolicy {
-	if r.MaxAttempts == 0 {
-		r.MaxAttempts = d.MaxAttempts
-	}
-	if r.InitialBackoff == "" {
-		r.InitialBackoff = d.InitialBackoff
-	}
-	if r.MaxBackoff == "" {
-		r.MaxBackoff = d.MaxBackoff
-	}
-	if r.Multiplier == 0 {
-		r.Multiplier = d.Multiplier
-	}
-	if r.Jitter == "" {
-		r.Jitter = d.Jitter
-	}
-	return r
 }
 
 // priorityOf checks an optional priority class; absent (or null) is
 // normal.
-func priorityOf(p *Priority, errs *fieldErrors) string {
+func priorityOf(p *Priority, errs *fieldErrors) domain.Priority {
 	if p == nil || *p == "" {
-		return wire.PriorityNormal
+		return domain.PriorityNormal
 	}
 	if !p.Valid() {
 		errs.add("priority", "must be one of high, normal, low")
 	}
-	return string(*p)
+	return domain.Priority(*p)
 }
 
 // positiveDuration parses an optional Go duration that must be above zero.

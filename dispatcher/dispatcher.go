@@ -17,21 +17,18 @@ package dispatcher
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/wire"
 )
 
 var (
@@ -458,13 +455,14 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) []bo
 	ok := make([]bool, len(batch))
 	futures := make([]jetstream.PubAckFuture, len(batch))
 	for i, e := range batch {
-		msg, err := Message(e)
+		w := Wire(e)
+		msg, err := w.Msg()
 		if err != nil {
 			d.log.Error("encode execution", "execution_id", e.ID, "err", err)
 			dispatchErrors.Inc()
 			continue
 		}
-		f, err := d.cfg.JS.PublishMsgAsync(msg, jetstream.WithMsgID(wire.ExecMsgID(e.ID.String(), e.Dispatches)))
+		f, err := d.cfg.JS.PublishMsgAsync(msg, jetstream.WithMsgID(w.MsgID()))
 		if err != nil {
 			d.log.Warn("publish execution", "execution_id", e.ID, "dispatch", e.Dispatches, "err", err)
 			dispatchErrors.Inc()
@@ -547,21 +545,24 @@ func (d *Dispatcher) store(ctx context.Context, pos map[int]time.Time) {
 	d.mu.Unlock()
 }
 
-// Message is the NATS message for e's dispatch e.Dispatches: the
-// wire.Execution body on tock.exec.<queue>.<priority>, with the
-// execution's headers. Publish it with Nats-Msg-Id
-// wire.ExecMsgID(e.ID, e.Dispatches).
-func Message(e *store.Execution) (*nats.Msg, error) {
-	body, err := json.Marshal(e.WireExecution())
-	if err != nil {
-		return nil, fmt.Errorf("encode execution %s: %w", e.ID, err)
+// Wire is the message body of e's dispatch e.Dispatches: attempts
+// continue from e.Attempts.
+func Wire(e *store.Execution) *wire.Execution {
+	return &wire.Execution{
+		ExecutionID:  e.ID.String(),
+		JobID:        e.JobID.String(),
+		Namespace:    e.Namespace,
+		JobName:      e.JobName,
+		ScheduledFor: e.ScheduledFor,
+		Handler:      e.Handler,
+		Payload:      e.Payload,
+		TimeoutMS:    e.Timeout.Milliseconds(),
+		Retry:        e.Retry,
+		Priority:     e.Priority,
+		AttemptBase:  e.Attempts,
+		SeriesBase:   e.SeriesBase,
+		Dispatch:     e.Dispatches,
 	}
-	msg := nats.NewMsg(wire.ExecSubject(e.Handler.Queue(), e.Priority))
-	msg.Data = body
-	msg.Header.Set(wire.HeaderExecutionID, e.ID.String())
-	msg.Header.Set(wire.HeaderJobID, e.JobID.String())
-	msg.Header.Set(wire.HeaderScheduledFor, wire.FormatTime(e.ScheduledFor))
-	return msg, nil
 }
 
 // item is an execution waiting in pending, to be published at at: its

@@ -1,6 +1,8 @@
 package dispatcher
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/wire"
 )
 
 type marks struct {
@@ -109,8 +111,8 @@ func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
 	for i := range 50 {
 		at := base.Add(time.Duration(i) * time.Second)
 		execs = append(execs, &store.Execution{
-			ID: store.ExecutionID(job, at), JobID: job, ScheduledFor: at, JobName: "j", Namespace: "default",
-			Handler: wire.Handler{Type: wire.HandlerCustom, Name: "disp"}, Payload: json.RawMessage(`{"i":1}`),
+			ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at, JobName: "j", Namespace: "default",
+			Handler: domain.Handler{Type: domain.HandlerCustom, Name: "disp"}, Payload: json.RawMessage(`{"i":1}`),
 			Bucket: i % 3, CreatedAt: at,
 		})
 	}
@@ -159,8 +161,8 @@ func TestPublishesNothingBeforeItsTime(t *testing.T) {
 	due := time.Now().Add(700 * time.Millisecond)
 	job := uuid.New()
 	created := time.Now()
-	d.Dispatch(ctx, []*store.Execution{{ID: store.ExecutionID(job, due), JobID: job, ScheduledFor: due,
-		CreatedAt: created, Handler: wire.Handler{Type: wire.HandlerCustom, Name: "later"}}})
+	d.Dispatch(ctx, []*store.Execution{{ID: domain.ExecutionID(job, due), JobID: job, ScheduledFor: due,
+		CreatedAt: created, Handler: domain.Handler{Type: domain.HandlerCustom, Name: "later"}}})
 	testenv.WaitFor(t, 5*time.Second, "the publish position past the execution", func() bool { return m.reached(0, created) })
 	stream, _ := js.Stream(ctx, wire.ExecStream)
 	msg, err := stream.GetMsg(ctx, 1)
@@ -198,8 +200,8 @@ func TestPublishesOnItsPrioritySubject(t *testing.T) {
 
 	job := uuid.New()
 	at := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
-	e := &store.Execution{ID: store.ExecutionID(job, at), JobID: job, ScheduledFor: at, Priority: wire.PriorityHigh,
-		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "urgent"}, Attempts: 2, SeriesBase: 1, Dispatches: 3}
+	e := &store.Execution{ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at, Priority: domain.PriorityHigh,
+		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "urgent"}, Attempts: 2, SeriesBase: 1, Dispatches: 3}
 	d.Dispatch(ctx, []*store.Execution{e})
 	testenv.WaitFor(t, 5*time.Second, "the execution marked dispatched", func() bool { return m.count() == 1 })
 	if _, ok := m.find(e.ID, 3); !ok {
@@ -213,7 +215,7 @@ func TestPublishesOnItsPrioritySubject(t *testing.T) {
 	if id := msg.Header.Get(jetstream.MsgIDHeader); id != e.ID.String()+":3" {
 		t.Fatalf("Nats-Msg-Id %q, want %s:3", id, e.ID)
 	}
-	if body.Priority != wire.PriorityHigh || body.AttemptBase != 2 || body.SeriesBase != 1 || body.Dispatch != 3 {
+	if body.Priority != domain.PriorityHigh || body.AttemptBase != 2 || body.SeriesBase != 1 || body.Dispatch != 3 {
 		t.Fatalf("message body %+v", body)
 	}
 }
@@ -227,11 +229,11 @@ func TestHoldsRetryUntilItsNextAttempt(t *testing.T) {
 	job := uuid.New()
 	sched := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
 	next := time.Now().Add(time.Second)
-	retry := &store.Execution{ID: store.ExecutionID(job, sched), JobID: job, ScheduledFor: sched, NextAttemptAt: &next,
-		Attempts: 1, Dispatches: 1, Handler: wire.Handler{Type: wire.HandlerCustom, Name: "retry"}}
+	retry := &store.Execution{ID: domain.ExecutionID(job, sched), JobID: job, ScheduledFor: sched, NextAttemptAt: &next,
+		Attempts: 1, Dispatches: 1, Handler: domain.Handler{Type: domain.HandlerCustom, Name: "retry"}}
 	now := sched.Add(time.Second)
-	fresh := &store.Execution{ID: store.ExecutionID(job, now), JobID: job, ScheduledFor: now, CreatedAt: now,
-		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "fresh"}}
+	fresh := &store.Execution{ID: domain.ExecutionID(job, now), JobID: job, ScheduledFor: now, CreatedAt: now,
+		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "fresh"}}
 	d.Dispatch(ctx, []*store.Execution{retry, fresh})
 	// The outbox hands the retry again meanwhile: still one publish.
 	d.Dispatch(ctx, []*store.Execution{retry})
@@ -299,8 +301,8 @@ func TestDrainWaitsUntilNothingWaits(t *testing.T) {
 
 	job := uuid.New()
 	due := time.Now().Add(300 * time.Millisecond)
-	d.Dispatch(ctx, []*store.Execution{{ID: store.ExecutionID(job, due), JobID: job, ScheduledFor: due,
-		CreatedAt: time.Now(), Handler: wire.Handler{Type: wire.HandlerCustom, Name: "soon"}}})
+	d.Dispatch(ctx, []*store.Execution{{ID: domain.ExecutionID(job, due), JobID: job, ScheduledFor: due,
+		CreatedAt: time.Now(), Handler: domain.Handler{Type: domain.HandlerCustom, Name: "soon"}}})
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := d.Drain(dctx); err != nil {
@@ -314,11 +316,45 @@ func TestDrainWaitsUntilNothingWaits(t *testing.T) {
 	}
 
 	later := due.Add(time.Hour)
-	d.Dispatch(ctx, []*store.Execution{{ID: store.ExecutionID(job, later), JobID: job, ScheduledFor: later,
-		CreatedAt: time.Now(), Handler: wire.Handler{Type: wire.HandlerCustom, Name: "later"}}})
+	d.Dispatch(ctx, []*store.Execution{{ID: domain.ExecutionID(job, later), JobID: job, ScheduledFor: later,
+		CreatedAt: time.Now(), Handler: domain.Handler{Type: domain.HandlerCustom, Name: "later"}}})
 	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	if err := d.Drain(tctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Drain with an execution due in an hour: %v, want the context's deadline", err)
+	}
+}
+
+// An execution's message continues its attempts: the next delivery of an
+// execution with 5 attempts made, its series started after 3, is attempt
+// 6, the last of a series of three; a re-driven one (series and attempts
+// at 3) starts a fresh series at attempt 4.
+func TestWireContinuesAttempts(t *testing.T) {
+	t.Parallel()
+	sched := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	e := &store.Execution{ID: uuid.New(), JobID: uuid.New(), ScheduledFor: sched, Priority: domain.PriorityHigh,
+		Handler:  domain.Handler{Type: domain.HandlerCustom, Name: "w"},
+		Attempts: 5, SeriesBase: 3, Dispatches: 4, Retry: domain.RetryPolicy{MaxAttempts: 3}}
+	w := Wire(e)
+	if w.Priority != domain.PriorityHigh || w.AttemptBase != 5 || w.SeriesBase != 3 || w.Dispatch != 4 ||
+		w.ExecutionID != e.ID.String() || !w.ScheduledFor.Equal(sched) {
+		t.Fatalf("wire execution %+v", w)
+	}
+	if a := w.Attempt(1); a != 6 || !w.LastAttempt(a) {
+		t.Fatalf("next attempt %d (last %v), want 6, the last", a, w.LastAttempt(a))
+	}
+	msg, err := w.Msg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Subject != "tock.exec.w.high" || msg.Header.Get(wire.HeaderExecutionID) != e.ID.String() ||
+		msg.Header.Get(wire.HeaderScheduledFor) != "2031-01-02T03:04:05.000Z" || w.MsgID() != e.ID.String()+":4" {
+		t.Fatalf("message %s %v, id %s", msg.Subject, msg.Header, w.MsgID())
+	}
+
+	e.Attempts, e.SeriesBase, e.Dispatches = 3, 3, 3
+	w = Wire(e)
+	if a := w.Attempt(1); a != 4 || w.LastAttempt(a) || !w.LastAttempt(6) {
+		t.Fatalf("re-driven message %+v: attempt %d", w, a)
 	}
 }

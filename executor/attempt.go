@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 // How hard an attempt tries to publish one event before it gives its
@@ -68,7 +70,7 @@ func (w *Worker) process(q *queue, msg jetstream.Msg, ackWait time.Duration) {
 	unregister, cancelled := w.cancels.register(ex.ExecutionID, cancel)
 	defer unregister()
 	if cancelled {
-		ev := w.event(e, wire.EventCancelled)
+		ev := w.event(e, domain.EventCancelled)
 		w.finish(q, msg, ev, "cancelled", log)
 		return
 	}
@@ -91,7 +93,7 @@ func (w *Worker) process(q *queue, msg jetstream.Msg, ackWait time.Duration) {
 // deferDelivery hands a delivery back to tock unrun: a deferred event
 // saying when to publish it again, then an ack.
 func (w *Worker) deferDelivery(q *queue, e *Execution, msg jetstream.Msg, key string, retryIn time.Duration, reason string, log *slog.Logger) {
-	ev := w.event(e, wire.EventDeferred)
+	ev := w.event(e, domain.EventDeferred)
 	ev.Handler = key
 	ev.RetryInMS = retryIn.Milliseconds()
 	if err := w.publish(ev); err != nil {
@@ -125,7 +127,7 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 	reportStart := func() {
 		startOnce.Do(func() {
 			// A delayed report still says when the attempt began.
-			ev := w.event(e, wire.EventStarted)
+			ev := w.event(e, domain.EventStarted)
 			ev.At = startedAt
 			startErr = w.publish(ev)
 			reported = startErr == nil
@@ -163,14 +165,14 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 		log.Warn("could not report attempt start; its end carries it", "err", startErr)
 	}
 
-	ev := w.event(e, wire.EventSucceeded)
-	ev.Output = wire.Truncate(output)
+	ev := w.event(e, domain.EventSucceeded)
+	ev.Output = domain.Truncate(output)
 	if !reported {
 		ev.StartedAt = &startedAt
 	}
 	if runErr != nil {
-		ev.Type = wire.EventFailed
-		ev.Error = wire.Truncate(runErr.Error())
+		ev.Type = domain.EventFailed
+		ev.Error = domain.Truncate(runErr.Error())
 	}
 	var (
 		outcome string
@@ -180,20 +182,20 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 	switch {
 	case cancelled:
 		// Whatever the handler returned: the execution is cancelled.
-		ev.Type, outcome, v = wire.EventCancelled, "cancelled", verdictIgnore
+		ev.Type, outcome, v = domain.EventCancelled, "cancelled", verdictIgnore
 	case runErr == nil:
 		outcome, v = "succeeded", verdictSuccess
 	case timedOut:
 		ev.TimedOut = true
 		ev.Final = IsPermanent(runErr) || e.LastAttempt(e.Attempt)
 		if !ev.Final {
-			delay = retryDelay(e.Retry, e.Attempt-e.SeriesBase, w.rand())
+			delay = e.Retry.Delay(e.Attempt-e.SeriesBase, w.rand())
 		}
 		outcome, v = "timed_out", verdictFailure
 	case w.attemptCtx.Err() != nil:
 		// Not the job's fault: tock publishes it again at once, whatever
 		// the attempt count (the next attempt runs even past MaxAttempts).
-		ev.Error = wire.Truncate("interrupted by executor shutdown: " + runErr.Error())
+		ev.Error = domain.Truncate("interrupted by executor shutdown: " + runErr.Error())
 		outcome, v = "interrupted", verdictIgnore
 	case IsPermanent(runErr):
 		ev.Final = true
@@ -203,7 +205,7 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 		if !ev.Final {
 			var asked bool
 			if delay, asked = retryAfter(runErr); !asked {
-				delay = retryDelay(e.Retry, e.Attempt-e.SeriesBase, w.rand())
+				delay = e.Retry.Delay(e.Attempt-e.SeriesBase, w.rand())
 			}
 		}
 		outcome, v = "retry", verdictFailure
@@ -218,15 +220,15 @@ func (w *Worker) attempt(ctx context.Context, q *queue, e *Execution, msg jetstr
 		return
 	}
 	switch {
-	case ev.Type == wire.EventFailed && ev.Final:
+	case ev.Type == domain.EventFailed && ev.Final:
 		w.m.deadLettersTotal.WithLabelValues(q.name).Inc()
 		log.Warn("attempt failed; execution is dead", "err", runErr, "permanent", IsPermanent(runErr), "timed_out", timedOut)
-	case ev.Type == wire.EventFailed && outcome != "interrupted":
+	case ev.Type == domain.EventFailed && outcome != "interrupted":
 		w.m.retriesTotal.WithLabelValues(q.name).Inc()
 		log.Info("attempt failed; tock retries it", "err", runErr, "timed_out", timedOut, "retry_in", delay)
 	case outcome == "interrupted":
 		log.Info("attempt interrupted by shutdown; handed back", "err", runErr)
-	case ev.Type == wire.EventCancelled:
+	case ev.Type == domain.EventCancelled:
 		log.Info("attempt cancelled", "err", runErr)
 	default:
 		log.Debug("attempt succeeded")
@@ -259,7 +261,7 @@ func (w *Worker) finish(q *queue, msg jetstream.Msg, ev wire.Event, outcome stri
 // (success, a retry or interruption that tock publishes again) acks it.
 func settle(msg jetstream.Msg, ev wire.Event) error {
 	switch {
-	case ev.Type == wire.EventCancelled:
+	case ev.Type == domain.EventCancelled:
 		return msg.TermWithReason("tock: execution cancelled")
 	case ev.Final:
 		return msg.TermWithReason("tock: final attempt failed")
@@ -346,7 +348,7 @@ func (b *beat) publish(ctx context.Context, w *Worker, e *Execution, seq int, lo
 	if b.eventsOff {
 		return
 	}
-	ev := w.event(e, wire.EventHeartbeat)
+	ev := w.event(e, domain.EventHeartbeat)
 	ev.Seq = seq
 	// One try: the next heartbeat is as good as a retried one.
 	pctx, cancel := context.WithTimeout(ctx, min(publishTimeout, max(w.cfg.HeartbeatInterval, 100*time.Millisecond)))
@@ -373,7 +375,7 @@ func (b *beat) stop() {
 	<-b.done
 }
 
-func (w *Worker) event(e *Execution, typ string) wire.Event {
+func (w *Worker) event(e *Execution, typ domain.EventType) wire.Event {
 	ev := wire.Event{
 		Type:         typ,
 		ExecutionID:  e.ExecutionID,

@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"bytes"
 	"context"
 	"errors"
@@ -14,7 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 // tockHeaders are the headers both built-in handlers send to the target:
@@ -81,9 +83,9 @@ func HTTPHandler(client *http.Client) Func {
 		}
 		defer resp.Body.Close()
 		// One byte more than is kept, so Truncate knows where to cut.
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxOutputBytes+1))
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, domain.MaxOutputBytes+1))
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10) // lets the connection be reused
-		output := wire.Truncate(string(b))
+		output := domain.Truncate(string(b))
 		code := resp.StatusCode
 		switch {
 		case code >= 200 && code < 300:
@@ -178,7 +180,7 @@ func NATSHandler(nc *nats.Conn) Func {
 		if err != nil {
 			return "", natsErr(h.Subject, err)
 		}
-		output := wire.Truncate(string(reply.Data))
+		output := domain.Truncate(string(reply.Data))
 		if msg := reply.Header.Get(natsServiceError); msg != "" {
 			code := reply.Header.Get(natsServiceErrorCode)
 			err := fmt.Errorf("nats request to %s: service error %s: %s", h.Subject, code, msg)

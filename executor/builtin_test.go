@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,12 +16,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 func httpExecution(url string) *Execution {
 	ex := execution("http")
-	ex.Handler = wire.Handler{Type: wire.HandlerHTTP, URL: url, Headers: map[string]string{"Authorization": "Bearer t"}}
+	ex.Handler = domain.Handler{Type: domain.HandlerHTTP, URL: url, Headers: map[string]string{"Authorization": "Bearer t"}}
 	return &Execution{Execution: ex, Attempt: 2}
 }
 
@@ -156,31 +158,31 @@ func TestHTTPHandlerThroughWorker(t *testing.T) {
 	}))
 	defer srv.Close()
 	w := e.worker(e.nc, "exec-1")
-	w.Handle(wire.HandlerHTTP, HTTPHandler(srv.Client()))
+	w.Handle(domain.HandlerHTTP, HTTPHandler(srv.Client()))
 	e.run(w)
 
 	ex := httpExecution(srv.URL).Execution
-	ex.Retry = wire.RetryPolicy{MaxAttempts: 3, InitialBackoff: "1m", Jitter: "none"}
+	ex.Retry = domain.RetryPolicy{MaxAttempts: 3, InitialBackoff: "1m", Jitter: "none"}
 	e.publish(ex)
-	evs.expect(ex, wire.EventStarted, 1, false)
-	ev := evs.expect(ex, wire.EventFailed, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	ev := evs.expect(ex, domain.EventFailed, 1, false)
 	if !strings.Contains(ev.Error, "503") || ev.Output != "try later\n" || ev.RetryInMS != 1000 {
 		t.Errorf("failed event: error %q output %q retry in %dms, want 503 retried in 1000ms", ev.Error, ev.Output, ev.RetryInMS)
 	}
 	ex = e.republish(ex, ev)
-	evs.expect(ex, wire.EventStarted, 2, false)
-	if ev := evs.expect(ex, wire.EventSucceeded, 2, false); ev.Output != "ok" {
+	evs.expect(ex, domain.EventStarted, 2, false)
+	if ev := evs.expect(ex, domain.EventSucceeded, 2, false); ev.Output != "ok" {
 		t.Errorf("output %q", ev.Output)
 	}
 
 	bad := httpExecution(srv.URL + "/bad").Execution
-	bad.Retry = wire.RetryPolicy{MaxAttempts: 3}
+	bad.Retry = domain.RetryPolicy{MaxAttempts: 3}
 	e.publish(bad)
-	evs.expect(bad, wire.EventStarted, 1, false)
-	if ev := evs.expect(bad, wire.EventFailed, 1, true); !strings.Contains(ev.Error, "400") {
+	evs.expect(bad, domain.EventStarted, 1, false)
+	if ev := evs.expect(bad, domain.EventFailed, 1, true); !strings.Contains(ev.Error, "400") {
 		t.Errorf("error %q, want the 400", ev.Error)
 	}
-	e.settled(wire.HandlerHTTP)
+	e.settled(domain.HandlerHTTP)
 }
 
 func TestHTTPHandlerRetryAfter(t *testing.T) {
@@ -226,7 +228,7 @@ func TestHTTPHandlerRetryAfter(t *testing.T) {
 
 func natsExecution(subject string, wait bool) *Execution {
 	ex := execution("nats")
-	ex.Handler = wire.Handler{Type: wire.HandlerNATS, Subject: subject, WaitReply: wait}
+	ex.Handler = domain.Handler{Type: domain.HandlerNATS, Subject: subject, WaitReply: wait}
 	return &Execution{Execution: ex, Attempt: 1}
 }
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/retry"
+	"github.com/tock-sched/tock/wire"
 )
 
 // cancelPruneEvery is how often the set of cancelled executions forgets

@@ -1,13 +1,15 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 func (e *env) cancel(id string) {
@@ -38,7 +40,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 		t.Fatal("the worker never saw the cancellation")
 	}
 	e.publish(ex)
-	ev := evs.expect(ex, wire.EventCancelled, 1, false)
+	ev := evs.expect(ex, domain.EventCancelled, 1, false)
 	if ev.StartedAt != nil || ev.Error != "" || ev.Output != "" {
 		t.Errorf("cancelled event = %+v, want no start, error or output", ev)
 	}
@@ -47,8 +49,8 @@ func TestCancelledBeforeStart(t *testing.T) {
 	// The worker runs other executions.
 	other := execution("q")
 	e.publish(other)
-	evs.expect(other, wire.EventStarted, 1, false)
-	evs.expect(other, wire.EventSucceeded, 1, false)
+	evs.expect(other, domain.EventStarted, 1, false)
+	evs.expect(other, domain.EventSucceeded, 1, false)
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler called %d times, want once (not for the cancelled execution)", n)
 	}
@@ -89,7 +91,7 @@ func TestCancelWhileRunning(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("handler context not cancelled within 1s")
 	}
-	ev := evs.expect(ex, wire.EventCancelled, 1, false)
+	ev := evs.expect(ex, domain.EventCancelled, 1, false)
 	if ev.StartedAt == nil || ev.Output != "half done" {
 		t.Errorf("cancelled event = %+v, want its start and output", ev)
 	}

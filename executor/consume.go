@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"strings"
@@ -10,12 +12,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/retry"
+	"github.com/tock-sched/tock/wire"
 )
 
 // queue is one handler's queue: its three consumers, one per priority
-// class in wire.Priorities order, and its slots. Only its consume loop
+// class in domain.Priorities order, and its slots. Only its consume loop
 // changes consumers and takes slots; attempts give slots back.
 type queue struct {
 	name        string
@@ -38,9 +40,9 @@ func (q *queue) release() {
 }
 
 func (w *Worker) ensureConsumers(ctx context.Context, q *queue) error {
-	consumers := make([]jetstream.Consumer, 0, len(wire.Priorities))
+	consumers := make([]jetstream.Consumer, 0, len(domain.Priorities))
 	ackWait := wire.DefaultAckWait
-	for _, p := range wire.Priorities {
+	for _, p := range domain.Priorities {
 		c, err := wire.EnsureConsumer(ctx, w.js, q.name, p, w.consumerOpts)
 		if err != nil {
 			return err
@@ -264,7 +266,7 @@ func (w *Worker) pollDepths(ctx context.Context, queues []*queue) {
 	defer t.Stop()
 	for {
 		for _, q := range queues {
-			for _, p := range wire.Priorities {
+			for _, p := range domain.Priorities {
 				ictx, cancel := context.WithTimeout(ctx, publishTimeout)
 				c, err := w.js.Consumer(ictx, wire.ExecStream, wire.ConsumerName(q.name, p))
 				cancel()
@@ -275,7 +277,7 @@ func (w *Worker) pollDepths(ctx context.Context, queues []*queue) {
 					continue
 				}
 				if info := c.CachedInfo(); info != nil {
-					w.m.queueDepth.WithLabelValues(q.name, p).Set(float64(info.NumPending))
+					w.m.queueDepth.WithLabelValues(q.name, string(p)).Set(float64(info.NumPending))
 				}
 			}
 		}

@@ -1,13 +1,15 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 // A saturated queue starts its queued high executions before normal ones,
@@ -29,26 +31,26 @@ func TestPriorityOrderWhenSaturated(t *testing.T) {
 	}, HandlerOptions{Concurrency: 1})
 	e.run(w)
 
-	publish := func(name, priority string) {
+	publish := func(name string, priority domain.Priority) {
 		ex := execution("ranked")
 		ex.Payload = json.RawMessage(fmt.Sprintf("%q", name))
 		ex.Priority = priority
 		e.publish(ex)
 	}
-	publish("blocker", wire.PriorityNormal)
+	publish("blocker", domain.PriorityNormal)
 	if got := recv(t, started); got != "blocker" {
 		t.Fatalf("first start %q, want blocker", got)
 	}
-	publish("low", wire.PriorityLow)
-	publish("normal", wire.PriorityNormal)
-	publish("high", wire.PriorityHigh)
+	publish("low", domain.PriorityLow)
+	publish("normal", domain.PriorityNormal)
+	publish("high", domain.PriorityHigh)
 	// Published means stored, but each consumer learns of its message a
 	// moment later (the server signals consumers asynchronously), and
 	// until then a no-wait pull finds it empty.
 	if !waitUntil(func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 		defer cancel()
-		for _, p := range wire.Priorities {
+		for _, p := range domain.Priorities {
 			c, err := e.js.Consumer(ctx, wire.ExecStream, wire.ConsumerName("ranked", p))
 			if err != nil || c.CachedInfo().NumPending != 1 {
 				return false
@@ -59,8 +61,8 @@ func TestPriorityOrderWhenSaturated(t *testing.T) {
 		t.Fatal("the consumers never saw their executions")
 	}
 	if !waitUntil(func() bool {
-		for _, p := range wire.Priorities {
-			if gaugeValue(t, w.m.queueDepth.WithLabelValues("ranked", p)) != 1 {
+		for _, p := range domain.Priorities {
+			if gaugeValue(t, w.m.queueDepth.WithLabelValues("ranked", string(p))) != 1 {
 				return false
 			}
 		}
@@ -92,7 +94,7 @@ func TestIdleExecutorStartsAtOnce(t *testing.T) {
 	})
 	e.run(w)
 	for i := range 5 {
-		for _, p := range wire.Priorities {
+		for _, p := range domain.Priorities {
 			ex := execution("prompt")
 			ex.Priority = p
 			// Let the queue go idle first.

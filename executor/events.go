@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/retry"
+	"github.com/tock-sched/tock/wire"
 )
 
 // Events go to the event stream in batches: every attempt that reports

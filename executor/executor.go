@@ -44,8 +44,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/retry"
+	"github.com/tock-sched/tock/wire"
 )
 
 // Defaults for Config.
@@ -70,7 +70,7 @@ type Config struct {
 	// one queue. Default DefaultConcurrency.
 	Concurrency int
 	// MaxPerHandler is the most attempts in flight per handler key
-	// (wire.Handler.Key: one HTTP host, one NATS subject) in this
+	// (domain.Handler.Key: one HTTP host, one NATS subject) in this
 	// process; 0 means no limit beyond Concurrency. A delivery whose key
 	// is at its limit does not wait for a slot: it is deferred, handed
 	// back to tock to be published again a second later.
@@ -177,7 +177,7 @@ type Execution struct {
 }
 
 // Func handles one attempt of an execution. It returns the output to
-// record (cut to wire.MaxOutputBytes), or an error: a retryable failure,
+// record (cut to domain.MaxOutputBytes), or an error: a retryable failure,
 // one that asks for its retry at a given time (RetryAfter), or a Permanent
 // one that ends the execution. ctx ends at the job's timeout, when the
 // execution is cancelled (context.Cause(ctx) is ErrCancelled) and when the
@@ -282,7 +282,7 @@ func (w *Worker) ID() string { return w.cfg.ExecutorID }
 var queueName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // Handle registers fn for queue: a custom handler's name, or
-// wire.HandlerHTTP / wire.HandlerNATS for the built-ins. Like
+// domain.HandlerHTTP / domain.HandlerNATS for the built-ins. Like
 // http.ServeMux, it panics on an invalid or duplicate queue, a nil fn, or
 // a call after Run started: those are programming errors.
 func (w *Worker) Handle(queue string, fn Func) { w.HandleWith(queue, fn, HandlerOptions{}) }

@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -95,11 +97,11 @@ func TestCustomHandlerSucceeds(t *testing.T) {
 		!x.ScheduledFor.Equal(ex.ScheduledFor) || !reflect.DeepEqual(x.Handler, ex.Handler) || x.TimeoutMS != 60_000 {
 		t.Errorf("handler got %+v, want attempt 1 of %+v", x, ex)
 	}
-	started := evs.expect(ex, wire.EventStarted, 1, false)
+	started := evs.expect(ex, domain.EventStarted, 1, false)
 	if started.ExecutorID != "exec-1" {
 		t.Errorf("started.executor_id = %q, want exec-1", started.ExecutorID)
 	}
-	done := evs.expect(ex, wire.EventSucceeded, 1, false)
+	done := evs.expect(ex, domain.EventSucceeded, 1, false)
 	if want := "sent " + string(ex.Payload); done.Output != want || done.Error != "" || done.ExecutorID != "exec-1" {
 		t.Errorf("succeeded event = %+v, want output %q", done, want)
 	}
@@ -115,15 +117,15 @@ func TestOutputTruncated(t *testing.T) {
 	evs := e.events()
 	w := e.worker(e.nc, "exec-1")
 	w.Handle("big", func(ctx context.Context, x *Execution) (string, error) {
-		return strings.Repeat("é", wire.MaxOutputBytes), nil
+		return strings.Repeat("é", domain.MaxOutputBytes), nil
 	})
 	e.run(w)
 	ex := execution("big")
 	e.publish(ex)
-	evs.expect(ex, wire.EventStarted, 1, false)
-	ev := evs.expect(ex, wire.EventSucceeded, 1, false)
-	if len(ev.Output) != wire.MaxOutputBytes {
-		t.Errorf("output is %d bytes, want %d", len(ev.Output), wire.MaxOutputBytes)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	ev := evs.expect(ex, domain.EventSucceeded, 1, false)
+	if len(ev.Output) != domain.MaxOutputBytes {
+		t.Errorf("output is %d bytes, want %d", len(ev.Output), domain.MaxOutputBytes)
 	}
 }
 
@@ -148,11 +150,11 @@ func TestRetriesGoBackThroughTock(t *testing.T) {
 	e.run(w)
 
 	ex := execution("flaky")
-	ex.Retry = wire.RetryPolicy{MaxAttempts: 5, InitialBackoff: "10s", Multiplier: 3, Jitter: "none"}
+	ex.Retry = domain.RetryPolicy{MaxAttempts: 5, InitialBackoff: "10s", Multiplier: 3, Jitter: "none"}
 	e.publish(ex)
 
-	evs.expect(ex, wire.EventStarted, 1, false)
-	f1 := evs.expect(ex, wire.EventFailed, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	f1 := evs.expect(ex, domain.EventFailed, 1, false)
 	if f1.Error != "boom 1" || f1.Output != "partial" || f1.RetryInMS != 10_000 || f1.Dispatch != 0 || f1.TimedOut {
 		t.Errorf("failed event 1 = %+v, want boom 1 with retry in 10s", f1)
 	}
@@ -160,18 +162,18 @@ func TestRetriesGoBackThroughTock(t *testing.T) {
 	e.settled("flaky")
 
 	ex = e.republish(ex, f1)
-	if s := evs.expect(ex, wire.EventStarted, 2, false); s.Dispatch != 1 {
+	if s := evs.expect(ex, domain.EventStarted, 2, false); s.Dispatch != 1 {
 		t.Errorf("attempt 2's started event has dispatch %d, want 1", s.Dispatch)
 	}
-	f2 := evs.expect(ex, wire.EventFailed, 2, false)
+	f2 := evs.expect(ex, domain.EventFailed, 2, false)
 	if f2.RetryInMS != 30_000 || f2.Dispatch != 1 {
 		t.Errorf("failed event 2 = %+v, want retry in 30s, dispatch 1", f2)
 	}
 	e.settled("flaky")
 
 	ex = e.republish(ex, f2)
-	evs.expect(ex, wire.EventStarted, 3, false)
-	if s := evs.expect(ex, wire.EventSucceeded, 3, false); s.Dispatch != 2 || s.Output != "ok" {
+	evs.expect(ex, domain.EventStarted, 3, false)
+	if s := evs.expect(ex, domain.EventSucceeded, 3, false); s.Dispatch != 2 || s.Output != "ok" {
 		t.Errorf("succeeded event = %+v", s)
 	}
 	e.settled("flaky")
@@ -193,17 +195,17 @@ func TestRetryAfter(t *testing.T) {
 	})
 	e.run(w)
 	ex := execution("busy")
-	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "1m", Jitter: "none"}
+	ex.Retry = domain.RetryPolicy{MaxAttempts: 2, InitialBackoff: "1m", Jitter: "none"}
 	e.publish(ex)
-	evs.expect(ex, wire.EventStarted, 1, false)
-	f1 := evs.expect(ex, wire.EventFailed, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	f1 := evs.expect(ex, domain.EventFailed, 1, false)
 	if f1.RetryInMS != 1500 || f1.Error != "call: busy" {
 		t.Errorf("failed event = %+v, want retry in 1500ms", f1)
 	}
 	// Still subject to MaxAttempts.
 	ex = e.republish(ex, f1)
-	evs.expect(ex, wire.EventStarted, 2, false)
-	if f2 := evs.expect(ex, wire.EventFailed, 2, true); f2.RetryInMS != 0 {
+	evs.expect(ex, domain.EventStarted, 2, false)
+	if f2 := evs.expect(ex, domain.EventFailed, 2, true); f2.RetryInMS != 0 {
 		t.Errorf("final failed event has retry_in_ms %d", f2.RetryInMS)
 	}
 	e.settled("busy")
@@ -221,25 +223,25 @@ func TestLastAttemptIsFinal(t *testing.T) {
 	e.run(w)
 
 	ex := execution("broken")
-	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "10ms"}
+	ex.Retry = domain.RetryPolicy{MaxAttempts: 2, InitialBackoff: "10ms"}
 	e.publish(ex)
-	evs.expect(ex, wire.EventStarted, 1, false)
-	ex = e.republish(ex, evs.expect(ex, wire.EventFailed, 1, false))
-	evs.expect(ex, wire.EventStarted, 2, false)
-	evs.expect(ex, wire.EventFailed, 2, true)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	ex = e.republish(ex, evs.expect(ex, domain.EventFailed, 1, false))
+	evs.expect(ex, domain.EventStarted, 2, false)
+	evs.expect(ex, domain.EventFailed, 2, true)
 
 	// Zero retry policy: one attempt only.
 	one := execution("broken")
 	e.publish(one)
-	evs.expect(one, wire.EventStarted, 1, false)
-	evs.expect(one, wire.EventFailed, 1, true)
+	evs.expect(one, domain.EventStarted, 1, false)
+	evs.expect(one, domain.EventFailed, 1, true)
 
 	// A re-driven dead execution starts a new series of MaxAttempts.
 	redriven := ex
 	redriven.AttemptBase, redriven.SeriesBase, redriven.Dispatch = 2, 2, 2
 	e.publish(redriven)
-	evs.expect(redriven, wire.EventStarted, 3, false)
-	if ev := evs.expect(redriven, wire.EventFailed, 3, false); ev.RetryInMS != 5 { // full jitter at 0.5 of 10ms
+	evs.expect(redriven, domain.EventStarted, 3, false)
+	if ev := evs.expect(redriven, domain.EventFailed, 3, false); ev.RetryInMS != 5 { // full jitter at 0.5 of 10ms
 		t.Errorf("first retry of a new series in %dms, want 5ms", ev.RetryInMS)
 	}
 
@@ -270,10 +272,10 @@ func TestPermanentFailsAtOnce(t *testing.T) {
 	e.run(w)
 
 	ex := execution("picky")
-	ex.Retry = wire.RetryPolicy{MaxAttempts: 10, InitialBackoff: "10ms"}
+	ex.Retry = domain.RetryPolicy{MaxAttempts: 10, InitialBackoff: "10ms"}
 	e.publish(ex)
-	evs.expect(ex, wire.EventStarted, 1, false)
-	ev := evs.expect(ex, wire.EventFailed, 1, true)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	ev := evs.expect(ex, domain.EventFailed, 1, true)
 	if ev.Error != "validate: bad address" {
 		t.Errorf("error = %q", ev.Error)
 	}
@@ -306,20 +308,20 @@ func TestTimeoutCancelsHandler(t *testing.T) {
 
 	ex := execution("slow")
 	ex.TimeoutMS = 100
-	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "2s", Jitter: "none"}
+	ex.Retry = domain.RetryPolicy{MaxAttempts: 2, InitialBackoff: "2s", Jitter: "none"}
 	e.publish(ex)
 	if err := recv(t, ctxErr); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("handler context ended with %v, want deadline exceeded", err)
 	}
-	evs.expect(ex, wire.EventStarted, 1, false)
-	ev := evs.expect(ex, wire.EventFailed, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	ev := evs.expect(ex, domain.EventFailed, 1, false)
 	if !ev.TimedOut || !strings.Contains(ev.Error, "timed out after 100ms") || ev.RetryInMS != 2000 {
 		t.Errorf("failed event = %+v, want a timeout retried in 2s", ev)
 	}
 	ex = e.republish(ex, ev)
 	recv(t, ctxErr)
-	evs.expect(ex, wire.EventStarted, 2, false)
-	if ev := evs.expect(ex, wire.EventFailed, 2, true); !ev.TimedOut {
+	evs.expect(ex, domain.EventStarted, 2, false)
+	if ev := evs.expect(ex, domain.EventFailed, 2, true); !ev.TimedOut {
 		t.Errorf("last failed event = %+v, want timed out", ev)
 	}
 	e.settled("slow")
@@ -337,16 +339,16 @@ func TestPanicIsRetryableFailure(t *testing.T) {
 	})
 	e.run(w)
 	ex := execution("panicky")
-	ex.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "10ms"}
+	ex.Retry = domain.RetryPolicy{MaxAttempts: 2, InitialBackoff: "10ms"}
 	e.publish(ex)
-	evs.expect(ex, wire.EventStarted, 1, false)
-	ev := evs.expect(ex, wire.EventFailed, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	ev := evs.expect(ex, domain.EventFailed, 1, false)
 	if !strings.Contains(ev.Error, "panicked: oops") {
 		t.Errorf("error = %q", ev.Error)
 	}
 	ex = e.republish(ex, ev)
-	evs.expect(ex, wire.EventStarted, 2, false)
-	evs.expect(ex, wire.EventSucceeded, 2, false)
+	evs.expect(ex, domain.EventStarted, 2, false)
+	evs.expect(ex, domain.EventSucceeded, 2, false)
 }
 
 func TestMalformedExecutionIsTerminated(t *testing.T) {
@@ -361,8 +363,8 @@ func TestMalformedExecutionIsTerminated(t *testing.T) {
 	ex := execution("q")
 	e.publish(ex)
 	// Only the valid execution produces events; the others are gone.
-	evs.expect(ex, wire.EventStarted, 1, false)
-	evs.expect(ex, wire.EventSucceeded, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	evs.expect(ex, domain.EventSucceeded, 1, false)
 	e.settled("q")
 	evs.none(200 * time.Millisecond)
 }
@@ -433,8 +435,8 @@ func TestShutdownLetsAttemptsFinish(t *testing.T) {
 	if err := recv(t, stopped); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	evs.expect(ex, wire.EventStarted, 1, false)
-	evs.expect(ex, wire.EventSucceeded, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	evs.expect(ex, domain.EventSucceeded, 1, false)
 	e.settled("q")
 }
 
@@ -457,8 +459,8 @@ func TestShutdownInterruptsSlowAttempt(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	evs.expect(ex, wire.EventStarted, 1, false)
-	ev := evs.expect(ex, wire.EventFailed, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	ev := evs.expect(ex, domain.EventFailed, 1, false)
 	if !strings.Contains(ev.Error, "shutdown") || ev.RetryInMS != 0 || ev.TimedOut {
 		t.Errorf("failed event = %+v, want an interruption to retry at once", ev)
 	}
@@ -469,10 +471,10 @@ func TestShutdownInterruptsSlowAttempt(t *testing.T) {
 	w2.Handle("q", func(ctx context.Context, x *Execution) (string, error) { return "ok", nil })
 	e.run(w2)
 	ex = e.republish(ex, ev)
-	if ev := evs.expect(ex, wire.EventStarted, 2, false); ev.ExecutorID != "exec-2" {
+	if ev := evs.expect(ex, domain.EventStarted, 2, false); ev.ExecutorID != "exec-2" {
 		t.Errorf("attempt 2 ran on %s", ev.ExecutorID)
 	}
-	evs.expect(ex, wire.EventSucceeded, 2, false)
+	evs.expect(ex, domain.EventSucceeded, 2, false)
 	e.settled("q")
 }
 
@@ -499,17 +501,17 @@ func TestRedeliveryWhenExecutorDies(t *testing.T) {
 	ex.Retry.MaxAttempts = 3
 	e.publish(ex)
 	<-entered
-	evs.expect(ex, wire.EventStarted, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
 	deadNC.Close() // no more heartbeats, no ack
 
 	live := e.worker(e.nc, "exec-live")
 	live.consumerOpts = short
 	live.Handle("q", func(ctx context.Context, x *Execution) (string, error) { return "took over", nil })
 	e.run(live)
-	if ev := evs.expect(ex, wire.EventStarted, 2, false); ev.ExecutorID != "exec-live" {
+	if ev := evs.expect(ex, domain.EventStarted, 2, false); ev.ExecutorID != "exec-live" {
 		t.Errorf("attempt 2 ran on %s", ev.ExecutorID)
 	}
-	evs.expect(ex, wire.EventSucceeded, 2, false)
+	evs.expect(ex, domain.EventSucceeded, 2, false)
 	e.settled("q")
 	if err := stopDead(); err != nil {
 		t.Errorf("dead executor's Run: %v", err)
@@ -533,8 +535,8 @@ func TestHeartbeatKeepsLongAttempt(t *testing.T) {
 	ex := execution("long")
 	ex.Retry.MaxAttempts = 5
 	e.publish(ex)
-	evs.expect(ex, wire.EventStarted, 1, false)
-	evs.expect(ex, wire.EventSucceeded, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	evs.expect(ex, domain.EventSucceeded, 1, false)
 	e.settled("long")
 	if n := calls.Load(); n != 1 {
 		t.Errorf("handler called %d times, want 1", n)
@@ -569,7 +571,7 @@ func TestQuickAttemptsReportTheirStartWithTheirEnd(t *testing.T) {
 	quick := execution("quick-or-slow")
 	quick.Payload = json.RawMessage(`"quick"`)
 	e.publish(quick)
-	done := evs.expect(quick, wire.EventSucceeded, 1, false)
+	done := evs.expect(quick, domain.EventSucceeded, 1, false)
 	if done.StartedAt == nil || done.StartedAt.After(done.At) {
 		t.Fatalf("quick attempt's succeeded event has started_at %v (at %v), want its start", done.StartedAt, done.At)
 	}
@@ -578,8 +580,8 @@ func TestQuickAttemptsReportTheirStartWithTheirEnd(t *testing.T) {
 	slow := execution("quick-or-slow")
 	slow.Payload = json.RawMessage(`"slow"`)
 	e.publish(slow)
-	started := evs.expect(slow, wire.EventStarted, 1, false)
-	done = evs.expect(slow, wire.EventSucceeded, 1, false)
+	started := evs.expect(slow, domain.EventStarted, 1, false)
+	done = evs.expect(slow, domain.EventSucceeded, 1, false)
 	if done.StartedAt != nil {
 		t.Errorf("slow attempt's end repeats its start (%v); its started event (%v) reported it", done.StartedAt, started.At)
 	}

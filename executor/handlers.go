@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 // Defaults for BreakerConfig.
@@ -27,7 +27,7 @@ const (
 )
 
 // BreakerConfig configures the circuit breaker a Worker keeps for each
-// handler key (wire.Handler.Key: a custom handler's name, "http:<host>",
+// handler key (domain.Handler.Key: a custom handler's name, "http:<host>",
 // "nats:<subject>"). The zero value is the defaults above.
 //
 // A retryable failure or a timeout counts as a failure; a success or a

@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"io"
@@ -14,7 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
@@ -91,8 +93,8 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 		ex := execution("fragile")
 		ex.Retry.MaxAttempts = 3
 		e.publish(ex)
-		evs.expect(ex, wire.EventStarted, 1, false)
-		evs.expect(ex, wire.EventFailed, 1, false)
+		evs.expect(ex, domain.EventStarted, 1, false)
+		evs.expect(ex, domain.EventFailed, 1, false)
 	}
 	if s, _ := localState(w, "fragile"); s.Breaker != wire.BreakerOpen || s.Requests != 0 {
 		// A state change starts a new count.
@@ -117,7 +119,7 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 	ex := execution("fragile")
 	ex.Retry.MaxAttempts = 3
 	e.publish(ex)
-	def := evs.expect(ex, wire.EventDeferred, 1, false)
+	def := evs.expect(ex, domain.EventDeferred, 1, false)
 	// OpenFor (300ms) is shorter than the 1s minimum; plus up to 1s of jitter.
 	if def.Handler != "fragile" || def.RetryInMS < 1000 || def.RetryInMS >= 2300 {
 		t.Errorf("deferred event = %+v, want handler fragile, retry in 1-2.3s", def)
@@ -136,16 +138,16 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 		t.Fatal("breaker never half-opened")
 	}
 	ex = e.republish(ex, def)
-	evs.expect(ex, wire.EventStarted, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
 	recv(t, probing)
 	// One probe at a time: another delivery is deferred meanwhile.
 	other := execution("fragile")
 	e.publish(other)
-	if ev := evs.expect(other, wire.EventDeferred, 1, false); ev.RetryInMS < 1000 || ev.RetryInMS >= 2000 {
+	if ev := evs.expect(other, domain.EventDeferred, 1, false); ev.RetryInMS < 1000 || ev.RetryInMS >= 2000 {
 		t.Errorf("deferred while probing: %+v, want retry in 1-2s", ev)
 	}
 	close(release)
-	evs.expect(ex, wire.EventSucceeded, 1, false)
+	evs.expect(ex, domain.EventSucceeded, 1, false)
 	if s, _ := localState(w, "fragile"); s.Breaker != wire.BreakerClosed {
 		t.Errorf("after the probe succeeded: %+v, want closed", s)
 	}
@@ -187,34 +189,34 @@ func TestMaxPerHandlerDefers(t *testing.T) {
 
 	w := e.worker(e.nc, "exec-1")
 	w.cfg.MaxPerHandler = 1
-	w.Handle(wire.HandlerHTTP, HTTPHandler(nil))
-	limitBefore := counterValue(t, w.m.deferredTotal.WithLabelValues(wire.HandlerHTTP, "limit"))
+	w.Handle(domain.HandlerHTTP, HTTPHandler(nil))
+	limitBefore := counterValue(t, w.m.deferredTotal.WithLabelValues(domain.HandlerHTTP, "limit"))
 	e.run(w)
 
 	first := httpExecution(slow.URL).Execution
 	e.publish(first)
-	evs.expect(first, wire.EventStarted, 1, false)
+	evs.expect(first, domain.EventStarted, 1, false)
 	recv(t, entered)
 	slowKey := "http:" + mustHost(t, slow.URL)
-	if s, ok := localState(w, slowKey); !ok || s.InFlight != 1 || s.Limit != 1 || s.Queue != wire.HandlerHTTP {
+	if s, ok := localState(w, slowKey); !ok || s.InFlight != 1 || s.Limit != 1 || s.Queue != domain.HandlerHTTP {
 		t.Errorf("state of %s = %+v, want 1 in flight of 1", slowKey, s)
 	}
 
 	second := httpExecution(slow.URL).Execution
 	e.publish(second)
-	if ev := evs.expect(second, wire.EventDeferred, 1, false); ev.Handler != slowKey || ev.RetryInMS != 1000 {
+	if ev := evs.expect(second, domain.EventDeferred, 1, false); ev.Handler != slowKey || ev.RetryInMS != 1000 {
 		t.Errorf("deferred event = %+v, want handler %s, retry in 1000ms", ev, slowKey)
 	}
 	other := httpExecution(fast.URL).Execution
 	e.publish(other)
-	evs.expect(other, wire.EventStarted, 1, false)
-	evs.expect(other, wire.EventSucceeded, 1, false)
-	if n := counterValue(t, w.m.deferredTotal.WithLabelValues(wire.HandlerHTTP, "limit")) - limitBefore; n != 1 {
+	evs.expect(other, domain.EventStarted, 1, false)
+	evs.expect(other, domain.EventSucceeded, 1, false)
+	if n := counterValue(t, w.m.deferredTotal.WithLabelValues(domain.HandlerHTTP, "limit")) - limitBefore; n != 1 {
 		t.Errorf("deferred_total{reason=limit} grew by %v, want 1", n)
 	}
 	release <- struct{}{}
-	evs.expect(first, wire.EventSucceeded, 1, false)
-	e.settled(wire.HandlerHTTP)
+	evs.expect(first, domain.EventSucceeded, 1, false)
+	e.settled(domain.HandlerHTTP)
 }
 
 func mustHost(t *testing.T, raw string) string {
@@ -240,19 +242,19 @@ func TestHeartbeatEvents(t *testing.T) {
 	e.run(w)
 	ex := execution("long")
 	e.publish(ex)
-	evs.expect(ex, wire.EventStarted, 1, false)
+	evs.expect(ex, domain.EventStarted, 1, false)
 	for seq := 1; seq <= 3; seq++ {
-		if ev := evs.expect(ex, wire.EventHeartbeat, 1, false); ev.Seq != seq || ev.ExecutorID != "exec-1" {
+		if ev := evs.expect(ex, domain.EventHeartbeat, 1, false); ev.Seq != seq || ev.ExecutorID != "exec-1" {
 			t.Errorf("heartbeat event = %+v, want seq %d", ev, seq)
 		}
 	}
 	close(release)
 	for {
 		ev := evs.next()
-		if ev.Type == wire.EventHeartbeat {
+		if ev.Type == domain.EventHeartbeat {
 			continue
 		}
-		if ev.Type != wire.EventSucceeded {
+		if ev.Type != domain.EventSucceeded {
 			t.Fatalf("event %+v, want succeeded", ev)
 		}
 		break

@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -122,7 +124,7 @@ func execution(queue string) wire.Execution {
 		Namespace:    "default",
 		JobName:      "job-" + queue,
 		ScheduledFor: time.Date(2030, 1, 2, 3, 4, 5, 6e6, time.UTC),
-		Handler:      wire.Handler{Type: wire.HandlerCustom, Name: queue},
+		Handler:      domain.Handler{Type: domain.HandlerCustom, Name: queue},
 		Payload:      json.RawMessage(`{"to":"a@example.com"}`),
 	}
 }
@@ -143,9 +145,9 @@ func (e *env) publish(ex wire.Execution) {
 func (e *env) republish(ex wire.Execution, ev wire.Event) wire.Execution {
 	e.t.Helper()
 	switch {
-	case ev.Type == wire.EventDeferred:
+	case ev.Type == domain.EventDeferred:
 		ex.AttemptBase = ev.Attempt - 1
-	case ev.Type == wire.EventFailed && !ev.Final:
+	case ev.Type == domain.EventFailed && !ev.Final:
 		ex.AttemptBase = ev.Attempt
 	default:
 		e.t.Fatalf("tock does not publish again after a %s event (final %v)", ev.Type, ev.Final)
@@ -210,7 +212,7 @@ func (r *events) next() wire.Event {
 	if err := json.Unmarshal(m.Data(), &ev); err != nil {
 		r.t.Fatalf("decode event %s: %v", m.Data(), err)
 	}
-	if want := wire.EventSubjectPrefix + ev.Type; m.Subject() != want {
+	if want := wire.EventSubjectPrefix + string(ev.Type); m.Subject() != want {
 		r.t.Errorf("event subject %s, want %s", m.Subject(), want)
 	}
 	if got := m.Headers().Get(jetstream.MsgIDHeader); got != ev.MsgID() {
@@ -220,7 +222,7 @@ func (r *events) next() wire.Event {
 }
 
 // expect reads the next event and checks its type, attempt and finality.
-func (r *events) expect(ex wire.Execution, typ string, attempt int, final bool) wire.Event {
+func (r *events) expect(ex wire.Execution, typ domain.EventType, attempt int, final bool) wire.Event {
 	r.t.Helper()
 	ev := r.next()
 	if ev.Type != typ || ev.Attempt != attempt || ev.Final != final || ev.ExecutionID != ex.ExecutionID {
@@ -253,7 +255,7 @@ func (e *env) settled(queue string) {
 	ok := waitUntil(func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 		defer cancel()
-		for _, p := range wire.Priorities {
+		for _, p := range domain.Priorities {
 			c, err := e.js.Consumer(ctx, wire.ExecStream, wire.ConsumerName(queue, p))
 			if err != nil {
 				last = err.Error()

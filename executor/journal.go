@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"container/list"
 	"context"
 	"encoding/json"
@@ -13,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 // Why a journal. An attempt's events go to the event stream, and only
@@ -116,19 +118,16 @@ func (j *journal) finish(k attemptKey) {
 	j.trim()
 }
 
-// isLast reports whether an event of type typ is an attempt's last.
-func isLast(typ string) bool {
-	switch typ {
-	case wire.EventSucceeded, wire.EventFailed, wire.EventCancelled, wire.EventDeferred:
-		return true
-	}
-	return false
+// isLast reports whether an event of type typ is a delivery's last: an
+// attempt's end, or a deferral.
+func isLast(typ domain.EventType) bool {
+	return typ.Ends() || typ == domain.EventDeferred
 }
 
 // record notes an event JetStream acknowledged. Heartbeats are not kept:
 // the start says as much.
 func (j *journal) record(ev wire.Event) {
-	if ev.Type == wire.EventHeartbeat {
+	if ev.Type == domain.EventHeartbeat {
 		return
 	}
 	j.mu.Lock()
@@ -137,7 +136,7 @@ func (j *journal) record(ev wire.Event) {
 	if !ok || !e.running {
 		return // not an attempt of this process, or over already
 	}
-	if isLast(ev.Type) && ev.StartedAt == nil && e.ev != nil && e.ev.Type == wire.EventStarted {
+	if isLast(ev.Type) && ev.StartedAt == nil && e.ev != nil && e.ev.Type == domain.EventStarted {
 		at := e.ev.At
 		ev.StartedAt = &at
 	}
@@ -239,7 +238,7 @@ func eventMsg(ev wire.Event) (*nats.Msg, error) {
 		return nil, fmt.Errorf("encode %s event: %w", ev.Type, err)
 	}
 	return &nats.Msg{
-		Subject: wire.EventSubjectPrefix + ev.Type,
+		Subject: ev.Subject(),
 		Data:    data,
 		Header:  nats.Header{wire.HeaderExecutionID: []string{ev.ExecutionID}},
 	}, nil

@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 // recreate deletes streams and creates tock's streams again, as tock's
@@ -64,13 +66,13 @@ func TestDeliveryOfAnAttemptRunHereBeforeIsAnswered(t *testing.T) {
 
 	ran := execution("journal")
 	e.publish(ran)
-	evs.expect(ran, wire.EventStarted, 1, false)
-	evs.expect(ran, wire.EventSucceeded, 1, false)
+	evs.expect(ran, domain.EventStarted, 1, false)
+	evs.expect(ran, domain.EventSucceeded, 1, false)
 	e.settled("journal")
 	running := execution("journal")
 	running.Payload = []byte(`"slow"`)
 	e.publish(running)
-	evs.expect(running, wire.EventStarted, 1, false)
+	evs.expect(running, domain.EventStarted, 1, false)
 
 	// The exec stream is lost, and tock publishes both executions again:
 	// as their first dispatch, so their deliveries are attempt 1 again.
@@ -85,10 +87,10 @@ func TestDeliveryOfAnAttemptRunHereBeforeIsAnswered(t *testing.T) {
 	close(unblock)
 	for {
 		ev := evs.next()
-		if ev.ExecutionID == ran.ExecutionID && ev.Type == wire.EventSucceeded && ev.Attempt == 1 {
+		if ev.ExecutionID == ran.ExecutionID && ev.Type == domain.EventSucceeded && ev.Attempt == 1 {
 			continue // the answer: the stored result again
 		}
-		if ev.ExecutionID != running.ExecutionID || ev.Type != wire.EventSucceeded || ev.Attempt != 1 {
+		if ev.ExecutionID != running.ExecutionID || ev.Type != domain.EventSucceeded || ev.Attempt != 1 {
 			t.Fatalf("event %s attempt %d for %s, want the running one's success", ev.Type, ev.Attempt, ev.ExecutionID)
 		}
 		break
@@ -105,8 +107,8 @@ func TestDeliveryOfAnAttemptRunHereBeforeIsAnswered(t *testing.T) {
 	again.AttemptBase = 1
 	again.Dispatch = 1
 	e.publish(again)
-	evs.expect(again, wire.EventStarted, 2, false)
-	evs.expect(again, wire.EventSucceeded, 2, false)
+	evs.expect(again, domain.EventStarted, 2, false)
+	evs.expect(again, domain.EventSucceeded, 2, false)
 	if got := calls.of(ran.ExecutionID); len(got) != 2 || got[1] != 2 {
 		t.Errorf("execution %s: handler called for attempts %v, want 1 then 2", ran.ExecutionID, got)
 	}
@@ -124,13 +126,13 @@ func TestEventsAreSentAgainIntoANewEventStream(t *testing.T) {
 	e.run(w)
 	evs := e.events()
 	failed := execution("resend")
-	failed.Retry = wire.RetryPolicy{MaxAttempts: 2, InitialBackoff: "1m", Jitter: "none"}
+	failed.Retry = domain.RetryPolicy{MaxAttempts: 2, InitialBackoff: "1m", Jitter: "none"}
 	e.publish(failed)
-	evs.expect(failed, wire.EventStarted, 1, false)
-	retry := evs.expect(failed, wire.EventFailed, 1, false)
+	evs.expect(failed, domain.EventStarted, 1, false)
+	retry := evs.expect(failed, domain.EventFailed, 1, false)
 	ok := e.republish(failed, retry)
-	started := evs.expect(ok, wire.EventStarted, 2, false)
-	evs.expect(ok, wire.EventSucceeded, 2, false)
+	started := evs.expect(ok, domain.EventStarted, 2, false)
+	evs.expect(ok, domain.EventSucceeded, 2, false)
 	e.settled("resend")
 
 	// The event stream is lost before a recorder read those events. The
@@ -138,11 +140,11 @@ func TestEventsAreSentAgainIntoANewEventStream(t *testing.T) {
 	// events again, oldest first, each with its start.
 	e.recreate(wire.EventStream)
 	evs = e.events()
-	first := evs.expect(failed, wire.EventFailed, 1, false)
+	first := evs.expect(failed, domain.EventFailed, 1, false)
 	if first.RetryInMS != retry.RetryInMS || first.Error != retry.Error || first.StartedAt == nil {
 		t.Errorf("failure sent again as %+v, want %+v with its start", first, retry)
 	}
-	second := evs.expect(ok, wire.EventSucceeded, 2, false)
+	second := evs.expect(ok, domain.EventSucceeded, 2, false)
 	if second.Output != "second time lucky" || second.StartedAt == nil || !second.StartedAt.Equal(started.At) {
 		t.Errorf("success sent again as %+v, want its output and its start %s", second, started.At)
 	}
@@ -158,7 +160,7 @@ func TestJournalForgetsOldAttemptsAndKeepsWithinItsBytes(t *testing.T) {
 		if known, _ := j.begin(k); known {
 			t.Fatalf("attempt %s known before it began", id)
 		}
-		j.record(wire.Event{Type: wire.EventSucceeded, ExecutionID: id, Attempt: 1, Output: output})
+		j.record(wire.Event{Type: domain.EventSucceeded, ExecutionID: id, Attempt: 1, Output: output})
 		j.finish(k)
 	}
 	end("a", "x")
@@ -184,8 +186,8 @@ func TestJournalForgetsOldAttemptsAndKeepsWithinItsBytes(t *testing.T) {
 	j.finish(attemptKey{"a", 0, 1})
 
 	// Big outputs: the oldest go first once JournalBytes is passed.
-	big := string(make([]byte, wire.MaxOutputBytes))
-	n := JournalBytes/(wire.MaxOutputBytes+journalEntryBytes) + 10
+	big := string(make([]byte, domain.MaxOutputBytes))
+	n := JournalBytes/(domain.MaxOutputBytes+journalEntryBytes) + 10
 	for i := range n {
 		end(fmt.Sprint("big-", i), big)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 // wipeCheckEvery is how often an executor reads the incarnations of the

@@ -9,6 +9,10 @@
 package recorder
 
 import (
+	"slices"
+
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,9 +27,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/wire"
 )
 
 var (
@@ -303,9 +307,9 @@ func (r *Recorder) delay(msg jetstream.Msg) time.Duration {
 // count counts a recorded event in the metrics.
 func count(ev store.AttemptEvent) {
 	switch {
-	case ev.Outcome == store.OutcomeDeferred:
+	case ev.Type == domain.EventDeferred:
 		deferrals.Inc()
-	case ev.Outcome != store.ExecFailed && ev.Outcome != store.AttemptTimedOut:
+	case ev.Type != domain.EventFailed:
 	case ev.Final:
 		deadLetters.Inc()
 	default:
@@ -341,29 +345,22 @@ func toEvent(we wire.Event) (store.AttemptEvent, error) {
 	if we.Attempt < 1 || we.Dispatch < 0 {
 		return store.AttemptEvent{}, fmt.Errorf("attempt %d, dispatch %d: attempts count from 1, dispatches from 0", we.Attempt, we.Dispatch)
 	}
-	ev := store.AttemptEvent{ID: id, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At, Dispatch: we.Dispatch,
-		StartedAt: we.StartedAt, PublishedAt: we.PublishedAt}
-	switch we.Type {
-	case wire.EventStarted:
-		ev.StartedAt = nil
-	case wire.EventHeartbeat:
-		ev.Outcome, ev.StartedAt = store.OutcomeHeartbeat, nil
-	case wire.EventSucceeded:
-		ev.Outcome, ev.Final, ev.Output = store.ExecSucceeded, true, wire.Truncate(we.Output)
-	case wire.EventFailed:
-		ev.Outcome, ev.Final = store.ExecFailed, we.Final
-		if we.TimedOut {
-			ev.Outcome = store.AttemptTimedOut
-		}
-		ev.Error, ev.Output = wire.Truncate(we.Error), wire.Truncate(we.Output)
-		ev.RetryIn = time.Duration(we.RetryInMS) * time.Millisecond
-	case wire.EventCancelled:
-		ev.Outcome, ev.Error = store.AttemptCancelled, wire.Truncate(we.Error)
-	case wire.EventDeferred:
-		ev.Outcome, ev.StartedAt = store.OutcomeDeferred, nil
-		ev.RetryIn = time.Duration(we.RetryInMS) * time.Millisecond
-	default:
+	if !slices.Contains(domain.EventTypes, we.Type) {
 		return store.AttemptEvent{}, fmt.Errorf("unknown event type %q", we.Type)
+	}
+	ev := store.AttemptEvent{ID: id, Type: we.Type, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At,
+		Dispatch: we.Dispatch, PublishedAt: we.PublishedAt}
+	switch we.Type {
+	case domain.EventSucceeded:
+		ev.Final, ev.Output, ev.StartedAt = true, domain.Truncate(we.Output), we.StartedAt
+	case domain.EventFailed:
+		ev.Final, ev.TimedOut, ev.StartedAt = we.Final, we.TimedOut, we.StartedAt
+		ev.Error, ev.Output = domain.Truncate(we.Error), domain.Truncate(we.Output)
+		ev.RetryIn = time.Duration(we.RetryInMS) * time.Millisecond
+	case domain.EventCancelled:
+		ev.Error, ev.StartedAt = domain.Truncate(we.Error), we.StartedAt
+	case domain.EventDeferred:
+		ev.RetryIn = time.Duration(we.RetryInMS) * time.Millisecond
 	}
 	return ev, nil
 }

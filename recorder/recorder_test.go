@@ -1,6 +1,8 @@
 package recorder
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,9 +21,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -35,12 +37,12 @@ var _ Store = (*store.Store)(nil)
 
 // call is one event as the fake store saw it.
 type call struct {
-	Kind     string // started, or the event's Outcome
+	Kind     string // the event's type, or the attempt outcome of an end event
 	ID       uuid.UUID
 	Attempt  int
 	Executor string
 	At       time.Time
-	Outcome  string
+	Outcome  domain.Outcome
 	Final    bool
 	Err      string
 	Output   string
@@ -51,9 +53,9 @@ type call struct {
 
 func (c call) String() string {
 	switch c.Kind {
-	case "started", store.OutcomeHeartbeat:
+	case "started", "heartbeat":
 		return fmt.Sprintf("%s %d by %s", c.Kind, c.Attempt, c.Executor)
-	case store.OutcomeDeferred:
+	case "deferred":
 		return fmt.Sprintf("deferred %d by %s retry=%s dispatch=%d", c.Attempt, c.Executor, c.RetryIn, c.Dispatch)
 	}
 	s := fmt.Sprintf("%s %d by %s final=%v err=%q out=%q", c.Outcome, c.Attempt, c.Executor, c.Final, c.Err, c.Output)
@@ -96,11 +98,11 @@ func (s *fakeStore) RecordEvents(_ context.Context, evs []store.AttemptEvent) ([
 	}
 	s.mu.Unlock()
 	for _, ev := range evs {
-		c := call{Kind: ev.Outcome, ID: ev.ID, Attempt: ev.Attempt, Executor: ev.Executor, At: ev.At,
-			Outcome: ev.Outcome, Final: ev.Final, Err: ev.Error, Output: ev.Output, RetryIn: ev.RetryIn,
+		c := call{Kind: string(ev.Type), ID: ev.ID, Attempt: ev.Attempt, Executor: ev.Executor, At: ev.At,
+			Outcome: ev.Outcome(), Final: ev.Final, Err: ev.Error, Output: ev.Output, RetryIn: ev.RetryIn,
 			Dispatch: ev.Dispatch, Started: ev.StartedAt != nil}
-		if ev.Outcome == "" {
-			c.Kind = "started"
+		if c.Outcome != "" {
+			c.Kind = string(c.Outcome)
 		}
 		_ = s.add(c)
 	}
@@ -173,7 +175,7 @@ func (e *env) publish(ev wire.Event) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.publishRaw(wire.EventSubjectPrefix+ev.Type, data, ev.MsgID())
+	e.publishRaw(ev.Subject(), data, ev.MsgID())
 }
 
 func (e *env) publishRaw(subject string, data []byte, id string) {
@@ -214,26 +216,26 @@ func TestRecordsEventsInOrder(t *testing.T) {
 
 	id := uuid.New()
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	ev := func(typ string, attempt int, final bool, errMsg, out string) wire.Event {
+	ev := func(typ domain.EventType, attempt int, final bool, errMsg, out string) wire.Event {
 		return wire.Event{Type: typ, ExecutionID: id.String(), Attempt: attempt, ExecutorID: "x1",
 			At: at.Add(time.Duration(attempt) * time.Second), ScheduledFor: at, Final: final, Error: errMsg, Output: out}
 	}
-	failed := ev(wire.EventFailed, 1, false, "boom", "partial")
+	failed := ev(domain.EventFailed, 1, false, "boom", "partial")
 	failed.RetryInMS = 1500
-	started2 := ev(wire.EventStarted, 2, false, "", "")
+	started2 := ev(domain.EventStarted, 2, false, "", "")
 	started2.Dispatch = 1
-	timedOut := ev(wire.EventFailed, 2, true, "boom again", "")
+	timedOut := ev(domain.EventFailed, 2, true, "boom again", "")
 	timedOut.TimedOut, timedOut.Dispatch = true, 1
-	deferred := ev(wire.EventDeferred, 3, false, "", "")
+	deferred := ev(domain.EventDeferred, 3, false, "", "")
 	deferred.RetryInMS, deferred.Dispatch, deferred.Handler = 250, 2, "custom-x"
-	beat := ev(wire.EventHeartbeat, 3, false, "", "")
+	beat := ev(domain.EventHeartbeat, 3, false, "", "")
 	beat.Seq, beat.Dispatch = 1, 3
-	succeeded := ev(wire.EventSucceeded, 3, false, "", "done")
+	succeeded := ev(domain.EventSucceeded, 3, false, "", "done")
 	succeeded.Dispatch = 3
-	cancelled := ev(wire.EventCancelled, 4, false, "cancelled by the API", "")
+	cancelled := ev(domain.EventCancelled, 4, false, "cancelled by the API", "")
 	cancelled.StartedAt = &at
 	events := []wire.Event{
-		ev(wire.EventStarted, 1, false, "", ""), failed, started2, timedOut, deferred, beat, succeeded, cancelled,
+		ev(domain.EventStarted, 1, false, "", ""), failed, started2, timedOut, deferred, beat, succeeded, cancelled,
 	}
 	for _, x := range events {
 		e.publish(x)
@@ -273,7 +275,7 @@ func TestRetriesFailedWrites(t *testing.T) {
 	e.run(r)
 
 	id := uuid.New()
-	e.publish(wire.Event{Type: wire.EventStarted, ExecutionID: id.String(), Attempt: 1, ExecutorID: "x1", At: time.Now()})
+	e.publish(wire.Event{Type: domain.EventStarted, ExecutionID: id.String(), Attempt: 1, ExecutorID: "x1", At: time.Now()})
 	if c := st.next(t); c.Kind != "started" || c.ID != id {
 		t.Errorf("call = %v", c)
 	}
@@ -284,7 +286,7 @@ func TestDropsEventsOfUnknownExecutions(t *testing.T) {
 	e := newEnv(t)
 	st := &notFoundStore{fakeStore: newFakeStore()}
 	e.run(New(e.js, st, quiet()))
-	gone := wire.Event{Type: wire.EventStarted, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: time.Now()}
+	gone := wire.Event{Type: domain.EventStarted, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: time.Now()}
 	e.publish(gone)
 	e.settled()
 	if n := st.calls.Load(); n != 1 {
@@ -315,7 +317,7 @@ func TestDropsBadEvents(t *testing.T) {
 	e.publishRaw(wire.EventSubjectPrefix+"started", []byte(`{"type":"started","execution_id":"not-a-uuid","attempt":1}`), "bad-2")
 	e.publishRaw(wire.EventSubjectPrefix+"started", []byte(`{"type":"started","execution_id":"`+uuid.NewString()+`","attempt":0}`), "bad-3")
 	e.publishRaw(wire.EventSubjectPrefix+"exploded", []byte(`{"type":"exploded","execution_id":"`+uuid.NewString()+`","attempt":1}`), "bad-4")
-	good := wire.Event{Type: wire.EventStarted, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: time.Now()}
+	good := wire.Event{Type: domain.EventStarted, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: time.Now()}
 	e.publish(good)
 	if c := st.next(t); c.ID.String() != good.ExecutionID {
 		t.Errorf("call = %v for %s, want the good event", c, c.ID)
@@ -354,8 +356,8 @@ func TestRecordsExecutorEvents(t *testing.T) {
 	id := uuid.New()
 	ex := wire.Execution{
 		ExecutionID: id.String(), JobID: uuid.NewString(), ScheduledFor: time.Now().UTC().Truncate(time.Millisecond),
-		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "flaky"},
-		Retry:   wire.RetryPolicy{MaxAttempts: 3, InitialBackoff: "10ms"},
+		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "flaky"},
+		Retry:   domain.RetryPolicy{MaxAttempts: 3, InitialBackoff: "10ms"},
 	}
 	data, _ := json.Marshal(ex)
 	pctx, pcancel := context.WithTimeout(context.Background(), waitFor)
@@ -376,7 +378,7 @@ func TestRecordsExecutorEvents(t *testing.T) {
 		t.Fatalf("first call %v, want the start of attempt 1", c)
 	}
 	c := st.next(t)
-	if c.Kind != store.ExecFailed || c.Attempt != 1 || c.Final || c.Err != "first try fails" || c.Dispatch != 0 || c.RetryIn < 0 {
+	if c.Kind != string(domain.OutcomeFailed) || c.Attempt != 1 || c.Final || c.Err != "first try fails" || c.Dispatch != 0 || c.RetryIn < 0 {
 		t.Fatalf("second call %v, want attempt 1's failure with a retry", c)
 	}
 	// tock re-publishes the execution from Postgres after the backoff: the
@@ -421,13 +423,13 @@ func counters(t *testing.T) []float64 {
 func TestCountsRetriesDeadLettersAndDeferrals(t *testing.T) {
 	before := counters(t)
 	for _, ev := range []store.AttemptEvent{
-		{Outcome: store.ExecFailed},
-		{Outcome: store.AttemptTimedOut},
-		{Outcome: store.ExecFailed, Final: true},
-		{Outcome: store.OutcomeDeferred},
-		{Outcome: store.ExecSucceeded, Final: true},
-		{Outcome: store.OutcomeHeartbeat},
-		{Outcome: store.AttemptCancelled},
+		{Type: domain.EventFailed},
+		{Type: domain.EventFailed, TimedOut: true},
+		{Type: domain.EventFailed, Final: true},
+		{Type: domain.EventDeferred},
+		{Type: domain.EventSucceeded, Final: true},
+		{Type: domain.EventHeartbeat},
+		{Type: domain.EventCancelled},
 	} {
 		count(ev)
 	}
@@ -465,7 +467,7 @@ func TestStartsOnceNATSIsBack(t *testing.T) {
 		return err == nil
 	})
 	id := uuid.New()
-	e.publish(wire.Event{Type: wire.EventStarted, ExecutionID: id.String(), Attempt: 1, ExecutorID: "x1",
+	e.publish(wire.Event{Type: domain.EventStarted, ExecutionID: id.String(), Attempt: 1, ExecutorID: "x1",
 		At: time.Now(), ScheduledFor: time.Now()})
 	if c := st.next(t); c.ID != id || c.Kind != "started" {
 		t.Errorf("recorded %v", c)
@@ -481,9 +483,9 @@ func TestRecordsEventBatches(t *testing.T) {
 	id := uuid.NewString()
 	now := time.Now().UTC()
 	evs := []wire.Event{
-		{Type: wire.EventStarted, ExecutionID: id, Attempt: 1, ExecutorID: "x1", At: now},
-		{Type: wire.EventStarted, ExecutionID: "not-a-uuid", Attempt: 1, ExecutorID: "x1", At: now},
-		{Type: wire.EventSucceeded, ExecutionID: id, Attempt: 1, ExecutorID: "x1", At: now, Output: "ok"},
+		{Type: domain.EventStarted, ExecutionID: id, Attempt: 1, ExecutorID: "x1", At: now},
+		{Type: domain.EventStarted, ExecutionID: "not-a-uuid", Attempt: 1, ExecutorID: "x1", At: now},
+		{Type: domain.EventSucceeded, ExecutionID: id, Attempt: 1, ExecutorID: "x1", At: now, Output: "ok"},
 	}
 	data, err := json.Marshal(evs)
 	if err != nil {
@@ -493,7 +495,7 @@ func TestRecordsEventBatches(t *testing.T) {
 	if c := st.next(t); c.ID.String() != id || c.Kind != "started" {
 		t.Fatalf("first call %v, want the start", c)
 	}
-	if c := st.next(t); c.ID.String() != id || c.Outcome != store.ExecSucceeded || c.Output != "ok" {
+	if c := st.next(t); c.ID.String() != id || c.Outcome != domain.OutcomeSucceeded || c.Output != "ok" {
 		t.Fatalf("second call %v, want the success", c)
 	}
 	e.settled()

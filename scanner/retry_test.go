@@ -1,6 +1,8 @@
 package scanner
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"io"
 	"log/slog"
@@ -13,11 +15,11 @@ import (
 
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/dispatcher"
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
+	"github.com/tock-sched/tock/wire"
 )
 
 // countingStore counts outbox reads.
@@ -70,8 +72,8 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 		scan.Acquire(b, 1)
 	}
 
-	j := &store.Job{Name: "flaky", Schedule: schedule.Spec{In: "1h"}, Priority: wire.PriorityLow,
-		Handler: wire.Handler{Type: wire.HandlerCustom, Name: "flaky"}}
+	j := &store.Job{Name: "flaky", Schedule: schedule.Spec{In: "1h"}, Priority: domain.PriorityLow,
+		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "flaky"}}
 	if err := st.CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := wire.ExecSubject("flaky", wire.PriorityLow)
+	subject := wire.ExecSubject("flaky", domain.PriorityLow)
 	stream, err := js.Stream(ctx, wire.ExecStream)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +105,7 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 	// Attempt 1 fails; the retry is due in 1.5 s.
 	at := time.Now()
 	res, err := st.RecordEvents(ctx, []store.AttemptEvent{
-		{ID: e.ID, Attempt: 1, Executor: "x", At: at, Outcome: store.ExecFailed, StartedAt: &at, RetryIn: 1500 * time.Millisecond},
+		{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventFailed, StartedAt: &at, RetryIn: 1500 * time.Millisecond},
 	})
 	if err != nil || res[0] != nil {
 		t.Fatalf("record failure: %v %v", err, res)
@@ -132,7 +134,7 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 	// Attempt 2 fails with a long backoff: nothing is published meanwhile.
 	at = time.Now()
 	if _, err := st.RecordEvents(ctx, []store.AttemptEvent{
-		{ID: e.ID, Attempt: 2, Executor: "x", At: at, Outcome: store.ExecFailed, StartedAt: &at, RetryIn: time.Hour,
+		{ID: e.ID, Attempt: 2, Executor: "x", At: at, Type: domain.EventFailed, StartedAt: &at, RetryIn: time.Hour,
 			Dispatch: 1},
 	}); err != nil {
 		t.Fatal(err)

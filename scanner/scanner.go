@@ -21,6 +21,8 @@
 package scanner
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"container/heap"
 	"context"
 	"errors"
@@ -569,7 +571,7 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 		s.log.Warn("load changed job", "job_id", id, "err", err)
 		return
 	}
-	if j.State != store.JobActive || j.NextRunAt == nil || j.NextRunAt.After(s.loaded) {
+	if j.State != domain.JobActive || j.NextRunAt == nil || j.NextRunAt.After(s.loaded) {
 		// Paused, completed, or beyond the look-ahead (a later scan loads
 		// it): forget any entry at an older time (the compare-and-set
 		// would skip it anyway).

@@ -4,6 +4,8 @@ package scanner
 // covered end to end in cmd/tockd.
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"io"
 	"log/slog"
@@ -71,7 +73,7 @@ func (f *fakeStore) DueAfter(_ context.Context, buckets []int, after, until time
 	}
 	var out []store.Due
 	for _, j := range f.jobs {
-		if in[j.Bucket] && j.State == store.JobActive && j.NextRunAt != nil && !j.NextRunAt.After(until) &&
+		if in[j.Bucket] && j.State == domain.JobActive && j.NextRunAt != nil && !j.NextRunAt.After(until) &&
 			(after.IsZero() || j.NextRunAt.After(after)) {
 			out = append(out, store.Due{ID: j.ID, Bucket: j.Bucket, NextRunAt: *j.NextRunAt,
 				Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone})
@@ -112,18 +114,18 @@ func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firi
 			continue
 		}
 		j := f.jobs[x.JobID]
-		if j == nil || j.State != store.JobActive || j.NextRunAt == nil || !j.NextRunAt.Equal(x.ScheduledFor) {
+		if j == nil || j.State != domain.JobActive || j.NextRunAt == nil || !j.NextRunAt.Equal(x.ScheduledFor) {
 			res.Skipped++
 			continue
 		}
 		j.NextRunAt = x.Next
 		if x.Next == nil {
-			j.State = store.JobCompleted
+			j.State = domain.JobCompleted
 		}
 		f.fired = append(f.fired, x)
 		f.firedAt = append(f.firedAt, time.Now())
 		res.Executions = append(res.Executions, &store.Execution{
-			ID: store.ExecutionID(j.ID, x.ScheduledFor), JobID: j.ID, Bucket: j.Bucket, ScheduledFor: x.ScheduledFor,
+			ID: domain.ExecutionID(j.ID, x.ScheduledFor), JobID: j.ID, Bucket: j.Bucket, ScheduledFor: x.ScheduledFor,
 		})
 	}
 	return res, nil
@@ -213,7 +215,7 @@ func newScanner(t *testing.T, st *fakeStore, cfg Config) (*Scanner, func()) {
 
 func cronJob(bucket int, next time.Time) *store.Job {
 	return &store.Job{
-		ID: uuid.New(), Bucket: bucket, State: store.JobActive, NextRunAt: &next,
+		ID: uuid.New(), Bucket: bucket, State: domain.JobActive, NextRunAt: &next,
 		Schedule: schedule.Spec{Cron: "* * * * * *"},
 	}
 }

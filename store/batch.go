@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"cmp"
 	"context"
 	"errors"
@@ -159,7 +161,7 @@ func (s *Store) CreateJobBatch(ctx context.Context, jobs []*Job) ([]error, error
 func notifyBatch(ctx context.Context, tx pgx.Tx, jobs []*Job, horizon time.Time) error {
 	var payloads []string
 	for _, j := range jobs {
-		if j.State != JobActive || j.NextRunAt == nil || j.NextRunAt.After(horizon) {
+		if j.State != domain.JobActive || j.NextRunAt == nil || j.NextRunAt.After(horizon) {
 			continue
 		}
 		if len(payloads) == notifyEach {

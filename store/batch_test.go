@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +29,7 @@ func TestCreateJobBatch(t *testing.T) {
 		testJob("b-5", &next),
 		testJob("b-6", &next), // a stored job's id
 	}
-	jobs[2].Namespace, jobs[2].State = "team", JobPaused
+	jobs[2].Namespace, jobs[2].State = "team", domain.JobPaused
 	jobs[6].ID = taken.ID
 	before := time.Now().Add(-time.Second)
 	errs, err := s.CreateJobBatch(ctx, jobs)
@@ -173,7 +175,7 @@ func TestCreateJobBatchNotifies(t *testing.T) {
 
 	batch("later", 3, &later)
 	paused := testJob("paused", &soon)
-	paused.State = JobPaused
+	paused.State = domain.JobPaused
 	if errs, err := s.CreateJobBatch(ctx, []*Job{paused}); err != nil || errs[0] != nil {
 		t.Fatal(err, errs)
 	}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"fmt"
 	"sync"
@@ -68,8 +70,8 @@ func BenchmarkRecordEvents(b *testing.B) {
 			b.Fatalf("fire: %d executions, %v", len(res.Executions), err)
 		}
 		for i, e := range res.Executions {
-			starts[i] = AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at}
-			ends[i] = AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at, Outcome: ExecSucceeded, Output: "ok"}
+			starts[i] = AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: at}
+			ends[i] = AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventSucceeded, Output: "ok"}
 		}
 		at = next
 		b.StartTimer()

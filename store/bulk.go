@@ -154,7 +154,7 @@ func insertJobs(ctx context.Context, tx pgx.Tx, jobs []*Job, created time.Time) 
 			payloads[i] = j.Payload
 		}
 		ids[i], specs[i], buckets[i] = pgUUID(j.ID), pgUUID(*j.SpecID), int32(j.Bucket)
-		namespaces[i], names[i], states[i], pri[i] = j.Namespace, j.Name, j.State, j.Priority
+		namespaces[i], names[i], states[i], pri[i] = j.Namespace, j.Name, string(j.State), string(j.Priority)
 		next[i], last[i], timeouts[i] = j.NextRunAt, j.LastRunAt, j.Timeout.Milliseconds()
 	}
 	_, err := tx.Exec(ctx, `

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/tock-sched/tock/partition"
 )
 
 func TestBulkCreateJobs(t *testing.T) {
@@ -22,7 +22,7 @@ func TestBulkCreateJobs(t *testing.T) {
 
 	a := testJob("bulk-a", &next)
 	b := testJob("bulk-b", nil)
-	b.Namespace, b.ID, b.State, b.Payload = "team", given, JobPaused, nil
+	b.Namespace, b.ID, b.State, b.Payload = "team", given, domain.JobPaused, nil
 	c := testJob("bulk-c", &next)
 	c.Schedule.Cron, c.Timeout = "0 * * * * *", 0
 	before := time.Now().Add(-time.Second)
@@ -30,15 +30,15 @@ func TestBulkCreateJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if a.Namespace != "default" || a.State != JobActive || a.ID.Version() != 7 {
+	if a.Namespace != "default" || a.State != domain.JobActive || a.ID.Version() != 7 {
 		t.Errorf("a: namespace %q, state %q, id version %d; want default, active, 7", a.Namespace, a.State, a.ID.Version())
 	}
-	if b.ID != given || b.Namespace != "team" || b.State != JobPaused {
+	if b.ID != given || b.Namespace != "team" || b.State != domain.JobPaused {
 		t.Errorf("b: id %s, namespace %q, state %q; want the given %s, team, paused", b.ID, b.Namespace, b.State, given)
 	}
 	for _, j := range []*Job{a, b, c} {
-		if j.Bucket != partition.BucketOf(j.ID, testBuckets) {
-			t.Errorf("%s: bucket %d, want %d", j.Name, j.Bucket, partition.BucketOf(j.ID, testBuckets))
+		if j.Bucket != domain.BucketOf(j.ID, testBuckets) {
+			t.Errorf("%s: bucket %d, want %d", j.Name, j.Bucket, domain.BucketOf(j.ID, testBuckets))
 		}
 		if j.CreatedAt.Before(before) || !j.UpdatedAt.Equal(j.CreatedAt) || j.CreatedAt.Location() != time.UTC {
 			t.Errorf("%s: created %v, updated %v", j.Name, j.CreatedAt, j.UpdatedAt)

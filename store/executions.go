@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"bytes"
 	"cmp"
 	"context"
@@ -14,9 +16,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/tock-sched/tock/executor/wire"
-	"github.com/tock-sched/tock/partition"
 )
 
 // execColumns are the columns scanExecution reads, in its order.
@@ -57,7 +56,7 @@ type ExecFilter struct {
 	// JobID limits the list to one job's executions.
 	JobID *uuid.UUID
 	// State limits the list to executions in this state; "" lists all.
-	State string
+	State domain.ExecState
 	// Limit is the page size: 50 when 0, at most 500.
 	Limit int
 	// Cursor continues a listing where the page that returned it ended;
@@ -74,12 +73,12 @@ type ExecFilter struct {
 // Executions are unique per (job, scheduled time), so when at is taken
 // (by another execution, or by the job's next scheduled run, which would
 // otherwise be lost) the execution moves 1 ms later until a time is
-// free. Its id is ExecutionID(job, that time).
+// free. Its id is domain.ExecutionID(job, that time).
 func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Execution, error) {
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: run job %s: %w", jobID, err)
 	}
-	bucket := partition.BucketOf(jobID, s.buckets)
+	bucket := domain.BucketOf(jobID, s.buckets)
 	var e *Execution
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// FOR SHARE: the job's next_run_at cannot move while we avoid it.
@@ -103,7 +102,7 @@ func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Exe
 				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`, $6, $12)
 				ON CONFLICT DO NOTHING
 				RETURNING `+execColumns,
-				ExecutionID(jobID, t), jobID, bucket, j.Namespace, j.Name, t,
+				domain.ExecutionID(jobID, t), jobID, bucket, j.Namespace, j.Name, t,
 				inline(j, j.Handler), inline(j, nullJSON(j.Payload)), inline(j, j.Retry), inline(j, j.Timeout.Milliseconds()),
 				j.Priority, j.SpecID)
 			e, err = scanExecution(row)
@@ -226,10 +225,10 @@ func (s *Store) MarkDispatched(ctx context.Context, ds []Dispatched, at time.Tim
 		group := ds[:n]
 		ds = ds[n:]
 		ids := make([]uuid.UUID, len(group))
-		lo, hi := ExecutionTime(group[0].ID), ExecutionTime(group[0].ID)
+		lo, hi := domain.ExecutionTime(group[0].ID), domain.ExecutionTime(group[0].ID)
 		for i, d := range group {
 			ids[i] = d.ID
-			t := ExecutionTime(d.ID)
+			t := domain.ExecutionTime(d.ID)
 			lo, hi = minTime(lo, t), maxTime(hi, t)
 		}
 		b.Queue(markDispatchedSQL, ids, lo, hi, group[0].Dispatch, msOrNil(at))
@@ -262,13 +261,13 @@ func maxTime(a, b time.Time) time.Time {
 // Stopping a running attempt is the caller's business
 // (wire.CancelExecution).
 func (s *Store) CancelExecution(ctx context.Context, id uuid.UUID) (*Execution, error) {
-	e, err := s.changeExecution(ctx, id, func(state string) (string, error) {
+	e, err := s.changeExecution(ctx, id, func(state domain.ExecState) (string, error) {
 		switch state {
-		case ExecQueued, ExecRunning, ExecFailed:
+		case domain.ExecQueued, domain.ExecRunning, domain.ExecFailed:
 			return `UPDATE executions SET state = 'cancelled', finished_at = ` + nowMS + `,
 				dispatched_at = COALESCE(dispatched_at, ` + nowMS + `), next_attempt_at = NULL, error = 'cancelled'
 				WHERE id = $1 AND scheduled_for = $2 RETURNING ` + execColumns, nil
-		case ExecCancelled:
+		case domain.ExecCancelled:
 			return "", nil
 		}
 		return "", fmt.Errorf("%w: it is %s", ErrFinished, state)
@@ -286,8 +285,8 @@ func (s *Store) CancelExecution(ctx context.Context, id uuid.UUID) (*Execution, 
 // bucket's scanner), as its next dispatch. An execution that is not dead
 // fails with ErrNotDead, an unknown one with ErrNotFound.
 func (s *Store) RedriveExecution(ctx context.Context, id uuid.UUID) (*Execution, error) {
-	e, err := s.changeExecution(ctx, id, func(state string) (string, error) {
-		if state != ExecDead {
+	e, err := s.changeExecution(ctx, id, func(state domain.ExecState) (string, error) {
+		if state != domain.ExecDead {
 			return "", fmt.Errorf("%w: it is %s", ErrNotDead, state)
 		}
 		return `UPDATE executions SET state = 'queued', series_base = attempts, next_attempt_at = ` + nowMS + `,
@@ -305,11 +304,11 @@ func (s *Store) RedriveExecution(ctx context.Context, id uuid.UUID) (*Execution,
 // runs it and returns the execution as it is then. A changed execution
 // still waiting for dispatch is announced on ExecChannel, so that its
 // bucket's scanner reads the outbox at once.
-func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(state string) (string, error)) (*Execution, error) {
-	sched := ExecutionTime(id)
+func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(state domain.ExecState) (string, error)) (*Execution, error) {
+	sched := domain.ExecutionTime(id)
 	var e *Execution
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var state string
+		var state domain.ExecState
 		err := tx.QueryRow(ctx, "SELECT state FROM executions WHERE id = $1 AND scheduled_for = $2 FOR UPDATE",
 			id, sched).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -326,7 +325,7 @@ func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(s
 			sql = "SELECT " + execColumns + " FROM executions WHERE id = $1 AND scheduled_for = $2"
 		}
 		e, err = scanExecution(tx.QueryRow(ctx, sql, id, sched))
-		if err != nil || e.DispatchedAt != nil || (e.State != ExecQueued && e.State != ExecFailed) {
+		if err != nil || e.DispatchedAt != nil || (e.State != domain.ExecQueued && e.State != domain.ExecFailed) {
 			return err
 		}
 		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", ExecChannel, strconv.Itoa(e.Bucket))
@@ -339,7 +338,7 @@ func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(s
 // number), or fails with ErrNotFound. It reads one day's partitions,
 // found from the id.
 func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, error) {
-	sched := ExecutionTime(id)
+	sched := domain.ExecutionTime(id)
 	e, err := scanExecution(s.pool.QueryRow(ctx, "SELECT "+execRead+
 		" FROM executions WHERE id = $1 AND scheduled_for = $2", id, sched))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -386,7 +385,7 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, err
 			return nil, fmt.Errorf("store: get execution %s: attempt: %w", id, err)
 		}
 		if err == nil && outcome != nil {
-			a.Number, a.Outcome, a.Error, a.Output = 1, *outcome, errText, outp
+			a.Number, a.Outcome, a.Error, a.Output = 1, domain.Outcome(*outcome), errText, outp
 			if started != nil {
 				a.StartedAt = started.UTC()
 			}
@@ -420,22 +419,22 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecFilter) ([]*Execution,
 		where = append(where, "job_id = "+arg(*f.JobID))
 	}
 	if f.State != "" {
-		if !slices.Contains(execStates, f.State) {
+		if !slices.Contains(domain.ExecStates, f.State) {
 			return nil, "", fmt.Errorf("store: list executions: unknown state %q", f.State)
 		}
 		// A literal, not a parameter: the planner can use the partial
 		// executions_state index only for a state it can see.
-		where = append(where, "state = '"+f.State+"'")
+		where = append(where, "state = '"+string(f.State)+"'")
 	}
 	// Succeeded executions are most of them and not in the state index:
 	// walk the primary key as an unfiltered listing does.
-	filtered := f.JobID != nil || (f.State != "" && f.State != ExecSucceeded)
+	filtered := f.JobID != nil || (f.State != "" && f.State != domain.ExecSucceeded)
 	if f.Cursor != "" {
 		var c uuid.UUID
 		if err := decodeCursor(f.Cursor, &c); err != nil {
 			return nil, "", fmt.Errorf("store: list executions: %w", err)
 		}
-		t, id := arg(ExecutionTime(c)), arg(c)
+		t, id := arg(domain.ExecutionTime(c)), arg(c)
 		if filtered {
 			where = append(where, "scheduled_for <= "+t, "(scheduled_for, id) < ("+t+", "+id+")")
 		} else {
@@ -475,7 +474,7 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 		e         Execution
 		timeoutMS *int64
 		payload   []byte
-		retry     *wire.RetryPolicy
+		retry     *domain.RetryPolicy
 	)
 	err := row.Scan(&e.ID, &e.JobID, &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
 		&e.State, &e.Attempts, &e.Handler, &payload, &retry, &timeoutMS, &e.DispatchedAt,
@@ -501,11 +500,11 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 
 // cleanText makes an executor's error or output storable: text columns
 // take neither NUL bytes nor invalid UTF-8. It is cut to
-// wire.MaxOutputBytes.
+// domain.MaxOutputBytes.
 func cleanText(s string) string {
 	s = strings.ReplaceAll(s, "\x00", "")
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	return wire.Truncate(s)
+	return domain.Truncate(s)
 }
 
 // msOrNil is t at millisecond precision, or SQL NULL for the zero time.

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"fmt"
 	"slices"
@@ -191,7 +193,7 @@ func fireBucketSQL(b int) string {
 // Exactly once: in the other buckets each firing advances its job's
 // next_run_at to Next (completing the job when Next is nil) only if the
 // job is still active with next_run_at equal to ScheduledFor, and inserts
-// the execution ExecutionID(job, ScheduledFor) with a snapshot of the
+// the execution domain.ExecutionID(job, ScheduledFor) with a snapshot of the
 // job's priority and a reference to its spec (handler, payload, retry
 // policy, timeout: job_specs), not a copy. An
 // execution that exists already is not inserted again. Firings that did
@@ -282,7 +284,7 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 			}
 			at := ms(f.ScheduledFor)
 			g.ids, g.bs, g.scheds = append(g.ids, f.JobID), append(g.bs, f.Bucket), append(g.scheds, at)
-			g.nexts, g.execIDs = append(g.nexts, msPtr(f.Next)), append(g.execIDs, ExecutionID(f.JobID, at))
+			g.nexts, g.execIDs = append(g.nexts, msPtr(f.Next)), append(g.execIDs, domain.ExecutionID(f.JobID, at))
 		}
 		batch := &pgx.Batch{}
 		for _, set := range keyedPlanSettings {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"testing"
 	"time"
@@ -112,7 +114,7 @@ func TestEventRecordsWhenItsMessageWasPublished(t *testing.T) {
 	e := fired(t, s)
 	published := dbNow(t, s).Add(-3 * time.Second).Truncate(time.Millisecond)
 	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: published.Add(time.Second),
-		Outcome: ExecSucceeded, PublishedAt: &published})
+		Type: domain.EventSucceeded, PublishedAt: &published})
 	if got := get(t, s, e.ID); got.DispatchedAt == nil || !got.DispatchedAt.Equal(published) {
 		t.Fatalf("dispatched_at %v, want the message's publish time %v", got.DispatchedAt, published)
 	}

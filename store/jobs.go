@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,9 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/tock-sched/tock/executor/wire"
-	"github.com/tock-sched/tock/partition"
 )
 
 // ErrBadCursor: a list cursor that this store did not hand out.
@@ -39,7 +38,7 @@ type JobFilter struct {
 	// Namespace limits the list to one namespace; "" lists all.
 	Namespace string
 	// State limits the list to jobs in this state; "" lists all.
-	State string
+	State domain.JobState
 	// NamePrefix limits the list to names starting with it.
 	NamePrefix string
 	// Limit is the page size: 50 when 0, at most 500.
@@ -104,7 +103,7 @@ func (s *Store) createOne(ctx context.Context, j *Job) error {
 		err = ErrConflict
 	case err == nil:
 		j.CreatedAt, j.UpdatedAt = j.CreatedAt.UTC(), j.UpdatedAt.UTC()
-		if j.State == JobActive && j.NextRunAt != nil && j.NextRunAt.Before(j.CreatedAt.Add(notifyHorizon)) {
+		if j.State == domain.JobActive && j.NextRunAt != nil && j.NextRunAt.Before(j.CreatedAt.Add(notifyHorizon)) {
 			s.notifyCommitted(ctx, j.Bucket, j.ID)
 		}
 		return nil
@@ -140,7 +139,7 @@ func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*Job, error) {
 		return nil, fmt.Errorf("store: get job %s: %w", id, err)
 	}
 	row := s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM jobs WHERE bucket = $1 AND id = $2",
-		partition.BucketOf(id, s.buckets), id)
+		domain.BucketOf(id, s.buckets), id)
 	j, err := scanJob(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound
@@ -221,10 +220,10 @@ func (s *Store) prepare(j *Job) error {
 		return errors.New("empty name")
 	}
 	if j.Priority == "" {
-		j.Priority = wire.PriorityNormal
+		j.Priority = domain.PriorityNormal
 	}
-	if !wire.ValidPriority(j.Priority) {
-		return fmt.Errorf("priority %q is not one of %v", j.Priority, wire.Priorities)
+	if !j.Priority.Valid() {
+		return fmt.Errorf("priority %q is not one of %v", j.Priority, domain.Priorities)
 	}
 	if j.ID == uuid.Nil {
 		id, err := uuid.NewV7()
@@ -237,9 +236,9 @@ func (s *Store) prepare(j *Job) error {
 		j.Namespace = "default"
 	}
 	if j.State == "" {
-		j.State = JobActive
+		j.State = domain.JobActive
 	}
-	j.Bucket = partition.BucketOf(j.ID, s.buckets)
+	j.Bucket = domain.BucketOf(j.ID, s.buckets)
 	j.NextRunAt, j.LastRunAt = msPtr(j.NextRunAt), msPtr(j.LastRunAt)
 	return nil
 }
@@ -257,10 +256,10 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: update job %s: %w", j.ID, err)
 	}
-	if j.Priority != "" && !wire.ValidPriority(j.Priority) {
-		return fmt.Errorf("store: update job %s: priority %q is not one of %v", j.ID, j.Priority, wire.Priorities)
+	if j.Priority != "" && !j.Priority.Valid() {
+		return fmt.Errorf("store: update job %s: priority %q is not one of %v", j.ID, j.Priority, domain.Priorities)
 	}
-	bucket := partition.BucketOf(j.ID, s.buckets)
+	bucket := domain.BucketOf(j.ID, s.buckets)
 	var got *Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := writeSpecs(ctx, tx, []*Job{j}); err != nil {
@@ -304,7 +303,7 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: delete job %s: %w", id, err)
 	}
-	bucket := partition.BucketOf(id, s.buckets)
+	bucket := domain.BucketOf(id, s.buckets)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, "DELETE FROM jobs WHERE bucket = $1 AND id = $2", bucket, id)
 		if err != nil {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -14,8 +16,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
-
-	"github.com/tock-sched/tock/executor/wire"
 )
 
 // Tests of an execution's life after it fires: retries and deferrals
@@ -140,7 +140,7 @@ func TestMigrationDownAndUp(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	e := fired(t, s)
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: baseTime(), Outcome: AttemptTimedOut, Final: true})
+	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed, TimedOut: true, Final: true})
 
 	fsys, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
@@ -172,8 +172,8 @@ func TestMigrationDownAndUp(t *testing.T) {
 		t.Fatalf("up again: %v", err)
 	}
 	got := get(t, s, e.ID)
-	if got.State != ExecDead || got.Priority != wire.PriorityNormal || got.Dispatches != 0 ||
-		len(got.AttemptList) != 1 || got.AttemptList[0].Outcome != AttemptTimedOut {
+	if got.State != domain.ExecDead || got.Priority != domain.PriorityNormal || got.Dispatches != 0 ||
+		len(got.AttemptList) != 1 || got.AttemptList[0].Outcome != domain.OutcomeTimedOut {
 		t.Fatalf("after down and up: %+v", got)
 	}
 	if n := count(t, s, "SELECT count(*) FROM attempts"); n != 0 {
@@ -188,9 +188,9 @@ func TestJobPriority(t *testing.T) {
 	at := baseTime()
 	plain := mustCreate(t, s, testJob("plain", &at))
 	urgent := testJob("urgent", &at)
-	urgent.Priority = wire.PriorityHigh
+	urgent.Priority = domain.PriorityHigh
 	mustCreate(t, s, urgent)
-	if plain.Priority != wire.PriorityNormal {
+	if plain.Priority != domain.PriorityNormal {
 		t.Fatalf("default priority %q, want normal", plain.Priority)
 	}
 	bad := testJob("bad", nil)
@@ -198,17 +198,17 @@ func TestJobPriority(t *testing.T) {
 	if err := s.CreateJob(ctx, bad); err == nil || !strings.Contains(err.Error(), `priority "urgent"`) {
 		t.Fatalf("create with priority urgent: %v", err)
 	}
-	if got, _ := s.GetJob(ctx, urgent.ID); got.Priority != wire.PriorityHigh {
+	if got, _ := s.GetJob(ctx, urgent.ID); got.Priority != domain.PriorityHigh {
 		t.Fatalf("stored priority %q, want high", got.Priority)
 	}
 
 	got, _ := s.GetJob(ctx, plain.ID)
-	got.Priority = wire.PriorityLow
-	if err := s.UpdateJob(ctx, got); err != nil || got.Priority != wire.PriorityLow {
+	got.Priority = domain.PriorityLow
+	if err := s.UpdateJob(ctx, got); err != nil || got.Priority != domain.PriorityLow {
 		t.Fatalf("update to low: %v, %q", err, got.Priority)
 	}
 	got.Priority = "" // keeps the stored one
-	if err := s.UpdateJob(ctx, got); err != nil || got.Priority != wire.PriorityLow {
+	if err := s.UpdateJob(ctx, got); err != nil || got.Priority != domain.PriorityLow {
 		t.Fatalf("update without priority: %v, %q", err, got.Priority)
 	}
 	got.Priority = "urgent"
@@ -217,7 +217,7 @@ func TestJobPriority(t *testing.T) {
 	}
 
 	bulk := []*Job{testJob("bulk-a", nil), testJob("bulk-b", nil)}
-	bulk[1].Priority = wire.PriorityHigh
+	bulk[1].Priority = domain.PriorityHigh
 	if err := s.CreateJobs(ctx, bulk); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestJobPriority(t *testing.T) {
 	}
 	var seen []string
 	for _, j := range list {
-		seen = append(seen, j.Name+"="+j.Priority)
+		seen = append(seen, j.Name+"="+string(j.Priority))
 	}
 	if want := "bulk-a=normal bulk-b=high plain=low urgent=high"; strings.Join(seen, " ") != want {
 		t.Fatalf("listed %v, want %s", seen, want)
@@ -242,38 +242,28 @@ func TestJobPriority(t *testing.T) {
 		t.Fatalf("fire: %+v %v", res, err)
 	}
 	for _, e := range res.Executions {
-		want := map[uuid.UUID]string{urgent.ID: wire.PriorityHigh, plain.ID: wire.PriorityLow}[e.JobID]
+		want := map[uuid.UUID]domain.Priority{urgent.ID: domain.PriorityHigh, plain.ID: domain.PriorityLow}[e.JobID]
 		if e.Priority != want || get(t, s, e.ID).Priority != want {
 			t.Fatalf("execution of %s has priority %q, want %q", e.JobName, e.Priority, want)
 		}
 	}
 	manual, err := s.RunNow(ctx, urgent.ID, at.Add(time.Hour))
-	if err != nil || manual.Priority != wire.PriorityHigh {
+	if err != nil || manual.Priority != domain.PriorityHigh {
 		t.Fatalf("run now: %v, priority %q", err, manual.Priority)
 	}
 }
 
-func TestWireExecutionAndDueAt(t *testing.T) {
+func TestDueAt(t *testing.T) {
 	t.Parallel()
 	sched := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 	next := sched.Add(time.Minute)
-	e := &Execution{ID: uuid.New(), JobID: uuid.New(), ScheduledFor: sched, Priority: wire.PriorityHigh,
-		Attempts: 5, SeriesBase: 3, Dispatches: 4, Retry: wire.RetryPolicy{MaxAttempts: 3}}
+	e := &Execution{ID: uuid.New(), JobID: uuid.New(), ScheduledFor: sched}
 	if !e.DueAt().Equal(sched) {
 		t.Fatalf("DueAt = %v without a next attempt, want the scheduled time", e.DueAt())
 	}
 	e.NextAttemptAt = &next
 	if !e.DueAt().Equal(next) {
 		t.Fatalf("DueAt = %v, want the next attempt's time", e.DueAt())
-	}
-	w := e.WireExecution()
-	if w.Priority != wire.PriorityHigh || w.AttemptBase != 5 || w.SeriesBase != 3 || w.Dispatch != 4 ||
-		w.ExecutionID != e.ID.String() || !w.ScheduledFor.Equal(sched) {
-		t.Fatalf("wire execution %+v", w)
-	}
-	// The next delivery is attempt 6, the last of its series of three.
-	if a := w.Attempt(1); a != 6 || !w.LastAttempt(a) {
-		t.Fatalf("next attempt %d (last %v), want 6, the last", a, w.LastAttempt(a))
 	}
 }
 
@@ -288,30 +278,30 @@ func TestOnlyNewerAttemptsTakeExecutionOutOfOutbox(t *testing.T) {
 	if !inOutbox(t, s, e, far) {
 		t.Fatal("a fired execution is not in the outbox")
 	}
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
+	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
 	if got := get(t, s, e.ID); got.DispatchedAt == nil || inOutbox(t, s, e, far) {
 		t.Fatalf("a start did not take the execution out of the outbox: %+v", got)
 	}
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Outcome: ExecFailed,
+	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Type: domain.EventFailed,
 		Error: "503", RetryIn: time.Minute})
 	got := get(t, s, e.ID)
-	if got.State != ExecFailed || got.DispatchedAt != nil || got.Dispatches != 1 || !inOutbox(t, s, e, far) {
+	if got.State != domain.ExecFailed || got.DispatchedAt != nil || got.Dispatches != 1 || !inOutbox(t, s, e, far) {
 		t.Fatalf("a failure did not put the execution back in the outbox: %+v", got)
 	}
 	// Late or repeated events of attempt 1.
 	record(t, s,
-		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(500 * time.Millisecond), Outcome: OutcomeHeartbeat},
-		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0},
-		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Outcome: ExecFailed, Error: "503",
+		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(500 * time.Millisecond), Type: domain.EventHeartbeat},
+		AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0},
+		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Type: domain.EventFailed, Error: "503",
 			RetryIn: time.Minute},
 	)
 	got = get(t, s, e.ID)
-	if got.State != ExecFailed || got.DispatchedAt != nil || got.Dispatches != 1 || !inOutbox(t, s, e, far) {
+	if got.State != domain.ExecFailed || got.DispatchedAt != nil || got.Dispatches != 1 || !inOutbox(t, s, e, far) {
 		t.Fatalf("old events touched the waiting retry: %+v", got)
 	}
 	// Attempt 2 (the retry) starts: out of the outbox, even unmarked.
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Minute), Dispatch: 1})
-	if got := get(t, s, e.ID); got.State != ExecRunning || got.DispatchedAt == nil || got.NextAttemptAt != nil ||
+	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Minute), Dispatch: 1})
+	if got := get(t, s, e.ID); got.State != domain.ExecRunning || got.DispatchedAt == nil || got.NextAttemptAt != nil ||
 		inOutbox(t, s, e, far) {
 		t.Fatalf("the retry's start: %+v", got)
 	}
@@ -326,10 +316,10 @@ func TestLostAttempts(t *testing.T) {
 
 	t.Run("unfinished attempt", func(t *testing.T) {
 		e := fired(t, s)
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(30 * time.Second)})
+		record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
+		record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(30 * time.Second)})
 		got := get(t, s, e.ID)
-		if attemptText(got) != "1:lost 2:" || got.State != ExecRunning || got.Attempts != 2 || got.ExecutorID != "x2" {
+		if attemptText(got) != "1:lost 2:" || got.State != domain.ExecRunning || got.Attempts != 2 || got.ExecutorID != "x2" {
 			t.Fatalf("after attempt 2 started: %s, %+v", attemptText(got), got)
 		}
 		a := got.AttemptList[0]
@@ -340,9 +330,9 @@ func TestLostAttempts(t *testing.T) {
 		// Its own late report, if it ever comes, replaces the inference,
 		// and changes nothing else.
 		record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(40 * time.Second),
-			Outcome: ExecFailed, Error: "late"})
+			Type: domain.EventFailed, Error: "late"})
 		got = get(t, s, e.ID)
-		if attemptText(got) != "1:failed 2:" || got.AttemptList[0].Error != "late" || got.State != ExecRunning ||
+		if attemptText(got) != "1:failed 2:" || got.AttemptList[0].Error != "late" || got.State != domain.ExecRunning ||
 			got.Dispatches != 0 {
 			t.Fatalf("after attempt 1's late failure: %s, %+v", attemptText(got), got)
 		}
@@ -351,10 +341,10 @@ func TestLostAttempts(t *testing.T) {
 	t.Run("deliveries that never reported", func(t *testing.T) {
 		e := fired(t, s)
 		end := t0.Add(time.Minute)
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 3, Executor: "x3", At: end, Outcome: ExecSucceeded,
+		record(t, s, AttemptEvent{ID: e.ID, Attempt: 3, Executor: "x3", At: end, Type: domain.EventSucceeded,
 			StartedAt: &t0})
 		got := get(t, s, e.ID)
-		if attemptText(got) != "1:lost 2:lost 3:succeeded" || got.State != ExecSucceeded || got.Attempts != 3 {
+		if attemptText(got) != "1:lost 2:lost 3:succeeded" || got.State != domain.ExecSucceeded || got.Attempts != 3 {
 			t.Fatalf("%s, %+v", attemptText(got), got)
 		}
 		for _, a := range got.AttemptList[:2] {
@@ -367,9 +357,9 @@ func TestLostAttempts(t *testing.T) {
 	t.Run("finished attempts stay", func(t *testing.T) {
 		e := fired(t, s)
 		record(t, s,
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Outcome: ExecFailed, StartedAt: &t0},
-			AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Second), Dispatch: 1},
-			AttemptEvent{ID: e.ID, Attempt: 3, Executor: "x3", At: t0.Add(2 * time.Second), Dispatch: 1},
+			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, StartedAt: &t0},
+			AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Second), Dispatch: 1},
+			AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 3, Executor: "x3", At: t0.Add(2 * time.Second), Dispatch: 1},
 		)
 		if got := get(t, s, e.ID); attemptText(got) != "1:failed 2:lost 3:" {
 			t.Fatalf("attempts %s", attemptText(got))
@@ -383,12 +373,12 @@ func TestHeartbeats(t *testing.T) {
 	e := fired(t, s)
 	t0 := baseTime()
 	beat := func(at time.Time) AttemptEvent {
-		return AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: at, Outcome: OutcomeHeartbeat}
+		return AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: at, Type: domain.EventHeartbeat}
 	}
 	// A heartbeat whose attempt's start was not recorded (yet) starts it.
 	record(t, s, beat(t0.Add(10*time.Second)))
 	got := get(t, s, e.ID)
-	if got.State != ExecRunning || got.Attempts != 1 || got.DispatchedAt == nil || got.ExecutorID != "x1" ||
+	if got.State != domain.ExecRunning || got.Attempts != 1 || got.DispatchedAt == nil || got.ExecutorID != "x1" ||
 		len(got.AttemptList) != 1 {
 		t.Fatalf("after the first heartbeat: %+v", got)
 	}
@@ -397,16 +387,16 @@ func TestHeartbeats(t *testing.T) {
 		t.Fatalf("attempt after the first heartbeat: %+v", a)
 	}
 	// Heartbeats only move forward; the start fills in the start time.
-	record(t, s, beat(t0.Add(5*time.Second)), AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0},
+	record(t, s, beat(t0.Add(5*time.Second)), AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0},
 		beat(t0.Add(20*time.Second)))
 	a = get(t, s, e.ID).AttemptList[0]
 	if !a.HeartbeatAt.Equal(t0.Add(20*time.Second)) || !a.StartedAt.Equal(t0) {
 		t.Fatalf("attempt after more heartbeats: %+v", a)
 	}
 	// A heartbeat that arrives after the end changes no state.
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(25 * time.Second), Outcome: ExecSucceeded},
+	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(25 * time.Second), Type: domain.EventSucceeded},
 		beat(t0.Add(24*time.Second)))
-	if got := get(t, s, e.ID); got.State != ExecSucceeded || got.AttemptList[0].Outcome != ExecSucceeded {
+	if got := get(t, s, e.ID); got.State != domain.ExecSucceeded || got.AttemptList[0].Outcome != domain.OutcomeSucceeded {
 		t.Fatalf("after the end: %+v", got)
 	}
 }
@@ -417,46 +407,47 @@ func TestFailureRequeuesFromPostgres(t *testing.T) {
 	notes := listenExec(t, s)
 	t0 := baseTime()
 
-	for _, outcome := range []string{ExecFailed, AttemptTimedOut} {
-		t.Run(outcome, func(t *testing.T) {
+	for _, outcome := range []domain.Outcome{domain.OutcomeFailed, domain.OutcomeTimedOut} {
+		t.Run(string(outcome), func(t *testing.T) {
 			e := fired(t, s)
-			record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
+			record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
 			before := dbNow(t, s)
-			record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Outcome: outcome,
-				Error: "HTTP 503", Output: "busy", RetryIn: 10 * time.Minute})
+			record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Type: domain.EventFailed,
+				TimedOut: outcome == domain.OutcomeTimedOut, Error: "HTTP 503", Output: "busy", RetryIn: 10 * time.Minute})
 			after := dbNow(t, s)
 			expectNotify(t, notes, e.Bucket)
 			got := get(t, s, e.ID)
-			if got.State != ExecFailed || got.DispatchedAt != nil || got.Dispatches != 1 || got.FinishedAt != nil ||
+			if got.State != domain.ExecFailed || got.DispatchedAt != nil || got.Dispatches != 1 || got.FinishedAt != nil ||
 				got.Error != "HTTP 503" || got.Output != "busy" || got.Attempts != 1 {
 				t.Fatalf("re-queued execution %+v", got)
 			}
 			within(t, "next_attempt_at", got.NextAttemptAt, before.Add(10*time.Minute), after.Add(10*time.Minute))
-			if attemptText(got) != "1:"+outcome {
+			if attemptText(got) != "1:"+string(outcome) {
 				t.Fatalf("attempts %s", attemptText(got))
 			}
 			// Due in ten minutes: not read before.
 			if inOutbox(t, s, e, after.Add(9*time.Minute)) || !inOutbox(t, s, e, after.Add(11*time.Minute)) {
 				t.Fatal("the retry is not in the outbox at its due time only")
 			}
-			w := got.WireExecution()
-			if w.AttemptBase != 1 || w.Dispatch != 1 || w.Attempt(1) != 2 {
-				t.Fatalf("the retry's message %+v", w)
+			// Its message (dispatcher.Wire) continues from attempt 1, as
+			// dispatch 1.
+			if got.Attempts != 1 || got.Dispatches != 1 {
+				t.Fatalf("the retry: attempts %d, dispatch %d", got.Attempts, got.Dispatches)
 			}
 		})
 	}
 
 	t.Run("stale dispatch", func(t *testing.T) {
 		e := fired(t, s)
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Outcome: ExecFailed, StartedAt: &t0})
+		record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, StartedAt: &t0})
 		expectNotify(t, notes, e.Bucket)
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Second), Dispatch: 1})
+		record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Second), Dispatch: 1})
 		// Attempt 2 reported by a delivery of dispatch 0 (a redelivered
 		// duplicate of the first message): only the attempt is recorded.
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(2 * time.Second), Outcome: ExecFailed,
+		record(t, s, AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(2 * time.Second), Type: domain.EventFailed,
 			Error: "dup", RetryIn: time.Millisecond, Dispatch: 0})
 		got := get(t, s, e.ID)
-		if got.State != ExecRunning || got.Dispatches != 1 || got.DispatchedAt == nil || attemptText(got) != "1:failed 2:failed" {
+		if got.State != domain.ExecRunning || got.Dispatches != 1 || got.DispatchedAt == nil || attemptText(got) != "1:failed 2:failed" {
 			t.Fatalf("after a stale failure: %s %+v", attemptText(got), got)
 		}
 	})
@@ -464,12 +455,12 @@ func TestFailureRequeuesFromPostgres(t *testing.T) {
 	t.Run("final", func(t *testing.T) {
 		e := fired(t, s)
 		record(t, s,
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Outcome: ExecFailed, StartedAt: &t0, RetryIn: time.Second},
-			AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(2 * time.Second), Outcome: AttemptTimedOut,
+			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, StartedAt: &t0, RetryIn: time.Second},
+			AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(2 * time.Second), Type: domain.EventFailed, TimedOut: true,
 				Final: true, Error: "timed out", StartedAt: &t0, Dispatch: 1},
 		)
 		got := get(t, s, e.ID)
-		if got.State != ExecDead || got.FinishedAt == nil || got.DispatchedAt == nil || got.NextAttemptAt != nil ||
+		if got.State != domain.ExecDead || got.FinishedAt == nil || got.DispatchedAt == nil || got.NextAttemptAt != nil ||
 			got.Error != "timed out" || attemptText(got) != "1:failed 2:timed_out" {
 			t.Fatalf("dead execution: %s %+v", attemptText(got), got)
 		}
@@ -479,10 +470,10 @@ func TestFailureRequeuesFromPostgres(t *testing.T) {
 	t.Run("older attempt", func(t *testing.T) {
 		e := fired(t, s)
 		record(t, s,
-			AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0},
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Outcome: ExecFailed, RetryIn: time.Second},
+			AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0},
+			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, RetryIn: time.Second},
 		)
-		if got := get(t, s, e.ID); got.State != ExecRunning || got.Dispatches != 0 {
+		if got := get(t, s, e.ID); got.State != domain.ExecRunning || got.Dispatches != 0 {
 			t.Fatalf("an older attempt's failure re-queued: %+v", got)
 		}
 	})
@@ -490,14 +481,14 @@ func TestFailureRequeuesFromPostgres(t *testing.T) {
 	t.Run("success while a retry waits", func(t *testing.T) {
 		e := fired(t, s)
 		record(t, s,
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Outcome: ExecFailed, RetryIn: time.Hour},
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Outcome: ExecSucceeded}, // repeat: ignored
+			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, RetryIn: time.Hour},
+			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventSucceeded}, // repeat: ignored
 		)
 		expectNotify(t, notes, e.Bucket)
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Hour), Outcome: ExecSucceeded,
+		record(t, s, AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Hour), Type: domain.EventSucceeded,
 			Dispatch: 1})
 		got := get(t, s, e.ID)
-		if got.State != ExecSucceeded || got.DispatchedAt == nil || got.NextAttemptAt != nil || got.Error != "" {
+		if got.State != domain.ExecSucceeded || got.DispatchedAt == nil || got.NextAttemptAt != nil || got.Error != "" {
 			t.Fatalf("succeeded execution %+v", got)
 		}
 	})
@@ -508,21 +499,21 @@ func TestCancelledEvents(t *testing.T) {
 	s := newStore(t)
 	t0 := baseTime()
 	cancelled := func(e *Execution, attempt int, started *time.Time) AttemptEvent {
-		return AttemptEvent{ID: e.ID, Attempt: attempt, Executor: "x", At: t0.Add(time.Minute), Outcome: AttemptCancelled,
+		return AttemptEvent{ID: e.ID, Attempt: attempt, Executor: "x", At: t0.Add(time.Minute), Type: domain.EventCancelled,
 			StartedAt: started}
 	}
 
 	e := fired(t, s)
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0}, cancelled(e, 1, nil))
+	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: t0}, cancelled(e, 1, nil))
 	got := get(t, s, e.ID)
-	if got.State != ExecCancelled || got.FinishedAt == nil || !got.FinishedAt.Equal(t0.Add(time.Minute)) ||
+	if got.State != domain.ExecCancelled || got.FinishedAt == nil || !got.FinishedAt.Equal(t0.Add(time.Minute)) ||
 		got.Error != "cancelled" || attemptText(got) != "1:cancelled" {
 		t.Fatalf("a running attempt cancelled: %s %+v", attemptText(got), got)
 	}
 
 	e = fired(t, s)
 	record(t, s, cancelled(e, 1, &t0))
-	if got := get(t, s, e.ID); got.State != ExecCancelled || attemptText(got) != "1:cancelled" ||
+	if got := get(t, s, e.ID); got.State != domain.ExecCancelled || attemptText(got) != "1:cancelled" ||
 		!got.AttemptList[0].StartedAt.Equal(t0) {
 		t.Fatalf("a quick attempt cancelled: %s %+v", attemptText(got), got)
 	}
@@ -530,15 +521,15 @@ func TestCancelledEvents(t *testing.T) {
 	// Never began: no attempt.
 	e = fired(t, s)
 	record(t, s, cancelled(e, 1, nil))
-	if got := get(t, s, e.ID); got.State != ExecCancelled || len(got.AttemptList) != 0 || got.Attempts != 0 ||
+	if got := get(t, s, e.ID); got.State != domain.ExecCancelled || len(got.AttemptList) != 0 || got.Attempts != 0 ||
 		got.DispatchedAt == nil {
 		t.Fatalf("a delivery cancelled before it began: %s %+v", attemptText(got), got)
 	}
 
 	// A finished execution stays as it is.
 	e = fired(t, s)
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Outcome: ExecSucceeded}, cancelled(e, 1, &t0))
-	if got := get(t, s, e.ID); got.State != ExecSucceeded || attemptText(got) != "1:succeeded" {
+	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded}, cancelled(e, 1, &t0))
+	if got := get(t, s, e.ID); got.State != domain.ExecSucceeded || attemptText(got) != "1:succeeded" {
 		t.Fatalf("a succeeded execution after a cancellation: %s %+v", attemptText(got), got)
 	}
 }
@@ -550,7 +541,7 @@ func TestDeferredDeliveries(t *testing.T) {
 	notes := listenExec(t, s)
 	t0 := baseTime()
 	deferred := func(e *Execution, attempt, dispatch int) AttemptEvent {
-		return AttemptEvent{ID: e.ID, Attempt: attempt, Executor: "x", At: t0, Outcome: OutcomeDeferred,
+		return AttemptEvent{ID: e.ID, Attempt: attempt, Executor: "x", At: t0, Type: domain.EventDeferred,
 			RetryIn: 5 * time.Second, Dispatch: dispatch}
 	}
 
@@ -563,7 +554,7 @@ func TestDeferredDeliveries(t *testing.T) {
 	after := dbNow(t, s)
 	expectNotify(t, notes, e.Bucket)
 	got := get(t, s, e.ID)
-	if got.State != ExecQueued || got.DispatchedAt != nil || got.Dispatches != 1 || got.Attempts != 0 ||
+	if got.State != domain.ExecQueued || got.DispatchedAt != nil || got.Dispatches != 1 || got.Attempts != 0 ||
 		len(got.AttemptList) != 0 {
 		t.Fatalf("deferred execution %s %+v", attemptText(got), got)
 	}
@@ -579,8 +570,8 @@ func TestDeferredDeliveries(t *testing.T) {
 	if err := s.MarkDispatched(ctx, []Dispatched{{ID: e.ID, Dispatch: 1}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Dispatch: 1})
-	if got := get(t, s, e.ID); got.State != ExecRunning || got.NextAttemptAt != nil || attemptText(got) != "1:" {
+	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: t0, Dispatch: 1})
+	if got := get(t, s, e.ID); got.State != domain.ExecRunning || got.NextAttemptAt != nil || attemptText(got) != "1:" {
 		t.Fatalf("after the deferred delivery ran: %s %+v", attemptText(got), got)
 	}
 	// Its executor dies; the redelivery (attempt 2) is deferred: attempt 1
@@ -589,27 +580,27 @@ func TestDeferredDeliveries(t *testing.T) {
 	record(t, s, deferred(e, 2, 1))
 	expectNotify(t, notes, e.Bucket)
 	got = get(t, s, e.ID)
-	if got.State != ExecQueued || got.Dispatches != 2 || got.Attempts != 1 || attemptText(got) != "1:lost" ||
-		func() bool { w := got.WireExecution(); return w.Attempt(1) != 2 }() {
+	if got.State != domain.ExecQueued || got.Dispatches != 2 || got.Attempts != 1 || attemptText(got) != "1:lost" ||
+		got.Attempts+1 != 2 {
 		t.Fatalf("deferred redelivery: %s %+v", attemptText(got), got)
 	}
 
 	// A retry that is deferred stays failed.
 	e = fired(t, s)
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Outcome: ExecFailed, Error: "boom"})
+	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed, Error: "boom"})
 	expectNotify(t, notes, e.Bucket)
 	record(t, s, deferred(e, 2, 1))
 	expectNotify(t, notes, e.Bucket)
-	if got := get(t, s, e.ID); got.State != ExecFailed || got.Dispatches != 2 || got.Error != "boom" || got.Attempts != 1 {
+	if got := get(t, s, e.ID); got.State != domain.ExecFailed || got.Dispatches != 2 || got.Error != "boom" || got.Attempts != 1 {
 		t.Fatalf("deferred retry: %+v", got)
 	}
 
 	// Stale or late deferrals change nothing.
 	e = fired(t, s)
 	record(t, s, deferred(e, 1, 3)) // not the current dispatch
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Outcome: ExecSucceeded})
+	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded})
 	record(t, s, deferred(e, 2, 0)) // the execution is over
-	if got := get(t, s, e.ID); got.State != ExecSucceeded || got.Dispatches != 0 || got.DispatchedAt == nil {
+	if got := get(t, s, e.ID); got.State != domain.ExecSucceeded || got.Dispatches != 0 || got.DispatchedAt == nil {
 		t.Fatalf("after stale deferrals: %+v", got)
 	}
 }
@@ -632,8 +623,8 @@ func TestOutboxByDueTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	insert := func(sched time.Time, next *time.Time, state string) uuid.UUID {
-		id := ExecutionID(j.ID, sched)
+	insert := func(sched time.Time, next *time.Time, state domain.ExecState) uuid.UUID {
+		id := domain.ExecutionID(j.ID, sched)
 		if _, err := s.Pool().Exec(ctx, `INSERT INTO executions (id, job_id, bucket, namespace, job_name,
 			scheduled_for, state, handler, next_attempt_at) VALUES ($1, $2, $3, 'default', 'many', $4, $5, '{}', $6)`,
 			id, j.ID, j.Bucket, sched, state, next); err != nil {
@@ -641,11 +632,11 @@ func TestOutboxByDueTime(t *testing.T) {
 		}
 		return id
 	}
-	retry := insert(now.Add(-time.Hour), ptr(now.Add(-time.Second)), ExecFailed)
-	first := insert(now.Add(-10*time.Second), nil, ExecQueued)
-	deferred := insert(now.Add(-time.Minute), ptr(now.Add(2*time.Second)), ExecQueued)
+	retry := insert(now.Add(-time.Hour), ptr(now.Add(-time.Second)), domain.ExecFailed)
+	first := insert(now.Add(-10*time.Second), nil, domain.ExecQueued)
+	deferred := insert(now.Add(-time.Minute), ptr(now.Add(2*time.Second)), domain.ExecQueued)
 	due := []uuid.UUID{first, retry, deferred}
-	insert(now.Add(-2*time.Minute), nil, ExecCancelled)
+	insert(now.Add(-2*time.Minute), nil, domain.ExecCancelled)
 	if _, err := s.Pool().Exec(ctx, "ANALYZE executions"); err != nil {
 		t.Fatal(err)
 	}
@@ -682,7 +673,7 @@ func TestMarkDispatchedChecksTheDispatch(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	a, b := fired(t, s), fired(t, s)
-	record(t, s, AttemptEvent{ID: a.ID, Attempt: 1, Executor: "x", At: baseTime(), Outcome: ExecFailed})
+	record(t, s, AttemptEvent{ID: a.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed})
 	// a is at dispatch 1 now, b at 0; marks of dispatch 0 arrive late for
 	// a, and one of dispatch 1 for b that never was.
 	if err := s.MarkDispatched(ctx, []Dispatched{{ID: a.ID, Dispatch: 0}, {ID: b.ID, Dispatch: 1}}, time.Time{}); err != nil {
@@ -710,7 +701,7 @@ func TestCancelExecution(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != ExecCancelled || got.FinishedAt == nil || got.DispatchedAt == nil || got.Error != "cancelled" ||
+		if got.State != domain.ExecCancelled || got.FinishedAt == nil || got.DispatchedAt == nil || got.Error != "cancelled" ||
 			got.NextAttemptAt != nil {
 			t.Fatalf("cancelled execution %+v", got)
 		}
@@ -723,25 +714,25 @@ func TestCancelExecution(t *testing.T) {
 		t.Fatalf("a second cancel changed the execution: %v then %v", first.FinishedAt, again.FinishedAt)
 	}
 	// A result reported later cannot revive it.
-	record(t, s, AttemptEvent{ID: queued.ID, Attempt: 1, Executor: "x", At: t0, Outcome: ExecSucceeded})
-	if got := get(t, s, queued.ID); got.State != ExecCancelled {
+	record(t, s, AttemptEvent{ID: queued.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded})
+	if got := get(t, s, queued.ID); got.State != domain.ExecCancelled {
 		t.Fatalf("a late success revived a cancelled execution: %+v", got)
 	}
 
 	running := fired(t, s)
-	record(t, s, AttemptEvent{ID: running.ID, Attempt: 1, Executor: "x", At: t0})
+	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: running.ID, Attempt: 1, Executor: "x", At: t0})
 	cancel(running)
 
 	waiting := fired(t, s)
-	record(t, s, AttemptEvent{ID: waiting.ID, Attempt: 1, Executor: "x", At: t0, Outcome: ExecFailed})
+	record(t, s, AttemptEvent{ID: waiting.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed})
 	cancel(waiting)
 	if inOutbox(t, s, waiting, dbNow(t, s).Add(time.Hour)) {
 		t.Fatal("a cancelled retry is still in the outbox")
 	}
 
 	for _, final := range []AttemptEvent{
-		{Attempt: 1, Executor: "x", At: t0, Outcome: ExecSucceeded},
-		{Attempt: 1, Executor: "x", At: t0, Outcome: ExecFailed, Final: true},
+		{Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded},
+		{Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed, Final: true},
 	} {
 		e := fired(t, s)
 		final.ID = e.ID
@@ -750,7 +741,7 @@ func TestCancelExecution(t *testing.T) {
 			t.Fatalf("cancel of a %s execution: %v, want ErrFinished", get(t, s, e.ID).State, err)
 		}
 	}
-	if _, err := s.CancelExecution(ctx, ExecutionID(uuid.New(), t0)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.CancelExecution(ctx, domain.ExecutionID(uuid.New(), t0)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("cancel of an unknown execution: %v, want ErrNotFound", err)
 	}
 }
@@ -763,13 +754,13 @@ func TestRedriveExecution(t *testing.T) {
 	t0 := baseTime()
 	e := fired(t, s)
 	record(t, s,
-		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Outcome: ExecFailed, Error: "1"},
-		AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x", At: t0, Outcome: ExecFailed, Error: "2", Dispatch: 1},
-		AttemptEvent{ID: e.ID, Attempt: 3, Executor: "x", At: t0, Outcome: ExecFailed, Error: "3", Final: true,
+		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed, Error: "1"},
+		AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x", At: t0, Type: domain.EventFailed, Error: "2", Dispatch: 1},
+		AttemptEvent{ID: e.ID, Attempt: 3, Executor: "x", At: t0, Type: domain.EventFailed, Error: "3", Final: true,
 			Output: "out", Dispatch: 2},
 	)
 	expectNotify(t, notes, e.Bucket)
-	if got := get(t, s, e.ID); got.State != ExecDead {
+	if got := get(t, s, e.ID); got.State != domain.ExecDead {
 		t.Fatalf("not dead: %+v", got)
 	}
 	if _, err := s.CancelExecution(ctx, e.ID); !errors.Is(err, ErrFinished) {
@@ -783,7 +774,7 @@ func TestRedriveExecution(t *testing.T) {
 	}
 	after := dbNow(t, s)
 	expectNotify(t, notes, e.Bucket)
-	if got.State != ExecQueued || got.SeriesBase != 3 || got.Attempts != 3 || got.Dispatches != 3 ||
+	if got.State != domain.ExecQueued || got.SeriesBase != 3 || got.Attempts != 3 || got.Dispatches != 3 ||
 		got.DispatchedAt != nil || got.FinishedAt != nil || got.Error != "" || got.Output != "" {
 		t.Fatalf("re-driven execution %+v", got)
 	}
@@ -791,23 +782,19 @@ func TestRedriveExecution(t *testing.T) {
 	if !inOutbox(t, s, got, after) {
 		t.Fatal("a re-driven execution is not in the outbox")
 	}
-	// A fresh series: attempt 4 is the first of three more.
-	w := got.WireExecution()
-	w.Retry.MaxAttempts = 3
-	if a := w.Attempt(1); a != 4 || w.LastAttempt(a) || !w.LastAttempt(6) {
-		t.Fatalf("re-driven message %+v: attempt %d", w, a)
-	}
+	// A fresh series: its message (dispatcher.Wire, tested there) makes
+	// attempt 4 the first of the new series.
 	if _, err := s.RedriveExecution(ctx, e.ID); !errors.Is(err, ErrNotDead) {
 		t.Fatalf("re-drive of a queued execution: %v, want ErrNotDead", err)
 	}
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 4, Executor: "x", At: t0, Outcome: ExecSucceeded, Dispatch: 3})
-	if got := get(t, s, e.ID); got.State != ExecSucceeded || attemptText(got) != "1:failed 2:failed 3:failed 4:succeeded" {
+	record(t, s, AttemptEvent{ID: e.ID, Attempt: 4, Executor: "x", At: t0, Type: domain.EventSucceeded, Dispatch: 3})
+	if got := get(t, s, e.ID); got.State != domain.ExecSucceeded || attemptText(got) != "1:failed 2:failed 3:failed 4:succeeded" {
 		t.Fatalf("after the re-drive: %s %+v", attemptText(got), got)
 	}
 	if _, err := s.RedriveExecution(ctx, e.ID); !errors.Is(err, ErrNotDead) {
 		t.Fatalf("re-drive of a succeeded execution: %v, want ErrNotDead", err)
 	}
-	if _, err := s.RedriveExecution(ctx, ExecutionID(uuid.New(), t0)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.RedriveExecution(ctx, domain.ExecutionID(uuid.New(), t0)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("re-drive of an unknown execution: %v, want ErrNotFound", err)
 	}
 }
@@ -820,20 +807,20 @@ func TestListDeadExecutionsAcrossJobs(t *testing.T) {
 	for i := range 5 {
 		e := fired(t, s) // each of its own job
 		final := i != 2
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: baseTime(), Outcome: ExecFailed, Final: final})
+		record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed, Final: final})
 		if final {
 			dead = append(dead, e.ID)
 		}
 	}
 	var got []uuid.UUID
-	f := ExecFilter{State: ExecDead, Limit: 3}
+	f := ExecFilter{State: domain.ExecDead, Limit: 3}
 	for {
 		page, next, err := s.ListExecutions(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range page {
-			if e.State != ExecDead {
+			if e.State != domain.ExecDead {
 				t.Fatalf("listed a %s execution", e.State)
 			}
 			got = append(got, e.ID)
@@ -866,13 +853,13 @@ func TestRequeueLost(t *testing.T) {
 	old, recent := now.Add(-10*time.Minute), now.Add(-time.Minute)
 
 	silent := firedIn(t, s, 1)
-	record(t, s, AttemptEvent{ID: silent.ID, Attempt: 1, Executor: "x", At: old})
+	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: silent.ID, Attempt: 1, Executor: "x", At: old})
 	beating := firedIn(t, s, 2)
-	record(t, s, AttemptEvent{ID: beating.ID, Attempt: 1, Executor: "x", At: old},
-		AttemptEvent{ID: beating.ID, Attempt: 1, Executor: "x", At: recent, Outcome: OutcomeHeartbeat})
+	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: beating.ID, Attempt: 1, Executor: "x", At: old},
+		AttemptEvent{ID: beating.ID, Attempt: 1, Executor: "x", At: recent, Type: domain.EventHeartbeat})
 	queued := firedIn(t, s, 3)
 	elsewhere := firedIn(t, s, 4)
-	record(t, s, AttemptEvent{ID: elsewhere.ID, Attempt: 1, Executor: "x", At: old})
+	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: elsewhere.ID, Attempt: 1, Executor: "x", At: old})
 	buckets := []int{1, 2, 3}
 
 	n, err := s.RequeueLost(ctx, buckets, now.Add(-5*time.Minute))
@@ -884,22 +871,22 @@ func TestRequeueLost(t *testing.T) {
 	}
 	expectNotify(t, notes, silent.Bucket)
 	got := get(t, s, silent.ID)
-	if got.State != ExecFailed || got.Dispatches != 1 || got.DispatchedAt != nil || attemptText(got) != "1:lost" ||
+	if got.State != domain.ExecFailed || got.Dispatches != 1 || got.DispatchedAt != nil || attemptText(got) != "1:lost" ||
 		!inOutbox(t, s, got, dbNow(t, s)) {
 		t.Fatalf("re-queued execution %s %+v", attemptText(got), got)
 	}
-	if g := get(t, s, beating.ID); g.State != ExecRunning {
+	if g := get(t, s, beating.ID); g.State != domain.ExecRunning {
 		t.Fatalf("a heartbeating execution was re-queued: %+v", g)
 	}
-	if g := get(t, s, queued.ID); g.State != ExecQueued || g.Dispatches != 0 {
+	if g := get(t, s, queued.ID); g.State != domain.ExecQueued || g.Dispatches != 0 {
 		t.Fatalf("a queued execution was touched: %+v", g)
 	}
-	if g := get(t, s, elsewhere.ID); g.State != ExecRunning {
+	if g := get(t, s, elsewhere.ID); g.State != domain.ExecRunning {
 		t.Fatalf("an execution of another bucket was re-queued: %+v", g)
 	}
 	// The lost attempt reports after all, about the old dispatch: recorded,
 	// not re-queued a second time.
-	record(t, s, AttemptEvent{ID: silent.ID, Attempt: 1, Executor: "x", At: now, Outcome: ExecFailed, Error: "late"})
+	record(t, s, AttemptEvent{ID: silent.ID, Attempt: 1, Executor: "x", At: now, Type: domain.EventFailed, Error: "late"})
 	if g := get(t, s, silent.ID); g.Dispatches != 1 || attemptText(g) != "1:failed" {
 		t.Fatalf("after the late report: %s %+v", attemptText(g), g)
 	}

@@ -1,13 +1,14 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/schedule"
 )
 
@@ -30,39 +31,6 @@ var (
 	ErrNotDead = errors.New("the execution is not dead")
 )
 
-// Job states.
-const (
-	JobActive    = "active"
-	JobPaused    = "paused"
-	JobCompleted = "completed"
-)
-
-// Execution states.
-const (
-	ExecQueued    = "queued"
-	ExecRunning   = "running"
-	ExecSucceeded = "succeeded"
-	ExecFailed    = "failed"
-	ExecCancelled = "cancelled"
-	ExecDead      = "dead"
-)
-
-// execStates are the execution states.
-var execStates = []string{ExecQueued, ExecRunning, ExecSucceeded, ExecFailed, ExecCancelled, ExecDead}
-
-// Attempt outcomes besides ExecSucceeded and ExecFailed; "" while the
-// attempt runs.
-const (
-	// AttemptTimedOut: the attempt was cut at the job's timeout.
-	AttemptTimedOut = "timed_out"
-	// AttemptCancelled: the attempt was stopped because its execution was
-	// cancelled.
-	AttemptCancelled = "cancelled"
-	// AttemptLost: the attempt's executor vanished without a result; a
-	// later delivery (or the lost-work backstop) took the execution over.
-	AttemptLost = "lost"
-)
-
 // lostError is the error recorded on a lost attempt.
 const lostError = "attempt lost: its executor stopped heartbeating"
 
@@ -73,19 +41,19 @@ type Job struct {
 	Namespace string
 	Name      string
 	Schedule  schedule.Spec
-	Handler   wire.Handler
+	Handler   domain.Handler
 	Payload   json.RawMessage // nil when the job has none
-	State     string
+	State     domain.JobState
 	// NextRunAt is the next scheduled time (UTC, millisecond precision);
 	// nil when the job is paused or completed.
 	NextRunAt *time.Time
 	LastRunAt *time.Time
-	Retry     wire.RetryPolicy
+	Retry     domain.RetryPolicy
 	Timeout   time.Duration // 0: no timeout
 	// Priority is the class its executions are published in:
-	// wire.PriorityHigh, PriorityNormal or PriorityLow ("" means normal
+	// domain.PriorityHigh, PriorityNormal or PriorityLow ("" means normal
 	// when creating, and the stored one when updating).
-	Priority  string
+	Priority  domain.Priority
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// Version changes on every write of the job; UpdateJob writes only if
@@ -108,14 +76,14 @@ type Execution struct {
 	ScheduledFor time.Time
 	Manual       bool   // fired by POST /v1/jobs/{id}/run
 	FiredBy      string // the scheduler node that fired it; "" for manual runs
-	State        string
+	State        domain.ExecState
 	Attempts     int
-	Handler      wire.Handler
+	Handler      domain.Handler
 	Payload      json.RawMessage
-	Retry        wire.RetryPolicy
+	Retry        domain.RetryPolicy
 	Timeout      time.Duration
 	// Priority is the job's priority class when it fired.
-	Priority string
+	Priority domain.Priority
 	// NextAttemptAt is when the outbox publishes the execution next, while
 	// a retry, a deferred delivery or a re-drive waits; nil means at
 	// ScheduledFor. It is cleared when an attempt runs or the execution
@@ -147,9 +115,8 @@ type Attempt struct {
 	StartedAt   time.Time
 	FinishedAt  *time.Time
 	HeartbeatAt *time.Time // the last heartbeat of a long attempt
-	// Outcome is "" while the attempt runs, then ExecSucceeded,
-	// ExecFailed, AttemptTimedOut, AttemptCancelled or AttemptLost.
-	Outcome string
+	// Outcome is "" while the attempt runs.
+	Outcome domain.Outcome
 	Error   string
 	Output  string
 }
@@ -172,24 +139,4 @@ func (e *Execution) DueAt() time.Time {
 		return *e.NextAttemptAt
 	}
 	return e.ScheduledFor
-}
-
-// WireExecution is the message body the dispatcher publishes for e, as
-// dispatch number e.Dispatches: attempts continue from e.Attempts.
-func (e *Execution) WireExecution() wire.Execution {
-	return wire.Execution{
-		ExecutionID:  e.ID.String(),
-		JobID:        e.JobID.String(),
-		Namespace:    e.Namespace,
-		JobName:      e.JobName,
-		ScheduledFor: e.ScheduledFor,
-		Handler:      e.Handler,
-		Payload:      e.Payload,
-		TimeoutMS:    e.Timeout.Milliseconds(),
-		Retry:        e.Retry,
-		Priority:     e.Priority,
-		AttemptBase:  e.Attempts,
-		SeriesBase:   e.SeriesBase,
-		Dispatch:     e.Dispatches,
-	}
 }

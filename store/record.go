@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,28 +14,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Outcomes of an AttemptEvent that are not attempt outcomes.
-const (
-	// OutcomeHeartbeat: the attempt is still running.
-	OutcomeHeartbeat = "heartbeat"
-	// OutcomeDeferred: the executor handed the delivery back without
-	// running it (its handler's circuit breaker is open, or its
-	// concurrency limit reached); it is published again after RetryIn.
-	OutcomeDeferred = "deferred"
-)
-
 // AttemptEvent is one executor report about an attempt, for RecordEvents.
 type AttemptEvent struct {
 	ID       uuid.UUID
 	Attempt  int // from 1
 	Executor string
 	At       time.Time
-	// Outcome is "" for a start, OutcomeHeartbeat while the attempt runs,
-	// ExecSucceeded, ExecFailed or AttemptTimedOut for its end,
-	// AttemptCancelled when it was cancelled (or never began because its
-	// execution was), and OutcomeDeferred for a delivery handed back
-	// unrun.
-	Outcome string
+	// Type is what the executor reports.
+	Type domain.EventType
+	// TimedOut marks a failure cut at the job's timeout.
+	TimedOut bool
 	// Final says a failure will not be retried (the execution is dead).
 	Final         bool
 	Error, Output string
@@ -58,12 +48,30 @@ func (ev *AttemptEvent) check() error {
 	if ev.Dispatch < 0 {
 		return fmt.Errorf("dispatch %d: dispatches count from 0", ev.Dispatch)
 	}
-	switch ev.Outcome {
-	case "", OutcomeHeartbeat, ExecSucceeded, ExecFailed, AttemptTimedOut, AttemptCancelled, OutcomeDeferred:
-		return nil
+	if !slices.Contains(domain.EventTypes, ev.Type) {
+		return fmt.Errorf("event type %q is none of %v", ev.Type, domain.EventTypes)
 	}
-	return fmt.Errorf("outcome %q is none of started (\"\"), %s, %s, %s, %s, %s, %s", ev.Outcome,
-		OutcomeHeartbeat, ExecSucceeded, ExecFailed, AttemptTimedOut, AttemptCancelled, OutcomeDeferred)
+	if ev.TimedOut && ev.Type != domain.EventFailed {
+		return fmt.Errorf("a %s event cannot have timed out", ev.Type)
+	}
+	return nil
+}
+
+// Outcome is the attempt outcome an end event records; "" for the
+// other events.
+func (ev *AttemptEvent) Outcome() domain.Outcome {
+	switch ev.Type {
+	case domain.EventSucceeded:
+		return domain.OutcomeSucceeded
+	case domain.EventCancelled:
+		return domain.OutcomeCancelled
+	case domain.EventFailed:
+		if ev.TimedOut {
+			return domain.OutcomeTimedOut
+		}
+		return domain.OutcomeFailed
+	}
+	return ""
 }
 
 // RecordEvents records events in order, in one transaction and one round
@@ -76,10 +84,10 @@ func (ev *AttemptEvent) check() error {
 //
 //   - An event of attempt a marks the execution's earlier attempts that
 //     have not finished, and the attempt numbers between its newest
-//     known attempt and a that left no trace, as lost (AttemptLost).
+//     known attempt and a that left no trace, as lost (domain.OutcomeLost).
 //   - A heartbeat records the attempt's last sign of life (HeartbeatAt)
 //     and otherwise counts as its start.
-//   - A failure (ExecFailed or AttemptTimedOut) that is not final, of the
+//   - A failure (domain.ExecFailed or domain.OutcomeTimedOut) that is not final, of the
 //     newest attempt, about the execution's current dispatch, leaves the
 //     execution failed and puts it back in the outbox: it is published
 //     again, as its next dispatch, RetryIn after now (the database's
@@ -194,7 +202,7 @@ const notifySQL = `SELECT pg_notify('` + ExecChannel + `', b::text) FROM unnest(
 func recordTx(ctx context.Context, tx pgx.Tx, evs []AttemptEvent, queued []int) (map[uuid.UUID]bool, error) {
 	ids := make([]uuid.UUID, 0, len(queued))
 	seen := make(map[uuid.UUID]bool, len(queued))
-	lo, hi := ExecutionTime(evs[queued[0]].ID), ExecutionTime(evs[queued[0]].ID)
+	lo, hi := domain.ExecutionTime(evs[queued[0]].ID), domain.ExecutionTime(evs[queued[0]].ID)
 	for _, i := range queued {
 		id := evs[i].ID
 		if seen[id] {
@@ -202,7 +210,7 @@ func recordTx(ctx context.Context, tx pgx.Tx, evs []AttemptEvent, queued []int) 
 		}
 		seen[id] = true
 		ids = append(ids, id)
-		t := ExecutionTime(id)
+		t := domain.ExecutionTime(id)
 		lo, hi = minTime(lo, t), maxTime(hi, t)
 	}
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
@@ -305,7 +313,7 @@ func scanRecExec(rows pgx.Rows) (*recExec, time.Time, error) {
 	if aOutcome != nil {
 		e.inline = true
 		e.att[1] = &recAttempt{executor: deref(aExec), startedAt: aStarted, heartbeatAt: aHeartbeat,
-			finishedAt: aFinished, outcome: *aOutcome, errText: derefOr(aErr, e.errText), output: derefOr(aOut, e.output)}
+			finishedAt: aFinished, outcome: domain.Outcome(*aOutcome), errText: derefOr(aErr, e.errText), output: derefOr(aOut, e.output)}
 	}
 	if attJSON != nil {
 		var list [][]json.RawMessage
@@ -363,7 +371,7 @@ type execUpdate struct {
 
 // add appends e, with a1 as its inline attempt (nil: none inline).
 func (u *execUpdate) add(e *recExec, a1 *recAttempt) {
-	u.id, u.sched, u.state = append(u.id, e.id), append(u.sched, e.sched), append(u.state, e.state)
+	u.id, u.sched, u.state = append(u.id, e.id), append(u.sched, e.sched), append(u.state, string(e.state))
 	u.attempts, u.dispatches = append(u.attempts, e.attempts), append(u.dispatches, e.dispatches)
 	u.dispatchedAt, u.nextAttempt = append(u.dispatchedAt, e.dispatchedAt), append(u.nextAttempt, e.nextAttempt)
 	u.startedAt, u.finishedAt = append(u.startedAt, e.startedAt), append(u.finishedAt, e.finishedAt)
@@ -382,7 +390,8 @@ func (u *execUpdate) add(e *recExec, a1 *recAttempt) {
 	if a1.output != e.output {
 		aOut = &a1.output
 	}
-	u.aExecutor, u.aOutcome = append(u.aExecutor, &a1.executor), append(u.aOutcome, &a1.outcome)
+	outcome := string(a1.outcome)
+	u.aExecutor, u.aOutcome = append(u.aExecutor, &a1.executor), append(u.aOutcome, &outcome)
 	u.aError, u.aOutput = append(u.aError, aErr), append(u.aOutput, aOut)
 	u.aStarted, u.aHeartbeat, u.aFinished = append(u.aStarted, a1.startedAt), append(u.aHeartbeat, a1.heartbeatAt), append(u.aFinished, a1.finishedAt)
 }
@@ -399,51 +408,9 @@ type attemptRows struct {
 
 func (at *attemptRows) add(e *recExec, n int, r *recAttempt) {
 	at.id, at.sched, at.number = append(at.id, e.id), append(at.sched, e.sched), append(at.number, n)
-	at.executor, at.outcome = append(at.executor, r.executor), append(at.outcome, r.outcome)
+	at.executor, at.outcome = append(at.executor, r.executor), append(at.outcome, string(r.outcome))
 	at.started, at.heartbeat, at.finished = append(at.started, r.startedAt), append(at.heartbeat, r.heartbeatAt), append(at.finished, r.finishedAt)
 	at.errText, at.output = append(at.errText, r.errText), append(at.output, r.output)
 }
 
 // record records one event.
-func (s *Store) record(ctx context.Context, ev AttemptEvent) error {
-	res, err := s.RecordEvents(ctx, []AttemptEvent{ev})
-	if err != nil {
-		return err
-	}
-	return res[0]
-}
-
-// AttemptStarted records that executor started attempt number attempt
-// (from 1) of execution id at time at. The execution becomes running
-// unless it is in a final state (succeeded, dead, cancelled), the event
-// is about an older attempt than the newest known, or this attempt has
-// already finished (the events came out of order). It is idempotent.
-// An unknown execution fails with ErrNotFound.
-//
-// An event of an attempt newer than the known ones also takes the
-// execution out of the outbox (sets dispatched_at if unset): an executor
-// has it, even if the publish acknowledgement was lost.
-func (s *Store) AttemptStarted(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time) error {
-	return s.record(ctx, AttemptEvent{ID: id, Attempt: attempt, Executor: executor, At: at})
-}
-
-// AttemptFinished records that attempt number attempt of execution id
-// ended at time at with outcome ExecSucceeded, ExecFailed or
-// AttemptTimedOut, as an event about the execution's first dispatch;
-// final says a failure will not be retried. errMsg and output are cut to
-// wire.MaxOutputBytes. The attempt is recorded even if its start never
-// was; a repeated event changes nothing. The execution moves to
-// succeeded on a success (of any attempt), to dead on a final failure of
-// its newest attempt, and on another failure of its newest attempt to
-// failed, back in the outbox for a retry due at once (if it is still at
-// its first dispatch); a final state (succeeded, dead, cancelled) never
-// changes. An unknown execution fails with ErrNotFound. RecordEvents
-// records any event, in batches.
-func (s *Store) AttemptFinished(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time,
-	outcome string, final bool, errMsg, output string) error {
-	if outcome == "" {
-		return fmt.Errorf("store: execution %s: attempt %d finished: outcome is empty", id, attempt)
-	}
-	return s.record(ctx, AttemptEvent{ID: id, Attempt: attempt, Executor: executor, At: at,
-		Outcome: outcome, Final: final, Error: errMsg, Output: output})
-}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // The rules by which executor events change an execution and its
@@ -20,17 +22,12 @@ import (
 // anything). Only attempts from the newest known one up are looked at:
 // each event closes the ones before it.
 
-// finalState reports whether an execution in state never changes again
-// (but by a re-drive of a dead execution).
-func finalState(state string) bool {
-	return state == ExecSucceeded || state == ExecDead || state == ExecCancelled
-}
-
 // recAttempt is one attempt as recording sees it.
 type recAttempt struct {
 	executor                           string
 	startedAt, heartbeatAt, finishedAt *time.Time
-	outcome, errText, output           string
+	outcome                            domain.Outcome
+	errText, output                    string
 }
 
 // recExec is an execution as recording sees it: the columns events
@@ -39,7 +36,7 @@ type recExec struct {
 	id           uuid.UUID
 	sched        time.Time
 	bucket       int
-	state        string
+	state        domain.ExecState
 	attempts     int
 	dispatches   int
 	dispatchedAt *time.Time
@@ -104,9 +101,9 @@ func (e *recExec) loseBefore(a int, at time.Time) {
 		r := e.att[n]
 		switch {
 		case r == nil:
-			e.att[n] = &recAttempt{finishedAt: tp(at), outcome: AttemptLost, errText: lostError}
+			e.att[n] = &recAttempt{finishedAt: tp(at), outcome: domain.OutcomeLost, errText: lostError}
 		case r.outcome == "":
-			r.finishedAt, r.outcome, r.errText, r.output = tp(at), AttemptLost, lostError, ""
+			r.finishedAt, r.outcome, r.errText, r.output = tp(at), domain.OutcomeLost, lostError, ""
 		default:
 			continue
 		}
@@ -117,175 +114,202 @@ func (e *recExec) loseBefore(a int, at time.Time) {
 // apply applies one valid event to e; now is the database's clock (the
 // recording transaction's start). It marks what it changed dirty.
 func (e *recExec) apply(ev *AttemptEvent, now time.Time) {
-	at, a := ms(ev.At), ev.Attempt
+	at := ms(ev.At)
 	// A delivery's dispatch time is when JetStream stored its message,
 	// if the executor said; else when its first event is recorded.
 	disp := now
 	if ev.PublishedAt != nil && !ev.PublishedAt.IsZero() && ev.PublishedAt.Before(now) {
 		disp = ms(*ev.PublishedAt)
 	}
-	started := msPtr(ev.StartedAt)
-	prevState, prevAttempts := e.state, e.attempts
-	switch ev.Outcome {
-	case "", OutcomeHeartbeat:
-		// A start or a heartbeat: the execution runs, unless the attempt
-		// is older than the newest known or finished already (the events
-		// came out of order), or the execution is over.
-		hb := ev.Outcome == OutcomeHeartbeat
-		e.loseBefore(a, at)
+	p := prior{state: e.state, attempts: e.attempts, started: msPtr(ev.StartedAt), at: at, disp: disp}
+	switch ev.Type {
+	case domain.EventStarted, domain.EventHeartbeat:
+		e.start(ev, p)
+	case domain.EventDeferred:
+		e.deferred(ev, p, now)
+	case domain.EventCancelled:
+		e.cancelled(ev, p)
+	default:
+		e.end(ev, p, now)
+	}
+}
+
+// prior is what apply knew before an event: the execution's state and
+// attempts, and the event's times (start, at and dispatch time, to the
+// millisecond).
+type prior struct {
+	state    domain.ExecState
+	attempts int
+	started  *time.Time
+	at, disp time.Time
+}
+
+// start applies a start or a heartbeat: the execution runs, unless the
+// attempt is older than the newest known or finished already (the events
+// came out of order), or the execution is over.
+func (e *recExec) start(ev *AttemptEvent, p prior) {
+	a, at, disp, prevState, prevAttempts := ev.Attempt, p.at, p.disp, p.state, p.attempts
+	hb := ev.Type == domain.EventHeartbeat
+	e.loseBefore(a, at)
+	r := e.att[a]
+	if r == nil {
+		r = &recAttempt{executor: ev.Executor}
+		e.att[a] = r
+	} else if r.executor == "" {
+		r.executor = ev.Executor
+	}
+	if hb {
+		r.heartbeatAt = greatest(r.heartbeatAt, tp(at))
+	} else {
+		r.startedAt = least(r.startedAt, tp(at))
+	}
+	e.touch(a)
+	if a >= prevAttempts && r.finishedAt == nil && !prevState.Final() {
+		e.state, e.nextAttempt = domain.ExecRunning, nil
+	}
+	e.attempts = max(e.attempts, a)
+	if !hb {
+		e.startedAt = least(e.startedAt, tp(at))
+	}
+	if a > prevAttempts && e.dispatchedAt == nil {
+		e.dispatchedAt = tp(disp)
+	}
+	if a >= prevAttempts && !prevState.Final() {
+		e.executorID = ev.Executor
+	}
+}
+
+// deferred applies a delivery handed back unrun, which is no attempt. If
+// it is about the current dispatch and the execution still waits to run,
+// it goes back into the outbox as its next dispatch.
+func (e *recExec) deferred(ev *AttemptEvent, p prior, now time.Time) {
+	a, at, prevState, prevAttempts := ev.Attempt, p.at, p.state, p.attempts
+	e.loseBefore(a, at)
+	requeue := a > prevAttempts && ev.Dispatch == e.dispatches &&
+		(prevState == domain.ExecQueued || prevState == domain.ExecRunning || prevState == domain.ExecFailed)
+	e.attempts = max(e.attempts, a-1)
+	e.dirty = true
+	if requeue {
+		if e.state != domain.ExecFailed {
+			e.state = domain.ExecQueued
+		}
+		e.nextAttempt = tp(now.Add(max(ev.RetryIn, 0)))
+		e.dispatchedAt = nil
+		e.dispatches++
+		e.requeued = true
+	}
+}
+
+// cancelled applies a cancellation. The attempt is recorded only if it
+// began (a start time is given, or it has a row); the execution becomes
+// cancelled unless it is over already.
+func (e *recExec) cancelled(ev *AttemptEvent, p prior) {
+	a, at, disp, started, prevState := ev.Attempt, p.at, p.disp, p.started, p.state
+	began := started != nil || e.att[a] != nil
+	e.loseBefore(a, at)
+	if began {
+		msg := cleanText(ev.Error)
+		if msg == "" {
+			msg = "cancelled"
+		}
 		r := e.att[a]
 		if r == nil {
-			r = &recAttempt{executor: ev.Executor}
-			e.att[a] = r
-		} else if r.executor == "" {
-			r.executor = ev.Executor
-		}
-		if hb {
-			r.heartbeatAt = greatest(r.heartbeatAt, tp(at))
-		} else {
-			r.startedAt = least(r.startedAt, tp(at))
-		}
-		e.touch(a)
-		if a >= prevAttempts && r.finishedAt == nil && !finalState(prevState) {
-			e.state, e.nextAttempt = ExecRunning, nil
-		}
-		e.attempts = max(e.attempts, a)
-		if !hb {
-			e.startedAt = least(e.startedAt, tp(at))
-		}
-		if a > prevAttempts && e.dispatchedAt == nil {
-			e.dispatchedAt = tp(disp)
-		}
-		if a >= prevAttempts && !finalState(prevState) {
-			e.executorID = ev.Executor
-		}
-
-	case OutcomeDeferred:
-		// A delivery handed back unrun is no attempt. If it is about the
-		// current dispatch and the execution still waits to run, it goes
-		// back into the outbox as its next dispatch.
-		e.loseBefore(a, at)
-		requeue := a > prevAttempts && ev.Dispatch == e.dispatches &&
-			(prevState == ExecQueued || prevState == ExecRunning || prevState == ExecFailed)
-		e.attempts = max(e.attempts, a-1)
-		e.dirty = true
-		if requeue {
-			if e.state != ExecFailed {
-				e.state = ExecQueued
-			}
-			e.nextAttempt = tp(now.Add(max(ev.RetryIn, 0)))
-			e.dispatchedAt = nil
-			e.dispatches++
-			e.requeued = true
-		}
-
-	case AttemptCancelled:
-		// The attempt is recorded only if it began (a start time is given,
-		// or it has a row); the execution becomes cancelled unless it is
-		// over already.
-		began := started != nil || e.att[a] != nil
-		e.loseBefore(a, at)
-		if began {
-			msg := cleanText(ev.Error)
-			if msg == "" {
-				msg = "cancelled"
-			}
-			r := e.att[a]
-			if r == nil {
-				e.att[a] = &recAttempt{executor: ev.Executor, startedAt: started, finishedAt: tp(at),
-					outcome: AttemptCancelled, errText: msg}
-				e.touch(a)
-			} else if r.outcome == "" || r.outcome == AttemptLost {
-				if r.executor == "" {
-					r.executor = ev.Executor
-				}
-				r.startedAt = least(r.startedAt, started)
-				r.finishedAt, r.outcome, r.errText = tp(at), AttemptCancelled, msg
-				e.touch(a)
-			}
-			e.attempts = max(e.attempts, a)
-		} else {
-			e.attempts = max(e.attempts, a-1)
-		}
-		e.dirty = true
-		if e.dispatchedAt == nil {
-			e.dispatchedAt = tp(disp)
-		}
-		e.startedAt = least(e.startedAt, started)
-		if !finalState(prevState) {
-			msg := cleanText(ev.Error)
-			if msg == "" {
-				msg = "cancelled"
-			}
-			e.state, e.finishedAt, e.nextAttempt, e.errText = ExecCancelled, tp(at), nil, msg
-		}
-
-	default:
-		// An attempt's end. The first report of it wins (one that only
-		// the lost rule inferred gives way to it); a repeat changes
-		// nothing.
-		e.loseBefore(a, at)
-		errText, output := cleanText(ev.Error), cleanText(ev.Output)
-		r := e.att[a]
-		switch {
-		case r == nil:
 			e.att[a] = &recAttempt{executor: ev.Executor, startedAt: started, finishedAt: tp(at),
-				outcome: ev.Outcome, errText: errText, output: output}
-		case r.outcome == "" || r.outcome == AttemptLost:
+				outcome: domain.OutcomeCancelled, errText: msg}
+			e.touch(a)
+		} else if r.outcome == "" || r.outcome == domain.OutcomeLost {
 			if r.executor == "" {
 				r.executor = ev.Executor
 			}
 			r.startedAt = least(r.startedAt, started)
-			r.finishedAt, r.outcome, r.errText, r.output = tp(at), ev.Outcome, errText, output
-		default:
-			return
-		}
-		e.touch(a)
-		// A success of any attempt makes the execution succeeded; a final
-		// failure of its newest attempt, dead; another failure of its
-		// newest attempt about its current dispatch puts it back in the
-		// outbox (failed, due after the delay, as its next dispatch). A
-		// late or stale failure records only the attempt.
-		next := ""
-		switch {
-		case finalState(prevState):
-		case ev.Outcome == ExecSucceeded:
-			next = ExecSucceeded
-		case a < prevAttempts:
-		case ev.Final:
-			next = ExecDead
-		case ev.Dispatch != e.dispatches:
-		default:
-			next = ExecFailed
+			r.finishedAt, r.outcome, r.errText = tp(at), domain.OutcomeCancelled, msg
+			e.touch(a)
 		}
 		e.attempts = max(e.attempts, a)
-		switch {
-		case next == ExecFailed:
-			e.dispatchedAt = nil
-			e.dispatches++
-			e.nextAttempt = tp(now.Add(max(ev.RetryIn, 0)))
-			e.finishedAt = nil
-			e.requeued = true
-		case next != "":
-			if e.dispatchedAt == nil {
-				e.dispatchedAt = tp(disp)
-			}
-			e.nextAttempt = nil
-			e.finishedAt = tp(at)
-		case a > prevAttempts && e.dispatchedAt == nil:
+	} else {
+		e.attempts = max(e.attempts, a-1)
+	}
+	e.dirty = true
+	if e.dispatchedAt == nil {
+		e.dispatchedAt = tp(disp)
+	}
+	e.startedAt = least(e.startedAt, started)
+	if !prevState.Final() {
+		msg := cleanText(ev.Error)
+		if msg == "" {
+			msg = "cancelled"
+		}
+		e.state, e.finishedAt, e.nextAttempt, e.errText = domain.ExecCancelled, tp(at), nil, msg
+	}
+}
+
+// end applies an attempt's end: a success or a failure. The first report
+// of it wins (one that only the lost rule inferred gives way to it); a
+// repeat changes nothing.
+func (e *recExec) end(ev *AttemptEvent, p prior, now time.Time) {
+	a, at, disp, started, prevState, prevAttempts := ev.Attempt, p.at, p.disp, p.started, p.state, p.attempts
+	outcome := ev.Outcome()
+	e.loseBefore(a, at)
+	errText, output := cleanText(ev.Error), cleanText(ev.Output)
+	r := e.att[a]
+	switch {
+	case r == nil:
+		e.att[a] = &recAttempt{executor: ev.Executor, startedAt: started, finishedAt: tp(at),
+			outcome: outcome, errText: errText, output: output}
+	case r.outcome == "" || r.outcome == domain.OutcomeLost:
+		if r.executor == "" {
+			r.executor = ev.Executor
+		}
+		r.startedAt = least(r.startedAt, started)
+		r.finishedAt, r.outcome, r.errText, r.output = tp(at), outcome, errText, output
+	default:
+		return
+	}
+	e.touch(a)
+	// A success of any attempt makes the execution succeeded; a final
+	// failure of its newest attempt, dead; another failure of its
+	// newest attempt about its current dispatch puts it back in the
+	// outbox (failed, due after the delay, as its next dispatch). A
+	// late or stale failure records only the attempt.
+	var next domain.ExecState
+	switch {
+	case prevState.Final():
+	case ev.Type == domain.EventSucceeded:
+		next = domain.ExecSucceeded
+	case a < prevAttempts:
+	case ev.Final:
+		next = domain.ExecDead
+	case ev.Dispatch != e.dispatches:
+	default:
+		next = domain.ExecFailed
+	}
+	e.attempts = max(e.attempts, a)
+	switch {
+	case next == domain.ExecFailed:
+		e.dispatchedAt = nil
+		e.dispatches++
+		e.nextAttempt = tp(now.Add(max(ev.RetryIn, 0)))
+		e.finishedAt = nil
+		e.requeued = true
+	case next != "":
+		if e.dispatchedAt == nil {
 			e.dispatchedAt = tp(disp)
 		}
-		e.startedAt = least(e.startedAt, started)
-		if next != "" {
-			e.state = next
-			e.errText = errText
-			if next == ExecSucceeded {
-				e.errText = ""
-			}
-			e.output = output
-			if a >= prevAttempts {
-				e.executorID = ev.Executor
-			}
+		e.nextAttempt = nil
+		e.finishedAt = tp(at)
+	case a > prevAttempts && e.dispatchedAt == nil:
+		e.dispatchedAt = tp(disp)
+	}
+	e.startedAt = least(e.startedAt, started)
+	if next != "" {
+		e.state = next
+		e.errText = errText
+		if next == domain.ExecSucceeded {
+			e.errText = ""
+		}
+		e.output = output
+		if a >= prevAttempts {
+			e.executorID = ev.Executor
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"fmt"
 	"testing"
@@ -15,15 +17,15 @@ func TestBucketStats(t *testing.T) {
 
 	// Bucket 2: two active jobs, and a paused one whose stale next run is
 	// earlier (it must not count as due). Bucket 5: one completed job.
-	add := func(b int, name, state string, next *time.Time) {
+	add := func(b int, name string, state domain.JobState, next *time.Time) {
 		j := testJob(name, next)
 		j.ID, j.State = idInBucket(b), state
 		mustCreate(t, s, j)
 	}
-	add(2, "a", JobActive, ptr(base.Add(time.Minute)))
-	add(2, "b", JobActive, ptr(base.Add(30*time.Second)))
-	add(2, "c", JobPaused, ptr(base.Add(time.Second)))
-	add(5, "d", JobCompleted, nil)
+	add(2, "a", domain.JobActive, ptr(base.Add(time.Minute)))
+	add(2, "b", domain.JobActive, ptr(base.Add(30*time.Second)))
+	add(2, "c", domain.JobPaused, ptr(base.Add(time.Second)))
+	add(5, "d", domain.JobCompleted, nil)
 	if err := s.ClaimBucket(ctx, 2, "n1", 7); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,9 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
-	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/schedule"
 )
 
@@ -47,7 +47,7 @@ func newStoreWith(t testing.TB, buckets int) *Store {
 func idInBucket(b int) uuid.UUID {
 	for {
 		id := uuid.Must(uuid.NewV7())
-		if partition.BucketOf(id, testBuckets) == b {
+		if domain.BucketOf(id, testBuckets) == b {
 			return id
 		}
 	}
@@ -58,10 +58,10 @@ func testJob(name string, next *time.Time) *Job {
 	return &Job{
 		Name:      name,
 		Schedule:  schedule.Spec{Cron: "*/5 * * * * *", Timezone: "Europe/Berlin"},
-		Handler:   wire.Handler{Type: wire.HandlerHTTP, URL: "http://example.test/hook", Headers: map[string]string{"X-A": "b"}},
+		Handler:   domain.Handler{Type: domain.HandlerHTTP, URL: "http://example.test/hook", Headers: map[string]string{"X-A": "b"}},
 		Payload:   json.RawMessage(`{"n": 1}`),
 		NextRunAt: next,
-		Retry:     wire.RetryPolicy{MaxAttempts: 3, InitialBackoff: "1s"},
+		Retry:     domain.RetryPolicy{MaxAttempts: 3, InitialBackoff: "1s"},
 		Timeout:   1500 * time.Millisecond,
 	}
 }
@@ -147,10 +147,10 @@ func TestJobCRUD(t *testing.T) {
 	next := time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.FixedZone("x", 3600))
 	j := testJob("nightly", &next)
 	mustCreate(t, s, j)
-	if j.ID == uuid.Nil || j.ID.Version() != 7 || j.Namespace != "default" || j.State != JobActive {
+	if j.ID == uuid.Nil || j.ID.Version() != 7 || j.Namespace != "default" || j.State != domain.JobActive {
 		t.Fatalf("defaults not filled: %+v", j)
 	}
-	if j.Bucket != partition.BucketOf(j.ID, testBuckets) || j.CreatedAt.IsZero() || j.CreatedAt.Location() != time.UTC {
+	if j.Bucket != domain.BucketOf(j.ID, testBuckets) || j.CreatedAt.IsZero() || j.CreatedAt.Location() != time.UTC {
 		t.Fatalf("bucket or created_at wrong: %+v", j)
 	}
 	got, err := s.GetJob(ctx, j.ID)
@@ -167,7 +167,7 @@ func TestJobCRUD(t *testing.T) {
 	}
 
 	// Pause: update state and clear next_run_at.
-	got.State, got.NextRunAt, got.Payload = JobPaused, nil, nil
+	got.State, got.NextRunAt, got.Payload = domain.JobPaused, nil, nil
 	before := got.UpdatedAt
 	if err := s.UpdateJob(ctx, got); err != nil {
 		t.Fatal(err)
@@ -179,10 +179,10 @@ func TestJobCRUD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.State != JobPaused || again.NextRunAt != nil || again.Payload != nil || !again.UpdatedAt.Equal(got.UpdatedAt) {
+	if again.State != domain.JobPaused || again.NextRunAt != nil || again.Payload != nil || !again.UpdatedAt.Equal(got.UpdatedAt) {
 		t.Fatalf("after update: %+v", again)
 	}
-	if err := s.UpdateJob(ctx, &Job{ID: uuid.Must(uuid.NewV7()), State: JobActive}); !errors.Is(err, ErrNotFound) {
+	if err := s.UpdateJob(ctx, &Job{ID: uuid.Must(uuid.NewV7()), State: domain.JobActive}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("update of a missing job: %v, want ErrNotFound", err)
 	}
 
@@ -249,7 +249,7 @@ func TestListJobs(t *testing.T) {
 	for i := range 23 {
 		j := testJob(fmt.Sprintf("etl-%02d", i), nil)
 		if i%4 == 0 {
-			j.State = JobPaused
+			j.State = domain.JobPaused
 		}
 		mustCreate(t, s, j)
 		want = append(want, "default/"+j.Name)
@@ -260,7 +260,7 @@ func TestListJobs(t *testing.T) {
 		mustCreate(t, s, j)
 		want = append(want, "ops/"+j.Name)
 	}
-	mustCreate(t, s, &Job{Namespace: "ops", Name: "backupz", Handler: wire.Handler{Type: "nats", Subject: "x"}})
+	mustCreate(t, s, &Job{Namespace: "ops", Name: "backupz", Handler: domain.Handler{Type: "nats", Subject: "x"}})
 	want = append(want, "ops/backupz")
 
 	list := func(f JobFilter) []string {
@@ -292,7 +292,7 @@ func TestListJobs(t *testing.T) {
 	if got := list(JobFilter{}); len(got) != len(want) {
 		t.Fatalf("default page: %d jobs, want %d", len(got), len(want))
 	}
-	if got := list(JobFilter{State: JobPaused, Limit: 2}); strings.Join(got, " ") !=
+	if got := list(JobFilter{State: domain.JobPaused, Limit: 2}); strings.Join(got, " ") !=
 		"default/etl-00 default/etl-04 default/etl-08 default/etl-12 default/etl-16 default/etl-20" {
 		t.Fatalf("paused: %v", got)
 	}
@@ -303,7 +303,7 @@ func TestListJobs(t *testing.T) {
 	if got := list(JobFilter{NamePrefix: "backup_"}); len(got) != 5 {
 		t.Fatalf("prefix backup_ across namespaces: %v", got)
 	}
-	if got := list(JobFilter{Namespace: "ops", State: JobActive, Limit: 4}); len(got) != 6 {
+	if got := list(JobFilter{Namespace: "ops", State: domain.JobActive, Limit: 4}); len(got) != 6 {
 		t.Fatalf("ops active: %v", got)
 	}
 	if _, _, err := s.ListJobs(ctx, JobFilter{Cursor: "not a cursor!"}); !errors.Is(err, ErrBadCursor) {
@@ -360,17 +360,17 @@ func TestDueJobs(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	now := baseTime()
-	mk := func(name string, bucket int, next time.Time, state string) *Job {
+	mk := func(name string, bucket int, next time.Time, state domain.JobState) *Job {
 		j := testJob(name, &next)
 		j.ID, j.State = idInBucket(bucket), state
 		return mustCreate(t, s, j)
 	}
-	due3 := mk("due-3", 3, now.Add(-2*time.Second), JobActive)
-	due5 := mk("due-5", 5, now.Add(-5*time.Second), JobActive)
-	mk("other-bucket", 4, now.Add(-time.Second), JobActive)
-	mk("paused", 3, now.Add(-time.Second), JobPaused)
-	mk("future", 5, now.Add(time.Minute), JobActive)
-	mustCreate(t, s, &Job{ID: idInBucket(3), Name: "unscheduled", Handler: wire.Handler{Type: "http"}})
+	due3 := mk("due-3", 3, now.Add(-2*time.Second), domain.JobActive)
+	due5 := mk("due-5", 5, now.Add(-5*time.Second), domain.JobActive)
+	mk("other-bucket", 4, now.Add(-time.Second), domain.JobActive)
+	mk("paused", 3, now.Add(-time.Second), domain.JobPaused)
+	mk("future", 5, now.Add(time.Minute), domain.JobActive)
+	mustCreate(t, s, &Job{ID: idInBucket(3), Name: "unscheduled", Handler: domain.Handler{Type: "http"}})
 
 	jobs, err := s.DueJobs(ctx, []int{3, 5}, now, 10)
 	if err != nil {
@@ -443,14 +443,14 @@ func TestFire(t *testing.T) {
 		t.Fatalf("first fire: %+v", res)
 	}
 	e := res.Executions[0]
-	if e.ID != ExecutionID(j.ID, t0) || e.JobID != j.ID || e.Bucket != j.Bucket || e.Namespace != "default" ||
-		e.JobName != "every-5s" || !e.ScheduledFor.Equal(t0) || e.Manual || e.State != ExecQueued ||
+	if e.ID != domain.ExecutionID(j.ID, t0) || e.JobID != j.ID || e.Bucket != j.Bucket || e.Namespace != "default" ||
+		e.JobName != "every-5s" || !e.ScheduledFor.Equal(t0) || e.Manual || e.State != domain.ExecQueued ||
 		e.Handler.URL != j.Handler.URL || string(e.Payload) != `{"n": 1}` || e.Retry != j.Retry ||
 		e.Timeout != j.Timeout || e.DispatchedAt != nil || e.CreatedAt.IsZero() || e.FiredBy != "n1" {
 		t.Fatalf("execution %+v", e)
 	}
 	got, _ := s.GetJob(ctx, j.ID)
-	if !got.NextRunAt.Equal(t1) || !got.LastRunAt.Equal(t0) || got.State != JobActive {
+	if !got.NextRunAt.Equal(t1) || !got.LastRunAt.Equal(t0) || got.State != domain.JobActive {
 		t.Fatalf("job after fire: next %v last %v state %s", got.NextRunAt, got.LastRunAt, got.State)
 	}
 	// The same firing again (a retry, another node): nothing new.
@@ -470,7 +470,7 @@ func TestFire(t *testing.T) {
 	}
 	// A paused job does not fire.
 	got, _ = s.GetJob(ctx, j.ID)
-	got.State = JobPaused
+	got.State = domain.JobPaused
 	if err := s.UpdateJob(ctx, got); err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestFireOneShotCompletes(t *testing.T) {
 		t.Fatalf("fire: %+v, %v", res, err)
 	}
 	got, _ := s.GetJob(ctx, j.ID)
-	if got.State != JobCompleted || got.NextRunAt != nil || !got.LastRunAt.Equal(at) {
+	if got.State != domain.JobCompleted || got.NextRunAt != nil || !got.LastRunAt.Equal(at) {
 		t.Fatalf("one-shot after firing: state %s next %v last %v", got.State, got.NextRunAt, got.LastRunAt)
 	}
 }
@@ -661,7 +661,7 @@ func TestRunNow(t *testing.T) {
 	s := newStore(t)
 	next := baseTime().Add(time.Hour)
 	j := testJob("manual", &next)
-	j.State = JobPaused
+	j.State = domain.JobPaused
 	mustCreate(t, s, j)
 	at := baseTime().Add(123456 * time.Microsecond)
 
@@ -669,8 +669,8 @@ func TestRunNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !e1.Manual || e1.State != ExecQueued || !e1.ScheduledFor.Equal(at.Truncate(time.Millisecond)) ||
-		e1.ID != ExecutionID(j.ID, e1.ScheduledFor) || e1.DispatchedAt != nil || e1.Handler.URL != j.Handler.URL {
+	if !e1.Manual || e1.State != domain.ExecQueued || !e1.ScheduledFor.Equal(at.Truncate(time.Millisecond)) ||
+		e1.ID != domain.ExecutionID(j.ID, e1.ScheduledFor) || e1.DispatchedAt != nil || e1.Handler.URL != j.Handler.URL {
 		t.Fatalf("manual execution %+v", e1)
 	}
 	e2, err := s.RunNow(ctx, j.ID, at)
@@ -726,7 +726,7 @@ func TestOutbox(t *testing.T) {
 		t.Fatalf("outbox after dispatch: %v", out)
 	}
 	// An executor starting it proves it was delivered, ack or not.
-	if err := s.AttemptStarted(ctx, out[0].ID, 1, "x", t0); err != nil {
+	if err := s.attemptStarted(ctx, out[0].ID, 1, "x", t0); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := s.Undispatched(ctx, []int{1, 2}, 10, soon); len(out) != 0 {
@@ -778,23 +778,23 @@ func TestAttemptTransitions(t *testing.T) {
 	cases := []struct {
 		name     string
 		events   []ev
-		state    string
+		state    domain.ExecState
 		attempts int
 		finished bool
 	}{
-		{"start", []ev{{"started", 1}}, ExecRunning, 1, false},
-		{"success", []ev{{"started", 1}, {"succeeded", 1}}, ExecSucceeded, 1, true},
-		{"retry then success", []ev{{"started", 1}, {"failed", 1}, {"started", 2}, {"succeeded", 2}}, ExecSucceeded, 2, true},
-		{"failed awaiting retry", []ev{{"started", 1}, {"failed", 1}}, ExecFailed, 1, false},
-		{"dead", []ev{{"started", 1}, {"failed", 1}, {"started", 2}, {"final", 2}}, ExecDead, 2, true},
-		{"duplicates", []ev{{"started", 1}, {"started", 1}, {"succeeded", 1}, {"succeeded", 1}, {"started", 1}}, ExecSucceeded, 1, true},
-		{"finish before start", []ev{{"succeeded", 1}, {"started", 1}}, ExecSucceeded, 1, true},
-		{"failure before start", []ev{{"failed", 1}, {"started", 1}}, ExecFailed, 1, false},
-		{"late failure of a retried attempt", []ev{{"started", 1}, {"started", 2}, {"failed", 1}}, ExecRunning, 2, false},
-		{"late start of an old attempt", []ev{{"started", 2}, {"started", 1}}, ExecRunning, 2, false},
-		{"terminal stays", []ev{{"started", 1}, {"final", 1}, {"started", 2}, {"succeeded", 2}}, ExecDead, 2, true},
-		{"first report of an end wins", []ev{{"started", 1}, {"failed", 1}, {"final", 1}, {"succeeded", 1}}, ExecFailed, 1, false},
-		{"late success of an older attempt", []ev{{"started", 1}, {"started", 2}, {"succeeded", 1}, {"final", 2}}, ExecSucceeded, 2, true},
+		{"start", []ev{{"started", 1}}, domain.ExecRunning, 1, false},
+		{"success", []ev{{"started", 1}, {"succeeded", 1}}, domain.ExecSucceeded, 1, true},
+		{"retry then success", []ev{{"started", 1}, {"failed", 1}, {"started", 2}, {"succeeded", 2}}, domain.ExecSucceeded, 2, true},
+		{"failed awaiting retry", []ev{{"started", 1}, {"failed", 1}}, domain.ExecFailed, 1, false},
+		{"dead", []ev{{"started", 1}, {"failed", 1}, {"started", 2}, {"final", 2}}, domain.ExecDead, 2, true},
+		{"duplicates", []ev{{"started", 1}, {"started", 1}, {"succeeded", 1}, {"succeeded", 1}, {"started", 1}}, domain.ExecSucceeded, 1, true},
+		{"finish before start", []ev{{"succeeded", 1}, {"started", 1}}, domain.ExecSucceeded, 1, true},
+		{"failure before start", []ev{{"failed", 1}, {"started", 1}}, domain.ExecFailed, 1, false},
+		{"late failure of a retried attempt", []ev{{"started", 1}, {"started", 2}, {"failed", 1}}, domain.ExecRunning, 2, false},
+		{"late start of an old attempt", []ev{{"started", 2}, {"started", 1}}, domain.ExecRunning, 2, false},
+		{"terminal stays", []ev{{"started", 1}, {"final", 1}, {"started", 2}, {"succeeded", 2}}, domain.ExecDead, 2, true},
+		{"first report of an end wins", []ev{{"started", 1}, {"failed", 1}, {"final", 1}, {"succeeded", 1}}, domain.ExecFailed, 1, false},
+		{"late success of an older attempt", []ev{{"started", 1}, {"started", 2}, {"succeeded", 1}, {"final", 2}}, domain.ExecSucceeded, 2, true},
 	}
 	for _, c := range cases {
 		for _, batched := range []bool{false, true} {
@@ -804,21 +804,21 @@ func TestAttemptTransitions(t *testing.T) {
 				var evs []AttemptEvent
 				for i, ev := range c.events {
 					x := AttemptEvent{ID: e.ID, Attempt: ev.attempt, Executor: fmt.Sprintf("x%d", ev.attempt),
-						At: at.Add(time.Duration(i) * time.Second)}
+						At: at.Add(time.Duration(i) * time.Second), Type: domain.EventStarted}
 					switch ev.typ {
 					case "succeeded":
-						x.Outcome, x.Output = ExecSucceeded, "ok"
+						x.Type, x.Output = domain.EventSucceeded, "ok"
 					case "failed":
-						x.Outcome, x.Error = ExecFailed, "boom"
+						x.Type, x.Error = domain.EventFailed, "boom"
 					case "final":
-						x.Outcome, x.Final, x.Error = ExecFailed, true, "gave up"
+						x.Type, x.Final, x.Error = domain.EventFailed, true, "gave up"
 					}
 					evs = append(evs, x)
 				}
 				if batched {
 					// All events in one pipelined transaction, plus one for an
 					// execution that does not exist.
-					ghost := AttemptEvent{ID: ExecutionID(uuid.New(), at), Attempt: 1, Executor: "x", At: at}
+					ghost := AttemptEvent{ID: domain.ExecutionID(uuid.New(), at), Attempt: 1, Executor: "x", At: at, Type: domain.EventStarted}
 					res, err := s.RecordEvents(ctx, append(evs, ghost))
 					if err != nil {
 						t.Fatal(err)
@@ -837,10 +837,10 @@ func TestAttemptTransitions(t *testing.T) {
 						break
 					}
 					var err error
-					if x.Outcome == "" {
-						err = s.AttemptStarted(ctx, x.ID, x.Attempt, x.Executor, x.At)
+					if x.Type == domain.EventStarted {
+						err = s.attemptStarted(ctx, x.ID, x.Attempt, x.Executor, x.At)
 					} else {
-						err = s.AttemptFinished(ctx, x.ID, x.Attempt, x.Executor, x.At, x.Outcome, x.Final, x.Error, x.Output)
+						err = s.attemptFinished(ctx, x.ID, x.Attempt, x.Executor, x.At, x.Outcome(), x.Final, x.Error, x.Output)
 					}
 					if err != nil {
 						t.Fatalf("event %d %v: %v", i, c.events[i], err)
@@ -860,7 +860,7 @@ func TestAttemptTransitions(t *testing.T) {
 			})
 		}
 	}
-	if err := s.AttemptStarted(ctx, ExecutionID(uuid.New(), baseTime()), 1, "x", baseTime()); !errors.Is(err, ErrNotFound) {
+	if err := s.attemptStarted(ctx, domain.ExecutionID(uuid.New(), baseTime()), 1, "x", baseTime()); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown execution: %v, want ErrNotFound", err)
 	}
 }
@@ -871,15 +871,15 @@ func TestGetExecutionWithAttempts(t *testing.T) {
 	s := newStore(t)
 	e := fired(t, s)
 	t0 := baseTime()
-	long := strings.Repeat("é", wire.MaxOutputBytes) // 2 bytes each
+	long := strings.Repeat("é", domain.MaxOutputBytes) // 2 bytes each
 	steps := []func() error{
-		func() error { return s.AttemptStarted(ctx, e.ID, 1, "exec-a", t0) },
+		func() error { return s.attemptStarted(ctx, e.ID, 1, "exec-a", t0) },
 		func() error {
-			return s.AttemptFinished(ctx, e.ID, 1, "exec-a", t0.Add(time.Second), ExecFailed, false, "bad\x00gateway", "")
+			return s.attemptFinished(ctx, e.ID, 1, "exec-a", t0.Add(time.Second), domain.OutcomeFailed, false, "bad\x00gateway", "")
 		},
-		func() error { return s.AttemptStarted(ctx, e.ID, 2, "exec-b", t0.Add(3*time.Second)) },
+		func() error { return s.attemptStarted(ctx, e.ID, 2, "exec-b", t0.Add(3*time.Second)) },
 		func() error {
-			return s.AttemptFinished(ctx, e.ID, 2, "exec-b", t0.Add(4*time.Second), ExecSucceeded, false, "", long)
+			return s.attemptFinished(ctx, e.ID, 2, "exec-b", t0.Add(4*time.Second), domain.OutcomeSucceeded, false, "", long)
 		},
 	}
 	for _, step := range steps {
@@ -891,18 +891,18 @@ func TestGetExecutionWithAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != ExecSucceeded || got.Attempts != 2 || got.ExecutorID != "exec-b" || !got.StartedAt.Equal(t0) ||
-		!got.FinishedAt.Equal(t0.Add(4*time.Second)) || got.Error != "" || len(got.Output) > wire.MaxOutputBytes ||
+	if got.State != domain.ExecSucceeded || got.Attempts != 2 || got.ExecutorID != "exec-b" || !got.StartedAt.Equal(t0) ||
+		!got.FinishedAt.Equal(t0.Add(4*time.Second)) || got.Error != "" || len(got.Output) > domain.MaxOutputBytes ||
 		!strings.HasPrefix(long, got.Output) {
 		t.Fatalf("execution %+v", got)
 	}
 	a := got.AttemptList
-	if len(a) != 2 || a[0].Number != 1 || a[0].ExecutorID != "exec-a" || a[0].Outcome != ExecFailed ||
+	if len(a) != 2 || a[0].Number != 1 || a[0].ExecutorID != "exec-a" || a[0].Outcome != domain.OutcomeFailed ||
 		a[0].Error != "badgateway" || !a[0].StartedAt.Equal(t0) || !a[0].FinishedAt.Equal(t0.Add(time.Second)) ||
-		a[1].Number != 2 || a[1].Outcome != ExecSucceeded || a[1].Output != got.Output {
+		a[1].Number != 2 || a[1].Outcome != domain.OutcomeSucceeded || a[1].Output != got.Output {
 		t.Fatalf("attempts %+v", a)
 	}
-	if _, err := s.GetExecution(ctx, ExecutionID(uuid.New(), t0)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetExecution(ctx, domain.ExecutionID(uuid.New(), t0)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing execution: %v, want ErrNotFound", err)
 	}
 }
@@ -932,7 +932,7 @@ func TestListExecutions(t *testing.T) {
 	// Every third execution succeeds.
 	for i, e := range all {
 		if i%3 == 0 {
-			if err := s.AttemptFinished(ctx, e.ID, 1, "x", baseTime(), ExecSucceeded, false, "", ""); err != nil {
+			if err := s.attemptFinished(ctx, e.ID, 1, "x", baseTime(), domain.OutcomeSucceeded, false, "", ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -970,13 +970,13 @@ func TestListExecutions(t *testing.T) {
 		}
 	}
 	check("all", list(ExecFilter{Limit: 5}), 24, func(*Execution) bool { return true })
-	check("succeeded", list(ExecFilter{State: ExecSucceeded, Limit: 3}), 8,
-		func(e *Execution) bool { return e.State == ExecSucceeded })
+	check("succeeded", list(ExecFilter{State: domain.ExecSucceeded, Limit: 3}), 8,
+		func(e *Execution) bool { return e.State == domain.ExecSucceeded })
 	check("job a", list(ExecFilter{JobID: &a.ID, Limit: 5}), 12, func(e *Execution) bool { return e.JobID == a.ID })
-	check("job a queued", list(ExecFilter{JobID: &a.ID, State: ExecQueued, Limit: 2}), 8,
-		func(e *Execution) bool { return e.JobID == a.ID && e.State == ExecQueued })
-	check("queued", list(ExecFilter{State: ExecQueued, Limit: 5}), 16,
-		func(e *Execution) bool { return e.State == ExecQueued })
+	check("job a queued", list(ExecFilter{JobID: &a.ID, State: domain.ExecQueued, Limit: 2}), 8,
+		func(e *Execution) bool { return e.JobID == a.ID && e.State == domain.ExecQueued })
+	check("queued", list(ExecFilter{State: domain.ExecQueued, Limit: 5}), 16,
+		func(e *Execution) bool { return e.State == domain.ExecQueued })
 	if _, _, err := s.ListExecutions(ctx, ExecFilter{State: "done'; --"}); err == nil {
 		t.Fatal("an unknown state listed executions")
 	}
@@ -1012,7 +1012,7 @@ func TestMaintainPartitions(t *testing.T) {
 	e := res.Executions[0]
 	// Two attempts, so that they are rows of attempts (a single one lives
 	// in the execution's row).
-	if err := s.AttemptStarted(ctx, e.ID, 2, "x", now); err != nil {
+	if err := s.attemptStarted(ctx, e.ID, 2, "x", now); err != nil {
 		t.Fatal(err)
 	}
 	where := func(table, idCol string) string {
@@ -1042,7 +1042,7 @@ func TestMaintainPartitions(t *testing.T) {
 	if p, want := where("attempts", "execution_id"), dayPartition("attempts", far); p != want {
 		t.Fatalf("attempt in %s, want %s", p, want)
 	}
-	if got, err := s.GetExecution(ctx, e.ID); err != nil || got.State != ExecRunning || len(got.AttemptList) != 2 {
+	if got, err := s.GetExecution(ctx, e.ID); err != nil || got.State != domain.ExecRunning || len(got.AttemptList) != 2 {
 		t.Fatalf("moved execution: %+v %v", got, err)
 	}
 	before := count(t, s, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'executions'::regclass")
@@ -1153,7 +1153,7 @@ func TestFinishedEventCarriesStart(t *testing.T) {
 	start := baseTime()
 	end := start.Add(150 * time.Millisecond)
 	res, err := s.RecordEvents(ctx, []AttemptEvent{{ID: e.ID, Attempt: 1, Executor: "x1", At: end,
-		Outcome: ExecSucceeded, Final: true, Output: "ok", StartedAt: &start}})
+		Type: domain.EventSucceeded, Final: true, Output: "ok", StartedAt: &start}})
 	if err != nil || res[0] != nil {
 		t.Fatalf("record: %v %v", err, res)
 	}
@@ -1161,10 +1161,10 @@ func TestFinishedEventCarriesStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != ExecSucceeded || got.StartedAt == nil || !got.StartedAt.Equal(start) || !got.FinishedAt.Equal(end) {
+	if got.State != domain.ExecSucceeded || got.StartedAt == nil || !got.StartedAt.Equal(start) || !got.FinishedAt.Equal(end) {
 		t.Fatalf("execution: state %s started %v finished %v; want succeeded %v %v", got.State, got.StartedAt, got.FinishedAt, start, end)
 	}
-	if len(got.AttemptList) != 1 || !got.AttemptList[0].StartedAt.Equal(start) || got.AttemptList[0].Outcome != ExecSucceeded {
+	if len(got.AttemptList) != 1 || !got.AttemptList[0].StartedAt.Equal(start) || got.AttemptList[0].Outcome != domain.OutcomeSucceeded {
 		t.Fatalf("attempts: %+v", got.AttemptList)
 	}
 }

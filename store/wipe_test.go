@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"testing"
 	"time"
@@ -25,7 +27,7 @@ func TestRequeueAfterWipe(t *testing.T) {
 	lost := firedIn(t, s, 1) // published into the old stream, never run
 	markAt(lost, 0, created.Add(-2*time.Second))
 	retry := firedIn(t, s, 1) // its retry published into the old stream
-	record(t, s, AttemptEvent{ID: retry.ID, Attempt: 1, Executor: "x", At: now.Add(-time.Minute), Outcome: ExecFailed,
+	record(t, s, AttemptEvent{ID: retry.ID, Attempt: 1, Executor: "x", At: now.Add(-time.Minute), Type: domain.EventFailed,
 		Error: "boom", RetryIn: 10 * time.Millisecond})
 	retryDue := *get(t, s, retry.ID).NextAttemptAt
 	markAt(retry, 1, created.Add(-time.Second))
@@ -34,10 +36,10 @@ func TestRequeueAfterWipe(t *testing.T) {
 	markAt(fresh, 0, created.Add(10*time.Millisecond))
 	running := firedIn(t, s, 1)
 	markAt(running, 0, created.Add(-2*time.Second))
-	record(t, s, AttemptEvent{ID: running.ID, Attempt: 1, Executor: "x", At: created.Add(-time.Second)})
+	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: running.ID, Attempt: 1, Executor: "x", At: created.Add(-time.Second)})
 	done := firedIn(t, s, 1)
 	markAt(done, 0, created.Add(-2*time.Second))
-	record(t, s, AttemptEvent{ID: done.ID, Attempt: 1, Executor: "x", At: created.Add(-time.Second), Outcome: ExecSucceeded, Final: true})
+	record(t, s, AttemptEvent{ID: done.ID, Attempt: 1, Executor: "x", At: created.Add(-time.Second), Type: domain.EventSucceeded, Final: true})
 	elsewhere := firedIn(t, s, 2)
 	markAt(elsewhere, 0, created.Add(-2*time.Second))
 
@@ -52,12 +54,12 @@ func TestRequeueAfterWipe(t *testing.T) {
 	after := dbNow(t, s)
 
 	g := get(t, s, lost.ID)
-	if g.State != ExecQueued || g.DispatchedAt != nil || g.Dispatches != 0 || g.Attempts != 0 || !inOutbox(t, s, g, after) {
+	if g.State != domain.ExecQueued || g.DispatchedAt != nil || g.Dispatches != 0 || g.Attempts != 0 || !inOutbox(t, s, g, after) {
 		t.Fatalf("lost execution after the re-queue: %+v", g)
 	}
 	within(t, "its next attempt", g.NextAttemptAt, now, after)
 	g = get(t, s, retry.ID)
-	if g.State != ExecFailed || g.DispatchedAt != nil || g.Dispatches != 1 || g.NextAttemptAt == nil ||
+	if g.State != domain.ExecFailed || g.DispatchedAt != nil || g.Dispatches != 1 || g.NextAttemptAt == nil ||
 		!g.NextAttemptAt.Equal(retryDue) || !inOutbox(t, s, g, after) {
 		t.Fatalf("lost retry after the re-queue: %+v (its retry was due %s)", g, retryDue)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
@@ -278,7 +279,7 @@ func keptUp(r *Report, bound time.Duration) (ok bool, whyNot []string) {
 // step's report. Like createJobs, each job's first run is a second or
 // more after its batch is built.
 func (b *bench) createSpreadMinute(ctx context.Context, lo, hi int) error {
-	handler := wire.Handler{Type: wire.HandlerCustom, Name: b.Handler}
+	handler := domain.Handler{Type: domain.HandlerCustom, Name: b.Handler}
 	compiled := make([]*schedule.Schedule, 60)
 	for slot := range compiled {
 		sch, err := schedule.Compile(schedule.Spec{Cron: cronOf(mixSpreadMinute, slot)})
@@ -383,7 +384,7 @@ func (t *tracker) forget(before time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for id := range t.seen {
-		if store.ExecutionTime(id).Before(before) {
+		if domain.ExecutionTime(id).Before(before) {
 			delete(t.seen, id)
 		}
 	}

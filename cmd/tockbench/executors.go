@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/store"
 )
 
 // executorConcurrency is each in-process executor's Concurrency.
@@ -96,7 +97,7 @@ func (t *tracker) handlerLag(from, to time.Time) (Lag, int64) {
 	t.mu.Lock()
 	lags := make([]float64, 0, len(t.seen))
 	for id, d := range t.seen {
-		if at := store.ExecutionTime(id); !at.Before(from) && at.Before(to) {
+		if at := domain.ExecutionTime(id); !at.Before(from) && at.Before(to) {
 			lags = append(lags, float64(d.lagMS))
 		}
 	}

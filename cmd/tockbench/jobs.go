@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
@@ -55,7 +56,7 @@ func jobName(i int) string { return fmt.Sprintf("job-%07d", i) }
 // is stored; same-second jobs are stored paused, and armed later.
 func (b *bench) createJobs(ctx context.Context) error {
 	compiled := map[string]*schedule.Schedule{}
-	handler := wire.Handler{Type: wire.HandlerCustom, Name: b.Handler}
+	handler := domain.Handler{Type: domain.HandlerCustom, Name: b.Handler}
 	start := time.Now()
 	for off := 0; off < b.Jobs; off += createBatch {
 		n := min(createBatch, b.Jobs-off)
@@ -71,7 +72,7 @@ func (b *bench) createJobs(ctx context.Context) error {
 			if b.Mix == mixSameSecond {
 				// A placeholder: arm sets the instant once all exist.
 				at := now.Add(24 * time.Hour).Truncate(time.Second)
-				j.Schedule, j.State = schedule.Spec{At: &at}, store.JobPaused
+				j.Schedule, j.State = schedule.Spec{At: &at}, domain.JobPaused
 			} else {
 				j.Schedule = schedule.Spec{Cron: cronOf(b.Mix, i%slots(b.Mix))}
 				sch := compiled[j.Schedule.Cron]

@@ -1,13 +1,15 @@
 package main
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/wire"
 )
 
 // pollEvery is how often the settle phases look at the executions.
@@ -160,7 +162,7 @@ func (b *bench) backlog(ctx context.Context) Backlog {
 	bl := Backlog{ExecPending: -1, ExecAckPending: -1, EventsPending: -1, recorded: -1}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if info := consumerInfo(ctx, b.js, wire.ExecStream, wire.ConsumerName(b.Handler, wire.PriorityNormal)); info != nil {
+	if info := consumerInfo(ctx, b.js, wire.ExecStream, wire.ConsumerName(b.Handler, domain.PriorityNormal)); info != nil {
 		bl.ExecPending, bl.ExecAckPending = int64(info.NumPending), int64(info.NumAckPending)
 	}
 	if info := consumerInfo(ctx, b.js, wire.EventStream, wire.RecorderConsumer); info != nil {
@@ -227,7 +229,7 @@ func (b *bench) cleanup(ctx context.Context, stopExecutors context.CancelFunc, e
 		return
 	}
 	if b.Executors > 0 {
-		for _, p := range wire.Priorities {
+		for _, p := range domain.Priorities {
 			name := wire.ConsumerName(b.Handler, p)
 			if err := b.js.DeleteConsumer(ctx, wire.ExecStream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				b.say("delete consumer %s: %v", name, err)

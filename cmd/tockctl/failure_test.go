@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"io"
 	"log/slog"
@@ -13,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/api"
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
+	"github.com/tock-sched/tock/wire"
 )
 
 func TestCancelRetryAndHandlers(t *testing.T) {
@@ -73,7 +75,7 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res, err := st.RecordEvents(ctx, []store.AttemptEvent{{ID: y.ID, Attempt: 1, Executor: "x", At: now,
-		Outcome: store.ExecFailed, Final: true, Error: "boom"}}); err != nil || res[0] != nil {
+		Type: domain.EventFailed, Final: true, Error: "boom"}}); err != nil || res[0] != nil {
 		t.Fatalf("record: %v %v", err, res)
 	}
 	if r := rows(t, ok(t, u, "executions", "list", "--state", "dead"), execHeader); len(r) != 1 || !strings.Contains(r[0], y.ID.String()) {

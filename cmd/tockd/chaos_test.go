@@ -21,8 +21,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/wire"
 )
 
 // chaosSize is the chaos test's size: a short form in `make test`, the

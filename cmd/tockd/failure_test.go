@@ -6,6 +6,8 @@ package main
 // embedded etcd and NATS.
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -25,8 +27,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/wire"
 )
 
 // attempt is an attempt as GET /v1/executions/{id} shows it.
@@ -504,7 +506,7 @@ func TestBackoffFloodDoesNotDelayAHealthyJob(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	cons, err := js.Consumer(context.Background(), wire.ExecStream, wire.ConsumerName(wire.HandlerHTTP, wire.PriorityNormal))
+	cons, err := js.Consumer(context.Background(), wire.ExecStream, wire.ConsumerName(domain.HandlerHTTP, domain.PriorityNormal))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,11 @@
 package main
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"time"
 
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/executor/wire"
 )
 
 // ExecutionFlags tune how executions are retried and run; serve and dev
@@ -29,7 +30,7 @@ type ExecutionFlags struct {
 
 // apply copies the flags into cfg.
 func (f ExecutionFlags) apply(cfg *Config) {
-	cfg.Retry = wire.RetryPolicy{
+	cfg.Retry = domain.RetryPolicy{
 		MaxAttempts:    f.RetryMaxAttempts,
 		InitialBackoff: f.RetryInitialBackoff.String(),
 		MaxBackoff:     f.RetryMaxBackoff.String(),

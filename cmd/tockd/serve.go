@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/tock-sched/tock/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -24,11 +26,11 @@ import (
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/recorder"
 	"github.com/tock-sched/tock/scanner"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/wire"
 )
 
 // Roles.
@@ -55,7 +57,7 @@ type Config struct {
 	// Pprof serves Go's profiler under /debug/pprof/ on the HTTP address.
 	Pprof bool
 	// Retry is the cluster's default retry policy (api role).
-	Retry wire.RetryPolicy
+	Retry domain.RetryPolicy
 	// Executor role: attempts in flight per queue and per handler, the
 	// ack wait of the queues' consumers, and the per-handler breakers.
 	ExecutorConcurrency   int
@@ -397,8 +399,8 @@ func newExecutor(cfg Config, d deps) (runFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.Handle(wire.HandlerHTTP, executor.HTTPHandler(&http.Client{}))
-	w.Handle(wire.HandlerNATS, executor.NATSHandler(d.nc))
+	w.Handle(domain.HandlerHTTP, executor.HTTPHandler(&http.Client{}))
+	w.Handle(domain.HandlerNATS, executor.NATSHandler(d.nc))
 	return w.Run, nil
 }
 

@@ -30,3 +30,18 @@ func New(t testing.TB, buckets int) *store.Store {
 	}
 	return st
 }
+
+// Record records events with RecordEvents and fails t on any error,
+// whole or per event.
+func Record(t testing.TB, st *store.Store, evs ...store.AttemptEvent) {
+	t.Helper()
+	res, err := st.RecordEvents(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r != nil {
+			t.Fatalf("event %d (%+v): %v", i, evs[i], r)
+		}
+	}
+}

@@ -8,10 +8,13 @@ package wire
 
 import (
 	"encoding/json"
-	"net/url"
-	"slices"
+	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // Streams and subjects.
@@ -51,88 +54,18 @@ const (
 	HeaderAttempt = "Tock-Attempt"
 )
 
-// Built-in handler types. A custom handler's subject token is its name.
-const (
-	HandlerHTTP   = "http"
-	HandlerNATS   = "nats"
-	HandlerCustom = "custom"
-)
-
-// Handler says who runs a job's executions.
-type Handler struct {
-	// Type is http, nats or custom.
-	Type string `json:"type"`
-	// Name is the custom handler's name (a NATS subject token:
-	// letters, digits, '-' and '_'), for Type custom.
-	Name string `json:"name,omitempty"`
-	// URL, Method and Headers describe the request, for Type http.
-	// Method defaults to POST. The body sent is the job's payload.
-	URL     string            `json:"url,omitempty"`
-	Method  string            `json:"method,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
-	// Subject is where the payload is published, for Type nats; with
-	// WaitReply the handler waits for a reply and records it as output.
-	Subject   string `json:"subject,omitempty"`
-	WaitReply bool   `json:"wait_reply,omitempty"`
-}
-
-// Queue is the handler's queue name: the third token of its execution
-// subjects and part of its durable consumers' names.
-func (h Handler) Queue() string {
-	if h.Type == HandlerCustom {
-		return h.Name
-	}
-	return h.Type
-}
-
-// Key names the handler for its circuit breaker and its concurrency
-// limit: the custom handler's name, the HTTP target's host (host:port as
-// written in the URL), or the NATS subject, prefixed with its type for the
-// built-ins ("http:api.example.com", "nats:orders.sync").
-func (h Handler) Key() string {
-	switch h.Type {
-	case HandlerCustom:
-		return h.Name
-	case HandlerHTTP:
-		if u, err := url.Parse(h.URL); err == nil && u.Host != "" {
-			return HandlerHTTP + ":" + u.Host
-		}
-		return HandlerHTTP + ":" + h.URL
-	case HandlerNATS:
-		return HandlerNATS + ":" + h.Subject
-	}
-	return h.Type
-}
-
-// Priority classes. When executors are saturated, a queue's high
-// executions start before its normal ones, and normal before low: each
-// class has its own subject and consumer, and executors pull from them in
-// that order.
-const (
-	PriorityHigh   = "high"
-	PriorityNormal = "normal"
-	PriorityLow    = "low"
-)
-
-// Priorities lists the classes in the order executors serve them.
-var Priorities = []string{PriorityHigh, PriorityNormal, PriorityLow}
-
-// ValidPriority reports whether p is a priority class ("" is not).
-func ValidPriority(p string) bool { return slices.Contains(Priorities, p) }
-
 // ExecSubject is the subject an execution for queue in priority class
 // priority is published on: tock.exec.<queue>.<priority>. An empty
 // priority means normal.
-func ExecSubject(queue, priority string) string {
-	if priority == "" {
-		priority = PriorityNormal
-	}
-	return ExecSubjectPrefix + queue + "." + priority
+func ExecSubject(queue string, priority domain.Priority) string {
+	return ExecSubjectPrefix + queue + "." + string(priority.OrNormal())
 }
 
 // ConsumerName is the durable pull consumer that serves queue's priority
 // class: tock_<queue>_<priority>.
-func ConsumerName(queue, priority string) string { return "tock_" + queue + "_" + priority }
+func ConsumerName(queue string, priority domain.Priority) string {
+	return "tock_" + queue + "_" + string(priority)
+}
 
 // ExecMsgID is the Nats-Msg-Id of an execution's dispatch number dispatch
 // (0 for the first publish, one more for each retry or deferral that
@@ -146,16 +79,6 @@ func ExecMsgID(executionID string, dispatch int) string {
 	return executionID + ":" + strconv.Itoa(dispatch)
 }
 
-// RetryPolicy says how often and how soon a failed execution is tried
-// again. The zero value means one attempt only.
-type RetryPolicy struct {
-	MaxAttempts    int     `json:"max_attempts,omitempty"`
-	InitialBackoff string  `json:"initial_backoff,omitempty"` // Go duration
-	MaxBackoff     string  `json:"max_backoff,omitempty"`     // Go duration
-	Multiplier     float64 `json:"multiplier,omitempty"`
-	Jitter         string  `json:"jitter,omitempty"` // "full", "equal" or "none"
-}
-
 // Execution is the JSON body of a message on tock.exec.<queue>.<priority>.
 //
 // Attempt numbers count across the execution's whole life: the attempt a
@@ -166,17 +89,17 @@ type RetryPolicy struct {
 // The attempt is the last of its series when attempt - SeriesBase reaches
 // Retry.MaxAttempts; a re-drive of a dead execution starts a new series.
 type Execution struct {
-	ExecutionID  string          `json:"execution_id"`
-	JobID        string          `json:"job_id"`
-	Namespace    string          `json:"namespace"`
-	JobName      string          `json:"job_name"`
-	ScheduledFor time.Time       `json:"scheduled_for"`
-	Handler      Handler         `json:"handler"`
-	Payload      json.RawMessage `json:"payload,omitempty"`
-	TimeoutMS    int64           `json:"timeout_ms,omitempty"`
-	Retry        RetryPolicy     `json:"retry,omitempty"`
+	ExecutionID  string             `json:"execution_id"`
+	JobID        string             `json:"job_id"`
+	Namespace    string             `json:"namespace"`
+	JobName      string             `json:"job_name"`
+	ScheduledFor time.Time          `json:"scheduled_for"`
+	Handler      domain.Handler     `json:"handler"`
+	Payload      json.RawMessage    `json:"payload,omitempty"`
+	TimeoutMS    int64              `json:"timeout_ms,omitempty"`
+	Retry        domain.RetryPolicy `json:"retry,omitempty"`
 	// Priority is the execution's class; "" means normal.
-	Priority string `json:"priority,omitempty"`
+	Priority domain.Priority `json:"priority,omitempty"`
 	// AttemptBase is the number of attempts made before this message.
 	AttemptBase int `json:"attempt_base,omitempty"`
 	// SeriesBase is the number of attempts made before the current series
@@ -187,6 +110,26 @@ type Execution struct {
 	Dispatch int `json:"dispatch,omitempty"`
 }
 
+// Msg is the whole NATS message for the execution's dispatch
+// e.Dispatch: the JSON body on ExecSubject(handler queue, priority), with
+// the execution's headers. Publish it with Nats-Msg-Id e.MsgID().
+func (e *Execution) Msg() (*nats.Msg, error) {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode execution %s: %w", e.ExecutionID, err)
+	}
+	msg := nats.NewMsg(ExecSubject(e.Handler.Queue(), e.Priority))
+	msg.Data = body
+	msg.Header.Set(HeaderExecutionID, e.ExecutionID)
+	msg.Header.Set(HeaderJobID, e.JobID)
+	msg.Header.Set(HeaderScheduledFor, FormatTime(e.ScheduledFor))
+	return msg, nil
+}
+
+// MsgID is the Nats-Msg-Id of the execution's message: ExecMsgID of its
+// id and dispatch.
+func (e *Execution) MsgID() string { return ExecMsgID(e.ExecutionID, e.Dispatch) }
+
 // Attempt is the attempt number the delivery number delivered (from 1) of
 // this message makes.
 func (e *Execution) Attempt(delivered int) int { return e.AttemptBase + delivered }
@@ -194,37 +137,8 @@ func (e *Execution) Attempt(delivered int) int { return e.AttemptBase + delivere
 // LastAttempt reports whether attempt is the last its retry policy allows
 // in the current series.
 func (e *Execution) LastAttempt(attempt int) bool {
-	return attempt-e.SeriesBase >= max(e.Retry.MaxAttempts, 1)
+	return attempt-e.SeriesBase >= e.Retry.Attempts()
 }
-
-// Event types an executor reports.
-const (
-	// EventStarted: the attempt began (see Event.StartedAt for quick
-	// attempts, which skip it).
-	EventStarted = "started"
-	// EventHeartbeat: the attempt is still running; sent every
-	// HeartbeatInterval while it runs, besides JetStream in-progress acks.
-	EventHeartbeat = "heartbeat"
-	// EventSucceeded: the attempt succeeded; Output is its result.
-	EventSucceeded = "succeeded"
-	// EventFailed: the attempt failed (TimedOut: at its timeout). With
-	// Final the execution is dead; without, tock re-publishes it after
-	// RetryInMS as the next attempt.
-	EventFailed = "failed"
-	// EventCancelled: the execution was cancelled (see CancelBucket); the
-	// attempt was stopped, or never began if StartedAt is nil and no
-	// started event was sent.
-	EventCancelled = "cancelled"
-	// EventDeferred: the executor did not run the delivery (the handler's
-	// circuit breaker is open, or its concurrency limit is reached) and
-	// handed it back: tock re-publishes it after RetryInMS, and the
-	// delivery does not count as an attempt.
-	EventDeferred = "deferred"
-)
-
-// MaxOutputBytes is how much of a handler's output or error message is
-// kept; longer text is cut to this size.
-const MaxOutputBytes = 4096
 
 // Event is the JSON body of a message on tock.events.<type>, published by
 // an executor to the EventStream with Nats-Msg-Id MsgID(), so that a
@@ -233,13 +147,13 @@ const MaxOutputBytes = 4096
 // would have made, and tock publishes the execution again with the same
 // AttemptBase, since a deferred delivery is no attempt.
 type Event struct {
-	Type         string    `json:"type"`
-	ExecutionID  string    `json:"execution_id"`
-	ScheduledFor time.Time `json:"scheduled_for"`
-	Attempt      int       `json:"attempt"`
-	ExecutorID   string    `json:"executor_id"`
-	At           time.Time `json:"at"`
-	// Error and Output are set on finished events, cut to MaxOutputBytes.
+	Type         domain.EventType `json:"type"`
+	ExecutionID  string           `json:"execution_id"`
+	ScheduledFor time.Time        `json:"scheduled_for"`
+	Attempt      int              `json:"attempt"`
+	ExecutorID   string           `json:"executor_id"`
+	At           time.Time        `json:"at"`
+	// Error and Output are set on finished events, cut to domain.MaxOutputBytes.
 	Error  string `json:"error,omitempty"`
 	Output string `json:"output,omitempty"`
 	// StartedAt is set on a finished event whose attempt was not reported
@@ -269,26 +183,18 @@ type Event struct {
 	PublishedAt *time.Time `json:"published_at,omitempty"`
 }
 
+// Subject is the subject an event is published on on its own:
+// tock.events.<type>.
+func (e Event) Subject() string { return EventSubjectPrefix + string(e.Type) }
+
 // MsgID is the Nats-Msg-Id an event is published with:
 // "<execution_id>:<dispatch>:<attempt>:<type>", plus ":<seq>" for a
 // heartbeat, so that a re-publish of the same event is dropped and
 // different events never are.
 func (e Event) MsgID() string {
-	id := e.ExecutionID + ":" + strconv.Itoa(e.Dispatch) + ":" + strconv.Itoa(e.Attempt) + ":" + e.Type
-	if e.Type == EventHeartbeat {
+	id := e.ExecutionID + ":" + strconv.Itoa(e.Dispatch) + ":" + strconv.Itoa(e.Attempt) + ":" + string(e.Type)
+	if e.Type == domain.EventHeartbeat {
 		id += ":" + strconv.Itoa(e.Seq)
 	}
 	return id
-}
-
-// Truncate cuts s to MaxOutputBytes without splitting a UTF-8 sequence.
-func Truncate(s string) string {
-	if len(s) <= MaxOutputBytes {
-		return s
-	}
-	cut := MaxOutputBytes
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut]
 }

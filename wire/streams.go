@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // Stream and consumer settings. Every side that creates the streams or a
@@ -138,7 +140,7 @@ type ConsumerOptions struct {
 // ExecSubject(queue, priority), and returns it. MaxDeliver is unlimited:
 // tock counts attempts itself (see Execution) and ends a message by acking
 // or terminating it. ExecStream must exist (see EnsureStreams).
-func EnsureConsumer(ctx context.Context, js jetstream.JetStream, queue, priority string, opts ConsumerOptions) (jetstream.Consumer, error) {
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, queue string, priority domain.Priority, opts ConsumerOptions) (jetstream.Consumer, error) {
 	if opts.AckWait <= 0 {
 		opts.AckWait = DefaultAckWait
 	}
@@ -147,7 +149,7 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, queue, priority
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       ConsumerName(queue, priority),
-		Description:   "tock " + priority + " priority executions for queue " + queue,
+		Description:   "tock " + string(priority) + " priority executions for queue " + queue,
 		FilterSubject: ExecSubject(queue, priority),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       opts.AckWait,

@@ -8,8 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/wire"
 )
 
 func TestEnsureStreamsAndConsumer(t *testing.T) {
@@ -51,7 +52,7 @@ func TestEnsureStreamsAndConsumer(t *testing.T) {
 		t.Errorf("%s config: %+v", wire.EventStream, vc)
 	}
 
-	c, err := wire.EnsureConsumer(ctx, js, "send-email", wire.PriorityNormal, wire.ConsumerOptions{})
+	c, err := wire.EnsureConsumer(ctx, js, "send-email", domain.PriorityNormal, wire.ConsumerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +63,13 @@ func TestEnsureStreamsAndConsumer(t *testing.T) {
 	}
 	// Updating settings in place, and a second queue beside it on the
 	// work-queue stream (filters must not overlap).
-	if c, err = wire.EnsureConsumer(ctx, js, "send-email", wire.PriorityNormal, wire.ConsumerOptions{AckWait: time.Minute, MaxAckPending: 10}); err != nil {
+	if c, err = wire.EnsureConsumer(ctx, js, "send-email", domain.PriorityNormal, wire.ConsumerOptions{AckWait: time.Minute, MaxAckPending: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if cc := c.CachedInfo().Config; cc.AckWait != time.Minute || cc.MaxAckPending != 10 {
 		t.Errorf("updated consumer config: %+v", cc)
 	}
-	if _, err := wire.EnsureConsumer(ctx, js, wire.HandlerHTTP, wire.PriorityHigh, wire.ConsumerOptions{}); err != nil {
+	if _, err := wire.EnsureConsumer(ctx, js, domain.HandlerHTTP, domain.PriorityHigh, wire.ConsumerOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -3,17 +3,18 @@ package wire_test
 import (
 	"testing"
 
-	"github.com/tock-sched/tock/executor/wire"
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/wire"
 )
 
 func TestHandlerKeyAndSubjects(t *testing.T) {
 	for _, tc := range []struct {
-		h   wire.Handler
+		h   domain.Handler
 		key string
 	}{
-		{wire.Handler{Type: wire.HandlerCustom, Name: "send-email"}, "send-email"},
-		{wire.Handler{Type: wire.HandlerHTTP, URL: "https://api.example.com:8443/hook?x=1"}, "http:api.example.com:8443"},
-		{wire.Handler{Type: wire.HandlerNATS, Subject: "orders.sync"}, "nats:orders.sync"},
+		{domain.Handler{Type: domain.HandlerCustom, Name: "send-email"}, "send-email"},
+		{domain.Handler{Type: domain.HandlerHTTP, URL: "https://api.example.com:8443/hook?x=1"}, "http:api.example.com:8443"},
+		{domain.Handler{Type: domain.HandlerNATS, Subject: "orders.sync"}, "nats:orders.sync"},
 	} {
 		if got := tc.h.Key(); got != tc.key {
 			t.Errorf("%+v.Key() = %q, want %q", tc.h, got, tc.key)
@@ -22,21 +23,21 @@ func TestHandlerKeyAndSubjects(t *testing.T) {
 	if got := wire.ExecSubject("http", ""); got != "tock.exec.http.normal" {
 		t.Errorf("ExecSubject default priority = %q", got)
 	}
-	if got := wire.ConsumerName("send-email", wire.PriorityLow); got != "tock_send-email_low" {
+	if got := wire.ConsumerName("send-email", domain.PriorityLow); got != "tock_send-email_low" {
 		t.Errorf("ConsumerName = %q", got)
 	}
 	if wire.ExecMsgID("x", 0) != "x" || wire.ExecMsgID("x", 2) != "x:2" {
 		t.Error("ExecMsgID")
 	}
-	if !wire.ValidPriority("high") || wire.ValidPriority("") || wire.ValidPriority("urgent") {
-		t.Error("ValidPriority")
+	if !domain.Priority("high").Valid() || domain.Priority("").Valid() || domain.Priority("urgent").Valid() {
+		t.Error("Priority.Valid")
 	}
 }
 
 func TestAttemptNumbering(t *testing.T) {
 	// Two attempts made in the first series, which died after its third;
 	// re-driven with max 2 attempts: attempts 4 and 5 make the new series.
-	e := wire.Execution{AttemptBase: 3, SeriesBase: 3, Retry: wire.RetryPolicy{MaxAttempts: 2}}
+	e := wire.Execution{AttemptBase: 3, SeriesBase: 3, Retry: domain.RetryPolicy{MaxAttempts: 2}}
 	if e.Attempt(1) != 4 || e.LastAttempt(4) || !e.LastAttempt(5) {
 		t.Errorf("attempt %d, last(4) %v, last(5) %v", e.Attempt(1), e.LastAttempt(4), e.LastAttempt(5))
 	}
@@ -47,11 +48,11 @@ func TestAttemptNumbering(t *testing.T) {
 }
 
 func TestEventMsgID(t *testing.T) {
-	ev := wire.Event{ExecutionID: "e", Dispatch: 2, Attempt: 3, Type: wire.EventHeartbeat, Seq: 4}
+	ev := wire.Event{ExecutionID: "e", Dispatch: 2, Attempt: 3, Type: domain.EventHeartbeat, Seq: 4}
 	if ev.MsgID() != "e:2:3:heartbeat:4" {
 		t.Errorf("heartbeat MsgID %q", ev.MsgID())
 	}
-	ev.Type = wire.EventDeferred
+	ev.Type = domain.EventDeferred
 	if ev.MsgID() != "e:2:3:deferred" {
 		t.Errorf("deferred MsgID %q", ev.MsgID())
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tock-sched/tock/executor/wire"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/wire"
 )
 
 func TestIncarnationChangesOnlyWhenTheStreamIsNew(t *testing.T) {

@@ -1,4 +1,4 @@
-package partition
+package domain
 
 import (
 	"hash/fnv"

@@ -1,0 +1,43 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/domain"
+)
+
+// record records one event with RecordEvents and returns its result.
+func (s *Store) recordOne(ctx context.Context, ev AttemptEvent) error {
+	res, err := s.RecordEvents(ctx, []AttemptEvent{ev})
+	if err != nil {
+		return err
+	}
+	return res[0]
+}
+
+// attemptStarted records a started event about the first dispatch.
+func (s *Store) attemptStarted(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time) error {
+	return s.recordOne(ctx, AttemptEvent{ID: id, Attempt: attempt, Executor: executor, At: at, Type: domain.EventStarted})
+}
+
+// attemptFinished records the end of an attempt with outcome succeeded,
+// failed or timed_out, about the first dispatch.
+func (s *Store) attemptFinished(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time,
+	outcome domain.Outcome, final bool, errMsg, output string) error {
+	ev := AttemptEvent{ID: id, Attempt: attempt, Executor: executor, At: at, Final: final, Error: errMsg, Output: output}
+	switch outcome {
+	case domain.OutcomeSucceeded:
+		ev.Type = domain.EventSucceeded
+	case domain.OutcomeFailed:
+		ev.Type = domain.EventFailed
+	case domain.OutcomeTimedOut:
+		ev.Type, ev.TimedOut = domain.EventFailed, true
+	default:
+		return fmt.Errorf("attempt finished with outcome %q", outcome)
+	}
+	return s.recordOne(ctx, ev)
+}
