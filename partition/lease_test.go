@@ -95,11 +95,12 @@ func TestLeaseRenewsUntilRevoked(t *testing.T) {
 	if !l.Valid() || first.Before(start.Add(1600*time.Millisecond)) || first.After(time.Now().Add(1600*time.Millisecond)) {
 		t.Fatalf("new lease: Valid %v, deadline %v after start, want 1.6s", l.Valid(), first.Sub(start))
 	}
-	// Renewals move the deadline on; past the first one it is still valid.
-	testenv.WaitFor(t, 5*time.Second, "a renewal", func() bool { return l.Deadline().After(first) })
+	// Probes move the deadline on while the session keeps the lease
+	// alive; past the first deadline it is still valid.
+	testenv.WaitFor(t, 5*time.Second, "a probe to move the deadline", func() bool { return l.Deadline().After(first) })
 	testenv.WaitFor(t, 5*time.Second, "past the first deadline", func() bool { return time.Now().After(first) })
 	if !l.Valid() || closed(l.Done()) || l.Err() != nil {
-		t.Fatalf("renewed lease: Valid %v, Done closed %v, Err %v", l.Valid(), closed(l.Done()), l.Err())
+		t.Fatalf("kept lease: Valid %v, Done closed %v, Err %v", l.Valid(), closed(l.Done()), l.Err())
 	}
 
 	if err := l.Revoke(ctx); err != nil {
@@ -113,6 +114,69 @@ func TestLeaseRenewsUntilRevoked(t *testing.T) {
 	}
 	if err := l.Revoke(ctx); err != nil {
 		t.Fatalf("second Revoke: %v", err)
+	}
+}
+
+// The deadline Valid works to, plus the margin, is never later than
+// etcd's expiry of the lease: etcd answers TimeToLive rounded down to whole
+// seconds, so its expiry is before the answer's arrival + TTL + 1s.
+func TestLeaseDeadlineIsNoLaterThanEtcdsExpiry(t *testing.T) {
+	cli := etcdClient(t, testenv.Etcd(t).Endpoint())
+	const margin = 400 * time.Millisecond
+	l, err := grantLease(context.Background(), cli, 2*time.Second, margin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Revoke(context.Background()) })
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		// etcd's expiry only moves on, so it is no earlier when asked
+		// below than when the deadline read here was set.
+		deadline := l.Deadline()
+		left := timeLeft(t, cli, l.ID())
+		latest := time.Now().Add(time.Duration(left+1) * time.Second)
+		if expiry := deadline.Add(margin); expiry.After(latest) {
+			t.Fatalf("deadline + margin %v after etcd's expiry, which is before %v", expiry.Format(time.StampMilli), latest.Format(time.StampMilli))
+		}
+	}
+	if !l.Valid() || l.Err() != nil {
+		t.Fatalf("kept lease: Valid %v, Err %v", l.Valid(), l.Err())
+	}
+}
+
+// When the session stops keeping the lease alive (here: its client is
+// closed) the lease is lost at once, though etcd still has it.
+func TestLeaseLostWhenTheSessionEnds(t *testing.T) {
+	e := testenv.Etcd(t)
+	cli := etcdClient(t, e.Endpoint())
+	own := etcdClient(t, e.Endpoint())
+	l, err := grantLease(context.Background(), own, 2*time.Second, 400*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own.Close()
+	testenv.WaitFor(t, 5*time.Second, "the lease to be lost", func() bool { return closed(l.Done()) })
+	if l.Valid() || !errors.Is(l.Err(), errKeepAliveStopped) {
+		t.Fatalf("lease of an ended session: Valid %v, Err %v, want errKeepAliveStopped", l.Valid(), l.Err())
+	}
+	if ttl := timeLeft(t, cli, l.ID()); ttl < 0 {
+		t.Fatal("etcd no longer has the lease; the test wanted the session to end first")
+	}
+	if _, err := cli.Revoke(context.Background(), l.ID()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLeaseProbesBeforeTheDeadline(t *testing.T) {
+	l := &lease{ttl: 3 * time.Second}
+	for left, want := range map[time.Duration]time.Duration{
+		5 * time.Second:        time.Second, // at most every TTL/3
+		900 * time.Millisecond: 300 * time.Millisecond,
+		30 * time.Millisecond:  minProbeWait,
+		-time.Second:           minProbeWait,
+	} {
+		if got := l.probeWait(left); got != want {
+			t.Errorf("probeWait(%v) = %v, want %v", left, got, want)
+		}
 	}
 }
 
@@ -173,9 +237,9 @@ func TestLeaseExpiresWhenEtcdIsUnreachable(t *testing.T) {
 	e.Stop()
 	testenv.WaitFor(t, 5*time.Second, "the lease to expire", func() bool { return closed(l.Done()) })
 	if l.Valid() || !errors.Is(l.Err(), errLeaseExpired) {
-		t.Fatalf("unrenewed lease: Valid %v, Err %v, want errLeaseExpired", l.Valid(), l.Err())
+		t.Fatalf("unproven lease: Valid %v, Err %v, want errLeaseExpired", l.Valid(), l.Err())
 	}
-	// Renewals stopped before the deadline could pass unnoticed.
+	// Given up no earlier than the deadline: etcd may still have it.
 	if now := time.Now(); now.Before(l.Deadline()) {
 		t.Fatalf("given up %v before its deadline", l.Deadline().Sub(now))
 	}

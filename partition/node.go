@@ -23,14 +23,17 @@
 // generation in its high bits (Epoch). The scanner records it in Postgres
 // before firing and every firing transaction checks it, so safety never
 // rests on the lease alone. On top of that a node stops firing on its
-// own before its lease can have expired: one loop renews the lease and
-// times every renewal by the local monotonic clock from before it was
-// sent (etcd keeps the lease until at least send time + TTL). Node.Valid
-// turns false a margin (TTL/5) before that deadline, and the node then
-// releases all buckets locally, as it does when etcd reports the lease
-// gone. It then starts over with a new lease; it never trusts a claim that
-// returns when the lease can no longer be proven alive, nor any claim made
-// with a lease it has given up (etcd issue 19597, "phantom leadership").
+// own before its lease can have expired: a concurrency.Session keeps the
+// lease alive (its only keep-alive), and a loop asks etcd how long the
+// lease has left (TimeToLive), timing every question by the local
+// monotonic clock from before it was sent (etcd keeps the lease until at
+// least send time + the remaining TTL it answers, which it rounds down).
+// Node.Valid turns false a margin (TTL/5) before that deadline, and the
+// node then releases all buckets locally, as it does when etcd reports the
+// lease gone or the session ends. It then starts over with a new lease;
+// it never trusts a claim that returns when the lease can no longer be
+// proven alive, nor any claim made with a lease it has given up (etcd
+// issue 19597, "phantom leadership").
 //
 // etcd wiped. Revisions alone would not do as epochs: an etcd that lost
 // its data (or was restored from an older snapshot) counts revisions from
@@ -165,11 +168,11 @@ type Owner struct {
 // Node is one scheduler node's membership and bucket ownership.
 //
 // A Node's life in the cluster is a series of sessions, one etcd lease
-// each. When the lease is lost (etcd reports it gone, or no renewal came
-// back within the TTL less a margin, by the local monotonic clock) Valid
-// turns false at once, the Node releases every bucket through its Handler
-// without touching etcd (the keys go with the lease), and it joins again
-// with a new lease. Claims are never carried from one lease to the next.
+// each. When the lease is lost (etcd reports it gone, the session stops
+// keeping it alive, or etcd was not seen to keep it past the deadline
+// less a margin, by the local monotonic clock) Valid turns false at once,
+// the Node releases every bucket through its Handler without touching
+// etcd (the keys go with the lease), and it joins again with a new lease. Claims are never carried from one lease to the next.
 type Node struct {
 	cfg Config
 	log *slog.Logger
@@ -195,8 +198,8 @@ func New(cfg Config) (*Node, error) {
 }
 
 // Valid reports whether this node's lease is surely alive now, by its
-// local monotonic clock: the last renewal's send time plus the TTL, less
-// a safety margin. It is false between sessions and from the moment the
+// local monotonic clock: the newest probe's send time plus the remaining
+// TTL etcd answered, less a safety margin. It is false between sessions and from the moment the
 // lease is lost or given up. The scanner checks it before every firing
 // transaction, so a node that was frozen (SIGSTOP, a long GC pause) past
 // its lease fires nothing when it wakes up, even before it has noticed
