@@ -23,12 +23,17 @@
 // generation in its high bits (Epoch). The scanner records it in Postgres
 // before firing and every firing transaction checks it, so safety never
 // rests on the lease alone. On top of that a node stops firing on its
-// own before its lease can have expired: it measures every keep-alive by
-// its local monotonic clock (the lease is valid until at least send time +
-// TTL) and releases all buckets locally when that deadline comes near, or
-// when the concurrency.Session reports the lease gone. It then starts over
-// with a new lease; it never trusts a claim made with a lease it has
-// already given up (etcd issue 19597, "phantom leadership").
+// own before its lease can have expired: a concurrency.Session keeps the
+// lease alive (its only keep-alive), and a loop asks etcd how long the
+// lease has left (TimeToLive), timing every question by the local
+// monotonic clock from before it was sent (etcd keeps the lease until at
+// least send time + the remaining TTL it answers, which it rounds down).
+// Node.Valid turns false a margin (TTL/5) before that deadline, and the
+// node then releases all buckets locally, as it does when etcd reports the
+// lease gone or the session ends. It then starts over with a new lease;
+// it never trusts a claim that returns when the lease can no longer be
+// proven alive, nor any claim made with a lease it has given up (etcd
+// issue 19597, "phantom leadership").
 //
 // etcd wiped. Revisions alone would not do as epochs: an etcd that lost
 // its data (or was restored from an older snapshot) counts revisions from
@@ -50,10 +55,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,9 +66,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/tock-sched/tock/internal/retry"
 )
@@ -163,6 +166,13 @@ type Owner struct {
 }
 
 // Node is one scheduler node's membership and bucket ownership.
+//
+// A Node's life in the cluster is a series of sessions, one etcd lease
+// each. When the lease is lost (etcd reports it gone, the session stops
+// keeping it alive, or etcd was not seen to keep it past the deadline
+// less a margin, by the local monotonic clock) Valid turns false at once,
+// the Node releases every bucket through its Handler without touching
+// etcd (the keys go with the lease), and it joins again with a new lease. Claims are never carried from one lease to the next.
 type Node struct {
 	cfg Config
 	log *slog.Logger
@@ -170,13 +180,12 @@ type Node struct {
 	mu      sync.Mutex
 	members map[string]Member
 	owners  map[int]Owner
-	owned   map[int]int64 // buckets this node has handed to its Handler
-	seen    map[int]int64 // newest revision applied per owner key
-	gen     int64         // this session's etcd generation
-	genGone bool          // the generation key changed since the session read it
-	lease   clientv3.LeaseID
+	owned   map[int]int64    // buckets this node has handed to its Handler
+	seen    map[int]int64    // newest revision applied per owner key
+	gen     int64            // this session's etcd generation
+	genGone bool             // the generation key changed since the session read it
+	lease   *lease           // this session's; nil between sessions
 	prev    clientv3.LeaseID // the lease of the session before, if not revoked
-	until   time.Time        // local monotonic deadline before which the lease is surely alive
 	rebal   int              // buckets acquired or released since start
 }
 
@@ -189,14 +198,17 @@ func New(cfg Config) (*Node, error) {
 }
 
 // Valid reports whether this node's lease is surely alive now, by its
-// local monotonic clock: the last keep-alive's send time plus the TTL, less
-// a safety margin. The scanner checks it before every firing transaction,
-// so a node that was frozen (SIGSTOP, a long GC pause) past its lease fires
-// nothing when it wakes up, even before it has noticed the loss.
+// local monotonic clock: the newest probe's send time plus the remaining
+// TTL etcd answered, less a safety margin. It is false between sessions and from the moment the
+// lease is lost or given up. The scanner checks it before every firing
+// transaction, so a node that was frozen (SIGSTOP, a long GC pause) past
+// its lease fires nothing when it wakes up, even before it has noticed
+// the loss.
 func (n *Node) Valid() bool {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.lease != 0 && time.Now().Before(n.until)
+	l := n.lease
+	n.mu.Unlock()
+	return l != nil && l.Valid()
 }
 
 // Owned returns the buckets this node fires in, with their epochs.
@@ -221,7 +233,9 @@ func (n *Node) Rebalances() int {
 // ends; then it releases every bucket (Handler.Release first, then the
 // key), removes its member key and revokes its lease, so survivors take
 // over at once instead of after the TTL. If the lease is lost, Run releases
-// everything locally and joins again with a new lease.
+// everything locally (Handler.Release for each bucket; the owner keys go
+// with the lease), revokes it in case etcd still has it, and joins again
+// with a new lease after a short pause. Run returns only when ctx ends.
 func (n *Node) Run(ctx context.Context, h Handler) error {
 	backoff := retry.Backoff{Initial: 500 * time.Millisecond, Max: 500 * time.Millisecond}
 	for {
@@ -237,23 +251,14 @@ func (n *Node) Run(ctx context.Context, h Handler) error {
 
 var errLeaseLost = errors.New("lease lost")
 
-// session is one life of the node: one lease, from join to leave.
+// session is one life of the node: one lease, from join to leave. It
+// returns nil when ctx ends and an error when the lease is lost, the etcd
+// generation changes or etcd fails; either way it has released every
+// bucket and revoked its lease (or left it for the next session to revoke)
+// by then.
 func (n *Node) session(ctx context.Context, h Handler) error {
-	cli := n.cfg.Client
-	ttl := int64(n.cfg.TTL / time.Second)
-	n.mu.Lock()
-	prev := n.prev
-	n.mu.Unlock()
-	if prev != 0 {
-		// Our keys from the last session (etcd was unreachable when it
-		// ended, or restored its leases on restart) would block our own
-		// claims until they expire: revoke them first.
-		if _, err := cli.Revoke(ctx, prev); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fmt.Errorf("revoke previous lease: %w", err)
-		}
-		n.mu.Lock()
-		n.prev = 0
-		n.mu.Unlock()
+	if err := n.revokePrevious(ctx); err != nil {
+		return err
 	}
 	// The generation is read before the lease is granted, so that its
 	// Postgres round trips do not eat into the lease; load checks below
@@ -263,100 +268,107 @@ func (n *Node) session(ctx context.Context, h Handler) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	grant, err := cli.Grant(ctx, ttl)
-	if err != nil {
-		return fmt.Errorf("grant lease: %w", err)
-	}
-	sess, err := concurrency.NewSession(cli, concurrency.WithLease(grant.ID), concurrency.WithContext(ctx))
-	if err != nil {
-		return fmt.Errorf("session: %w", err)
-	}
-	n.mu.Lock()
-	n.gen, n.genGone = gen, false
-	n.lease = grant.ID
-	n.until = start.Add(n.cfg.TTL - n.margin())
-	n.members, n.owners, n.owned, n.seen = map[string]Member{}, map[int]Owner{}, map[int]int64{}, map[int]int64{}
-	n.mu.Unlock()
-
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer func() {
-		// Stop firing everywhere first; only then give the keys back.
-		n.releaseAll(h)
-		// Revoking deletes the member and owner keys at once, so others
-		// take over now rather than after the TTL. If etcd cannot be
-		// reached, the next session revokes it first.
-		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if _, rerr := cli.Revoke(rctx, grant.ID); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
-			n.mu.Lock()
-			n.prev = grant.ID
-			n.mu.Unlock()
-		}
-		rcancel()
-		sess.Orphan()
-	}()
-
-	member, _ := json.Marshal(Member{Node: n.cfg.NodeID, Addr: n.cfg.Addr, StartedAt: time.Now().UTC()})
-	mkey := MembersPrefix(n.cfg.Cluster) + n.cfg.NodeID
-	if _, err = cli.Put(sctx, mkey, string(member), clientv3.WithLease(grant.ID)); err != nil {
-		return fmt.Errorf("register member: %w", err)
-	}
-	rev, err := n.load(sctx)
+	l, err := grantLease(ctx, n.cfg.Client, n.cfg.TTL, n.margin(), nil)
 	if err != nil {
 		return err
 	}
-	wch := cli.Watch(clientv3.WithRequireLeader(sctx), Prefix(n.cfg.Cluster), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	n.begin(gen, l)
+	defer n.leave(h, l)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before leave: stop watching first
+	if err := n.register(sctx, l); err != nil {
+		return err
+	}
+	return n.follow(sctx, h, l)
+}
 
-	guard := time.NewTicker(n.cfg.TTL / 5)
-	defer guard.Stop()
-	keep := time.NewTicker(n.cfg.TTL / 3)
-	defer keep.Stop()
+// revokePrevious revokes the lease of the session before if that session
+// could not (etcd was unreachable when it ended, or restored its leases on
+// restart): our keys on it would block our own claims until they expire.
+func (n *Node) revokePrevious(ctx context.Context) error {
+	n.mu.Lock()
+	prev := n.prev
+	n.mu.Unlock()
+	if prev == clientv3.NoLease {
+		return nil
+	}
+	if err := revokeLease(ctx, n.cfg.Client, prev); err != nil {
+		return fmt.Errorf("previous session: %w", err)
+	}
+	n.mu.Lock()
+	n.prev = clientv3.NoLease
+	n.mu.Unlock()
+	return nil
+}
+
+// begin starts a session on lease l in etcd generation gen, knowing
+// nothing of the cluster yet.
+func (n *Node) begin(gen int64, l *lease) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.gen, n.genGone = gen, false
+	n.lease = l
+	n.members, n.owners, n.owned, n.seen = map[string]Member{}, map[int]Owner{}, map[int]int64{}, map[int]int64{}
+}
+
+// leave ends the session on l. It stops firing everywhere first and only
+// then gives the keys back: revoking the lease deletes the member and owner
+// keys at once, so others take over now rather than after the TTL. If etcd
+// cannot be reached, the next session revokes the lease first.
+func (n *Node) leave(h Handler, l *lease) {
+	n.releaseAll(h)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := l.Revoke(ctx)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lease = nil
+	if err != nil {
+		n.prev = l.ID()
+	}
+}
+
+// register writes this node's member key, attached to l.
+func (n *Node) register(ctx context.Context, l *lease) error {
+	member, _ := json.Marshal(Member{Node: n.cfg.NodeID, Addr: n.cfg.Addr, StartedAt: time.Now().UTC()})
+	key := MembersPrefix(n.cfg.Cluster) + n.cfg.NodeID
+	if _, err := n.cfg.Client.Put(ctx, key, string(member), clientv3.WithLease(l.ID())); err != nil {
+		return fmt.Errorf("register member: %w", err)
+	}
+	return nil
+}
+
+// follow keeps this node's share of buckets for the session on l: it loads
+// the cluster's keys, watches them, and reconciles on every change and
+// every Resync. It returns nil when ctx ends, and an error when the lease
+// is lost, the generation changes, or etcd cannot be read.
+func (n *Node) follow(ctx context.Context, h Handler, l *lease) error {
+	rev, err := n.load(ctx)
+	if err != nil {
+		return err
+	}
+	wch := n.watch(ctx, rev)
 	resync := time.NewTicker(n.cfg.Resync)
 	defer resync.Stop()
-
-	n.reconcile(sctx, h)
+	n.reconcile(ctx, h)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-sess.Done():
-			err = errLeaseLost
-			return err
-		case <-keep.C:
-			t0 := time.Now()
-			kctx, kcancel := context.WithTimeout(sctx, n.cfg.TTL/3)
-			resp, kerr := cli.KeepAliveOnce(kctx, grant.ID)
-			kcancel()
-			if kerr == nil && resp.TTL > 0 {
-				n.mu.Lock()
-				n.until = t0.Add(time.Duration(resp.TTL)*time.Second - n.margin())
-				n.mu.Unlock()
-			} else if errors.Is(kerr, rpctypes.ErrLeaseNotFound) {
-				err = errLeaseLost
-				return err
-			}
-		case <-guard.C:
-			n.mu.Lock()
-			expired := time.Now().After(n.until)
-			n.mu.Unlock()
-			if expired {
-				// We cannot prove the lease is alive: another node may own
-				// our buckets any moment now. Stop firing before that.
-				n.log.Warn("lease not renewed in time; releasing all buckets")
-				err = errLeaseLost
-				return err
-			}
+		case <-l.Done():
+			// Valid is false already; the caller releases every bucket.
+			return fmt.Errorf("%w: %v", errLeaseLost, l.Err())
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
-				// Reload and rewatch; the guard keeps us safe meanwhile.
-				if rev, err = n.load(sctx); err != nil {
+				// Reload and rewatch; the lease's deadline keeps us safe
+				// meanwhile.
+				if rev, err = n.load(ctx); err != nil {
 					return err
 				}
-				wch = cli.Watch(clientv3.WithRequireLeader(sctx), Prefix(n.cfg.Cluster), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+				wch = n.watch(ctx, rev)
 				continue
 			}
 			for _, ev := range wr.Events {
@@ -365,14 +377,18 @@ func (n *Node) session(ctx context.Context, h Handler) error {
 			if n.generationGone() {
 				// Our epochs are fenced from now on: let everything go
 				// and join again in the new generation.
-				err = errGenerationChanged
-				return err
+				return errGenerationChanged
 			}
-			n.reconcile(sctx, h)
+			n.reconcile(ctx, h)
 		case <-resync.C:
-			n.reconcile(sctx, h)
+			n.reconcile(ctx, h)
 		}
 	}
+}
+
+// watch watches every key of the cluster from the revision after rev.
+func (n *Node) watch(ctx context.Context, rev int64) clientv3.WatchChan {
+	return n.cfg.Client.Watch(clientv3.WithRequireLeader(ctx), Prefix(n.cfg.Cluster), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 }
 
 // margin is how much of the TTL the node keeps in hand for clock drift and
@@ -450,53 +466,36 @@ func (n *Node) apply(ev *clientv3.Event) {
 	}
 }
 
-// reconcile moves this node toward its desired set: release what it no
-// longer wins, claim free buckets it wins.
+// reconcile moves this node toward its desired set (see decide): release
+// what it no longer wins or no longer holds, claim free buckets it wins.
 func (n *Node) reconcile(ctx context.Context, h Handler) {
 	n.mu.Lock()
-	members := make([]string, 0, len(n.members))
-	for m := range n.members {
-		members = append(members, m)
-	}
-	sort.Strings(members)
-	var release, claim []int
-	for b := 0; b < n.cfg.Buckets; b++ {
-		want := Assign(members, b) == n.cfg.NodeID
-		_, mine := n.owned[b]
-		o, taken := n.owners[b]
-		switch {
-		case mine && !want:
-			release = append(release, b)
-		case mine && (!taken || o.Node != n.cfg.NodeID || o.Lease != n.lease):
-			// Our key vanished or was replaced: we are no longer the owner.
-			release = append(release, b)
-		case !mine && want && !taken:
-			claim = append(claim, b)
-		case !mine && want && taken && o.Node == n.cfg.NodeID && o.Lease != n.lease:
-			// A key of ours from an older lease; it goes when that lease
-			// expires or is revoked. Wait for the delete event.
-		}
-	}
+	p := decide(view{
+		self: n.cfg.NodeID, lease: n.lease.ID(), buckets: n.cfg.Buckets,
+		members: slices.Collect(maps.Keys(n.members)), owners: n.owners, owned: n.owned,
+	})
 	n.mu.Unlock()
 
-	for _, b := range release {
+	for _, b := range p.release {
 		n.release(ctx, h, b)
 	}
-	for _, b := range claim {
+	for _, b := range p.claim {
 		if err := n.claim(ctx, h, b); err != nil && ctx.Err() == nil {
 			n.log.Warn("claim bucket", "bucket", b, "err", err)
 		}
 	}
 }
 
+// claim tries to create bucket b's owner key on this session's lease and,
+// if it did so while the lease is provably alive, hands b to h.
 func (n *Node) claim(ctx context.Context, h Handler, b int) error {
 	n.mu.Lock()
-	lease, until, gen := n.lease, n.until, n.gen
+	l, gen := n.lease, n.gen
 	n.mu.Unlock()
 	key := OwnerKey(n.cfg.Cluster, b)
 	resp, err := n.cfg.Client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, n.cfg.NodeID, clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(key, n.cfg.NodeID, clientv3.WithLease(l.ID()))).
 		Commit()
 	if err != nil {
 		return err
@@ -504,9 +503,10 @@ func (n *Node) claim(ctx context.Context, h Handler, b int) error {
 	if !resp.Succeeded {
 		return nil // someone else got there first; the watch will tell us
 	}
-	// A claim that returns after our lease may have expired is not trusted
-	// (phantom ownership): the key would be gone already or soon.
-	if time.Now().After(until) {
+	// A claim that returns when the lease can no longer be proven alive is
+	// not trusted (phantom ownership): the key would be gone already or
+	// soon. The node gives the lease up shortly, and the key with it.
+	if !l.Valid() {
 		return fmt.Errorf("claim of bucket %d returned after the lease deadline", b)
 	}
 	rev := resp.Header.Revision
@@ -518,7 +518,7 @@ func (n *Node) claim(ctx context.Context, h Handler, b int) error {
 	epoch := Epoch(gen, rev)
 	n.mu.Lock()
 	n.owned[b] = epoch
-	n.owners[b] = Owner{Node: n.cfg.NodeID, Epoch: epoch, Lease: lease}
+	n.owners[b] = Owner{Node: n.cfg.NodeID, Epoch: epoch, Lease: l.ID()}
 	if n.seen[b] < rev {
 		n.seen[b] = rev
 	}
@@ -530,10 +530,13 @@ func (n *Node) claim(ctx context.Context, h Handler, b int) error {
 	return nil
 }
 
+// release stops firing in bucket b (h.Release returns when nothing is in
+// flight there), then deletes its owner key if it is still this
+// ownership's.
 func (n *Node) release(ctx context.Context, h Handler, b int) {
 	h.Release(b)
 	n.mu.Lock()
-	epoch, lease := n.owned[b], n.lease
+	epoch, lease := n.owned[b], n.lease.ID()
 	delete(n.owned, b)
 	n.rebal++
 	rebalances.Inc()
@@ -551,6 +554,8 @@ func (n *Node) release(ctx context.Context, h Handler, b int) {
 	n.log.Debug("released bucket", "bucket", b, "epoch", epoch)
 }
 
+// releaseAll stops firing in every bucket without touching etcd: the
+// owner keys go when the session's lease is revoked or expires.
 func (n *Node) releaseAll(h Handler) {
 	n.mu.Lock()
 	buckets := make([]int, 0, len(n.owned))
@@ -562,34 +567,6 @@ func (n *Node) releaseAll(h Handler) {
 	for _, b := range buckets {
 		h.Release(b)
 	}
-}
-
-// Assign is the desired owner of bucket among members: the member with the
-// highest rendezvous hash of (member, bucket). "" when there are none.
-func Assign(members []string, bucket int) string {
-	var best string
-	var bestScore uint64
-	for _, m := range members {
-		s := score(m, bucket)
-		if best == "" || s > bestScore || (s == bestScore && m < best) {
-			best, bestScore = m, s
-		}
-	}
-	return best
-}
-
-func score(member string, bucket int) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(member))
-	_, _ = h.Write([]byte{0, byte(bucket >> 24), byte(bucket >> 16), byte(bucket >> 8), byte(bucket)})
-	// FNV alone mixes the last bytes poorly; finish with splitmix64.
-	x := h.Sum64()
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }
 
 // DefaultNodeID is hostname-pid, unique enough for one machine.
