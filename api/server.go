@@ -86,6 +86,25 @@ type Config struct {
 	DefaultRetry domain.RetryPolicy
 }
 
+// WithDefaults is c with the fields it leaves zero filled in: the
+// default logger, Prometheus's process-wide registry, a 2 s readiness
+// timeout and a 5 s cluster timeout.
+func (c Config) WithDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registry == nil {
+		c.Registry = defaultRegistry{prometheus.DefaultRegisterer, prometheus.DefaultGatherer}
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 2 * time.Second
+	}
+	if c.ClusterTimeout == 0 {
+		c.ClusterTimeout = 5 * time.Second
+	}
+	return c
+}
+
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("api: Config.Store is nil")
@@ -138,6 +157,7 @@ type Server struct {
 
 // New builds a Server from cfg, filling in defaults.
 func New(cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -152,48 +172,12 @@ func New(cfg Config) (*Server, error) {
 		defaultRetry: cfg.DefaultRetry,
 		clock:        clock.New(cfg.Store.Now, clock.Options{Every: clockEvery, Rounds: 1}),
 	}
-	if s.log == nil {
-		s.log = slog.Default()
+	if err := s.loadSchemas(); err != nil {
+		return nil, err
 	}
-	if s.registry == nil {
-		s.registry = defaultRegistry{prometheus.DefaultRegisterer, prometheus.DefaultGatherer}
-	}
-	if s.readyTimeout == 0 {
-		s.readyTimeout = 2 * time.Second
-	}
-	if s.clusterWait == 0 {
-		s.clusterWait = 5 * time.Second
-	}
-
-	doc, err := GetSpec()
+	hist, err := durationHistogram(s.registry)
 	if err != nil {
-		return nil, fmt.Errorf("api: load embedded OpenAPI document: %w", err)
-	}
-	for name, dst := range map[string]**openapi3.Schema{"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema} {
-		ref := doc.Components.Schemas[name]
-		if ref == nil || ref.Value == nil {
-			return nil, fmt.Errorf("api: OpenAPI document has no schema %s", name)
-		}
-		*dst = ref.Value
-	}
-
-	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "tock_http_request_duration_seconds",
-		Help:    "Time to answer an HTTP request of the API, by method, route template and status code.",
-		Buckets: prometheus.DefBuckets,
-	}, []string{"method", "route", "status"})
-	if err := s.registry.Register(hist); err != nil {
-		// A second Server on the same registry (tests, a restart in
-		// process) shares the first one's histogram.
-		var are prometheus.AlreadyRegisteredError
-		if !errors.As(err, &are) {
-			return nil, fmt.Errorf("api: register metrics: %w", err)
-		}
-		existing, ok := are.ExistingCollector.(*prometheus.HistogramVec)
-		if !ok {
-			return nil, fmt.Errorf("api: register metrics: %w", err)
-		}
-		hist = existing
+		return nil, err
 	}
 	s.duration = hist
 	s.metrics = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{ErrorLog: slogPrinter{s.log}})
@@ -217,6 +201,45 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.echo = e
 	return s, nil
+}
+
+// loadSchemas reads the request schemas that bodies are checked against
+// from the embedded OpenAPI document.
+func (s *Server) loadSchemas() error {
+	doc, err := GetSpec()
+	if err != nil {
+		return fmt.Errorf("api: load embedded OpenAPI document: %w", err)
+	}
+	for name, dst := range map[string]**openapi3.Schema{"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema} {
+		ref := doc.Components.Schemas[name]
+		if ref == nil || ref.Value == nil {
+			return fmt.Errorf("api: OpenAPI document has no schema %s", name)
+		}
+		*dst = ref.Value
+	}
+	return nil
+}
+
+// durationHistogram registers the request duration histogram on reg, or
+// returns the one a Server before registered there (tests, a restart in
+// process).
+func durationHistogram(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
+	hist := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tock_http_request_duration_seconds",
+		Help:    "Time to answer an HTTP request of the API, by method, route template and status code.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"method", "route", "status"})
+	err := reg.Register(hist)
+	if err == nil {
+		return hist, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(*prometheus.HistogramVec); ok {
+			return existing, nil
+		}
+	}
+	return nil, fmt.Errorf("api: register metrics: %w", err)
 }
 
 // Handler is the API's HTTP handler (the Echo instance).

@@ -128,25 +128,41 @@ type Dispatcher struct {
 	posWake chan struct{}
 }
 
-// New checks cfg and returns a Dispatcher.
+// WithDefaults is c with the fields it leaves zero (or negative) set to
+// their defaults: batches of 1000, 2 workers, a 5s ack timeout, the
+// local clock and the default logger.
+func (c Config) WithDefaults() Config {
+	if c.BatchSize <= 0 {
+		c.BatchSize = 1000
+	}
+	if c.Workers <= 0 {
+		c.Workers = 2
+	}
+	if c.AckTimeout <= 0 {
+		c.AckTimeout = 5 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = localClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate rejects a configuration that cannot work.
+func (c *Config) validate() error {
+	if c.JS == nil || c.Store == nil {
+		return errors.New("dispatcher: Config.JS and Config.Store are required")
+	}
+	return nil
+}
+
+// New checks cfg (with its defaults) and returns a Dispatcher.
 func New(cfg Config) (*Dispatcher, error) {
-	if cfg.JS == nil || cfg.Store == nil {
-		return nil, errors.New("dispatcher: Config.JS and Config.Store are required")
-	}
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 1000
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 2
-	}
-	if cfg.AckTimeout <= 0 {
-		cfg.AckTimeout = 5 * time.Second
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = localClock{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	idle := make(chan struct{})
 	close(idle)

@@ -87,22 +87,38 @@ type WipeRecovery struct {
 	lastLate time.Time // the last re-queue outside the duplicate window
 }
 
+// WithDefaults is c with the fields it leaves zero (or negative) set to
+// their defaults: the local clock, DefaultWipeCheckEvery,
+// DefaultWipeGrace and the default logger.
+func (c WipeConfig) WithDefaults() WipeConfig {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.CheckEvery <= 0 {
+		c.CheckEvery = DefaultWipeCheckEvery
+	}
+	if c.Grace <= 0 {
+		c.Grace = DefaultWipeGrace
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate rejects a configuration that cannot work.
+func (c *WipeConfig) validate() error {
+	if c.JS == nil || c.Store == nil || c.Buckets == nil {
+		return errors.New("dispatcher: WipeConfig.JS, Store and Buckets are required")
+	}
+	return nil
+}
+
 // NewWipeRecovery checks cfg and returns a WipeRecovery.
 func NewWipeRecovery(cfg WipeConfig) (*WipeRecovery, error) {
-	if cfg.JS == nil || cfg.Store == nil || cfg.Buckets == nil {
-		return nil, errors.New("dispatcher: WipeConfig.JS, Store and Buckets are required")
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.CheckEvery <= 0 {
-		cfg.CheckEvery = DefaultWipeCheckEvery
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = DefaultWipeGrace
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	return &WipeRecovery{cfg: cfg, log: cfg.Logger, watch: wire.NewIncarnationWatch(cfg.JS, wire.ExecStream)}, nil
 }

@@ -106,6 +106,26 @@ type Config struct {
 	Fencing Fencing
 }
 
+// WithDefaults is c with the fields it leaves zero set to their
+// defaults: cluster "default", a 5s TTL, a resync every TTL and the
+// default logger.
+func (c Config) WithDefaults() Config {
+	if c.Cluster == "" {
+		c.Cluster = "default"
+	}
+	if c.TTL == 0 {
+		c.TTL = 5 * time.Second
+	}
+	if c.Resync == 0 {
+		c.Resync = c.TTL
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate rejects a configuration (with its defaults) that cannot work.
 func (c *Config) validate() error {
 	if c.Client == nil {
 		return errors.New("partition: Config.Client is required")
@@ -119,20 +139,8 @@ func (c *Config) validate() error {
 	if c.Buckets <= 0 {
 		return fmt.Errorf("partition: Config.Buckets must be positive, got %d", c.Buckets)
 	}
-	if c.Cluster == "" {
-		c.Cluster = "default"
-	}
-	if c.TTL == 0 {
-		c.TTL = 5 * time.Second
-	}
 	if c.TTL < 2*time.Second {
 		return fmt.Errorf("partition: TTL %s is below the 2s minimum", c.TTL)
-	}
-	if c.Resync == 0 {
-		c.Resync = c.TTL
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	return nil
 }
@@ -191,6 +199,7 @@ type Node struct {
 
 // New checks cfg and returns a Node that does nothing until Run.
 func New(cfg Config) (*Node, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -77,23 +77,60 @@ const (
 	pullHeartbeat = 2 * time.Second
 )
 
+// Config configures a Recorder.
+type Config struct {
+	// JS is where the events come from; Store where they are recorded.
+	JS    jetstream.JetStream
+	Store Store
+	// Writers is how many batches are written at once; default Writers.
+	Writers int
+	// RetryDelay is how long an event whose write failed first waits;
+	// default RetryDelay. It doubles with each failed delivery, up to
+	// MaxRetryDelay.
+	RetryDelay time.Duration
+	Logger     *slog.Logger
+}
+
+// WithDefaults is c with the fields it leaves zero (or negative) set to
+// their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Writers <= 0 {
+		c.Writers = Writers
+	}
+	if c.RetryDelay <= 0 {
+		c.RetryDelay = RetryDelay
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate rejects a configuration that cannot work.
+func (c *Config) validate() error {
+	if c.JS == nil || c.Store == nil {
+		return errors.New("recorder: Config.JS and Config.Store are required")
+	}
+	return nil
+}
+
 // Recorder consumes EventStream into a Store.
 type Recorder struct {
-	js      jetstream.JetStream
-	st      Store
-	log     *slog.Logger
-	writers int
-	// Seams for tests.
+	js         jetstream.JetStream
+	st         Store
+	log        *slog.Logger
+	writers    int
 	retryDelay time.Duration
 }
 
-// New returns a Recorder that writes events from js to st. A nil log means
-// slog.Default().
-func New(js jetstream.JetStream, st Store, log *slog.Logger) *Recorder {
-	if log == nil {
-		log = slog.Default()
+// New checks cfg (with its defaults) and returns a Recorder.
+func New(cfg Config) (*Recorder, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	return &Recorder{js: js, st: st, log: log.With("role", "recorder"), writers: Writers, retryDelay: RetryDelay}
+	return &Recorder{js: cfg.JS, st: cfg.Store, log: cfg.Logger.With("role", "recorder"),
+		writers: cfg.Writers, retryDelay: cfg.RetryDelay}, nil
 }
 
 // Run creates the streams and the recorder's durable consumer if needed

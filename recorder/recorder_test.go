@@ -212,7 +212,7 @@ func (e *env) settled() {
 func TestRecordsEventsInOrder(t *testing.T) {
 	e := newEnv(t)
 	st := newFakeStore()
-	e.run(New(e.js, st, quiet()))
+	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet()}))
 
 	id := uuid.New()
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -270,9 +270,7 @@ func TestRetriesFailedWrites(t *testing.T) {
 	e := newEnv(t)
 	st := newFakeStore()
 	st.fails = 2
-	r := New(e.js, st, quiet())
-	r.retryDelay = 50 * time.Millisecond
-	e.run(r)
+	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet(), RetryDelay: 50 * time.Millisecond}))
 
 	id := uuid.New()
 	e.publish(wire.Event{Type: domain.EventStarted, ExecutionID: id.String(), Attempt: 1, ExecutorID: "x1", At: time.Now()})
@@ -285,7 +283,7 @@ func TestRetriesFailedWrites(t *testing.T) {
 func TestDropsEventsOfUnknownExecutions(t *testing.T) {
 	e := newEnv(t)
 	st := &notFoundStore{fakeStore: newFakeStore()}
-	e.run(New(e.js, st, quiet()))
+	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet()}))
 	gone := wire.Event{Type: domain.EventStarted, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: time.Now()}
 	e.publish(gone)
 	e.settled()
@@ -311,7 +309,7 @@ func (s *notFoundStore) RecordEvents(_ context.Context, evs []store.AttemptEvent
 func TestDropsBadEvents(t *testing.T) {
 	e := newEnv(t)
 	st := newFakeStore()
-	e.run(New(e.js, st, quiet()))
+	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet()}))
 
 	e.publishRaw(wire.EventSubjectPrefix+"started", []byte("{oops"), "bad-1")
 	e.publishRaw(wire.EventSubjectPrefix+"started", []byte(`{"type":"started","execution_id":"not-a-uuid","attempt":1}`), "bad-2")
@@ -331,7 +329,7 @@ func TestDropsBadEvents(t *testing.T) {
 func TestRecordsExecutorEvents(t *testing.T) {
 	e := newEnv(t)
 	st := newFakeStore()
-	e.run(New(e.js, st, quiet()))
+	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet()}))
 
 	w, err := executor.New(executor.Config{NATS: e.nc, ExecutorID: "exec-1", StartReportDelay: -1, ShutdownTimeout: time.Second, Logger: quiet()})
 	if err != nil {
@@ -454,7 +452,7 @@ func TestStartsOnceNATSIsBack(t *testing.T) {
 	}
 	e := &env{t: t, nc: nc, js: js}
 	st := newFakeStore()
-	e.run(New(js, st, quiet())) // Run must keep trying, not fail
+	e.run(mustNew(t, Config{JS: js, Store: st, Logger: quiet()})) // Run must keep trying, not fail
 
 	time.Sleep(300 * time.Millisecond) // a few failed set-ups
 	if err := n.Start(); err != nil {
@@ -479,7 +477,7 @@ func TestStartsOnceNATSIsBack(t *testing.T) {
 func TestRecordsEventBatches(t *testing.T) {
 	e := newEnv(t)
 	st := newFakeStore()
-	e.run(New(e.js, st, quiet()))
+	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet()}))
 	id := uuid.NewString()
 	now := time.Now().UTC()
 	evs := []wire.Event{
@@ -500,4 +498,14 @@ func TestRecordsEventBatches(t *testing.T) {
 	}
 	e.settled()
 	st.none(t, 200*time.Millisecond)
+}
+
+// mustNew is New that fails t on an error.
+func mustNew(t *testing.T, cfg Config) *Recorder {
+	t.Helper()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

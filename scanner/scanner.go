@@ -153,57 +153,59 @@ type Config struct {
 	Logger     *slog.Logger
 }
 
-func (c *Config) validate() error {
-	if c.Store == nil || c.Dispatcher == nil || c.NodeID == "" {
-		return errors.New("scanner: Config.Store, Dispatcher and NodeID are required")
+// WithDefaults is c with the durations and sizes it leaves zero (or
+// negative, where noted) set to their defaults, and a clock.DB of
+// Store.Now and the default logger if none is given.
+func (c Config) WithDefaults() Config {
+	orDuration := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
 	}
-	if c.Lookahead <= 0 {
-		c.Lookahead = 3 * time.Second
+	orInt := func(n *int, def int) {
+		if *n <= 0 {
+			*n = def
+		}
 	}
-	if c.ScanInterval <= 0 {
-		c.ScanInterval = time.Second
-	}
-	if c.ScanInterval > c.Lookahead {
-		return fmt.Errorf("scanner: ScanInterval %s must not exceed Lookahead %s", c.ScanInterval, c.Lookahead)
-	}
-	if c.OutboxInterval <= 0 {
-		c.OutboxInterval = 2 * time.Second
-	}
-	if c.BatchSize <= 0 {
-		c.BatchSize = 1000
-	}
-	if c.FireConcurrency <= 0 {
-		c.FireConcurrency = 3
-	}
+	orDuration(&c.Lookahead, 3*time.Second)
+	orDuration(&c.ScanInterval, time.Second)
+	orDuration(&c.OutboxInterval, 2*time.Second)
+	orInt(&c.BatchSize, 1000)
+	orInt(&c.FireConcurrency, 3)
 	if c.FireLead == 0 {
 		c.FireLead = 500 * time.Millisecond
 	}
-	if c.FireLead < 0 || c.FireLead >= c.Lookahead {
-		return fmt.Errorf("scanner: FireLead %s must be at least 0 and below Lookahead %s", c.FireLead, c.Lookahead)
-	}
-	if c.CatchUp <= 0 {
-		c.CatchUp = time.Hour
-	}
-	if c.ScanLimit <= 0 {
-		c.ScanLimit = 500_000
-	}
-	if c.FullScanEvery <= 0 {
-		c.FullScanEvery = 10
-	}
-	if c.LostAfter < 0 || c.LostInterval < 0 {
-		return fmt.Errorf("scanner: LostAfter %s and LostInterval %s must not be negative", c.LostAfter, c.LostInterval)
-	}
+	orDuration(&c.CatchUp, time.Hour)
+	orInt(&c.ScanLimit, 500_000)
+	orInt(&c.FullScanEvery, 10)
 	if c.LostAfter == 0 {
 		c.LostAfter = 5 * time.Minute
 	}
 	if c.LostInterval == 0 {
 		c.LostInterval = 10 * time.Second
 	}
-	if c.Clock == nil {
+	if c.Clock == nil && c.Store != nil {
 		c.Clock = clock.New(c.Store.Now, clock.Options{})
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate rejects a configuration (with its defaults) that cannot work.
+func (c *Config) validate() error {
+	if c.Store == nil || c.Dispatcher == nil || c.NodeID == "" {
+		return errors.New("scanner: Config.Store, Dispatcher and NodeID are required")
+	}
+	if c.ScanInterval > c.Lookahead {
+		return fmt.Errorf("scanner: ScanInterval %s must not exceed Lookahead %s", c.ScanInterval, c.Lookahead)
+	}
+	if c.FireLead < 0 || c.FireLead >= c.Lookahead {
+		return fmt.Errorf("scanner: FireLead %s must be at least 0 and below Lookahead %s", c.FireLead, c.Lookahead)
+	}
+	if c.LostAfter < 0 || c.LostInterval < 0 {
+		return fmt.Errorf("scanner: LostAfter %s and LostInterval %s must not be negative", c.LostAfter, c.LostInterval)
 	}
 	return nil
 }
@@ -263,6 +265,7 @@ type releaseReq struct {
 
 // New checks cfg and returns a Scanner that does nothing until Run.
 func New(cfg Config) (*Scanner, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -200,9 +200,38 @@ const notifySQL = `SELECT pg_notify('` + ExecChannel + `', b::text) FROM unnest(
 // in order, and at most three statements write what changed. It returns
 // the ids it found.
 func recordTx(ctx context.Context, tx pgx.Tx, evs []AttemptEvent, queued []int) (map[uuid.UUID]bool, error) {
-	ids := make([]uuid.UUID, 0, len(queued))
+	ids, lo, hi := eventExecutions(evs, queued)
+	if err := keyedPlans(ctx, tx, recordSettings...); err != nil {
+		return nil, err
+	}
+	byID, now, err := lockExecutions(ctx, tx, ids, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[uuid.UUID]bool, len(byID))
+	for _, i := range queued {
+		if e := byID[evs[i].ID]; e != nil {
+			found[e.id] = true
+			e.apply(&evs[i], now)
+		}
+	}
+	b := writeBack(ids, byID, lo, hi)
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+// eventExecutions lists the executions the queued events are about,
+// once each, in id order (the order rows are locked in, so concurrent
+// batches never deadlock), and the range of their scheduled times (which
+// prunes the executions partitions).
+func eventExecutions(evs []AttemptEvent, queued []int) (ids []uuid.UUID, lo, hi time.Time) {
+	ids = make([]uuid.UUID, 0, len(queued))
 	seen := make(map[uuid.UUID]bool, len(queued))
-	lo, hi := domain.ExecutionTime(evs[queued[0]].ID), domain.ExecutionTime(evs[queued[0]].ID)
+	lo, hi = domain.ExecutionTime(evs[queued[0]].ID), domain.ExecutionTime(evs[queued[0]].ID)
 	for _, i := range queued {
 		id := evs[i].ID
 		if seen[id] {
@@ -214,34 +243,34 @@ func recordTx(ctx context.Context, tx pgx.Tx, evs []AttemptEvent, queued []int) 
 		lo, hi = minTime(lo, t), maxTime(hi, t)
 	}
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-	if err := keyedPlans(ctx, tx, recordSettings...); err != nil {
-		return nil, err
-	}
+	return ids, lo, hi
+}
+
+// lockExecutions reads and locks the executions ids (those that exist)
+// with their attempts, and the database's clock.
+func lockExecutions(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, lo, hi time.Time) (map[uuid.UUID]*recExec, time.Time, error) {
 	rows, err := tx.Query(ctx, lockExecsSQL, ids, lo, hi)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
+	defer rows.Close()
 	byID := make(map[uuid.UUID]*recExec, len(ids))
 	var now time.Time
 	for rows.Next() {
 		e, t, err := scanRecExec(rows)
 		if err != nil {
-			rows.Close()
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		byID[e.id], now = e, t
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	found := make(map[uuid.UUID]bool, len(byID))
-	for _, i := range queued {
-		if e := byID[evs[i].ID]; e != nil {
-			found[e.id] = true
-			e.apply(&evs[i], now)
-		}
-	}
+	return byID, now, rows.Err()
+}
 
+// writeBack queues the statements that write what the events changed:
+// the executions' rows (with attempt 1 inline while it is the only one),
+// the attempts table's rows, and a notification for each bucket with a
+// re-queued execution.
+func writeBack(ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) *pgx.Batch {
 	var (
 		u  execUpdate
 		at attemptRows
@@ -286,12 +315,7 @@ func recordTx(ctx context.Context, tx pgx.Tx, evs []AttemptEvent, queued []int) 
 		slices.Sort(bs)
 		b.Queue(notifySQL, bs)
 	}
-	if b.Len() > 0 {
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return nil, err
-		}
-	}
-	return found, nil
+	return b
 }
 
 // scanRecExec reads a row of lockExecsSQL.

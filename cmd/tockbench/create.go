@@ -65,29 +65,7 @@ func (b *bench) runCreate(ctx context.Context) (*CreateReport, error) {
 	rep.Requests = len(bodies)
 	b.say("creating %d jobs through POST %s%s, %d per request, from %d clients (namespace %s)",
 		b.Jobs, b.Server, endpoint, b.Batch, b.Clients, b.ns)
-	defer func() {
-		if b.Keep {
-			b.say("kept namespace %s's jobs", b.ns)
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-		defer cancel()
-		if err := b.deleteJobs(cctx); err != nil {
-			b.say("%v; delete namespace %s's jobs yourself", err, b.ns)
-			return
-		}
-		if b.noAutovacuum && !b.NoAnalyze {
-			// Standing in for autovacuum, as the other mixes do: without
-			// it every run leaves its jobs behind as dead rows, and the
-			// next run inserts into ever larger indexes.
-			start := time.Now()
-			if err := b.exec(cctx, "VACUUM (ANALYZE) jobs, job_names"); err != nil {
-				b.say("vacuum the jobs tables: %v", err)
-				return
-			}
-			b.say("autovacuum is off: vacuumed the jobs tables in %s", time.Since(start).Round(time.Millisecond))
-		}
-	}()
+	defer b.cleanUpCreated(ctx)
 
 	client := &http.Client{
 		Timeout: time.Minute,
@@ -98,6 +76,61 @@ func (b *bench) runCreate(ctx context.Context) (*CreateReport, error) {
 	defer client.CloseIdleConnections()
 	url := strings.TrimRight(b.Server, "/") + endpoint
 
+	start := time.Now()
+	latencies, failed, firstErr := b.postAll(ctx, client, url, bodies)
+	took := time.Since(start)
+	if ctx.Err() != nil {
+		return nil, errors.New("interrupted")
+	}
+
+	var all []float64
+	for _, l := range latencies {
+		all = append(all, l...)
+	}
+	rep.Seconds = took.Seconds()
+	rep.Failed = failed
+	rep.JobsPerSecond = float64(int64(b.Jobs)-rep.Failed) / took.Seconds()
+	rep.RequestsPerSecond = float64(len(all)) / took.Seconds()
+	rep.Latency = lagOf(all)
+	if firstErr != nil {
+		rep.FirstError = firstErr.Error()
+	}
+	if err := b.st.Pool().QueryRow(ctx, "SELECT count(*) FROM job_names WHERE namespace = $1", b.ns).Scan(&rep.Stored); err != nil {
+		return nil, fmt.Errorf("count the jobs created: %w", err)
+	}
+	return rep, nil
+}
+
+// cleanUpCreated deletes the run's jobs (unless --keep) and, with
+// autovacuum off, vacuums the jobs tables.
+func (b *bench) cleanUpCreated(ctx context.Context) {
+	if b.Keep {
+		b.say("kept namespace %s's jobs", b.ns)
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	if err := b.deleteJobs(cctx); err != nil {
+		b.say("%v; delete namespace %s's jobs yourself", err, b.ns)
+		return
+	}
+	if b.noAutovacuum && !b.NoAnalyze {
+		// Standing in for autovacuum, as the other mixes do: without
+		// it every run leaves its jobs behind as dead rows, and the
+		// next run inserts into ever larger indexes.
+		start := time.Now()
+		if err := b.exec(cctx, "VACUUM (ANALYZE) jobs, job_names"); err != nil {
+			b.say("vacuum the jobs tables: %v", err)
+			return
+		}
+		b.say("autovacuum is off: vacuumed the jobs tables in %s", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// postAll sends bodies from b.Clients clients, each taking the next
+// body not yet sent, and returns each client's request latencies (ms),
+// the jobs not created and the first error.
+func (b *bench) postAll(ctx context.Context, client *http.Client, url string, bodies [][]byte) ([][]float64, int64, error) {
 	var (
 		next      atomic.Int64
 		failed    atomic.Int64
@@ -110,7 +143,6 @@ func (b *bench) runCreate(ctx context.Context) (*CreateReport, error) {
 		failed.Add(int64(jobs))
 		errOnce.Do(func() { firstErr = err })
 	}
-	start := time.Now()
 	for c := range b.Clients {
 		wg.Add(1)
 		go func() {
@@ -136,27 +168,7 @@ func (b *bench) runCreate(ctx context.Context) (*CreateReport, error) {
 		}()
 	}
 	wg.Wait()
-	took := time.Since(start)
-	if ctx.Err() != nil {
-		return nil, errors.New("interrupted")
-	}
-
-	var all []float64
-	for _, l := range latencies {
-		all = append(all, l...)
-	}
-	rep.Seconds = took.Seconds()
-	rep.Failed = failed.Load()
-	rep.JobsPerSecond = float64(int64(b.Jobs)-rep.Failed) / took.Seconds()
-	rep.RequestsPerSecond = float64(len(all)) / took.Seconds()
-	rep.Latency = lagOf(all)
-	if firstErr != nil {
-		rep.FirstError = firstErr.Error()
-	}
-	if err := b.st.Pool().QueryRow(ctx, "SELECT count(*) FROM job_names WHERE namespace = $1", b.ns).Scan(&rep.Stored); err != nil {
-		return nil, fmt.Errorf("count the jobs created: %w", err)
-	}
-	return rep, nil
+	return latencies, failed.Load(), firstErr
 }
 
 // createBodies are the run's request bodies: one job each for POST

@@ -62,69 +62,7 @@ func (c *jobsCreateCmd) createFromFile(a *app) error {
 		in = f
 	}
 
-	rep := &fileReport{Items: []fileItem{}}
-	var (
-		pending []entry // in line order
-		jobs    int     // entries of pending with a job
-		size    int     // bytes of their jobs
-	)
-	// send creates the pending jobs with one request and reports every
-	// pending line, in order.
-	send := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		var (
-			res    client.JobBatchResult
-			lineOf []int // the line of each job of the request
-		)
-		if jobs > 0 {
-			body := make([]json.RawMessage, 0, jobs)
-			var first, last int
-			for _, e := range pending {
-				if e.problem == nil {
-					body = append(body, e.job)
-					lineOf = append(lineOf, e.line)
-					if first == 0 {
-						first = e.line
-					}
-					last = e.line
-				}
-			}
-			err := a.createBatch(body, &res)
-			if err == nil && len(res.Items) != len(body) {
-				err = fmt.Errorf("the server answered %d results for %d jobs", len(res.Items), len(body))
-			}
-			if err != nil {
-				return fmt.Errorf("lines %d to %d: %w", first, last, err)
-			}
-		}
-		k := 0
-		for _, e := range pending {
-			p := e.problem
-			if p == nil {
-				it := res.Items[k]
-				k++
-				if it.Status == 201 && it.Job != nil {
-					rep.Created++
-					rep.Items = append(rep.Items, fileItem{Line: e.line, Status: it.Status, Job: it.Job})
-					continue
-				}
-				if p = it.Problem; p == nil {
-					p = &client.Problem{Status: it.Status, Title: "Not created"}
-				}
-				p = withLines(p, lineOf)
-			}
-			rep.Failed++
-			rep.Items = append(rep.Items, fileItem{Line: e.line, Status: p.Status, Problem: p})
-			if !a.json {
-				a.printLineProblem(e.line, p)
-			}
-		}
-		pending, jobs, size = pending[:0], 0, 0
-		return nil
-	}
-
+	b := &fileBatcher{a: a, rep: &fileReport{Items: []fileItem{}}}
 	r := bufio.NewReader(in)
 	var err error
 	for line := 1; err == nil; line++ {
@@ -133,29 +71,15 @@ func (c *jobsCreateCmd) createFromFile(a *app) error {
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("read %s: line %d: %w", name, line, err)
 		}
-		raw = bytes.TrimSpace(raw)
-		switch {
-		case len(raw) == 0:
-			continue
-		case len(raw) > client.MaxBatchBytes-batchEnvelope:
-			pending = append(pending, entry{line: line, problem: localProblem("the job is larger than a request may be (%d bytes)", client.MaxBatchBytes-batchEnvelope)})
-			continue
-		case !json.Valid(raw):
-			pending = append(pending, entry{line: line, problem: localProblem("not valid JSON: write one job object per line")})
-			continue
+		if err := b.add(line, bytes.TrimSpace(raw)); err != nil {
+			return a.fileFailed(b.rep, err)
 		}
-		if jobs == client.MaxBatchJobs || size+len(raw)+1 > client.MaxBatchBytes-batchEnvelope {
-			if err := send(); err != nil {
-				return a.fileFailed(rep, err)
-			}
-		}
-		pending = append(pending, entry{line: line, job: raw})
-		jobs, size = jobs+1, size+len(raw)+1
 	}
-	if err := send(); err != nil {
-		return a.fileFailed(rep, err)
+	if err := b.send(); err != nil {
+		return a.fileFailed(b.rep, err)
 	}
 
+	rep := b.rep
 	if a.json {
 		if err := a.printJSON(rep); err != nil {
 			return err
@@ -166,6 +90,97 @@ func (c *jobsCreateCmd) createFromFile(a *app) error {
 	if rep.Failed > 0 {
 		return fmt.Errorf("%d of %d jobs in %s were not created", rep.Failed, rep.Created+rep.Failed, name)
 	}
+	return nil
+}
+
+// fileBatcher gathers a jobs file's lines into batch requests and
+// reports every line's outcome in rep.
+type fileBatcher struct {
+	a       *app
+	rep     *fileReport
+	pending []entry // in line order
+	jobs    int     // entries of pending with a job
+	size    int     // bytes of their jobs
+}
+
+// add queues line, whose text is raw (trimmed), sending the pending
+// jobs first if it would not fit in their request. A line that cannot be
+// a job is queued with its problem, to be reported in order.
+func (b *fileBatcher) add(line int, raw []byte) error {
+	switch {
+	case len(raw) == 0:
+		return nil
+	case len(raw) > client.MaxBatchBytes-batchEnvelope:
+		b.pending = append(b.pending, entry{line: line, problem: localProblem("the job is larger than a request may be (%d bytes)", client.MaxBatchBytes-batchEnvelope)})
+		return nil
+	case !json.Valid(raw):
+		b.pending = append(b.pending, entry{line: line, problem: localProblem("not valid JSON: write one job object per line")})
+		return nil
+	}
+	if b.jobs == client.MaxBatchJobs || b.size+len(raw)+1 > client.MaxBatchBytes-batchEnvelope {
+		if err := b.send(); err != nil {
+			return err
+		}
+	}
+	b.pending = append(b.pending, entry{line: line, job: raw})
+	b.jobs, b.size = b.jobs+1, b.size+len(raw)+1
+	return nil
+}
+
+// send creates the pending jobs with one request and reports every
+// pending line, in order.
+func (b *fileBatcher) send() error {
+	if len(b.pending) == 0 {
+		return nil
+	}
+	var (
+		res    client.JobBatchResult
+		lineOf []int // the line of each job of the request
+	)
+	if b.jobs > 0 {
+		body := make([]json.RawMessage, 0, b.jobs)
+		var first, last int
+		for _, e := range b.pending {
+			if e.problem == nil {
+				body = append(body, e.job)
+				lineOf = append(lineOf, e.line)
+				if first == 0 {
+					first = e.line
+				}
+				last = e.line
+			}
+		}
+		err := b.a.createBatch(body, &res)
+		if err == nil && len(res.Items) != len(body) {
+			err = fmt.Errorf("the server answered %d results for %d jobs", len(res.Items), len(body))
+		}
+		if err != nil {
+			return fmt.Errorf("lines %d to %d: %w", first, last, err)
+		}
+	}
+	k := 0
+	for _, e := range b.pending {
+		p := e.problem
+		if p == nil {
+			it := res.Items[k]
+			k++
+			if it.Status == 201 && it.Job != nil {
+				b.rep.Created++
+				b.rep.Items = append(b.rep.Items, fileItem{Line: e.line, Status: it.Status, Job: it.Job})
+				continue
+			}
+			if p = it.Problem; p == nil {
+				p = &client.Problem{Status: it.Status, Title: "Not created"}
+			}
+			p = withLines(p, lineOf)
+		}
+		b.rep.Failed++
+		b.rep.Items = append(b.rep.Items, fileItem{Line: e.line, Status: p.Status, Problem: p})
+		if !b.a.json {
+			b.a.printLineProblem(e.line, p)
+		}
+	}
+	b.pending, b.jobs, b.size = b.pending[:0], 0, 0
 	return nil
 }
 

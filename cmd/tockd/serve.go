@@ -344,7 +344,13 @@ func components(cfg Config, d deps) []component {
 				return func(ctx context.Context) error { return maintain(ctx, d.st, d.log) }, nil
 			}},
 		{name: "recorder", on: cfg.Roles[RoleRecorder], stage: stopRecorder,
-			start: func() (runFunc, error) { return recorder.New(d.js, d.st, d.log).Run, nil }},
+			start: func() (runFunc, error) {
+				r, err := recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log})
+				if err != nil {
+					return nil, err
+				}
+				return r.Run, nil
+			}},
 		{name: "executor", on: cfg.Roles[RoleExecutor], stage: stopExecutor,
 			start: func() (runFunc, error) { return newExecutor(cfg, d) }},
 	}
