@@ -2,15 +2,8 @@ package executor
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tock-sched/tock/internal/retry"
-	"github.com/tock-sched/tock/wire"
 )
 
 // cancelPruneEvery is how often the set of cancelled executions forgets
@@ -88,76 +81,6 @@ func (c *cancels) prune(before time.Time) {
 	for id, at := range c.ids {
 		if at.Before(before) {
 			delete(c.ids, id)
-		}
-	}
-}
-
-// watchCancels keeps w.cancels in step with wire.CancelBucket until ctx
-// ends, watching it again after an error. It closes ready once it has read
-// the bucket's current content (or gives up waiting for it: see Run).
-func (w *Worker) watchCancels(ctx context.Context, ready chan<- struct{}) {
-	var once sync.Once
-	markReady := func() { once.Do(func() { close(ready) }) }
-	prune := time.NewTicker(cancelPruneEvery)
-	defer prune.Stop()
-	const maxPause = 5 * time.Second
-	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: maxPause}
-	for {
-		began := time.Now()
-		err := w.watchCancelsOnce(ctx, markReady, prune.C)
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(began) > maxPause {
-			// It watched for a while: a new failure, not the same one.
-			backoff.Reset()
-		}
-		if !backoff.Wait(ctx, w.log, "watch cancelled executions", "err", err) {
-			return
-		}
-	}
-}
-
-func (w *Worker) watchCancelsOnce(ctx context.Context, markReady func(), prune <-chan time.Time) error {
-	kv, err := w.js.KeyValue(ctx, wire.CancelBucket)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", wire.CancelBucket, err)
-	}
-	watcher, err := kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", wire.CancelBucket, err)
-	}
-	defer func() {
-		_ = watcher.Stop()
-		// The watcher's callback may be blocked handing over an update:
-		// drain until its subscription is closed, so no goroutine stays.
-		for range watcher.Updates() {
-		}
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-prune:
-			w.cancels.prune(w.now().Add(-wire.CancelTTL))
-		case <-w.cancelsNew:
-			return errors.New(wire.CancelBucket + " is new: watching it again from its start")
-		case entry, ok := <-watcher.Updates():
-			if !ok {
-				return errors.New("watch of " + wire.CancelBucket + " ended")
-			}
-			if entry == nil { // the bucket's current content is in
-				markReady()
-				continue
-			}
-			switch entry.Operation() {
-			case jetstream.KeyValuePut:
-				if n := w.cancels.add(entry.Key(), entry.Created()); n > 0 {
-					w.log.Info("execution cancelled: stopping its running attempt", "execution_id", entry.Key())
-				}
-			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-				w.cancels.remove(entry.Key())
-			}
 		}
 	}
 }

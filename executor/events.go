@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/wire"
 )
@@ -145,4 +146,39 @@ func (b *eventBatcher) send(ctx context.Context, ev wire.Event) error {
 	case <-ctx.Done():
 		return fmt.Errorf("publish %s event %s: %w", ev.Type, ev.MsgID(), ctx.Err())
 	}
+}
+
+// event returns d's event of type typ, from this executor, at now.
+func (w *Worker) event(d *delivery, typ domain.EventType) wire.Event {
+	e := d.e
+	ev := wire.Event{
+		Type:         typ,
+		ExecutionID:  e.ExecutionID,
+		ScheduledFor: e.ScheduledFor,
+		Attempt:      e.Attempt,
+		Dispatch:     e.Dispatch,
+		ExecutorID:   w.cfg.ExecutorID,
+		At:           w.now().UTC(),
+	}
+	if !e.PublishedAt.IsZero() {
+		ev.PublishedAt = &e.PublishedAt
+	}
+	return ev
+}
+
+// publish sends ev to the event stream, in a batch with other attempts'
+// events, and waits for JetStream's ack (retrying for a while). The
+// batch's Nats-Msg-Id makes its retries harmless; a redelivered attempt's
+// events are recorded idempotently. The journal notes ev once it is in.
+func (w *Worker) publish(ev wire.Event) error {
+	return w.publishOnce(w.abandonCtx, ev)
+}
+
+// publishOnce is publish bounded by ctx.
+func (w *Worker) publishOnce(ctx context.Context, ev wire.Event) error {
+	if err := w.events.send(ctx, ev); err != nil {
+		return err
+	}
+	w.journal.record(ev)
+	return nil
 }

@@ -31,10 +31,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	mathrand "math/rand/v2"
 	"os"
-	"regexp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -196,15 +194,25 @@ type HandlerOptions struct {
 // Worker pulls executions for its handlers' queues and runs them. It is
 // one of: tockd's built-in executor (queues "http" and "nats") or a custom
 // executor serving named handlers.
+//
+// Its parts, each in its own file: the handlers it serves (registry.go), a
+// puller per queue (puller.go), the delivery of one message through its
+// attempt (delivery.go, attempt.go, heartbeat.go), the handler keys'
+// breakers and their states (breaker.go, breakers.go), the cancellation
+// watch (cancel.go, cancelwatch.go), the event batcher (events.go) and the
+// journal of recent attempts (journal.go, wipe.go).
 type Worker struct {
 	cfg Config
 	js  jetstream.JetStream
 	log *slog.Logger
 	m   *metrics
 
-	mu       sync.Mutex
-	handlers map[string]registration
-	started  bool
+	handlers    *registry
+	breakers    *breakers
+	cancels     *cancels
+	cancelWatch *cancelWatcher
+	events      *eventBatcher
+	journal     *journal // recent attempts' events, for a wipe of JetStream
 
 	// Seams for tests.
 	now          func() time.Time
@@ -214,23 +222,10 @@ type Worker struct {
 	stateEvery   time.Duration // handler state writes
 	depthEvery   time.Duration // queue depth polls
 
-	events      *eventBatcher
-	cancels     *cancels
-	journal     *journal      // recent attempts' events, for a wipe of JetStream
-	cancelsNew  chan struct{} // cap 1: the cancel bucket is new, watch it again
-	keysMu      sync.Mutex
-	keys        map[string]*handlerKey
-	keysChanged chan struct{} // a breaker changed state
-
 	// Set by Run before any attempt starts.
 	attemptCtx context.Context // handlers' parent; cancelled at the end of the shutdown grace
 	abandonCtx context.Context // heartbeats and event publishing; cancelled when Run returns
 	inFlight   atomic.Int64
-}
-
-type registration struct {
-	fn   Func
-	opts HandlerOptions
 }
 
 // New returns a Worker for cfg with defaults filled in. Register handlers
@@ -248,12 +243,12 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor: register metrics: %w", err)
 	}
-	return &Worker{
+	w := &Worker{
 		cfg:          cfg,
 		js:           js,
 		m:            m,
 		log:          newLazyLogger(cfg.Logger).With("executor", cfg.ExecutorID),
-		handlers:     make(map[string]registration),
+		handlers:     newRegistry(),
 		now:          time.Now,
 		rand:         mathrand.Float64,
 		pollEvery:    idlePoll,
@@ -262,11 +257,12 @@ func New(cfg Config) (*Worker, error) {
 		cancels:      newCancels(),
 		events:       newEventBatcher(js),
 		journal:      newJournal(time.Now),
-		cancelsNew:   make(chan struct{}, 1),
-		keys:         make(map[string]*handlerKey),
-		keysChanged:  make(chan struct{}, 1),
 		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait},
-	}, nil
+	}
+	// Both read w.cfg when they need it: tests change it before Run.
+	w.breakers = newBreakers(&w.cfg, w.now, w.log, m.breakerState)
+	w.cancelWatch = newCancelWatcher(js, w.cancels, w.now, w.log)
+	return w, nil
 }
 
 // How often an idle queue is pulled without its doorbell ringing (for
@@ -279,8 +275,6 @@ const (
 // ID is the executor id this Worker reports in events.
 func (w *Worker) ID() string { return w.cfg.ExecutorID }
 
-var queueName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
 // Handle registers fn for queue: a custom handler's name, or
 // domain.HandlerHTTP / domain.HandlerNATS for the built-ins. Like
 // http.ServeMux, it panics on an invalid or duplicate queue, a nil fn, or
@@ -290,42 +284,13 @@ func (w *Worker) Handle(queue string, fn Func) { w.HandleWith(queue, fn, Handler
 // HandleWith is Handle with options for the queue. It also panics on a
 // negative opts.Concurrency.
 func (w *Worker) HandleWith(queue string, fn Func, opts HandlerOptions) {
-	if !queueName.MatchString(queue) {
-		panic(fmt.Sprintf("executor: invalid queue name %q (letters, digits, '-' and '_')", queue))
-	}
-	if fn == nil {
-		panic("executor: nil Func for queue " + queue)
-	}
-	if opts.Concurrency < 0 {
-		panic(fmt.Sprintf("executor: negative concurrency %d for queue %s", opts.Concurrency, queue))
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		panic("executor: Handle(" + queue + ") after Run")
-	}
-	if _, dup := w.handlers[queue]; dup {
-		panic("executor: queue " + queue + " registered twice")
-	}
-	w.handlers[queue] = registration{fn: fn, opts: opts}
+	w.handlers.add(queue, fn, opts)
 }
 
-// setUp creates the streams, buckets and the queues' consumers if needed.
-func (w *Worker) setUp(ctx context.Context, queues []*queue) error {
-	if err := wire.EnsureStreams(ctx, w.js); err != nil {
-		return fmt.Errorf("executor: %w", err)
-	}
-	for _, q := range queues {
-		if err := w.ensureConsumers(ctx, q); err != nil {
-			return fmt.Errorf("executor: %w", err)
-		}
-	}
-	return nil
-}
-
-// cancelWatchWait bounds how long Run waits at start for the current
-// cancellations before it pulls executions anyway.
-const cancelWatchWait = 10 * time.Second
+// HandlerStates returns this Worker's view of each handler key it served
+// within wire.HandlerStateTTL: its breaker state and load, as it also
+// writes them to wire.HandlerBucket.
+func (w *Worker) HandlerStates() []wire.HandlerState { return w.breakers.states() }
 
 // Run creates the streams, buckets and the consumers of the registered
 // queues if needed, then runs executions until ctx ends. It then stops
@@ -336,40 +301,17 @@ const cancelWatchWait = 10 * time.Second
 // attempts never returned (their executions are redelivered once their
 // heartbeats lapse). Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
-	w.mu.Lock()
-	if w.started {
-		w.mu.Unlock()
-		return errors.New("executor: Run called twice")
+	queues, err := w.handlers.start(w.cfg.Concurrency)
+	if err != nil {
+		return err
 	}
-	w.started = true
-	handlers := maps.Clone(w.handlers)
-	w.mu.Unlock()
-	if len(handlers) == 0 {
-		return errors.New("executor: no handlers registered")
+	var attempts sync.WaitGroup
+	pullers := make([]*puller, 0, len(queues))
+	for _, q := range queues {
+		pullers = append(pullers, w.newPuller(q, &attempts))
 	}
-
-	queues := make([]*queue, 0, len(handlers))
-	for name, reg := range handlers {
-		concurrency := reg.opts.Concurrency
-		if concurrency == 0 {
-			concurrency = w.cfg.Concurrency
-		}
-		queues = append(queues, &queue{name: name, fn: reg.fn, concurrency: concurrency,
-			slots: make(chan struct{}, concurrency), freed: make(chan struct{}, 1)})
-	}
-	// NATS may be unreachable, or slow to answer, at start: keep trying.
-	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
-	for {
-		err := w.setUp(ctx, queues)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !backoff.Wait(ctx, w.log, "set up streams and consumers", "err", err) {
-			return nil
-		}
+	if !w.setUp(ctx, pullers) {
+		return nil // ctx ended first
 	}
 
 	attemptCtx, cancelAttempts := context.WithCancel(context.WithoutCancel(ctx))
@@ -378,34 +320,86 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer abandon()
 	w.attemptCtx, w.abandonCtx = attemptCtx, abandonCtx
 
-	// Background work lives until the last attempt is done: a running
-	// attempt can still be cancelled during the shutdown grace.
-	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	var background sync.WaitGroup
-	defer func() { stopBackground(); background.Wait() }()
-	cancelsReady := make(chan struct{})
-	background.Go(func() { w.events.run(bgCtx) })
-	background.Go(func() { w.watchCancels(bgCtx, cancelsReady) })
-	background.Go(func() { w.writeHandlerStates(bgCtx) })
-	background.Go(func() { w.pollDepths(bgCtx, queues) })
-	background.Go(func() { w.watchWipes(bgCtx) })
-	// Run nothing a cancellation already stops.
+	cancelsReady, stopBackground := w.startBackground(ctx, pullers)
+	defer stopBackground()
+	w.awaitCancels(ctx, cancelsReady)
+
+	w.log.Info("executor running", "queues", len(queues), "concurrency", w.cfg.Concurrency)
+	var loops sync.WaitGroup
+	for _, p := range pullers {
+		loops.Go(func() { p.run(ctx) })
+	}
+	loops.Wait()
+	return w.drain(&attempts, cancelAttempts)
+}
+
+// setUp creates the streams, buckets and the queues' consumers if needed,
+// trying again while NATS is unreachable or slow to answer. It reports
+// false if ctx ended first.
+func (w *Worker) setUp(ctx context.Context, pullers []*puller) bool {
+	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
+	for {
+		err := w.setUpOnce(ctx, pullers)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil || !backoff.Wait(ctx, w.log, "set up streams and consumers", "err", err) {
+			return false
+		}
+	}
+}
+
+func (w *Worker) setUpOnce(ctx context.Context, pullers []*puller) error {
+	if err := wire.EnsureStreams(ctx, w.js); err != nil {
+		return fmt.Errorf("executor: %w", err)
+	}
+	for _, p := range pullers {
+		if err := p.ensureConsumers(ctx); err != nil {
+			return fmt.Errorf("executor: %w", err)
+		}
+	}
+	return nil
+}
+
+// startBackground starts the work that lives until the last attempt is
+// done (a running attempt can still be cancelled during the shutdown
+// grace): the event batcher, the cancellation watch, which closes
+// cancelsReady once it has read the current cancellations, the handler
+// state writes, the queue depth polls and the wipe watch. stop ends them
+// and waits for them.
+func (w *Worker) startBackground(ctx context.Context, pullers []*puller) (cancelsReady <-chan struct{}, stop func()) {
+	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	ready := make(chan struct{})
+	wg.Go(func() { w.events.run(bgCtx) })
+	wg.Go(func() { w.cancelWatch.run(bgCtx, ready) })
+	wg.Go(func() { w.breakers.writeStates(bgCtx, w.js, w.stateEvery) })
+	wg.Go(func() { pollDepths(bgCtx, pullers, w.depthEvery) })
+	wg.Go(func() { w.watchWipes(bgCtx) })
+	return ready, func() { cancel(); wg.Wait() }
+}
+
+// cancelWatchWait bounds how long Run waits at start for the current
+// cancellations before it pulls executions anyway.
+const cancelWatchWait = 10 * time.Second
+
+// awaitCancels waits until ready is closed, so that nothing a
+// cancellation already stops is run, for up to cancelWatchWait or until
+// ctx ends.
+func (w *Worker) awaitCancels(ctx context.Context, ready <-chan struct{}) {
 	wait := time.NewTimer(cancelWatchWait)
+	defer wait.Stop()
 	select {
-	case <-cancelsReady:
+	case <-ready:
 	case <-wait.C:
 		w.log.Warn("cancelled executions not read yet; running executions anyway", "waited", cancelWatchWait)
 	case <-ctx.Done():
 	}
-	wait.Stop()
+}
 
-	w.log.Info("executor running", "queues", len(queues), "concurrency", w.cfg.Concurrency)
-	var attempts, loops sync.WaitGroup
-	for _, q := range queues {
-		loops.Go(func() { w.consume(ctx, q, &attempts) })
-	}
-	loops.Wait()
-
+// drain waits for the running attempts for up to Config.ShutdownTimeout,
+// then cancels their contexts and waits up to abandonAfter more.
+func (w *Worker) drain(attempts *sync.WaitGroup, cancelAttempts context.CancelFunc) error {
 	done := make(chan struct{})
 	go func() { attempts.Wait(); close(done) }()
 	grace := time.NewTimer(w.cfg.ShutdownTimeout)

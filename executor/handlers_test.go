@@ -267,9 +267,8 @@ func TestBreakerTrips(t *testing.T) {
 	cfg := BreakerConfig{FailureRate: 0.5, MinRequests: 4}
 	cfg.setDefaults()
 	m, _ := newMetrics(nil)
-	w := &Worker{cfg: Config{Breaker: cfg}, keys: map[string]*handlerKey{}, keysChanged: make(chan struct{}, 1), now: time.Now,
-		log: testLogger(t), m: m}
-	hk := w.handlerKey("k", &queue{name: "k", concurrency: 2})
+	b := newBreakers(&Config{Breaker: cfg}, time.Now, testLogger(t), m.breakerState)
+	hk := b.get("k", &queue{name: "k", slots: newSlots(2)})
 	run := func(v verdict) {
 		t.Helper()
 		done, _, ok := hk.allow(time.Now())

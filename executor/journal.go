@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -250,27 +249,27 @@ func eventMsg(ev wire.Event) (*nats.Msg, error) {
 // attempt reports for both). It reports false, and marks the attempt
 // begun, for any other delivery; the caller then runs it and calls
 // w.journal.finish.
-func (w *Worker) answerFromJournal(q *queue, msg jetstream.Msg, e *Execution, log *slog.Logger) bool {
-	known, ev := w.journal.begin(attemptKey{e.ExecutionID, e.Dispatch, e.Attempt})
+func (w *Worker) answerFromJournal(d *delivery) bool {
+	known, ev := w.journal.begin(d.attempt())
 	if !known {
 		return false
 	}
-	w.m.journalAnswered.WithLabelValues(q.name).Inc()
+	w.m.journalAnswered.WithLabelValues(d.q.name).Inc()
 	if ev == nil {
-		log.Info("delivery of an attempt running here already (JetStream lost its stream); acknowledging the copy")
-		if err := msg.Ack(); err != nil {
-			log.Warn("ack copy of a running attempt", "err", err)
+		d.log.Info("delivery of an attempt running here already (JetStream lost its stream); acknowledging the copy")
+		if err := d.msg.Ack(); err != nil {
+			d.log.Warn("ack copy of a running attempt", "err", err)
 		}
 		return true
 	}
-	log.Info("delivery of an attempt run here already (JetStream lost its stream); sending its result again", "event", ev.Type)
+	d.log.Info("delivery of an attempt run here already (JetStream lost its stream); sending its result again", "event", ev.Type)
 	if err := w.publish(*ev); err != nil {
-		log.Error("cannot send the attempt's result again; giving the execution back", "err", err)
-		_ = msg.NakWithDelay(unreportedRetryDelay)
+		d.log.Error("cannot send the attempt's result again; giving the execution back", "err", err)
+		_ = d.msg.NakWithDelay(unreportedRetryDelay)
 		return true
 	}
-	if err := settle(msg, *ev); err != nil {
-		log.Warn("settle execution message", "err", err)
+	if err := settle(d.msg, *ev); err != nil {
+		d.log.Warn("settle execution message", "err", err)
 	}
 	return true
 }

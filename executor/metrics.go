@@ -4,6 +4,9 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/wire"
 )
 
 // metrics are a Worker's Prometheus metrics. Importing the package
@@ -89,6 +92,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.journalAnswered = register(reg, m.journalAnswered, &err)
 	return m, err
 }
+
+// outcomeLabel is the outcome label of tock_executor_attempts_total for a
+// delivery whose last event, ev, was published; interrupted says that ev
+// is a failure by executor shutdown, which the event does not tell from a
+// retry. A delivery whose last event could not be published is
+// outcomeUnreported.
+func outcomeLabel(ev wire.Event, interrupted bool) string {
+	switch {
+	case ev.Type == domain.EventCancelled:
+		return "cancelled"
+	case ev.Type == domain.EventSucceeded:
+		return "succeeded"
+	case interrupted:
+		return "interrupted"
+	case ev.TimedOut:
+		return "timed_out"
+	case ev.Final:
+		return "dead"
+	default:
+		return "retry"
+	}
+}
+
+const outcomeUnreported = "unreported"
 
 // register registers c on reg and returns it, or the collector of the
 // same description already registered there. The first failure is kept

@@ -33,10 +33,7 @@ func (w *Worker) watchWipes(ctx context.Context) {
 		}
 		if _, isNew, ok := w.checkIncarnation(ctx, cancelBucket); ok && isNew {
 			w.log.Warn("cancel bucket is new (JetStream lost the old one); watching it again", "bucket", wire.CancelBucket)
-			select {
-			case w.cancelsNew <- struct{}{}:
-			default:
-			}
+			w.cancelWatch.restart()
 		}
 		select {
 		case <-ctx.Done():

@@ -1,17 +1,13 @@
 package executor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 	mathrand "math/rand/v2"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/tock-sched/tock/wire"
@@ -111,7 +107,7 @@ var (
 const deferMin = time.Second
 
 // handlerKey is what a Worker knows about one handler key: its breaker and
-// load. Worker.keys holds them.
+// load. The Worker's breakers set holds them.
 type handlerKey struct {
 	key, queue string
 	limit      int // per-process concurrency limit; 0: none
@@ -128,68 +124,33 @@ type handlerKey struct {
 	lastUsed   time.Time
 }
 
-// handlerKey returns the state of key, served by queue q, creating it on
-// first use.
-func (w *Worker) handlerKey(key string, q *queue) *handlerKey {
-	now := w.now()
-	w.keysMu.Lock()
-	defer w.keysMu.Unlock()
-	if hk, ok := w.keys[key]; ok {
-		// Touched under keysMu, so that liveKeys cannot forget a key
-		// being handed out.
-		hk.mu.Lock()
-		hk.lastUsed = now
-		hk.mu.Unlock()
-		return hk
-	}
-	hk := &handlerKey{key: key, queue: q.name, limit: w.cfg.MaxPerHandler, state: wire.BreakerClosed, since: now, lastUsed: now}
-	if key == q.name && (hk.limit == 0 || q.concurrency < hk.limit) {
+// newHandlerKey returns the state of key, served by queue q, with a
+// breaker per cfg.Breaker (none if disabled) whose state changes go to
+// changed.
+func newHandlerKey(key string, q *queue, cfg *Config, now time.Time, changed func(*handlerKey, gobreaker.State, gobreaker.State)) *handlerKey {
+	hk := &handlerKey{key: key, queue: q.name, limit: cfg.MaxPerHandler, state: wire.BreakerClosed, since: now, lastUsed: now}
+	if n := q.slots.size(); key == q.name && (hk.limit == 0 || n < hk.limit) {
 		// A custom handler's key is its queue: the queue's limit is the
 		// key's too.
-		hk.limit = q.concurrency
+		hk.limit = n
 	}
-	if b := w.cfg.Breaker; !b.Disabled {
-		hk.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-			Name:        key,
-			MaxRequests: b.HalfOpenRequests,
-			Interval:    b.Window,
-			Timeout:     b.OpenFor,
-			ReadyToTrip: func(c gobreaker.Counts) bool {
-				counted := c.TotalSuccesses + c.TotalFailures
-				return counted >= b.MinRequests && float64(c.TotalFailures) >= b.FailureRate*float64(counted)
-			},
-			IsExcluded:    func(err error) bool { return errors.Is(err, errBreakerIgnored) },
-			OnStateChange: func(_ string, from, to gobreaker.State) { w.breakerChanged(hk, from, to) },
-		})
+	b := cfg.Breaker
+	if b.Disabled {
+		return hk
 	}
-	w.m.breakerState.WithLabelValues(key).Set(0)
-	w.keys[key] = hk
+	hk.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        key,
+		MaxRequests: b.HalfOpenRequests,
+		Interval:    b.Window,
+		Timeout:     b.OpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			counted := c.TotalSuccesses + c.TotalFailures
+			return counted >= b.MinRequests && float64(c.TotalFailures) >= b.FailureRate*float64(counted)
+		},
+		IsExcluded:    func(err error) bool { return errors.Is(err, errBreakerIgnored) },
+		OnStateChange: func(_ string, from, to gobreaker.State) { changed(hk, from, to) },
+	})
 	return hk
-}
-
-// breakerChanged runs inside the breaker's lock.
-func (w *Worker) breakerChanged(hk *handlerKey, from, to gobreaker.State) {
-	now := w.now()
-	hk.mu.Lock()
-	hk.state, hk.since = breakerName(to), now
-	if to == gobreaker.StateOpen {
-		hk.halfOpenAt = now.Add(w.cfg.Breaker.OpenFor)
-	}
-	hk.mu.Unlock()
-	w.m.breakerState.WithLabelValues(hk.key).Set(float64(breakerGauge(to)))
-	log := w.log.With("handler", hk.key, "queue", hk.queue, "from", breakerName(from))
-	switch to {
-	case gobreaker.StateOpen:
-		log.Warn("circuit breaker opened: deferring the handler's executions", "open_for", w.cfg.Breaker.OpenFor)
-	case gobreaker.StateHalfOpen:
-		log.Info("circuit breaker half-open: probing the handler")
-	default:
-		log.Info("circuit breaker closed")
-	}
-	select {
-	case w.keysChanged <- struct{}{}:
-	default:
-	}
 }
 
 func breakerName(s gobreaker.State) string {
@@ -283,123 +244,5 @@ func (hk *handlerKey) snapshot(executor string, now time.Time) wire.HandlerState
 		InFlight:   hk.inFlight,
 		Limit:      hk.limit,
 		UpdatedAt:  now.UTC(),
-	}
-}
-
-// liveKeys returns the keys served within wire.HandlerStateTTL, forgetting
-// the others (unless their breaker is open: a key that failed stays
-// refused until its breaker half-opens, however long that is).
-func (w *Worker) liveKeys(now time.Time) []*handlerKey {
-	w.keysMu.Lock()
-	defer w.keysMu.Unlock()
-	live := make([]*handlerKey, 0, len(w.keys))
-	for key, hk := range w.keys {
-		hk.mu.Lock()
-		stale := hk.inFlight == 0 && now.Sub(hk.lastUsed) > wire.HandlerStateTTL &&
-			(hk.state != wire.BreakerOpen || now.After(hk.halfOpenAt))
-		hk.mu.Unlock()
-		if stale {
-			delete(w.keys, key)
-			w.m.breakerState.DeleteLabelValues(key)
-			continue
-		}
-		live = append(live, hk)
-	}
-	slices.SortFunc(live, func(a, b *handlerKey) int { return strings.Compare(a.key, b.key) })
-	return live
-}
-
-// HandlerStates returns this Worker's view of each handler key it served
-// within wire.HandlerStateTTL: its breaker state and load, as it also
-// writes them to wire.HandlerBucket.
-func (w *Worker) HandlerStates() []wire.HandlerState {
-	now := w.now()
-	keys := w.liveKeys(now)
-	states := make([]wire.HandlerState, 0, len(keys))
-	for _, hk := range keys {
-		states = append(states, hk.snapshot(w.cfg.ExecutorID, now))
-	}
-	return states
-}
-
-// writeHandlerStates writes the handler states to wire.HandlerBucket
-// every stateEvery, at once when a breaker changes state, and when an open
-// breaker is due to half-open, until ctx ends; it then deletes this
-// executor's entries.
-func (w *Worker) writeHandlerStates(ctx context.Context) {
-	tick := time.NewTicker(w.stateEvery)
-	defer tick.Stop()
-	halfOpen := time.NewTimer(time.Hour)
-	defer halfOpen.Stop()
-	var kv jetstream.KeyValue
-	written := map[string]string{} // handler key → bucket key
-	for {
-		select {
-		case <-ctx.Done():
-			w.deleteHandlerStates(kv, written)
-			return
-		case <-tick.C:
-		case <-w.keysChanged:
-		case <-halfOpen.C:
-		}
-		if kv == nil {
-			var err error
-			if kv, err = w.js.KeyValue(ctx, wire.HandlerBucket); err != nil {
-				w.log.Warn("write handler states", "err", err)
-				kv = nil
-				continue
-			}
-		}
-		now := w.now()
-		next := time.Duration(-1)
-		failed := 0
-		live := map[string]bool{}
-		for _, hk := range w.liveKeys(now) {
-			s := hk.snapshot(w.cfg.ExecutorID, now)
-			live[s.Handler] = true
-			if s.Breaker == wire.BreakerOpen {
-				hk.mu.Lock()
-				if d := hk.halfOpenAt.Sub(now); next < 0 || d < next {
-					next = d
-				}
-				hk.mu.Unlock()
-			}
-			pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-			err := wire.PutHandlerState(pctx, kv, s)
-			cancel()
-			if err != nil {
-				failed++
-				continue
-			}
-			written[s.Handler] = s.Key()
-		}
-		for handler := range written {
-			if !live[handler] {
-				delete(written, handler) // its entry expires with the bucket's TTL
-			}
-		}
-		if failed > 0 && ctx.Err() == nil {
-			w.log.Warn("write handler states", "failed", failed)
-			kv = nil // the bucket may be gone: look it up again next time
-		}
-		if next >= 0 {
-			halfOpen.Reset(max(next, 0) + 10*time.Millisecond)
-		}
-	}
-}
-
-// deleteHandlerStates removes this executor's entries at shutdown, so that
-// readers do not see a stopped executor's view for another TTL.
-func (w *Worker) deleteHandlerStates(kv jetstream.KeyValue, written map[string]string) {
-	if kv == nil || len(written) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
-	defer cancel()
-	for _, key := range written {
-		if err := kv.Delete(ctx, key); err != nil {
-			w.log.Debug("delete handler state", "key", key, "err", err)
-			return
-		}
 	}
 }

@@ -1,0 +1,159 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/wire"
+)
+
+// delivery is one execution message pulled from a queue, from its
+// decoding to its settlement: what each step of handling it needs.
+type delivery struct {
+	q       *queue
+	msg     jetstream.Msg
+	ackWait time.Duration // of the consumer it came from
+	e       *Execution
+	log     *slog.Logger // with the queue, execution, job, attempt and dispatch
+}
+
+// attempt names the attempt this delivery is.
+func (d *delivery) attempt() attemptKey {
+	return attemptKey{d.e.ExecutionID, d.e.Dispatch, d.e.Attempt}
+}
+
+// deliver handles one message of q to its end.
+func (w *Worker) deliver(q *queue, msg jetstream.Msg, ackWait time.Duration) {
+	w.inFlight.Add(1)
+	defer w.inFlight.Add(-1)
+	if d, ok := w.decode(q, msg, ackWait); ok {
+		w.process(d)
+	}
+}
+
+// decode reads msg into a delivery. A message that is no execution is
+// terminated, and decode reports false.
+func (w *Worker) decode(q *queue, msg jetstream.Msg, ackWait time.Duration) (*delivery, bool) {
+	log := w.log.With("queue", q.name)
+	md, err := msg.Metadata()
+	if err != nil {
+		log.Error("execution message without JetStream metadata; terminating it", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return nil, false
+	}
+	var ex wire.Execution
+	if err := json.Unmarshal(msg.Data(), &ex); err != nil || ex.ExecutionID == "" {
+		if err == nil {
+			err = errors.New("no execution_id")
+		}
+		log.Error("undecodable execution; terminating it", "subject", msg.Subject(), "stream_seq", md.Sequence.Stream, "err", err)
+		_ = msg.TermWithReason("tock: undecodable execution")
+		return nil, false
+	}
+	e := &Execution{Execution: ex, Attempt: ex.Attempt(int(md.NumDelivered)), PublishedAt: md.Timestamp.UTC()}
+	log = log.With("execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", e.Attempt, "dispatch", ex.Dispatch)
+	return &delivery{q: q, msg: msg, ackWait: ackWait, e: e, log: log}, true
+}
+
+// process handles one delivery of an execution: it is answered from the
+// journal, cancelled, deferred (the handler key's concurrency limit or
+// circuit breaker refuses it) or run as an attempt.
+func (w *Worker) process(d *delivery) {
+	// An attempt run here before, published again after JetStream lost
+	// its stream, is answered, not run twice (see journal.go).
+	if w.answerFromJournal(d) {
+		return
+	}
+	defer w.journal.finish(d.attempt())
+
+	// The attempt's context, registered first, so that a cancellation
+	// arriving from now on reaches it.
+	ctx, cancel := context.WithCancelCause(w.attemptCtx)
+	defer cancel(nil)
+	unregister, cancelled := w.cancels.register(d.e.ExecutionID, cancel)
+	defer unregister()
+	if cancelled {
+		w.finish(d, w.event(d, domain.EventCancelled), false)
+		return
+	}
+
+	key := d.e.Handler.Key()
+	hk := w.breakers.get(key, d.q)
+	if !hk.acquire(w.now()) {
+		w.deferDelivery(d, key, deferMin, "limit")
+		return
+	}
+	defer func() { hk.release(w.now()) }()
+	done, retryIn, ok := hk.allow(w.now())
+	if !ok {
+		w.deferDelivery(d, key, retryIn, "breaker")
+		return
+	}
+	w.attempt(ctx, d, done)
+}
+
+// deferDelivery hands a delivery back to tock unrun: a deferred event
+// saying when to publish it again, then an ack.
+func (w *Worker) deferDelivery(d *delivery, key string, retryIn time.Duration, reason string) {
+	ev := w.event(d, domain.EventDeferred)
+	ev.Handler = key
+	ev.RetryInMS = retryIn.Milliseconds()
+	if err := w.publish(ev); err != nil {
+		d.log.Error("cannot defer execution; giving it back to JetStream", "reason", reason, "err", err)
+		_ = d.msg.NakWithDelay(unreportedRetryDelay)
+		return
+	}
+	d.log.Debug("execution deferred", "handler", key, "reason", reason, "retry_in", retryIn)
+	if err := d.msg.Ack(); err != nil {
+		d.log.Warn("ack deferred execution", "err", err)
+	}
+	w.m.deferredTotal.WithLabelValues(d.q.name, reason).Inc()
+}
+
+// finish publishes ev, the delivery's last event, then settles the
+// message (see settle) and counts the delivery in
+// tock_executor_attempts_total. interrupted says that ev is a failure by
+// the Worker's shutdown. If ev cannot be published, the message goes back
+// to JetStream, to run again, and finish returns false.
+func (w *Worker) finish(d *delivery, ev wire.Event, interrupted bool) bool {
+	outcome := outcomeLabel(ev, interrupted)
+	if err := w.publish(ev); err != nil {
+		d.log.Error("cannot report attempt result; giving the execution back", "outcome", outcome, "err", err)
+		w.unreported(d)
+		return false
+	}
+	if err := settle(d.msg, ev); err != nil {
+		// The message will be redelivered after AckWait; tock already has
+		// this attempt's result.
+		d.log.Warn("settle execution message", "outcome", outcome, "err", err)
+	}
+	w.m.attemptsTotal.WithLabelValues(d.q.name, outcome).Inc()
+	return true
+}
+
+// unreported gives a delivery whose event could not be published back to
+// JetStream, to be delivered again (as the next attempt).
+func (w *Worker) unreported(d *delivery) {
+	w.m.attemptsTotal.WithLabelValues(d.q.name, outcomeUnreported).Inc()
+	_ = d.msg.NakWithDelay(unreportedRetryDelay)
+}
+
+// settle settles a delivery whose last event, ev, is published: a
+// cancellation or a final failure terminates its message, anything else
+// (success, a retry or interruption that tock publishes again) acks it.
+func settle(msg jetstream.Msg, ev wire.Event) error {
+	switch {
+	case ev.Type == domain.EventCancelled:
+		return msg.TermWithReason("tock: execution cancelled")
+	case ev.Final:
+		return msg.TermWithReason("tock: final attempt failed")
+	default:
+		return msg.Ack()
+	}
+}

@@ -1,0 +1,305 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/internal/retry"
+	"github.com/tock-sched/tock/wire"
+)
+
+// puller feeds one queue's executions to its attempts. Whenever the queue
+// has free slots it pulls, without waiting, from the high, then normal,
+// then low consumer, as many messages as there are free slots, so that a
+// saturated queue starts its high executions first, and a message never
+// waits in a local buffer with its ack timer running. When all three are
+// empty it waits for its doorbell (a core subscription to the queue's
+// subjects, which rings on every publish), a freed slot, or a fallback
+// poll for redeliveries. It also reads the consumers' depths for
+// tock_queue_depth (see pollDepths).
+type puller struct {
+	q         *queue
+	js        jetstream.JetStream
+	nc        *nats.Conn
+	opts      wire.ConsumerOptions
+	pollEvery time.Duration // an idle queue's pull without a doorbell
+	log       *slog.Logger
+	depth     *prometheus.GaugeVec
+	// deliver handles one message to its end; it runs in a goroutine of
+	// attempts, holding one of the queue's slots.
+	deliver  func(q *queue, msg jetstream.Msg, ackWait time.Duration)
+	attempts *sync.WaitGroup
+
+	// Set by ensureConsumers; only the pull loop changes them after Run's
+	// set-up.
+	consumers []jetstream.Consumer // in domain.Priorities order
+	ackWait   time.Duration        // the shortest of the consumers'
+}
+
+func (w *Worker) newPuller(q *queue, attempts *sync.WaitGroup) *puller {
+	return &puller{
+		q: q, js: w.js, nc: w.cfg.NATS, opts: w.consumerOpts, pollEvery: w.pollEvery,
+		log: w.log.With("queue", q.name), depth: w.m.queueDepth,
+		deliver: w.deliver, attempts: attempts,
+	}
+}
+
+// ensureConsumers creates the queue's consumers if needed.
+func (p *puller) ensureConsumers(ctx context.Context) error {
+	consumers := make([]jetstream.Consumer, 0, len(domain.Priorities))
+	ackWait := wire.DefaultAckWait
+	for _, prio := range domain.Priorities {
+		c, err := wire.EnsureConsumer(ctx, p.js, p.q.name, prio, p.opts)
+		if err != nil {
+			return err
+		}
+		if info := c.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+			ackWait = min(ackWait, info.Config.AckWait)
+		}
+		consumers = append(consumers, c)
+	}
+	p.consumers, p.ackWait = consumers, ackWait
+	return nil
+}
+
+// run pulls the queue's executions until ctx ends.
+func (p *puller) run(ctx context.Context) {
+	bell := &doorbell{nc: p.nc, subject: wire.ExecSubjectPrefix + p.q.name + ".*", log: p.log, poll: p.pollEvery,
+		rings: make(chan struct{}, 1)}
+	defer bell.unsubscribe()
+	bell.subscribe()
+	var pace pacer
+	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		free := p.q.slots.free()
+		got := 0
+		if free > 0 {
+			// A ring from now on is for a message this pull may miss.
+			if bell.take() {
+				pace.rang = true
+			}
+			var ok bool
+			if got, ok = p.pullOrRecover(ctx, free, &backoff); !ok {
+				continue
+			}
+		}
+		var fallback <-chan time.Time
+		if wake := pace.next(got, free, bell, p.pollEvery); wake >= 0 {
+			timer.Reset(wake)
+			fallback = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.q.slots.freed:
+			if pace.saturated {
+				p.q.slots.gather(ctx)
+			}
+		case <-bell.rings:
+			pace.rang, pace.repoll = true, 0
+		case <-fallback:
+		}
+		timer.Stop()
+	}
+}
+
+// pullOrRecover pulls up to free messages. After a failed pull it pauses
+// (NATS may be down, or wiped) and makes sure the stream and consumers
+// exist again, and reports false: the caller starts over.
+func (p *puller) pullOrRecover(ctx context.Context, free int, backoff *retry.Backoff) (got int, ok bool) {
+	got, err := p.pull(free)
+	if err == nil {
+		backoff.Reset()
+		return got, true
+	}
+	if ctx.Err() != nil || !backoff.Wait(ctx, p.log, "pull executions", "err", err) {
+		return got, false
+	}
+	if err := wire.EnsureStreams(ctx, p.js); err != nil {
+		p.log.Warn("re-create streams", "err", err)
+		return got, false
+	}
+	if err := p.ensureConsumers(ctx); err != nil {
+		p.log.Warn("re-create consumers", "err", err)
+	}
+	return got, false
+}
+
+// pull fetches up to free messages without waiting, from the consumers in
+// priority order, and starts an attempt for each; every attempt gives its
+// slot back when it ends. It returns how many it started.
+func (p *puller) pull(free int) (int, error) {
+	got, ackWait := 0, p.ackWait
+	for _, c := range p.consumers {
+		if got == free {
+			break
+		}
+		batch, err := c.FetchNoWait(free - got)
+		if err != nil {
+			return got, err
+		}
+		// Messages that arrive as ctx ends are still run: they are ours
+		// already, and handing them back would cost them an attempt.
+		for msg := range batch.Messages() {
+			got++
+			p.q.slots.take()
+			p.attempts.Go(func() {
+				defer p.q.slots.release()
+				p.deliver(p.q, msg, ackWait)
+			})
+		}
+		if err := batch.Error(); err != nil && !maxAckPending(err) {
+			return got, err
+		}
+	}
+	return got, nil
+}
+
+// maxAckPending reports whether err is JetStream's refusal to deliver
+// more while the consumer's MaxAckPending messages are out with
+// executors: the queue is busy elsewhere, which is no error here.
+func maxAckPending(err error) bool {
+	return strings.Contains(strings.ToLower(err.Error()), "maxackpending") ||
+		strings.Contains(strings.ToLower(err.Error()), "max ack pending")
+}
+
+// After a doorbell ring whose pull found nothing, the queue is pulled
+// again after these pauses: core subscribers see a message before the
+// stream has stored it, and its consumers learn of it a moment after that
+// (the server signals them asynchronously); until then a no-wait pull
+// finds them empty. The last pause is for a server under load.
+var ringRepolls = []time.Duration{2 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond}
+
+// pacer decides when a pull loop pulls next.
+type pacer struct {
+	saturated bool // the last pull filled every free slot; the doorbell is off
+	rang      bool // the doorbell rang since the last pull that found the consumers empty
+	repoll    int  // pulls made again after the ring, of ringRepolls
+}
+
+// next returns how long to wait before pulling again, if no ring or freed
+// slot comes first (negative: wait for those alone), after a pull that got
+// got of free messages. The doorbell copies every execution published on
+// the queue to this process, so it is only subscribed while the queue has
+// free slots: a saturated queue pulls again when a slot frees, and under a
+// burst the executor is spared a copy of every message.
+func (pc *pacer) next(got, free int, bell *doorbell, poll time.Duration) time.Duration {
+	switch {
+	case got == free:
+		// Saturated (pulling again needs a free slot), and the consumers
+		// may hold more.
+		pc.rang, pc.repoll = false, 0
+		if !pc.saturated {
+			pc.saturated = true
+			bell.unsubscribe()
+		}
+		return -1
+	case pc.saturated:
+		// Slots are free again: subscribe the doorbell, then pull at
+		// once, since a publish before the subscription rang nothing.
+		pc.saturated = false
+		bell.subscribe()
+		pc.rang, pc.repoll = true, 0
+		return 0
+	case got > 0:
+		// Every consumer gave less than asked: they were empty.
+		pc.rang, pc.repoll = false, 0
+		return poll
+	case pc.rang && pc.repoll < len(ringRepolls):
+		pc.repoll++
+		return ringRepolls[pc.repoll-1]
+	default:
+		pc.rang, pc.repoll = false, 0
+		return poll
+	}
+}
+
+// doorbell is a core subscription to a queue's subjects that rings on
+// every publish. Only its pull loop uses it.
+type doorbell struct {
+	nc      *nats.Conn
+	subject string
+	log     *slog.Logger
+	poll    time.Duration // for the log: what covers for a missing doorbell
+	rings   chan struct{} // cap 1
+	sub     *nats.Subscription
+}
+
+func (d *doorbell) subscribe() {
+	sub, err := d.nc.Subscribe(d.subject, func(*nats.Msg) {
+		select {
+		case d.rings <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		d.log.Warn("no doorbell for the queue; polling only", "err", err, "poll", d.poll)
+		return
+	}
+	// A slow doorbell only rings late: the poll covers for it.
+	_ = sub.SetPendingLimits(-1, -1)
+	d.sub = sub
+}
+
+func (d *doorbell) unsubscribe() {
+	if d.sub != nil {
+		_ = d.sub.Unsubscribe()
+		d.sub = nil
+	}
+}
+
+// take reports whether the doorbell rang, and forgets the ring.
+func (d *doorbell) take() bool {
+	select {
+	case <-d.rings:
+		return true
+	default:
+		return false
+	}
+}
+
+// pollDepths sets tock_queue_depth for each puller's queue and priority
+// every interval until ctx ends.
+func pollDepths(ctx context.Context, pullers []*puller, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for _, p := range pullers {
+			p.readDepths(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// readDepths sets tock_queue_depth for the queue's consumers.
+func (p *puller) readDepths(ctx context.Context) {
+	for _, prio := range domain.Priorities {
+		ictx, cancel := context.WithTimeout(ctx, publishTimeout)
+		c, err := p.js.Consumer(ictx, wire.ExecStream, wire.ConsumerName(p.q.name, prio))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				p.log.Debug("read queue depth", "priority", prio, "err", err)
+			}
+			continue
+		}
+		if info := c.CachedInfo(); info != nil {
+			p.depth.WithLabelValues(p.q.name, string(prio)).Set(float64(info.NumPending))
+		}
+	}
+}
