@@ -54,7 +54,9 @@ type BreakerConfig struct {
 	HalfOpenRequests uint32
 }
 
-func (c *BreakerConfig) setDefaults() {
+// WithDefaults is c with the fields it leaves zero set to their
+// defaults (the DefaultBreaker constants).
+func (c BreakerConfig) WithDefaults() BreakerConfig {
 	if c.FailureRate == 0 {
 		c.FailureRate = DefaultBreakerFailureRate
 	}
@@ -70,6 +72,7 @@ func (c *BreakerConfig) setDefaults() {
 	if c.HalfOpenRequests == 0 {
 		c.HalfOpenRequests = DefaultBreakerHalfOpenRequests
 	}
+	return c
 }
 
 func (c *BreakerConfig) validate() error {

@@ -110,7 +110,12 @@ type Config struct {
 	Logger     *slog.Logger
 }
 
-func (c *Config) setDefaults() {
+// WithDefaults is c with the fields it leaves zero set to their
+// defaults: a generated executor id, the Default constants, the
+// breaker's defaults and the default logger. A zero AckWait stays zero
+// (wire.EnsureConsumer applies wire.DefaultAckWait), and a zero
+// MaxPerHandler means no per-handler limit.
+func (c Config) WithDefaults() Config {
 	if c.ExecutorID == "" {
 		c.ExecutorID = defaultExecutorID()
 	}
@@ -126,12 +131,14 @@ func (c *Config) setDefaults() {
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
-	c.Breaker.setDefaults()
+	c.Breaker = c.Breaker.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	return c
 }
 
+// validate rejects a configuration (with its defaults) that cannot work.
 func (c *Config) validate() error {
 	if c.NATS == nil {
 		return errors.New("executor: Config.NATS is nil")
@@ -231,10 +238,10 @@ type Worker struct {
 // New returns a Worker for cfg with defaults filled in. Register handlers
 // with Handle, then call Run.
 func New(cfg Config) (*Worker, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cfg.setDefaults()
 	js, err := jetstream.New(cfg.NATS)
 	if err != nil {
 		return nil, fmt.Errorf("executor: jetstream: %w", err)

@@ -264,8 +264,7 @@ func TestHeartbeatEvents(t *testing.T) {
 }
 
 func TestBreakerTrips(t *testing.T) {
-	cfg := BreakerConfig{FailureRate: 0.5, MinRequests: 4}
-	cfg.setDefaults()
+	cfg := BreakerConfig{FailureRate: 0.5, MinRequests: 4}.WithDefaults()
 	m, _ := newMetrics(nil)
 	b := newBreakers(&Config{Breaker: cfg}, time.Now, testLogger(t), m.breakerState)
 	hk := b.get("k", &queue{name: "k", slots: newSlots(2)})
