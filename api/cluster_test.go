@@ -27,7 +27,7 @@ func etcdClient(t *testing.T) (*clientv3.Client, func()) {
 	return cli, e.Stop
 }
 
-// claimer is a partition.Handler that records each ownership in Postgres,
+// claimer is a partition.Assignee that records each ownership in Postgres,
 // as the scanner does, when record is set; without it the node owns its
 // buckets in etcd only, as a scanner does for a moment after a hand-over.
 type claimer struct {

@@ -46,7 +46,7 @@ type view struct {
 	buckets int
 	members []string      // live members, this node among them once registered
 	owners  map[int]Owner // owner keys as last seen in etcd
-	owned   map[int]int64 // buckets this node has handed to its Handler
+	owned   map[int]int64 // buckets this node has handed to its Assignee
 }
 
 // plan is what moves a node toward its desired buckets, both ascending.
@@ -85,7 +85,7 @@ const (
 )
 
 // bucketMove decides one bucket: want says this node wins it, mine that
-// its Handler fires there, and o (when taken) is its owner key in etcd.
+// its Assignee fires there, and o (when taken) is its owner key in etcd.
 func bucketMove(self string, lease clientv3.LeaseID, want, mine bool, o Owner, taken bool) move {
 	ours := taken && o.Node == self && o.Lease == lease
 	switch {

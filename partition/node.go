@@ -10,7 +10,7 @@
 // election is needed (and so no leader failover); a node claims a free
 // bucket it wins with an etcd transaction that succeeds only if the owner
 // key does not exist, and gives up a bucket it no longer wins only after its
-// scanner has stopped firing there (Handler.Release), by deleting the key.
+// scanner has stopped firing there (Assignee.Release), by deleting the key.
 //
 // Keys, all under /tock/<cluster>/ and readable with etcdctl:
 //
@@ -76,8 +76,9 @@ var rebalances = promauto.NewCounter(prometheus.CounterOpts{
 	Help: "Buckets this node acquired or gave up (each counts once).",
 })
 
-// Handler is told which buckets this node fires. The scanner implements it.
-type Handler interface {
+// Assignee is the part of a node that works the buckets assigned to it:
+// it is told which buckets this node fires. The scanner implements it.
+type Assignee interface {
 	// Acquire: this node now owns bucket at epoch; it may fire there once
 	// the epoch is recorded in Postgres.
 	Acquire(bucket int, epoch int64)
@@ -179,7 +180,7 @@ type Owner struct {
 // each. When the lease is lost (etcd reports it gone, the session stops
 // keeping it alive, or etcd was not seen to keep it past the deadline
 // less a margin, by the local monotonic clock) Valid turns false at once,
-// the Node releases every bucket through its Handler without touching
+// the Node releases every bucket through its Assignee without touching
 // etcd (the keys go with the lease), and it joins again with a new lease. Claims are never carried from one lease to the next.
 type Node struct {
 	cfg Config
@@ -188,7 +189,7 @@ type Node struct {
 	mu      sync.Mutex
 	members map[string]Member
 	owners  map[int]Owner
-	owned   map[int]int64    // buckets this node has handed to its Handler
+	owned   map[int]int64    // buckets this node has handed to its Assignee
 	seen    map[int]int64    // newest revision applied per owner key
 	gen     int64            // this session's etcd generation
 	genGone bool             // the generation key changed since the session read it
@@ -239,13 +240,13 @@ func (n *Node) Rebalances() int {
 }
 
 // Run joins the cluster and keeps this node's share of buckets until ctx
-// ends; then it releases every bucket (Handler.Release first, then the
+// ends; then it releases every bucket (Assignee.Release first, then the
 // key), removes its member key and revokes its lease, so survivors take
 // over at once instead of after the TTL. If the lease is lost, Run releases
-// everything locally (Handler.Release for each bucket; the owner keys go
+// everything locally (Assignee.Release for each bucket; the owner keys go
 // with the lease), revokes it in case etcd still has it, and joins again
 // with a new lease after a short pause. Run returns only when ctx ends.
-func (n *Node) Run(ctx context.Context, h Handler) error {
+func (n *Node) Run(ctx context.Context, h Assignee) error {
 	backoff := retry.Backoff{Initial: 500 * time.Millisecond, Max: 500 * time.Millisecond}
 	for {
 		err := n.session(ctx, h)
@@ -265,7 +266,7 @@ var errLeaseLost = errors.New("lease lost")
 // generation changes or etcd fails; either way it has released every
 // bucket and revoked its lease (or left it for the next session to revoke)
 // by then.
-func (n *Node) session(ctx context.Context, h Handler) error {
+func (n *Node) session(ctx context.Context, h Assignee) error {
 	if err := n.revokePrevious(ctx); err != nil {
 		return err
 	}
@@ -324,7 +325,7 @@ func (n *Node) begin(gen int64, l *lease) {
 // then gives the keys back: revoking the lease deletes the member and owner
 // keys at once, so others take over now rather than after the TTL. If etcd
 // cannot be reached, the next session revokes the lease first.
-func (n *Node) leave(h Handler, l *lease) {
+func (n *Node) leave(h Assignee, l *lease) {
 	n.releaseAll(h)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -351,7 +352,7 @@ func (n *Node) register(ctx context.Context, l *lease) error {
 // the cluster's keys, watches them, and reconciles on every change and
 // every Resync. It returns nil when ctx ends, and an error when the lease
 // is lost, the generation changes, or etcd cannot be read.
-func (n *Node) follow(ctx context.Context, h Handler, l *lease) error {
+func (n *Node) follow(ctx context.Context, h Assignee, l *lease) error {
 	rev, err := n.load(ctx)
 	if err != nil {
 		return err
@@ -477,7 +478,7 @@ func (n *Node) apply(ev *clientv3.Event) {
 
 // reconcile moves this node toward its desired set (see decide): release
 // what it no longer wins or no longer holds, claim free buckets it wins.
-func (n *Node) reconcile(ctx context.Context, h Handler) {
+func (n *Node) reconcile(ctx context.Context, h Assignee) {
 	n.mu.Lock()
 	p := decide(view{
 		self: n.cfg.NodeID, lease: n.lease.ID(), buckets: n.cfg.Buckets,
@@ -497,7 +498,7 @@ func (n *Node) reconcile(ctx context.Context, h Handler) {
 
 // claim tries to create bucket b's owner key on this session's lease and,
 // if it did so while the lease is provably alive, hands b to h.
-func (n *Node) claim(ctx context.Context, h Handler, b int) error {
+func (n *Node) claim(ctx context.Context, h Assignee, b int) error {
 	n.mu.Lock()
 	l, gen := n.lease, n.gen
 	n.mu.Unlock()
@@ -542,7 +543,7 @@ func (n *Node) claim(ctx context.Context, h Handler, b int) error {
 // release stops firing in bucket b (h.Release returns when nothing is in
 // flight there), then deletes its owner key if it is still this
 // ownership's.
-func (n *Node) release(ctx context.Context, h Handler, b int) {
+func (n *Node) release(ctx context.Context, h Assignee, b int) {
 	h.Release(b)
 	n.mu.Lock()
 	epoch, lease := n.owned[b], n.lease.ID()
@@ -565,7 +566,7 @@ func (n *Node) release(ctx context.Context, h Handler, b int) {
 
 // releaseAll stops firing in every bucket without touching etcd: the
 // owner keys go when the session's lease is revoked or expires.
-func (n *Node) releaseAll(h Handler) {
+func (n *Node) releaseAll(h Assignee) {
 	n.mu.Lock()
 	buckets := make([]int, 0, len(n.owned))
 	for b := range n.owned {

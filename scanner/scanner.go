@@ -210,7 +210,7 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Scanner fires due jobs in owned buckets. It implements partition.Handler.
+// Scanner fires due jobs in owned buckets. It implements partition.Assignee.
 type Scanner struct {
 	cfg Config
 	log *slog.Logger
