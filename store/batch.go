@@ -55,32 +55,7 @@ func (s *Store) CreateJobBatch(ctx context.Context, jobs []*Job) ([]error, error
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: create job batch: %w", err)
 	}
-	errs := make([]error, len(jobs))
-	type key struct{ ns, name string }
-	names := make(map[key]int, len(jobs))
-	ids := make(map[uuid.UUID]int, len(jobs))
-	todo := make([]int, 0, len(jobs))
-	for i, j := range jobs {
-		if j == nil {
-			errs[i] = errors.New("store: nil job")
-			continue
-		}
-		if err := s.prepare(j); err != nil {
-			errs[i] = fmt.Errorf("store: create job: %w", err)
-			continue
-		}
-		k := key{j.Namespace, j.Name}
-		if first, ok := names[k]; ok {
-			errs[i] = fmt.Errorf("store: create job %s/%s: %w: job %d of the batch has this name", j.Namespace, j.Name, ErrConflict, first)
-			continue
-		}
-		if first, ok := ids[j.ID]; ok {
-			errs[i] = fmt.Errorf("store: create job %s: %w: job %d of the batch has this id", j.ID, ErrConflict, first)
-			continue
-		}
-		names[k], ids[j.ID] = i, i
-		todo = append(todo, i)
-	}
+	errs, todo := s.prepareBatch(jobs)
 	if len(todo) == 0 {
 		return errs, nil
 	}
@@ -92,41 +67,13 @@ func (s *Store) CreateJobBatch(ctx context.Context, jobs []*Job) ([]error, error
 		return cmp.Or(cmp.Compare(jobs[a].Namespace, jobs[b].Namespace), cmp.Compare(jobs[a].Name, jobs[b].Name))
 	})
 	var (
-		nsArg, nameArg []string
-		idArg          [][16]byte // see pgUUID
-		bucketArg      []int32
-	)
-	for _, i := range todo {
-		j := jobs[i]
-		nsArg, nameArg = append(nsArg, j.Namespace), append(nameArg, j.Name)
-		idArg, bucketArg = append(idArg, pgUUID(j.ID)), append(bucketArg, int32(j.Bucket))
-	}
-
-	var (
 		created  time.Time
 		inserted map[uuid.UUID]bool
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// A taken name (or id) is skipped, not an error; a name another
-		// transaction is inserting makes this one wait for its outcome.
-		rows, err := tx.Query(ctx, `
-			INSERT INTO job_names (namespace, name, job_id, bucket)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int[])
-			ON CONFLICT DO NOTHING
-			RETURNING job_id, `+nowMS, nsArg, nameArg, idArg, bucketArg)
-		if err != nil {
+		var err error
+		if inserted, created, err = insertNames(ctx, tx, jobs, todo); err != nil || len(inserted) == 0 {
 			return err
-		}
-		inserted = make(map[uuid.UUID]bool, len(todo))
-		var id [16]byte
-		if _, err := pgx.ForEachRow(rows, []any{&id, &created}, func() error {
-			inserted[uuid.UUID(id)] = true
-			return nil
-		}); err != nil {
-			return err
-		}
-		if len(inserted) == 0 {
-			return nil
 		}
 		stored := make([]*Job, 0, len(inserted))
 		for _, i := range todo {
@@ -153,6 +100,76 @@ func (s *Store) CreateJobBatch(ctx context.Context, jobs []*Job) ([]error, error
 		j.CreatedAt, j.UpdatedAt, j.Version = created, created, 0
 	}
 	return errs, nil
+}
+
+// prepareBatch checks and completes each job of a batch (prepare) and
+// refuses a second job with a name or an id the batch already has. It
+// returns each job's error and the indexes of the jobs to insert.
+func (s *Store) prepareBatch(jobs []*Job) (errs []error, todo []int) {
+	errs = make([]error, len(jobs))
+	type key struct{ ns, name string }
+	names := make(map[key]int, len(jobs))
+	ids := make(map[uuid.UUID]int, len(jobs))
+	todo = make([]int, 0, len(jobs))
+	for i, j := range jobs {
+		if j == nil {
+			errs[i] = errors.New("store: nil job")
+			continue
+		}
+		if err := s.prepare(j); err != nil {
+			errs[i] = fmt.Errorf("store: create job: %w", err)
+			continue
+		}
+		k := key{j.Namespace, j.Name}
+		if first, ok := names[k]; ok {
+			errs[i] = fmt.Errorf("store: create job %s/%s: %w: job %d of the batch has this name", j.Namespace, j.Name, ErrConflict, first)
+			continue
+		}
+		if first, ok := ids[j.ID]; ok {
+			errs[i] = fmt.Errorf("store: create job %s: %w: job %d of the batch has this id", j.ID, ErrConflict, first)
+			continue
+		}
+		names[k], ids[j.ID] = i, i
+		todo = append(todo, i)
+	}
+	return errs, todo
+}
+
+// insertNames inserts the names of jobs[todo] (in that order) and returns
+// the ids whose name (and id) was free, and the database's time of the
+// insert. A taken name (or id) is skipped, not an error; a name another
+// transaction is inserting makes this one wait for its outcome.
+func insertNames(ctx context.Context, tx pgx.Tx, jobs []*Job, todo []int) (map[uuid.UUID]bool, time.Time, error) {
+	var (
+		nsArg, nameArg []string
+		idArg          [][16]byte // see pgUUID
+		bucketArg      []int32
+	)
+	for _, i := range todo {
+		j := jobs[i]
+		nsArg, nameArg = append(nsArg, j.Namespace), append(nameArg, j.Name)
+		idArg, bucketArg = append(idArg, pgUUID(j.ID)), append(bucketArg, int32(j.Bucket))
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO job_names (namespace, name, job_id, bucket)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int[])
+		ON CONFLICT DO NOTHING
+		RETURNING job_id, `+nowMS, nsArg, nameArg, idArg, bucketArg)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	inserted := make(map[uuid.UUID]bool, len(todo))
+	var (
+		id      [16]byte
+		created time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &created}, func() error {
+		inserted[uuid.UUID(id)] = true
+		return nil
+	}); err != nil {
+		return nil, time.Time{}, err
+	}
+	return inserted, created, nil
 }
 
 // notifyBatch tells JobsChannel listeners, on commit, about the active
