@@ -1,9 +1,10 @@
 package store
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/tock-sched/tock/internal/testenv"
 )
 
 // store is Postgres and the execution state rules: it must not depend on
@@ -11,12 +12,7 @@ import (
 // vocabulary it shares with them lives in domain.
 func TestImportsNeitherPartitionNorWire(t *testing.T) {
 	t.Parallel()
-	// go test puts its own GOROOT/bin first on PATH.
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, pkg := range strings.Fields(string(out)) {
+	for _, pkg := range testenv.Deps(t) {
 		switch pkg {
 		case "github.com/tock-sched/tock/partition", "github.com/tock-sched/tock/wire":
 			t.Errorf("store depends on %s", pkg)

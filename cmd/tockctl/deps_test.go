@@ -1,29 +1,19 @@
 package main
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/tock-sched/tock/internal/testenv"
 )
 
 // tockctl is a client: it must not link the server's Echo, pgx, etcd or
 // NATS, nor tock's server packages, only the generated client (its tests
 // may, to start a server).
-//
-// go test puts its own GOROOT/bin first on PATH, so "go" is the toolchain
-// running this test.
 func TestNoServerDependencies(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("go list -deps: %v\n%s", err, stderr)
-	}
 	server := []string{"github.com/labstack/echo", "github.com/jackc/pgx", "go.etcd.io/etcd", "github.com/nats-io/nats-server", "github.com/nats-io/nats.go"}
-	for _, pkg := range strings.Fields(string(out)) {
+	for _, pkg := range testenv.Deps(t) {
 		if rest, ok := strings.CutPrefix(pkg, "github.com/tock-sched/tock/"); ok && rest != "client" && rest != "cmd/tockctl" {
 			t.Errorf("tockctl depends on %s: it should need only package client of tock", pkg)
 		}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +115,20 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Deps lists the packages the package in the test's directory depends
+// on (go list -deps), its own tests left out. go test puts its own
+// GOROOT/bin first on PATH, so "go" is the toolchain running the test.
+func Deps(t testing.TB) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list -deps: %v\n%s", err, stderr)
+	}
+	return strings.Fields(string(out))
 }
