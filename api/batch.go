@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +41,49 @@ func (h *handlers) CreateJobBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	items, built, index, err := h.buildBatch(ctx, raws)
+	if err != nil {
+		return h.internal(c, err)
+	}
+	if len(built) > 0 {
+		results, err := h.s.jobs.CreateBatch(ctx, built)
+		if err != nil {
+			return h.storeError(c, err, "job", uuid.Nil)
+		}
+		for k, err := range results {
+			i, j := index[k], built[k]
+			switch {
+			case err == nil:
+				items[i] = JobBatchItem{Status: http.StatusCreated, Job: ptr(jobOf(j))}
+			case errors.Is(err, store.ErrConflict):
+				items[i] = problemItem(withField(nameTaken(j.Namespace, j.Name), "jobs["+strconv.Itoa(i)+"].name", "is taken"))
+			default:
+				// The store refuses only what the checks refuse already;
+				// the other jobs are committed, so this one is reported
+				// rather than failing the request.
+				h.s.log.ErrorContext(ctx, "store refused a checked job", "method", c.Request().Method,
+					"path", c.Request().URL.Path, "item", i, "err", err)
+				items[i] = problemItem(internalProblem())
+			}
+		}
+	}
+	out := JobBatchResult{Items: items}
+	for _, it := range items {
+		if it.Status == http.StatusCreated {
+			out.Created++
+		} else {
+			out.Failed++
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
 
+// buildBatch checks each job of a batch and builds the valid ones. items
+// holds the results of the jobs refused (the others are left for the
+// caller to fill in); built[k] is the job of items[index[k]]. A job whose
+// name an earlier job of the batch has is refused here. The error is the
+// database clock's: then the request fails.
+func (h *handlers) buildBatch(ctx context.Context, raws []json.RawMessage) (items []JobBatchItem, built []*store.Job, index []int, err error) {
 	// One reading of the database clock serves every job's first run, as
 	// if the jobs had been sent one by one in the same instant.
 	var (
@@ -50,22 +93,21 @@ func (h *handlers) CreateJobBatch(c echo.Context) error {
 	)
 	clock := func() (time.Time, error) {
 		if !nowRead {
-			now, nowErr = h.now(ctx)
+			now, nowErr = h.s.jobs.Now(ctx)
 			nowRead = true
 		}
 		return now, nowErr
 	}
-
-	items := make([]JobBatchItem, len(raws))
-	jobs := make([]*store.Job, 0, len(raws))
-	index := make([]int, 0, len(raws)) // jobs[k] is item index[k]
+	items = make([]JobBatchItem, len(raws))
+	built = make([]*store.Job, 0, len(raws))
+	index = make([]int, 0, len(raws))
 	type name struct{ ns, name string }
 	first := make(map[name]int, len(raws))
 	for i, raw := range raws {
 		field := "jobs[" + strconv.Itoa(i) + "]"
 		j, errs, err := h.batchJob(raw, clock)
 		if err != nil {
-			return h.internal(c, err)
+			return nil, nil, nil, err
 		}
 		if len(errs) > 0 {
 			items[i] = problemItem(validationProblem(errs.under(field)...))
@@ -78,42 +120,10 @@ func (h *handlers) CreateJobBatch(c echo.Context) error {
 			continue
 		}
 		first[k] = i
-		jobs = append(jobs, j)
+		built = append(built, j)
 		index = append(index, i)
 	}
-
-	if len(jobs) > 0 {
-		results, err := h.s.store.CreateJobBatch(ctx, jobs)
-		if err != nil {
-			return h.storeError(c, err, "job", uuid.Nil)
-		}
-		for k, err := range results {
-			i, j := index[k], jobs[k]
-			switch {
-			case err == nil:
-				items[i] = JobBatchItem{Status: http.StatusCreated, Job: ptr(jobOf(j))}
-			case errors.Is(err, store.ErrConflict):
-				items[i] = problemItem(withField(nameTaken(j), "jobs["+strconv.Itoa(i)+"].name", "is taken"))
-			default:
-				// The store refuses only what the checks above refuse
-				// already; the other jobs are committed, so this one is
-				// reported rather than failing the request.
-				h.s.log.ErrorContext(ctx, "store refused a checked job", "method", c.Request().Method,
-					"path", c.Request().URL.Path, "item", i, "err", err)
-				items[i] = problemItem(internalProblem())
-			}
-		}
-	}
-
-	out := JobBatchResult{Items: items}
-	for _, it := range items {
-		if it.Status == http.StatusCreated {
-			out.Created++
-		} else {
-			out.Failed++
-		}
-	}
-	return c.JSON(http.StatusOK, out)
+	return items, built, index, nil
 }
 
 // batchJobs checks the batch body's own members and returns its jobs,
@@ -159,7 +169,8 @@ func (h *handlers) batchJob(raw json.RawMessage, now func() (time.Time, error)) 
 	if stopped {
 		return nil, shape, nil
 	}
-	return h.newJob(&req, shape, now)
+	nj, syntax := newJobOf(&req)
+	return h.newJob(nj, shape, syntax, now)
 }
 
 // under puts fe's fields under prefix: "name" becomes "jobs[3].name";

@@ -1,5 +1,7 @@
-// Package api is tock's REST API: an Echo v4 server over the store that
-// creates, changes and inspects jobs and their executions.
+// Package api is tock's REST API: an Echo v4 server that creates, changes
+// and inspects jobs and their executions. It checks the shape of each
+// request and translates it; what a change does, and what a valid job is,
+// is package jobs' business (jobs.Service), and reads go to the store.
 //
 // openapi.yaml in this directory is the source of truth. openapi.gen.go
 // (models, the Echo server interface and the embedded document, served at

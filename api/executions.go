@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"
 )
@@ -82,26 +83,23 @@ func executionListOf(execs []*store.Execution, next string) ExecutionList {
 }
 
 // CancelExecution handles POST /v1/executions/{id}/cancel. The
-// cancellation is recorded in Postgres first (so the outbox never
-// publishes the execution again and a late result cannot revive it), then
-// announced to executors; if that fails the answer is 503 and the client
+// cancellation is recorded in Postgres first, then announced to executors
+// (jobs.Service.Cancel); if that fails the answer is 503 and the client
 // repeats the request, which is idempotent.
 func (h *handlers) CancelExecution(c echo.Context, id ID) error {
-	if h.s.executors == nil {
-		return noExecutors()
-	}
 	ctx := c.Request().Context()
-	e, err := h.s.store.CancelExecution(ctx, id)
-	if errors.Is(err, store.ErrFinished) {
+	e, err := h.s.jobs.Cancel(ctx, id)
+	switch {
+	case errors.Is(err, jobs.ErrNoExecutors):
+		return noExecutors()
+	case errors.Is(err, store.ErrFinished):
 		return conflict(fmt.Sprintf("Execution %s has finished; only a queued, running or failed execution can be cancelled.", id))
-	}
-	if err != nil {
-		return h.storeError(c, err, "execution", id)
-	}
-	if err := h.s.executors.Cancel(ctx, id); err != nil {
+	case errors.Is(err, jobs.ErrNotAnnounced):
 		h.s.log.WarnContext(ctx, "announce cancellation to executors", "execution_id", id.String(), "err", err)
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Executors not told",
 			"The execution is recorded as cancelled, but executors could not be told over NATS; repeat the request.")
+	case err != nil:
+		return h.storeError(c, err, "execution", id)
 	}
 	return c.JSON(http.StatusOK, executionOf(e, false))
 }
@@ -109,7 +107,7 @@ func (h *handlers) CancelExecution(c echo.Context, id ID) error {
 // RetryExecution handles POST /v1/executions/{id}/retry: a dead execution
 // is queued again for a fresh series of attempts.
 func (h *handlers) RetryExecution(c echo.Context, id ID) error {
-	e, err := h.s.store.RedriveExecution(c.Request().Context(), id)
+	e, err := h.s.jobs.Redrive(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotDead) {
 		return conflict(fmt.Sprintf("Execution %s is not dead; only a dead execution can be re-driven.", id))
 	}

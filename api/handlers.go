@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
@@ -113,18 +114,15 @@ func decodeChecked(raw []byte, schema *openapi3.Schema, dst any) (shape fieldErr
 	return shape, false
 }
 
-// now is the database clock, in UTC; its error says it could not be read.
-func (h *handlers) now(ctx context.Context) (time.Time, error) {
-	return h.s.clock.Fresh(ctx)
-}
-
-// storeError maps a store failure to a problem; the unexpected ones are
-// logged and answered with a bare 500.
+// storeError maps a failure of a use case or of the store to a problem;
+// the unexpected ones are logged and answered with a bare 500.
 func (h *handlers) storeError(c echo.Context, err error, what string, id uuid.UUID) error {
 	var problem *apiError
 	switch {
 	case errors.As(err, &problem):
 		return problem
+	case jobs.Faults(err) != nil:
+		return validationProblem(fieldErrorsOf(jobs.Faults(err))...)
 	case errors.Is(err, store.ErrNotFound):
 		return notFound(fmt.Sprintf("No %s with id %s.", what, id))
 	case errors.Is(err, store.ErrBadCursor):
@@ -157,71 +155,46 @@ func (h *handlers) CreateJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	j, errs, err := h.newJob(&req, shape, func() (time.Time, error) { return h.now(ctx) })
-	if err != nil {
-		return h.internal(c, err)
-	}
-	if err := errs.err(); err != nil {
-		return err
-	}
-	if err := h.s.store.CreateJob(ctx, j); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return nameTaken(j)
+	nj, syntax := newJobOf(&req)
+	if len(shape) > 0 || len(syntax) > 0 {
+		// Report the use case's faults along with the request's.
+		_, errs, err := h.newJob(nj, shape, syntax, func() (time.Time, error) { return h.s.jobs.Now(ctx) })
+		if err != nil {
+			return h.internal(c, err)
 		}
+		return errs.err()
+	}
+	j, err := h.s.jobs.Create(ctx, nj)
+	if errors.Is(err, store.ErrConflict) {
+		return nameTaken(nj.Namespace, nj.Name)
+	}
+	if err != nil {
 		return h.storeError(c, err, "job", uuid.Nil)
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/jobs/"+j.ID.String())
 	return c.JSON(http.StatusCreated, jobOf(j))
 }
 
-// newJob checks a decoded JobCreate (shape: the faults found decoding it)
-// and builds the job to store, with defaults filled in and its first run
-// computed from now, which is called only when the schedule is valid. It
-// returns every fault, or an error when now fails.
-func (h *handlers) newJob(req *JobCreate, shape fieldErrors, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
-	var errs fieldErrors
-	checkName("name", req.Name, &errs)
-	ns := "default"
-	if req.Namespace != nil {
-		ns = *req.Namespace
-		checkName("namespace", ns, &errs)
+// newJob builds the job nj describes (shape and syntax: the faults found
+// decoding and translating its request), with its first run computed
+// from now, which is called only when the schedule is valid. It returns
+// every fault — the shape's, then the use case's, then the syntax's — or
+// an error when now fails.
+func (h *handlers) newJob(nj jobs.NewJob, shape, syntax fieldErrors, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
+	j, err := h.s.jobs.Build(nj, now)
+	faults := fieldErrorsOf(jobs.Faults(err))
+	if err != nil && len(faults) == 0 {
+		return nil, nil, err
 	}
-	spec := specOf(req.Schedule)
-	sched := compileSchedule(spec, &errs)
-	hd := handlerOf(req.Handler, &errs)
-	retry := retryOf(req.Retry, &errs).WithDefaults(h.s.defaultRetry)
-	priority := priorityOf(req.Priority, &errs)
-	timeout := timeoutOf(req.Timeout, &errs)
-	var next time.Time
-	if sched != nil {
-		t, err := now()
-		if err != nil {
-			return nil, nil, err
-		}
-		if next, err = sched.First(t); err != nil {
-			addScheduleError(err, &errs)
-		}
-	}
-	if errs = shape.merge(errs); len(errs) > 0 {
+	if errs := shape.merge(append(faults, syntax...)); len(errs) > 0 {
 		return nil, errs, nil
 	}
-	return &store.Job{
-		Namespace: ns,
-		Name:      req.Name,
-		Schedule:  spec,
-		Handler:   hd,
-		Payload:   payloadOf(req.Payload),
-		State:     domain.JobActive,
-		NextRunAt: &next,
-		Retry:     retry,
-		Priority:  priority,
-		Timeout:   timeout,
-	}, nil, nil
+	return j, nil, nil
 }
 
 // nameTaken is the problem of a job whose name is taken.
-func nameTaken(j *store.Job) *apiError {
-	return conflict(fmt.Sprintf("A job named %q already exists in namespace %q.", j.Name, j.Namespace))
+func nameTaken(namespace, name string) *apiError {
+	return conflict(fmt.Sprintf("A job named %q already exists in namespace %q.", name, namespace))
 }
 
 // ListJobs handles GET /v1/jobs.
@@ -233,7 +206,9 @@ func (h *handlers) ListJobs(c echo.Context, p ListJobsParams) error {
 		Limit:      limitOf(p.Limit, &errs),
 	}
 	if ns := deref(p.Namespace); ns != "" {
-		checkName("namespace", ns, &errs)
+		if msg := jobs.NameProblem(ns); msg != "" {
+			errs.add("namespace", "%s", msg)
+		}
 		f.Namespace = ns
 	}
 	if st := deref(p.State); st != "" {
@@ -244,11 +219,10 @@ func (h *handlers) ListJobs(c echo.Context, p ListJobsParams) error {
 	}
 	// A prefix holding a character no name may hold would match nothing;
 	// it is refused like such a name (and U+0000 never reaches Postgres).
-	switch p := f.NamePrefix; {
-	case len(p) > maxNameLen:
-		errs.add("name_prefix", "must be at most %d characters", maxNameLen)
-	case p != "" && !nameChars.MatchString(p):
-		errs.add("name_prefix", "may contain only letters, digits, '.', '_' and '-'")
+	if p := f.NamePrefix; p != "" {
+		if msg := jobs.NameProblem(p); msg != "" {
+			errs.add("name_prefix", "%s", msg)
+		}
 	}
 	if err := errs.err(); err != nil {
 		return err
@@ -292,116 +266,27 @@ func (h *handlers) UpdateJob(c echo.Context, id ID) error {
 	if err != nil {
 		return err
 	}
-	has := func(k string) bool { _, ok := members[k]; return ok }
-
-	// Check everything before reading the job, so that a bad request is a
-	// 400 whether or not the job exists.
-	var (
-		errs    fieldErrors
-		spec    schedule.Spec
-		next    time.Time
-		patched store.Job // the checked handler, retry and timeout
-	)
-	if has("schedule") {
-		spec = specOf(req.Schedule)
-		if sched := compileSchedule(spec, &errs); sched != nil {
-			now, err := h.now(ctx)
-			if err != nil {
-				return h.internal(c, err, "job_id", id.String())
-			}
-			if next, err = sched.First(now); err != nil {
-				addScheduleError(err, &errs)
-			}
+	p, syntax := patchOf(&req, members)
+	if len(shape) > 0 || len(syntax) > 0 {
+		// Report the use case's faults along with the request's, without
+		// reading the job: a bad request is a 400 whether or not it exists.
+		err := h.s.jobs.CheckPatch(ctx, p)
+		faults := fieldErrorsOf(jobs.Faults(err))
+		if err != nil && len(faults) == 0 {
+			return h.internal(c, err, "job_id", id.String())
 		}
+		return shape.merge(append(faults, syntax...)).err()
 	}
-	if has("handler") && req.Handler != nil {
-		patched.Handler = handlerOf(*req.Handler, &errs)
-	}
-	if has("retry") {
-		patched.Retry = retryOf(req.Retry, &errs).WithDefaults(h.s.defaultRetry)
-	}
-	if has("priority") {
-		patched.Priority = priorityOf(req.Priority, &errs)
-	}
-	if has("timeout") {
-		patched.Timeout = timeoutOf(req.Timeout, &errs)
-	}
-	if err := shape.merge(errs).err(); err != nil {
-		return err
-	}
-
-	j, err := h.modifyJob(ctx, id, func(j *store.Job) (bool, error) {
-		if len(members) == 0 {
-			return false, nil
-		}
-		if has("schedule") && !sameSpec(spec, j.Schedule) {
-			j.Schedule = spec
-			// A paused job keeps waiting for resume, which computes its
-			// next run then; a completed one runs again on its new schedule.
-			if j.State != domain.JobPaused {
-				j.State = domain.JobActive
-				j.NextRunAt = &next
-			}
-		}
-		if has("handler") {
-			j.Handler = patched.Handler
-		}
-		if has("payload") {
-			j.Payload = payloadOf(req.Payload)
-		}
-		if has("retry") {
-			j.Retry = patched.Retry
-		}
-		if has("priority") {
-			j.Priority = patched.Priority
-		}
-		if has("timeout") {
-			j.Timeout = patched.Timeout
-		}
-		return true, nil
-	})
+	j, err := h.s.jobs.Update(ctx, id, p)
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
 	return c.JSON(http.StatusOK, jobOf(j))
 }
 
-// modifyJob reads job id, lets change edit it, and writes it back if
-// change says so. When a firing or another request changed the job in
-// between (store.ErrStale), it starts over from a fresh read, so it never
-// writes back an old next run. An error from change is returned as is.
-func (h *handlers) modifyJob(ctx context.Context, id uuid.UUID, change func(j *store.Job) (bool, error)) (*store.Job, error) {
-	for attempt := 0; ; attempt++ {
-		j, err := h.s.store.GetJob(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		write, err := change(j)
-		if err != nil || !write {
-			return j, err
-		}
-		err = h.s.store.UpdateJob(ctx, j)
-		if errors.Is(err, store.ErrStale) && attempt < 10 {
-			continue
-		}
-		return j, err
-	}
-}
-
-// sameSpec reports whether two schedules say the same thing.
-func sameSpec(a, b schedule.Spec) bool {
-	if a.Cron != b.Cron || a.Timezone != b.Timezone || a.In != b.In {
-		return false
-	}
-	if a.At == nil || b.At == nil {
-		return a.At == nil && b.At == nil
-	}
-	return a.At.Equal(*b.At)
-}
-
 // DeleteJob handles DELETE /v1/jobs/{id}.
 func (h *handlers) DeleteJob(c echo.Context, id ID) error {
-	if err := h.s.store.DeleteJob(c.Request().Context(), id); err != nil {
+	if err := h.s.jobs.Delete(c.Request().Context(), id); err != nil {
 		return h.storeError(c, err, "job", id)
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -409,17 +294,10 @@ func (h *handlers) DeleteJob(c echo.Context, id ID) error {
 
 // PauseJob handles POST /v1/jobs/{id}/pause.
 func (h *handlers) PauseJob(c echo.Context, id ID) error {
-	j, err := h.modifyJob(c.Request().Context(), id, func(j *store.Job) (bool, error) {
-		switch j.State {
-		case domain.JobCompleted:
-			return false, conflict(fmt.Sprintf("Job %s has completed; there is nothing left to pause.", id))
-		case domain.JobPaused:
-			return false, nil
-		}
-		j.State = domain.JobPaused
-		j.NextRunAt = nil
-		return true, nil
-	})
+	j, err := h.s.jobs.Pause(c.Request().Context(), id)
+	if errors.Is(err, jobs.ErrCompleted) {
+		return conflict(fmt.Sprintf("Job %s has completed; there is nothing left to pause.", id))
+	}
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
@@ -428,35 +306,14 @@ func (h *handlers) PauseJob(c echo.Context, id ID) error {
 
 // ResumeJob handles POST /v1/jobs/{id}/resume.
 func (h *handlers) ResumeJob(c echo.Context, id ID) error {
-	ctx := c.Request().Context()
-	now, err := h.now(ctx)
-	if err != nil {
-		return h.internal(c, err, "job_id", id.String())
-	}
-	j, err := h.modifyJob(ctx, id, func(j *store.Job) (bool, error) {
-		switch j.State {
-		case domain.JobCompleted:
-			return false, conflict(fmt.Sprintf("Job %s has completed and cannot be resumed; give it a new schedule with PATCH.", id))
-		case domain.JobActive:
-			return false, nil
-		}
-		sched, err := schedule.Compile(j.Schedule)
-		if err != nil {
-			return false, fmt.Errorf("compile stored schedule: %w", err)
-		}
-		var next time.Time
-		if j.Schedule.Kind() == schedule.KindAt && j.Schedule.At.Before(now) {
-			// A one-shot job whose moment passed while it was paused has
-			// not run yet: it runs now.
-			next = now.Truncate(time.Millisecond)
-		} else if next, err = sched.First(now); err != nil {
-			return false, conflict(fmt.Sprintf("Job %s cannot be resumed: %v.", id, err))
-		}
-		j.State = domain.JobActive
-		j.NextRunAt = &next
-		return true, nil
-	})
-	if err != nil {
+	j, err := h.s.jobs.Resume(c.Request().Context(), id)
+	var why *schedule.FieldError
+	switch {
+	case errors.Is(err, jobs.ErrCompleted):
+		return conflict(fmt.Sprintf("Job %s has completed and cannot be resumed; give it a new schedule with PATCH.", id))
+	case errors.Is(err, jobs.ErrNoNextRun) && errors.As(err, &why):
+		return conflict(fmt.Sprintf("Job %s cannot be resumed: %v.", id, why))
+	case err != nil:
 		return h.storeError(c, err, "job", id)
 	}
 	return c.JSON(http.StatusOK, jobOf(j))
@@ -464,13 +321,7 @@ func (h *handlers) ResumeJob(c echo.Context, id ID) error {
 
 // RunJob handles POST /v1/jobs/{id}/run.
 func (h *handlers) RunJob(c echo.Context, id ID) error {
-	ctx := c.Request().Context()
-	now, err := h.now(ctx)
-	if err != nil {
-		return h.internal(c, err, "job_id", id.String())
-	}
-	// The store moves the execution a millisecond on if that time is taken.
-	e, err := h.s.store.RunNow(ctx, id, now)
+	e, err := h.s.jobs.RunNow(c.Request().Context(), id)
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}

@@ -19,13 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/tock-sched/tock/clock"
+	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
 )
 
-// Store is what the API needs of tock's database; *store.Store is the
-// real one.
+// Store is what the API needs of tock's database, itself and through
+// jobs.Service (which it is handed to); *store.Store is the real one.
 type Store interface {
 	// Now is the database's clock; schedules are computed from it.
 	Now(ctx context.Context) (time.Time, error)
@@ -82,7 +82,7 @@ type Config struct {
 	Executors Executors
 	// DefaultRetry is the cluster's retry policy: fields a job leaves out
 	// are filled from it when the job is created or its retry replaced.
-	// The zero value means one attempt.
+	// The zero value means one attempt; New refuses an invalid policy.
 	DefaultRetry domain.RetryPolicy
 }
 
@@ -124,15 +124,6 @@ type defaultRegistry struct {
 	prometheus.Gatherer
 }
 
-// clockEvery is how long a measured offset to the database's clock is
-// used before it is measured again. Schedules are computed from the
-// database's clock, as the scanners judge due times by it; reading it for
-// every request cost a round trip to Postgres per job created, a third of
-// POST /v1/jobs's. One round trip per sync: the offset's error, half of
-// it, is well under a millisecond, and a sync delays the request that
-// makes it.
-const clockEvery = 10 * time.Second
-
 // maxBodyBytes bounds a request body; a job is far smaller.
 const maxBodyBytes = 1 << 20
 
@@ -145,8 +136,7 @@ type Server struct {
 	cluster      Cluster
 	clusterWait  time.Duration
 	executors    Executors
-	defaultRetry domain.RetryPolicy
-	clock        *clock.DB
+	jobs         *jobs.Service
 	echo         *echo.Echo
 	duration     *prometheus.HistogramVec
 	metrics      http.Handler
@@ -169,9 +159,15 @@ func New(cfg Config) (*Server, error) {
 		cluster:      cfg.Cluster,
 		clusterWait:  cfg.ClusterTimeout,
 		executors:    cfg.Executors,
-		defaultRetry: cfg.DefaultRetry,
-		clock:        clock.New(cfg.Store.Now, clock.Options{Every: clockEvery, Rounds: 1}),
 	}
+	// The use cases compute schedules from the database's clock, as the
+	// scanners judge due times by it; jobs measures its offset now and
+	// then rather than reading it for every request.
+	svc, err := jobs.New(jobs.Config{Store: cfg.Store, Executors: cfg.Executors, DefaultRetry: cfg.DefaultRetry})
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s.jobs = svc
 	if err := s.loadSchemas(); err != nil {
 		return nil, err
 	}

@@ -72,8 +72,10 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 		scan.Acquire(b, 1)
 	}
 
+	// Paused: it runs only by hand (the store creates no active job
+	// without a next run).
 	j := &store.Job{Name: "flaky", Schedule: schedule.Spec{In: "1h"}, Priority: domain.PriorityLow,
-		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "flaky"}}
+		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "flaky"}, State: domain.JobPaused}
 	if err := st.CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}

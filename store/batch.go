@@ -39,8 +39,8 @@ const (
 // (namespace, name) or id is taken, by a stored job, by a job another
 // transaction is storing at the same time, or by an earlier job of the
 // same call, gets an error wrapping ErrConflict; a job CreateJob would
-// refuse before touching the database (no name, an unknown priority) gets
-// that error. Each job is prepared as CreateJob prepares it (id, bucket,
+// refuse before touching the database (ErrInvalidJob: no name, an active
+// job without a next run, …) gets that error. Each job is prepared as CreateJob prepares it (id, bucket,
 // defaults, millisecond times); CreatedAt and UpdatedAt are the
 // transaction's time and are set on the stored jobs only.
 //

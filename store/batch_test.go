@@ -29,7 +29,7 @@ func TestCreateJobBatch(t *testing.T) {
 		testJob("b-5", &next),
 		testJob("b-6", &next), // a stored job's id
 	}
-	jobs[2].Namespace, jobs[2].State = "team", domain.JobPaused
+	jobs[2].Namespace, jobs[2].State, jobs[2].NextRunAt = "team", domain.JobPaused, nil
 	jobs[6].ID = taken.ID
 	before := time.Now().Add(-time.Second)
 	errs, err := s.CreateJobBatch(ctx, jobs)
@@ -175,7 +175,7 @@ func TestCreateJobBatchNotifies(t *testing.T) {
 
 	batch("later", 3, &later)
 	paused := testJob("paused", &soon)
-	paused.State = domain.JobPaused
+	paused.State, paused.NextRunAt = domain.JobPaused, nil
 	if errs, err := s.CreateJobBatch(ctx, []*Job{paused}); err != nil || errs[0] != nil {
 		t.Fatal(err, errs)
 	}

@@ -19,7 +19,8 @@ import (
 // UUIDv7) when zero, its Bucket, CreatedAt and UpdatedAt (the
 // transaction's time, the same for all), and defaults for Namespace
 // ("default"), State (active) and Priority (normal); times are kept in
-// UTC to the millisecond. The caller sets NextRunAt, as for CreateJob.
+// UTC to the millisecond. The caller sets NextRunAt, as for CreateJob,
+// which refuses the same jobs (ErrInvalidJob): any of them stores none.
 //
 // It is all or nothing: if any job's (namespace, name) or id is taken,
 // by a stored job or by another job of the same call, nothing is stored

@@ -22,7 +22,7 @@ func TestBulkCreateJobs(t *testing.T) {
 
 	a := testJob("bulk-a", &next)
 	b := testJob("bulk-b", nil)
-	b.Namespace, b.ID, b.State, b.Payload = "team", given, domain.JobPaused, nil
+	b.Namespace, b.ID, b.State, b.NextRunAt, b.Payload = "team", given, domain.JobPaused, nil, nil
 	c := testJob("bulk-c", &next)
 	c.Schedule.Cron, c.Timeout = "0 * * * * *", 0
 	before := time.Now().Add(-time.Second)

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -52,7 +54,10 @@ type JobFilter struct {
 // j.Bucket, j.CreatedAt and j.UpdatedAt, and defaults j.Namespace to
 // "default", j.State to active and j.Priority to normal. Times are kept
 // in UTC to the millisecond. A job whose (namespace, name) is taken, or
-// whose id exists, is rejected with ErrConflict.
+// whose id exists, is rejected with ErrConflict. A job that makes no
+// sense is rejected with ErrInvalidJob before the database is asked: no
+// name, an unknown priority or state, a negative timeout, an active job
+// without a next run, or a paused or completed one with a next run.
 //
 // An active job due within notifyHorizon is announced on JobsChannel
 // once it is committed, so that a scanner loads it at once; a later one
@@ -212,18 +217,37 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 	return jobs, next, nil
 }
 
-// prepare fills in what a new job gets from the store, for CreateJob and
-// CreateJobs: an id (UUIDv7) if it has none, its bucket, the default
-// namespace, state and priority, and millisecond times.
+// prepare fills in what a new job gets from the store, for CreateJob,
+// CreateJobBatch and CreateJobs: an id (UUIDv7) if it has none, its
+// bucket, the default namespace, state and priority, and millisecond
+// times. It refuses, with an error wrapping ErrInvalidJob, a job that
+// could not be stored as it is or would never behave: one without a name,
+// of an unknown priority or state, or whose state and next run disagree
+// (an active job needs a next run, or no scanner would ever fire it; a
+// paused or completed one has none, or a scanner would take it for due).
 func (s *Store) prepare(j *Job) error {
 	if j.Name == "" {
-		return errors.New("empty name")
+		return fmt.Errorf("%w: empty name", ErrInvalidJob)
 	}
 	if j.Priority == "" {
 		j.Priority = domain.PriorityNormal
 	}
 	if !j.Priority.Valid() {
-		return fmt.Errorf("priority %q is not one of %v", j.Priority, domain.Priorities)
+		return fmt.Errorf("%w %q: priority %q is not one of %v", ErrInvalidJob, j.Name, j.Priority, domain.Priorities)
+	}
+	if j.State == "" {
+		j.State = domain.JobActive
+	}
+	switch {
+	case !slices.Contains(domain.JobStates, j.State):
+		return fmt.Errorf("%w %q: state %q is not one of %v", ErrInvalidJob, j.Name, j.State, domain.JobStates)
+	case j.State == domain.JobActive && j.NextRunAt == nil:
+		return fmt.Errorf("%w %q: an active job needs a next run (NextRunAt); create it paused to leave it without one", ErrInvalidJob, j.Name)
+	case j.State != domain.JobActive && j.NextRunAt != nil:
+		return fmt.Errorf("%w %q: a %s job has no next run, got NextRunAt %s", ErrInvalidJob, j.Name, j.State,
+			j.NextRunAt.UTC().Format(time.RFC3339Nano))
+	case j.Timeout < 0:
+		return fmt.Errorf("%w %q: timeout %s is negative", ErrInvalidJob, j.Name, j.Timeout)
 	}
 	if j.ID == uuid.Nil {
 		id, err := uuid.NewV7()
@@ -234,9 +258,6 @@ func (s *Store) prepare(j *Job) error {
 	}
 	if j.Namespace == "" {
 		j.Namespace = "default"
-	}
-	if j.State == "" {
-		j.State = domain.JobActive
 	}
 	j.Bucket = domain.BucketOf(j.ID, s.buckets)
 	j.NextRunAt, j.LastRunAt = msPtr(j.NextRunAt), msPtr(j.LastRunAt)

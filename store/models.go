@@ -29,6 +29,9 @@ var (
 	ErrFinished = errors.New("the execution has finished")
 	// ErrNotDead: only a dead execution can be re-driven.
 	ErrNotDead = errors.New("the execution is not dead")
+	// ErrInvalidJob: a job the store refuses to create, such as an active
+	// job without a next run (see CreateJob).
+	ErrInvalidJob = errors.New("invalid job")
 )
 
 // lostError is the error recorded on a lost attempt.

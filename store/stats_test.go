@@ -19,8 +19,11 @@ func TestBucketStats(t *testing.T) {
 	// earlier (it must not count as due). Bucket 5: one completed job.
 	add := func(b int, name string, state domain.JobState, next *time.Time) {
 		j := testJob(name, next)
-		j.ID, j.State = idInBucket(b), state
+		j.ID = idInBucket(b)
 		mustCreate(t, s, j)
+		if state != domain.JobActive {
+			setState(t, s, j.ID, state, next)
+		}
 	}
 	add(2, "a", domain.JobActive, ptr(base.Add(time.Minute)))
 	add(2, "b", domain.JobActive, ptr(base.Add(30*time.Second)))

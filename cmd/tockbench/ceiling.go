@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/schedule"
-	"github.com/tock-sched/tock/store"
 )
 
 // ceilingFlags are the flags of --find-ceiling, embedded in cli.
@@ -280,37 +280,13 @@ func keptUp(r *Report, bound time.Duration) (ok bool, whyNot []string) {
 // more after its batch is built.
 func (b *bench) createSpreadMinute(ctx context.Context, lo, hi int) error {
 	handler := domain.Handler{Type: domain.HandlerCustom, Name: b.Handler}
-	compiled := make([]*schedule.Schedule, 60)
-	for slot := range compiled {
-		sch, err := schedule.Compile(schedule.Spec{Cron: cronOf(mixSpreadMinute, slot)})
-		if err != nil {
-			return err
-		}
-		compiled[slot] = sch
-	}
 	start := time.Now()
-	for off := lo; off < hi; off += createBatch {
-		n := min(createBatch, hi-off)
-		now := b.dbNow()
-		jobs := make([]*store.Job, n)
-		for k := range jobs {
-			i := off + k
-			slot := i % 60
-			next, err := compiled[slot].First(now.Add(time.Second))
-			if err != nil {
-				return err
-			}
-			jobs[k] = &store.Job{
-				Namespace: b.ns,
-				Name:      jobName(i),
-				Handler:   handler,
-				Schedule:  schedule.Spec{Cron: cronOf(mixSpreadMinute, slot)},
-				NextRunAt: &next,
-			}
-		}
-		if err := b.st.CreateJobs(ctx, jobs); err != nil {
-			return err
-		}
+	err := b.storeJobs(ctx, lo, hi, func(i int, _ time.Time) jobs.NewJob {
+		return jobs.NewJob{Namespace: b.ns, Name: jobName(i), Handler: handler,
+			Schedule: schedule.Spec{Cron: cronOf(mixSpreadMinute, i%60)}}
+	}, nil)
+	if err != nil {
+		return err
 	}
 	took := time.Since(start)
 	b.rep.Create = Creation{Seconds: took.Seconds(), JobsPerSecond: float64(hi-lo) / took.Seconds()}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
@@ -55,54 +55,60 @@ func jobName(i int) string { return fmt.Sprintf("job-%07d", i) }
 // time. Recurring jobs get their first run after the moment their batch
 // is stored; same-second jobs are stored paused, and armed later.
 func (b *bench) createJobs(ctx context.Context) error {
-	compiled := map[string]*schedule.Schedule{}
 	handler := domain.Handler{Type: domain.HandlerCustom, Name: b.Handler}
 	start := time.Now()
-	for off := 0; off < b.Jobs; off += createBatch {
-		n := min(createBatch, b.Jobs-off)
-		now := b.dbNow()
-		jobs := make([]*store.Job, n)
-		for k := range jobs {
-			i := off + k
-			j := &store.Job{
-				Namespace: b.ns,
-				Name:      jobName(i),
-				Handler:   handler,
-			}
-			if b.Mix == mixSameSecond {
-				// A placeholder: arm sets the instant once all exist.
-				at := now.Add(24 * time.Hour).Truncate(time.Second)
-				j.Schedule, j.State = schedule.Spec{At: &at}, domain.JobPaused
-			} else {
-				j.Schedule = schedule.Spec{Cron: cronOf(b.Mix, i%slots(b.Mix))}
-				sch := compiled[j.Schedule.Cron]
-				if sch == nil {
-					var err error
-					if sch, err = schedule.Compile(j.Schedule); err != nil {
-						return err
-					}
-					compiled[j.Schedule.Cron] = sch
-				}
-				// A second ahead: the scanners find bulk-created jobs on
-				// their next scan, within a second.
-				next, err := sch.First(now.Add(time.Second))
-				if err != nil {
-					return err
-				}
-				j.NextRunAt = &next
-			}
-			jobs[k] = j
+	err := b.storeJobs(ctx, 0, b.Jobs, func(i int, now time.Time) jobs.NewJob {
+		nj := jobs.NewJob{Namespace: b.ns, Name: jobName(i), Handler: handler}
+		if b.Mix == mixSameSecond {
+			// A placeholder: arm sets the instant once all exist.
+			at := now.Add(24 * time.Hour).Truncate(time.Second)
+			nj.Schedule, nj.Paused = schedule.Spec{At: &at}, true
+		} else {
+			nj.Schedule = schedule.Spec{Cron: cronOf(b.Mix, i%slots(b.Mix))}
 		}
-		if err := b.st.CreateJobs(ctx, jobs); err != nil {
-			return err
-		}
-		if done := off + n; done%100_000 == 0 && done < b.Jobs {
+		return nj
+	}, func(done int) {
+		if done%100_000 == 0 && done < b.Jobs {
 			b.say("created %d jobs (%.0f jobs/s)", done, float64(done)/time.Since(start).Seconds())
 		}
+	})
+	if err != nil {
+		return err
 	}
 	took := time.Since(start)
 	b.rep.Create = Creation{Seconds: took.Seconds(), JobsPerSecond: float64(b.Jobs) / took.Seconds()}
 	b.say("created %d jobs in %s (%.0f jobs/s)", b.Jobs, took.Round(time.Millisecond), b.rep.Create.JobsPerSecond)
+	return nil
+}
+
+// storeJobs stores jobs lo … hi-1, as describe says for each, with
+// CreateJobs, createBatch at a time, and calls progress (if not nil) with
+// the number stored after each batch. Each job is checked and built as
+// the API builds one (jobs.Service.Build); its first run is computed from
+// a second after its batch is built, since the scanners find bulk-created
+// jobs on their next scan, within a second.
+func (b *bench) storeJobs(ctx context.Context, lo, hi int, describe func(i int, now time.Time) jobs.NewJob, progress func(done int)) error {
+	svc, err := jobs.New(jobs.Config{Store: b.st})
+	if err != nil {
+		return err
+	}
+	for off := lo; off < hi; off += createBatch {
+		n := min(createBatch, hi-off)
+		now := b.dbNow()
+		ahead := func() (time.Time, error) { return now.Add(time.Second), nil }
+		batch := make([]*store.Job, n)
+		for k := range batch {
+			if batch[k], err = svc.Build(describe(off+k, now), ahead); err != nil {
+				return fmt.Errorf("job %d: %w", off+k, err)
+			}
+		}
+		if err := b.st.CreateJobs(ctx, batch); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(off + n)
+		}
+	}
 	return nil
 }
 

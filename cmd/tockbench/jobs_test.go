@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 )
 
 // Every mix's slots fire at distinct offsets that cover its period once:
@@ -29,6 +34,36 @@ func TestSpreadSlots(t *testing.T) {
 		}
 		if want := int(tc.period / time.Second); len(seen) != want {
 			t.Errorf("%s: %d distinct seconds, want %d", tc.mix, len(seen), want)
+		}
+	}
+}
+
+// The bench's jobs are built as the API builds them: recurring ones
+// active, their first run a second or more after their batch; same-second
+// ones paused, without a next run, until arm.
+func TestCreateJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, mix := range []string{mixSpreadMinute, mixSameSecond} {
+		b := &bench{st: storetest.New(t, 16), ns: "bench-" + mix, rep: &Report{}}
+		b.Jobs, b.Mix, b.Handler = 3, mix, "tockbench-test"
+		before := time.Now().Add(time.Second - 10*time.Millisecond)
+		if err := b.createJobs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		list, _, err := b.st.ListJobs(ctx, store.JobFilter{Namespace: b.ns})
+		if err != nil || len(list) != b.Jobs {
+			t.Fatalf("%s: %d jobs, %v", mix, len(list), err)
+		}
+		for _, j := range list {
+			switch {
+			case j.Handler.Name != b.Handler || j.Priority != domain.PriorityNormal:
+				t.Errorf("%s: job %s: handler %+v, priority %q", mix, j.Name, j.Handler, j.Priority)
+			case mix == mixSameSecond && (j.State != domain.JobPaused || j.NextRunAt != nil):
+				t.Errorf("%s: job %s %s, next run %v; want paused, none", mix, j.Name, j.State, j.NextRunAt)
+			case mix != mixSameSecond && (j.State != domain.JobActive || j.NextRunAt == nil || j.NextRunAt.Before(before)):
+				t.Errorf("%s: job %s %s, next run %v; want active, after %v", mix, j.Name, j.State, j.NextRunAt, before)
+			}
 		}
 	}
 }

@@ -1,0 +1,109 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store"
+)
+
+// DefaultNamespace is the namespace of a job whose creator names none.
+const DefaultNamespace = "default"
+
+// NewJob is what a caller says about a job to create.
+type NewJob struct {
+	// Namespace and Name name the job; both are required (see
+	// NameProblem), DefaultNamespace is the usual namespace.
+	Namespace string
+	Name      string
+	// Schedule says when the job runs; the zero Spec runs it once, now.
+	Schedule schedule.Spec
+	// Handler says who runs it; an http handler's Method defaults to POST.
+	Handler domain.Handler
+	// Payload is the JSON its executions carry; nil for none.
+	Payload json.RawMessage
+	// Retry is its retry policy; the fields it leaves out come from
+	// Config.DefaultRetry.
+	Retry domain.RetryPolicy
+	// Priority is its class; "" is normal.
+	Priority domain.Priority
+	// Timeout bounds each attempt, at most MaxTimeout; 0 is none.
+	Timeout time.Duration
+	// Paused creates the job paused: it has no next run until Resume.
+	Paused bool
+}
+
+// Build checks nj and returns the job Create would store: defaults
+// filled in, active (unless nj.Paused) with its first run computed from
+// now. now is called only when the schedule is valid and the job is not
+// paused, so a batch can share one reading of the clock. What is wrong
+// with nj comes back as an *InvalidError listing every fault; any other
+// error is now's.
+func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*store.Job, error) {
+	var f faults
+	checkName("name", nj.Name, &f)
+	checkName("namespace", nj.Namespace, &f)
+	sched := s.compile(nj.Schedule, &f)
+	// One check after another, so that the faults come in a fixed order
+	// (the API reports them in it); the first run's comes last.
+	handler := checkHandler(nj.Handler, &f)
+	retry := s.checkRetry(nj.Retry, &f)
+	priority := checkPriority(nj.Priority, &f)
+	checkTimeout(nj.Timeout, &f)
+	j := &store.Job{
+		Namespace: nj.Namespace,
+		Name:      nj.Name,
+		Schedule:  nj.Schedule,
+		Handler:   handler,
+		Payload:   nj.Payload,
+		State:     domain.JobActive,
+		Retry:     retry,
+		Priority:  priority,
+		Timeout:   nj.Timeout,
+	}
+	switch {
+	case nj.Paused:
+		j.State = domain.JobPaused
+	case sched != nil:
+		t, err := now()
+		if err != nil {
+			return nil, err
+		}
+		next, err := sched.First(t)
+		if err != nil {
+			addScheduleError(err, &f)
+		}
+		j.NextRunAt = &next
+	}
+	if err := f.err(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Create checks nj, computes its first run from the database's clock and
+// stores the job. It fails with an *InvalidError when nj is not a valid
+// job, and with an error wrapping store.ErrConflict when its name is
+// taken in its namespace.
+func (s *Service) Create(ctx context.Context, nj NewJob) (*store.Job, error) {
+	j, err := s.Build(nj, func() (time.Time, error) { return s.Now(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.CreateJob(ctx, j); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// CreateBatch stores jobs that Build made, in one transaction, and says
+// job by job which were stored: errs[i] is nil when jobs[i] was, or says
+// why not (wrapping store.ErrConflict when its name is taken); the others
+// are stored all the same. The error returned is for the call as a whole:
+// then nothing was stored.
+func (s *Service) CreateBatch(ctx context.Context, jobs []*store.Job) ([]error, error) {
+	return s.store.CreateJobBatch(ctx, jobs)
+}

@@ -1,0 +1,244 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store"
+)
+
+// maxStale is how many times a change is redone after a firing or another
+// change won the race for the job (store.ErrStale) before the last
+// ErrStale is returned.
+const maxStale = 10
+
+// Patch is a change to a job: each field set replaces the job's (a
+// Patch with none leaves the job as it is). The namespace and name never
+// change.
+type Patch struct {
+	// Schedule replaces the schedule. A new one gives an active or
+	// completed job its first run from now (a completed job runs again);
+	// a paused job stays paused and computes its next run when resumed.
+	// The same schedule changes nothing.
+	Schedule *schedule.Spec
+	// Handler replaces the handler; an http handler's Method defaults to
+	// POST.
+	Handler *domain.Handler
+	// Payload replaces the payload; nil or empty inside removes it.
+	Payload *json.RawMessage
+	// Retry replaces the retry policy; the fields it leaves out come from
+	// Config.DefaultRetry (so an empty policy resets it to the default).
+	Retry *domain.RetryPolicy
+	// Priority replaces the priority class; "" is normal.
+	Priority *domain.Priority
+	// Timeout replaces the attempt timeout; 0 removes it.
+	Timeout *time.Duration
+}
+
+func (p *Patch) empty() bool {
+	return p.Schedule == nil && p.Handler == nil && p.Payload == nil && p.Retry == nil &&
+		p.Priority == nil && p.Timeout == nil
+}
+
+// checkedPatch is a Patch whose values passed the checks, with defaults
+// filled in and the new schedule's next run.
+type checkedPatch struct {
+	Patch
+	next     time.Time
+	handler  domain.Handler
+	retry    domain.RetryPolicy
+	priority domain.Priority
+}
+
+// CheckPatch says whether Update would accept p, without reading or
+// changing any job: nil, an *InvalidError listing every fault, or the
+// error of reading the clock (which it reads when p has a valid schedule).
+func (s *Service) CheckPatch(ctx context.Context, p Patch) error {
+	_, err := s.checkPatch(ctx, p)
+	return err
+}
+
+func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error) {
+	c := &checkedPatch{Patch: p}
+	var f faults
+	if p.Schedule != nil {
+		if sched := s.compile(*p.Schedule, &f); sched != nil {
+			now, err := s.Now(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if c.next, err = sched.First(now); err != nil {
+				addScheduleError(err, &f)
+			}
+		}
+	}
+	if p.Handler != nil {
+		c.handler = checkHandler(*p.Handler, &f)
+	}
+	if p.Retry != nil {
+		c.retry = s.checkRetry(*p.Retry, &f)
+	}
+	if p.Priority != nil {
+		c.priority = checkPriority(*p.Priority, &f)
+	}
+	if p.Timeout != nil {
+		checkTimeout(*p.Timeout, &f)
+	}
+	return c, f.err()
+}
+
+// apply writes the change to j.
+func (c *checkedPatch) apply(j *store.Job) {
+	if c.Schedule != nil && !sameSpec(*c.Schedule, j.Schedule) {
+		j.Schedule = *c.Schedule
+		if j.State != domain.JobPaused {
+			next := c.next
+			j.State, j.NextRunAt = domain.JobActive, &next
+		}
+	}
+	if c.Handler != nil {
+		j.Handler = c.handler
+	}
+	if c.Payload != nil {
+		j.Payload = *c.Payload
+	}
+	if c.Retry != nil {
+		j.Retry = c.retry
+	}
+	if c.Priority != nil {
+		j.Priority = c.priority
+	}
+	if c.Timeout != nil {
+		j.Timeout = *c.Timeout
+	}
+}
+
+// Update checks p (as CheckPatch does, before the job is read, so that an
+// invalid change is refused whether or not the job exists) and applies it
+// to job id. It fails with an *InvalidError, or with store.ErrNotFound.
+func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*store.Job, error) {
+	c, err := s.checkPatch(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return s.modify(ctx, id, func(j *store.Job) (bool, error) {
+		if c.empty() {
+			return false, nil
+		}
+		c.apply(j)
+		return true, nil
+	})
+}
+
+// Pause stops job id firing until Resume: it has no next run meanwhile.
+// Pausing a paused job changes nothing; a completed one fails with
+// ErrCompleted.
+func (s *Service) Pause(ctx context.Context, id uuid.UUID) (*store.Job, error) {
+	return s.modify(ctx, id, func(j *store.Job) (bool, error) {
+		switch j.State {
+		case domain.JobCompleted:
+			return false, fmt.Errorf("pause job %s: %w", id, ErrCompleted)
+		case domain.JobPaused:
+			return false, nil
+		}
+		j.State, j.NextRunAt = domain.JobPaused, nil
+		return true, nil
+	})
+}
+
+// Resume makes paused job id active again, its next run computed from
+// its schedule and the database's clock: the runs it missed while paused
+// are skipped, except that a one-shot job whose moment passed meanwhile
+// runs now. Resuming an active job changes nothing; a completed one fails
+// with ErrCompleted, one whose schedule has no run left with
+// ErrNoNextRun.
+func (s *Service) Resume(ctx context.Context, id uuid.UUID) (*store.Job, error) {
+	now, err := s.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.modify(ctx, id, func(j *store.Job) (bool, error) {
+		switch j.State {
+		case domain.JobCompleted:
+			return false, fmt.Errorf("resume job %s: %w", id, ErrCompleted)
+		case domain.JobActive:
+			return false, nil
+		}
+		next, err := resumeAt(j.Schedule, now)
+		if err != nil {
+			return false, fmt.Errorf("resume job %s: %w", id, err)
+		}
+		j.State, j.NextRunAt = domain.JobActive, &next
+		return true, nil
+	})
+}
+
+// resumeAt is the next run of a job with schedule sp resumed at now.
+func resumeAt(sp schedule.Spec, now time.Time) (time.Time, error) {
+	sched, err := schedule.Compile(sp)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("compile stored schedule: %w", err)
+	}
+	if sp.Kind() == schedule.KindAt && sp.At.Before(now) {
+		// A one-shot job whose moment passed while it was paused has not
+		// run yet: it runs now.
+		return now.Truncate(time.Millisecond), nil
+	}
+	next, err := sched.First(now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %w", ErrNoNextRun, err)
+	}
+	return next, nil
+}
+
+// Delete deletes job id, or fails with store.ErrNotFound. Its executions
+// stay: they carry a snapshot of what they run.
+func (s *Service) Delete(ctx context.Context, id uuid.UUID) error {
+	return s.store.DeleteJob(ctx, id)
+}
+
+// modify reads job id, lets change edit it, and writes it back if change
+// says so. When a firing or another change got to the job in between
+// (store.ErrStale), it starts over from a fresh read, so that it never
+// writes back an old next run. An error from change is returned as is.
+func (s *Service) modify(ctx context.Context, id uuid.UUID, change func(j *store.Job) (bool, error)) (*store.Job, error) {
+	for attempt := 0; ; attempt++ {
+		j, err := s.store.GetJob(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		write, err := change(j)
+		if err != nil {
+			return nil, err
+		}
+		if !write {
+			return j, nil
+		}
+		err = s.store.UpdateJob(ctx, j)
+		if errors.Is(err, store.ErrStale) && attempt < maxStale {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return j, nil
+	}
+}
+
+// sameSpec reports whether two schedules say the same thing.
+func sameSpec(a, b schedule.Spec) bool {
+	if a.Cron != b.Cron || a.Timezone != b.Timezone || a.In != b.In {
+		return false
+	}
+	if a.At == nil || b.At == nil {
+		return a.At == nil && b.At == nil
+	}
+	return a.At.Equal(*b.At)
+}
