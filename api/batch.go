@@ -31,7 +31,7 @@ const (
 // every job gets its own result. A job that cannot be created does not
 // stop the others; only a request that is malformed as a whole, or a
 // database failure, creates nothing.
-func (h *handlers) CreateJobBatch(c echo.Context) error {
+func (h *endpoints) CreateJobBatch(c echo.Context) error {
 	ctx := c.Request().Context()
 	_, members, err := readObject(c, MaxBatchBytes)
 	if err != nil {
@@ -83,7 +83,7 @@ func (h *handlers) CreateJobBatch(c echo.Context) error {
 // caller to fill in); built[k] is the job of items[index[k]]. A job whose
 // name an earlier job of the batch has is refused here. The error is the
 // database clock's: then the request fails.
-func (h *handlers) buildBatch(ctx context.Context, raws []json.RawMessage) (items []JobBatchItem, built []*store.Job, index []int, err error) {
+func (h *endpoints) buildBatch(ctx context.Context, raws []json.RawMessage) (items []JobBatchItem, built []*store.Job, index []int, err error) {
 	// One reading of the database clock serves every job's first run, as
 	// if the jobs had been sent one by one in the same instant.
 	var (
@@ -159,7 +159,7 @@ func batchJobs(members map[string]json.RawMessage) ([]json.RawMessage, error) {
 // batchJob checks one job of a batch as CreateJob checks a request body.
 // Its faults name fields as CreateJob's do; the caller puts them under
 // the job's place in the batch.
-func (h *handlers) batchJob(raw json.RawMessage, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
+func (h *endpoints) batchJob(raw json.RawMessage, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, fieldErrors{{Field: "", Message: "must be a JSON object"}}, nil

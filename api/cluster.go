@@ -16,16 +16,20 @@ func noCluster() *apiError {
 
 // etcdError logs a failed etcd read and answers 503: the cluster view
 // depends on etcd the way /readyz depends on the database.
-func (h *handlers) etcdError(c echo.Context, err error) error {
+func (h *endpoints) etcdError(c echo.Context, err error) error {
 	h.s.log.WarnContext(c.Request().Context(), "read cluster state from etcd",
 		"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Cluster view unavailable",
 		"etcd did not answer; try again shortly.")
 }
 
-// ListPartitions handles GET /v1/partitions: every bucket with its owner
-// in etcd, its owner recorded in Postgres, and its job counts.
-func (h *handlers) ListPartitions(c echo.Context) error {
+// ListPartitions handles GET /v1/partitions, the deprecated name of GET
+// /v1/buckets.
+func (h *endpoints) ListPartitions(c echo.Context) error { return h.ListBuckets(c) }
+
+// ListBuckets handles GET /v1/buckets: every bucket with its owner in
+// etcd, its owner recorded in Postgres, and its job counts.
+func (h *endpoints) ListBuckets(c echo.Context) error {
 	if h.s.cluster == nil {
 		return noCluster()
 	}
@@ -42,9 +46,9 @@ func (h *handlers) ListPartitions(c echo.Context) error {
 	if err != nil {
 		return h.internal(c, err)
 	}
-	out := PartitionList{Items: make([]Partition, 0, len(stats))}
+	out := BucketList{Items: make([]Bucket, 0, len(stats))}
 	for _, st := range stats {
-		p := Partition{
+		p := Bucket{
 			Bucket:     st.Bucket,
 			Jobs:       st.Jobs,
 			ActiveJobs: st.Active,
@@ -62,7 +66,7 @@ func (h *handlers) ListPartitions(c echo.Context) error {
 }
 
 // ListNodes handles GET /v1/nodes: the live scheduler nodes in etcd.
-func (h *handlers) ListNodes(c echo.Context) error {
+func (h *endpoints) ListNodes(c echo.Context) error {
 	if h.s.cluster == nil {
 		return noCluster()
 	}

@@ -99,8 +99,8 @@ func TestClusterEndpoints(t *testing.T) {
 	paused := e.createJob(jobBody("paused"))
 	mustStatus(t, e.do("POST", "/v1/jobs/"+paused.Id.String()+"/pause", nil), http.StatusOK)
 
-	var parts PartitionList
-	r := e.do("GET", "/v1/partitions", nil)
+	var parts BucketList
+	r := e.do("GET", "/v1/buckets", nil)
 	mustStatus(t, r, http.StatusOK)
 	r.decode(t, &parts)
 	if len(parts.Items) != buckets {
@@ -152,6 +152,7 @@ func TestClusterEndpoints(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "n1 and n2 share the buckets", func() bool {
 		return settled(map[string]*partition.Node{"n1": n1, "n2": n2}, buckets)
 	})
+	// The deprecated name answers the same.
 	r = e.do("GET", "/v1/partitions", nil)
 	mustStatus(t, r, http.StatusOK)
 	r.decode(t, &parts)
@@ -187,7 +188,7 @@ func TestClusterEndpoints(t *testing.T) {
 func TestClusterEndpointsWithoutEtcd(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, struct{ Store }{})
-	for _, path := range []string{"/v1/nodes", "/v1/partitions"} {
+	for _, path := range []string{"/v1/nodes", "/v1/buckets", "/v1/partitions"} {
 		r := e.do("GET", path, nil)
 		mustStatus(t, r, http.StatusServiceUnavailable)
 		p := r.problem(t)
@@ -206,7 +207,7 @@ func TestClusterEndpointsWhenEtcdIsDown(t *testing.T) {
 	})
 	mustStatus(t, e.do("GET", "/v1/nodes", nil), http.StatusOK)
 	stopEtcd()
-	for _, path := range []string{"/v1/nodes", "/v1/partitions"} {
+	for _, path := range []string{"/v1/nodes", "/v1/buckets", "/v1/partitions"} {
 		start := time.Now()
 		r := e.do("GET", path, nil)
 		mustStatus(t, r, http.StatusServiceUnavailable)

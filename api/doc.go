@@ -6,6 +6,6 @@
 // openapi.yaml in this directory is the source of truth. openapi.gen.go
 // (models, the Echo server interface and the embedded document, served at
 // GET /openapi.json) is generated from it by `go generate ./api`; the
-// handlers in this package implement that interface. Errors are RFC 9457
+// endpoints in this package implement that interface. Errors are RFC 9457
 // problem details with a stable type URI (see the Problem* constants).
 package api

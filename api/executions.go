@@ -49,7 +49,7 @@ func noExecutors() *apiError {
 
 // ListExecutions handles GET /v1/executions: executions across jobs, such
 // as the dead letters (state=dead).
-func (h *handlers) ListExecutions(c echo.Context, p ListExecutionsParams) error {
+func (h *endpoints) ListExecutions(c echo.Context, p ListExecutionsParams) error {
 	var errs fieldErrors
 	f := store.ExecFilter{Cursor: deref(p.Cursor), Limit: limitOf(p.Limit, &errs)}
 	f.State = stateFilter(p.State, &errs)
@@ -86,7 +86,7 @@ func executionListOf(execs []*store.Execution, next string) ExecutionList {
 // cancellation is recorded in Postgres first, then announced to executors
 // (jobs.Service.Cancel); if that fails the answer is 503 and the client
 // repeats the request, which is idempotent.
-func (h *handlers) CancelExecution(c echo.Context, id ID) error {
+func (h *endpoints) CancelExecution(c echo.Context, id ID) error {
 	ctx := c.Request().Context()
 	e, err := h.s.jobs.Cancel(ctx, id)
 	switch {
@@ -106,7 +106,7 @@ func (h *handlers) CancelExecution(c echo.Context, id ID) error {
 
 // RetryExecution handles POST /v1/executions/{id}/retry: a dead execution
 // is queued again for a fresh series of attempts.
-func (h *handlers) RetryExecution(c echo.Context, id ID) error {
+func (h *endpoints) RetryExecution(c echo.Context, id ID) error {
 	e, err := h.s.jobs.Redrive(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotDead) {
 		return conflict(fmt.Sprintf("Execution %s is not dead; only a dead execution can be re-driven.", id))
@@ -120,7 +120,7 @@ func (h *handlers) RetryExecution(c echo.Context, id ID) error {
 
 // ListHandlers handles GET /v1/handlers: the executors' reports, grouped
 // by handler.
-func (h *handlers) ListHandlers(c echo.Context) error {
+func (h *endpoints) ListHandlers(c echo.Context) error {
 	if h.s.executors == nil {
 		return noExecutors()
 	}

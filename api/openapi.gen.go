@@ -214,6 +214,35 @@ type AttemptOutcome string
 // BreakerState defines model for BreakerState.
 type BreakerState string
 
+// Bucket One bucket of jobs, its owner and what it holds.
+type Bucket struct {
+	ActiveJobs int64 `json:"active_jobs"`
+	Bucket     int   `json:"bucket"`
+
+	// Epoch The ownership's fencing epoch (the cluster's etcd generation << 40 | the etcd revision at which the owner key was created); null with owner.
+	Epoch *int64 `json:"epoch"`
+
+	// Jobs Jobs in the bucket, whatever their state.
+	Jobs int64 `json:"jobs"`
+
+	// NextDue The earliest next run of the bucket's active jobs; null when it has none.
+	NextDue *time.Time `json:"next_due"`
+
+	// Owner The node etcd names as the owner now; null when no node owns the bucket.
+	Owner *string `json:"owner"`
+
+	// RecordedEpoch The epoch recorded in PostgreSQL, which every firing transaction checks; null with recorded_owner.
+	RecordedEpoch *int64 `json:"recorded_epoch"`
+
+	// RecordedOwner The owner recorded in PostgreSQL; null if no node ever claimed the bucket.
+	RecordedOwner *string `json:"recorded_owner"`
+}
+
+// BucketList defines model for BucketList.
+type BucketList struct {
+	Items []Bucket `json:"items"`
+}
+
 // Execution defines model for Execution.
 type Execution struct {
 	// AttemptList Every attempt, first to last; only in GET /v1/executions/{id}.
@@ -516,35 +545,6 @@ type NodeList struct {
 	Items []Node `json:"items"`
 }
 
-// Partition One bucket of jobs, its owner and what it holds.
-type Partition struct {
-	ActiveJobs int64 `json:"active_jobs"`
-	Bucket     int   `json:"bucket"`
-
-	// Epoch The ownership's fencing epoch (the cluster's etcd generation << 40 | the etcd revision at which the owner key was created); null with owner.
-	Epoch *int64 `json:"epoch"`
-
-	// Jobs Jobs in the bucket, whatever their state.
-	Jobs int64 `json:"jobs"`
-
-	// NextDue The earliest next run of the bucket's active jobs; null when it has none.
-	NextDue *time.Time `json:"next_due"`
-
-	// Owner The node etcd names as the owner now; null when no node owns the bucket.
-	Owner *string `json:"owner"`
-
-	// RecordedEpoch The epoch recorded in PostgreSQL, which every firing transaction checks; null with recorded_owner.
-	RecordedEpoch *int64 `json:"recorded_epoch"`
-
-	// RecordedOwner The owner recorded in PostgreSQL; null if no node ever claimed the bucket.
-	RecordedOwner *string `json:"recorded_owner"`
-}
-
-// PartitionList defines model for PartitionList.
-type PartitionList struct {
-	Items []Partition `json:"items"`
-}
-
 // Priority When executors are saturated, high executions start before normal
 // ones and normal before low ones. Defaults to normal.
 type Priority string
@@ -703,6 +703,9 @@ type ServerInterface interface {
 	// GetReadyz Readiness
 	// (GET /readyz)
 	GetReadyz(ctx echo.Context) error
+	// ListBuckets List every bucket with its owner and its jobs
+	// (GET /v1/buckets)
+	ListBuckets(ctx echo.Context) error
 	// ListExecutions List executions across jobs, newest first
 	// (GET /v1/executions)
 	ListExecutions(ctx echo.Context, params ListExecutionsParams) error
@@ -751,8 +754,10 @@ type ServerInterface interface {
 	// ListNodes List the live scheduler nodes
 	// (GET /v1/nodes)
 	ListNodes(ctx echo.Context) error
-	// ListPartitions List every bucket with its owner and its jobs
+	// ListPartitions List every bucket (the old name of GET /v1/buckets)
 	// (GET /v1/partitions)
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	ListPartitions(ctx echo.Context) error
 }
 
@@ -794,6 +799,15 @@ func (w *ServerInterfaceWrapper) GetReadyz(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetReadyz(ctx)
+	return err
+}
+
+// ListBuckets converts echo context to params.
+func (w *ServerInterfaceWrapper) ListBuckets(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListBuckets(ctx)
 	return err
 }
 
@@ -1165,6 +1179,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/executions/:id/cancel", wrapper.CancelExecution, options.OperationMiddlewares["cancelExecution"]...)
 	router.POST(options.BaseURL+"/v1/executions/:id/retry", wrapper.RetryExecution, options.OperationMiddlewares["retryExecution"]...)
 	router.GET(options.BaseURL+"/v1/handlers", wrapper.ListHandlers, options.OperationMiddlewares["listHandlers"]...)
+	router.GET(options.BaseURL+"/v1/buckets", wrapper.ListBuckets, options.OperationMiddlewares["listBuckets"]...)
 	router.GET(options.BaseURL+"/v1/partitions", wrapper.ListPartitions, options.OperationMiddlewares["listPartitions"]...)
 	router.GET(options.BaseURL+"/v1/nodes", wrapper.ListNodes, options.OperationMiddlewares["listNodes"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealthz, options.OperationMiddlewares["getHealthz"]...)
@@ -1179,129 +1194,131 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17c9u2lvhXweh3Z2L30rKcuP1N5Nk/0jRtk2kT3ySdndky14LIIwkxCagAaEXt+rvvnHMAPiRKch5N",
-	"bu/uP4ltEuTBwXm/+McgM+XSaNDeDcZ/DJbSyhI8WPrtcWWdsfhTDi6zaumV0YPx4PUCxETDO3+V0R0T",
-	"YWbCL0AsLdwoUzmxlHMYDpKBwtt/q8CuB8lAyxIG4wGvGSQDly2glPh4v17iFeet0vPB7W0yePod/p2W",
-	"L6VfNKtVPkgGFn6rlIV8MPa2gvaTZsaW0g/Gg6qiO7ef/JMqld/e06Wcg3Dq951gF7Su/a4cZrIq/GD8",
-	"9SgZlPKdKqsSf8HflObfzmoQlPYwBzu4RSAsuKXRDgjN38r8JfxWgSOwMqM9aPpRLpeFyiRCeLq0ZlpA",
-	"+fe3DsH9owXG3yzMBuPB/zttjvKUr7rTS17FL90+RMuvFcoJpW9kofILMQFrjXUTgft2AmS2EFOZi5mC",
-	"Ih8ObpPBY6Nnhcq+GLRZeL8TK+UXRHhvzfSeE1llLWgvnJcehLG0BQL5Ce7pc8L7SK+F8QuwgtBJQDw3",
-	"/ntT6fxzwvHcCFdlC0QQIgTeQVbhJQLotTE/STuHL3WQU5Ovkfa8MaJAQAiqX7S8kaqQ0+KzA5YVlfNg",
-	"xY2CFQJWNaCMhV8oJxzYG7BiIZ3QRoDP8lRnRmvI8DEJ4dhnuchVLrTxQmq3AjtMNcmeAAZC+ch7KJe0",
-	"raU1S7BesTSASKpd8B5XXngjzkcPvxHTtQc33JZuyYDP19grlffI1WQwU1q5BeRX0nekZS49nHhVAsq7",
-	"qgjIZ+G69ZAFSOunIH14yjYeC+m8qG9D7SBFYfRcSN41wv5h79ZVOYU+9JhKeydm1pTiTBg8I5QLNb3f",
-	"c2K1MAWIQs0gERZOcqtuAOVeVlQ55C101pI6GZjKZ6aEQ2QVDvNFuJsXLiv/ocfovLS+PqUNjq6KQsyM",
-	"JZQ6H1GK23MgaKVYIXkCIsHC0uCjPhTjt21l+2tEfwfCLlW9qR9hpm8h87idDfRsbQn3MW6dl7HCebNc",
-	"Qt4QkdJzcaS8yBXkx0LqvHu+qV6h5PdGSM1y12hAtksGoFER/zpwVZYB5IBmwUyqgn5ALORXpsJtZFJn",
-	"UPDfEaTWXpqj+daCvAb7ClUMsWt4elYYRysXspidmCXgq+m/vqc8iXBv8384z6tCuZ7Tf3IDdh3PPBEz",
-	"ZR3tGjnuQhhdrIXS4ocnr8XpzdlpjR53+ofKb8m08VC6O9IzQhpAl9bKNf4eXu1a4qXFL7lyS+mzj5Uw",
-	"tQz8MgJuhuR+NV33CzdEUl4VYIU2OQi/kF7Qii5FXgg5dUiTyKul1JUshK10P8Pzbg4Yr8ngrZlevcet",
-	"bLn2YInB2d7e97SN6VpcvnjFFPTWTJl2Tm2lhZXEWn4hNd7lW9hobWtqTAFSk7hGG3Ips34wyIWI9N4n",
-	"6/5zoQroohXVMnOvODJWKO9EDoUitkCxl8MMrIX8OBGrBWihyLpdVtOC6ELIuVT6w/VPI9e3Li2tMlb5",
-	"9WEbJNwXDALEXn41Y4LvheqAfviwnbgowfbBWssplneb6oBILxBli+Ta5765x5r4IgQtkbIpP95TzdTA",
-	"/hREZ1ew1pLvTiKwkdA9QrDl+24T7SNme6OJcMkUiu7wfuXKcO3dWa12uq/8rYIK8rFYSUWKkswD3WhT",
-	"5JRZ4BZWGYEhji9QJmml5+NUS10bEyioLgKfjZt9xMuBAVELS2HBE+8p71JtKk9vmcrs2sxmF6LWuomo",
-	"9SstzEHm4mjz0anmZx8LaUHMlJZFV4vzVgfJIMCNRNKn2NvKHF/Vq4a/R5+29g275EL+7jaqvzPeQy6W",
-	"0i9i1AO9Y6WXlU8EDOfDRiQiK/5uNJBbgM4O/SBFHWW554KL2gNbCc7JOfSHR9pkw4A2C/oI6Eep84Lt",
-	"ZpnnCvcii8vWfmeycJBsiV9DlNBysRuLYigmC++Xk7GYVLaYiCM5daaoPAj8szA21fiDO07EpAS/MPlE",
-	"HIWQCekXvLAAmYN1kwtGJPqDxDyK3plqfulSrgsj86GYaOndZBypl2NOfBGNoImraMeThChspfwi1ROk",
-	"zCsLy2I9ISoNxjP9ZSgmWeW8KSfj1tbE3ODj8Ol8NdWRlRzre3IDEZwSJkyfXeIJ+9qN7x79sXVojDUy",
-	"Mt/JcomyfICI66OWqOqbOx3o/ARKqVDULpG9LJ7pP399dPJf8uT30cnDq5M3f5wl35zf/q1XxzAuuw9l",
-	"d8INtZovfLHuW8d/aAxjJALSCCTgGZ+9zFjZovsyIp/x6Wn4yzAz5enCmOu+tzaH3MJtbYhscAxd3sMm",
-	"T8Jhb3P/C934KPccxwnIu13wyuEWJUzZXzikbjpuxV3sXKmKygZJFfW/0v6b814/VumrWYFn1m+2F/0x",
-	"0deLzm4zoznClq0FrSBOQi4Ju69NXrK8NHpgvdCE+I/r0Z3BFBAZ+vOAcpUlA6OnFeNbKZ2bVceQ2719",
-	"p3QGfeYldB4vQHtACxg1GFknOw3Fbepd4uW9Jtl+Md4+8aQmmwh7C2mtw28fbAeEPcT9VM/Mtrb7SDK9",
-	"u121yWI91tWiUVZdYTCWSzVsSYO+cyD74LDSjO+IC9oYbza1B42fwsZsn8gWHu5sHP4IsvCLbViQgCvX",
-	"xWKf8Nx4UVjW96ZnZtpDOVV2DTvkSmbhPZmic/p3wN17OM9oZl7ZSn+U17TTpb6Dp9u8uyeit4qy6K2Z",
-	"kscqKwc52ou4+QI+IoaH6p9sJHz1u5O5OQk3vHVGD1/K1c/BcvxAJ5YcgEMLXuJNl6ZQWcfxPbTsVbzv",
-	"rh7rMzOtpROix+zw1j9aXhORtf3c4PoGfmjc23qrSUvqtAmiS5odrjko1J+Z6bfoMD+mNQft+y7rvjVT",
-	"16/18QqawAxKwllA6bpxIeHlNTih/J3jis/MNABKQah3T3nR2SjkTOPvB2Qhwb0PG/ic/o2FgD4abUYz",
-	"s5H9NsVlYzFh6TcR90dndZA5nEeqJ2/NdEI+HEW+6Fa6axKyUZMNBK1MVeRiIW8AvWu3IuOCHXFxdD4a",
-	"xaxrIs5HD8kVJJzq4z6f4i1L3wP4ZSbmLNddk2FJn664P+rLXb+PrqCjeAmOcuSbaiMgdfuUniHiwtV+",
-	"8zH4+P0rtfFxNTmVCpENpROZtHYdqhRo3/0Pr+l42/C3tBWxBBvpxjfJzARNVbQbjc3ZD7grRzQUezcb",
-	"oBYQTbhjxwF8kFB4f/0bdWIXY79o9VsF5IQHI74WlkOKAr77CfQcDZf7gfvj72c7/NXh1cmbv/9tl/db",
-	"K9+NeA1HHEiapbFkIx18chBaKna7EuDZqxfPxY0sKkjIV4I8xhcCtrmSASiK3crRb6v2v7D6bmnjLoZ+",
-	"MnoOzotW/LGUa2ErLY6k+MGIvLKS0+vSi9I4L+6fL46HZKpHy/bByB1U2UFDRwrfwTWfwrIPgvhLx42f",
-	"meklSpf3jPuhoqSoItsAC6nncME2ACrNpQWC1MKykBm0woND8YjDwak2M/HHLYpM8PUNdVCNyyzuUbaG",
-	"4oFLoqzeSNp7i6M7cuKFQN4SFkpzE/YQ44z/S/juUZu3etARFg7vVCXQR3tbSXKZeXUDFI+sOFteOze9",
-	"IcHnJoc+uAt1s5mHTdA8tTBXLoRwNBXibAfkZJ7vKGl8dPlU4FVwvH9K78r8Btc6cHujWw3MbP9fUQCr",
-	"3yvmO3ZY3uFiKOcwKw1WXMM6VONRDVLcbgY6V3resTW237YpgwqQDq68L64cZEbnfXCoEkQBs1oY4Rvv",
-	"Oa5sovVk7YT1Q/E6IsuChpVLtfLCoTKTBRGRI5vp9eufLoTkG3l39CjOMJjKi8I4cidcqgMWWCA0zpmp",
-	"pkXLMwvVKChYewmlhkvlww9Mox5QKPjajSzlNn6bE9+gjj6RjST/KTQQsc6HB5UupfUqFqhsm8K8DTSB",
-	"0c9J2PAlWqXEy0J6dHEWpshdDweSFLiK3ucd4rf7YkywNKzgepw9hMgt1PKeEzPQmdJzQbdz3rFRQ0TY",
-	"c9DAslCk1Wj0ION/xflI/DfXIOBdFm6Uw3skCgKVcRKq4dOVrL2X4yBTybajO3rD1Ttka2uL/X46uTsx",
-	"Pk4ISgjzEIrflO2JYe/GMdkmebWDjUDaQqGRhreRaRaTn/Tme07wqRI9xH2H+gsultTwEVUXiLw9/E0n",
-	"wxJSutaBaLNqw6IN325WIafJwA/vAoKFDD27/GoPvTFtxTvxbC6N83MLr/7xUxKohW38mcLnCm+ldpJK",
-	"R0W2gOzatUmmfuXH0E73IXv4ZAfcASA1q7FH9JUVUpWh5OnOWNyQPnWkjEGLrLwF8xbyA0ckHUnSouC9",
-	"Au1TCNdGOn6EhG2ZjD1pqSbhLC0IJz3aaZAnYqHmi3aumis+pzAzFrnBlrJIkds4MsV/iJcLs0IL3g1F",
-	"2y3me7plFvgWRCldonrIVa+FdtmEmrqbePn9Y/Hw/Ov/H6MtIgcvVdGjDvhCf7UftSLc+Vha5Rw9ho/S",
-	"zku9I0DfBMB6LCjlC9iTst/c+iuPPCBUDtqrmQIbZeW10jn+3ApAbWe7vcmuhzncxAp3d0ohQlJMbRFQ",
-	"WXXQPqGrcQPJvnBd2894P2fxR6SpmQdN9LYwK+EMqsdYJNSp3PNWxRq8cVPyo/9+xvVDQmnllSyuQvmQ",
-	"+EqUVeHVslBg/3mkT86OE5FJqgyWPtWlfBdvTRDDWrxVnu3/o1lVFGNRaYUYQ5n26ygRqJPht0o2V1KN",
-	"l/LT+3wROed4KL5n75dt4MpTVLbfdXWpPsIjy8XJCXl0J1+JWSHn7ngrpRPMAhEKsbhuSrlUB0c67/N/",
-	"NzDSF+Aq5DoyOMWlyeysQyndEMpG1OTM9daOEhLbjhsiExf+xpV7iKVecYAH0q4Qrruizg51RfHanbuM",
-	"MaI87NavAOpwkTuwyd5EcUNYXeM/+hg9wEZ/o8/dfdXyzN+rxAq3QRRCxcHiFfg6ymU0JSommTV6koiJ",
-	"9BNONyg9YVIVZpZqv4CSSvy0qZ1ifIYsimNRgtSODTadQYImUR+Z9eUlX4ZF+CxyPNFci3ZMWaExaDxl",
-	"N8RSOrcnQbmFfNxRj+BU70LcaRypuFSaSspMZUUu1ydmdlIa7ReC/w1/WgFcJ6mm6rt0MBIPRuKh+Ep8",
-	"JX5+8fzk+5dP00HQbjVNbN/TW5at92Fl5snQVi5Q5V4ifDjqZbVYIrj9nqePnj8ijAu8HhJRBg2DpQXn",
-	"gkC1QMWHTWXdL68fb7z5SYUnffot2ELpwR1iN7e0c64SyYz2kqvAQh8kRYZMdi1KqbSXCl0sceQAYm4F",
-	"H3LPiZdPHn3385PjwVajFS1WTkiRKwRiWqFQRA6oIzpDQc4NUq02q6SmQhlIEH9PNR+AZOxTWo70DmGp",
-	"5oMjMqVlDFYwfVH4QmqBOE51jeTjoXjSNs8pMxiEd11OS7EytuJRfuM9OtYH4qFM153SW14a+55SnerX",
-	"FBFBqw5tpAcPHjxEaH55/Xgovgu0w5dbxOTEUYoklA4SkQ7Oygf0Y6rTwf1FOkC4yVKqn9pneYmjya4G",
-	"uslxqiOe2HiZIE1MxC8vn16Ixv6Ij3SiUM4HLNTNoULpVMf2Udoq2toM1FLOIR+TnCA62WofpsCynAM6",
-	"cJP4d2/EHDxJOHI8Lwi15dKvqZCWw3HdR7G88wuwQC/WRpTGhlagQmWgHbSo+dFSZgs4uT8ctSw9ItFB",
-	"MrgB65hmz4YjvsMsQculGowHD4aj4QMurVyQCD1dUCHO7/jzHPrirZQBduL+aIRCtKg5JgMXOgud+PH1",
-	"68shtw7x0T/NB+PBD+B/DE/faB6+Pxrt6ZJ8v+7IUEm0ozkyAqqcqJZD7mesylLaNepndQMaHMk4OXdo",
-	"M9Q7cIM3ePNpCd6qzO3ED2L9nhMT/P/qKzxKur/Ow/9A1cjIrfdcQmn0S2tK8Auo0I9JtcusXIaj3sLf",
-	"z+HtB/Hn4Z0/XRZSbWBuU25uISm8IcZk2sDBO4+C2ziyCwQryU0cthaUNbA7sRkocRiPuBeleG4vlqAf",
-	"XT4VucmqkprkyEikPtaVdGJaqcJT5+QOzIUHfCzl9WiZw8Bu4ug1qdtwkWL+z169eL4PT6gh13dlSmiH",
-	"PoJ+zRYoERPx9egBt3SvlINeFn3Jr/oiHErvRoFJJ0uN1F+PHnzeVnNP5sh688wQNHVIOHS6FXeeFtXn",
-	"wH/kIPNJaBKgRpKTAtBlIbXUqeQPiYaeDhOymLl5j39fgi0l7rZYHw/Fy9AhTIqJOwnq2p6NtspT8uT6",
-	"mAf135NmV0lnvsav24H1Yt2GneSIalUi942laFeZHT6+7X6u/vsbOE95XsYdbgzTQm7f/In0323x6iHC",
-	"F9GMMLN2rwqywznD0ff4Gt7T1iwOenaY8HFoWQg6bahENJGa45SZNc6FhImGFbqz1IzVYosWC/SwBVHb",
-	"Tt5oehOU0eM6CWOl5nQH99KEfHpS982gduVQBCfhUx3j9tTUepw01fDcVgPtFuSOrVvKHP1DYhZOQIRy",
-	"O5fwGAzW5dxDuUPZNH13n4OMdqmh7pyMD6Cc89H54SX1QJCPJbUfwHccFM4f4Lm1eit7aWxLJB1g8qff",
-	"DW7f9BPmKbfcbY4RuuMzk8HSuN4iBe74a23uiDw9qLsdTeXrNsQQQDrm8Qeppui4u8Dr3C9YE+5CUq45",
-	"MgT3t5ChVrcOslOErmJwHznV3UAC6FFO6vsnQ/GYf6YXpbrpeGzWUPAzFNVQueJC6TkCWLcxom9D3ZFG",
-	"Az1DGy+m0OqfPDofPTzuYyB+/b8GD/Vs/rNx0/no4eEF9Ryjxlbav6A9meZjWZZPqsO176cHTuv6oU/I",
-	"bf9AXqPQDNLfJtFKvDKz4BY1FzmwCty4CWinmtXIvUb2hBSVuaEOsbCQY6nMdEpXTTgNYvaqIGOSlMpQ",
-	"kG3UBcohhSFfxGEuejdfUHpjD1vc/3xsYeFkU6L967LFR5F4bUJvktMBQg8S2e21dJSHksqKYgXtEbeW",
-	"1r+jfZxwj/KYKzkWxnn6CSbUnkzdxOFa6HYNl49Dl68pgWvNmrk06F3VbYnoV6SaY9RJqOGV2aLdNBlb",
-	"C9Hw4SbmR43KSfUkXK+9mZWxjgprkKPqJPC9sUB/PyS56hEzCdlZWvDwmV0eyI8Rn3+mY9rqiushfA6r",
-	"xqNxAHr4RaQu2eSRvurxccqKTNmsUj4eV9teCim/hj5jOU4vbV7KOdXpWVPNF8HYN0vOBhXrGOmsC9Yp",
-	"Eo1/CQa2scF+5moWkpxoTITo7NLCTL3bddDPuA7isJP5ti4dUq6BRRzJomh+dRwP4Sjr8S7/c3PSx46B",
-	"jofB+IRebtMDtu/FHBqgphu2EiM9KLdvs1d8Boe2+1fyqmPR+wF/GrH25TzpwEo2hzCjqKFbKnTh2v7I",
-	"tNwidrvLzuHOGBfTO9y50/SniKf1oBRbUZ4NYaU8lfScjZpZU6aaXOOQakriSKRcejmVDtClKEx2fRFe",
-	"kzftMDImNpVLNRr4lc6aphCHNj8KKGdYEQVn3FE9rioh5qlaqRcuI6BZb1GknI9GVHBbt5WJzUYcTsOd",
-	"jx72+hKEo2dm2jSff2vy9aekutgM2K1b8baC2y1yP/uUL95lnOExtSo4P9ww+5x2FmORiWybBVpKq44f",
-	"5VBA3xyhp2TFhzLAdujKgrgGntvYJZLv6EmRSDoHdr6ztTQM6gpNzX+FAAtvcxeKk93JF9ytROVmLOTs",
-	"JjXyYjMWl3QCcQmrRJQPOZfdkg0pWSjtCJ/1nsToM7HOXyhYtusgP8yXjj1WmymZ0B9FPgHL6dg7Feu2",
-	"Tb6+iL1WdbXZNcCS7dJUU68SOg0aVk1VAzIpKSQX0t/cPD7hAahU9izjCIG3ZkpxsHUcKpCEwV117w1R",
-	"6Zw8aNl9zxQofJvqUN3N0/N6SO8XalP/U5UFd7LdSVd8FoLnEF7+1yH8xwTwXfXEXdJxXWenM6fRtVvs",
-	"j6i6Az2/OAuQK5vQC29GYx7XaZGN28gS67hRbadpjzf0f7m3v27u7fPyBrkYcmvI3d0SdR+TRGn4jYTz",
-	"J8+eNEpA5IYTDuRLiEp7VYTxqBZcVUI+FJeycpS76Fu3CM2GXVbDJfDlzI4Gzn/TKCrh985Cm0/yk1MR",
-	"1VQyc9QNYMq15okSSZGw5jg+mSDU2Vkq5yiVRhVvioeTh1Oj1pZrtVwCxUWNhhO3MJ57xdHx5dYxft8a",
-	"fKrZDZY+jNpQc6VDkynP1gzeuZo160NtsniU6q7F02TWAv2H/IF4ib8SG+hWWxvxQaojI/RmGfAxX44X",
-	"4jb+fZmBMdwRT3dhikr/WXmyYL20SoObUovailZhLA0bjNsi9GWle4nmM2alvlhK6uPIoYrNE1wmXnmn",
-	"cuh42XvJYzyNntv+MCGXvFAddBz9M8H1k2iIxpBfp6NT6jyOfQqxZbM1RYji//F7KDw6SDyR4YMtyqWa",
-	"2kLpZGTmi/X2EC7uGxXKJ83ncJwsodWgFAto6c8kr09QoLILyYXdR+Q4MnwyD8XvlIytt0axzHrkJ39N",
-	"I0B+TNXeT32kdFkU9PkdFpXjcEYcynTN0Ctj20F43C2HKY+ma6pEN5ZZnOcnc1099SF3BjDRriIgSapV",
-	"ZwgU+bqcnSa8Z9JaFed9hAL5DkJT3UztEvXQrqMw7et8NEJgzkcPk86XkqibN45NSbV0TCC/PngzrMdB",
-	"UxvPcWwe4K9UdFvDSEmFrZwUcANFDeOR5PHIEYm4xWevXjxPhDaBGBOqdKfp/Kk+S0ajUQiah6X0VZSz",
-	"b8TP6ttjKnp02yfJNMS7TPX52QPCXxb4oK5WcYatQtlQfhhKKo6+Ho2YHlCuMAIR4FhgG9vTm49PeQfF",
-	"jMyCFfC3TUrIE0STTjU3Hm/EZcfc9zIJv4auKK7j5AFtFHJRHkpKsoapbqGtpC8Oj5ZITxw+9KM4OtEu",
-	"38W7CYnlBSOuPgDx4H794SUXpER9tLhiTTOO2BJf0ndLYssTOcsuk1oo7cHeyOJYFDv83DpGT0PE/rzY",
-	"S3vG4OePwLQHyR34pBQZl9yoAPlFQwbCyTUlNInrUB58qlD/2R1S2PWHtj5RqJ8ppmHxqIYCFnbqPG1y",
-	"cHubBUrgspztSTqU3grTVMJAyFrfhPkmaOT3Ta1RfleM5jkB9CdSTz1OZWdRQs8soS9Ym0BVJdsQ7a1H",
-	"WMZpBHesmInDQpSu57ig4ZE0s4eUX5iKU66prr+QJSZ0sEHa0iiGCQlOKjWmGRzEZdqsuOI4zgZJdU0R",
-	"xxdi0h3vEB7XHfHQPDfVrYaMhWzyU7ERVbnw/h2DNYIJxWOK1iJXsxnY8A2A0lBDTF5ZDnospM5PUE2O",
-	"46AiTyDge99WKF7CQKSGwhkcdoV5/kdoxY452yTYgRHX2rAyXmnG1DXAkpdzaiem33johwipFfRd6Qtn",
-	"pPgatR3msE6LnWHQy4Y6/kQ+647X2MlscVTIF+MvaIHRVEk3o4uCZtjBb/g8apzqCyG/Do2xOVMO3shW",
-	"YatjSRxJHaRoLTzlUglrCqASG/oIwuCUXM8AQN/cn1De702ckhhLqzizE/KJ8RtIR7IWJ8eBHBdmRaup",
-	"c0U8DmN+2UNN2LtOQjwhiX244bMtlAlFm4cpLsTCCWnb5TZNBH4sdiUBYpftUedDWcesZEJjaruWfShe",
-	"gqy/JxMaGEKp4RZcrUDtNnTbn/NyYYCVCQUXLGOixESpwRxmrGNrMtUoqRaSPi6lNBlyM/UO8lDhitsL",
-	"cjWYI4H4FJMdlbLQLIvY8d8j/pve587eImVub4z7xJLgzIFzyUY3ZaeLrrOt2G6prPDG8MCW8L5W09bt",
-	"m9v/CQAA//8=",
+	"7H1rc9vGsuBfmeKeKos5EEXZytkyVftBcZzErsTWtZ3aqg18xSHQJMcCZ5CZgWgmq/++1d0zeJAgJT9i",
+	"39w9X2xJwAA9Pf1+4c9BZlal0aC9G0z+HJTSyhV4sPTbk8o6Y/GnHFxmVemV0YPJ4M0SxFTDe3+V0R1T",
+	"YebCL0GUFm6UqZwo5QJGg2Sg8PbfK7CbQTLQcgWDyYDXDJKBy5awkvh4vynxivNW6cXg9jYZPPse/07L",
+	"S+mXzWqVD5KBhd8rZSEfTLytoP2kubEr6QeTQVXRnbtP/lmtlN/d06VcgHDqj71gF7Su/a4c5rIq/GDy",
+	"7TgZrOR7tapW+Av+pjT/dlqDoLSHBdjBLQJhwZVGOyA0fyfzV/B7BY7Ayoz2oOlHWZaFyiRCeFJaMytg",
+	"9c93DsH9swXGPyzMB5PB/zhpjvKEr7qTS17FL909RMuvFcoJpW9kofJzMQVrjXVTgft2AmS2FDOZi7mC",
+	"Ih8NbpPBE6Pnhcq+GrRZeL8Ta+WXRHjvzOyBE1llLWgvnJcehLG0BQL5Ke7pS8J7oTfC+CVYQegkIF4Y",
+	"/4OpdP4l4XhhhKuyJSIIEQLvIavwEgH0xpifpV3A1zrImck3SHveGFEgIATVr1reSFXIWfHFAcuKynmw",
+	"4kbBGgGrGlAmwi+VEw7sDVixlE5oI8BneaozozVk+JiEcOyzXOQqF9p4IbVbgx2lmmRPAAOhvPAeViVt",
+	"q7SmBOsVSwOIpNoF70nlhTfibPz4X2K28eBGu9ItGfD5Gnul8h65mgzmSiu3hPxK+o60zKWHY69WgPKu",
+	"KgLyWbjuPGQJ0voZSB+esovHQjov6ttQO0hRGL0QkneNsH/cu3W1mkEfekylvRNza1biVBg8I5QLNb0/",
+	"cGK9NAWIQs0hERaOc6tuAOVeVlQ55C101pI6GZjKZ2YFd5FVOMyX4W5eWFb+Y4/ReWl9fUpbHF0VhZgb",
+	"Syh1PqIUt+dA0EqxRvIERIKF0uCjPhbjt21l+1tEfwfCLlW9rR9hZu8g87idLfTsbAn3MWmdl7HCeVOW",
+	"kDdEpPRCHCkvcgX5UEidd8831WuU/N4IqVnuGg3IdskANCri3wauyjKAHNAsmEtV0A+IhfzKVLiNTOoM",
+	"Cv47gtTaS3M031mQ12Bfo4ohdg1PzwrjaOVSFvNjUwK+mv7rfUqVXUPP4b7UIGZ0DZnmnZm5RCjvhFlr",
+	"sLTr9VJ6obxYmiIn4ulKD5l5dQNXuLLD4Er7f531kvisBmX3GpQmW/azOEHklqp84MQcdIbnQ7eLI99I",
+	"0geOxeECNFgS3CKtxuNHGf8rzsbi//JB4l1oPTq8RyI5q4x1O+/9GjZE1pkF6SEfngukXLYA6I4Ohcft",
+	"7qHu1hYjpro7fG5mKBro/YyghDAPQbAoy0ZG70t3X0K2cl5BPypB2kKhPsTbhK10NKf5zQ+c4FMleoj7",
+	"XoImMiBFpOHjJSohrx8wbfJwMmwLStc6EG3WbVi04dvNWrsW8KP7gGAhMzaH/OoAvTFtxTvxbC6N8wsL",
+	"r//j5yRQC57ORswVPld4K7WTpJZFtoTs2rVJpn7lp9BO9yEH+GQP3AEgNa+xR/SVFRKl0odhcUtQB66O",
+	"xxtZeQfmHeQHjkg6kqRFwX3ynaXZz8r1mDPKw6r7wyFFGuTibf0Saa3c7OyOn9UHytOoEHYhCYryqghw",
+	"ds/qKdFOuCdBInKkTtCUORdGFxs8ux+fvhEnN6cntd5xJ3+q/JZ8xvvsL1p9OxtMIniuXxLnypXSZ59q",
+	"utXG5dexHOd4gFezTT+rIJLyqiDZkoPwqOloRVfVnws5c6js0QhaSV3JAoVmvyXFu7kjKkA0f/UBt3JI",
+	"oAdLDM7u9n6gbcw24vLla6Yg5CuinRMU+FaSzeKXUuNdvoWN1rZmxhQgNWkUFMilzPrBIG6N9N5nRP7v",
+	"pSqgi1b0d9gsEkfGktWRQ6GILVDx5jAHayEfJrXyUU6U1awguhByIZX+BDVUG8w7l0qrjFV+c7dzF+4L",
+	"nhZiL7+aM8H3QnWH4f1xO3HRNDwEay2n2JDcEXD5oCbKFsm1z317jzXxRQhaImVbfnyg/V4D+zlEfCOh",
+	"e4RgK6i4S7QXzPaGzTLyMWOc8bAyvIe6qO357it/r6CCfCLWUpEHQn6XbtwU5JR54BZWGYEhhucok7TS",
+	"i0mqpa69NBRU54HPJs0+4uXAgGjoS2HBE+8p71JtKk9vmcns2szn56J2ZxJROy60MAeZsxHefnSq+dlD",
+	"IS2IudKy6LpHvFU0CBhuJJI+j6ntJeGrev2bHxQUeR1065ILBRJ3Uf298R5yUUo06IP9K9FgKiufCBgt",
+	"Ro1IRFb8w2igeMvM5Bv6QYo6fP3AhdhfD2wrcE4uoD/u3CYbBrRZ0EdAP0mdF2z7yTxXuBdZXLb2O5eF",
+	"g2RH/BqihFbssrEoRmK69L6cTsS0ssVUHMmZM0XlQeCfhbGpxh/cMBHTFfilyafiKMSiSb/ghSXIHKyb",
+	"njMiTb4RxDyK3plqfmkpN4WR+UhMtfRuOonUy8F8vohG0NRVtONpwj6o8stUT5EyryyUxWZKVBqiEvSX",
+	"kZhmlfNmNZ20tiYWBh9HDiJdTXVkJcf6nuJrCM4KpkyfXeIJ+9qP7x79sXNojDXy3t/LVYmyfICI66OW",
+	"qOqbOx3o/BhWUqGoLZG9LJ7pf/52cfx/5PEf4+PHV8dv/zxN/nV2+49eHcO47D6U4zRupNVi6YtN3zr+",
+	"QxNxQCIgjUACnvHZy4yVLbovI/KZnJyEv4wyszpZGnPd99bmkFu4rQ2RLY6hywfY5Gk47P7ARySFB44D",
+	"sBQ2XPLK3UjHjAMxd3oU7XjNfexcqYrKwn2jJ0pfzQs8s36zvehPNr1ZdnabGc2pi2wjaAVxEnJJ2H1t",
+	"8gZXW0N/uDIE1nsCGsHxwHdV2rMjSpKB0dNKnqyVzs36noENp3QGfeYldB4vQHtACxg12G7g5KBJVpV4",
+	"+aBJdliMt088qckmwt5CWuvw2wfbAeEAcT/Tc7Or7T6RTO9vV22zWI91tWyUVVcYTGSpRi1p0HcOZB/c",
+	"rTTjO+KCNsabTR1A4+ewMdsn8vGxhJ9AFn65CwsScOW6WOwTnlsvCsv63vTczHoo50BgNkRBP4ApOqd/",
+	"D9x9gPOMZuaVrfQneU17Xep7eLrNu3tSJesoi96ZGXmssnKQo72Imy/gE5IjqP7JRsJXvz9emONwwztn",
+	"9OiVXP8SLMePdGLJAbhrwSu86dIUKus4vnctex3vu6/H+tzMaumE6DF7vPVPltdEZG0/N7i+dUgzurf1",
+	"VpOW1GkTRJc0O1xzp1B/bmbfocP8hNbcad93Wbc/qfCGidChCcygJFxeIV03LiS8vAYnlL93XPG5mQVA",
+	"KQj1/hkvOh2HYpT4+x2ykOA+hA18zp44Nyf30GgzmpmN7LcZLpuIKUu/qXg4Pq2zd+E8Uj19Z2ZT8uEo",
+	"8kW30l3TkOafbiFobaoiF0t5A+hduzUZF+yIi6Oz8TiWsyTibPyYXEHCqR72+RTvWPregV9mYi4fuG+V",
+	"QdKnKx6O+4qCPkRX0FG8AkfFR9tqIyB1T04rXO03H4OP379SGx9Xn4cUGJGmyKS1m1D+Rfvuf3hNx7uG",
+	"v6WtiBJspBvfVIkkaKpSDtTm7AfclyMair2fDVALiCbcsecAPkoofLj+jTqxi7Fftfq9AnLCgxFfC8sR",
+	"RQHf/wx6gYbLw8D98ffTPf7q6Or47T//sc/7rZXvVryGIw4kzdJYC5cOPjsILRW7W2L1/PXLF+JGFhUk",
+	"5CtBHuMLAduc7ePEYKv4aVe1/43Vd0sbdzH0s9ELcF604o8ruaEM85EUPxqRV5yUT4T0YmWcFw/PlsMR",
+	"merRsn00dneq7KChI4Xv4ZrPYdkHQfy148bPzewSpcsHxv1QUVJUkW2ApdQLOGcbAJVmaYEgtVAWMoNW",
+	"eHAkLjgcnGozF3/eosgEX99QB9XqqosYDyyJsnojaR8sju7JiSGrbWFlbsIeYpzx/xO+u2jzVg86wsL7",
+	"ZfX7aG+n+oiT9RSPrLgMqXZuekOCL0wOfXAX6mY7D5ugeWphoVwI4WgqCekpPcrzPTUQF5fPBF4Fx/un",
+	"9K7Mb3CtA3cwutXAzPb/FQWw+r1ivmOP5R0uhjq5pqiIS1uouDNuNwOdK73o2Bq7b9uWQQVIB1feF1cO",
+	"MqPzPjjUCkQB81oY4RtjjRStJ2snrB+JugjHgoa1S7XywqEykwURkSOb6c2bn8+F5Bt5d/QozjCYyovC",
+	"OHInXKoDFlggNM6ZqWZFyzMLZX4oWHsJpYZL5aOPTKPeoVDwtVtZyl38Nie+RR19IhtJ/nNoIGKdjw8q",
+	"XbYEWk/QtEmHSAvCSY9SBPJELNVi2c6kcKHnDObG4lnYlSxSZB32m/gP8XJh1qhf3Ei0jTa+p5sExLeg",
+	"VKJLVAa57pUfl40j1N3Eqx+eiMdn3/7P6AuIHLxURU+lIl/or0WhDoR7n0gr2djDlko7L/We8FHjnvXw",
+	"t/IFHEgobW/9tUdBLlQO2qu5AhsdmWulc/y55R7t5mK8ya5HOdzEwnZ3Qg4sqZA2q1ZW3ck9dDVuIDnk",
+	"TLa14IeZMj8hTc09aKK3pVkLZ4wWMqawO3Ul3qpYITJpEtL6n6ec3RZKK69kcRWS2+IbsaoKr8pCgf3P",
+	"I318OkxEJqkgWPpUr+T7eGuCGNbinfKsnY7mVVFMRKUVYgyF6W/jROTDcwG/V7K5kmq8lJ885IvIOcOR",
+	"+IFtM5bQlaeYQb9h5VJ9hEeWi+NjsjeOvxHzQi7ccCfgGJxKEcoEOKuvXKqDmZf3WWdbGOlzvwq5iQxO",
+	"URMSirWh3zXwt2z6U9db2URIbJsViExc+DvXlSCWesUBHki7fq1uhjq9qxmK1+7dZfRg8rBbvwaonRl3",
+	"xyZ70xgNYXVVU9SAPcBGbdhnjL1u2Y0fVACA2yAKodI18Rp87YOhK2DmYppZo6eJmEo/5WCY0lMmVWHm",
+	"qfZLWFEBija1yYbPkEUxFCuQ2nEtsc4gEdqs+8isL2r+KizCZ5FZhBo7ltiuKucpFLSUN2jXO3cgfL6D",
+	"fNxRj+BU74NXNIlUvFKaCh5MZUUuN8dmfrwy2i8F/xv+tAa4TlJNtSHpYCwejcVj8Y34Rvzy8sXxD6+e",
+	"pYOg3Wqa2L2nt2hQH8LK3FOlnnKBKg8S4eNxL6vFApbd9zy7eHFBGBd4PYRJDRoG6B26IFAtUGlMU/fx",
+	"65snW29+WuFJn3wHtlB6cA/P4pZ2zjnMzGgvuUYhtD+S32Kya7GSSnupNFgnjhxAjPzhQx448erpxfe/",
+	"PB0OdvqraLFyQopcIRCzCoUickDtb4wERRqRarVZJzUVykCC+Huq+QAkY5+CxqR3CEs1HxxR3EdGU5rp",
+	"i4xrqQXiONU1kocj8bRdOU5x6yC862Iv8uQ4joTyG+/RsXoFD2W26RSG8dLY7pTqVL8hex2tOrSRHj16",
+	"9Bih+fXNk5H4PtAOX24RkxNHKZJQOkhEOjhdPaIfU50OHi7TAcJNllL91D7LSxxN9/XNTYepjnhi42WK",
+	"NDEVv756di4a+yM+0olCOR+wUPeECqVTHbtGaatoZjNQpVxAPiE5QXSy0zVMYQ+5AHQyp/Hv3ogFeJJw",
+	"1BNxTqhdlX5DZV7sLHYfxfLOL8ECvVgbsTI2dAAVKgPtoEXNF6XMlnD8cDRuWXpEooNkcAPWMc2ejsZ8",
+	"hylBy1INJoNHo/HoERf+LEmEniwpTfwH/rzo6+m5oPyEEw/HYxSiRc0xGfrDVPDkxE9v3lyOuGOIj/5Z",
+	"PpgMfgT/U3j6Vs/ww/H4QHPkhzVFhjz3np7ICKhyoipH3MZYrVbSblA/qxvQ4EjGyYVDm6HegRu8xZtP",
+	"VuCtytxe/CDWHzgxxf+vvsGjpPvrLNGPVCuH3PrAJZTkubRmBX4JFfoxqXaZlWU46h38/RLefif+PLz3",
+	"J2Uh1RbmtuXmDpLCG2JFTRs4eO9RcBtHdoFgJbmNw9aCVQ3sXmwGShzFI+5FKZ7byxL0xeUzkZusWlFv",
+	"HBmJ1L66lk7MKlV4apjcg7nwgE+lvB4tczew2zh6Q+o2XKSI1PPXL18cwhNqyM19mRLaXTlBv2ZLlIiJ",
+	"+Hb8iDu518pBL4u+4ld9FQ6ld6PApJOl/ulvx4++bIe5J3Nks31mCJq6SzjcnJ60onaLfT2RysOKYl2x",
+	"GU/puk/S5mCTJryn/BJdt3dm5tDJC929YkoRv2BIU6vTlBQF9VNS/M3JjUO7g2unY+9dqutQ4fBcTLvt",
+	"U+Fx3Raq5rmpblHVksKofGO0ppUL79/TuJZq7lyjSOBG5Go+BxvKbFeGuDqvaBEXSh6bG7CTGAv0BAK+",
+	"9x1a7esQc2xCnwwORQZDf13wJxU33jgq9021jLjWhiqJqccPMXUNUPJyyqrUXW7cVCdCwUOqM+7OJqsV",
+	"QeBW7FDqMCt6ZTcaEd/V4b2/jLVavWs9xM12YWzCa5ir74k1iCftCQb0yDAn5K51IYa1pWEbi4sPgSy2",
+	"blMw/hYa9SKnhYhFw2ZN7HAvp1GRBvyvHGQ+DZXi1E1wXIBHmxutv045d4g297QZkGPKHVz8ewl2JXHD",
+	"xWY4Eq9C/z3Zf1xOXhd4bPXWnVDAZB+FPG12lXSm1/y2K0aKTRt2UteqVY7aN/SlXWp0Ny3tNvX039/A",
+	"ecLTaO5xY5jFc/v2L+SFbp9PDzu8jNa6mbcbFpDIzxiOwwTemnTzefiiOU6ZWeNcaJnXsAbnuSOnxRMt",
+	"FuhhC6K2g1qovndSt+FbqVlfcENFSKomdfMEcidH/DgTm+rYPEedjcOkKYnm3gpo96F2XMqVzCEJzML1",
+	"N6HmyiU8ZIZNZm6k22PTNc1XX4KM9ll73Sk0H0E5Z+Ozu5fU43Y+ldR+BN+JAzQSuNVg10tjOyLpDiZ/",
+	"9v3g9m0/YZ5w39X2kK57PjMZlMb1Zqq57au1uSMKqEDd8obGVOxFC3HaIQ8XSTUlodw5XuemsZpw0epA",
+	"DAWG4CYH8ofq/jGOPShdR2nYYGggAZ07Ma3vn47EE/6ZXpTqpu2tWUM5hlBZQTVrS6UXCGDdyyaM5RY5",
+	"o4GeoY0XM2g10R2djR8P+xiIX/9fg4d6Nv/FuOls/PjuBfWUsK9hNfFJdbj2w/TASV1E8hm57T+Q1ygC",
+	"ivS3TbQSr8wtuGXNRQ6sAjdp8kapZjXyoJE9IROMlv95vZBTFsx0SldN1Bpikrggn42UykiQbdQFyiGF",
+	"IV/EUUl6P19QFvEAWzz8cmxh4Xhbov3XZYtPIvHahN4mpzsIPUjke/rbsYzyiPsL69/RPk64UXXCs3yW",
+	"xnn6CabUo0otpeFaaHkMl4eh1dOsgAuOmqlPYG+a3jT0K1LNqaAkFHLKbNnunIv9ZWj4cCfrRaNyUj0N",
+	"12tvZm2so9FK5PLGWosHE2FK0CGXXA9wSsjO0oJHO+3zQH6K+Pwr4z+t1qi9Xmo8Ggegv6KvGumrHs6o",
+	"rMiUzSrl43Ed9FNj70QvbV7KBRVrWVMtlsHYNyUnXYtNTCjUVcsUJ8K/BAPb2GA/c9EXSU40JkISpLQw",
+	"V+/3HfRzdrDvdjLf1cOjlGtgEUeyKJpfHYcdOZkx3Od/bo972DMu9W4wPqOX2zQCHXoxhwao84KtxEgP",
+	"yh3a7BWfwV3b/Tt51bHy+Q5/GrH29TzpwEo2hzCopqFbqifjAu/ItNwndLvPzuH2CBezqNy+0TQpiGf1",
+	"tAxbUTobYaV0sPSc9J1bs0o1ucYho5vEuTi59HImHaBLUZjs+jy8Jm96ImSsH1Au1WjgVzprOgMc2vwo",
+	"oJxhRRSjnVSUqVYQ08GtDCdX69AkxShSzsZjqrqse4vEdjcGZ7vPxo97fQnC0XMzazqQvzP55nNSXewI",
+	"65aHeVvB7Q65n37OF+8zzvCYWjP8Pt4w+5J2FmORiWyXBVpKq44f5VBA3zCZZ77JAHRCVxbENfBU1C6R",
+	"fE9PikTSObCzvf2FYVpT6Gz9OwRYeJv7UJzsz3HibiUqN2MhZzepkRfbsbikE4hLWCWifMh58CLZkJKF",
+	"0p7wWe9JjL8Q6/yNgmX7DvLjfOnYaLOd+QxNMuQTsJyODTRxuIXJN+ex4aYu6rwGKNkuTTU1rKDToGHd",
+	"FA8hk5JCcqHKhDuIpzxemAZfythHTvkt5+UmdpYnYXpT3YBBVLogD1p23zMDCt+mOsz35BFqPaT3K/Uq",
+	"/6XKgtuZ7qUrvgjBcwgv//sQ/hMC+L564j7puK6z0xnW59p91kdURIWeXxwIxwWE6IU38xGHdVpk6zay",
+	"xDpuVNtpOuAN/Tv39vfNvX1Z3iAXQ+5MOrtfou5TkigNv5Fw/uzZk0YJiNxwwoF8CVFpr4owI9OCq1aQ",
+	"j8SlrBwXa/SsW4aOsy6r4RL4emZHA+d/0ygq4ffeQptP8rNTEZUuM3PUI8CVaw2VJJIiYc1xfDJBqL1v",
+	"pZyjVBoVlioe/R9OjTrIrlVZAsVFjYZjtzSeG4bR8eXh4fy+DfhUsxssfZi3oBZKh05DHrAYvHM1b9aH",
+	"FgBxkequxdNk1gL9h/yBeIW/Ehvo1mBz4oNUR0bozTLgY74eL8Rt/PdlBsZwRzzdhykq/VflyYL10qrA",
+	"b0otaitahdkkbDDuitBXle4lmi+YlfpqKalPI4cq9ihxN0blncqh42UfJI/JLHpuh8OEXPJC7QZx/ssU",
+	"10+jIRpDfp2Z/lyZGMp4+TMQO6NkKP4fvzbE82PEUxk+h6RcKK+kk5GZLza7k5i4/lIonzQfm3JyBa0+",
+	"wFinTn8meX2MApVdSO6fOCLHkeGTeegxoWRsvTWKZdZzH7lAMkA+pKaKZz5SuiwK+rgVi8pJOCMOZbpm",
+	"8pGx7SA87pbDlEezDTV8GMsszkN0uX2FvkTRmcJDu4qAJKlWnUlAdfVhwHsmrVVx6EPoQ+kgNNXN6CZR",
+	"T246CiOfzsZjBOZs/DjpfIeMymLj7IxUS8cE8tujt6N6JjB1yw1jjw5/A6bbgUlKKmzluIAbKGoYjyTP",
+	"yI1IxC0+f/3yRSK0CcSYUEMJjWhP9WkyHo9D0DwspW8Onf5L/KK+G1LRo9s9SaYh3mWqz04fEf6ywAd1",
+	"tYozbBXKhvLDZEpx9O14zPSAcoURiADHOvb4gZLm027eQTEns2AN/OWgFeQJokmnmj89sRWXnXCh7jT8",
+	"GoqcuY6Tp3RRyEV5WFGSNYz2Ct1bfXF4tER64vCh7cvRiXb5Lt5NSFydM+LqAxCPHtafNXNBStRHiys2",
+	"NOiGLfGSvgoUOwvJWXaZ1EJpD/ZGFkNR7PFz6xg9TZL662Iv7UFzXz4C054mdscH28i45H4gyM8bMuDa",
+	"+fUSiOtCNfJnCfWf3iOFXX/G7jOF+pliGhaPaihgYa/O0yYHd7AnZwVclrM7ToXSW2GkRpgKWOub0NqA",
+	"Rn7f6BLl98VoXhBAfyH11DM19hYl9AyU+Yq1CVRVsgvRwXqEUlqvdgN1pYWM5+zx4J6ez5mg5gwSGjVW",
+	"/HZMOM5pIiqdB3YhFU1GAndgcO/jxeUz4cD7AnJhtEjDkJN0UNsJlVZUzlJ/jUscobC+htKnOh3UsIcl",
+	"TTvKg9B5IZrtDUfiGWqoohAzkqYrc4Ncjg7yDvD7SO6ywda/mzZaTRtUI24KzqTjiW0hdNhPgvhUatnr",
+	"i6q+CS3ZOQsOvJENpVavHNJDECy1PJGlEtYUQFUnNBx+cELeWACgb/xjqHj3Jk6Pi9VGnOwIKbb4bZgj",
+	"WXPYMPQQLc2aVlMzh3gSxp+y05aww5kEFzuJHeDhcxaUHEQzgIkuhIdJ9u5WoDRB6YnYFxeP/d1HnQ8I",
+	"DVnuhpbodnn3SLwCWX9nI9T0h+q7Hbhasctd6HY/c+TCV/1MqEHgxrDY5oZMy0xmrGMDK9VoTS0lfXRH",
+	"abJt5uo95KHoE7cXiCpo6ECCijuGqLqDpqjEWRM9ErHpuu/sLVLm7sa4QzEJ/g04l2z18Xb6Nzvbio2+",
+	"ygpvDI8KCu9rtQvevr39fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

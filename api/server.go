@@ -190,7 +190,7 @@ func New(cfg Config) (*Server, error) {
 			return err
 		},
 	}))
-	RegisterHandlers(e, &handlers{s})
+	RegisterHandlers(e, &endpoints{s})
 	s.routes = make(map[string]bool)
 	for _, r := range e.Routes() {
 		s.routes[r.Path] = true

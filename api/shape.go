@@ -18,7 +18,7 @@ import (
 // date-time and uuid formats. It reports each mismatch under its dotted
 // path so that the client learns which field is wrong, which neither
 // encoding/json nor a generic schema validator says plainly. Value rules
-// (lengths, patterns, ranges) are the handlers' business, with messages
+// (lengths, patterns, ranges) are the endpoints' business, with messages
 // of their own.
 //
 // raw is parsed once and the tree walked: parsing each nested object

@@ -211,6 +211,35 @@ type AttemptOutcome string
 // BreakerState defines model for BreakerState.
 type BreakerState string
 
+// Bucket One bucket of jobs, its owner and what it holds.
+type Bucket struct {
+	ActiveJobs int64 `json:"active_jobs"`
+	Bucket     int   `json:"bucket"`
+
+	// Epoch The ownership's fencing epoch (the cluster's etcd generation << 40 | the etcd revision at which the owner key was created); null with owner.
+	Epoch *int64 `json:"epoch"`
+
+	// Jobs Jobs in the bucket, whatever their state.
+	Jobs int64 `json:"jobs"`
+
+	// NextDue The earliest next run of the bucket's active jobs; null when it has none.
+	NextDue *time.Time `json:"next_due"`
+
+	// Owner The node etcd names as the owner now; null when no node owns the bucket.
+	Owner *string `json:"owner"`
+
+	// RecordedEpoch The epoch recorded in PostgreSQL, which every firing transaction checks; null with recorded_owner.
+	RecordedEpoch *int64 `json:"recorded_epoch"`
+
+	// RecordedOwner The owner recorded in PostgreSQL; null if no node ever claimed the bucket.
+	RecordedOwner *string `json:"recorded_owner"`
+}
+
+// BucketList defines model for BucketList.
+type BucketList struct {
+	Items []Bucket `json:"items"`
+}
+
 // Execution defines model for Execution.
 type Execution struct {
 	// AttemptList Every attempt, first to last; only in GET /v1/executions/{id}.
@@ -513,35 +542,6 @@ type NodeList struct {
 	Items []Node `json:"items"`
 }
 
-// Partition One bucket of jobs, its owner and what it holds.
-type Partition struct {
-	ActiveJobs int64 `json:"active_jobs"`
-	Bucket     int   `json:"bucket"`
-
-	// Epoch The ownership's fencing epoch (the cluster's etcd generation << 40 | the etcd revision at which the owner key was created); null with owner.
-	Epoch *int64 `json:"epoch"`
-
-	// Jobs Jobs in the bucket, whatever their state.
-	Jobs int64 `json:"jobs"`
-
-	// NextDue The earliest next run of the bucket's active jobs; null when it has none.
-	NextDue *time.Time `json:"next_due"`
-
-	// Owner The node etcd names as the owner now; null when no node owns the bucket.
-	Owner *string `json:"owner"`
-
-	// RecordedEpoch The epoch recorded in PostgreSQL, which every firing transaction checks; null with recorded_owner.
-	RecordedEpoch *int64 `json:"recorded_epoch"`
-
-	// RecordedOwner The owner recorded in PostgreSQL; null if no node ever claimed the bucket.
-	RecordedOwner *string `json:"recorded_owner"`
-}
-
-// PartitionList defines model for PartitionList.
-type PartitionList struct {
-	Items []Partition `json:"items"`
-}
-
 // Priority When executors are saturated, high executions start before normal
 // ones and normal before low ones. Defaults to normal.
 type Priority string
@@ -789,6 +789,20 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListBuckets List every bucket with its owner and its jobs
+	//
+	// One item per bucket, in bucket order, buckets without jobs
+	// included. `owner` and `epoch` are what etcd says now (the bucket's
+	// owner key); `recorded_owner` and `recorded_epoch` are what
+	// PostgreSQL has recorded, which is what every firing transaction
+	// checks. They differ for a moment during a hand-over: a node that
+	// has just won the owner key records its epoch before it fires, and
+	// a bucket nobody owns now keeps its last recorded owner. The job
+	// counts read the whole jobs table.
+	//
+	// Corresponds with GET /v1/buckets (the `ListBuckets` operationId).
+	ListBuckets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListExecutions List executions across jobs, newest first
 	//
 	// `state=dead` is the dead-letter list: executions whose last attempt
@@ -1006,18 +1020,16 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/nodes (the `ListNodes` operationId).
 	ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListPartitions List every bucket with its owner and its jobs
+	// ListPartitions List every bucket (the old name of GET /v1/buckets)
 	//
-	// One item per bucket, in bucket order, buckets without jobs
-	// included. `owner` and `epoch` are what etcd says now (the bucket's
-	// owner key); `recorded_owner` and `recorded_epoch` are what
-	// PostgreSQL has recorded, which is what every firing transaction
-	// checks. They differ for a moment during a hand-over: a node that
-	// has just won the owner key records its epoch before it fires, and
-	// a bucket nobody owns now keeps its last recorded owner. The job
-	// counts read the whole jobs table.
+	// The same answer as `GET /v1/buckets`, under its name from before
+	// the API settled on "bucket" for the unit of ownership (and kept
+	// "partition" for PostgreSQL's table partitions). It will be
+	// removed; use `GET /v1/buckets`.
 	//
 	// Corresponds with GET /v1/partitions (the `ListPartitions` operationId).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	ListPartitions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
@@ -1080,6 +1092,30 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListBuckets List every bucket with its owner and its jobs
+//
+// One item per bucket, in bucket order, buckets without jobs
+// included. `owner` and `epoch` are what etcd says now (the bucket's
+// owner key); `recorded_owner` and `recorded_epoch` are what
+// PostgreSQL has recorded, which is what every firing transaction
+// checks. They differ for a moment during a hand-over: a node that
+// has just won the owner key records its epoch before it fires, and
+// a bucket nobody owns now keeps its last recorded owner. The job
+// counts read the whole jobs table.
+//
+// Corresponds with GET /v1/buckets (the `ListBuckets` operationId).
+func (c *Client) ListBuckets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBucketsRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1497,18 +1533,15 @@ func (c *Client) ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
-// ListPartitions List every bucket with its owner and its jobs
+// ListPartitions List every bucket (the old name of GET /v1/buckets)
 //
-// One item per bucket, in bucket order, buckets without jobs
-// included. `owner` and `epoch` are what etcd says now (the bucket's
-// owner key); `recorded_owner` and `recorded_epoch` are what
-// PostgreSQL has recorded, which is what every firing transaction
-// checks. They differ for a moment during a hand-over: a node that
-// has just won the owner key records its epoch before it fires, and
-// a bucket nobody owns now keeps its last recorded owner. The job
-// counts read the whole jobs table.
+// The same answer as `GET /v1/buckets`, under its name from before
+// the API settled on "bucket" for the unit of ownership (and kept
+// "partition" for PostgreSQL's table partitions). It will be
+// removed; use `GET /v1/buckets`.
 //
 // Corresponds with GET /v1/partitions (the `ListPartitions` operationId).
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *Client) ListPartitions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListPartitionsRequest(c.Server)
 	if err != nil {
@@ -1612,6 +1645,33 @@ func NewGetReadyzRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/readyz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListBucketsRequest constructs an http.Request for the ListBuckets method
+func NewListBucketsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/buckets")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2455,6 +2515,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzResponse, error)
 
+	// ListBucketsWithResponse List every bucket with its owner and its jobs
+	//
+	// One item per bucket, in bucket order, buckets without jobs
+	// included. `owner` and `epoch` are what etcd says now (the bucket's
+	// owner key); `recorded_owner` and `recorded_epoch` are what
+	// PostgreSQL has recorded, which is what every firing transaction
+	// checks. They differ for a moment during a hand-over: a node that
+	// has just won the owner key records its epoch before it fires, and
+	// a bucket nobody owns now keeps its last recorded owner. The job
+	// counts read the whole jobs table.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/buckets (the `ListBuckets` operationId).
+	ListBucketsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBucketsResponse, error)
+
 	// ListExecutionsWithResponse List executions across jobs, newest first
 	//
 	// `state=dead` is the dead-letter list: executions whose last attempt
@@ -2698,20 +2774,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/nodes (the `ListNodes` operationId).
 	ListNodesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNodesResponse, error)
 
-	// ListPartitionsWithResponse List every bucket with its owner and its jobs
+	// ListPartitionsWithResponse List every bucket (the old name of GET /v1/buckets)
 	//
-	// One item per bucket, in bucket order, buckets without jobs
-	// included. `owner` and `epoch` are what etcd says now (the bucket's
-	// owner key); `recorded_owner` and `recorded_epoch` are what
-	// PostgreSQL has recorded, which is what every firing transaction
-	// checks. They differ for a moment during a hand-over: a node that
-	// has just won the owner key records its epoch before it fires, and
-	// a bucket nobody owns now keeps its last recorded owner. The job
-	// counts read the whole jobs table.
+	// The same answer as `GET /v1/buckets`, under its name from before
+	// the API settled on "bucket" for the unit of ownership (and kept
+	// "partition" for PostgreSQL's table partitions). It will be
+	// removed; use `GET /v1/buckets`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/partitions (the `ListPartitions` operationId).
+	//
+	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	ListPartitionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPartitionsResponse, error)
 }
 
@@ -2873,6 +2947,61 @@ func (r GetReadyzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetReadyzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListBucketsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BucketList
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBucketsResponse) GetJSON200() *BucketList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListBucketsResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListBucketsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBucketsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBucketsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBucketsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBucketsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3875,7 +4004,7 @@ type ListPartitionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *PartitionList
+	JSON200 *BucketList
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -3883,7 +4012,7 @@ type ListPartitionsResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListPartitionsResponse) GetJSON200() *PartitionList {
+func (r ListPartitionsResponse) GetJSON200() *BucketList {
 	return r.JSON200
 }
 
@@ -3985,6 +4114,28 @@ func (c *ClientWithResponses) GetReadyzWithResponse(ctx context.Context, reqEdit
 		return nil, err
 	}
 	return ParseGetReadyzResponse(rsp)
+}
+
+// ListBucketsWithResponse List every bucket with its owner and its jobs
+//
+// One item per bucket, in bucket order, buckets without jobs
+// included. `owner` and `epoch` are what etcd says now (the bucket's
+// owner key); `recorded_owner` and `recorded_epoch` are what
+// PostgreSQL has recorded, which is what every firing transaction
+// checks. They differ for a moment during a hand-over: a node that
+// has just won the owner key records its epoch before it fires, and
+// a bucket nobody owns now keeps its last recorded owner. The job
+// counts read the whole jobs table.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/buckets (the `ListBuckets` operationId).
+func (c *ClientWithResponses) ListBucketsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBucketsResponse, error) {
+	rsp, err := c.ListBuckets(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBucketsResponse(rsp)
 }
 
 // ListExecutionsWithResponse List executions across jobs, newest first
@@ -4344,20 +4495,18 @@ func (c *ClientWithResponses) ListNodesWithResponse(ctx context.Context, reqEdit
 	return ParseListNodesResponse(rsp)
 }
 
-// ListPartitionsWithResponse List every bucket with its owner and its jobs
+// ListPartitionsWithResponse List every bucket (the old name of GET /v1/buckets)
 //
-// One item per bucket, in bucket order, buckets without jobs
-// included. `owner` and `epoch` are what etcd says now (the bucket's
-// owner key); `recorded_owner` and `recorded_epoch` are what
-// PostgreSQL has recorded, which is what every firing transaction
-// checks. They differ for a moment during a hand-over: a node that
-// has just won the owner key records its epoch before it fires, and
-// a bucket nobody owns now keeps its last recorded owner. The job
-// counts read the whole jobs table.
+// The same answer as `GET /v1/buckets`, under its name from before
+// the API settled on "bucket" for the unit of ownership (and kept
+// "partition" for PostgreSQL's table partitions). It will be
+// removed; use `GET /v1/buckets`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/partitions (the `ListPartitions` operationId).
+//
+// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *ClientWithResponses) ListPartitionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPartitionsResponse, error) {
 	rsp, err := c.ListPartitions(ctx, reqEditors...)
 	if err != nil {
@@ -4461,6 +4610,46 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListBucketsResponse parses an HTTP response from a ListBucketsWithResponse call
+func ParseListBucketsResponse(rsp *http.Response) (*ListBucketsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBucketsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BucketList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
 
 	}
 
@@ -5237,7 +5426,7 @@ func ParseListPartitionsResponse(rsp *http.Response) (*ListPartitionsResponse, e
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest PartitionList
+		var dest BucketList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

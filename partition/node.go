@@ -195,7 +195,7 @@ type Node struct {
 	genGone bool             // the generation key changed since the session read it
 	lease   *lease           // this session's; nil between sessions
 	prev    clientv3.LeaseID // the lease of the session before, if not revoked
-	rebal   int              // buckets acquired or released since start
+	rebal   int              // buckets acquired or released since start (tests read it)
 }
 
 // New checks cfg and returns a Node that does nothing until Run.
@@ -230,13 +230,6 @@ func (n *Node) Owned() map[int]int64 {
 		out[b] = e
 	}
 	return out
-}
-
-// Rebalances counts bucket acquisitions and releases by this node.
-func (n *Node) Rebalances() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.rebal
 }
 
 // Run joins the cluster and keeps this node's share of buckets until ctx

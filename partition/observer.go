@@ -15,7 +15,7 @@ import (
 )
 
 // Observer is a read-only view of a cluster's members and bucket owners
-// in etcd, for operators (the API's /v1/nodes and /v1/partitions). It
+// in etcd, for operators (the API's /v1/nodes and /v1/buckets). It
 // holds no state and starts no goroutines: every call reads etcd afresh.
 // It never writes, so it is safe to use from any node, scheduler or not.
 type Observer struct {

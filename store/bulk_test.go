@@ -60,7 +60,7 @@ func TestBulkCreateJobs(t *testing.T) {
 		t.Errorf("ListJobs = %d jobs, %v; want bulk-a and bulk-c", len(list), err)
 	}
 	// The scanner's query sees them.
-	due, err := s.DueJobs(ctx, allBuckets(), next, 10)
+	due, err := s.dueJobs(ctx, allBuckets(), next, 10)
 	if err != nil || len(due) != 2 {
 		t.Errorf("DueJobs = %d jobs, %v; want 2 (b is paused)", len(due), err)
 	}

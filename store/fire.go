@@ -62,14 +62,8 @@ func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch 
 	return nil
 }
 
-// dueJobsSQL reads the due jobs of some buckets. bucket = ANY($1) lets
-// the planner prune to those buckets' partitions; $2 is a lower bound
-// (exclusive) on next_run_at, -infinity for none.
-const dueJobsSQL = "SELECT " + jobColumns + ` FROM jobs
-	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
-	ORDER BY next_run_at LIMIT $4`
-
-// dueSQL is dueJobsSQL for the scanner: only what it needs to fire.
+// dueSQL reads the due jobs of some buckets for the scanner: only what
+// it needs to fire.
 const dueSQL = `SELECT id, bucket, next_run_at, coalesce(schedule->>'cron', ''), coalesce(schedule->>'timezone', '')
 	FROM jobs
 	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
@@ -84,24 +78,6 @@ type Due struct {
 	// Cron and Timezone are the job's schedule; Cron is "" for one-shot
 	// jobs (at, in, now).
 	Cron, Timezone string
-}
-
-// DueJobs reads up to limit active jobs in buckets whose next run is at
-// or before until, earliest first. It reads only those buckets'
-// partitions.
-func (s *Store) DueJobs(ctx context.Context, buckets []int, until time.Time, limit int) ([]*Job, error) {
-	if len(buckets) == 0 || limit <= 0 {
-		return nil, nil
-	}
-	rows, err := s.pool.Query(ctx, dueJobsSQL, buckets, negInfinity, until.UTC(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
-	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Job, error) { return scanJob(r) })
-	if err != nil {
-		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
-	}
-	return jobs, nil
 }
 
 var negInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}

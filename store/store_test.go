@@ -393,17 +393,17 @@ func TestDueJobs(t *testing.T) {
 	mk("future", 5, now.Add(time.Minute), domain.JobActive)
 	mustCreate(t, s, &Job{ID: idInBucket(3), Name: "unscheduled", Handler: domain.Handler{Type: "http"}, State: domain.JobCompleted})
 
-	jobs, err := s.DueJobs(ctx, []int{3, 5}, now, 10)
+	jobs, err := s.dueJobs(ctx, []int{3, 5}, now, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(jobs) != 2 || jobs[0].ID != due5.ID || jobs[1].ID != due3.ID {
 		t.Fatalf("due jobs %v, want due-5 then due-3", names(jobs))
 	}
-	if jobs, _ := s.DueJobs(ctx, []int{3, 5}, now, 1); len(jobs) != 1 || jobs[0].ID != due5.ID {
+	if jobs, _ := s.dueJobs(ctx, []int{3, 5}, now, 1); len(jobs) != 1 || jobs[0].ID != due5.ID {
 		t.Fatalf("limit 1: %v", names(jobs))
 	}
-	if jobs, _ := s.DueJobs(ctx, []int{3, 5}, now.Add(time.Hour), 10); len(jobs) != 3 {
+	if jobs, _ := s.dueJobs(ctx, []int{3, 5}, now.Add(time.Hour), 10); len(jobs) != 3 {
 		t.Fatalf("until +1h: %v", names(jobs))
 	}
 

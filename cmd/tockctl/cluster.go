@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-type partitionsCmd struct{}
+type bucketsCmd struct{}
 
-func (c *partitionsCmd) Run(a *app) error {
-	r, err := a.api.ListPartitionsWithResponse(a.ctx)
+func (c *bucketsCmd) Run(a *app) error {
+	r, err := a.api.ListBucketsWithResponse(a.ctx)
 	if err := check(r, err); err != nil {
 		return err
 	}

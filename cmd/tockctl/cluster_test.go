@@ -79,11 +79,11 @@ func clusterServer(t *testing.T) (u string, st *store.Store, n1 *partition.Node,
 }
 
 const (
-	nodeHeader      = "NODE ADDR BUCKETS LEASE TTL STARTED"
-	partitionHeader = "BUCKET OWNER EPOCH JOBS ACTIVE NEXT DUE"
+	nodeHeader   = "NODE ADDR BUCKETS LEASE TTL STARTED"
+	bucketHeader = "BUCKET OWNER EPOCH JOBS ACTIVE NEXT DUE"
 )
 
-func TestNodesAndPartitions(t *testing.T) {
+func TestNodesAndBuckets(t *testing.T) {
 	t.Parallel()
 	u, st, n1, stop := clusterServer(t)
 	buckets := st.Buckets()
@@ -125,10 +125,10 @@ func TestNodesAndPartitions(t *testing.T) {
 		t.Errorf("nodes JSON: %+v", nodes)
 	}
 
-	out = ok(t, u, "partitions")
-	r = rows(t, out, partitionHeader)
+	out = ok(t, u, "buckets")
+	r = rows(t, out, bucketHeader)
 	if len(r) != buckets {
-		t.Fatalf("partitions: %d rows, want %d\n%s", len(r), buckets, out)
+		t.Fatalf("buckets: %d rows, want %d\n%s", len(r), buckets, out)
 	}
 	owned := n1.Owned()
 	for i, row := range r {
@@ -145,15 +145,15 @@ func TestNodesAndPartitions(t *testing.T) {
 		}
 		want := []string{fmt.Sprint(i), "n1", fmt.Sprint(owned[i]), jobs, active, due}
 		if strings.Join(f, " ") != strings.Join(want, " ") {
-			t.Errorf("partitions row %q, want %q", row, strings.Join(want, " "))
+			t.Errorf("buckets row %q, want %q", row, strings.Join(want, " "))
 		}
 	}
-	var parts api.PartitionList
-	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "partitions")), &parts); err != nil {
+	var parts api.BucketList
+	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "buckets")), &parts); err != nil {
 		t.Fatal(err)
 	}
 	if len(parts.Items) != buckets || deref(parts.Items[3].Owner) != "n1" || deref(parts.Items[3].RecordedEpoch) != owned[3] {
-		t.Errorf("partitions JSON: %+v", parts.Items[3])
+		t.Errorf("buckets JSON: %+v", parts.Items[3])
 	}
 
 	// n1 leaves: no node owns anything, and Postgres still shows the
@@ -162,7 +162,7 @@ func TestNodesAndPartitions(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, "no live nodes", func() bool {
 		return len(rows(t, ok(t, u, "nodes"), nodeHeader)) == 0
 	})
-	r = rows(t, ok(t, u, "partitions"), partitionHeader)
+	r = rows(t, ok(t, u, "partitions"), bucketHeader) // the old name still works
 	for i, row := range r {
 		if f := strings.Fields(row); len(f) < 5 || strings.Join(f[1:5], " ") != fmt.Sprintf("- (recorded n1@%d) -", owned[i]) {
 			t.Errorf("bucket %d without owner: %q", i, row)
@@ -173,7 +173,7 @@ func TestNodesAndPartitions(t *testing.T) {
 func TestClusterViewUnavailable(t *testing.T) {
 	t.Parallel()
 	hs, _ := server(t) // an API without a cluster view
-	for _, cmd := range []string{"nodes", "partitions"} {
+	for _, cmd := range []string{"nodes", "buckets", "partitions"} {
 		res := tockctl(t, hs.URL, cmd)
 		if res.code != 1 || !strings.HasPrefix(res.stderr, "error: this node has no etcd connection") || res.stdout != "" {
 			t.Errorf("%s: %+v", cmd, res)

@@ -9,7 +9,7 @@
 //	tockctl jobs update <id> --cron "0 0 10 * * MON-FRI" --payload '{"k": 1}'
 //	tockctl executions list --job <id>
 //	tockctl nodes
-//	tockctl partitions
+//	tockctl buckets
 //
 // It talks to --server (or $TOCK_SERVER, default http://127.0.0.1:8080)
 // and prints tables, or with -o json the API's JSON. It is built on the
@@ -59,8 +59,8 @@ type cli struct {
 
 	Handlers handlersCmd `cmd:"" help:"List handlers with their circuit breakers, per executor."`
 
-	Nodes      nodesCmd      `cmd:"" help:"List the live scheduler nodes and their buckets."`
-	Partitions partitionsCmd `cmd:"" help:"List every bucket: its owner and epoch, and its jobs."`
+	Nodes   nodesCmd   `cmd:"" help:"List the live scheduler nodes and their buckets."`
+	Buckets bucketsCmd `cmd:"" aliases:"partitions" help:"List every bucket: its owner and epoch, and its jobs (alias: partitions)."`
 }
 
 // exitCode carries kong's exit requests (after --help) out of its parser.

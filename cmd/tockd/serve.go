@@ -229,7 +229,7 @@ func connectNATS(ctx context.Context, cfg Config) (*nats.Conn, jetstream.JetStre
 
 // etcdClient is the etcd client of a node with the scheduler role, which
 // keeps its membership and buckets in etcd, or the API role, which reads
-// them there for /v1/nodes and /v1/partitions; nil for other nodes. The
+// them there for /v1/nodes and /v1/buckets; nil for other nodes. The
 // client dials lazily, so an API node starts (and serves jobs) with etcd
 // down.
 func etcdClient(cfg Config) (*clientv3.Client, error) {

@@ -29,12 +29,13 @@ const (
 	maxLimit     = 500
 )
 
-// handlers implements the generated ServerInterface.
-type handlers struct {
+// endpoints implements the generated ServerInterface: one method per
+// operation of the OpenAPI document.
+type endpoints struct {
 	s *Server
 }
 
-var _ ServerInterface = (*handlers)(nil)
+var _ ServerInterface = (*endpoints)(nil)
 
 // readBody reads a JSON request body, checks its shape against schema
 // and decodes it into dst. A body that cannot be read or parsed is an
@@ -42,7 +43,7 @@ var _ ServerInterface = (*handlers)(nil)
 // field errors, so that the handler can add its own checks to them and
 // report every fault at once. members are the body's top-level members,
 // so that PATCH can tell a member sent as null from one left out.
-func (h *handlers) readBody(c echo.Context, schema *openapi3.Schema, dst any) (members map[string]json.RawMessage, shape fieldErrors, err error) {
+func (h *endpoints) readBody(c echo.Context, schema *openapi3.Schema, dst any) (members map[string]json.RawMessage, shape fieldErrors, err error) {
 	body, members, err := readObject(c, maxBodyBytes)
 	if err != nil {
 		return nil, nil, err
@@ -116,7 +117,7 @@ func decodeChecked(raw []byte, schema *openapi3.Schema, dst any) (shape fieldErr
 
 // storeError maps a failure of a use case or of the store to a problem;
 // the unexpected ones are logged and answered with a bare 500.
-func (h *handlers) storeError(c echo.Context, err error, what string, id uuid.UUID) error {
+func (h *endpoints) storeError(c echo.Context, err error, what string, id uuid.UUID) error {
 	var problem *apiError
 	switch {
 	case errors.As(err, &problem):
@@ -141,14 +142,14 @@ func (h *handlers) storeError(c echo.Context, err error, what string, id uuid.UU
 }
 
 // internal logs err and answers a bare 500.
-func (h *handlers) internal(c echo.Context, err error, args ...any) error {
+func (h *endpoints) internal(c echo.Context, err error, args ...any) error {
 	args = append([]any{"method", c.Request().Method, "path", c.Request().URL.Path, "err", err}, args...)
 	h.s.log.ErrorContext(c.Request().Context(), "request failed", args...)
 	return internalProblem()
 }
 
 // CreateJob handles POST /v1/jobs.
-func (h *handlers) CreateJob(c echo.Context) error {
+func (h *endpoints) CreateJob(c echo.Context) error {
 	ctx := c.Request().Context()
 	var req JobCreate
 	_, shape, err := h.readBody(c, h.s.createSchema, &req)
@@ -180,7 +181,7 @@ func (h *handlers) CreateJob(c echo.Context) error {
 // from now, which is called only when the schedule is valid. It returns
 // every fault — the shape's, then the use case's, then the syntax's — or
 // an error when now fails.
-func (h *handlers) newJob(nj jobs.NewJob, shape, syntax fieldErrors, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
+func (h *endpoints) newJob(nj jobs.NewJob, shape, syntax fieldErrors, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
 	j, err := h.s.jobs.Build(nj, now)
 	faults := fieldErrorsOf(jobs.Faults(err))
 	if err != nil && len(faults) == 0 {
@@ -198,7 +199,7 @@ func nameTaken(namespace, name string) *apiError {
 }
 
 // ListJobs handles GET /v1/jobs.
-func (h *handlers) ListJobs(c echo.Context, p ListJobsParams) error {
+func (h *endpoints) ListJobs(c echo.Context, p ListJobsParams) error {
 	var errs fieldErrors
 	f := store.JobFilter{
 		NamePrefix: deref(p.NamePrefix),
@@ -250,7 +251,7 @@ func limitOf(l *int, errs *fieldErrors) int {
 }
 
 // GetJob handles GET /v1/jobs/{id}.
-func (h *handlers) GetJob(c echo.Context, id ID) error {
+func (h *endpoints) GetJob(c echo.Context, id ID) error {
 	j, err := h.s.store.GetJob(c.Request().Context(), id)
 	if err != nil {
 		return h.storeError(c, err, "job", id)
@@ -259,7 +260,7 @@ func (h *handlers) GetJob(c echo.Context, id ID) error {
 }
 
 // UpdateJob handles PATCH /v1/jobs/{id}.
-func (h *handlers) UpdateJob(c echo.Context, id ID) error {
+func (h *endpoints) UpdateJob(c echo.Context, id ID) error {
 	ctx := c.Request().Context()
 	var req JobPatch
 	members, shape, err := h.readBody(c, h.s.patchSchema, &req)
@@ -285,7 +286,7 @@ func (h *handlers) UpdateJob(c echo.Context, id ID) error {
 }
 
 // DeleteJob handles DELETE /v1/jobs/{id}.
-func (h *handlers) DeleteJob(c echo.Context, id ID) error {
+func (h *endpoints) DeleteJob(c echo.Context, id ID) error {
 	if err := h.s.jobs.Delete(c.Request().Context(), id); err != nil {
 		return h.storeError(c, err, "job", id)
 	}
@@ -293,7 +294,7 @@ func (h *handlers) DeleteJob(c echo.Context, id ID) error {
 }
 
 // PauseJob handles POST /v1/jobs/{id}/pause.
-func (h *handlers) PauseJob(c echo.Context, id ID) error {
+func (h *endpoints) PauseJob(c echo.Context, id ID) error {
 	j, err := h.s.jobs.Pause(c.Request().Context(), id)
 	if errors.Is(err, jobs.ErrCompleted) {
 		return conflict(fmt.Sprintf("Job %s has completed; there is nothing left to pause.", id))
@@ -305,7 +306,7 @@ func (h *handlers) PauseJob(c echo.Context, id ID) error {
 }
 
 // ResumeJob handles POST /v1/jobs/{id}/resume.
-func (h *handlers) ResumeJob(c echo.Context, id ID) error {
+func (h *endpoints) ResumeJob(c echo.Context, id ID) error {
 	j, err := h.s.jobs.Resume(c.Request().Context(), id)
 	var why *schedule.FieldError
 	switch {
@@ -320,7 +321,7 @@ func (h *handlers) ResumeJob(c echo.Context, id ID) error {
 }
 
 // RunJob handles POST /v1/jobs/{id}/run.
-func (h *handlers) RunJob(c echo.Context, id ID) error {
+func (h *endpoints) RunJob(c echo.Context, id ID) error {
 	e, err := h.s.jobs.RunNow(c.Request().Context(), id)
 	if err != nil {
 		return h.storeError(c, err, "job", id)
@@ -330,7 +331,7 @@ func (h *handlers) RunJob(c echo.Context, id ID) error {
 }
 
 // ListJobExecutions handles GET /v1/jobs/{id}/executions.
-func (h *handlers) ListJobExecutions(c echo.Context, id ID, p ListJobExecutionsParams) error {
+func (h *endpoints) ListJobExecutions(c echo.Context, id ID, p ListJobExecutionsParams) error {
 	ctx := c.Request().Context()
 	var errs fieldErrors
 	f := store.ExecFilter{
@@ -357,7 +358,7 @@ func (h *handlers) ListJobExecutions(c echo.Context, id ID, p ListJobExecutionsP
 }
 
 // GetExecution handles GET /v1/executions/{id}.
-func (h *handlers) GetExecution(c echo.Context, id ID) error {
+func (h *endpoints) GetExecution(c echo.Context, id ID) error {
 	e, err := h.s.store.GetExecution(c.Request().Context(), id)
 	if err != nil {
 		return h.storeError(c, err, "execution", id)
@@ -366,12 +367,12 @@ func (h *handlers) GetExecution(c echo.Context, id ID) error {
 }
 
 // GetHealthz handles GET /healthz: the process is up.
-func (h *handlers) GetHealthz(c echo.Context) error {
+func (h *endpoints) GetHealthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, Health{Status: "ok"})
 }
 
 // GetReadyz handles GET /readyz: PostgreSQL answers.
-func (h *handlers) GetReadyz(c echo.Context) error {
+func (h *endpoints) GetReadyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), h.s.readyTimeout)
 	defer cancel()
 	if _, err := h.s.store.Now(ctx); err != nil {
@@ -382,13 +383,13 @@ func (h *handlers) GetReadyz(c echo.Context) error {
 }
 
 // GetMetrics handles GET /metrics.
-func (h *handlers) GetMetrics(c echo.Context) error {
+func (h *endpoints) GetMetrics(c echo.Context) error {
 	h.s.metrics.ServeHTTP(c.Response(), c.Request())
 	return nil
 }
 
 // GetOpenAPI handles GET /openapi.json.
-func (h *handlers) GetOpenAPI(c echo.Context) error {
+func (h *endpoints) GetOpenAPI(c echo.Context) error {
 	spec, err := GetSpecJSON()
 	if err != nil {
 		return h.internal(c, err)
