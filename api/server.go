@@ -27,20 +27,11 @@ import (
 // Store is what the API needs of tock's database, itself and through
 // jobs.Service (which it is handed to); *store.Store is the real one.
 type Store interface {
-	// Now is the database's clock; schedules are computed from it.
-	Now(ctx context.Context) (time.Time, error)
-	CreateJob(ctx context.Context, j *store.Job) error
-	// CreateJobBatch stores jobs in one transaction with a result per job.
-	CreateJobBatch(ctx context.Context, jobs []*store.Job) ([]error, error)
-	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
+	// jobs.Store is what the use cases write through.
+	jobs.Store
 	ListJobs(ctx context.Context, f store.JobFilter) ([]*store.Job, string, error)
-	UpdateJob(ctx context.Context, j *store.Job) error
-	DeleteJob(ctx context.Context, id uuid.UUID) error
-	RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*store.Execution, error)
 	GetExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
-	CancelExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
-	RedriveExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
 	BucketStats(ctx context.Context) ([]store.BucketStat, error)
 }
 
