@@ -80,30 +80,9 @@ func (ev *AttemptEvent) Outcome() domain.Outcome {
 // error. The returned error is about the whole batch (nothing was
 // recorded); then the caller retries.
 //
-// The rules are those of AttemptStarted and AttemptFinished, and:
-//
-//   - An event of attempt a marks the execution's earlier attempts that
-//     have not finished, and the attempt numbers between its newest
-//     known attempt and a that left no trace, as lost (domain.OutcomeLost).
-//   - A heartbeat records the attempt's last sign of life (HeartbeatAt)
-//     and otherwise counts as its start.
-//   - A failure (domain.ExecFailed or domain.OutcomeTimedOut) that is not final, of the
-//     newest attempt, about the execution's current dispatch, leaves the
-//     execution failed and puts it back in the outbox: it is published
-//     again, as its next dispatch, RetryIn after now (the database's
-//     clock). A failure about an older dispatch records only the attempt.
-//   - A cancellation records the attempt as cancelled if it began, and
-//     makes the execution cancelled unless it is in a final state.
-//   - A deferral records no attempt; it puts the execution, if it still
-//     waits to run and the deferral is about its current dispatch, back in
-//     the outbox RetryIn after now.
-//   - An event of an attempt newer than the execution's known attempts
-//     takes it out of the outbox (sets dispatched_at): an executor has it,
-//     even if the publish acknowledgement was lost. Events of older
-//     attempts leave dispatched_at alone, since a retry may be waiting in
-//     the outbox.
-//
-// A retry or a deferral tells the execution's bucket on ExecChannel.
+// How each event changes its execution and attempts is written once, in
+// rules.go. A retry or a deferral tells the execution's bucket on
+// ExecChannel.
 func (s *Store) RecordEvents(ctx context.Context, evs []AttemptEvent) ([]error, error) {
 	results := make([]error, len(evs))
 	var queued []int

@@ -15,12 +15,38 @@ import (
 // and writes back what changed in a few set-based statements; the rules
 // themselves never touch the database, so they are tested without it.
 //
-// Lost attempts. An event of attempt a proves that the earlier attempts
-// are over (at most one attempt runs at a time): one still unfinished was
-// lost, and so was each attempt number between the newest known and a
-// that left no row (a delivery whose executor died before reporting
-// anything). Only attempts from the newest known one up are looked at:
-// each event closes the ones before it.
+// The rules, event by event (domain.EventType; the states are
+// domain.ExecState's):
+//
+//   - started: the execution runs, unless the attempt is older than the
+//     newest known or has finished already (events come out of order), or
+//     the execution is in a final state (succeeded, dead, cancelled).
+//   - heartbeat: records the attempt's last sign of life (HeartbeatAt) and
+//     otherwise counts as its start.
+//   - succeeded: the attempt succeeded; the execution succeeds, whichever
+//     attempt it was, unless it is final already.
+//   - failed (or timed out): a final failure of the newest attempt makes
+//     the execution dead; another failure of the newest attempt, about its
+//     current dispatch, leaves it failed and back in the outbox, published
+//     again as its next dispatch RetryIn after now (the database's clock).
+//     A failure of an older attempt or dispatch records only the attempt.
+//   - cancelled: the attempt is recorded as cancelled if it began, and the
+//     execution becomes cancelled unless it is final.
+//   - deferred: no attempt; the execution, if it still waits to run and
+//     the deferral is about its current dispatch, goes back in the outbox
+//     RetryIn after now.
+//   - The first report of an attempt's end wins; a repeat changes nothing.
+//   - An event of an attempt newer than the known ones takes the execution
+//     out of the outbox (sets dispatched_at): an executor has it, even if
+//     the publish acknowledgement was lost. Events of older attempts leave
+//     dispatched_at alone, since a retry may be waiting in the outbox.
+//   - Lost attempts: an event of attempt a proves that the earlier
+//     attempts are over (at most one attempt runs at a time): one still
+//     unfinished was lost (domain.OutcomeLost), and so was each attempt
+//     number between the newest known and a that left no row (a delivery
+//     whose executor died before reporting anything). Only attempts from
+//     the newest known one up are looked at: each event closes the ones
+//     before it.
 
 // recAttempt is one attempt as recording sees it.
 type recAttempt struct {
