@@ -60,7 +60,7 @@ type Config struct {
 	Registry Registry
 	// ReadyTimeout bounds GET /readyz's database check; 2s when zero.
 	ReadyTimeout time.Duration
-	// Cluster serves GET /v1/nodes and GET /v1/partitions. Optional: when
+	// Cluster serves GET /v1/nodes and GET /v1/buckets. Optional: when
 	// nil (a server without an etcd connection) they answer 503.
 	Cluster Cluster
 	// ClusterTimeout bounds each etcd read of those two endpoints (and the
