@@ -33,6 +33,12 @@ func jobOf(j *store.Job) Job {
 	if j.Timeout > 0 {
 		out.Timeout = ptr(formatDuration(j.Timeout))
 	}
+	if len(j.Labels) > 0 {
+		out.Labels = ptr(Labels(j.Labels))
+	}
+	if j.Description != "" {
+		out.Description = ptr(j.Description)
+	}
 	return out
 }
 

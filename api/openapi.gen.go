@@ -368,19 +368,30 @@ type Health struct {
 
 // Job defines model for Job.
 type Job struct {
-	Bucket    int       `json:"bucket"`
-	CreatedAt time.Time `json:"created_at"`
+	Bucket      int       `json:"bucket"`
+	CreatedAt   time.Time `json:"created_at"`
+	Description *string   `json:"description,omitempty"`
 
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
 	// https), `method` (default POST), `headers`; the body sent is the
 	// job's payload. `nats`: publish the payload to `subject`, and with
 	// `wait_reply` wait for a reply. `custom`: executions go to the custom
 	// executors that serve `name`.
-	Handler   Handler            `json:"handler"`
-	Id        openapi_types.UUID `json:"id"`
-	LastRunAt *time.Time         `json:"last_run_at"`
-	Name      string             `json:"name"`
-	Namespace string             `json:"namespace"`
+	Handler Handler            `json:"handler"`
+	Id      openapi_types.UUID `json:"id"`
+
+	// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
+	// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+	// and `/`, then a name of at most 63 letters, digits, `-`, `_` and
+	// `.`, starting and ending with a letter or digit; a value is empty
+	// or such a name. At most 64 labels.
+	//
+	//
+	// Example: {"team":"payments"}
+	Labels    *Labels    `json:"labels,omitempty"`
+	LastRunAt *time.Time `json:"last_run_at"`
+	Name      string     `json:"name"`
+	Namespace string     `json:"namespace"`
 
 	// NextRunAt Null when the job is paused or completed.
 	NextRunAt *time.Time       `json:"next_run_at"`
@@ -439,12 +450,25 @@ type JobBatchResult struct {
 
 // JobCreate defines model for JobCreate.
 type JobCreate struct {
+	// Description Free text for people (at most 2000 bytes).
+	Description *string `json:"description,omitempty"`
+
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
 	// https), `method` (default POST), `headers`; the body sent is the
 	// job's payload. `nats`: publish the payload to `subject`, and with
 	// `wait_reply` wait for a reply. `custom`: executions go to the custom
 	// executors that serve `name`.
 	Handler Handler `json:"handler"`
+
+	// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
+	// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+	// and `/`, then a name of at most 63 letters, digits, `-`, `_` and
+	// `.`, starting and ending with a letter or digit; a value is empty
+	// or such a name. At most 64 labels.
+	//
+	//
+	// Example: {"team":"payments"}
+	Labels *Labels `json:"labels,omitempty"`
 
 	// Name Unique within the namespace.
 	Name string `json:"name"`
@@ -486,14 +510,28 @@ type JobList struct {
 }
 
 // JobPatch The fields to change; each one present replaces the job's. A retry
-// of {} resets the job to the cluster's default policy.
+// of {} resets the job to the cluster's default policy; labels
+// replace all the job's labels ({} removes them).
 type JobPatch struct {
+	// Description Replaces the description; "" removes it.
+	Description *string `json:"description,omitempty"`
+
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
 	// https), `method` (default POST), `headers`; the body sent is the
 	// job's payload. `nats`: publish the payload to `subject`, and with
 	// `wait_reply` wait for a reply. `custom`: executions go to the custom
 	// executors that serve `name`.
 	Handler *Handler `json:"handler,omitempty"`
+
+	// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
+	// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+	// and `/`, then a name of at most 63 letters, digits, `-`, `_` and
+	// `.`, starting and ending with a letter or digit; a value is empty
+	// or such a name. At most 64 labels.
+	//
+	//
+	// Example: {"team":"payments"}
+	Labels *Labels `json:"labels,omitempty"`
 
 	// Payload Any JSON value; null removes the payload.
 	Payload *json.RawMessage `json:"payload,omitempty"`
@@ -520,6 +558,15 @@ type JobPatch struct {
 
 // JobState defines model for JobState.
 type JobState string
+
+// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
+// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+// and `/`, then a name of at most 63 letters, digits, `-`, `_` and
+// `.`, starting and ending with a letter or digit; a value is empty
+// or such a name. At most 64 labels.
+//
+// Example: {"team":"payments"}
+type Labels map[string]string
 
 // Node A live scheduler node, as registered in etcd.
 type Node struct {
@@ -660,6 +707,13 @@ type ListJobsParams struct {
 
 	// NamePrefix Only jobs whose name starts with this.
 	NamePrefix *string `form:"name_prefix,omitempty" json:"name_prefix,omitempty"`
+
+	// Selector Only jobs whose labels match this selector: requirements
+	// separated by commas, each `key=value` (or `key==value`),
+	// `key!=value` (true when the label is absent too), `key` (the
+	// label exists) or `!key` (it does not), as in Kubernetes.
+	// Set-based requirements (`in`, `notin`) are not supported.
+	Selector *string `form:"selector,omitempty" json:"selector,omitempty"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -925,6 +979,13 @@ func (w *ServerInterfaceWrapper) ListJobs(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "name_prefix", ctx.QueryParams(), &params.NamePrefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name_prefix: %s", err))
+	}
+
+	// ------------- Optional query parameter "selector" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "selector", ctx.QueryParams(), &params.Selector, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter selector: %s", err))
 	}
 
 	// ------------- Optional query parameter "limit" -------------
@@ -1194,131 +1255,138 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9vGsuBfmeKeKos5EEXZytkyVftBcZzErsTWtZ3aqg18xSHQJMcCZ5CZgWgmq/++1d0zeJAgJT9i",
-	"39w9X2xJwAA9Pf1+4c9BZlal0aC9G0z+HJTSyhV4sPTbk8o6Y/GnHFxmVemV0YPJ4M0SxFTDe3+V0R1T",
-	"YebCL0GUFm6UqZwo5QJGg2Sg8PbfK7CbQTLQcgWDyYDXDJKBy5awkvh4vynxivNW6cXg9jYZPPse/07L",
-	"S+mXzWqVD5KBhd8rZSEfTLytoP2kubEr6QeTQVXRnbtP/lmtlN/d06VcgHDqj71gF7Su/a4c5rIq/GDy",
-	"7TgZrOR7tapW+Av+pjT/dlqDoLSHBdjBLQJhwZVGOyA0fyfzV/B7BY7Ayoz2oOlHWZaFyiRCeFJaMytg",
-	"9c93DsH9swXGPyzMB5PB/zhpjvKEr7qTS17FL909RMuvFcoJpW9kofJzMQVrjXVTgft2AmS2FDOZi7mC",
-	"Ih8NbpPBE6Pnhcq+GrRZeL8Ta+WXRHjvzOyBE1llLWgvnJcehLG0BQL5Ke7pS8J7oTfC+CVYQegkIF4Y",
-	"/4OpdP4l4XhhhKuyJSIIEQLvIavwEgH0xpifpV3A1zrImck3SHveGFEgIATVr1reSFXIWfHFAcuKynmw",
-	"4kbBGgGrGlAmwi+VEw7sDVixlE5oI8BneaozozVk+JiEcOyzXOQqF9p4IbVbgx2lmmRPAAOhvPAeViVt",
-	"q7SmBOsVSwOIpNoF70nlhTfibPz4X2K28eBGu9ItGfD5Gnul8h65mgzmSiu3hPxK+o60zKWHY69WgPKu",
-	"KgLyWbjuPGQJ0voZSB+esovHQjov6ttQO0hRGL0QkneNsH/cu3W1mkEfekylvRNza1biVBg8I5QLNb0/",
-	"cGK9NAWIQs0hERaOc6tuAOVeVlQ55C101pI6GZjKZ2YFd5FVOMyX4W5eWFb+Y4/ReWl9fUpbHF0VhZgb",
-	"Syh1PqIUt+dA0EqxRvIERIKF0uCjPhbjt21l+1tEfwfCLlW9rR9hZu8g87idLfTsbAn3MWmdl7HCeVOW",
-	"kDdEpPRCHCkvcgX5UEidd8831WuU/N4IqVnuGg3IdskANCri3wauyjKAHNAsmEtV0A+IhfzKVLiNTOoM",
-	"Cv47gtTaS3M031mQ12Bfo4ohdg1PzwrjaOVSFvNjUwK+mv7rfUqVXUPP4b7UIGZ0DZnmnZm5RCjvhFlr",
-	"sLTr9VJ6obxYmiIn4ulKD5l5dQNXuLLD4Er7f531kvisBmX3GpQmW/azOEHklqp84MQcdIbnQ7eLI99I",
-	"0geOxeECNFgS3CKtxuNHGf8rzsbi//JB4l1oPTq8RyI5q4x1O+/9GjZE1pkF6SEfngukXLYA6I4Ohcft",
-	"7qHu1hYjpro7fG5mKBro/YyghDAPQbAoy0ZG70t3X0K2cl5BPypB2kKhPsTbhK10NKf5zQ+c4FMleoj7",
-	"XoImMiBFpOHjJSohrx8wbfJwMmwLStc6EG3WbVi04dvNWrsW8KP7gGAhMzaH/OoAvTFtxTvxbC6N8wsL",
-	"r//j5yRQC57ORswVPld4K7WTpJZFtoTs2rVJpn7lp9BO9yEH+GQP3AEgNa+xR/SVFRKl0odhcUtQB66O",
-	"xxtZeQfmHeQHjkg6kqRFwX3ynaXZz8r1mDPKw6r7wyFFGuTibf0Saa3c7OyOn9UHytOoEHYhCYryqghw",
-	"ds/qKdFOuCdBInKkTtCUORdGFxs8ux+fvhEnN6cntd5xJ3+q/JZ8xvvsL1p9OxtMIniuXxLnypXSZ59q",
-	"utXG5dexHOd4gFezTT+rIJLyqiDZkoPwqOloRVfVnws5c6js0QhaSV3JAoVmvyXFu7kjKkA0f/UBt3JI",
-	"oAdLDM7u9n6gbcw24vLla6Yg5CuinRMU+FaSzeKXUuNdvoWN1rZmxhQgNWkUFMilzPrBIG6N9N5nRP7v",
-	"pSqgi1b0d9gsEkfGktWRQ6GILVDx5jAHayEfJrXyUU6U1awguhByIZX+BDVUG8w7l0qrjFV+c7dzF+4L",
-	"nhZiL7+aM8H3QnWH4f1xO3HRNDwEay2n2JDcEXD5oCbKFsm1z317jzXxRQhaImVbfnyg/V4D+zlEfCOh",
-	"e4RgK6i4S7QXzPaGzTLyMWOc8bAyvIe6qO357it/r6CCfCLWUpEHQn6XbtwU5JR54BZWGYEhhucok7TS",
-	"i0mqpa69NBRU54HPJs0+4uXAgGjoS2HBE+8p71JtKk9vmcns2szn56J2ZxJROy60MAeZsxHefnSq+dlD",
-	"IS2IudKy6LpHvFU0CBhuJJI+j6ntJeGrev2bHxQUeR1065ILBRJ3Uf298R5yUUo06IP9K9FgKiufCBgt",
-	"Ro1IRFb8w2igeMvM5Bv6QYo6fP3AhdhfD2wrcE4uoD/u3CYbBrRZ0EdAP0mdF2z7yTxXuBdZXLb2O5eF",
-	"g2RH/BqihFbssrEoRmK69L6cTsS0ssVUHMmZM0XlQeCfhbGpxh/cMBHTFfilyafiKMSiSb/ghSXIHKyb",
-	"njMiTb4RxDyK3plqfmkpN4WR+UhMtfRuOonUy8F8vohG0NRVtONpwj6o8stUT5EyryyUxWZKVBqiEvSX",
-	"kZhmlfNmNZ20tiYWBh9HDiJdTXVkJcf6nuJrCM4KpkyfXeIJ+9qP7x79sXNojDXy3t/LVYmyfICI66OW",
-	"qOqbOx3o/BhWUqGoLZG9LJ7pf/52cfx/5PEf4+PHV8dv/zxN/nV2+49eHcO47D6U4zRupNVi6YtN3zr+",
-	"QxNxQCIgjUACnvHZy4yVLbovI/KZnJyEv4wyszpZGnPd99bmkFu4rQ2RLY6hywfY5Gk47P7ARySFB44D",
-	"sBQ2XPLK3UjHjAMxd3oU7XjNfexcqYrKwn2jJ0pfzQs8s36zvehPNr1ZdnabGc2pi2wjaAVxEnJJ2H1t",
-	"8gZXW0N/uDIE1nsCGsHxwHdV2rMjSpKB0dNKnqyVzs36noENp3QGfeYldB4vQHtACxg12G7g5KBJVpV4",
-	"+aBJdliMt088qckmwt5CWuvw2wfbAeEAcT/Tc7Or7T6RTO9vV22zWI91tWyUVVcYTGSpRi1p0HcOZB/c",
-	"rTTjO+KCNsabTR1A4+ewMdsn8vGxhJ9AFn65CwsScOW6WOwTnlsvCsv63vTczHoo50BgNkRBP4ApOqd/",
-	"D9x9gPOMZuaVrfQneU17Xep7eLrNu3tSJesoi96ZGXmssnKQo72Imy/gE5IjqP7JRsJXvz9emONwwztn",
-	"9OiVXP8SLMePdGLJAbhrwSu86dIUKus4vnctex3vu6/H+tzMaumE6DF7vPVPltdEZG0/N7i+dUgzurf1",
-	"VpOW1GkTRJc0O1xzp1B/bmbfocP8hNbcad93Wbc/qfCGidChCcygJFxeIV03LiS8vAYnlL93XPG5mQVA",
-	"KQj1/hkvOh2HYpT4+x2ykOA+hA18zp44Nyf30GgzmpmN7LcZLpuIKUu/qXg4Pq2zd+E8Uj19Z2ZT8uEo",
-	"8kW30l3TkOafbiFobaoiF0t5A+hduzUZF+yIi6Oz8TiWsyTibPyYXEHCqR72+RTvWPregV9mYi4fuG+V",
-	"QdKnKx6O+4qCPkRX0FG8AkfFR9tqIyB1T04rXO03H4OP379SGx9Xn4cUGJGmyKS1m1D+Rfvuf3hNx7uG",
-	"v6WtiBJspBvfVIkkaKpSDtTm7AfclyMair2fDVALiCbcsecAPkoofLj+jTqxi7Fftfq9AnLCgxFfC8sR",
-	"RQHf/wx6gYbLw8D98ffTPf7q6Or47T//sc/7rZXvVryGIw4kzdJYC5cOPjsILRW7W2L1/PXLF+JGFhUk",
-	"5CtBHuMLAduc7ePEYKv4aVe1/43Vd0sbdzH0s9ELcF604o8ruaEM85EUPxqRV5yUT4T0YmWcFw/PlsMR",
-	"merRsn00dneq7KChI4Xv4ZrPYdkHQfy148bPzewSpcsHxv1QUVJUkW2ApdQLOGcbAJVmaYEgtVAWMoNW",
-	"eHAkLjgcnGozF3/eosgEX99QB9XqqosYDyyJsnojaR8sju7JiSGrbWFlbsIeYpzx/xO+u2jzVg86wsL7",
-	"ZfX7aG+n+oiT9RSPrLgMqXZuekOCL0wOfXAX6mY7D5ugeWphoVwI4WgqCekpPcrzPTUQF5fPBF4Fx/un",
-	"9K7Mb3CtA3cwutXAzPb/FQWw+r1ivmOP5R0uhjq5pqiIS1uouDNuNwOdK73o2Bq7b9uWQQVIB1feF1cO",
-	"MqPzPjjUCkQB81oY4RtjjRStJ2snrB+JugjHgoa1S7XywqEykwURkSOb6c2bn8+F5Bt5d/QozjCYyovC",
-	"OHInXKoDFlggNM6ZqWZFyzMLZX4oWHsJpYZL5aOPTKPeoVDwtVtZyl38Nie+RR19IhtJ/nNoIGKdjw8q",
-	"XbYEWk/QtEmHSAvCSY9SBPJELNVi2c6kcKHnDObG4lnYlSxSZB32m/gP8XJh1qhf3Ei0jTa+p5sExLeg",
-	"VKJLVAa57pUfl40j1N3Eqx+eiMdn3/7P6AuIHLxURU+lIl/or0WhDoR7n0gr2djDlko7L/We8FHjnvXw",
-	"t/IFHEgobW/9tUdBLlQO2qu5AhsdmWulc/y55R7t5mK8ya5HOdzEwnZ3Qg4sqZA2q1ZW3ck9dDVuIDnk",
-	"TLa14IeZMj8hTc09aKK3pVkLZ4wWMqawO3Ul3qpYITJpEtL6n6ec3RZKK69kcRWS2+IbsaoKr8pCgf3P",
-	"I318OkxEJqkgWPpUr+T7eGuCGNbinfKsnY7mVVFMRKUVYgyF6W/jROTDcwG/V7K5kmq8lJ885IvIOcOR",
-	"+IFtM5bQlaeYQb9h5VJ9hEeWi+NjsjeOvxHzQi7ccCfgGJxKEcoEOKuvXKqDmZf3WWdbGOlzvwq5iQxO",
-	"URMSirWh3zXwt2z6U9db2URIbJsViExc+DvXlSCWesUBHki7fq1uhjq9qxmK1+7dZfRg8rBbvwaonRl3",
-	"xyZ70xgNYXVVU9SAPcBGbdhnjL1u2Y0fVACA2yAKodI18Rp87YOhK2DmYppZo6eJmEo/5WCY0lMmVWHm",
-	"qfZLWFEBija1yYbPkEUxFCuQ2nEtsc4gEdqs+8isL2r+KizCZ5FZhBo7ltiuKucpFLSUN2jXO3cgfL6D",
-	"fNxRj+BU74NXNIlUvFKaCh5MZUUuN8dmfrwy2i8F/xv+tAa4TlJNtSHpYCwejcVj8Y34Rvzy8sXxD6+e",
-	"pYOg3Wqa2L2nt2hQH8LK3FOlnnKBKg8S4eNxL6vFApbd9zy7eHFBGBd4PYRJDRoG6B26IFAtUGlMU/fx",
-	"65snW29+WuFJn3wHtlB6cA/P4pZ2zjnMzGgvuUYhtD+S32Kya7GSSnupNFgnjhxAjPzhQx448erpxfe/",
-	"PB0OdvqraLFyQopcIRCzCoUickDtb4wERRqRarVZJzUVykCC+Huq+QAkY5+CxqR3CEs1HxxR3EdGU5rp",
-	"i4xrqQXiONU1kocj8bRdOU5x6yC862Iv8uQ4joTyG+/RsXoFD2W26RSG8dLY7pTqVL8hex2tOrSRHj16",
-	"9Bih+fXNk5H4PtAOX24RkxNHKZJQOkhEOjhdPaIfU50OHi7TAcJNllL91D7LSxxN9/XNTYepjnhi42WK",
-	"NDEVv756di4a+yM+0olCOR+wUPeECqVTHbtGaatoZjNQpVxAPiE5QXSy0zVMYQ+5AHQyp/Hv3ogFeJJw",
-	"1BNxTqhdlX5DZV7sLHYfxfLOL8ECvVgbsTI2dAAVKgPtoEXNF6XMlnD8cDRuWXpEooNkcAPWMc2ejsZ8",
-	"hylBy1INJoNHo/HoERf+LEmEniwpTfwH/rzo6+m5oPyEEw/HYxSiRc0xGfrDVPDkxE9v3lyOuGOIj/5Z",
-	"PpgMfgT/U3j6Vs/ww/H4QHPkhzVFhjz3np7ICKhyoipH3MZYrVbSblA/qxvQ4EjGyYVDm6HegRu8xZtP",
-	"VuCtytxe/CDWHzgxxf+vvsGjpPvrLNGPVCuH3PrAJZTkubRmBX4JFfoxqXaZlWU46h38/RLefif+PLz3",
-	"J2Uh1RbmtuXmDpLCG2JFTRs4eO9RcBtHdoFgJbmNw9aCVQ3sXmwGShzFI+5FKZ7byxL0xeUzkZusWlFv",
-	"HBmJ1L66lk7MKlV4apjcg7nwgE+lvB4tczew2zh6Q+o2XKSI1PPXL18cwhNqyM19mRLaXTlBv2ZLlIiJ",
-	"+Hb8iDu518pBL4u+4ld9FQ6ld6PApJOl/ulvx4++bIe5J3Nks31mCJq6SzjcnJ60onaLfT2RysOKYl2x",
-	"GU/puk/S5mCTJryn/BJdt3dm5tDJC929YkoRv2BIU6vTlBQF9VNS/M3JjUO7g2unY+9dqutQ4fBcTLvt",
-	"U+Fx3Raq5rmpblHVksKofGO0ppUL79/TuJZq7lyjSOBG5Go+BxvKbFeGuDqvaBEXSh6bG7CTGAv0BAK+",
-	"9x1a7esQc2xCnwwORQZDf13wJxU33jgq9021jLjWhiqJqccPMXUNUPJyyqrUXW7cVCdCwUOqM+7OJqsV",
-	"QeBW7FDqMCt6ZTcaEd/V4b2/jLVavWs9xM12YWzCa5ir74k1iCftCQb0yDAn5K51IYa1pWEbi4sPgSy2",
-	"blMw/hYa9SKnhYhFw2ZN7HAvp1GRBvyvHGQ+DZXi1E1wXIBHmxutv045d4g297QZkGPKHVz8ewl2JXHD",
-	"xWY4Eq9C/z3Zf1xOXhd4bPXWnVDAZB+FPG12lXSm1/y2K0aKTRt2UteqVY7aN/SlXWp0Ny3tNvX039/A",
-	"ecLTaO5xY5jFc/v2L+SFbp9PDzu8jNa6mbcbFpDIzxiOwwTemnTzefiiOU6ZWeNcaJnXsAbnuSOnxRMt",
-	"FuhhC6K2g1qovndSt+FbqVlfcENFSKomdfMEcidH/DgTm+rYPEedjcOkKYnm3gpo96F2XMqVzCEJzML1",
-	"N6HmyiU8ZIZNZm6k22PTNc1XX4KM9ll73Sk0H0E5Z+Ozu5fU43Y+ldR+BN+JAzQSuNVg10tjOyLpDiZ/",
-	"9v3g9m0/YZ5w39X2kK57PjMZlMb1Zqq57au1uSMKqEDd8obGVOxFC3HaIQ8XSTUlodw5XuemsZpw0epA",
-	"DAWG4CYH8ofq/jGOPShdR2nYYGggAZ07Ma3vn47EE/6ZXpTqpu2tWUM5hlBZQTVrS6UXCGDdyyaM5RY5",
-	"o4GeoY0XM2g10R2djR8P+xiIX/9fg4d6Nv/FuOls/PjuBfWUsK9hNfFJdbj2w/TASV1E8hm57T+Q1ygC",
-	"ivS3TbQSr8wtuGXNRQ6sAjdp8kapZjXyoJE9IROMlv95vZBTFsx0SldN1Bpikrggn42UykiQbdQFyiGF",
-	"IV/EUUl6P19QFvEAWzz8cmxh4Xhbov3XZYtPIvHahN4mpzsIPUjke/rbsYzyiPsL69/RPk64UXXCs3yW",
-	"xnn6CabUo0otpeFaaHkMl4eh1dOsgAuOmqlPYG+a3jT0K1LNqaAkFHLKbNnunIv9ZWj4cCfrRaNyUj0N",
-	"12tvZm2so9FK5PLGWosHE2FK0CGXXA9wSsjO0oJHO+3zQH6K+Pwr4z+t1qi9Xmo8Ggegv6KvGumrHs6o",
-	"rMiUzSrl43Ed9FNj70QvbV7KBRVrWVMtlsHYNyUnXYtNTCjUVcsUJ8K/BAPb2GA/c9EXSU40JkISpLQw",
-	"V+/3HfRzdrDvdjLf1cOjlGtgEUeyKJpfHYcdOZkx3Od/bo972DMu9W4wPqOX2zQCHXoxhwao84KtxEgP",
-	"yh3a7BWfwV3b/Tt51bHy+Q5/GrH29TzpwEo2hzCopqFbqifjAu/ItNwndLvPzuH2CBezqNy+0TQpiGf1",
-	"tAxbUTobYaV0sPSc9J1bs0o1ucYho5vEuTi59HImHaBLUZjs+jy8Jm96ImSsH1Au1WjgVzprOgMc2vwo",
-	"oJxhRRSjnVSUqVYQ08GtDCdX69AkxShSzsZjqrqse4vEdjcGZ7vPxo97fQnC0XMzazqQvzP55nNSXewI",
-	"65aHeVvB7Q65n37OF+8zzvCYWjP8Pt4w+5J2FmORiWyXBVpKq44f5VBA3zCZZ77JAHRCVxbENfBU1C6R",
-	"fE9PikTSObCzvf2FYVpT6Gz9OwRYeJv7UJzsz3HibiUqN2MhZzepkRfbsbikE4hLWCWifMh58CLZkJKF",
-	"0p7wWe9JjL8Q6/yNgmX7DvLjfOnYaLOd+QxNMuQTsJyODTRxuIXJN+ex4aYu6rwGKNkuTTU1rKDToGHd",
-	"FA8hk5JCcqHKhDuIpzxemAZfythHTvkt5+UmdpYnYXpT3YBBVLogD1p23zMDCt+mOsz35BFqPaT3K/Uq",
-	"/6XKgtuZ7qUrvgjBcwgv//sQ/hMC+L564j7puK6z0xnW59p91kdURIWeXxwIxwWE6IU38xGHdVpk6zay",
-	"xDpuVNtpOuAN/Tv39vfNvX1Z3iAXQ+5MOrtfou5TkigNv5Fw/uzZk0YJiNxwwoF8CVFpr4owI9OCq1aQ",
-	"j8SlrBwXa/SsW4aOsy6r4RL4emZHA+d/0ygq4ffeQptP8rNTEZUuM3PUI8CVaw2VJJIiYc1xfDJBqL1v",
-	"pZyjVBoVlioe/R9OjTrIrlVZAsVFjYZjtzSeG4bR8eXh4fy+DfhUsxssfZi3oBZKh05DHrAYvHM1b9aH",
-	"FgBxkequxdNk1gL9h/yBeIW/Ehvo1mBz4oNUR0bozTLgY74eL8Rt/PdlBsZwRzzdhykq/VflyYL10qrA",
-	"b0otaitahdkkbDDuitBXle4lmi+YlfpqKalPI4cq9ihxN0blncqh42UfJI/JLHpuh8OEXPJC7QZx/ssU",
-	"10+jIRpDfp2Z/lyZGMp4+TMQO6NkKP4fvzbE82PEUxk+h6RcKK+kk5GZLza7k5i4/lIonzQfm3JyBa0+",
-	"wFinTn8meX2MApVdSO6fOCLHkeGTeegxoWRsvTWKZdZzH7lAMkA+pKaKZz5SuiwK+rgVi8pJOCMOZbpm",
-	"8pGx7SA87pbDlEezDTV8GMsszkN0uX2FvkTRmcJDu4qAJKlWnUlAdfVhwHsmrVVx6EPoQ+kgNNXN6CZR",
-	"T246CiOfzsZjBOZs/DjpfIeMymLj7IxUS8cE8tujt6N6JjB1yw1jjw5/A6bbgUlKKmzluIAbKGoYjyTP",
-	"yI1IxC0+f/3yRSK0CcSYUEMJjWhP9WkyHo9D0DwspW8Onf5L/KK+G1LRo9s9SaYh3mWqz04fEf6ywAd1",
-	"tYozbBXKhvLDZEpx9O14zPSAcoURiADHOvb4gZLm027eQTEns2AN/OWgFeQJokmnmj89sRWXnXCh7jT8",
-	"GoqcuY6Tp3RRyEV5WFGSNYz2Ct1bfXF4tER64vCh7cvRiXb5Lt5NSFydM+LqAxCPHtafNXNBStRHiys2",
-	"NOiGLfGSvgoUOwvJWXaZ1EJpD/ZGFkNR7PFz6xg9TZL662Iv7UFzXz4C054mdscH28i45H4gyM8bMuDa",
-	"+fUSiOtCNfJnCfWf3iOFXX/G7jOF+pliGhaPaihgYa/O0yYHd7AnZwVclrM7ToXSW2GkRpgKWOub0NqA",
-	"Rn7f6BLl98VoXhBAfyH11DM19hYl9AyU+Yq1CVRVsgvRwXqEUlqvdgN1pYWM5+zx4J6ez5mg5gwSGjVW",
-	"/HZMOM5pIiqdB3YhFU1GAndgcO/jxeUz4cD7AnJhtEjDkJN0UNsJlVZUzlJ/jUscobC+htKnOh3UsIcl",
-	"TTvKg9B5IZrtDUfiGWqoohAzkqYrc4Ncjg7yDvD7SO6ywda/mzZaTRtUI24KzqTjiW0hdNhPgvhUatnr",
-	"i6q+CS3ZOQsOvJENpVavHNJDECy1PJGlEtYUQFUnNBx+cELeWACgb/xjqHj3Jk6Pi9VGnOwIKbb4bZgj",
-	"WXPYMPQQLc2aVlMzh3gSxp+y05aww5kEFzuJHeDhcxaUHEQzgIkuhIdJ9u5WoDRB6YnYFxeP/d1HnQ8I",
-	"DVnuhpbodnn3SLwCWX9nI9T0h+q7Hbhasctd6HY/c+TCV/1MqEHgxrDY5oZMy0xmrGMDK9VoTS0lfXRH",
-	"abJt5uo95KHoE7cXiCpo6ECCijuGqLqDpqjEWRM9ErHpuu/sLVLm7sa4QzEJ/g04l2z18Xb6Nzvbio2+",
-	"ygpvDI8KCu9rtQvevr39fwEAAP//",
+	"7H39cxs3suC/guVtlcXsiKJsJVemKnWlOE5iv8TWs526qsv4ieBMk4Q1AzAARjQ35//9qruB+SCHlPwR",
+	"e/Nuf0lMDTBoNPob3T1/DDJTrowG7d1g8sdgJa0swYOlX48q64zFf+XgMqtWXhk9mAxeLUFMNbz1VxmN",
+	"mAozF34JYmXhRpnKiZVcwGiQDBQO/70CuxkkAy1LGEwGPGeQDFy2hFLi6/1mhU+ct0ovBu/eJYMn3+Pf",
+	"afpK+mUzW+WDZGDh90pZyAcTbytov2lubCn9YDKoKhq5++afVan87p4u5QKEU//cC3ZB89pr5TCXVeEH",
+	"k6/HyaCUb1VZlfgDfynNv05rEJT2sAA7eIdAWHArox0Qmr+T+Qv4vQJHYGVGe9D0T7laFSqTCOHJyppZ",
+	"AeU/3jgE948WGH+3MB9MBv/jpDnKE37qTi55Fi+6e4iWlxXKCaVvZKHyczEFa411U4H7dgJkthQzmYu5",
+	"giIfDd4lg0dGzwuVfTFos7C+E2vll0R4b8zsnhNZZS1oL5yXHoSxtAUC+THu6XPCe6E3wvglWEHoJCCe",
+	"Gf+DqXT+OeF4ZoSrsiUiCBECbyGr8BEB9MqYn6VdwJc6yJnJN0h73hhRICAE1a9a3khVyFnx2QHLisp5",
+	"sOJGwRoBqxpQJsIvlRMO7A1YsZROaCPAZ3mqM6M1ZPiahHDss1zkKhfaeCG1W4MdpZpkTwADobzwHsoV",
+	"bWtlzQqsVywNIJJqF7xHlRfeiLPxw2/EbOPBjXalWzLg8zX2SuU9cjUZzJVWbgn5lfQdaZlLD8delYDy",
+	"rioC8lm47rxkCdL6GUgf3rKLx0I6L+phqB2kKIxeCMm7Rtg/bG1dlTPoQ4+ptHdibk0pToXBM0K5UNP7",
+	"PSfWS1OAKNQcEmHhOLfqBlDuZUWVQ95CZy2pk4GpfGZKuI2swmE+D6N54qryH3qMzkvr61Pa4uiqKMTc",
+	"WEKp8xGluD0HgmaKNZInIBIsrAy+6kMx/q6tbH+L6O9A2KWq1/UrzOwNZB63s4WenS3hPiat8zJWOG9W",
+	"K8gbIlJ6IY6UF7mCfCikzrvnm+o1Sn5vhNQsd40GZLtkABoV8W8DV2UZQA5oFsylKugfiIX8ylS4jUzq",
+	"DAr+O4LU2ktzNN9ZkNdgX6KKIXYNb88K42jmUhbzY7MCXJr+1/uWKruGnsN9rkHM6BkyzRszc4lQ3gmz",
+	"1mBp1+ul9EJ5sTRFTsTTlR4y8+oGrnBmh8GV9t+c9ZL4rAZl9xmsTLbsZ3GCyC3V6p4Tc9AZng8NF0e+",
+	"kaT3HIvDBWiwJLhFWo3HDzL+rzgbi//LB4mj0Hp0OEYiOauMdTvv/Ro2RNaZBekhH54LpFy2AGhEh8Lj",
+	"dvdQd2uLEVPdHT41MxQNtD4jKCHMQxAsyrKR0bvo7iJkK+cV9KMSpC0U6kMcJmyloznNK99zgk+V6CHu",
+	"ewmayIAUkYYPl6iEvH7AtMnDybAtKF3rQLRZt2HRhoebtXYt4Ed3AcFCZmwO+dUBemPaiiPxbC6N8wsL",
+	"L//z5yRQC57ORswVvld4K7WTpJZFtoTs2rVJpl7yY2in+5IDfLIH7gCQmtfYI/rKColS6f2wuCWoA1fH",
+	"442svAPzDvIDRyQdSdKi4D75ztLsZ+V6zBnloez+45AiDXLxXb2ItFZudnbH7+oD5XFUCLuQBEV5VQQ4",
+	"u2f1mGgnjEmQiBypEzRlzoXRxQbP7sfHr8TJzelJrXfcyR8qf0c+4132F62+nQ0mETzXL4lz5VbSZx9r",
+	"utXG5ZexHOd4gFezTT+rIJLyqiDZkoPwqOloRlfVnws5c6js0Qgqpa5kgUKz35Li3dwSFSCav3qPoRwS",
+	"6MESg7O7vR9oG7ONuHz+kikI+Ypo5wQFvpVks/il1DjKt7DR2tbMmAKkJo2CAnkls34wiFsjvfcZkf97",
+	"qQroohX9HTaLxJGxZHXkUChiC1S8OczBWsiHSa18lBOralYQXQi5kEp/hBqqDeadRyurjFV+c7tzF8YF",
+	"Twuxl1/NmeB7obrF8P6wnbhoGh6CtZZTbEjuCLh8UBNli+Ta5769x5r4IgQtkbItP97Tfq+B/RQivpHQ",
+	"PUKwFVTcJdoLZnvDZhn5mDHOeFgZ3kFd1PZ8d8nfK6ggn4i1VOSBkN+lGzcFOWUeuIVVRmCI4TnKJK30",
+	"YpJqqWsvDQXVeeCzSbOP+DgwIBr6UljwxHvKu1SbytMqM5ldm/n8XNTuTCJqx4Um5iBzNsLbr041v3so",
+	"pAUxV1oWXfeIt4oGAcONRNLnMbW9JFyq17/5QUGR10G3LrlQIHEX1d8b7yEXK4kGfbB/JRpMq8onAkaL",
+	"USMSkRX/aTRQvGVm8g39Q4o6fH3PhdhfD2wlOCcX0B93bpMNA9pM6COgn6TOC7b9ZJ4r3IssLlv7ncvC",
+	"QbIjfg1RQit22VgUIzFder+aTsS0ssVUHMmZM0XlQeCfhbGpxn+4YSKmJfilyafiKMSiSb/ggyXIHKyb",
+	"njMiTb4RxDyK1kw1L7qSm8LIfCSmWno3nUTq5WA+P0QjaOoq2vE0YR9U+WWqp0iZVxZWxWZKVBqiEvSX",
+	"kZhmlfOmnE5aWxMLg68jB5GepjqykmN9T/E1BKeEKdNnl3jCvvbju0d/7BwaY42897eyXKEsHyDi+qgl",
+	"qvpmpAOdH0MpFYraFbKXxTP9r98ujv+PPP7n+Pjh1fHrP06Tb87e/b1XxzAuuy/lOI0babVY+mLTN4//",
+	"0EQckAhII5CAZ3z2MmNli+5iRD6Tk5Pwl1FmypOlMdd9qzaH3MJtbYhscQw9PsAmj8Nh9wc+IinccxyA",
+	"pbDhkmfuRjpmHIi51aNox2vuYudKVVQW7ho9UfpqXuCZ9ZvtRf9l06tlZ7eZ0Xx1kW0EzSBOQi4Ju69N",
+	"3uBqa+gPV4bAek9AIzgeuFalPTuiJBkYPa3Lk7XSuVnfMbDhlM6gz7yEzusFaA9oAaMG2w2cHDTJqhU+",
+	"PmiSHRbj7RNParKJsLeQ1jr89sF2QDhA3E/03Oxqu48k07vbVdss1mNdLRtl1RUGE7lSo5Y06DsHsg9u",
+	"V5pxjTihjfFmUwfQ+ClszPaJfHgs4SeQhV/uwoIEXLkuFvuE59ZCYVrfSk/NrIdyDgRmQxT0PZhiywTp",
+	"kXwt6rgDbt/DuS7kDIpbz+xnHkXjnb+ylf4oL2yvi34Hz7lZu+fqZR1l2xszIw9YVg5ytD9xUwV8xGUL",
+	"mhNkc+HSb48X5jgMeOOMHr2Q61+CJfqBTjE5FLdNeIGDLk2hso4jfdu0l3HcXT3gp2ZWSztEj9nj/X+0",
+	"/CeibPvNwZWuQ6TRXa63mrSkWJsguqTZ4cJblcRTM/sOHfBHNOdWf6ErCvovKV4xETo0qRmUhNM1pOvG",
+	"mYSX1+CE8neOUz41swAoBbXePuFJp+OQ3BJ/3yJbCe5D2MD37Imb82UhGoFGM7ORPTjDaRMxZWk6FffH",
+	"p/VtYDiPVE/fmNmUfEKKpNFQGjUNaQPTLQStTVXkYilvAL11tyZjhR17cXQ2Hsf0mEScjR+Sa0k41cM+",
+	"H+UNS/Nb8MtMzOkId81aSPp0z/1xX5LR++geOooX4CiZaVsNBaTuuSMLT/vN0RAz6J+pjY+zz8OVGpGm",
+	"yKS1m5BORvvuf3lNx7uOhKWtiBXYSDe+yTpJ0PSlO1Wbs19xV45oKPZuNkUtIJrwyZ4D+CChsKXPtwLO",
+	"FkB4eMuuxArMqgBxJL0ojfPi/ng85vSD4YgCh29/Br1AW+c+cfgnsA3eV+lHfd3dxq9a/V4BBRyCw1IL",
+	"8l3ASTLF36d7fPPR1fHrf/x9n6dfGwZbsSmOrpCkTWPeXzr45CC01P9uOtnTl8+fiRtZVJCQXwh5jKWE",
+	"0+GbTb4EbSV67Zodf2HTomUpdDH0s9ELcF60Yq2l3NBt+pEUPxqRV5yAkIiaC86WRP6NFf9g7G41J4L1",
+	"EDliD0d/Ci8mKIkvHSN/amaXKPneM8aJSpwiqGyfLKVewDnbJ6jQVxYIUgurQmbQCoWOxAWHvlNt5uKP",
+	"dyjOwdcD6gBinWESY58roqxzwaIn1eHVQhZFK9DKT8URvbg0N7x02avJD4rYF23IW4/ORTpIB/XL2er6",
+	"VxCxd5QuISuhhZw6Tvz/iSy5aMuLHnSEiXfLyujjp53sMU62oHhyxWlktTPZG9L9uT76O0fBu1v8D9ic",
+	"0GlHfkAzwUEBGd1zkVF8NI3pDvjzf/FTY7+dDtGGSvV/VDOwGjwEphJuo718OxGSsrUUmtzCrBg68f2z",
+	"l8eumuWmlEoj+8/VWzS2czE9mSaIVy0km9Zo6AcZ/c0DUQDqUJeIXC2Ud4mYHk8TMb2aokWf6ulomnDa",
+	"IwKO7wOd4z9JG8owHX0Bmn8uJJM5wodqAsWM5SRpXn4kLuLiZwE74aYs6ok/Bh5kSaUJm5JKJ/rO+ZnJ",
+	"oY+2CnWzneuQoMtmYaFcCJNqSrvqSe/L8z15RheXTwQ+Bcc0SikUMr/BuQ7cwQhyQyTsE19RkLg/8sQj",
+	"9nij4WHIRW0S9zh9jBKo43YzPqWO/b272rbuK0A6uPK+uHKQGZ33waFKEAXMayWIK8Y8RJpPHkCYPxJ1",
+	"opsFDWuXauWFQyNKFsTojvyIV69+Rsqhgbw7ehXf4pnKi8I4EvYu1QELTDRNwMJUs6IVrQiptKjQewml",
+	"hkvlow9MVbjFkMFltzIBdvHbnPgWdbzeQ/KfwvIh1vnwwO1lS+n0XEw0V47SgnDSo6SHPBFLtVi2bys5",
+	"mXoGc2PxLGwpixRZh2MJ/If4uDBrtGvcSLSdBR7TvWjHVVBz0CNKNV73yvjLJjiwZXj88Eg8PPv6f0b/",
+	"WOTgpSp6soH5QX++F1X53PlEWhf6PWyptPNS7wmpNiGLHv5WvoADl7bbW3/pUdkKlYP2aq5QrrNzf610",
+	"jv9uhQx27zu9ya5HOdzE4hF3QkEdUvNtVq2supV76GncQHIowNK2VN7PhP4JaWruUTHqXCzNWjhjUEuG",
+	"NJFO7pa3KmZhTZqkD/2PU84gEUorr2RxFRJIxFeirAqvVoUC+19H+vh0mIhMUtK99Kku5ds4NCjnN8qz",
+	"djqaV0UxEZVWiDEUpr+NE5EPzwX8XsnmSarxUX5ynx8i5wxH4gf2CVhCV57iaP0GvUv1ER5ZLo6PySY8",
+	"/krMC7lww50gfAi0iJCKw5kzqvEB8j7rfgsjfW5/ITeRwSmSSEKxdjC7juWWL3nqerMHCYlt0w+RiRN/",
+	"59wtxFKvOMADaeeI1gWHp7cVHPLcvbuMnnMeduvXALUT7W7ZZO9VYUNYXdUUNWAPsFEb9hlSL1u2/Xsl",
+	"2ZBFiRRC6aHiJfjarkQX1MzFNLNGozUp/ZQDxEpPmVSFmacaPUNK8tKmNtnwHbIohqIEqR3n6+sMEqHN",
+	"uo/M+m6SXoRJ+C4yi1BjxzT2snKewqNLeYO+l3MHrpR2kI876hGc6m3wxieRikulKanIVFbkcnNs5sel",
+	"0X4p+L/hT2uA6yTVlH+VDsbiwVg8FF+Jr8Qvz58d//DiSTrYMo57xvQm5upDWJl7yoZVLlDlQSJ8OO5l",
+	"tZgktrvOk4tnF4Rxgc/D1YFBw2CF9nMQqBYo/azJrfr11aOtlR9XeNIn34EtlB7cwft7RzvnPIHMaC85",
+	"DyiUGJNvabJrgS6Sl0qDdeLIAcRoOL7knhMvHl98/8vj4a5XR5PR7xK5QiBmFQpF5IDa3xgJir4j1Wqz",
+	"TmoqlIEE8Xeq+QAkY58uUkjvEJZqPjgKHlYwFZm+yLiWWiCOU10jeTgSj9vVGXSXE4R3nVBJ3jbHL1F+",
+	"4xgdM8TwUGabTvIlT40lhalO9Suy19GqQxvpwYMHDxGaX189GonvA+3w4xYxOXGUIgmlg0Skg9PyAf0z",
+	"1eng/jIdINxkKdVv7bO8xNF0X23qdJjqiCc2XqZIE1Px64sn56KxP+IrnSiU8wELdd01+duxMpu2imY2",
+	"A7WSC8gnJCeITnYq8yncJheATuY0/t0bsQBPEo7qjs4JtegPUyolO4vdV7G880uwQAtrI0pjQ5VdoTLQ",
+	"DlrUfLGS2RKO74/GLUuPSHSQDG7AOqbZ09GYR5gVaLlSg8ngwWg8esDJdUsSoSdLSsX4J/570Vc3d0F3",
+	"dk7cH49RiBY1x2ToD1NSoRM/vXp1OeKqPD76J/lgMvgR/E/h7Vt1+ffH4wMFyO9XeBxySfbUHUdAlRPV",
+	"asSlwlVZSrtB/axuQIMjGScXDm2Gegdu8BoHn5TgrcrcXvwg1u85McX/X32FR0nj65vTHykfFbn1nkso",
+	"FnRpTQl+CRX6Mal2mZWrcNQ7+PslrH4r/jy89SerQqotzG3LzR0khRVi1lobOHjrUXAbR3aBYCW5jcPW",
+	"hLIGdi82AyWO4hH3ohTP7fkK9MXlE5GbrCqp/pSMRCoRX0snZpUqPBUl78FceMHHUl6Plrkd2G0cvSJ1",
+	"Gx5SROrpy+fPDuEJNeTmrkwJ7cq3oF+zJUrERHw9fsDdEtbKQS+LvuClvgiH0tooMOlkqUfB1+MHn7eL",
+	"gydzZLN9Zgiauk043JyetKJ2i311x8pDSbGuWPCqdF2LbHOwSRPeU36JrtsbM3Po5IUKejGliF8wpKmc",
+	"cEqKgmqWKf7m5Mah3cH1CbG+NdV1qHB4LqbdEsXwum6ZYvPeVLeoaklhVB4YrWnlwvp7ikNTzdWhFAnc",
+	"iFzN52BDKntpiKvziiZxMvKxuQE7ibFATyDgum/Qal+HmGMT+mRwKDIYaliDP6m4uM0lHMaWEdfaULY+",
+	"1dEipq4BVjydbvPqSlIuXBUhCSjVGXdAIKsVQeB2ByH9Z1b0ym40Ir6rw3t/Gmu16kN7iJvtwljo2jBX",
+	"3xtrEE/aXULolaEXz23zQgxrS8M2FhcfAlls3cJ7/BWKYSOnhYhFw2ZN7HAvp1HiEnybg8ynoRqDKnaO",
+	"wz0FWn+dkokQbe4p5SHHlKsk+fcKbClxw8VmOBIvQo8Lsv+4ZKNOetqqXz2hgMk+Cnnc7CrpdIj6bVeM",
+	"FJs27KSuVSvlu6+xUjv97nZa2i2c6x/fwHnCHZ/uMDD0u3r3+k/khW4tXQ87PI/Wupm3i4KQyM8YjsME",
+	"3uom9Wn4ojlOmVnjXGhLoWENznPVW4snWizQwxZEbQe1UD12Ure6sFKzvuAL/HBRntQFSsidHPHjDIBU",
+	"xwJVqh4eJk3ZAdcvQbvWu+NSljKHJDAL56SFPESXcCMnNpm5WHWPTdcUOH4OMtpn7XU7PX0A5ZyNz26f",
+	"Ure0+lhS+xF8Jw7QSOBWEWsvje2IpFuY/Mn3g3ev+wnzhGsbtxvh3fGdyWBlXG82AZdWtjZ3RAEVqMtK",
+	"0ZiK9Z4hTjvkBj6ppksod47PuTCzJly0OhBDgSG4kIj8obpGk2MPStdRGjYYGkhA505M6/HTkXjE/6aF",
+	"Ut2UljZz6I4hZPRQHudS6QUCWNeL0m07GiJGA71DGy9m0CpUPTobPxz2MRAv/6/BQz2b/2zcdDZ+ePuE",
+	"uhPfl7Ca+KQ6XPt+euCkTvT5hNz2n8hrFAFF+tsmWolP5hbcsuYiB1aBmzT3RqlmNXKvkT3hJhgt//N6",
+	"Il9ZMNMpXTVRa4iXxAX5bKRURoJsoy5QDikM+SK2I9P7+YJuEQ+wxf3PxxYWjrcl2r8uW3wUidcm9DY5",
+	"3ULoQSLf0d+O6btHXMNb/0b7OOFi8An3y1oa5+lfMKU6cCrbDs9CWXF4PAzl1KYETjhqOquBvWnqP9Gv",
+	"SDVfBSUhgVhmy3Z1aqzhRMOHq8UvGpWT6ml4Xnsza2MdtS8jlzfmWtybCLMCHe6S6yZpCdlZWnD7tH0e",
+	"yE8Rn39m/KdVfrjXS41H4wD0F/RVI33VDVCVFZmyWaV8PK6DfmqsJ+qlzUu5oGQta6rFMhj7MYuv2MQL",
+	"hTpbnuJE+JdgYBsb7GdO+qoz88IlCCf+7Tvop+xg3+5kvqkbtCnXwCKOZFE0Px2HHfkyY7jP/9xuqbKn",
+	"JfHtYHxCL7cpjju0MIcGKGWSrcRID8od2uwVn8GHbjcGJChttJQ+W8bWqJwfOhEhT4ZSI1PtAI/Tc/+j",
+	"zJSldKFObXoNm28pGXNKJjH9Dn8YJqnG33+rB3hbQZP4wRmnysWrKm/MMKE3TMlZTDWPgLfKeTdEspz+",
+	"jZ8qL3LDluuQ4txKiyaXdZTql+CPZ9JB3tmJOJoqyhXQxis9HYY7MC9ctQpNNrduwj3I8tuYI5p4BfZv",
+	"31L92j4aCRi87WT+SvGOWAtxS6QDKevLxTiCkLM5hDZdjUShTD8u+YjilKsa3+2zQLmYy8X7bS42a8qW",
+	"xJO6V5CtKNEAYaWLeun5On5uTZlqClqEu/YkdgXLpZdImujsFSa7Pg/L5E2VlIyZHcqlGl2vSmdNrZBD",
+	"bwxVhzNsIsQ4NKXLqhLiRX3r7pnzqIjEo7A/G4/PY7o2VUKK7foszkM4Gz/s9fIIR0/NrOm/8J3JN5+S",
+	"6mL9ajdxD4XIux1yP/2UC+8zm/GYWh1MP9xk/pwWMGORiWyXBVrmRB3Zy6GAvlZaT3xzN9MJKloQ18A9",
+	"obtE8j29KRJJ58DO9lZDh151oQ7/rxD64m3uQ3Gy//YZdyvR7DAWcnZgG3mxHSVNOiHShI0Vrr+gtrNk",
+	"3UsWSnsCm70nMf5MrPMXCmPuO8gPi3LE0rs9xWdkSLGcjiV1sbWPyTfnsQSvTre9Blixx5BqsqzQndOw",
+	"btK6kElJIbmQ/8P9DqbcXJ3a/srY9YJuHp2Xm9gHIwm96+ryJaLSBcU2ZHedGVBgPdWhuzE3kOwhvV+p",
+	"s8Kfqiy4wPFOuuKzEDwHV/O/DuE/IoDvqifuclHadUM7rUpduyvEEaW3oU8e22FyaqexqW66ww7rC6ut",
+	"YWSJdRzctjt7wE/9963oX/dW9PPyBrkYcqfP492uUD/meqvhNxLOn/xeq1ECtUNNvoSotFdF6BBswVUl",
+	"5CNxKSvHaTQ985ahFrDLajgFvpzZ0cD53zS+Tfi9s9Dmk/zkVERJ5cwc9QcQlGu11CWSImHNNyxkglDh",
+	"Zamco0tOSvlV/OGTcGpU23etViugiLXRcOyWxnMLAXR8+dMJvN4GfKrZDZY+dIdRC6VDDSi3lw3euZo3",
+	"80NxhrhIddfiae48A/2Hmx3xAn9ypXLrsw7EB6mOjNB7/4Ov+XK8ELfx35cZGMMd8XQXpqj0n3WDGayX",
+	"Vm1EkwRTW9EqdFJig3FXhL6odC/RfMb7wi92Wfhx5FDF6jGuk6m8Uzl0vOyD5DGZRc/tcJiQk5GoECR2",
+	"q5ri/Gk0RGPIr/NFE84ZDQnW/BGcncZXdDMTv7XG3a7EYxk+BqdcSHylk5GZLza7feM4M1YonzSf2nOy",
+	"hFaFZqwgoD+TvD5GgcouJFe2HJHjyPDJPFT/UIi+3hrFMuuut5y6GiAfUrnLEx8pXRYFfdqPReUknBGH",
+	"Ml3Tp83Y9vUI7pbDlEezDZXiGMsszi3EubCIvsPT6RlGu4qAJKlWnb5ldV5owHsmrVWxZUqoEOogNNVN",
+	"ozlR95k7Cg3qzsZjBOZs/DDpfIWREpZjN51US8cE8tuD16O6IzrVMQ5j9RR/AatbG0tKKmzluIAbKGoY",
+	"jyR3CI9IxC0+ffn8WSK0CcSYUKkPfaAi1afJeDwOQfMwlb64dvqN+EV9N6R0VLd7kkxDvMtUn50+IPxl",
+	"gQ/qPCJn2CqUDeWHvrzi6OvxmOkB5QojEAGOFQbx80zNhy29g2JOZsEa+LtpJeQJokmnmj+8sxWXnXAK",
+	"9TT8DOnnnGHLPQUp5KI8lHT9HRoRhrq6vjg8WiI9cfhQkOfoRLt8F0dza6JzRlx9AOLB/fqjji5Iifpo",
+	"ccaGWl+xJb6ib6LFmk9yll0mtVDag72RxVAUe/zcOkb/Xbiy+pNiL+22mJ8/AtPufXjL5yrJuORKLcjP",
+	"GzLgqob1EojrQp74Jwn1n94huaD+iOcnCvUzxTQsHtVQwMJenadNDu5gtVQJnDC12+iGrrdCs5NwN1zr",
+	"m1B0gkZ+X1MZ5ffFaJ4RQH8i9dTdTvami/S0+vmCWSN0bb4L0cFMkZW0Xu0G6lYWMu4Kym2vej7mhJoz",
+	"SGjUWLGVVDjOaSIqnQd2IRVNRgLXxnBV6sXlE+HA+wJyYbRIQ/uZdFDbCZVWlGhUf4tQHKGwvoaVT3U6",
+	"qGEPU5pCoXuhJkY02xuOxBPUUEUhZiRNS3ODXI4O8g7w+0jussHWv8tpWuU0lL1virxu77WF0GE/CeJb",
+	"qZiyL6r6KhTL5yw4cCAbSq0qRqSHIFhqeSJXSlhTAOUD0acxBifkjQUA+prVhloEb2I/yZgHxpcd4Yot",
+	"fhnrSNYcNgzVXUuzptlUZiMehWbN7LQl7HAmwcVOYm1++JgPXQ6iGcBEF8LDJHt3s3SaoPRE7IuLx8r7",
+	"o87n04Ysd0OxejvxfiRegKy/MhSqLUJe5A5crdjlLnS7H3lz4ZumJuQgcMleLEBEpmUmM9axgZVqtKaW",
+	"kj45pjTZNnP1FvKQjovbC0QVNHQgQcW1XJTdQf1tYheQHonY9EPo7C1S5u7GuHY0Cf4NOJdsVVh3Kms7",
+	"24ol2MoKbww3cQrrtQo5371+9/8CAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

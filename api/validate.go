@@ -26,6 +26,10 @@ func newJobOf(req *JobCreate) (jobs.NewJob, fieldErrors) {
 		Retry:     retryOf(req.Retry),
 		Priority:  priorityOf(req.Priority),
 		Timeout:   timeoutOf(req.Timeout, &syntax),
+		Labels:    labelsOf(req.Labels),
+	}
+	if req.Description != nil {
+		nj.Description = *req.Description
 	}
 	if req.Namespace != nil {
 		nj.Namespace = *req.Namespace
@@ -61,7 +65,21 @@ func patchOf(req *JobPatch, members map[string]json.RawMessage) (jobs.Patch, fie
 	if has("timeout") {
 		p.Timeout = ptr(timeoutOf(req.Timeout, &syntax))
 	}
+	if has("labels") {
+		p.Labels = ptr(labelsOf(req.Labels))
+	}
+	if has("description") {
+		p.Description = ptr(deref(req.Description))
+	}
 	return p, syntax
+}
+
+// labelsOf is the domain's form of the API's labels (nil for none).
+func labelsOf(l *Labels) domain.Labels {
+	if l == nil || len(*l) == 0 {
+		return nil
+	}
+	return domain.Labels(*l)
 }
 
 // fieldErrorsOf is the API's form of the use cases' faults.

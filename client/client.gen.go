@@ -365,19 +365,30 @@ type Health struct {
 
 // Job defines model for Job.
 type Job struct {
-	Bucket    int       `json:"bucket"`
-	CreatedAt time.Time `json:"created_at"`
+	Bucket      int       `json:"bucket"`
+	CreatedAt   time.Time `json:"created_at"`
+	Description *string   `json:"description,omitempty"`
 
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
 	// https), `method` (default POST), `headers`; the body sent is the
 	// job's payload. `nats`: publish the payload to `subject`, and with
 	// `wait_reply` wait for a reply. `custom`: executions go to the custom
 	// executors that serve `name`.
-	Handler   Handler            `json:"handler"`
-	Id        openapi_types.UUID `json:"id"`
-	LastRunAt *time.Time         `json:"last_run_at"`
-	Name      string             `json:"name"`
-	Namespace string             `json:"namespace"`
+	Handler Handler            `json:"handler"`
+	Id      openapi_types.UUID `json:"id"`
+
+	// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
+	// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+	// and `/`, then a name of at most 63 letters, digits, `-`, `_` and
+	// `.`, starting and ending with a letter or digit; a value is empty
+	// or such a name. At most 64 labels.
+	//
+	//
+	// Example: {"team":"payments"}
+	Labels    *Labels    `json:"labels,omitempty"`
+	LastRunAt *time.Time `json:"last_run_at"`
+	Name      string     `json:"name"`
+	Namespace string     `json:"namespace"`
 
 	// NextRunAt Null when the job is paused or completed.
 	NextRunAt *time.Time       `json:"next_run_at"`
@@ -436,12 +447,25 @@ type JobBatchResult struct {
 
 // JobCreate defines model for JobCreate.
 type JobCreate struct {
+	// Description Free text for people (at most 2000 bytes).
+	Description *string `json:"description,omitempty"`
+
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
 	// https), `method` (default POST), `headers`; the body sent is the
 	// job's payload. `nats`: publish the payload to `subject`, and with
 	// `wait_reply` wait for a reply. `custom`: executions go to the custom
 	// executors that serve `name`.
 	Handler Handler `json:"handler"`
+
+	// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
+	// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+	// and `/`, then a name of at most 63 letters, digits, `-`, `_` and
+	// `.`, starting and ending with a letter or digit; a value is empty
+	// or such a name. At most 64 labels.
+	//
+	//
+	// Example: {"team":"payments"}
+	Labels *Labels `json:"labels,omitempty"`
 
 	// Name Unique within the namespace.
 	Name string `json:"name"`
@@ -483,14 +507,28 @@ type JobList struct {
 }
 
 // JobPatch The fields to change; each one present replaces the job's. A retry
-// of {} resets the job to the cluster's default policy.
+// of {} resets the job to the cluster's default policy; labels
+// replace all the job's labels ({} removes them).
 type JobPatch struct {
+	// Description Replaces the description; "" removes it.
+	Description *string `json:"description,omitempty"`
+
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
 	// https), `method` (default POST), `headers`; the body sent is the
 	// job's payload. `nats`: publish the payload to `subject`, and with
 	// `wait_reply` wait for a reply. `custom`: executions go to the custom
 	// executors that serve `name`.
 	Handler *Handler `json:"handler,omitempty"`
+
+	// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
+	// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+	// and `/`, then a name of at most 63 letters, digits, `-`, `_` and
+	// `.`, starting and ending with a letter or digit; a value is empty
+	// or such a name. At most 64 labels.
+	//
+	//
+	// Example: {"team":"payments"}
+	Labels *Labels `json:"labels,omitempty"`
 
 	// Payload Any JSON value; null removes the payload.
 	Payload *json.RawMessage `json:"payload,omitempty"`
@@ -517,6 +555,15 @@ type JobPatch struct {
 
 // JobState defines model for JobState.
 type JobState string
+
+// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
+// Kubernetes label syntax: a key is an optional DNS-subdomain prefix
+// and `/`, then a name of at most 63 letters, digits, `-`, `_` and
+// `.`, starting and ending with a letter or digit; a value is empty
+// or such a name. At most 64 labels.
+//
+// Example: {"team":"payments"}
+type Labels map[string]string
 
 // Node A live scheduler node, as registered in etcd.
 type Node struct {
@@ -657,6 +704,13 @@ type ListJobsParams struct {
 
 	// NamePrefix Only jobs whose name starts with this.
 	NamePrefix *string `form:"name_prefix,omitempty" json:"name_prefix,omitempty"`
+
+	// Selector Only jobs whose labels match this selector: requirements
+	// separated by commas, each `key=value` (or `key==value`),
+	// `key!=value` (true when the label is absent too), `key` (the
+	// label exists) or `!key` (it does not), as in Kubernetes.
+	// Set-based requirements (`in`, `notin`) are not supported.
+	Selector *string `form:"selector,omitempty" json:"selector,omitempty"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1951,6 +2005,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 		if params.NamePrefix != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name_prefix", *params.NamePrefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Selector != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "selector", *params.Selector, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

@@ -272,3 +272,25 @@ func checkTimeout(d time.Duration, f *faults) {
 		f.add("timeout", "must be at most 24h")
 	}
 }
+
+// checkLabels checks a job's labels; faults name "labels.<key>".
+func checkLabels(l domain.Labels, f *faults) {
+	for _, fe := range l.Validate() {
+		f.add(joinField("labels", fe.Field), "%s", fe.Message)
+	}
+}
+
+// checkDescription checks a job's description.
+func checkDescription(d string, f *faults) {
+	if len(d) > domain.MaxDescription {
+		f.add("description", "must be at most %d bytes", domain.MaxDescription)
+	}
+}
+
+// joinField is field.key, or field when key is "".
+func joinField(field, key string) string {
+	if key == "" {
+		return field
+	}
+	return field + "." + key
+}

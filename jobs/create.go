@@ -34,6 +34,11 @@ type NewJob struct {
 	Timeout time.Duration
 	// Paused creates the job paused: it has no next run until Resume.
 	Paused bool
+	// Labels are key/value labels (domain.Labels' syntax) for selectors;
+	// Description is free text for people, at most
+	// domain.MaxDescription bytes.
+	Labels      domain.Labels
+	Description string
 }
 
 // Build checks nj and returns the job Create would store: defaults
@@ -53,6 +58,8 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*store.Job, e
 	retry := s.checkRetry(nj.Retry, &f)
 	priority := checkPriority(nj.Priority, &f)
 	checkTimeout(nj.Timeout, &f)
+	checkLabels(nj.Labels, &f)
+	checkDescription(nj.Description, &f)
 	j := &store.Job{
 		Namespace: nj.Namespace,
 		Name:      nj.Name,
@@ -64,6 +71,10 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*store.Job, e
 		Priority:  priority,
 		Timeout:   nj.Timeout,
 	}
+	if len(nj.Labels) > 0 {
+		j.Labels = nj.Labels
+	}
+	j.Description = nj.Description
 	switch {
 	case nj.Paused:
 		j.State = domain.JobPaused

@@ -40,11 +40,15 @@ type Patch struct {
 	Priority *domain.Priority
 	// Timeout replaces the attempt timeout; 0 removes it.
 	Timeout *time.Duration
+	// Labels replaces all the labels; an empty map removes them.
+	Labels *domain.Labels
+	// Description replaces the description; "" removes it.
+	Description *string
 }
 
 func (p *Patch) empty() bool {
 	return p.Schedule == nil && p.Handler == nil && p.Payload == nil && p.Retry == nil &&
-		p.Priority == nil && p.Timeout == nil
+		p.Priority == nil && p.Timeout == nil && p.Labels == nil && p.Description == nil
 }
 
 // checkedPatch is a Patch whose values passed the checks, with defaults
@@ -91,6 +95,12 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 	if p.Timeout != nil {
 		checkTimeout(*p.Timeout, &f)
 	}
+	if p.Labels != nil {
+		checkLabels(*p.Labels, &f)
+	}
+	if p.Description != nil {
+		checkDescription(*p.Description, &f)
+	}
 	return c, f.err()
 }
 
@@ -117,6 +127,15 @@ func (c *checkedPatch) apply(j *store.Job) {
 	}
 	if c.Timeout != nil {
 		j.Timeout = *c.Timeout
+	}
+	if c.Labels != nil {
+		j.Labels = nil
+		if len(*c.Labels) > 0 {
+			j.Labels = *c.Labels
+		}
+	}
+	if c.Description != nil {
+		j.Description = *c.Description
 	}
 }
 

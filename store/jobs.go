@@ -29,7 +29,7 @@ const (
 
 // jobColumns are the columns scanJob reads, in its order.
 const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
-	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority, spec_id"
+	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority, spec_id, labels, description"
 
 // nowMS is the transaction's time at the millisecond precision the store
 // keeps.
@@ -43,6 +43,8 @@ type JobFilter struct {
 	State domain.JobState
 	// NamePrefix limits the list to names starting with it.
 	NamePrefix string
+	// Selector limits the list to jobs whose labels match it.
+	Selector domain.Selector
 	// Limit is the page size: 50 when 0, at most 500.
 	Limit int
 	// Cursor continues a listing where the page that returned it ended;
@@ -96,12 +98,13 @@ func (s *Store) createOne(ctx context.Context, j *Job) error {
 			RETURNING job_id
 		)
 		INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
-			next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, `+nowMS+`, `+nowMS+`, $14
+			next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, `+nowMS+`, `+nowMS+`, $14, $15, $16
 		FROM name
 		RETURNING created_at, updated_at`,
 		pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
 		j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, pgUUID(*j.SpecID),
+		labelsArg(j.Labels), nullText(j.Description),
 	).Scan(&j.CreatedAt, &j.UpdatedAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), isUniqueViolation(err):
@@ -179,6 +182,7 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 	if f.State != "" {
 		stateCond = " AND state = " + arg(f.State)
 	}
+	stateCond += selectorSQL(f.Selector, arg)
 	if f.Cursor != "" {
 		var c [2]string
 		if err := decodeCursor(f.Cursor, &c); err != nil {
@@ -265,7 +269,7 @@ func (s *Store) prepare(j *Job) error {
 }
 
 // UpdateJob writes j's Schedule, Handler, Payload, Retry, Timeout,
-// Priority, State and NextRunAt to the stored job with j's id (namespace
+// Priority, State, NextRunAt, Labels and Description to the stored job with j's id (namespace
 // and name cannot change; an empty Priority keeps the stored one), bumps
 // its UpdatedAt and Version, and refreshes j from the stored row. Pausing and resuming are updates of State (and NextRunAt).
 //
@@ -289,11 +293,11 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 		row := tx.QueryRow(ctx, `
 			UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
 				state = $8, next_run_at = $9, priority = COALESCE(NULLIF($11, ''), priority),
-				updated_at = `+nowMS+`, version = version + 1, spec_id = $12
+				updated_at = `+nowMS+`, version = version + 1, spec_id = $12, labels = $13, description = $14
 			WHERE bucket = $1 AND id = $2 AND version = $10
 			RETURNING `+jobColumns,
 			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
-			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID)
+			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID, labelsArg(j.Labels), nullText(j.Description))
 		var err error
 		if got, err = scanJob(row); errors.Is(err, pgx.ErrNoRows) {
 			var exists bool
@@ -353,15 +357,19 @@ func notifyJob(ctx context.Context, tx pgx.Tx, bucket int, id uuid.UUID) error {
 // scanJob reads a row of jobColumns.
 func scanJob(row pgx.Row) (*Job, error) {
 	var (
-		j         Job
-		timeoutMS int64
-		payload   []byte
+		j           Job
+		timeoutMS   int64
+		payload     []byte
+		description *string
 	)
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
 		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version,
-		&j.Priority, &j.SpecID)
+		&j.Priority, &j.SpecID, &j.Labels, &description)
 	if err != nil {
 		return nil, err
+	}
+	if description != nil {
+		j.Description = *description
 	}
 	if payload != nil {
 		j.Payload = json.RawMessage(payload)
@@ -482,4 +490,40 @@ func decodeCursor(c string, v any) error {
 		return fmt.Errorf("%w %q", ErrBadCursor, c)
 	}
 	return nil
+}
+
+// labelsArg is a job's labels as stored: NULL when it has none.
+func labelsArg(l domain.Labels) any {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+// nullText is s, or NULL when it is empty.
+func nullText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// selectorSQL is the condition (" AND ...") a jobs row must meet to match
+// sel, with its values passed through arg. A job without labels has
+// NULL labels: it matches != and !key, nothing else.
+func selectorSQL(sel domain.Selector, arg func(any) string) string {
+	var b strings.Builder
+	for _, r := range sel {
+		switch r.Op {
+		case domain.OpEquals:
+			b.WriteString(" AND labels @> " + arg(domain.Labels{r.Key: r.Value}) + "::jsonb")
+		case domain.OpNotEquals:
+			b.WriteString(" AND NOT coalesce(labels @> " + arg(domain.Labels{r.Key: r.Value}) + "::jsonb, false)")
+		case domain.OpExists:
+			b.WriteString(" AND labels ? " + arg(r.Key))
+		case domain.OpNotExists:
+			b.WriteString(" AND NOT coalesce(labels ? " + arg(r.Key) + ", false)")
+		}
+	}
+	return b.String()
 }

@@ -65,6 +65,10 @@ type Job struct {
 	// SpecID names the job spec its executions run (handler, payload,
 	// retry policy, timeout): set by the store from that content.
 	SpecID *uuid.UUID
+	// Labels and Description are the job's own, for people and
+	// selectors; nil and "" when it has none.
+	Labels      domain.Labels
+	Description string
 }
 
 // Execution is one run of a job for one scheduled time (or one manual

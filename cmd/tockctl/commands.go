@@ -38,6 +38,9 @@ type jobsCreateCmd struct {
 	MaxAttempts int    `help:"Attempts before an execution is dead (default: the cluster's, 3 unless tockd says otherwise)." placeholder:"N"`
 	Backoff     string `help:"Delay before the second attempt (\"1s\"; later ones grow by the cluster's multiplier)." placeholder:"DUR"`
 	Priority    string `help:"Priority class: high, normal or low (default normal)." placeholder:"CLASS"`
+
+	Label       map[string]string `help:"Label, KEY=VALUE (repeatable), for selecting jobs with jobs list --selector."`
+	Description string            `help:"Free text describing the job." placeholder:"TEXT"`
 }
 
 // singleJobFlags reports the flags of a single job that are set, which
@@ -52,6 +55,7 @@ func (c *jobsCreateCmd) singleJobFlags() []string {
 		{"--in", c.In != ""}, {"--now", c.Now}, {"--method", c.Method != ""}, {"--header", len(c.Header) > 0},
 		{"--wait-reply", c.WaitReply}, {"--payload", c.Payload != ""}, {"--timeout", c.Timeout != ""},
 		{"--max-attempts", c.MaxAttempts != 0}, {"--backoff", c.Backoff != ""}, {"--priority", c.Priority != ""},
+		{"--label", len(c.Label) > 0}, {"--description", c.Description != ""},
 	} {
 		if f.set {
 			set = append(set, f.name)
@@ -85,6 +89,10 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	body.Timeout = optional(c.Timeout)
 	body.Retry = retryOf(c.MaxAttempts, c.Backoff)
 	body.Priority = (*client.Priority)(optional(c.Priority))
+	if len(c.Label) > 0 {
+		body.Labels = (*client.Labels)(&c.Label)
+	}
+	body.Description = optional(c.Description)
 	r, err := a.api.CreateJobWithResponse(a.ctx, body)
 	if err := check(r, err); err != nil {
 		return err
@@ -170,6 +178,7 @@ type jobsListCmd struct {
 	State     string `help:"Only jobs in this state: active, paused or completed."`
 	Prefix    string `help:"Only jobs whose name starts with this." placeholder:"P"`
 	Namespace string `help:"Only jobs in this namespace." placeholder:"NS"`
+	Selector  string `short:"l" help:"Only jobs whose labels match this selector (\"team=payments,tier!=batch\"; key, !key, = and != as in Kubernetes)." placeholder:"SEL"`
 	Limit     int    `help:"Jobs per page (1-500, server default 50)." placeholder:"N"`
 	Cursor    string `help:"Continue a listing from a previous page's cursor."`
 	All       bool   `help:"Follow every page."`
@@ -180,6 +189,7 @@ func (c *jobsListCmd) Run(a *app) error {
 		Namespace:  optional(c.Namespace),
 		State:      (*client.JobState)(optional(c.State)),
 		NamePrefix: optional(c.Prefix),
+		Selector:   optional(c.Selector),
 	}
 	if c.Limit != 0 {
 		p.Limit = &c.Limit

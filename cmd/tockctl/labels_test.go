@@ -1,0 +1,52 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tock-sched/tock/api"
+)
+
+// jobs create --label and --description set them; jobs list --selector
+// (-l) lists the jobs whose labels match, and a bad selector is the
+// server's 400, exit code 1.
+func TestLabelsAndSelector(t *testing.T) {
+	t.Parallel()
+	hs, _ := server(t)
+	u := hs.URL
+	var created api.Job
+	out := ok(t, u, "-o", "json", "jobs", "create", "--name", "pay", "--in", "1h", "--custom", "w",
+		"--label", "team=payments", "--label", "tier=web", "--description", "charges cards")
+	if err := json.Unmarshal([]byte(out), &created); err != nil {
+		t.Fatal(err)
+	}
+	if created.Labels == nil || (*created.Labels)["team"] != "payments" || (*created.Labels)["tier"] != "web" ||
+		created.Description == nil || *created.Description != "charges cards" {
+		t.Fatalf("created %s", out)
+	}
+	ok(t, u, "jobs", "create", "--name", "batch", "--in", "1h", "--custom", "w", "--label", "team=payments", "--label", "tier=batch")
+	ok(t, u, "jobs", "create", "--name", "plain", "--in", "1h", "--custom", "w")
+
+	names := func(args ...string) string {
+		var list api.JobList
+		if err := json.Unmarshal([]byte(ok(t, u, append([]string{"-o", "json", "jobs", "list"}, args...)...)), &list); err != nil {
+			t.Fatal(err)
+		}
+		var n []string
+		for _, j := range list.Items {
+			n = append(n, j.Name)
+		}
+		return strings.Join(n, " ")
+	}
+	if got := names("--selector", "team=payments,tier!=batch"); got != "pay" {
+		t.Errorf("--selector team=payments,tier!=batch: %q", got)
+	}
+	if got := names("-l", "!tier"); got != "plain" {
+		t.Errorf("-l !tier: %q", got)
+	}
+	res := tockctl(t, u, "jobs", "list", "--selector", "team in (a,b)")
+	if res.code != 1 || !strings.Contains(res.stderr, "selector") {
+		t.Errorf("a bad selector: %+v", res)
+	}
+}
