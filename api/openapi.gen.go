@@ -243,6 +243,15 @@ type BucketList struct {
 	Items []Bucket `json:"items"`
 }
 
+// BulkChange defines model for BulkChange.
+type BulkChange struct {
+	// Changed Jobs the operation changed (a job that changed state or was deleted meanwhile is matched but not changed).
+	Changed int `json:"changed"`
+
+	// Matched Jobs of the namespace in the state the operation changes (active to pause, paused to resume) that match the selector.
+	Matched int `json:"matched"`
+}
+
 // Execution defines model for Execution.
 type Execution struct {
 	// AttemptList Every attempt, first to last; only in GET /v1/executions/{id}.
@@ -556,6 +565,17 @@ type JobPatch struct {
 	Timeout *string `json:"timeout,omitempty"`
 }
 
+// JobSelection defines model for JobSelection.
+type JobSelection struct {
+	// Namespace The namespace whose jobs change (required, so that no request changes every job of the cluster).
+	Namespace string `json:"namespace"`
+
+	// Selector A label selector, as in GET /v1/jobs; absent or "" selects every job of the namespace.
+	//
+	// Example: team=payments
+	Selector *string `json:"selector,omitempty"`
+}
+
 // JobState defines model for JobState.
 type JobState string
 
@@ -743,6 +763,12 @@ type UpdateJobJSONRequestBody = JobPatch
 // CreateJobBatchJSONRequestBody defines body for CreateJobBatch for application/json ContentType.
 type CreateJobBatchJSONRequestBody = JobBatchCreate
 
+// PauseJobsJSONRequestBody defines body for PauseJobs for application/json ContentType.
+type PauseJobsJSONRequestBody = JobSelection
+
+// ResumeJobsJSONRequestBody defines body for ResumeJobs for application/json ContentType.
+type ResumeJobsJSONRequestBody = JobSelection
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealthz Liveness
@@ -805,6 +831,12 @@ type ServerInterface interface {
 	// CreateJobBatch Create up to 1,000 jobs in one request
 	// (POST /v1/jobs:batch)
 	CreateJobBatch(ctx echo.Context) error
+	// PauseJobs Pause every active job of a namespace that matches a selector
+	// (POST /v1/jobs:pause)
+	PauseJobs(ctx echo.Context) error
+	// ResumeJobs Resume every paused job of a namespace that matches a selector
+	// (POST /v1/jobs:resume)
+	ResumeJobs(ctx echo.Context) error
 	// ListNodes List the live scheduler nodes
 	// (GET /v1/nodes)
 	ListNodes(ctx echo.Context) error
@@ -1160,6 +1192,24 @@ func (w *ServerInterfaceWrapper) CreateJobBatch(ctx echo.Context) error {
 	return err
 }
 
+// PauseJobs converts echo context to params.
+func (w *ServerInterfaceWrapper) PauseJobs(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PauseJobs(ctx)
+	return err
+}
+
+// ResumeJobs converts echo context to params.
+func (w *ServerInterfaceWrapper) ResumeJobs(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ResumeJobs(ctx)
+	return err
+}
+
 // ListNodes converts echo context to params.
 func (w *ServerInterfaceWrapper) ListNodes(ctx echo.Context) error {
 	var err error
@@ -1227,6 +1277,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 
 	router.GET(options.BaseURL+"/v1/jobs", wrapper.ListJobs, options.OperationMiddlewares["listJobs"]...)
 	router.POST(options.BaseURL+"/v1/jobs", wrapper.CreateJob, options.OperationMiddlewares["createJob"]...)
+	router.POST(options.BaseURL+"/v1/jobs\\:pause", wrapper.PauseJobs, options.OperationMiddlewares["pauseJobs"]...)
+	router.POST(options.BaseURL+"/v1/jobs\\:resume", wrapper.ResumeJobs, options.OperationMiddlewares["resumeJobs"]...)
 	router.POST(options.BaseURL+"/v1/jobs\\:batch", wrapper.CreateJobBatch, options.OperationMiddlewares["createJobBatch"]...)
 	router.DELETE(options.BaseURL+"/v1/jobs/:id", wrapper.DeleteJob, options.OperationMiddlewares["deleteJob"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id", wrapper.GetJob, options.OperationMiddlewares["getJob"]...)
@@ -1255,138 +1307,146 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H39cxs3suC/guVtlcXsiKJsJVemKnWlOE5iv8TWs526qsv4ieBMk4Q1AzAARjQ35//9qruB+SCHlPwR",
-	"e/Nuf0lMDTBoNPob3T1/DDJTrowG7d1g8sdgJa0swYOlX48q64zFf+XgMqtWXhk9mAxeLUFMNbz1VxmN",
-	"mAozF34JYmXhRpnKiZVcwGiQDBQO/70CuxkkAy1LGEwGPGeQDFy2hFLi6/1mhU+ct0ovBu/eJYMn3+Pf",
-	"afpK+mUzW+WDZGDh90pZyAcTbytov2lubCn9YDKoKhq5++afVan87p4u5QKEU//cC3ZB89pr5TCXVeEH",
-	"k6/HyaCUb1VZlfgDfynNv05rEJT2sAA7eIdAWHArox0Qmr+T+Qv4vQJHYGVGe9D0T7laFSqTCOHJyppZ",
-	"AeU/3jgE948WGH+3MB9MBv/jpDnKE37qTi55Fi+6e4iWlxXKCaVvZKHyczEFa411U4H7dgJkthQzmYu5",
-	"giIfDd4lg0dGzwuVfTFos7C+E2vll0R4b8zsnhNZZS1oL5yXHoSxtAUC+THu6XPCe6E3wvglWEHoJCCe",
-	"Gf+DqXT+OeF4ZoSrsiUiCBECbyGr8BEB9MqYn6VdwJc6yJnJN0h73hhRICAE1a9a3khVyFnx2QHLisp5",
-	"sOJGwRoBqxpQJsIvlRMO7A1YsZROaCPAZ3mqM6M1ZPiahHDss1zkKhfaeCG1W4MdpZpkTwADobzwHsoV",
-	"bWtlzQqsVywNIJJqF7xHlRfeiLPxw2/EbOPBjXalWzLg8zX2SuU9cjUZzJVWbgn5lfQdaZlLD8delYDy",
-	"rioC8lm47rxkCdL6GUgf3rKLx0I6L+phqB2kKIxeCMm7Rtg/bG1dlTPoQ4+ptHdibk0pToXBM0K5UNP7",
-	"PSfWS1OAKNQcEmHhOLfqBlDuZUWVQ95CZy2pk4GpfGZKuI2swmE+D6N54qryH3qMzkvr61Pa4uiqKMTc",
-	"WEKp8xGluD0HgmaKNZInIBIsrAy+6kMx/q6tbH+L6O9A2KWq1/UrzOwNZB63s4WenS3hPiat8zJWOG9W",
-	"K8gbIlJ6IY6UF7mCfCikzrvnm+o1Sn5vhNQsd40GZLtkABoV8W8DV2UZQA5oFsylKugfiIX8ylS4jUzq",
-	"DAr+O4LU2ktzNN9ZkNdgX6KKIXYNb88K42jmUhbzY7MCXJr+1/uWKruGnsN9rkHM6BkyzRszc4lQ3gmz",
-	"1mBp1+ul9EJ5sTRFTsTTlR4y8+oGrnBmh8GV9t+c9ZL4rAZl9xmsTLbsZ3GCyC3V6p4Tc9AZng8NF0e+",
-	"kaT3HIvDBWiwJLhFWo3HDzL+rzgbi//LB4mj0Hp0OEYiOauMdTvv/Ro2RNaZBekhH54LpFy2AGhEh8Lj",
-	"dvdQd2uLEVPdHT41MxQNtD4jKCHMQxAsyrKR0bvo7iJkK+cV9KMSpC0U6kMcJmyloznNK99zgk+V6CHu",
-	"ewmayIAUkYYPl6iEvH7AtMnDybAtKF3rQLRZt2HRhoebtXYt4Ed3AcFCZmwO+dUBemPaiiPxbC6N8wsL",
-	"L//z5yRQC57ORswVvld4K7WTpJZFtoTs2rVJpl7yY2in+5IDfLIH7gCQmtfYI/rKColS6f2wuCWoA1fH",
-	"442svAPzDvIDRyQdSdKi4D75ztLsZ+V6zBnloez+45AiDXLxXb2ItFZudnbH7+oD5XFUCLuQBEV5VQQ4",
-	"u2f1mGgnjEmQiBypEzRlzoXRxQbP7sfHr8TJzelJrXfcyR8qf0c+4132F62+nQ0mETzXL4lz5VbSZx9r",
-	"utXG5ZexHOd4gFezTT+rIJLyqiDZkoPwqOloRlfVnws5c6js0Qgqpa5kgUKz35Li3dwSFSCav3qPoRwS",
-	"6MESg7O7vR9oG7ONuHz+kikI+Ypo5wQFvpVks/il1DjKt7DR2tbMmAKkJo2CAnkls34wiFsjvfcZkf97",
-	"qQroohX9HTaLxJGxZHXkUChiC1S8OczBWsiHSa18lBOralYQXQi5kEp/hBqqDeadRyurjFV+c7tzF8YF",
-	"Twuxl1/NmeB7obrF8P6wnbhoGh6CtZZTbEjuCLh8UBNli+Ta5769x5r4IgQtkbItP97Tfq+B/RQivpHQ",
-	"PUKwFVTcJdoLZnvDZhn5mDHOeFgZ3kFd1PZ8d8nfK6ggn4i1VOSBkN+lGzcFOWUeuIVVRmCI4TnKJK30",
-	"YpJqqWsvDQXVeeCzSbOP+DgwIBr6UljwxHvKu1SbytMqM5ldm/n8XNTuTCJqx4Um5iBzNsLbr041v3so",
-	"pAUxV1oWXfeIt4oGAcONRNLnMbW9JFyq17/5QUGR10G3LrlQIHEX1d8b7yEXK4kGfbB/JRpMq8onAkaL",
-	"USMSkRX/aTRQvGVm8g39Q4o6fH3PhdhfD2wlOCcX0B93bpMNA9pM6COgn6TOC7b9ZJ4r3IssLlv7ncvC",
-	"QbIjfg1RQit22VgUIzFder+aTsS0ssVUHMmZM0XlQeCfhbGpxn+4YSKmJfilyafiKMSiSb/ggyXIHKyb",
-	"njMiTb4RxDyK1kw1L7qSm8LIfCSmWno3nUTq5WA+P0QjaOoq2vE0YR9U+WWqp0iZVxZWxWZKVBqiEvSX",
-	"kZhmlfOmnE5aWxMLg68jB5GepjqykmN9T/E1BKeEKdNnl3jCvvbju0d/7BwaY42897eyXKEsHyDi+qgl",
-	"qvpmpAOdH0MpFYraFbKXxTP9r98ujv+PPP7n+Pjh1fHrP06Tb87e/b1XxzAuuy/lOI0babVY+mLTN4//",
-	"0EQckAhII5CAZ3z2MmNli+5iRD6Tk5Pwl1FmypOlMdd9qzaH3MJtbYhscQw9PsAmj8Nh9wc+IinccxyA",
-	"pbDhkmfuRjpmHIi51aNox2vuYudKVVQW7ho9UfpqXuCZ9ZvtRf9l06tlZ7eZ0Xx1kW0EzSBOQi4Ju69N",
-	"3uBqa+gPV4bAek9AIzgeuFalPTuiJBkYPa3Lk7XSuVnfMbDhlM6gz7yEzusFaA9oAaMG2w2cHDTJqhU+",
-	"PmiSHRbj7RNParKJsLeQ1jr89sF2QDhA3E/03Oxqu48k07vbVdss1mNdLRtl1RUGE7lSo5Y06DsHsg9u",
-	"V5pxjTihjfFmUwfQ+ClszPaJfHgs4SeQhV/uwoIEXLkuFvuE59ZCYVrfSk/NrIdyDgRmQxT0PZhiywTp",
-	"kXwt6rgDbt/DuS7kDIpbz+xnHkXjnb+ylf4oL2yvi34Hz7lZu+fqZR1l2xszIw9YVg5ytD9xUwV8xGUL",
-	"mhNkc+HSb48X5jgMeOOMHr2Q61+CJfqBTjE5FLdNeIGDLk2hso4jfdu0l3HcXT3gp2ZWSztEj9nj/X+0",
-	"/CeibPvNwZWuQ6TRXa63mrSkWJsguqTZ4cJblcRTM/sOHfBHNOdWf6ErCvovKV4xETo0qRmUhNM1pOvG",
-	"mYSX1+CE8neOUz41swAoBbXePuFJp+OQ3BJ/3yJbCe5D2MD37Imb82UhGoFGM7ORPTjDaRMxZWk6FffH",
-	"p/VtYDiPVE/fmNmUfEKKpNFQGjUNaQPTLQStTVXkYilvAL11tyZjhR17cXQ2Hsf0mEScjR+Sa0k41cM+",
-	"H+UNS/Nb8MtMzOkId81aSPp0z/1xX5LR++geOooX4CiZaVsNBaTuuSMLT/vN0RAz6J+pjY+zz8OVGpGm",
-	"yKS1m5BORvvuf3lNx7uOhKWtiBXYSDe+yTpJ0PSlO1Wbs19xV45oKPZuNkUtIJrwyZ4D+CChsKXPtwLO",
-	"FkB4eMuuxArMqgBxJL0ojfPi/ng85vSD4YgCh29/Br1AW+c+cfgnsA3eV+lHfd3dxq9a/V4BBRyCw1IL",
-	"8l3ASTLF36d7fPPR1fHrf/x9n6dfGwZbsSmOrpCkTWPeXzr45CC01P9uOtnTl8+fiRtZVJCQXwh5jKWE",
-	"0+GbTb4EbSV67Zodf2HTomUpdDH0s9ELcF60Yq2l3NBt+pEUPxqRV5yAkIiaC86WRP6NFf9g7G41J4L1",
-	"EDliD0d/Ci8mKIkvHSN/amaXKPneM8aJSpwiqGyfLKVewDnbJ6jQVxYIUgurQmbQCoWOxAWHvlNt5uKP",
-	"dyjOwdcD6gBinWESY58roqxzwaIn1eHVQhZFK9DKT8URvbg0N7x02avJD4rYF23IW4/ORTpIB/XL2er6",
-	"VxCxd5QuISuhhZw6Tvz/iSy5aMuLHnSEiXfLyujjp53sMU62oHhyxWlktTPZG9L9uT76O0fBu1v8D9ic",
-	"0GlHfkAzwUEBGd1zkVF8NI3pDvjzf/FTY7+dDtGGSvV/VDOwGjwEphJuo718OxGSsrUUmtzCrBg68f2z",
-	"l8eumuWmlEoj+8/VWzS2czE9mSaIVy0km9Zo6AcZ/c0DUQDqUJeIXC2Ud4mYHk8TMb2aokWf6ulomnDa",
-	"IwKO7wOd4z9JG8owHX0Bmn8uJJM5wodqAsWM5SRpXn4kLuLiZwE74aYs6ok/Bh5kSaUJm5JKJ/rO+ZnJ",
-	"oY+2CnWzneuQoMtmYaFcCJNqSrvqSe/L8z15RheXTwQ+Bcc0SikUMr/BuQ7cwQhyQyTsE19RkLg/8sQj",
-	"9nij4WHIRW0S9zh9jBKo43YzPqWO/b272rbuK0A6uPK+uHKQGZ33waFKEAXMayWIK8Y8RJpPHkCYPxJ1",
-	"opsFDWuXauWFQyNKFsTojvyIV69+Rsqhgbw7ehXf4pnKi8I4EvYu1QELTDRNwMJUs6IVrQiptKjQewml",
-	"hkvlow9MVbjFkMFltzIBdvHbnPgWdbzeQ/KfwvIh1vnwwO1lS+n0XEw0V47SgnDSo6SHPBFLtVi2bys5",
-	"mXoGc2PxLGwpixRZh2MJ/If4uDBrtGvcSLSdBR7TvWjHVVBz0CNKNV73yvjLJjiwZXj88Eg8PPv6f0b/",
-	"WOTgpSp6soH5QX++F1X53PlEWhf6PWyptPNS7wmpNiGLHv5WvoADl7bbW3/pUdkKlYP2aq5QrrNzf610",
-	"jv9uhQx27zu9ya5HOdzE4hF3QkEdUvNtVq2supV76GncQHIowNK2VN7PhP4JaWruUTHqXCzNWjhjUEuG",
-	"NJFO7pa3KmZhTZqkD/2PU84gEUorr2RxFRJIxFeirAqvVoUC+19H+vh0mIhMUtK99Kku5ds4NCjnN8qz",
-	"djqaV0UxEZVWiDEUpr+NE5EPzwX8XsnmSarxUX5ynx8i5wxH4gf2CVhCV57iaP0GvUv1ER5ZLo6PySY8",
-	"/krMC7lww50gfAi0iJCKw5kzqvEB8j7rfgsjfW5/ITeRwSmSSEKxdjC7juWWL3nqerMHCYlt0w+RiRN/",
-	"59wtxFKvOMADaeeI1gWHp7cVHPLcvbuMnnMeduvXALUT7W7ZZO9VYUNYXdUUNWAPsFEb9hlSL1u2/Xsl",
-	"2ZBFiRRC6aHiJfjarkQX1MzFNLNGozUp/ZQDxEpPmVSFmacaPUNK8tKmNtnwHbIohqIEqR3n6+sMEqHN",
-	"uo/M+m6SXoRJ+C4yi1BjxzT2snKewqNLeYO+l3MHrpR2kI876hGc6m3wxieRikulKanIVFbkcnNs5sel",
-	"0X4p+L/hT2uA6yTVlH+VDsbiwVg8FF+Jr8Qvz58d//DiSTrYMo57xvQm5upDWJl7yoZVLlDlQSJ8OO5l",
-	"tZgktrvOk4tnF4Rxgc/D1YFBw2CF9nMQqBYo/azJrfr11aOtlR9XeNIn34EtlB7cwft7RzvnPIHMaC85",
-	"DyiUGJNvabJrgS6Sl0qDdeLIAcRoOL7knhMvHl98/8vj4a5XR5PR7xK5QiBmFQpF5IDa3xgJir4j1Wqz",
-	"TmoqlIEE8Xeq+QAkY58uUkjvEJZqPjgKHlYwFZm+yLiWWiCOU10jeTgSj9vVGXSXE4R3nVBJ3jbHL1F+",
-	"4xgdM8TwUGabTvIlT40lhalO9Suy19GqQxvpwYMHDxGaX189GonvA+3w4xYxOXGUIgmlg0Skg9PyAf0z",
-	"1eng/jIdINxkKdVv7bO8xNF0X23qdJjqiCc2XqZIE1Px64sn56KxP+IrnSiU8wELdd01+duxMpu2imY2",
-	"A7WSC8gnJCeITnYq8yncJheATuY0/t0bsQBPEo7qjs4JtegPUyolO4vdV7G880uwQAtrI0pjQ5VdoTLQ",
-	"DlrUfLGS2RKO74/GLUuPSHSQDG7AOqbZ09GYR5gVaLlSg8ngwWg8esDJdUsSoSdLSsX4J/570Vc3d0F3",
-	"dk7cH49RiBY1x2ToD1NSoRM/vXp1OeKqPD76J/lgMvgR/E/h7Vt1+ffH4wMFyO9XeBxySfbUHUdAlRPV",
-	"asSlwlVZSrtB/axuQIMjGScXDm2Gegdu8BoHn5TgrcrcXvwg1u85McX/X32FR0nj65vTHykfFbn1nkso",
-	"FnRpTQl+CRX6Mal2mZWrcNQ7+PslrH4r/jy89SerQqotzG3LzR0khRVi1lobOHjrUXAbR3aBYCW5jcPW",
-	"hLIGdi82AyWO4hH3ohTP7fkK9MXlE5GbrCqp/pSMRCoRX0snZpUqPBUl78FceMHHUl6Plrkd2G0cvSJ1",
-	"Gx5SROrpy+fPDuEJNeTmrkwJ7cq3oF+zJUrERHw9fsDdEtbKQS+LvuClvgiH0tooMOlkqUfB1+MHn7eL",
-	"gydzZLN9Zgiauk043JyetKJ2i311x8pDSbGuWPCqdF2LbHOwSRPeU36JrtsbM3Po5IUKejGliF8wpKmc",
-	"cEqKgmqWKf7m5Mah3cH1CbG+NdV1qHB4LqbdEsXwum6ZYvPeVLeoaklhVB4YrWnlwvp7ikNTzdWhFAnc",
-	"iFzN52BDKntpiKvziiZxMvKxuQE7ibFATyDgum/Qal+HmGMT+mRwKDIYaliDP6m4uM0lHMaWEdfaULY+",
-	"1dEipq4BVjydbvPqSlIuXBUhCSjVGXdAIKsVQeB2ByH9Z1b0ym40Ir6rw3t/Gmu16kN7iJvtwljo2jBX",
-	"3xtrEE/aXULolaEXz23zQgxrS8M2FhcfAlls3cJ7/BWKYSOnhYhFw2ZN7HAvp1HiEnybg8ynoRqDKnaO",
-	"wz0FWn+dkokQbe4p5SHHlKsk+fcKbClxw8VmOBIvQo8Lsv+4ZKNOetqqXz2hgMk+Cnnc7CrpdIj6bVeM",
-	"FJs27KSuVSvlu6+xUjv97nZa2i2c6x/fwHnCHZ/uMDD0u3r3+k/khW4tXQ87PI/Wupm3i4KQyM8YjsME",
-	"3uom9Wn4ojlOmVnjXGhLoWENznPVW4snWizQwxZEbQe1UD12Ure6sFKzvuAL/HBRntQFSsidHPHjDIBU",
-	"xwJVqh4eJk3ZAdcvQbvWu+NSljKHJDAL56SFPESXcCMnNpm5WHWPTdcUOH4OMtpn7XU7PX0A5ZyNz26f",
-	"Ure0+lhS+xF8Jw7QSOBWEWsvje2IpFuY/Mn3g3ev+wnzhGsbtxvh3fGdyWBlXG82AZdWtjZ3RAEVqMtK",
-	"0ZiK9Z4hTjvkBj6ppksod47PuTCzJly0OhBDgSG4kIj8obpGk2MPStdRGjYYGkhA505M6/HTkXjE/6aF",
-	"Ut2UljZz6I4hZPRQHudS6QUCWNeL0m07GiJGA71DGy9m0CpUPTobPxz2MRAv/6/BQz2b/2zcdDZ+ePuE",
-	"uhPfl7Ca+KQ6XPt+euCkTvT5hNz2n8hrFAFF+tsmWolP5hbcsuYiB1aBmzT3RqlmNXKvkT3hJhgt//N6",
-	"Il9ZMNMpXTVRa4iXxAX5bKRURoJsoy5QDikM+SK2I9P7+YJuEQ+wxf3PxxYWjrcl2r8uW3wUidcm9DY5",
-	"3ULoQSLf0d+O6btHXMNb/0b7OOFi8An3y1oa5+lfMKU6cCrbDs9CWXF4PAzl1KYETjhqOquBvWnqP9Gv",
-	"SDVfBSUhgVhmy3Z1aqzhRMOHq8UvGpWT6ml4Xnsza2MdtS8jlzfmWtybCLMCHe6S6yZpCdlZWnD7tH0e",
-	"yE8Rn39m/KdVfrjXS41H4wD0F/RVI33VDVCVFZmyWaV8PK6DfmqsJ+qlzUu5oGQta6rFMhj7MYuv2MQL",
-	"hTpbnuJE+JdgYBsb7GdO+qoz88IlCCf+7Tvop+xg3+5kvqkbtCnXwCKOZFE0Px2HHfkyY7jP/9xuqbKn",
-	"JfHtYHxCL7cpjju0MIcGKGWSrcRID8od2uwVn8GHbjcGJChttJQ+W8bWqJwfOhEhT4ZSI1PtAI/Tc/+j",
-	"zJSldKFObXoNm28pGXNKJjH9Dn8YJqnG33+rB3hbQZP4wRmnysWrKm/MMKE3TMlZTDWPgLfKeTdEspz+",
-	"jZ8qL3LDluuQ4txKiyaXdZTql+CPZ9JB3tmJOJoqyhXQxis9HYY7MC9ctQpNNrduwj3I8tuYI5p4BfZv",
-	"31L92j4aCRi87WT+SvGOWAtxS6QDKevLxTiCkLM5hDZdjUShTD8u+YjilKsa3+2zQLmYy8X7bS42a8qW",
-	"xJO6V5CtKNEAYaWLeun5On5uTZlqClqEu/YkdgXLpZdImujsFSa7Pg/L5E2VlIyZHcqlGl2vSmdNrZBD",
-	"bwxVhzNsIsQ4NKXLqhLiRX3r7pnzqIjEo7A/G4/PY7o2VUKK7foszkM4Gz/s9fIIR0/NrOm/8J3JN5+S",
-	"6mL9ajdxD4XIux1yP/2UC+8zm/GYWh1MP9xk/pwWMGORiWyXBVrmRB3Zy6GAvlZaT3xzN9MJKloQ18A9",
-	"obtE8j29KRJJ58DO9lZDh151oQ7/rxD64m3uQ3Gy//YZdyvR7DAWcnZgG3mxHSVNOiHShI0Vrr+gtrNk",
-	"3UsWSnsCm70nMf5MrPMXCmPuO8gPi3LE0rs9xWdkSLGcjiV1sbWPyTfnsQSvTre9Blixx5BqsqzQndOw",
-	"btK6kElJIbmQ/8P9DqbcXJ3a/srY9YJuHp2Xm9gHIwm96+ryJaLSBcU2ZHedGVBgPdWhuzE3kOwhvV+p",
-	"s8Kfqiy4wPFOuuKzEDwHV/O/DuE/IoDvqifuclHadUM7rUpduyvEEaW3oU8e22FyaqexqW66ww7rC6ut",
-	"YWSJdRzctjt7wE/9963oX/dW9PPyBrkYcqfP492uUD/meqvhNxLOn/xeq1ECtUNNvoSotFdF6BBswVUl",
-	"5CNxKSvHaTQ985ahFrDLajgFvpzZ0cD53zS+Tfi9s9Dmk/zkVERJ5cwc9QcQlGu11CWSImHNNyxkglDh",
-	"Zamco0tOSvlV/OGTcGpU23etViugiLXRcOyWxnMLAXR8+dMJvN4GfKrZDZY+dIdRC6VDDSi3lw3euZo3",
-	"80NxhrhIddfiae48A/2Hmx3xAn9ypXLrsw7EB6mOjNB7/4Ov+XK8ELfx35cZGMMd8XQXpqj0n3WDGayX",
-	"Vm1EkwRTW9EqdFJig3FXhL6odC/RfMb7wi92Wfhx5FDF6jGuk6m8Uzl0vOyD5DGZRc/tcJiQk5GoECR2",
-	"q5ri/Gk0RGPIr/NFE84ZDQnW/BGcncZXdDMTv7XG3a7EYxk+BqdcSHylk5GZLza7feM4M1YonzSf2nOy",
-	"hFaFZqwgoD+TvD5GgcouJFe2HJHjyPDJPFT/UIi+3hrFMuuut5y6GiAfUrnLEx8pXRYFfdqPReUknBGH",
-	"Ml3Tp83Y9vUI7pbDlEezDZXiGMsszi3EubCIvsPT6RlGu4qAJKlWnb5ldV5owHsmrVWxZUqoEOogNNVN",
-	"ozlR95k7Cg3qzsZjBOZs/DDpfIWREpZjN51US8cE8tuD16O6IzrVMQ5j9RR/AatbG0tKKmzluIAbKGoY",
-	"jyR3CI9IxC0+ffn8WSK0CcSYUKkPfaAi1afJeDwOQfMwlb64dvqN+EV9N6R0VLd7kkxDvMtUn50+IPxl",
-	"gQ/qPCJn2CqUDeWHvrzi6OvxmOkB5QojEAGOFQbx80zNhy29g2JOZsEa+LtpJeQJokmnmj+8sxWXnXAK",
-	"9TT8DOnnnGHLPQUp5KI8lHT9HRoRhrq6vjg8WiI9cfhQkOfoRLt8F0dza6JzRlx9AOLB/fqjji5Iifpo",
-	"ccaGWl+xJb6ib6LFmk9yll0mtVDag72RxVAUe/zcOkb/Xbiy+pNiL+22mJ8/AtPufXjL5yrJuORKLcjP",
-	"GzLgqob1EojrQp74Jwn1n94huaD+iOcnCvUzxTQsHtVQwMJenadNDu5gtVQJnDC12+iGrrdCs5NwN1zr",
-	"m1B0gkZ+X1MZ5ffFaJ4RQH8i9dTdTvami/S0+vmCWSN0bb4L0cFMkZW0Xu0G6lYWMu4Kym2vej7mhJoz",
-	"SGjUWLGVVDjOaSIqnQd2IRVNRgLXxnBV6sXlE+HA+wJyYbRIQ/uZdFDbCZVWlGhUf4tQHKGwvoaVT3U6",
-	"qGEPU5pCoXuhJkY02xuOxBPUUEUhZiRNS3ODXI4O8g7w+0jussHWv8tpWuU0lL1virxu77WF0GE/CeJb",
-	"qZiyL6r6KhTL5yw4cCAbSq0qRqSHIFhqeSJXSlhTAOUD0acxBifkjQUA+prVhloEb2I/yZgHxpcd4Yot",
-	"fhnrSNYcNgzVXUuzptlUZiMehWbN7LQl7HAmwcVOYm1++JgPXQ6iGcBEF8LDJHt3s3SaoPRE7IuLx8r7",
-	"o87n04Ysd0OxejvxfiRegKy/MhSqLUJe5A5crdjlLnS7H3lz4ZumJuQgcMleLEBEpmUmM9axgZVqtKaW",
-	"kj45pjTZNnP1FvKQjovbC0QVNHQgQcW1XJTdQf1tYheQHonY9EPo7C1S5u7GuHY0Cf4NOJdsVVh3Kms7",
-	"24ol2MoKbww3cQrrtQo5371+9/8CAAD//w==",
+	"7H1rc9vGsuBfmcM9VSZzIIqylWyZqtSW4ziJfRPb13ZqqzbwFYZAkxwLnGFmBqJ5sv7vW909gwcJUvIj",
+	"9snd88WWBAzQ09PvF/4Y5Ga1Nhq0d4PpH4O1tHIFHiz99rCyzlj8qQCXW7X2yujBdPBqCSLT8NZf5nRH",
+	"Jsxc+CWItYVrZSon1nIB40EyUHj77xXY7SAZaLmCwXTAawbJwOVLWEl8vN+u8YrzVunF4N27ZPD4e/w7",
+	"LV9Lv2xWq2KQDCz8XikLxWDqbQXtJ82NXUk/mA6qiu7cf/LPaqX8/p6eywUIp/55EOyS1rXfVcBcVqUf",
+	"TL+eJIOVfKtW1Qp/wd+U5t/OahCU9rAAO3iHQFhwa6MdEJq/k8UL+L0CR2DlRnvQ9KNcr0uVS4TwdG3N",
+	"rITVP944BPePFhh/tzAfTAf/47Q5ylO+6k6f8yp+6f4hWn6tUE4ofS1LVVyIDKw11mUC9+0EyHwpZrIQ",
+	"cwVlMR68SwYPjZ6XKv9i0Obh/U5slF8S4b0xsztO5JW1oL1wXnoQxtIWCORHuKfPCe8DvRXGL8EKQicB",
+	"8dT4H0yli88Jx1MjXJUvEUGIEHgLeYWXCKBXxvws7QK+1EHOTLFF2vPGiBIBIah+1fJaqlLOys8OWF5W",
+	"zoMV1wo2CFjVgDIVfqmccGCvwYqldEIbAT4vUp0brSHHxySEY58XolCF0MYLqd0G7DjVJHsCGAjlA+9h",
+	"taZtra1Zg/WKpQFEUu2C97DywhtxPrn/jZhtPbjxvnRLBny+xl6qokeuJoO50sotobiUviMtC+nhxKsV",
+	"oLyryoB8Fq57D1mCtH4G0oen7OOxlM6L+jbUDlKURi+E5F0j7B/2bl2tZtCHHlNp78TcmpU4EwbPCOVC",
+	"Te93nNgsTQmiVHNIhIWTwqprQLmXl1UBRQudtaROBqbyuVnBTWQVDvNZuJsXriv/ocfovLS+PqUdjq7K",
+	"UsyNJZQ6H1GK23MgaKXYIHkCIsHC2uCjPhTj79rK9reI/g6EXap6XT/CzN5A7nE7O+jZ2xLuY9o6L2OF",
+	"82a9hqIhIqUXYqi8KBQUIyF10T3fVG9Q8nsjpGa5azQg2yUD0KiIfxu4Ks8BCkCzYC5VST8gFopLU+E2",
+	"cqlzKPnvCFJrL83RfGdBXoF9iSqG2DU8PS+No5VLWc5PzBrw1fRf71Oq/Ap6DveZBjGja8g0b8zMJUJ5",
+	"J8xGg6Vdb5bSC+XF0pQFEU9Xesjcq2u4xJUdBlfaf3PeS+KzGpT9a7A2+bKfxQkit1TrO07MQed4PnS7",
+	"GPpGkt5xLA4XoMGS4BZpNZncy/lfcT4R/5cPEu9C69HhPRLJWeWs23nvV7Alss4tSA/F6EIg5bIFQHd0",
+	"KDxu9wB1t7YYMdXd4RMzQ9FA72cEJYR5CIJFWTYyel+6/xKylYsK+lEJ0pYK9SHeJmyloznNb77jBJ8q",
+	"0UPc9xI0kQEpIg0fLlEJef2AaVOEk2FbULrWgWizacOiDd9uNtq1gB/fBgQLubEFFJdH6I1pK96JZ/Pc",
+	"OL+w8PI/f04CteDpbMVc4XOFt1I7SWpZ5EvIr1ybZOpXfgztdB9yhE8OwB0AUvMae0RfeSlRKr0fFncE",
+	"deDqeLyRlfdg3kN+4IikI0laFNwn31ma/axcjzmjPKy6PxxTpEEuvqtfIq2V273d8bP6QSmvHi6lZqO2",
+	"C0pOfy8OcDtR9jpKqXCvGEoynT1K3fi32r1AeVRACR4KsQKpN0tVAtqNK+nzJRRiVnmyAsPKUb+REe4+",
+	"AFeQBcSBa5lDFEsMRR/UTgyDwPBGrGXlIOH/CvyDBVetYMRbolfz46CE3BvbB+IO9iO8SY3RvpN4FFXz",
+	"/kEEk+WyDBTT3fUj4uJwT4Ls7Eixo1F5IYwut4iCHx+9EqfXZ6e1BeBO/1DFO/Leb0Np0f7eI7Ukguf6",
+	"dWKh3JoR8FFGdG3mfxkbfo6HeTnb9gstRFJRlSTlC2BSoRVdo+tCyJlDswvN0ZXUlSxRffXbtLybG+Iz",
+	"JH0u3+NWDs70YInB2d/eD7SN2VY8f/aSKQglHNHOKapeK8l69Eup8S7fwkZrWzNjSpCadHtkzF4wSG5G",
+	"eu8z5/83yYwOWlGCsIEqhsaS/VdAqYgtWOTMwVooRkltBign1tWsJLoQciGV/giDoHZd9i6trTJW+e3N",
+	"bna4L/i8iL3ics4E3wvVDS7Qh+3ERSP9GKy1nGKTfk/VFIOaKFsk1z733T3WxBchaImUXfnxnp5UDeyn",
+	"ULaNhO4Rgq3w7j7RPmC2N6yJyNuPEd/jZslhxb1zDHuv/L2CCoqp2EhFviB5wLpxGJFT5oFbWGUEhhhd",
+	"oEzSSi+mqZa69pdRUF0EPps2+4iXAwOiyyWFBU+8p7xLtak8vWUm8yszn1+I2rFMRO1C0sICZMHuUPvR",
+	"qeZnj4S0IOZKy7LrqPJW0TRjuJFI+nzXtr+Kr+r1NH9QUBZ1+LNLLhTS3Uf198ajRbOW6FoFT0Si6bqu",
+	"fCJgvBg3IhFZ8Z9GA0W+ZqbY0g9S1ImEOy5EYXtgW4FzcgH9GYA22TCgzYI+AvpJ6qJkK1wWhcK9yPJ5",
+	"a79zWTpI9sSvIUpoRZEbi2IssqX362wqssqWmRjKmTNl5UHgn4WxqcYf3CgR2Qr80hSZGIasAOkXvLAE",
+	"WYB12QUj0hRbQcyj6J2p5peu5bY0shiLTEvvsmmkXk6r8EU0gjJX0Y6zhKMByi9TnSFlXlpYl9uMqDTE",
+	"h+gvY5HllfNmlU1bWxMLg48jV52upjqykmN9T5FOBGcFGdNnl3jCvg7ju0d/7B0aY43iKG/lao2yfICI",
+	"66OWqOqbOx3o4gRWUqGoXSN7WTzT//rtwcn/kSf/nJzcvzx5/cdZ8s35u7/36hjGZfehHDFzY60WS19u",
+	"+9bxH5rYDxIBaQQS8IzPXmasbNl9GZHP9PQ0/GWcm9Xp0pirvrc2h9zCbW2I7HAMXT7CJo/CYfeHoCIp",
+	"3HEcCqcA7pJX7secZhwSu9G3a0fObmPnSlVWFm4bx1L6cl7imfWb7WV/2u/VsrPb3GhOIuVbQSuIk5BL",
+	"wu5rkzcEPTT0+3QhxdETWgqOB76r0p5DAiQZGD2tNNZG6cJsbhlickrn0GdeQufxArQHtIBRg+2HsI6a",
+	"ZNUaLx81yY6L8faJJzXZRNhbSGsdfvtgOyAcIe7Hem72td1Hkunt7apdFuuxrpaNsuoKg6lcq3FLGvSd",
+	"A9kHNyvN+I64oI3xZlNH0PgpbMz2iXx4VOcnkKVf7sOCBFy5Lhb7hOfOi8Kyvjc9MbMeyjkSIg/x6Pdg",
+	"ih0TpEfytajjFrh9D+e6lDMobzyzn/kuut/5S1vpj/LCDrrot/Ccm3f3JME2Uba9MTPygDnGZazATVFY",
+	"7sO94GBz4avfnizMSbjhjTN6/EJufgmW6Ac6xeRQ3LTgBd703JQq7zjSNy17Ge+7rQf8xMxqaYfoMQe8",
+	"/4+W/0SUbb85uNJ1sDq6y/VWk5YUaxNElzQ7XHijknhiZt+hA/6Q1tzoL3RFQX+66BUToUOTmkFJuHBG",
+	"um6cSXh5BU4of+s45RMzC4BSUOvtY150NgllRvH3G2QrwX0MG/icAxkMTtuiEWg0MxvZgzNcNhUZS9NM",
+	"3J2c1XnZcB6pzt6YWUY+YYxZV47uykIBR7aDoI2pykIs5TWgt+42ZKywYy+G55NJLFRKxPnkPrmWhFM9",
+	"6vNR3rA0vwG/zMRcGHLb+pGkT/fcnZzdGDw/rnvoKF6Ao7KyvfwFI/VAniBc7TdHQ8ygfyVlKHj1RUhu",
+	"EmmKXFq7DYV9tO/+h9d0vO9IWNqKWIONdOOb+p8ETV/KbtuC/YrbckRDsbezKWoB0YRPDhzABwmFHX2+",
+	"E3C2AMLDW3Yl1mDWJYih9GJlnBd3J5MJF4JQcmgl3/4MeoG2zl3i8E9gG7yv0o/6uruNX7X6vQIKOASH",
+	"pRbk+4CTZIq/nx3wzceXJ6//8fdDnn5tGOzEpji6QpI2jRWY6eCTg9BS//uFfU9ePnsqrmVZQUJ+ISfW",
+	"Wl4i55g5Hd0quds3O/7CpkXLUuhi6GejF+C8aMVaV3JLdQ1DKX40oqg4XZmImgvOl0T+jRV/b+JuNCeC",
+	"9RA54gBHfwovJiiJLx0jf2Jmz1HyvWeME5U4RVDZPqGc7QXbJ6jQ1xYIUgvrUubQCoWOxQMOfafazMUf",
+	"71Ccg69vqAOIda1PjH2uibIuBIueVIdHC1mWrUArXxVDevDKXPOrV72a/KiIfdGGvHXpQqSDdFA/nK2u",
+	"fwURe0vpEupDWsip48T/n8iSB2150YOOsPB29TF9/PSSyh4CVb2Hyj+iol51qjW4LJNMW+Y8MYzMnghn",
+	"ONauTVPcHko4WHm0jKbAZaNPrupi5Ucf9omw69qQBP2ZVu0F16OFgKixzG18c88GOvZCI+k9yNW3a7ld",
+	"UQ/KbWQ+4/2AgNwrzORSGEoQVFyhWUcHemP0P9e8fOu0Rhdr/wHbU2LfKODQ7mOsKL1gUhhmbRz+r4jg",
+	"b7MRGsWp/o9qBlaDBxePYKu9fDsVkgohFfpQwqwZOvH905cnrpoVZiWVRnk+V2/ReypEdpoliHwtJPtK",
+	"6LkFpfvNPVECUopLRKEWyrtEZCdZIrLLDF20VGfjLOGKYgQcnwe6wB/JvJFhOZ48rb8QkuUWwod6H/WG",
+	"5f4Dfv1YPIgvPw/YCanPSA5/ED1Q10+giD7GfWoK6CVXdb1bvEI0a2GhXIh7a6po7KmcLYoDJXwPnj8W",
+	"eBUcCx2qiZHFNa514I6mBBoi4SDHJUX9+0OJfMeB8EK4GORJUxPLlZnUmxC3m/MpdRyq/bftGjMlSAeX",
+	"3peXDnKjiz441ApECfPaqsE3xhJfWk8uXVg/FnUNqQUNG5dq5YVDuSBLktyOHMNXr35GyqEbeXf0KE7L",
+	"msqL0jjS3i7VAQtMNE0EylSzshV+ClXqaKH1EkoNlyrGH1h7coOUwtfulHbs47c58R3qeH2A5D+FKUus",
+	"8+GR+OctK6In09TkkKUF4aRH1Y2abqkWy3b6mfsUZjA3Fs/CrmSZIutwcIj/EC+XZoOGqhuLtvfH93Qr",
+	"J/AtaArQJari3/TK+OdNtGfHkvzhobh//vX/jAEPUYCXquwptOcL/QV81EB36xNpVWj0sKXSzkt9IEbe",
+	"xKB6+Fv5Eo5k4Xe3/tKj9SRUAdqruUK5znr7SukCf27FgPYT2N7kV+MCrmNfljulKB3ZbW1Wray6kXvo",
+	"atxAcixi1jY9388n+glpau5RMepCLM1GOGNQS4a6n04xnrcqltVNmyoe/Y8zLgkSSiuvZHkZKoLEV2JV",
+	"lV6tSwX2v4b65GyUiFxSP4v0qV7Jt/HWoJzfKM/aaTivynIqKq0QYyhMf5skohhdCPi9ks2VVOOl4vQu",
+	"X0TOGY3FD+zksYSuPAVG+z00l+ohHlkhTk7IyD/5SsxLuXCjvaxKiJyJUFvFpVCqceqKPndtByN9cZxS",
+	"biODc/0xCsU6YtCNFOwEB85cbzkoIbFt+iEyceHvXIyHWOoVB3gg7aLfupf37KZeXl57cJcxFFKE3foN",
+	"QB0VcTdssjf32xBWVzVFDdgDbNSGfYbUy5az9l5VU2RRIoVQva94Cb62K40mMzPLrdFoTUqfccRf6YxJ",
+	"VZh5qtHVp6o9bWqTDZ8hy3JE1fSOW2F0DonQZtNHZn2pwRdhET6LzCLU2LFDZFU5rshfymt0pp07kiPc",
+	"Qz7uqEdwqrchvDKNVLxSmqrETGVFIbcnZn6yMtovBf8b/rQBuEpSTQV16WAi7k3EffGV+Er88uzpyQ8v",
+	"HqeDHeO4557eSmt9DCtzT+XNygWqPEqE9ye9rBar/vbf8/jB0weEcYHXQy7IoGGwRvs5CFQLVE/YFMv9",
+	"+urhzpsfVXjSp9+BLZUe3MKdf0c758KP3GgvubArdO9TsMDkVwJdJC+VBuvE0AHE9AY+5I4TLx49+P6X",
+	"R6N9r44Wo98lCoVAzCoUisgBtb8xFpROQarVZpPUVCgDCeLvqeYDkIx9yoyR3iEs1XwwDB5WMBWZvsi4",
+	"llogjlNdI3k0Fo/ajU+UnAvCu66QpfAJu+Qov/EeHUv+8FBm2041LS+N3bqpTvUrstfRqkMb6d69e/cR",
+	"ml9fPRyL7wPt8OUWMTkxTJGE0kEi0sHZ6h79mOp0cHeZDhBuspTqp/ZZXmKYHWr7zkapjnhi4yVDmsjE",
+	"ry8eX4jG/oiPdKJUzgcs1CMNyN+OQw9oq2hmM1BruYBiSnKC6GRv6AXFT+UC0MnM4t+9EQvwJOGope+C",
+	"UIv+MNXGsrPYfRTLO78EC/RibcTK2NDAWqoctIMWNT9Yy3wJJ3fHk5alRyQ6SAbXYB3T7Nl4wneYNWi5",
+	"VoPp4N54Mr7H1ZJLEqGnS6qt+Sf+vOhrSX1ASVgn7k4mYlM3K6ytydEfpipRJ3569er5mBte+egfF4Pp",
+	"4EfwP4Wn74y8uDuZHOntf7+e/lAcdKClPwKqnKjWY+7Cr1Yrabeon9U1aHAk4+TCoc1Q78ANXuPNpyvw",
+	"VuXuIH4Q63ecyPD/y6/wKOn+OhX+IxUYI7fecQnFgp5bswK/hAr9mFS73Mp1OOo9/P0S3n4j/jy89afr",
+	"UqodzO3KzT0khTfEMsQ2cPDWo+A2juwCwUpyF4etBasa2IPYDJQ4jkfci1I8t2dr0A+ePxaFyasVtXaT",
+	"kUjTFzbSiVmlSk/9/gcwFx7wsZTXo2VuBnYXR69I3YaLFJF68vLZ02N4Qg25vS1TQrupNOjXfIkSMRFf",
+	"T+7xIJKNctDLoi/4VV+EQ+ndKDDpZGn8x9eTe593QIonc2S7e2YImrpJOFyfnbaidotDLf3Kw4piXbGX",
+	"XOm6zd8WYJMmvKf8El23N2bm0MkLwylERhG/YEhTp25GioLGAVD8zcmtQ7uDG05i63iq61Dh6EJk3e7f",
+	"8LhuB3Dz3FS3qGpJYVS+MVrTyoX3H+i7TjU3XlMkcCsKNZ+DDb0JK0NcXVS0iKvLT8w12GmMBXoCAd/7",
+	"Bq32TYg5NqFPBocig6E9PPiTirsVXcJhbBlxrQ21X1CLOmLqCmDNyyk9Wzdpc0+4CFVdqc55uAhZrQgC",
+	"TxIJ9Vyzsld2oxHxXR3e+9NYq9V63UPcbBfGHvKGufqeWIN42h7AQ48MY65uWhdiWDsatrG4+BDIYuvO",
+	"tMDfQp955LQQsWjYrIkdHuQ0qkSDbwuQRRbaa6gF6yTkKdD66/TAhGhzT28WOabc9sq/r8GuJG643I7G",
+	"4kUYH0P2H/fg1FVsOw3JpxQwOUQhj5pdJZ3ha7/ti5Fy24ad1LVq1fD3zSxr11PeTEv7nZD99zdwnvIw",
+	"tVvcGEbJvXv9J/JCtzmyhx2eRWvdzNtdXkjk5wzHcQJvDWr7NHzRHKfMrXEuTHzRsAHnuY2xxRMtFuhh",
+	"C6K2o1qovndaT5GxUrO+4IqMUPmQ1B1nyJ0c8eOSjlTHjmNqBx8lTR8JN6RBu3m/41KuZAFJYBYuMgyF",
+	"pS7hGWlsMnP38QGbrulY/RxkdMja6w5R+wDKOZ+c37yknhb3saT2I/hOHKCRwK2u5F4a2xNJNzD54+8H",
+	"7173E+YpN6vuzpi85TOTwdq43vIQ7pVtbW5IARWo+4TRmIoNvCFOO+LZWKmmJJS7wOvcaVsTLlodiKHA",
+	"ENwZRv5Q3XTLsQel6ygNGwwNJKALJ7L6/mwsHvLP9KJUN73CzRrKMdQ1INrgCxYIYN0ATNl2NESMBnqG",
+	"Nl7MoNV5PDyf3B/1MRC//l+Dh3o2/9m46Xxy/+YF9ZDLL2E18Ul1uPb99MBpXbn1CbntP5HXKAKK9LdL",
+	"tBKvzC24Zc1FDqwCN23yRqlmNXKnkT0hE4yW/0W9kFMWzHRKV03UGmKSuCSfjZTKWJBt1AXKIYUhX8RJ",
+	"f/owX1AW8Qhb3P18bGHhZFei/euyxUeReG1C75LTDYQeJPIt/e1Yjz3kpuz6d7SPE+7un/IouqVxnn6C",
+	"jBr7qQ8/XAt94uFyGJ3kzAq44KgZWgj2umnoRb8i1ZwKSkJFuMyX7Xbj2JSLhg+3/z9oVE6qs3C99mY2",
+	"xjqaDEgub6y1uDMVZg065JLr+YMJ2Vla8GTCQx7ITxGff2b8p9VPetBLjUfjAPQX9FUjfdWzhZUVubJ5",
+	"pXw8rqN+amwQ66XN53JBxVrWVItlMPZjFV+5jQmFusaR4kT4l2BgGxvsZy76qivzQhKEC/8OHfQTdrBv",
+	"djLf1LMPlWsVsg5lWTa/Og47cjJjdMj/3J2Rc2Da981gfEIvt+l2PPZiDg1QySRbiZEelDu22Us+gw/d",
+	"bgxIUNlonM1GU4e5PnQqQp0MlUam2gEep+eBVrlZraQLjYfZFWy/pWLMjExi+j38YZSkGn//W32DtxU0",
+	"hR9ccapcTFV5Y0YJPSEjZzHVfAe8Vc67EZJl9je+qrwoDFuuo1gt3NSyjlP9EvzJTDooOjsRw0xRrYA2",
+	"XulsFHJgXrhqHebX7mTCO1XDiVdg//YtNSQeopFY5HzDyfyV4h2xueWGSAdS1peLcQQhZwsIc9caiUKV",
+	"ftzDE8Upt6m+O2SBcneei/lt7h5s6srF43r4k62o0ABhpUS99JyOn1uzSjUFLUKuPYlj3grpJZImOnul",
+	"ya8uwmuKpu1NxsoO5VKNrlel86b5y6E3hqojlvXHODSVy6oVxER9K/fMdVRE4lHYn08mF7Fcm1pbxW7D",
+	"HdchnE/u93p5hKMnZtYM1PjOFNtPSXWxIblbuIdC5N0euZ99yhcfMpvxmFrDgT/cZP6cFjBjkYlsnwVa",
+	"5kQd2eNZoz1FN77JzXSCihbEFfC49S6RfE9PikTSObDzg+3t7Xmnf43QF2/zEIqTw9ln3K1Es8NYKNiB",
+	"beTFbpQ06YRIEzZWuP+CJjqTdS9ZKB0IbPaexOQzsc5fKIx56CA/LMoReykPdBOSIcVyOvZIxllNpthe",
+	"xJ7Kutz2CmDNHkOqybJCd07DpinrQiYlheRC/Q8PsMj4uwU0UVvGMSaUeXRebuNgkyQMI6zbl4hKFxTb",
+	"kN33zIAC66kOc4B5ImgP6f1KozL+VGXBHau30hWfheDjFOe/DOHzOOvb6onbJEq7bmhn9qxrj/kYUnkb",
+	"+uRxvimXdhqb6mbc76hOWO3cRpZYx8Ftu7NH/NR/Z0X/ulnRz8sb5GLIvcGdt0uhfkx6q+E3Es6fPK/V",
+	"KIHaoSZfQlTaqzKMfOZR7sVYPJeV4zKannXL0AvYZTVcAl/O7Gjg/G8a3yb83lpo80l+ciqionJmjvrb",
+	"Isq1ZiQTSZGw5gwLmSDUeLlSzlGSk79pwN8UCqdGvX1Xar0GilgbDSduaXzzpQT+Kgm/bws+1ewGSx/G",
+	"/aiF0qEHlOcFB+9czZv1oTlDPEh11+Jpcp6B/kNmR7zAX7lTufXFFOKDVEdG6M3/4GO+HC/Ebfz3ZQbG",
+	"cEc83YYpKv1nZTCD9dLqjWiKYGorWrn2xzv2ReiLSvcSzWfMF36xZOHHkUMVu8e4T6byThXQ8bKPksd0",
+	"Fj2342FCLkaiRpA4iCLD9Vk0RGPIr/OxIK4ZDQXW/H2pvUlmlJmJIzt4fJl4JMN3FpULha90MjL35XZ/",
+	"ECBXxgrlk+Yrlk6uoNWhGTsI6M8kr09QoLILyZ0tQ3IcGT5ZhO4fCtHXW6NYZj3GmEtXA+Qjand57COl",
+	"y7Kkr2ayqJyK1rdvmi+EchqqSY/gbjlMOZxtqRXHWGZxngnPjUX0iavOEDjaVQQkSbXqDKKr60ID3nNp",
+	"rYozcEKHUAehqW4mB4p6cOAwTBw8n0wQmPPJ/aTzgVMqWI7jkVItHRPIb/dej+sR99THOIrdU/xxuW5v",
+	"LCmpsJWTEq6hrGEcSh75HpGIW3zy8tnTRGgTiDGhVh/64kiqz5LJZBKC5mEpfczw7Bvxi/puROWobv8k",
+	"mYZ4l6k+P7tH+MsDH9R1RM6wVSgbyg+DlsXw68mE6QHlCiMQAY4dBvHLZ803Y72Dck5mwQb4k4QrKBJE",
+	"k041f9NqJy475RLqLPways+5wpaHRFLIRXlYUfo7TJYMfXV9cXi0RHri8KEhz9GJdvku3s2zpi4YcfUB",
+	"iHt36++luiAl6qPFFVuaZcaW+Jo+Nxh7PslZdrnUQmkP9lqWI1Ee8HPrGP13IWX1J8Ve2nNOP38Epj3M",
+	"8oYvwZJxyZ1aUFw0ZMBdDZslENeFOvFPEuo/u0VxQf193E8U6meKaVg8qqGAheM6r/Eze3XeD1Rii6Sn",
+	"pc5hyqZWCGK2rGHUgXUiKetknFPNKecsJkszMQz1vJ31fmfAFaeNLasCGkWQ7Om7lq/MI16TOspUd8iO",
+	"xVPjUy29Wak8ap/W+IEYuWs+tbairvrgq4T4KJfwV9S9SZ9C3YoS5HUz18612kTYHr0QWXh2RgSX6qXZ",
+	"oI24FahGxuIFekShVcVH77VOUlMpdB+bRx/b/Xkc3swv+8z83frQXg9v/xTxR/iOn8OLozZqzAb8f5Hs",
+	"NDvoffQtW9TdfCWP1GarjOAIq7a8+V5eZXco8GYrYnOENxkG1Im7vNldf4Q3eUpIsq8T2yEIZs4pg7YA",
+	"z8GCOnjA6XNtNsSrglk1EaW6gu4zWVwd9bb/zRWHuCLG9b4EWwRXvY+2PoYvtCnAHW34XQHX/O7PaqMK",
+	"jTCvK5Q31S5T6JtMdf9cNOUPpRmeEkB/IinUA7sOVjz2TKv7goWPVPm1D9HRYkfUsGo/17S2kPOkch7F",
+	"2fOBSXT+gpOBTlechhiOM0tEpYtg8ZGXSX4u620erPDg+WPhwPsSbQMt0jBBLR3Urm6lFdXK1l+qFkNk",
+	"tStY+1Sngxr2sKTpdb0T2jpFs73RWDxGJ6ssxYwcgpW5RrsBVcge8IdI7nmDrX93hLY6QqkBzZRFPaFy",
+	"B6GjfhKk0aX2uj8x+CrMeylYcOCNbLy1GvGRHoJgqeWJXCthTQlU0kqf6xqcUkAxANA3QD+003kTZ1zH",
+	"UmbO14cqkfi1zqGsOWwUGpRR+tOXeb3djsXD8AEJNkmT+AVfVgpJHC8TPjBI9S3oyTLRhQwnyd79QtMm",
+	"rzoVh1K7cXjMsPNJ1xHL3TBvpd07NhYvQNZfPgwNg6G0fw+uVvptH7r9D8+68MV7E8rouOs89tAj0zKT",
+	"Ges4RpBqtMmXkj6DqjS553P1ForQUYLbC0QVnMxAgorbkalAkUa0xUFWPRKx5bC09xYpc39jPP4gCSE6",
+	"cC7ZGRLSGQ7R2VacIqKs8MbwHMLwvtYsgnev3/2/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

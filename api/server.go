@@ -29,7 +29,6 @@ import (
 type Store interface {
 	// jobs.Store is what the use cases write through.
 	jobs.Store
-	ListJobs(ctx context.Context, f store.JobFilter) ([]*store.Job, string, error)
 	GetExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
 	BucketStats(ctx context.Context) ([]store.BucketStat, error)
@@ -120,20 +119,21 @@ const maxBodyBytes = 1 << 20
 
 // Server is the REST API. Serve its Handler with an http.Server.
 type Server struct {
-	store        Store
-	log          *slog.Logger
-	registry     Registry
-	readyTimeout time.Duration
-	cluster      Cluster
-	clusterWait  time.Duration
-	executors    Executors
-	jobs         *jobs.Service
-	echo         *echo.Echo
-	duration     *prometheus.HistogramVec
-	metrics      http.Handler
-	routes       map[string]bool // route templates, for the metrics' route label
-	createSchema *openapi3.Schema
-	patchSchema  *openapi3.Schema
+	store           Store
+	log             *slog.Logger
+	registry        Registry
+	readyTimeout    time.Duration
+	cluster         Cluster
+	clusterWait     time.Duration
+	executors       Executors
+	jobs            *jobs.Service
+	echo            *echo.Echo
+	duration        *prometheus.HistogramVec
+	metrics         http.Handler
+	routes          map[string]bool // route templates, for the metrics' route label
+	createSchema    *openapi3.Schema
+	patchSchema     *openapi3.Schema
+	selectionSchema *openapi3.Schema
 }
 
 // New builds a Server from cfg, filling in defaults.
@@ -197,7 +197,9 @@ func (s *Server) loadSchemas() error {
 	if err != nil {
 		return fmt.Errorf("api: load embedded OpenAPI document: %w", err)
 	}
-	for name, dst := range map[string]**openapi3.Schema{"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema} {
+	for name, dst := range map[string]**openapi3.Schema{
+		"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema, "JobSelection": &s.selectionSchema,
+	} {
 		ref := doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {
 			return fmt.Errorf("api: OpenAPI document has no schema %s", name)

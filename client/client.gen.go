@@ -240,6 +240,15 @@ type BucketList struct {
 	Items []Bucket `json:"items"`
 }
 
+// BulkChange defines model for BulkChange.
+type BulkChange struct {
+	// Changed Jobs the operation changed (a job that changed state or was deleted meanwhile is matched but not changed).
+	Changed int `json:"changed"`
+
+	// Matched Jobs of the namespace in the state the operation changes (active to pause, paused to resume) that match the selector.
+	Matched int `json:"matched"`
+}
+
 // Execution defines model for Execution.
 type Execution struct {
 	// AttemptList Every attempt, first to last; only in GET /v1/executions/{id}.
@@ -553,6 +562,17 @@ type JobPatch struct {
 	Timeout *string `json:"timeout,omitempty"`
 }
 
+// JobSelection defines model for JobSelection.
+type JobSelection struct {
+	// Namespace The namespace whose jobs change (required, so that no request changes every job of the cluster).
+	Namespace string `json:"namespace"`
+
+	// Selector A label selector, as in GET /v1/jobs; absent or "" selects every job of the namespace.
+	//
+	// Example: team=payments
+	Selector *string `json:"selector,omitempty"`
+}
+
 // JobState defines model for JobState.
 type JobState string
 
@@ -739,6 +759,12 @@ type UpdateJobJSONRequestBody = JobPatch
 
 // CreateJobBatchJSONRequestBody defines body for CreateJobBatch for application/json ContentType.
 type CreateJobBatchJSONRequestBody = JobBatchCreate
+
+// PauseJobsJSONRequestBody defines body for PauseJobs for application/json ContentType.
+type PauseJobsJSONRequestBody = JobSelection
+
+// ResumeJobsJSONRequestBody defines body for ResumeJobs for application/json ContentType.
+type ResumeJobsJSONRequestBody = JobSelection
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1065,6 +1091,58 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
 	CreateJobBatch(ctx context.Context, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseJobsWithBody Pause every active job of a namespace that matches a selector
+	//
+	// For maintenance: pauses each active job of `namespace` whose labels
+	// match `selector` (every active job of the namespace when there is
+	// none), as POST /v1/jobs/{id}/pause would, one job at a time. Not
+	// atomic: a job created or changed meanwhile may be missed, and a
+	// failure part way leaves the jobs before it paused; `changed` says
+	// how many were. Runs during the pause are not fired.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs:pause (the `PauseJobs` operationId).
+	PauseJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseJobs Pause every active job of a namespace that matches a selector
+	//
+	// For maintenance: pauses each active job of `namespace` whose labels
+	// match `selector` (every active job of the namespace when there is
+	// none), as POST /v1/jobs/{id}/pause would, one job at a time. Not
+	// atomic: a job created or changed meanwhile may be missed, and a
+	// failure part way leaves the jobs before it paused; `changed` says
+	// how many were. Runs during the pause are not fired.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs:pause (the `PauseJobs` operationId).
+	PauseJobs(ctx context.Context, body PauseJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeJobsWithBody Resume every paused job of a namespace that matches a selector
+	//
+	// Resumes each paused job of `namespace` whose labels match
+	// `selector` (every paused job of the namespace when there is none),
+	// as POST /v1/jobs/{id}/resume would: each gets its next run from
+	// now. Not atomic, like POST /v1/jobs:pause.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
+	ResumeJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeJobs Resume every paused job of a namespace that matches a selector
+	//
+	// Resumes each paused job of `namespace` whose labels match
+	// `selector` (every paused job of the namespace when there is none),
+	// as POST /v1/jobs/{id}/resume would: each gets its next run from
+	// now. Not atomic, like POST /v1/jobs:pause.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
+	ResumeJobs(ctx context.Context, body ResumeJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNodes List the live scheduler nodes
 	//
@@ -1559,6 +1637,98 @@ func (c *Client) CreateJobBatchWithBody(ctx context.Context, contentType string,
 // Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
 func (c *Client) CreateJobBatch(ctx context.Context, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateJobBatchRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseJobsWithBody Pause every active job of a namespace that matches a selector
+//
+// For maintenance: pauses each active job of `namespace` whose labels
+// match `selector` (every active job of the namespace when there is
+// none), as POST /v1/jobs/{id}/pause would, one job at a time. Not
+// atomic: a job created or changed meanwhile may be missed, and a
+// failure part way leaves the jobs before it paused; `changed` says
+// how many were. Runs during the pause are not fired.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs:pause (the `PauseJobs` operationId).
+func (c *Client) PauseJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseJobsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseJobs Pause every active job of a namespace that matches a selector
+//
+// For maintenance: pauses each active job of `namespace` whose labels
+// match `selector` (every active job of the namespace when there is
+// none), as POST /v1/jobs/{id}/pause would, one job at a time. Not
+// atomic: a job created or changed meanwhile may be missed, and a
+// failure part way leaves the jobs before it paused; `changed` says
+// how many were. Runs during the pause are not fired.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs:pause (the `PauseJobs` operationId).
+func (c *Client) PauseJobs(ctx context.Context, body PauseJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseJobsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeJobsWithBody Resume every paused job of a namespace that matches a selector
+//
+// Resumes each paused job of `namespace` whose labels match
+// `selector` (every paused job of the namespace when there is none),
+// as POST /v1/jobs/{id}/resume would: each gets its next run from
+// now. Not atomic, like POST /v1/jobs:pause.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
+func (c *Client) ResumeJobsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeJobsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeJobs Resume every paused job of a namespace that matches a selector
+//
+// Resumes each paused job of `namespace` whose labels match
+// `selector` (every paused job of the namespace when there is none),
+// as POST /v1/jobs/{id}/resume would: each gets its next run from
+// now. Not atomic, like POST /v1/jobs:pause.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
+func (c *Client) ResumeJobs(ctx context.Context, body ResumeJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeJobsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2446,6 +2616,86 @@ func NewCreateJobBatchRequestWithBody(server string, contentType string, body io
 	return req, nil
 }
 
+// NewPauseJobsRequest calls the generic PauseJobs builder with application/json body
+func NewPauseJobsRequest(server string, body PauseJobsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseJobsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPauseJobsRequestWithBody constructs an http.Request for the PauseJobs method, with any body, and a specified content type
+func NewPauseJobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs:pause")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewResumeJobsRequest calls the generic ResumeJobs builder with application/json body
+func NewResumeJobsRequest(server string, body ResumeJobsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeJobsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewResumeJobsRequestWithBody constructs an http.Request for the ResumeJobs method, with any body, and a specified content type
+func NewResumeJobsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs:resume")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListNodesRequest constructs an http.Request for the ListNodes method
 func NewListNodesRequest(server string) (*http.Request, error) {
 	var err error
@@ -2829,6 +3079,58 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
 	CreateJobBatchWithResponse(ctx context.Context, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobBatchResponse, error)
+
+	// PauseJobsWithBodyWithResponse Pause every active job of a namespace that matches a selector
+	//
+	// For maintenance: pauses each active job of `namespace` whose labels
+	// match `selector` (every active job of the namespace when there is
+	// none), as POST /v1/jobs/{id}/pause would, one job at a time. Not
+	// atomic: a job created or changed meanwhile may be missed, and a
+	// failure part way leaves the jobs before it paused; `changed` says
+	// how many were. Runs during the pause are not fired.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs:pause (the `PauseJobs` operationId).
+	PauseJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseJobsResponse, error)
+
+	// PauseJobsWithResponse Pause every active job of a namespace that matches a selector
+	//
+	// For maintenance: pauses each active job of `namespace` whose labels
+	// match `selector` (every active job of the namespace when there is
+	// none), as POST /v1/jobs/{id}/pause would, one job at a time. Not
+	// atomic: a job created or changed meanwhile may be missed, and a
+	// failure part way leaves the jobs before it paused; `changed` says
+	// how many were. Runs during the pause are not fired.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs:pause (the `PauseJobs` operationId).
+	PauseJobsWithResponse(ctx context.Context, body PauseJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseJobsResponse, error)
+
+	// ResumeJobsWithBodyWithResponse Resume every paused job of a namespace that matches a selector
+	//
+	// Resumes each paused job of `namespace` whose labels match
+	// `selector` (every paused job of the namespace when there is none),
+	// as POST /v1/jobs/{id}/resume would: each gets its next run from
+	// now. Not atomic, like POST /v1/jobs:pause.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
+	ResumeJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeJobsResponse, error)
+
+	// ResumeJobsWithResponse Resume every paused job of a namespace that matches a selector
+	//
+	// Resumes each paused job of `namespace` whose labels match
+	// `selector` (every paused job of the namespace when there is none),
+	// as POST /v1/jobs/{id}/resume would: each gets its next run from
+	// now. Not atomic, like POST /v1/jobs:pause.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
+	ResumeJobsWithResponse(ctx context.Context, body ResumeJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeJobsResponse, error)
 
 	// ListNodesWithResponse List the live scheduler nodes
 	//
@@ -4011,6 +4313,116 @@ func (r CreateJobBatchResponse) ContentType() string {
 	return ""
 }
 
+type PauseJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BulkChange
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseJobsResponse) GetJSON200() *BulkChange {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseJobsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PauseJobsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseJobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ResumeJobsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BulkChange
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeJobsResponse) GetJSON200() *BulkChange {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeJobsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ResumeJobsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeJobsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeJobsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeJobsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeJobsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListNodesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4543,6 +4955,82 @@ func (c *ClientWithResponses) CreateJobBatchWithResponse(ctx context.Context, bo
 		return nil, err
 	}
 	return ParseCreateJobBatchResponse(rsp)
+}
+
+// PauseJobsWithBodyWithResponse Pause every active job of a namespace that matches a selector
+//
+// For maintenance: pauses each active job of `namespace` whose labels
+// match `selector` (every active job of the namespace when there is
+// none), as POST /v1/jobs/{id}/pause would, one job at a time. Not
+// atomic: a job created or changed meanwhile may be missed, and a
+// failure part way leaves the jobs before it paused; `changed` says
+// how many were. Runs during the pause are not fired.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs:pause (the `PauseJobs` operationId).
+func (c *ClientWithResponses) PauseJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseJobsResponse, error) {
+	rsp, err := c.PauseJobsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseJobsResponse(rsp)
+}
+
+// PauseJobsWithResponse Pause every active job of a namespace that matches a selector
+//
+// For maintenance: pauses each active job of `namespace` whose labels
+// match `selector` (every active job of the namespace when there is
+// none), as POST /v1/jobs/{id}/pause would, one job at a time. Not
+// atomic: a job created or changed meanwhile may be missed, and a
+// failure part way leaves the jobs before it paused; `changed` says
+// how many were. Runs during the pause are not fired.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs:pause (the `PauseJobs` operationId).
+func (c *ClientWithResponses) PauseJobsWithResponse(ctx context.Context, body PauseJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseJobsResponse, error) {
+	rsp, err := c.PauseJobs(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseJobsResponse(rsp)
+}
+
+// ResumeJobsWithBodyWithResponse Resume every paused job of a namespace that matches a selector
+//
+// Resumes each paused job of `namespace` whose labels match
+// `selector` (every paused job of the namespace when there is none),
+// as POST /v1/jobs/{id}/resume would: each gets its next run from
+// now. Not atomic, like POST /v1/jobs:pause.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
+func (c *ClientWithResponses) ResumeJobsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeJobsResponse, error) {
+	rsp, err := c.ResumeJobsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeJobsResponse(rsp)
+}
+
+// ResumeJobsWithResponse Resume every paused job of a namespace that matches a selector
+//
+// Resumes each paused job of `namespace` whose labels match
+// `selector` (every paused job of the namespace when there is none),
+// as POST /v1/jobs/{id}/resume would: each gets its next run from
+// now. Not atomic, like POST /v1/jobs:pause.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
+func (c *ClientWithResponses) ResumeJobsWithResponse(ctx context.Context, body ResumeJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeJobsResponse, error) {
+	rsp, err := c.ResumeJobs(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeJobsResponse(rsp)
 }
 
 // ListNodesWithResponse List the live scheduler nodes
@@ -5424,6 +5912,86 @@ func ParseCreateJobBatchResponse(rsp *http.Response) (*CreateJobBatchResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePauseJobsResponse parses an HTTP response from a PauseJobsWithResponse call
+func ParsePauseJobsResponse(rsp *http.Response) (*PauseJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BulkChange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseResumeJobsResponse parses an HTTP response from a ResumeJobsWithResponse call
+func ParseResumeJobsResponse(rsp *http.Response) (*ResumeJobsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeJobsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BulkChange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

@@ -24,6 +24,7 @@ type Store interface {
 	CreateJob(ctx context.Context, j *store.Job) error
 	CreateJobBatch(ctx context.Context, jobs []*store.Job) ([]error, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]*store.Job, string, error)
 	UpdateJob(ctx context.Context, j *store.Job) error
 	DeleteJob(ctx context.Context, id uuid.UUID) error
 	RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*store.Execution, error)

@@ -238,9 +238,52 @@ func (c *jobGetCmd) Run(a *app) error {
 	return a.printJob(r.Body, r.JSON200)
 }
 
-type jobPauseCmd struct{ jobID }
+// bulkFlags select the jobs of a bulk pause or resume.
+type bulkFlags struct {
+	ID        string `arg:"" optional:"" help:"Job id; or select jobs with --namespace (and --selector)." name:"id"`
+	Namespace string `help:"Every job of this namespace instead of one job (with --selector: those matching it)." placeholder:"NS"`
+	Selector  string `short:"l" help:"With --namespace, only jobs whose labels match this selector (\"team=payments\")." placeholder:"SEL"`
+}
+
+// bulk runs a bulk pause or resume when the flags select jobs rather
+// than name one; done is false when they name one job.
+func (f *bulkFlags) bulk(a *app, verb string,
+	call func(client.JobSelection) (response, []byte, *client.BulkChange, error)) (done bool, err error) {
+	switch {
+	case f.ID != "" && (f.Namespace != "" || f.Selector != ""):
+		return true, errors.New("give a job id or --namespace (with --selector), not both")
+	case f.ID != "":
+		return false, nil
+	case f.Namespace == "":
+		return true, fmt.Errorf("%s needs a job id, or --namespace to %s its jobs", verb, verb)
+	}
+	r0, raw, res, err := call(client.JobSelection{Namespace: f.Namespace, Selector: optional(f.Selector)})
+	if err := check(r0, err); err != nil {
+		return true, err
+	}
+	if a.json {
+		return true, a.printRawJSON(raw)
+	}
+	r, err := decoded(res)
+	if err != nil {
+		return true, err
+	}
+	fmt.Fprintf(a.stdout, "%sd %d of %d matching jobs in namespace %s\n", verb, r.Changed, r.Matched, f.Namespace)
+	return true, nil
+}
+
+type jobPauseCmd struct{ bulkFlags }
 
 func (c *jobPauseCmd) Run(a *app) error {
+	if done, err := c.bulk(a, "pause", func(sel client.JobSelection) (response, []byte, *client.BulkChange, error) {
+		r, err := a.api.PauseJobsWithResponse(a.ctx, sel)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return r, r.Body, r.JSON200, nil
+	}); done {
+		return err
+	}
 	id, err := parseID(c.ID)
 	if err != nil {
 		return err
@@ -252,9 +295,18 @@ func (c *jobPauseCmd) Run(a *app) error {
 	return a.printJob(raw, j)
 }
 
-type jobResumeCmd struct{ jobID }
+type jobResumeCmd struct{ bulkFlags }
 
 func (c *jobResumeCmd) Run(a *app) error {
+	if done, err := c.bulk(a, "resume", func(sel client.JobSelection) (response, []byte, *client.BulkChange, error) {
+		r, err := a.api.ResumeJobsWithResponse(a.ctx, sel)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return r, r.Body, r.JSON200, nil
+	}); done {
+		return err
+	}
 	id, err := parseID(c.ID)
 	if err != nil {
 		return err

@@ -50,3 +50,40 @@ func TestLabelsAndSelector(t *testing.T) {
 		t.Errorf("a bad selector: %+v", res)
 	}
 }
+
+// jobs pause and resume with --namespace and --selector change the
+// matching jobs; an id with --namespace, or neither, is a usage error.
+func TestBulkPauseResume(t *testing.T) {
+	t.Parallel()
+	hs, _ := server(t)
+	u := hs.URL
+	for _, name := range []string{"a", "b"} {
+		ok(t, u, "jobs", "create", "--name", name, "--namespace", "maint", "--in", "1h", "--custom", "w", "--label", "team=payments")
+	}
+	ok(t, u, "jobs", "create", "--name", "c", "--namespace", "maint", "--in", "1h", "--custom", "w")
+	if out := ok(t, u, "jobs", "pause", "--namespace", "maint", "-l", "team=payments"); !strings.Contains(out, "paused 2 of 2 matching jobs") {
+		t.Errorf("pause: %q", out)
+	}
+	var list api.JobList
+	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "list", "--namespace", "maint", "--state", "paused")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Errorf("%d paused jobs, want 2", len(list.Items))
+	}
+	var res api.BulkChange
+	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "resume", "--namespace", "maint")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Matched != 2 || res.Changed != 2 {
+		t.Errorf("resume: %+v", res)
+	}
+	for _, args := range [][]string{
+		{"jobs", "pause"},
+		{"jobs", "pause", list.Items[0].Id.String(), "--namespace", "maint"},
+	} {
+		if r := tockctl(t, u, args...); r.code == 0 {
+			t.Errorf("%v: exit 0 (%+v)", args, r)
+		}
+	}
+}
