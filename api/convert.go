@@ -54,6 +54,7 @@ func scheduleOf(s schedule.Spec) Schedule {
 		out.In = ptr(s.In)
 	}
 	out.At = utc(s.At)
+	out.Anchor = utc(s.Anchor)
 	return out
 }
 

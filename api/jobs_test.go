@@ -78,6 +78,26 @@ func TestCreateJob(t *testing.T) {
 				t.Errorf("job %+v", j)
 			}
 		}},
+		{"@every from an anchor to come", map[string]any{
+			"name":     "every-anchored",
+			"schedule": map[string]any{"cron": "@every 36h", "anchor": at.In(berlin).Format(time.RFC3339)},
+			"handler":  map[string]any{"type": "custom", "name": "send-email"},
+		}, func(t *testing.T, j Job) {
+			if j.NextRunAt == nil || !j.NextRunAt.Equal(at) || j.Schedule.Anchor == nil || !j.Schedule.Anchor.Equal(at) ||
+				j.Schedule.Anchor.Location() != time.UTC {
+				t.Errorf("next_run_at %v, schedule %+v; want both at %v in UTC", j.NextRunAt, j.Schedule, at)
+			}
+		}},
+		{"@every with a past anchor: its phase", map[string]any{
+			"name":     "every-phase",
+			"schedule": map[string]any{"cron": "@every 1h", "anchor": "2020-01-01T00:20:17+01:00"},
+			"handler":  map[string]any{"type": "custom", "name": "send-email"},
+		}, func(t *testing.T, j Job) {
+			if j.NextRunAt == nil || j.NextRunAt.Minute() != 20 || j.NextRunAt.Second() != 17 || !j.NextRunAt.After(before) ||
+				j.NextRunAt.After(time.Now().Add(time.Hour)) {
+				t.Errorf("next_run_at %v, want hh:20:17 within the hour", j.NextRunAt)
+			}
+		}},
 		{"in", map[string]any{
 			"name":     "once-in",
 			"schedule": map[string]any{"in": "90s"},
@@ -199,6 +219,12 @@ func jobValidationCases() []validationCase {
 		{"schedule not an object", with("schedule", "daily"), "schedule", "object"},
 		{"cron bad", with("schedule.cron", "every day"), "schedule.cron", ""},
 		{"cron range", with("schedule.cron", "0 61 * * * *"), "schedule.cron", ""},
+		{"cron L alone in day of week", with("schedule.cron", "0 0 9 ? * L"), "schedule.cron", "L alone"},
+		{"cron step of a day form", with("schedule.cron", "0 0 9 L/2 * *"), "schedule.cron", "L/2"},
+		{"cron never runs", with("schedule.cron", "0 0 9 */20 * MON#2"), "schedule.cron", "never runs"},
+		{"anchor without @every", with("schedule.anchor", "2030-01-01T00:00:00Z"), "schedule.anchor", "@every"},
+		{"anchor with a fraction", with("schedule", map[string]any{"cron": "@every 1h", "anchor": "2030-01-01T00:00:00.5Z"}), "schedule.anchor", "whole second"},
+		{"anchor not a time", with("schedule.anchor", "soon"), "schedule.anchor", "RFC 3339"},
 		{"unknown time zone", with("schedule.timezone", "Mars/Base"), "schedule.timezone", "Mars/Base"},
 		{"at in the past", map[string]any{"name": "x", "schedule": map[string]any{"at": past}, "handler": http1()}, "schedule.at", ""},
 		{"at not a time", map[string]any{"name": "x", "schedule": map[string]any{"at": "tomorrow"}, "handler": http1()}, "schedule.at", "RFC 3339"},

@@ -107,6 +107,10 @@ func specOf(s *Schedule) schedule.Spec {
 		at := s.At.UTC()
 		sp.At = &at
 	}
+	if s.Anchor != nil {
+		a := s.Anchor.UTC()
+		sp.Anchor = &a
+	}
 	return sp
 }
 

@@ -654,11 +654,26 @@ type RetryPolicyJitter string
 // Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
 // them (or no schedule at all) means run once, now.
 type Schedule struct {
+	// Anchor Only with `cron` "@every <duration>": when its runs start. They
+	// fall at the anchor and every interval after it, so they keep
+	// their times across restarts and updates; an anchor in the
+	// past sets only their phase. Whole seconds; default the Unix
+	// epoch (1970-01-01T00:00:00Z).
+	//
+	//
+	// Example: 2026-07-01T09:00:00+02:00
+	Anchor *time.Time `json:"anchor,omitempty"`
+
 	// At Run once at this time, which must not have passed.
 	At *time.Time `json:"at,omitempty"`
 
 	// Cron Six fields: second minute hour day-of-month month day-of-week,
-	// e.g. "0 30 9 * * MON-FRI".
+	// e.g. "0 30 9 * * MON-FRI"; or five, minute first; or a
+	// descriptor (@hourly, @daily, @every 90s, ...). A day field
+	// starting with `*` or `?` must match as well as the other;
+	// otherwise either may. Day of month also takes `L` (last day),
+	// `L-n` and `nW` (nearest weekday); day of week `DAY#n`
+	// (e.g. `MON#1`) and `DAYL` (e.g. `FRIL`).
 	//
 	//
 	// Example: 0 30 9 * * MON-FRI

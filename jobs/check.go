@@ -63,7 +63,7 @@ type cronKey struct{ cron, zone string }
 // are kept, others are compiled every time. A *schedule.Schedule is
 // immutable, so the copies are shared.
 func (s *Service) compile(sp schedule.Spec, f *faults) *schedule.Schedule {
-	if sp.Cron == "" || sp.At != nil || sp.In != "" {
+	if sp.Cron == "" || sp.At != nil || sp.In != "" || sp.Anchor != nil {
 		return compile(sp, f)
 	}
 	key := cronKey{sp.Cron, sp.Timezone}

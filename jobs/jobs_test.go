@@ -357,18 +357,20 @@ func TestPauseResume(t *testing.T) {
 		t.Errorf("resume of a completed job: %v", err)
 	}
 
-	// February 29 at midnight, resumed in March 2096: 2100 is no leap
-	// year, and 2104 is beyond the schedule's horizon.
-	leap := validJob("leap")
-	leap.Schedule = schedule.Spec{Cron: "0 0 0 29 2 *"}
-	l, err := svc.Create(ctx, leap)
+	// Every second of 02:30 on the second Sunday of March in New York, by
+	// the wall clock: it ran until 2006, but since 2007 clocks spring
+	// forward over that hour.
+	dst := validJob("dst")
+	dst.Schedule = schedule.Spec{Cron: "* 30 2 ? 3 SUN#2", Timezone: "America/New_York"}
+	clk.set(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
+	l, err := svc.Create(ctx, dst)
 	if err == nil {
 		_, err = svc.Pause(ctx, l.ID)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk.set(time.Date(2096, 3, 1, 0, 0, 0, 0, time.UTC))
+	clk.set(time.Date(2007, 1, 1, 0, 0, 0, 0, time.UTC))
 	var fe *schedule.FieldError
 	if _, err := svc.Resume(ctx, l.ID); !errors.Is(err, ErrNoNextRun) || !errors.As(err, &fe) || fe.Field != "schedule.cron" {
 		t.Errorf("resume without a run left: %v", err)

@@ -253,11 +253,13 @@ func (s *Service) modify(ctx context.Context, id uuid.UUID, change func(j *store
 
 // sameSpec reports whether two schedules say the same thing.
 func sameSpec(a, b schedule.Spec) bool {
-	if a.Cron != b.Cron || a.Timezone != b.Timezone || a.In != b.In {
-		return false
+	return a.Cron == b.Cron && a.Timezone == b.Timezone && a.In == b.In &&
+		sameTime(a.At, b.At) && sameTime(a.Anchor, b.Anchor)
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
 	}
-	if a.At == nil || b.At == nil {
-		return a.At == nil && b.At == nil
-	}
-	return a.At.Equal(*b.At)
+	return a.Equal(*b)
 }

@@ -582,7 +582,7 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 		return
 	}
 	s.upsert(store.Due{ID: j.ID, Bucket: j.Bucket, NextRunAt: *j.NextRunAt,
-		Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone})
+		Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone, Anchor: j.Schedule.Anchor})
 }
 
 // fireDue fires every heap entry whose time has come, in batches.
@@ -719,10 +719,13 @@ func (s *Scanner) next(j store.Due, due, now time.Time) (time.Time, bool) {
 // share a handful of expressions.
 func (s *Scanner) schedule(j store.Due) (*schedule.Schedule, error) {
 	key := j.Cron + "\x00" + j.Timezone
+	if j.Anchor != nil {
+		key += "\x00" + j.Anchor.UTC().Format(time.RFC3339)
+	}
 	if c, ok := s.compiled[key]; ok {
 		return c, nil
 	}
-	c, err := schedule.Compile(schedule.Spec{Cron: j.Cron, Timezone: j.Timezone})
+	c, err := schedule.Compile(schedule.Spec{Cron: j.Cron, Timezone: j.Timezone, Anchor: j.Anchor})
 	if err != nil {
 		s.log.Error("stored job has an invalid schedule", "job_id", j.ID, "err", err)
 		return nil, err

@@ -76,7 +76,7 @@ func (f *fakeStore) DueAfter(_ context.Context, buckets []int, after, until time
 		if in[j.Bucket] && j.State == domain.JobActive && j.NextRunAt != nil && !j.NextRunAt.After(until) &&
 			(after.IsZero() || j.NextRunAt.After(after)) {
 			out = append(out, store.Due{ID: j.ID, Bucket: j.Bucket, NextRunAt: *j.NextRunAt,
-				Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone})
+				Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone, Anchor: j.Schedule.Anchor})
 		}
 	}
 	return out, nil

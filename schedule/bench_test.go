@@ -18,6 +18,8 @@ func BenchmarkNext(b *testing.B) {
 		{"hourly-new-york", "@hourly", "America/New_York"},
 		{"yearly-sydney", "@yearly", "Australia/Sydney"},
 		{"feb-29-utc", "0 0 0 29 2 *", ""},
+		{"last-friday-berlin", "0 0 17 ? * FRIL", "Europe/Berlin"},
+		{"last-or-15w-utc", "0 0 9 L,15W * *", ""},
 		{"every-90s", "@every 90s", ""},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
@@ -41,6 +43,7 @@ func BenchmarkCompile(b *testing.B) {
 	for _, bm := range []struct{ name, cron, tz string }{
 		{"utc", "0 30 9 * * MON-FRI", ""},
 		{"berlin", "0 30 9 * * MON-FRI", "Europe/Berlin"},
+		{"day-forms", "0 0 9 L-2,15W * MON#1,FRIL", ""},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
 			for b.Loop() {

@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,14 +16,17 @@ import (
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // starBit is the bit robfig sets in a field's mask when the field is "*"
-// or "?" (with no step above 1). Day matching depends on it, as in Vixie
-// cron: when either day field is a star both must match, otherwise either
-// may.
+// or "?" (with no step above 1). Only the descriptors are read through it
+// (see fromRobfig); for fields we decide star-ness ourselves, by the first
+// character, as Vixie cron does.
 const starBit = 1 << 63
 
-// horizonYears bounds the search for the next run. Any possible expression
-// runs within it, bar February 29 around a skipped leap year (2100).
-const horizonYears = 5
+// horizonYears bounds the search for the next run. Every expression that
+// Compile accepts runs within it: the rarest dates are February 29 on a
+// given weekday ("0 0 9 ? 2 MON#5", "0 0 9 29 2 */7"), which, once 2100
+// skips a leap year, can be 40 years apart (Saturdays: 2076, then 2116).
+// Only a job whose every match falls in a skipped DST hour can exhaust it.
+const horizonYears = 40
 
 // maxDelay caps "in" and "@every" at ten years: anything longer is almost
 // surely a mistake, and the cap keeps run times far from the year 9999
@@ -30,9 +34,22 @@ const horizonYears = 5
 const maxDelay = 10 * 365 * 24 * time.Hour
 
 // cronSpec is a parsed cron expression: the fields as bit masks (bit i set
-// when value i matches) and how the job behaves around DST changes.
+// when value i matches), the day forms that depend on the month (L, nW,
+// DAY#n, DAYL), and how the job behaves around DST changes.
 type cronSpec struct {
 	second, minute, hour, dom, month, dow uint64
+
+	// domStar and dowStar report that the day field begins with "*" or
+	// "?". If either does, a day must match both fields; otherwise either
+	// field may match (Vixie cron's rule).
+	domStar, dowStar bool
+	// domForms and dowForms are the day forms of each field, matched in
+	// addition to the field's mask (a list is a union).
+	domForms, dowForms []dayForm
+	// dowDays[w] has bit d set when day d of a month whose 1st is weekday
+	// w (0 = Sunday) matches the dow mask.
+	dowDays [7]uint64
+
 	// wall reports that the second, minute or hour field begins with "*":
 	// the job follows the wall clock through DST changes. Otherwise it names
 	// fixed times of day, each run once per day (see firstInstant).
@@ -74,21 +91,63 @@ func parseCron(expr string) (*cronSpec, time.Duration, error) {
 	default:
 		return nil, 0, fmt.Errorf("expected 5 or 6 fields, found %d", len(fields))
 	}
-	s, err := parser.Parse(strings.Join(fields, " "))
+
+	// robfig knows neither L, W nor #: take those forms out of the day
+	// fields and let robfig parse the rest.
+	domPlain, domForms, err := splitDayField(fields[3], parseDomForm)
+	if err != nil {
+		return nil, 0, fmt.Errorf("invalid expression %q: day of month %w", expr, err)
+	}
+	dowPlain, dowForms, err := splitDayField(fields[5], parseDowForm)
+	if err != nil {
+		return nil, 0, fmt.Errorf("invalid expression %q: day of week %w", expr, err)
+	}
+	plain := slices.Clone(fields)
+	if domPlain != "" {
+		plain[3] = domPlain
+	} else {
+		plain[3] = "*" // masked out below
+	}
+	if dowPlain != "" {
+		plain[5] = dowPlain
+	} else {
+		plain[5] = "*"
+	}
+	s, err := parser.Parse(strings.Join(plain, " "))
 	if err != nil {
 		return nil, 0, fmt.Errorf("invalid expression %q: %v", expr, err)
 	}
+
 	// Vixie cron decides by the first character of the field, so "*/5" is
 	// a wildcard but "0-59/5" is not. robfig treats "?" as "*"; so do we.
-	wall := false
-	for _, f := range fields[:3] {
-		if strings.HasPrefix(f, "*") || strings.HasPrefix(f, "?") {
-			wall = true
-		}
+	star := func(f string) bool { return f[0] == '*' || f[0] == '?' }
+	wall := star(fields[0]) || star(fields[1]) || star(fields[2])
+	rs := s.(*cron.SpecSchedule)
+	c := &cronSpec{
+		second: rs.Second, minute: rs.Minute, hour: rs.Hour, month: rs.Month,
+		dom: rs.Dom &^ starBit, dow: rs.Dow &^ starBit,
+		domStar: star(fields[3]), dowStar: star(fields[5]),
+		domForms: domForms, dowForms: dowForms,
+		wall: wall,
 	}
-	c := fromRobfig(s.(*cron.SpecSchedule), wall)
+	if domPlain == "" {
+		c.dom = 0
+	}
+	if dowPlain == "" {
+		c.dow = 0
+	}
+	c.fillDowDays()
 	if !c.possible() {
-		return nil, 0, fmt.Errorf("%q never runs: no month it names has the day of month it names", expr)
+		msg := fmt.Sprintf("%q never runs: no date matches its month and day fields", expr)
+		starred := fields[3]
+		if c.dowStar {
+			starred = fields[5]
+		}
+		if c.domStar != c.dowStar && starred != "*" && starred != "?" {
+			// "*/20 * MON#2": say why the fields are not joined by "or".
+			msg += fmt.Sprintf(" (%q starts with %c, so both day fields must match)", starred, starred[0])
+		}
+		return nil, 0, fmt.Errorf("%s", msg)
 	}
 	return c, 0, nil
 }
@@ -113,32 +172,72 @@ func parseEvery(fields []string) (time.Duration, error) {
 	return d, nil
 }
 
+// fromRobfig converts a descriptor's schedule, whose star bits are exact
+// (@weekly is "0 0 0 * * 0", @monthly "0 0 0 1 * *").
 func fromRobfig(s *cron.SpecSchedule, wall bool) *cronSpec {
-	return &cronSpec{
+	c := &cronSpec{
 		second: s.Second, minute: s.Minute, hour: s.Hour,
-		dom: s.Dom, month: s.Month, dow: s.Dow,
+		dom: s.Dom &^ starBit, month: s.Month, dow: s.Dow &^ starBit,
+		domStar: s.Dom&starBit != 0, dowStar: s.Dow&starBit != 0,
 		wall: wall,
+	}
+	c.fillDowDays()
+	return c
+}
+
+// fillDowDays fills dowDays from dow.
+func (c *cronSpec) fillDowDays() {
+	for w := range c.dowDays {
+		var m uint64
+		for d := 1; d <= 31; d++ {
+			if c.dow&(1<<((w+d-1)%7)) != 0 {
+				m |= 1 << d
+			}
+		}
+		c.dowDays[w] = m
 	}
 }
 
 // possible reports whether the expression names at least one real date.
-// Only a day of month can be impossible (February 30, April 31); when both
-// day fields are restricted either may match, and every month has every
-// weekday.
+// Which days of a month match depends only on the month, its length and
+// the weekday of its 1st, and in the 400 years after which the Gregorian
+// calendar repeats every month takes each of its lengths starting on each
+// weekday; so trying those combinations is exact.
 func (c *cronSpec) possible() bool {
-	if c.dom&starBit == 0 && c.dow&starBit == 0 {
-		return true
-	}
 	for m := 1; m <= 12; m++ {
 		if c.month&(1<<m) == 0 {
 			continue
 		}
-		longest := daysIn(2000, m) // a leap year: February 29 counts
-		if nextBit(c.dom, 1, longest) >= 0 {
-			return true
+		// 2001 is a common year, 2000 a leap year.
+		for n := daysIn(2001, m); n <= daysIn(2000, m); n++ {
+			for w := range 7 {
+				if c.days(n, w) != 0 {
+					return true
+				}
+			}
 		}
 	}
 	return false
+}
+
+// days returns the days that the day fields match in a month of n days
+// whose 1st is weekday first (0 = Sunday), as a mask with bit d set for
+// day d.
+func (c *cronSpec) days(n, first int) uint64 {
+	dom, dow := c.dom, c.dowDays[first]
+	for _, f := range c.domForms {
+		dom |= f.day(n, first)
+	}
+	for _, f := range c.dowForms {
+		dow |= f.day(n, first)
+	}
+	var m uint64
+	if c.domStar || c.dowStar {
+		m = dom & dow
+	} else {
+		m = dom | dow
+	}
+	return m & (1<<(n+1) - 2)
 }
 
 // nextBit returns the lowest value v in [from, max] whose bit is set in
@@ -152,16 +251,6 @@ func nextBit(mask uint64, from, max int) int {
 		return -1
 	}
 	return bits.TrailingZeros64(m)
-}
-
-// dayMatches applies the day-of-month and day-of-week fields to one date.
-func (c *cronSpec) dayMatches(d, wd int) bool {
-	domOK := c.dom&(1<<d) != 0
-	dowOK := c.dow&(1<<wd) != 0
-	if c.dom&starBit != 0 || c.dow&starBit != 0 {
-		return domOK && dowOK
-	}
-	return domOK || dowOK
 }
 
 // nextCivil returns the first civil time at or after w (civil seconds, see
@@ -228,17 +317,7 @@ func (c *cronSpec) nextCivil(w int64, maxYear int64) (int64, bool) {
 // day fields match, or -1.
 func (c *cronSpec) nextDay(y int64, mo, d int) int {
 	n := daysIn(y, mo)
-	if d > n {
-		return -1
-	}
-	wd := weekday(daysFromCivil(y, mo, d))
-	for ; d <= n; d++ {
-		if c.dayMatches(d, wd) {
-			return d
-		}
-		wd = (wd + 1) % 7
-	}
-	return -1
+	return nextBit(c.days(n, weekday(daysFromCivil(y, mo, 1))), d, n)
 }
 
 // next returns the first run strictly after instant a (Unix seconds,

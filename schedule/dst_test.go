@@ -39,6 +39,10 @@ func TestNextDST(t *testing.T) {
 			[]string{"2026-03-08T03:00:00-04:00"}},
 		{"NY spring @daily", "@daily", ny, "2026-03-07T12:00:00-05:00",
 			[]string{"2026-03-08T00:00:00-05:00", "2026-03-09T00:00:00-04:00"}},
+		{"NY spring fixed on the second Sunday of March", "0 30 2 ? 3 SUN#2", ny, "2026-01-01T00:00:00-05:00",
+			[]string{"2026-03-08T03:00:00-04:00", "2027-03-14T03:00:00-04:00"}},
+		{"NY spring wildcard on the second Sunday of March", "0 */30 2-3 ? MAR SUN#2", ny, "2026-01-01T00:00:00-05:00",
+			[]string{"2026-03-08T03:00:00-04:00", "2026-03-08T03:30:00-04:00", "2027-03-14T03:00:00-04:00"}},
 
 		// New York, fall back: 01:00-01:59 happens twice.
 		{"NY fall wildcard minutes", "0 */30 * * * *", ny, "2026-11-01T00:45:00-04:00",

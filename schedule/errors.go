@@ -2,7 +2,8 @@ package schedule
 
 // FieldError reports an invalid schedule and names the request field at
 // fault ("schedule.cron", "schedule.timezone", "schedule.at",
-// "schedule.in", or "schedule" when the fields conflict), so that the API
+// "schedule.in", "schedule.anchor", or "schedule" when the fields
+// conflict), so that the API
 // can point the user at it. Every error this package returns is a
 // *FieldError.
 type FieldError struct {
@@ -25,4 +26,5 @@ const (
 	fieldTimezone = "schedule.timezone"
 	fieldAt       = "schedule.at"
 	fieldIn       = "schedule.in"
+	fieldAnchor   = "schedule.anchor"
 )

@@ -114,14 +114,119 @@ func TestNext(t *testing.T) {
 	})
 }
 
+// TestNextDayFields pins the day-field rule (a field starting with "*" or
+// "?" is a star, and a star field must match as well as the other) and
+// the day forms L, L-n, nW, DAY#n and DAYL.
+func TestNextDayFields(t *testing.T) {
+	runNextCases(t, []nextCase{
+		// The rule, by the first character. January 2026 starts on a
+		// Thursday.
+		{"step in day of month is a star: odd Mondays", "0 0 12 */2 * MON", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T12:00:00Z", "2026-01-19T12:00:00Z", "2026-02-09T12:00:00Z", "2026-02-23T12:00:00Z", "2026-03-09T12:00:00Z"}},
+		{"list starting with a number is not a star: every day", "0 0 12 1,* * MON", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T12:00:00Z", "2026-01-02T12:00:00Z", "2026-01-03T12:00:00Z", "2026-01-04T12:00:00Z"}},
+		{"list starting with a star is a star: Mondays", "0 0 12 *,1 * MON", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T12:00:00Z", "2026-01-12T12:00:00Z"}},
+		{"step in day of week is a star: 13th on Sundays and Fridays", "0 0 12 13 * */5", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-13T12:00:00Z", "2026-03-13T12:00:00Z", "2026-09-13T12:00:00Z", "2026-11-13T12:00:00Z", "2026-12-13T12:00:00Z"}},
+		{"day of week list starting with a number: every day", "0 0 12 13 * 1,*", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T12:00:00Z", "2026-01-02T12:00:00Z", "2026-01-03T12:00:00Z"}},
+		{"day of week list starting with a star: the 13th", "0 0 12 13 * *,1", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-13T12:00:00Z", "2026-02-13T12:00:00Z"}},
+		{"February 29 on a Sunday", "0 0 12 29 2 */7", "", "2026-01-01T00:00:00Z",
+			[]string{"2032-02-29T12:00:00Z", "2060-02-29T12:00:00Z"}},
+
+		// Day of month: L, L-n, nW.
+		{"L", "0 0 0 L * *", "", "2027-12-01T00:00:00Z",
+			[]string{"2027-12-31T00:00:00Z", "2028-01-31T00:00:00Z", "2028-02-29T00:00:00Z", "2028-03-31T00:00:00Z"}},
+		{"L in February of a common year", "0 0 0 L 2 ?", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-28T00:00:00Z", "2027-02-28T00:00:00Z", "2028-02-29T00:00:00Z", "2029-02-28T00:00:00Z"}},
+		{"L-0 is L", "0 0 0 L-0 2 *", "", "2028-01-01T00:00:00Z",
+			[]string{"2028-02-29T00:00:00Z", "2029-02-28T00:00:00Z"}},
+		{"L-2", "0 0 0 L-2 * *", "", "2028-01-01T00:00:00Z",
+			[]string{"2028-01-29T00:00:00Z", "2028-02-27T00:00:00Z", "2028-03-29T00:00:00Z"}},
+		{"L-1 in February", "0 0 0 l-1 2 *", "", "2027-01-01T00:00:00Z",
+			[]string{"2027-02-27T00:00:00Z", "2028-02-28T00:00:00Z", "2029-02-27T00:00:00Z"}},
+		{"L-28 before the 1st does not run", "0 0 0 L-28 2 *", "", "2026-01-01T00:00:00Z",
+			[]string{"2028-02-01T00:00:00Z", "2032-02-01T00:00:00Z"}},
+		{"1W on a Saturday 1st is Monday the 3rd", "0 0 9 1W * *", "", "2026-07-15T00:00:00Z",
+			[]string{"2026-08-03T09:00:00Z", "2026-09-01T09:00:00Z", "2026-10-01T09:00:00Z"}},
+		{"31W on a Sunday 31st is Friday the 29th; not in 30-day months", "0 0 9 31W * *", "", "2026-03-01T00:00:00Z",
+			[]string{"2026-03-31T09:00:00Z", "2026-05-29T09:00:00Z", "2026-07-31T09:00:00Z", "2026-08-31T09:00:00Z"}},
+		{"15W on a Sunday is Monday", "0 0 9 15w * *", "", "2026-02-01T00:00:00Z",
+			[]string{"2026-02-16T09:00:00Z", "2026-03-16T09:00:00Z", "2026-04-15T09:00:00Z"}},
+
+		// Day of week: DAY#n, DAYL.
+		{"MON#1", "0 0 9 ? * MON#1", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T09:00:00Z", "2026-02-02T09:00:00Z", "2026-03-02T09:00:00Z"}},
+		{"fifth Monday of February", "0 0 9 ? 2 MON#5", "", "2026-01-01T00:00:00Z",
+			[]string{"2044-02-29T09:00:00Z", "2072-02-29T09:00:00Z"}},
+		{"FRIL", "0 0 9 ? * FRIL", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-30T09:00:00Z", "2026-02-27T09:00:00Z", "2026-03-27T09:00:00Z"}},
+		{"weekday numbers and lower case", "0 0 9 ? * 1#1,fril", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T09:00:00Z", "2026-01-30T09:00:00Z", "2026-02-02T09:00:00Z", "2026-02-27T09:00:00Z"}},
+
+		// Unions: within a field, and across two restricted fields.
+		{"last day or last Friday", "0 0 9 L * FRIL", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-30T09:00:00Z", "2026-01-31T09:00:00Z", "2026-02-27T09:00:00Z", "2026-02-28T09:00:00Z", "2026-03-27T09:00:00Z", "2026-03-31T09:00:00Z"}},
+		{"L,15W", "0 0 9 L,15W * *", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-15T09:00:00Z", "2026-01-31T09:00:00Z", "2026-02-16T09:00:00Z", "2026-02-28T09:00:00Z"}},
+		{"L or the 10th", "0 0 9 10,L * ?", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-10T09:00:00Z", "2026-01-31T09:00:00Z", "2026-02-10T09:00:00Z"}},
+		{"star with a day form: last Fridays that are odd", "0 0 9 */2 * FRIL", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-27T09:00:00Z", "2026-03-27T09:00:00Z", "2026-05-29T09:00:00Z"}},
+	})
+}
+
 func TestNextHorizon(t *testing.T) {
-	c := mustCompile(t, Spec{Cron: "0 0 0 29 2 *"})
 	// 2100 is not a leap year: from March 2096 the next February 29 is in
-	// 2104, more than five years on.
-	if got, ok := c.Next(mustTime(t, "2096-03-01T00:00:00Z")); ok {
-		t.Errorf("Next = %v, want no run within the horizon", got)
-	}
-	if got, ok := c.Next(mustTime(t, "2099-12-31T00:00:00Z")); !ok || !got.Equal(mustTime(t, "2104-02-29T00:00:00Z")) {
+	// 2104.
+	c := mustCompile(t, Spec{Cron: "0 0 0 29 2 *"})
+	if got, ok := c.Next(mustTime(t, "2096-03-01T00:00:00Z")); !ok || !got.Equal(mustTime(t, "2104-02-29T00:00:00Z")) {
 		t.Errorf("Next = %v, %v; want 2104-02-29", got, ok)
+	}
+	// February 29 on a Saturday: 2076, then 2116, 40 years on.
+	c = mustCompile(t, Spec{Cron: "0 0 0 ? 2 SAT#5"})
+	if got, ok := c.Next(mustTime(t, "2076-03-01T00:00:00Z")); !ok || !got.Equal(mustTime(t, "2116-02-29T00:00:00Z")) {
+		t.Errorf("Next = %v, %v; want 2116-02-29", got, ok)
+	}
+}
+
+func TestNextEveryAnchor(t *testing.T) {
+	anchor := mustTime(t, "2026-03-01T09:00:05+01:00")
+	tests := []struct {
+		name, cron, tz, from string
+		want                 []string
+	}{
+		{"before the anchor: the anchor first", "@every 25h", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-03-01T08:00:05Z", "2026-03-02T09:00:05Z", "2026-03-03T10:00:05Z"}},
+		{"on the anchor: strictly after", "@every 1h", "", "2026-03-01T08:00:05Z",
+			[]string{"2026-03-01T09:00:05Z", "2026-03-01T10:00:05Z"}},
+		{"long after: on the grid", "@every 90m", "", "2026-03-02T00:00:00Z",
+			[]string{"2026-03-02T00:30:05Z", "2026-03-02T02:00:05Z"}},
+		{"the zone does not matter", "@every 24h", "America/New_York", "2026-03-08T00:00:00Z",
+			[]string{"2026-03-08T08:00:05Z", "2026-03-09T08:00:05Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustCompile(t, Spec{Cron: tt.cron, Timezone: tt.tz, Anchor: &anchor})
+			after := mustTime(t, tt.from)
+			for i, w := range tt.want {
+				got, ok := c.Next(after)
+				if !ok || !got.Equal(mustTime(t, w)) || got.Location() != time.UTC {
+					t.Fatalf("run %d: Next(%v) = %v, %v; want %s", i, after, got, ok, w)
+				}
+				after = got
+			}
+		})
+	}
+	// The same run times whatever time the chain starts from: a restart
+	// or a resume finds the same grid.
+	c := mustCompile(t, Spec{Cron: "@every 7m", Anchor: &anchor})
+	for _, from := range []string{"2026-05-01T00:00:00Z", "2026-05-01T00:03:17.5Z", "2026-05-01T00:06:59Z"} {
+		got, _ := c.Next(mustTime(t, from))
+		if (got.Unix()-anchor.Unix())%(7*60) != 0 {
+			t.Errorf("Next(%s) = %v, not on the anchor's grid", from, got)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package schedule
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,9 +42,16 @@ func randField(r *rand.Rand, lo, hi int, names []string) string {
 		a, b := span()
 		return fmt.Sprintf("%d-%d", a, b)
 	case 5:
+		// A "*" inside a list makes the field match everything, but only a
+		// leading one makes it a star (Vixie cron reads the first
+		// character).
 		parts := make([]string, 1+r.IntN(3))
 		for i := range parts {
-			parts[i] = val()
+			if r.IntN(6) == 0 {
+				parts[i] = "*"
+			} else {
+				parts[i] = val()
+			}
 		}
 		return strings.Join(parts, ",")
 	case 6:
@@ -58,6 +67,83 @@ var (
 	dowNames   = strings.Fields("SUN MON TUE WED THU FRI SAT")
 )
 
+// randDom returns a random day-of-month field: plain, or a list with the
+// day forms (L, L-n, nW), biased towards month ends where they differ.
+func randDom(r *rand.Rand) string {
+	if r.IntN(2) == 0 {
+		return randField(r, 1, 31, nil)
+	}
+	parts := make([]string, 1+r.IntN(2))
+	for i := range parts {
+		switch r.IntN(6) {
+		case 0:
+			parts[i] = "L"
+		case 1:
+			parts[i] = fmt.Sprintf("L-%d", []int{0, 1, 2, 27, 28, 29, 30}[r.IntN(7)])
+		case 2:
+			parts[i] = fmt.Sprintf("L-%d", r.IntN(31))
+		case 3:
+			parts[i] = fmt.Sprintf("%dW", []int{1, 2, 15, 28, 29, 30, 31}[r.IntN(7)])
+		case 4:
+			parts[i] = fmt.Sprintf("%dw", 1+r.IntN(31))
+		default:
+			parts[i] = fmt.Sprint(1 + r.IntN(31))
+		}
+	}
+	if r.IntN(4) == 0 {
+		// A leading star: the forms are then redundant, but the field is
+		// a star.
+		parts = append([]string{[]string{"*", "*/2", "?"}[r.IntN(3)]}, parts...)
+	}
+	return strings.Join(parts, ",")
+}
+
+// randDow returns a random day-of-week field: plain, or a list with the
+// day forms (DAY#n, DAYL).
+func randDow(r *rand.Rand) string {
+	if r.IntN(2) == 0 {
+		return randField(r, 0, 6, dowNames)
+	}
+	day := func() string {
+		if r.IntN(2) == 0 {
+			return fmt.Sprint(r.IntN(7))
+		}
+		n := dowNames[r.IntN(7)]
+		if r.IntN(3) == 0 {
+			n = strings.ToLower(n)
+		}
+		return n
+	}
+	parts := make([]string, 1+r.IntN(2))
+	for i := range parts {
+		switch r.IntN(5) {
+		case 0, 1:
+			parts[i] = fmt.Sprintf("%s#%d", day(), 1+r.IntN(5))
+		case 2, 3:
+			parts[i] = day() + "L"
+		default:
+			parts[i] = day()
+		}
+	}
+	if r.IntN(4) == 0 {
+		parts = append([]string{[]string{"*", "*/3", "?"}[r.IntN(3)]}, parts...)
+	}
+	return strings.Join(parts, ",")
+}
+
+// randMonth returns a random month field, often February, where the day
+// forms differ between leap and other years.
+func randMonth(r *rand.Rand) string {
+	switch r.IntN(5) {
+	case 0, 1:
+		return "*"
+	case 2:
+		return "2"
+	default:
+		return randField(r, 1, 12, monthNames)
+	}
+}
+
 // randCron returns a random valid expression. With dense set, the day
 // fields are mostly stars so that runs land on the DST days under test.
 func randCron(r *rand.Rand, dense bool) string {
@@ -71,7 +157,7 @@ func randCron(r *rand.Rand, dense bool) string {
 		if dense && r.IntN(4) != 0 {
 			f = append(f, "*", "*", "*")
 		} else {
-			f = append(f, randField(r, 1, 31, nil), randField(r, 1, 12, monthNames), randField(r, 0, 6, dowNames))
+			f = append(f, randDom(r), randMonth(r), randDow(r))
 		}
 		if r.IntN(3) == 0 {
 			f = f[1:] // the 5-field form: second 0
@@ -136,7 +222,10 @@ func TestNextProperties(t *testing.T) {
 }
 
 // TestNextMatchesRobfig checks the search against robfig's own Next in
-// zones without DST changes, where the two must agree.
+// zones without DST changes, where the two must agree once robfig's star
+// bits follow Vixie cron (a day field is a star when its first character
+// is). robfig knows no day forms (L, W, #) and looks only five years
+// ahead; TestDayFieldsMatchBruteForce covers those.
 func TestNextMatchesRobfig(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	lo := mustTime(t, "2000-01-01T00:00:00Z").Unix()
@@ -154,13 +243,27 @@ func TestNextMatchesRobfig(t *testing.T) {
 			c := mustCompile(t, Spec{Cron: expr, Timezone: tz})
 			ref, err := parser.Parse(expr)
 			if err != nil {
-				t.Fatal(err)
+				continue // a day form
 			}
-			ref.(*cron.SpecSchedule).Location = loc
+			rs := ref.(*cron.SpecSchedule)
+			rs.Location = loc
+			if f := strings.Fields(expr); len(f) >= 5 {
+				setStar := func(mask *uint64, field string) {
+					*mask &^= starBit
+					if field[0] == '*' || field[0] == '?' {
+						*mask |= starBit
+					}
+				}
+				setStar(&rs.Dom, f[len(f)-3])
+				setStar(&rs.Dow, f[len(f)-1])
+			}
 			after := time.Unix(lo+r.Int64N(hi-lo), r.Int64N(1e9))
 			for j := 0; j < 10; j++ {
 				want := ref.Next(after)
 				got, ok := c.Next(after)
+				if want.IsZero() && (!ok || got.After(after.AddDate(5, 0, 0))) {
+					break // beyond robfig's five years
+				}
 				if want.IsZero() != !ok || !got.Equal(want) {
 					t.Fatalf("%q in %s: Next(%v) = %v, %v; robfig says %v", expr, tz, after, got, ok, want)
 				}
@@ -248,29 +351,31 @@ func fmtRuns(runs []int64, loc *time.Location) string {
 	return b.String()
 }
 
-// brute is the reference: robfig's bit masks, matched field by field
-// against the wall clock that the time package reports.
+// brute is the reference: robfig's bit masks for the second, minute,
+// hour and month, and refDays for the day fields, matched against the
+// wall clock that the time package reports.
 type brute struct {
 	s    *cron.SpecSchedule
+	days refDays
 	wall bool
 	loc  *time.Location
 }
 
 func newBrute(t *testing.T, expr string, loc *time.Location) brute {
 	t.Helper()
-	s, err := parser.Parse(expr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := strings.Fields(expr)
 	if len(f) == 5 {
 		f = append([]string{"0"}, f...)
+	}
+	s, err := parser.Parse(strings.Join([]string{f[0], f[1], f[2], "*", f[4], "*"}, " "))
+	if err != nil {
+		t.Fatal(err)
 	}
 	wall := false
 	for _, x := range f[:3] {
 		wall = wall || x[0] == '*' || x[0] == '?'
 	}
-	return brute{s.(*cron.SpecSchedule), wall, loc}
+	return brute{s.(*cron.SpecSchedule), newRefDays(t, f[3], f[5]), wall, loc}
 }
 
 func (b brute) matches(tm time.Time) bool {
@@ -278,11 +383,246 @@ func (b brute) matches(tm time.Time) bool {
 	if !has(b.s.Second, tm.Second()) || !has(b.s.Minute, tm.Minute()) || !has(b.s.Hour, tm.Hour()) || !has(b.s.Month, int(tm.Month())) {
 		return false
 	}
-	dom, dow := has(b.s.Dom, tm.Day()), has(b.s.Dow, int(tm.Weekday()))
-	if b.s.Dom&starBit != 0 || b.s.Dow&starBit != 0 {
+	return b.days.match(refDayOf(tm))
+}
+
+// refDay is a date as the reference sees it: y-m-d, its weekday
+// (0 = Sunday) and the number of days in its month.
+type refDay struct{ y, m, d, wd, last int }
+
+func refDayOf(tm time.Time) refDay {
+	y, m, d := tm.Date()
+	return refDay{y, int(m), d, int(tm.Weekday()), time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()}
+}
+
+// weekdayOf returns the weekday of day d of x's month.
+func (x refDay) weekdayOf(d int) int { return ((x.wd+d-x.d)%7 + 7) % 7 }
+
+// refDays is the reference reading of the two day fields, written from
+// the rules in doc.go rather than from the package's code: a field is a
+// star when its first character is "*" or "?"; a star field must match as
+// well as the other, otherwise either may; a list is the union of its
+// elements; plain elements go through robfig, day forms by definition.
+type refDays struct {
+	domStar, dowStar bool
+	dom, dow         []func(refDay) bool
+}
+
+var (
+	reLast    = regexp.MustCompile(`(?i)^L(?:-(\d+))?$`)
+	reNearest = regexp.MustCompile(`(?i)^(\d+)W$`)
+	reNth     = regexp.MustCompile(`(?i)^(\w+)#(\d)$`)
+	reLastDow = regexp.MustCompile(`(?i)^(\w+)L$`)
+)
+
+func newRefDays(t testing.TB, dom, dow string) refDays {
+	t.Helper()
+	atoi := func(s string) int {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("reference: %v", err)
+		}
+		return n
+	}
+	weekday := func(s string) int {
+		for i, n := range dowNames {
+			if strings.EqualFold(s, n) {
+				return i
+			}
+		}
+		return atoi(s)
+	}
+	plain := func(expr string, pick func(*cron.SpecSchedule) uint64, of func(refDay) int) func(refDay) bool {
+		s, err := parser.Parse(expr)
+		if err != nil {
+			t.Fatalf("reference: %v", err)
+		}
+		mask := pick(s.(*cron.SpecSchedule))
+		return func(x refDay) bool { return mask&(1<<of(x)) != 0 }
+	}
+	var r refDays
+	r.domStar = dom[0] == '*' || dom[0] == '?'
+	r.dowStar = dow[0] == '*' || dow[0] == '?'
+	for _, e := range strings.Split(dom, ",") {
+		var f func(refDay) bool
+		if m := reLast.FindStringSubmatch(e); m != nil {
+			n := 0
+			if m[1] != "" {
+				n = atoi(m[1])
+			}
+			f = func(x refDay) bool { return x.d == x.last-n }
+		} else if m := reNearest.FindStringSubmatch(e); m != nil {
+			// The weekday (Monday to Friday) of the month closest to day
+			// n; none if the month has no day n.
+			n := atoi(m[1])
+			f = func(x refDay) bool {
+				if n > x.last {
+					return false
+				}
+				best := 0
+				for d := 1; d <= x.last; d++ {
+					if wd := x.weekdayOf(d); wd == 0 || wd == 6 {
+						continue
+					}
+					if best == 0 || abs(d-n) < abs(best-n) {
+						best = d
+					}
+				}
+				return x.d == best
+			}
+		} else {
+			f = plain("0 0 0 "+e+" * *", func(s *cron.SpecSchedule) uint64 { return s.Dom }, func(x refDay) int { return x.d })
+		}
+		r.dom = append(r.dom, f)
+	}
+	for _, e := range strings.Split(dow, ",") {
+		var f func(refDay) bool
+		if m := reNth.FindStringSubmatch(e); m != nil {
+			wd, n := weekday(m[1]), atoi(m[2])
+			f = func(x refDay) bool { return x.wd == wd && (x.d-1)/7+1 == n }
+		} else if m := reLastDow.FindStringSubmatch(e); m != nil {
+			wd := weekday(m[1])
+			f = func(x refDay) bool { return x.wd == wd && x.d+7 > x.last }
+		} else {
+			f = plain("0 0 0 * * "+e, func(s *cron.SpecSchedule) uint64 { return s.Dow }, func(x refDay) int { return x.wd })
+		}
+		r.dow = append(r.dow, f)
+	}
+	return r
+}
+
+func (r refDays) match(x refDay) bool {
+	anyOf := func(fs []func(refDay) bool) bool {
+		for _, f := range fs {
+			if f(x) {
+				return true
+			}
+		}
+		return false
+	}
+	dom, dow := anyOf(r.dom), anyOf(r.dow)
+	if r.domStar || r.dowStar {
 		return dom && dow
 	}
 	return dom || dow
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// TestDayFieldsMatchBruteForce compares the days Next picks with refDays,
+// walking every day of a few years: random day fields (stars, steps,
+// lists with a "*" inside, L, L-n, nW, DAY#n, DAYL) and months (often
+// February), over windows that hold leap years, common years and 2100.
+// Expressions Compile refuses as never running are checked against every
+// day of the 400-year Gregorian cycle, which holds every kind of month.
+func TestDayFieldsMatchBruteForce(t *testing.T) {
+	fixed := []string{
+		"*/2 * MON", "1,* * MON", "13 * */2", "15 * *,1", "15 * 1,*", "? * ?", "*/1 * MON",
+		"L * *", "L-0 2 *", "L-28 2 ?", "L-30 * ?", "31W 4 *", "1W * ?", "31W * *", "29W 2 *", "30W,L * ?",
+		"? 2 MON#5", "? * FRIL", "L * FRIL", "L,15W * *", "? * MON#1,FRIL", "29 2 */7", "*/2 * sat#1",
+	}
+	seed := uint64(time.Now().UnixNano())
+	for _, run := range []struct {
+		seed uint64
+		n    int
+	}{{7, 300}, {seed, 60}} {
+		r := rand.New(rand.NewPCG(run.seed, 8))
+		exprs := fixed
+		if run.seed != 7 {
+			exprs = nil
+		}
+		for len(exprs) < run.n {
+			exprs = append(exprs, randDom(r)+" "+randMonth(r)+" "+randDow(r))
+		}
+		refused := 0
+		for _, days := range exprs {
+			checkDays(t, r, run.seed, days, &refused)
+		}
+	}
+}
+
+// checkDays checks one set of day fields ("dom month dow") at noon UTC.
+func checkDays(t *testing.T, r *rand.Rand, seed uint64, days string, refused *int) {
+	t.Helper()
+	expr := "0 0 12 " + days
+	f := strings.Fields(days)
+	ref := newRefDays(t, f[0], f[2])
+	ms, err := parser.Parse("0 0 0 * " + f[1] + " *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	month := ms.(*cron.SpecSchedule).Month
+	refMatch := func(x refDay) bool { return month&(1<<x.m) != 0 && ref.match(x) }
+
+	c, err := Compile(Spec{Cron: expr})
+	if err != nil {
+		if !strings.Contains(err.Error(), "never runs") {
+			t.Fatalf("seed %d: %q: %v", seed, expr, err)
+		}
+		// Walking 400 years is slow; a few refusals make the point.
+		if *refused++; *refused > 8 {
+			return
+		}
+		forEachDay(2000, 2400, func(x refDay) bool {
+			if refMatch(x) {
+				t.Errorf("seed %d: %q refused as never running, but runs on %d-%02d-%02d", seed, expr, x.y, x.m, x.d)
+				return false
+			}
+			return true
+		})
+		return
+	}
+
+	// Three years from a random one in 1998-2101: leap years, common
+	// years, 2000 (leap) and 2100 (not).
+	y0 := 1998 + r.IntN(102)
+	var want []string
+	forEachDay(y0, y0+3, func(x refDay) bool {
+		if refMatch(x) {
+			want = append(want, fmt.Sprintf("%d-%02d-%02d", x.y, x.m, x.d))
+		}
+		return true
+	})
+	var got []string
+	after := time.Date(y0, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := time.Date(y0+3, 1, 1, 0, 0, 0, 0, time.UTC)
+	for {
+		next, ok := c.Next(after)
+		if !ok {
+			// Every expression Compile accepts runs within the horizon.
+			t.Fatalf("seed %d: %q: no run after %v", seed, expr, after)
+		}
+		if !next.Before(end) {
+			break
+		}
+		got = append(got, next.Format(time.DateOnly))
+		after = next
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("seed %d: %q from %d for three years:\n got %v\nwant %v", seed, expr, y0, got, want)
+	}
+}
+
+// forEachDay calls fn on every day of the years [from, to), in order,
+// until it returns false.
+func forEachDay(from, to int, fn func(refDay) bool) {
+	for y := from; y < to; y++ {
+		for m := time.January; m <= time.December; m++ {
+			first := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+			x := refDay{y: y, m: int(m), wd: int(first.Weekday()), last: first.AddDate(0, 1, -1).Day()}
+			for x.d = 1; x.d <= x.last; x.d++ {
+				if !fn(x) {
+					return
+				}
+				x.wd = (x.wd + 1) % 7
+			}
+		}
+	}
 }
 
 // runs lists the run instants in (from, to].
@@ -337,6 +677,8 @@ func FuzzCompile(f *testing.F) {
 		"* * * * *", "0 30 2 * * *", "@every 1h", "@hourly", "TZ=", "TZ=UTC", "CRON_TZ",
 		"0 0 0 30 2 *", "*/0 * * * *", "1-2-3 * * * *", "5/ * * * *", "/ * * * * *", "@", "@every",
 		"0 0 0 31 2,4 MON", "0 0 0 29 2 *", "? ? ? ? ? ?", "0-59/59 */59 */23 */31 */12 */6",
+		"0 0 L * FRIL", "0 0 9 ? 2 MON#5", "0 0 L-30 2 *", "0 0 31W 4 *", "0 0 * * L", "0 0 1W-3W * *",
+		"0 0 L-,W * #", "0 0 */20 * MON#2", "* 30 2 ? 3 SUN#2", "0 0 12 1,* * MON",
 	} {
 		f.Add(s, uint8(1), int64(1772953200)) // 2026-03-08 07:00Z, a DST change
 	}

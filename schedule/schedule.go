@@ -14,10 +14,11 @@ type Schedule struct {
 	kind Kind
 	loc  *time.Location
 
-	cron  *cronSpec     // KindCron with fields
-	every time.Duration // KindCron with "@every"; cron is nil then
-	at    time.Time     // KindAt
-	in    time.Duration // KindIn
+	cron   *cronSpec     // KindCron with fields
+	every  time.Duration // KindCron with "@every"; cron is nil then
+	anchor int64         // "@every": Unix milliseconds of the first run
+	at     time.Time     // KindAt
+	in     time.Duration // KindIn
 }
 
 // Compile validates s and prepares it for computing run times. Every error
@@ -32,14 +33,19 @@ type Schedule struct {
 //   - Cron takes 5 fields (minute first) or 6 (second first), or one of
 //     @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly,
 //     @every <duration>. A TZ= or CRON_TZ= prefix is refused: Timezone is
-//     the one way to name a zone. Expressions that can never run (such as
-//     February 30) are refused.
+//     the one way to name a zone. The day fields also take L, L-n and nW
+//     (day of month) and DAY#n and DAYL (day of week); see the package
+//     documentation. Expressions that can never run (such as February 30,
+//     or "*/20" and "MON#2", which must both match) are refused.
 //   - "@every d" needs a whole number of seconds from 1s to 10 years. Its
-//     runs are anchored at the Unix epoch: they fall at 1970-01-01T00:00:00Z
-//     plus multiples of d, whatever the time zone. A fixed anchor is what
-//     lets Next depend on its argument alone; intervals that divide a day
-//     thus land on round UTC times ("@every 15m" runs at :00, :15, :30,
-//     :45), and a new job's first run comes within d of its creation.
+//     runs fall at Anchor plus multiples of d (Anchor, then Anchor+d, and
+//     so on), whatever the time zone; Anchor defaults to the Unix epoch,
+//     1970-01-01T00:00:00Z, so intervals that divide a day land on round
+//     UTC times ("@every 15m" runs at :00, :15, :30, :45) and a new job's
+//     first run comes within d of its creation. A fixed anchor is what
+//     lets Next depend on its argument alone, so runs keep their times
+//     across restarts, pauses and updates. Anchor must be a whole second
+//     and is refused with anything but "@every".
 //   - In is a Go duration ("90s", "1h30m") above zero and at most 10 years.
 //   - At may be any moment; First refuses one already past.
 func Compile(s Spec) (*Schedule, error) {
@@ -58,6 +64,7 @@ func Compile(s Spec) (*Schedule, error) {
 	}
 
 	c := &Schedule{kind: s.Kind(), loc: time.UTC}
+
 	switch s.Timezone {
 	case "":
 	case "Local":
@@ -95,6 +102,16 @@ func Compile(s Spec) (*Schedule, error) {
 		}
 		c.in = d
 	}
+
+	if s.Anchor != nil {
+		if c.kind != KindCron || c.cron != nil {
+			return nil, &FieldError{fieldAnchor, `is only allowed with "@every <duration>"`}
+		}
+		if s.Anchor.Nanosecond() != 0 {
+			return nil, &FieldError{fieldAnchor, fmt.Sprintf("must be a whole second, got %s", s.Anchor.UTC().Format(time.RFC3339Nano))}
+		}
+		c.anchor = s.Anchor.UnixMilli()
+	}
 	return c, nil
 }
 
@@ -115,7 +132,8 @@ func (c *Schedule) Location() *time.Location { return c.loc }
 //
 // It fails with a *FieldError on "schedule.at" if the moment is before now,
 // and on "schedule.cron" if the expression has no run within the search
-// horizon (only February 29 around 2100 can do that).
+// horizon (only one whose every match falls in a skipped DST hour can do
+// that).
 func (c *Schedule) First(now time.Time) (time.Time, error) {
 	switch c.kind {
 	case KindCron:
@@ -142,19 +160,24 @@ func (c *Schedule) First(now time.Time) (time.Time, error) {
 // depends on after alone, so a scanner that always passes the previous
 // scheduled time gets every run exactly once, on any node.
 //
-// It returns false for one-shot kinds, whose only run is First, and when no
-// run falls within about five years of after (February 29 around 2100).
+// It returns false for one-shot kinds, whose only run is First, and for
+// the rare expression whose every run falls in a skipped DST hour (see
+// the package documentation, "Horizon").
 func (c *Schedule) Next(after time.Time) (time.Time, bool) {
 	switch {
 	case c.kind != KindCron:
 		return time.Time{}, false
 	case c.cron == nil:
-		// "@every": the next multiple of the interval since the epoch.
-		// Both are whole milliseconds, so floor division on milliseconds
-		// gives a time strictly after after.
+		// "@every": the anchor, or the next multiple of the interval
+		// since. Both are whole milliseconds, so floor division on
+		// milliseconds gives a time strictly after after.
+		a := after.UnixMilli()
+		if a < c.anchor {
+			return time.UnixMilli(c.anchor).UTC(), true
+		}
 		step := c.every.Milliseconds()
-		n := floorDiv(after.UnixMilli(), step) + 1
-		return time.UnixMilli(n * step).UTC(), true
+		n := floorDiv(a-c.anchor, step) + 1
+		return time.UnixMilli(c.anchor + n*step).UTC(), true
 	default:
 		// Unix() rounds down, so "strictly after" at second precision
 		// means "at or after the next whole second".

@@ -66,6 +66,13 @@ func TestCompileAccepts(t *testing.T) {
 		{Spec{Cron: "0 0 0 30 2 MON"}, KindCron, true, "UTC"}, // either day field may match
 		{Spec{Cron: "0 0 0 31 4,5 *"}, KindCron, true, "UTC"}, // May has a 31st
 		{Spec{Cron: "0 0 12 ? JAN,jul sun"}, KindCron, true, "UTC"},
+		{Spec{Cron: "0 0 0 30 2 1,*"}, KindCron, true, "UTC"},  // a list starting with 1: either field
+		{Spec{Cron: "0 0 9 ? 2 MON#5"}, KindCron, true, "UTC"}, // 2044-02-29
+		{Spec{Cron: "0 0 9 L-28 2 ?"}, KindCron, true, "UTC"},  // February 1 in leap years
+		{Spec{Cron: "0 0 9 31W 4 MON"}, KindCron, true, "UTC"}, // either field: Mondays
+		{Spec{Cron: "0 0 9 l-3,15w,L * ?"}, KindCron, true, "UTC"},
+		{Spec{Cron: "0 0 9 * * 0#2,5L,wedl,Sat#1"}, KindCron, true, "UTC"},
+		{Spec{Cron: "@every 1h", Anchor: ptr(mustTime(t, "2026-01-01T00:00:30+05:30"))}, KindCron, true, "UTC"},
 		{Spec{At: ptr(mustTime(t, "2030-01-01T00:00:00Z")), Timezone: "America/New_York"}, KindAt, false, "America/New_York"},
 		{Spec{In: "90s"}, KindIn, false, "UTC"},
 		{Spec{In: "87600h"}, KindIn, false, "UTC"},
@@ -100,7 +107,34 @@ func TestCompileRejects(t *testing.T) {
 		{"bad number", Spec{Cron: "0 61 * * * *"}, "schedule.cron", "above maximum"},
 		{"bad word", Spec{Cron: "0 0 * * * funday"}, "schedule.cron", "funday"},
 		{"dow 7", Spec{Cron: "0 0 * * 7"}, "schedule.cron", "above maximum"},
-		{"L is not supported", Spec{Cron: "0 0 L * *"}, "schedule.cron", "invalid expression"},
+		{"L alone in day of week", Spec{Cron: "0 0 * * L"}, "schedule.cron", `day of week "L": L alone is not allowed`},
+		{"range to L", Spec{Cron: "0 0 1-L * *"}, "schedule.cron", `day of month "1-L": want L, L-n`},
+		{"range of L-n", Spec{Cron: "0 0 L-5-3 * *"}, "schedule.cron", "ranges and steps of these are not allowed"},
+		{"step of L", Spec{Cron: "0 0 L/2 * *"}, "schedule.cron", `day of month "L/2"`},
+		{"range of W", Spec{Cron: "0 0 1W-5W * *"}, "schedule.cron", `day of month "1W-5W"`},
+		{"LW", Spec{Cron: "0 0 LW * *"}, "schedule.cron", `day of month "LW"`},
+		{"L-31", Spec{Cron: "0 0 L-31 * *"}, "schedule.cron", "n from 0 to 30"},
+		{"0W", Spec{Cron: "0 0 0W * *"}, "schedule.cron", "nW (n from 1 to 31)"},
+		{"32W", Spec{Cron: "0 0 32W * *"}, "schedule.cron", `day of month "32W"`},
+		{"range of #", Spec{Cron: "0 0 ? * MON#1-FRI#1"}, "schedule.cron", `day of week "MON#1-FRI#1"`},
+		{"range into DAYL", Spec{Cron: "0 0 ? * MON-FRIL"}, "schedule.cron", `day of week "MON-FRIL"`},
+		{"step of DAYL", Spec{Cron: "0 0 ? * FRIL/2"}, "schedule.cron", "ranges and steps of these are not allowed"},
+		{"MON#6", Spec{Cron: "0 0 ? * MON#6"}, "schedule.cron", "DAY#n (n from 1 to 5)"},
+		{"MON#0", Spec{Cron: "0 0 ? * MON#0"}, "schedule.cron", `day of week "MON#0"`},
+		{"weekday 7 in #", Spec{Cron: "0 0 ? * 7#1"}, "schedule.cron", `day of week "7#1"`},
+		{"weekday 7 in DAYL", Spec{Cron: "0 0 ? * 7L"}, "schedule.cron", `day of week "7L"`},
+		{"unknown day in DAYL", Spec{Cron: "0 0 ? * FRIDAYL"}, "schedule.cron", `day of week "FRIDAYL"`},
+		{"# in day of month", Spec{Cron: "0 0 MON#1 * *"}, "schedule.cron", "invalid expression"},
+		{"W in day of week", Spec{Cron: "0 0 * * 1W"}, "schedule.cron", "invalid expression"},
+		{"empty list element", Spec{Cron: "0 0 L, * *"}, "schedule.cron", "empty list element"},
+		{"star step and MON#2 never meet", Spec{Cron: "0 0 */20 * MON#2"}, "schedule.cron", "never runs"},
+		{"February 30 on star-step weekdays", Spec{Cron: "0 0 0 30 2 */2"}, "schedule.cron", "never runs"},
+		{"February 30 on a star list", Spec{Cron: "0 0 0 30 2 *,1"}, "schedule.cron", "never runs"},
+		{"31W in April", Spec{Cron: "0 0 31W 4 *"}, "schedule.cron", "never runs"},
+		{"30W in February", Spec{Cron: "0 0 30W 2 ?"}, "schedule.cron", "never runs"},
+		{"L-29 in February", Spec{Cron: "0 0 L-29 2 ?"}, "schedule.cron", "never runs"},
+		{"nearest weekdays at weekends", Spec{Cron: "0 0 1W,L-2W * */6"}, "schedule.cron", "L-2W"},
+		{"nearest weekdays on star-step weekends", Spec{Cron: "0 0 1W,15W * */6"}, "schedule.cron", "never runs"},
 		{"zero step", Spec{Cron: "*/0 * * * *"}, "schedule.cron", "step"},
 		{"backwards range", Spec{Cron: "0 0 5-1 * *"}, "schedule.cron", "beyond end"},
 		{"TZ prefix", Spec{Cron: "TZ=Europe/Berlin 0 0 * * *"}, "schedule.cron", "set schedule.timezone instead"},
@@ -119,6 +153,12 @@ func TestCompileRejects(t *testing.T) {
 		{"February 30 and 31", Spec{Cron: "0 0 30,31 2 *"}, "schedule.cron", "never runs"},
 		{"April 31", Spec{Cron: "0 0 31 4 ?"}, "schedule.cron", "never runs"},
 		{"31st in short months", Spec{Cron: "0 0 0 31 2,4,6,9,11 *"}, "schedule.cron", "never runs"},
+
+		{"anchor with cron fields", Spec{Cron: "0 * * * *", Anchor: &at}, "schedule.anchor", `only allowed with "@every`},
+		{"anchor with a descriptor", Spec{Cron: "@hourly", Anchor: &at}, "schedule.anchor", `only allowed with "@every`},
+		{"anchor with at", Spec{At: &at, Anchor: &at}, "schedule.anchor", `only allowed with "@every`},
+		{"anchor alone", Spec{Anchor: &at}, "schedule.anchor", `only allowed with "@every`},
+		{"anchor with a fraction", Spec{Cron: "@every 1m", Anchor: ptr(at.Add(time.Millisecond))}, "schedule.anchor", "whole second"},
 
 		{"unknown zone", Spec{Cron: "@daily", Timezone: "Mars/Olympus_Mons"}, "schedule.timezone", "unknown time zone"},
 		{"Local", Spec{Cron: "@daily", Timezone: "Local"}, "schedule.timezone", `"Local" is not allowed`},
@@ -207,9 +247,10 @@ func TestFirstRejectsPastAt(t *testing.T) {
 }
 
 func TestFirstCronWithoutRun(t *testing.T) {
-	// From March 2096 the next February 29 is in 2104: beyond the horizon.
-	c := mustCompile(t, Spec{Cron: "0 0 0 29 2 *"})
-	_, err := c.First(mustTime(t, "2096-03-01T00:00:00Z"))
+	// Every second of 02:30 on the second Sunday of March, by the wall
+	// clock: in New York that hour is always skipped.
+	c := mustCompile(t, Spec{Cron: "* 30 2 ? 3 SUN#2", Timezone: "America/New_York"})
+	_, err := c.First(mustTime(t, "2026-01-01T00:00:00Z"))
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "schedule.cron" {
 		t.Errorf("First = %v, want a schedule.cron error", err)

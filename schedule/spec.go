@@ -2,14 +2,16 @@ package schedule
 
 import "time"
 
-// Spec is a job's schedule as users write it. Exactly one of Cron, At and
+// Spec is a job's schedule as users write it. At most one of Cron, At and
 // In is set; none of them means "run now". Timezone (an IANA name,
-// default UTC) applies to Cron.
+// default UTC) applies to Cron. Anchor, allowed only with "@every", is
+// when the interval's runs start (default the Unix epoch).
 type Spec struct {
 	Cron     string     `json:"cron,omitempty"`
 	Timezone string     `json:"timezone,omitempty"`
 	At       *time.Time `json:"at,omitempty"`
 	In       string     `json:"in,omitempty"`
+	Anchor   *time.Time `json:"anchor,omitempty"`
 }
 
 // Kind says which way a job is scheduled.

@@ -64,7 +64,8 @@ func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch 
 
 // dueSQL reads the due jobs of some buckets for the scanner: only what
 // it needs to fire.
-const dueSQL = `SELECT id, bucket, next_run_at, coalesce(schedule->>'cron', ''), coalesce(schedule->>'timezone', '')
+const dueSQL = `SELECT id, bucket, next_run_at, coalesce(schedule->>'cron', ''), coalesce(schedule->>'timezone', ''),
+		coalesce(schedule->>'anchor', '')
 	FROM jobs
 	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
 	ORDER BY next_run_at LIMIT $4`
@@ -75,9 +76,10 @@ type Due struct {
 	ID        uuid.UUID
 	Bucket    int
 	NextRunAt time.Time
-	// Cron and Timezone are the job's schedule; Cron is "" for one-shot
-	// jobs (at, in, now).
+	// Cron, Timezone and Anchor are the job's schedule; Cron is "" for
+	// one-shot jobs (at, in, now), Anchor nil unless an "@every" has one.
 	Cron, Timezone string
+	Anchor         *time.Time
 }
 
 var negInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
@@ -101,9 +103,20 @@ func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.T
 	}
 	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Due, error) {
 		var d Due
-		err := r.Scan(&d.ID, &d.Bucket, &d.NextRunAt, &d.Cron, &d.Timezone)
+		var anchor string
+		if err := r.Scan(&d.ID, &d.Bucket, &d.NextRunAt, &d.Cron, &d.Timezone, &anchor); err != nil {
+			return d, err
+		}
 		d.NextRunAt = d.NextRunAt.UTC()
-		return d, err
+		if anchor != "" {
+			// Written by encoding/json from a time.Time.
+			a, err := time.Parse(time.RFC3339Nano, anchor)
+			if err != nil {
+				return d, fmt.Errorf("job %s: schedule anchor %q: %w", d.ID, anchor, err)
+			}
+			d.Anchor = &a
+		}
+		return d, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
