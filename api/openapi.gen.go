@@ -141,6 +141,24 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for PreviewFireDst.
+const (
+	PreviewFireDstMoved    PreviewFireDst = "moved"
+	PreviewFireDstRepeated PreviewFireDst = "repeated"
+)
+
+// Valid indicates whether the value is a known member of the PreviewFireDst enum.
+func (e PreviewFireDst) Valid() bool {
+	switch e {
+	case PreviewFireDstMoved:
+		return true
+	case PreviewFireDstRepeated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Priority.
 const (
 	PriorityHigh   Priority = "high"
@@ -545,6 +563,80 @@ type NodeList struct {
 	Items []Node `json:"items"`
 }
 
+// Preview defines model for Preview.
+type Preview struct {
+	// Fires The runs, earliest first; fewer than `count` only when the schedule has no more (a one-shot schedule has one).
+	Fires []PreviewFire `json:"fires"`
+
+	// From The time the runs follow.
+	From time.Time `json:"from"`
+
+	// JobId The job previewed; absent for POST /v1/schedules:preview.
+	JobId *openapi_types.UUID `json:"job_id,omitempty"`
+
+	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
+	// them (or no schedule at all) means run once, now.
+	Schedule Schedule  `json:"schedule"`
+	State    *JobState `json:"state,omitempty"`
+
+	// Timezone The IANA time zone the runs' `local` times are in (UTC unless the schedule names one).
+	//
+	// Example: America/New_York
+	Timezone string `json:"timezone"`
+}
+
+// PreviewFire One run. `dst` is absent for an ordinary wall time, `moved` when the
+// cron expression names a wall time the clocks skipped going forward
+// (a fixed-time expression then runs at the first instant after the
+// gap; one with `*` in its second, minute or hour field has no run
+// there), `repeated` when the run's wall time happens twice as the
+// clocks go back (a fixed-time expression runs on the first pass
+// only, a `*` one and `@every` on both).
+type PreviewFire struct {
+	// At The run time in UTC, as the execution's `scheduled_for` will be.
+	At  time.Time       `json:"at"`
+	Dst *PreviewFireDst `json:"dst,omitempty"`
+
+	// Local The same instant in the schedule's time zone, with its offset.
+	//
+	// Example: 2026-03-08T03:00:00-04:00
+	Local time.Time `json:"local"`
+
+	// Nominal For a moved run, the wall time the expression named, which did not exist that day (date and time, no offset).
+	//
+	// Example: 2026-03-08T02:30:00
+	Nominal *string `json:"nominal,omitempty"`
+
+	// Note The DST mark in words.
+	//
+	// Example: 02:30 did not exist (clocks went forward from 02:00 to 03:00); runs at the first instant after the gap
+	Note *string `json:"note,omitempty"`
+
+	// Occurrence For a repeated wall time, which pass this run is.
+	Occurrence *int `json:"occurrence,omitempty"`
+
+	// Zone The zone's abbreviation at that instant.
+	//
+	// Example: EDT
+	Zone *string `json:"zone,omitempty"`
+}
+
+// PreviewFireDst defines model for PreviewFire.Dst.
+type PreviewFireDst string
+
+// PreviewRequest defines model for PreviewRequest.
+type PreviewRequest struct {
+	// Count How many runs to list.
+	Count *int `json:"count,omitempty"`
+
+	// From Preview as if the job were created at this time; default now, by the database's clock.
+	From *time.Time `json:"from,omitempty"`
+
+	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
+	// them (or no schedule at all) means run once, now.
+	Schedule Schedule `json:"schedule"`
+}
+
 // Priority When executors are saturated, high executions start before normal
 // ones and normal before low ones. Defaults to normal.
 type Priority string
@@ -620,6 +712,12 @@ type ID = openapi_types.UUID
 // Limit defines model for Limit.
 type Limit = int
 
+// PreviewCount defines model for PreviewCount.
+type PreviewCount = int
+
+// PreviewFrom defines model for PreviewFrom.
+type PreviewFrom = time.Time
+
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
 
@@ -680,6 +778,15 @@ type ListJobExecutionsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// PreviewJobParams defines parameters for PreviewJob.
+type PreviewJobParams struct {
+	// Count How many runs to list.
+	Count *PreviewCount `form:"count,omitempty" json:"count,omitempty"`
+
+	// From List the runs after this time (RFC 3339); default now, by the database's clock.
+	From *PreviewFrom `form:"from,omitempty" json:"from,omitempty"`
+}
+
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate
 
@@ -688,6 +795,9 @@ type UpdateJobJSONRequestBody = JobPatch
 
 // CreateJobBatchJSONRequestBody defines body for CreateJobBatch for application/json ContentType.
 type CreateJobBatchJSONRequestBody = JobBatchCreate
+
+// PreviewScheduleJSONRequestBody defines body for PreviewSchedule for application/json ContentType.
+type PreviewScheduleJSONRequestBody = PreviewRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -742,6 +852,9 @@ type ServerInterface interface {
 	// PauseJob Pause a job
 	// (POST /v1/jobs/{id}/pause)
 	PauseJob(ctx echo.Context, id ID) error
+	// PreviewJob Preview a job's next fire times
+	// (GET /v1/jobs/{id}/preview)
+	PreviewJob(ctx echo.Context, id ID, params PreviewJobParams) error
 	// ResumeJob Resume a paused job
 	// (POST /v1/jobs/{id}/resume)
 	ResumeJob(ctx echo.Context, id ID) error
@@ -759,6 +872,9 @@ type ServerInterface interface {
 	//
 	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	ListPartitions(ctx echo.Context) error
+	// PreviewSchedule Preview a schedule's fire times
+	// (POST /v1/schedules:preview)
+	PreviewSchedule(ctx echo.Context) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -1058,6 +1174,38 @@ func (w *ServerInterfaceWrapper) PauseJob(ctx echo.Context) error {
 	return err
 }
 
+// PreviewJob converts echo context to params.
+func (w *ServerInterfaceWrapper) PreviewJob(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PreviewJobParams
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", ctx.QueryParams(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter count: %s", err))
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PreviewJob(ctx, id, params)
+	return err
+}
+
 // ResumeJob converts echo context to params.
 func (w *ServerInterfaceWrapper) ResumeJob(ctx echo.Context) error {
 	var err error
@@ -1117,6 +1265,15 @@ func (w *ServerInterfaceWrapper) ListPartitions(ctx echo.Context) error {
 	return err
 }
 
+// PreviewSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) PreviewSchedule(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PreviewSchedule(ctx)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -1173,6 +1330,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/jobs/:id/pause", wrapper.PauseJob, options.OperationMiddlewares["pauseJob"]...)
 	router.POST(options.BaseURL+"/v1/jobs/:id/resume", wrapper.ResumeJob, options.OperationMiddlewares["resumeJob"]...)
 	router.POST(options.BaseURL+"/v1/jobs/:id/run", wrapper.RunJob, options.OperationMiddlewares["runJob"]...)
+	router.GET(options.BaseURL+"/v1/jobs/:id/preview", wrapper.PreviewJob, options.OperationMiddlewares["previewJob"]...)
+	router.POST(options.BaseURL+"/v1/schedules\\:preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id/executions", wrapper.ListJobExecutions, options.OperationMiddlewares["listJobExecutions"]...)
 	router.GET(options.BaseURL+"/v1/executions/:id", wrapper.GetExecution, options.OperationMiddlewares["getExecution"]...)
 	router.GET(options.BaseURL+"/v1/executions", wrapper.ListExecutions, options.OperationMiddlewares["listExecutions"]...)
@@ -1194,131 +1353,152 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9vGsuBfmeKeKos5EEXZytkyVftBcZzErsTWtZ3aqg18xSHQJMcCZ5CZgWgmq/++1d0zeJAgJT9i",
-	"39w9X2xJwAA9Pf1+4c9BZlal0aC9G0z+HJTSyhV4sPTbk8o6Y/GnHFxmVemV0YPJ4M0SxFTDe3+V0R1T",
-	"YebCL0GUFm6UqZwo5QJGg2Sg8PbfK7CbQTLQcgWDyYDXDJKBy5awkvh4vynxivNW6cXg9jYZPPse/07L",
-	"S+mXzWqVD5KBhd8rZSEfTLytoP2kubEr6QeTQVXRnbtP/lmtlN/d06VcgHDqj71gF7Su/a4c5rIq/GDy",
-	"7TgZrOR7tapW+Av+pjT/dlqDoLSHBdjBLQJhwZVGOyA0fyfzV/B7BY7Ayoz2oOlHWZaFyiRCeFJaMytg",
-	"9c93DsH9swXGPyzMB5PB/zhpjvKEr7qTS17FL909RMuvFcoJpW9kofJzMQVrjXVTgft2AmS2FDOZi7mC",
-	"Ih8NbpPBE6Pnhcq+GrRZeL8Ta+WXRHjvzOyBE1llLWgvnJcehLG0BQL5Ke7pS8J7oTfC+CVYQegkIF4Y",
-	"/4OpdP4l4XhhhKuyJSIIEQLvIavwEgH0xpifpV3A1zrImck3SHveGFEgIATVr1reSFXIWfHFAcuKynmw",
-	"4kbBGgGrGlAmwi+VEw7sDVixlE5oI8BneaozozVk+JiEcOyzXOQqF9p4IbVbgx2lmmRPAAOhvPAeViVt",
-	"q7SmBOsVSwOIpNoF70nlhTfibPz4X2K28eBGu9ItGfD5Gnul8h65mgzmSiu3hPxK+o60zKWHY69WgPKu",
-	"KgLyWbjuPGQJ0voZSB+esovHQjov6ttQO0hRGL0QkneNsH/cu3W1mkEfekylvRNza1biVBg8I5QLNb0/",
-	"cGK9NAWIQs0hERaOc6tuAOVeVlQ55C101pI6GZjKZ2YFd5FVOMyX4W5eWFb+Y4/ReWl9fUpbHF0VhZgb",
-	"Syh1PqIUt+dA0EqxRvIERIKF0uCjPhbjt21l+1tEfwfCLlW9rR9hZu8g87idLfTsbAn3MWmdl7HCeVOW",
-	"kDdEpPRCHCkvcgX5UEidd8831WuU/N4IqVnuGg3IdskANCri3wauyjKAHNAsmEtV0A+IhfzKVLiNTOoM",
-	"Cv47gtTaS3M031mQ12Bfo4ohdg1PzwrjaOVSFvNjUwK+mv7rfUqVXUPP4b7UIGZ0DZnmnZm5RCjvhFlr",
-	"sLTr9VJ6obxYmiIn4ulKD5l5dQNXuLLD4Er7f531kvisBmX3GpQmW/azOEHklqp84MQcdIbnQ7eLI99I",
-	"0geOxeECNFgS3CKtxuNHGf8rzsbi//JB4l1oPTq8RyI5q4x1O+/9GjZE1pkF6SEfngukXLYA6I4Ohcft",
-	"7qHu1hYjpro7fG5mKBro/YyghDAPQbAoy0ZG70t3X0K2cl5BPypB2kKhPsTbhK10NKf5zQ+c4FMleoj7",
-	"XoImMiBFpOHjJSohrx8wbfJwMmwLStc6EG3WbVi04dvNWrsW8KP7gGAhMzaH/OoAvTFtxTvxbC6N8wsL",
-	"r//j5yRQC57ORswVPld4K7WTpJZFtoTs2rVJpn7lp9BO9yEH+GQP3AEgNa+xR/SVFRKl0odhcUtQB66O",
-	"xxtZeQfmHeQHjkg6kqRFwX3ynaXZz8r1mDPKw6r7wyFFGuTibf0Saa3c7OyOn9UHytOoEHYhCYryqghw",
-	"ds/qKdFOuCdBInKkTtCUORdGFxs8ux+fvhEnN6cntd5xJ3+q/JZ8xvvsL1p9OxtMIniuXxLnypXSZ59q",
-	"utXG5dexHOd4gFezTT+rIJLyqiDZkoPwqOloRVfVnws5c6js0QhaSV3JAoVmvyXFu7kjKkA0f/UBt3JI",
-	"oAdLDM7u9n6gbcw24vLla6Yg5CuinRMU+FaSzeKXUuNdvoWN1rZmxhQgNWkUFMilzPrBIG6N9N5nRP7v",
-	"pSqgi1b0d9gsEkfGktWRQ6GILVDx5jAHayEfJrXyUU6U1awguhByIZX+BDVUG8w7l0qrjFV+c7dzF+4L",
-	"nhZiL7+aM8H3QnWH4f1xO3HRNDwEay2n2JDcEXD5oCbKFsm1z317jzXxRQhaImVbfnyg/V4D+zlEfCOh",
-	"e4RgK6i4S7QXzPaGzTLyMWOc8bAyvIe6qO357it/r6CCfCLWUpEHQn6XbtwU5JR54BZWGYEhhucok7TS",
-	"i0mqpa69NBRU54HPJs0+4uXAgGjoS2HBE+8p71JtKk9vmcns2szn56J2ZxJROy60MAeZsxHefnSq+dlD",
-	"IS2IudKy6LpHvFU0CBhuJJI+j6ntJeGrev2bHxQUeR1065ILBRJ3Uf298R5yUUo06IP9K9FgKiufCBgt",
-	"Ro1IRFb8w2igeMvM5Bv6QYo6fP3AhdhfD2wrcE4uoD/u3CYbBrRZ0EdAP0mdF2z7yTxXuBdZXLb2O5eF",
-	"g2RH/BqihFbssrEoRmK69L6cTsS0ssVUHMmZM0XlQeCfhbGpxh/cMBHTFfilyafiKMSiSb/ghSXIHKyb",
-	"njMiTb4RxDyK3plqfmkpN4WR+UhMtfRuOonUy8F8vohG0NRVtONpwj6o8stUT5EyryyUxWZKVBqiEvSX",
-	"kZhmlfNmNZ20tiYWBh9HDiJdTXVkJcf6nuJrCM4KpkyfXeIJ+9qP7x79sXNojDXy3t/LVYmyfICI66OW",
-	"qOqbOx3o/BhWUqGoLZG9LJ7pf/52cfx/5PEf4+PHV8dv/zxN/nV2+49eHcO47D6U4zRupNVi6YtN3zr+",
-	"QxNxQCIgjUACnvHZy4yVLbovI/KZnJyEv4wyszpZGnPd99bmkFu4rQ2RLY6hywfY5Gk47P7ARySFB44D",
-	"sBQ2XPLK3UjHjAMxd3oU7XjNfexcqYrKwn2jJ0pfzQs8s36zvehPNr1ZdnabGc2pi2wjaAVxEnJJ2H1t",
-	"8gZXW0N/uDIE1nsCGsHxwHdV2rMjSpKB0dNKnqyVzs36noENp3QGfeYldB4vQHtACxg12G7g5KBJVpV4",
-	"+aBJdliMt088qckmwt5CWuvw2wfbAeEAcT/Tc7Or7T6RTO9vV22zWI91tWyUVVcYTGSpRi1p0HcOZB/c",
-	"rTTjO+KCNsabTR1A4+ewMdsn8vGxhJ9AFn65CwsScOW6WOwTnlsvCsv63vTczHoo50BgNkRBP4ApOqd/",
-	"D9x9gPOMZuaVrfQneU17Xep7eLrNu3tSJesoi96ZGXmssnKQo72Imy/gE5IjqP7JRsJXvz9emONwwztn",
-	"9OiVXP8SLMePdGLJAbhrwSu86dIUKus4vnctex3vu6/H+tzMaumE6DF7vPVPltdEZG0/N7i+dUgzurf1",
-	"VpOW1GkTRJc0O1xzp1B/bmbfocP8hNbcad93Wbc/qfCGidChCcygJFxeIV03LiS8vAYnlL93XPG5mQVA",
-	"KQj1/hkvOh2HYpT4+x2ykOA+hA18zp44Nyf30GgzmpmN7LcZLpuIKUu/qXg4Pq2zd+E8Uj19Z2ZT8uEo",
-	"8kW30l3TkOafbiFobaoiF0t5A+hduzUZF+yIi6Oz8TiWsyTibPyYXEHCqR72+RTvWPregV9mYi4fuG+V",
-	"QdKnKx6O+4qCPkRX0FG8AkfFR9tqIyB1T04rXO03H4OP379SGx9Xn4cUGJGmyKS1m1D+Rfvuf3hNx7uG",
-	"v6WtiBJspBvfVIkkaKpSDtTm7AfclyMair2fDVALiCbcsecAPkoofLj+jTqxi7Fftfq9AnLCgxFfC8sR",
-	"RQHf/wx6gYbLw8D98ffTPf7q6Or47T//sc/7rZXvVryGIw4kzdJYC5cOPjsILRW7W2L1/PXLF+JGFhUk",
-	"5CtBHuMLAduc7ePEYKv4aVe1/43Vd0sbdzH0s9ELcF604o8ruaEM85EUPxqRV5yUT4T0YmWcFw/PlsMR",
-	"merRsn00dneq7KChI4Xv4ZrPYdkHQfy148bPzewSpcsHxv1QUVJUkW2ApdQLOGcbAJVmaYEgtVAWMoNW",
-	"eHAkLjgcnGozF3/eosgEX99QB9XqqosYDyyJsnojaR8sju7JiSGrbWFlbsIeYpzx/xO+u2jzVg86wsL7",
-	"ZfX7aG+n+oiT9RSPrLgMqXZuekOCL0wOfXAX6mY7D5ugeWphoVwI4WgqCekpPcrzPTUQF5fPBF4Fx/un",
-	"9K7Mb3CtA3cwutXAzPb/FQWw+r1ivmOP5R0uhjq5pqiIS1uouDNuNwOdK73o2Bq7b9uWQQVIB1feF1cO",
-	"MqPzPjjUCkQB81oY4RtjjRStJ2snrB+JugjHgoa1S7XywqEykwURkSOb6c2bn8+F5Bt5d/QozjCYyovC",
-	"OHInXKoDFlggNM6ZqWZFyzMLZX4oWHsJpYZL5aOPTKPeoVDwtVtZyl38Nie+RR19IhtJ/nNoIGKdjw8q",
-	"XbYEWk/QtEmHSAvCSY9SBPJELNVi2c6kcKHnDObG4lnYlSxSZB32m/gP8XJh1qhf3Ei0jTa+p5sExLeg",
-	"VKJLVAa57pUfl40j1N3Eqx+eiMdn3/7P6AuIHLxURU+lIl/or0WhDoR7n0gr2djDlko7L/We8FHjnvXw",
-	"t/IFHEgobW/9tUdBLlQO2qu5AhsdmWulc/y55R7t5mK8ya5HOdzEwnZ3Qg4sqZA2q1ZW3ck9dDVuIDnk",
-	"TLa14IeZMj8hTc09aKK3pVkLZ4wWMqawO3Ul3qpYITJpEtL6n6ec3RZKK69kcRWS2+IbsaoKr8pCgf3P",
-	"I318OkxEJqkgWPpUr+T7eGuCGNbinfKsnY7mVVFMRKUVYgyF6W/jROTDcwG/V7K5kmq8lJ885IvIOcOR",
-	"+IFtM5bQlaeYQb9h5VJ9hEeWi+NjsjeOvxHzQi7ccCfgGJxKEcoEOKuvXKqDmZf3WWdbGOlzvwq5iQxO",
-	"URMSirWh3zXwt2z6U9db2URIbJsViExc+DvXlSCWesUBHki7fq1uhjq9qxmK1+7dZfRg8rBbvwaonRl3",
-	"xyZ70xgNYXVVU9SAPcBGbdhnjL1u2Y0fVACA2yAKodI18Rp87YOhK2DmYppZo6eJmEo/5WCY0lMmVWHm",
-	"qfZLWFEBija1yYbPkEUxFCuQ2nEtsc4gEdqs+8isL2r+KizCZ5FZhBo7ltiuKucpFLSUN2jXO3cgfL6D",
-	"fNxRj+BU74NXNIlUvFKaCh5MZUUuN8dmfrwy2i8F/xv+tAa4TlJNtSHpYCwejcVj8Y34Rvzy8sXxD6+e",
-	"pYOg3Wqa2L2nt2hQH8LK3FOlnnKBKg8S4eNxL6vFApbd9zy7eHFBGBd4PYRJDRoG6B26IFAtUGlMU/fx",
-	"65snW29+WuFJn3wHtlB6cA/P4pZ2zjnMzGgvuUYhtD+S32Kya7GSSnupNFgnjhxAjPzhQx448erpxfe/",
-	"PB0OdvqraLFyQopcIRCzCoUickDtb4wERRqRarVZJzUVykCC+Huq+QAkY5+CxqR3CEs1HxxR3EdGU5rp",
-	"i4xrqQXiONU1kocj8bRdOU5x6yC862Iv8uQ4joTyG+/RsXoFD2W26RSG8dLY7pTqVL8hex2tOrSRHj16",
-	"9Bih+fXNk5H4PtAOX24RkxNHKZJQOkhEOjhdPaIfU50OHi7TAcJNllL91D7LSxxN9/XNTYepjnhi42WK",
-	"NDEVv756di4a+yM+0olCOR+wUPeECqVTHbtGaatoZjNQpVxAPiE5QXSy0zVMYQ+5AHQyp/Hv3ogFeJJw",
-	"1BNxTqhdlX5DZV7sLHYfxfLOL8ECvVgbsTI2dAAVKgPtoEXNF6XMlnD8cDRuWXpEooNkcAPWMc2ejsZ8",
-	"hylBy1INJoNHo/HoERf+LEmEniwpTfwH/rzo6+m5oPyEEw/HYxSiRc0xGfrDVPDkxE9v3lyOuGOIj/5Z",
-	"PpgMfgT/U3j6Vs/ww/H4QHPkhzVFhjz3np7ICKhyoipH3MZYrVbSblA/qxvQ4EjGyYVDm6HegRu8xZtP",
-	"VuCtytxe/CDWHzgxxf+vvsGjpPvrLNGPVCuH3PrAJZTkubRmBX4JFfoxqXaZlWU46h38/RLefif+PLz3",
-	"J2Uh1RbmtuXmDpLCG2JFTRs4eO9RcBtHdoFgJbmNw9aCVQ3sXmwGShzFI+5FKZ7byxL0xeUzkZusWlFv",
-	"HBmJ1L66lk7MKlV4apjcg7nwgE+lvB4tczew2zh6Q+o2XKSI1PPXL18cwhNqyM19mRLaXTlBv2ZLlIiJ",
-	"+Hb8iDu518pBL4u+4ld9FQ6ld6PApJOl/ulvx4++bIe5J3Nks31mCJq6SzjcnJ60onaLfT2RysOKYl2x",
-	"GU/puk/S5mCTJryn/BJdt3dm5tDJC929YkoRv2BIU6vTlBQF9VNS/M3JjUO7g2unY+9dqutQ4fBcTLvt",
-	"U+Fx3Raq5rmpblHVksKofGO0ppUL79/TuJZq7lyjSOBG5Go+BxvKbFeGuDqvaBEXSh6bG7CTGAv0BAK+",
-	"9x1a7esQc2xCnwwORQZDf13wJxU33jgq9021jLjWhiqJqccPMXUNUPJyyqrUXW7cVCdCwUOqM+7OJqsV",
-	"QeBW7FDqMCt6ZTcaEd/V4b2/jLVavWs9xM12YWzCa5ir74k1iCftCQb0yDAn5K51IYa1pWEbi4sPgSy2",
-	"blMw/hYa9SKnhYhFw2ZN7HAvp1GRBvyvHGQ+DZXi1E1wXIBHmxutv045d4g297QZkGPKHVz8ewl2JXHD",
-	"xWY4Eq9C/z3Zf1xOXhd4bPXWnVDAZB+FPG12lXSm1/y2K0aKTRt2UteqVY7aN/SlXWp0Ny3tNvX039/A",
-	"ecLTaO5xY5jFc/v2L+SFbp9PDzu8jNa6mbcbFpDIzxiOwwTemnTzefiiOU6ZWeNcaJnXsAbnuSOnxRMt",
-	"FuhhC6K2g1qovndSt+FbqVlfcENFSKomdfMEcidH/DgTm+rYPEedjcOkKYnm3gpo96F2XMqVzCEJzML1",
-	"N6HmyiU8ZIZNZm6k22PTNc1XX4KM9ll73Sk0H0E5Z+Ozu5fU43Y+ldR+BN+JAzQSuNVg10tjOyLpDiZ/",
-	"9v3g9m0/YZ5w39X2kK57PjMZlMb1Zqq57au1uSMKqEDd8obGVOxFC3HaIQ8XSTUlodw5XuemsZpw0epA",
-	"DAWG4CYH8ofq/jGOPShdR2nYYGggAZ07Ma3vn47EE/6ZXpTqpu2tWUM5hlBZQTVrS6UXCGDdyyaM5RY5",
-	"o4GeoY0XM2g10R2djR8P+xiIX/9fg4d6Nv/FuOls/PjuBfWUsK9hNfFJdbj2w/TASV1E8hm57T+Q1ygC",
-	"ivS3TbQSr8wtuGXNRQ6sAjdp8kapZjXyoJE9IROMlv95vZBTFsx0SldN1Bpikrggn42UykiQbdQFyiGF",
-	"IV/EUUl6P19QFvEAWzz8cmxh4Xhbov3XZYtPIvHahN4mpzsIPUjke/rbsYzyiPsL69/RPk64UXXCs3yW",
-	"xnn6CabUo0otpeFaaHkMl4eh1dOsgAuOmqlPYG+a3jT0K1LNqaAkFHLKbNnunIv9ZWj4cCfrRaNyUj0N",
-	"12tvZm2so9FK5PLGWosHE2FK0CGXXA9wSsjO0oJHO+3zQH6K+Pwr4z+t1qi9Xmo8Ggegv6KvGumrHs6o",
-	"rMiUzSrl43Ed9FNj70QvbV7KBRVrWVMtlsHYNyUnXYtNTCjUVcsUJ8K/BAPb2GA/c9EXSU40JkISpLQw",
-	"V+/3HfRzdrDvdjLf1cOjlGtgEUeyKJpfHYcdOZkx3Od/bo972DMu9W4wPqOX2zQCHXoxhwao84KtxEgP",
-	"yh3a7BWfwV3b/Tt51bHy+Q5/GrH29TzpwEo2hzCopqFbqifjAu/ItNwndLvPzuH2CBezqNy+0TQpiGf1",
-	"tAxbUTobYaV0sPSc9J1bs0o1ucYho5vEuTi59HImHaBLUZjs+jy8Jm96ImSsH1Au1WjgVzprOgMc2vwo",
-	"oJxhRRSjnVSUqVYQ08GtDCdX69AkxShSzsZjqrqse4vEdjcGZ7vPxo97fQnC0XMzazqQvzP55nNSXewI",
-	"65aHeVvB7Q65n37OF+8zzvCYWjP8Pt4w+5J2FmORiWyXBVpKq44f5VBA3zCZZ77JAHRCVxbENfBU1C6R",
-	"fE9PikTSObCzvf2FYVpT6Gz9OwRYeJv7UJzsz3HibiUqN2MhZzepkRfbsbikE4hLWCWifMh58CLZkJKF",
-	"0p7wWe9JjL8Q6/yNgmX7DvLjfOnYaLOd+QxNMuQTsJyODTRxuIXJN+ex4aYu6rwGKNkuTTU1rKDToGHd",
-	"FA8hk5JCcqHKhDuIpzxemAZfythHTvkt5+UmdpYnYXpT3YBBVLogD1p23zMDCt+mOsz35BFqPaT3K/Uq",
-	"/6XKgtuZ7qUrvgjBcwgv//sQ/hMC+L564j7puK6z0xnW59p91kdURIWeXxwIxwWE6IU38xGHdVpk6zay",
-	"xDpuVNtpOuAN/Tv39vfNvX1Z3iAXQ+5MOrtfou5TkigNv5Fw/uzZk0YJiNxwwoF8CVFpr4owI9OCq1aQ",
-	"j8SlrBwXa/SsW4aOsy6r4RL4emZHA+d/0ygq4ffeQptP8rNTEZUuM3PUI8CVaw2VJJIiYc1xfDJBqL1v",
-	"pZyjVBoVlioe/R9OjTrIrlVZAsVFjYZjtzSeG4bR8eXh4fy+DfhUsxssfZi3oBZKh05DHrAYvHM1b9aH",
-	"FgBxkequxdNk1gL9h/yBeIW/Ehvo1mBz4oNUR0bozTLgY74eL8Rt/PdlBsZwRzzdhykq/VflyYL10qrA",
-	"b0otaitahdkkbDDuitBXle4lmi+YlfpqKalPI4cq9ihxN0blncqh42UfJI/JLHpuh8OEXPJC7QZx/ssU",
-	"10+jIRpDfp2Z/lyZGMp4+TMQO6NkKP4fvzbE82PEUxk+h6RcKK+kk5GZLza7k5i4/lIonzQfm3JyBa0+",
-	"wFinTn8meX2MApVdSO6fOCLHkeGTeegxoWRsvTWKZdZzH7lAMkA+pKaKZz5SuiwK+rgVi8pJOCMOZbpm",
-	"8pGx7SA87pbDlEezDTV8GMsszkN0uX2FvkTRmcJDu4qAJKlWnUlAdfVhwHsmrVVx6EPoQ+kgNNXN6CZR",
-	"T246CiOfzsZjBOZs/DjpfIeMymLj7IxUS8cE8tujt6N6JjB1yw1jjw5/A6bbgUlKKmzluIAbKGoYjyTP",
-	"yI1IxC0+f/3yRSK0CcSYUEMJjWhP9WkyHo9D0DwspW8Onf5L/KK+G1LRo9s9SaYh3mWqz04fEf6ywAd1",
-	"tYozbBXKhvLDZEpx9O14zPSAcoURiADHOvb4gZLm027eQTEns2AN/OWgFeQJokmnmj89sRWXnXCh7jT8",
-	"GoqcuY6Tp3RRyEV5WFGSNYz2Ct1bfXF4tER64vCh7cvRiXb5Lt5NSFydM+LqAxCPHtafNXNBStRHiys2",
-	"NOiGLfGSvgoUOwvJWXaZ1EJpD/ZGFkNR7PFz6xg9TZL662Iv7UFzXz4C054mdscH28i45H4gyM8bMuDa",
-	"+fUSiOtCNfJnCfWf3iOFXX/G7jOF+pliGhaPaihgYa/O0yYHd7AnZwVclrM7ToXSW2GkRpgKWOub0NqA",
-	"Rn7f6BLl98VoXhBAfyH11DM19hYl9AyU+Yq1CVRVsgvRwXqEUlqvdgN1pYWM5+zx4J6ez5mg5gwSGjVW",
-	"/HZMOM5pIiqdB3YhFU1GAndgcO/jxeUz4cD7AnJhtEjDkJN0UNsJlVZUzlJ/jUscobC+htKnOh3UsIcl",
-	"TTvKg9B5IZrtDUfiGWqoohAzkqYrc4Ncjg7yDvD7SO6ywda/mzZaTRtUI24KzqTjiW0hdNhPgvhUatnr",
-	"i6q+CS3ZOQsOvJENpVavHNJDECy1PJGlEtYUQFUnNBx+cELeWACgb/xjqHj3Jk6Pi9VGnOwIKbb4bZgj",
-	"WXPYMPQQLc2aVlMzh3gSxp+y05aww5kEFzuJHeDhcxaUHEQzgIkuhIdJ9u5WoDRB6YnYFxeP/d1HnQ8I",
-	"DVnuhpbodnn3SLwCWX9nI9T0h+q7Hbhasctd6HY/c+TCV/1MqEHgxrDY5oZMy0xmrGMDK9VoTS0lfXRH",
-	"abJt5uo95KHoE7cXiCpo6ECCijuGqLqDpqjEWRM9ErHpuu/sLVLm7sa4QzEJ/g04l2z18Xb6Nzvbio2+",
-	"ygpvDI8KCu9rtQvevr39fwEAAP//",
+	"7H1rcxu3suBfQXFPlcWcEUXZSnZN1Vat4ziJXYnjayu1tZvJ1YAzTRLWEGAAjGgm6/++1d3APMghRb9v",
+	"7j1fbEnzQKPR79f8NcjNcmU0aO8Gk78GK2nlEjxY+u1xZZ2x+FMBLrdq5ZXRg8ngagEi0/DGX+d0RybM",
+	"TPgFiJWFW2UqJ1ZyDqNBMlB4+x8V2M0gGWi5hMFkwM8MkoHLF7CU+Hq/WeEV563S88Hbt8ng6Xf4d3p8",
+	"Jf2ieVoVg2Rg4Y9KWSgGE28raL9pZuxS+sFkUFV05+6bf1JL5Xf39ELOQTj1516wS3quvVYBM1mVfjD5",
+	"epwMlvKNWlZL/AV/U5p/O69BUNrDHCzB8ALxBOvHptI9oPxo1mIp9UbYSjvhjSiV83uxSe/oBeu8Ddb5",
+	"+Hi4vrdmuQvWT8p5OmUCS848WOEXygmvliBOXn7/WDx48ODh8FIECIQ260RMN/RQIb2cSgf3nMhLk9/s",
+	"288M1+490UJ6OMW1eo71LdKEWxntgCj3W1m8hD8qcITe3GgPjGm5WpUql7ils5U10xKW/3ztcH9/tdb8",
+	"h4XZYDL4b2cNd5zxVXf2gp/iRXf5wvKyQjmh9K0sVXEpMrDWWJcJ3KMTIPOFmMpCzBSUxWjwNhk8NnpW",
+	"qvyLQZuH9Z1YK7+gA3ttpnhWlbWgvXBeehDG0hYI5Ce4p88J7yO9EcYvwApCJwHx3PjvTaWLzwnHcyNc",
+	"lS8QQYgQeAN5hZcIoCtjfpJ2Dl/qIKem2CDteWNEiYAQVL9qeStVKaflZwcsLyuHkgLlCgJWNaBMWHw4",
+	"sLdgxUI6oY0Anxepzo3WkONrEsKxzwtRqEJo44XUbg12lGoSWQEMhPKR97Bc0bZW1qzAesXSACKpdsF7",
+	"XHmUrhfjh9+I6caDG+1KlmTA52vstSp6VFUymCmt3AKKa+n3iitdlQH5rK92XrIAaf0UpA9v2cVjKZ0X",
+	"9W2ocKUojZ4LybtG2N9vbV0tp9CHHtQsTqBAFufC3JK4h4be7zmxXpgSRKlmkAgLp4VVt4ByLy+rAooW",
+	"OmslkwxM5XOzhLvIKhzmL+FufnBV+fc9Ruel9fUpbXF0VZZiZiyh1PmIUtyeA0FPijWSJyASLKwMvup9",
+	"Mf62bb/8FtHfgbBLVb/XrzDT15B73M4Wena2hPuYtM7LWOG8Wa2gaIhI6bk4UV4UCoqhkLronm+q1yj5",
+	"vRFSs9w1GpDtkgFotCF+G7gqzwEKQEtrJlVJPyAWimtT4TZyqXMo+e8IUmsvzdF8a0HegH2FKobYNbw9",
+	"L42jJxeynJ2aFeDS9F/vW6r8BnoO9xcNYkrXkGlem6lLhPJOmLUGS7teL6QXyouFKQsinq70kLlXt3CN",
+	"T3YYXGn/zUUviU9rUHavwcrki34WJ4jcQq3uOTEDneP50O3ixDeS9J5jcTgHDZYEt0ir8fhBzv+Ki7H4",
+	"f3yQeBcadA7vkUjOKmfdznu/gQ2RdW5BeiiGlwIply0AuqND4XG7e6i7tcWIqe4On5kpigZanxGUEOYh",
+	"CBZl2cjoXXR3EXI/igr6UQnSlgr1Id6GBmv0UHjle07wqRI9xH0vQBMZkCLS8P4SlZDXD5g2RTgZtgWl",
+	"ax2INus2LNrw7WatXQv40TEgWMiNLaC4PkBvTFvxTjybF8b5uYVX//ZTEqgFT2cjZgrfK7yV2klSyyJf",
+	"QH7j2iRTL/khtNN9yQE+2QN3AEjNauwRfeWlRKn0bljcEtSBq+PxRlbegXkH+YEjko4kaVFwn3xnaYYu",
+	"1645ozwsuz8cUqRBLr6tF5HWys3O7vhdfaA8iQphF5KgKK/LAGf3rJ4Q7YR7EiQiR+oETZlLYXS5wbP7",
+	"4cmVOLs9P6v1jjv7SxVvyT88Zn/R6tvZYBLBc/2SuFBuJX3+oaZbbVx+Gctxhgd4Pd30swoiqahKki0F",
+	"CI+ajp7oqvpLIacOlT0aQUupK1mSl99rSfFu7gi0EM1fv8Ot7P73YInB2d3e97SN6Ua8+OUVUxDyFdHO",
+	"GQp8K8lm8QupYwwiYqO1rakxJUhNGgUF8krm/WAQt0Z67zMi//dCldBFK/o7bBaJE2PJ6iigVMQWqHgL",
+	"mIG1UAyTWvkoJ1bVtCS6EHIulf4ANVQbzDuXVlYZq/zmbucu3Bc8LcRecT1jgj8mMrNteL/fTlw0DQ/B",
+	"WsspNiR3BFwxqImyRXLtc9/eY018EYKWSNmWH+9ov9fAfgwR30joHiHYitPuEu0jZnvDZhn5mDF0e1gZ",
+	"HqEuanu+u+QfFVRQTMRaKvJAyO/SjZuCnDIL3MIqIzDE8BJlklZ6Pkm11LWXhoLqMvDZpNlHvBwYEA19",
+	"KSx44j3lXapN5WmVqcxvzGx2KWp3JhG140IPFiALNsLbr041v3sopAUxU1qWXfeIt4oGAcONRNLnMbW9",
+	"JFyq17/5XkFZ1EG3LrlQIHEX1d8Z76EQK4kGfbB/JRpMq8onAkbzUSMSkRX/NBoo3jI1xYZ+kKLOCNxz",
+	"IfbXA9sSnJNz6A/lt8mGAW0e6COgH6UuSrb9ZFEo3IssX7T2O5Olg2RH/JoQL69jl41FMRLZwvtVNhFZ",
+	"ZctMnMipM2XlQeCfhbGpxh/cMBHZEvzCFJk4iVFs1C94YQGyAOuyS0akKTaCmEfRmqnmRVdyUxpZjESm",
+	"pXfZJFIv50f4IhpBmatox1nCPqjyi1RnSJnXFlblJiMqDVEJ+stIZHnlvFlmk9bWxNzg68hBpKupjqzk",
+	"WN9TfA3BWULG9NklnrCv/fju0R87h8ZYI+/9jVyuUJYPEHF91BJVfXOnA12cwlIqFLUrZC+LZ/rvvz06",
+	"/b/y9M/x6cPr09//Ok++uXj7j14dw7jsvpTjNG6k1Xzhy03fc/yHJuKAREAagQQ847OXGStbdhcj8pmc",
+	"nYW/jHKzPFsYc9O3anPILdzWhsgWx9DlA2zyJBx2f+AjksI9xwFYChsu+MndSMeUAzF3ehTteM0xdq5U",
+	"ZWXh2OiJ0tezEs+s32wv+/N3V4vObnOjOXWRbwQ9QZyEXBJ2X5u8wdXW0B+uDIH1noBGcDxwrUp7dkRJ",
+	"MjB6WsmTtdKFWR8Z2HBK59BnXkLn9QK0B7SAUYPtBk4OmmTVCi8fNMkOi/H2iSc12UTYW0hrHX77YDsg",
+	"HCDup3pmdrXdB5Lp8XbVNov1WFeLRll1hcFErtSoJQ36zoHsg7uVZlwjPtDGeLOpA2j8GDZm+0TeP5bw",
+	"I8jSL3ZhQQKuXBeLfcJza6HwWN9Kz8y0h3IOBGZDFPQdmKJz+kfg7h2cZzQzr22lP8hr2utSH+HpNmv3",
+	"pErWURa9NlPyWGXloEB7ETdfwgckR1D9k42ES785nZvTcMNrZ/TopVz/HCzH93RiyQG464GXeNMLU6q8",
+	"4/je9direN+xHuszM62lE6LH7PHWP1heE5G1/dzg+tYhzeje1ltNWlKnTRBd0uxwzZ1C/ZmZfosO82N6",
+	"5k77vsu6/UmFKyZCqpJhUBIur5CuGxcSXt6AE8ofHVd8ZqYBUApCvXnKD9V1NPH3O2QhwX0IG/iePXFu",
+	"Tu6h0WY0MxvZb1N8bCIyln6ZuD8+r7N34TxSnb0204x8OIp80a10VxbS/NkWgtamKguxkLeA3rVbk3HB",
+	"jrg4uRiPYzlLIi7GD8kVJJzqYZ9P8Zql7x34ZSbm8oFjqwySPl1xf9xfz3S8rqCjeAmOCqe21UZA6p6c",
+	"Vrjabz4GH7//SW18fPoypMCINEUurd2Eijrad//LazreNfwtbUWswEa68U2VSIKmKuVAbcF+wLEc0VDs",
+	"cTZALSCacMeeA3gvofDu+jfqxC7GftXqjwrICQ9GfC0sRxQFfPMT6DkaLvcD98ffz/f4q6Pr09//+Y99",
+	"3m+tfLfiNRxxIGmWxjq+dPDRQWip2N0Sq2evfnkubmVZQUK+EhQxvhCwzdk+Tgy2ip92VfvfWH23tPFW",
+	"EaTRc3BetOKPS0mVmuJEih+MKCpOyidCerE0zov7F4vhiEz1aNk+GLs7VXbQ0JHC93DNx7DsgyD+0nHj",
+	"Z2b6AqXLO8b9UFFSVJFtgIXUc7hkGwCV5soCQWphVcocWuHBkXjE4eBUm5n46y2KTPD1DXVQra66iPHA",
+	"FVFWbyTtncXRkZwYstoWluY27CHGGf+L8N2jNm/1oCM8eFxWv4/2dqqPOFlP8ciKy5Bq56Y3JPjcFNAH",
+	"d6lut/OwCZqnFubKhRCOppKQntKjothTA/HoxVOBV8Hx/im9K4tbfNaBOxjdamBm+/86j3Xo+0qZ9lje",
+	"4WKok2uKiri0hYo743Zz0IXS846tsbvatgwqQTq49r68dpAbXfTBoZYgSpjVwghXjDVS9DxZO+H5kaiL",
+	"cCxoWLtUKy8cKjNZEhE5spmurn66FJJv5N3RqzjDYCovSuPInXCpDlhggdA4Z6aali3PLJT5oWDtJZQa",
+	"LlWM3jONeodCwWW3spS7+G1OfIs6+kQ2kvzH0EDEOu8fVApdC31psRB17qmXrrRLmjIxSjReihmsY8lA",
+	"RtvOuEylDnhEPo7VyktjARW/0XDqFsZ3bzAahkdb17H3QlnoY4VZb0/GVRB9TV/GzJTlVqz5YAirKdPo",
+	"9ay5pQfW6KG0akRq1zHu103CjZ2V94W3PltE5U+j9/Da00fPHzHq8J4af/dEVppcllkQBtICio+TX68e",
+	"i0qXUdzWx8yiLh50Y+I9WoJVuTx7Duvr/2PsEaHMJvJSA57Ebhgm5AO0T1TT7whWeiSywvlMKNc+QqnR",
+	"/VNaUkK8ZOmXiAx1apHVJJ/q3Bot4A1aUlRJGgoXm4eCnWTyGyfcjaIi47kJuf21tEWqT6SYqTdQEBm2",
+	"X+ZxGW4o4uYiTvkr7bzUvu4yglTP5eqSTDpyP7KvsujEsuhKxFLpintUFqaybBRGPrWVTrVfgIVhIjIL",
+	"K3JKm13iDfdca0sLuVqBdsKvVQ6hSjPVYZNzQzUDYu+uWE3o1oZW0rlUozBJhCTocSsUj/lf5ErhH8TU",
+	"+EVvPGVfVwD6HbS40uLXq8dJrCdtF+lnnaKWTKxVWYrpO6SLCpbw0TAiAqEkD2Ox1xoiJtpTkyYJXj5g",
+	"1ZWr91zDkwmfNMUpZjPHJZsNh90f3//mdPzgdPw/rsYPJuPxZDw+HV9MxuOj96XNUune0jJKutM+EcMJ",
+	"gdgl9y1+KGK9bGxSgTfcLSe9KORGnCAgHKQjLtMm7Gm4f1P3Jw/GvJ0eyP0esfbdqyuxlPYGEbs2luvZ",
+	"m/fTS7eAPAlUvQ6SATmWuz7G9yfjMTpChGCuv7mLUcVcrvpANnnIx8I+fEd6aksjRioyD5uTSO/KhYAI",
+	"dzLeP9zVmAz26wC8cg+F4hSlKNfSy3BqYWNd9D357upOQc6GFZH/AYHd6k58h3hX3jSMtno8j+wefYdW",
+	"0H3mRgAepYya1Z7yGmwdeGb8habQ4ztBjywlfGezYZ+S7T+Zxi/uyb03VTVoEzjp0RlFxl+o+aJdkMP9",
+	"QlOYoW2ocWMlSn7g8Dv/IV4uzRoVgRuJduyP7+nWkuEq6NzSJaKwda/gfdHE07ubePn9Y/Hw4uv/HkPK",
+	"ogAvVdnT8MIX+kuaqZH1aMO+VbPWY9Iyi+3JQjZR/h43UfkSDtQlbW/9lZfTEj0r0F7NFNgYD79RusCf",
+	"W1H23ZIejzRawG3sj3RnlAchcdExdq26UzjQ1biB5FBOoh1MebeIGAoAM/Ogid4WZi2cQcEWKyE75cne",
+	"qlhoPGnqGvU/z7lIUiitvJLldaiRFF+JZVV6tSoV2H8/0afnw0Tkkkw+6VO9lG/irQnbdq+V5yDHyawq",
+	"y4motEKMoX76bZyIYngp4I9KNldSjZeKs/t8UZNtLb7nEB87+pWn1FN/fM6l+gSPrBCnpxS2Ov1KzEo5",
+	"d8OdvHWUWaHalItDlUt1iBYWfabYFkb6ovil3EQGJ+OGDNQ6XtyNE28ZAOeu10kjJLaNMEQmPvgHlycj",
+	"lnrFAR5Iuw2irQTu0gGtw9wfCC/Cbv0aoI6Juzs22VsN0xBWN8IRAyk9wMagSl9M71VLWbxTHSlugyiE",
+	"OiDEK/B1KB9tdjMTGbpEWSIy6TO24ZXOmFSFmZGjsaQ6Zm0aT1F6IctyKJYgNRsyRudkCq6Ptfhfhoc6",
+	"SjYaScvKebLqFvIWyGQ6UIWxg3zcUY/gVG9CcH0SqTh4WeRiFXJzamanS6P9QvC/4U9rgJsk1VRinA7G",
+	"4sFYPBRfia/Ez788P/3+5dN0ELRbY5nu3NPbe6IPYaUZScFUeZAIH457WW1/1KAnYrDtGqOFClRh3ZQP",
+	"/3r1eGvlJxWe9Nm3YEulB0cEqN/SzrkULjfaSy51DRMzKPxt8huxlEp7qTRYJ04cQEwg40vuOfHyyaPv",
+	"fn4yHOy06dPDCl36QiEQ0wqFInJAHbYeCUpYI9WSKRepUAYSxN9TzQcgGftUe0B6h7BU88EJeXUyRmSZ",
+	"vihGKzVFZVJdI3k4Ek/aDYhU/hCEd90zQAkBTkei/MZ7dCyCxkOZbjr9Bfxo7JpPdaqv6khPnGES3OmR",
+	"+C7QDl9uEZMTJymSUDpIRDo4Xz6gH1OdDu4v0gHCTZZS/dY+y0ucZPvGL2TDVEc8sfGSIU1k4teXTy9F",
+	"Y3/EVzqy8gMW6tEiQulUx+EjtNWflPMM1ErOoZhE16pnng9lz+Scgh9Z/Ls3Yg6eJBy11l4Sapcrv6Fu",
+	"AY4udV/F8o5iL7RwiJoy/5cqB+2gRc2PVjJfwOn90bhl6RGJDpLBLVjHNHs+GvMdZgVartRgMngwGo8e",
+	"cP34gkTo2YKqDf/En+d9reGPqMzFifvjMQrRsuaYHFyYS+HEj1dXL0bceM5H/7QYTAY/gP8xvH1r9Mz9",
+	"8fjAjI13m60RyiX3jNaIgConqtWIp2FUy6W0G5rWcwsaHMk4OXdoM9Q7cIPf8eazJXircrcXP4j1e05k",
+	"+P/1V3iUdH9dbPQDBdaQW++5hOPC1izBL6BCPybVLrdyFY56B38/h9XvxJ+HN/5sVUq1hbmeIUBd+MMK",
+	"McjUBg7eeBTcxpFdIFhJbuOw9cCyBnYvNgMljuIR96IUz+2XFehHL56KwuTVkkYskJFIU1DW0olppUpP",
+	"EZg9mAsv+FDK69EydwO7jaMrUrfhIsUfn7365fkhPKGG3BzLlNBu7g76NV+gREzE1+MHPBBorRz0suhL",
+	"XuqLcCitjQKTTpbG8Hw9fvB5BxV5Mkc222eGoKm7hMPt+Vkr+TvfN1pDeVhSyjTOdFC6HrdhC7BJkyVW",
+	"foGu22szdejkhSExIqPEcTCkqWM+I0VBYzkojevkxqHdwS14cYRDquuM8/BSZN0u/PC6bid+895Ut6hq",
+	"Qdl4vjFa08qF9ffMP0g1D0CghPJGFGo2Axu6tZaGuLqo6CHutzk1t2AnMaXsCQRc9zVa7euQKmgy6AwO",
+	"JZjDmIbgTyru33bUNZZqGXGtDTWk0agIxNQNwIofp+KcelgCz2YQIbuX6pyH/JDVSlFumugTKmanZa/s",
+	"RiPi2zpL/MlYqzUCoYe42S6Msxwa5up7Yw3iWXsQFr0yhFHvei7EsLY0bGNx8SE0+Yp6tgz+FuY9RE4L",
+	"EYuGzZrY4V5Oo1pf+J8FyCILDYfUlHpagkebG62/TldgKFro6VYlx5QHAfDvK7BLiRsuN8OReBnGONWp",
+	"tlTXyd6tEQ1nFDDZRyFPml0lnbmSv+2KkXLThp3UtWp1NfXNCWxXrN9NS7u94f33N3Ce8ZzII24MUzLf",
+	"/v4JeaHbLt7DDr9Ea93M2n2vSOQXDMdhAm8NTPw4fNEcp8ytcS5MXtKwrustWjzRYoEetiBqO6iF6nsn",
+	"9TQnKzXrC+7LDbV5Sd2Di9zJET8u6Et1nMFAAzKGSdNZxy260B5n0nEpl7II2UryjJSNpfsu4VmFbDLz",
+	"PIY9Nl3Tw/85yGiftdcdZvgelHMxvrj7kXpq44eS2g/gO3GARgK35jT00tiOSLqDyZ9+N3j7ez9hnnH7",
+	"/vb43CPfmQxWxvUWPPL0gNbmTiigAvXkBDSm4kiDEKcd8oy6VFMSyl3idZ49UBMuWh2IocAQ3CtL/lA9",
+	"hoBjD0rXURo2GBpIQBdOZPX92Ug85p9poVQ30xOaZyjHEAp0qfVhofQcAaxHIghjedKC0UDv0MaLKbRm",
+	"MZxcjB8O+xiIl/+PwUM9m/9s3HQxfnj3A/Ww2S9hNfFJdbj23fTAWV2L/BG57d+Q1ygCivS3TbQSr8ws",
+	"uEXNRQ6sAjdp8kapZjVyr5E9IROMlv9l/SCnLJjplK6gXeLESeKSfDZSKiNBtlEXKIcUhnwRJ27q/XxB",
+	"WcQDbHH/87GFhdNtifYfly0+iMRrE3qbnO4g9CCRj/S3YzfOCY+pqH9H+zjheScTHgm5MM7TT5DRqBOa",
+	"TBKuhckZ4fIwTAwxS+C69WZ4KNjbZsQB+hWp5lRQKNOijovWAIY4pgANHx6I8qhROanOwvXam1kb62hC",
+	"J7m8sdbi3kSYFeiQS67ngCZkZ2nBE0L3eSA/Rnx+yvhPq8N+r5caj8YB6C/oq0b6qmd8KytyZfNK+Xhc",
+	"B/3U2ILbS5sv5Jxq/q2p5otg7JsVJ13LTUwo1M1vFCfCvwQD29hgP3N1KUlONCZCEmRlYabe7DvoZ+xg",
+	"3+1kvq5nkCrXwCJOZFk2vzoOO3IyY7jP/9yeGrbnQwZ3g/ERvdym+vnQwhwaoAZethIjPXBh3b7NXvMZ",
+	"3LXdv5NXHRvo7vCnEWtfzpMOrGQLCPMOG7qlejLuE4xMy+3mb/fZOdxl62IWlQuom15X8bQeusaVljTQ",
+	"oQp1fZT0nVmzTDW5xiGju7ew7zIsUzSttTLWDyiXajTwK503DaYObX4UUM6EIswQ7aRaarWEmA5uZTi5",
+	"WocGckeRcjEeU/NO3aIutpt6Odt9MX7Y60sQjp6ZaTPI5ltTbD4m1cXBAt3yMG8reLtD7ucfc+F9xhmV",
+	"ccpWL/v7Gmaf085iLDKR7bJAS2nV8aMCSuirnH7qmwxAJ3RlQdwAD9fvEsl39KZIJJ0Du9jfTMNDP8OA",
+	"lL9DgIW3uQ/Fyf4cJ+5WonIzFgp2kxp5sR2LSzqBuIRVIsqHgud3kw0pWSjtCZ/1nsT4M7HO3yhYtu8g",
+	"38+Xjv3a25nP0GtNPgHL6diHHWekmWJzGfu266LOG4AV26Wppr5ndBo0rJviIWRSUkguVJnwIJqM+xVo",
+	"frqM44gov+W83MQBRUkYAlr38RKVzsmDlt11pkDh21SHMfE8ibeH9H6lkTefVFlwV/xRuuKzEDyH8Iq/",
+	"D+E/JoCP1RPHpOO6zk6n4cq1x/WcUBEVen6xBYsLCNELb8ZsD+u0yNZtZIl13Ki203TAG/pX7u3vm3v7",
+	"vLxBLobcGZh7XKLuQ5IoDb+RcP7o2ZNGCYjCcMKBfAlRaa/KMGrdgquWUIzEC1k5LtboeW4RBhd0WQ0f",
+	"gS9ndjRw/ieNohJ+jxbaq2YGwCGb9J5jizJ297c+ZZihCZEljccbvNq8KdhhX9QvYBmmzHGZMBd67G9k",
+	"petLaW8os8b9BYXc0ChU4eQtEh4rVeEWckVzJSZ1I/bJTvPpvpZs9C5i/3UEPjYst7qxE+EMV/Cij89d",
+	"rsEBP9DTORTGtjqnU70FV1/DtOj2S1+KrOkCzVJNZV2tDk88jCFXZNenVVtkyjWjCJrvBtUp+knDuogc",
+	"msZNVTGuGY2gfBhyR3JAzSL7Jx2bkMKU/KWrR81cB9LmmfRZQs0e9CVEsx6GJQgMpecl4zSCl2omKipg",
+	"m9TfeKAGbJ4YRdZl6/MPVLRQwzJMyFKonyPgKTBTwy6kD5QrTnj/w5F4zjKLgiPBWuszFkI3J8uwdxO+",
+	"nQ+YHqGn2x8W/aTKOs4C2e+sRRHA3zf5O+jouuu2DT7RMM2o+Eju3I5IZQr76IqZZFf3HOhjqXXksd5Z",
+	"EEDk1REDL5VzLENVSaWQKPEC11NTLgs/9Bo7jEuxRJ4EwettoJbm0odJiGqutIx958bWAU9qdA7Ph64q",
+	"8SjVXSeyKVaIfMkpWfESfyXLQrc+OUamRaqjbdGbuMXXfDnzIm7jP699wRjuWHxH2Bm20p+q9CA4hK2m",
+	"Jt+rBmlqaJDqu3RT6V6i+YyJ/i+W5f8wcqhi2yc3uFXeqQI6gcuD5DGZxmDY4cwLVxFSB1eczJrh81n0",
+	"7WMWpfO1PS72Dp0R/IHGnSGvlFKN3wHmya7iiQwfKmZTAPIbOhmZ+3KzOyOZS9qF8knzGWia1tK0VsfW",
+	"H/ozyetTFKhsNHNL2gnF4hg+WYS2PTJb662RXVh/kYFrzgPkbAA+9ZHS0cAkY4tE5SScEWeHXDOT2Nh2",
+	"XhN3y5mfk+mGeuiMZRbnz9twRyAN/+rMx6VdRUCSVKvOjN66oDvgPZfWqjiOMbT2dRCa6maosqhnKp+E",
+	"YcwX4zECczF+mHS+EE6dBnGqZaqlYwL57cHvo/prPdSAPIxtj/x11m5TOympsJXTEm6hrGE8kfz1mohE",
+	"3OKzV788p7E0TIwJTzbzC6lTfZ6Mx+OQhwyP0teAz78RP6tvh1RH7nZPkmmId5nqi/MHhL888EFdAOgM",
+	"O9qyofzwzQhx8vV43DgEjEAEOLYGxU+HNh9d9w7KGZkFa+Bv+pJ9D7egU80fhdxKdU249yELv4a+ES6N",
+	"5/nZ7Ol5WFLdShi6HRpi+1KbaIn0pDZDJ62jE+3yXbybfctLRlx9AOLB/fqD4y5Iifpo8YkNjaDl4MaK",
+	"vtcbm7Up/uhyqYXSHuytLIei3BM6rNOeNOP504Wz2yPgP39Quz3n+45PqZNxyS2WUFw2ZCCC3wrEdaHB",
+	"46NkT8+PqAqqPzD/kbKnTDENi0c1FLCwV+dpU4A7GG5ZAlc67g46pYqBMOwyRFJqfRO6xdDI7xsqqvy+",
+	"sPdzAugTUk897XJvnVfPqNcvWO5FhXq7EB0s8VpJ69Vu7mNlIecJ+DxSd89QtyChUWPFr7qG48wSUeki",
+	"sAupaDISuKmNg1GPXjwVDrwvKQYj0jB+NB3UdkKlFVUI1t/JFicorG9g5VOdDmrYwyNNh9+90Mwmmu0N",
+	"R+Kpj6PwUJpSHOxSVA52gd9Hci8abP2rD67VB0ehQVNycRKe2BZCh4dIcGei6H6b+qoOWXbjuSyQaUxk",
+	"fFu2FfpTnsaWpbo1t4zjaJPQxdmdWkF0G8NG3YhxqvmB3Rmw3bAgN1G0PblokEvXarLrWuJhXEYI8c1C",
+	"2LHdkFTXQpG52lMLlfCEQhraFn2ck2zLlCTgUs27s9Cq+6pj1/iCeJA7gff4QHAR8Am2ZtrRyGCHH4hF",
+	"vmpcrU9hfmwN3/vM5scdsclW6uBDYpMfKdTYgqY31FizKXIuvoPmF/SlmK/CfJqCVT7eyC5Oa3AASvJg",
+	"EtSWgFwpYU3Jk3Xpg4uDM4qjBBD6PqkS2v+8iV9kiKXXXPkR6o1iwP2k2eYwNFQvzJqeps5W8Th8UojD",
+	"LQmHipIQHEviOJzwiViqlCKSJ/oOuXKymnbLcSOhxzGxyqJaS2KbN2ID+XTBiZTlRDgABpo6wFCWcQSz",
+	"s1hzKLsrNjUBE7GvLCGO1znpfAZ8yDZamEjT7q4biZcg66/lhpbK0Pywg4lW6ngXut2PlXPP5HphQgko",
+	"J4rilAGUhCxBjHXsjKUaBddC0qezlSY/iMbzhp4b3F5QQMGaD+pKccM2Jc1oiF0c9dVjPTVDjzp7i1ps",
+	"d2M8ICIJsRBwLtkao9IZn9HZVpyzoqzwxvCkxrBea1rD29/f/v8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

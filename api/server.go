@@ -120,20 +120,21 @@ const maxBodyBytes = 1 << 20
 
 // Server is the REST API. Serve its Handler with an http.Server.
 type Server struct {
-	store        Store
-	log          *slog.Logger
-	registry     Registry
-	readyTimeout time.Duration
-	cluster      Cluster
-	clusterWait  time.Duration
-	executors    Executors
-	jobs         *jobs.Service
-	echo         *echo.Echo
-	duration     *prometheus.HistogramVec
-	metrics      http.Handler
-	routes       map[string]bool // route templates, for the metrics' route label
-	createSchema *openapi3.Schema
-	patchSchema  *openapi3.Schema
+	store         Store
+	log           *slog.Logger
+	registry      Registry
+	readyTimeout  time.Duration
+	cluster       Cluster
+	clusterWait   time.Duration
+	executors     Executors
+	jobs          *jobs.Service
+	echo          *echo.Echo
+	duration      *prometheus.HistogramVec
+	metrics       http.Handler
+	routes        map[string]bool // route templates, for the metrics' route label
+	createSchema  *openapi3.Schema
+	patchSchema   *openapi3.Schema
+	previewSchema *openapi3.Schema
 }
 
 // New builds a Server from cfg, filling in defaults.
@@ -197,7 +198,9 @@ func (s *Server) loadSchemas() error {
 	if err != nil {
 		return fmt.Errorf("api: load embedded OpenAPI document: %w", err)
 	}
-	for name, dst := range map[string]**openapi3.Schema{"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema} {
+	for name, dst := range map[string]**openapi3.Schema{
+		"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema, "PreviewRequest": &s.previewSchema,
+	} {
 		ref := doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {
 			return fmt.Errorf("api: OpenAPI document has no schema %s", name)

@@ -33,6 +33,13 @@
 // "@every <duration>" is a pure interval and ignores the time zone; see
 // Compile for its anchor.
 //
+// # Preview
+//
+// Preview lists a schedule's next runs as firing would make them (First,
+// then Next of each run) and Classify marks each run a daylight saving
+// change shaped: moved out of a skipped hour, or in a repeated one (which
+// pass). Neither computes a run of its own.
+//
 // # Horizon
 //
 // Next searches about five years ahead. An expression that names a
