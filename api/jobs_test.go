@@ -375,6 +375,7 @@ func TestJobByIDErrors(t *testing.T) {
 		{"POST", "/v1/jobs/%s/resume"},
 		{"POST", "/v1/jobs/%s/run"},
 		{"GET", "/v1/jobs/%s/executions"},
+		{"GET", "/v1/jobs/%s/preview"},
 		{"GET", "/v1/executions/%s"},
 	}
 	for _, rt := range routes {

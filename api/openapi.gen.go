@@ -141,6 +141,24 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for PreviewFireDst.
+const (
+	PreviewFireDstMoved    PreviewFireDst = "moved"
+	PreviewFireDstRepeated PreviewFireDst = "repeated"
+)
+
+// Valid indicates whether the value is a known member of the PreviewFireDst enum.
+func (e PreviewFireDst) Valid() bool {
+	switch e {
+	case PreviewFireDstMoved:
+		return true
+	case PreviewFireDstRepeated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Priority.
 const (
 	PriorityHigh   Priority = "high"
@@ -612,6 +630,80 @@ type NodeList struct {
 	Items []Node `json:"items"`
 }
 
+// Preview defines model for Preview.
+type Preview struct {
+	// Fires The runs, earliest first; fewer than `count` only when the schedule has no more (a one-shot schedule has one).
+	Fires []PreviewFire `json:"fires"`
+
+	// From The time the runs follow.
+	From time.Time `json:"from"`
+
+	// JobId The job previewed; absent for POST /v1/schedules:preview.
+	JobId *openapi_types.UUID `json:"job_id,omitempty"`
+
+	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
+	// them (or no schedule at all) means run once, now.
+	Schedule Schedule  `json:"schedule"`
+	State    *JobState `json:"state,omitempty"`
+
+	// Timezone The IANA time zone the runs' `local` times are in (UTC unless the schedule names one).
+	//
+	// Example: America/New_York
+	Timezone string `json:"timezone"`
+}
+
+// PreviewFire One run. `dst` is absent for an ordinary wall time, `moved` when the
+// cron expression names a wall time the clocks skipped going forward
+// (a fixed-time expression then runs at the first instant after the
+// gap; one with `*` in its second, minute or hour field has no run
+// there), `repeated` when the run's wall time happens twice as the
+// clocks go back (a fixed-time expression runs on the first pass
+// only, a `*` one and `@every` on both).
+type PreviewFire struct {
+	// At The run time in UTC, as the execution's `scheduled_for` will be.
+	At  time.Time       `json:"at"`
+	Dst *PreviewFireDst `json:"dst,omitempty"`
+
+	// Local The same instant in the schedule's time zone, with its offset.
+	//
+	// Example: 2026-03-08T03:00:00-04:00
+	Local time.Time `json:"local"`
+
+	// Nominal For a moved run, the wall time the expression named, which did not exist that day (date and time, no offset).
+	//
+	// Example: 2026-03-08T02:30:00
+	Nominal *string `json:"nominal,omitempty"`
+
+	// Note The DST mark in words.
+	//
+	// Example: 02:30 did not exist (clocks went forward from 02:00 to 03:00); runs at the first instant after the gap
+	Note *string `json:"note,omitempty"`
+
+	// Occurrence For a repeated wall time, which pass this run is.
+	Occurrence *int `json:"occurrence,omitempty"`
+
+	// Zone The zone's abbreviation at that instant.
+	//
+	// Example: EDT
+	Zone *string `json:"zone,omitempty"`
+}
+
+// PreviewFireDst defines model for PreviewFire.Dst.
+type PreviewFireDst string
+
+// PreviewRequest defines model for PreviewRequest.
+type PreviewRequest struct {
+	// Count How many runs to list.
+	Count *int `json:"count,omitempty"`
+
+	// From Preview as if the job were created at this time; default now, by the database's clock.
+	From *time.Time `json:"from,omitempty"`
+
+	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
+	// them (or no schedule at all) means run once, now.
+	Schedule Schedule `json:"schedule"`
+}
+
 // Priority When executors are saturated, high executions start before normal
 // ones and normal before low ones. Defaults to normal.
 type Priority string
@@ -702,6 +794,12 @@ type ID = openapi_types.UUID
 // Limit defines model for Limit.
 type Limit = int
 
+// PreviewCount defines model for PreviewCount.
+type PreviewCount = int
+
+// PreviewFrom defines model for PreviewFrom.
+type PreviewFrom = time.Time
+
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
 
@@ -769,6 +867,15 @@ type ListJobExecutionsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// PreviewJobParams defines parameters for PreviewJob.
+type PreviewJobParams struct {
+	// Count How many runs to list.
+	Count *PreviewCount `form:"count,omitempty" json:"count,omitempty"`
+
+	// From List the runs after this time (RFC 3339); default now, by the database's clock.
+	From *PreviewFrom `form:"from,omitempty" json:"from,omitempty"`
+}
+
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate
 
@@ -783,6 +890,9 @@ type PauseJobsJSONRequestBody = JobSelection
 
 // ResumeJobsJSONRequestBody defines body for ResumeJobs for application/json ContentType.
 type ResumeJobsJSONRequestBody = JobSelection
+
+// PreviewScheduleJSONRequestBody defines body for PreviewSchedule for application/json ContentType.
+type PreviewScheduleJSONRequestBody = PreviewRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -837,6 +947,9 @@ type ServerInterface interface {
 	// PauseJob Pause a job
 	// (POST /v1/jobs/{id}/pause)
 	PauseJob(ctx echo.Context, id ID) error
+	// PreviewJob Preview a job's next fire times
+	// (GET /v1/jobs/{id}/preview)
+	PreviewJob(ctx echo.Context, id ID, params PreviewJobParams) error
 	// ResumeJob Resume a paused job
 	// (POST /v1/jobs/{id}/resume)
 	ResumeJob(ctx echo.Context, id ID) error
@@ -860,6 +973,9 @@ type ServerInterface interface {
 	//
 	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	ListPartitions(ctx echo.Context) error
+	// PreviewSchedule Preview a schedule's fire times
+	// (POST /v1/schedules:preview)
+	PreviewSchedule(ctx echo.Context) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -1166,6 +1282,38 @@ func (w *ServerInterfaceWrapper) PauseJob(ctx echo.Context) error {
 	return err
 }
 
+// PreviewJob converts echo context to params.
+func (w *ServerInterfaceWrapper) PreviewJob(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PreviewJobParams
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", ctx.QueryParams(), &params.Count, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter count: %s", err))
+	}
+
+	// ------------- Optional query parameter "from" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "from", ctx.QueryParams(), &params.From, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter from: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PreviewJob(ctx, id, params)
+	return err
+}
+
 // ResumeJob converts echo context to params.
 func (w *ServerInterfaceWrapper) ResumeJob(ctx echo.Context) error {
 	var err error
@@ -1243,6 +1391,15 @@ func (w *ServerInterfaceWrapper) ListPartitions(ctx echo.Context) error {
 	return err
 }
 
+// PreviewSchedule converts echo context to params.
+func (w *ServerInterfaceWrapper) PreviewSchedule(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PreviewSchedule(ctx)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -1301,6 +1458,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/jobs/:id/pause", wrapper.PauseJob, options.OperationMiddlewares["pauseJob"]...)
 	router.POST(options.BaseURL+"/v1/jobs/:id/resume", wrapper.ResumeJob, options.OperationMiddlewares["resumeJob"]...)
 	router.POST(options.BaseURL+"/v1/jobs/:id/run", wrapper.RunJob, options.OperationMiddlewares["runJob"]...)
+	router.GET(options.BaseURL+"/v1/jobs/:id/preview", wrapper.PreviewJob, options.OperationMiddlewares["previewJob"]...)
+	router.POST(options.BaseURL+"/v1/schedules\\:preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id/executions", wrapper.ListJobExecutions, options.OperationMiddlewares["listJobExecutions"]...)
 	router.GET(options.BaseURL+"/v1/executions/:id", wrapper.GetExecution, options.OperationMiddlewares["getExecution"]...)
 	router.GET(options.BaseURL+"/v1/executions", wrapper.ListExecutions, options.OperationMiddlewares["listExecutions"]...)
@@ -1322,152 +1481,173 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H0Lcxs3kvBfwXK3ymR2RFG2ki1TlbpVHCexz7F9tlNb32VyGnCmKcIaAgyAEc3N5//+VXcD8yCHlPyI",
-	"vblvq1KxpHmg0ej3a34b5Ga5Mhq0d4Ppb4OVtHIJHiz99qCyzlj8qQCXW7XyyujBdPBqASLT8MZf5HRH",
-	"Jsxc+AWIlYVrZSonVvISxoNkoPD2Xyuwm0Ey0HIJg+mAnxkkA5cvYCnx9X6zwivOW6UvB2/fJoNH3+Lf",
-	"6fGV9IvmaVUMkoGFXytloRhMva2g/aa5sUvpB9NBVdGdu29+opbK7+7pubwE4dQ/94Jd0nPttQqYy6r0",
-	"g+mXk2SwlG/UslriL/ib0vzbSQ2C0h4uwQ7eIhAW3MpoB4Tmb2TxAn6twBFYudEeNP0oV6tS5RIhPF5Z",
-	"Myth+dfXDsH9rQXGXyzMB9PBn4+bozzmq+74OT/Fi+4eouVlhXJC6WtZquJMZGCtsS4TuG8nQOYLMZOF",
-	"mCsoi/HgbTJ4YPS8VPlngzYP6zuxVn5BhPfazO44kVfWgvbCeelBGEtbIJAf4p4+JbzneiOMX4AVhE4C",
-	"4qnx35lKF58SjqdGuCpfIIIQIfAG8govEUCvjHki7SV8roOcmWKDtOeNESUCQlD9pOW1VKWclZ8csLys",
-	"nAcrrhWsEbCqAWUq/EI54cBegxUL6YQ2AnxepDo3WkOOr0kIxz4vRKEKoY0XUrs12HGqSfYEMBDKc+9h",
-	"uaJtraxZgfWKpQFEUu2C96DywhtxOrn/lZhtPLjxrnRLBny+xl6ookeuJoO50sotoLiQviMtC+nhyKsl",
-	"oLyryoB8Fq47L1mAtH4G0oe37OKxlM6L+jbUDlKURl8KybtG2N9vbV0tZ9CHHlNp78TcmqU4EQbPCOVC",
-	"Te93nFgvTAmiVHNIhIWjwqprQLmXl1UBRQudtaROBqbyuVnCTWQVDvNZuJsfXFX+fY/ReWl9fUpbHF2V",
-	"pZgbSyh1PqIUt+dA0JNijeQJiAQLK4Ovel+Mv20r258j+jsQdqnql/oVZvYaco/b2ULPzpZwH9PWeRkr",
-	"nDerFRQNESl9KYbKi0JBMRJSF93zTfUaJb83QmqWu0YDsl0yAI2K+OeBq/IcoAA0C+ZSlfQDYqG4MBVu",
-	"I5c6h5L/jiC19tIczTcW5BXYl6hiiF3D2/PSOHpyIcv5kVkBLk3/9L6lyq+g53CfaRAzuoZM89rMXCKU",
-	"d8KsNVja9XohvVBeLExZEPF0pYfMvbqGC3yyw+BK+69Oe0l8VoOyew1WJl/0szhB5BZqdceJOegcz4du",
-	"F0PfSNI7jsXhJWiwJLhFWk0m93L+vzidiP/LB4l3ofXo8B6J5Kxy1u289yvYEFnnFqSHYnQmkHLZAqA7",
-	"OhQet7uHultbjJjq7vCxmaFooPUZQQlhHoJgUZaNjN5FdxchW7mooB+VIG2pUB/ibcJWOprTvPIdJ/hU",
-	"iR7ivhegiQxIEWl4f4lKyOsHTJsinAzbgtK1DkSbdRsWbfh2s9auBfz4NiBYyI0toLg4QG9MW/FOPJvn",
-	"xvlLCy//60kSqAVPZyPmCt8rvJXaSVLLIl9AfuXaJFMv+SG0033JAT7ZA3cASM1r7BF95aVEqfRuWNwS",
-	"1IGr4/FGVt6BeQf5gSOSjiRpUXCffGdp9kS5HnNGeVh2fzikSINcfFsvIq2Vm53d8bv6QSmvHiykZqO2",
-	"C0pOfy/2cDtR9ipKqXCvGEoynT1K3fi32r1AeVRACR4KsQSp1wtVAtqNS+nzBRRiVnmyAsOTo34jI9y9",
-	"B64gC4gDVzKHKJYYij6onRgGgeGNWMnKQcL/FPgHC65awoi3REvz66CE3BvbB+IW9iO8SY3RvpN4GFXz",
-	"7kEEk+WiDBTT3fVD4uJwT4Ls7Eixo1F5JowuN4iC7x++EsfXJ8e1BeCOf1PFW/Leb0Np0f7eIbUkguf6",
-	"dWKh3IoR8EFGdG3mfx4bfo6HeTHb9AstRFJRlSTlC2BSoSe6RteZkDOHZheao0upK1mi+uq3aXk3N8Rn",
-	"SPpcvMOtHJzpwRKDs7u972gbs414/uwlUxBKOKKdY1S9VpL16BdS412+hY3WtmbGlCA16fbImL1gkNyM",
-	"9N5nzv+DZEYHrShB2EAVQ2PJ/iugVMQWLHLmYC0Uo6Q2A5QTq2pWEl0IeSmV/gCDoHZddi6trDJW+c3N",
-	"bna4L/i8iL3iYs4E3wvVDS7Q++3ERSP9EKy1nGKTfkfVFIOaKFsk1z737T3WxBchaImUbfnxjp5UDezH",
-	"ULaNhO4Rgq3w7i7RnjPbG9ZE5O3HiO9hs2S/4t46hp0lf62ggmIq1lKRL0gesG4cRuSUeeAWVhmBIUZn",
-	"KJO00pfTVEtd+8soqM4Cn02bfcTLgQHR5ZLCgifeU96l2lSeVpnJ/MrM52eidiwTUbuQ9GABsmB3qP3q",
-	"VPO7R0JaEHOlZdl1VHmraJox3Egkfb5r21/FpXo9ze8UlEUd/uySC4V0d1H9rfFo0awkulbBE5Fouq4q",
-	"nwgYX44bkYis+E+jgSJfM1Ns6Acp6kTCHReisD2wLcE5eQn9GYA22TCgzQN9BPSD1EXJVrgsCoV7keXz",
-	"1n7nsnSQ7IhfQ5TQiiI3FsVYZAvvV9lUZJUtMzGUM2fKyoPAPwtjU40/uFEisiX4hSkyMQxZAdIveGEB",
-	"sgDrsjNGpCk2gphH0Zqp5kVXclMaWYxFpqV32TRSL6dV+CIaQZmraMdZwtEA5RepzpAyLyysyk1GVBri",
-	"Q/SXscjyynmzzKatrYlLg68jV52upjqykmN9T5FOBGcJGdNnl3jCvvbju0d/7BwaY43iKG/kcoWyfICI",
-	"66OWqOqbOx3o4giWUqGoXSF7WTzT//n5/Oi/5dE/J0f3L45++e0k+er07V96dQzjsvtSjpi5sVaXC19u",
-	"+p7jPzSxHyQC0ggk4BmfvcxY2bK7GJHP9Pg4/GWcm+XxwpirvlWbQ27htjZEtjiGLh9gk4fhsPtDUJEU",
-	"7jgOhVMAd8FP7sacZhwSu9G3a0fObmPnSlVWFm4bx1L6Yl7imfWb7WV/2u/VorPb3GhOIuUbQU8QJyGX",
-	"hN3XJm8Iemjo9+lCiqMntBQcD1yr0p5DAiQZGD2tNNZa6cKsbxlickrn0GdeQuf1ArQHtIBRg+2GsA6a",
-	"ZNUKLx80yQ6L8faJJzXZRNhbSGsdfvtgOyAcIO5Hem52td0Hkunt7aptFuuxrhaNsuoKg6lcqXFLGvSd",
-	"A9kHNyvNuEZ8oI3xZlMH0PgxbMz2ibx/VOcHkKVf7MKCBFy5Lhb7hOfWQuGxvpUem1kP5RwIkYd49Dsw",
-	"xZYJ0iP5WtRxC9y+g3NdyhmUN57ZE76L7nf+wlb6g7ywvS76LTznZu2eJNg6yrbXZkYeMMe4jBW4KQrL",
-	"vb8XHGwuXPrN0aU5Cje8dkaPX8j1j8ESfU+nmByKmx54gTc9N6XKO470TY+9jPfd1gN+bGa1tEP0mD3e",
-	"/wfLfyLKtt8cXOk6WB3d5XqrSUuKtQmiS5odLrxRSTw2s2/QAX9Az9zoL3RFQX+66BUToUOTmkFJuHBG",
-	"um6cSXh5BU4of+s45WMzC4BSUOvNI37oZBLKjOLvN8hWgvsQNvA9ezIYnLZFI9BoZjayB2f42FRkLE0z",
-	"cXdyUudlw3mkOnttZhn5hDFmXTm6KwsFHNkWgtamKguxkNeA3rpbk7HCjr0Ynk4msVApEaeT++RaEk71",
-	"qM9Hec3S/Ab8MhNzYcht60eSPt1zd3JyY/D8sO6ho3gBjsrKdvIXjNQ9eYJwtd8cDTGD/icpQ8FPn4Xk",
-	"JpGmyKW1m1DYR/vuf3lNx7uOhKWtiBXYSDe+qf9J0PSl7LYt2K+4LUc0FHs7m6IWEE34ZM8BvJdQ2NLn",
-	"WwFnCyA8vGFXYgVmVYIYSi+WxnlxdzKZcCEIJYeW8s0T0Jdo69wlDv8ItsG7Kv2or7vb+EmrXyuggENw",
-	"WGpBvgs4Sab4+8ke33x8cfTLX/+yz9OvDYOt2BRHV0jSprECMx18dBBa6n+3sO/xy2dPxbUsK0jIL+TE",
-	"WstL5Bwzp6NbJXe7Zscf2LRoWQpdDD0x+hKcF61Y61JuqK5hKMX3RhQVpysTUXPB6YLIv7Hi703cjeZE",
-	"sB4iR+zh6I/hxQQl8blj5I/N7DlKvneMcaISpwgq2yeUsz1j+wQV+soCQWphVcocWqHQsTjn0HeqzVz8",
-	"9hbFOfj6hjqAWNf6xNjniijrTLDoSXV4tZBl2Qq08lUxpBcvzTUvvezV5AdF7Is25K1LZyIdpIP65Wx1",
-	"/SuI2FtKl1Af0kJOHSf+/0SWnLflRQ86woO3q4/p46eXVPYQqOodVP4BFfWqU63BZZlk2jLniWFk9kQ4",
-	"w7F2bZri9lDCwcqjZTQFLht9dFUXKz/6sE+EXdeGJOjPtGovuB4tBESNZW7jm3s20LEXGknvQS6/XsnN",
-	"knpQbiPzGe97BOROYSaXwlCCoOIKzTo60Bujf1Lz8q3TGl2s/Sdsjol9o4BDu4+xovQlk8Iwa+PwPyKC",
-	"v85GaBSn+j+rGVgNHlw8go328s1USCqEVOhDCbNi6MS3T18euWpWmKVUGuX5XL1B76kQ2XGWIPK1kOwr",
-	"oecWlO5X90QJSCkuEYW6VN4lIjvKEpFdZOiipTobZwlXFCPg+D7QBf5I5o0Mj+PJ0/NnQrLcQvhQ76Pe",
-	"sNx/wMuPxXlc/DRgJ6Q+Izn8RvRAXT+BIvoY96kpoJdc1fV28QrRrIVL5ULcW1NFY0/lbFHsKeE7f/5I",
-	"4FVwLHSoJkYW1/isA3cwJdAQCQc5Lijq3x9K5Dv2hBfCxSBPmppYrsyk3oS43ZxPqeNQ7a62bcyUIB1c",
-	"eF9eOMiNLvrgUEsQJcxrqwZXjCW+9Dy5dOH5sahrSC1oWLtUKy8cygVZkuR25Bi+evUEKYdu5N3Rqzgt",
-	"ayovSuNIe7tUByww0TQRKFPNylb4KVSpo4XWSyg1XKoYv2ftyQ1SCpfdKu3YxW9z4lvU8csekv8Ypiyx",
-	"zvtH4p+3rIieTFOTQ5YWhJMeVTdquoW6XLTTz9ynMIO5sXgWdinLFFmHg0P8h3i5NGs0VN1YtL0/vqdb",
-	"OYGroClAl6iKf90r45830Z4tS/K7B+L+6Zd/iwEPUYCXquwptOcL/QV81EB36xNpVWj0sKXSzku9J0be",
-	"xKB6+Fv5Eg5k4be3/tKj9SRUAdqruUK5znr7SukCf27FgHYT2N7kV+MCrmNfljumKB3ZbW1Wray6kXvo",
-	"atxAcihi1jY9380n+gFpau5RMepCLMxaOGNQS4a6n04xnrcqltVNmyoe/dcTLgkSSiuvZHkRKoLEF2JZ",
-	"lV6tSgX2f4b66GSUiFxSP4v0qV7KN/HWoJxfK8/aaTivynIqKq0QYyhMf54kohidCfi1ks2VVOOl4vgu",
-	"X0TOGY3Fd+zksYSuPAVG+z00l+ohHlkhjo7IyD/6QsxLeelGO1mVEDkTobaKS6FU49QVfe7aFkb64jil",
-	"3EQG5/pjFIp1xKAbKdgKDpy43nJQQmLb9ENk4oO/cjEeYqlXHOCBtIt+617ek5t6efnZvbuMoZAi7Nav",
-	"AeqoiLthk72534awuqopasAeYKM27DOkXractXeqmiKLEimE6n3FS/C1XWk0mZlZbo1Ga1L6jCP+SmdM",
-	"qsLMU42uPlXtaVObbPgOWZYjqqZ33Aqjc0iENus+MpM6X/TXsJQbNlIZCpEO/s7+CPcdRZTTb5AOprGQ",
-	"1rHVQdqJ7JdNqueyLBEwpFJekE1heh9Sgr2WpZBzNIWVD04dbMQVwIq2qWywdmRujUMWovezquNkFRqR",
-	"Or6d46upXkmH9pJ3XPTOb1otpIOx+Ac1MwZL4qwOvCCMP2m0/kMv1sn9v02OJidHk5NXk8mU/vvv0ZbN",
-	"Pbg7ufvV0eRvdNN9vumvk7vTyeTWpSF9OdoX4fQYdyhG1RJiq86yctwasZDXIFbSuQPJ2p3l8FB7NJh6",
-	"E+Jc0yhOlkpTuZ6prCjk5sjMj5ZG+4Xg/4c/rQGuklRTZWM6mIh7E3FffCG+ED8+e3r03YtH6eAMxd9c",
-	"XUMSX0k1pvRnmeoIh7Fi+HdcrNwk4u+FVPQvU8r9iUvEeDwejcU5Lsygprr2r5hev8jwndl/ZIwibtCQ",
-	"TqwBqTC0qfgF2LOUGx3XyoEARVXrS7kZi2/lBvmPdyhLJEdKOmZPMjGkOGQhN6Mk1dmTIx1YU/8jE0MN",
-	"EklTIDrwljMC08zpDyL79vz//FlnqR4SnrIfnz3980nGrZh4Dd/OV7578ehJtkNku2jt7RLQhwiJeIxo",
-	"iSXqQQF6f9KrJmLF6u46j86fnhORCrwe8pgGjdoV+n7BGLBAtbBNoedPrx5srfywQil1/A3YUunBLUJR",
-	"b2nnXLSUG+0lFyWGyRMU6DL5lUD33kulwToxdAAxNYcvuePEi4fn3/74cLQbkaCHlRNSFAqBmFWo0FF6",
-	"177yWFAqECWuNuukZlwZuBZ/TzUfgGTsU1aXbCbCUi3DhyE6EIQT0zk5hlILxHGqaySPxuJhu2mPEsvB",
-	"8Kiruyn0x0yEtgfeo2O5Kh7KbNOpBOdHY6d5qlP9iqWvBYH2/b179+4jND+9ejAW3wba4cstYnJimCIJ",
-	"pYNEpIOT5T36MdXp4O4iHSDcZOXXb+3zGsQw2zeyIBulOuKJDe8MaSITP714dCYa2zm+0olSOR+wUI/j",
-	"oFhRHNhBW0UXkYFayUsopiRaiU52BrZQ7F9eAkqVLP7dG3EJntQWtaOSXqJYDok6DnR0X8W6GuUP0MLa",
-	"iKWxofm6VDloBy1qPl/JfAFHd8eTlpdCJDpIBtdgHdPsyXjCd5gVaLlSg+ng3ngyvseVvgtS/8cLqgv7",
-	"J/582ddOfU4FBE7cnUzEum60WVmTgwuzHJz44dWr52Nu1uajf1QMpoPvwf8Q3r41ruXuZHJgLsW7zaMI",
-	"hW17xlFEQJUT1WrMEySq5VLaDdqW6ho0OJJx8tKhvVvvwA1+wZuPl+Ctyt1e/CDW7ziR4b8XX+BR0v11",
-	"Gcf3VByP3HrHJRTHfG7NEvwCKvTBU+1yK1fhqHfw92NY/Ub8eXjjj1elVFuY25abO0gKK8QS2jZw8Maj",
-	"4DaObFrBdsU2DlsPLGtg92IzUOI4HnEvSvHcnq1Anz9/JAqTV0saS0AODk0OWUsnZpUqPc2q2IO58IIP",
-	"pbweLXMzsNs4ekXqNlykaOrjl8+eHsITasjNbZkS2g3RQb/mC5SIifhyck/UNk4vi77gpT4Lh9LaKDDp",
-	"ZGl0zZeTe592uI8nc2SzfWYImrpJOFyfHLcizpf7xlEoD0uK08Y5CErXIypsATZpQtPKL0zlKcOR6nqw",
-	"isgoWh0sTfJLMlIUNMqCYsdObhzaHdwsFccepLoOc4/ORNbtXA+v63avN+9NdYuqFpQC4BujA6JcWH/P",
-	"zIBU89AA9gJFoeZzsKGvZmmIq4uKHuLOiCNzDXYa49ieQMB1X6MVvw7x8iZsz+BQVDuMNgixEMWdti7h",
-	"FIyMuNaGWodovAJiCr1LfpxM+nrAAM8zEKEiMdU5D8YhqxVB4Ck4oRZxVvbKbjQivqlD078ba7XGBvQQ",
-	"N9uFcf5Bw1x9b6xBPG4Pj6JXhhFtNz0X4q9bGraxuPgQyGLrzmPB38KMhMhpIdrWsFkT997LaVRFCV8X",
-	"IIsstIZR++BRyLGh9dfp3wqZkp6+QgqqcMs2/74Cu5S44XIzGosXYfQR2X/cP1ZXYG410x9TsG8fhTxs",
-	"dpV0Bgf+3BuOacFO6lq1+k/65u21a4FvpqXdLt7++xs4j3kQ4C1uDGMQ3/7yO/JCt7G3hx2eRWvdzNsd",
-	"ikjkpwzHYQJvDRn8OHzRHGcIa/G0Ig1rcJ7DIy2eaLFAD1sQtR3UQvW903oCkpWa9QVXE4WqnaTulkTu",
-	"5Gg1lyOlOnbL0yiDUdL0QCWtiF6MQLddyqUsIAnMwmG4UBTtEp7vxyYzd87vsemabutPQUb7rL3uAMD3",
-	"oJzTyenNj9STDj+U1L4H34kDNBK41VHfS2M7IukGJn/07eDtL/2EecyN1tvzUW/5zmSwMq63tIn7vFub",
-	"G1JABeoedzSmYvN5yDGMeK5bCBu6M7zOXeI14aLVgRgKDMFdjeQP1Q3jHHtQuo7SsMHQQAK6cCKr78/G",
-	"4gH/TAuluulzb56h/Fhdv6QNLnCJANbN61QpgoaI0UDv0MaLGbS65oenk/ujPgbi5f81eKhn85+Mm04n",
-	"929+oB7Q+jmsJj6pDte+mx44rqsOPyK3/RfyGkVAkf62iVbilbkFt6i5yIFV4KZNzjPVrEbuNLInVDGg",
-	"5X9WP8jpNmY6pasmag2xwKEkn42UyliQbdQFyiGFIV/EKZV6P19QBvwAW9z9dGxh4Whbov3rssUHkXht",
-	"Qm+T0w2EHiTyLf3t2Esw5IEC9e9oHyc8mWLK6cyFcZ5TmRkNpaAZEuFamHEQLoexX84sgYvlmoGbYK+b",
-	"ZnT0K1LNqa4kdDPIfNFulY8N5Wj48OiK80blpDoL12tvZm2so6mW5PLGOqE7U2FWoEMdRD07MyE7Swue",
-	"qrnPA/kh4vP3jP+0eqH3eqnxaByA/oy+aqSvei62siJXNq+Uj8d10E+NzY29tPlcXlKhoTXV5SIY+7EC",
-	"tdzEhEJdn0txIvxLMLCNDfYzFyx2s54yFK3uO+jH7GDf7GS+rud2Ktcqwh7Ksmx+dRx25GTGaJ//uT3f",
-	"ac+k+pvB+IhebtOpe2hhDg1QuW8oNAj0oNyhzV7wGbzvdmNAgkqe41xBmpjNtc1TEWq8qKw31Q7wOD0P",
-	"Y8vNcildaJrNrmDzNRUSZ2QS0+/hD5S3voLNn+obvK2gKVriamnlYqrKGzNK6A0ZOYup5jvgjXLejSjX",
-	"/ie+qrwoDFuuo1jp3tRhj1P9EvzRTDooOjsRw0xRnYs2XulsFHJgXrhqFWYvb2XCOxXviVdg//Q1NdPu",
-	"o5FYoH/DyfyR4h2xMeuGSAdS1ueLcQQhZwsIMwMbiUJVqtx/FsUpt1i/3WeBcmepi/ltrjZqeiLEo3pw",
-	"ma2o0ABhpUS99JyOn1uzTDUFLUKuPYkjCgvpJZImOnulya/OwjJF07IpY+WKcqlG16vSedO46NAbQ9UR",
-	"W1JiHJpKvdUSYqK+lXvmGkAi8SjsTyeTs9hqQG3ZYrtZlOsQTif3e708wtFjM2uGwXxjis3HpLrYTN8t",
-	"OkUh8naH3E8+5sL7zGY8ptZg6/c3mT+lBcxYZCLbZYGWOVFH9nhObk/RjW9yM52gogVxBfypgC6RfEtv",
-	"ikTSObDTvaMZ2rN6/xihL97mPhQn+7PPuFuJZoexULAD28iL7Shp0gmRJmyscO8QTSMn616yUNoT2Ow9",
-	"icknYp0/UBhz30G+X5Qj9gHv6YQlQ4rldOzvjXPGTLE5i/3Adan4FcCKPYZUk2WF7pyGdVPWhUxKCsmF",
-	"+h8evpLxNzdoGryMI3go8+i83MShPEkYpFm33hGVXlJsQ3bXmQEF1lMdZljzNNse0vuJKmd/V2XB3da3",
-	"0hWfhODjBPI/DOHzKPbb6onbJEq7bmhnbrJrj6gZUnkb+uRxNi+Xdhqb6mZU9ahOWG3dRpZYx8Ftu7MH",
-	"/NR/Z0X/uFnRT8sb5GLInaGzt0uhfkh6q+E3Es4fPa/VKIHaoSZfQlTaqzKMK+fPEBRj8VxWjstoep5b",
-	"hD7WLqvhI/D5zI4Gzv+l8W3C762FNp/kR6ciKipn5qi/i6Nca743kRQJa86wkAlC7TtL5RwlOfl7HPw9",
-	"rHBq1Jd6pVYroIi10XDkFsY3X/ngL+rwehvwqWY3WPowqkpdKh36l3nWdfDO1bx5PvSziPNUdy2eJucZ",
-	"6D9kdsQL/JW77Ftf+yE+SHVkhN78D77m8/FC3Mb/XmZgDHfE022YotK/VwYzWC+t3oimCKa2opVrf3hm",
-	"V4S+qHQv0XzCfOFnSxZ+GDlUsfOR+2Qq71QBHS/7IHlMZ9FzOxwm5GIkagSJQ1QyfD6LhmgM+XU+dMU1",
-	"o6HAmr+NtjOFjzIzcdwMj94TD2X4RqhyofCVTkbmvtzsDrHkylhqdqy/wOrkElrdxbGDgP5M8voIBSq7",
-	"kNzZMiTHkeGTRej+oRB9vTWKZdYjuLl0NUA+onaXRz5SuixL+uIri8qpaH23qfm6LaehmvQI7pbDlMPZ",
-	"hlpxjGUW5+8ZcGMRfZ6tM8CQdhUBSVKtOkMU67rQgPdcWqvi/KbQIdRBaKqbqZeiHno5DNMyTycTBOZ0",
-	"cj/pfJyXCpbjaK9US8cE8vO9X8b15xmo+3UUu6f4w4jdvm5SUmErRyVcQ1nDOJT8uYKIRNzi45fPniZC",
-	"m0CMCbX60NdyUn2STCaTEDQPj9KHOE++Ej+qb0ZUjup2T5JpiHeZ6tOTe4S/PPBBXUfkDFuFsqH8MCRc",
-	"DL+cTJgeXi0iAhHg2GEQv9rXfO/YOyjnZBZQX+Xc2CUUCaJJp5q/x7YVl51yCXUWfg3l51xhywNOKeSi",
-	"PCwp/R2mooa+ur44PFoiPXH40JDn6ES7fBfv5jlpZ4y4+gDEvbv1t35dkBL10XJL8pLaTtESX9GnMmOb",
-	"LDnLLpe67mceiXKPn1vH6L8JKavfKfbSntH76SMw7UGsN3zFmIxL7tSC4qwhA+5qWC+AuC7UiX+UUP/J",
-	"LYoL6m87f6RQP1NMw+JRDQUsHNZ5jZ/Zq/O+oxJbJD0tdQ5TNrVCELNlDaMOrBNJWSfjnGpOOWcxWZqJ",
-	"Yajn7Tzvt4azcdrYsiqgMRrJjr5r+co8njipo0x1h+xYPDU+1dKbpcqj9mmNzoiRu+YzgUuaCBF8lRAf",
-	"5RL+iro36TO+G1GCvG5mMrpWmwjbo2ciC+/OiOBSvTBrtBE3AtXIWLxAjyi0qvjovdZJaiqF7mPz6GO7",
-	"34/Dm9l7n5i/Wx+J7OHtHyL+CN/xU45xTEyN2YD/z5KdZge9j75li7qbLzyS2myVERxg1ZY338ur7A4F",
-	"3mxFbA7wJsOAOnGbN7vPH+BNnnCT7OrEdgiCmXPKoF2C52BBHTzg9Lk2a+JVwayaiFJdQfedLK4Oetv/",
-	"5op9XBHjep+DLYKr3kdbH8IX2hTgDjb8LoFrfnfnDFKFRpg1F8qbapcp9E2mun+mn/L70gxPCaDfkRTq",
-	"YXN7Kx57Ji1+xsJHqvzahehgsSNqWLWba1pZyHnKPo+R7fk4Kjp/wclApytO8gzHmSWi0kWw+MjLJD+X",
-	"9TYPVjh//kg48L5E20CLNEz/Swe1q1tpRbWy9VfWxRBZ7QpWPtXpoIY9PNL0ut4JbZ2i2d5oLB6hk1WW",
-	"YkYOwdJco92AKmQH+H0k97zB1r87QlsdodSAZsqinq66hdBRPwnS2F173Z8YfBXmvRQsOPBGNt5ajfhI",
-	"D0Gw1PJErpSwpgQqaaVPzQ2OKaAYAOj7+ENop/MmzmePpcycrw9VIvFLs0NZc9goNCij9KevSnu7GYsH",
-	"4eMnbJIm8evTrBSSOF4mfByT6lvQk2WiCxlOkr27haZNXnUq9qV24/CYYedzxCOWu2HeSrt3bCxegKy/",
-	"2hkaBkNp/w5crfTbLnS7H03mjsD1woQyOu46jz30yLTMZMY6jhGkGm3yhaRP+CpN7vlcvYEidJTg9gJR",
-	"BSczkKDidmQqUKTxgnEIW49EbDks7b1FytzdGI8/SEKIDpxLtoaEdIZDdLYVp4goK7wxPEMzrNeaRfD2",
-	"l7f/LwAA//8=",
+	"7H39k9s2kui/gtNulaUsR6OxZ7PPmtq6nfhjY59j++xJbd2FuSFEQhI8FKAA4MhKnv/3V90NgKREasbf",
+	"m3v7S+IRSaDR6G70N34b5Hq11kooZwfT3wZrbvhKOGHwrweVsdrAvwphcyPXTmo1mA4uloJlSrx1lzm+",
+	"kTE9Z24p2NqIa6kry9Z8IcaDZCDh9V8qYbaDZKD4SgymA/pmkAxsvhQrDsO77RqeWGekWgzevUsGTx7C",
+	"7/j5mrtl/bUsBsnAiF8qaUQxmDpTieZIc21W3A2mg6rCN/dHfiZX0u2v6SVfCGblr71gl/hdc65CzHlV",
+	"usH0z5NksOJv5apawR/wl1T010kEQSonFsIgDC8BT2LzQFeqA5Tv9YatuNoyUynLnGaltK4XmzhGJ1gn",
+	"TbBOJreH67HRq32wnknrcJcRLD53wjC3lJY5uRJs+OrxA3bv3r37ozPmIWBKbxI22+JHBXd8xq24Y1le",
+	"6vyqbz1zmLtzRwvuxBHM1bGt74Am7ForK5Byv+PFK/FLJSyiN9fKCcI0X69LmXNY0vHa6FkpVn96Y2F9",
+	"vzXm/KMR88F08IfjmjuO6ak9fklf0aT7fGFoWiYtk+qal7I4Y5kwRhubMVijZYLnSzbjBZtLURbjwbtk",
+	"8ECreSnzrwZt7ue3bCPdEjfsjZ7BXlXGCOWYddwJpg0uAUF+BGv6kvCeqy3TbikMQ3QiEM+1e6wrVXxJ",
+	"OJ5rZqt8CQgChIi3Iq/gEQJ0ofUzbhbia23kTBdboD2nNSsBEITqR8WvuSz5rPzigOVlZUFSgFwBwKoa",
+	"lCmJDyvMtTBsyS1TmgmXF6nKtVIih2ESxLHLC1bIgintGFd2I8w4VSiyPBgA5blzYrXGZa2NXgvjJEkD",
+	"EUi1Dd6DyoF0PZ3c/5bNtk7Y8b5kSQa0v9pcyqLjqEoGc6mkXYrikrtecaWq0iOfzqu9QZaCGzcT3PlR",
+	"9vFYcutYfA0OXM5KrRaM06oB9g+bW1WrmehCD5wsloFAZidMX6O4FzW937Fss9SlYKWci4QZcVQYeS1A",
+	"7uVlVYiigc54yCQDXblcr8RNZOU384V/mz5cV+5Dt9E6blzcpR2OrsqSzbVBlFoXUArLs4Lhl2wD5CkA",
+	"CUasNQz1oRh/19Rffgrob0HYpqqf4xB69kbkDpazg569JcE6po390oZZp9drUdREJNWCDaVjhRTFiHFV",
+	"tPc3VRuQ/E4zrkjuaiWA7ZKBUKBD/DSwVZ4LUQjQtOZclvgPwEJxqStYRs5VLkr6HUBqrKXemu+M4FfC",
+	"vIYjBtnVj56X2uKXS17Oj/RawNT4v85RqvxKdGzuCyXYDJ8B07zRM5sw6SzTGyUMrnqz5I5Jx5a6LJB4",
+	"2tKD505ei0v4ssXgUrlvTztJfBZB2X8m1jpfdrM4QmSXcn3HsrlQOewPvs6GrpakdyyJw4VQwqDgZmk1",
+	"mdzL6b/sdML+L20kvAUKnYV3OJCzzOlsp7VfiS2SdW4Ed6IYnTGgXNIA8I0WhYfl9lB3Y4kBU+0VPtUz",
+	"EA04PyEoQcwLL1ikISWjc9L9SdD8KCrRjUrBTSnhPITXQGENFgrNfMcy2lWkh7DupVBIBngQKfHhEhWR",
+	"1w2Y0oXfGdIFuW1siNKbJixK0+t6o2wD+PFtQDAi16YQxeUBeiPaCm/C3rzU1i2MeP2fzxJPLbA7WzaX",
+	"MC5zhivL8Vhm+VLkV7ZJMnHKj6Gd9iAH+KQHbg+QnEfsIX3lJQep9H5Y3BHUnqvD9gZW3oN5D/meI5KW",
+	"JGlQcJd8J2kGJte+OiOdWLX/cegg9XLxXZyEG8O3e6ujsbpBKa8eLLkipbYNSo6/Fz3cjpS9DlLKv8uG",
+	"HFVnB1I3/BbNC5BHhSiFEwVbCa42S1kK0BtX3OVLUbBZ5VAL9F+OupUM/3YPXF4WIAeueS6CWCIouqC2",
+	"bOgFhtNszSsrEvpfAT8YYauVGNGScGoaTpQid9p0gbiD/QBvEjHatROPwtG8vxFeZbksPcW0V/0Iudi/",
+	"kwA7WzzYQak8Y1qVW0DB3x9dsOPrk+OoAdjj32TxDi3121Ba0L/3SC0J4NnuM7GQdk0I+CglOqr5X0eH",
+	"n8NmXs623UILkFRUJUr5QhCp4BdtpeuM8ZkFtQvU0RVXFS/R39Kp09JqbnB5ofS5fI9XyRHTgSUCZ395",
+	"j3EZsy17+eI1URBIOKSdYzh6DUft0S25Ct6ggI3GsmZal4IrPNsDY3aCgXIz0HuXOv8PlBkttIIEIQWV",
+	"DbVB/a8QpUS2IJEzF8aIYpRENUBatq5mJdIF4wsu1UcoBNF02Xu0NlIb6bY3m9n+PW/zAvaKyzkR/G18",
+	"ZLsm0IetxAYl/RCsUU6RSr931BSDSJQNkmvu++4aI/EFCBoiZVd+vKclFYH9FIdtLaE7hGDDY75PtOfE",
+	"9ppOIrT2gxP9sFrSf3DvbMPelL9UohLFlG24RFsQLWBVG4zAKXPPLXRkeIYYnYFMUlItpqniKtrLIKjO",
+	"PJ9N63WEx54BweTizAiHvCedTZWuHM4y4/mVns/PWDQsExZNSPywELwgc6g5dKpo7BHjRrC5VLxsG6q0",
+	"VFDNCG4gki7btWmvwlSdluZjKcoiuj/b5IIu3X1UP9QONJo1B9PKWyIcVNd15RImxotxLRKBFX/VSqDn",
+	"a6aLLf6DsxibuWO9F7YDtpWwli9Ed1ClSTYEaP1BFwF9z1VRkhbOi0LCWnj5srHeOS+tSPbEr/aRi+hF",
+	"rjWKMcuWzq2zKcsqU2ZsyGdWl5UTDH5m2qQK/mFHCctWwi11kbFhiCfA+QIPloIXwtjsjBCpiy1D5pE4",
+	"Z6po0jXflpoXY5Yp7mw2DdRLkSp6CEpQZitccZaQN0C6ZaoyoMxLI9blNkMq9f4h/GXMsryyTq+yaWNp",
+	"bKFhODTV8WmqAitZOu/R0wngrERG9NkmHr+ufnx3nB97m0ZYQz/KW75agywfAOK6qCUc9fWbVqjiSKy4",
+	"BFG7BvYysKf/89P50X/zo18nR/cvj37+7ST59vTdHzvPGMJle1DymNmxkoulK7dd39EPte8HiABPBBTw",
+	"hM9OZqxM2Z4MyWd6fOx/Ged6dbzU+qpr1nqTG7iNisgOx+DjA2zyyG92twsqkMIdS65wdOAu6ct9n9OM",
+	"XGI32nZNz9lt9Fwuy8qI2/qxpLqcl7Bn3Wp72R1JvVi2VptrRUGkfMvwC+Qk4BK/+qjyeqeHEt02nQ9x",
+	"dLiWvOEBc1XKkUsAJQOhpxHG2khV6M0tXUxWqlx0qZeiNTwTygnQgOEE23dhHVTJqjU8PqiSHRbjzR1P",
+	"ItkE2BtIa2x+c2NbIBwg7idqrvdPu48k09vrVbss1qFdLevDqi0Mpnwtxw1p0LUPqB/cfGiGOcIHTYzX",
+	"izqAxk+hYzZ35MO9Ot8LXrrlPixAwJVtY7FLeO5M5D/rmumpnnVQzgEXufdHvwdT7KggHZKvQR23wO17",
+	"GNcln4nyxj17Rm/h+9Zdmkp9lBXWa6LfwnKu5+4Igm2CbHujZ2gBk49LGwaLQrfch1vBXueCqd8eLfSR",
+	"f+GN1Wr8im9+8JroBxrFaFDc9MEreOmlLmXeMqRv+ux1eO+2FvBTPYvSDtCje6z/j5b/SJRNu9mb0tFZ",
+	"HczluNSkIcWaBNEmzRYX3nhIPNWz78AAf4Df3GgvtEVBd7jogogQ858IlIQSZ7ht+5mY41fCMulu7ad8",
+	"qmceUHRqvX1CH8UMqfD3DbIV4T6EDRinJ4JBYVtQArUiZkN9cAafTVlG0jRjdycnMS7r9yNV2Rs9y9Am",
+	"DD7ryuJbmU/gyHYQtNFVWbAlvxZgrdsNKitk2LPh6WQSEpUSdjq5j6Yl4lSNumyUNyTNb8AvMTElhtw2",
+	"fyTpOnvuTk5udJ4fPntwK14Jiylxe/ELQmpPnMA/7VZHvc+g+0uMUNDXZz64iaTJcm7M1udK4rq7B490",
+	"vG9IGFwKWwsT6MbV+T8JqL4Y3TYF2RW35YiaYm+nU0QBUbtPejbgg4TCznm+43A2QjAn3pIpsRZ6XQo2",
+	"5I6ttHXs7mQyoUQQDA6t+NtnQi1A17mLHP4JdIP3PfTDed1exo9K/lIJdDh4gyUK8n3AUTKFv096bPPx",
+	"5dHPf/pjn6UfFYMd3xR5V1DSpiF7NB18chAax/9+Yt/T1y+es2teViJBu5ACaw0rkWLMFI5upNztqx2/",
+	"Y9WioSnspN5qtRDWsYavdcUxP5gNOfu7ZkVF4cqERS44XSL511r8vYm9UZ3w2kPgiB6O/hRWjD8kvraP",
+	"/KmevQTJ954+TjjE0YNK+gnGbM9IP4EDfW0EQmrEuuS5aLhCx+ycXN+p0nP22zsQ58LFF6IDMeb6BN/n",
+	"GinrjJHoSZUfmvGybDha6Skb4sArfU1TrzpP8oMi9lUT8sajM5YO0kEcnLSufwYRe0vp4vNDGsiJfuL/",
+	"T2TJeVNedKDDf3i7/JgufnqNaQ+eqt7jyD9wRF20sjUoLRNVW+I8NgzMnjCrydeudJ3c7lM46PBoKE2e",
+	"y0af/KgLmR9d2EfCjrkhCdgzjdwLykfzDlFtiNvo5Y4FtPSFWtI7wVd/XfPtCst6biPzCe89AnIvMZNS",
+	"YTBAUFGGZvQOdPron0VevnVYo421/xDbY2TfIOBA7yOsSLUgUhhmTRz+e0DwX7MRKMWp+o9qJowSTtiw",
+	"BVvl+Nsp45gIKcGGYnpN0LGHz18f2WpW6BWXCuT5XL4F66lg2XGWAPIV42QrgeXmD91v77FSAKXYhBVy",
+	"IZ1NWHaUJSy7zMBES1U2zhLKKAbAYTyhCvgnqjfcfw47j9+fMU5yC+CDcx/ODUP1BzT9mJ2HyU89dnzo",
+	"M5DDb0gPWEjlKaKLcZ/rQnSSq7zeTV5BmjViIa33eyvMaOzInC2KnhS+85dPGDwVloQO5sTw4hq+tcIe",
+	"DAnUREJOjss8lFH1ZeL2uBf8Qy9P6pxYyszE2oSw3Jx2qWVQ7c+2q8yUgltx6Vx5aUWuVdEFh1wJVop5",
+	"1GpgxpDii9+jSee/H7OYQ2qEEhubKumYBbnAS5TcFg3Di4tnQDn4Iq0Oh6KwrK4cK7XF09umymOBiKb2",
+	"QOlqVjbcTz5LHTS0TkKJcMli/IG5JzdIKZh2J7VjH7/1ju9Qx889JP8pVFlknQ/3xPuiu65cAiN6SBc2",
+	"MqmznDE744zNxSbkWWW47Ixy+6JXN/BxKLZZaQOGM+isR3apXfsFrcTo1i6EUDoojehihXlnSeGF1zfq",
+	"ssK5LsudAN1Bv3+d29bpPqSKVLERRSuxLvrHwnrt1L/YmrnP5//F3Ma/atXDa0/On58T6uCdiL87LCt1",
+	"zsvMCwNuMLl1+OPFA1apMojbuM0k6sJG1xrE+UoYmfPj52Jz+V/a3CL+U7uXI+BJKOYkQj5A+0g13d6u",
+	"So1ZVliX4QldbyEc1qaQimMWUUnSL2EZKLJFFkk+VbnRiom3YJJhIYTPu68/8qqgzq8ss1cSa2QW2idE",
+	"bbgpUjXkbC7figLJsDkY6gFUD0u1sZQnJZV1XLlYJCtSteDrM7QN8aDPvsmCp45EV8JWUlWUA73UlSHr",
+	"MvCpqVSq3FIYMUpYZsQaPW/1KuGFO7axpCVfr4WyzG0k2Ig+L8YvcqEx0Yr1roqOCdVY0JpbmyoQJgnj",
+	"CD0sBdWhv6FWCj+wmXbLTlOzr6jNVIrglYr9ePEgCeUQzRqzrJUJmLGNLEs2e48Ye0ESPiivSCAYGScs",
+	"dmqsyEQ9ibwc4aUNlm25esfWPJnQTqMzdj63VHFQc9jdyd1vjyb3jib/52JybzqZTCeTo8npdDK59bqU",
+	"XknVmY+LmUq4TsAwaqs75L7DD0Uo9wg1luItFXtzxwq+ZUMAhCIRyGVK+zWN+hd1d3pvQsvpgNz1iLWH",
+	"ry/YipsrQOxGGyrHqsfHQXeAHHqq3njJABxLRYuTu9PJhDnNEMGUtHgTo7IFX3eBrHOfxCL68B3oqSmN",
+	"CKnAPKROAr1L681NKsS/e7goPxn0nwHw5A4IxRlIUSpX4H7X/MLa6Hv08OJGQU6KFZL/AYHdKK5/Dws/",
+	"r/sdNFoU3LL5wXt0MuhTNzzwaHLPo8ttI0yMrhH+fE+D2zcyuGX+9XurDX2HbPfO1M6ojoSlOhURdALL",
+	"XWVgwQlbysWymcVI5a4zMQfdUMHCSpD8gmKM9EN4XOoNHAR2zJpBBHqnnYALswyA8+ERUtimU/C+rIOG",
+	"Ow7Jxw/Y/dM//yXEzVghHJdlR70mPeiuA8E+DLdW7BuJvh0qLbFYT6pFHcrsMBOlK8WBZM7dpb92fFaC",
+	"ZSWUk3MpTHD/XElVwL8bocT9PEgHNFqI61Deb48x2IvioqXsGnmjcMCnYQHJocBr04P5fq51EAB67oRC",
+	"elvqDbMaBFtIH2/VdDgjQ3XGtE4GV386ocxyJpV0kpeXPrGcfcNWVenkupTC/M9QHZ2MEpZzVPm4S9WK",
+	"vw2veh/PG+nIyTGcV2U5ZZWSgDE4n36aJKwYnTHxS8XrJ6mCR8XxXXqoULdmjylWQIZ+5TC+3u3ot6ka",
+	"wpYV7OgIfcVH37B5yRd2tJecE2SWT9GnjHpZxwaKLlVsByNd4cCSbwODUxkbKKgx8NQOOO0oACe200hD",
+	"JDaVMEAmfPgL1XQAljrFAWxIs3aseQjcdAY0NrM/olb41bqNEDG4Zm9YZGcKYU1YbQ9HcKR0ABucKl3+",
+	"uNeNw+K9ku/RMQkUgmVj7LVw0T0JOrueswxMoixhGXcZ6fBSZUSqTM/R0Fhh8YfStaXIHeNlOcKiTFJk",
+	"tMpRFdx0avwqX3anQpdbbwIhFCwdkAHhi9gDyvEvkQ6moR7LkkKApxO6wbapmoOm5fU5mpA8qjgeUIK5",
+	"5qXX7aTzsQGxZVdCrHGZ0gQ7OTfaAgvh+HTUUc6TPcOoK40uvU255tYxjNuhf4VGWi+5FWP2D+yJ4R1S",
+	"tQoBMP6o5NtU+ZL+k/t/mRxNTo4mJxeo/U8nk/8e7bhuvUL9F3zpPr30J1Rrb610dJler/zutbSdoK2u",
+	"KksVtkt+LVB3PZDztzcdbGrHCSbf+nDpNIgTb+6irVvw7ZGeH620cktG//U/bYS4SlKFBTLpYMLuTdh9",
+	"9g37hv3w4vnR41dP0sEZiL+5vBbRgvbOMCCGVAU4tGHDv8FkYMH+reAS/0+Ucn9iEzYej0djdo7mDoKa",
+	"quimjya7Niz794xQRHW+HAwPoEJf7QxG+llK/TI20gomJBY/rvh2zB7yLfAfrZCXQI6Yu5Y9y9gQw9kF",
+	"346SVGXPjpRnTfWPjA2V4ECaDNABr5whmHqOP7Ds4fl//UFlqRoinrIfXjz/w0lGHT3gGYxOTx6/evIs",
+	"2yOyfbR2FpuqQ4RUdwMjiXpQgN6fdB4T/R6vDm/XrlsHrCuBJVV1vdCPFw92Zn5UgZQ6/k6YUqrBLSKa",
+	"73DllPuea+U41bb4ZmUYL9X5FVtxqRyXShjLhlaIkOEFg9yx7NWj84c/PBrtB7bwY2kZZ4UEIGYVHOgg",
+	"vWPIZcwwowwkLpohgXG551r4O1W0AZywj8mBqDMhlqIMH/ogkxdOROcYX+AKPYqpikgejdmjZu8HzE/0",
+	"ikcsEsQIMjER6B7wjgpVT7Aps22roJA+DQ2LUpWqi+ilDO3jvCtozB562qHHDWKybJgCCaWDhKWDk9U9",
+	"/Geq0sHdZToAuFHLj6N2WQ1smPV1vspGqQp4IsU7A5rI2I+vnpyxWncOQ1q0UD0WYlc3DDmGvm+41GfS",
+	"OgJqzReimAa3QEcrRUwh4Qt03GXhd6fZQjg8trCrCZ5LGBJEUUee0fZQdFaj3xAn9h5/4v9S5kJZ0aDm",
+	"8zXPl+Lo7njSsFKQRAfJ4FoYSzR7Mp7QG3otFF/LwXRwbzwZ36OCsSUe/8dLLC/4Ff696OrKc455qJbd",
+	"nUzYJtZrr43OhfUtwSz7/uLi5Zh6/tDWPykG08Hfhfvej77T9e/uZHKgvdn7tTXz9RE9Xc0CoNKyaj2m",
+	"RmTVasXNFhslXgslLMo4vrCg78YV2MHP8PLxSjgjc9uLH8D6Hcsy+P/lN7CV+H7MBv47OoWBW+/YhGIa",
+	"Rq+EW4oKbPBU2dzwtd/qPfz94Ge/EX9OvHXH65LLHcx19F9sw+9nCA7SJnDirQPBrS3qtIz0il0cNj5Y",
+	"RWB7sekpcRy2uBOlsG8v1kKdv3zCCp1XK+xuhQYONqDbcMtmlSwdeg97MOcH+FjK6zhlbgZ2F0cXeNz6",
+	"h+g7f/r6xfNDeIITcntbphTNvjr+fM2XIBET9ufJPRZ1nE4WfUVTfRUOxblBYOLOYgfEP0/ufdkekQ7V",
+	"ke3ungFo8ibhcH1y3EhcWPR1NZNOrDDcH9ppSRU7nZlCmKTOcJBuqSuHiTKpiv35WIZJD17TRLskw4MC",
+	"O6JhCoLlWwt6B9Xch+5ZqYrZEqMzlrUbIPnh2k2Q6nFT1aCqJWaS0IvBAJHWz9/TeipV1HuKrEBWyPlc",
+	"GF+evdLI1UWFH1GB7ZG+FmYa0iEcggDzvgEtfuPDXHX2B4GDyRG+Q5b3hUhq2GITyuThAddKYwU6dukC",
+	"TIF1SZ+jSh/7VFFbLOYj06nKqb8iaq0YoUHD0Ze0zMpO2Q1KxHcxw+GzsVaj+1QHcZNeGNpo1czVNWIE",
+	"8bjZgxSH9CGAm77z/tedE7bWuGgT6lhbbOsHf/lWW4HTvLetZrPa793LaViMI/5aCF5kvsMAdqE48qla",
+	"oP212gD4hJuO9hToVKHOP/T3WpgVhwWX29GYvfIdNGOYOFUxUWGnJ9MxOvv6KORRvaqk1dL7p053TAN2",
+	"PK5lo4y5q0Vzs6TsZlrabwbT/X4N5zG16L7Fi75B+bufPyMvtPvDdLDDi6Ct63mz0QUQ+SnBcZjAG72q",
+	"Pw1f1Nvp3VrU9FKJTcwVavBEgwU62AKp7eApFN+dxkaahis6Lygp3Sd/J7HpBnAneaspqz1VoekSdsQa",
+	"JXUpfdLw6AUPdNOkXPHCR9qDQ8/X1tmE2kSTykwNmHp0urppz5cgoz5tr91H+gMo53RyevMnsWH2x5La",
+	"34Vr+QFqCdxozNRJY3si6QYmf/Jw8O7nbsI8pn49uzcX3HLMZLDWtjNDntoFNRY3RIeKiK2SQJkKPYx8",
+	"jGFE7YG929CewXNqNhQJF7QOwJBnCGqOgfZQ7DtEvgepopeGFIYaEqEKy7L4fjZmD+jfOFGq6nZJ9TcY",
+	"H4tp8ErDBAsAMPZAwoRjUES0EjiG0o7NRKP50vB0cn/UxUA0/T8HD3Us/otx0+nk/s0fxD7/X0Nrop1q",
+	"ce37nQPHsXjlE3LbfwKvoQcU6G+XaDk8mRthl5GLrDBS2Gkd80wVHSN3atnjsxhA8z+LH1K4jZhOqko0",
+	"0/MowaFEmw0PlTFD3agNlAUKA74Izc5VP19gBPwAW9z9cmxhxNGuRPvnZYuPIvGoQu+S0w2E7iXyLe3t",
+	"UJI6pL5U8W/QjxNqcDalcOZSW0ehzAx7m2ErMv/Mt8ryj333WKtXgmou6r7twlzXPY3ArkgVhbp8iiGW",
+	"HTY6LoW+RKD4UAe08/rISVXmn0drZqONxeboaPKGPKE7U6bXQvk8iNiCPUE9SzFqzt5ngXwf8Pk5/T+N",
+	"ljq9VmrYGiuE+oq2aqCveL2KNCyXJq+kC9t10E4NPTI6afMlX2C9itHVYumV/VDIVG5DQCGWeaGfCH7x",
+	"CrY2Xn+mzOh21JP72qe+jX5KBvbNRuab2P5d2kYt35CXZf2nJbcjBTNGffbnbpvQnjukbgbjE1q5deb+",
+	"oYnJNYBVYz7RwNMDJYX2LfaS9uBDlxscElg5F9pT48UrVCI3ZT7HC6vDUmUFbKejnr65Xq249b1Xsiux",
+	"/SvWo2WoEuPf/geMW1+J7b/FF5ypRJ20REV3dRK/03qU4AgZGoupojcwq9eOMNb+b/RUOlZo0lxHoWCy",
+	"Lucbp+q1cEczbkXRWgkbZhLzXJR2UmUjHwNzzFZrf4XHTiS8VTiZOCnMv/0Ve7L00Uio87xhZ35P/o5Q",
+	"33+DpwMo6+v5OLyQM4XwradriYJZqtTGIIhT6tTzrk8DpQYlNsS3KduoLq1lT2L/W8rfxl5Ylc8WxnD8",
+	"3OhVqtBp4WPtvenCZ36aou78wUPmirSpAtOrUnnd/8KCNQZHR6hsDn5orNCQKxEC9Y3YM+UAIokHYX86",
+	"mZyFilXs7sN2e45QHsLp5H6nlYc4eqpndU/B73Sx/ZRUF3oytZNOQYi82yP3k085cZ/ajMnhvNEG6ENV",
+	"5i+pARMWicj2WaChTkTPHl230JF04+rYTMupaAS7EnTjVJtIHuJIgUhaG3baX6LXuPLh9+H6omX2oTjp",
+	"jz7DajmoHdqIggzYWl7sekmTlos0IWWFStDxUhvU7jkJpR7HZudOTL4Q6/yO3Jh9G/lhXo7QTqanoQoq",
+	"UiSnQ5uY0K5WF9uz0FYmpopfCbEmiyFVqFmBOafEpk7rAibFA8n6/B/q4ZdRFRReKsRDJ0eMPFrHt6G3",
+	"Y+L7sccODkilC/Rt8PY8M4GO9VT5q1DoUoQO0vsRM2c/62FBTXtudVZ8EYIPF9n8bgifbvS57Tlxm0Bp",
+	"2wxtlXHaZqfDIaa3gU0eCjsptVObVNU3noxiwGrnNdTEWgZu05w9YKf+Kyr6+42KflneQBOD791dcLsQ",
+	"6seEt2p+Q+H8yeNa9SEQDWq0JVilnCz9rTd0m1UxZi95ZSmNpuO7pW+H0mY1+ER8PbWjhvN/qX8b8Xtr",
+	"ob2uO4sc0knvWNIoQ8+Qxv3eGagQWVJbvN6qzetUKrJF3VKsvJOIErgpBae/PB6fr7i5wpgnVS0VfItd",
+	"6Znl10B4vruXXfI1dquZxvYOw72S9r5GD2BdhK4OAfjQBqHR4yFhVlNuNdj4VDvvDfADleLkpYr9GFK1",
+	"A1dXGwbW7sJwxrK6tjxLFSbcNerGYTNGlCsfdytqZNLWDU7qyzRj8sS0Zl1ADl6MgvlKtm64Ip3vD4xy",
+	"QM4D+yctnRAdyHT963ndLQZP84y7LMESMrweXG9GfgoEQ6pFSTgN4KWKiApTC2N5F7V1oIaWqF02buLC",
+	"dJIIyyhBTSF+h8CjYybCzrjzlMuGtP7RmD0nmYXOEa+tdSkLvkacZNj7Cd/Wrf63OKebt+1/1sM6dBjq",
+	"N9aCCKCr5n4PZ3Ss5W+CjzSMFX2fyJzbE6lEYZ/8YEbZ1d4HYO765q24Mi+A0KpDBl5Ja0mG4k2ZdFO1",
+	"53os9SfhB1Zji3HRl0j9ZWi+rYjSnDvfRFoupOKhm4U20eGJ7RP8975EkJ2nqm1E1mkkgS8pWM5ewZ/U",
+	"/65xDy+qFqkKukVnSB2G+XrqRVjG/179gjDc0vhuoWeYSn2upBBvEDbKzVznMdi4EnZfK31VqU6i+YIp",
+	"GF8t/+LjyKEKxeRUelg5KwvRclweJI/pLDjDDkdeKL8Ta+tCe9MMvs+CbR+iKK0rqCkN39es0K3le/3x",
+	"MdgdGsFSU3z2CLRUKmX0tQS4Mzx35Xb/egkqNsD68RC8px5QdcOGUJSFP6O8PgKBSkozFQsO0RdH8PHC",
+	"F1Si2hqXhnphvByLqgE85KQAPnGB0kHBRGULReWUNW5UhlMjXOegTTPiDKulyM9wtsXqRm2IxemmQarV",
+	"xJaCrasFcFUBkCRVsnW9QUy193jPuTEydFb2RZcthKaqvo+Cxesohv4ei9PJBIA5ndxPWCifBPCxBiQ0",
+	"3U4Vt0QgP937eRwvTsSGAqNQkIrlSTutMvCQ8ks5KsW1KCOMQ04XCQYkwhKfvn7xHJtdETEm1C/RLblK",
+	"1UkymUx8HNJ/qkH5PvmW/SC/G2GGv93fSaIhWmWqTk/uIf5yzwcxNdNqMrR5Tfn++i42/PNkUhsEhEAA",
+	"OBRthfv044zSWVHOUS3AUvW5Nqjfi2uhUkU3pe+EuqZUlZL5P31FDxUt0NUjZOk5scKMIn9fiS9V7gpt",
+	"gibSEdr0Nc4Wd7TNd+Ftsi3PCHFxA9i9u9QFNyR0YOJqWDJ2eVhhJb8RrFrDhCGhlvyPNucqtogYsbLH",
+	"dRjDnt/5LIDP5M5u3p7z5Z3azStSelUfT76g8FHxqyjOajJg3m4VyHW+9OaTRE9PbpGvdaH1M24W4lNF",
+	"T4liahYPx5DHwuEzr3bddZ55j7FqAUhPcZWLKalaPi7U0IbhDIyx+ayVxJMqyuLJQv5Jxoa+RKL1vdtp",
+	"m06ZOIaOAuxMlOyddw33I9nWSXTcx6YDaEyniju9knk4fRrdiEIwpL7Af4VNdryt4kNOVBVVYUG8Acra",
+	"slLw6/q2BNuovCN99IxlfmxyH6RqGdrFwTEyZq/AIvLVfy44BGPeD1aXdBr93m1pPx+H113xvzB/f1eV",
+	"VxTs6eLt2G4P8b2iW7Rj562IWY//r5LwQz7PLvrmDerGc5vgtyjrY2bWAVZtWPOdvErmkOfNhhP8AG8S",
+	"DHAm7vJm+/sDvElNw5L9M7HpgiDmnBJoC+H9bdF5QBlJSm+QVxmxasJKeSXaY5K4Omht/4sr+rgihEq+",
+	"Blt4U72Ltj6GL5QuhD0YMVgJKqPYvwEAk958F3gfDIgmky9FT1V3t33p+iK3zxGgz0gKsQ18bxJ5xx0I",
+	"XzGXHJNp9yE6mD8OJ6zcD9+vjcjp/ju64KWn27E3MsDoCnds+O3MElapwmt8aGWinUvnNsVTzl8+YVY4",
+	"V2IYgaW+L386iKZupSSWHyBN2KVcsyGw2pVYu1Slgwi7/6RuH3DHV8qzenmjMXviQo9oMAgwlHPG4AjZ",
+	"A76P5F7W2PpXkX2jyB6jW7os4r0nOwgdHSLBvVb7/cfuRYy6tUOSZFNgM7YwWrYTvZIOJXOqGg19KRQ0",
+	"9S0i2i2xmofmTtAzVfTB/uUI7cgWVWg2nZHBp8Rto4K/7Uzyvbh8lGruI2fNaueYzosel4503oRad/t8",
+	"eO6jcTveEAQuVbQ6IxqpyzH8CgM0r85pxY7DB97LBV+QQd4MqHlX0oFw2uvaW/g5NImdrtRfWJe4IbzW",
+	"iH5/THjtE0XLGtB0RssimwLn4lVW5ro7S+rCN78r6MiHF8nsanQlAknuVYKoCfC1ZEaXdOVEZcrBdHCM",
+	"oQAPQteFqr63gNPhzsNQ10XJiz5lNsSMh/UyR75bC+ht8DW2zWAP/IXCZEwmpD4lXp1LQq89HJwyk4nk",
+	"kb59uhdqTftVN4HQw/0J0sCxlgRL1uuUGDeDIafMCq/9Y3k5yDIKwrUmqzdlf8Y6rW3K+jLrQu++Ifoe",
+	"Gil2oKP5dnfN0v0xeyV4kfh6at+vwVdW7mGikf20D12TAbyegsNtltpXMVCuQ2hhBJKQJIg2lvyJqQLB",
+	"teR2ieIPXXl4b4Uv6IXl+QPIO6T8cSWpGwzmfWB359ADt0N7ajg3mmsLp9j+wqj7VOLd+cLaZKdHW6s3",
+	"V2tZoYmbNMxpTS3M/XyNVlDvfn73/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

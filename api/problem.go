@@ -182,8 +182,12 @@ func paramMessage(name, detail string) string {
 	switch name {
 	case "id":
 		return "must be a UUID"
-	case "limit":
+	case "limit", "count":
 		return "must be an integer"
+	case "from":
+		// A + in a query string reads as a space: the usual way an
+		// offset like +01:00 goes wrong.
+		return "must be an RFC 3339 time such as 2026-12-01T09:00:00Z (write a + in an offset as %2B)"
 	}
 	return detail
 }

@@ -134,6 +134,7 @@ type Server struct {
 	createSchema    *openapi3.Schema
 	patchSchema     *openapi3.Schema
 	selectionSchema *openapi3.Schema
+	previewSchema   *openapi3.Schema
 }
 
 // New builds a Server from cfg, filling in defaults.
@@ -199,6 +200,7 @@ func (s *Server) loadSchemas() error {
 	}
 	for name, dst := range map[string]**openapi3.Schema{
 		"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema, "JobSelection": &s.selectionSchema,
+		"PreviewRequest": &s.previewSchema,
 	} {
 		ref := doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {

@@ -138,6 +138,24 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for PreviewFireDst.
+const (
+	PreviewFireDstMoved    PreviewFireDst = "moved"
+	PreviewFireDstRepeated PreviewFireDst = "repeated"
+)
+
+// Valid indicates whether the value is a known member of the PreviewFireDst enum.
+func (e PreviewFireDst) Valid() bool {
+	switch e {
+	case PreviewFireDstMoved:
+		return true
+	case PreviewFireDstRepeated:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Priority.
 const (
 	PriorityHigh   Priority = "high"
@@ -609,6 +627,80 @@ type NodeList struct {
 	Items []Node `json:"items"`
 }
 
+// Preview defines model for Preview.
+type Preview struct {
+	// Fires The runs, earliest first; fewer than `count` only when the schedule has no more (a one-shot schedule has one).
+	Fires []PreviewFire `json:"fires"`
+
+	// From The time the runs follow.
+	From time.Time `json:"from"`
+
+	// JobId The job previewed; absent for POST /v1/schedules:preview.
+	JobId *openapi_types.UUID `json:"job_id,omitempty"`
+
+	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
+	// them (or no schedule at all) means run once, now.
+	Schedule Schedule  `json:"schedule"`
+	State    *JobState `json:"state,omitempty"`
+
+	// Timezone The IANA time zone the runs' `local` times are in (UTC unless the schedule names one).
+	//
+	// Example: America/New_York
+	Timezone string `json:"timezone"`
+}
+
+// PreviewFire One run. `dst` is absent for an ordinary wall time, `moved` when the
+// cron expression names a wall time the clocks skipped going forward
+// (a fixed-time expression then runs at the first instant after the
+// gap; one with `*` in its second, minute or hour field has no run
+// there), `repeated` when the run's wall time happens twice as the
+// clocks go back (a fixed-time expression runs on the first pass
+// only, a `*` one and `@every` on both).
+type PreviewFire struct {
+	// At The run time in UTC, as the execution's `scheduled_for` will be.
+	At  time.Time       `json:"at"`
+	Dst *PreviewFireDst `json:"dst,omitempty"`
+
+	// Local The same instant in the schedule's time zone, with its offset.
+	//
+	// Example: 2026-03-08T03:00:00-04:00
+	Local time.Time `json:"local"`
+
+	// Nominal For a moved run, the wall time the expression named, which did not exist that day (date and time, no offset).
+	//
+	// Example: 2026-03-08T02:30:00
+	Nominal *string `json:"nominal,omitempty"`
+
+	// Note The DST mark in words.
+	//
+	// Example: 02:30 did not exist (clocks went forward from 02:00 to 03:00); runs at the first instant after the gap
+	Note *string `json:"note,omitempty"`
+
+	// Occurrence For a repeated wall time, which pass this run is.
+	Occurrence *int `json:"occurrence,omitempty"`
+
+	// Zone The zone's abbreviation at that instant.
+	//
+	// Example: EDT
+	Zone *string `json:"zone,omitempty"`
+}
+
+// PreviewFireDst defines model for PreviewFire.Dst.
+type PreviewFireDst string
+
+// PreviewRequest defines model for PreviewRequest.
+type PreviewRequest struct {
+	// Count How many runs to list.
+	Count *int `json:"count,omitempty"`
+
+	// From Preview as if the job were created at this time; default now, by the database's clock.
+	From *time.Time `json:"from,omitempty"`
+
+	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
+	// them (or no schedule at all) means run once, now.
+	Schedule Schedule `json:"schedule"`
+}
+
 // Priority When executors are saturated, high executions start before normal
 // ones and normal before low ones. Defaults to normal.
 type Priority string
@@ -699,6 +791,12 @@ type ID = openapi_types.UUID
 // Limit defines model for Limit.
 type Limit = int
 
+// PreviewCount defines model for PreviewCount.
+type PreviewCount = int
+
+// PreviewFrom defines model for PreviewFrom.
+type PreviewFrom = time.Time
+
 // BadRequest RFC 9457 problem details.
 type BadRequest = Problem
 
@@ -766,6 +864,15 @@ type ListJobExecutionsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// PreviewJobParams defines parameters for PreviewJob.
+type PreviewJobParams struct {
+	// Count How many runs to list.
+	Count *PreviewCount `form:"count,omitempty" json:"count,omitempty"`
+
+	// From List the runs after this time (RFC 3339); default now, by the database's clock.
+	From *PreviewFrom `form:"from,omitempty" json:"from,omitempty"`
+}
+
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate
 
@@ -780,6 +887,9 @@ type PauseJobsJSONRequestBody = JobSelection
 
 // ResumeJobsJSONRequestBody defines body for ResumeJobs for application/json ContentType.
 type ResumeJobsJSONRequestBody = JobSelection
+
+// PreviewScheduleJSONRequestBody defines body for PreviewSchedule for application/json ContentType.
+type PreviewScheduleJSONRequestBody = PreviewRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1033,6 +1143,26 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJob(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PreviewJob Preview a job's next fire times
+	//
+	// The job's next `count` runs after `from`, computed by the code that
+	// fires them, each in UTC and in the schedule's time zone and marked
+	// when a daylight saving change shapes it: `moved` (the wall time the
+	// cron expression names was skipped by the clocks going forward, so
+	// the run moved to the first instant after the gap) or `repeated`
+	// (the wall time happens twice as the clocks go back; `occurrence`
+	// says which pass runs).
+	//
+	// The job's schedule is previewed whatever its state: a paused cron
+	// job lists the runs it would fire if resumed, a completed one none.
+	// A one-shot job (`at`, `in` or now) lists its single run whatever
+	// `from` says: when it will run (active), when it ran (completed), or
+	// when it would run if resumed at `from` (paused). Nothing is
+	// changed.
+	//
+	// Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
+	PreviewJob(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ResumeJob Resume a paused job
 	//
 	// A cron job's next run is its first fire time after now; runs missed
@@ -1178,6 +1308,36 @@ type ClientInterface interface {
 	//
 	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	ListPartitions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewScheduleWithBody Preview a schedule's fire times
+	//
+	// The first `count` runs a job with `schedule` would fire if it were
+	// created at `from`: for a cron schedule its next runs after `from`,
+	// for a one-shot schedule its single run. The schedule is checked as
+	// POST /v1/jobs checks it (with `from` for now), and every bad field
+	// is reported in one 400, named as in a job (`schedule.cron`). The
+	// runs are computed and marked as GET /v1/jobs/{id}/preview computes
+	// and marks them. Nothing is stored.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
+	PreviewScheduleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewSchedule Preview a schedule's fire times
+	//
+	// The first `count` runs a job with `schedule` would fire if it were
+	// created at `from`: for a cron schedule its next runs after `from`,
+	// for a one-shot schedule its single run. The schedule is checked as
+	// POST /v1/jobs checks it (with `from` for now), and every bad field
+	// is reported in one 400, named as in a job (`schedule.cron`). The
+	// runs are computed and marked as GET /v1/jobs/{id}/preview computes
+	// and marks them. Nothing is stored.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
+	PreviewSchedule(ctx context.Context, body PreviewScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealthz Liveness
@@ -1548,6 +1708,36 @@ func (c *Client) PauseJob(ctx context.Context, id ID, reqEditors ...RequestEdito
 	return c.Client.Do(req)
 }
 
+// PreviewJob Preview a job's next fire times
+//
+// The job's next `count` runs after `from`, computed by the code that
+// fires them, each in UTC and in the schedule's time zone and marked
+// when a daylight saving change shapes it: `moved` (the wall time the
+// cron expression names was skipped by the clocks going forward, so
+// the run moved to the first instant after the gap) or `repeated`
+// (the wall time happens twice as the clocks go back; `occurrence`
+// says which pass runs).
+//
+// The job's schedule is previewed whatever its state: a paused cron
+// job lists the runs it would fire if resumed, a completed one none.
+// A one-shot job (`at`, `in` or now) lists its single run whatever
+// `from` says: when it will run (active), when it ran (completed), or
+// when it would run if resumed at `from` (paused). Nothing is
+// changed.
+//
+// Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
+func (c *Client) PreviewJob(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewJobRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResumeJob Resume a paused job
 //
 // A cron job's next run is its first fire time after now; runs missed
@@ -1783,6 +1973,56 @@ func (c *Client) ListNodes(ctx context.Context, reqEditors ...RequestEditorFn) (
 // Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 func (c *Client) ListPartitions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListPartitionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewScheduleWithBody Preview a schedule's fire times
+//
+// The first `count` runs a job with `schedule` would fire if it were
+// created at `from`: for a cron schedule its next runs after `from`,
+// for a one-shot schedule its single run. The schedule is checked as
+// POST /v1/jobs checks it (with `from` for now), and every bad field
+// is reported in one 400, named as in a job (`schedule.cron`). The
+// runs are computed and marked as GET /v1/jobs/{id}/preview computes
+// and marks them. Nothing is stored.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
+func (c *Client) PreviewScheduleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewScheduleRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewSchedule Preview a schedule's fire times
+//
+// The first `count` runs a job with `schedule` would fire if it were
+// created at `from`: for a cron schedule its next runs after `from`,
+// for a one-shot schedule its single run. The schedule is checked as
+// POST /v1/jobs checks it (with `from` for now), and every bad field
+// is reported in one 400, named as in a job (`schedule.cron`). The
+// runs are computed and marked as GET /v1/jobs/{id}/preview computes
+// and marks them. Nothing is stored.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
+func (c *Client) PreviewSchedule(ctx context.Context, body PreviewScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewScheduleRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2523,6 +2763,79 @@ func NewPauseJobRequest(server string, id ID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPreviewJobRequest constructs an http.Request for the PreviewJob method
+func NewPreviewJobRequest(server string, id ID, params *PreviewJobParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/preview", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date-time"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewResumeJobRequest constructs an http.Request for the ResumeJob method
 func NewResumeJobRequest(server string, id ID) (*http.Request, error) {
 	var err error
@@ -2761,6 +3074,46 @@ func NewListPartitionsRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewPreviewScheduleRequest calls the generic PreviewSchedule builder with application/json body
+func NewPreviewScheduleRequest(server string, body PreviewScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPreviewScheduleRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPreviewScheduleRequestWithBody constructs an http.Request for the PreviewSchedule method, with any body, and a specified content type
+func NewPreviewScheduleRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules:preview")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3017,6 +3370,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/jobs/{id}/pause (the `PauseJob` operationId).
 	PauseJobWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*PauseJobResponse, error)
 
+	// PreviewJobWithResponse Preview a job's next fire times
+	//
+	// The job's next `count` runs after `from`, computed by the code that
+	// fires them, each in UTC and in the schedule's time zone and marked
+	// when a daylight saving change shapes it: `moved` (the wall time the
+	// cron expression names was skipped by the clocks going forward, so
+	// the run moved to the first instant after the gap) or `repeated`
+	// (the wall time happens twice as the clocks go back; `occurrence`
+	// says which pass runs).
+	//
+	// The job's schedule is previewed whatever its state: a paused cron
+	// job lists the runs it would fire if resumed, a completed one none.
+	// A one-shot job (`at`, `in` or now) lists its single run whatever
+	// `from` says: when it will run (active), when it ran (completed), or
+	// when it would run if resumed at `from` (paused). Nothing is
+	// changed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
+	PreviewJobWithResponse(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*PreviewJobResponse, error)
+
 	// ResumeJobWithResponse Resume a paused job
 	//
 	// A cron job's next run is its first fire time after now; runs missed
@@ -3170,6 +3545,36 @@ type ClientWithResponsesInterface interface {
 	//
 	// Deprecated: this operation has been marked as deprecated upstream, but no `x-deprecated-reason` was set
 	ListPartitionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPartitionsResponse, error)
+
+	// PreviewScheduleWithBodyWithResponse Preview a schedule's fire times
+	//
+	// The first `count` runs a job with `schedule` would fire if it were
+	// created at `from`: for a cron schedule its next runs after `from`,
+	// for a one-shot schedule its single run. The schedule is checked as
+	// POST /v1/jobs checks it (with `from` for now), and every bad field
+	// is reported in one 400, named as in a job (`schedule.cron`). The
+	// runs are computed and marked as GET /v1/jobs/{id}/preview computes
+	// and marks them. Nothing is stored.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
+	PreviewScheduleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewScheduleResponse, error)
+
+	// PreviewScheduleWithResponse Preview a schedule's fire times
+	//
+	// The first `count` runs a job with `schedule` would fire if it were
+	// created at `from`: for a cron schedule its next runs after `from`,
+	// for a one-shot schedule its single run. The schedule is checked as
+	// POST /v1/jobs checks it (with `from` for now), and every bad field
+	// is reported in one 400, named as in a job (`schedule.cron`). The
+	// runs are computed and marked as GET /v1/jobs/{id}/preview computes
+	// and marks them. Nothing is stored.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
+	PreviewScheduleWithResponse(ctx context.Context, body PreviewScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewScheduleResponse, error)
 }
 
 type GetHealthzResponse struct {
@@ -4135,6 +4540,68 @@ func (r PauseJobResponse) ContentType() string {
 	return ""
 }
 
+type PreviewJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Preview
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PreviewJobResponse) GetJSON200() *Preview {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PreviewJobResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ResumeJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4548,6 +5015,61 @@ func (r ListPartitionsResponse) ContentType() string {
 	return ""
 }
 
+type PreviewScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Preview
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PreviewScheduleResponse) GetJSON200() *Preview {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PreviewScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PreviewScheduleResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthzWithResponse Liveness
 //
 // Answers 200 while the process serves HTTP.
@@ -4870,6 +5392,34 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, id ID, r
 	return ParsePauseJobResponse(rsp)
 }
 
+// PreviewJobWithResponse Preview a job's next fire times
+//
+// The job's next `count` runs after `from`, computed by the code that
+// fires them, each in UTC and in the schedule's time zone and marked
+// when a daylight saving change shapes it: `moved` (the wall time the
+// cron expression names was skipped by the clocks going forward, so
+// the run moved to the first instant after the gap) or `repeated`
+// (the wall time happens twice as the clocks go back; `occurrence`
+// says which pass runs).
+//
+// The job's schedule is previewed whatever its state: a paused cron
+// job lists the runs it would fire if resumed, a completed one none.
+// A one-shot job (`at`, `in` or now) lists its single run whatever
+// `from` says: when it will run (active), when it ran (completed), or
+// when it would run if resumed at `from` (paused). Nothing is
+// changed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
+func (c *ClientWithResponses) PreviewJobWithResponse(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*PreviewJobResponse, error) {
+	rsp, err := c.PreviewJob(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewJobResponse(rsp)
+}
+
 // ResumeJobWithResponse Resume a paused job
 //
 // A cron job's next run is its first fire time after now; runs missed
@@ -5082,6 +5632,48 @@ func (c *ClientWithResponses) ListPartitionsWithResponse(ctx context.Context, re
 		return nil, err
 	}
 	return ParseListPartitionsResponse(rsp)
+}
+
+// PreviewScheduleWithBodyWithResponse Preview a schedule's fire times
+//
+// The first `count` runs a job with `schedule` would fire if it were
+// created at `from`: for a cron schedule its next runs after `from`,
+// for a one-shot schedule its single run. The schedule is checked as
+// POST /v1/jobs checks it (with `from` for now), and every bad field
+// is reported in one 400, named as in a job (`schedule.cron`). The
+// runs are computed and marked as GET /v1/jobs/{id}/preview computes
+// and marks them. Nothing is stored.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
+func (c *ClientWithResponses) PreviewScheduleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewScheduleResponse, error) {
+	rsp, err := c.PreviewScheduleWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewScheduleResponse(rsp)
+}
+
+// PreviewScheduleWithResponse Preview a schedule's fire times
+//
+// The first `count` runs a job with `schedule` would fire if it were
+// created at `from`: for a cron schedule its next runs after `from`,
+// for a one-shot schedule its single run. The schedule is checked as
+// POST /v1/jobs checks it (with `from` for now), and every bad field
+// is reported in one 400, named as in a job (`schedule.cron`). The
+// runs are computed and marked as GET /v1/jobs/{id}/preview computes
+// and marks them. Nothing is stored.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
+func (c *ClientWithResponses) PreviewScheduleWithResponse(ctx context.Context, body PreviewScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewScheduleResponse, error) {
+	rsp, err := c.PreviewSchedule(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewScheduleResponse(rsp)
 }
 
 // ParseGetHealthzResponse parses an HTTP response from a GetHealthzWithResponse call
@@ -5792,6 +6384,53 @@ func ParsePauseJobResponse(rsp *http.Response) (*PauseJobResponse, error) {
 	return response, nil
 }
 
+// ParsePreviewJobResponse parses an HTTP response from a PreviewJobWithResponse call
+func ParsePreviewJobResponse(rsp *http.Response) (*PreviewJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Preview
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseResumeJobResponse parses an HTTP response from a ResumeJobWithResponse call
 func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6087,6 +6726,46 @@ func ParseListPartitionsResponse(rsp *http.Response) (*ListPartitionsResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePreviewScheduleResponse parses an HTTP response from a PreviewScheduleWithResponse call
+func ParsePreviewScheduleResponse(rsp *http.Response) (*PreviewScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Preview
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

@@ -71,6 +71,13 @@
 // runs fall at Spec.Anchor (default the Unix epoch) plus multiples of the
 // interval; see Compile.
 //
+// # Preview
+//
+// Preview lists a schedule's next runs as firing would make them (First,
+// then Next of each run) and Classify marks each run a daylight saving
+// change shaped: moved out of a skipped hour, or in a repeated one (which
+// pass). Neither computes a run of its own.
+//
 // # Horizon
 //
 // Compile refuses expressions that can never run, such as "0 0 0 30 2 *"

@@ -1,0 +1,86 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/tock-sched/tock/jobs"
+)
+
+// PreviewJob handles GET /v1/jobs/{id}/preview.
+func (h *endpoints) PreviewJob(c echo.Context, id ID, p PreviewJobParams) error {
+	n := jobs.DefaultPreviewCount
+	if p.Count != nil {
+		n = *p.Count
+	}
+	var from time.Time
+	if p.From != nil {
+		from = p.From.UTC()
+	}
+	pv, err := h.s.jobs.Preview(c.Request().Context(), id, from, n)
+	if err != nil {
+		return h.storeError(c, err, "job", id)
+	}
+	return c.JSON(http.StatusOK, previewOf(pv))
+}
+
+// PreviewSchedule handles POST /v1/schedules:preview.
+func (h *endpoints) PreviewSchedule(c echo.Context) error {
+	var req PreviewRequest
+	_, shape, err := h.readBody(c, h.s.previewSchema, &req)
+	if err != nil {
+		return err
+	}
+	n := jobs.DefaultPreviewCount
+	if req.Count != nil {
+		n = *req.Count
+	}
+	var from time.Time
+	if req.From != nil {
+		from = req.From.UTC()
+	}
+	pv, err := h.s.jobs.PreviewSpec(c.Request().Context(), specOf(&req.Schedule), from, n)
+	faults := fieldErrorsOf(jobs.Faults(err))
+	if err != nil && len(faults) == 0 {
+		return h.internal(c, err)
+	}
+	// Report the use case's faults along with the request's.
+	if errs := shape.merge(faults); len(errs) > 0 {
+		return errs.err()
+	}
+	return c.JSON(http.StatusOK, previewOf(pv))
+}
+
+// previewOf is the API's view of a preview.
+func previewOf(pv *jobs.Preview) Preview {
+	out := Preview{
+		Schedule: scheduleOf(pv.Schedule),
+		Timezone: pv.Location.String(),
+		From:     pv.From.UTC(),
+		Fires:    make([]PreviewFire, 0, len(pv.Fires)),
+	}
+	if pv.Job != nil {
+		out.JobId = ptr(pv.Job.ID)
+		out.State = ptr(JobState(pv.Job.State))
+	}
+	for _, f := range pv.Fires {
+		zone, _ := f.Local.Zone()
+		pf := PreviewFire{
+			At:      f.At.UTC(),
+			Local:   f.Local,
+			Zone:    nonEmpty(zone),
+			Nominal: nonEmpty(f.Nominal),
+			Note:    nonEmpty(f.Note),
+		}
+		if f.DST != "" {
+			pf.Dst = ptr(PreviewFireDst(f.DST))
+		}
+		if f.Occurrence != 0 {
+			pf.Occurrence = ptr(f.Occurrence)
+		}
+		out.Fires = append(out.Fires, pf)
+	}
+	return out
+}
