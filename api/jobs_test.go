@@ -219,7 +219,7 @@ func jobValidationCases() []validationCase {
 		{"schedule not an object", with("schedule", "daily"), "schedule", "object"},
 		{"cron bad", with("schedule.cron", "every day"), "schedule.cron", ""},
 		{"cron range", with("schedule.cron", "0 61 * * * *"), "schedule.cron", ""},
-		{"cron L alone in day of week", with("schedule.cron", "0 0 9 ? * L"), "schedule.cron", "L alone"},
+		{"cron L alone in day of week", with("schedule.cron", "0 0 9 ? * L"), "schedule.cron", "a lone L"},
 		{"cron step of a day form", with("schedule.cron", "0 0 9 L/2 * *"), "schedule.cron", "L/2"},
 		{"cron never runs", with("schedule.cron", "0 0 9 */20 * MON#2"), "schedule.cron", "never runs"},
 		{"anchor without @every", with("schedule.anchor", "2030-01-01T00:00:00Z"), "schedule.anchor", "@every"},

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -119,7 +120,7 @@ func parseDowForm(e string) (dayForm, bool, error) {
 	const want = "want DAY#n (n from 1 to 5) or DAYL, DAY a name such as MON or a number from 0 (Sunday) to 6; ranges and steps of these are not allowed"
 	switch {
 	case e == "L":
-		return dayForm{}, false, fmt.Errorf("L alone is not allowed in day of week; name the day, such as FRIL for the last Friday")
+		return dayForm{}, false, errors.New("a lone L is not allowed in day of week; name the day, such as FRIL for the last Friday")
 	case strings.Contains(e, "#"):
 		day, nth, _ := strings.Cut(e, "#")
 		wd, ok := parseWeekday(day)

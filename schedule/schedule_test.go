@@ -107,7 +107,7 @@ func TestCompileRejects(t *testing.T) {
 		{"bad number", Spec{Cron: "0 61 * * * *"}, "schedule.cron", "above maximum"},
 		{"bad word", Spec{Cron: "0 0 * * * funday"}, "schedule.cron", "funday"},
 		{"dow 7", Spec{Cron: "0 0 * * 7"}, "schedule.cron", "above maximum"},
-		{"L alone in day of week", Spec{Cron: "0 0 * * L"}, "schedule.cron", `day of week "L": L alone is not allowed`},
+		{"L alone in day of week", Spec{Cron: "0 0 * * L"}, "schedule.cron", `day of week "L": a lone L is not allowed`},
 		{"range to L", Spec{Cron: "0 0 1-L * *"}, "schedule.cron", `day of month "1-L": want L, L-n`},
 		{"range of L-n", Spec{Cron: "0 0 L-5-3 * *"}, "schedule.cron", "ranges and steps of these are not allowed"},
 		{"step of L", Spec{Cron: "0 0 L/2 * *"}, "schedule.cron", `day of month "L/2"`},

@@ -20,11 +20,12 @@ type jobsCreateCmd struct {
 	Name      string `required:"" xor:"name" help:"Job name, unique in its namespace." placeholder:"NAME"`
 	Namespace string `help:"Namespace (the server's default is \"default\")." placeholder:"NS"`
 
-	Cron string `help:"Cron expression, seconds first (\"0 30 9 * * MON-FRI\")." xor:"schedule" group:"Schedule (one of; default --now)" placeholder:"EXPR"`
-	TZ   string `name:"tz" help:"IANA time zone of --cron (default UTC)." group:"Schedule (one of; default --now)" placeholder:"ZONE"`
-	At   string `help:"Run once at this RFC 3339 time." xor:"schedule" group:"Schedule (one of; default --now)" placeholder:"TIME"`
-	In   string `help:"Run once after this delay (\"90s\")." xor:"schedule" group:"Schedule (one of; default --now)" placeholder:"DUR"`
-	Now  bool   `help:"Run once, now." xor:"schedule" group:"Schedule (one of; default --now)"`
+	Cron   string `help:"Cron expression, seconds first (\"0 30 9 * * MON-FRI\")." xor:"schedule" group:"Schedule (one of; default --now)" placeholder:"EXPR"`
+	TZ     string `name:"tz" help:"IANA time zone of --cron (default UTC)." group:"Schedule (one of; default --now)" placeholder:"ZONE"`
+	Anchor string `help:"With --cron '@every D': the RFC 3339 time its runs start from (default the Unix epoch)." group:"Schedule (one of; default --now)" placeholder:"TIME"`
+	At     string `help:"Run once at this RFC 3339 time." xor:"schedule" group:"Schedule (one of; default --now)" placeholder:"TIME"`
+	In     string `help:"Run once after this delay (\"90s\")." xor:"schedule" group:"Schedule (one of; default --now)" placeholder:"DUR"`
+	Now    bool   `help:"Run once, now." xor:"schedule" group:"Schedule (one of; default --now)"`
 
 	HTTP      string            `name:"http" help:"Send an HTTP request to this URL." xor:"handler" required:"" group:"Handler (one of)" placeholder:"URL"`
 	Method    string            `help:"HTTP method for --http (default POST)." group:"Handler (one of)" placeholder:"METHOD"`
@@ -51,7 +52,7 @@ func (c *jobsCreateCmd) singleJobFlags() []string {
 		name string
 		set  bool
 	}{
-		{"--namespace", c.Namespace != ""}, {"--cron", c.Cron != ""}, {"--tz", c.TZ != ""}, {"--at", c.At != ""},
+		{"--namespace", c.Namespace != ""}, {"--cron", c.Cron != ""}, {"--tz", c.TZ != ""}, {"--anchor", c.Anchor != ""}, {"--at", c.At != ""},
 		{"--in", c.In != ""}, {"--now", c.Now}, {"--method", c.Method != ""}, {"--header", len(c.Header) > 0},
 		{"--wait-reply", c.WaitReply}, {"--payload", c.Payload != ""}, {"--timeout", c.Timeout != ""},
 		{"--max-attempts", c.MaxAttempts != 0}, {"--backoff", c.Backoff != ""}, {"--priority", c.Priority != ""},
@@ -73,7 +74,7 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	}
 	body := client.JobCreate{Name: c.Name, Namespace: optional(c.Namespace)}
 	var err error
-	if body.Schedule, err = scheduleOf(c.Cron, c.TZ, c.At, c.In); err != nil {
+	if body.Schedule, err = scheduleOf(c.Cron, c.TZ, c.Anchor, c.At, c.In); err != nil {
 		return err
 	}
 	h, err := handlerOf(c.HTTP, c.Method, c.Header, c.NATS, c.WaitReply, c.Custom)
@@ -100,15 +101,26 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	return a.printJob(r.Body, r.JSON201)
 }
 
-// scheduleOf is the schedule of the --cron, --tz, --at and --in flags;
-// nil when none is set.
-func scheduleOf(cron, tz, at, in string) (*client.Schedule, error) {
+// scheduleOf is the schedule of the --cron, --tz, --anchor, --at and
+// --in flags; nil when none is set.
+func scheduleOf(cron, tz, anchor, at, in string) (*client.Schedule, error) {
 	if tz != "" && cron == "" {
 		return nil, errors.New("--tz needs --cron")
 	}
+	if anchor != "" && cron == "" {
+		return nil, errors.New("--anchor needs --cron")
+	}
 	switch {
 	case cron != "":
-		return &client.Schedule{Cron: &cron, Timezone: optional(tz)}, nil
+		s := &client.Schedule{Cron: &cron, Timezone: optional(tz)}
+		if anchor != "" {
+			t, err := time.Parse(time.RFC3339, anchor)
+			if err != nil {
+				return nil, fmt.Errorf("--anchor %q is not an RFC 3339 time such as 2026-07-01T09:00:00+02:00", anchor)
+			}
+			s.Anchor = &t
+		}
+		return s, nil
 	case at != "":
 		t, err := time.Parse(time.RFC3339, at)
 		if err != nil {

@@ -16,11 +16,12 @@ type jobUpdateCmd struct {
 
 	File string `short:"f" help:"Send the JSON object of this file (\"-\": standard input) as the body of PATCH /v1/jobs/{id}: each field present replaces the job's, null removes a payload or timeout. The other flags set fields on top of it." placeholder:"FILE"`
 
-	Cron string `help:"Cron expression, seconds first (\"0 30 9 * * MON-FRI\")." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"EXPR"`
-	TZ   string `name:"tz" help:"IANA time zone of --cron (default UTC)." group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"ZONE"`
-	At   string `help:"Run once at this RFC 3339 time." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"TIME"`
-	In   string `help:"Run once after this delay (\"90s\")." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"DUR"`
-	Now  bool   `help:"Run once, now." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)"`
+	Cron   string `help:"Cron expression, seconds first (\"0 30 9 * * MON-FRI\")." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"EXPR"`
+	TZ     string `name:"tz" help:"IANA time zone of --cron (default UTC)." group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"ZONE"`
+	Anchor string `help:"With --cron '@every D': the RFC 3339 time its runs start from (default the Unix epoch)." group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"TIME"`
+	At     string `help:"Run once at this RFC 3339 time." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"TIME"`
+	In     string `help:"Run once after this delay (\"90s\")." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"DUR"`
+	Now    bool   `help:"Run once, now." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)"`
 
 	HTTP      string            `name:"http" help:"Send an HTTP request to this URL." xor:"handler" group:"Handler (one of; replaces the whole handler)" placeholder:"URL"`
 	Method    string            `help:"HTTP method for --http (default POST)." group:"Handler (one of; replaces the whole handler)" placeholder:"METHOD"`
@@ -115,7 +116,7 @@ func (c *jobUpdateCmd) patch(stdin io.Reader) (map[string]any, error) {
 		}
 	}
 
-	s, err := scheduleOf(c.Cron, c.TZ, c.At, c.In)
+	s, err := scheduleOf(c.Cron, c.TZ, c.Anchor, c.At, c.In)
 	if err != nil {
 		return nil, err
 	}

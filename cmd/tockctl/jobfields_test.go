@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tock-sched/tock/api"
 )
@@ -86,4 +87,34 @@ func TestBulkPauseResume(t *testing.T) {
 			t.Errorf("%v: exit 0 (%+v)", args, r)
 		}
 	}
+}
+
+// --anchor gives an @every schedule its phase; without --cron it is a
+// usage error.
+func TestCreateWithAnchor(t *testing.T) {
+	t.Parallel()
+	hs, _ := server(t)
+	u := hs.URL
+	var j api.Job
+	out := ok(t, u, "-o", "json", "jobs", "create", "--name", "phased", "--cron", "@every 36h",
+		"--anchor", "2036-07-01T09:00:00+02:00", "--custom", "w")
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.Schedule.Anchor == nil || !j.Schedule.Anchor.Equal(mustTime(t, "2036-07-01T07:00:00Z")) ||
+		j.NextRunAt == nil || !j.NextRunAt.Equal(mustTime(t, "2036-07-01T07:00:00Z")) {
+		t.Errorf("anchored job: %s", out)
+	}
+	if r := tockctl(t, u, "jobs", "create", "--name", "x", "--in", "1h", "--anchor", "2036-07-01T09:00:00Z", "--custom", "w"); r.code == 0 {
+		t.Errorf("--anchor without --cron: %+v", r)
+	}
+}
+
+func mustTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	tm, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
 }
