@@ -71,7 +71,7 @@ func TestBulkPauseAndResumeBySelector(t *testing.T) {
 	} {
 		r := e.do("POST", "/v1/jobs:pause", tc.body)
 		mustStatus(t, r, http.StatusBadRequest)
-		if !problemNames(r.problem(t), tc.field) {
+		if !hasField(r.problem(t), tc.field) {
 			t.Errorf("%v: problem %s does not name %s", tc.body, r.body, tc.field)
 		}
 	}

@@ -85,7 +85,7 @@ func TestLabelsBadInput(t *testing.T) {
 			}
 			r := e.do("POST", "/v1/jobs", b)
 			mustStatus(t, r, http.StatusBadRequest)
-			if !problemNames(r.problem(t), tc.field) {
+			if !hasField(r.problem(t), tc.field) {
 				t.Errorf("problem %s does not name %s", r.body, tc.field)
 			}
 		})
@@ -93,21 +93,8 @@ func TestLabelsBadInput(t *testing.T) {
 	for _, sel := range []string{"team in (a,b)", "team=a b", "team=x,"} {
 		r := e.do("GET", "/v1/jobs?selector="+url.QueryEscape(sel), nil)
 		mustStatus(t, r, http.StatusBadRequest)
-		if !problemNames(r.problem(t), "selector") {
+		if !hasField(r.problem(t), "selector") {
 			t.Errorf("selector %q: problem %s does not name selector", sel, r.body)
 		}
 	}
-}
-
-// problemNames reports whether p has an error on field.
-func problemNames(p Problem, field string) bool {
-	if p.Errors == nil {
-		return false
-	}
-	for _, fe := range *p.Errors {
-		if fe.Field == field {
-			return true
-		}
-	}
-	return false
 }

@@ -284,50 +284,47 @@ func (f *bulkFlags) bulk(a *app, verb string,
 	return true, nil
 }
 
-type jobPauseCmd struct{ bulkFlags }
-
-func (c *jobPauseCmd) Run(a *app) error {
-	if done, err := c.bulk(a, "pause", func(sel client.JobSelection) (response, []byte, *client.BulkChange, error) {
-		r, err := a.api.PauseJobsWithResponse(a.ctx, sel)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return r, r.Body, r.JSON200, nil
-	}); done {
+// run pauses or resumes (verb) the jobs the flags select with many, or
+// the one job they name with one.
+func (f *bulkFlags) run(a *app, verb string,
+	many func(client.JobSelection) (response, []byte, *client.BulkChange, error),
+	one func(uuid.UUID) ([]byte, *client.Job, error)) error {
+	if done, err := f.bulk(a, verb, many); done {
 		return err
 	}
-	id, err := parseID(c.ID)
+	id, err := parseID(f.ID)
 	if err != nil {
 		return err
 	}
-	raw, j, err := a.pause(id)
+	raw, j, err := one(id)
 	if err != nil {
 		return err
 	}
 	return a.printJob(raw, j)
 }
 
+type jobPauseCmd struct{ bulkFlags }
+
+func (c *jobPauseCmd) Run(a *app) error {
+	return c.run(a, "pause", func(sel client.JobSelection) (response, []byte, *client.BulkChange, error) {
+		r, err := a.api.PauseJobsWithResponse(a.ctx, sel)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return r, r.Body, r.JSON200, nil
+	}, a.pause)
+}
+
 type jobResumeCmd struct{ bulkFlags }
 
 func (c *jobResumeCmd) Run(a *app) error {
-	if done, err := c.bulk(a, "resume", func(sel client.JobSelection) (response, []byte, *client.BulkChange, error) {
+	return c.run(a, "resume", func(sel client.JobSelection) (response, []byte, *client.BulkChange, error) {
 		r, err := a.api.ResumeJobsWithResponse(a.ctx, sel)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return r, r.Body, r.JSON200, nil
-	}); done {
-		return err
-	}
-	id, err := parseID(c.ID)
-	if err != nil {
-		return err
-	}
-	raw, j, err := a.resume(id)
-	if err != nil {
-		return err
-	}
-	return a.printJob(raw, j)
+	}, a.resume)
 }
 
 // pause pauses job id, and returns the answer: its raw JSON, and the job.
