@@ -7,7 +7,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
-	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 )
 
@@ -38,13 +37,7 @@ func (h *endpoints) bulk(c echo.Context, op func(ctx context.Context, sel jobs.S
 	if msg := jobs.NameProblem(req.Namespace); msg != "" {
 		errs.add("namespace", "%s", msg)
 	}
-	if s := deref(req.Selector); s != "" {
-		parsed, err := domain.ParseSelector(s)
-		if err != nil {
-			errs.add("selector", "%s", err.Error())
-		}
-		sel.Selector = parsed
-	}
+	sel.Selector = selectorOf(deref(req.Selector), &errs)
 	if err := errs.err(); err != nil {
 		return err
 	}

@@ -225,13 +225,7 @@ func (h *endpoints) ListJobs(c echo.Context, p ListJobsParams) error {
 			errs.add("name_prefix", "%s", msg)
 		}
 	}
-	if sel := deref(p.Selector); sel != "" {
-		parsed, err := domain.ParseSelector(sel)
-		if err != nil {
-			errs.add("selector", "%s", err.Error())
-		}
-		f.Selector = parsed
-	}
+	f.Selector = selectorOf(deref(p.Selector), &errs)
 	if err := errs.err(); err != nil {
 		return err
 	}

@@ -228,3 +228,13 @@ func deref[T any](p *T) T {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// selectorOf parses a label selector ("" selects everything), reporting a
+// bad one under "selector".
+func selectorOf(raw string, errs *fieldErrors) domain.Selector {
+	sel, err := domain.ParseSelector(raw)
+	if err != nil {
+		errs.add("selector", "%s", err.Error())
+	}
+	return sel
+}

@@ -51,38 +51,11 @@ func checkName(field, v string, f *faults) {
 	}
 }
 
-// maxMemo bounds the compiled cron schedules a Service keeps.
-const maxMemo = 4096
-
-// cronKey names a compiled cron schedule in a Service's memo.
-type cronKey struct{ cron, zone string }
-
-// compile is the package's compile, with cron schedules memoized:
+// compile is compile with the Service's cache of compiled schedules:
 // parsing a cron expression is half of what Build costs, and the jobs of
-// a batch, or of a tockbench run, share a few expressions. Once maxMemo
-// are kept, others are compiled every time. A *schedule.Schedule is
-// immutable, so the copies are shared.
+// a batch, or of a tockbench run, share a few expressions.
 func (s *Service) compile(sp schedule.Spec, f *faults) *schedule.Schedule {
-	if sp.Cron == "" || sp.At != nil || sp.In != "" || sp.Anchor != nil {
-		return compile(sp, f)
-	}
-	key := cronKey{sp.Cron, sp.Timezone}
-	if c, ok := s.memo.Load(key); ok {
-		return c.(*schedule.Schedule)
-	}
-	c := compile(sp, f)
-	if c != nil && s.memoLen.Load() < maxMemo {
-		if _, loaded := s.memo.LoadOrStore(key, c); !loaded {
-			s.memoLen.Add(1)
-		}
-	}
-	return c
-}
-
-// compile compiles sp, reporting its faults under the fields the schedule
-// package names.
-func compile(sp schedule.Spec, f *faults) *schedule.Schedule {
-	c, err := schedule.Compile(sp)
+	c, err := s.compiled.Compile(sp)
 	if err != nil {
 		addScheduleError(err, f)
 		return nil

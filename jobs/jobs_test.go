@@ -451,27 +451,3 @@ func TestExecutions(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// Jobs with the same cron expression and zone share one compiled
-// schedule; invalid ones are not kept.
-func TestBuildMemoizesCronSchedules(t *testing.T) {
-	t.Parallel()
-	svc := newService(t, struct{ Store }{}, Config{Clock: &fakeClock{}})
-	for i := range 3 {
-		nj := validJob(fmt.Sprint("j", i))
-		if _, err := svc.Build(nj, fixed(t0)); err != nil {
-			t.Fatal(err)
-		}
-		nj.Schedule.Timezone = "UTC"
-		if _, err := svc.Build(nj, fixed(t0)); err != nil {
-			t.Fatal(err)
-		}
-		nj.Schedule.Cron = "0 61 * * * *"
-		if _, err := svc.Build(nj, fixed(t0)); fields(err) != "schedule.cron" {
-			t.Fatalf("bad cron: %v", err)
-		}
-	}
-	if n := svc.memoLen.Load(); n != 2 {
-		t.Errorf("%d schedules kept, want 2", n)
-	}
-}

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -105,8 +104,7 @@ type Service struct {
 	executors    Executors
 	defaultRetry domain.RetryPolicy
 
-	memo    sync.Map // cronKey → *schedule.Schedule
-	memoLen atomic.Int64
+	compiled schedule.Cache
 }
 
 // New returns a Service for cfg, with its defaults filled in; it fails if

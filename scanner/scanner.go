@@ -235,7 +235,7 @@ type Scanner struct {
 	claimPause time.Duration // until claimPending tries pending again
 	scans      int           // scans since the last full one
 	fullNext   bool          // the next scan reads the whole look-ahead
-	compiled   map[string]*schedule.Schedule
+	compiled   schedule.Cache
 	// Firing transactions in flight: their results arrive on fired; the
 	// jobs they fire are in firing, so that a scan meanwhile does not
 	// load them again at the time being fired.
@@ -280,7 +280,6 @@ func New(cfg Config) (*Scanner, error) {
 		owned:     map[int]int64{},
 		index:     map[uuid.UUID]*entry{},
 		outboxDue: map[int]bool{},
-		compiled:  map[string]*schedule.Schedule{},
 		results:   make(chan fireResult, cfg.FireConcurrency),
 		firing:    map[uuid.UUID]bool{},
 		// Postgres is down, or the row is locked: try again in about a
@@ -715,25 +714,14 @@ func (s *Scanner) next(j store.Due, due, now time.Time) (time.Time, bool) {
 	return sch.Next(from)
 }
 
-// schedule compiles j's schedule, caching by its text: thousands of jobs
+// schedule compiles j's schedule, from the cache: thousands of jobs
 // share a handful of expressions.
 func (s *Scanner) schedule(j store.Due) (*schedule.Schedule, error) {
-	key := j.Cron + "\x00" + j.Timezone
-	if j.Anchor != nil {
-		key += "\x00" + j.Anchor.UTC().Format(time.RFC3339)
-	}
-	if c, ok := s.compiled[key]; ok {
-		return c, nil
-	}
-	c, err := schedule.Compile(schedule.Spec{Cron: j.Cron, Timezone: j.Timezone, Anchor: j.Anchor})
+	c, err := s.compiled.Compile(schedule.Spec{Cron: j.Cron, Timezone: j.Timezone, Anchor: j.Anchor})
 	if err != nil {
 		s.log.Error("stored job has an invalid schedule", "job_id", j.ID, "err", err)
 		return nil, err
 	}
-	if len(s.compiled) > 100_000 {
-		s.compiled = map[string]*schedule.Schedule{}
-	}
-	s.compiled[key] = c
 	return c, nil
 }
 
