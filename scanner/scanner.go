@@ -14,10 +14,11 @@
 // lost. Time is the database's clock (Config.Clock), which the scanner
 // keeps fresh: it re-syncs it whenever a sync is due.
 //
-// Missed runs. When a job's next run is in the past (the cluster was down,
-// or a bucket moved), every missed time within CatchUp of now is fired,
-// oldest first; of the older ones only the oldest fires, then the job
-// jumps into the window. Every scheduled time fires at most once either way.
+// Missed runs. A run that could not fire within its grace (the cluster was
+// down, a bucket moved, the scanner fell behind) is missed, and the job's
+// missed-run policy decides which missed runs fire (skip, latest, all up
+// to a maximum); the others are recorded as skipped. Every scheduled time
+// fires at most once either way (see plan).
 package scanner
 
 import (
@@ -128,8 +129,10 @@ type Config struct {
 	// changed or deleted less than FireLead before a run still has that
 	// run. Default 500ms; it must be below Lookahead.
 	FireLead time.Duration
-	// CatchUp is how far back missed runs are fired; default 1h.
-	CatchUp time.Duration
+	// Missed is the missed-run policy of jobs whose stored policy leaves
+	// fields empty (jobs stored before policies existed); its empty
+	// fields are DefaultMissed's.
+	Missed domain.MissedPolicy
 	// ScanLimit caps the jobs one scan loads; default 500,000.
 	ScanLimit int
 	// FullScanEvery: every this many scans, the whole look-ahead is read
@@ -175,7 +178,7 @@ func (c Config) WithDefaults() Config {
 	if c.FireLead == 0 {
 		c.FireLead = 500 * time.Millisecond
 	}
-	orDuration(&c.CatchUp, time.Hour)
+	c.Missed = c.Missed.WithDefaults(DefaultMissed)
 	orInt(&c.ScanLimit, 500_000)
 	orInt(&c.FullScanEvery, 10)
 	if c.LostAfter == 0 {
@@ -580,8 +583,7 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 		delete(s.index, id)
 		return
 	}
-	s.upsert(store.Due{ID: j.ID, Bucket: j.Bucket, NextRunAt: *j.NextRunAt,
-		Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone, Anchor: j.Schedule.Anchor})
+	s.upsert(store.DueOf(j))
 }
 
 // fireDue fires every heap entry whose time has come, in batches.
@@ -599,18 +601,18 @@ func (s *Scanner) fireDue(ctx context.Context) {
 		}
 		batch = append(batch, e)
 		if len(batch) == s.cfg.BatchSize {
-			s.fire(ctx, batch, now)
+			s.fire(ctx, batch)
 			batch = nil
 		}
 	}
 	if len(batch) > 0 {
-		s.fire(ctx, batch, now)
+		s.fire(ctx, batch)
 	}
 }
 
 // fire starts a firing transaction for batch, once fewer than
 // FireConcurrency are in flight; its result comes back to Run (fired).
-func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
+func (s *Scanner) fire(ctx context.Context, batch []*entry) {
 	if s.cfg.LeaseValid != nil && !s.cfg.LeaseValid() {
 		// The partition node is about to release every bucket; the next
 		// owner loads these jobs again (their next run did not move).
@@ -622,12 +624,11 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry, now time.Time) {
 	}
 	firings := make([]store.Firing, 0, len(batch))
 	epochs := map[int]int64{}
+	clockNow := s.clock.Now()
 	for _, e := range batch {
-		f := store.Firing{JobID: e.job.ID, Bucket: e.job.Bucket, ScheduledFor: e.due}
-		if next, ok := s.next(e.job, e.due, now); ok {
-			f.Next = &next
-		}
-		firings = append(firings, f)
+		d := e.job
+		d.NextRunAt = e.due
+		firings = append(firings, plan(d, s.schedule(d), clockNow, s.cfg.Missed))
 		epochs[e.job.Bucket] = s.owned[e.job.Bucket]
 		s.firing[e.job.ID] = true
 	}
@@ -677,20 +678,34 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 	}
 	fired.Add(float64(len(res.Executions)))
 	// Put each fired job back at its next run if that is already loaded.
-	byJob := make(map[uuid.UUID]bool, len(res.Executions))
+	moved := make(map[uuid.UUID]bool, len(res.Executions)+len(res.Moved))
 	for _, x := range res.Executions {
-		byJob[x.JobID] = true
+		moved[x.JobID] = true
+	}
+	for _, id := range res.Moved {
+		moved[id] = true
 	}
 	for i, e := range r.batch {
-		next := r.firings[i].Next
-		if !byJob[e.job.ID] || next == nil || next.After(s.loaded) {
+		f := &r.firings[i]
+		if !moved[e.job.ID] {
+			continue
+		}
+		for _, k := range f.Skips {
+			skippedRuns.WithLabelValues(k.Reason).Add(float64(k.Runs))
+		}
+		if f.Next == nil || f.Next.After(s.loaded) {
 			continue
 		}
 		if _, ok := s.owned[e.job.Bucket]; !ok {
 			continue
 		}
 		d := e.job
-		d.NextRunAt = *next
+		d.NextRunAt = *f.Next
+		if f.Runs == nil {
+			d.Runs++ // a plain firing fires its one run
+		} else {
+			d.Runs += int64(len(f.Runs))
+		}
 		s.upsert(d)
 	}
 	if len(res.Executions) > 0 {
@@ -698,31 +713,16 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 	}
 }
 
-// next is job's run after due, applying the catch-up window.
-func (s *Scanner) next(j store.Due, due, now time.Time) (time.Time, bool) {
-	if j.Cron == "" {
-		return time.Time{}, false // at, in and now run once
-	}
-	sch, err := s.schedule(j)
-	if err != nil || !sch.Recurring() {
-		return time.Time{}, false
-	}
-	from := due
-	if floor := now.Add(-s.cfg.CatchUp); from.Before(floor) {
-		from = floor
-	}
-	return sch.Next(from)
-}
-
 // schedule compiles j's schedule, from the cache: thousands of jobs
-// share a handful of expressions.
-func (s *Scanner) schedule(j store.Due) (*schedule.Schedule, error) {
-	c, err := s.compiled.Compile(schedule.Spec{Cron: j.Cron, Timezone: j.Timezone, Anchor: j.Anchor})
+// share a handful of expressions. It is nil (the run fires and the job
+// completes) if the stored schedule does not compile.
+func (s *Scanner) schedule(j store.Due) *schedule.Schedule {
+	c, err := s.compiled.Compile(j.Schedule)
 	if err != nil {
 		s.log.Error("stored job has an invalid schedule", "job_id", j.ID, "err", err)
-		return nil, err
+		return nil
 	}
-	return c, nil
+	return c
 }
 
 // outbox hands the outbox of buckets to the dispatcher: executions fired

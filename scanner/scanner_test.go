@@ -75,8 +75,7 @@ func (f *fakeStore) DueAfter(_ context.Context, buckets []int, after, until time
 	for _, j := range f.jobs {
 		if in[j.Bucket] && j.State == domain.JobActive && j.NextRunAt != nil && !j.NextRunAt.After(until) &&
 			(after.IsZero() || j.NextRunAt.After(after)) {
-			out = append(out, store.Due{ID: j.ID, Bucket: j.Bucket, NextRunAt: *j.NextRunAt,
-				Cron: j.Schedule.Cron, Timezone: j.Schedule.Timezone, Anchor: j.Schedule.Anchor})
+			out = append(out, store.DueOf(j))
 		}
 	}
 	return out, nil
@@ -325,30 +324,6 @@ func TestReleaseWaitsForTheFiringInFlight(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if m := len(st.firedFor(j.ID)); m != n {
 		t.Fatalf("fired %d more times after Release", m-n)
-	}
-}
-
-func TestCatchUpWindow(t *testing.T) {
-	s, err := New(Config{Store: newFakeStore(), Dispatcher: nopDispatcher{}, NodeID: "n", CatchUp: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	j := store.Due{ID: uuid.New(), NextRunAt: now, Cron: "0 * * * * *"} // every minute
-
-	// Missed 10 minutes ago: the next missed minute fires next.
-	next, ok := s.next(j, now.Add(-10*time.Minute), now)
-	if !ok || !next.Equal(now.Add(-9*time.Minute)) {
-		t.Fatalf("next after a 10-minute-old run = %s %v, want %s", next, ok, now.Add(-9*time.Minute))
-	}
-	// Missed a day ago: jump to the first minute inside the hour window.
-	next, _ = s.next(j, now.Add(-24*time.Hour), now)
-	if want := now.Add(-time.Hour + time.Minute); !next.Equal(want) {
-		t.Fatalf("next after a day-old run = %s, want %s", next, want)
-	}
-	// One-shot jobs have no next run.
-	if _, ok := s.next(store.Due{ID: uuid.New(), NextRunAt: now}, now, now); ok {
-		t.Fatal("an at job has a next run")
 	}
 }
 

@@ -22,6 +22,11 @@ type cacheKey struct {
 	cron, zone string
 	anchor     int64 // Unix nanoseconds, when anchored
 	anchored   bool
+	// The window, in Unix nanoseconds when set, and the jitter.
+	start, end       int64
+	hasStart, hasEnd bool
+	jitter           string
+	maxRuns          int64
 }
 
 // Compile is Compile(sp), from the cache when sp was compiled before.
@@ -34,6 +39,13 @@ func (c *Cache) Compile(sp Spec) (*Schedule, error) {
 	if sp.Anchor != nil {
 		k.anchor, k.anchored = sp.Anchor.UnixNano(), true
 	}
+	if sp.StartAt != nil {
+		k.start, k.hasStart = sp.StartAt.UnixNano(), true
+	}
+	if sp.EndAt != nil {
+		k.end, k.hasEnd = sp.EndAt.UnixNano(), true
+	}
+	k.jitter, k.maxRuns = sp.Jitter, sp.MaxRuns
 	c.mu.Lock()
 	s, ok := c.m[k]
 	c.mu.Unlock()

@@ -27,4 +27,8 @@ const (
 	fieldAt       = "schedule.at"
 	fieldIn       = "schedule.in"
 	fieldAnchor   = "schedule.anchor"
+	fieldStartAt  = "schedule.start_at"
+	fieldEndAt    = "schedule.end_at"
+	fieldMaxRuns  = "schedule.max_runs"
+	fieldJitter   = "schedule.jitter"
 )

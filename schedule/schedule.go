@@ -1,7 +1,9 @@
 package schedule
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +21,12 @@ type Schedule struct {
 	anchor int64         // "@every": Unix milliseconds of the first run
 	at     time.Time     // KindAt
 	in     time.Duration // KindIn
+
+	// The window (Spec.StartAt, Spec.EndAt) in Unix milliseconds, and
+	// Spec.Jitter.
+	start, end       int64
+	hasStart, hasEnd bool
+	jitter           time.Duration
 }
 
 // Compile validates s and prepares it for computing run times. Every error
@@ -112,7 +120,74 @@ func Compile(s Spec) (*Schedule, error) {
 		}
 		c.anchor = s.Anchor.UnixMilli()
 	}
+	if err := c.compileBounds(s); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// maxJitter caps Spec.Jitter.
+const maxJitter = 24 * time.Hour
+
+// compileBounds checks and keeps s's window, run limit and jitter.
+func (c *Schedule) compileBounds(s Spec) error {
+	cronOnly := func(field string) error {
+		return &FieldError{field, "is only allowed with a cron schedule (a one-shot job runs once)"}
+	}
+	if s.StartAt != nil {
+		if c.kind != KindCron {
+			return cronOnly(fieldStartAt)
+		}
+		c.start, c.hasStart = s.StartAt.UnixMilli(), true
+	}
+	if s.EndAt != nil {
+		if c.kind != KindCron {
+			return cronOnly(fieldEndAt)
+		}
+		c.end, c.hasEnd = s.EndAt.UnixMilli(), true
+		if c.hasStart && c.end < c.start {
+			return &FieldError{fieldEndAt, fmt.Sprintf("must not be before start_at (%s)", s.StartAt.UTC().Format(time.RFC3339Nano))}
+		}
+	}
+	switch {
+	case s.MaxRuns < 0:
+		return &FieldError{fieldMaxRuns, fmt.Sprintf("must be at least 1, got %d", s.MaxRuns)}
+	case s.MaxRuns > 0 && c.kind != KindCron:
+		return cronOnly(fieldMaxRuns)
+	}
+	if s.Jitter != "" {
+		d, err := time.ParseDuration(strings.TrimSpace(s.Jitter))
+		switch {
+		case err != nil:
+			return &FieldError{fieldJitter, fmt.Sprintf("invalid duration %q, want one such as \"30s\"", s.Jitter)}
+		case d < time.Millisecond:
+			return &FieldError{fieldJitter, fmt.Sprintf("must be at least 1ms, got %s", d)}
+		case d > maxJitter:
+			return &FieldError{fieldJitter, fmt.Sprintf("%s is longer than %s", d, maxJitter)}
+		}
+		c.jitter = d.Truncate(time.Millisecond)
+	}
+	return nil
+}
+
+// Jitter is the schedule's jitter (Spec.Jitter); 0 for none.
+func (c *Schedule) Jitter() time.Duration { return c.jitter }
+
+// Offset is how long after scheduled time t the run of job key is
+// published: a number of milliseconds in [0, Jitter) derived from key and
+// t alone (FNV-1a), so every node, every retry of a firing and every
+// preview agree, and a million jobs due at midnight spread evenly over
+// the jitter. It is 0 without jitter.
+func (c *Schedule) Offset(key [16]byte, t time.Time) time.Duration {
+	if c.jitter <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	var b [24]byte
+	copy(b[:16], key[:])
+	binary.BigEndian.PutUint64(b[16:], uint64(t.UnixMilli()))
+	h.Write(b[:])
+	return time.Duration(h.Sum64()%uint64(c.jitter.Milliseconds())) * time.Millisecond
 }
 
 // Kind reports how the job is scheduled.
@@ -127,6 +202,7 @@ func (c *Schedule) Recurring() bool { return c.kind == KindCron }
 func (c *Schedule) Location() *time.Location { return c.loc }
 
 // First returns when a job created or resumed at now should first run:
+// for cron, Next(now), within the window (Spec.StartAt, Spec.EndAt);
 // for cron, Next(now); for at, the moment itself; for in, now plus the
 // delay; for now, now. The result is in UTC, truncated to the millisecond.
 //
@@ -138,10 +214,16 @@ func (c *Schedule) First(now time.Time) (time.Time, error) {
 	switch c.kind {
 	case KindCron:
 		t, ok := c.Next(now)
-		if !ok {
-			return time.Time{}, &FieldError{fieldCron, fmt.Sprintf("has no run in the %d years after %s", horizonYears, now.UTC().Format(time.RFC3339))}
+		switch {
+		case ok:
+			return t, nil
+		case c.hasEnd:
+			if _, exists := c.unbounded(now); exists {
+				return time.Time{}, &FieldError{fieldEndAt, fmt.Sprintf("the schedule has no run between %s and end_at (%s)",
+					now.UTC().Format(time.RFC3339), time.UnixMilli(c.end).UTC().Format(time.RFC3339Nano))}
+			}
 		}
-		return t, nil
+		return time.Time{}, &FieldError{fieldCron, fmt.Sprintf("has no run in the %d years after %s", horizonYears, now.UTC().Format(time.RFC3339))}
 	case KindAt:
 		if c.at.Before(now) {
 			return time.Time{}, &FieldError{fieldAt, fmt.Sprintf("must be in the future, got %s (now is %s)",
@@ -160,10 +242,23 @@ func (c *Schedule) First(now time.Time) (time.Time, error) {
 // depends on after alone, so a scanner that always passes the previous
 // scheduled time gets every run exactly once, on any node.
 //
-// It returns false for one-shot kinds, whose only run is First, and for
-// the rare expression whose every run falls in a skipped DST hour (see
-// the package documentation, "Horizon").
+// It returns false for one-shot kinds, whose only run is First, for the
+// rare expression whose every run falls in a skipped DST hour (see the
+// package documentation, "Horizon"), and once the window (Spec.EndAt) is
+// over. No run comes before Spec.StartAt.
 func (c *Schedule) Next(after time.Time) (time.Time, bool) {
+	if c.hasStart && after.UnixMilli() < c.start {
+		after = time.UnixMilli(c.start - 1)
+	}
+	t, ok := c.unbounded(after)
+	if !ok || c.hasEnd && t.UnixMilli() > c.end {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// unbounded is Next without the window.
+func (c *Schedule) unbounded(after time.Time) (time.Time, bool) {
 	switch {
 	case c.kind != KindCron:
 		return time.Time{}, false

@@ -6,12 +6,22 @@ import "time"
 // In is set; none of them means "run now". Timezone (an IANA name,
 // default UTC) applies to Cron. Anchor, allowed only with "@every", is
 // when the interval's runs start (default the Unix epoch).
+//
+// StartAt, EndAt and MaxRuns, for Cron only, bound the runs: none before
+// StartAt or after EndAt, at most MaxRuns fired in all (the store counts
+// them); the job completes after its last. Jitter (any kind, a Go
+// duration) publishes each run up to that much after its time, by a
+// deterministic offset (Schedule.Offset).
 type Spec struct {
 	Cron     string     `json:"cron,omitempty"`
 	Timezone string     `json:"timezone,omitempty"`
 	At       *time.Time `json:"at,omitempty"`
 	In       string     `json:"in,omitempty"`
 	Anchor   *time.Time `json:"anchor,omitempty"`
+	StartAt  *time.Time `json:"start_at,omitempty"`
+	EndAt    *time.Time `json:"end_at,omitempty"`
+	MaxRuns  int64      `json:"max_runs,omitempty"`
+	Jitter   string     `json:"jitter,omitempty"`
 }
 
 // Kind says which way a job is scheduled.

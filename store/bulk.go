@@ -103,12 +103,12 @@ func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
 		[]string{"id", "bucket", "namespace", "name", "schedule", "handler", "payload", "state",
 			"next_run_at", "last_run_at", "retry", "timeout_ms", "priority", "created_at", "updated_at", "spec_id",
-			"labels", "description"},
+			"labels", "description", "policy"},
 		pgx.CopyFromSlice(len(byBucket), func(i int) ([]any, error) {
 			j := byBucket[i]
 			return []any{pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
 				j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created, pgUUID(*j.SpecID),
-				labelsArg(j.Labels), nullText(j.Description)}, nil
+				labelsArg(j.Labels), nullText(j.Description), j.Policy}, nil
 		}))
 	return err
 }
@@ -143,6 +143,7 @@ func insertJobs(ctx context.Context, tx pgx.Tx, jobs []*Job, created time.Time) 
 		timeouts                       = make([]int64, n)
 		labels                         = make([][]byte, n)
 		descriptions                   = make([]*string, n)
+		policies                       = make([][]byte, n)
 	)
 	for i, j := range jobs {
 		var err error
@@ -164,21 +165,27 @@ func insertJobs(ctx context.Context, tx pgx.Tx, jobs []*Job, created time.Time) 
 			}
 		}
 		descriptions[i] = nullText(j.Description)
+		if j.Policy != nil {
+			if policies[i], err = json.Marshal(j.Policy); err != nil {
+				return fmt.Errorf("encode policy: %w", err)
+			}
+		}
 		ids[i], specs[i], buckets[i] = pgUUID(j.ID), pgUUID(*j.SpecID), int32(j.Bucket)
 		namespaces[i], names[i], states[i], pri[i] = j.Namespace, j.Name, string(j.State), string(j.Priority)
 		next[i], last[i], timeouts[i] = j.NextRunAt, j.LastRunAt, j.Timeout.Milliseconds()
 	}
 	_, err := tx.Exec(ctx, `
 		INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
-			next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description)
+			next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description,
+			policy)
 		SELECT id, bucket, namespace, name, schedule, handler, payload, state,
-			next_run_at, last_run_at, retry, timeout_ms, priority, $14, $14, spec_id, labels, description
+			next_run_at, last_run_at, retry, timeout_ms, priority, $14, $14, spec_id, labels, description, policy
 		FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::jsonb[], $8::text[],
 			$9::timestamptz[], $10::timestamptz[], $11::jsonb[], $12::bigint[], $13::text[], $15::uuid[],
-			$16::jsonb[], $17::text[])
+			$16::jsonb[], $17::text[], $18::jsonb[])
 			AS t(id, bucket, namespace, name, schedule, handler, payload, state,
-				next_run_at, last_run_at, retry, timeout_ms, priority, spec_id, labels, description)`,
+				next_run_at, last_run_at, retry, timeout_ms, priority, spec_id, labels, description, policy)`,
 		ids, buckets, namespaces, names, scheds, handlers, payloads, states,
-		next, last, re, timeouts, pri, created, specs, labels, descriptions)
+		next, last, re, timeouts, pri, created, specs, labels, descriptions, policies)
 	return err
 }

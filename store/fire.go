@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tock-sched/tock/schedule"
 )
 
 // FireResult is what one Fire call did.
@@ -25,6 +27,10 @@ type FireResult struct {
 	// the compare-and-set lost: the job was changed, deleted, paused or
 	// already fired for that time (by a retry or another node).
 	Skipped int
+	// Moved lists the jobs of firings that are not plain (Firing.Runs or
+	// Skips set) whose compare-and-set won, whether or not they fired a
+	// run.
+	Moved []uuid.UUID
 }
 
 // fireRetries is how many times Fire re-runs a transaction that
@@ -65,7 +71,10 @@ func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch 
 // dueSQL reads the due jobs of some buckets for the scanner: only what
 // it needs to fire.
 const dueSQL = `SELECT id, bucket, next_run_at, coalesce(schedule->>'cron', ''), coalesce(schedule->>'timezone', ''),
-		coalesce(schedule->>'anchor', '')
+		coalesce(schedule->>'anchor', ''), coalesce(schedule->>'start_at', ''), coalesce(schedule->>'end_at', ''),
+		coalesce(schedule->>'jitter', ''), coalesce((schedule->>'max_runs')::bigint, 0), runs,
+		coalesce(policy->'missed'->>'policy', ''), coalesce(policy->'missed'->>'grace', ''),
+		coalesce((policy->'missed'->>'max')::int, 0), coalesce(policy->>'overlap', ''), skip_before
 	FROM jobs
 	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
 	ORDER BY next_run_at LIMIT $4`
@@ -76,10 +85,30 @@ type Due struct {
 	ID        uuid.UUID
 	Bucket    int
 	NextRunAt time.Time
-	// Cron, Timezone and Anchor are the job's schedule; Cron is "" for
-	// one-shot jobs (at, in, now), Anchor nil unless an "@every" has one.
-	Cron, Timezone string
-	Anchor         *time.Time
+	// Schedule is the job's schedule, without At and In: Cron is "" for
+	// one-shot jobs (at, in, now).
+	Schedule schedule.Spec
+	// Runs is how many runs the job has fired (Schedule.MaxRuns bounds
+	// it).
+	Runs int64
+	// Policy is the job's policies as stored (empty fields: the
+	// scanner's defaults).
+	Policy domain.JobPolicy
+	// SkipBefore: runs before it are skipped as paused; nil for none.
+	SkipBefore *time.Time
+}
+
+// DueOf is job j as the scanner needs it.
+func DueOf(j *Job) Due {
+	d := Due{ID: j.ID, Bucket: j.Bucket, Schedule: j.Schedule, Runs: j.Runs, SkipBefore: j.SkipBefore}
+	d.Schedule.At, d.Schedule.In = nil, ""
+	if j.NextRunAt != nil {
+		d.NextRunAt = *j.NextRunAt
+	}
+	if j.Policy != nil {
+		d.Policy = *j.Policy
+	}
+	return d
 }
 
 var negInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
@@ -101,27 +130,41 @@ func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.T
 	if err != nil {
 		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
 	}
-	due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Due, error) {
-		var d Due
-		var anchor string
-		if err := r.Scan(&d.ID, &d.Bucket, &d.NextRunAt, &d.Cron, &d.Timezone, &anchor); err != nil {
-			return d, err
-		}
-		d.NextRunAt = d.NextRunAt.UTC()
-		if anchor != "" {
-			// Written by encoding/json from a time.Time.
-			a, err := time.Parse(time.RFC3339Nano, anchor)
-			if err != nil {
-				return d, fmt.Errorf("job %s: schedule anchor %q: %w", d.ID, anchor, err)
-			}
-			d.Anchor = &a
-		}
-		return d, nil
-	})
+	due, err := pgx.CollectRows(rows, scanDue)
 	if err != nil {
 		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
 	}
 	return due, nil
+}
+
+// scanDue reads a row of dueSQL.
+func scanDue(r pgx.CollectableRow) (Due, error) {
+	var (
+		d                  Due
+		sp                 = &d.Schedule
+		anchor, start, end string
+	)
+	if err := r.Scan(&d.ID, &d.Bucket, &d.NextRunAt, &sp.Cron, &sp.Timezone, &anchor, &start, &end,
+		&sp.Jitter, &sp.MaxRuns, &d.Runs, &d.Policy.Missed.Policy, &d.Policy.Missed.Grace, &d.Policy.Missed.Max,
+		&d.Policy.Overlap, &d.SkipBefore); err != nil {
+		return d, err
+	}
+	d.NextRunAt, d.SkipBefore = d.NextRunAt.UTC(), utcPtr(d.SkipBefore)
+	// Written by encoding/json from a time.Time.
+	for _, t := range []struct {
+		text string
+		to   **time.Time
+	}{{anchor, &sp.Anchor}, {start, &sp.StartAt}, {end, &sp.EndAt}} {
+		if t.text == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339Nano, t.text)
+		if err != nil {
+			return d, fmt.Errorf("job %s: schedule time %q: %w", d.ID, t.text, err)
+		}
+		*t.to = &v
+	}
+	return d, nil
 }
 
 // fireSQL fires a batch in one statement: the compare-and-set on each
@@ -137,6 +180,7 @@ WITH f AS (
 	UPDATE jobs j SET
 		next_run_at = f.next,
 		last_run_at = f.sched,
+		runs = j.runs + 1,
 		state = CASE WHEN f.next IS NULL THEN 'completed' ELSE j.state END,
 		updated_at = ` + nowMS + `,
 		version = j.version + 1
@@ -159,7 +203,7 @@ RETURNING *
 SELECT ` + prefixed("i.", "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts") + `,
 	f.handler, f.payload, f.retry, f.timeout_ms,
 	` + prefixed("i.", "dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, "+
-	"priority, next_attempt_at, series_base, dispatches") + `
+	"priority, next_attempt_at, series_base, dispatches, due_at, backfill") + `
 FROM ins i JOIN fired f ON f.exec_id = i.id`
 
 // fireBucketSQL is fireSQL on bucket b's jobs partition itself: a
@@ -225,8 +269,21 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 		if len(owned) == 0 {
 			return nil
 		}
-		res.Executions, res.Skipped, err = fireOwned(ctx, tx, node, owned, groupFirings(firings, owned))
-		return err
+		plain, policy := groupFirings(firings, owned)
+		res.Executions, res.Skipped, err = fireOwned(ctx, tx, node, owned, plain)
+		if err != nil {
+			return err
+		}
+		execs, moved, err := firePolicy(ctx, tx, node, owned, policy)
+		if err != nil {
+			return err
+		}
+		res.Executions, res.Moved = append(res.Executions, execs...), moved
+		for _, g := range policy {
+			res.Skipped += len(g.firings)
+		}
+		res.Skipped -= len(moved)
+		return nil
 	})
 	if err != nil {
 		return FireResult{}, err
@@ -275,15 +332,26 @@ type fireGroup struct {
 	nexts        []*time.Time
 }
 
-// groupFirings groups the firings of the owned buckets by bucket.
-func groupFirings(firings []Firing, owned []int) map[int]*fireGroup {
+// groupFirings groups the firings of the owned buckets by bucket: the
+// plain ones, and the others.
+func groupFirings(firings []Firing, owned []int) (map[int]*fireGroup, map[int]*policyGroup) {
 	ok := make(map[int]bool, len(owned))
 	for _, b := range owned {
 		ok[b] = true
 	}
 	groups := map[int]*fireGroup{}
+	policy := map[int]*policyGroup{}
 	for _, f := range firings {
 		if !ok[f.Bucket] {
+			continue
+		}
+		if !f.plain() {
+			pg := policy[f.Bucket]
+			if pg == nil {
+				pg = &policyGroup{}
+				policy[f.Bucket] = pg
+			}
+			pg.firings = append(pg.firings, f)
 			continue
 		}
 		g := groups[f.Bucket]
@@ -295,7 +363,7 @@ func groupFirings(firings []Firing, owned []int) map[int]*fireGroup {
 		g.ids, g.bs, g.scheds = append(g.ids, f.JobID), append(g.bs, f.Bucket), append(g.scheds, at)
 		g.nexts, g.execIDs = append(g.nexts, msPtr(f.Next)), append(g.execIDs, domain.ExecutionID(f.JobID, at))
 	}
-	return groups
+	return groups, policy
 }
 
 // fireOwned fires the groups of the owned buckets with one statement per

@@ -29,7 +29,8 @@ const (
 
 // jobColumns are the columns scanJob reads, in its order.
 const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
-	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority, spec_id, labels, description"
+	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority, spec_id, labels, description, " +
+	"policy, runs, paused_next_run_at, skip_before"
 
 // nowMS is the transaction's time at the millisecond precision the store
 // keeps.
@@ -98,13 +99,14 @@ func (s *Store) createOne(ctx context.Context, j *Job) error {
 			RETURNING job_id
 		)
 		INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
-			next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, `+nowMS+`, `+nowMS+`, $14, $15, $16
+			next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description,
+			policy, paused_next_run_at)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, `+nowMS+`, `+nowMS+`, $14, $15, $16, $17, $18
 		FROM name
 		RETURNING created_at, updated_at`,
 		pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
 		j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, pgUUID(*j.SpecID),
-		labelsArg(j.Labels), nullText(j.Description),
+		labelsArg(j.Labels), nullText(j.Description), j.Policy, msPtr(j.PausedNextRunAt),
 	).Scan(&j.CreatedAt, &j.UpdatedAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), isUniqueViolation(err):
@@ -293,11 +295,13 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 		row := tx.QueryRow(ctx, `
 			UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
 				state = $8, next_run_at = $9, priority = COALESCE(NULLIF($11, ''), priority),
-				updated_at = `+nowMS+`, version = version + 1, spec_id = $12, labels = $13, description = $14
+				updated_at = `+nowMS+`, version = version + 1, spec_id = $12, labels = $13, description = $14,
+				policy = $15, paused_next_run_at = $16, skip_before = $17
 			WHERE bucket = $1 AND id = $2 AND version = $10
 			RETURNING `+jobColumns,
 			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
-			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID, labelsArg(j.Labels), nullText(j.Description))
+			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID, labelsArg(j.Labels), nullText(j.Description),
+			j.Policy, msPtr(j.PausedNextRunAt), msPtr(j.SkipBefore))
 		var err error
 		if got, err = scanJob(row); errors.Is(err, pgx.ErrNoRows) {
 			var exists bool
@@ -364,7 +368,7 @@ func scanJob(row pgx.Row) (*Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
 		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version,
-		&j.Priority, &j.SpecID, &j.Labels, &description)
+		&j.Priority, &j.SpecID, &j.Labels, &description, &j.Policy, &j.Runs, &j.PausedNextRunAt, &j.SkipBefore)
 	if err != nil {
 		return nil, err
 	}
@@ -376,6 +380,7 @@ func scanJob(row pgx.Row) (*Job, error) {
 	}
 	j.Timeout = msDuration(timeoutMS)
 	j.NextRunAt, j.LastRunAt = utcPtr(j.NextRunAt), utcPtr(j.LastRunAt)
+	j.PausedNextRunAt, j.SkipBefore = utcPtr(j.PausedNextRunAt), utcPtr(j.SkipBefore)
 	j.CreatedAt, j.UpdatedAt = j.CreatedAt.UTC(), j.UpdatedAt.UTC()
 	return &j, nil
 }

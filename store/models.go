@@ -69,6 +69,18 @@ type Job struct {
 	// selectors; nil and "" when it has none.
 	Labels      domain.Labels
 	Description string
+	// Policy is the job's missed-run and overlap policies; nil on jobs
+	// stored before policies existed (the scanner's defaults apply).
+	Policy *domain.JobPolicy
+	// Runs counts the runs fired so far (Schedule.MaxRuns completes the
+	// job); firing maintains it.
+	Runs int64
+	// PausedNextRunAt is, while the job is paused, the next run it had
+	// when it was paused (nil if it had none); resuming reads it.
+	PausedNextRunAt *time.Time
+	// SkipBefore: runs before it are skipped as paused (a resume without
+	// catch-up sets it); nil for none.
+	SkipBefore *time.Time
 }
 
 // Execution is one run of a job for one scheduled time (or one manual
@@ -109,6 +121,11 @@ type Execution struct {
 	Error        string
 	Output       string
 	CreatedAt    time.Time
+	// JitteredDue is, for a run of a job with jitter, when it was due to
+	// be published (ScheduledFor plus the job's offset); nil otherwise.
+	JitteredDue *time.Time
+	// Backfill marks an execution made by a backfill.
+	Backfill bool
 	// AttemptList is filled by GetExecution only.
 	AttemptList []Attempt
 }
@@ -135,8 +152,15 @@ type Firing struct {
 	// ScheduledFor is the job's next_run_at as the scanner read it; the
 	// firing only happens if the row still has this value (compare and set).
 	ScheduledFor time.Time
-	// Next is the following run; nil completes the job (one-shot jobs).
+	// Next is the following run; nil completes the job (one-shot jobs,
+	// the end of a window, the last of max_runs).
 	Next *time.Time
+	// Runs, when not nil, are the scheduled times to fire instead of
+	// ScheduledFor alone (none, one or several: a missed-run policy's
+	// choice), each perhaps jittered; Skips are the ranges of scheduled
+	// times skipped. Both take effect only if the compare-and-set wins.
+	Runs  []Run
+	Skips []Skip
 }
 
 // DueAt is when the execution is to be published: NextAttemptAt while a

@@ -408,8 +408,8 @@ func TestDueJobs(t *testing.T) {
 	}
 
 	// The incremental form: only what became due after a point.
-	if due, _ := s.DueAfter(ctx, []int{3, 5}, now, now.Add(time.Hour), 10); len(due) != 1 || due[0].Cron != "*/5 * * * * *" ||
-		due[0].Timezone != "Europe/Berlin" || !due[0].NextRunAt.After(now) {
+	if due, _ := s.DueAfter(ctx, []int{3, 5}, now, now.Add(time.Hour), 10); len(due) != 1 || due[0].Schedule.Cron != "*/5 * * * * *" ||
+		due[0].Schedule.Timezone != "Europe/Berlin" || !due[0].NextRunAt.After(now) {
 		t.Fatalf("after now until +1h: %+v, want only the future job, with its schedule", due)
 	}
 	if due, _ := s.DueAfter(ctx, []int{3, 5}, time.Time{}, now, 10); len(due) != 2 {

@@ -1,0 +1,116 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+)
+
+// Missed-run policies: what a recurring job does with the runs it could
+// not fire within its grace period (the cluster was down, its bucket had
+// no owner, the scheduler was behind, or it was resumed with catch-up).
+const (
+	// MissedSkip fires none of the missed runs.
+	MissedSkip = "skip"
+	// MissedLatest fires only the most recent missed run.
+	MissedLatest = "latest"
+	// MissedAll fires every missed run, oldest first; when more than Max
+	// were missed, the oldest are skipped and the newest Max fire.
+	MissedAll = "all"
+)
+
+// Overlap policies: what happens when a run comes due while an earlier
+// execution of the same job is still queued or running.
+const (
+	// OverlapAllow runs it anyway, beside the earlier one.
+	OverlapAllow = "allow"
+	// OverlapSkip skips the new run (reason "overlap").
+	OverlapSkip = "skip"
+	// OverlapBufferOne keeps at most one run waiting, started when the
+	// earlier ones end; further runs meanwhile are skipped.
+	OverlapBufferOne = "buffer_one"
+	// OverlapCancelRunning cancels the earlier executions (as POST
+	// /cancel does) and runs the new one.
+	OverlapCancelRunning = "cancel_running"
+)
+
+// Reasons a scheduled run was skipped.
+const (
+	SkipMissed  = "missed"
+	SkipOverlap = "overlap"
+	// SkipPaused: the run fell while the job was paused, and it was
+	// resumed without catch-up.
+	SkipPaused = "paused"
+)
+
+// MaxMissedLimit is the highest MissedPolicy.Max.
+const MaxMissedLimit = 1000
+
+// MissedPolicy says what a recurring job does with missed runs. A run is
+// missed when it could not be fired within Grace of its time. The zero
+// value takes the cluster's defaults (WithDefaults).
+type MissedPolicy struct {
+	// Policy is MissedSkip, MissedLatest or MissedAll.
+	Policy string `json:"policy,omitempty"`
+	// Grace is a Go duration: a run fired this late still counts as on
+	// time.
+	Grace string `json:"grace,omitempty"`
+	// Max caps the runs MissedAll fires at once (1 to MaxMissedLimit).
+	Max int `json:"max,omitempty"`
+}
+
+// JobPolicy is a job's missed-run and overlap policies, as stored.
+type JobPolicy struct {
+	Missed  MissedPolicy `json:"missed"`
+	Overlap string       `json:"overlap,omitempty"`
+}
+
+// Validate lists what is wrong with p; empty fields are fine.
+func (p MissedPolicy) Validate() []FieldError {
+	var errs []FieldError
+	switch p.Policy {
+	case "", MissedSkip, MissedLatest, MissedAll:
+	default:
+		errs = append(errs, FieldError{"policy", fmt.Sprintf("must be one of %s, %s, %s", MissedSkip, MissedLatest, MissedAll)})
+	}
+	if _, msg := checkDuration(p.Grace); msg != "" {
+		errs = append(errs, FieldError{"grace", msg})
+	} else if d, _ := checkDuration(p.Grace); d > 0 && d < time.Second {
+		errs = append(errs, FieldError{"grace", "must be at least 1s"})
+	}
+	if p.Max < 0 || p.Max > MaxMissedLimit {
+		errs = append(errs, FieldError{"max", fmt.Sprintf("must be between 1 and %d", MaxMissedLimit)})
+	}
+	return errs
+}
+
+// WithDefaults fills the fields p leaves empty from d.
+func (p MissedPolicy) WithDefaults(d MissedPolicy) MissedPolicy {
+	if p.Policy == "" {
+		p.Policy = d.Policy
+	}
+	if p.Grace == "" {
+		p.Grace = d.Grace
+	}
+	if p.Max == 0 {
+		p.Max = d.Max
+	}
+	return p
+}
+
+// GraceDuration is Grace parsed; invalid or empty is def.
+func (p MissedPolicy) GraceDuration(def time.Duration) time.Duration {
+	return parseDuration(p.Grace, def)
+}
+
+// ValidOverlap reports whether o is an overlap policy ("" included: the
+// default).
+func ValidOverlap(o string) bool {
+	switch o {
+	case "", OverlapAllow, OverlapSkip, OverlapBufferOne, OverlapCancelRunning:
+		return true
+	}
+	return false
+}
+
+// Overlaps lists the overlap policies.
+var Overlaps = []string{OverlapAllow, OverlapSkip, OverlapBufferOne, OverlapCancelRunning}

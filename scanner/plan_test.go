@@ -1,0 +1,149 @@
+package scanner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store"
+)
+
+// summary is what a firing does, in numbers a table can state.
+type summary struct {
+	fired     int       // runs fired
+	first     time.Time // first run fired (zero if none)
+	skipped   int64     // scheduled times skipped
+	reason    string
+	next      time.Time // zero: the job completes
+	plainFire bool      // handled by the plain statement
+}
+
+func summarize(f store.Firing) summary {
+	var s summary
+	switch {
+	case f.Runs == nil:
+		s.fired, s.first, s.plainFire = 1, f.ScheduledFor, true
+	case len(f.Runs) > 0:
+		s.fired, s.first = len(f.Runs), f.Runs[0].At
+	}
+	for _, k := range f.Skips {
+		s.skipped += k.Runs
+		s.reason = k.Reason
+	}
+	if f.Next != nil {
+		s.next = *f.Next
+	}
+	return s
+}
+
+func TestPlan(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	sec := func(n int) time.Time { return now.Add(time.Duration(n) * time.Second) }
+	every := schedule.Spec{Cron: "* * * * * *"}
+	policy := func(p string, grace string, max int) domain.JobPolicy {
+		return domain.JobPolicy{Missed: domain.MissedPolicy{Policy: p, Grace: grace, Max: max}}
+	}
+	tests := []struct {
+		name string
+		due  store.Due
+		want summary
+	}{
+		{"on time", store.Due{NextRunAt: sec(0), Schedule: every},
+			summary{fired: 1, first: sec(0), next: sec(1), plainFire: true}},
+		{"late within grace fires", store.Due{NextRunAt: sec(-59), Schedule: every},
+			summary{fired: 1, first: sec(-59), next: sec(-58), plainFire: true}},
+		// Ten missed seconds (-12 .. -3) before a grace of 2s.
+		{"skip", store.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("skip", "2s", 0)},
+			summary{skipped: 10, reason: "missed", next: sec(-2)}},
+		{"latest", store.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("latest", "2s", 0)},
+			summary{fired: 1, first: sec(-3), skipped: 9, reason: "missed", next: sec(-2)}},
+		{"all up to max", store.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("all", "2s", 5)},
+			summary{fired: 5, first: sec(-7), skipped: 5, reason: "missed", next: sec(-2)}},
+		{"all within max", store.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("all", "2s", 100)},
+			summary{fired: 10, first: sec(-12), next: sec(-2)}},
+		{"one missed under latest fires plainly", store.Due{NextRunAt: sec(-3), Schedule: every, Policy: policy("latest", "2s", 0)},
+			summary{fired: 1, first: sec(-3), next: sec(-2), plainFire: true}},
+		{"cluster default: latest after a minute", store.Due{NextRunAt: sec(-70), Schedule: every},
+			summary{fired: 1, first: sec(-61), skipped: 9, reason: "missed", next: sec(-60)}},
+		{"one-shot fires however late", store.Due{NextRunAt: sec(-86400), Policy: policy("skip", "1s", 0)},
+			summary{fired: 1, first: sec(-86400), plainFire: true}},
+		{"paused runs skipped", store.Due{NextRunAt: sec(-30), Schedule: every, SkipBefore: ptr(sec(-5))},
+			summary{skipped: 25, reason: "paused", next: sec(-5)}},
+		{"max_runs: the last run completes the job", store.Due{NextRunAt: sec(0), Runs: 2, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
+			summary{fired: 1, first: sec(0), plainFire: true}},
+		{"max_runs caps a catch-up", store.Due{NextRunAt: sec(-12), Runs: 1, Policy: policy("all", "2s", 100),
+			Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 4}},
+			summary{fired: 3, first: sec(-12)}},
+		{"max_runs already reached", store.Due{NextRunAt: sec(0), Runs: 3, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
+			summary{}},
+		{"end of the window completes the job", store.Due{NextRunAt: sec(0), Schedule: schedule.Spec{Cron: "* * * * * *", EndAt: ptr(sec(0))}},
+			summary{fired: 1, first: sec(0), plainFire: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.due.ID = uuid.New()
+			sch, err := schedule.Compile(tt.due.Schedule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := summarize(plan(tt.due, sch, now, DefaultMissed))
+			if got != tt.want {
+				t.Errorf("plan = %+v\nwant   %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A long outage is decided a chunk at a time, and the chunks together
+// skip every missed run but the one latest fires.
+func TestPlanChunks(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	sch, _ := schedule.Compile(schedule.Spec{Cron: "* * * * * *"})
+	d := store.Due{ID: uuid.New(), NextRunAt: now.Add(-25 * time.Hour), Schedule: schedule.Spec{Cron: "* * * * * *"}}
+	var skipped int64
+	fired := 0
+	for i := 0; ; i++ {
+		if i > 20 {
+			t.Fatal("more than 20 chunks for a day of seconds")
+		}
+		f := plan(d, sch, now, DefaultMissed)
+		for _, k := range f.Skips {
+			skipped += k.Runs
+		}
+		if f.Runs == nil {
+			fired++
+		} else {
+			fired += len(f.Runs)
+		}
+		if d.NextRunAt = *f.Next; !d.NextRunAt.Before(now.Add(-time.Minute)) {
+			break
+		}
+	}
+	// 25 hours minus the minute of grace: 89,940 missed, one fired.
+	if fired != 1 || skipped != 89_939 {
+		t.Errorf("fired %d and skipped %d, want 1 and 89,939", fired, skipped)
+	}
+}
+
+func TestPlanJitter(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	spec := schedule.Spec{Cron: "0 * * * * *", Jitter: "30s"}
+	sch, _ := schedule.Compile(spec)
+	d := store.Due{ID: uuid.New(), NextRunAt: now, Schedule: spec}
+	f := plan(d, sch, now, DefaultMissed)
+	if len(f.Runs) != 1 || f.Runs[0].Due == nil {
+		t.Fatalf("a jittered run: %+v", f.Runs)
+	}
+	off := f.Runs[0].Due.Sub(now)
+	if off < 0 || off >= 30*time.Second {
+		t.Errorf("offset %v outside [0, 30s)", off)
+	}
+	if again := plan(d, sch, now.Add(time.Second), DefaultMissed); !again.Runs[0].Due.Equal(*f.Runs[0].Due) {
+		t.Errorf("a retried firing of the same run got another publish time: %v, then %v", *f.Runs[0].Due, *again.Runs[0].Due)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/domain"
+)
+
+// Run is one scheduled time a Firing fires.
+type Run struct {
+	At time.Time
+	// Due, when set, is when the run is to be published (a jittered run:
+	// At plus the job's offset); nil publishes it at At.
+	Due *time.Time
+}
+
+// Skip is a range of a job's scheduled times that a Firing skips: Runs
+// times from First through Last, for Reason (domain.SkipMissed,
+// SkipOverlap or SkipPaused).
+type Skip struct {
+	First, Last time.Time
+	Runs        int64
+	Reason      string
+}
+
+// plain reports whether f fires exactly its ScheduledFor, unjittered,
+// skipping nothing: the common case, which fireSQL handles.
+func (f *Firing) plain() bool {
+	return f.Runs == nil && len(f.Skips) == 0
+}
+
+// policyAdvanceSQL is the compare-and-set of firings that are not plain,
+// on one bucket's jobs partition ($6): it moves each job to its next run
+// (completing it when there is none), counts the runs it fires and
+// records its skipped ranges, only for the jobs whose next_run_at is
+// still the one the scanner read. It returns the jobs it moved.
+var policyAdvanceSQL = `
+WITH f AS (
+	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
+		AS f(job_id, sched, next, nruns, last_run)
+), fired AS (
+	UPDATE jobs j SET
+		next_run_at = f.next,
+		last_run_at = COALESCE(f.last_run, j.last_run_at),
+		runs = j.runs + f.nruns,
+		state = CASE WHEN f.next IS NULL THEN 'completed' ELSE j.state END,
+		updated_at = ` + nowMS + `,
+		version = j.version + 1
+	FROM f
+	WHERE j.bucket = $6 AND j.id = ANY($1) AND j.id = f.job_id
+		AND j.state = 'active' AND j.next_run_at = f.sched
+	RETURNING j.id, j.namespace, j.name
+), sk AS (
+	INSERT INTO skipped_runs (job_id, first_at, last_at, runs, reason, namespace, job_name)
+	SELECT s.job_id, s.first_at, s.last_at, s.runs, s.reason, fired.namespace, fired.name
+	FROM unnest($7::uuid[], $8::timestamptz[], $9::timestamptz[], $10::bigint[], $11::text[])
+		AS s(job_id, first_at, last_at, runs, reason)
+	JOIN fired ON fired.id = s.job_id
+	ON CONFLICT DO NOTHING
+)
+SELECT id FROM fired`
+
+// policyRunsSQL inserts the executions of moved jobs' runs ($1 job,
+// $2 scheduled time, $3 execution id, $4 publish time or NULL) from
+// bucket $5's jobs partition, as fireSQL does for a plain firing; a
+// jittered run waits in the outbox until its publish time (due_at, and
+// next_attempt_at until it is dispatched).
+var policyRunsSQL = `
+WITH r AS (
+	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::timestamptz[]) AS r(job_id, sched, exec_id, due)
+), ins AS (
+	INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
+		handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id, next_attempt_at, due_at)
+	SELECT r.exec_id, j.id, j.bucket, j.namespace, j.name, r.sched, false, 'queued',
+		CASE WHEN j.spec_id IS NULL THEN j.handler END, CASE WHEN j.spec_id IS NULL THEN j.payload END,
+		CASE WHEN j.spec_id IS NULL THEN j.retry END, CASE WHEN j.spec_id IS NULL THEN j.timeout_ms END,
+		j.priority, ` + nowMS + `, $6, j.spec_id, r.due, r.due
+	FROM r JOIN jobs j ON j.bucket = $5 AND j.id = r.job_id
+	ORDER BY r.sched
+	ON CONFLICT DO NOTHING
+	RETURNING *
+)
+SELECT ` + execCols("ins.") + ` FROM ins`
+
+// policyGroup is one bucket's firings that are not plain, as the arrays
+// of its statements.
+type policyGroup struct {
+	firings []Firing
+}
+
+func (g *policyGroup) advanceArgs(b int) []any {
+	var (
+		ids, skipJobs         []uuid.UUID
+		scheds, firsts, lasts []time.Time
+		nexts, lastRuns       []*time.Time
+		nruns, skipRuns       []int64
+		reasons               []string
+	)
+	for _, f := range g.firings {
+		ids, scheds, nexts = append(ids, f.JobID), append(scheds, ms(f.ScheduledFor)), append(nexts, msPtr(f.Next))
+		nruns = append(nruns, int64(len(f.Runs)))
+		var last *time.Time
+		if n := len(f.Runs); n > 0 {
+			t := ms(f.Runs[n-1].At)
+			last = &t
+		}
+		lastRuns = append(lastRuns, last)
+		for _, s := range f.Skips {
+			skipJobs, firsts, lasts = append(skipJobs, f.JobID), append(firsts, ms(s.First)), append(lasts, ms(s.Last))
+			skipRuns, reasons = append(skipRuns, s.Runs), append(reasons, s.Reason)
+		}
+	}
+	return []any{ids, scheds, nexts, nruns, lastRuns, b, skipJobs, firsts, lasts, skipRuns, reasons}
+}
+
+func (g *policyGroup) runArgs(b int, node string, won map[uuid.UUID]bool) ([]any, bool) {
+	var (
+		jobs, execs []uuid.UUID
+		ats         []time.Time
+		dues        []*time.Time
+	)
+	for _, f := range g.firings {
+		if !won[f.JobID] {
+			continue
+		}
+		for _, r := range f.Runs {
+			at := ms(r.At)
+			jobs, ats, execs = append(jobs, f.JobID), append(ats, at), append(execs, domain.ExecutionID(f.JobID, at))
+			dues = append(dues, msPtr(r.Due))
+		}
+	}
+	return []any{jobs, ats, execs, dues, b, node}, len(jobs) > 0
+}
+
+// onPartition names bucket b's jobs partition in sql instead of jobs.
+func onPartition(sql, b string) string {
+	sql = strings.Replace(sql, "UPDATE jobs j SET", "UPDATE "+b+" j SET", 1)
+	return strings.Replace(sql, "JOIN jobs j ON", "JOIN "+b+" j ON", 1)
+}
+
+// firePolicy fires the firings that are not plain, bucket by bucket: one
+// round trip moves the jobs (and records their skips), a second inserts
+// the executions of the jobs moved. It returns those executions and the
+// jobs moved.
+func firePolicy(ctx context.Context, tx pgx.Tx, node string, owned []int, groups map[int]*policyGroup) ([]*Execution, []uuid.UUID, error) {
+	batch := &pgx.Batch{}
+	var buckets []int
+	for _, b := range owned {
+		if g := groups[b]; g != nil {
+			batch.Queue(onPartition(policyAdvanceSQL, jobsPartition(b)), g.advanceArgs(b)...)
+			buckets = append(buckets, b)
+		}
+	}
+	if len(buckets) == 0 {
+		return nil, nil, nil
+	}
+	won := map[uuid.UUID]bool{}
+	var moved []uuid.UUID
+	br := tx.SendBatch(ctx, batch)
+	for range buckets {
+		rows, err := br.Query()
+		if err != nil {
+			br.Close()
+			return nil, nil, err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			br.Close()
+			return nil, nil, err
+		}
+		for _, id := range ids {
+			won[id] = true
+		}
+		moved = append(moved, ids...)
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, err
+	}
+	batch = &pgx.Batch{}
+	queued := 0
+	for _, b := range buckets {
+		if args, ok := groups[b].runArgs(b, node, won); ok {
+			batch.Queue(onPartition(policyRunsSQL, jobsPartition(b)), args...)
+			queued++
+		}
+	}
+	if queued == 0 {
+		return nil, moved, nil
+	}
+	br = tx.SendBatch(ctx, batch)
+	defer br.Close()
+	var execs []*Execution
+	for range queued {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, nil, err
+		}
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+		if err != nil {
+			return nil, nil, err
+		}
+		execs = append(execs, got...)
+	}
+	return execs, moved, br.Close()
+}

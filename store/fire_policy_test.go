@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/domain"
+)
+
+// A firing that is not plain fires several runs (jittered ones wait in
+// the outbox), records its skipped ranges and counts its runs, all only
+// if its compare-and-set wins; one that fires nothing still moves the job.
+func TestFirePolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	t0 := baseTime().Add(-time.Minute)
+	j := mustCreate(t, s, testJob("policy", &t0))
+	plainJob := mustCreate(t, s, testJob("plain", &t0))
+	epochs := claim(t, s, "n1", 3, j.Bucket, plainJob.Bucket)
+
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * 5 * time.Second) }
+	due := sec(6).Add(1234 * time.Millisecond)
+	f := Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: sec(0), Next: ptr(sec(7)),
+		Runs:  []Run{{At: sec(5)}, {At: sec(6), Due: &due}},
+		Skips: []Skip{{First: sec(0), Last: sec(4), Runs: 5, Reason: domain.SkipMissed}}}
+	p := Firing{JobID: plainJob.ID, Bucket: plainJob.Bucket, ScheduledFor: t0, Next: ptr(sec(1))}
+	res, err := s.Fire(ctx, "n1", epochs, []Firing{f, p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Executions) != 3 || res.Skipped != 0 || len(res.Moved) != 1 || res.Moved[0] != j.ID {
+		t.Fatalf("fire: %d executions, skipped %d, moved %v", len(res.Executions), res.Skipped, res.Moved)
+	}
+	byTime := map[time.Time]*Execution{}
+	for _, e := range res.Executions {
+		byTime[e.ScheduledFor] = e
+	}
+	if e := byTime[sec(5)]; e == nil || e.JitteredDue != nil || e.NextAttemptAt != nil || e.Handler.URL != j.Handler.URL {
+		t.Fatalf("unjittered run: %+v", e)
+	}
+	if e := byTime[sec(6)]; e == nil || e.JitteredDue == nil || !e.JitteredDue.Equal(due) || !e.DueAt().Equal(due) ||
+		e.Positional() {
+		t.Fatalf("jittered run: %+v", e)
+	}
+	got, _ := s.GetJob(ctx, j.ID)
+	if got.Runs != 2 || !got.NextRunAt.Equal(sec(7)) || !got.LastRunAt.Equal(sec(6)) {
+		t.Fatalf("job after: runs %d next %v last %v", got.Runs, got.NextRunAt, got.LastRunAt)
+	}
+	if got, _ := s.GetJob(ctx, plainJob.ID); got.Runs != 1 {
+		t.Fatalf("plain job after one firing: runs %d", got.Runs)
+	}
+	skips, next, err := s.SkippedRuns(ctx, j.ID, 0, "")
+	if err != nil || next != "" || len(skips) != 1 || skips[0].Runs != 5 || !skips[0].First.Equal(sec(0)) ||
+		!skips[0].Last.Equal(sec(4)) || skips[0].Reason != "missed" || skips[0].JobName != "policy" {
+		t.Fatalf("skipped runs: %+v, %q, %v", skips, next, err)
+	}
+
+	// The same firing again loses the compare-and-set: nothing new.
+	res, err = s.Fire(ctx, "n1", epochs, []Firing{f})
+	if err != nil || len(res.Executions) != 0 || res.Skipped != 1 || len(res.Moved) != 0 {
+		t.Fatalf("again: %+v, %v", res, err)
+	}
+	if n := count(t, s, "SELECT count(*) FROM skipped_runs WHERE job_id = $1", j.ID); n != 1 {
+		t.Fatalf("%d skipped ranges after a lost compare-and-set, want 1", n)
+	}
+
+	// Firing nothing, completing the job (max_runs reached).
+	res, err = s.Fire(ctx, "n1", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: sec(7), Runs: []Run{},
+		Skips: []Skip{{First: sec(7), Last: sec(7), Runs: 1, Reason: domain.SkipOverlap}}}})
+	if err != nil || len(res.Executions) != 0 || len(res.Moved) != 1 {
+		t.Fatalf("skip-only firing: %+v, %v", res, err)
+	}
+	got, _ = s.GetJob(ctx, j.ID)
+	if got.State != domain.JobCompleted || got.NextRunAt != nil || got.Runs != 2 {
+		t.Fatalf("job after a skip-only last firing: %s next %v runs %d", got.State, got.NextRunAt, got.Runs)
+	}
+	skips, _, _ = s.SkippedRuns(ctx, j.ID, 1, "")
+	if len(skips) != 1 || skips[0].Reason != "overlap" {
+		t.Fatalf("newest skipped range: %+v", skips)
+	}
+}
