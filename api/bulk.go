@@ -1,9 +1,9 @@
 package api
 
 import (
-	"context"
 	"net/http"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
@@ -12,38 +12,52 @@ import (
 
 // PauseJobs handles POST /v1/jobs:pause.
 func (h *endpoints) PauseJobs(c echo.Context) error {
-	return h.bulk(c, h.s.jobs.PauseMatching)
+	var req JobSelection
+	sel, err := h.readSelection(c, h.s.selectionSchema, &req, func() (string, *string) { return req.Namespace, req.Selector })
+	if err != nil {
+		return err
+	}
+	return h.bulkDone(c)(h.s.jobs.PauseMatching(c.Request().Context(), sel))
 }
 
 // ResumeJobs handles POST /v1/jobs:resume.
 func (h *endpoints) ResumeJobs(c echo.Context) error {
-	return h.bulk(c, h.s.jobs.ResumeMatching)
+	var req JobResumeSelection
+	sel, err := h.readSelection(c, h.s.resumeSelectionSchema, &req, func() (string, *string) { return req.Namespace, req.Selector })
+	if err != nil {
+		return err
+	}
+	return h.bulkDone(c)(h.s.jobs.ResumeMatching(c.Request().Context(), sel, deref(req.CatchUp)))
 }
 
-// bulk reads a JobSelection and applies op to the jobs it selects. A
-// failure part way is the problem of the failure; the jobs changed
-// before it stay changed (op is not atomic).
-func (h *endpoints) bulk(c echo.Context, op func(ctx context.Context, sel jobs.Selection) (jobs.BulkResult, error)) error {
-	var req JobSelection
-	_, shape, err := h.readBody(c, h.s.selectionSchema, &req)
+// readSelection reads a request body of schema into req and returns the
+// selection its namespace and selector (what fields says) make.
+func (h *endpoints) readSelection(c echo.Context, schema *openapi3.Schema, req any, fields func() (string, *string)) (jobs.Selection, error) {
+	_, shape, err := h.readBody(c, schema, req)
 	if err != nil {
-		return err
+		return jobs.Selection{}, err
 	}
 	if len(shape) > 0 {
-		return shape.err()
+		return jobs.Selection{}, shape.err()
 	}
+	ns, selector := fields()
 	var errs fieldErrors
-	sel := jobs.Selection{Namespace: req.Namespace}
-	if msg := jobs.NameProblem(req.Namespace); msg != "" {
+	sel := jobs.Selection{Namespace: ns}
+	if msg := jobs.NameProblem(ns); msg != "" {
 		errs.add("namespace", "%s", msg)
 	}
-	sel.Selector = selectorOf(deref(req.Selector), &errs)
-	if err := errs.err(); err != nil {
-		return err
+	sel.Selector = selectorOf(deref(selector), &errs)
+	return sel, errs.err()
+}
+
+// bulkDone answers a bulk operation with what it did. A failure part way
+// is the problem of the failure; the jobs changed before it stay changed
+// (the operations are not atomic).
+func (h *endpoints) bulkDone(c echo.Context) func(jobs.BulkResult, error) error {
+	return func(res jobs.BulkResult, err error) error {
+		if err != nil {
+			return h.storeError(c, err, "job", uuid.Nil)
+		}
+		return c.JSON(http.StatusOK, BulkChange{Matched: res.Matched, Changed: res.Changed})
 	}
-	res, err := op(c.Request().Context(), sel)
-	if err != nil {
-		return h.storeError(c, err, "job", uuid.Nil)
-	}
-	return c.JSON(http.StatusOK, BulkChange{Matched: res.Matched, Changed: res.Changed})
 }

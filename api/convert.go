@@ -39,6 +39,17 @@ func jobOf(j *store.Job) Job {
 	if j.Description != "" {
 		out.Description = ptr(j.Description)
 	}
+	if p := j.Policy; p != nil {
+		m := MissedPolicy{Policy: ptr(MissedPolicyPolicy(p.Missed.Policy)), Grace: nonEmpty(p.Missed.Grace)}
+		if p.Missed.Max != 0 {
+			m.Max = ptr(p.Missed.Max)
+		}
+		out.Missed = &m
+		if p.Overlap != "" {
+			out.Overlap = ptr(Overlap(p.Overlap))
+		}
+	}
+	out.Runs = ptr(j.Runs)
 	return out
 }
 
@@ -55,6 +66,11 @@ func scheduleOf(s schedule.Spec) Schedule {
 	}
 	out.At = utc(s.At)
 	out.Anchor = utc(s.Anchor)
+	out.StartAt, out.EndAt = utc(s.StartAt), utc(s.EndAt)
+	if s.MaxRuns != 0 {
+		out.MaxRuns = ptr(s.MaxRuns)
+	}
+	out.Jitter = nonEmpty(s.Jitter)
 	return out
 }
 
@@ -129,6 +145,10 @@ func executionOf(e *store.Execution, withAttempts bool) Execution {
 		FiredBy:       nonEmpty(e.FiredBy),
 		Error:         nonEmpty(e.Error),
 		Output:        nonEmpty(e.Output),
+		DueAt:         utc(e.JitteredDue),
+	}
+	if e.Backfill {
+		out.Backfill = ptr(true)
 	}
 	if withAttempts {
 		list := make([]Attempt, 0, len(e.AttemptList))

@@ -55,6 +55,24 @@ func (h *endpoints) readBody(c echo.Context, schema *openapi3.Schema, dst any) (
 	return members, shape, nil
 }
 
+// readOptional is readBody for a body that may be absent or empty (then
+// dst is left as it is).
+func (h *endpoints) readOptional(c echo.Context, schema *openapi3.Schema, dst any) error {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxBodyBytes+1))
+	if err != nil {
+		return invalid("body", "could not be read: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	c.Request().Body = io.NopCloser(bytes.NewReader(body))
+	_, shape, err := h.readBody(c, schema, dst)
+	if err != nil {
+		return err
+	}
+	return shape.err()
+}
+
 // readObject reads a request body of at most limit bytes that must be a
 // JSON object, and returns it with its top-level members.
 func readObject(c echo.Context, limit int) (body []byte, members map[string]json.RawMessage, err error) {
@@ -306,9 +324,14 @@ func (h *endpoints) PauseJob(c echo.Context, id ID) error {
 	return c.JSON(http.StatusOK, jobOf(j))
 }
 
-// ResumeJob handles POST /v1/jobs/{id}/resume.
+// ResumeJob handles POST /v1/jobs/{id}/resume. Its body (ResumeOptions)
+// is optional.
 func (h *endpoints) ResumeJob(c echo.Context, id ID) error {
-	j, err := h.s.jobs.Resume(c.Request().Context(), id)
+	var opts ResumeOptions
+	if err := h.readOptional(c, h.s.resumeSchema, &opts); err != nil {
+		return err
+	}
+	j, err := h.s.jobs.Resume(c.Request().Context(), id, deref(opts.CatchUp))
 	var why *schedule.FieldError
 	switch {
 	case errors.Is(err, jobs.ErrCompleted):

@@ -141,6 +141,51 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for MissedPolicyPolicy.
+const (
+	MissedPolicyPolicyAll    MissedPolicyPolicy = "all"
+	MissedPolicyPolicyLatest MissedPolicyPolicy = "latest"
+	MissedPolicyPolicySkip   MissedPolicyPolicy = "skip"
+)
+
+// Valid indicates whether the value is a known member of the MissedPolicyPolicy enum.
+func (e MissedPolicyPolicy) Valid() bool {
+	switch e {
+	case MissedPolicyPolicyAll:
+		return true
+	case MissedPolicyPolicyLatest:
+		return true
+	case MissedPolicyPolicySkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Overlap.
+const (
+	OverlapAllow         Overlap = "allow"
+	OverlapBufferOne     Overlap = "buffer_one"
+	OverlapCancelRunning Overlap = "cancel_running"
+	OverlapSkip          Overlap = "skip"
+)
+
+// Valid indicates whether the value is a known member of the Overlap enum.
+func (e Overlap) Valid() bool {
+	switch e {
+	case OverlapAllow:
+		return true
+	case OverlapBufferOne:
+		return true
+	case OverlapCancelRunning:
+		return true
+	case OverlapSkip:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PreviewFireDst.
 const (
 	PreviewFireDstMoved    PreviewFireDst = "moved"
@@ -195,6 +240,27 @@ func (e RetryPolicyJitter) Valid() bool {
 	case RetryPolicyJitterFull:
 		return true
 	case RetryPolicyJitterNone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SkippedRunReason.
+const (
+	SkippedRunReasonMissed  SkippedRunReason = "missed"
+	SkippedRunReasonOverlap SkippedRunReason = "overlap"
+	SkippedRunReasonPaused  SkippedRunReason = "paused"
+)
+
+// Valid indicates whether the value is a known member of the SkippedRunReason enum.
+func (e SkippedRunReason) Valid() bool {
+	switch e {
+	case SkippedRunReasonMissed:
+		return true
+	case SkippedRunReasonOverlap:
+		return true
+	case SkippedRunReasonPaused:
 		return true
 	default:
 		return false
@@ -273,12 +339,18 @@ type BulkChange struct {
 // Execution defines model for Execution.
 type Execution struct {
 	// AttemptList Every attempt, first to last; only in GET /v1/executions/{id}.
-	AttemptList  *[]Attempt `json:"attempt_list,omitempty"`
-	Attempts     int        `json:"attempts"`
+	AttemptList *[]Attempt `json:"attempt_list,omitempty"`
+	Attempts    int        `json:"attempts"`
+
+	// Backfill Made by a backfill.
+	Backfill     *bool      `json:"backfill,omitempty"`
 	DispatchedAt *time.Time `json:"dispatched_at"`
-	Error        *string    `json:"error,omitempty"`
-	ExecutorId   *string    `json:"executor_id,omitempty"`
-	FinishedAt   *time.Time `json:"finished_at"`
+
+	// DueAt For a run of a job with `schedule.jitter`, when it was due to be published (`scheduled_for` plus the job's offset); absent otherwise.
+	DueAt      *time.Time `json:"due_at,omitempty"`
+	Error      *string    `json:"error,omitempty"`
+	ExecutorId *string    `json:"executor_id,omitempty"`
+	FinishedAt *time.Time `json:"finished_at"`
 
 	// FiredBy The scheduler node that fired the execution; absent for manual runs.
 	FiredBy *string            `json:"fired_by,omitempty"`
@@ -417,12 +489,32 @@ type Job struct {
 	// Example: {"team":"payments"}
 	Labels    *Labels    `json:"labels,omitempty"`
 	LastRunAt *time.Time `json:"last_run_at"`
-	Name      string     `json:"name"`
-	Namespace string     `json:"namespace"`
+
+	// Missed What a recurring job does with missed runs: runs that could not fire
+	// within `grace` of their time (the cluster was down, the job's bucket
+	// had no owner, the scheduler was behind, or the job was resumed with
+	// catch-up). `skip` fires none of them; `latest` only the most recent;
+	// `all` each of them, oldest first, but when more than `max` were
+	// missed only the newest `max`. The runs not fired are recorded as
+	// skipped (reason `missed`). One-shot jobs always fire, however late.
+	// Fields left out take the cluster's defaults (tockd --missed-policy,
+	// --missed-grace, --missed-max), which default to those shown here.
+	Missed    *MissedPolicy `json:"missed,omitempty"`
+	Name      string        `json:"name"`
+	Namespace string        `json:"namespace"`
 
 	// NextRunAt Null when the job is paused or completed.
-	NextRunAt *time.Time       `json:"next_run_at"`
-	Payload   *json.RawMessage `json:"payload,omitempty"`
+	NextRunAt *time.Time `json:"next_run_at"`
+
+	// Overlap What happens when a run comes due while an earlier execution of the
+	// job is still queued or running (retries pending included): `allow`
+	// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
+	// keeps it waiting and starts it when the earlier one ends, skipping
+	// any further run meanwhile; `cancel_running` cancels the earlier
+	// execution (as POST /v1/executions/{id}/cancel does) and runs the new
+	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
+	Overlap *Overlap         `json:"overlap,omitempty"`
+	Payload *json.RawMessage `json:"payload,omitempty"`
 
 	// Priority When executors are saturated, high executions start before normal
 	// ones and normal before low ones. Defaults to normal.
@@ -435,6 +527,9 @@ type Job struct {
 	// (tockd --retry-* flags) when the job is created or its retry is
 	// replaced.
 	Retry *RetryPolicy `json:"retry,omitempty"`
+
+	// Runs Runs fired by the schedule so far (what `schedule.max_runs` counts).
+	Runs *int64 `json:"runs,omitempty"`
 
 	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
 	// them (or no schedule at all) means run once, now.
@@ -497,11 +592,31 @@ type JobCreate struct {
 	// Example: {"team":"payments"}
 	Labels *Labels `json:"labels,omitempty"`
 
+	// Missed What a recurring job does with missed runs: runs that could not fire
+	// within `grace` of their time (the cluster was down, the job's bucket
+	// had no owner, the scheduler was behind, or the job was resumed with
+	// catch-up). `skip` fires none of them; `latest` only the most recent;
+	// `all` each of them, oldest first, but when more than `max` were
+	// missed only the newest `max`. The runs not fired are recorded as
+	// skipped (reason `missed`). One-shot jobs always fire, however late.
+	// Fields left out take the cluster's defaults (tockd --missed-policy,
+	// --missed-grace, --missed-max), which default to those shown here.
+	Missed *MissedPolicy `json:"missed,omitempty"`
+
 	// Name Unique within the namespace.
 	Name string `json:"name"`
 
 	// Namespace Defaults to "default".
 	Namespace *string `json:"namespace,omitempty"`
+
+	// Overlap What happens when a run comes due while an earlier execution of the
+	// job is still queued or running (retries pending included): `allow`
+	// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
+	// keeps it waiting and starts it when the earlier one ends, skipping
+	// any further run meanwhile; `cancel_running` cancels the earlier
+	// execution (as POST /v1/executions/{id}/cancel does) and runs the new
+	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
+	Overlap *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value, handed to the handler with every execution.
 	Payload *json.RawMessage `json:"payload,omitempty"`
@@ -560,6 +675,26 @@ type JobPatch struct {
 	// Example: {"team":"payments"}
 	Labels *Labels `json:"labels,omitempty"`
 
+	// Missed What a recurring job does with missed runs: runs that could not fire
+	// within `grace` of their time (the cluster was down, the job's bucket
+	// had no owner, the scheduler was behind, or the job was resumed with
+	// catch-up). `skip` fires none of them; `latest` only the most recent;
+	// `all` each of them, oldest first, but when more than `max` were
+	// missed only the newest `max`. The runs not fired are recorded as
+	// skipped (reason `missed`). One-shot jobs always fire, however late.
+	// Fields left out take the cluster's defaults (tockd --missed-policy,
+	// --missed-grace, --missed-max), which default to those shown here.
+	Missed *MissedPolicy `json:"missed,omitempty"`
+
+	// Overlap What happens when a run comes due while an earlier execution of the
+	// job is still queued or running (retries pending included): `allow`
+	// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
+	// keeps it waiting and starts it when the earlier one ends, skipping
+	// any further run meanwhile; `cancel_running` cancels the earlier
+	// execution (as POST /v1/executions/{id}/cancel does) and runs the new
+	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
+	Overlap *Overlap `json:"overlap,omitempty"`
+
 	// Payload Any JSON value; null removes the payload.
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
@@ -581,6 +716,20 @@ type JobPatch struct {
 
 	// Timeout A Go duration; null removes the timeout.
 	Timeout *string `json:"timeout,omitempty"`
+}
+
+// JobResumeSelection defines model for JobResumeSelection.
+type JobResumeSelection struct {
+	// CatchUp As in POST /v1/jobs/{id}/resume.
+	CatchUp *bool `json:"catch_up,omitempty"`
+
+	// Namespace The namespace whose jobs resume (required, so that no request changes every job of the cluster).
+	Namespace string `json:"namespace"`
+
+	// Selector A label selector, as in GET /v1/jobs; absent or "" selects every job of the namespace.
+	//
+	// Example: team=payments
+	Selector *string `json:"selector,omitempty"`
 }
 
 // JobSelection defines model for JobSelection.
@@ -606,6 +755,27 @@ type JobState string
 // Example: {"team":"payments"}
 type Labels map[string]string
 
+// MissedPolicy What a recurring job does with missed runs: runs that could not fire
+// within `grace` of their time (the cluster was down, the job's bucket
+// had no owner, the scheduler was behind, or the job was resumed with
+// catch-up). `skip` fires none of them; `latest` only the most recent;
+// `all` each of them, oldest first, but when more than `max` were
+// missed only the newest `max`. The runs not fired are recorded as
+// skipped (reason `missed`). One-shot jobs always fire, however late.
+// Fields left out take the cluster's defaults (tockd --missed-policy,
+// --missed-grace, --missed-max), which default to those shown here.
+type MissedPolicy struct {
+	// Grace A Go duration of at least 1s.
+	//
+	// Example: 60s
+	Grace  *string             `json:"grace,omitempty"`
+	Max    *int                `json:"max,omitempty"`
+	Policy *MissedPolicyPolicy `json:"policy,omitempty"`
+}
+
+// MissedPolicyPolicy defines model for MissedPolicy.Policy.
+type MissedPolicyPolicy string
+
 // Node A live scheduler node, as registered in etcd.
 type Node struct {
 	// Addr The API address the node advertises; absent when none.
@@ -629,6 +799,15 @@ type Node struct {
 type NodeList struct {
 	Items []Node `json:"items"`
 }
+
+// Overlap What happens when a run comes due while an earlier execution of the
+// job is still queued or running (retries pending included): `allow`
+// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
+// keeps it waiting and starts it when the earlier one ends, skipping
+// any further run meanwhile; `cancel_running` cancels the earlier
+// execution (as POST /v1/executions/{id}/cancel does) and runs the new
+// one. Default: the cluster's (tockd --overlap), `allow` unless set.
+type Overlap string
 
 // Preview defines model for Preview.
 type Preview struct {
@@ -722,6 +901,12 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// ResumeOptions defines model for ResumeOptions.
+type ResumeOptions struct {
+	// CatchUp Apply the job's missed-run policy to the runs of the pause instead of skipping them.
+	CatchUp *bool `json:"catch_up,omitempty"`
+}
+
 // RetryPolicy How often and how soon a failed execution is tried again: attempt
 // n+1 waits initial_backoff * multiplier^(n-1), capped at
 // max_backoff, then jittered (full: uniform in [0, d); equal: uniform
@@ -774,15 +959,62 @@ type Schedule struct {
 	// Example: 0 30 9 * * MON-FRI
 	Cron *string `json:"cron,omitempty"`
 
+	// EndAt Only with `cron`: no run after this time (a run at it still
+	// fires); the job completes after its last run.
+	EndAt *time.Time `json:"end_at,omitempty"`
+
 	// In Run once after this delay (a Go duration).
 	//
 	// Example: 90s
 	In *string `json:"in,omitempty"`
 
+	// Jitter Publish each run up to this much after its time (a Go duration,
+	// 1ms to 24h), by an offset derived from the job and the scheduled
+	// time alone, so the same run always gets the same offset and many
+	// jobs due at once are spread. `scheduled_for` stays the nominal
+	// time; the execution's `due_at` is when it was published.
+	//
+	//
+	// Example: 30s
+	Jitter *string `json:"jitter,omitempty"`
+
+	// MaxRuns Only with `cron`: the job completes once this many runs have
+	// fired (runs skipped by a policy do not count; manual runs do not
+	// count).
+	MaxRuns *int64 `json:"max_runs,omitempty"`
+
+	// StartAt Only with `cron`: no run before this time.
+	StartAt *time.Time `json:"start_at,omitempty"`
+
 	// Timezone IANA time zone the cron expression is read in (default UTC).
 	//
 	// Example: Europe/Berlin
 	Timezone *string `json:"timezone,omitempty"`
+}
+
+// SkippedRun defines model for SkippedRun.
+type SkippedRun struct {
+	// First The first scheduled time skipped.
+	First time.Time `json:"first"`
+
+	// Last The last scheduled time skipped.
+	Last       time.Time        `json:"last"`
+	Reason     SkippedRunReason `json:"reason"`
+	RecordedAt time.Time        `json:"recorded_at"`
+
+	// Runs How many scheduled times from `first` through `last` were skipped.
+	Runs int64 `json:"runs"`
+}
+
+// SkippedRunReason defines model for SkippedRun.Reason.
+type SkippedRunReason string
+
+// SkippedRunList defines model for SkippedRunList.
+type SkippedRunList struct {
+	Items []SkippedRun `json:"items"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // Cursor defines model for Cursor.
@@ -876,11 +1108,23 @@ type PreviewJobParams struct {
 	From *PreviewFrom `form:"from,omitempty" json:"from,omitempty"`
 }
 
+// ListJobSkipsParams defines parameters for ListJobSkips.
+type ListJobSkipsParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = JobPatch
+
+// ResumeJobJSONRequestBody defines body for ResumeJob for application/json ContentType.
+type ResumeJobJSONRequestBody = ResumeOptions
 
 // CreateJobBatchJSONRequestBody defines body for CreateJobBatch for application/json ContentType.
 type CreateJobBatchJSONRequestBody = JobBatchCreate
@@ -889,7 +1133,7 @@ type CreateJobBatchJSONRequestBody = JobBatchCreate
 type PauseJobsJSONRequestBody = JobSelection
 
 // ResumeJobsJSONRequestBody defines body for ResumeJobs for application/json ContentType.
-type ResumeJobsJSONRequestBody = JobSelection
+type ResumeJobsJSONRequestBody = JobResumeSelection
 
 // PreviewScheduleJSONRequestBody defines body for PreviewSchedule for application/json ContentType.
 type PreviewScheduleJSONRequestBody = PreviewRequest
@@ -956,6 +1200,9 @@ type ServerInterface interface {
 	// RunJob Run a job now, outside its schedule
 	// (POST /v1/jobs/{id}/run)
 	RunJob(ctx echo.Context, id ID) error
+	// ListJobSkips List a job's skipped runs, newest first
+	// (GET /v1/jobs/{id}/skips)
+	ListJobSkips(ctx echo.Context, id ID, params ListJobSkipsParams) error
 	// CreateJobBatch Create up to 1,000 jobs in one request
 	// (POST /v1/jobs:batch)
 	CreateJobBatch(ctx echo.Context) error
@@ -1346,6 +1593,38 @@ func (w *ServerInterfaceWrapper) RunJob(ctx echo.Context) error {
 	return err
 }
 
+// ListJobSkips converts echo context to params.
+func (w *ServerInterfaceWrapper) ListJobSkips(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListJobSkipsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListJobSkips(ctx, id, params)
+	return err
+}
+
 // CreateJobBatch converts echo context to params.
 func (w *ServerInterfaceWrapper) CreateJobBatch(ctx echo.Context) error {
 	var err error
@@ -1461,6 +1740,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/jobs/:id/preview", wrapper.PreviewJob, options.OperationMiddlewares["previewJob"]...)
 	router.POST(options.BaseURL+"/v1/schedules\\:preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id/executions", wrapper.ListJobExecutions, options.OperationMiddlewares["listJobExecutions"]...)
+	router.GET(options.BaseURL+"/v1/jobs/:id/skips", wrapper.ListJobSkips, options.OperationMiddlewares["listJobSkips"]...)
 	router.GET(options.BaseURL+"/v1/executions/:id", wrapper.GetExecution, options.OperationMiddlewares["getExecution"]...)
 	router.GET(options.BaseURL+"/v1/executions", wrapper.ListExecutions, options.OperationMiddlewares["listExecutions"]...)
 	router.POST(options.BaseURL+"/v1/executions/:id/cancel", wrapper.CancelExecution, options.OperationMiddlewares["cancelExecution"]...)
@@ -1481,173 +1761,196 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H39k9s2kui/gtNulaUsR6OxZ7PPmtq6nfhjY59j++xJbd2FuSFEQhI8FKAA4MhKnv/3V90NgKREasbf",
-	"m3v7S+IRSaDR6G70N34b5Hq11kooZwfT3wZrbvhKOGHwrweVsdrAvwphcyPXTmo1mA4uloJlSrx1lzm+",
-	"kTE9Z24p2NqIa6kry9Z8IcaDZCDh9V8qYbaDZKD4SgymA/pmkAxsvhQrDsO77RqeWGekWgzevUsGTx7C",
-	"7/j5mrtl/bUsBsnAiF8qaUQxmDpTieZIc21W3A2mg6rCN/dHfiZX0u2v6SVfCGblr71gl/hdc65CzHlV",
-	"usH0z5NksOJv5apawR/wl1T010kEQSonFsIgDC8BT2LzQFeqA5Tv9YatuNoyUynLnGaltK4XmzhGJ1gn",
-	"TbBOJreH67HRq32wnknrcJcRLD53wjC3lJY5uRJs+OrxA3bv3r37ozPmIWBKbxI22+JHBXd8xq24Y1le",
-	"6vyqbz1zmLtzRwvuxBHM1bGt74Am7ForK5Byv+PFK/FLJSyiN9fKCcI0X69LmXNY0vHa6FkpVn96Y2F9",
-	"vzXm/KMR88F08IfjmjuO6ak9fklf0aT7fGFoWiYtk+qal7I4Y5kwRhubMVijZYLnSzbjBZtLURbjwbtk",
-	"8ECreSnzrwZt7ue3bCPdEjfsjZ7BXlXGCOWYddwJpg0uAUF+BGv6kvCeqy3TbikMQ3QiEM+1e6wrVXxJ",
-	"OJ5rZqt8CQgChIi3Iq/gEQJ0ofUzbhbia23kTBdboD2nNSsBEITqR8WvuSz5rPzigOVlZUFSgFwBwKoa",
-	"lCmJDyvMtTBsyS1TmgmXF6nKtVIih2ESxLHLC1bIgintGFd2I8w4VSiyPBgA5blzYrXGZa2NXgvjJEkD",
-	"EUi1Dd6DyoF0PZ3c/5bNtk7Y8b5kSQa0v9pcyqLjqEoGc6mkXYrikrtecaWq0iOfzqu9QZaCGzcT3PlR",
-	"9vFYcutYfA0OXM5KrRaM06oB9g+bW1WrmehCD5wsloFAZidMX6O4FzW937Fss9SlYKWci4QZcVQYeS1A",
-	"7uVlVYiigc54yCQDXblcr8RNZOU384V/mz5cV+5Dt9E6blzcpR2OrsqSzbVBlFoXUArLs4Lhl2wD5CkA",
-	"CUasNQz1oRh/19Rffgrob0HYpqqf4xB69kbkDpazg569JcE6po390oZZp9drUdREJNWCDaVjhRTFiHFV",
-	"tPc3VRuQ/E4zrkjuaiWA7ZKBUKBD/DSwVZ4LUQjQtOZclvgPwEJxqStYRs5VLkr6HUBqrKXemu+M4FfC",
-	"vIYjBtnVj56X2uKXS17Oj/RawNT4v85RqvxKdGzuCyXYDJ8B07zRM5sw6SzTGyUMrnqz5I5Jx5a6LJB4",
-	"2tKD505ei0v4ssXgUrlvTztJfBZB2X8m1jpfdrM4QmSXcn3HsrlQOewPvs6GrpakdyyJw4VQwqDgZmk1",
-	"mdzL6b/sdML+L20kvAUKnYV3OJCzzOlsp7VfiS2SdW4Ed6IYnTGgXNIA8I0WhYfl9lB3Y4kBU+0VPtUz",
-	"EA04PyEoQcwLL1ikISWjc9L9SdD8KCrRjUrBTSnhPITXQGENFgrNfMcy2lWkh7DupVBIBngQKfHhEhWR",
-	"1w2Y0oXfGdIFuW1siNKbJixK0+t6o2wD+PFtQDAi16YQxeUBeiPaCm/C3rzU1i2MeP2fzxJPLbA7WzaX",
-	"MC5zhivL8Vhm+VLkV7ZJMnHKj6Gd9iAH+KQHbg+QnEfsIX3lJQep9H5Y3BHUnqvD9gZW3oN5D/meI5KW",
-	"JGlQcJd8J2kGJte+OiOdWLX/cegg9XLxXZyEG8O3e6ujsbpBKa8eLLkipbYNSo6/Fz3cjpS9DlLKv8uG",
-	"HFVnB1I3/BbNC5BHhSiFEwVbCa42S1kK0BtX3OVLUbBZ5VAL9F+OupUM/3YPXF4WIAeueS6CWCIouqC2",
-	"bOgFhtNszSsrEvpfAT8YYauVGNGScGoaTpQid9p0gbiD/QBvEjHatROPwtG8vxFeZbksPcW0V/0Iudi/",
-	"kwA7WzzYQak8Y1qVW0DB3x9dsOPrk+OoAdjj32TxDi3121Ba0L/3SC0J4NnuM7GQdk0I+CglOqr5X0eH",
-	"n8NmXs623UILkFRUJUr5QhCp4BdtpeuM8ZkFtQvU0RVXFS/R39Kp09JqbnB5ofS5fI9XyRHTgSUCZ395",
-	"j3EZsy17+eI1URBIOKSdYzh6DUft0S25Ct6ggI3GsmZal4IrPNsDY3aCgXIz0HuXOv8PlBkttIIEIQWV",
-	"DbVB/a8QpUS2IJEzF8aIYpRENUBatq5mJdIF4wsu1UcoBNF02Xu0NlIb6bY3m9n+PW/zAvaKyzkR/G18",
-	"ZLsm0IetxAYl/RCsUU6RSr931BSDSJQNkmvu++4aI/EFCBoiZVd+vKclFYH9FIdtLaE7hGDDY75PtOfE",
-	"9ppOIrT2gxP9sFrSf3DvbMPelL9UohLFlG24RFsQLWBVG4zAKXPPLXRkeIYYnYFMUlItpqniKtrLIKjO",
-	"PJ9N63WEx54BweTizAiHvCedTZWuHM4y4/mVns/PWDQsExZNSPywELwgc6g5dKpo7BHjRrC5VLxsG6q0",
-	"VFDNCG4gki7btWmvwlSdluZjKcoiuj/b5IIu3X1UP9QONJo1B9PKWyIcVNd15RImxotxLRKBFX/VSqDn",
-	"a6aLLf6DsxibuWO9F7YDtpWwli9Ed1ClSTYEaP1BFwF9z1VRkhbOi0LCWnj5srHeOS+tSPbEr/aRi+hF",
-	"rjWKMcuWzq2zKcsqU2ZsyGdWl5UTDH5m2qQK/mFHCctWwi11kbFhiCfA+QIPloIXwtjsjBCpiy1D5pE4",
-	"Z6po0jXflpoXY5Yp7mw2DdRLkSp6CEpQZitccZaQN0C6ZaoyoMxLI9blNkMq9f4h/GXMsryyTq+yaWNp",
-	"bKFhODTV8WmqAitZOu/R0wngrERG9NkmHr+ufnx3nB97m0ZYQz/KW75agywfAOK6qCUc9fWbVqjiSKy4",
-	"BFG7BvYysKf/89P50X/zo18nR/cvj37+7ST59vTdHzvPGMJle1DymNmxkoulK7dd39EPte8HiABPBBTw",
-	"hM9OZqxM2Z4MyWd6fOx/Ged6dbzU+qpr1nqTG7iNisgOx+DjA2zyyG92twsqkMIdS65wdOAu6ct9n9OM",
-	"XGI32nZNz9lt9Fwuy8qI2/qxpLqcl7Bn3Wp72R1JvVi2VptrRUGkfMvwC+Qk4BK/+qjyeqeHEt02nQ9x",
-	"dLiWvOEBc1XKkUsAJQOhpxHG2khV6M0tXUxWqlx0qZeiNTwTygnQgOEE23dhHVTJqjU8PqiSHRbjzR1P",
-	"ItkE2BtIa2x+c2NbIBwg7idqrvdPu48k09vrVbss1qFdLevDqi0Mpnwtxw1p0LUPqB/cfGiGOcIHTYzX",
-	"izqAxk+hYzZ35MO9Ot8LXrrlPixAwJVtY7FLeO5M5D/rmumpnnVQzgEXufdHvwdT7KggHZKvQR23wO17",
-	"GNcln4nyxj17Rm/h+9Zdmkp9lBXWa6LfwnKu5+4Igm2CbHujZ2gBk49LGwaLQrfch1vBXueCqd8eLfSR",
-	"f+GN1Wr8im9+8JroBxrFaFDc9MEreOmlLmXeMqRv+ux1eO+2FvBTPYvSDtCje6z/j5b/SJRNu9mb0tFZ",
-	"HczluNSkIcWaBNEmzRYX3nhIPNWz78AAf4Df3GgvtEVBd7jogogQ858IlIQSZ7ht+5mY41fCMulu7ad8",
-	"qmceUHRqvX1CH8UMqfD3DbIV4T6EDRinJ4JBYVtQArUiZkN9cAafTVlG0jRjdycnMS7r9yNV2Rs9y9Am",
-	"DD7ryuJbmU/gyHYQtNFVWbAlvxZgrdsNKitk2LPh6WQSEpUSdjq5j6Yl4lSNumyUNyTNb8AvMTElhtw2",
-	"fyTpOnvuTk5udJ4fPntwK14Jiylxe/ELQmpPnMA/7VZHvc+g+0uMUNDXZz64iaTJcm7M1udK4rq7B490",
-	"vG9IGFwKWwsT6MbV+T8JqL4Y3TYF2RW35YiaYm+nU0QBUbtPejbgg4TCznm+43A2QjAn3pIpsRZ6XQo2",
-	"5I6ttHXs7mQyoUQQDA6t+NtnQi1A17mLHP4JdIP3PfTDed1exo9K/lIJdDh4gyUK8n3AUTKFv096bPPx",
-	"5dHPf/pjn6UfFYMd3xR5V1DSpiF7NB18chAax/9+Yt/T1y+es2teViJBu5ACaw0rkWLMFI5upNztqx2/",
-	"Y9WioSnspN5qtRDWsYavdcUxP5gNOfu7ZkVF4cqERS44XSL511r8vYm9UZ3w2kPgiB6O/hRWjD8kvraP",
-	"/KmevQTJ954+TjjE0YNK+gnGbM9IP4EDfW0EQmrEuuS5aLhCx+ycXN+p0nP22zsQ58LFF6IDMeb6BN/n",
-	"GinrjJHoSZUfmvGybDha6Skb4sArfU1TrzpP8oMi9lUT8sajM5YO0kEcnLSufwYRe0vp4vNDGsiJfuL/",
-	"T2TJeVNedKDDf3i7/JgufnqNaQ+eqt7jyD9wRF20sjUoLRNVW+I8NgzMnjCrydeudJ3c7lM46PBoKE2e",
-	"y0af/KgLmR9d2EfCjrkhCdgzjdwLykfzDlFtiNvo5Y4FtPSFWtI7wVd/XfPtCst6biPzCe89AnIvMZNS",
-	"YTBAUFGGZvQOdPron0VevnVYo421/xDbY2TfIOBA7yOsSLUgUhhmTRz+e0DwX7MRKMWp+o9qJowSTtiw",
-	"BVvl+Nsp45gIKcGGYnpN0LGHz18f2WpW6BWXCuT5XL4F66lg2XGWAPIV42QrgeXmD91v77FSAKXYhBVy",
-	"IZ1NWHaUJSy7zMBES1U2zhLKKAbAYTyhCvgnqjfcfw47j9+fMU5yC+CDcx/ODUP1BzT9mJ2HyU89dnzo",
-	"M5DDb0gPWEjlKaKLcZ/rQnSSq7zeTV5BmjViIa33eyvMaOzInC2KnhS+85dPGDwVloQO5sTw4hq+tcIe",
-	"DAnUREJOjss8lFH1ZeL2uBf8Qy9P6pxYyszE2oSw3Jx2qWVQ7c+2q8yUgltx6Vx5aUWuVdEFh1wJVop5",
-	"1GpgxpDii9+jSee/H7OYQ2qEEhubKumYBbnAS5TcFg3Di4tnQDn4Iq0Oh6KwrK4cK7XF09umymOBiKb2",
-	"QOlqVjbcTz5LHTS0TkKJcMli/IG5JzdIKZh2J7VjH7/1ju9Qx889JP8pVFlknQ/3xPuiu65cAiN6SBc2",
-	"MqmznDE744zNxSbkWWW47Ixy+6JXN/BxKLZZaQOGM+isR3apXfsFrcTo1i6EUDoojehihXlnSeGF1zfq",
-	"ssK5LsudAN1Bv3+d29bpPqSKVLERRSuxLvrHwnrt1L/YmrnP5//F3Ma/atXDa0/On58T6uCdiL87LCt1",
-	"zsvMCwNuMLl1+OPFA1apMojbuM0k6sJG1xrE+UoYmfPj52Jz+V/a3CL+U7uXI+BJKOYkQj5A+0g13d6u",
-	"So1ZVliX4QldbyEc1qaQimMWUUnSL2EZKLJFFkk+VbnRiom3YJJhIYTPu68/8qqgzq8ss1cSa2QW2idE",
-	"bbgpUjXkbC7figLJsDkY6gFUD0u1sZQnJZV1XLlYJCtSteDrM7QN8aDPvsmCp45EV8JWUlWUA73UlSHr",
-	"MvCpqVSq3FIYMUpYZsQaPW/1KuGFO7axpCVfr4WyzG0k2Ig+L8YvcqEx0Yr1roqOCdVY0JpbmyoQJgnj",
-	"CD0sBdWhv6FWCj+wmXbLTlOzr6jNVIrglYr9ePEgCeUQzRqzrJUJmLGNLEs2e48Ye0ESPiivSCAYGScs",
-	"dmqsyEQ9ibwc4aUNlm25esfWPJnQTqMzdj63VHFQc9jdyd1vjyb3jib/52JybzqZTCeTo8npdDK59bqU",
-	"XknVmY+LmUq4TsAwaqs75L7DD0Uo9wg1luItFXtzxwq+ZUMAhCIRyGVK+zWN+hd1d3pvQsvpgNz1iLWH",
-	"ry/YipsrQOxGGyrHqsfHQXeAHHqq3njJABxLRYuTu9PJhDnNEMGUtHgTo7IFX3eBrHOfxCL68B3oqSmN",
-	"CKnAPKROAr1L681NKsS/e7goPxn0nwHw5A4IxRlIUSpX4H7X/MLa6Hv08OJGQU6KFZL/AYHdKK5/Dws/",
-	"r/sdNFoU3LL5wXt0MuhTNzzwaHLPo8ttI0yMrhH+fE+D2zcyuGX+9XurDX2HbPfO1M6ojoSlOhURdALL",
-	"XWVgwQlbysWymcVI5a4zMQfdUMHCSpD8gmKM9EN4XOoNHAR2zJpBBHqnnYALswyA8+ERUtimU/C+rIOG",
-	"Ow7Jxw/Y/dM//yXEzVghHJdlR70mPeiuA8E+DLdW7BuJvh0qLbFYT6pFHcrsMBOlK8WBZM7dpb92fFaC",
-	"ZSWUk3MpTHD/XElVwL8bocT9PEgHNFqI61Deb48x2IvioqXsGnmjcMCnYQHJocBr04P5fq51EAB67oRC",
-	"elvqDbMaBFtIH2/VdDgjQ3XGtE4GV386ocxyJpV0kpeXPrGcfcNWVenkupTC/M9QHZ2MEpZzVPm4S9WK",
-	"vw2veh/PG+nIyTGcV2U5ZZWSgDE4n36aJKwYnTHxS8XrJ6mCR8XxXXqoULdmjylWQIZ+5TC+3u3ot6ka",
-	"wpYV7OgIfcVH37B5yRd2tJecE2SWT9GnjHpZxwaKLlVsByNd4cCSbwODUxkbKKgx8NQOOO0oACe200hD",
-	"JDaVMEAmfPgL1XQAljrFAWxIs3aseQjcdAY0NrM/olb41bqNEDG4Zm9YZGcKYU1YbQ9HcKR0ABucKl3+",
-	"uNeNw+K9ku/RMQkUgmVj7LVw0T0JOrueswxMoixhGXcZ6fBSZUSqTM/R0Fhh8YfStaXIHeNlOcKiTFJk",
-	"tMpRFdx0avwqX3anQpdbbwIhFCwdkAHhi9gDyvEvkQ6moR7LkkKApxO6wbapmoOm5fU5mpA8qjgeUIK5",
-	"5qXX7aTzsQGxZVdCrHGZ0gQ7OTfaAgvh+HTUUc6TPcOoK40uvU255tYxjNuhf4VGWi+5FWP2D+yJ4R1S",
-	"tQoBMP6o5NtU+ZL+k/t/mRxNTo4mJxeo/U8nk/8e7bhuvUL9F3zpPr30J1Rrb610dJler/zutbSdoK2u",
-	"KksVtkt+LVB3PZDztzcdbGrHCSbf+nDpNIgTb+6irVvw7ZGeH620cktG//U/bYS4SlKFBTLpYMLuTdh9",
-	"9g37hv3w4vnR41dP0sEZiL+5vBbRgvbOMCCGVAU4tGHDv8FkYMH+reAS/0+Ucn9iEzYej0djdo7mDoKa",
-	"quimjya7Niz794xQRHW+HAwPoEJf7QxG+llK/TI20gomJBY/rvh2zB7yLfAfrZCXQI6Yu5Y9y9gQw9kF",
-	"346SVGXPjpRnTfWPjA2V4ECaDNABr5whmHqOP7Ds4fl//UFlqRoinrIfXjz/w0lGHT3gGYxOTx6/evIs",
-	"2yOyfbR2FpuqQ4RUdwMjiXpQgN6fdB4T/R6vDm/XrlsHrCuBJVV1vdCPFw92Zn5UgZQ6/k6YUqrBLSKa",
-	"73DllPuea+U41bb4ZmUYL9X5FVtxqRyXShjLhlaIkOEFg9yx7NWj84c/PBrtB7bwY2kZZ4UEIGYVHOgg",
-	"vWPIZcwwowwkLpohgXG551r4O1W0AZywj8mBqDMhlqIMH/ogkxdOROcYX+AKPYqpikgejdmjZu8HzE/0",
-	"ikcsEsQIMjER6B7wjgpVT7Aps22roJA+DQ2LUpWqi+ilDO3jvCtozB562qHHDWKybJgCCaWDhKWDk9U9",
-	"/Geq0sHdZToAuFHLj6N2WQ1smPV1vspGqQp4IsU7A5rI2I+vnpyxWncOQ1q0UD0WYlc3DDmGvm+41GfS",
-	"OgJqzReimAa3QEcrRUwh4Qt03GXhd6fZQjg8trCrCZ5LGBJEUUee0fZQdFaj3xAn9h5/4v9S5kJZ0aDm",
-	"8zXPl+Lo7njSsFKQRAfJ4FoYSzR7Mp7QG3otFF/LwXRwbzwZ36OCsSUe/8dLLC/4Ff696OrKc455qJbd",
-	"nUzYJtZrr43OhfUtwSz7/uLi5Zh6/tDWPykG08Hfhfvej77T9e/uZHKgvdn7tTXz9RE9Xc0CoNKyaj2m",
-	"RmTVasXNFhslXgslLMo4vrCg78YV2MHP8PLxSjgjc9uLH8D6Hcsy+P/lN7CV+H7MBv47OoWBW+/YhGIa",
-	"Rq+EW4oKbPBU2dzwtd/qPfz94Ge/EX9OvHXH65LLHcx19F9sw+9nCA7SJnDirQPBrS3qtIz0il0cNj5Y",
-	"RWB7sekpcRy2uBOlsG8v1kKdv3zCCp1XK+xuhQYONqDbcMtmlSwdeg97MOcH+FjK6zhlbgZ2F0cXeNz6",
-	"h+g7f/r6xfNDeIITcntbphTNvjr+fM2XIBET9ufJPRZ1nE4WfUVTfRUOxblBYOLOYgfEP0/ufdkekQ7V",
-	"ke3ungFo8ibhcH1y3EhcWPR1NZNOrDDcH9ppSRU7nZlCmKTOcJBuqSuHiTKpiv35WIZJD17TRLskw4MC",
-	"O6JhCoLlWwt6B9Xch+5ZqYrZEqMzlrUbIPnh2k2Q6nFT1aCqJWaS0IvBAJHWz9/TeipV1HuKrEBWyPlc",
-	"GF+evdLI1UWFH1GB7ZG+FmYa0iEcggDzvgEtfuPDXHX2B4GDyRG+Q5b3hUhq2GITyuThAddKYwU6dukC",
-	"TIF1SZ+jSh/7VFFbLOYj06nKqb8iaq0YoUHD0Ze0zMpO2Q1KxHcxw+GzsVaj+1QHcZNeGNpo1czVNWIE",
-	"8bjZgxSH9CGAm77z/tedE7bWuGgT6lhbbOsHf/lWW4HTvLetZrPa793LaViMI/5aCF5kvsMAdqE48qla",
-	"oP212gD4hJuO9hToVKHOP/T3WpgVhwWX29GYvfIdNGOYOFUxUWGnJ9MxOvv6KORRvaqk1dL7p053TAN2",
-	"PK5lo4y5q0Vzs6TsZlrabwbT/X4N5zG16L7Fi75B+bufPyMvtPvDdLDDi6Ct63mz0QUQ+SnBcZjAG72q",
-	"Pw1f1Nvp3VrU9FKJTcwVavBEgwU62AKp7eApFN+dxkaahis6Lygp3Sd/J7HpBnAneaspqz1VoekSdsQa",
-	"JXUpfdLw6AUPdNOkXPHCR9qDQ8/X1tmE2kSTykwNmHp0urppz5cgoz5tr91H+gMo53RyevMnsWH2x5La",
-	"34Vr+QFqCdxozNRJY3si6QYmf/Jw8O7nbsI8pn49uzcX3HLMZLDWtjNDntoFNRY3RIeKiK2SQJkKPYx8",
-	"jGFE7YG929CewXNqNhQJF7QOwJBnCGqOgfZQ7DtEvgepopeGFIYaEqEKy7L4fjZmD+jfOFGq6nZJ9TcY",
-	"H4tp8ErDBAsAMPZAwoRjUES0EjiG0o7NRKP50vB0cn/UxUA0/T8HD3Us/otx0+nk/s0fxD7/X0Nrop1q",
-	"ce37nQPHsXjlE3LbfwKvoQcU6G+XaDk8mRthl5GLrDBS2Gkd80wVHSN3atnjsxhA8z+LH1K4jZhOqko0",
-	"0/MowaFEmw0PlTFD3agNlAUKA74Izc5VP19gBPwAW9z9cmxhxNGuRPvnZYuPIvGoQu+S0w2E7iXyLe3t",
-	"UJI6pL5U8W/QjxNqcDalcOZSW0ehzAx7m2ErMv/Mt8ryj333WKtXgmou6r7twlzXPY3ArkgVhbp8iiGW",
-	"HTY6LoW+RKD4UAe08/rISVXmn0drZqONxeboaPKGPKE7U6bXQvk8iNiCPUE9SzFqzt5ngXwf8Pk5/T+N",
-	"ljq9VmrYGiuE+oq2aqCveL2KNCyXJq+kC9t10E4NPTI6afMlX2C9itHVYumV/VDIVG5DQCGWeaGfCH7x",
-	"CrY2Xn+mzOh21JP72qe+jX5KBvbNRuab2P5d2kYt35CXZf2nJbcjBTNGffbnbpvQnjukbgbjE1q5deb+",
-	"oYnJNYBVYz7RwNMDJYX2LfaS9uBDlxscElg5F9pT48UrVCI3ZT7HC6vDUmUFbKejnr65Xq249b1Xsiux",
-	"/SvWo2WoEuPf/geMW1+J7b/FF5ypRJ20REV3dRK/03qU4AgZGoupojcwq9eOMNb+b/RUOlZo0lxHoWCy",
-	"Lucbp+q1cEczbkXRWgkbZhLzXJR2UmUjHwNzzFZrf4XHTiS8VTiZOCnMv/0Ve7L00Uio87xhZ35P/o5Q",
-	"33+DpwMo6+v5OLyQM4XwradriYJZqtTGIIhT6tTzrk8DpQYlNsS3KduoLq1lT2L/W8rfxl5Ylc8WxnD8",
-	"3OhVqtBp4WPtvenCZ36aou78wUPmirSpAtOrUnnd/8KCNQZHR6hsDn5orNCQKxEC9Y3YM+UAIokHYX86",
-	"mZyFilXs7sN2e45QHsLp5H6nlYc4eqpndU/B73Sx/ZRUF3oytZNOQYi82yP3k085cZ/ajMnhvNEG6ENV",
-	"5i+pARMWicj2WaChTkTPHl230JF04+rYTMupaAS7EnTjVJtIHuJIgUhaG3baX6LXuPLh9+H6omX2oTjp",
-	"jz7DajmoHdqIggzYWl7sekmTlos0IWWFStDxUhvU7jkJpR7HZudOTL4Q6/yO3Jh9G/lhXo7QTqanoQoq",
-	"UiSnQ5uY0K5WF9uz0FYmpopfCbEmiyFVqFmBOafEpk7rAibFA8n6/B/q4ZdRFRReKsRDJ0eMPFrHt6G3",
-	"Y+L7sccODkilC/Rt8PY8M4GO9VT5q1DoUoQO0vsRM2c/62FBTXtudVZ8EYIPF9n8bgifbvS57Tlxm0Bp",
-	"2wxtlXHaZqfDIaa3gU0eCjsptVObVNU3noxiwGrnNdTEWgZu05w9YKf+Kyr6+42KflneQBOD791dcLsQ",
-	"6seEt2p+Q+H8yeNa9SEQDWq0JVilnCz9rTd0m1UxZi95ZSmNpuO7pW+H0mY1+ER8PbWjhvN/qX8b8Xtr",
-	"ob2uO4sc0knvWNIoQ8+Qxv3eGagQWVJbvN6qzetUKrJF3VKsvJOIErgpBae/PB6fr7i5wpgnVS0VfItd",
-	"6Znl10B4vruXXfI1dquZxvYOw72S9r5GD2BdhK4OAfjQBqHR4yFhVlNuNdj4VDvvDfADleLkpYr9GFK1",
-	"A1dXGwbW7sJwxrK6tjxLFSbcNerGYTNGlCsfdytqZNLWDU7qyzRj8sS0Zl1ADl6MgvlKtm64Ip3vD4xy",
-	"QM4D+yctnRAdyHT963ndLQZP84y7LMESMrweXG9GfgoEQ6pFSTgN4KWKiApTC2N5F7V1oIaWqF02buLC",
-	"dJIIyyhBTSF+h8CjYybCzrjzlMuGtP7RmD0nmYXOEa+tdSkLvkacZNj7Cd/Wrf63OKebt+1/1sM6dBjq",
-	"N9aCCKCr5n4PZ3Ss5W+CjzSMFX2fyJzbE6lEYZ/8YEbZ1d4HYO765q24Mi+A0KpDBl5Ja0mG4k2ZdFO1",
-	"53os9SfhB1Zji3HRl0j9ZWi+rYjSnDvfRFoupOKhm4U20eGJ7RP8975EkJ2nqm1E1mkkgS8pWM5ewZ/U",
-	"/65xDy+qFqkKukVnSB2G+XrqRVjG/179gjDc0vhuoWeYSn2upBBvEDbKzVznMdi4EnZfK31VqU6i+YIp",
-	"GF8t/+LjyKEKxeRUelg5KwvRclweJI/pLDjDDkdeKL8Ta+tCe9MMvs+CbR+iKK0rqCkN39es0K3le/3x",
-	"MdgdGsFSU3z2CLRUKmX0tQS4Mzx35Xb/egkqNsD68RC8px5QdcOGUJSFP6O8PgKBSkozFQsO0RdH8PHC",
-	"F1Si2hqXhnphvByLqgE85KQAPnGB0kHBRGULReWUNW5UhlMjXOegTTPiDKulyM9wtsXqRm2IxemmQarV",
-	"xJaCrasFcFUBkCRVsnW9QUy193jPuTEydFb2RZcthKaqvo+Cxesohv4ei9PJBIA5ndxPWCifBPCxBiQ0",
-	"3U4Vt0QgP937eRwvTsSGAqNQkIrlSTutMvCQ8ks5KsW1KCOMQ04XCQYkwhKfvn7xHJtdETEm1C/RLblK",
-	"1UkymUx8HNJ/qkH5PvmW/SC/G2GGv93fSaIhWmWqTk/uIf5yzwcxNdNqMrR5Tfn++i42/PNkUhsEhEAA",
-	"OBRthfv044zSWVHOUS3AUvW5Nqjfi2uhUkU3pe+EuqZUlZL5P31FDxUt0NUjZOk5scKMIn9fiS9V7gpt",
-	"gibSEdr0Nc4Wd7TNd+Ftsi3PCHFxA9i9u9QFNyR0YOJqWDJ2eVhhJb8RrFrDhCGhlvyPNucqtogYsbLH",
-	"dRjDnt/5LIDP5M5u3p7z5Z3azStSelUfT76g8FHxqyjOajJg3m4VyHW+9OaTRE9PbpGvdaH1M24W4lNF",
-	"T4liahYPx5DHwuEzr3bddZ55j7FqAUhPcZWLKalaPi7U0IbhDIyx+ayVxJMqyuLJQv5Jxoa+RKL1vdtp",
-	"m06ZOIaOAuxMlOyddw33I9nWSXTcx6YDaEyniju9knk4fRrdiEIwpL7Af4VNdryt4kNOVBVVYUG8Acra",
-	"slLw6/q2BNuovCN99IxlfmxyH6RqGdrFwTEyZq/AIvLVfy44BGPeD1aXdBr93m1pPx+H113xvzB/f1eV",
-	"VxTs6eLt2G4P8b2iW7Rj562IWY//r5LwQz7PLvrmDerGc5vgtyjrY2bWAVZtWPOdvErmkOfNhhP8AG8S",
-	"DHAm7vJm+/sDvElNw5L9M7HpgiDmnBJoC+H9bdF5QBlJSm+QVxmxasJKeSXaY5K4Omht/4sr+rgihEq+",
-	"Blt4U72Ltj6GL5QuhD0YMVgJKqPYvwEAk958F3gfDIgmky9FT1V3t33p+iK3zxGgz0gKsQ18bxJ5xx0I",
-	"XzGXHJNp9yE6mD8OJ6zcD9+vjcjp/ju64KWn27E3MsDoCnds+O3MElapwmt8aGWinUvnNsVTzl8+YVY4",
-	"V2IYgaW+L386iKZupSSWHyBN2KVcsyGw2pVYu1Slgwi7/6RuH3DHV8qzenmjMXviQo9oMAgwlHPG4AjZ",
-	"A76P5F7W2PpXkX2jyB6jW7os4r0nOwgdHSLBvVb7/cfuRYy6tUOSZFNgM7YwWrYTvZIOJXOqGg19KRQ0",
-	"9S0i2i2xmofmTtAzVfTB/uUI7cgWVWg2nZHBp8Rto4K/7Uzyvbh8lGruI2fNaueYzosel4503oRad/t8",
-	"eO6jcTveEAQuVbQ6IxqpyzH8CgM0r85pxY7DB97LBV+QQd4MqHlX0oFw2uvaW/g5NImdrtRfWJe4IbzW",
-	"iH5/THjtE0XLGtB0RssimwLn4lVW5ro7S+rCN78r6MiHF8nsanQlAknuVYKoCfC1ZEaXdOVEZcrBdHCM",
-	"oQAPQteFqr63gNPhzsNQ10XJiz5lNsSMh/UyR75bC+ht8DW2zWAP/IXCZEwmpD4lXp1LQq89HJwyk4nk",
-	"kb59uhdqTftVN4HQw/0J0sCxlgRL1uuUGDeDIafMCq/9Y3k5yDIKwrUmqzdlf8Y6rW3K+jLrQu++Ifoe",
-	"Gil2oKP5dnfN0v0xeyV4kfh6at+vwVdW7mGikf20D12TAbyegsNtltpXMVCuQ2hhBJKQJIg2lvyJqQLB",
-	"teR2ieIPXXl4b4Uv6IXl+QPIO6T8cSWpGwzmfWB359ADt0N7ajg3mmsLp9j+wqj7VOLd+cLaZKdHW6s3",
-	"V2tZoYmbNMxpTS3M/XyNVlDvfn73/wIAAP//",
+	"7H17cxs3lu9XwXKmymSmRVG2JnNN1dSO4jgTZx3bays1tZv2qsFuUITVBDoAWjST6+9+65wDoLvJJkX5",
+	"Odk7/yQW+4XHeT9++G2Q62WllVDODqa/DSpu+FI4YfCvR7Wx2sC/CmFzIysntRpMBxcLwTIl3rrLHO/I",
+	"mJ4ztxCsMuJG6tqyil+J8SAZSLj9l1qY9SAZKL4Ug+mAnhkkA5svxJLD6926givWGamuBu/eJYMn38Lv",
+	"+HjF3aJ5WhaDZGDEL7U0ohhMnalF+01zbZbcDaaDusY7t9/8VC6l257TC34lmJW/7hx2ic+1v1WIOa9L",
+	"N5j+eZIMlvytXNZL+AP+kor+OolDkMqJK2FwDC9gncTqka5Vz1C+1yu25GrNTK0sc5qV0rqdq4nv6B3W",
+	"SXtYJ5PDx/Wd0cvtYT2V1uEu47D43AnD3EJa5uRSsOHL7x6xBw8ePBydMT8CpvQqYbM1PlRwx2fcinuW",
+	"5aXOr3fNZw7f7t3RgjtxBN/q2dZ3QBO20soKpNxvePFS/FILi8uba+UErTSvqlLmHKZ0XBk9K8XyT28s",
+	"zO+31jf/aMR8MB384bjhjmO6ao9f0FP00W2+MPRZJi2T6oaXsjhjmTBGG5sxmKNlgucLNuMFm0tRFuPB",
+	"u2TwSKt5KfMvNtrcf9+ylXQL3LA3egZ7VRsjlGPWcSeYNjgFHPJjmNPnHO+5WjPtFsIwXE4cxDPtvtO1",
+	"Kj7nOJ5pZut8AQsECyLeiryGSzigC62fcnMlvtRGznSxBtpzWrMSBoKj+knxGy5LPis/+8DysrYgKUCu",
+	"wMDqZihTEh9WmBth2IJbpjQTLi9SlWulRA6vSXCNXV6wQhZMace4sithxqlCkeWHAaM8d04sK5xWZXQl",
+	"jJMkDUQg1e7wHtUOpOvp5OHXbLZ2wo63JUsyoP3V5lIWPaoqGcylknYhikvudoorVZd+8Ulfbb1kIbhx",
+	"M8Gdf8v2OpbcOhZvA4XLWanVFeM0axj7+31b1cuZ6Fse0CyWgUBmJ0zfoLgXDb3fs2y10KVgpZyLhBlx",
+	"VBh5I0Du5WVdiKK1nFHJJANdu1wvxW1k5Tfzub+bHqxq977baB03Lu7SBkfXZcnm2uCSWheWFKZnBcMn",
+	"2QrIU8AiGFFpeNX7rvi7tv3yc1j+zgi7VPU6vkLP3ojcwXQ2lmdrSjCPaWu/tGHW6aoSRUNEUl2xoXSs",
+	"kKIYMa6K7v6magWS32nGFcldrQSwXTIQCmyInwe2znMhCgGW1pzLEv8Bq1Bc6hqmkXOVi5J+hyG15tJs",
+	"zTdG8GthXoGKQXb1b89LbfHJBS/nR7oS8Gn8X+9b6vxa9GzucyXYDK8B07zRM5sw6SzTKyUMznq14I5J",
+	"xxa6LJB4utKD507eiEt4ssPgUrmvT3tJfBaHsn1NVDpf9LM4jsguZHXPsrlQOewP3s6GrpGk9yyJwyuh",
+	"hEHBzdJ6MnmQ03/Z6YT9X9pIuAsMOgv3cCBnmZNup7lfizWSdW4Ed6IYnTGgXLIA8I4OhYfp7qDu1hTD",
+	"SnVn+IOegWjA79MCJbjywgsWacjI6P3o9kfQ/Shq0b+UgptSgj6E28BgDR4KffmeZbSrSA9h3guhkAxQ",
+	"ESnx/hIVF69/YEoXfmfIFuS2tSFKr9pjUZpu1ytlW4MfHzIEI3JtClFc7qE3oq1wJ+zNC23dlRGv/vNp",
+	"4qkFdmfN5hLey5zhynJUyyxfiPzatkkmfvJDaKf7kj18smPcfkByHlcP6SsvOUilu63ihqD2XB22N7Dy",
+	"1pi3Ft9zRNKRJC0K7pPvJM3A5do2Z6QTy+4/9ilSLxffxY9wY/h6a3b0rv6hlNePFlyRUdsdSo6/Fzu4",
+	"HSm7ClLK38uGHE1nB1I3/BbdC5BHhSiFEwVbCq5WC1kKsBuX3OULUbBZ7dAK9E+O+o0Mf/eOcXlZgBxY",
+	"8VwEsUSj6Bu1ZUMvMJxmFa+tSOh/BfxghK2XYkRTwk/T60QpcqdN3xA3Vj+MN4kr2rcTj4Nq3t4Ib7Jc",
+	"lp5iurN+jFzs70mAnS0qdjAqz5hW5RqW4O+PL9jxzclxtADs8W+yeIee+iGUFuzvLVJLwvBsv06c8fx6",
+	"Lstye+A/8kKw2ZpxFu5pLeZM61JwBW8opK1oCT/IDC9q0Wsgfoe2oVcjRL4o8jKYelGXYvxGOidMlkQt",
+	"goRcI73MBKvqWYn2HBvGZ4rLuTYZq8rathxuPZ9b4UZnjM8smF9oea2k3a2Otj2W4O58GV9mDkR9OVv3",
+	"C+8we0PSGVkGn+gan3H+YJYvuap5iXGnXtueZnNL6A+l8OUdbqWAVM8q0XB6qASnMVuzF89fESeBpEce",
+	"OgbaMRytaLfgKkTFIv30UnUUUL3DQP0R+L6Pav+BsrOzrCBJyVBnQ23QDi5EKVE8kOidC2NEMWoIWdoW",
+	"9fIrLtUHGEbRhdu6VBmpjXTr28MN/j7v+0dOOjRWuOkKvt9MbHBW9o01ymtybbZUbjGIRNkiufa+b84x",
+	"El8YQUu0bkrBO3qUcbAfw+hoNFWPMmhlDraJ9tyLPdLIGPUIyYT95tluA2ZjG7Y++UstalFM2YpL9Ikx",
+	"EqAaxxk4Ze65hVSnZ4jRGcgkJdXVNFVcxbgBCKozz2fTZh7hsmdAcD05M8Ih70lnU6Vrh18BZafn8zMW",
+	"HeyERVcaHywEL8gtbL86VfTuEeNGsLlUvOw67DRVMFFp3EAkfT5822+HT/V63N9JURYxDNwlFwxtby/1",
+	"t9qBZVdxcDG9R8bBhK9qlzAxvho3IhFY8VetBEYAZ7pY4z84izmqe9ZHo3vGthTW8ivRn1xqkw0NtHmg",
+	"j4C+56ooyRvhRSFhLrx80ZrvnJdWJFviV/sMTlTujWU1ZtnCuSqbsqw2ZcaGfGZ1WTvB4GemTargH3aU",
+	"sGwp3EIXGRuGvAroF7iwELwQxmZntJC6WDNkHonfTBV9tOLrUvNizDLFnc2mgXopY0cXwUzJbI0zzhKK",
+	"iki3SFUGlHlpRFWuM6RSHyfDX8Ysy2vr9DKbtqbGrjS8DkMWeDVVgZUs6XuM+MJwliIj+uwSj5/X7vXu",
+	"0R9bm0arhvGkt3xZgSwfwML1UUtQ9c2dVqjiSCy5BFFbAXsZ2NP/+fn86L/50a+To4eXR69/O0m+Pn33",
+	"x14dQ2vZfSlFDu1YyauFK9d9z9EPTQwMiAA1Agp4Ws9eZqxN2f0Yks/0+Nj/Ms718nih9XXfV5tNbq1t",
+	"NEQ2OAYv72GTx36z+0NxgRTuWUoJoEG9oCe3Y28zCg3e6uO2I4iH2LlclrURh8bzpLqcl7Bn/e5L2Z9R",
+	"vlh0ZptrRcm0fM3wCeQk4BI/+2jy+uCPEv2+rU/19ITYvAMG36qVo9AISgZanlY6byVVoVcHhtqsVLno",
+	"My9F5/VMKCfAAgYNth3K22uS1RVc3muS7Rfj7R1PItmEsbcWrbX57Y3tDGEPcT9Rc72t7T6QTA+3qzZZ",
+	"rMe6WjTKqisMpryS45Y06NsHtA9uV5rhG+GB9oo3k9qzjB/DxmzvyPtHt74XvHSL7bEAAde2u4p9wnPj",
+	"Q/6xvi/9oGc9lLMnVeDj8ndgig0TpEfytajjgLW9g3Nd8pkob92zp3QX3m/dpanVB3lhS2ktRfn2ffRH",
+	"vOuFLmW+bmv7XjPgFn+7GXFPCnEVJOIbPUO/mSKE2jAYFQY1P8B3vhGm5NVtk33ubwOXmmw7eOLt0ZU+",
+	"8q98Y7Uav+SrH73F+57ONzoutz3wEm5qVh7M4e21ewlG8jwET9phEWY1m3PDhpiia6JtS/4WdsJmpOns",
+	"6FBN5l9w27BfhfsO9fR/0LMo1WFD9Y4oxwfrOWS+dnzAhwxiciKEBeJUk5a0bpNwlwU70uZWZfiDnn3D",
+	"Xb54hM/c6hd1RV5/evCC2Abr3WgoCRVKcduNpzHHr4Vl0h0cl/5Bz/xAMXj39gk9FCviwt+36BAc977V",
+	"gPfsyFhRmh6MXa1IPKDdO4PHpiwjrZGx+5OTmIf3+5Gq7I2eZej7hhxFbfGuzBfsZBsLtNJ1WbAFvxGp",
+	"omIZUfgABhueTiahMC1hp5OH6ELjmqpRny/2hrTWLetLQoQKgQ6tF0r6dOz9ycmtyZL9Oha34qWwWAK5",
+	"la+iRd2RF/JX+81uHxvpfxIzUvT0mU9mI2mynBuz9rWxOO/+l0c63naYDE6FVcIEunFNvVcCJj5WM5iC",
+	"/KdDOaKh2MNspyggmjDRjg14L6GwYbdsBNaNEMyJt+QyVUJXpWBD7thSW8fuTyYTKvxBNbDkb58KdQU2",
+	"3X3k8I9gA93VuPkwu6Q7+Z+U/KUWGI7x7lwU/9vTRXkW/j7ZEbkYXx69/tMfd8VBogG0Ebmj2BPK5zTU",
+	"GKeDjz6EDzJztgtGf3j1/Bm74WUtEvSzKWHb8ropkUdlDq1Szm2D7J/EhHofE6ZlkWyUdGt1Jaxjrdj1",
+	"kmPdORty9nfNiprS4AmL3Ha6QDZrvKIHE3ur2eKtlMB5OyTHx/AKvTL60jmHH/TsBUjYO8aMwVjAiDTZ",
+	"QVgLcEZ2EBgOlRE4UiOqkueiFVoes3NKJaRKz9lv70BtCBdviAHZWEMWYskVUtYZIxGXKv9qxsuyFbim",
+	"q2yIL17qG/r0stdi2CvKX7ZH3rp0xtJBOogvJ+vu9yvKP5kU8/VNrU2I8f3/T2TWeVsu9SyHf/Cw+q4+",
+	"vn2J1TyvsHjH0/AdDJkcuP6yrjqdOL28fo7lkH21AjiAA0oCesoLY0kT1S6jP0DvY8MguRJwqzERo3TT",
+	"AeLrnEgTtixNLzJGH13Th/Kovi1GLo0FVAk4ga0CJSraDAUyhkQH3dwzgY651KgtJ/jyrxVfL7H37RAF",
+	"Ruu+Q9q/L728z4bSXv1rQz/thm6Wo1MBIKYDa6pLj1G93ozc06hpDk5idlftP8T6GIV+UL/g/dCqSHVF",
+	"pDDM2mv472GB/5qNwDVM1X/UM2GUcMKGLVgrx99OGcfyb2nB9tMVjY59++zVka1nhV5yqcDamMu3qcJY",
+	"w3GWwOIrxilioOfRJPz6ASsFUIpNWCGvpLMJy46yhGWXGeOqSFU2zhLqo4CBw/uEKuCfaHxz/zjsPD5/",
+	"xjhpOxgfWKVg1RjquqLPj9l5+PipXx1f6BDI4TekB2wf9RTRJ+47evuu6X3uMBGe18b4/WCFFr6FjuwG",
+	"LACYhjIA7liOsRmlqegtVd6ty64Mz0Xoo5XG91S22JXKs/RKJS2zjKJ+qVpweCcVRiedCCo9NxMLqYoY",
+	"Q8L6RR4UQ0j1o+Y6qqvRmGX2WlYZDpFq4f3AlmcsK7kT1mVUNQpvw20wIhfKnaUq42WZeYuVnkmYLguQ",
+	"SFg7k2AFL0bKl9oIqobLlvxtxlYCVsQvXHy9Eit4GG8Zs4vQfxqWsMBSl1gMzm2qYPCVKEA+cqvh7fjK",
+	"bDRmz5U4sgvtiHl4ueJrCj0nbKFXWCoO8xun6juywksxd0zXDiNk/Sa0ZUOn8+uCHR3Rh47Ipk5SFX/B",
+	"7U2aO5b87SiU2AdLHE10bDha6JViC2FEn3mNr+pYF4Ov0QPbYyZ5bi0FuDYntis3v+7z31A1bHQT362d",
+	"OBlUka2aoRL1tFuIrmWFsWj/Oy/LHmnax7vPdCF6VY282SwzRX1jxJW0PkOtsAejp9enKHY0HZy/eMLg",
+	"qrBkZmL1Ki9u4Fkr7N7kfbOoxLCXeWj83tU7tCNA7i96W6Dp4qFeEuymDNPNScJ2QoLbX9t0k4FCxKVz",
+	"5aUVuVZF3zhAMhFbqLgSoSkJn8egpH+eOBYXywglVjZV0jELnMZLlHIWQ5sXF09B6uONNDt8FfE68F+p",
+	"LfqFNlV+FYg5mhyKrmdlK4Hi++rAZu4llDguWYzfs0r0FgsDPrtRhLm9vs2Ob1DH6x0k/zGCJMg6758z",
+	"f954tw1n87LUq0GvllzwqhLKEm9QHX2uYeeLGnZblgLrLbFnq9VQ7RUI1rGBJWCdLEtGJYygynwNI8h5",
+	"ZyQSElkVoQF1NGUZDitLFRKSdIyr9Yqvz4KKg//i71FZeNc9G52xbFbP58JcaiWyVF0LQbeGOlGwY3B3",
+	"6deQ/A3zALUpVGET/Egl1RWYUms2rw3WgcMyxBaXM5ZRzeWln1XmCz5t+52hkg4WZ9hOjG20bBzTs2iO",
+	"UGdnLERUYpWieGI+ojvd0GpRmfmFGCVhEVmtShB/VrhuVWnYei/Lm1WLlaRhVr2Gsked6CsiNWKHJIT5",
+	"JE2bH5oWZ2wuVqHAPkMu8mZK3JuYWPbd5miCDDnsFdkFnRu0EqODcyoBO0Ma0SdZ572YGhc+YNHgasw1",
+	"LObhlVNNU0NvPpUgWcRKFJ2Oikg4Yb526m/sfHlXscdny6P/CkTUO7cn58/Oaengnrh+91hW6pyXmdct",
+	"YBxKxYY/XTwK5NuhA9KcYaMbo+h8KYzM+fEzsbr8L20OKPxp8u1x4ElAMyFC7hOlbarpT//VasyyAixu",
+	"cNaaLQS/zRRScSwfL0mZJixb6htRZJHkU5UbrZh4W4HpAoLDN542D3kBoPNry4LtfKV9JfyKmyJVQ87m",
+	"8q0okAzbL0OXkABhCByGCuSlso4rF1FiRKqueHWGMpE6p77KQuqSNGHCllLV1AS40LWhMHjgU1OrVIHU",
+	"FCCOjKgwFdnMEm64Z1tTCirHrWQufJdtqvwkrzRW2LOdsyKrQ7UmVHFrQW6W64RxHD1MBT3jv2GAAn5g",
+	"M+0WvTHxXagOoAPw41Kxny4eJaEfuA2ysNkwtgItOLtDcWVBBkOQ1kggWBJJq9grk5GJdnRwcRwvbbDs",
+	"ytV7tuHJhHYas9PY1NblsPuT+18fTR4cTf7PxeTBdDKZTiZHk9PpZHLwvJReStXbiIUl6jhPWGHyiLvk",
+	"vsEPRXTGPMiIeEtoR9yxgq/ZEAZCpRnIZeBsU6Pe7kndnz6Y0HR6Ru52iLVvX12wJTfXsLArbYoNXw1f",
+	"ujHIoafqlZcMwLGE2jG5P51MwK/EBaZuldsYlV3xqjcvm/vqZbGzPdLTU1sa0aIC85B3AvQurY88kut4",
+	"/zY3crcOgCv3QCjOQIqSp8v9rvmJdZfv8bcXtwpystOR/PcI7Ba61F2SAw3gVwuj60D0rzv53v3mhh88",
+	"Rl/nTShImFhuROvnQb0OR/I6sPHuzmbDLiXbvzNNNqunUr3pQQGbwHJXG5hwwhbyatFuXyG8l5mYg22o",
+	"YGIlWsxUdEU/hMulXoEisNGaxh2je7o2MnxlAJwPl5DCVjuM4VhFtZE5/e4Re3j657+EQiJWCMdl2QNY",
+	"Qhf6G4ARiOxgP7HV4dVj0hKL7aiWbWq7eqIO0pViTxfP5tRfOT4rwVEXysk5+lZEvddSFfDvVm3VdgMM",
+	"+DPjQtwEfCt7jNVvKC46xq6RtwoHvBomkOyrRKMs4nOcgv10OcSq8mFSCgj78CKIWYq+hcQ/WTQepZHX",
+	"ljS44Lh8wT/FcG1f3vFd7wSbHO/dIucg4fTcCYUMtdArZjVI7tAY2elWBs/e9x1PmzZH9acT6plkUkkn",
+	"eXnpWybZV2xZl05W4C7/z1AdnYwSlnO0ablL1ZK/Dbf6fAZ17ouCDed1WU5ZrSSQBCjgnycJK0ZnTPxS",
+	"8+ZKquBScXyfLip0Htgd4sWpij42ZtOPvmLzkl/Z0VYBeRDKvvmUekVlU6VR9NmaGyvSV8pV8nWQYARU",
+	"ARZ4LAHqlv5sWDgnvcFiWsS2lQmLCQ/+Qt3KsEq98g42pI0O0dZytym51mburm0q/GzdSohY5mRvmWRv",
+	"c0xDWN2IYAg89gw2BCH7GOhVSxveKe+EQTSgEAREYK+Ei6k4n6rJwOfLEpZxl5GTIlV2FjI56Ektsa1Z",
+	"6cYV5o7xshxhTIosNa1ytHVXvS6Nyhf9TX7l2vt4OAqWDshD8jBVYcnxL5EOpgFpwJKQQvWLYeN1quZg",
+	"SnqDlT5I2UN8H1CCueGlN16l83lwsWbXQlQ4TZ9Ks4znRltMeVHEDl5DVe72DOvf6O3SO80Vt45hBVVI",
+	"REnDqgW3Ysz+gah3PoDb2Egwxp+UfJsqD9p18vAvk6PJydHk5ALdm+lk8t+jjTSl9xj+gjc9pJv+hHb7",
+	"wVZVn2/50u9ex5wL5viytoShs+A3Ao3zPX0pW5+DTe1R0fKtL1ybBnHi/Xl05gu+PtLzo6VWbsHov/6n",
+	"lRDXSaqw9TsdTNiDCXvIvmJfsR+fPzv67uWTdHAG4m8ub0QMEfhoHxBDqsI4tGHDv8HHwEX/W8El/p8o",
+	"5eHEJmw8Ho/G7Bz9ORxqqmJKOsYktGHZv2e0RITkw8GzAir0eEZuIcxZqiIuCxMSw7lLvh6zb/ka+I9m",
+	"yEsgR+xWyJ5mbIiFhQVfj5JUZU+PlGdN9Y+MDZXgQJoMlgNuOcNh6jn+wLJvz//rDypL1RDXKfvx+bM/",
+	"nGQU2YVr8Ha68t3LJ0+zLSLbXtZe3BjVD4+4ydFTH5HZxgCm2D6h6WG0PlUY+hqdRa0WaiZs5FpLFZem",
+	"VpsZnX1kKNU+qm8GRuJ/r7R/OLlFp204Ub59HnPcMN+6IitLWrbEEoU4sbAq7UraVJ0s0Uu4f7oYoVPF",
+	"lQ8msEIYeSO89x5WLDSExDBQqvC9vMQgC4k8isrg6lNS+ypUf1qq1sD3w6vAt8SUCqVfuPNLBk5RZQQC",
+	"BWxEnKyDN1KuD0MuNIKz7VAVAShhqLINhBQBZDYJ88HO3PNlf6/YNi1uExbOh7Yj+tHUDUMFA0PSMz7S",
+	"iehS3lguNHVygJt+1oYd8ldShZdGG4QaGs72WysobO7GYNFG8xx2uJTeHTzvCZxvRogl6EmE5WgwJ366",
+	"eLTBNo9rsAeOvxGmlGpwUMr+Fa35y1r1JnvsjigphaoiUdLo/f4dviQgZfZg637o6yl/2Am0UulwUw0c",
+	"S8de70NsvEu7bz+TxBBSd04eyzfD5cyYWxhdXy1YBtOn6pveWe9qp9wCUjE2dBUO/MjiqnSn93ovaXyM",
+	"BHeL0L54M8A71FYEG5Br5TjBgni8eyxZ1vk1W3KpHJdKGMuGVojQNAYvuWfZy8fn3/74eLRdJYgPS8s4",
+	"KySMbFaDxwgSMdbAjBk2qYFEwUBesAy5Nwvh71SR2uKkMbFWDJ1yFA7RSRj6ij1v/ZIhhQUfXGFOziun",
+	"X8krftyGD43YeVR12MJ6IysNnFu4R7XT3KQfIxYTPRowr1OVqouY5wsnEPhkyph963UuXW4pYcuGKaj9",
+	"dJCwdHCyfID/TFU6uL9IBzBujJPFt/bF3dgw2wWeno2osA/WiUJXGdBExn56+eSMNdGn8EqLMV6/CvFg",
+	"AKzfDEcH4FSBM2hQQJHFNATWe07jwG4RfoWpryz87jSYBegXITAuOj5YX4m2NBF+91XkDGLmDT/sc+ak",
+	"AEuZC2VFi5rPK54vxNH98aQV50MSHSSDG2Es0ezJeEJ36EooXkmwBMaT8QPC2lkgex8vEJnhV6x56wN2",
+	"PsfWVsvuTya+iMRzTE5FCuZGWPb9xcWLMcFG09Y/KQbTwd+F+96/fePgiPuTyR6E/Lsh43toiR3A+GGg",
+	"0rK6GhOWfb1ccrPGszZuhBIWjSN+ZUG8xBnYwWu4+XgpnJG53bk+sOpgk8H/L7+CrcT7oz35d7QxgFvv",
+	"2YSqAoxeCrcQNdinqbK54ZXf6q31+9F//db1c+KtO65KLjdWrucIjw3sTz9en2JsD068dWCvaItBE0aq",
+	"anMNWw8s42B3rqanxHHY4t4lhX17Xgl1/uIJK3ReLxEgHSNoeIYB1trWsnSoaXesnH/Bh1Jej5a5fbCb",
+	"a3SBLpK/iNnnH149f7ZvncAwXB/KlKINzezNynwBEjFhf5486IKbbi3US/rUF+FQ/DYITNxZPETjz5MH",
+	"n/eYEYdW+Hpzz2Bo8jbhcHNy3KokvdoFjA82C9ZfBkR2qSJYvimESZqSU+kWuqbC6VTFIx5YhlWoPpSB",
+	"ga8MFQUidmBNqAXnUekVlbMHAPZUxfLV0RnLuhja/nVdHO3mvalqUdUCS3vpxhDhQveTu53o5aki+HIK",
+	"M7JCzufCeGS7pUauLmp8iLDJsBZuGupTHQ4Bvvumto6tvKnYlOPScLBa1YOse0dOUs26Tagtgoe1VhrB",
+	"+xDoHVYqlBqG0EiobidkdeZru7w36p01rHHAyKRHyZiVvbIbjIhvYsnpJ2OtFoB5D3GTXRiQ2Bvm6ntj",
+	"HOJx+xgbfKVPjd32nM9gbmjYxuKiTWiqVeLJEPCXR2sPnObTOQ2bNZnjnZyG+B7ir4XgRebBGRHA88j3",
+	"vYD110FQ9BXQPcieGLUn0GT6uxJmyWHC5Xo0Zi/9ISyx0CpVO2tEMZu0i0IeN7NKOqfC/dwbvGiNHdW1",
+	"bCHA9Z3y1UapuZ2WtnF0++9vxnlMp7wdcKM/4+7d60/IC11o3R52eB6sdT1vY4QCkZ/SOPYTeOu4s4/D",
+	"F812+rwJnZvie3GCqx94osUCPWyB1LZXC8V7p/EsFsMV6QvKa/s+7yTilWJNM6ZDKXSXqhBvxBjfKGlQ",
+	"CJNWyiikONsu5ZIXvlYtZIw8XI9N6KQxMpkJu3qHTdfgHX8OMtpl7XWPInsPyjmdnN7+SDxz7UNJ7e/C",
+	"deIAjQRuYVr30tiWSLqFyZ98O3j3up8wfan85uGXB74zGVTa9jap+zaFVr2+ppaA0D0AxlSAf/ZJ7BGd",
+	"MOXzUvaMeiWwxyEQLlgdsEKeIQhXFP2hCNkcmwpDlIYMhmYkQhU2tBuUosjG7BH9Gz+UqgZpunkGCzBi",
+	"T7HS8IErGGCEj8buTSwoUQLfobRjM9HCrR6eTh6O+hiIPv/PwUM9k/9s3HQ6eXj7A/GoyC9hNdFOdbj2",
+	"bnrgOOJHfERu+0/gNYyAAv1tEi2HK3Mj7CJykRVGCjttimpSRWrkXiN7fB0gWP5n8UGq5yCmk6oW7QJ3",
+	"KhEs0WdDpTJmaBt1B2WBwoAvwnl5ajdfYInVHra4//nYwoijTYn2z8sWH0Ti0YTeJKdbCN1L5AP97YA+",
+	"NSRI7/g32McJYcNPqV5moa2jWpkMYeERxd1f8yjj/rI/gMjqpaAm2OboP2FuGjho8CtSRbUUvkgfc9kt",
+	"sOoA6QyGD4HHnzcqJ1WZvx69mZU2Fs/XQ5c3VNremzJdCeUL7eIpfgnaWYrR+X67PJDvw3p+yvhPC414",
+	"p5catsYKob6grxroK57QKw3Lpclr6cJ27fVTA+xmL22+4FfYQEwZQTL2AypEuQ4JhYiZgXEi+MUb2Np4",
+	"+5l6i7plNdwDSeza6B/Iwb7dyXwTTxCUtgWMMuRl2fwZukwxmTHa5X9unrCy4xjy24fxEb3cpvdt34cp",
+	"NIAQHL6SzdMDtVXsmuwl7cH7TjcEJBCGJJxwhmf3Et7IlPlMKEJtpMoK2E5H5RW5Xi659XCu2bVY/xXB",
+	"PTI0ifFv/wMWRl2L9b/FG5zBDmERBNdMlK02OKf1KME3ZOgsporuwL4YO8Jirn+jq9IRNofSbhTQZxps",
+	"lHGqXgl3NOMI2dGaCRtmEgsplXZSZSOfA3PM1pU/BXajoqWDQpM4Kcy//RVhXnfRSADNuWVnfk/xjgDl",
+	"d0ukAyjry8U4vJAzhfDA041EwT4PQiwM4pTAf9/tskAJ89SG/DaVszY4RexJPDqIOqCwWqn2/TaYjp8b",
+	"vUwVBi18rn1nw82Z/0zRwILyUBopbarA9apV3kBdWvDGQHUEmKgQh8YqB7kUIVHfyj1TkTmSeBD2p5PJ",
+	"WYD/QcBgtglISnUIp5OHvV4ertEPetYcx/CNLtYfk+oCzHO3NAOEyLstcj/5mB/eZTYHpJ2ILPy+JvPn",
+	"tIBpFYnItlmgZU7EyB6d2NlTa+aa3EwnqGgEuxZ0aHmXSL7FNwUi6WzY6e4m99apob+P0BdNc9cSJ7uz",
+	"z1gQCmaHNqIgB7aRF5tR0qQTIk3IWCE8LzwXGa37Tu3tVmCzdycmn4l1fkdhzF0b+X5RjoAcuwM7FQ0p",
+	"ktMBETac9KOL9VlAkI29SNdCVOQxpAotK3DnlFg1ZV3ApKiQrK//oWMBMqoYxHOpeTjOAjOPVBJMvyT+",
+	"KLsIh4dUeoWxDd79zkxgYD1V/jRdOk+yh/R+wtaMT6osCJ/3IF3xWQg+nIX8uyF8OhT6UD1xSKK064Z2",
+	"qstt+/CEIZa3gU/eLdrVJlVN1fYoJqw2bvNAdC0Ht+3O7vFT/5UV/f1mRT8vb6CLwbeOfTwshfoh6a2G",
+	"31A4f/S8VqMEokONvgSrlZOlPzDYA0uO2QteWyqj6Xlu4fHpuqwGj4gvZ3Y04/xfGt/G9T1YaFcNNtc+",
+	"m/SeJYsyoG4R0AjmRjIwIbKk8Xi9V5s3pVTkixJWKNo2VMBNJTi7AWZ8O5O5xpwntcUWfI0H+jHLb4Dw",
+	"PFSyXfAK4QOnESBpuAUKswsqCbyLVrdQCy2pg5KUMKupthqR3RB9xjvge7BWKEoVEY1StTGuPiAj1sUx",
+	"OmNZg86SpQoL7lrIK7AZI6qVj7sVLTJpG4gwrL5AENRYPDFtWBcWh7D4SqxDj7AC0vkjh1AOyHlg/6Rj",
+	"E2IAWStQr+cN3hpq84y7LMEeZYY9yauR/wQOQ6qrktY0DC9VRFRYWjhtOs1kWfqzK9C6bB1ijuUkcSyj",
+	"BC2F+BwOHgMzceyMO0+5bEjzH43ZM5JZGBzx1lqfseBRVkiG3U34+kcfIU7MAXo6wIcZvfy0yjpg9O12",
+	"1oIIoFP6fw86OqLhtIePNIzdUh/JndsSqURhH10xo+xCxD9iV4+rSX5WJUFe1FUX/Al7/Oeh4b3G3nZf",
+	"5psFDBIvKP1CjxqupyJEUZa+VJZEH2GL8KaVzEt0g2I4xoIwZxEQN2nAIPraWOa0WIjPOToL3ZF+UFMG",
+	"flrWAJ8E2Og28kkhclmIIAk9GDXuL7i/cbniOWvBmdXGpzuijAyeGS1puA87bOOZ8KTFSGaTgFd6BR/q",
+	"iDpHcKhkNsFY1yKEYkER0kle8koqHhC0tIkhYoRs8s/7rn2YSNvrbhfeBElG5QUMAWkItjRQxZYx1luD",
+	"AG/5dI54FyfnnXfHP7/dF1brf6/hRyvdMcUPMACN79X9BNU63lNv9QG6XvsEW7K9ut2mz1r1OgufsTbm",
+	"ixXGfBg51AFGhnpCa2dlIToR5QPIA+XzTu/g1Ub/cejVDwCGhLzPLakHO23rCmmpkhDEuCXA4x54K9+0",
+	"qmD8/AprfZlvt2YRhp+HI3BCE0s86gBdCN9F0cFYaDVMg7XZ1zE9Zhf6SiD2RyjJ2PL3EY0mVTzHb2CH",
+	"CRUidz+0J+T0Chf4rpbHP1WgZ6O1+5ZIT/C0iCR+h9GeOIF6T7znI1mU01lIFezPSxPRYedxOEkng+ez",
+	"EPkMOeZ2l5RvUvIdfUjjeutAUiwFCmcO0Smk7DFwMTV6+04rFI88d+V6+zxfasVC+KbIRwha0uClRQgU",
+	"HqK3Rx5EvqodtVIPMVNB4+OFbzdHyzZODb1m5MGmV8qPnNzjJy6oG3C/0RVFu2jqBSXlzm1zfm40FTEn",
+	"DrOlvPgQQUUoSUeLpE3oZPfo8K3zjAi6xQ8kSZXsnCcbG5H8uufcINh960zZ7oKmqjkAmMXzf4f+4ODT",
+	"yQQGczp5mLDQXA7D9/B/ARmJWyKQnx+8HsdjtxGcZBTa9bF5cwOpbszOU+WnclSKG1HGMQ45ZqfiIsIU",
+	"f3j1/BmC6RIxJs2RMKk6SSaTia/S8I+CYGcnX7Mf5Tcj7H+y2ztJNESzTNXpyQMS8Z4PYuG61WT58oby",
+	"4YW1EWz458mkCZfQAsKAQ0srBkhaZ/DC5ohyjmEiRIqaa4PRD3EjVKrkHCa4UQgwpZ69zP/p+x2ppYvO",
+	"eqY4mBNLrLf0B0R7IIe+wg9wuXoKPzwChMUd7fJduNv6k33o2KJ4Js+D+3TgUih3Q2Ucpowga0sE0jLC",
+	"AyCFdgPKzticq4jQNgqn6uwuCvnG10h9omRf+7jyz5/ya59JvdP/8OQLzh1BA4jirCED5qN6ZHD4xsSP",
+	"UltyckA164XWT7m5Eh+rtoQopmHxoIb8Kuw1PKdNYqNX532HPV1AeoqrXEzJ3/FZ85bnCzowVi5lnRLH",
+	"VFGNYxaq8zI29A1knefdxgl9VKdoSBUgMGiype9ayRmKPCYxrRkhWTDUmCru9FLmQfu0wEBDQCIeH4K8",
+	"OBPeQPYJeeoZrREuxABlrVkp+E1jh9tWXzI5hWcs8++m4GqqFgFLCNTImL1EMCzqje7Ge+KBXL0hUZ/U",
+	"sZ+Ow5sDGD8zf39Tl9eUCu/j7YjFhOuNZOV1emdl/fp/kXJIygj10TdvUTfqbRq/RVkf61b3sGor1tnL",
+	"qxST8LzZShHu4U0aA+jETd7sPr+HNwmzN9nWie0AbWBOsntN9B2byOg4Vc/AVkQuTVgpr0X3dSSp9kbV",
+	"PiFDbJ5j+7tki5BJ/hJ84QNmfcT1IYyhdCHs3oTqUlCX2faJdVgT7E8t85H16DN5pI5U9Z8OJ92uKMMz",
+	"HNAnJIV4bNnOHpueM/u+YKsN9hpsj2hvew2oWLld3VQZkeMhK/4I6h3HqXgvA7yukAPx25klrFaFN/nQ",
+	"zURHlxQ35VzOXzxhVjhXYpaVpf4cuXQQfd1aSezOQpqwC1mxIbDatahcqtJBHLt/pEFXueeBRFgzvdGY",
+	"PXHhEBrwCDDTfcZAh2wNfhfJvWhW618YJC0MEsy16bKIZ+xuLOhoHwluneW1W+82qJrdig1yKjDXFt6W",
+	"bST3pfMHtbZODKFM+dQj6HQRA5FuQ2K4WxOSKnpg+/S1buKfGtjbKYEQVOK2BXDSjSZ5qEKfxJ/7woI2",
+	"GETsdsCQS0+3Q0JnA/l2Ie6LFTbCITg4f74g2MFNZ0esToEXbKc2/SaFB3yYC54gj7xdb+BjSXuqDV41",
+	"MftPYU9sHHvzmW2JW6oPWsVBH1J98JGKCVqj6S0miGwKnIvHppub/iLSC48NWpDKhxvJ72qBtoEk9yZB",
+	"tAR4JZnRJZ1pV5tyMB0cY4jfD2HzO2CHeugVp30FTWx7pdpu31EQSmqGzTRHHswK7DZ4GlGFGPn5ifdU",
+	"EzKfEm/OJQGKFF9OjRtE8kjfvhoWrabtpsRA6OGANmkYnortXVlvU2KSHF45ZVZ48x/RN0CWUa6+87Fm",
+	"U7a/2FT9TtmuwuMAbTrE4EOrAhlsNI8G2kY2GbOXgheJh5vwcDa+8XxrJVrFoduju1hs2Sn4utVC+8oC",
+	"KoAICG8gCUmCaGMpoJgqEFwLbhco/jCWhwfjebwDmJ5XQD4i5dWVJLAsAtF2qYpnUPRYT63oRntuQYtt",
+	"T4zA+RIfzxfWJhsQlh3ows60AsalNMxpTWck+e+1kPLevX73/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

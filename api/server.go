@@ -32,6 +32,7 @@ type Store interface {
 	GetExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
 	BucketStats(ctx context.Context) ([]store.BucketStat, error)
+	SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]store.SkippedRange, string, error)
 }
 
 // Cluster is the live view of the scheduler nodes and bucket owners in
@@ -74,6 +75,10 @@ type Config struct {
 	// are filled from it when the job is created or its retry replaced.
 	// The zero value means one attempt; New refuses an invalid policy.
 	DefaultRetry domain.RetryPolicy
+	// DefaultMissed and DefaultOverlap are the cluster's missed-run and
+	// overlap policies, for jobs that leave them out (see jobs.Config).
+	DefaultMissed  domain.MissedPolicy
+	DefaultOverlap string
 }
 
 // WithDefaults is c with the fields it leaves zero filled in: the
@@ -135,6 +140,9 @@ type Server struct {
 	patchSchema     *openapi3.Schema
 	selectionSchema *openapi3.Schema
 	previewSchema   *openapi3.Schema
+	// resumeSelectionSchema and resumeSchema check the bodies of POST
+	// /v1/jobs:resume and /v1/jobs/{id}/resume.
+	resumeSelectionSchema, resumeSchema *openapi3.Schema
 }
 
 // New builds a Server from cfg, filling in defaults.
@@ -155,7 +163,8 @@ func New(cfg Config) (*Server, error) {
 	// The use cases compute schedules from the database's clock, as the
 	// scanners judge due times by it; jobs measures its offset now and
 	// then rather than reading it for every request.
-	svc, err := jobs.New(jobs.Config{Store: cfg.Store, Executors: cfg.Executors, DefaultRetry: cfg.DefaultRetry})
+	svc, err := jobs.New(jobs.Config{Store: cfg.Store, Executors: cfg.Executors, DefaultRetry: cfg.DefaultRetry,
+		DefaultMissed: cfg.DefaultMissed, DefaultOverlap: cfg.DefaultOverlap})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
@@ -200,7 +209,8 @@ func (s *Server) loadSchemas() error {
 	}
 	for name, dst := range map[string]**openapi3.Schema{
 		"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema, "JobSelection": &s.selectionSchema,
-		"PreviewRequest": &s.previewSchema,
+		"PreviewRequest": &s.previewSchema, "JobResumeSelection": &s.resumeSelectionSchema,
+		"ResumeOptions": &s.resumeSchema,
 	} {
 		ref := doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {

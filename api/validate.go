@@ -31,6 +31,10 @@ func newJobOf(req *JobCreate) (jobs.NewJob, fieldErrors) {
 	if req.Description != nil {
 		nj.Description = *req.Description
 	}
+	nj.Missed = missedOf(req.Missed)
+	if req.Overlap != nil {
+		nj.Overlap = string(*req.Overlap)
+	}
 	if req.Namespace != nil {
 		nj.Namespace = *req.Namespace
 	}
@@ -71,7 +75,34 @@ func patchOf(req *JobPatch, members map[string]json.RawMessage) (jobs.Patch, fie
 	if has("description") {
 		p.Description = ptr(deref(req.Description))
 	}
+	if has("missed") {
+		p.Missed = ptr(missedOf(req.Missed))
+	}
+	if has("overlap") {
+		p.Overlap = ptr(string(deref(req.Overlap)))
+	}
 	return p, syntax
+}
+
+// missedOf is the domain's form of a missed-run policy (the zero policy,
+// all defaults, when absent). An explicit max of 0 is passed on as -1,
+// so that jobs refuses it (see retryOf).
+func missedOf(m *MissedPolicy) domain.MissedPolicy {
+	var out domain.MissedPolicy
+	if m == nil {
+		return out
+	}
+	out.Grace = deref(m.Grace)
+	if m.Policy != nil {
+		out.Policy = string(*m.Policy)
+	}
+	if m.Max != nil {
+		out.Max = *m.Max
+		if out.Max == 0 {
+			out.Max = -1
+		}
+	}
+	return out
 }
 
 // labelsOf is the domain's form of the API's labels (nil for none).
@@ -107,9 +138,13 @@ func specOf(s *Schedule) schedule.Spec {
 		at := s.At.UTC()
 		sp.At = &at
 	}
-	if s.Anchor != nil {
-		a := s.Anchor.UTC()
-		sp.Anchor = &a
+	sp.Anchor, sp.StartAt, sp.EndAt = utc(s.Anchor), utc(s.StartAt), utc(s.EndAt)
+	sp.Jitter = deref(s.Jitter)
+	if s.MaxRuns != nil {
+		sp.MaxRuns = *s.MaxRuns
+		if sp.MaxRuns == 0 {
+			sp.MaxRuns = -1 // refused, as an explicit 0 should be
+		}
 	}
 	return sp
 }

@@ -138,6 +138,51 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for MissedPolicyPolicy.
+const (
+	MissedPolicyPolicyAll    MissedPolicyPolicy = "all"
+	MissedPolicyPolicyLatest MissedPolicyPolicy = "latest"
+	MissedPolicyPolicySkip   MissedPolicyPolicy = "skip"
+)
+
+// Valid indicates whether the value is a known member of the MissedPolicyPolicy enum.
+func (e MissedPolicyPolicy) Valid() bool {
+	switch e {
+	case MissedPolicyPolicyAll:
+		return true
+	case MissedPolicyPolicyLatest:
+		return true
+	case MissedPolicyPolicySkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Overlap.
+const (
+	OverlapAllow         Overlap = "allow"
+	OverlapBufferOne     Overlap = "buffer_one"
+	OverlapCancelRunning Overlap = "cancel_running"
+	OverlapSkip          Overlap = "skip"
+)
+
+// Valid indicates whether the value is a known member of the Overlap enum.
+func (e Overlap) Valid() bool {
+	switch e {
+	case OverlapAllow:
+		return true
+	case OverlapBufferOne:
+		return true
+	case OverlapCancelRunning:
+		return true
+	case OverlapSkip:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PreviewFireDst.
 const (
 	PreviewFireDstMoved    PreviewFireDst = "moved"
@@ -192,6 +237,27 @@ func (e RetryPolicyJitter) Valid() bool {
 	case RetryPolicyJitterFull:
 		return true
 	case RetryPolicyJitterNone:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SkippedRunReason.
+const (
+	SkippedRunReasonMissed  SkippedRunReason = "missed"
+	SkippedRunReasonOverlap SkippedRunReason = "overlap"
+	SkippedRunReasonPaused  SkippedRunReason = "paused"
+)
+
+// Valid indicates whether the value is a known member of the SkippedRunReason enum.
+func (e SkippedRunReason) Valid() bool {
+	switch e {
+	case SkippedRunReasonMissed:
+		return true
+	case SkippedRunReasonOverlap:
+		return true
+	case SkippedRunReasonPaused:
 		return true
 	default:
 		return false
@@ -270,12 +336,18 @@ type BulkChange struct {
 // Execution defines model for Execution.
 type Execution struct {
 	// AttemptList Every attempt, first to last; only in GET /v1/executions/{id}.
-	AttemptList  *[]Attempt `json:"attempt_list,omitempty"`
-	Attempts     int        `json:"attempts"`
+	AttemptList *[]Attempt `json:"attempt_list,omitempty"`
+	Attempts    int        `json:"attempts"`
+
+	// Backfill Made by a backfill.
+	Backfill     *bool      `json:"backfill,omitempty"`
 	DispatchedAt *time.Time `json:"dispatched_at"`
-	Error        *string    `json:"error,omitempty"`
-	ExecutorId   *string    `json:"executor_id,omitempty"`
-	FinishedAt   *time.Time `json:"finished_at"`
+
+	// DueAt For a run of a job with `schedule.jitter`, when it was due to be published (`scheduled_for` plus the job's offset); absent otherwise.
+	DueAt      *time.Time `json:"due_at,omitempty"`
+	Error      *string    `json:"error,omitempty"`
+	ExecutorId *string    `json:"executor_id,omitempty"`
+	FinishedAt *time.Time `json:"finished_at"`
 
 	// FiredBy The scheduler node that fired the execution; absent for manual runs.
 	FiredBy *string            `json:"fired_by,omitempty"`
@@ -414,12 +486,32 @@ type Job struct {
 	// Example: {"team":"payments"}
 	Labels    *Labels    `json:"labels,omitempty"`
 	LastRunAt *time.Time `json:"last_run_at"`
-	Name      string     `json:"name"`
-	Namespace string     `json:"namespace"`
+
+	// Missed What a recurring job does with missed runs: runs that could not fire
+	// within `grace` of their time (the cluster was down, the job's bucket
+	// had no owner, the scheduler was behind, or the job was resumed with
+	// catch-up). `skip` fires none of them; `latest` only the most recent;
+	// `all` each of them, oldest first, but when more than `max` were
+	// missed only the newest `max`. The runs not fired are recorded as
+	// skipped (reason `missed`). One-shot jobs always fire, however late.
+	// Fields left out take the cluster's defaults (tockd --missed-policy,
+	// --missed-grace, --missed-max), which default to those shown here.
+	Missed    *MissedPolicy `json:"missed,omitempty"`
+	Name      string        `json:"name"`
+	Namespace string        `json:"namespace"`
 
 	// NextRunAt Null when the job is paused or completed.
-	NextRunAt *time.Time       `json:"next_run_at"`
-	Payload   *json.RawMessage `json:"payload,omitempty"`
+	NextRunAt *time.Time `json:"next_run_at"`
+
+	// Overlap What happens when a run comes due while an earlier execution of the
+	// job is still queued or running (retries pending included): `allow`
+	// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
+	// keeps it waiting and starts it when the earlier one ends, skipping
+	// any further run meanwhile; `cancel_running` cancels the earlier
+	// execution (as POST /v1/executions/{id}/cancel does) and runs the new
+	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
+	Overlap *Overlap         `json:"overlap,omitempty"`
+	Payload *json.RawMessage `json:"payload,omitempty"`
 
 	// Priority When executors are saturated, high executions start before normal
 	// ones and normal before low ones. Defaults to normal.
@@ -432,6 +524,9 @@ type Job struct {
 	// (tockd --retry-* flags) when the job is created or its retry is
 	// replaced.
 	Retry *RetryPolicy `json:"retry,omitempty"`
+
+	// Runs Runs fired by the schedule so far (what `schedule.max_runs` counts).
+	Runs *int64 `json:"runs,omitempty"`
 
 	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
 	// them (or no schedule at all) means run once, now.
@@ -494,11 +589,31 @@ type JobCreate struct {
 	// Example: {"team":"payments"}
 	Labels *Labels `json:"labels,omitempty"`
 
+	// Missed What a recurring job does with missed runs: runs that could not fire
+	// within `grace` of their time (the cluster was down, the job's bucket
+	// had no owner, the scheduler was behind, or the job was resumed with
+	// catch-up). `skip` fires none of them; `latest` only the most recent;
+	// `all` each of them, oldest first, but when more than `max` were
+	// missed only the newest `max`. The runs not fired are recorded as
+	// skipped (reason `missed`). One-shot jobs always fire, however late.
+	// Fields left out take the cluster's defaults (tockd --missed-policy,
+	// --missed-grace, --missed-max), which default to those shown here.
+	Missed *MissedPolicy `json:"missed,omitempty"`
+
 	// Name Unique within the namespace.
 	Name string `json:"name"`
 
 	// Namespace Defaults to "default".
 	Namespace *string `json:"namespace,omitempty"`
+
+	// Overlap What happens when a run comes due while an earlier execution of the
+	// job is still queued or running (retries pending included): `allow`
+	// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
+	// keeps it waiting and starts it when the earlier one ends, skipping
+	// any further run meanwhile; `cancel_running` cancels the earlier
+	// execution (as POST /v1/executions/{id}/cancel does) and runs the new
+	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
+	Overlap *Overlap `json:"overlap,omitempty"`
 
 	// Payload Any JSON value, handed to the handler with every execution.
 	Payload *json.RawMessage `json:"payload,omitempty"`
@@ -557,6 +672,26 @@ type JobPatch struct {
 	// Example: {"team":"payments"}
 	Labels *Labels `json:"labels,omitempty"`
 
+	// Missed What a recurring job does with missed runs: runs that could not fire
+	// within `grace` of their time (the cluster was down, the job's bucket
+	// had no owner, the scheduler was behind, or the job was resumed with
+	// catch-up). `skip` fires none of them; `latest` only the most recent;
+	// `all` each of them, oldest first, but when more than `max` were
+	// missed only the newest `max`. The runs not fired are recorded as
+	// skipped (reason `missed`). One-shot jobs always fire, however late.
+	// Fields left out take the cluster's defaults (tockd --missed-policy,
+	// --missed-grace, --missed-max), which default to those shown here.
+	Missed *MissedPolicy `json:"missed,omitempty"`
+
+	// Overlap What happens when a run comes due while an earlier execution of the
+	// job is still queued or running (retries pending included): `allow`
+	// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
+	// keeps it waiting and starts it when the earlier one ends, skipping
+	// any further run meanwhile; `cancel_running` cancels the earlier
+	// execution (as POST /v1/executions/{id}/cancel does) and runs the new
+	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
+	Overlap *Overlap `json:"overlap,omitempty"`
+
 	// Payload Any JSON value; null removes the payload.
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
@@ -578,6 +713,20 @@ type JobPatch struct {
 
 	// Timeout A Go duration; null removes the timeout.
 	Timeout *string `json:"timeout,omitempty"`
+}
+
+// JobResumeSelection defines model for JobResumeSelection.
+type JobResumeSelection struct {
+	// CatchUp As in POST /v1/jobs/{id}/resume.
+	CatchUp *bool `json:"catch_up,omitempty"`
+
+	// Namespace The namespace whose jobs resume (required, so that no request changes every job of the cluster).
+	Namespace string `json:"namespace"`
+
+	// Selector A label selector, as in GET /v1/jobs; absent or "" selects every job of the namespace.
+	//
+	// Example: team=payments
+	Selector *string `json:"selector,omitempty"`
 }
 
 // JobSelection defines model for JobSelection.
@@ -603,6 +752,27 @@ type JobState string
 // Example: {"team":"payments"}
 type Labels map[string]string
 
+// MissedPolicy What a recurring job does with missed runs: runs that could not fire
+// within `grace` of their time (the cluster was down, the job's bucket
+// had no owner, the scheduler was behind, or the job was resumed with
+// catch-up). `skip` fires none of them; `latest` only the most recent;
+// `all` each of them, oldest first, but when more than `max` were
+// missed only the newest `max`. The runs not fired are recorded as
+// skipped (reason `missed`). One-shot jobs always fire, however late.
+// Fields left out take the cluster's defaults (tockd --missed-policy,
+// --missed-grace, --missed-max), which default to those shown here.
+type MissedPolicy struct {
+	// Grace A Go duration of at least 1s.
+	//
+	// Example: 60s
+	Grace  *string             `json:"grace,omitempty"`
+	Max    *int                `json:"max,omitempty"`
+	Policy *MissedPolicyPolicy `json:"policy,omitempty"`
+}
+
+// MissedPolicyPolicy defines model for MissedPolicy.Policy.
+type MissedPolicyPolicy string
+
 // Node A live scheduler node, as registered in etcd.
 type Node struct {
 	// Addr The API address the node advertises; absent when none.
@@ -626,6 +796,15 @@ type Node struct {
 type NodeList struct {
 	Items []Node `json:"items"`
 }
+
+// Overlap What happens when a run comes due while an earlier execution of the
+// job is still queued or running (retries pending included): `allow`
+// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
+// keeps it waiting and starts it when the earlier one ends, skipping
+// any further run meanwhile; `cancel_running` cancels the earlier
+// execution (as POST /v1/executions/{id}/cancel does) and runs the new
+// one. Default: the cluster's (tockd --overlap), `allow` unless set.
+type Overlap string
 
 // Preview defines model for Preview.
 type Preview struct {
@@ -719,6 +898,12 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// ResumeOptions defines model for ResumeOptions.
+type ResumeOptions struct {
+	// CatchUp Apply the job's missed-run policy to the runs of the pause instead of skipping them.
+	CatchUp *bool `json:"catch_up,omitempty"`
+}
+
 // RetryPolicy How often and how soon a failed execution is tried again: attempt
 // n+1 waits initial_backoff * multiplier^(n-1), capped at
 // max_backoff, then jittered (full: uniform in [0, d); equal: uniform
@@ -771,15 +956,62 @@ type Schedule struct {
 	// Example: 0 30 9 * * MON-FRI
 	Cron *string `json:"cron,omitempty"`
 
+	// EndAt Only with `cron`: no run after this time (a run at it still
+	// fires); the job completes after its last run.
+	EndAt *time.Time `json:"end_at,omitempty"`
+
 	// In Run once after this delay (a Go duration).
 	//
 	// Example: 90s
 	In *string `json:"in,omitempty"`
 
+	// Jitter Publish each run up to this much after its time (a Go duration,
+	// 1ms to 24h), by an offset derived from the job and the scheduled
+	// time alone, so the same run always gets the same offset and many
+	// jobs due at once are spread. `scheduled_for` stays the nominal
+	// time; the execution's `due_at` is when it was published.
+	//
+	//
+	// Example: 30s
+	Jitter *string `json:"jitter,omitempty"`
+
+	// MaxRuns Only with `cron`: the job completes once this many runs have
+	// fired (runs skipped by a policy do not count; manual runs do not
+	// count).
+	MaxRuns *int64 `json:"max_runs,omitempty"`
+
+	// StartAt Only with `cron`: no run before this time.
+	StartAt *time.Time `json:"start_at,omitempty"`
+
 	// Timezone IANA time zone the cron expression is read in (default UTC).
 	//
 	// Example: Europe/Berlin
 	Timezone *string `json:"timezone,omitempty"`
+}
+
+// SkippedRun defines model for SkippedRun.
+type SkippedRun struct {
+	// First The first scheduled time skipped.
+	First time.Time `json:"first"`
+
+	// Last The last scheduled time skipped.
+	Last       time.Time        `json:"last"`
+	Reason     SkippedRunReason `json:"reason"`
+	RecordedAt time.Time        `json:"recorded_at"`
+
+	// Runs How many scheduled times from `first` through `last` were skipped.
+	Runs int64 `json:"runs"`
+}
+
+// SkippedRunReason defines model for SkippedRun.Reason.
+type SkippedRunReason string
+
+// SkippedRunList defines model for SkippedRunList.
+type SkippedRunList struct {
+	Items []SkippedRun `json:"items"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
 // Cursor defines model for Cursor.
@@ -873,11 +1105,23 @@ type PreviewJobParams struct {
 	From *PreviewFrom `form:"from,omitempty" json:"from,omitempty"`
 }
 
+// ListJobSkipsParams defines parameters for ListJobSkips.
+type ListJobSkipsParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = JobPatch
+
+// ResumeJobJSONRequestBody defines body for ResumeJob for application/json ContentType.
+type ResumeJobJSONRequestBody = ResumeOptions
 
 // CreateJobBatchJSONRequestBody defines body for CreateJobBatch for application/json ContentType.
 type CreateJobBatchJSONRequestBody = JobBatchCreate
@@ -886,7 +1130,7 @@ type CreateJobBatchJSONRequestBody = JobBatchCreate
 type PauseJobsJSONRequestBody = JobSelection
 
 // ResumeJobsJSONRequestBody defines body for ResumeJobs for application/json ContentType.
-type ResumeJobsJSONRequestBody = JobSelection
+type ResumeJobsJSONRequestBody = JobResumeSelection
 
 // PreviewScheduleJSONRequestBody defines body for PreviewSchedule for application/json ContentType.
 type PreviewScheduleJSONRequestBody = PreviewRequest
@@ -1163,16 +1407,39 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
 	PreviewJob(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResumeJob Resume a paused job
+	// ResumeJobWithBody Resume a paused job
 	//
-	// A cron job's next run is its first fire time after now; runs missed
-	// while it was paused are skipped. A one-shot job that has not run yet
-	// fires at its original time, or at once if that has passed. A
-	// completed job cannot be resumed (409). Resuming an active job does
-	// nothing.
+	// A cron job paused while active picks up at the first run of the
+	// pause. Without `catch_up` (the default) the runs that fell during
+	// the pause are skipped, each range recorded with reason `paused`
+	// (GET /v1/jobs/{id}/skips); with `catch_up: true` the job's
+	// missed-run policy decides which of them fire. A cron job created
+	// paused, or whose schedule changed while paused, gets its first
+	// fire time after now. A one-shot job that has not run yet fires at
+	// its original time, or at once if that has passed. A completed job
+	// cannot be resumed (409). Resuming an active job does nothing.
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
-	ResumeJob(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ResumeJobWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeJob Resume a paused job
+	//
+	// A cron job paused while active picks up at the first run of the
+	// pause. Without `catch_up` (the default) the runs that fell during
+	// the pause are skipped, each range recorded with reason `paused`
+	// (GET /v1/jobs/{id}/skips); with `catch_up: true` the job's
+	// missed-run policy decides which of them fire. A cron job created
+	// paused, or whose schedule changed while paused, gets its first
+	// fire time after now. A one-shot job that has not run yet fires at
+	// its original time, or at once if that has passed. A completed job
+	// cannot be resumed (409). Resuming an active job does nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
+	ResumeJob(ctx context.Context, id ID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RunJob Run a job now, outside its schedule
 	//
@@ -1180,6 +1447,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/run (the `RunJob` operationId).
 	RunJob(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListJobSkips List a job's skipped runs, newest first
+	//
+	// Scheduled times the job did not fire, as ranges: each range is one
+	// decision (a missed-run policy after an outage, an overlap policy,
+	// a resume without catch-up) and counts the scheduled times from
+	// `first` through `last`. Together with the job's executions they
+	// account for every scheduled time.
+	//
+	// Corresponds with GET /v1/jobs/{id}/skips (the `ListJobSkips` operationId).
+	ListJobSkips(ctx context.Context, id ID, params *ListJobSkipsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateJobBatchWithBody Create up to 1,000 jobs in one request
 	//
@@ -1269,8 +1547,8 @@ type ClientInterface interface {
 	//
 	// Resumes each paused job of `namespace` whose labels match
 	// `selector` (every paused job of the namespace when there is none),
-	// as POST /v1/jobs/{id}/resume would: each gets its next run from
-	// now. Not atomic, like POST /v1/jobs:pause.
+	// as POST /v1/jobs/{id}/resume would, with or without `catch_up`.
+	// Not atomic, like POST /v1/jobs:pause.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1281,8 +1559,8 @@ type ClientInterface interface {
 	//
 	// Resumes each paused job of `namespace` whose labels match
 	// `selector` (every paused job of the namespace when there is none),
-	// as POST /v1/jobs/{id}/resume would: each gets its next run from
-	// now. Not atomic, like POST /v1/jobs:pause.
+	// as POST /v1/jobs/{id}/resume would, with or without `catch_up`.
+	// Not atomic, like POST /v1/jobs:pause.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1738,17 +2016,50 @@ func (c *Client) PreviewJob(ctx context.Context, id ID, params *PreviewJobParams
 	return c.Client.Do(req)
 }
 
-// ResumeJob Resume a paused job
+// ResumeJobWithBody Resume a paused job
 //
-// A cron job's next run is its first fire time after now; runs missed
-// while it was paused are skipped. A one-shot job that has not run yet
-// fires at its original time, or at once if that has passed. A
-// completed job cannot be resumed (409). Resuming an active job does
-// nothing.
+// A cron job paused while active picks up at the first run of the
+// pause. Without `catch_up` (the default) the runs that fell during
+// the pause are skipped, each range recorded with reason `paused`
+// (GET /v1/jobs/{id}/skips); with `catch_up: true` the job's
+// missed-run policy decides which of them fire. A cron job created
+// paused, or whose schedule changed while paused, gets its first
+// fire time after now. A one-shot job that has not run yet fires at
+// its original time, or at once if that has passed. A completed job
+// cannot be resumed (409). Resuming an active job does nothing.
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
-func (c *Client) ResumeJob(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewResumeJobRequest(c.Server, id)
+func (c *Client) ResumeJobWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeJobRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeJob Resume a paused job
+//
+// A cron job paused while active picks up at the first run of the
+// pause. Without `catch_up` (the default) the runs that fell during
+// the pause are skipped, each range recorded with reason `paused`
+// (GET /v1/jobs/{id}/skips); with `catch_up: true` the job's
+// missed-run policy decides which of them fire. A cron job created
+// paused, or whose schedule changed while paused, gets its first
+// fire time after now. A one-shot job that has not run yet fires at
+// its original time, or at once if that has passed. A completed job
+// cannot be resumed (409). Resuming an active job does nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
+func (c *Client) ResumeJob(ctx context.Context, id ID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeJobRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1766,6 +2077,27 @@ func (c *Client) ResumeJob(ctx context.Context, id ID, reqEditors ...RequestEdit
 // Corresponds with POST /v1/jobs/{id}/run (the `RunJob` operationId).
 func (c *Client) RunJob(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRunJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJobSkips List a job's skipped runs, newest first
+//
+// Scheduled times the job did not fire, as ranges: each range is one
+// decision (a missed-run policy after an outage, an overlap policy,
+// a resume without catch-up) and counts the scheduled times from
+// `first` through `last`. Together with the job's executions they
+// account for every scheduled time.
+//
+// Corresponds with GET /v1/jobs/{id}/skips (the `ListJobSkips` operationId).
+func (c *Client) ListJobSkips(ctx context.Context, id ID, params *ListJobSkipsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJobSkipsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1904,8 +2236,8 @@ func (c *Client) PauseJobs(ctx context.Context, body PauseJobsJSONRequestBody, r
 //
 // Resumes each paused job of `namespace` whose labels match
 // `selector` (every paused job of the namespace when there is none),
-// as POST /v1/jobs/{id}/resume would: each gets its next run from
-// now. Not atomic, like POST /v1/jobs:pause.
+// as POST /v1/jobs/{id}/resume would, with or without `catch_up`.
+// Not atomic, like POST /v1/jobs:pause.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1926,8 +2258,8 @@ func (c *Client) ResumeJobsWithBody(ctx context.Context, contentType string, bod
 //
 // Resumes each paused job of `namespace` whose labels match
 // `selector` (every paused job of the namespace when there is none),
-// as POST /v1/jobs/{id}/resume would: each gets its next run from
-// now. Not atomic, like POST /v1/jobs:pause.
+// as POST /v1/jobs/{id}/resume would, with or without `catch_up`.
+// Not atomic, like POST /v1/jobs:pause.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2836,8 +3168,19 @@ func NewPreviewJobRequest(server string, id ID, params *PreviewJobParams) (*http
 	return req, nil
 }
 
-// NewResumeJobRequest constructs an http.Request for the ResumeJob method
-func NewResumeJobRequest(server string, id ID) (*http.Request, error) {
+// NewResumeJobRequest calls the generic ResumeJob builder with application/json body
+func NewResumeJobRequest(server string, id ID, body ResumeJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewResumeJobRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewResumeJobRequestWithBody constructs an http.Request for the ResumeJob method, with any body, and a specified content type
+func NewResumeJobRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -2862,10 +3205,12 @@ func NewResumeJobRequest(server string, id ID) (*http.Request, error) {
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -2897,6 +3242,79 @@ func NewRunJobRequest(server string, id ID) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListJobSkipsRequest constructs an http.Request for the ListJobSkips method
+func NewListJobSkipsRequest(server string, id ID, params *ListJobSkipsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/skips", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -3392,18 +3810,39 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
 	PreviewJobWithResponse(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*PreviewJobResponse, error)
 
-	// ResumeJobWithResponse Resume a paused job
+	// ResumeJobWithBodyWithResponse Resume a paused job
 	//
-	// A cron job's next run is its first fire time after now; runs missed
-	// while it was paused are skipped. A one-shot job that has not run yet
-	// fires at its original time, or at once if that has passed. A
-	// completed job cannot be resumed (409). Resuming an active job does
-	// nothing.
+	// A cron job paused while active picks up at the first run of the
+	// pause. Without `catch_up` (the default) the runs that fell during
+	// the pause are skipped, each range recorded with reason `paused`
+	// (GET /v1/jobs/{id}/skips); with `catch_up: true` the job's
+	// missed-run policy decides which of them fire. A cron job created
+	// paused, or whose schedule changed while paused, gets its first
+	// fire time after now. A one-shot job that has not run yet fires at
+	// its original time, or at once if that has passed. A completed job
+	// cannot be resumed (409). Resuming an active job does nothing.
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
-	ResumeJobWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
+	ResumeJobWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
+
+	// ResumeJobWithResponse Resume a paused job
+	//
+	// A cron job paused while active picks up at the first run of the
+	// pause. Without `catch_up` (the default) the runs that fell during
+	// the pause are skipped, each range recorded with reason `paused`
+	// (GET /v1/jobs/{id}/skips); with `catch_up: true` the job's
+	// missed-run policy decides which of them fire. A cron job created
+	// paused, or whose schedule changed while paused, gets its first
+	// fire time after now. A one-shot job that has not run yet fires at
+	// its original time, or at once if that has passed. A completed job
+	// cannot be resumed (409). Resuming an active job does nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
+	ResumeJobWithResponse(ctx context.Context, id ID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error)
 
 	// RunJobWithResponse Run a job now, outside its schedule
 	//
@@ -3413,6 +3852,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs/{id}/run (the `RunJob` operationId).
 	RunJobWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*RunJobResponse, error)
+
+	// ListJobSkipsWithResponse List a job's skipped runs, newest first
+	//
+	// Scheduled times the job did not fire, as ranges: each range is one
+	// decision (a missed-run policy after an outage, an overlap policy,
+	// a resume without catch-up) and counts the scheduled times from
+	// `first` through `last`. Together with the job's executions they
+	// account for every scheduled time.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/skips (the `ListJobSkips` operationId).
+	ListJobSkipsWithResponse(ctx context.Context, id ID, params *ListJobSkipsParams, reqEditors ...RequestEditorFn) (*ListJobSkipsResponse, error)
 
 	// CreateJobBatchWithBodyWithResponse Create up to 1,000 jobs in one request
 	//
@@ -3502,8 +3954,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Resumes each paused job of `namespace` whose labels match
 	// `selector` (every paused job of the namespace when there is none),
-	// as POST /v1/jobs/{id}/resume would: each gets its next run from
-	// now. Not atomic, like POST /v1/jobs:pause.
+	// as POST /v1/jobs/{id}/resume would, with or without `catch_up`.
+	// Not atomic, like POST /v1/jobs:pause.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3514,8 +3966,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Resumes each paused job of `namespace` whose labels match
 	// `selector` (every paused job of the namespace when there is none),
-	// as POST /v1/jobs/{id}/resume would: each gets its next run from
-	// now. Not atomic, like POST /v1/jobs:pause.
+	// as POST /v1/jobs/{id}/resume would, with or without `catch_up`.
+	// Not atomic, like POST /v1/jobs:pause.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4733,6 +5185,68 @@ func (r RunJobResponse) ContentType() string {
 	return ""
 }
 
+type ListJobSkipsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SkippedRunList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJobSkipsResponse) GetJSON200() *SkippedRunList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListJobSkipsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListJobSkipsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListJobSkipsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJobSkipsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJobSkipsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJobSkipsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJobSkipsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type CreateJobBatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5420,19 +5934,46 @@ func (c *ClientWithResponses) PreviewJobWithResponse(ctx context.Context, id ID,
 	return ParsePreviewJobResponse(rsp)
 }
 
-// ResumeJobWithResponse Resume a paused job
+// ResumeJobWithBodyWithResponse Resume a paused job
 //
-// A cron job's next run is its first fire time after now; runs missed
-// while it was paused are skipped. A one-shot job that has not run yet
-// fires at its original time, or at once if that has passed. A
-// completed job cannot be resumed (409). Resuming an active job does
-// nothing.
+// A cron job paused while active picks up at the first run of the
+// pause. Without `catch_up` (the default) the runs that fell during
+// the pause are skipped, each range recorded with reason `paused`
+// (GET /v1/jobs/{id}/skips); with `catch_up: true` the job's
+// missed-run policy decides which of them fire. A cron job created
+// paused, or whose schedule changed while paused, gets its first
+// fire time after now. A one-shot job that has not run yet fires at
+// its original time, or at once if that has passed. A completed job
+// cannot be resumed (409). Resuming an active job does nothing.
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
-func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error) {
-	rsp, err := c.ResumeJob(ctx, id, reqEditors...)
+func (c *ClientWithResponses) ResumeJobWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error) {
+	rsp, err := c.ResumeJobWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeJobResponse(rsp)
+}
+
+// ResumeJobWithResponse Resume a paused job
+//
+// A cron job paused while active picks up at the first run of the
+// pause. Without `catch_up` (the default) the runs that fell during
+// the pause are skipped, each range recorded with reason `paused`
+// (GET /v1/jobs/{id}/skips); with `catch_up: true` the job's
+// missed-run policy decides which of them fire. A cron job created
+// paused, or whose schedule changed while paused, gets its first
+// fire time after now. A one-shot job that has not run yet fires at
+// its original time, or at once if that has passed. A completed job
+// cannot be resumed (409). Resuming an active job does nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/resume (the `ResumeJob` operationId).
+func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id ID, body ResumeJobJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeJobResponse, error) {
+	rsp, err := c.ResumeJob(ctx, id, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -5452,6 +5993,25 @@ func (c *ClientWithResponses) RunJobWithResponse(ctx context.Context, id ID, req
 		return nil, err
 	}
 	return ParseRunJobResponse(rsp)
+}
+
+// ListJobSkipsWithResponse List a job's skipped runs, newest first
+//
+// Scheduled times the job did not fire, as ranges: each range is one
+// decision (a missed-run policy after an outage, an overlap policy,
+// a resume without catch-up) and counts the scheduled times from
+// `first` through `last`. Together with the job's executions they
+// account for every scheduled time.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/skips (the `ListJobSkips` operationId).
+func (c *ClientWithResponses) ListJobSkipsWithResponse(ctx context.Context, id ID, params *ListJobSkipsParams, reqEditors ...RequestEditorFn) (*ListJobSkipsResponse, error) {
+	rsp, err := c.ListJobSkips(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJobSkipsResponse(rsp)
 }
 
 // CreateJobBatchWithBodyWithResponse Create up to 1,000 jobs in one request
@@ -5566,8 +6126,8 @@ func (c *ClientWithResponses) PauseJobsWithResponse(ctx context.Context, body Pa
 //
 // Resumes each paused job of `namespace` whose labels match
 // `selector` (every paused job of the namespace when there is none),
-// as POST /v1/jobs/{id}/resume would: each gets its next run from
-// now. Not atomic, like POST /v1/jobs:pause.
+// as POST /v1/jobs/{id}/resume would, with or without `catch_up`.
+// Not atomic, like POST /v1/jobs:pause.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5584,8 +6144,8 @@ func (c *ClientWithResponses) ResumeJobsWithBodyWithResponse(ctx context.Context
 //
 // Resumes each paused job of `namespace` whose labels match
 // `selector` (every paused job of the namespace when there is none),
-// as POST /v1/jobs/{id}/resume would: each gets its next run from
-// now. Not atomic, like POST /v1/jobs:pause.
+// as POST /v1/jobs/{id}/resume would, with or without `catch_up`.
+// Not atomic, like POST /v1/jobs:pause.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6505,6 +7065,53 @@ func ParseRunJobResponse(rsp *http.Response) (*RunJobResponse, error) {
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListJobSkipsResponse parses an HTTP response from a ListJobSkipsWithResponse call
+func ParseListJobSkipsResponse(rsp *http.Response) (*ListJobSkipsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJobSkipsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SkippedRunList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest

@@ -42,6 +42,19 @@ const (
 	SkipPaused = "paused"
 )
 
+// DefaultMissed is the missed-run policy of a job that names none, unless
+// the cluster sets another: fire only the latest missed run, and count a
+// run fired within a minute of its time as on time. Latest because a
+// recurring job (a report, a sync, a clean-up) usually needs to run once
+// after an outage, not once per missed time all at once; a minute of
+// grace because a node's failover takes seconds, and runs delayed by one
+// should all still fire. Max applies to MissedAll only.
+var DefaultMissed = MissedPolicy{Policy: MissedLatest, Grace: "60s", Max: 100}
+
+// DefaultOverlap is the overlap policy of a job that names none, unless
+// the cluster sets another: runs never wait for each other.
+const DefaultOverlap = OverlapAllow
+
 // MaxMissedLimit is the highest MissedPolicy.Max.
 const MaxMissedLimit = 1000
 

@@ -38,12 +38,12 @@ func (s *Service) PauseMatching(ctx context.Context, sel Selection) (BulkResult,
 }
 
 // ResumeMatching resumes every paused job of sel, one at a time, as
-// Resume does (each gets its next run from now); a job whose schedule
-// has no run left stays paused and is not counted as changed. Not atomic,
-// like PauseMatching.
-func (s *Service) ResumeMatching(ctx context.Context, sel Selection) (BulkResult, error) {
+// Resume does (with or without catch-up); a job whose schedule has no
+// run left stays paused and is not counted as changed. Not atomic, like
+// PauseMatching.
+func (s *Service) ResumeMatching(ctx context.Context, sel Selection, catchUp bool) (BulkResult, error) {
 	return s.eachMatching(ctx, sel, domain.JobPaused, func(id uuid.UUID) (*store.Job, error) {
-		return s.Resume(ctx, id)
+		return s.Resume(ctx, id, catchUp)
 	}, domain.JobActive)
 }
 

@@ -225,6 +225,22 @@ func (s *Service) checkRetry(p domain.RetryPolicy, f *faults) domain.RetryPolicy
 	return p.WithDefaults(s.defaultRetry)
 }
 
+// checkPolicy checks a job's missed-run and overlap policies and returns
+// them with the cluster's defaults filled in.
+func (s *Service) checkPolicy(m domain.MissedPolicy, overlap string, f *faults) *domain.JobPolicy {
+	for _, fe := range m.Validate() {
+		f.add("missed."+fe.Field, "%s", fe.Message)
+	}
+	if !domain.ValidOverlap(overlap) {
+		f.add("overlap", "must be one of %s", strings.Join(domain.Overlaps, ", "))
+	}
+	p := &domain.JobPolicy{Missed: m.WithDefaults(s.defaults.Missed), Overlap: overlap}
+	if p.Overlap == "" {
+		p.Overlap = s.defaults.Overlap
+	}
+	return p
+}
+
 // checkPriority checks a priority class; "" is normal.
 func checkPriority(p domain.Priority, f *faults) domain.Priority {
 	if p == "" {

@@ -39,6 +39,10 @@ type NewJob struct {
 	// domain.MaxDescription bytes.
 	Labels      domain.Labels
 	Description string
+	// Missed and Overlap are its missed-run and overlap policies; what
+	// they leave out comes from Config.DefaultMissed and DefaultOverlap.
+	Missed  domain.MissedPolicy
+	Overlap string
 }
 
 // Build checks nj and returns the job Create would store: defaults
@@ -60,7 +64,9 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*store.Job, e
 	checkTimeout(nj.Timeout, &f)
 	checkLabels(nj.Labels, &f)
 	checkDescription(nj.Description, &f)
+	policy := s.checkPolicy(nj.Missed, nj.Overlap, &f)
 	j := &store.Job{
+		Policy:    policy,
 		Namespace: nj.Namespace,
 		Name:      nj.Name,
 		Schedule:  nj.Schedule,

@@ -295,7 +295,7 @@ func TestUpdateStartsOverWhenStale(t *testing.T) {
 		t.Errorf("after 3 lost races: %v, %v, %d updates", got, err, racy.calls)
 	}
 	racy.n, racy.calls = 1000, 0
-	if _, err := svc.Resume(ctx, j.ID); !errors.Is(err, store.ErrStale) || racy.calls != maxStale+1 {
+	if _, err := svc.Resume(ctx, j.ID, false); !errors.Is(err, store.ErrStale) || racy.calls != maxStale+1 {
 		t.Errorf("always stale: %v after %d updates, want ErrStale after %d", err, racy.calls, maxStale+1)
 	}
 }
@@ -317,16 +317,40 @@ func TestPauseResume(t *testing.T) {
 	if again, err := svc.Pause(ctx, j.ID); err != nil || again.Version != p.Version {
 		t.Errorf("pausing twice wrote the job: %v", err)
 	}
-	// Resumed a week later: the runs it missed are skipped.
-	clk.set(t0.Add(7 * 24 * time.Hour))
-	r, err := svc.Resume(ctx, j.ID)
-	sched, _ := schedule.Compile(j.Schedule)
-	want, _ := sched.First(t0.Add(7 * 24 * time.Hour))
-	if err != nil || r.State != domain.JobActive || !r.NextRunAt.Equal(want) {
-		t.Fatalf("resumed: %s next %v, %v; want active, %v", r.State, r.NextRunAt, err, want)
+	if p.PausedNextRunAt == nil || !p.PausedNextRunAt.Equal(*j.NextRunAt) {
+		t.Fatalf("paused job keeps %v as the run it paused at, want %v", p.PausedNextRunAt, j.NextRunAt)
 	}
-	if again, err := svc.Resume(ctx, j.ID); err != nil || again.Version != r.Version {
+	// Resumed a week later: it picks up at the run it paused at, and the
+	// runs of the pause (before now) are to be skipped as paused.
+	week := t0.Add(7 * 24 * time.Hour)
+	clk.set(week)
+	r, err := svc.Resume(ctx, j.ID, false)
+	if err != nil || r.State != domain.JobActive || !r.NextRunAt.Equal(*j.NextRunAt) || r.SkipBefore == nil ||
+		!r.SkipBefore.Equal(week) || r.PausedNextRunAt != nil {
+		t.Fatalf("resumed: %s next %v skip before %v paused at %v, %v; want active at %v, skipping before %v",
+			r.State, r.NextRunAt, r.SkipBefore, r.PausedNextRunAt, err, j.NextRunAt, week)
+	}
+	if again, err := svc.Resume(ctx, j.ID, false); err != nil || again.Version != r.Version {
 		t.Errorf("resuming an active job wrote it: %v", err)
+	}
+	// With catch-up the runs of the pause are left to the missed-run
+	// policy: nothing is marked to skip.
+	if _, err := svc.Pause(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = svc.Resume(ctx, j.ID, true); err != nil || !r.NextRunAt.Equal(*j.NextRunAt) || r.SkipBefore != nil {
+		t.Fatalf("resumed with catch-up: next %v skip before %v, %v", r.NextRunAt, r.SkipBefore, err)
+	}
+	// A job created paused has no run to pick up: its next run is from now.
+	cp := validJob("created-paused")
+	cp.Paused = true
+	c, err := svc.Create(ctx, cp)
+	if err == nil {
+		c, err = svc.Resume(ctx, c.ID, false)
+	}
+	sched, _ := schedule.Compile(cp.Schedule)
+	if want, _ := sched.First(week); err != nil || !c.NextRunAt.Equal(want) || c.SkipBefore != nil {
+		t.Fatalf("created paused, resumed: next %v skip before %v, %v; want %v", c.NextRunAt, c.SkipBefore, err, want)
 	}
 
 	// A one-shot job whose moment passed while paused runs on resume.
@@ -342,7 +366,7 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.set(t0.Add(2*time.Hour + 123456*time.Microsecond))
-	if o, err = svc.Resume(ctx, o.ID); err != nil || !o.NextRunAt.Equal(t0.Add(2*time.Hour+123*time.Millisecond)) {
+	if o, err = svc.Resume(ctx, o.ID, false); err != nil || !o.NextRunAt.Equal(t0.Add(2*time.Hour+123*time.Millisecond)) {
 		t.Errorf("resumed one-shot: next %v, %v", o.NextRunAt, err)
 	}
 
@@ -353,7 +377,7 @@ func TestPauseResume(t *testing.T) {
 	if _, err := svc.Pause(ctx, o.ID); !errors.Is(err, ErrCompleted) {
 		t.Errorf("pause of a completed job: %v", err)
 	}
-	if _, err := svc.Resume(ctx, o.ID); !errors.Is(err, ErrCompleted) {
+	if _, err := svc.Resume(ctx, o.ID, false); !errors.Is(err, ErrCompleted) {
 		t.Errorf("resume of a completed job: %v", err)
 	}
 
@@ -362,17 +386,15 @@ func TestPauseResume(t *testing.T) {
 	// forward over that hour.
 	dst := validJob("dst")
 	dst.Schedule = schedule.Spec{Cron: "* 30 2 ? 3 SUN#2", Timezone: "America/New_York"}
+	dst.Paused = true
 	clk.set(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
 	l, err := svc.Create(ctx, dst)
-	if err == nil {
-		_, err = svc.Pause(ctx, l.ID)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk.set(time.Date(2007, 1, 1, 0, 0, 0, 0, time.UTC))
 	var fe *schedule.FieldError
-	if _, err := svc.Resume(ctx, l.ID); !errors.Is(err, ErrNoNextRun) || !errors.As(err, &fe) || fe.Field != "schedule.cron" {
+	if _, err := svc.Resume(ctx, l.ID, false); !errors.Is(err, ErrNoNextRun) || !errors.As(err, &fe) || fe.Field != "schedule.cron" {
 		t.Errorf("resume without a run left: %v", err)
 	}
 	if _, err := svc.Pause(ctx, uuid.New()); !errors.Is(err, store.ErrNotFound) {

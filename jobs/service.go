@@ -68,12 +68,23 @@ type Config struct {
 	// are filled from it when the job is created or its retry policy
 	// replaced. The zero value means one attempt.
 	DefaultRetry domain.RetryPolicy
+	// DefaultMissed and DefaultOverlap are the cluster's missed-run and
+	// overlap policies: what a job leaves out is filled from them when it
+	// is created (and stored with it, so that GET shows what applies).
+	// Their empty fields are domain.DefaultMissed's and
+	// domain.DefaultOverlap.
+	DefaultMissed  domain.MissedPolicy
+	DefaultOverlap string
 }
 
 // WithDefaults returns c with its defaults filled in.
 func (c Config) WithDefaults() Config {
 	if c.Clock == nil && c.Store != nil {
 		c.Clock = clock.New(c.Store.Now, clock.Options{Every: clockEvery, Rounds: 1})
+	}
+	c.DefaultMissed = c.DefaultMissed.WithDefaults(domain.DefaultMissed)
+	if c.DefaultOverlap == "" {
+		c.DefaultOverlap = domain.DefaultOverlap
 	}
 	return c
 }
@@ -93,6 +104,12 @@ func (c *Config) validate() error {
 		}
 		return fmt.Errorf("jobs: Config.DefaultRetry: %s", strings.Join(msgs, "; "))
 	}
+	if errs := c.DefaultMissed.Validate(); len(errs) > 0 {
+		return fmt.Errorf("jobs: Config.DefaultMissed: %s", errs[0])
+	}
+	if !domain.ValidOverlap(c.DefaultOverlap) {
+		return fmt.Errorf("jobs: Config.DefaultOverlap %q is not one of %v", c.DefaultOverlap, domain.Overlaps)
+	}
 	return nil
 }
 
@@ -103,6 +120,7 @@ type Service struct {
 	clock        Clock
 	executors    Executors
 	defaultRetry domain.RetryPolicy
+	defaults     domain.JobPolicy
 
 	compiled schedule.Cache
 }
@@ -114,7 +132,8 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Service{store: cfg.Store, clock: cfg.Clock, executors: cfg.Executors, defaultRetry: cfg.DefaultRetry}, nil
+	return &Service{store: cfg.Store, clock: cfg.Clock, executors: cfg.Executors, defaultRetry: cfg.DefaultRetry,
+		defaults: domain.JobPolicy{Missed: cfg.DefaultMissed, Overlap: cfg.DefaultOverlap}}, nil
 }
 
 // Now is the database's time, in UTC, as the use cases read it.

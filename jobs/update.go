@@ -44,11 +44,16 @@ type Patch struct {
 	Labels *domain.Labels
 	// Description replaces the description; "" removes it.
 	Description *string
+	// Missed replaces the missed-run policy and Overlap the overlap
+	// policy; what they leave out comes from the cluster's defaults.
+	Missed  *domain.MissedPolicy
+	Overlap *string
 }
 
 func (p *Patch) empty() bool {
 	return p.Schedule == nil && p.Handler == nil && p.Payload == nil && p.Retry == nil &&
-		p.Priority == nil && p.Timeout == nil && p.Labels == nil && p.Description == nil
+		p.Priority == nil && p.Timeout == nil && p.Labels == nil && p.Description == nil &&
+		p.Missed == nil && p.Overlap == nil
 }
 
 // checkedPatch is a Patch whose values passed the checks, with defaults
@@ -59,6 +64,7 @@ type checkedPatch struct {
 	handler  domain.Handler
 	retry    domain.RetryPolicy
 	priority domain.Priority
+	policy   *domain.JobPolicy
 }
 
 // CheckPatch says whether Update would accept p, without reading or
@@ -101,6 +107,9 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 	if p.Description != nil {
 		checkDescription(*p.Description, &f)
 	}
+	if p.Missed != nil || p.Overlap != nil {
+		c.policy = s.checkPolicy(deref(p.Missed), deref(p.Overlap), &f)
+	}
 	return c, f.err()
 }
 
@@ -108,10 +117,23 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 func (c *checkedPatch) apply(j *store.Job) {
 	if c.Schedule != nil && !sameSpec(*c.Schedule, j.Schedule) {
 		j.Schedule = *c.Schedule
+		// The old schedule's runs are no concern of the new one's.
+		j.PausedNextRunAt, j.SkipBefore = nil, nil
 		if j.State != domain.JobPaused {
 			next := c.next
 			j.State, j.NextRunAt = domain.JobActive, &next
 		}
+	}
+	if c.policy != nil {
+		p := *c.policy
+		// A patch of one policy keeps the other.
+		if c.Missed == nil && j.Policy != nil {
+			p.Missed = j.Policy.Missed
+		}
+		if c.Overlap == nil && j.Policy != nil {
+			p.Overlap = j.Policy.Overlap
+		}
+		j.Policy = &p
 	}
 	if c.Handler != nil {
 		j.Handler = c.handler
@@ -167,18 +189,21 @@ func (s *Service) Pause(ctx context.Context, id uuid.UUID) (*store.Job, error) {
 		case domain.JobPaused:
 			return false, nil
 		}
-		j.State, j.NextRunAt = domain.JobPaused, nil
+		j.State, j.PausedNextRunAt, j.NextRunAt = domain.JobPaused, j.NextRunAt, nil
 		return true, nil
 	})
 }
 
-// Resume makes paused job id active again, its next run computed from
-// its schedule and the database's clock: the runs it missed while paused
-// are skipped, except that a one-shot job whose moment passed meanwhile
-// runs now. Resuming an active job changes nothing; a completed one fails
-// with ErrCompleted, one whose schedule has no run left with
-// ErrNoNextRun.
-func (s *Service) Resume(ctx context.Context, id uuid.UUID) (*store.Job, error) {
+// Resume makes paused job id active again. A recurring job that was
+// active when paused picks up at the first run of the pause: with
+// catchUp, its missed-run policy decides which of the pause's runs fire
+// (those past its grace are missed); without, the runs of the pause are
+// skipped, recorded with reason "paused". A job created paused, or whose
+// schedule changed while paused, gets its next run from now. A one-shot
+// job whose moment passed meanwhile runs now. Resuming an active job
+// changes nothing; a completed one fails with ErrCompleted, one whose
+// schedule has no run left with ErrNoNextRun.
+func (s *Service) Resume(ctx context.Context, id uuid.UUID, catchUp bool) (*store.Job, error) {
 	now, err := s.Now(ctx)
 	if err != nil {
 		return nil, err
@@ -190,11 +215,20 @@ func (s *Service) Resume(ctx context.Context, id uuid.UUID) (*store.Job, error) 
 		case domain.JobActive:
 			return false, nil
 		}
+		j.State, j.SkipBefore = domain.JobActive, nil
+		if p := j.PausedNextRunAt; p != nil && j.Schedule.Kind() == schedule.KindCron {
+			j.NextRunAt, j.PausedNextRunAt = p, nil
+			if !catchUp && p.Before(now) {
+				skip := now.Truncate(time.Millisecond)
+				j.SkipBefore = &skip
+			}
+			return true, nil
+		}
 		next, err := resumeAt(j.Schedule, now)
 		if err != nil {
 			return false, fmt.Errorf("resume job %s: %w", id, err)
 		}
-		j.State, j.NextRunAt = domain.JobActive, &next
+		j.NextRunAt, j.PausedNextRunAt = &next, nil
 		return true, nil
 	})
 }
@@ -262,4 +296,13 @@ func sameTime(a, b *time.Time) bool {
 		return a == nil && b == nil
 	}
 	return a.Equal(*b)
+}
+
+// deref is *p, or the zero value for nil.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
 }

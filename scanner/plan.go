@@ -16,11 +16,6 @@ var skippedRuns = promauto.NewCounterVec(prometheus.CounterOpts{
 	Help: "Scheduled runs not fired, by reason: missed (a missed-run policy), overlap, paused (resumed without catch-up).",
 }, []string{"reason"})
 
-// DefaultMissed is the missed-run policy of jobs that name none (and of
-// jobs stored before policies existed): fire only the latest missed
-// run; a run fired within a minute of its time is not missed.
-var DefaultMissed = domain.MissedPolicy{Policy: domain.MissedLatest, Grace: "60s", Max: 100}
-
 // defaultGrace is the grace of a policy whose Grace cannot be read.
 const defaultGrace = time.Minute
 

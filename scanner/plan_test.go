@@ -89,7 +89,7 @@ func TestPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := summarize(plan(tt.due, sch, now, DefaultMissed))
+			got := summarize(plan(tt.due, sch, now, domain.DefaultMissed))
 			if got != tt.want {
 				t.Errorf("plan = %+v\nwant   %+v", got, tt.want)
 			}
@@ -109,7 +109,7 @@ func TestPlanChunks(t *testing.T) {
 		if i > 20 {
 			t.Fatal("more than 20 chunks for a day of seconds")
 		}
-		f := plan(d, sch, now, DefaultMissed)
+		f := plan(d, sch, now, domain.DefaultMissed)
 		for _, k := range f.Skips {
 			skipped += k.Runs
 		}
@@ -133,7 +133,7 @@ func TestPlanJitter(t *testing.T) {
 	spec := schedule.Spec{Cron: "0 * * * * *", Jitter: "30s"}
 	sch, _ := schedule.Compile(spec)
 	d := store.Due{ID: uuid.New(), NextRunAt: now, Schedule: spec}
-	f := plan(d, sch, now, DefaultMissed)
+	f := plan(d, sch, now, domain.DefaultMissed)
 	if len(f.Runs) != 1 || f.Runs[0].Due == nil {
 		t.Fatalf("a jittered run: %+v", f.Runs)
 	}
@@ -141,7 +141,7 @@ func TestPlanJitter(t *testing.T) {
 	if off < 0 || off >= 30*time.Second {
 		t.Errorf("offset %v outside [0, 30s)", off)
 	}
-	if again := plan(d, sch, now.Add(time.Second), DefaultMissed); !again.Runs[0].Due.Equal(*f.Runs[0].Due) {
+	if again := plan(d, sch, now.Add(time.Second), domain.DefaultMissed); !again.Runs[0].Due.Equal(*f.Runs[0].Due) {
 		t.Errorf("a retried firing of the same run got another publish time: %v, then %v", *f.Runs[0].Due, *again.Runs[0].Due)
 	}
 }

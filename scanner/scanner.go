@@ -131,7 +131,7 @@ type Config struct {
 	FireLead time.Duration
 	// Missed is the missed-run policy of jobs whose stored policy leaves
 	// fields empty (jobs stored before policies existed); its empty
-	// fields are DefaultMissed's.
+	// fields are domain.DefaultMissed's.
 	Missed domain.MissedPolicy
 	// ScanLimit caps the jobs one scan loads; default 500,000.
 	ScanLimit int
@@ -178,7 +178,7 @@ func (c Config) WithDefaults() Config {
 	if c.FireLead == 0 {
 		c.FireLead = 500 * time.Millisecond
 	}
-	c.Missed = c.Missed.WithDefaults(DefaultMissed)
+	c.Missed = c.Missed.WithDefaults(domain.DefaultMissed)
 	orInt(&c.ScanLimit, 500_000)
 	orInt(&c.FullScanEvery, 10)
 	if c.LostAfter == 0 {

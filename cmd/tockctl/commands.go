@@ -315,16 +315,20 @@ func (c *jobPauseCmd) Run(a *app) error {
 	}, a.pause)
 }
 
-type jobResumeCmd struct{ bulkFlags }
+type jobResumeCmd struct {
+	bulkFlags
+	CatchUp bool `help:"Apply each job's missed-run policy to the runs of its pause (default: skip them)."`
+}
 
 func (c *jobResumeCmd) Run(a *app) error {
 	return c.run(a, "resume", func(sel client.JobSelection) (response, []byte, *client.BulkChange, error) {
-		r, err := a.api.ResumeJobsWithResponse(a.ctx, sel)
+		r, err := a.api.ResumeJobsWithResponse(a.ctx, client.JobResumeSelection{
+			Namespace: sel.Namespace, Selector: sel.Selector, CatchUp: trueOrNil(c.CatchUp)})
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return r, r.Body, r.JSON200, nil
-	}, a.resume)
+	}, func(id uuid.UUID) ([]byte, *client.Job, error) { return a.resume(id, c.CatchUp) })
 }
 
 // pause pauses job id, and returns the answer: its raw JSON, and the job.
@@ -336,10 +340,10 @@ func (a *app) pause(id uuid.UUID) ([]byte, *client.Job, error) {
 	return r.Body, r.JSON200, nil
 }
 
-// resume resumes job id, and returns the answer: its raw JSON, and the
-// job.
-func (a *app) resume(id uuid.UUID) ([]byte, *client.Job, error) {
-	r, err := a.api.ResumeJobWithResponse(a.ctx, id)
+// resume resumes job id, with or without catch-up, and returns the
+// answer: its raw JSON, and the job.
+func (a *app) resume(id uuid.UUID, catchUp bool) ([]byte, *client.Job, error) {
+	r, err := a.api.ResumeJobWithResponse(a.ctx, id, client.ResumeOptions{CatchUp: trueOrNil(catchUp)})
 	if err := check(r, err); err != nil {
 		return nil, nil, err
 	}
@@ -499,6 +503,14 @@ func (c *execRetryCmd) Run(a *app) error {
 
 // optional is s, or nil when s is empty: an unset flag leaves a query
 // parameter out.
+// trueOrNil is &b when b is true, so that false is left out of a request.
+func trueOrNil(b bool) *bool {
+	if !b {
+		return nil
+	}
+	return &b
+}
+
 func optional(s string) *string {
 	if s == "" {
 		return nil

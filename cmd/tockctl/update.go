@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/google/uuid"
+
 	"github.com/tock-sched/tock/client"
 )
 
@@ -78,7 +80,7 @@ func (c *jobUpdateCmd) Run(a *app) error {
 	if c.Pause || c.Resume {
 		change, what := a.pause, "pause"
 		if c.Resume {
-			change, what = a.resume, "resume"
+			change, what = func(id uuid.UUID) ([]byte, *client.Job, error) { return a.resume(id, false) }, "resume"
 		}
 		if raw, job, err = change(id); err != nil {
 			if len(body) > 0 {
