@@ -17,6 +17,11 @@ type ExecutionFlags struct {
 	RetryMultiplier     float64       `name:"retry-multiplier" env:"TOCK_RETRY_MULTIPLIER" default:"2" help:"Default growth of the delay per attempt (api role)."`
 	RetryJitter         string        `name:"retry-jitter" env:"TOCK_RETRY_JITTER" default:"full" enum:"full,equal,none" help:"Default jitter: full, equal or none (api role)."`
 
+	MissedPolicy string        `name:"missed-policy" env:"TOCK_MISSED_POLICY" default:"latest" enum:"skip,latest,all" help:"Default missed-run policy for jobs that leave it out: skip, latest or all (api and scheduler roles)."`
+	MissedGrace  time.Duration `name:"missed-grace" env:"TOCK_MISSED_GRACE" default:"60s" help:"Default grace: a run fired this late still counts as on time (api and scheduler roles)."`
+	MissedMax    int           `name:"missed-max" env:"TOCK_MISSED_MAX" default:"100" help:"Default most missed runs the all policy fires at once, 1 to 1000 (api and scheduler roles)."`
+	Overlap      string        `name:"overlap" env:"TOCK_OVERLAP" default:"allow" enum:"allow,skip,buffer_one,cancel_running" help:"Default overlap policy for jobs that leave it out (api role)."`
+
 	ExecutorConcurrency   int           `name:"executor-concurrency" env:"TOCK_EXECUTOR_CONCURRENCY" default:"16" help:"Attempts in flight per queue (http, nats) in this executor process."`
 	ExecutorMaxPerHandler int           `name:"executor-max-per-handler" env:"TOCK_EXECUTOR_MAX_PER_HANDLER" default:"0" help:"Attempts in flight per handler (HTTP host, NATS subject) in this process; 0: no limit beyond --executor-concurrency."`
 	ExecutorAckWait       time.Duration `name:"executor-ack-wait" env:"TOCK_EXECUTOR_ACK_WAIT" default:"30s" help:"How long a silent executor keeps an attempt before it is given to another (heartbeats go every third of it)."`
@@ -37,6 +42,8 @@ func (f ExecutionFlags) apply(cfg *Config) {
 		Multiplier:     f.RetryMultiplier,
 		Jitter:         f.RetryJitter,
 	}
+	cfg.Missed = domain.MissedPolicy{Policy: f.MissedPolicy, Grace: f.MissedGrace.String(), Max: f.MissedMax}
+	cfg.Overlap = f.Overlap
 	cfg.ExecutorConcurrency = f.ExecutorConcurrency
 	cfg.ExecutorMaxPerHandler = f.ExecutorMaxPerHandler
 	cfg.ExecutorAckWait = f.ExecutorAckWait

@@ -58,6 +58,11 @@ type Config struct {
 	Pprof bool
 	// Retry is the cluster's default retry policy (api role).
 	Retry domain.RetryPolicy
+	// Missed and Overlap are the cluster's default missed-run and overlap
+	// policies (api role: stored with new jobs; scheduler role: for jobs
+	// stored without one).
+	Missed  domain.MissedPolicy
+	Overlap string
 	// Executor role: attempts in flight per queue and per handler, the
 	// ack wait of the queues' consumers, and the per-handler breakers.
 	ExecutorConcurrency   int
@@ -381,6 +386,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	}
 	scan, err := scanner.New(scanner.Config{
 		Store: d.st, Dispatcher: disp, Clock: clk, NodeID: cfg.NodeID, Logger: d.log, LeaseValid: node.Valid,
+		Missed: cfg.Missed,
 	})
 	if err != nil {
 		return nil, err
@@ -483,7 +489,8 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 	var handler http.Handler
 	if cfg.Roles[RoleAPI] {
 		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
-			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry})
+			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry,
+			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap})
 		if err != nil {
 			return nil, err
 		}
