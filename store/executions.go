@@ -32,7 +32,7 @@ func execCols(a string) string {
 	return prefixed(a, "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts") + ", " +
 		spec("handler") + ", " + spec("payload") + ", " + spec("retry") + ", " + spec("timeout_ms") + ", " +
 		prefixed(a, "dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, "+
-			"priority, next_attempt_at, series_base, dispatches, due_at, backfill")
+			"priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered")
 }
 
 // execRead is execColumns for reads shown to users: a fired execution's
@@ -479,7 +479,7 @@ func scanExecution(row pgx.Row) (*Execution, error) {
 	err := row.Scan(&e.ID, &e.JobID, &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
 		&e.State, &e.Attempts, &e.Handler, &payload, &retry, &timeoutMS, &e.DispatchedAt,
 		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy,
-		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill)
+		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered)
 	if err != nil {
 		return nil, err
 	}

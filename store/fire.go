@@ -203,7 +203,7 @@ RETURNING *
 SELECT ` + prefixed("i.", "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts") + `,
 	f.handler, f.payload, f.retry, f.timeout_ms,
 	` + prefixed("i.", "dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, "+
-	"priority, next_attempt_at, series_base, dispatches, due_at, backfill") + `
+	"priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered") + `
 FROM ins i JOIN fired f ON f.exec_id = i.id`
 
 // fireBucketSQL is fireSQL on bucket b's jobs partition itself: a

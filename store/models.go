@@ -126,6 +126,9 @@ type Execution struct {
 	JitteredDue *time.Time
 	// Backfill marks an execution made by a backfill.
 	Backfill bool
+	// Buffered marks the run an overlap policy of buffer_one keeps
+	// waiting until the job's earlier executions end.
+	Buffered bool
 	// AttemptList is filled by GetExecution only.
 	AttemptList []Attempt
 }

@@ -18,10 +18,16 @@ ALTER TABLE jobs
 
 -- Executions: due_at is when a jittered run was due to be published
 -- (scheduled_for plus the job's deterministic jitter offset; NULL
--- without jitter); backfill marks executions made by a backfill.
+-- without jitter); backfill marks executions made by a backfill;
+-- buffered marks the one run an overlap policy of buffer_one keeps
+-- waiting until the job's earlier executions end (its next_attempt_at is
+-- far in the future meanwhile, out of the outbox's reach). The partial
+-- index finds the waiting ones, which are few.
 ALTER TABLE executions
     ADD COLUMN due_at timestamptz,
-    ADD COLUMN backfill boolean NOT NULL DEFAULT false;
+    ADD COLUMN backfill boolean NOT NULL DEFAULT false,
+    ADD COLUMN buffered boolean NOT NULL DEFAULT false;
+CREATE INDEX executions_buffered ON executions (bucket) WHERE buffered;
 
 -- Skipped runs: scheduled times that were not fired, one row per
 -- contiguous range skipped by one decision (a missed-run policy, an
@@ -43,5 +49,6 @@ CREATE TABLE skipped_runs (
 
 -- +goose Down
 DROP TABLE skipped_runs;
-ALTER TABLE executions DROP COLUMN due_at, DROP COLUMN backfill;
+DROP INDEX executions_buffered;
+ALTER TABLE executions DROP COLUMN due_at, DROP COLUMN backfill, DROP COLUMN buffered;
 ALTER TABLE jobs DROP COLUMN policy, DROP COLUMN runs, DROP COLUMN paused_next_run_at, DROP COLUMN skip_before;
