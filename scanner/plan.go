@@ -38,7 +38,8 @@ const skipChunk = 10_000
 //     run within its grace fires;
 //   - no more runs fire than max_runs allows, and the job completes at
 //     its last run (or the end of its window);
-//   - each run fired carries its jitter offset.
+//   - each run fired carries its jitter offset;
+//   - the job's overlap policy goes along, for the store to apply.
 //
 // Every scheduled time from d.NextRunAt up to the returned Next is
 // either fired or skipped, in one decision that depends only on d, the
@@ -70,6 +71,13 @@ func plan(d store.Due, sch *schedule.Schedule, now time.Time, def domain.MissedP
 		}
 	}
 	f.Runs = jittered(sch, d, runs)
+	if o := d.Policy.Overlap; o != "" && o != domain.OverlapAllow {
+		// The store applies the overlap policy to the runs.
+		f.Overlap = o
+		if f.Runs == nil {
+			f.Runs = []store.Run{{At: t}}
+		}
+	}
 	return f
 }
 

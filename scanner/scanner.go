@@ -72,6 +72,7 @@ var (
 type Store interface {
 	Now(ctx context.Context) (time.Time, error)
 	ClaimBucket(ctx context.Context, bucket int, node string, epoch int64) error
+	ReleaseBuffered(ctx context.Context, buckets []int) (int, error)
 	DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]store.Due, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
 	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (store.FireResult, error)
@@ -149,6 +150,12 @@ type Config struct {
 	// LostInterval is how often owned buckets are checked for lost work;
 	// default 10s.
 	LostInterval time.Duration
+	// Cancel, if set, tells the executors to stop an execution that an
+	// overlap policy (cancel_running) cancelled; wire.CancelExecution is
+	// the one to use. Without it the execution is cancelled in the
+	// database only: a running attempt goes on, and its result cannot
+	// revive it.
+	Cancel func(ctx context.Context, id uuid.UUID) error
 	// LeaseValid, if set, is asked before every firing transaction; when
 	// it says no (the node cannot prove its etcd lease is alive), nothing
 	// fires. partition.Node.Valid is the one to use.
@@ -685,13 +692,14 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 	for _, id := range res.Moved {
 		moved[id] = true
 	}
+	for reason, n := range res.SkippedRuns {
+		skippedRuns.WithLabelValues(reason).Add(float64(n))
+	}
+	s.cancel(ctx, res.Cancelled)
 	for i, e := range r.batch {
 		f := &r.firings[i]
 		if !moved[e.job.ID] {
 			continue
-		}
-		for _, k := range f.Skips {
-			skippedRuns.WithLabelValues(k.Reason).Add(float64(k.Runs))
 		}
 		if f.Next == nil || f.Next.After(s.loaded) {
 			continue
@@ -701,15 +709,27 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 		}
 		d := e.job
 		d.NextRunAt = *f.Next
-		if f.Runs == nil {
-			d.Runs++ // a plain firing fires its one run
+		if n, ok := res.Runs[d.ID]; ok {
+			d.Runs = n
 		} else {
-			d.Runs += int64(len(f.Runs))
+			d.Runs++ // a plain firing fires its one run
 		}
 		s.upsert(d)
 	}
 	if len(res.Executions) > 0 {
 		s.cfg.Dispatcher.Dispatch(ctx, res.Executions)
+	}
+}
+
+// cancel tells the executors of executions an overlap policy cancelled.
+func (s *Scanner) cancel(ctx context.Context, ids []uuid.UUID) {
+	if s.cfg.Cancel == nil {
+		return
+	}
+	for _, id := range ids {
+		if err := s.cfg.Cancel(ctx, id); err != nil && ctx.Err() == nil {
+			s.log.Warn("tell executors of an execution cancelled by a newer run", "execution_id", id, "err", err)
+		}
 	}
 }
 
@@ -733,6 +753,11 @@ func (s *Scanner) schedule(j store.Due) *schedule.Schedule {
 func (s *Scanner) outbox(ctx context.Context, buckets []int) {
 	if len(buckets) == 0 {
 		return
+	}
+	// Buffered runs (overlap buffer_one) whose job has nothing else left
+	// running start now.
+	if _, err := s.cfg.Store.ReleaseBuffered(ctx, buckets); err != nil && ctx.Err() == nil {
+		s.log.Warn("release buffered runs", "err", err)
 	}
 	// One page per pass: the dispatcher skips what it already holds, so
 	// looping here would spin on executions being published right now.

@@ -130,6 +130,8 @@ func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firi
 	return res, nil
 }
 
+func (f *fakeStore) ReleaseBuffered(context.Context, []int) (int, error) { return 0, nil }
+
 func (f *fakeStore) Undispatched(_ context.Context, buckets []int, _ int, until time.Time) ([]*store.Execution, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

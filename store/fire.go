@@ -28,9 +28,17 @@ type FireResult struct {
 	// already fired for that time (by a retry or another node).
 	Skipped int
 	// Moved lists the jobs of firings that are not plain (Firing.Runs or
-	// Skips set) whose compare-and-set won, whether or not they fired a
-	// run.
+	// Skips set, or an overlap policy) whose compare-and-set won, whether
+	// or not they fired a run.
 	Moved []uuid.UUID
+	// SkippedRuns counts the scheduled times the moved jobs skipped, by
+	// reason (domain.SkipMissed, SkipOverlap, SkipPaused).
+	SkippedRuns map[string]int64
+	// Runs are the moved jobs' run counts after the firing.
+	Runs map[uuid.UUID]int64
+	// Cancelled lists the executions an overlap policy (cancel_running)
+	// cancelled: the caller tells their executors.
+	Cancelled []uuid.UUID
 }
 
 // fireRetries is how many times Fire re-runs a transaction that
@@ -274,15 +282,16 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 		if err != nil {
 			return err
 		}
-		execs, moved, err := firePolicy(ctx, tx, node, owned, policy)
+		pr, err := firePolicy(ctx, tx, node, owned, policy)
 		if err != nil {
 			return err
 		}
-		res.Executions, res.Moved = append(res.Executions, execs...), moved
+		res.Executions, res.Moved = append(res.Executions, pr.execs...), pr.moved
+		res.Cancelled, res.SkippedRuns, res.Runs = pr.cancelled, pr.skipped, pr.runs
 		for _, g := range policy {
 			res.Skipped += len(g.firings)
 		}
-		res.Skipped -= len(moved)
+		res.Skipped -= len(pr.moved)
 		return nil
 	})
 	if err != nil {

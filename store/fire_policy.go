@@ -17,6 +17,9 @@ type Run struct {
 	// Due, when set, is when the run is to be published (a jittered run:
 	// At plus the job's offset); nil publishes it at At.
 	Due *time.Time
+	// Buffered: the run waits until the job's earlier executions end
+	// (overlap policy buffer_one; set by the store).
+	Buffered bool
 }
 
 // Skip is a range of a job's scheduled times that a Firing skips: Runs
@@ -29,9 +32,10 @@ type Skip struct {
 }
 
 // plain reports whether f fires exactly its ScheduledFor, unjittered,
-// skipping nothing: the common case, which fireSQL handles.
+// skipping nothing, whatever else the job runs: the common case, which
+// fireSQL handles.
 func (f *Firing) plain() bool {
-	return f.Runs == nil && len(f.Skips) == 0
+	return f.Runs == nil && len(f.Skips) == 0 && (f.Overlap == "" || f.Overlap == domain.OverlapAllow)
 }
 
 // policyAdvanceSQL is the compare-and-set of firings that are not plain,
@@ -54,7 +58,7 @@ WITH f AS (
 	FROM f
 	WHERE j.bucket = $6 AND j.id = ANY($1) AND j.id = f.job_id
 		AND j.state = 'active' AND j.next_run_at = f.sched
-	RETURNING j.id, j.namespace, j.name
+	RETURNING j.id, j.namespace, j.name, j.runs
 ), sk AS (
 	INSERT INTO skipped_runs (job_id, first_at, last_at, runs, reason, namespace, job_name)
 	SELECT s.job_id, s.first_at, s.last_at, s.runs, s.reason, fired.namespace, fired.name
@@ -63,29 +67,33 @@ WITH f AS (
 	JOIN fired ON fired.id = s.job_id
 	ON CONFLICT DO NOTHING
 )
-SELECT id FROM fired`
+SELECT id, runs FROM fired`
 
 // policyRunsSQL inserts the executions of moved jobs' runs ($1 job,
 // $2 scheduled time, $3 execution id, $4 publish time or NULL) from
 // bucket $5's jobs partition, as fireSQL does for a plain firing; a
 // jittered run waits in the outbox until its publish time (due_at, and
-// next_attempt_at until it is dispatched).
+// next_attempt_at until it is dispatched); a buffered one ($7) until
+// ReleaseBuffered ($8 is bufferedUntil). It returns the executions to
+// dispatch: all but the buffered ones.
 var policyRunsSQL = `
 WITH r AS (
-	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::timestamptz[]) AS r(job_id, sched, exec_id, due)
+	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::timestamptz[], $7::boolean[])
+		AS r(job_id, sched, exec_id, due, buffered)
 ), ins AS (
 	INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
-		handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id, next_attempt_at, due_at)
+		handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id, next_attempt_at, due_at,
+		buffered)
 	SELECT r.exec_id, j.id, j.bucket, j.namespace, j.name, r.sched, false, 'queued',
 		CASE WHEN j.spec_id IS NULL THEN j.handler END, CASE WHEN j.spec_id IS NULL THEN j.payload END,
 		CASE WHEN j.spec_id IS NULL THEN j.retry END, CASE WHEN j.spec_id IS NULL THEN j.timeout_ms END,
-		j.priority, ` + nowMS + `, $6, j.spec_id, r.due, r.due
+		j.priority, ` + nowMS + `, $6, j.spec_id, CASE WHEN r.buffered THEN $8 ELSE r.due END, r.due, r.buffered
 	FROM r JOIN jobs j ON j.bucket = $5 AND j.id = r.job_id
 	ORDER BY r.sched
 	ON CONFLICT DO NOTHING
 	RETURNING *
 )
-SELECT ` + execCols("ins.") + ` FROM ins`
+SELECT ` + execCols("ins.") + ` FROM ins WHERE NOT ins.buffered`
 
 // policyGroup is one bucket's firings that are not plain, as the arrays
 // of its statements.
@@ -118,23 +126,24 @@ func (g *policyGroup) advanceArgs(b int) []any {
 	return []any{ids, scheds, nexts, nruns, lastRuns, b, skipJobs, firsts, lasts, skipRuns, reasons}
 }
 
-func (g *policyGroup) runArgs(b int, node string, won map[uuid.UUID]bool) ([]any, bool) {
+func (g *policyGroup) runArgs(b int, node string, won map[uuid.UUID]int64) ([]any, bool) {
 	var (
 		jobs, execs []uuid.UUID
 		ats         []time.Time
 		dues        []*time.Time
+		buffered    []bool
 	)
 	for _, f := range g.firings {
-		if !won[f.JobID] {
+		if _, ok := won[f.JobID]; !ok {
 			continue
 		}
 		for _, r := range f.Runs {
 			at := ms(r.At)
 			jobs, ats, execs = append(jobs, f.JobID), append(ats, at), append(execs, domain.ExecutionID(f.JobID, at))
-			dues = append(dues, msPtr(r.Due))
+			dues, buffered = append(dues, msPtr(r.Due)), append(buffered, r.Buffered)
 		}
 	}
-	return []any{jobs, ats, execs, dues, b, node}, len(jobs) > 0
+	return []any{jobs, ats, execs, dues, b, node, buffered, bufferedUntil}, len(jobs) > 0
 }
 
 // onPartition names bucket b's jobs partition in sql instead of jobs.
@@ -143,11 +152,59 @@ func onPartition(sql, b string) string {
 	return strings.Replace(sql, "JOIN jobs j ON", "JOIN "+b+" j ON", 1)
 }
 
-// firePolicy fires the firings that are not plain, bucket by bucket: one
-// round trip moves the jobs (and records their skips), a second inserts
-// the executions of the jobs moved. It returns those executions and the
-// jobs moved.
-func firePolicy(ctx context.Context, tx pgx.Tx, node string, owned []int, groups map[int]*policyGroup) ([]*Execution, []uuid.UUID, error) {
+// policyResult is what firePolicy did.
+type policyResult struct {
+	execs []*Execution
+	// moved are the jobs whose compare-and-set won, runs their run counts
+	// after it.
+	moved []uuid.UUID
+	runs  map[uuid.UUID]int64
+	// cancelled are executions cancelled by an overlap policy.
+	cancelled []uuid.UUID
+	// skipped counts the scheduled times skipped, by reason.
+	skipped map[string]int64
+}
+
+// firePolicy fires the firings that are not plain, bucket by bucket:
+// their overlap policies are applied (one query), one round trip moves
+// the jobs (and records their skips), the moved jobs' executions that an
+// overlap policy cancels are cancelled, and a last round trip inserts
+// the executions of the jobs moved.
+func firePolicy(ctx context.Context, tx pgx.Tx, node string, owned []int, groups map[int]*policyGroup) (policyResult, error) {
+	var res policyResult
+	if len(groups) == 0 {
+		return res, nil
+	}
+	if err := applyOverlap(ctx, tx, groups); err != nil {
+		return res, err
+	}
+	won, err := advance(ctx, tx, owned, groups)
+	if err != nil {
+		return res, err
+	}
+	res.runs = won
+	res.skipped = map[string]int64{}
+	for _, g := range groups {
+		for _, f := range g.firings {
+			if _, ok := won[f.JobID]; ok {
+				res.moved = append(res.moved, f.JobID)
+				for _, k := range f.Skips {
+					res.skipped[k.Reason] += k.Runs
+				}
+			}
+		}
+	}
+	if res.cancelled, err = cancelRunning(ctx, tx, groups, won); err != nil {
+		return res, err
+	}
+	res.execs, err = insertRuns(ctx, tx, node, owned, groups, won)
+	return res, err
+}
+
+// advance runs the compare-and-set of the groups' firings, one statement
+// per bucket in one round trip, and returns the jobs it moved with their
+// run counts.
+func advance(ctx context.Context, tx pgx.Tx, owned []int, groups map[int]*policyGroup) (map[uuid.UUID]int64, error) {
 	batch := &pgx.Batch{}
 	var buckets []int
 	for _, b := range owned {
@@ -157,54 +214,59 @@ func firePolicy(ctx context.Context, tx pgx.Tx, node string, owned []int, groups
 		}
 	}
 	if len(buckets) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
-	won := map[uuid.UUID]bool{}
-	var moved []uuid.UUID
+	won := map[uuid.UUID]int64{}
 	br := tx.SendBatch(ctx, batch)
+	defer br.Close()
+	var (
+		id   uuid.UUID
+		runs int64
+	)
 	for range buckets {
 		rows, err := br.Query()
 		if err != nil {
-			br.Close()
-			return nil, nil, err
+			return nil, err
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		if err != nil {
-			br.Close()
-			return nil, nil, err
+		if _, err := pgx.ForEachRow(rows, []any{&id, &runs}, func() error {
+			won[id] = runs
+			return nil
+		}); err != nil {
+			return nil, err
 		}
-		for _, id := range ids {
-			won[id] = true
-		}
-		moved = append(moved, ids...)
 	}
-	if err := br.Close(); err != nil {
-		return nil, nil, err
-	}
-	batch = &pgx.Batch{}
+	return won, br.Close()
+}
+
+// insertRuns inserts the runs of the moved jobs, one statement per
+// bucket in one round trip, and returns the executions to dispatch.
+func insertRuns(ctx context.Context, tx pgx.Tx, node string, owned []int, groups map[int]*policyGroup, won map[uuid.UUID]int64) ([]*Execution, error) {
+	batch := &pgx.Batch{}
 	queued := 0
-	for _, b := range buckets {
-		if args, ok := groups[b].runArgs(b, node, won); ok {
-			batch.Queue(onPartition(policyRunsSQL, jobsPartition(b)), args...)
-			queued++
+	for _, b := range owned {
+		if g := groups[b]; g != nil {
+			if args, ok := g.runArgs(b, node, won); ok {
+				batch.Queue(onPartition(policyRunsSQL, jobsPartition(b)), args...)
+				queued++
+			}
 		}
 	}
 	if queued == 0 {
-		return nil, moved, nil
+		return nil, nil
 	}
-	br = tx.SendBatch(ctx, batch)
+	br := tx.SendBatch(ctx, batch)
 	defer br.Close()
 	var execs []*Execution
 	for range queued {
 		rows, err := br.Query()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		execs = append(execs, got...)
 	}
-	return execs, moved, br.Close()
+	return execs, br.Close()
 }

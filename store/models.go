@@ -164,6 +164,12 @@ type Firing struct {
 	// times skipped. Both take effect only if the compare-and-set wins.
 	Runs  []Run
 	Skips []Skip
+	// Overlap is the job's overlap policy (domain.OverlapSkip, ...; ""
+	// or allow for none): the store applies it against the job's
+	// executions that have not ended, within the firing's transaction.
+	Overlap string
+	// cancel: the overlap decision cancels the job's unended executions.
+	cancel bool
 }
 
 // DueAt is when the execution is to be published: NextAttemptAt while a

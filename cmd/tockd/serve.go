@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -387,6 +388,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	scan, err := scanner.New(scanner.Config{
 		Store: d.st, Dispatcher: disp, Clock: clk, NodeID: cfg.NodeID, Logger: d.log, LeaseValid: node.Valid,
 		Missed: cfg.Missed,
+		Cancel: func(ctx context.Context, id uuid.UUID) error { return wire.CancelExecution(ctx, d.js, id.String()) },
 	})
 	if err != nil {
 		return nil, err
