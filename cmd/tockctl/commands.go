@@ -27,6 +27,16 @@ type jobsCreateCmd struct {
 	In     string `help:"Run once after this delay (\"90s\")." xor:"schedule" group:"Schedule (one of; default --now)" placeholder:"DUR"`
 	Now    bool   `help:"Run once, now." xor:"schedule" group:"Schedule (one of; default --now)"`
 
+	StartAt string `help:"With --cron: no run before this RFC 3339 time." group:"Schedule window and jitter" placeholder:"TIME"`
+	EndAt   string `help:"With --cron: no run after this RFC 3339 time; the job completes after its last run." group:"Schedule window and jitter" placeholder:"TIME"`
+	MaxRuns *int64 `help:"With --cron: complete the job once this many runs have fired (runs skipped by a policy, and manual runs, do not count)." group:"Schedule window and jitter" placeholder:"N"`
+	Jitter  string `help:"Publish each run up to this much after its time (\"30s\"), by an offset fixed per job and run." group:"Schedule window and jitter" placeholder:"DUR"`
+
+	Missed    string `help:"What to do with runs missed by more than --grace: skip (fire none), latest (fire the most recent) or all (fire each, up to --missed-max). Default: the cluster's." group:"Schedule policies" placeholder:"POLICY"`
+	Grace     string `help:"How late a run may fire before it counts as missed (\"60s\", at least 1s). Default: the cluster's." group:"Schedule policies" placeholder:"DUR"`
+	MissedMax *int   `help:"With --missed all, the most missed runs fired (the newest; 1-1000). Default: the cluster's." group:"Schedule policies" placeholder:"N"`
+	Overlap   string `help:"When a run comes due while an earlier execution is queued or running: allow, skip, buffer_one or cancel_running. Default: the cluster's." group:"Schedule policies" placeholder:"POLICY"`
+
 	HTTP      string            `name:"http" help:"Send an HTTP request to this URL." xor:"handler" required:"" group:"Handler (one of)" placeholder:"URL"`
 	Method    string            `help:"HTTP method for --http (default POST)." group:"Handler (one of)" placeholder:"METHOD"`
 	Header    map[string]string `help:"HTTP header for --http, NAME=VALUE (repeatable)." group:"Handler (one of)"`
@@ -57,6 +67,8 @@ func (c *jobsCreateCmd) singleJobFlags() []string {
 		{"--wait-reply", c.WaitReply}, {"--payload", c.Payload != ""}, {"--timeout", c.Timeout != ""},
 		{"--max-attempts", c.MaxAttempts != 0}, {"--backoff", c.Backoff != ""}, {"--priority", c.Priority != ""},
 		{"--label", len(c.Label) > 0}, {"--description", c.Description != ""},
+		{"--start-at", c.StartAt != ""}, {"--end-at", c.EndAt != ""}, {"--max-runs", c.MaxRuns != nil}, {"--jitter", c.Jitter != ""},
+		{"--missed", c.Missed != ""}, {"--grace", c.Grace != ""}, {"--missed-max", c.MissedMax != nil}, {"--overlap", c.Overlap != ""},
 	} {
 		if f.set {
 			set = append(set, f.name)
@@ -74,7 +86,7 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	}
 	body := client.JobCreate{Name: c.Name, Namespace: optional(c.Namespace)}
 	var err error
-	if body.Schedule, err = scheduleOf(c.Cron, c.TZ, c.Anchor, c.At, c.In); err != nil {
+	if body.Schedule, err = c.scheduleFlags().schedule(); err != nil {
 		return err
 	}
 	h, err := handlerOf(c.HTTP, c.Method, c.Header, c.NATS, c.WaitReply, c.Custom)
@@ -94,6 +106,8 @@ func (c *jobsCreateCmd) Run(a *app) error {
 		body.Labels = (*client.Labels)(&c.Label)
 	}
 	body.Description = optional(c.Description)
+	body.Missed = missedOf(c.Missed, c.Grace, c.MissedMax)
+	body.Overlap = (*client.Overlap)(optional(c.Overlap))
 	r, err := a.api.CreateJobWithResponse(a.ctx, body)
 	if err := check(r, err); err != nil {
 		return err
@@ -101,36 +115,85 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	return a.printJob(r.Body, r.JSON201)
 }
 
-// scheduleOf is the schedule of the --cron, --tz, --anchor, --at and
-// --in flags; nil when none is set.
-func scheduleOf(cron, tz, anchor, at, in string) (*client.Schedule, error) {
-	if tz != "" && cron == "" {
-		return nil, errors.New("--tz needs --cron")
+// scheduleFlags are a command's schedule flags: --cron (with --tz and
+// --anchor), --at, --in or --now, and the window (--start-at, --end-at,
+// --max-runs) and --jitter.
+type scheduleFlags struct {
+	cron, tz, anchor, at, in string
+	now                      bool
+	startAt, endAt           string
+	maxRuns                  *int64
+	jitter                   string
+}
+
+func (c *jobsCreateCmd) scheduleFlags() scheduleFlags {
+	return scheduleFlags{cron: c.Cron, tz: c.TZ, anchor: c.Anchor, at: c.At, in: c.In, now: c.Now,
+		startAt: c.StartAt, endAt: c.EndAt, maxRuns: c.MaxRuns, jitter: c.Jitter}
+}
+
+// schedule is the schedule of the flags; nil when none is set. --jitter
+// alone is a run once, now, with that jitter. The values are the
+// server's to check, but for the RFC 3339 times, which must parse.
+func (f scheduleFlags) schedule() (*client.Schedule, error) {
+	for _, c := range []struct {
+		flag string
+		set  bool
+	}{
+		{"--tz", f.tz != ""}, {"--anchor", f.anchor != ""}, {"--start-at", f.startAt != ""},
+		{"--end-at", f.endAt != ""}, {"--max-runs", f.maxRuns != nil},
+	} {
+		if c.set && f.cron == "" {
+			return nil, fmt.Errorf("%s needs --cron", c.flag)
+		}
 	}
-	if anchor != "" && cron == "" {
-		return nil, errors.New("--anchor needs --cron")
-	}
+	var (
+		s   = &client.Schedule{Jitter: optional(f.jitter)}
+		err error
+	)
 	switch {
-	case cron != "":
-		s := &client.Schedule{Cron: &cron, Timezone: optional(tz)}
-		if anchor != "" {
-			t, err := time.Parse(time.RFC3339, anchor)
-			if err != nil {
-				return nil, fmt.Errorf("--anchor %q is not an RFC 3339 time such as 2026-07-01T09:00:00+02:00", anchor)
-			}
-			s.Anchor = &t
+	case f.cron != "":
+		s.Cron, s.Timezone, s.MaxRuns = &f.cron, optional(f.tz), f.maxRuns
+		if s.Anchor, err = rfc3339("--anchor", f.anchor, "2026-07-01T09:00:00+02:00"); err != nil {
+			return nil, err
 		}
-		return s, nil
-	case at != "":
-		t, err := time.Parse(time.RFC3339, at)
-		if err != nil {
-			return nil, fmt.Errorf("--at %q is not an RFC 3339 time such as 2026-12-01T09:00:00Z", at)
+		if s.StartAt, err = rfc3339("--start-at", f.startAt, "2026-07-01T00:00:00Z"); err != nil {
+			return nil, err
 		}
-		return &client.Schedule{At: &t}, nil
-	case in != "":
-		return &client.Schedule{In: &in}, nil
+		if s.EndAt, err = rfc3339("--end-at", f.endAt, "2026-12-31T23:59:59Z"); err != nil {
+			return nil, err
+		}
+	case f.at != "":
+		if s.At, err = rfc3339("--at", f.at, "2026-12-01T09:00:00Z"); err != nil {
+			return nil, err
+		}
+	case f.in != "":
+		s.In = &f.in
+	case !f.now && f.jitter == "":
+		return nil, nil
 	}
-	return nil, nil
+	return s, nil
+}
+
+// rfc3339 parses the value of a time flag; nil when it is not set.
+func rfc3339(flag, value, example string) (*time.Time, error) {
+	if value == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, value)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q is not an RFC 3339 time such as %s", flag, value, example)
+	}
+	return &t, nil
+}
+
+// missedOf is the missed-run policy of the --missed, --grace and
+// --missed-max flags; nil when none is set. What is not set takes the
+// cluster's default.
+func missedOf(policy, grace string, most *int) *client.MissedPolicy {
+	if policy == "" && grace == "" && most == nil {
+		return nil
+	}
+	return &client.MissedPolicy{Policy: (*client.MissedPolicyPolicy)(optional(policy)), Grace: optional(grace), Max: most}
 }
 
 // handlerOf is the handler of the --http (with --method and --header),
@@ -456,6 +519,7 @@ func (c *execGetCmd) Run(a *app) error {
 		return err
 	}
 	a.executionTable([]client.Execution{e})
+	a.executionDetails(e)
 	if e.AttemptList != nil && len(*e.AttemptList) > 0 {
 		fmt.Fprintln(a.stdout)
 		a.attemptTable(*e.AttemptList)
@@ -531,6 +595,7 @@ func deref[T any](p *T) T {
 // and its raw JSON. listPages returns the items, the raw JSON of the last
 // page read and the cursor of the page after it ("" at the end).
 func listPages[T any](cursor string, all bool, page func(cursor *string) ([]T, *string, []byte, error)) (items []T, raw []byte, next string, err error) {
+	items = []T{} // so that -o json --all prints "items": [] for none
 	for {
 		var (
 			got  []T

@@ -1,13 +1,14 @@
 // Command tockctl is the command-line client of tock's REST API: it
 // creates, lists, changes, pauses, resumes, runs and deletes jobs,
-// previews their fire times, inspects their executions, and shows which
-// scheduler node fires which bucket.
+// previews their fire times, lists the runs they skipped, inspects their
+// executions, and shows which scheduler node fires which bucket.
 //
 //	tockctl jobs create --name nightly --cron "0 30 9 * * MON-FRI" --tz Europe/Berlin --http https://example.com/hook
 //	tockctl jobs create -f jobs.jsonl
 //	tockctl jobs list --state active
 //	tockctl jobs update <id> --cron "0 0 10 * * MON-FRI" --payload '{"k": 1}'
 //	tockctl jobs preview <id> --count 5
+//	tockctl jobs skips <id>
 //	tockctl schedules preview --cron "0 30 2 * * *" --timezone America/New_York --from 2026-03-07T00:00:00Z
 //	tockctl executions list --job <id>
 //	tockctl nodes
@@ -45,12 +46,13 @@ type cli struct {
 		Create  jobsCreateCmd `cmd:"" help:"Create a job."`
 		List    jobsListCmd   `cmd:"" help:"List jobs, by namespace and name."`
 		Get     jobGetCmd     `cmd:"" help:"Show a job."`
-		Update  jobUpdateCmd  `cmd:"" help:"Change a job: its schedule, handler, payload, retry policy, priority or timeout, and pause or resume it."`
+		Update  jobUpdateCmd  `cmd:"" help:"Change a job: its schedule, handler, payload, retry policy, priority, timeout, or missed-run and overlap policies, and pause or resume it."`
 		Pause   jobPauseCmd   `cmd:"" help:"Pause a job: it does not fire until resumed."`
 		Resume  jobResumeCmd  `cmd:"" help:"Resume a paused job."`
 		Run     jobRunCmd     `cmd:"" help:"Run a job now, outside its schedule."`
 		Delete  jobDeleteCmd  `cmd:"" help:"Delete a job (its executions are kept)."`
 		Preview jobPreviewCmd `cmd:"" help:"List a job's next fire times, marking those a DST change moved or repeats (a paused or completed job's too)."`
+		Skips   jobSkipsCmd   `cmd:"" help:"List a job's skipped runs, newest first: the runs its missed-run or overlap policy, or a pause, kept from firing."`
 	} `cmd:"" help:"Manage jobs."`
 
 	Schedules struct {

@@ -89,10 +89,12 @@ func compact(t *testing.T, raw []byte) string {
 
 var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
-// rows is a table's lines after its header.
+// rows is a table's lines after its header, up to the blank line that
+// ends it (a single job's or execution's details follow one).
 func rows(t *testing.T, table, header string) []string {
 	t.Helper()
-	lines := strings.Split(strings.TrimRight(table, "\n"), "\n")
+	table, _, _ = strings.Cut(strings.TrimRight(table, "\n"), "\n\n")
+	lines := strings.Split(table, "\n")
 	if len(lines) == 0 || !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), header) {
 		t.Fatalf("table header %q, want %q\n%s", lines[0], header, table)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,7 +23,91 @@ func (a *app) printJob(raw []byte, v *client.Job) error {
 		return err
 	}
 	a.jobTable([]client.Job{j})
+	a.jobDetails(j)
 	return nil
+}
+
+// jobDetails prints, below a single job's table, what does not fit in a
+// row: its missed-run and overlap policies, the runs it fired, and its
+// schedule's window, max_runs and jitter when set.
+func (a *app) jobDetails(j client.Job) {
+	var d details
+	if m := j.Missed; m != nil {
+		d.add("missed", missedText(*m))
+	}
+	if j.Overlap != nil {
+		d.add("overlap", string(*j.Overlap))
+	}
+	s := j.Schedule
+	switch runs := deref(j.Runs); {
+	case s.MaxRuns != nil:
+		d.add("runs", fmt.Sprintf("%d of max_runs %d", runs, *s.MaxRuns))
+	case j.Runs != nil:
+		d.add("runs", strconv.FormatInt(runs, 10))
+	}
+	var window []string
+	if s.StartAt != nil {
+		window = append(window, "from "+timeText(s.StartAt))
+	}
+	if s.EndAt != nil {
+		window = append(window, "until "+timeText(s.EndAt))
+	}
+	if len(window) > 0 {
+		d.add("window", strings.Join(window, " "))
+	}
+	if s.Jitter != nil {
+		d.add("jitter", *s.Jitter)
+	}
+	a.printDetails(d)
+}
+
+// executionDetails prints, below a single execution's table, when a
+// jittered run was due to be published and whether a backfill made it.
+func (a *app) executionDetails(e client.Execution) {
+	var d details
+	if e.DueAt != nil {
+		d.add("due at", timeText(e.DueAt))
+	}
+	if deref(e.Backfill) {
+		d.add("backfill", "yes")
+	}
+	a.printDetails(d)
+}
+
+// details are the "name: value" lines printed below a single job's or
+// execution's table.
+type details [][2]string
+
+func (d *details) add(name, value string) { *d = append(*d, [2]string{name, value}) }
+
+// printDetails prints d after a blank line, its values aligned; nothing
+// when d is empty.
+func (a *app) printDetails(d details) {
+	if len(d) == 0 {
+		return
+	}
+	fmt.Fprintln(a.stdout)
+	w := a.table()
+	for _, l := range d {
+		fmt.Fprintf(w, "%s:\t%s\n", l[0], l[1])
+	}
+	w.Flush()
+}
+
+// missedText is a missed-run policy as "latest (grace 1m, max 100)".
+func missedText(m client.MissedPolicy) string {
+	s := orDash(string(deref(m.Policy)))
+	var opts []string
+	if m.Grace != nil {
+		opts = append(opts, "grace "+*m.Grace)
+	}
+	if m.Max != nil {
+		opts = append(opts, "max "+strconv.Itoa(*m.Max))
+	}
+	if len(opts) > 0 {
+		s += " (" + strings.Join(opts, ", ") + ")"
+	}
+	return s
 }
 
 // printExecution prints what an endpoint answering with one execution

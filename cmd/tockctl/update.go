@@ -18,12 +18,17 @@ type jobUpdateCmd struct {
 
 	File string `short:"f" help:"Send the JSON object of this file (\"-\": standard input) as the body of PATCH /v1/jobs/{id}: each field present replaces the job's, null removes a payload or timeout. The other flags set fields on top of it." placeholder:"FILE"`
 
-	Cron   string `help:"Cron expression, seconds first (\"0 30 9 * * MON-FRI\")." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"EXPR"`
-	TZ     string `name:"tz" help:"IANA time zone of --cron (default UTC)." group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"ZONE"`
-	Anchor string `help:"With --cron '@every D': the RFC 3339 time its runs start from (default the Unix epoch)." group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"TIME"`
-	At     string `help:"Run once at this RFC 3339 time." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"TIME"`
-	In     string `help:"Run once after this delay (\"90s\")." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)" placeholder:"DUR"`
-	Now    bool   `help:"Run once, now." xor:"schedule" group:"Schedule (one of; a new schedule recomputes the next run)"`
+	Cron   string `help:"Cron expression, seconds first (\"0 30 9 * * MON-FRI\")." xor:"schedule" group:"Schedule (one of; a new schedule replaces the whole schedule and recomputes the next run)" placeholder:"EXPR"`
+	TZ     string `name:"tz" help:"IANA time zone of --cron (default UTC)." group:"Schedule (one of; a new schedule replaces the whole schedule and recomputes the next run)" placeholder:"ZONE"`
+	Anchor string `help:"With --cron '@every D': the RFC 3339 time its runs start from (default the Unix epoch)." group:"Schedule (one of; a new schedule replaces the whole schedule and recomputes the next run)" placeholder:"TIME"`
+	At     string `help:"Run once at this RFC 3339 time." xor:"schedule" group:"Schedule (one of; a new schedule replaces the whole schedule and recomputes the next run)" placeholder:"TIME"`
+	In     string `help:"Run once after this delay (\"90s\")." xor:"schedule" group:"Schedule (one of; a new schedule replaces the whole schedule and recomputes the next run)" placeholder:"DUR"`
+	Now    bool   `help:"Run once, now." xor:"schedule" group:"Schedule (one of; a new schedule replaces the whole schedule and recomputes the next run)"`
+
+	StartAt string `help:"With --cron: no run before this RFC 3339 time." group:"Schedule window and jitter (only with a new schedule)" placeholder:"TIME"`
+	EndAt   string `help:"With --cron: no run after this RFC 3339 time; the job completes after its last run." group:"Schedule window and jitter (only with a new schedule)" placeholder:"TIME"`
+	MaxRuns *int64 `help:"With --cron: complete the job once this many runs have fired (runs skipped by a policy, and manual runs, do not count)." group:"Schedule window and jitter (only with a new schedule)" placeholder:"N"`
+	Jitter  string `help:"With --cron, --at, --in or --now: publish each run up to this much after its time (\"30s\"), by an offset fixed per job and run." group:"Schedule window and jitter (only with a new schedule)" placeholder:"DUR"`
 
 	HTTP      string            `name:"http" help:"Send an HTTP request to this URL." xor:"handler" group:"Handler (one of; replaces the whole handler)" placeholder:"URL"`
 	Method    string            `help:"HTTP method for --http (default POST)." group:"Handler (one of; replaces the whole handler)" placeholder:"METHOD"`
@@ -41,6 +46,11 @@ type jobUpdateCmd struct {
 	Backoff      string `help:"Delay before the second attempt (\"1s\"). Replaces the whole retry policy, as --max-attempts does." placeholder:"DUR"`
 	DefaultRetry bool   `help:"Reset the retry policy to the cluster's default."`
 	Priority     string `help:"Priority class: high, normal or low." placeholder:"CLASS"`
+
+	Missed    string `help:"What to do with runs missed by more than --grace: skip, latest or all. Replaces the whole missed-run policy: what is not given takes the cluster's default." group:"Schedule policies" placeholder:"POLICY"`
+	Grace     string `help:"How late a run may fire before it counts as missed (\"60s\", at least 1s). Replaces the whole missed-run policy, as --missed does." group:"Schedule policies" placeholder:"DUR"`
+	MissedMax *int   `help:"With --missed all, the most missed runs fired (1-1000). Replaces the whole missed-run policy, as --missed does." group:"Schedule policies" placeholder:"N"`
+	Overlap   string `help:"When a run comes due while an earlier execution is queued or running: allow, skip, buffer_one or cancel_running." group:"Schedule policies" placeholder:"POLICY"`
 
 	Pause  bool `help:"Pause the job (POST /v1/jobs/{id}/pause, after the change)." xor:"state"`
 	Resume bool `help:"Resume the job (POST /v1/jobs/{id}/resume, after the change)." xor:"state"`
@@ -118,15 +128,8 @@ func (c *jobUpdateCmd) patch(stdin io.Reader) (map[string]any, error) {
 		}
 	}
 
-	s, err := scheduleOf(c.Cron, c.TZ, c.Anchor, c.At, c.In)
-	if err != nil {
+	if err := c.scheduleFields(body); err != nil {
 		return nil, err
-	}
-	if c.Now {
-		s = &client.Schedule{} // no time: once, now
-	}
-	if s != nil {
-		body["schedule"] = s
 	}
 	h, err := handlerOf(c.HTTP, c.Method, c.Header, c.NATS, c.WaitReply, c.Custom)
 	if err != nil {
@@ -163,5 +166,31 @@ func (c *jobUpdateCmd) patch(stdin io.Reader) (map[string]any, error) {
 	if c.Priority != "" {
 		body["priority"] = c.Priority
 	}
+	if m := missedOf(c.Missed, c.Grace, c.MissedMax); m != nil {
+		body["missed"] = m
+	}
+	if c.Overlap != "" {
+		body["overlap"] = c.Overlap
+	}
 	return body, nil
+}
+
+// scheduleFields sets the schedule of the flags in body. A schedule in a
+// PATCH replaces the whole schedule, so the flags that are part of one
+// (--jitter; --tz, --anchor and the window with --cron) come only with a
+// schedule flag: alone they would remove the rest of the job's.
+func (c *jobUpdateCmd) scheduleFields(body map[string]any) error {
+	f := scheduleFlags{cron: c.Cron, tz: c.TZ, anchor: c.Anchor, at: c.At, in: c.In, now: c.Now,
+		startAt: c.StartAt, endAt: c.EndAt, maxRuns: c.MaxRuns, jitter: c.Jitter}
+	if f.jitter != "" && f.cron == "" && f.at == "" && f.in == "" && !f.now {
+		return errors.New("--jitter needs --cron, --at, --in or --now: a new schedule replaces the whole schedule")
+	}
+	s, err := f.schedule()
+	if err != nil {
+		return err
+	}
+	if s != nil {
+		body["schedule"] = s
+	}
+	return nil
 }

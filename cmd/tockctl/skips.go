@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/tock-sched/tock/client"
+)
+
+type jobSkipsCmd struct {
+	jobID
+	Limit  int    `help:"Skipped ranges per page (1-500, server default 50)." placeholder:"N"`
+	Cursor string `help:"Continue a listing from a previous page's cursor."`
+	All    bool   `help:"Follow every page."`
+}
+
+// Run lists the job's skipped runs, newest first, as GET
+// /v1/jobs/{id}/skips pages them.
+func (c *jobSkipsCmd) Run(a *app) error {
+	id, err := parseID(c.ID)
+	if err != nil {
+		return err
+	}
+	p := client.ListJobSkipsParams{}
+	if c.Limit != 0 {
+		p.Limit = &c.Limit
+	}
+	items, raw, cursor, err := listPages(c.Cursor, c.All, func(cursor *string) ([]client.SkippedRun, *string, []byte, error) {
+		p.Cursor = cursor
+		r, err := a.api.ListJobSkipsWithResponse(a.ctx, id, &p)
+		if err := check(r, err); err != nil {
+			return nil, nil, nil, err
+		}
+		page, err := decoded(r.JSON200)
+		return page.Items, page.NextCursor, r.Body, err
+	})
+	if err != nil {
+		return err
+	}
+	if a.json {
+		if c.All {
+			return a.printJSON(client.SkippedRunList{Items: items})
+		}
+		return a.printRawJSON(raw)
+	}
+	a.skipTable(items)
+	if cursor != "" {
+		fmt.Fprintf(a.stderr, "more skipped runs: --cursor %s (or --all)\n", cursor)
+	}
+	return nil
+}
+
+// skipTable prints skipped ranges: the first and last scheduled time
+// skipped, how many runs from one to the other, why, and when.
+func (a *app) skipTable(skips []client.SkippedRun) {
+	w := a.table()
+	fmt.Fprintln(w, "FIRST\tLAST\tRUNS\tREASON\tRECORDED")
+	for _, k := range skips {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", timeText(&k.First), timeText(&k.Last), k.Runs, k.Reason, timeText(&k.RecordedAt))
+	}
+	w.Flush()
+}
