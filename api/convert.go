@@ -150,6 +150,10 @@ func executionOf(e *store.Execution, withAttempts bool) Execution {
 	if e.Backfill {
 		out.Backfill = ptr(true)
 	}
+	if e.Buffered {
+		// Its next_attempt_at is a far-future placeholder, not a time.
+		out.Buffered, out.NextAttemptAt = ptr(true), nil
+	}
 	if withAttempts {
 		list := make([]Attempt, 0, len(e.AttemptList))
 		for _, a := range e.AttemptList {

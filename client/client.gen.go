@@ -340,7 +340,12 @@ type Execution struct {
 	Attempts    int        `json:"attempts"`
 
 	// Backfill Made by a backfill.
-	Backfill     *bool      `json:"backfill,omitempty"`
+	Backfill *bool `json:"backfill,omitempty"`
+
+	// Buffered Waiting, queued, until the job's earlier executions end (overlap
+	// policy `buffer_one`); it is published within the outbox interval
+	// (2 s) after they do.
+	Buffered     *bool      `json:"buffered,omitempty"`
 	DispatchedAt *time.Time `json:"dispatched_at"`
 
 	// DueAt For a run of a job with `schedule.jitter`, when it was due to be published (`scheduled_for` plus the job's offset); absent otherwise.
