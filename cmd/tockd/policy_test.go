@@ -7,11 +7,22 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+
+	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/store"
 )
 
 // missedJobs creates an every-second job per missed-run policy (skip,
@@ -210,4 +221,159 @@ func TestMissedRunsAfterFailover(t *testing.T) {
 			}
 		}
 	}
+}
+
+// span is one attempt of a handler as the executor saw it.
+type span struct {
+	job        string
+	start, end time.Time
+	cancelled  bool
+}
+
+// runSlowExecutor serves handler with attempts that take d (or end when
+// cancelled), and returns what it saw.
+func (e *env) runSlowExecutor(t *testing.T, handler string, d time.Duration) func() []span {
+	t.Helper()
+	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := executor.New(executor.Config{NATS: nc, ExecutorID: "e2e-" + handler, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []span
+	w.Handle(handler, func(ctx context.Context, x *executor.Execution) (string, error) {
+		s := span{job: x.JobID, start: time.Now()}
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			s.cancelled = true
+		}
+		s.end = time.Now()
+		mu.Lock()
+		seen = append(seen, s)
+		mu.Unlock()
+		return "slept", ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		nc.Close()
+	})
+	return func() []span {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]span(nil), seen...)
+	}
+}
+
+// Every-second jobs whose handler takes 3.5 s, one per overlap policy,
+// across two nodes, with the node owning the buffer_one job killed in
+// the middle: under skip and buffer_one no two attempts of a job
+// overlap, under cancel_running every run but the newest is cancelled
+// by the next, and every scheduled second is fired once or skipped.
+func TestOverlapPoliciesAcrossFailover(t *testing.T) {
+	e := newEnv(t)
+	cli := e.etcdClient(t)
+	_, a := e.startProcess(t, "a")
+	baseB, b := e.startProcess(t, "b")
+	nodes := map[string]*exec.Cmd{"a": a, "b": b}
+	testenv.WaitFor(t, 30*time.Second, "a and b to share the buckets", func() bool {
+		o := owners(t, cli)
+		return o["a"] > 0 && o["b"] > 0 && o["a"]+o["b"] == 16
+	})
+	seen := e.runSlowExecutor(t, "slow", 3500*time.Millisecond)
+	st := openStore(t, e.pg)
+	jobs := map[string]string{}
+	for _, p := range []string{"skip", "buffer_one", "cancel_running"} {
+		jobs[p] = createJob(t, baseB, map[string]any{
+			"name":     "overlap-" + p,
+			"schedule": map[string]any{"cron": "* * * * * *"},
+			"handler":  map[string]any{"type": "custom", "name": "slow"},
+			"overlap":  p,
+		}).ID
+	}
+	from := time.Now().Add(2 * time.Second)
+	time.Sleep(8 * time.Second)
+	var owner string
+	if err := st.Pool().QueryRow(context.Background(), `SELECT o.node FROM jobs j
+		JOIN bucket_owners o ON o.bucket = j.bucket WHERE j.id = $1`, jobs["buffer_one"]).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	survivor := map[string]string{"a": "b", "b": "a"}[owner]
+	if err := nodes[owner].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = nodes[owner].Wait()
+	testenv.WaitFor(t, 15*time.Second, survivor+" to own every bucket", func() bool { return owners(t, cli)[survivor] == 16 })
+	time.Sleep(10 * time.Second)
+	to := time.Now().Add(-2 * time.Second)
+
+	for policy, id := range jobs {
+		acc := account(t, e.pg, id, from, to)
+		for _, bad := range acc.bad {
+			t.Errorf("%s: %s", policy, bad)
+		}
+	}
+	spans := map[string][]span{}
+	for _, s := range seen() {
+		spans[s.job] = append(spans[s.job], s)
+	}
+	for _, policy := range []string{"skip", "buffer_one"} {
+		list := spans[jobs[policy]]
+		sort.Slice(list, func(i, j int) bool { return list[i].start.Before(list[j].start) })
+		for i := 1; i < len(list); i++ {
+			if list[i].start.Before(list[i-1].end) {
+				t.Errorf("%s: an attempt started at %s while the one of %s ran until %s", policy,
+					list[i].start.Format("15:04:05.000"), list[i-1].start.Format("15:04:05.000"), list[i-1].end.Format("15:04:05.000"))
+			}
+		}
+		skipped := skippedFor(t, st, jobs[policy], "overlap")
+		// A 3.5 s run every few seconds: at least two seconds skipped
+		// for each run.
+		if len(list) < 3 || skipped < int64(2*len(list)-4) {
+			t.Errorf("%s: %d attempts and %d runs skipped for overlap", policy, len(list), skipped)
+		}
+		t.Logf("%s: %d attempts, none overlapping; %d runs skipped for overlap", policy, len(list), skipped)
+	}
+	// cancel_running: every execution but the newest two (the newest
+	// runs, the one before may still be being cancelled) was cancelled by
+	// a newer run.
+	rows, err := st.Pool().Query(context.Background(), `SELECT state, error FROM executions
+		WHERE job_id = $1 AND scheduled_for <= $2 ORDER BY scheduled_for DESC OFFSET 2`, jobs["cancel_running"], to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cancelled, other int
+	var state, msg string
+	if _, err := pgx.ForEachRow(rows, []any{&state, &msg}, func() error {
+		if state == "cancelled" && strings.Contains(msg, "newer run") {
+			cancelled++
+		} else {
+			other++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if cancelled < 10 || other > 0 {
+		t.Errorf("cancel_running: %d executions cancelled by a newer run, %d not", cancelled, other)
+	}
+	t.Logf("cancel_running: %d executions, each cancelled by the next", cancelled)
+}
+
+// skippedFor counts a job's scheduled times skipped for reason.
+func skippedFor(t *testing.T, st *store.Store, job, reason string) int64 {
+	t.Helper()
+	var n int64
+	if err := st.Pool().QueryRow(context.Background(),
+		"SELECT coalesce(sum(runs), 0) FROM skipped_runs WHERE job_id = $1 AND reason = $2", job, reason).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
