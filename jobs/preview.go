@@ -42,7 +42,9 @@ type Preview struct {
 //
 // A cron job lists its schedule's runs whatever its state: a paused job's
 // are those it would fire if resumed, a completed one's (a cron job
-// completes only when its schedule ran out) may be none. A one-shot job
+// completes only when its schedule ran out) may be none; the window
+// (start_at, end_at) bounds them, and a job with max_runs lists at most
+// the runs it has left. A one-shot job
 // lists its single run whatever from says: when it will run (active),
 // when it ran (completed), or when it would run if resumed at from
 // (paused).
@@ -70,6 +72,10 @@ func (s *Service) Preview(ctx context.Context, id uuid.UUID, from time.Time, n i
 	}
 	p := &Preview{Job: j, Schedule: j.Schedule, Location: sched.Location(), From: from}
 	if sched.Recurring() {
+		// A job with max_runs has only the runs it has left.
+		if m := j.Schedule.MaxRuns; m > 0 {
+			n = int(min(int64(n), max(m-j.Runs, 0)))
+		}
 		// The only failure of a cron schedule's preview is having no run
 		// within the search horizon: nothing to list.
 		p.Fires, _ = sched.Preview(from, n)

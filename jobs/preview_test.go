@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -125,5 +126,38 @@ func TestPreview(t *testing.T) {
 	}
 	if _, err := svc.Preview(ctx, uuid.New(), time.Time{}, 0); fields(err) != "count" {
 		t.Errorf("unknown job, count 0: %v, want a fault on count", err)
+	}
+}
+
+// A job's preview stops at the end of its window and lists no more runs
+// than max_runs leaves it.
+func TestPreviewBounds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.New(t, 16)
+	svc := newService(t, st, Config{Clock: &fakeClock{t: t0}})
+	end := t0.Add(5 * time.Hour)
+	windowed := validJob("windowed")
+	windowed.Schedule = schedule.Spec{Cron: "0 0 * * * *", EndAt: &end}
+	limited := validJob("limited")
+	limited.Schedule = schedule.Spec{Cron: "0 0 * * * *", MaxRuns: 4}
+	for _, tt := range []struct {
+		nj   NewJob
+		runs int64
+		want int
+	}{{windowed, 0, 5}, {limited, 0, 4}, {limited, 3, 1}} {
+		nj := tt.nj
+		nj.Name = fmt.Sprintf("%s-%d", nj.Name, tt.runs)
+		j, err := svc.Create(ctx, nj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Pool().Exec(ctx, "UPDATE jobs SET runs = $2 WHERE id = $1", j.ID, tt.runs); err != nil {
+			t.Fatal(err)
+		}
+		p, err := svc.Preview(ctx, j.ID, time.Time{}, 100)
+		if err != nil || len(p.Fires) != tt.want {
+			t.Errorf("%s after %d runs: %d runs previewed, %v; want %d", nj.Name, tt.runs, len(p.Fires), err, tt.want)
+		}
 	}
 }
