@@ -48,6 +48,45 @@ func (e AttemptOutcome) Valid() bool {
 	}
 }
 
+// Defines values for BackfillState.
+const (
+	BackfillStateDone    BackfillState = "done"
+	BackfillStateFailed  BackfillState = "failed"
+	BackfillStateRunning BackfillState = "running"
+	BackfillStateStopped BackfillState = "stopped"
+)
+
+// Valid indicates whether the value is a known member of the BackfillState enum.
+func (e BackfillState) Valid() bool {
+	switch e {
+	case BackfillStateDone:
+		return true
+	case BackfillStateFailed:
+		return true
+	case BackfillStateRunning:
+		return true
+	case BackfillStateStopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BackfillRequestOverlap.
+const (
+	BackfillRequestOverlapAllow BackfillRequestOverlap = "allow"
+)
+
+// Valid indicates whether the value is a known member of the BackfillRequestOverlap enum.
+func (e BackfillRequestOverlap) Valid() bool {
+	switch e {
+	case BackfillRequestOverlapAllow:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BreakerState.
 const (
 	BreakerStateClosed   BreakerState = "closed"
@@ -294,6 +333,71 @@ type Attempt struct {
 // AttemptOutcome lost: the executor stopped heartbeating (it died) and the execution
 // went to another one.
 type AttemptOutcome string
+
+// Backfill defines model for Backfill.
+type Backfill struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Error Why a failed backfill failed; absent otherwise.
+	Error *string `json:"error,omitempty"`
+
+	// FinishedAt When it ended; null while it runs.
+	FinishedAt *time.Time `json:"finished_at"`
+
+	// Fired The executions this backfill created so far. Times that already
+	// had an execution are passed over and not counted, so a second
+	// backfill of a range fires 0.
+	Fired int64              `json:"fired"`
+	From  time.Time          `json:"from"`
+	Id    openapi_types.UUID `json:"id"`
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// NextAt The progress; every scheduled time of the range before it has been handled.
+	NextAt time.Time `json:"next_at"`
+
+	// State `running` until every time of the range is handled (`done`), a
+	// user stops it (`stopped`), or it cannot go on (`failed`: the
+	// job was deleted or no longer recurs; `error` says why).
+	State BackfillState `json:"state"`
+	To    time.Time     `json:"to"`
+
+	// Total The scheduled times in the range when the backfill was created.
+	Total int64 `json:"total"`
+}
+
+// BackfillState `running` until every time of the range is handled (`done`), a
+// user stops it (`stopped`), or it cannot go on (`failed`: the
+// job was deleted or no longer recurs; `error` says why).
+type BackfillState string
+
+// BackfillList defines model for BackfillList.
+type BackfillList struct {
+	Items []Backfill `json:"items"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// BackfillRequest defines model for BackfillRequest.
+type BackfillRequest struct {
+	// From The first scheduled time to consider (included).
+	From time.Time `json:"from"`
+
+	// Overlap How backfill runs treat one another and the job's other
+	// executions. Only `allow` for now: backfill runs do not wait for
+	// each other (nor for on-time runs), whatever the job's own
+	// overlap policy.
+	Overlap *BackfillRequestOverlap `json:"overlap,omitempty"`
+
+	// To The end of the range (excluded); not after now.
+	To time.Time `json:"to"`
+}
+
+// BackfillRequestOverlap How backfill runs treat one another and the job's other
+// executions. Only `allow` for now: backfill runs do not wait for
+// each other (nor for on-time runs), whatever the job's own
+// overlap policy.
+type BackfillRequestOverlap string
 
 // BreakerState defines model for BreakerState.
 type BreakerState string
@@ -1087,6 +1191,15 @@ type ListJobsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListJobBackfillsParams defines parameters for ListJobBackfills.
+type ListJobBackfillsParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListJobExecutionsParams defines parameters for ListJobExecutions.
 type ListJobExecutionsParams struct {
 	// State Only executions in this state.
@@ -1122,6 +1235,9 @@ type CreateJobJSONRequestBody = JobCreate
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = JobPatch
+
+// BackfillJobJSONRequestBody defines body for BackfillJob for application/json ContentType.
+type BackfillJobJSONRequestBody = BackfillRequest
 
 // ResumeJobJSONRequestBody defines body for ResumeJob for application/json ContentType.
 type ResumeJobJSONRequestBody = ResumeOptions
@@ -1185,6 +1301,15 @@ type ServerInterface interface {
 	// UpdateJob Change a job
 	// (PATCH /v1/jobs/{id})
 	UpdateJob(ctx echo.Context, id ID) error
+	// BackfillJob Backfill a cron job's past runs
+	// (POST /v1/jobs/{id}/backfill)
+	BackfillJob(ctx echo.Context, id ID) error
+	// ListJobBackfills List a job's backfills, newest first
+	// (GET /v1/jobs/{id}/backfills)
+	ListJobBackfills(ctx echo.Context, id ID, params ListJobBackfillsParams) error
+	// StopJobBackfill Stop a backfill
+	// (DELETE /v1/jobs/{id}/backfills/{backfill_id})
+	StopJobBackfill(ctx echo.Context, id ID, backfillId openapi_types.UUID) error
 	// ListJobExecutions List a job's executions, newest first
 	// (GET /v1/jobs/{id}/executions)
 	ListJobExecutions(ctx echo.Context, id ID, params ListJobExecutionsParams) error
@@ -1474,6 +1599,78 @@ func (w *ServerInterfaceWrapper) UpdateJob(ctx echo.Context) error {
 	return err
 }
 
+// BackfillJob converts echo context to params.
+func (w *ServerInterfaceWrapper) BackfillJob(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.BackfillJob(ctx, id)
+	return err
+}
+
+// ListJobBackfills converts echo context to params.
+func (w *ServerInterfaceWrapper) ListJobBackfills(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListJobBackfillsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListJobBackfills(ctx, id, params)
+	return err
+}
+
+// StopJobBackfill converts echo context to params.
+func (w *ServerInterfaceWrapper) StopJobBackfill(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// ------------- Path parameter "backfill_id" -------------
+	var backfillId openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "backfill_id", ctx.Param("backfill_id"), &backfillId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter backfill_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.StopJobBackfill(ctx, id, backfillId)
+	return err
+}
+
 // ListJobExecutions converts echo context to params.
 func (w *ServerInterfaceWrapper) ListJobExecutions(ctx echo.Context) error {
 	var err error
@@ -1741,6 +1938,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/schedules\\:preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id/executions", wrapper.ListJobExecutions, options.OperationMiddlewares["listJobExecutions"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id/skips", wrapper.ListJobSkips, options.OperationMiddlewares["listJobSkips"]...)
+	router.POST(options.BaseURL+"/v1/jobs/:id/backfill", wrapper.BackfillJob, options.OperationMiddlewares["backfillJob"]...)
+	router.GET(options.BaseURL+"/v1/jobs/:id/backfills", wrapper.ListJobBackfills, options.OperationMiddlewares["listJobBackfills"]...)
+	router.DELETE(options.BaseURL+"/v1/jobs/:id/backfills/:backfill_id", wrapper.StopJobBackfill, options.OperationMiddlewares["stopJobBackfill"]...)
 	router.GET(options.BaseURL+"/v1/executions/:id", wrapper.GetExecution, options.OperationMiddlewares["getExecution"]...)
 	router.GET(options.BaseURL+"/v1/executions", wrapper.ListExecutions, options.OperationMiddlewares["listExecutions"]...)
 	router.POST(options.BaseURL+"/v1/executions/:id/cancel", wrapper.CancelExecution, options.OperationMiddlewares["cancelExecution"]...)
@@ -1761,196 +1961,218 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3lu9XwXKmymSmRVG2JnNN1dSO4jgTZx3bays1tZv2qsFuUITVBDoAWjST6+9+65wDoLvJJkX5",
-	"Odk7/yQW+4XHeT9++G2Q62WllVDODqa/DSpu+FI4YfCvR7Wx2sC/CmFzIysntRpMBxcLwTIl3rrLHO/I",
-	"mJ4ztxCsMuJG6tqyil+J8SAZSLj9l1qY9SAZKL4Ug+mAnhkkA5svxJLD6926givWGamuBu/eJYMn38Lv",
-	"+HjF3aJ5WhaDZGDEL7U0ohhMnalF+01zbZbcDaaDusY7t9/8VC6l257TC34lmJW/7hx2ic+1v1WIOa9L",
-	"N5j+eZIMlvytXNZL+AP+kor+OolDkMqJK2FwDC9gncTqka5Vz1C+1yu25GrNTK0sc5qV0rqdq4nv6B3W",
-	"SXtYJ5PDx/Wd0cvtYT2V1uEu47D43AnD3EJa5uRSsOHL7x6xBw8ePBydMT8CpvQqYbM1PlRwx2fcinuW",
-	"5aXOr3fNZw7f7t3RgjtxBN/q2dZ3QBO20soKpNxvePFS/FILi8uba+UErTSvqlLmHKZ0XBk9K8XyT28s",
-	"zO+31jf/aMR8MB384bjhjmO6ao9f0FP00W2+MPRZJi2T6oaXsjhjmTBGG5sxmKNlgucLNuMFm0tRFuPB",
-	"u2TwSKt5KfMvNtrcf9+ylXQL3LA3egZ7VRsjlGPWcSeYNjgFHPJjmNPnHO+5WjPtFsIwXE4cxDPtvtO1",
-	"Kj7nOJ5pZut8AQsECyLeiryGSzigC62fcnMlvtRGznSxBtpzWrMSBoKj+knxGy5LPis/+8DysrYgKUCu",
-	"wMDqZihTEh9WmBth2IJbpjQTLi9SlWulRA6vSXCNXV6wQhZMace4sithxqlCkeWHAaM8d04sK5xWZXQl",
-	"jJMkDUQg1e7wHtUOpOvp5OHXbLZ2wo63JUsyoP3V5lIWPaoqGcylknYhikvudoorVZd+8Ulfbb1kIbhx",
-	"M8Gdf8v2OpbcOhZvA4XLWanVFeM0axj7+31b1cuZ6Fse0CyWgUBmJ0zfoLgXDb3fs2y10KVgpZyLhBlx",
-	"VBh5I0Du5WVdiKK1nFHJJANdu1wvxW1k5Tfzub+bHqxq977baB03Lu7SBkfXZcnm2uCSWheWFKZnBcMn",
-	"2QrIU8AiGFFpeNX7rvi7tv3yc1j+zgi7VPU6vkLP3ojcwXQ2lmdrSjCPaWu/tGHW6aoSRUNEUl2xoXSs",
-	"kKIYMa6K7v6magWS32nGFcldrQSwXTIQCmyInwe2znMhCgGW1pzLEv8Bq1Bc6hqmkXOVi5J+hyG15tJs",
-	"zTdG8GthXoGKQXb1b89LbfHJBS/nR7oS8Gn8X+9b6vxa9GzucyXYDK8B07zRM5sw6SzTKyUMznq14I5J",
-	"xxa6LJB4utKD507eiEt4ssPgUrmvT3tJfBaHsn1NVDpf9LM4jsguZHXPsrlQOewP3s6GrpGk9yyJwyuh",
-	"hEHBzdJ6MnmQ03/Z6YT9X9pIuAsMOgv3cCBnmZNup7lfizWSdW4Ed6IYnTGgXLIA8I4OhYfp7qDu1hTD",
-	"SnVn+IOegWjA79MCJbjywgsWacjI6P3o9kfQ/Shq0b+UgptSgj6E28BgDR4KffmeZbSrSA9h3guhkAxQ",
-	"ESnx/hIVF69/YEoXfmfIFuS2tSFKr9pjUZpu1ytlW4MfHzIEI3JtClFc7qE3oq1wJ+zNC23dlRGv/vNp",
-	"4qkFdmfN5hLey5zhynJUyyxfiPzatkkmfvJDaKf7kj18smPcfkByHlcP6SsvOUilu63ihqD2XB22N7Dy",
-	"1pi3Ft9zRNKRJC0K7pPvJM3A5do2Z6QTy+4/9ilSLxffxY9wY/h6a3b0rv6hlNePFlyRUdsdSo6/Fzu4",
-	"HSm7ClLK38uGHE1nB1I3/BbdC5BHhSiFEwVbCq5WC1kKsBuX3OULUbBZ7dAK9E+O+o0Mf/eOcXlZgBxY",
-	"8VwEsUSj6Bu1ZUMvMJxmFa+tSOh/BfxghK2XYkRTwk/T60QpcqdN3xA3Vj+MN4kr2rcTj4Nq3t4Ib7Jc",
-	"lp5iurN+jFzs70mAnS0qdjAqz5hW5RqW4O+PL9jxzclxtADs8W+yeIee+iGUFuzvLVJLwvBsv06c8fx6",
-	"Lstye+A/8kKw2ZpxFu5pLeZM61JwBW8opK1oCT/IDC9q0Wsgfoe2oVcjRL4o8jKYelGXYvxGOidMlkQt",
-	"goRcI73MBKvqWYn2HBvGZ4rLuTYZq8rathxuPZ9b4UZnjM8smF9oea2k3a2Otj2W4O58GV9mDkR9OVv3",
-	"C+8we0PSGVkGn+gan3H+YJYvuap5iXGnXtueZnNL6A+l8OUdbqWAVM8q0XB6qASnMVuzF89fESeBpEce",
-	"OgbaMRytaLfgKkTFIv30UnUUUL3DQP0R+L6Pav+BsrOzrCBJyVBnQ23QDi5EKVE8kOidC2NEMWoIWdoW",
-	"9fIrLtUHGEbRhdu6VBmpjXTr28MN/j7v+0dOOjRWuOkKvt9MbHBW9o01ymtybbZUbjGIRNkiufa+b84x",
-	"El8YQUu0bkrBO3qUcbAfw+hoNFWPMmhlDraJ9tyLPdLIGPUIyYT95tluA2ZjG7Y++UstalFM2YpL9Ikx",
-	"EqAaxxk4Ze65hVSnZ4jRGcgkJdXVNFVcxbgBCKozz2fTZh7hsmdAcD05M8Ih70lnU6Vrh18BZafn8zMW",
-	"HeyERVcaHywEL8gtbL86VfTuEeNGsLlUvOw67DRVMFFp3EAkfT5822+HT/V63N9JURYxDNwlFwxtby/1",
-	"t9qBZVdxcDG9R8bBhK9qlzAxvho3IhFY8VetBEYAZ7pY4z84izmqe9ZHo3vGthTW8ivRn1xqkw0NtHmg",
-	"j4C+56ooyRvhRSFhLrx80ZrvnJdWJFviV/sMTlTujWU1ZtnCuSqbsqw2ZcaGfGZ1WTvB4GemTargH3aU",
-	"sGwp3EIXGRuGvAroF7iwELwQxmZntJC6WDNkHonfTBV9tOLrUvNizDLFnc2mgXopY0cXwUzJbI0zzhKK",
-	"iki3SFUGlHlpRFWuM6RSHyfDX8Ysy2vr9DKbtqbGrjS8DkMWeDVVgZUs6XuM+MJwliIj+uwSj5/X7vXu",
-	"0R9bm0arhvGkt3xZgSwfwML1UUtQ9c2dVqjiSCy5BFFbAXsZ2NP/+fn86L/50a+To4eXR69/O0m+Pn33",
-	"x14dQ2vZfSlFDu1YyauFK9d9z9EPTQwMiAA1Agp4Ws9eZqxN2f0Yks/0+Nj/Ms718nih9XXfV5tNbq1t",
-	"NEQ2OAYv72GTx36z+0NxgRTuWUoJoEG9oCe3Y28zCg3e6uO2I4iH2LlclrURh8bzpLqcl7Bn/e5L2Z9R",
-	"vlh0ZptrRcm0fM3wCeQk4BI/+2jy+uCPEv2+rU/19ITYvAMG36qVo9AISgZanlY6byVVoVcHhtqsVLno",
-	"My9F5/VMKCfAAgYNth3K22uS1RVc3muS7Rfj7R1PItmEsbcWrbX57Y3tDGEPcT9Rc72t7T6QTA+3qzZZ",
-	"rMe6WjTKqisMpryS45Y06NsHtA9uV5rhG+GB9oo3k9qzjB/DxmzvyPtHt74XvHSL7bEAAde2u4p9wnPj",
-	"Q/6xvi/9oGc9lLMnVeDj8ndgig0TpEfytajjgLW9g3Nd8pkob92zp3QX3m/dpanVB3lhS2ktRfn2ffRH",
-	"vOuFLmW+bmv7XjPgFn+7GXFPCnEVJOIbPUO/mSKE2jAYFQY1P8B3vhGm5NVtk33ubwOXmmw7eOLt0ZU+",
-	"8q98Y7Uav+SrH73F+57ONzoutz3wEm5qVh7M4e21ewlG8jwET9phEWY1m3PDhpiia6JtS/4WdsJmpOns",
-	"6FBN5l9w27BfhfsO9fR/0LMo1WFD9Y4oxwfrOWS+dnzAhwxiciKEBeJUk5a0bpNwlwU70uZWZfiDnn3D",
-	"Xb54hM/c6hd1RV5/evCC2Abr3WgoCRVKcduNpzHHr4Vl0h0cl/5Bz/xAMXj39gk9FCviwt+36BAc977V",
-	"gPfsyFhRmh6MXa1IPKDdO4PHpiwjrZGx+5OTmIf3+5Gq7I2eZej7hhxFbfGuzBfsZBsLtNJ1WbAFvxGp",
-	"omIZUfgABhueTiahMC1hp5OH6ELjmqpRny/2hrTWLetLQoQKgQ6tF0r6dOz9ycmtyZL9Oha34qWwWAK5",
-	"la+iRd2RF/JX+81uHxvpfxIzUvT0mU9mI2mynBuz9rWxOO/+l0c63naYDE6FVcIEunFNvVcCJj5WM5iC",
-	"/KdDOaKh2MNspyggmjDRjg14L6GwYbdsBNaNEMyJt+QyVUJXpWBD7thSW8fuTyYTKvxBNbDkb58KdQU2",
-	"3X3k8I9gA93VuPkwu6Q7+Z+U/KUWGI7x7lwU/9vTRXkW/j7ZEbkYXx69/tMfd8VBogG0Ebmj2BPK5zTU",
-	"GKeDjz6EDzJztgtGf3j1/Bm74WUtEvSzKWHb8ropkUdlDq1Szm2D7J/EhHofE6ZlkWyUdGt1Jaxjrdj1",
-	"kmPdORty9nfNiprS4AmL3Ha6QDZrvKIHE3ur2eKtlMB5OyTHx/AKvTL60jmHH/TsBUjYO8aMwVjAiDTZ",
-	"QVgLcEZ2EBgOlRE4UiOqkueiFVoes3NKJaRKz9lv70BtCBdviAHZWEMWYskVUtYZIxGXKv9qxsuyFbim",
-	"q2yIL17qG/r0stdi2CvKX7ZH3rp0xtJBOogvJ+vu9yvKP5kU8/VNrU2I8f3/T2TWeVsu9SyHf/Cw+q4+",
-	"vn2J1TyvsHjH0/AdDJkcuP6yrjqdOL28fo7lkH21AjiAA0oCesoLY0kT1S6jP0DvY8MguRJwqzERo3TT",
-	"AeLrnEgTtixNLzJGH13Th/Kovi1GLo0FVAk4ga0CJSraDAUyhkQH3dwzgY651KgtJ/jyrxVfL7H37RAF",
-	"Ruu+Q9q/L728z4bSXv1rQz/thm6Wo1MBIKYDa6pLj1G93ozc06hpDk5idlftP8T6GIV+UL/g/dCqSHVF",
-	"pDDM2mv472GB/5qNwDVM1X/UM2GUcMKGLVgrx99OGcfyb2nB9tMVjY59++zVka1nhV5yqcDamMu3qcJY",
-	"w3GWwOIrxilioOfRJPz6ASsFUIpNWCGvpLMJy46yhGWXGeOqSFU2zhLqo4CBw/uEKuCfaHxz/zjsPD5/",
-	"xjhpOxgfWKVg1RjquqLPj9l5+PipXx1f6BDI4TekB2wf9RTRJ+47evuu6X3uMBGe18b4/WCFFr6FjuwG",
-	"LACYhjIA7liOsRmlqegtVd6ty64Mz0Xoo5XG91S22JXKs/RKJS2zjKJ+qVpweCcVRiedCCo9NxMLqYoY",
-	"Q8L6RR4UQ0j1o+Y6qqvRmGX2WlYZDpFq4f3AlmcsK7kT1mVUNQpvw20wIhfKnaUq42WZeYuVnkmYLguQ",
-	"SFg7k2AFL0bKl9oIqobLlvxtxlYCVsQvXHy9Eit4GG8Zs4vQfxqWsMBSl1gMzm2qYPCVKEA+cqvh7fjK",
-	"bDRmz5U4sgvtiHl4ueJrCj0nbKFXWCoO8xun6juywksxd0zXDiNk/Sa0ZUOn8+uCHR3Rh47Ipk5SFX/B",
-	"7U2aO5b87SiU2AdLHE10bDha6JViC2FEn3mNr+pYF4Ov0QPbYyZ5bi0FuDYntis3v+7z31A1bHQT362d",
-	"OBlUka2aoRL1tFuIrmWFsWj/Oy/LHmnax7vPdCF6VY282SwzRX1jxJW0PkOtsAejp9enKHY0HZy/eMLg",
-	"qrBkZmL1Ki9u4Fkr7N7kfbOoxLCXeWj83tU7tCNA7i96W6Dp4qFeEuymDNPNScJ2QoLbX9t0k4FCxKVz",
-	"5aUVuVZF3zhAMhFbqLgSoSkJn8egpH+eOBYXywglVjZV0jELnMZLlHIWQ5sXF09B6uONNDt8FfE68F+p",
-	"LfqFNlV+FYg5mhyKrmdlK4Hi++rAZu4llDguWYzfs0r0FgsDPrtRhLm9vs2Ob1DH6x0k/zGCJMg6758z",
-	"f954tw1n87LUq0GvllzwqhLKEm9QHX2uYeeLGnZblgLrLbFnq9VQ7RUI1rGBJWCdLEtGJYygynwNI8h5",
-	"ZyQSElkVoQF1NGUZDitLFRKSdIyr9Yqvz4KKg//i71FZeNc9G52xbFbP58JcaiWyVF0LQbeGOlGwY3B3",
-	"6deQ/A3zALUpVGET/Egl1RWYUms2rw3WgcMyxBaXM5ZRzeWln1XmCz5t+52hkg4WZ9hOjG20bBzTs2iO",
-	"UGdnLERUYpWieGI+ojvd0GpRmfmFGCVhEVmtShB/VrhuVWnYei/Lm1WLlaRhVr2Gsked6CsiNWKHJIT5",
-	"JE2bH5oWZ2wuVqHAPkMu8mZK3JuYWPbd5miCDDnsFdkFnRu0EqODcyoBO0Ma0SdZ572YGhc+YNHgasw1",
-	"LObhlVNNU0NvPpUgWcRKFJ2Oikg4Yb526m/sfHlXscdny6P/CkTUO7cn58/Oaengnrh+91hW6pyXmdct",
-	"YBxKxYY/XTwK5NuhA9KcYaMbo+h8KYzM+fEzsbr8L20OKPxp8u1x4ElAMyFC7hOlbarpT//VasyyAixu",
-	"cNaaLQS/zRRScSwfL0mZJixb6htRZJHkU5UbrZh4W4HpAoLDN542D3kBoPNry4LtfKV9JfyKmyJVQ87m",
-	"8q0okAzbL0OXkABhCByGCuSlso4rF1FiRKqueHWGMpE6p77KQuqSNGHCllLV1AS40LWhMHjgU1OrVIHU",
-	"FCCOjKgwFdnMEm64Z1tTCirHrWQufJdtqvwkrzRW2LOdsyKrQ7UmVHFrQW6W64RxHD1MBT3jv2GAAn5g",
-	"M+0WvTHxXagOoAPw41Kxny4eJaEfuA2ysNkwtgItOLtDcWVBBkOQ1kggWBJJq9grk5GJdnRwcRwvbbDs",
-	"ytV7tuHJhHYas9PY1NblsPuT+18fTR4cTf7PxeTBdDKZTiZHk9PpZHLwvJReStXbiIUl6jhPWGHyiLvk",
-	"vsEPRXTGPMiIeEtoR9yxgq/ZEAZCpRnIZeBsU6Pe7kndnz6Y0HR6Ru52iLVvX12wJTfXsLArbYoNXw1f",
-	"ujHIoafqlZcMwLGE2jG5P51MwK/EBaZuldsYlV3xqjcvm/vqZbGzPdLTU1sa0aIC85B3AvQurY88kut4",
-	"/zY3crcOgCv3QCjOQIqSp8v9rvmJdZfv8bcXtwpystOR/PcI7Ba61F2SAw3gVwuj60D0rzv53v3mhh88",
-	"Rl/nTShImFhuROvnQb0OR/I6sPHuzmbDLiXbvzNNNqunUr3pQQGbwHJXG5hwwhbyatFuXyG8l5mYg22o",
-	"YGIlWsxUdEU/hMulXoEisNGaxh2je7o2MnxlAJwPl5DCVjuM4VhFtZE5/e4Re3j657+EQiJWCMdl2QNY",
-	"Qhf6G4ARiOxgP7HV4dVj0hKL7aiWbWq7eqIO0pViTxfP5tRfOT4rwVEXysk5+lZEvddSFfDvVm3VdgMM",
-	"+DPjQtwEfCt7jNVvKC46xq6RtwoHvBomkOyrRKMs4nOcgv10OcSq8mFSCgj78CKIWYq+hcQ/WTQepZHX",
-	"ljS44Lh8wT/FcG1f3vFd7wSbHO/dIucg4fTcCYUMtdArZjVI7tAY2elWBs/e9x1PmzZH9acT6plkUkkn",
-	"eXnpWybZV2xZl05W4C7/z1AdnYwSlnO0ablL1ZK/Dbf6fAZ17ouCDed1WU5ZrSSQBCjgnycJK0ZnTPxS",
-	"8+ZKquBScXyfLip0Htgd4sWpij42ZtOPvmLzkl/Z0VYBeRDKvvmUekVlU6VR9NmaGyvSV8pV8nWQYARU",
-	"ARZ4LAHqlv5sWDgnvcFiWsS2lQmLCQ/+Qt3KsEq98g42pI0O0dZytym51mburm0q/GzdSohY5mRvmWRv",
-	"c0xDWN2IYAg89gw2BCH7GOhVSxveKe+EQTSgEAREYK+Ei6k4n6rJwOfLEpZxl5GTIlV2FjI56Ektsa1Z",
-	"6cYV5o7xshxhTIosNa1ytHVXvS6Nyhf9TX7l2vt4OAqWDshD8jBVYcnxL5EOpgFpwJKQQvWLYeN1quZg",
-	"SnqDlT5I2UN8H1CCueGlN16l83lwsWbXQlQ4TZ9Ks4znRltMeVHEDl5DVe72DOvf6O3SO80Vt45hBVVI",
-	"REnDqgW3Ysz+gah3PoDb2Egwxp+UfJsqD9p18vAvk6PJydHk5ALdm+lk8t+jjTSl9xj+gjc9pJv+hHb7",
-	"wVZVn2/50u9ex5wL5viytoShs+A3Ao3zPX0pW5+DTe1R0fKtL1ybBnHi/Xl05gu+PtLzo6VWbsHov/6n",
-	"lRDXSaqw9TsdTNiDCXvIvmJfsR+fPzv67uWTdHAG4m8ub0QMEfhoHxBDqsI4tGHDv8HHwEX/W8El/p8o",
-	"5eHEJmw8Ho/G7Bz9ORxqqmJKOsYktGHZv2e0RITkw8GzAir0eEZuIcxZqiIuCxMSw7lLvh6zb/ka+I9m",
-	"yEsgR+xWyJ5mbIiFhQVfj5JUZU+PlGdN9Y+MDZXgQJoMlgNuOcNh6jn+wLJvz//rDypL1RDXKfvx+bM/",
-	"nGQU2YVr8Ha68t3LJ0+zLSLbXtZe3BjVD4+4ydFTH5HZxgCm2D6h6WG0PlUY+hqdRa0WaiZs5FpLFZem",
-	"VpsZnX1kKNU+qm8GRuJ/r7R/OLlFp204Ub59HnPcMN+6IitLWrbEEoU4sbAq7UraVJ0s0Uu4f7oYoVPF",
-	"lQ8msEIYeSO89x5WLDSExDBQqvC9vMQgC4k8isrg6lNS+ypUf1qq1sD3w6vAt8SUCqVfuPNLBk5RZQQC",
-	"BWxEnKyDN1KuD0MuNIKz7VAVAShhqLINhBQBZDYJ88HO3PNlf6/YNi1uExbOh7Yj+tHUDUMFA0PSMz7S",
-	"iehS3lguNHVygJt+1oYd8ldShZdGG4QaGs72WysobO7GYNFG8xx2uJTeHTzvCZxvRogl6EmE5WgwJ366",
-	"eLTBNo9rsAeOvxGmlGpwUMr+Fa35y1r1JnvsjigphaoiUdLo/f4dviQgZfZg637o6yl/2Am0UulwUw0c",
-	"S8de70NsvEu7bz+TxBBSd04eyzfD5cyYWxhdXy1YBtOn6pveWe9qp9wCUjE2dBUO/MjiqnSn93ovaXyM",
-	"BHeL0L54M8A71FYEG5Br5TjBgni8eyxZ1vk1W3KpHJdKGMuGVojQNAYvuWfZy8fn3/74eLRdJYgPS8s4",
-	"KySMbFaDxwgSMdbAjBk2qYFEwUBesAy5Nwvh71SR2uKkMbFWDJ1yFA7RSRj6ij1v/ZIhhQUfXGFOziun",
-	"X8krftyGD43YeVR12MJ6IysNnFu4R7XT3KQfIxYTPRowr1OVqouY5wsnEPhkyph963UuXW4pYcuGKaj9",
-	"dJCwdHCyfID/TFU6uL9IBzBujJPFt/bF3dgw2wWeno2osA/WiUJXGdBExn56+eSMNdGn8EqLMV6/CvFg",
-	"AKzfDEcH4FSBM2hQQJHFNATWe07jwG4RfoWpryz87jSYBegXITAuOj5YX4m2NBF+91XkDGLmDT/sc+ak",
-	"AEuZC2VFi5rPK54vxNH98aQV50MSHSSDG2Es0ezJeEJ36EooXkmwBMaT8QPC2lkgex8vEJnhV6x56wN2",
-	"PsfWVsvuTya+iMRzTE5FCuZGWPb9xcWLMcFG09Y/KQbTwd+F+96/fePgiPuTyR6E/Lsh43toiR3A+GGg",
-	"0rK6GhOWfb1ccrPGszZuhBIWjSN+ZUG8xBnYwWu4+XgpnJG53bk+sOpgk8H/L7+CrcT7oz35d7QxgFvv",
-	"2YSqAoxeCrcQNdinqbK54ZXf6q31+9F//db1c+KtO65KLjdWrucIjw3sTz9en2JsD068dWCvaItBE0aq",
-	"anMNWw8s42B3rqanxHHY4t4lhX17Xgl1/uIJK3ReLxEgHSNoeIYB1trWsnSoaXesnH/Bh1Jej5a5fbCb",
-	"a3SBLpK/iNnnH149f7ZvncAwXB/KlKINzezNynwBEjFhf5486IKbbi3US/rUF+FQ/DYITNxZPETjz5MH",
-	"n/eYEYdW+Hpzz2Bo8jbhcHNy3KokvdoFjA82C9ZfBkR2qSJYvimESZqSU+kWuqbC6VTFIx5YhlWoPpSB",
-	"ga8MFQUidmBNqAXnUekVlbMHAPZUxfLV0RnLuhja/nVdHO3mvalqUdUCS3vpxhDhQveTu53o5aki+HIK",
-	"M7JCzufCeGS7pUauLmp8iLDJsBZuGupTHQ4Bvvumto6tvKnYlOPScLBa1YOse0dOUs26Tagtgoe1VhrB",
-	"+xDoHVYqlBqG0EiobidkdeZru7w36p01rHHAyKRHyZiVvbIbjIhvYsnpJ2OtFoB5D3GTXRiQ2Bvm6ntj",
-	"HOJx+xgbfKVPjd32nM9gbmjYxuKiTWiqVeLJEPCXR2sPnObTOQ2bNZnjnZyG+B7ir4XgRebBGRHA88j3",
-	"vYD110FQ9BXQPcieGLUn0GT6uxJmyWHC5Xo0Zi/9ISyx0CpVO2tEMZu0i0IeN7NKOqfC/dwbvGiNHdW1",
-	"bCHA9Z3y1UapuZ2WtnF0++9vxnlMp7wdcKM/4+7d60/IC11o3R52eB6sdT1vY4QCkZ/SOPYTeOu4s4/D",
-	"F812+rwJnZvie3GCqx94osUCPWyB1LZXC8V7p/EsFsMV6QvKa/s+7yTilWJNM6ZDKXSXqhBvxBjfKGlQ",
-	"CJNWyiikONsu5ZIXvlYtZIw8XI9N6KQxMpkJu3qHTdfgHX8OMtpl7XWPInsPyjmdnN7+SDxz7UNJ7e/C",
-	"deIAjQRuYVr30tiWSLqFyZ98O3j3up8wfan85uGXB74zGVTa9jap+zaFVr2+ppaA0D0AxlSAf/ZJ7BGd",
-	"MOXzUvaMeiWwxyEQLlgdsEKeIQhXFP2hCNkcmwpDlIYMhmYkQhU2tBuUosjG7BH9Gz+UqgZpunkGCzBi",
-	"T7HS8IErGGCEj8buTSwoUQLfobRjM9HCrR6eTh6O+hiIPv/PwUM9k/9s3HQ6eXj7A/GoyC9hNdFOdbj2",
-	"bnrgOOJHfERu+0/gNYyAAv1tEi2HK3Mj7CJykRVGCjttimpSRWrkXiN7fB0gWP5n8UGq5yCmk6oW7QJ3",
-	"KhEs0WdDpTJmaBt1B2WBwoAvwnl5ajdfYInVHra4//nYwoijTYn2z8sWH0Ti0YTeJKdbCN1L5AP97YA+",
-	"NSRI7/g32McJYcNPqV5moa2jWpkMYeERxd1f8yjj/rI/gMjqpaAm2OboP2FuGjho8CtSRbUUvkgfc9kt",
-	"sOoA6QyGD4HHnzcqJ1WZvx69mZU2Fs/XQ5c3VNremzJdCeUL7eIpfgnaWYrR+X67PJDvw3p+yvhPC414",
-	"p5catsYKob6grxroK57QKw3Lpclr6cJ27fVTA+xmL22+4FfYQEwZQTL2AypEuQ4JhYiZgXEi+MUb2Np4",
-	"+5l6i7plNdwDSeza6B/Iwb7dyXwTTxCUtgWMMuRl2fwZukwxmTHa5X9unrCy4xjy24fxEb3cpvdt34cp",
-	"NIAQHL6SzdMDtVXsmuwl7cH7TjcEJBCGJJxwhmf3Et7IlPlMKEJtpMoK2E5H5RW5Xi659XCu2bVY/xXB",
-	"PTI0ifFv/wMWRl2L9b/FG5zBDmERBNdMlK02OKf1KME3ZOgsporuwL4YO8Jirn+jq9IRNofSbhTQZxps",
-	"lHGqXgl3NOMI2dGaCRtmEgsplXZSZSOfA3PM1pU/BXajoqWDQpM4Kcy//RVhXnfRSADNuWVnfk/xjgDl",
-	"d0ukAyjry8U4vJAzhfDA041EwT4PQiwM4pTAf9/tskAJ89SG/DaVszY4RexJPDqIOqCwWqn2/TaYjp8b",
-	"vUwVBi18rn1nw82Z/0zRwILyUBopbarA9apV3kBdWvDGQHUEmKgQh8YqB7kUIVHfyj1TkTmSeBD2p5PJ",
-	"WYD/QcBgtglISnUIp5OHvV4ertEPetYcx/CNLtYfk+oCzHO3NAOEyLstcj/5mB/eZTYHpJ2ILPy+JvPn",
-	"tIBpFYnItlmgZU7EyB6d2NlTa+aa3EwnqGgEuxZ0aHmXSL7FNwUi6WzY6e4m99apob+P0BdNc9cSJ7uz",
-	"z1gQCmaHNqIgB7aRF5tR0qQTIk3IWCE8LzwXGa37Tu3tVmCzdycmn4l1fkdhzF0b+X5RjoAcuwM7FQ0p",
-	"ktMBETac9KOL9VlAkI29SNdCVOQxpAotK3DnlFg1ZV3ApKiQrK//oWMBMqoYxHOpeTjOAjOPVBJMvyT+",
-	"KLsIh4dUeoWxDd79zkxgYD1V/jRdOk+yh/R+wtaMT6osCJ/3IF3xWQg+nIX8uyF8OhT6UD1xSKK064Z2",
-	"qstt+/CEIZa3gU/eLdrVJlVN1fYoJqw2bvNAdC0Ht+3O7vFT/5UV/f1mRT8vb6CLwbeOfTwshfoh6a2G",
-	"31A4f/S8VqMEokONvgSrlZOlPzDYA0uO2QteWyqj6Xlu4fHpuqwGj4gvZ3Y04/xfGt/G9T1YaFcNNtc+",
-	"m/SeJYsyoG4R0AjmRjIwIbKk8Xi9V5s3pVTkixJWKNo2VMBNJTi7AWZ8O5O5xpwntcUWfI0H+jHLb4Dw",
-	"PFSyXfAK4QOnESBpuAUKswsqCbyLVrdQCy2pg5KUMKupthqR3RB9xjvge7BWKEoVEY1StTGuPiAj1sUx",
-	"OmNZg86SpQoL7lrIK7AZI6qVj7sVLTJpG4gwrL5AENRYPDFtWBcWh7D4SqxDj7AC0vkjh1AOyHlg/6Rj",
-	"E2IAWStQr+cN3hpq84y7LMEeZYY9yauR/wQOQ6qrktY0DC9VRFRYWjhtOs1kWfqzK9C6bB1ijuUkcSyj",
-	"BC2F+BwOHgMzceyMO0+5bEjzH43ZM5JZGBzx1lqfseBRVkiG3U34+kcfIU7MAXo6wIcZvfy0yjpg9O12",
-	"1oIIoFP6fw86OqLhtIePNIzdUh/JndsSqURhH10xo+xCxD9iV4+rSX5WJUFe1FUX/Al7/Oeh4b3G3nZf",
-	"5psFDBIvKP1CjxqupyJEUZa+VJZEH2GL8KaVzEt0g2I4xoIwZxEQN2nAIPraWOa0WIjPOToL3ZF+UFMG",
-	"flrWAJ8E2Og28kkhclmIIAk9GDXuL7i/cbniOWvBmdXGpzuijAyeGS1puA87bOOZ8KTFSGaTgFd6BR/q",
-	"iDpHcKhkNsFY1yKEYkER0kle8koqHhC0tIkhYoRs8s/7rn2YSNvrbhfeBElG5QUMAWkItjRQxZYx1luD",
-	"AG/5dI54FyfnnXfHP7/dF1brf6/hRyvdMcUPMACN79X9BNU63lNv9QG6XvsEW7K9ut2mz1r1OgufsTbm",
-	"ixXGfBg51AFGhnpCa2dlIToR5QPIA+XzTu/g1Ub/cejVDwCGhLzPLakHO23rCmmpkhDEuCXA4x54K9+0",
-	"qmD8/AprfZlvt2YRhp+HI3BCE0s86gBdCN9F0cFYaDVMg7XZ1zE9Zhf6SiD2RyjJ2PL3EY0mVTzHb2CH",
-	"CRUidz+0J+T0Chf4rpbHP1WgZ6O1+5ZIT/C0iCR+h9GeOIF6T7znI1mU01lIFezPSxPRYedxOEkng+ez",
-	"EPkMOeZ2l5RvUvIdfUjjeutAUiwFCmcO0Smk7DFwMTV6+04rFI88d+V6+zxfasVC+KbIRwha0uClRQgU",
-	"HqK3Rx5EvqodtVIPMVNB4+OFbzdHyzZODb1m5MGmV8qPnNzjJy6oG3C/0RVFu2jqBSXlzm1zfm40FTEn",
-	"DrOlvPgQQUUoSUeLpE3oZPfo8K3zjAi6xQ8kSZXsnCcbG5H8uufcINh960zZ7oKmqjkAmMXzf4f+4ODT",
-	"yQQGczp5mLDQXA7D9/B/ARmJWyKQnx+8HsdjtxGcZBTa9bF5cwOpbszOU+WnclSKG1HGMQ45ZqfiIsIU",
-	"f3j1/BmC6RIxJs2RMKk6SSaTia/S8I+CYGcnX7Mf5Tcj7H+y2ztJNESzTNXpyQMS8Z4PYuG61WT58oby",
-	"4YW1EWz458mkCZfQAsKAQ0srBkhaZ/DC5ohyjmEiRIqaa4PRD3EjVKrkHCa4UQgwpZ69zP/p+x2ppYvO",
-	"eqY4mBNLrLf0B0R7IIe+wg9wuXoKPzwChMUd7fJduNv6k33o2KJ4Js+D+3TgUih3Q2Ucpowga0sE0jLC",
-	"AyCFdgPKzticq4jQNgqn6uwuCvnG10h9omRf+7jyz5/ya59JvdP/8OQLzh1BA4jirCED5qN6ZHD4xsSP",
-	"UltyckA164XWT7m5Eh+rtoQopmHxoIb8Kuw1PKdNYqNX532HPV1AeoqrXEzJ3/FZ85bnCzowVi5lnRLH",
-	"VFGNYxaq8zI29A1knefdxgl9VKdoSBUgMGiype9ayRmKPCYxrRkhWTDUmCru9FLmQfu0wEBDQCIeH4K8",
-	"OBPeQPYJeeoZrREuxABlrVkp+E1jh9tWXzI5hWcs8++m4GqqFgFLCNTImL1EMCzqje7Ge+KBXL0hUZ/U",
-	"sZ+Ow5sDGD8zf39Tl9eUCu/j7YjFhOuNZOV1emdl/fp/kXJIygj10TdvUTfqbRq/RVkf61b3sGor1tnL",
-	"qxST8LzZShHu4U0aA+jETd7sPr+HNwmzN9nWie0AbWBOsntN9B2byOg4Vc/AVkQuTVgpr0X3dSSp9kbV",
-	"PiFDbJ5j+7tki5BJ/hJ84QNmfcT1IYyhdCHs3oTqUlCX2faJdVgT7E8t85H16DN5pI5U9Z8OJ92uKMMz",
-	"HNAnJIV4bNnOHpueM/u+YKsN9hpsj2hvew2oWLld3VQZkeMhK/4I6h3HqXgvA7yukAPx25klrFaFN/nQ",
-	"zURHlxQ35VzOXzxhVjhXYpaVpf4cuXQQfd1aSezOQpqwC1mxIbDatahcqtJBHLt/pEFXueeBRFgzvdGY",
-	"PXHhEBrwCDDTfcZAh2wNfhfJvWhW618YJC0MEsy16bKIZ+xuLOhoHwluneW1W+82qJrdig1yKjDXFt6W",
-	"bST3pfMHtbZODKFM+dQj6HQRA5FuQ2K4WxOSKnpg+/S1buKfGtjbKYEQVOK2BXDSjSZ5qEKfxJ/7woI2",
-	"GETsdsCQS0+3Q0JnA/l2Ie6LFTbCITg4f74g2MFNZ0esToEXbKc2/SaFB3yYC54gj7xdb+BjSXuqDV41",
-	"MftPYU9sHHvzmW2JW6oPWsVBH1J98JGKCVqj6S0miGwKnIvHppub/iLSC48NWpDKhxvJ72qBtoEk9yZB",
-	"tAR4JZnRJZ1pV5tyMB0cY4jfD2HzO2CHeugVp30FTWx7pdpu31EQSmqGzTRHHswK7DZ4GlGFGPn5ifdU",
-	"EzKfEm/OJQGKFF9OjRtE8kjfvhoWrabtpsRA6OGANmkYnortXVlvU2KSHF45ZVZ48x/RN0CWUa6+87Fm",
-	"U7a/2FT9TtmuwuMAbTrE4EOrAhlsNI8G2kY2GbOXgheJh5vwcDa+8XxrJVrFoduju1hs2Sn4utVC+8oC",
-	"KoAICG8gCUmCaGMpoJgqEFwLbhco/jCWhwfjebwDmJ5XQD4i5dWVJLAsAtF2qYpnUPRYT63oRntuQYtt",
-	"T4zA+RIfzxfWJhsQlh3ows60AsalNMxpTWck+e+1kPLevX73/wIAAP//",
+	"7L17k9s2mi/8VbDarbKUYavVtif7Wl1TO47tJM46ttfu1NRumG1CJCTBTQEMALas5HXV+Q7nG55Pcup5",
+	"HgAkJUqt9nWyZ/6YiVu84fLcLz/8Psj1qtJKKGcH098HFTd8JZww+Nej2lht4F+FsLmRlZNaDaaDi6Vg",
+	"mRJv3WWOd2RMz5lbClYZcS11bVnFF2I8SAYSbv+1FmYzSAaKr8RgOqBnBsnA5kux4vB6t6nginVGqsXg",
+	"3btk8PQx/I6PV9wtm6dlMUgGRvxaSyOKwdSZWrTfNNdmxd1gOqhrvHP3zc/kSrrdOb3kC8Gs/G3vsEt8",
+	"rv2tQsx5XbrB9M+TZLDib+WqXsEf8JdU9NdZHIJUTiyEwTG8hHUS60e6Vj1D+V6v2YqrDTO1ssxpVkrr",
+	"9q4mvqN3WGftYZ1Njh/Xt0avdof1TFqHu4zD4nMnDHNLaZmTK8GGr759xO7du/dgdM78CJjS64TNNvhQ",
+	"wR2fcSvuWJaXOr/aN585fLt3RwvuxAl8q2db3wFN2EorK5Byv+HFK/FrLSwub66VE7TSvKpKmXOY0mll",
+	"9KwUqz+9sTC/31vf/Bcj5oPp4J9PG+44pav29CU9RR/d5QtDn2XSMqmueSmLc5YJY7SxGYM5WiZ4vmQz",
+	"XrC5FGUxHrxLBo+0mpcy/2Kjzf33LVtLt8QNe6NnsFe1MUI5Zh13gmmDU8AhP4E5fc7xPlQbpt1SGIbL",
+	"iYN4rt23ulbF5xzHc81snS9hgWBBxFuR13AJB3Sh9TNuFuJLbeRMFxugPac1K2EgOKqfFL/msuSz8rMP",
+	"LC9rC5IC5AoMrG6GMiXxYYW5FoYtuWVKM+HyIlW5Vkrk8JoE19jlBStkwZR2jCu7FmacKhRZfhgwyofO",
+	"iVWF06qMroRxkqSBCKTaHd6j2oF0vT958DWbbZyw413Jkgxof7W5lEWPqkoGc6mkXYrikru94krVpV98",
+	"0lc7L1kKbtxMcOffsruOJbeOxdtA4XJWarVgnGYNY3+/b6t6NRN9ywOaxTIQyOyM6WsU96Kh9zuWrZe6",
+	"FKyUc5EwI04KI68FyL28rAtRtJYzKplkoGuX65W4iaz8Zr7wd9ODVe3edxut48bFXdri6Los2VwbXFLr",
+	"wpLC9Kxg+CRbA3kKWAQjKg2vet8Vf9e2X34Oy98ZYZeqfomv0LM3Incwna3l2ZkSzGPa2i9tmHW6qkTR",
+	"EJFUCzaUjhVSFCPGVdHd31StQfI7zbgiuauVALZLBkKBDfHzwNZ5LkQhwNKac1niP2AViktdwzRyrnJR",
+	"0u8wpNZcmq35hudXc1mWu4ybG8HdYdba5dd+Zv/bcsM4o0Gymf+i//uc8ZmFueI019KKXhLa4vTt9wvF",
+	"pGNCFfBCoAG2XspSwI9gMb0/g86JVPqkQtwsS7I0TsyvHLOazbkZswsJlodbcsd4aQQvNqla8oJx1byD",
+	"cSNYxa0VBbE7kARIXLQxRZHA2zizIteqSFX8Fsoiw9VCMBiqZROikjhbqdzX93uFwdxbmsdtLUngG0z8",
+	"ZPBGzy6PvBWdmH0itzJ6YYS15wz4fsNANBU10A9avN7noYnPxFwb3GvQYzMhFFtyVZQHxESfiHI9rJyZ",
+	"WimpFhmrlZOlH8zuEKQNn2TDrNBKZKOE8VTVVhDzWxjeMPNyAK5qAz/lXMEuLzTTig0z4okMpUeqwMoB",
+	"2VeIUgBBgQmoUfOgKARnLhi4GbN8A0phM+qKCT+BQTKAYaGowyE0UqNPLDh9PGU47XjZv4vdXQPt1Fqz",
+	"NXAt/BmJGebqmWd8DA1vSXMkM0+ASXBmnB6EIQZubkgv7HvSlnY3K4AgNMEr2xWc0olV9x+HdG0UwO/i",
+	"h7gxfBM5JN8TCHjoxSatIZoowfM/rPRoWIfm1XLfeFFI+CAvX7YmOeelFcnWvOe9niuQwVwa67ZZ2Gnw",
+	"fKwshGHDYLaMjudYkJIlrzpe94CXpV4Pkh6nPhIZOfYGDTklon4NKphcL/wtVY2IH7MXqtywDD+QocGi",
+	"9Hq69dpCo8xec+ngllShu0kfGCpt8DmtcE74xChh6yV3Ihh4/utrlSo/P1bpUuabLlPTNPczbo+yUkVX",
+	"Yg3FW7/k52TZY0xB6fWxO7BFVQ279VKWEfxKmNdByoaJ5KW2yJFLXs5PdCVglvifXmOlzq9Ej8J4oQSb",
+	"4TWY4xs9swmTDtfR7ywsMioIXRZoDXRJl+dOXotLeLIj9/Yrz1kcyu41Uel82b8NOCK7lNUdy+ZC5WAG",
+	"4u1s6BqH7Y4lr2shlDDoH7K0nkzu5fT/7P6E/f9kL8JdRlxLiyYEWM0ypxACzf1KbNpSdRSMI+mWdEev",
+	"nN1jFbWmGFaqO8Mf9CzKeFqgLnlLQ7GM8XEGCoq/ohZ7KJqbUoLbDbcBMwX6pi/fsYx2FekhGoVkKJK/",
+	"q8T724W4eP0DU7rwO0MhJ25bG6L0uj0Wpel2vVa2NfjxMUMwItemEMXlAXoj2gp3wt681NYtjHj9H88S",
+	"Ty1k08wlvJc5w5Xl6P2zfCnyK9smmfjJD6Gd7ksO8MmecfsByXlcPaSvvOTg/NxuFbeEmOfqsL2BlXfG",
+	"vLP4niOSjiRpUXCvTMSPfRQbgoa9Y0Ecr/jr8urREvRCjx+Ivxd7uB0puwpSyt/LhhwjdOjyhN9iFLNt",
+	"0a4EV95Ts2zFHZgIbFY7cn3oyVF/LMPfvWdcXhYgB1Y8F0Es0Sj6Rm3Z0AsMp1nFaysS+k8BPxhh65UY",
+	"0ZTw0/Q6UYrcaTO+2ToN403iivbtxJNgcexuhI+MXJaeYrqzfoJc7O9JvMnlNBqG50yD8SIV++7JBTu9",
+	"PjttDJvT32XxDhMCx1BaCPP1GKv+07ZfJ85acYbuwH/khWCzDePRlmot5kzrUnAFbyikrWgJPyjaV9Si",
+	"1+n8FkNQXo0Q+aLIy4LZOn4jnRMmS6IWQUKukV5mglX1rESvAdy8YOpezsE1q8rats27+dwKN+qPfNwy",
+	"0PJlQqboR13ONoe9PkPSGVkGn+jGuOL8wShecVXzMgZrPkP4AW6lvFfPKtFweqgEpzHbsJcvXhMngaRH",
+	"HjoF2jEcbX235Cok3yL99FJ1FFC9w/B+KvF9f+QLZGdnWUGS+lDbEGMMKG0ligcSvXNhjChGDSFL26Je",
+	"vuBSfYBhFCPFO5cqI7WRbnNzVsPf51MMkZOOj0l0I87vN5MYEjo01iivybU5HJKIJNfe9+05RuJrghNR",
+	"tG5LwVsGruNgP4bR0Wiqv4PIxdY27Hzy11rUopiiZw5mLiYcVBOfH3rfHLiFVKdniNE58xG0aaq4iukJ",
+	"EFTnns+mzTzCZc+A4HpyZoRD3pPOpkrXDr8Cyk7P5+csxvETFiP2+GAheEFuYfvVqaJ3jzBiPJeKl93Y",
+	"AE0VTNQY+etNFbTTA/CpXo/7WynKImabt+I9cG13qR9rB5ZdxcHF9B4ZBxO+ql3CxHgxbkQisOJvWgmM",
+	"hs50scF/cBZLYe5Yn/TuGdtKWMsXor+GpROawIE2D/QR0PcYvTU3hry2xa/28aSo3Nsho2zpXJVNWVab",
+	"MmNDPrO6rJ1g8DPTJlXwDztKWLYSbqmLjA1D+QboF7iwFLwQxmbntJC62DBkHmljiPiOZRXflJoXY5Yp",
+	"7mw2DdRLhUF0EcyUzNY44yyhqIh0y1RlQJmXRlTlJouhKyTbqtyMWZbX1ulVNm0nPBYaXochC7waQmXa",
+	"+EQHJpZhOCuREX12icfPa/969+iPnU2jVcN40lu+qkCWD2DherMNXtU3d1qhihOx4hJEbQXsZWBP//vn",
+	"hyf/xU9+m5w8uDz55fez5Ov77/6lV8fQWnZfSglKO1ZysXTlpjdejj80MTAgAtQIKOBpPXuZsTZl92NI",
+	"PtPTU//LONer06XWV31fbTa5tbbRENniGLx8gE2e+M3uD8UFUrhjqfIADWpKj5jd2NuMQoM3+rjtCOIx",
+	"di6XZW3EsfE8qS7nJexZv/tS9heuXSw7s821opqdfMPwCeQk4BI/+2jy+uCPEv2+ra8o6QmxeQfMhrxg",
+	"DLfR8rSqhtZSFVvR3P3Tt1LlYk9itfV6JpQTYAGDBtsN5R00yeqquGU+eYso2zueRLIJY28tWmvz2xvb",
+	"GcIB4n6q5npX230gmR5vV22zWI91tWyUVVcYTHklxy1p0LcPaB/crDTDN8ID7RVvJnVgGT+GjdnekfeP",
+	"bn0veOmWu2MBAq5tdxX7hOfWh/xjfV/6Qc96KOdAquB9iiw6LNoj+VrUccTa3sK5LvlMlDfu2TO6C++3",
+	"7tLU6oO8sJW0lqJ8hz76I971ElNlbW3fawbc4G83I+6pVIpJ6zd6hn4zRQi1YTAqDGp+gO/cpDQPTfaF",
+	"vw1carLt4Im3Jwt94l/5xmo1fsXXP3qL9z2db3RcbnrgFdzUrDyYw7tr9wqM5HkInrTDIr5Khg0xRddE",
+	"21b8LeyEzUjT2dGxmsy/4KZhvw73Hevp/6BnUarDhuo9UY4P1nPIfO34gA8ZxORECAvEqSYtad0m4S4L",
+	"bhU53KAMf9Czb7jLl4/wmVuWAvSnBy+IbbCsnoaSUD02t914GnP8Slgm3dFx6R/0zA8Ug3dvn9JDsfA+",
+	"/H2DDsFxH1oNeM+ejBVVA4KxqxWJB7R7Z/DYlGWkNTJ2d3IWaw38fqQqe6NnGfq+IUdRW7wr83XB2dYC",
+	"rXVdFmzJr0WqqCZXFD6AwYb3J5NQ/56w+5MH6ELjmqpRny/2hrTWDetLQoTqjY8tS076dOzdydmNyZLD",
+	"Oha34pWwWPOxp25xT16oVV7UUxFHsZH+JzEjRU+f+2Q2kibLuTEb34KD8+5/eaTjXYfJ4FRYJUygG9eU",
+	"lSdg4mM1gynIfzqWIxqKPc52igKirzasswHvJRS27JatwLoRgjnxllymSuiqFGzIHVtp69jdyWRC9cWo",
+	"Blb87TOhFmDT3UUO/wg20G2Nmw+zS7qT/0nJX2uB4RjvzkXxvztdlGfh77M9kYvx5ckvf/qXfXGQaABt",
+	"Re4o9oTyOQ1FVengow/hg8yc3b6UH16/eM6ueVmLBP1sSti2vG5K5FGZQ6tjZNcg+zsxod7HhGlZJFud",
+	"Y1othHWsFbtecWxvY0POvtOsqCkNnrDIbfeXyGaNV3RvYm80W7yVEjhvj+T4GF6hV0ZfOufwg569BAl7",
+	"y5gxFUSKsiA7CGsBzskOAsOhMgJHakRV8ly0Qstj9pBSCanSc/b7O1AbwsUbYkA21pCFWDJVEJ4zEnGp",
+	"8q9mvCxbgWu6yob44pW+pk+vei2Gg6L8VXvkrUvnLB2kg/hysu7+uKL8k0kxX9/U2oQY3/9/RGY9bMul",
+	"nuXwDx5X39XHt6+wmuc1Fu94Gr6FIZMD11/W3dLjXl5/iOWQfbUCOIAjSgJ6ygtjSRO1SKE/QO9jwyC5",
+	"sF0EEzFKN42mvs6JNGHL0vQiY/TRNX0oj+rbYuTSWECVgBPYKlCios1QIGNIdNDNPRPomEuN2nKCr/5S",
+	"8c0KW+yPUWC07nuk/fvSy/tsKO3VPzb0027odjk6FQBiOrCmuvQY1evNyD2LmuboJGZ31f5dbE5R6Af1",
+	"C94PrYpUCyKFYdZew38LC/yXbASuYar+vZ4Jo4QTNmzBRjn+dso4ln9LC7afrmh07PHz1ye2nhV6xaUC",
+	"a2Mu36YKYw2nWQKLrxiniIGeR5Pw63usFEApNmGFXEhnE5adZAnLLjPGVZGqbJwl1K4JA4f3CVXAP9H4",
+	"5v5x2Hl8/pxx0nYwPrBKwaox1NxNnx+zh+Hj9/3q+EKHQA6/Iz0gSoWniD5x39Hbt03vc4eJ8Lw2xu8H",
+	"K7TwnfpkN2ABwDSUAXDs2Cupd28ujUiVd+uyheG5CHAd0njohha7UnmWXqukZZZR1I8aBpWmwuikE0Gl",
+	"52ZiKVURY0ihdYwUQ0j1o+Y6qavRmGX2SlaZbxpUYHnSwFbnLCu5E9ZlVDUKb8NtMCIXyp2nKuNlmXmL",
+	"lZ5JmC4LkEhYO5NgBS9GylfaCKqGy1b8bcbWAlbEL1x8vRJreBhvGbOLAHMRlrDAUpdYDM5tqmDwlShA",
+	"PnKr4e34ymw0Zi+UOLFL7Yh5eLnmGwo9J2yp11gqDvMbp+pbssJLMXdM1w4jZP0mtGVDp/Orgp2c0IdO",
+	"yKZOUhV/we1NmjtW/O0olNgHSxxNdOxrXuq1YkthRJ95ja/qNjZ9jR7YATPJc2spwLU5s125+XWf/4aq",
+	"YQu05HaoJcmgimzVDJWop92pfCUrjEX733lZ9kjTPt59rgvRq2rk9XaZKeobIxbS+gy1wh6Mnl6fotjT",
+	"dPDw5VMGV4UlMxOrV3lxDc9aYQ8m75tFJYa9zAO+zL7eoT0Bcn/R2wJNFw/1kmCjcZhuThK2ExLc/dq2",
+	"mwwUIi6dKy+pmbhvHCCZiC1UXInQlITPY1DSP08ci4tlhBJrmyrpmAVO46Vv/KyEYRcXz0Dq4400O3wV",
+	"8TrwX6kt+oU2VX4VtnqZC13PylYCxbfvg83cSyhxXLIYv2eV6A0WBnx2qwhzd32bHd+ijl/2kPzHCJIg",
+	"67x/zvzF8d2VqCWXvKqEssQbVEefa9j5oha+F58r37PVwm3xCoRanaVl1smyZFTCCKrM1zCCnHdGIiGR",
+	"VREbRqehJzNVSEjSMa42a745DyoO/p/ar4Oy8K57Njpn2ayez4W51EpkqboSgm4NdaJgx+Du0q8h+Rvm",
+	"AWpTqMIm+JFKqgWYUhs2rw3WgcMyxBaXc5ZRzeVlbCqnv237na2mUzZsJ8a2WjZO6Vk0RwhAIhYiKrFO",
+	"UTwxH9Gdbmm1qMz8QoyS2NhaqxLEnxWur+M0CbK8WbVYSRpm1Wsoe3CrviJSI/ZIQphP0rT5oWlxzuZi",
+	"HQrsM+Qib6bEvYmJZQ9qgybIkMNekV3QuUErMTo6pxIguqQRfZJ1fwM0NTwHu2auYTGPr5xqmhp686mE",
+	"/CbWLSwN8CIi4YT52qm/sfPlfcUeny2P/hsQUe/cnj58/pCWDu6J63eHZaXOeZl53QLGoVRs+NPFo0C+",
+	"HTogzRk2ujGKHq6EkTk/fS7Wl/+pzRGFP02+PQ484gwQIfeJ0jbV9Kf/ajVmWQEWNzhrzRaC32YKqTiW",
+	"j5ekTBOWrfS1KLJI8qnKjVZMvK3AdAHB4RtPm4e8AND5lWXBdl5oXwm/5qZI1ZCzuXwrCmpOb70MXULC",
+	"nSMMOiqQl8o6rlwEoxOpWvDqHGUidU59lYXUJWnChK2kqqkJcKlrQ2HwwKemVqkCqSlAHBlRYSqymSXc",
+	"cMe2phRUjlvLXPgu21T5SS40VtizvbMiq0O1JlRxa0FulpuEcRw94QMULPsrBijgBzbTbtkbE9+HZAI6",
+	"AD8uFfvp4lES+oHbWE7bDWNr0IKzWxRXFmQwBGmNBIIlkbSKvTIZmWhPBxfH8dIGy65cvWMbnkxopzE7",
+	"jU1tXQ67O7n79cnk3snk/7uY3JtOJtPJ5GRyfzqZHD0vpVdS9TZiYYk6zhNWmDziLrlv8UMRnTGPZSbe",
+	"Eqgid6zgGzaEgVBpBnIZONvUqLd/Unen9yY0nZ6Ruz1i7fHrC7bi5goWdq1NseWr4Uu3Bjn0VL32kgE4",
+	"lsDBJnenkwn4lbjA1K1yE6OyBa9687K5r14We9sjPT21pREtKjAPeSdA79L6yCO5jndvciP36wC4cgeE",
+	"4gykKHm63O+an1h3+Z48vrhRkJOdjuR/QGC/HwpK3uCKtqBAjwQZvZXv3W9u+MFj9HXehIKEieVGtH4e",
+	"O/R4wNAjG+9ubTbsU7L9O9Nks3oq1ZseFLAJLHe14YidtZSLZbt9hWDlPG6UgomVaDFbD7sFP4TLpV6D",
+	"IrDRmsYdo3u6NjJ8ZQCcD5eQwtZ7jOFYRbWVOf32EXtw/8//GgqJWCEcl2UPYAld6G8ARrzTo/3EVodX",
+	"j0lLLLanWrap7eqJOkhXigNdPNtTf+34rARHXSgn5+hbEfVeSUKuadVW7TbAgD8zLsR1gNG0p1j9huKi",
+	"Y+waeaNwwKthAsmhSjTKIr7AKdhPl0OsKh8mpYCwDy+CmKXoW0j8k0XjwaB5bUmDC47LF/xTDNf25R3f",
+	"9U6wyfHeLnIOEk7PnVDIUEu9ZlaD5A6NkZ1uZfDsfd/xtGlzVH86o55JJpV0kpeXvmWSfcVWdelkBe7y",
+	"fw/VydkoYTlHm5a7VK3423Crz2dQ574o2HBel+WU1UoCSYAC/nmSsGJ0zsSvNW+upAouFad36aJC54Hd",
+	"Il6cquhjYzb95Cs2L/nCjnYKyINQ9s2n1CsqmyqNos/W3FqRvlKukm+CBCOgCrDAYwlQt/Rny8I56w0W",
+	"0yK2rUxYTHjwV+pWhlXqlXewIW10iLaWu0nJtTZzf21T4Wfr1kLEMid7wyR7m2MawupGBEPgsWewIQjZ",
+	"x0CvW9rwVnknDKIBhSAgAnstXEzF+VRNBj5flrCMu4ycFKmy85DJQU9qhW3NSjeuMCJQliOMSZGlplWO",
+	"tu6616VR+bK/ya/ceB8PR8HSAXlIHqYqLDn+JdLBNCANWBJSqH4xbLxJ1RxMSW+w0gcpe4jvA0ow17z0",
+	"xqt0Pg8uNuxKiAqn6VNplvHcaIspL4rYwWuoyt2eY/0bvV16p7ni1jGsoAqJKGlYteRWjNnfEFzXB3Ab",
+	"GwnG+JOSb1PlQbvOHvzr5GRydjI5u0D3ZjqZ/NdoK03pPYZ/xZse0E1/Qrv9aKuqz7d85XevY84Fc3xV",
+	"W8LQWfLrgCt6vBEHm9qjouVbX7g2DeLE+/PozBd8c6LnJyut3JLR//uf1kJcJanC1u90MGH3JuwB+4p9",
+	"xX588fzk21dP08E5iL+5vBYxROCjfUAMqQrj0IYN/wofAxf9rwWX+F+ilAcTm7DxeDwas4foz+FQUxVT",
+	"0jEmoQ3L/i2jJSIkHw6eFVChxzNyS2HOUxVxWZiQGM5d8c2YPeYb4D+aIS+BHLFbIXuWsSEWFhZ8M0pS",
+	"lT07UZ411d8yNlSCA2kyWA645RyHqef4A8seP/zPf1ZZqoa4TtmPL57/81lGkV24Bm+nK9++evos2yGy",
+	"3WXtxY1R/Qi62xw99RGZ3aMGKLZPaHoYrU8Vhr5G51GrhZoJG7nWUsWlqdV2Rucg5Kw6RPXNwEj8H5T2",
+	"DyY36LQtJ8q3z2OOG+ZbV2RlSctWWKIQJxZWpV1Jm6qzFXoJd+8vR+hUceWDCawQRl4L772HFQsNITEM",
+	"lCp8Ly8xyEIij6IyuPqU1F6E6k9L1Rr4fngV+JaYUqH0CyJdwpKBU1QZgUABWxEn6+CNlOvDkAuN4Hw3",
+	"VEUAShiqbAMhRQCZbcK8tzf3fNnfK7ZLi7uEhfOh7Yh+NHXDUMHAkPSMj3QiupQ3lj1EJ7rp523YIX8l",
+	"VXhptAdG+bC1gsLmdgwWbTTPYcdL6f3B857A+XaEWIKeRFiOBnPip4tHW2zzpAZ74PQbYUqpBkel7F/T",
+	"mr+qVW+yx7pbQMT6/Tt+SUDKHIDw/9DXU/6wE2il0uGmGjiWjv1yCLHxNu2+/UwSQ0jbEMsoVzJczoy5",
+	"pdH1YskymD5V3/TO+kiAZdo/v8x+ZHFVutP75SBpfIwEd4vQvngzwDvUVgQbkGvlOMGC+GN1sGRZ51ds",
+	"xaVyXCphLBtaIULTGLzkjmWvnjx8/OOT0W6VID4sLeOskDCyWQ0eI0jEWAMzZtikBhIFA3nBMuTeLIS/",
+	"U0Vqi5PGxFoxdMpROEQnYegr9rz1S4YUFnxwhTk5r5x+I6/4SRs+NGLnUdVhC+vNI6cbtHi4aqe5ST9G",
+	"LCZ6NBytkapUXcQ8XzjoyCdTxuyx17l0uaWELRumoPbTQcLSwdnqHv4zVeng7jIdwLgxThbf2hd3Y8Ns",
+	"3xkt2YgK+2CdKHSVAU1k7KdXT89ZE30Kr7QY4/WrEM8fwvrNcEIRThU4w/rDABaimIbAes+hX9gtwheY",
+	"+srC706DWYB+EQLjouOD9ZVoSxPhd19FziBm3vDDPmdOCrCUuVBWtKj5YcXzpTi5O5604nxIooNkcC2M",
+	"JZo9G0/oDl0JxSsJlsB4Mr5HWDtLZO/TJSIz/IY1b33Azg+xtdWyu5OJLyLxHJNTkYK5FpZ9f3Hxckyw",
+	"0bT1T4vBdPCdcN/7t2+dT3V3MjlwEM/tDuDx0BJ7zt8JA5WW1dWYjsypVytuNnik17VQwqJxxBcWxEuc",
+	"gR38AjefroQzMrd71wdWHWwy+O/lV7CVeH+0J79DGwO49Y5NqCrA6JVwS1GDfZoqmxte+a3eWb8f/ddv",
+	"XD8n3rrTquRya+V6Tgrbwv704/UpxvbgxFsH9oq2GDRhpKq217D1wCoOdu9qekochy3uXVLYtxeVUA9f",
+	"PmWFzusVnsOCETQ8KglrbWtZOtS0e1bOv+BDKa9Hy9w82O01ukAXyV/E7PMPr188P7ROeETJsUwp2tDM",
+	"3qzMlyARE/bnyb0uuOnOQr2iT30RDsVvg8DEncWzuv48ufd5TzNzaIVvtvcMhiZvEg7XZ6etStLFPmB8",
+	"sFmw/jIgsksVwfJNIUzSlJxKt9Q1FU6nKp4kxTKsQvWhDAx8ZagoELEDa0Lx7BGl11TOHgDYUxXLV0fn",
+	"LOtiaPvXdXG0m/emqkVVSyztpRtDhAvdT+72openiuDLKczICjmfC+OR7VYaubqo8SHCJsNauGmoT3U4",
+	"BPjum9o6tvamYlOOS8PBalUPst6cQoPxkITaInhYa6URvA+B3mGlQqlhCI2E6nZCVme+tst7o95ZwxoH",
+	"jEx6lIxZ2Su7wYj4JpacfjLWagGY9xA32YUBib1hrr43xiGetk/Lw1f61NhNz/kM5paGbSwu2oSmWiWe",
+	"DAF/ebT2wGk+ndOwWZM53stpiO8h/lIIXmQenBEBPE983wtYfx0ERV8B3YPsiVF7Ak2mvythVhwmXG5G",
+	"Y/bKn/UWC61StbdGFLNJ+yjkSTOrpHP47M+9wYvW2FFdyxYCXN9hom2UmptpaRdHt//+ZpyndJjsETf6",
+	"o3Tf/fIJeaELrdvDDi+Cta7nbYxQIPL7NI7DBN46VfXj8EWznT5vQuem+F6c4OoHnmixQA9bILUd1ELx",
+	"3mk8i8VwRfqC8tq+zzuJeKVY04zpUArdpSrEGzHGN0oaFMKklTIKKc62S7niha9VCxkjD9djEzrQlExm",
+	"wq7eY9M1eMefg4z2WXvdE0/fg3LuT+7f/Eg82vVDSe074brH3EUJ3MK07qWxHZF0A5M/fTx490s/YfpS",
+	"+e0zto98ZzKotO1tUvdtCq16fU0tAaF7AIypAP/sk9gjOsjS56XsOfVKYI9DIFywOmCFPEMQrij6QxGy",
+	"OTYVhigNGQzNSIQqbGg3KEWRjdkj+jd+KFUN0nTrBMIFl81hGErDBxYwwAgfjd2bWFCiBL5DacdmooVb",
+	"Pbw/eTDqYyD6/N8HD/VM/rNx0/3Jg5sfiCdSfwmriXaqw7W30wOnET/iI3LbfwCvYQQU6G+baDlcmRth",
+	"l5GLrDBS2GlTVJMqUiN3Gtnj6wDB8j+PD1I9BzGdVLVoF7hTiSCd4YlKxR8L1x2UBQoDvgjH8qr9fIEl",
+	"VgfY4u7nYwsjTrYl2t8vW3wQiUcTepucbiB0L5GP9LcD+tSQIL3j32AfJ4QNP6V6maW2jmplMoSFRxR3",
+	"f82jjPvL/gAiq1eCmmCbE4aFuW7goMGvSBXVUvgifcxlt8CqA6QzGD4EHv+wUTmpyvz16M2stbF4vh66",
+	"vKHS9s6U6UooX2gXT/FL0M5SjM732+eBfB/W81PGf1poxHu91LA1Vgj1BX3VQF+0YWSo5tLktXRhuw76",
+	"qQF2s5c2X/IFNhBTRpCM/YAKUW5CQiFiZmCcCH7xBrY23n6m3qJuWQ33QBL7NvoHcrBvdjLfxBMEpW0B",
+	"owx5WTZ/hi5TTGaM9vmf2yes9Iekk5uH8RG93Kb37dCHKTSAEBy+ks3TA7VV7JvsJe3B+043BCQQhiSc",
+	"cAbT93gjU+YzoQi1kSorYDsdlVfkerXi1sO5Zldi8xcE98jQJMa//Q9YGHUlNv8Ub3Cmbp0FTAgmTRuc",
+	"03qU4BsydBZTRXdgX4wdYTHXP9FV6QibQ2k3CugzDTbKOFWvhTuZcYTsaM2EDTOJhZRKO6mykc+BOWbr",
+	"yh82v1XR0kGhSZwU5p/+gjCv+2gkgObcsDN/pHhHgPK7IdIBlPXlYhxeyJlCeODpRqJgnwchFgZxSuC/",
+	"7/ZZoIR5akN+m8pZG5wi9jQeHUQdUFitVPt+G0zHz41epQqDFj7Xvrfh5tx/pmhgQXkojZQ2VeB61Spv",
+	"oC4teGOgOgJMVIhDY5WDXImQqG/lnqnIHEk8CPv7k8l5gP9BwGC2DUhKdQj3Jw96vTxcox/0rDmO4Rtd",
+	"bD4m1QWY525pBgiRdzvkfvYxP7zPbA5IOxFZ+H1N5s9pAdMqEpHtskDLnIiRPTqxs6fWzDW5mU5Q0Qh2",
+	"JSq3m/Z7jG8KRNLZsPv7m9xbp4b+MUJfNM19S5zszz5jQSiYHdqIghzYRl5sR0mTTog0IWOF8LzwXGS0",
+	"7ju1tzuBzd6dmHwm1vkDhTH3beT7RTkCcuwe7FQ0pEhOB0TYcNKPLjbnAUE29iJdCVGRx5AqtKzAnVNi",
+	"3ZR1AZOiQrK+/oeOBcioYhDPpebhOAvMPFJJMP2S+KPsIhweUukCYxu8+52ZwMB6qvxpunSeZA/p/YSt",
+	"GZ9UWRA+71G64rMQfDgL+Q9D+HQo9LF64rR9yu9HDP59i4YMpXe2anh10+MsFfs5A2IGY97pECsheIl2",
+	"veFGuISJtzx34PeqXEx9mSQ9EOJ7Hh6GDblKlVaEIIFYA805wQ2kUZj6iE6FIYC7a5DUVjMO7hJ2zITb",
+	"wsCpph8XOUDxYdwdeIqC+hHkhIr6KFnWAmMYgoLYLu8OMAYtlAapyPakc8HwQAqsVc/+z//63xn1hWSj",
+	"xAPuteH8sC7xVV0Ky4YklrBaHIzACdiFCMfkfJ3oaErdVDggQjLFWGiqwswRy1RieWqDyQP7F/IeVqpF",
+	"SY0Ow0wWiNKE25oq7NmZiVBrAbvMhrjX5/RH7Huahbhtq609VdtmdhhJ6MPHEzx4aJkMtbWwyPQR2gLa",
+	"rhXfsKUui9iYd5ZMJhP4305NNj09TtVLEq+wO40k3V4q1qwUuL9UAbtsfqbRBm3A86uFAV4P5cw9py9j",
+	"IY7dAZVEl9nW5lpei622uTmXJVCvHYGlkYsiVS3HAlNYVEQMLBI5w4fbt6zA2BmCXbVYyopQUwGamuUl",
+	"t1TNg++Nw/RZXSA5mEqq8uCC+RXPQo9tWJoTw12E2FzF7FhscUjV3clk5EuCYGwrbq5EwbLwgikD7ZAl",
+	"nTYR5vSam8Kmqud4Ihqkv32lr0VrmTt69pzKpnH02rTQOOhetNawucd47L3o2YX9HPKGi1C2hG5K+Bs9",
+	"RWyX9mcOrkZj9i0iTWGLjnRL9t2Ti1T1S2x7DgZnFW99/OTZk4sne+8+/T3881IW7/q0+zf++qfT7+EL",
+	"UTkeo+bvfvTP79P1YYESxvNcVHhsTOa042UMqVOqCdvztySGZxSUNJ8vCXN2RND7Qutn3Cw+POId1i/0",
+	"H4STbMlXsbewNvbHvEPIo6tz3+hZErPu2jChqK4wlCZURi9AkY73xbK/iR++rfX/dxXDC9M4JpAX1/qP",
+	"Ybdi+I8HbRfGvre66UN8uf1k2RWSh4IoHfUetJzSEUey1UdD+MEynkVFuGlDjwaJag+M1tkG/yPnTAlR",
+	"sJkYjdlrpwkDhKOsx85I/9FUhdA5FX1Q2yDHc6YLhBQwoRqxKfsIL9mb3IYPttjl6HhPXArMvmhqV/sg",
+	"svt8Fd0EYY4ipgXF7THu4sR8QgcWOEztweccZ2eVYXAoA9mwu9ej8QczIpAAnoIXSeAj8FxyiGjuWA/3",
+	"i6mYirtlk4lp8eNg21ZoJ2duQMfsYfojSoS7CdhOX7VtHxs4xMYuYXZcXZOqpl95FIXZ1m0egr2V2m0n",
+	"cg9kaP9RD/zHrQf+gtq1GfxxxcMfR8liWPKjV3Q24c+YSsaACKuVkyVoXRmPVBgz8OZJnfY8t/TI7F1W",
+	"wwDAlwu4N+P8H1rZhet7dLiyalCpD2Vjgnce8KYJYhP99xBvjLlen8/Nm9ALhfXolAyMZVDrMjWf7IdW",
+	"9UAe5gqrfQkQquAbPMqeWX4NhOcPCbJLXiFw/jRCAw934FD3gQSveQcno4UT3MEHTpjVPvpVK4+76gMU",
+	"B1BGqT4jYvmmamtcfRC+rIvge86yBpc0SxW2mrUwR2EzRjFG1o2OYig2gGM3AabYNjBtWBcWh1DoS+zA",
+	"joB60vnDdlEOyHlg/6STDcHSKa1AvT7sRjWHGXdZguhcDNG41iP/ia1YZxheqoiosKlu2mCs+MgfG1Je",
+	"Bc8WoUvYSBHHMkrQUojP4eCxJCGOnXHnKZcNaf6jMXvuA8/SpsrnKfqMBY8vSjLsdsLXP/oIEVKP0NMB",
+	"ONvo1adV1gGdfn+ashWg+4Po6IgD2x4+0jBGmD6V80sU9tEVc4gQBXb1J0pQhrGSIC/qqgt77FM0Huqt",
+	"RlQ33+CaBfRNLyj9Qo8arqf2O4FxVYPHOjSomrwBUfESnRICsQoCnbtw1gQNGERf+xQvWiw8mWJ0HnCB",
+	"/KB8DLqJDYcDk9qYn4XIZSGCJAwBb9jfMWstVzxhPKRxtfGFflFGhpwkLWm4D7GlZChpIi1GMjumVeBD",
+	"HVHXSrfR8m9EKEICRUhnWMuFVDxgR2sTi6MQrNg/7/HqYCLtfHO75SRIMoo9MIRipQM7AlXsGGO91ffw",
+	"lk8Xou4ixL7zEerPb/eF1fqfa/jRSndM8SMMQONRqj5Bn4r31DuRuz77BLNMXt3u0metep2Fz9gV8sVa",
+	"Qj6MHOoAoEpoSLWzshCdWqojyAPl817v4PVWzibE+gJ0P505xy2pBztt6wppqYcOxLilo356gJ09XJOC",
+	"8fMFdrkyDzTG4gF0PBz+GuAb4iF/Ps+M+AEddMEWVBhYm31YYWN2oRcCg8+hGWHH30cc1lTxnLKkc216",
+	"azQOhJxe4wL/oZMoW6BmN0R6gqdFJPEHjPbECdTqk6dTprNQJHe4IpuIDjG3whmyGTyfhchnKPto44N4",
+	"eA6PZYM0DrcCL5UOw68Yw5cqnraLdeRj9oRTfN87SiK/QvFI1UTtA7v8Ob4CjFPpkoaPsOanQQqP4J88",
+	"RG9P/PFpVe0IRGyINXo0Pl54oLVORQt5zSH371FC/MjJPX7qgroB9xtdUbSLpl5QhnSPVLiSLVMRq8Fh",
+	"tlQRPkQ4TSpPjYkOj+Hmi6FaJ/lSgZMfSJKqoPLCWRQegsOve84NHvPmYb4QjK2zoKkihxZxjWn3wAok",
+	"lH6sSNKG3Z88SFiAVQslSi6cu58qbolAfr73yzhWdCAs5ygA1SFs0RZG+5g9TJWfykkprkUZxzjkWJcZ",
+	"FxGm+MPrF8/xGBkixqQ5DDVVWCvk+xP8o1jQcfY1+1F+M8L8i93dSaIhmmWq7p/dIxEfE4Y+e2c1Wb68",
+	"oXx4YW0EG/55MmnCJbSAMOAA5hQrcMIXpbOinGOYCDGS59pg9ENcC5UqOYcJbpXATwmtJvN/eqQfSill",
+	"SC0UB3NihZ2GtHmZhzDsa3kAl6un5cEXxljc0S7fhbutP9OWDuyNp9HeuxvzdNZLibi1BC++QghpIzz0",
+	"b1NKhKmUnKuITT4K58nub4f4xncHfaIyV3z9bRojJh/966+Qf/f7H558uQ2geKI4b8iA+ageGRwekuej",
+	"dFV81pIW31VBFNOweFBDfhUOGp7TJrHRXwqLaCZAeopj5Sre7+vFW54v6MDYs5N1mvtSRd19WehLy9jQ",
+	"Q6d0nndbZ9NTh54hVYBHYiQ7+q6VnKHIYxLTmhGMFEONqeJOr2QetE/rGIwQkIgHZyIvzoQ3kH0pOqEl",
+	"1QiUaYCyNqwU/Lqxw20LkYucwnOW+XdTcDVVy4CiC2pkzF4hDDShgnXjPfEo6t6QqE/q2E/H4a/pSPjg",
+	"pn0+/v6mLq+oCLyPtyMKMa43kpXX6Z2V9ev/RRoBKSPUR9+8Rd2ot2n8FmV97Ng8wKqtWGcvr1JMwvNm",
+	"K0V4gDdpDKATt3mz+/wB3qTTapJdndgO0AbmJLvXRN+xiYyOU/UcbEXk0oSV8kp0X0eS6mBU7RMyBH3j",
+	"D84WIZP8JfjCB8z6iOtDGEPpQtiDCdWVIHyV3bPasU7fn9ftI+vRZ/IYlanqPxddun1Rhuc4oE9ICvHA",
+	"7r3oEj2n1X9BkAnsst8d0UFgCVCxcre6qTIix+NFfQHVnoNEvZcBXlfIgfjtzBJWq8KbfOhmoqNLipty",
+	"Lg9fPmVWOFdilpWl/gT1dBB93VpJxCVBmrBLWbEhsNqVqFyq0kEcu3+kwRW94yE0WTO90Zg9deH4VfAI",
+	"MNN9zkCH7Ax+H8m9bFbrH+ibLfRNzLXpkhrvYce2FnR0iAR3TrHer3eb8yS6FRvkVGCuLbwt20ruS4eS",
+	"ObSatDLlU48d28XKR7oNieFuTUiq6IHdc8e7iX/q8mqnBEJQidsWtGc3muRB+n0Sf+4LC9owiLHPH0Mu",
+	"PX3+CZ2K64EyuC9W2AqH4OD8yfpgBzeYBrE6BV6wm9r0mxQe8GEueII88na9gY8lHag2eN3E7D+FPbF1",
+	"4OtntiVuqD5oFQd9SPXBRyomaI2mt5ggsilwLrwDUdP7ikgv/KkYBal8uJH8rhZcOUhybxJES4BXkhld",
+	"0mnutSkH08Ephvj9ELa/A3aoBx112lfQRMAn6mr2vfShpGbYTHPkYZzBboOnEU+XkZ+feE81IfMp8eZc",
+	"Eg7hoMYwQgFAkkf69tWwaDXtFjIHQg9Hk0sDai0Jrqy3KTFJDq+cMiu8+Y+4kyDLKFff+VizKbtfbKp+",
+	"p2xf4XE41GOIwYdWBTLYaP4cjDam55i9ErxIPNCiB3L1kGs7K9EqDu0v7N6yU/B166X2lQVUABGwzUES",
+	"kgTRxlJAMVUguJbcLlH8YSwPj4RvtV95BeQjUl5dSYKJpuOjXKri6Ys91lMrutGeW9BiuxMjWPrEx/OF",
+	"tcnW4Q0d0P7OtMLpDtIwpzWdDuy/18KIf/fLu/8bAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
