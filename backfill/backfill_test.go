@@ -86,7 +86,7 @@ func TestRunnerFiresTheRangeOnceAtItsRate(t *testing.T) {
 	const rate = 40
 	start := time.Now()
 	run(t, Config{Store: st, Dispatcher: d, NodeID: "n1", Rate: rate, Refresh: 100 * time.Millisecond,
-		Owned: func() map[int]int64 { return map[int]int64{j.Bucket: 1} },
+		Owned:  func() map[int]int64 { return map[int]int64{j.Bucket: 1} },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	var got *store.Backfill
 	testenv.WaitFor(t, 20*time.Second, "backfill done", func() bool {
