@@ -48,6 +48,45 @@ func (e AttemptOutcome) Valid() bool {
 	}
 }
 
+// Defines values for BackfillState.
+const (
+	BackfillStateDone    BackfillState = "done"
+	BackfillStateFailed  BackfillState = "failed"
+	BackfillStateRunning BackfillState = "running"
+	BackfillStateStopped BackfillState = "stopped"
+)
+
+// Valid indicates whether the value is a known member of the BackfillState enum.
+func (e BackfillState) Valid() bool {
+	switch e {
+	case BackfillStateDone:
+		return true
+	case BackfillStateFailed:
+		return true
+	case BackfillStateRunning:
+		return true
+	case BackfillStateStopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BackfillRequestOverlap.
+const (
+	BackfillRequestOverlapAllow BackfillRequestOverlap = "allow"
+)
+
+// Valid indicates whether the value is a known member of the BackfillRequestOverlap enum.
+func (e BackfillRequestOverlap) Valid() bool {
+	switch e {
+	case BackfillRequestOverlapAllow:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BreakerState.
 const (
 	BreakerStateClosed   BreakerState = "closed"
@@ -294,6 +333,71 @@ type Attempt struct {
 // AttemptOutcome lost: the executor stopped heartbeating (it died) and the execution
 // went to another one.
 type AttemptOutcome string
+
+// Backfill defines model for Backfill.
+type Backfill struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Error Why a failed backfill failed; absent otherwise.
+	Error *string `json:"error,omitempty"`
+
+	// FinishedAt When it ended; null while it runs.
+	FinishedAt *time.Time `json:"finished_at"`
+
+	// Fired The executions this backfill created so far. Times that already
+	// had an execution are passed over and not counted, so a second
+	// backfill of a range fires 0.
+	Fired int64              `json:"fired"`
+	From  time.Time          `json:"from"`
+	Id    openapi_types.UUID `json:"id"`
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// NextAt The progress; every scheduled time of the range before it has been handled.
+	NextAt time.Time `json:"next_at"`
+
+	// State `running` until every time of the range is handled (`done`), a
+	// user stops it (`stopped`), or it cannot go on (`failed`: the
+	// job was deleted or no longer recurs; `error` says why).
+	State BackfillState `json:"state"`
+	To    time.Time     `json:"to"`
+
+	// Total The scheduled times in the range when the backfill was created.
+	Total int64 `json:"total"`
+}
+
+// BackfillState `running` until every time of the range is handled (`done`), a
+// user stops it (`stopped`), or it cannot go on (`failed`: the
+// job was deleted or no longer recurs; `error` says why).
+type BackfillState string
+
+// BackfillList defines model for BackfillList.
+type BackfillList struct {
+	Items []Backfill `json:"items"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// BackfillRequest defines model for BackfillRequest.
+type BackfillRequest struct {
+	// From The first scheduled time to consider (included).
+	From time.Time `json:"from"`
+
+	// Overlap How backfill runs treat one another and the job's other
+	// executions. Only `allow` for now: backfill runs do not wait for
+	// each other (nor for on-time runs), whatever the job's own
+	// overlap policy.
+	Overlap *BackfillRequestOverlap `json:"overlap,omitempty"`
+
+	// To The end of the range (excluded); not after now.
+	To time.Time `json:"to"`
+}
+
+// BackfillRequestOverlap How backfill runs treat one another and the job's other
+// executions. Only `allow` for now: backfill runs do not wait for
+// each other (nor for on-time runs), whatever the job's own
+// overlap policy.
+type BackfillRequestOverlap string
 
 // BreakerState defines model for BreakerState.
 type BreakerState string
@@ -1092,6 +1196,15 @@ type ListJobsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListJobBackfillsParams defines parameters for ListJobBackfills.
+type ListJobBackfillsParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListJobExecutionsParams defines parameters for ListJobExecutions.
 type ListJobExecutionsParams struct {
 	// State Only executions in this state.
@@ -1127,6 +1240,9 @@ type CreateJobJSONRequestBody = JobCreate
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = JobPatch
+
+// BackfillJobJSONRequestBody defines body for BackfillJob for application/json ContentType.
+type BackfillJobJSONRequestBody = BackfillRequest
 
 // ResumeJobJSONRequestBody defines body for ResumeJob for application/json ContentType.
 type ResumeJobJSONRequestBody = ResumeOptions
@@ -1190,6 +1306,15 @@ type ServerInterface interface {
 	// UpdateJob Change a job
 	// (PATCH /v1/jobs/{id})
 	UpdateJob(ctx echo.Context, id ID) error
+	// BackfillJob Backfill a cron job's past runs
+	// (POST /v1/jobs/{id}/backfill)
+	BackfillJob(ctx echo.Context, id ID) error
+	// ListJobBackfills List a job's backfills, newest first
+	// (GET /v1/jobs/{id}/backfills)
+	ListJobBackfills(ctx echo.Context, id ID, params ListJobBackfillsParams) error
+	// StopJobBackfill Stop a backfill
+	// (DELETE /v1/jobs/{id}/backfills/{backfill_id})
+	StopJobBackfill(ctx echo.Context, id ID, backfillId openapi_types.UUID) error
 	// ListJobExecutions List a job's executions, newest first
 	// (GET /v1/jobs/{id}/executions)
 	ListJobExecutions(ctx echo.Context, id ID, params ListJobExecutionsParams) error
@@ -1479,6 +1604,78 @@ func (w *ServerInterfaceWrapper) UpdateJob(ctx echo.Context) error {
 	return err
 }
 
+// BackfillJob converts echo context to params.
+func (w *ServerInterfaceWrapper) BackfillJob(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.BackfillJob(ctx, id)
+	return err
+}
+
+// ListJobBackfills converts echo context to params.
+func (w *ServerInterfaceWrapper) ListJobBackfills(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListJobBackfillsParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListJobBackfills(ctx, id, params)
+	return err
+}
+
+// StopJobBackfill converts echo context to params.
+func (w *ServerInterfaceWrapper) StopJobBackfill(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// ------------- Path parameter "backfill_id" -------------
+	var backfillId openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "backfill_id", ctx.Param("backfill_id"), &backfillId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter backfill_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.StopJobBackfill(ctx, id, backfillId)
+	return err
+}
+
 // ListJobExecutions converts echo context to params.
 func (w *ServerInterfaceWrapper) ListJobExecutions(ctx echo.Context) error {
 	var err error
@@ -1746,6 +1943,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/schedules\\:preview", wrapper.PreviewSchedule, options.OperationMiddlewares["previewSchedule"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id/executions", wrapper.ListJobExecutions, options.OperationMiddlewares["listJobExecutions"]...)
 	router.GET(options.BaseURL+"/v1/jobs/:id/skips", wrapper.ListJobSkips, options.OperationMiddlewares["listJobSkips"]...)
+	router.POST(options.BaseURL+"/v1/jobs/:id/backfill", wrapper.BackfillJob, options.OperationMiddlewares["backfillJob"]...)
+	router.GET(options.BaseURL+"/v1/jobs/:id/backfills", wrapper.ListJobBackfills, options.OperationMiddlewares["listJobBackfills"]...)
+	router.DELETE(options.BaseURL+"/v1/jobs/:id/backfills/:backfill_id", wrapper.StopJobBackfill, options.OperationMiddlewares["stopJobBackfill"]...)
 	router.GET(options.BaseURL+"/v1/executions/:id", wrapper.GetExecution, options.OperationMiddlewares["getExecution"]...)
 	router.GET(options.BaseURL+"/v1/executions", wrapper.ListExecutions, options.OperationMiddlewares["listExecutions"]...)
 	router.POST(options.BaseURL+"/v1/executions/:id/cancel", wrapper.CancelExecution, options.OperationMiddlewares["cancelExecution"]...)
@@ -1766,197 +1966,219 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17cxs3lu9XwXKmymSmRVG2JnNN1dSO4jgTZx3bays1tZvOqsFuUETUBDoAWhST6+9+65wDoLvJJkX5",
-	"Odk7/yQW+4XHeT9++G2Q62WllVDODqa/DSpu+FI4YfCvJ7Wx2sC/CmFzIysntRpMBxcLwTIlbt1ljndk",
-	"TM+ZWwhWGXEjdW1Zxa/EeJAMJNz+Sy3MepAMFF+KwXRAzwySgc0XYsnh9W5dwRXrjFRXg7dvk8Gzr+F3",
-	"fLzibtE8LYtBMjDil1oaUQymztSi/aa5NkvuBtNBXeOd229+LpfSbc/pFb8SzMpfdw67xOfa3yrEnNel",
-	"G0z/PEkGS34rl/US/oC/pKK/TuIQpHLiShgcwytYJ7F6omvVM5Rv9YotuVozUyvLnGaltG7nauI7eod1",
-	"0h7WyeTwcX1j9HJ7WM+ldbjLOCw+d8Iwt5CWObkUbPj6myfs0aNHj0dnzI+AKb1K2GyNDxXc8Rm34oFl",
-	"eanz613zmcO3e3e04E4cwbd6tvUt0ISttLICKfcrXrwWv9TC4vLmWjlBK82rqpQ5hykdV0bPSrH8088W",
-	"5vdb65t/NGI+mA7+cNxwxzFdtcev6Cn66DZfGPosk5ZJdcNLWZyxTBijjc0YzNEywfMFm/GCzaUoi/Hg",
-	"bTJ4otW8lPlnG23uv2/ZSroFbtjPegZ7VRsjlGPWcSeYNjgFHPJTmNOnHO+5WjPtFsIwXE4cxAvtvtG1",
-	"Kj7lOF5oZut8AQsECyJuRV7DJRzQhdbPubkSn2sjZ7pYA+05rVkJA8FR/aD4DZcln5WffGB5WVuQFCBX",
-	"YGB1M5QpiQ8rzI0wbMEtU5oJlxepyrVSIofXJLjGLi9YIQumtGNc2ZUw41ShyPLDgFGeOyeWFU6rMroS",
-	"xkmSBiKQand4T2oH0vV08vhLNls7YcfbkiUZ0P5qcymLHlWVDOZSSbsQxSV3O8WVqku/+KSvtl6yENy4",
-	"meDOv2V7HUtuHYu3gcLlrNTqinGaNYz93b6t6uVM9C0PaBbLQCCzE6ZvUNyLht4fWLZa6FKwUs5Fwow4",
-	"Koy8ESD38rIuRNFazqhkkoGuXa6X4i6y8pv50t9ND1a1e9dttI4bF3dpg6PrsmRzbXBJrQtLCtOzguGT",
-	"bAXkKWARjKg0vOpdV/xt2375MSx/Z4RdqvopvkLPfha5g+lsLM/WlGAe09Z+acOs01UlioaIpLpiQ+lY",
-	"IUUxYlwV3f1N1Qokv9OMK5K7Wglgu2QgFNgQPw5snedCFAIsrTmXJf4DVqG41DVMI+cqFyX9DkNqzaXZ",
-	"mq+M4NfCvAEVg+zq356X2uKTC17Oj3Ql4NP4v9631Pm16Nncl0qwGV4DpvlZz2zCpLNMr5QwOOvVgjsm",
-	"HVvoskDi6UoPnjt5Iy7hyQ6DS+W+PO0l8VkcyvY1Uel80c/iOCK7kNUDy+ZC5bA/eDsbukaSPrAkDq+E",
-	"EgYFN0vryeRRTv9lpxP2f2kj4S4w6Czcw4GcZU66neZ+LdZI1rkR3IlidMaAcskCwDs6FB6mu4O6W1MM",
-	"K9Wd4Xd6BqIBv08LlODKCy9YpCEjo/ej2x9B96OoRf9SCm5KCfoQbgODNXgo9OUHltGuIj2EeS+EQjJA",
-	"RaTEu0tUXLz+gSld+J0hW5Db1oYovWqPRWm6Xa+UbQ1+fMgQjMi1KURxuYfeiLbCnbA3r7R1V0a8+c/n",
-	"iacW2J01m0t4L3OGK8tRLbN8IfJr2yaZ+Mn3oZ3uS/bwyY5x+wHJeVw9pK+85CCV7reKG4Lac3XY3sDK",
-	"W2PeWnzPEUlHkrQouE++kzQDl2vbnJFOLLv/2KdIvVx8Gz/CjeHrrdnRu/qHUl4/WXBFRm13KDn+Xuzg",
-	"dqTsKkgpfy8bcjSdHUjd8Ft0L0AeFaIUThRsKbhaLWQpwG5ccpcvRMFmtUMr0D856jcy/N07xuVlAXJg",
-	"xXMRxBKNom/Ulg29wHCaVby2IqH/FfCDEbZeihFNCT9NrxOlyJ02fUPcWP0w3iSuaN9OPA2qeXsjvMly",
-	"WXqK6c76KXKxvycBdrao2MGoPGNalWtYgr8/vWDHNyfH0QKwx7/J4i166odQWrC/t0gtCcOz/TpxxvPr",
-	"uSzL7YF/zwvBZmvGWbintZgzrUvBFWnc+VyYvg3/B5dg6CTsl1rUokhYrZwsWx4uqYqWH2eZUAUbgsFb",
-	"8ipVlS5lvmYZfeNSK5GNzkBRSMuqelainYYi0JORrt1M3zKYoLnhZaqGD5kdxYiJWLNCkx21PZFC2opo",
-	"4b38iaIWvZbuN2jken1IfIiyO4M9LOpSjH+WzgmTJVEdIkfWSPgz0ZrwMD5TXM61yVhV1ra1rno+t8KN",
-	"zhifWbAj0YRcSbtbr267XsFv+zxO2Ry483K27tdCYfaG1AzyPj7RtaLj/MG/WHJV8xIDaL1OCs3mjhgm",
-	"qpPLe9xKkbWeVaLh9FAJTmO2Zq9eviGRACoLhcEx0I7h6A64BVchvBfpp5eqo6TtHQYqwiDA+qj2H6gE",
-	"OssKzEceBxtqgwZ9IUqJco50yFwYI4pRQ8gdduVXXKr3sPCiL7p1qTJSG+nWd8dN/H0+iBE56dCg56ZP",
-	"+24zscHr2jfWqHjIR9uyHYpBJMoWybX3fXOOkfjCCFo6YlMK3tM1joP9ENZTo3J7tForBbJNtOde7JFO",
-	"wPBNyIrstzN3W2Ib27D1SVJxU7YinUchDdVEAIBT5p5byAbwDDE6A5mkpLqapoqrGAABQXXm+WzazCNc",
-	"9gwIPjRnRjjkPelsqnTt8CugtfV8fsZipCBhMSaADxaCF+Tftl+dKnr3iHEj2FwqXnYjDzRVsLVp3EAk",
-	"fcGIdgACPtUbOvhGirKI8ewuuWCMfnupv9YOTNSKg6/sXUsOvkhVu4SJ8dW4EYnAir9qJTCUOdPFGv/B",
-	"WUy2PbA+rN4ztqWwll+J/ixZm2xooM0DfQT0LVdFSW4VLwoJc+Hlq9Z857y0ItkSv9qnohqjKRpLY5Yt",
-	"nKuyKctqU2ZsyGdWl7UTDH5m2qQK/mFHCcuWwi10kbFhSBCBfoELC8ELYWx2RgupizVD5pH4zVTRRyu+",
-	"LjUvxixT3NlsGqiXUo90EcyUzNY44yyh8I50i1RlQJmXRlTlOkMq9QE//GXMsry2Ti+zadsOvNLwOoy9",
-	"4NVUBVaypO8xdA3DWYqM6LNLPH5eu9e7R39sbRqtGgbGbvmyAlk+gIXro5ag6ps7rVDFkVhyCaK2AvYy",
-	"sKf/8+P50X/zo18nR48vj3767ST58vTtH3t1DK1l96UUArVjJa8Wrlz3PUc/NME8IALUCCjgaT17mbE2",
-	"ZfdjSD7T42P/yzjXy+OF1td9X202ubW20RDZ4Bi8vIdNnvrN7o8pBlJ4YCm3gQb1gp7cDiLOKMZ5p7Pe",
-	"DoUeYudyWdZGHBqYlOpyXsKe9fthZX9q/GLRmW2uFWUF8zXDJ5CTgEv87KPJ66NYSvQ76T5n1RMr9J4k",
-	"fKtWjmI8KBloeVp5yZVUhV4dGDO0UuWiz7wUndczAZ4bfNXZnpjkXpOsruDyXpNsvxhv73gSySaMvbVo",
-	"rc1vb2xnCHuI+5ma621t955kerhdtcliPdbVolFWXWEw5ZUct6RB3z6gfXC30gzfCA+0V7yZ1J5l/BA2",
-	"ZntH3j1M963gpVtsjwUIuLbdVewTnhsf8o/1fek7PeuhnD05D59guAdTbJggPZKvRR0HrO09nOuSz0R5",
-	"5549p7vwfusuTa3eywtbSmsperXvo9/jXa8wHtXW9r1mwB3+djPinlzoKkjEn/UM/WYKdWrDYFQYnX0P",
-	"35kCa3dN9qW/DVxqsu3gidujK33kX/mz1Wr8mq++9xbvOzrf6Ljc9cBruKlZeTCHt9fuNRjJ8xA8aYdF",
-	"mNVszg0bYq6xibYt+S3shM1I09nRoZrMv+CuYb8J9x3q6X+nZ1Gqw4bqHVGO99ZzyHzt+IAPGcQsSwgL",
-	"xKkmLWndJuEuC3akzZ3K8Ds9+4q7fPEEn7nTL+qKvP485wWxDRbu0VASqvjithtPY45fC8ukOzjA/p2e",
-	"+YFi8O72GT0US/vC33foEBz3vtWA9+xIvVG9ARi7WpF4QLt3Bo9NWUZaI2MPJyexoMDvR6qyn/UsQ983",
-	"JFtqi3dlvvIo21igla7Lgi34jUgVVf2Iwgcw2PB0MgkVdgk7nTxGFxrXVI36fLGfSWvdsb4kRKii6dDC",
-	"p6RPxz6cnNyZ9dmvY3ErXguLtZxbiTda1B0JLn+13+z2sZH+JzG1Rk+f+aw8kibLuTFrX+SL8+5/eaTj",
-	"bYfJ4FRYJUygG9cUriVg4mNZhinIfzqUIxqKPcx2igKiCRPt2IB3EgobdstGYN0IwZy4JZepEroqBRty",
-	"x5baOvZwMplQBROqgSW/fS7UFdh0D5HDP4ANdF/j5v3sku7kf1Dyl1q0E2VR/G9PF+VZ+PtkR+RifHn0",
-	"05/+uCsOEg2gjcgdxZ5QPqehWDodfPAhvJeZs135+t2bly/YDS9rkaCfTZnnltdNiTyq12jVpG4bZP8k",
-	"JtS7mDAti2SjNl2rK2Eda8WulxwL6NmQs79rVtSUz09Y5LbTBbJZ4xU9mtg7zRZvpQTO2yE5PoRX6JXR",
-	"5845fKdnr0DC3jNmDMYCRqTJDsKihjOyg8BwqIzAkRpRlTwXrdDymJ1TKiFVes5+ewtqQ7h4QwzIxmK4",
-	"EEumNP0ZIxGXKv9qxst2tp+usiG+eKlv6NPLXothryh/3R5569IZSwfpIL6crLvfryj/aFLMF2q1NiHG",
-	"9/8/kVnnbbnUsxz+wcMK1fr49jWWJb3BKiRPw/cwZHLg+su66rQU9fL6OdZ19tUK4AAOKAnoqZOMtVlU",
-	"hI3+AL2PDYPkSsCtxkSM0k0riy/YIk3YsjS9yBh9cE0f6rz6thi5NFaCJeAEtiqtqPo0FMgYEh10c88E",
-	"OuZSo7ac4Mu/Vny9xCa+QxQYrfsOaf+u9PIuG0p79a8N/bgbullXT5WMmA6sqcA+RvV6M3LPo6Y5OInZ",
-	"XbX/EOtjFPpB/YL3Q6si1RWRwjBrr+G/hwX+azYC1zBV/1HPhFHCCRu2YK0cv50yjnXs0oLtpysaHfv6",
-	"xZsjW88KveRSgbUxl7epwljDcZbA4ivGKWKg59Ek/PIRKwVQik1YIa+kswnLjrKEZZcZ46pIVTbOEmoI",
-	"gYHD+4Qq4J9ofHP/OOw8Pn/GOGk7GB9YpWDVGGofo8+P2Xn4+KlfHV/oEMjhN6QH7IP1FNEn7jt6+77p",
-	"fe4wEZ7Xxvj9YIUWvheQ7AYsAJiGMgDuWI6xGaWp6C1V3q3LrgzPRWgIlsY3h7bYlcqz9EolLbOMon6p",
-	"WnB4J1V4J50IKj03EwupihhDwvpFHhRDSPWj5jqqq9GYZfZaVhkOkYr6/cCWZywruRPWZVT+Cm/DbTAi",
-	"F8qdpSrjZZl5i5WeSZguC5BIWDuTYCkyRsqX2giqhsuW/DZjKwEr4hcuvl6JFTyMt4zZRWikDUtYYKlL",
-	"rGrnNlUw+EoUIB+51fB2fGU2GrOXShzZhXbEPLxc8TWFnhO20CuseYf5jVP1DVnhpZg7pmuHEbJ+E9qy",
-	"odP5dcGOjuhDR2RTJ6mKv+D2Js0dS347Cr0CwRJHEx07pxZ6pdhCGNFnXuOrOtbF4Ev0wPaYSZ5bSwGu",
-	"zYntys0v+/w3VA0bbdH364tOBlVkq2aoRD3tXqhrWWEs2v/Oy7JHmvbx7gtdiF5VI282y0xR3xhxJa3P",
-	"UCtsJulpWiqKHd0T56+eMbgqLJmZWL3Kixt41gq7N3nfLCox7GUeOth3NUHtCJD7i94WaNqRqCkG20LD",
-	"dHOSsJ2Q4PbXNt1koBBx6Vx5aUWuVdE3DpBMxBYqrkTorsLnMSjpnyeOxcUyQomVTZV0zAKn8RKlnMXQ",
-	"5sXFc5D6eCPNDl9FvA78V2qLfqFNlV8FYo4mh6LrWdlKoPgGQbCZewkljksW43esEr3DwoDPbhRhbq9v",
-	"s+Mb1PHTDpL/EEESZJ13z5m/bLzbhrN5WerVoFdLLnhVCWWJN6iOPtew80UNuy1LgfWWmx0FXoFgHRtY",
-	"AtbJsvQNCaDKfA0jyHlnJBISWRWhk3Y0ZRkOK0sVEpJ0jKv1iq/PgoqD/+LvUVl41z0bnXV6F1J1LQTd",
-	"GupEwY7B3aVfQ/I3zAPUplCFTfAjlVRXYEqt2bw2WAcOyxB7dc5YRjWXl35WmS/4tO13hko6WJxhOzG2",
-	"0XtyTM+iOUItqrEQUYlViuKJ+YjudEOrRWXmF2KUhEVktSpB/FnhulWlYeu9LG9WLVaShln1GsoePqOv",
-	"iNSIHZIQ5pM0/YpoWpyxuViFAvsMucibKXFvYmLZt82jCTLksFdkF3Ru0EqMDs6pBBAQaUSfZJ33goNc",
-	"+IBFAxAy17CYh1dONU0NvflUwpYRK1F0Oioi4YT52qm/sfPlXcUenyyP/isQUe/cnp2/OKelg3vi+j1g",
-	"WalzXmZet4BxKBUb/nDxJJBvhw5Ic4aNboyi86UwMufHL8Tq8r+0OaDwp8m3x4EnAZaFCLlPlLappj/9",
-	"V6sxywqwuMFZa7YQ/DZTSMWxfLwkZZqwbKlvRJFFkk9VbrRi4rYC0wUEh++gbR7yAkDn15YF2/lK+0r4",
-	"FTdFqoaczeWtKJAM2y9Dl5CQbQjlhgrkpbKOK9c0b6XqildnKBOpc+qLLKQuSRMmbClVTd2MC10bCoMH",
-	"PjW1ShVITQHiyIgKU5HNLOGGB7Y1paBy3ErmwrcLp8pP8kpjhT3bOSuyOlRrQhW3FuRmuU4Yx9HDVNAz",
-	"/hsGKOAHNtNu0RsT3wVPAToAPy4V++HiSRIam9toEZsNYyvQgrN7FFcWZDAEaY0EgiWRtIq9MhmZaEcH",
-	"F8fx0gbLrlx9YBueTGinMTuNTW1dDns4efjl0eTR0eT/XEweTSeT6WRyNDmdTiYHz0vppVS9jVhYoo7z",
-	"hBUmj7hL7hv8UERnzKOliFuCbeKOFXzNhjAQKs1ALgNnmxr1dk/q4fTRhKbTM3K3Q6x9/eaCLbm5hoVd",
-	"aVNs+Gr40o1BDj1Vr7xkAI4l+JHJw+lkAn4lLjB1q9zFqOyKV7152dxXL4ud7ZGentrSiBYVmIe8E6B3",
-	"aX3kkVzHh3e5kbt1AFx5AEJxBlKUPF3ud81PrLt8T7++uFOQk52O5L9HYLdgsu6THGiQy1pgYwfCmN3L",
-	"9+43N/zgMfo6b0JBwsRyI1o/j052OCTZgY139zYbdinZ/p1pslk9lepNDwrYBJa72sCEE7aQV4t2+woB",
-	"18zEHGxDBRMr0WKmoiv6IVwu9QoUgY3WNO4Y3dO1keErA+B8uIQUttphDMcqqo3M6TdP2OPTP/8lFBKx",
-	"Qjguyx7kFbrQ3wCMiGoH+4mtDq8ek5ZYbEe1bFPb1RN1kK4Ue7p4Nqf+xvFZCY66UE7O0bci6r2WqoB/",
-	"t2qrthtgwJ8ZF+ImAHXZY6x+Q3HRMXaNvFM44NUwgWRfJRplEV/iFOzHyyFWlQ+TUkDYhxdBzPr+e5/4",
-	"J4vGw03y2pIGFxyXL/inGK7tyzu+7Z1gk+O9X+QcJJyeO6GQoRZ6xawGyR0aIzvdyuDZ+77jadPmqP50",
-	"Qj2TTCrpJC8vfcsk+4It69LJCtzl/xmqo5NRwnKONi13qVry23Crz2dQ574o2HBel+WU1UoCSYAC/nGS",
-	"sGJ0xsQvNW+upAouFccP6aJC54HdI16cquhjYzb96As2L/mVHW0VkAeh7JtPqVdUNlUaRZ+tubEifaVc",
-	"JV8HCUaIG2CBxxKgbunPhoVz0hsspkVsW5mwmPDgL9StDKvUK+9gQ9owF20td5eSa23m7tqmws/WrYSI",
-	"ZU72jkn2Nsc0hNWNCIbAY89gQxCyj4HetLThvfJOGEQDCkFABPZGuJiK86maDHy+LGEZdxk5KVJlZyGT",
-	"g57UEtualW5cYe4YL8sRxqTIUtMqR1t31evSqHzR3+RXrr2Ph6Ng6YA8JI+3FZYc/xLpYBqQBiwJKVS/",
-	"GDZep2oOpqQ3WOmDlD3E9wWkEG+8Sufz4GLNroWocJo+lWYZz422mPKiiB28hqrc7RnWv9HbpXeaK24d",
-	"wwqqkIiShlULbsWY/QPh+3wAt7GRYIw/KHmbKo8+dvL4L5OjycnR5OQC3ZvpZPLfo400pfcY/oI3Paab",
-	"/oR2+8FWVZ9v+drvXsecC+b4srYEBrTgNwKN8z19KVufg03tUdHy1heuTYM48f48OvMFXx/p+dFSK7dg",
-	"9F//00qI6yRV2PqdDibs0YQ9Zl+wL9j3L18cffP6WTo4A/E3lzcihgh8tA+IIVVhHNqw4d/gY+Ci/63g",
-	"Ev9PlPJ4YhM2Ho9HY3aO/hwONVUxJR1jEtqw7N8zWiKCJOLgWQEVemAmtxDmLFURl4UJieHcJV+P2dd8",
-	"DfxHM+QlkCN2K2TPMzbEwsKCr0dJqrLnR8qzpvpHxoZKcCBNBssBt5zhMPUcf2DZ1+f/9QeVpWqI65R9",
-	"//LFH04yiuzCNXg7Xfnm9bPn2RaRbS9rL26M6sd53OToqY/IbIMZU2yfYAExWp8qDH2NzqJWCzUTNnKt",
-	"pYpLU6vNjM4+MpRqH9U3AyPxv1faP57codM2nCjfPo85bphvXZGVJS1bYolCnFhYlXYlbapOluglPDxd",
-	"jNCp4soHE1ghjLwR3nsPKxYaQmIYKFX4Xl5ikIVEHkVlcPUpqX0Vqj8tVWvg++FV4FtiSoXSL9z5JQOn",
-	"qDICgQI2Ik7WwRsp14chFxrB2XaoigCUMFTZBkKKADKbhPloZ+75sr9XbJsWtwkL50PbEf1o6oahgoEh",
-	"6Rkf6USYLG8sF5o6OcBNP2vDDvkrqcJLow1CDQ1n+60VFDb3Y7Boo3kOO1xK7w6e9wTONyPEEvQkwnI0",
-	"mBM/XDzZYJunNdgDx18JU0o1OChl/4bW/HWtepM9dkeUlEJVkShp9H7/Dl8SkDJ7QILf9/WUP+wEWql0",
-	"uKkGjqVjP+2DnrxPu28/k8QQUndOHpQ4w+XMmFsYXV8tWAbTp+qb3lnvaqfcAlIxNnQVDvzI4qp0p/fT",
-	"XtL4EAnuFqF99maAt6itCDYg18pxggXxwP1Ysqzza7bkUjkulTCWDa0QoWkMXvLAstdPz7/+/ulou0oQ",
-	"H5aWcVZIGNmsBo8RJGKsgRkzbFIDiYKBvGAZcm8Wwt+pIrXFSWNirRg65SgcopMw9BV73volQwoLPrjC",
-	"nJxXTr+SV/y0jYMasfOo6rCF9UZWGji3cI9qp7lJP0YsJno0gHenKlUXMc8XjlLwyZQx+9rrXLrcUsKW",
-	"DVNQ++kgYengZPkI/5mqdPBwkQ5g3Bgni2/ti7uxYbYLBT4bUWEfrBOFrjKgiYz98PrZGWuiT+GVFmO8",
-	"fhXiCQdYvxnOQMCpAmfQoIAii2kIrPccK4LdIvwKU19Z+N1pMAvQL0KEX3R8sL4SbWki/O6ryBnEzBt+",
-	"2OfMSQGWMhfKihY1n1c8X4ijh+NJK86HJDpIBjfCWKLZk/GE7tCVULySYAmMJ+NHhLWzQPY+XiAyw69Y",
-	"89aHUH2Ora2WPZxMfBGJ55icihTMjbDs24uLV2PCv6atf1YMpoO/C/etf/vGCRgPJ5M9UP/3g/j30BI7",
-	"EP7DQKVldTUmUP56ueRmjYeG3AglLBpH/MqCeIkzsIOf4ObjpXBG5nbn+sCqg00G/7/8ArYS74/25N/R",
-	"xgBufWATqgoweincQtRgn6bK5oZXfqu31u97//U718+JW3dclVxurFzPWSQbIKZ+vD7F2B6cuHVgr2iL",
-	"QRNGqmpzDVsPLONgd66mp8Rx2OLeJYV9e1kJdf7qGSt0Xi8R6R0jaHgYA9ba1rJ0qGl3rJx/wftSXo+W",
-	"uXuwm2t0gS6Sv4jZ5+/evHyxb53AMFwfypSijTHtzcp8ARIxYX+ePOqCm24t1Gv61GfhUPw2CEzcWTwN",
-	"5M+TR5/2vBSHVvh6c89gaPIu4XBzctyqJL3ahfAPNgvWXwZoeaki6r8phEmaklPpFrqmwulUxbMqWIZV",
-	"qD6UgYGvDBUFInZgTagF51HpFZWzByT5VMXy1dEZy7pg4P51XUDw5r2palHVAkt76cYQ4UL3k7udMOyp",
-	"Ihx2CjOyQs7nwnhku6VGri5qfIiwybAWbhrqUx0OAb77c20dW3lTsSnHpeFgtapHi/eOnKSadZtQWwQP",
-	"a600gvchYj2sVCg1DKGRUN1OEPHM13Z5b9Q7a1jjgJFJj5IxK3tlNxgRX8WS04/GWi0k9h7iJrswQMo3",
-	"zNX3xjjE4/Z5PPhKnxq76zmfwdzQsI3FRZvQVKvEIy7gLw87HzjNp3MaNmsyxzs5DfE9xF8LwYvMgzMi",
-	"gOeR73sB66+DoOgroHuQPTFqT6DJ9HclzJLDhMv1aMxe+9NkYqFVqnbWiGI2aReFPG1mlXSOt/uxN3jR",
-	"Gjuqa9lCgOs7rqyNUnM3LW3j6Pbf34zzmI6rO+BGf1jf258+Ii90oXV72OFlsNb1vI0RCkR+SuPYT+Ct",
-	"c9s+DF802+nzJnQAjO/FCa5+4IkWC/SwBVLbXi0U753GQ2UMV6QvKK/t+7yTiFeKNc2YDqXQXapCvBFj",
-	"fKOkQSFMWimjkOJsu5RLXvhatZAx8nA9NqEj08hkJuzqHTZdg3f8Kchol7XXPVPtHSjndHJ69yPx8Lj3",
-	"JbW/C9eJAzQSuIVp3UtjWyLpDiZ/9vXg7U/9hOlL5TdP8Tzwncmg0ra3Sd23KbTq9TW1BITuATCmAvyz",
-	"T2KP6Kgsn5eyZ9QrgT0OgXDB6oAV8gxBuKLoD0XI5thUGKI0ZDA0IxGqsKHdoBRFNmZP6N/4oVQ1SNPN",
-	"M1iAEXuKlYYPXMEAI3w0dm9iQYkS+A6lHZuJFm718HTyeNTHQPT5fw4e6pn8J+Om08njux+IZ15+DquJ",
-	"dqrDtffTA8cRP+IDctt/Aq9hBBTob5NoOVyZG2EXkYusMFLYaVNUE44redDIHl8HCJb/WXyQ6jmI6aSq",
-	"RbvAnUoES/TZUKmMGdpG3UFZoDDgi3Dwn9rNF1hitYctHn46tjDiaFOi/fOyxXuReDShN8npDkL3EvlA",
-	"fzugTw0J0jv+DfZxQtjwU6qXWWjrqFYmQ1h4RHH31zzKuL/sT1KyeimoCbY5w1CYmwYOGvyKVFEthS/S",
-	"x1x2C6w6QDqD4UPg8eeNyklV5q9Hb2aljcWDAtHlDZW2D6ZMV0L5Qrt4HGGCdpZidFDhLg/k27CeHzP+",
-	"00Ij3umlhq2xQqjP6KsG+opHDUvDcmnyWrqwXXv91AC72Uubr/gVNhBTRpCM/YAKUa5DQiFiZmCcCH7x",
-	"BrY23n6m3qJuWQ33QBK7Nvo7crDvdjJ/jkchStsCRhnysmz+DF2mmMwY7fI/N09Y2XGe+t3D+IBebtP7",
-	"tu/DFBpACA5fyebpgdoqdk32kvbgXacbAhIIQxKOasNDiAlvZMp8JhShNlJlBWyno/KKXC+X3Ho41+xa",
-	"rP+K4B4ZmsT4t/8BC6Ouxfrf4g3OYIewCIJrJspWG5zTepTgGzJ0FlNFd2BfjB1hMde/0VXpCJtDaTcK",
-	"6DMNNso4VW+EO5pxhOxozYQNM4mFlEo7qbKRz4E5ZuvKH2e7UdHSQaFJnBTm3/6KMK+7aCSA5tyxM7+n",
-	"eEeA8rsj0gGU9fliHF7ImUJ44OlGomCfByEWBnFK4L9vd1mghHlqQ36bylkbnCL2LB4dRB1QWK1U+34b",
-	"TMfPjV6mCoMWPte+s+HmzH+maGBBeSiNlDZV4HrVKm+gLi14Y6A6AkxUiENjlYNcipCob+WeqcgcSTwI",
-	"+9PJ5CzA/yBgMNsEJKU6hNPJ414vD9foOz1rjmP4ShfrD0l1Aea5W5oBQuTtFrmffMgP7zKbA9JORBZ+",
-	"V5P5U1rAtIpEZNss0DInYmSPjh7tqTVzTW6mE1Q0gl0LOn29SyRf45sCkXQ27HR3k3vr+NPfR+iLprlr",
-	"iZPd2WcsCAWzQxtRkAPbyIvNKGnSCZEmZKwQnhce8IzWfaf2diuw2bsTk0/EOr+jMOaujXy3KEdAjt2B",
-	"nYqGFMnpgAgbTvrRxfosIMjGXqRrISryGFKFlhW4c0qsmrIuYFJUSNbX/9CxABlVDOIB2zwcZ4GZRyoJ",
-	"pl8Sf5RdhMNDKr3C2AbvfmcmMLCeKn8sMJ0n2UN6P2BrxkdVFoTPe5Cu+CQEHw51/t0QPp1ufaieOCRR",
-	"2nVDO9Xltn14whDL28An7xbtapOqpmp7FBNWG7d5ILqWg9t2Z/f4qf/Kiv5+s6KfljfQxeBbxz4elkJ9",
-	"n/RWw28onD94XqtRAtGhRl/CHxBOBwZ7YMkxe8VrS2U0Pc8tPD5dl9XgEfH5zI5mnP9L49u4vgcL7arB",
-	"5tpnkz6wZFEG1C0CGsHcSAYmRJY0Hq/3avOmlIp8UcIKRduGCripBGc3wIxvZzLXmPOkttiCr/FAP2b5",
-	"DRCeh0q2C14hfOA0AiQNt0BhdkElgXfR6hZqoSV1UJISZjXVViOyG6LPeAd8D9YKRakiolGqNsbVB2TE",
-	"ujhGZyxr0FmyVGHBXQt5BTZjRLXycbeiRSZtAxGG1RcIghqLJ6YN68LiEBZfiXXoEVZAOn/kEMoBOQ/s",
-	"n3RsQgwgawXq9bzBW0NtnnGXJdijzLAneTXyn8BhSHVV0pqG4aWKiApLC6dNp5ksS392BVqXrUPMsZwk",
-	"jmWUoKUQn8PBY2Amjp1x5ymXDWn+ozF7QTILgyPeWuszFjzKCsmw+wlf/+gTxIk5QE8H+DCjlx9XWQeM",
-	"vt3OWhABdEr/70FHRzSc9vCRhrFb6gO5c1silSjsgytmlF2I+Efs6nE1yc+qJMiLuuqCP2GP/zw0vNfY",
-	"2+7LfLOAQeIFpV/oUcP1VIQoytKXypLoI2wR3rSSeYluUAzHWBDmLALiJg0YRF8by5wWC/E5R2ehO9IP",
-	"asrAT8sa4JMAG91GPilELgsRJKEHo8b9Bfc3Llc8Zy04s9r4dEeUkcEzoyUN92GHbTwTnrQYyWwS8Eqv",
-	"4EMdUecIDpXMJhjrWoRQLChCOslLXknFA4KWNjFEjJBN/nnftQ8TaXvd7cKbIMmovIAhIA3Blgaq2DLG",
-	"emsQ4C0fzxHv4uS89e74p7f7wmr97zX8aKU7pvgBBqDxvbofoVrHe+qtPkDXa59gS7ZXt9v0WateZ+ET",
-	"1sZ8tsKY9yOHOsDIUE9o7awsRCeifAB5oHze6R282eg/Dr36AcCQkPe5JfVgp21dIS1VEoIYtwR43ANv",
-	"5ZtWFYyfX2GtL/Pt1izC8PNwBE5oYolHHaAL4bsoOhgLrYZpsDb7OqbH7EJfCcT+CCUZW/4+otGkiuf4",
-	"DewwoULk7of2hJze4ALf1/L4pwr0bLR23xHpCZ4WkcTvMNoTJ1Dvifd8IItyOgupgv15aSI67DwOJ+lk",
-	"8HwWIp8hx9zukvJNSr6jD2lcbx1IiqVA4cwhOoWUPQUupkZv32mF4pHnrlxvn+dLrVgI3xT5CEFLGry0",
-	"CIHCQ/T2yIPIV7WjVuohZipofLzw7eZo2capodeMPNj0SvmRk3v8zAV1A+43uqJoF029oKTcuW3Oz42m",
-	"IubEYbaUFx8iqAgl6WiRtAmd7B4dvnWeEUG3+IEkqZKd82RjI5Jf95wbBLtvnSnbXdBUNQcAs3j+79Af",
-	"HHw6mcBgTiePExaay2H4Hv4vICNxSwTy46OfxvHYbQQnGYV2fWze3ECqG7PzVPmpHJXiRpRxjEOO2am4",
-	"iDDF7968fIFgukSMSXMkTKpOkslk4qs0/KMg2NnJl+x7+dUI+5/s9k4SDdEsU3V68ohEvOeDWLhuNVm+",
-	"vKF8eGFtBBv+eTJpwiW0gDDg0NKKAZLWGbywOaKcY5gIkaLm2mD0Q9wIlSo5hwluFAJMqWcv83/6fkdq",
-	"6aKznikO5sQS6y39AdEeyKGv8ANcrp7CD48AYXFHu3wX7rb+ZB86tiieyfPoIR24FMrdUBmHKSPI2hKB",
-	"tIzwAEih3YCyMzbnKiK0jcKpOruLQr7yNVIfKdnXPq7806f82mdS7/Q/PPmCc0fQAKI4a8iA+ageGRy+",
-	"MfGD1JacHFDNeqH1c26uxIeqLSGKaVg8qCG/CnsNz2mT2OjVed9gTxeQnuIqF1Pyd3zWvOX5gg6MlUtZ",
-	"p8QxVVTjmIXqvIwNfQNZ53m3cUIf1SkaUgUIDJps6btWcoYij0lMa0ZIFgw1poo7vZR50D4tMNAQkIjH",
-	"hyAvzoQ3kH1CnnpGa4QLMUBZa1YKftPY4bbVl0xO4RnL/LspuJqqRcASAjUyZq8RDIt6o7vxnnggV29I",
-	"1Cd17Mfj8OYAxk/M31/V5TWlwvt4O2Ix4XojWXmd3llZv/6fpRySMkJ99M1b1I16m8ZvUdbHutU9rNqK",
-	"dfbyKsUkPG+2UoR7eJPGADpxkze7z+/hTcLsTbZ1YjtAG5iT7F4TfccmMjpO1QuwFZFLE1bKa9F9HUmq",
-	"vVG1j8gQm+fY/i7ZImSSPwdf+IBZH3G9D2MoXQi7N6G6FNRltn1iHdYE+1PLfGQ9+kweqSNV/afDSbcr",
-	"yvACB/QRSSEeW7azx6bnzL7P2GqDvQbbI9rbXgMqVm5XN1VG5HjIij+CesdxKt7LAK8r5ED8dmYJq1Xh",
-	"TT50M9HRJcVNOZfzV8+YFc6VmGVlqT9HLh1EX7dWEruzkCbsQlZsCKx2LSqXqnQQx+4fadBVHnggEdZM",
-	"bzRmz1w4hAY8Asx0nzHQIVuD30Vyr5rV+hcGSQuDBHNtuiziGbsbCzraR4JbZ3nt1rsNqma3YoOcCsy1",
-	"hbdlG8l96fxBra0TQyhTPvUIOl3EQKTbkBju1oSkih7YPn2tm/inBvZ2SiAElbhtAZx0o0keqtAn8ee+",
-	"sKANBhG7HTDk0tPtkNDZQL5diPtihY1wCA7Ony8IdnDT2RGrU+AF26lNv0nhAR/mgifII2/XG/hY0p5q",
-	"gzdNzP5j2BMbx958YlvijuqDVnHQ+1QffKBigtZoeosJIpsC5+Kx6eamv4j0wmODFqTy4Ubyu1qgbSDJ",
-	"vUkQLQFeSWZ0SWfa1aYcTAfHGOL3Q9j8DtihHnrFaV9BE9teqbbbdxSEkpphM82RB7MCuw2eRlQhRn5+",
-	"4j3VhMynxJtzSYAixZdT4waRPNK3r4ZFq2m7KTEQejigTRqGp2J7V9bblJgkh1dOmRXe/Ef0DZBllKvv",
-	"fKzZlO0vNlW/U7ar8DhAmw4x+NCqQAYbzaOBtpFNxuy14EXi4SY8nI1vPN9aiVZx6PboLhZbdgq+brXQ",
-	"vrKACiACwhtIQpIg2lgKKKYKBNeC2wWKP4zl4cF4Hu8ApucVkI9IeXUlCSyLQLRdquIZFD3WUyu60Z5b",
-	"0GLbEyNwvsTH84W1yQaEZQe6sDOtgHEpDXNa0xlJ/nstpLy3P739fwEAAP//",
+	"7L17kxs3ei/8VRAmVSJ3ezgcSeu84tRWIkvyrhxZUqRxbSVuZxrsBklomkAbQA+H9quq8x3ONzyf5NTz",
+	"PAC6m2xyOLquc/LHrjXsGy7P/fLDb4NcryqthHJ2MP1tUHHDV8IJg389qY3VBv5VCJsbWTmp1WA6uFgK",
+	"lilx4y5zvCNjes7cUrDKiGupa8sqvhDjQTKQcPsvtTCbQTJQfCUG0wE9M0gGNl+KFYfXu00FV6wzUi0G",
+	"798ng+dP4Xd8vOJu2Twti0EyMOKXWhpRDKbO1KL9prk2K+4G00Fd4527b34hV9Ltzuk1Xwhm5a97h13i",
+	"c+1vFWLO69INpn+aJIMVv5GregV/wF9S0V9ncQhSObEQBsfwGtZJrJ/oWvUM5a96zVZcbZiplWVOs1Ja",
+	"t3c18R29wzprD+tscvy4vjN6tTusF9I63GUcFp87YZhbSsucXAk2fPPdE/bgwYNHo3PmR8CUXidstsGH",
+	"Cu74jFtxz7K81PnVvvnM4du9O1pwJ07gWz3b+h5owlZaWYGU+y0v3ohfamFxeXOtnKCV5lVVypzDlE4r",
+	"o2elWP3xnYX5/db65j8ZMR9MB/942nDHKV21p6/pKfroLl8Y+iyTlkl1zUtZnLNMGKONzRjM0TLB8yWb",
+	"8YLNpSiL8eB9Mnii1byU+Vcbbe6/b9lauiVu2Ds9g72qjRHKMeu4E0wbnAIO+RnM6UuO97HaMO2WwjBc",
+	"ThzES+2+07UqvuQ4Xmpm63wJCwQLIm5EXsMlHNCF1i+4WYivtZEzXWyA9pzWrISB4Kh+VPyay5LPyi8+",
+	"sLysLUgKkCswsLoZypTEhxXmWhi25JYpzYTLi1TlWimRw2sSXGOXF6yQBVPaMa7sWphxqlBk+WHAKB87",
+	"J1YVTqsyuhLGSZIGIpBqd3hPagfS9eHk0TdstnHCjnclSzKg/dXmUhY9qioZzKWSdimKS+72iitVl37x",
+	"SV/tvGQpuHEzwZ1/y+46ltw6Fm8DhctZqdWCcZo1jP3Dvq3q1Uz0LQ9oFstAILMzpq9R3IuG3u9Ztl7q",
+	"UrBSzkXCjDgpjLwWIPfysi5E0VrOqGSSga5drlfiNrLym/nK300PVrX70G20jhsXd2mLo+uyZHNtcEmt",
+	"C0sK07OC4ZNsDeQpYBGMqDS86kNX/H3bfvkpLH9nhF2q+jm+Qs/eidzBdLaWZ2dKMI9pa7+0YdbpqhJF",
+	"Q0RSLdhQOlZIUYwYV0V3f1O1BsnvNOOK5K5WAtguGQgFNsRPA1vnuRCFAEtrzmWJ/4BVKC51DdPIucpF",
+	"Sb/DkFpzabbmW55fzWVZ7jJubgR3h1lrl1/7mf1vyw3jjAbJZv6L/u9zxmcW5orTXEsrekloi9O33y8U",
+	"k44JVcALgQbYeilLAT+CxfThDDonUumTCnGzLMnSODG/csxqNudmzC4kWB5uyR3jpRG82KRqyQvGVfMO",
+	"xo1gFbdWFMTuQBIgcdHGFEUCb+PMilyrIlXxWyiLDFcLwWColk2ISuJspXLfPOwVBnNvaR63tSSBbzHx",
+	"k8E7Pbs88lZ0YvaJ3MrohRHWnjPg+w0D0VTUQD9o8XqfhyY+E3NtcK9Bj82EUGzJVVEeEBN9Isr1sHJm",
+	"aqWkWmSsVk6WfjC7Q5A2fJINs0IrkY0SxlNVW0HMb2F4w8zLAbiqDfyUcwW7vNBMKzbMiCcylB6pAisH",
+	"ZF8hSgEEBSagRs2DohCcuWDgZszyDSiFzagrJvwEBskAhoWiDofQSI0+seD08ZThtONl/y52dw20U2vN",
+	"1sC18GckZpirZ57xMTS8Jc2RzDwBJsGZcXoQhhi4uSG9sO9JW9rdrgCC0ASvbFdwSidW3X8c0rVRAL+P",
+	"H+LG8E3kkHxPIOCxF5u0hmiiBM//sNKjYR2aV8t940Uh4YO8fN2a5JyXViRb8573eq5ABnNprNtmYafB",
+	"87GyEIYNg9kyOp5jQUqWvOp43QNelno9SHqc+khk5NgbNOSUiPo1qGByvfC3VDUifsxeqXLDMvxAhgaL",
+	"0uvp1msLjTJ7zaWDW1KF7iZ9YKi0wee0wjnhE6OErZfciWDg+a+vVar8/FilS5lvukxN09zPuD3KShVd",
+	"iTUUN37Jz8myx5iC0utjd2CLqhp266UsI/iVMG+DlA0TyUttkSOXvJyf6ErALPE/vcZKnV+JHoXxSgk2",
+	"w2swx3d6ZhMmHa6j31lYZFQQuizQGuiSLs+dvBaX8GRH7u1XnrM4lN1rotL5sn8bcER2Kat7ls2FysEM",
+	"xNvZ0DUO2z1LXtdCKGHQP2RpPZk8yOn/2cMJ+//JXoS7jLiWFk0IsJplTiEEmvuV2LSl6igYR9It6Y5e",
+	"ObvHKmpNMaxUd4bf61mU8bRAXfKWhmIZ4+MMFBR/RS32UDQ3pQS3G24DZgr0TV++ZxntKtJDNArJUCR/",
+	"V4kPtwtx8foHpnThd4ZCTty2NkTpdXssStPteq1sa/DjY4ZgRK5NIYrLA/RGtBXuhL15ra1bGPH2318k",
+	"nlrIpplLeC9zhivL0ftn+VLkV7ZNMvGTH0M73Zcc4JM94/YDkvO4ekhfecnB+bnbKm4JMc/VYXsDK++M",
+	"eWfxPUckHUnSouBemYgf+yQ2BA17x4I4XvHX5dWTJeiFHj8Qfy/2cDtSdhWklL+XDTlG6NDlCb/FKGbb",
+	"ol0JrrynZtmKOzAR2Kx25PrQk6P+WIa/e8+4vCxADqx4LoJYolH0jdqyoRcYTrOK11Yk9J8CfjDC1isx",
+	"oinhp+l1ohS502Z8u3UaxpvEFe3biWfB4tjdCB8ZuSw9xXRn/Qy52N+TeJPLaTQMz5kG40Uq9pdnF+z0",
+	"+uy0MWxOf5PFe0wIHENpIczXY6z6T9t+nThrxRm6A/+BF4LNNoxHW6q1mDOtS8EVadz5XPQ643/j0km1",
+	"SNgvtajBVSZfrbGnSFWYtscO9tDQm1ipIhuLZfSNS/TfzkFRSMuqelaiN4Ai0JORrt1M3zCYoLnmZaqG",
+	"95kdxcSM2LBCk8m2O5FC2opo4aPClkUter3n7zCW5vUh8SHK7izY3+N30jlhsiSqQ+TIGgl/JloTHsZn",
+	"iss5+JhVWdu2nTqfW+FG/SGcO0aMvk7sFx3Cy9nmsPtqSM0g7+MT3WBdnD9Y9yuual7GqNMXiKPArZTA",
+	"61klGk4PleA0Zhv2+tVbEgmgslAYnALtGI5Oi1tyFbKIkX56qTpK2t5heIebBFh/CA+UQGdZgfl8zHCI",
+	"wRJUGxLlHOmQuTBGFKOGkDvsyhdcqo+w8GLIe+dSZaQ20m1uT8/4+3yuJHLS8cGVbuj8w2YSY1uHxhoV",
+	"D/loh2MrkeTa+749x0h8TZQl6ohtKXjHCHwc7KewnhqV+3cQgtnahp1PkoqbYogB7HXMnKgm0TD0QQbg",
+	"FrIBPEOMzpkPBU5TxVXMs4CgOvd8Nm3mES57BgQfmjMjHPKedDZVunb4FdDaej4/ZzEhkbCYesAHC8EL",
+	"8m/br04VvXuEoe+5VLzsBjloqmBrxxBmb86jneeAT/WGDr6Toixi2nwrcAXXdpf6qXZgolYcfGXvWnLw",
+	"RaraJUyMF+NGJAIr/qqVwLDuTBcb/AdnsabnnvXZ+56xrYS1fCH6i3E6MRYcaPNAHwH9FcPQ5tbY3bb4",
+	"1T4w1hhNrdhXtnSuyqYsq02ZsSGfWV3WTjD4mWmTKviHHSUsWwm31EXGhqEOBfQLXFgKXghjs3NaSF1s",
+	"GDKPtDHWfc+yim9KzYsxyxR3NpsG6qUKJ7oIZkpma5xxllB4R7plqjKgzEsjqnKTxRgckm1VbsYsy2vr",
+	"9Cqbtu3AhYbXYewFr4aYnzY+Y4MZchjOSmREn13i8fPav949+mNn02jVMDB2w1cVyPIBLFxv2sSr+uZO",
+	"K1RxIlZcgqitgL0M7Ol//fT45D/5ya+Tk0eXJz//dpZ88/D9P/XqGFrL7ksp02rHSi6Wrtz0Bv7xhyaY",
+	"B0SAGgEFPK1nLzPWpux+DMlnenrqfxnnenW61Pqq76vNJrfWNhoiWxyDlw+wyTO/2f0xxUAK9yyVUKBB",
+	"TXkesxtEnFGM81ZnvR0KPcbO5bKsjTg2MCnV5byEPev3w8r+CryLZWe2uVZUfJRvGD6BnARc4mcfTV4f",
+	"xVKi30n3pTE9sULvSdqQ4IxxQ1qeVvnTWqpiKyy9f/pWqlzsyRC3Xs8EeG7wVWd7YpIHTbK6Ku6YGN8i",
+	"yvaOJ5Fswthbi9ba/PbGdoZwgLifq7ne1XYfSabH21XbLNZjXS0bZdUVBlNeyXFLGvTtA9oHtyvN8I3w",
+	"QHvFm0kdWMZPYWO2d+TDw3R/Fbx0y92xAAHXtruKfcJz60P+sb4vfa9nPZRzIOfxIdUiHRbtkXwt6jhi",
+	"be/gXJd8Jspb9+wF3YX3W3dpavVRXthKWkvRq0Mf/QHveo3xqLa27zUDbvG3mxH3lFzF7Ps7PUO/mUKd",
+	"2jAYFUZnP8J3bnKzhyb7yt8GLjXZdvDEzclCn/hXvrNajd/w9Q/e4v1A5xsdl9seeAM3NSsP5vDu2r0B",
+	"I3kegiftsIgv92FDzDU20bYVv4GdsBlpOjs6VpP5F9w27LfhvmM9/e/1LEp12FC9J8rx0XoOma8dH/Ah",
+	"g5hlCWGBONWkJa3bJNxlwa1qjVuU4fd69i13+fIJPnPHmob+POcFsQ32B9BQEios57YbT2OOXwnLpDs6",
+	"wP69nvmBYvDu5jk9FDsIwt+36BAc96HVgPfsSb1RWSMYu1qReEC7dwaPTVlGWiNj9ydnsWjC70eqsnd6",
+	"lqHvG5IttcW7Ml/gnG0t0FrXZcGW/FqkioqLReEDGGz4cDIJhfwJezh5hC40rqka9fli70hr3bK+JESo",
+	"cPrY+uqkT8fen5zdmvU5rGNxK94Ii8Urewow9yS4WnVSPaV9FBvpfxJTa/T0uc/KI2mynBuz8b1EOO/+",
+	"l0c63nWYDE6FVcIEunFNfXwCJj6WZZiC/KdjOaKh2ONspygg+orcOhvwQUJhy27ZCqwbIZgTN+QyVUJX",
+	"pWBD7thKW8fuTyYTKpRGNbDiNy+EWoBNdx85/BPYQHc1bj7OLulO/kclf6lFO1EWxf/udFGehb/P9kQu",
+	"xpcnP//xn/bFQaIBtBW5o9gTyuc0VIelg08+hI8yc3YbbL5/++olu+ZlLRL0synz3PK6KZFH9Rqt1pdd",
+	"g+zvxIT6EBOmZZFstcBptRDWsVbsesWxT48NOfuLZkVN+fyERW57uEQ2a7yiBxN7q9nirZTAeXskx6fw",
+	"Cr0y+to5h+/17DVI2DvGjKmyU5QF2UFY1HBOdhAYDpUROFIjqpLnohVaHrPHlEpIlZ6z396D2hAu3hAD",
+	"srEYLsSSKU1/zkjEpcq/mvGyne2nq2yIL17pa/r0qtdiOCjK37RH3rp0ztJBOogvJ+vu9yvKP5sU84Va",
+	"rU2I8f3/R2TW47Zc6lkO/+BxhWp9fPsGy5LeYhWSp+E7GDI5cP1l3a2h7uX1x1jX2VcrgAM4oiSgp04y",
+	"1mZRrxf6A/Q+NgySC/teMBGjdNMx6wu2SBO2LE0vMkafXNOHOq++LUYujZVgCTiBrUorqj4NBTKGRAfd",
+	"3DOBjrnUqC0n+OrPFd+sECvgGAVG675H2n8ovXzIhtJe/c+Gft4N3a6rp0pGTAfWVGAfo3q9GbkXUdMc",
+	"ncTsrtq/ic0pCv2gfsH7oVWRakGkMMzaa/gvYYH/nI3ANUzVv9UzYZRwwoYt2CjHb6aMYx27tGD76YpG",
+	"x56+fHti61mhV1wqsDbm8iZVGGs4zRJYfMU4RQz0PJqE3zxgpQBKsQkr5EI6m7DsJEtYdpkxropUZeMs",
+	"ob5TGDi8T6gC/onGN/ePw87j8+eMk7aD8YFVClaNoS51+vyYPQ4ff+hXxxc6BHL4DekB4TY8RfSJ+47e",
+	"vmt6nztMhOe1MX4/WKGFhxwguwELAKahDIBj62FJTYhzaUSqvFuXLQzPRcAdkcZjULTYlcqz9FolLbOM",
+	"on7U+ag0VXgnnQgqPTcTS6mKGEMKPXCkGEKqHzXXSV2NxiyzV7LKfPejAsuTBrY6Z1nJnbAuo/JXeBtu",
+	"gxG5UO48VRkvy8xbrPRMwnRZgETC2pkES5ExUr7SRlA1XLbiNxlbC1gRv3Dx9Uqs4WG8ZcwuAl5HWMIC",
+	"S11iVTu3qYLBV6IA+cithrfjK7PRmL1S4sQutSPm4eWabyj0nLClXmPNO8xvnKrvyAovxdwxXTuMkPWb",
+	"0JYNnc6vCnZyQh86IZs6SVX8Bbc3ae5Y8ZtR6BUIljia6NigvdRrxZbCiD7zGl/V7dD6Bj2wA2aS59ZS",
+	"gGtzZrty85s+/w1Vwxb6yt3gV5JBFdmqGSpRT7vl+kpWGIv2v/Oy7JGmfbz7UheiV9XI6+0yU9Q3Riyk",
+	"9Rlqhc0kPU1LRbGne+Lx6+cMrgpLZiZWr/LiGp61wh5M3jeLSgx7mQegnH1NUHsC5P6itwWadiRqisGO",
+	"6TDdnCRsJyS4+7VtNxkoRFw6V15SV3TfOEAyEVuouBKhuwqfx6Ckf544FhfLCCXWNlXSMQucxkvfwVoJ",
+	"wy4uXoDUxxtpdvgq4nXgv1Jb9AttqvwqbDVlF7qela0EischAJu5l1DiuGQx/sAq0VssDPjsVhHm7vo2",
+	"O75FHT/vIflPESRB1vnwnPmr49tEUUsueVUJZYk3qI4+17DzRS08qABXux0FXoFQz7a0zDpZlr4hAVSZ",
+	"r2EEOe+MREIiqyJ2vk5Dc2mqkJCkY1xt1nxzHlQc/D/1kQdl4V33bHTe6V1I1ZUQdGuoEwU7BneXfg3J",
+	"3zAPUJtCFTbBj1RSLcCU2rB5bbAOHJYh9uqcs4xqLi9jdzz9bdvvbHXPsmE7MbbVe3JKz6I5QkgYsRBR",
+	"iXWK4on5iO50S6tFZeYXYpTEDt1alSD+rHB9rbNJkOXNqsVK0jCrXkPZo3T1FZEasUcSwnySpl8RTYtz",
+	"NhfrUGCfIRd5MyXuTUwse3QeNEGGHPaK7ILODVqJ0dE5lYA1Jo3ok6z7O7mpczvYNXMNi3l85VTT1NCb",
+	"TyUIO7FugYKAFxEJJ8zXTv2NnS/vK/b4Ynn0X4GIeuf2/PHLx7R0cE9cv3ssK3XOy8zrFjAOpWLDHy+e",
+	"BPLt0AFpzrDRjVH0eCWMzPnpS7G+/A9tjij8afLtceARMIEIuU+UtqmmP/1XqzHLCrC4wVlrthD8NlNI",
+	"xbF8vCRlmrBspa9FkUWST1VutGLipgLTBQSH76BtHvICQOdXlgXbeaF9JfyamyJVQ87m8kYU1GXfehm6",
+	"hASgR2B6VCAvlXVcuaZ5K1ULXp2jTKTOqT9kIXVJmjBhK6lq6mZc6tpQGDzwqalVqkBqChBHRlSYimxm",
+	"CTfcs60pBZXj1jIXvl04VX6SC40V9mzvrMjqUK0JVdxakJvlJmEcR09ABwXL/hUDFPADm2m37I2J74Nk",
+	"AR2AH5eK/XjxJAmNzW1Qqu2GsTVowdkdiisLMhiCtEYCwZJIWsVemYxMtKeDi+N4aYNlV67esw1PJrTT",
+	"mJ3GprYuh92f3P/mZPLgZPL/XUweTCeT6WRyMnk4nUyOnpfSK6l6G7GwRB3nCStMHnGX3Lf4oYjOmAdl",
+	"EzeEDskdK/iGDWEgVJqBXAbONjXq7Z/U/emDCU2nZ+Ruj1h7+vaCrbi5goVda1Ns+Wr40q1BDj1Vr71k",
+	"AI4llLPJ/elkAn4lLjB1q9zGqGzBq968bO6rl8Xe9khPT21pRIsKzEPeCdC7tD7ySK7j/dvcyP06AK7c",
+	"A6E4AylKni73u+Yn1l2+Z08vbhXkZKcj+R8Q2B8G55I3AKktTNMj0VLv5Hv3mxt+8Bh9nTehIGFiuRGt",
+	"nwdBPR759MjGuzubDfuUbP/ONNmsnkr1pgcFbALLXW04goAt5WLZbl8hfDwPgKVgYiVazNbjh8EP4XKp",
+	"16AIbLSmccfonq6NDF8ZAOfDJaSw9R5jOFZRbWVOv3vCHj380z+HQiJWCMdl2YO8Qhf6G4ARuPVoP7HV",
+	"4dVj0hKL7amWbWq7eqIO0pXiQBfP9tTfOj4rwVEXysk5+lZEvVeSIHhatVW7DTDgz4wLcR3wQO0pVr+h",
+	"uOgYu0beKhzwaphAcqgSjbKIr3AK9vPlEKvKh0kpIOzDiyBmff+9T/yTReNRrXltSYMLjssX/FMM1/bl",
+	"Hd/3TrDJ8d4tcg4STs+dUMhQS71mVoPkDo2RnW5l8Ox93/G0aXNUfzyjnkkmlXSSl5e+ZZL9ga3q0skK",
+	"3OX/GqqTs1HCco42LXepWvGbcKvPZ1DnvijYcF6X5ZTVSgJJgAL+aZKwYnTOxC81b66kCi4Vp/fpokLn",
+	"gd0hXpyq6GNjNv3kD2xe8oUd7RSQB6Hsm0+pV1Q2VRpFn625tSJ9pVwl3wQJRogbYIHHEqBu6c+WhXPW",
+	"GyymRWxbmbCY8OAv1K0Mq9Qr72BD2jAXbS13m5Jrbeb+2qbCz9athYhlTvaWSfY2xzSE1Y0IhsBjz2BD",
+	"ELKPgd62tOGd8k4YRAMKQUAE9la4mIrzqZoMfL4sYRl3GTkpUmXnIZODntQK25qVblxhhNIsRxiTIktN",
+	"qxxt3XWvS6PyZX+TX7nxPh6OgqUD8pA83lZYcvxLpINpQBqwJKRQ/WLYeJOqOZiS3mClD1L2EN8XkEK8",
+	"8Sqdz4OLDbsSosJp+lSaZTw32mLKiyJ28BqqcrfnWP9Gb5feaa64dQwrqEIiShpWLbkVY/Y3RAn2AdzG",
+	"RoIx/qjkTao8+tjZo3+enEzOTiZnF+jeTCeT/xxtpSm9x/DPeNMjuumPaLcfbVX1+ZZv/O51zLlgjq9q",
+	"S2BAS34dAFKPN+JgU3tUtLzxhWvTIE68P4/OfME3J3p+stLKLRn9v/9pLcRVkips/U4HE/Zgwh6xP7A/",
+	"sB9evTz57s3zdHAO4m8ur0UMEfhoHxBDqsI4tGHDf4WPgYv+rwWX+F+ilEcTm7DxeDwas8foz+FQUxVT",
+	"0jEmoQ3L/iWjJSJIIg6eFVChB2ZyS2HOUxVxWZiQGM5d8c2YPeUb4D+aIS+BHLFbIXuRsSEWFhZ8M0pS",
+	"lb04UZ411d8yNlSCA2kyWA645RyHqef4A8uePv6Pf1RZqoa4TtkPr17+41lGkV24Bm+nK9+9ef4i2yGy",
+	"3WXtxY1R/VDA2xw99RGZ3TMTKLZPsIAYrU8Vhr5G51GrhZoJG7nWUsWlqdV2Rucgdq46RPXNwEj8H5T2",
+	"jya36LQtJ8q3z2OOG+ZbV2RlSctWWKIQJxZWpV1Jm6qzFXoJ9x8uR+hUceWDCawQRl4L772HFQsNITEM",
+	"lCp8Ly8xyEIij6IyuPqU1F6E6k9L1Rr4fngV+JaYUqH0C0J2wpKBU1QZgUABWxEn6+CNlOvDkAuN4Hw3",
+	"VEUAShiqbAMhRQCZbcJ8sDf3fNnfK7ZLi7uEhfOh7Yh+NHXDUMHAkPSMj3QiTJY3lj3WKLrp523YIX8l",
+	"VXhptAcP+rC1gsLmbgwWbTTPYcdL6f3B857A+XaEWIKeRFiOBnPix4snW2zzrAZ74PRbYUqpBkel7N/S",
+	"mr+pVW+yx7o7YN36/Tt+SUDKHDiL4GNfT/nDTqCVSoebauBYOvbzIejJu7T79jNJDCFtY0WjXMlwOTPm",
+	"lkbXiyXLYPpUfdM76yORomn//DL7kcVV6U7v54Ok8SkS3C1C++rNAO9RWxFsQK6V4wQL4s8HwpJlnV+x",
+	"FZfKcamEsWxohQhNY/CSe5a9efb46Q/PRrtVgviwtIyzQsLIZjV4jCARYw3MmGGTGkgUDOQFy5B7sxD+",
+	"ThWpLU4aE2vF0ClH4RCdhKGv2PPWLxlSWPDBFebkvHL6lbziZ20c1IidR1WHLaw3DwFv0OLhqp3mJv0Y",
+	"sZjo0XBGSKpSdRHzfOHEJp9MGbOnXufS5ZYStmyYgtpPBwlLB2erB/jPVKWD+8t0AOPGOFl8a1/cjQ2z",
+	"fYfNZCMq7IN1otBVBjSRsR/fPD9nTfQpvNJijNevQjxICes3w1FLOFXgDOtPNViIYhoC6z2nl2G3CF9g",
+	"6isLvzsNZgH6RYjwi44P1leiLU2E330VOYOYecMP+5w5KcBS5kJZ0aLmxxXPl+Lk/njSivMhiQ6SwbUw",
+	"lmj2bDyhO3QlFK8kWALjyfgBYe0skb1Pl4jM8CvWvPUhVD/G1lbL7k8mvojEc0xORQrmWlj214uL12PC",
+	"v6atf14MpoO/CPdX//atg7buTyYHThS620lCHlpiz0FCYaDSsroa09k/9WrFzQbPJrsWSlg0jvjCgniJ",
+	"M7CDn+Hm05VwRuZ27/rAqoNNBv+9/ANsJd4f7cm/oI0B3HrPJlQVYPRKuKWowT5Nlc0Nr/xW76zfD/7r",
+	"t66fEzfutCq53Fq5niPPtkBM/Xh9irE9OHHjwF7RFoMmjFTV9hq2HljFwe5dTU+J47DFvUsK+/aqEurx",
+	"6+es0Hm9wgNlMIKGZz5hrW0tS4eads/K+Rd8LOX1aJnbB7u9RhfoIvmLmH3+/u2rl4fWCc9aOZYpRRtj",
+	"2puV+RIkYsL+NHnQBTfdWag39KmvwqH4bRCYuLN46NifJg++7LFsDq3wzfaewdDkbcLh+uy0VUm62Ifw",
+	"DzYL1l8GaHmpIuq/KYRJmpJT6Za6psLpVMUjsViGVag+lIGBrwwVBSJ2YE0oHqKi9JrK2QOSfKpi+ero",
+	"nGVdMHD/ui4gePPeVLWoaomlvXRjiHCh+8ndXhj2VBEOO4UZWSHnc2E8st1KI1cXNT5E2GRYCzcN9akO",
+	"hwDffVdbx9beVGzKcWk4WK3q0eKb43QwHpJQWwQPa600gvchYj2sVCg1DKGRUN1OEPHM13Z5b9Q7a1jj",
+	"gJFJj5IxK3tlNxgR38aS08/GWi0k9h7iJrswQMo3zNX3xjjE0/axf/hKnxq77TmfwdzSsI3FRZvQVKvE",
+	"Iy7gLw87HzjNp3MaNmsyx3s5DfE9xJ8LwYvMgzMigOeJ73sB66+DoOgroHuQPTFqT6DJ9HclzIrDhMvN",
+	"aMze+EPrYqFVqvbWiGI2aR+FPGtmlXRO0f2pN3jRGjuqa9lCgOs7FbWNUnM7Le3i6Pbf34zzlE7FPeJG",
+	"fybw+58/Iy90oXV72OFVsNb1vI0RCkT+kMZxmMBbx8N+Gr5ottPnTegAGN+LE1z9wBMtFuhhC6S2g1oo",
+	"3juNh8oYrkhfUF7b93knEa8Ua5oxHUqhu1SFeCPG+EZJg0KYtFJGIcXZdilXvPC1aiFj5OF6bEIns5LJ",
+	"TNjVe2y6Bu/4S5DRPmuve3TrB1DOw8nD2x+JZ9R+LKn9RbjueX1RArcwrXtpbEck3cLkz58O3v/cT5i+",
+	"VH77sPAj35kMKm17m9R9m0KrXl9TS0DoHgBjKsA/+yT2iE7k9Hkpe069EtjjEAgXrA5YIc8QhCuK/lCE",
+	"bI5NhSFKQwZDMxKhChvaDUpRZGP2hP6NH0pVgzTdOkpxwWVzqofS8IEFDDDCR2P3JhaUKIHvUNqxmWjh",
+	"Vg8fTh6N+hiIPv/3wUM9k/9i3PRw8uj2B+LR2l/DaqKd6nDt3fTAacSP+ITc9u/AaxgBBfrbJloOV+ZG",
+	"2GXkIiuMFHbaFNWE40ruNbLH1wGC5X8eH6R6DmI6qWrRLnCnEkE6jBSVij/frjsoCxQGfBHOF1b7+QJL",
+	"rA6wxf0vxxZGnGxLtL9ftvgoEo8m9DY53ULoXiIf6W8H9KkhQXrHv8E+Tggbfkr1MkttHdXKZAgLjyju",
+	"/ppHGfeX/UlKVq8ENcE2RyULc93AQYNfkSqqpfBF+pjLboFVB0hnMHwIPP5xo3JSlfnr0ZtZa2PxoEB0",
+	"eUOl7b0p05VQvtAuHkeYoJ2lGB1UuM8D+WtYz88Z/2mhEe/1UsPWWCHUV/RVA33RhpGhmkuT19KF7Tro",
+	"pwbYzV7afM0X2EBMGUEy9gMqRLkJCYWImYFxIvjFG9jaePuZeou6ZTXcA0ns2+jvycG+3cl8F49ClLYF",
+	"jDLkZdn8GbpMMZkx2ud/bp+w0h+STm4fxif0cpvet0MfptAAQnD4SjZPD9RWsW+yl7QHHzrdEJBAGJJw",
+	"VBtM3+ONTJnPhCLURqqsgO10VF6R69WKWw/nml2JzZ8R3CNDkxj/9j9gYdSV2PxDvMGZunWoMSGYNG1w",
+	"TutRgm/I0FlMFd2BfTF2hMVc/0BXpSNsDqXdKKDPNNgo41S9Fe5kxhGyozUTNswkFlIq7aTKRj4H5pit",
+	"K39q/lZFSweFJnFSmH/4M8K87qORAJpzy878nuIdAcrvlkgHUNbXi3F4IWcK4YGnG4mCfR6EWBjEKYH/",
+	"vt9ngRLmqQ35bSpnbXCK2PN4dBB1QGG1Uu37bTAdPzd6lSoMWvhc+96Gm3P/maKBBeWhNFLaVIHrVau8",
+	"gbq04I2B6ggwUSEOjVUOciVCor6Ve6YicyTxIOwfTibnAf4HAYPZNiAp1SE8nDzq9fJwjb7Xs+Y4hm91",
+	"sfmUVBdgnrulGSBE3u+Q+9mn/PA+szkg7URk4Q81mb+kBUyrSES2ywItcyJG9ujo0Z5aM9fkZjpBRSPY",
+	"lajcbtrvKb4pEElnwx7ub3JvHX/6+wh90TT3LXGyP/uMBaFgdmgjCnJgG3mxHSVNOiHShIwVwvPCA57R",
+	"uu/U3u4ENnt3YvKFWOd3FMbct5EfFuUIyLF7sFPRkCI5HRBhw0k/uticBwTZ2It0JURFHkOq0LICd06J",
+	"dVPWBUyKCsn6+h86FiCjikE8YJuH4yww80glwfRL4o+yi3B4SKULjG3w7ndmAgPrqfLHAtN5kj2k9yO2",
+	"ZnxWZUH4vEfpii9C8OFQ598N4dPp1sfqidP2ccWfMPj3HRoylN7ZquHVTY+zVOynDIgZjHmnQ6yE4CXa",
+	"9YYb4RImbnjuwO9VuZj6Mkl6IMT3PDwMG3KVKq0IQQKxBppzghtIozD1EZ0KQwB31yCprWYc3CXsmAm3",
+	"hYFTTT8ucoDiw7g78BQF9SPICRX1UbKsBcYwBAWxXd4dYAxaKA1Ske1J54LhgRRYq579n//1vzPqC8lG",
+	"iQfca8P5YV3im7oUlg1JLGG1OBiBE7ALEY7J+TrR0ZS6qXBAhGSKsdBUhZkjlqnE8tQGkwf2L+Q9rFSL",
+	"khodhpksEKUJtzVV2LMzE6HWAnaZDXGvz+mP2Pc0C3HbVlt7qrbN7DCS0IePJ3jw0DIZamthkekjtAW0",
+	"XSu+YUtdFrEx7yyZTCbwv52abHp6nKrXJF5hdxpJur1UrFkpcH+pAnbZ/EyjDdqA51cLA7weypl7Tl/G",
+	"Qhy7AyqJLrOtzbW8Flttc3MuS6BeOwJLIxdFqlqOBaawqIgYWCRyhg+3b1mBsTMEu2qxlBWhpgI0NctL",
+	"bqmaB98bh+mzukByMJVU5cEF8yuehR7bsDQnhrsIsbmK2bHY4pCq+5PJyJcEwdhW3FyJgmXhBVMG2iFL",
+	"Om0izOk1N4VNVc/xRDRIf/tKX4vWMnf07DmVTePotWmhcdC9aK1hc4/x2HvRswv7OeQNF6FsCd2U8Dd6",
+	"itgu7c8cXI3G7DtEmsIWHemW7C/PLlLVL7HtORicVbz16bMXzy6e7b379Lfwz0tZvO/T7t/6659Pv4cv",
+	"ROV4jJq//8k/v0/XhwVKGM9zUeGxMZnTjpcxpE6pJmzP35IYnlFQ0ny5JMzZEUHvC61fcLP4+Ih3WL/Q",
+	"fxBOsiVfxd7B2tgf8w4hj67OfadnScy6a8OEorrCUJpQGb0ARTreF8v+Nn74rtb/31UML0zjmEBeXOvf",
+	"h92K4T8etF0Y+97qpo/x5faTZVdIHgqidNR70HJKRxzJVh8N4QfLeBYV4aYNPRokqj0wWmcb/I+cMyVE",
+	"wWZiNGZvnSYMEI6yHjsj/UdTFULnVPRBbYMcz5kuEFLAhGrEpuwjvGRvchs+2GKXo+M9cSkw+6KpXe2j",
+	"yO7LVXQThDmKmBYUt8e4ixPzCR1Y4DC1R19ynJ1VhsGhDGTD7l6Pxh/NiEACeApeJIFPwHPJIaK5Zz3c",
+	"L6ZiKu6WTSamxY+DbVuhnZy5BR2zh+mPKBHuJmA7fdW2fWzgEBu7hNlxdU2qmn7lURRmW7d5CPZWared",
+	"yD2Qof2feuDfbz3wV9SuzeCPKx7+NEoWw5KfvKKzCX/GVDIGRFitnCxB68p4pMKYgTdP6rTnuaVHZu+y",
+	"GgYAvl7AvRnnf9PKLlzfo8OVVYNKfSgbE7zzgDdNEJvov4d4Y8z1+nxu3oReKKxHp2RgLINal6n5ZD+0",
+	"qgfyMFdY7UuAUAXf4FH2zPJrIDx/SJBd8gqB86cRGni4A4e6DyR4zTs4GS2c4A4+cMKs9tGvWnncVR+g",
+	"OIAySvUZEcs3VVvj6oPwZV0E33OWNbikWaqw1ayFOQqbMYoxsm50FEOxARy7CTDFtoFpw7qwOIRCX2IH",
+	"dgTUk84ftotyQM4D+yedbAiWTmkF6vVxN6o5zLjLEkTnYojGtR75T2zFOsPwUkVEhU110wZjxUf+2JDy",
+	"Kni2CF3CRoo4llGClkJ8DgePJQlx7Iw7T7lsSPMfjdlLH3iWNlU+T9FnLHh8UZJhdxO+/tEniJB6hJ4O",
+	"wNlGrz6vsg7o9PvTlK0A3e9ER0cc2PbwkYYxwvS5nF+isE+umEOEKLCrP1GCMoyVBHlRV13YY5+i8VBv",
+	"NaK6+QbXLKBvekHpF3rUcD213wmMqxo81qFB1eQNiIqX6JQQiFUQ6NyFsyZowCD62qd40WLhyRSj84AL",
+	"5AflY9BNbDgcmNTG/CxELgsRJGEIeMP+jllrueIJ4yGNq40v9IsyMuQkaUnDfYgtJUNJE2kxktkxrQIf",
+	"6oi6VrqNln8jQhESKEI6w1oupOIBO1qbWByFYMX+eY9XBxNp55vbLSdBklHsgSEUKx3YEahixxjrrb6H",
+	"t3y+EHUXIfa9j1B/ebsvrNZ/X8OPVrpjih9hABqPUvUZ+lS8p96J3PXZJ5hl8up2lz5r1essfMGukK/W",
+	"EvJx5FAHAFVCQ6qdlYXo1FIdQR4on/d6B2+3cjYh1heg++nMOW5JPdhpW1dISz10IMYtHfXTA+zs4ZoU",
+	"jJ8vsMuVeaAxFg+g4+Hw1wDfEA/583lmxA/ooAu2oMLA2uzDChuzC70QGHwOzQg7/j7isKaK55QlnWvT",
+	"W6NxIOT0Fhf4d51E2QI1uyXSEzwtIonfYbQnTqBWnz2dMp2FIrnDFdlEdIi5Fc6QzeD5LEQ+Q9lHGx/E",
+	"w3N4LBukcbgVeKl0GH7FGL5U8bRdrCMfs2ec4vveURL5FYpHqiZqH9jlz/EVYJxKlzR8hDU/DVJ4BP/k",
+	"IXp74o9Pq2pHIGJDrNGj8fHCA611KlrIaw65f48S4kdO7vFzF9QNuN/oiqJdNPWCMqR7pMKVbJmKWA0O",
+	"s6WK8CHCaVJ5akx0eAw3XwzVOsmXCpz8QJJUBZUXzqLwEBx+3XNu8Jg3D/OFYGydBU0VObSIa0y7B1Yg",
+	"ofRjRZI27OHkUcICrFooUXLh3P1UcUsE8tODn8exogNhOUcBqA5hi7Yw2sfscar8VE5KcS3KOMYhx7rM",
+	"uIgwxe/fvnqJx8gQMSbNYaipwloh35/gH8WCjrNv2A/y2xHmX+zuThIN0SxT9fDsAYn4mDD02TuryfLl",
+	"DeXDC2sj2PBPk0kTLqEFhAEHMKdYgRO+KJ0V5RzDRIiRPNcGox/iWqhUyTlMcKsEfkpoNZn/0yP9UEop",
+	"Q2qhOJgTK+w0pM3LPIRhX8sDuFw9LQ++MMbijnb5Ltxt/Zm2dGBvPI32wf2Yp7NeSsStJXjxFUJIG+Gh",
+	"f5tSIkyl5FxFbPJROE92fzvEt7476DOVueLr79IYMfnkX3+D/Lvf//Dky20AxRPFeUMGzEf1yODwkDyf",
+	"pKvii5a0+K4KopiGxYMa8qtw0PCcNomN/lJYRDMB0lMcK1fxfl8v3vJ8QQfGnp2s09yXKuruy0JfWsaG",
+	"Hjql87zbOpueOvQMqQI8EiPZ0Xet5AxFHpOY1oxgpBhqTBV3eiXzoH1ax2CEgEQ8OBN5cSa8gexL0Qkt",
+	"qUagTAOUtWGl4NeNHW5biFzkFJ6zzL+bgqupWgYUXVAjY/YGYaAJFawb74lHUfeGRH1Sx34+Dn9LR8IH",
+	"N+3L8fe3dXlFReB9vB1RiHG9kay8Tu+srF//r9IISBmhPvrmLepGvU3jtyjrY8fmAVZtxTp7eZViEp43",
+	"WynCA7xJYwCduM2b3ecP8CadVpPs6sR2gDYwJ9m9JvqOTWR0nKqXYCsilyaslFei+zqSVAejap+RIegb",
+	"v3O2CJnkr8EXPmDWR1wfwxhKF8IeTKiuBOGr7J7VjnX6/rxuH1mPPpPHqExV/7no0u2LMrzEAX1GUogH",
+	"du9Fl+g5rf4rgkxgl/3uiA4CS4CKlbvVTZUROR4v6guo9hwk6r0M8LpCDsRvZ5awWhXe5EM3Ex1dUtyU",
+	"c3n8+jmzwrkSs6ws9Seop4Po69ZKIi4J0oRdyooNgdWuROVSlQ7i2P0jDa7oPQ+hyZrpjcbsuQvHr4JH",
+	"gJnucwY6ZGfw+0judbNa/4O+2ULfxFybLqnxHnZsa0FHh0hw5xTr/Xq3OU+iW7FBTgXm2sLbsq3kvnQo",
+	"mUOrSStTPvXYsV2sfKTbkBju1oSkih7YPXe8m/inLq92SiAElbhtQXt2o0kepN8n8ee+sKANgxj7/DHk",
+	"0tPnn9CpuB4og/tiha1wCA7On6wPdnCDaRCrU+AFu6lNv0nhAR/mgifII2/XG/hY0oFqg7dNzP5z2BNb",
+	"B75+YVviluqDVnHQx1QffKJigtZoeosJIpsC58I7EDW9r4j0wp+KUZDKhxvJ72rBlYMk9yZBtAR4JZnR",
+	"JZ3mXptyMB2cYojfD2H7O2CHetBRp30FTQR8oq5m30sfSmqGzTRHHsYZ7DZ4GvF0Gfn5ifdUEzKfEm/O",
+	"JeEQDmoMIxQAJHmkb18Ni1bTbiFzIPRwNLk0oNaS4Mp6mxKT5PDKKbPCm/+IOwmyjHL1nY81m7L7xabq",
+	"d8r2FR6HQz2GGHxoVSCDjebPwWhjeo7ZG8GLxAMteiBXD7m2sxKt4tD+wu4tOwVft15qX1lABRAB2xwk",
+	"IUkQbSwFFFMFgmvJ7RLFH8by8Ej4VvuVV0A+IuXVlSSYaDo+yqUqnr7YYz21ohvtuQUttjsxgqVPfDxf",
+	"WJtsHd7QAe3vTCuc7iANc1rT6cD+ey2M+Pc/v/+/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -33,6 +33,7 @@ type Store interface {
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
 	BucketStats(ctx context.Context) ([]store.BucketStat, error)
 	SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]store.SkippedRange, string, error)
+	ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, cursor string) ([]*store.Backfill, string, error)
 }
 
 // Cluster is the live view of the scheduler nodes and bucket owners in
@@ -143,6 +144,8 @@ type Server struct {
 	// resumeSelectionSchema and resumeSchema check the bodies of POST
 	// /v1/jobs:resume and /v1/jobs/{id}/resume.
 	resumeSelectionSchema, resumeSchema *openapi3.Schema
+	// backfillSchema checks the body of POST /v1/jobs/{id}/backfill.
+	backfillSchema *openapi3.Schema
 }
 
 // New builds a Server from cfg, filling in defaults.
@@ -210,7 +213,7 @@ func (s *Server) loadSchemas() error {
 	for name, dst := range map[string]**openapi3.Schema{
 		"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema, "JobSelection": &s.selectionSchema,
 		"PreviewRequest": &s.previewSchema, "JobResumeSelection": &s.resumeSelectionSchema,
-		"ResumeOptions": &s.resumeSchema,
+		"ResumeOptions": &s.resumeSchema, "BackfillRequest": &s.backfillSchema,
 	} {
 		ref := doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {

@@ -45,6 +45,45 @@ func (e AttemptOutcome) Valid() bool {
 	}
 }
 
+// Defines values for BackfillState.
+const (
+	BackfillStateDone    BackfillState = "done"
+	BackfillStateFailed  BackfillState = "failed"
+	BackfillStateRunning BackfillState = "running"
+	BackfillStateStopped BackfillState = "stopped"
+)
+
+// Valid indicates whether the value is a known member of the BackfillState enum.
+func (e BackfillState) Valid() bool {
+	switch e {
+	case BackfillStateDone:
+		return true
+	case BackfillStateFailed:
+		return true
+	case BackfillStateRunning:
+		return true
+	case BackfillStateStopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BackfillRequestOverlap.
+const (
+	BackfillRequestOverlapAllow BackfillRequestOverlap = "allow"
+)
+
+// Valid indicates whether the value is a known member of the BackfillRequestOverlap enum.
+func (e BackfillRequestOverlap) Valid() bool {
+	switch e {
+	case BackfillRequestOverlapAllow:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BreakerState.
 const (
 	BreakerStateClosed   BreakerState = "closed"
@@ -291,6 +330,71 @@ type Attempt struct {
 // AttemptOutcome lost: the executor stopped heartbeating (it died) and the execution
 // went to another one.
 type AttemptOutcome string
+
+// Backfill defines model for Backfill.
+type Backfill struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// Error Why a failed backfill failed; absent otherwise.
+	Error *string `json:"error,omitempty"`
+
+	// FinishedAt When it ended; null while it runs.
+	FinishedAt *time.Time `json:"finished_at"`
+
+	// Fired The executions this backfill created so far. Times that already
+	// had an execution are passed over and not counted, so a second
+	// backfill of a range fires 0.
+	Fired int64              `json:"fired"`
+	From  time.Time          `json:"from"`
+	Id    openapi_types.UUID `json:"id"`
+	JobId openapi_types.UUID `json:"job_id"`
+
+	// NextAt The progress; every scheduled time of the range before it has been handled.
+	NextAt time.Time `json:"next_at"`
+
+	// State `running` until every time of the range is handled (`done`), a
+	// user stops it (`stopped`), or it cannot go on (`failed`: the
+	// job was deleted or no longer recurs; `error` says why).
+	State BackfillState `json:"state"`
+	To    time.Time     `json:"to"`
+
+	// Total The scheduled times in the range when the backfill was created.
+	Total int64 `json:"total"`
+}
+
+// BackfillState `running` until every time of the range is handled (`done`), a
+// user stops it (`stopped`), or it cannot go on (`failed`: the
+// job was deleted or no longer recurs; `error` says why).
+type BackfillState string
+
+// BackfillList defines model for BackfillList.
+type BackfillList struct {
+	Items []Backfill `json:"items"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// BackfillRequest defines model for BackfillRequest.
+type BackfillRequest struct {
+	// From The first scheduled time to consider (included).
+	From time.Time `json:"from"`
+
+	// Overlap How backfill runs treat one another and the job's other
+	// executions. Only `allow` for now: backfill runs do not wait for
+	// each other (nor for on-time runs), whatever the job's own
+	// overlap policy.
+	Overlap *BackfillRequestOverlap `json:"overlap,omitempty"`
+
+	// To The end of the range (excluded); not after now.
+	To time.Time `json:"to"`
+}
+
+// BackfillRequestOverlap How backfill runs treat one another and the job's other
+// executions. Only `allow` for now: backfill runs do not wait for
+// each other (nor for on-time runs), whatever the job's own
+// overlap policy.
+type BackfillRequestOverlap string
 
 // BreakerState defines model for BreakerState.
 type BreakerState string
@@ -1089,6 +1193,15 @@ type ListJobsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListJobBackfillsParams defines parameters for ListJobBackfills.
+type ListJobBackfillsParams struct {
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListJobExecutionsParams defines parameters for ListJobExecutions.
 type ListJobExecutionsParams struct {
 	// State Only executions in this state.
@@ -1124,6 +1237,9 @@ type CreateJobJSONRequestBody = JobCreate
 
 // UpdateJobJSONRequestBody defines body for UpdateJob for application/json ContentType.
 type UpdateJobJSONRequestBody = JobPatch
+
+// BackfillJobJSONRequestBody defines body for BackfillJob for application/json ContentType.
+type BackfillJobJSONRequestBody = BackfillRequest
 
 // ResumeJobJSONRequestBody defines body for ResumeJob for application/json ContentType.
 type ResumeJobJSONRequestBody = ResumeOptions
@@ -1376,6 +1492,88 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
 	UpdateJob(ctx context.Context, id ID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackfillJobWithBody Backfill a cron job's past runs
+	//
+	// Fires every scheduled time of the job in [`from`, `to`) that has no
+	// execution yet, exactly once: a time that already has one (an
+	// on-time run, a run of an earlier backfill) is passed over, so a
+	// second backfill of the same range fires nothing new. The times are
+	// the job's schedule's (its cron expression and time zone, within
+	// its window `start_at`–`end_at`), fired oldest first.
+	//
+	// Rules (each fault a 400 naming its field): only cron jobs can be
+	// backfilled, since a one-shot job has its single run (`id`); `from`
+	// must be before `to` (`to`); `to` must not be after now, by the
+	// database's clock, since runs to come are the scheduler's (`to`);
+	// the range may hold at most 1,000,000 scheduled times (`to`).
+	// Paused and completed cron jobs can be backfilled too.
+	//
+	// The backfill runs in the background on the scheduler node that
+	// owns the job's bucket (it survives restarts and failovers), paced
+	// so that it never delays on-time runs: its executions are published
+	// in the `low` priority class whatever the job's, and each node
+	// creates at most `tockd --backfill-rate` of them a second (default
+	// 200). They are marked `backfill: true`, do not count towards
+	// `schedule.max_runs`, and do not move the job's `next_run_at`;
+	// times at or after the job's next run are left to the scheduler (a
+	// backfill over runs still due waits for them). Follow it with GET
+	// /v1/jobs/{id}/backfills; stop it with DELETE
+	// /v1/jobs/{id}/backfills/{backfill_id}.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJobWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackfillJob Backfill a cron job's past runs
+	//
+	// Fires every scheduled time of the job in [`from`, `to`) that has no
+	// execution yet, exactly once: a time that already has one (an
+	// on-time run, a run of an earlier backfill) is passed over, so a
+	// second backfill of the same range fires nothing new. The times are
+	// the job's schedule's (its cron expression and time zone, within
+	// its window `start_at`–`end_at`), fired oldest first.
+	//
+	// Rules (each fault a 400 naming its field): only cron jobs can be
+	// backfilled, since a one-shot job has its single run (`id`); `from`
+	// must be before `to` (`to`); `to` must not be after now, by the
+	// database's clock, since runs to come are the scheduler's (`to`);
+	// the range may hold at most 1,000,000 scheduled times (`to`).
+	// Paused and completed cron jobs can be backfilled too.
+	//
+	// The backfill runs in the background on the scheduler node that
+	// owns the job's bucket (it survives restarts and failovers), paced
+	// so that it never delays on-time runs: its executions are published
+	// in the `low` priority class whatever the job's, and each node
+	// creates at most `tockd --backfill-rate` of them a second (default
+	// 200). They are marked `backfill: true`, do not count towards
+	// `schedule.max_runs`, and do not move the job's `next_run_at`;
+	// times at or after the job's next run are left to the scheduler (a
+	// backfill over runs still due waits for them). Follow it with GET
+	// /v1/jobs/{id}/backfills; stop it with DELETE
+	// /v1/jobs/{id}/backfills/{backfill_id}.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJob(ctx context.Context, id ID, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListJobBackfills List a job's backfills, newest first
+	//
+	// Every backfill of the job, running or ended, with its progress.
+	//
+	// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+	ListJobBackfills(ctx context.Context, id ID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StopJobBackfill Stop a backfill
+	//
+	// The backfill creates no further execution; those it created run
+	// (cancel them one by one if need be). Stopping a stopped backfill
+	// does nothing; one that is done or failed cannot be stopped (409).
+	//
+	// Corresponds with DELETE /v1/jobs/{id}/backfills/{backfill_id} (the `StopJobBackfill` operationId).
+	StopJobBackfill(ctx context.Context, id ID, backfillId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobExecutions List a job's executions, newest first
 	//
@@ -1946,6 +2144,128 @@ func (c *Client) UpdateJobWithBody(ctx context.Context, id ID, contentType strin
 // Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
 func (c *Client) UpdateJob(ctx context.Context, id ID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpdateJobRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackfillJobWithBody Backfill a cron job's past runs
+//
+// Fires every scheduled time of the job in [`from`, `to`) that has no
+// execution yet, exactly once: a time that already has one (an
+// on-time run, a run of an earlier backfill) is passed over, so a
+// second backfill of the same range fires nothing new. The times are
+// the job's schedule's (its cron expression and time zone, within
+// its window `start_at`–`end_at`), fired oldest first.
+//
+// Rules (each fault a 400 naming its field): only cron jobs can be
+// backfilled, since a one-shot job has its single run (`id`); `from`
+// must be before `to` (`to`); `to` must not be after now, by the
+// database's clock, since runs to come are the scheduler's (`to`);
+// the range may hold at most 1,000,000 scheduled times (`to`).
+// Paused and completed cron jobs can be backfilled too.
+//
+// The backfill runs in the background on the scheduler node that
+// owns the job's bucket (it survives restarts and failovers), paced
+// so that it never delays on-time runs: its executions are published
+// in the `low` priority class whatever the job's, and each node
+// creates at most `tockd --backfill-rate` of them a second (default
+// 200). They are marked `backfill: true`, do not count towards
+// `schedule.max_runs`, and do not move the job's `next_run_at`;
+// times at or after the job's next run are left to the scheduler (a
+// backfill over runs still due waits for them). Follow it with GET
+// /v1/jobs/{id}/backfills; stop it with DELETE
+// /v1/jobs/{id}/backfills/{backfill_id}.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *Client) BackfillJobWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillJobRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackfillJob Backfill a cron job's past runs
+//
+// Fires every scheduled time of the job in [`from`, `to`) that has no
+// execution yet, exactly once: a time that already has one (an
+// on-time run, a run of an earlier backfill) is passed over, so a
+// second backfill of the same range fires nothing new. The times are
+// the job's schedule's (its cron expression and time zone, within
+// its window `start_at`–`end_at`), fired oldest first.
+//
+// Rules (each fault a 400 naming its field): only cron jobs can be
+// backfilled, since a one-shot job has its single run (`id`); `from`
+// must be before `to` (`to`); `to` must not be after now, by the
+// database's clock, since runs to come are the scheduler's (`to`);
+// the range may hold at most 1,000,000 scheduled times (`to`).
+// Paused and completed cron jobs can be backfilled too.
+//
+// The backfill runs in the background on the scheduler node that
+// owns the job's bucket (it survives restarts and failovers), paced
+// so that it never delays on-time runs: its executions are published
+// in the `low` priority class whatever the job's, and each node
+// creates at most `tockd --backfill-rate` of them a second (default
+// 200). They are marked `backfill: true`, do not count towards
+// `schedule.max_runs`, and do not move the job's `next_run_at`;
+// times at or after the job's next run are left to the scheduler (a
+// backfill over runs still due waits for them). Follow it with GET
+// /v1/jobs/{id}/backfills; stop it with DELETE
+// /v1/jobs/{id}/backfills/{backfill_id}.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *Client) BackfillJob(ctx context.Context, id ID, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillJobRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListJobBackfills List a job's backfills, newest first
+//
+// Every backfill of the job, running or ended, with its progress.
+//
+// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+func (c *Client) ListJobBackfills(ctx context.Context, id ID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListJobBackfillsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StopJobBackfill Stop a backfill
+//
+// The backfill creates no further execution; those it created run
+// (cancel them one by one if need be). Stopping a stopped backfill
+// does nothing; one that is done or failed cannot be stopped (409).
+//
+// Corresponds with DELETE /v1/jobs/{id}/backfills/{backfill_id} (the `StopJobBackfill` operationId).
+func (c *Client) StopJobBackfill(ctx context.Context, id ID, backfillId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStopJobBackfillRequest(c.Server, id, backfillId)
 	if err != nil {
 		return nil, err
 	}
@@ -2981,6 +3301,167 @@ func NewUpdateJobRequestWithBody(server string, id ID, contentType string, body 
 	return req, nil
 }
 
+// NewBackfillJobRequest calls the generic BackfillJob builder with application/json body
+func NewBackfillJobRequest(server string, id ID, body BackfillJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBackfillJobRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewBackfillJobRequestWithBody constructs an http.Request for the BackfillJob method, with any body, and a specified content type
+func NewBackfillJobRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/backfill", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListJobBackfillsRequest constructs an http.Request for the ListJobBackfills method
+func NewListJobBackfillsRequest(server string, id ID, params *ListJobBackfillsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/backfills", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStopJobBackfillRequest constructs an http.Request for the StopJobBackfill method
+func NewStopJobBackfillRequest(server string, id ID, backfillId openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "backfill_id", backfillId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/backfills/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListJobExecutionsRequest constructs an http.Request for the ListJobExecutions method
 func NewListJobExecutionsRequest(server string, id ID, params *ListJobExecutionsParams) (*http.Request, error) {
 	var err error
@@ -3773,6 +4254,92 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
 	UpdateJobWithResponse(ctx context.Context, id ID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
+
+	// BackfillJobWithBodyWithResponse Backfill a cron job's past runs
+	//
+	// Fires every scheduled time of the job in [`from`, `to`) that has no
+	// execution yet, exactly once: a time that already has one (an
+	// on-time run, a run of an earlier backfill) is passed over, so a
+	// second backfill of the same range fires nothing new. The times are
+	// the job's schedule's (its cron expression and time zone, within
+	// its window `start_at`–`end_at`), fired oldest first.
+	//
+	// Rules (each fault a 400 naming its field): only cron jobs can be
+	// backfilled, since a one-shot job has its single run (`id`); `from`
+	// must be before `to` (`to`); `to` must not be after now, by the
+	// database's clock, since runs to come are the scheduler's (`to`);
+	// the range may hold at most 1,000,000 scheduled times (`to`).
+	// Paused and completed cron jobs can be backfilled too.
+	//
+	// The backfill runs in the background on the scheduler node that
+	// owns the job's bucket (it survives restarts and failovers), paced
+	// so that it never delays on-time runs: its executions are published
+	// in the `low` priority class whatever the job's, and each node
+	// creates at most `tockd --backfill-rate` of them a second (default
+	// 200). They are marked `backfill: true`, do not count towards
+	// `schedule.max_runs`, and do not move the job's `next_run_at`;
+	// times at or after the job's next run are left to the scheduler (a
+	// backfill over runs still due waits for them). Follow it with GET
+	// /v1/jobs/{id}/backfills; stop it with DELETE
+	// /v1/jobs/{id}/backfills/{backfill_id}.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJobWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
+
+	// BackfillJobWithResponse Backfill a cron job's past runs
+	//
+	// Fires every scheduled time of the job in [`from`, `to`) that has no
+	// execution yet, exactly once: a time that already has one (an
+	// on-time run, a run of an earlier backfill) is passed over, so a
+	// second backfill of the same range fires nothing new. The times are
+	// the job's schedule's (its cron expression and time zone, within
+	// its window `start_at`–`end_at`), fired oldest first.
+	//
+	// Rules (each fault a 400 naming its field): only cron jobs can be
+	// backfilled, since a one-shot job has its single run (`id`); `from`
+	// must be before `to` (`to`); `to` must not be after now, by the
+	// database's clock, since runs to come are the scheduler's (`to`);
+	// the range may hold at most 1,000,000 scheduled times (`to`).
+	// Paused and completed cron jobs can be backfilled too.
+	//
+	// The backfill runs in the background on the scheduler node that
+	// owns the job's bucket (it survives restarts and failovers), paced
+	// so that it never delays on-time runs: its executions are published
+	// in the `low` priority class whatever the job's, and each node
+	// creates at most `tockd --backfill-rate` of them a second (default
+	// 200). They are marked `backfill: true`, do not count towards
+	// `schedule.max_runs`, and do not move the job's `next_run_at`;
+	// times at or after the job's next run are left to the scheduler (a
+	// backfill over runs still due waits for them). Follow it with GET
+	// /v1/jobs/{id}/backfills; stop it with DELETE
+	// /v1/jobs/{id}/backfills/{backfill_id}.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+	BackfillJobWithResponse(ctx context.Context, id ID, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
+
+	// ListJobBackfillsWithResponse List a job's backfills, newest first
+	//
+	// Every backfill of the job, running or ended, with its progress.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+	ListJobBackfillsWithResponse(ctx context.Context, id ID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*ListJobBackfillsResponse, error)
+
+	// StopJobBackfillWithResponse Stop a backfill
+	//
+	// The backfill creates no further execution; those it created run
+	// (cancel them one by one if need be). Stopping a stopped backfill
+	// does nothing; one that is done or failed cannot be stopped (409).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/jobs/{id}/backfills/{backfill_id} (the `StopJobBackfill` operationId).
+	StopJobBackfillWithResponse(ctx context.Context, id ID, backfillId openapi_types.UUID, reqEditors ...RequestEditorFn) (*StopJobBackfillResponse, error)
 
 	// ListJobExecutionsWithResponse List a job's executions, newest first
 	//
@@ -4866,6 +5433,199 @@ func (r UpdateJobResponse) ContentType() string {
 	return ""
 }
 
+type BackfillJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Backfill
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r BackfillJobResponse) GetJSON202() *Backfill {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r BackfillJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BackfillJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BackfillJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BackfillJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListJobBackfillsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BackfillList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListJobBackfillsResponse) GetJSON200() *BackfillList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListJobBackfillsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListJobBackfillsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListJobBackfillsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListJobBackfillsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListJobBackfillsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type StopJobBackfillResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StopJobBackfillResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StopJobBackfillResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r StopJobBackfillResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r StopJobBackfillResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r StopJobBackfillResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StopJobBackfillResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StopJobBackfillResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StopJobBackfillResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListJobExecutionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5880,6 +6640,116 @@ func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id ID, 
 	return ParseUpdateJobResponse(rsp)
 }
 
+// BackfillJobWithBodyWithResponse Backfill a cron job's past runs
+//
+// Fires every scheduled time of the job in [`from`, `to`) that has no
+// execution yet, exactly once: a time that already has one (an
+// on-time run, a run of an earlier backfill) is passed over, so a
+// second backfill of the same range fires nothing new. The times are
+// the job's schedule's (its cron expression and time zone, within
+// its window `start_at`–`end_at`), fired oldest first.
+//
+// Rules (each fault a 400 naming its field): only cron jobs can be
+// backfilled, since a one-shot job has its single run (`id`); `from`
+// must be before `to` (`to`); `to` must not be after now, by the
+// database's clock, since runs to come are the scheduler's (`to`);
+// the range may hold at most 1,000,000 scheduled times (`to`).
+// Paused and completed cron jobs can be backfilled too.
+//
+// The backfill runs in the background on the scheduler node that
+// owns the job's bucket (it survives restarts and failovers), paced
+// so that it never delays on-time runs: its executions are published
+// in the `low` priority class whatever the job's, and each node
+// creates at most `tockd --backfill-rate` of them a second (default
+// 200). They are marked `backfill: true`, do not count towards
+// `schedule.max_runs`, and do not move the job's `next_run_at`;
+// times at or after the job's next run are left to the scheduler (a
+// backfill over runs still due waits for them). Follow it with GET
+// /v1/jobs/{id}/backfills; stop it with DELETE
+// /v1/jobs/{id}/backfills/{backfill_id}.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *ClientWithResponses) BackfillJobWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
+	rsp, err := c.BackfillJobWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillJobResponse(rsp)
+}
+
+// BackfillJobWithResponse Backfill a cron job's past runs
+//
+// Fires every scheduled time of the job in [`from`, `to`) that has no
+// execution yet, exactly once: a time that already has one (an
+// on-time run, a run of an earlier backfill) is passed over, so a
+// second backfill of the same range fires nothing new. The times are
+// the job's schedule's (its cron expression and time zone, within
+// its window `start_at`–`end_at`), fired oldest first.
+//
+// Rules (each fault a 400 naming its field): only cron jobs can be
+// backfilled, since a one-shot job has its single run (`id`); `from`
+// must be before `to` (`to`); `to` must not be after now, by the
+// database's clock, since runs to come are the scheduler's (`to`);
+// the range may hold at most 1,000,000 scheduled times (`to`).
+// Paused and completed cron jobs can be backfilled too.
+//
+// The backfill runs in the background on the scheduler node that
+// owns the job's bucket (it survives restarts and failovers), paced
+// so that it never delays on-time runs: its executions are published
+// in the `low` priority class whatever the job's, and each node
+// creates at most `tockd --backfill-rate` of them a second (default
+// 200). They are marked `backfill: true`, do not count towards
+// `schedule.max_runs`, and do not move the job's `next_run_at`;
+// times at or after the job's next run are left to the scheduler (a
+// backfill over runs still due waits for them). Follow it with GET
+// /v1/jobs/{id}/backfills; stop it with DELETE
+// /v1/jobs/{id}/backfills/{backfill_id}.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
+func (c *ClientWithResponses) BackfillJobWithResponse(ctx context.Context, id ID, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
+	rsp, err := c.BackfillJob(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillJobResponse(rsp)
+}
+
+// ListJobBackfillsWithResponse List a job's backfills, newest first
+//
+// Every backfill of the job, running or ended, with its progress.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/backfills (the `ListJobBackfills` operationId).
+func (c *ClientWithResponses) ListJobBackfillsWithResponse(ctx context.Context, id ID, params *ListJobBackfillsParams, reqEditors ...RequestEditorFn) (*ListJobBackfillsResponse, error) {
+	rsp, err := c.ListJobBackfills(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListJobBackfillsResponse(rsp)
+}
+
+// StopJobBackfillWithResponse Stop a backfill
+//
+// The backfill creates no further execution; those it created run
+// (cancel them one by one if need be). Stopping a stopped backfill
+// does nothing; one that is done or failed cannot be stopped (409).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/jobs/{id}/backfills/{backfill_id} (the `StopJobBackfill` operationId).
+func (c *ClientWithResponses) StopJobBackfillWithResponse(ctx context.Context, id ID, backfillId openapi_types.UUID, reqEditors ...RequestEditorFn) (*StopJobBackfillResponse, error) {
+	rsp, err := c.StopJobBackfill(ctx, id, backfillId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStopJobBackfillResponse(rsp)
+}
+
 // ListJobExecutionsWithResponse List a job's executions, newest first
 //
 // Pages through the executions of one job (one per scheduled time or
@@ -6835,6 +7705,157 @@ func ParseUpdateJobResponse(rsp *http.Response) (*UpdateJobResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseBackfillJobResponse parses an HTTP response from a BackfillJobWithResponse call
+func ParseBackfillJobResponse(rsp *http.Response) (*BackfillJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BackfillJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListJobBackfillsResponse parses an HTTP response from a ListJobBackfillsWithResponse call
+func ParseListJobBackfillsResponse(rsp *http.Response) (*ListJobBackfillsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListJobBackfillsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BackfillList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseStopJobBackfillResponse parses an HTTP response from a StopJobBackfillWithResponse call
+func ParseStopJobBackfillResponse(rsp *http.Response) (*StopJobBackfillResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StopJobBackfillResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

@@ -29,6 +29,8 @@ type Store interface {
 	RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*store.Execution, error)
 	CancelExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
 	RedriveExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
+	CreateBackfill(ctx context.Context, jobID uuid.UUID, from, to time.Time, total int64) (*store.Backfill, error)
+	StopBackfill(ctx context.Context, jobID, id uuid.UUID) (*store.Backfill, error)
 }
 
 // Clock is the database's clock, from which first runs are computed (the

@@ -9,6 +9,7 @@
 //	tockctl jobs update <id> --cron "0 0 10 * * MON-FRI" --payload '{"k": 1}'
 //	tockctl jobs preview <id> --count 5
 //	tockctl jobs skips <id>
+//	tockctl jobs backfill <id> --from 2026-07-01T00:00:00Z --to 2026-07-02T00:00:00Z
 //	tockctl schedules preview --cron "0 30 2 * * *" --timezone America/New_York --from 2026-03-07T00:00:00Z
 //	tockctl executions list --job <id>
 //	tockctl nodes
@@ -53,6 +54,10 @@ type cli struct {
 		Delete  jobDeleteCmd  `cmd:"" help:"Delete a job (its executions are kept)."`
 		Preview jobPreviewCmd `cmd:"" help:"List a job's next fire times, marking those a DST change moved or repeats (a paused or completed job's too)."`
 		Skips   jobSkipsCmd   `cmd:"" help:"List a job's skipped runs, newest first: the runs its missed-run or overlap policy, or a pause, kept from firing."`
+
+		Backfill     jobBackfillCmd     `cmd:"" help:"Fire a cron job's past scheduled times in [--from, --to) that have no execution yet, once each, oldest first, in the background at low priority (paced by tockd --backfill-rate); prints the backfill with its total."`
+		Backfills    jobBackfillsCmd    `cmd:"" help:"List a job's backfills, newest first, with their progress (fired: executions each created)."`
+		BackfillStop jobBackfillStopCmd `cmd:"" name:"backfill-stop" help:"Stop a running backfill: it fires nothing more (what it fired runs)."`
 	} `cmd:"" help:"Manage jobs."`
 
 	Schedules struct {

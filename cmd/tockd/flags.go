@@ -22,6 +22,8 @@ type ExecutionFlags struct {
 	MissedMax    int           `name:"missed-max" env:"TOCK_MISSED_MAX" default:"100" help:"Default most missed runs the all policy fires at once, 1 to 1000 (api and scheduler roles)."`
 	Overlap      string        `name:"overlap" env:"TOCK_OVERLAP" default:"allow" enum:"allow,skip,buffer_one,cancel_running" help:"Default overlap policy for jobs that leave it out (api role)."`
 
+	BackfillRate float64 `name:"backfill-rate" env:"TOCK_BACKFILL_RATE" default:"200" help:"Most backfill runs a scheduler node creates per second, across all its backfills (low priority, paced so that on-time runs are never delayed)."`
+
 	ExecutorConcurrency   int           `name:"executor-concurrency" env:"TOCK_EXECUTOR_CONCURRENCY" default:"16" help:"Attempts in flight per queue (http, nats) in this executor process."`
 	ExecutorMaxPerHandler int           `name:"executor-max-per-handler" env:"TOCK_EXECUTOR_MAX_PER_HANDLER" default:"0" help:"Attempts in flight per handler (HTTP host, NATS subject) in this process; 0: no limit beyond --executor-concurrency."`
 	ExecutorAckWait       time.Duration `name:"executor-ack-wait" env:"TOCK_EXECUTOR_ACK_WAIT" default:"30s" help:"How long a silent executor keeps an attempt before it is given to another (heartbeats go every third of it)."`
@@ -44,6 +46,7 @@ func (f ExecutionFlags) apply(cfg *Config) {
 	}
 	cfg.Missed = domain.MissedPolicy{Policy: f.MissedPolicy, Grace: f.MissedGrace.String(), Max: f.MissedMax}
 	cfg.Overlap = f.Overlap
+	cfg.BackfillRate = f.BackfillRate
 	cfg.ExecutorConcurrency = f.ExecutorConcurrency
 	cfg.ExecutorMaxPerHandler = f.ExecutorMaxPerHandler
 	cfg.ExecutorAckWait = f.ExecutorAckWait

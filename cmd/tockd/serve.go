@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/backfill"
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/executor"
@@ -70,6 +71,9 @@ type Config struct {
 	ExecutorMaxPerHandler int
 	ExecutorAckWait       time.Duration
 	Breaker               executor.BreakerConfig
+	// BackfillRate is the most backfill runs a scheduler node creates per
+	// second (backfill.Config.Rate); 0 means backfill.DefaultRate.
+	BackfillRate float64
 	// Listener, if set, is used instead of listening on HTTPAddr.
 	Listener net.Listener
 	// Ready, if set, is closed once every role has started.
@@ -341,6 +345,8 @@ func components(cfg Config, d deps) []component {
 			start: part(func(s *scheduler) runFunc { return s.wipe.Run })},
 		{name: "scanner", on: sched, stage: stopScanner,
 			start: part(func(s *scheduler) runFunc { return s.scan.Run })},
+		{name: "backfill", on: sched, stage: stopScanner,
+			start: part(func(s *scheduler) runFunc { return s.back.Run })},
 		{name: "partition", on: sched, stage: stopBuckets,
 			start: part(func(s *scheduler) runFunc {
 				return func(ctx context.Context) error { return s.node.Run(ctx, s.scan) }
@@ -368,6 +374,7 @@ type scheduler struct {
 	node *partition.Node
 	scan *scanner.Scanner
 	wipe *dispatcher.WipeRecovery
+	back *backfill.Runner
 }
 
 func newScheduler(cfg Config, d deps) (*scheduler, error) {
@@ -400,7 +407,14 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe}, nil
+	back, err := backfill.New(backfill.Config{
+		Store: d.st, Dispatcher: disp, NodeID: cfg.NodeID, Owned: node.Owned, LeaseValid: node.Valid,
+		Rate: cfg.BackfillRate, Logger: d.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, back: back}, nil
 }
 
 func newExecutor(cfg Config, d deps) (runFunc, error) {
