@@ -16,11 +16,12 @@ import (
 var bufferedUntil = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 // activeSQL counts, per job, the executions that have not ended (queued,
-// running, or failed with a retry to come), the buffered ones apart. It
+// running, or failed with a retry to come), the buffered ones apart.
+// Backfill runs do not count: a backfill goes on beside the schedule. It
 // probes each day partition's (job_id, scheduled_for) index.
 const activeSQL = `
 SELECT job_id, count(*) FILTER (WHERE NOT buffered), count(*) FILTER (WHERE buffered)
-FROM executions WHERE job_id = ANY($1) AND state IN ('queued', 'running', 'failed')
+FROM executions WHERE job_id = ANY($1) AND state IN ('queued', 'running', 'failed') AND NOT backfill
 GROUP BY job_id`
 
 // cancelSQL cancels the executions of jobs that have not ended, as
@@ -29,7 +30,7 @@ const cancelSQL = `
 UPDATE executions SET state = 'cancelled', finished_at = ` + nowMS + `,
 	dispatched_at = COALESCE(dispatched_at, ` + nowMS + `), next_attempt_at = NULL, buffered = false,
 	error = 'cancelled: a newer run of the job started (overlap policy cancel_running)'
-WHERE job_id = ANY($1) AND state IN ('queued', 'running', 'failed')
+WHERE job_id = ANY($1) AND state IN ('queued', 'running', 'failed') AND NOT backfill
 RETURNING id`
 
 // unended is a job's executions that have not ended.
@@ -160,7 +161,7 @@ func (s *Store) ReleaseBuffered(ctx context.Context, buckets []int) (int, error)
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE executions x SET buffered = false, next_attempt_at = `+nowMS+`
 		WHERE x.bucket = ANY($1) AND x.buffered AND x.state = 'queued' AND NOT EXISTS (
-			SELECT 1 FROM executions y WHERE y.job_id = x.job_id AND NOT y.buffered
+			SELECT 1 FROM executions y WHERE y.job_id = x.job_id AND NOT y.buffered AND NOT y.backfill
 				AND y.state IN ('queued', 'running', 'failed'))`, buckets)
 	if err != nil {
 		return 0, err
