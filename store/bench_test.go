@@ -21,9 +21,29 @@ func BenchmarkFire(b *testing.B) {
 	fireLoop(b, s, epochs, jobs, t0)
 }
 
+// BenchmarkFireJittered is BenchmarkFire with every run jittered (up to
+// 30 s), so that each firing takes the policy path (store/fire_policy.go)
+// instead of the plain statement: what a million jobs at midnight with a
+// jitter cost to fire. Report firings/s.
+func BenchmarkFireJittered(b *testing.B) {
+	const batch = 1000
+	s := newStore(b)
+	t0 := baseTime()
+	epochs, jobs := benchJobs(b, s, batch, t0)
+	fireLoopWith(b, s, epochs, jobs, t0, func(f *Firing, i int) {
+		due := f.ScheduledFor.Add(time.Duration(i*29) * time.Millisecond)
+		f.Runs = []Run{{At: f.ScheduledFor, Due: &due}}
+	})
+}
+
 // fireLoop fires every job of jobs once per op, at successive seconds
 // from t0, and reports firings/s.
 func fireLoop(b *testing.B, s *Store, epochs map[int]int64, jobs []*Job, t0 time.Time) {
+	fireLoopWith(b, s, epochs, jobs, t0, nil)
+}
+
+// fireLoopWith is fireLoop with each firing (of job i) changed by change.
+func fireLoopWith(b *testing.B, s *Store, epochs map[int]int64, jobs []*Job, t0 time.Time, change func(f *Firing, i int)) {
 	ctx := context.Background()
 	firings := make([]Firing, len(jobs))
 	at := t0
@@ -31,6 +51,9 @@ func fireLoop(b *testing.B, s *Store, epochs map[int]int64, jobs []*Job, t0 time
 		next := at.Add(time.Second)
 		for i, j := range jobs {
 			firings[i] = Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at, Next: &next}
+			if change != nil {
+				change(&firings[i], i)
+			}
 		}
 		res, err := s.Fire(ctx, "bench", epochs, firings)
 		if err != nil {
