@@ -4,9 +4,11 @@ import (
 	"github.com/tock-sched/tock/domain"
 
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -77,12 +79,11 @@ func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch 
 }
 
 // dueSQL reads the due jobs of some buckets for the scanner: only what
-// it needs to fire.
-const dueSQL = `SELECT id, bucket, next_run_at, coalesce(schedule->>'cron', ''), coalesce(schedule->>'timezone', ''),
-		coalesce(schedule->>'anchor', ''), coalesce(schedule->>'start_at', ''), coalesce(schedule->>'end_at', ''),
-		coalesce(schedule->>'jitter', ''), coalesce((schedule->>'max_runs')::bigint, 0), runs,
-		coalesce(policy->'missed'->>'policy', ''), coalesce(policy->'missed'->>'grace', ''),
-		coalesce((policy->'missed'->>'max')::int, 0), coalesce(policy->>'overlap', ''), skip_before
+// it needs to fire. The schedule and policies come as their JSON text,
+// which dueCodec decodes once per distinct text: thousands of jobs share
+// a few, and extracting their fields in SQL cost Postgres more than
+// sending the text (BenchmarkDueAfter, docs/bench.md).
+const dueSQL = `SELECT id, bucket, next_run_at, schedule::text, runs, coalesce(policy::text, ''), skip_before
 	FROM jobs
 	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
 	ORDER BY next_run_at LIMIT $4`
@@ -138,39 +139,86 @@ func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.T
 	if err != nil {
 		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
 	}
-	due, err := pgx.CollectRows(rows, scanDue)
+	due, err := pgx.CollectRows(rows, s.due.scanDue)
 	if err != nil {
 		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
 	}
 	return due, nil
 }
 
+// dueCodec decodes the schedules and policies of due jobs from their
+// JSON text, keeping what it decoded. It holds at most dueCodecSize of
+// each and starts over when full. Safe for concurrent use.
+type dueCodec struct {
+	mu        sync.Mutex
+	schedules map[string]schedule.Spec
+	policies  map[string]domain.JobPolicy
+}
+
+const dueCodecSize = 100_000
+
+// schedule decodes a schedule's text, without At and In: a due job's
+// one-shot schedule needs neither (its run is the row's next_run_at).
+func (c *dueCodec) schedule(text string) (schedule.Spec, error) {
+	c.mu.Lock()
+	sp, ok := c.schedules[text]
+	c.mu.Unlock()
+	if ok {
+		return sp, nil
+	}
+	if err := json.Unmarshal([]byte(text), &sp); err != nil {
+		return sp, fmt.Errorf("schedule %q: %w", text, err)
+	}
+	sp.At, sp.In = nil, ""
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.schedules == nil || len(c.schedules) >= dueCodecSize {
+		c.schedules = map[string]schedule.Spec{}
+	}
+	c.schedules[text] = sp
+	return sp, nil
+}
+
+// policy decodes a policy's text ("" for none: the zero policy).
+func (c *dueCodec) policy(text string) (domain.JobPolicy, error) {
+	var p domain.JobPolicy
+	if text == "" {
+		return p, nil
+	}
+	c.mu.Lock()
+	p, ok := c.policies[text]
+	c.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	if err := json.Unmarshal([]byte(text), &p); err != nil {
+		return p, fmt.Errorf("policy %q: %w", text, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.policies == nil || len(c.policies) >= dueCodecSize {
+		c.policies = map[string]domain.JobPolicy{}
+	}
+	c.policies[text] = p
+	return p, nil
+}
+
 // scanDue reads a row of dueSQL.
-func scanDue(r pgx.CollectableRow) (Due, error) {
+func (c *dueCodec) scanDue(r pgx.CollectableRow) (Due, error) {
 	var (
-		d                  Due
-		sp                 = &d.Schedule
-		anchor, start, end string
+		d             Due
+		sched, policy string
+		err           error
 	)
-	if err := r.Scan(&d.ID, &d.Bucket, &d.NextRunAt, &sp.Cron, &sp.Timezone, &anchor, &start, &end,
-		&sp.Jitter, &sp.MaxRuns, &d.Runs, &d.Policy.Missed.Policy, &d.Policy.Missed.Grace, &d.Policy.Missed.Max,
-		&d.Policy.Overlap, &d.SkipBefore); err != nil {
+	if err := r.Scan(&d.ID, &d.Bucket, &d.NextRunAt, &sched, &d.Runs, &policy, &d.SkipBefore); err != nil {
 		return d, err
 	}
 	d.NextRunAt, d.SkipBefore = d.NextRunAt.UTC(), utcPtr(d.SkipBefore)
-	// Written by encoding/json from a time.Time.
-	for _, t := range []struct {
-		text string
-		to   **time.Time
-	}{{anchor, &sp.Anchor}, {start, &sp.StartAt}, {end, &sp.EndAt}} {
-		if t.text == "" {
-			continue
-		}
-		v, err := time.Parse(time.RFC3339Nano, t.text)
-		if err != nil {
-			return d, fmt.Errorf("job %s: schedule time %q: %w", d.ID, t.text, err)
-		}
-		*t.to = &v
+	if d.Schedule, err = c.schedule(sched); err != nil {
+		return d, fmt.Errorf("job %s: %w", d.ID, err)
+	}
+	if d.Policy, err = c.policy(policy); err != nil {
+		return d, fmt.Errorf("job %s: %w", d.ID, err)
 	}
 	return d, nil
 }

@@ -43,6 +43,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	buckets int
 	creates createCombiner
+	due     dueCodec
 }
 
 // defaultMaxConns is the pool size when the database URL does not set
