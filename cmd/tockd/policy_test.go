@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -154,10 +156,42 @@ func TestMissedRunsAfterSchedulerStopped(t *testing.T) {
 	}
 	_ = proc.Wait()
 	time.Sleep(10 * time.Second)
-	e.startProcess(t, "n1")
+	base, _ = e.startProcess(t, "n1")
 	time.Sleep(4 * time.Second)
 	// Ten seconds down, less the grace: at least 7 missed.
 	checkMissed(t, e.pg, jobs, from, time.Now().Add(-2*time.Second), 7)
+
+	// The restarted node skipped them all, and counted them.
+	var want int64
+	for _, ids := range jobs {
+		for _, id := range ids {
+			want += account(t, e.pg, id, from, time.Now()).skipped
+		}
+	}
+	if got := metricValue(t, base, `tock_skipped_total{reason="missed"}`); got != float64(want) {
+		t.Errorf("tock_skipped_total{reason=\"missed\"} = %v, want the %d runs recorded as skipped", got, want)
+	}
+}
+
+// metricValue reads one sample of the node's /metrics; 0 if absent.
+func metricValue(t *testing.T, base, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
 }
 
 // The same when a node is killed and its buckets fail over to the other
