@@ -50,20 +50,6 @@ var execRead = strings.Replace(execColumns, "dispatched_at", `COALESCE(dispatche
 // runNowTries bounds RunNow's search for a free millisecond.
 const runNowTries = 1000
 
-// ExecFilter selects executions for ListExecutions. The zero value lists
-// every execution.
-type ExecFilter struct {
-	// JobID limits the list to one job's executions.
-	JobID *uuid.UUID
-	// State limits the list to executions in this state; "" lists all.
-	State domain.ExecState
-	// Limit is the page size: 50 when 0, at most 500.
-	Limit int
-	// Cursor continues a listing where the page that returned it ended;
-	// "" starts with the newest.
-	Cursor string
-}
-
 // RunNow queues a manual execution of the job for at (truncated to the
 // millisecond), in the job's priority class, or fails with ErrNotFound.
 // The job may be in any state.
@@ -394,78 +380,6 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, err
 		}
 	}
 	return e, nil
-}
-
-// ListExecutions lists executions matching f newest first (by scheduled
-// time, then id), one page at a time. It returns the cursor of the next
-// page, "" after the last one. An unknown cursor fails with ErrBadCursor.
-//
-// An execution id begins with its scheduled time in milliseconds (see
-// ExecutionID), so id order is (scheduled_for, id) order; without a
-// filter (or listing succeeded executions) the listing walks the primary
-// key backwards, with one it walks the (job_id, scheduled_for) or the
-// partial (state, scheduled_for) index.
-func (s *Store) ListExecutions(ctx context.Context, f ExecFilter) ([]*Execution, string, error) {
-	limit := pageSize(f.Limit)
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if f.JobID != nil {
-		where = append(where, "job_id = "+arg(*f.JobID))
-	}
-	if f.State != "" {
-		if !slices.Contains(domain.ExecStates, f.State) {
-			return nil, "", fmt.Errorf("store: list executions: unknown state %q", f.State)
-		}
-		// A literal, not a parameter: the planner can use the partial
-		// executions_state index only for a state it can see.
-		where = append(where, "state = '"+string(f.State)+"'")
-	}
-	// Succeeded executions are most of them and not in the state index:
-	// walk the primary key as an unfiltered listing does.
-	filtered := f.JobID != nil || (f.State != "" && f.State != domain.ExecSucceeded)
-	if f.Cursor != "" {
-		var c uuid.UUID
-		if err := decodeCursor(f.Cursor, &c); err != nil {
-			return nil, "", fmt.Errorf("store: list executions: %w", err)
-		}
-		t, id := arg(domain.ExecutionTime(c)), arg(c)
-		if filtered {
-			where = append(where, "scheduled_for <= "+t, "(scheduled_for, id) < ("+t+", "+id+")")
-		} else {
-			where = append(where, "scheduled_for <= "+t, "id < "+id)
-		}
-	}
-	sql := "SELECT " + execRead + " FROM executions"
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
-	}
-	if filtered {
-		sql += " ORDER BY scheduled_for DESC, id DESC"
-	} else {
-		sql += " ORDER BY id DESC"
-	}
-	sql += " LIMIT " + arg(limit+1)
-
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("store: list executions: %w", err)
-	}
-	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
-	if err != nil {
-		return nil, "", fmt.Errorf("store: list executions: %w", err)
-	}
-	next := ""
-	if len(execs) > limit {
-		execs = execs[:limit]
-		next = encodeCursor(execs[limit-1].ID)
-	}
-	return execs, next, nil
 }
 
 // scanExecution reads a row of execColumns.

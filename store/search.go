@@ -1,0 +1,212 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/domain"
+)
+
+// ExecFilter selects executions for ListExecutions and CountExecutions.
+// The zero value selects every execution; each field set narrows the
+// selection (they combine with AND).
+type ExecFilter struct {
+	// JobID limits the list to one job's executions.
+	JobID *uuid.UUID
+	// State and States limit the list to executions in one of these
+	// states; both empty lists all.
+	State  domain.ExecState
+	States []domain.ExecState
+	// Namespace limits the list to one namespace.
+	Namespace string
+	// JobPrefix limits the list to jobs whose name starts with it.
+	JobPrefix string
+	// Handler limits the list to executions for one handler queue: "http",
+	// "nats", or a custom handler's name.
+	Handler string
+	// Since and Until bound the scheduled time: Since ≤ scheduled_for <
+	// Until. Only the day partitions in the range are read.
+	Since, Until *time.Time
+	// StartedBefore limits the list to executions started before it (for
+	// stuck work: running, started over an hour ago).
+	StartedBefore *time.Time
+	// Error limits the list to executions whose error contains it, in
+	// any case.
+	Error string
+	// Manual and Backfill, when set, limit the list to manual runs (or
+	// not) and to backfill runs (or not).
+	Manual, Backfill *bool
+	// Limit is the page size: 50 when 0, at most 500.
+	Limit int
+	// Cursor continues a listing where the page that returned it ended;
+	// "" starts with the newest.
+	Cursor string
+}
+
+// filtered reports whether f narrows the listing beyond a cursor, in
+// which case it is ordered by (scheduled_for, id) rather than by id alone.
+func (f *ExecFilter) filtered() bool {
+	states := f.states()
+	onlySucceeded := len(states) == 1 && states[0] == domain.ExecSucceeded
+	return f.JobID != nil || (len(states) > 0 && !onlySucceeded) || f.Namespace != "" || f.JobPrefix != "" ||
+		f.Handler != "" || f.Since != nil || f.Until != nil || f.StartedBefore != nil || f.Error != "" ||
+		f.Manual != nil || f.Backfill != nil
+}
+
+func (f *ExecFilter) states() []domain.ExecState {
+	states := slices.Clone(f.States)
+	if f.State != "" && !slices.Contains(states, f.State) {
+		states = append(states, f.State)
+	}
+	slices.Sort(states)
+	return states
+}
+
+// handlerKey is the handler queue an execution goes to: its handler's
+// type, or a custom handler's name (from the row, or its job spec).
+const handlerKey = `(SELECT CASE WHEN h->>'type' = 'custom' THEN h->>'name' ELSE h->>'type' END
+	FROM (SELECT COALESCE(executions.handler, (SELECT sp.handler FROM job_specs sp WHERE sp.id = executions.spec_id))) AS x(h))`
+
+// where is f's conditions (the cursor's but for count), with their
+// arguments added by arg.
+func (f *ExecFilter) where(arg func(any) string, withCursor bool) ([]string, error) {
+	var where []string
+	add := func(cond string) { where = append(where, cond) }
+	if f.JobID != nil {
+		add("job_id = " + arg(*f.JobID))
+	}
+	if states := f.states(); len(states) > 0 {
+		lits := make([]string, len(states))
+		for i, st := range states {
+			if !slices.Contains(domain.ExecStates, st) {
+				return nil, fmt.Errorf("unknown state %q", st)
+			}
+			// Literals, not parameters: the planner can use the partial
+			// executions_state index only for states it can see.
+			lits[i] = "'" + string(st) + "'"
+		}
+		add("state IN (" + strings.Join(lits, ", ") + ")")
+	}
+	if f.Namespace != "" {
+		add("namespace = " + arg(f.Namespace))
+	}
+	if f.JobPrefix != "" {
+		add("job_name LIKE " + arg(likePrefix(f.JobPrefix)))
+	}
+	if f.Handler != "" {
+		add(handlerKey + " = " + arg(f.Handler))
+	}
+	if f.Since != nil {
+		add("scheduled_for >= " + arg(f.Since.UTC()))
+	}
+	if f.Until != nil {
+		add("scheduled_for < " + arg(f.Until.UTC()))
+	}
+	if f.StartedBefore != nil {
+		add("started_at < " + arg(f.StartedBefore.UTC()))
+	}
+	if f.Error != "" {
+		add("error ILIKE " + arg("%"+strings.TrimSuffix(likePrefix(f.Error), "%")+"%"))
+	}
+	if f.Manual != nil {
+		add("manual = " + arg(*f.Manual))
+	}
+	if f.Backfill != nil {
+		add("backfill = " + arg(*f.Backfill))
+	}
+	if withCursor && f.Cursor != "" {
+		var c uuid.UUID
+		if err := decodeCursor(f.Cursor, &c); err != nil {
+			return nil, err
+		}
+		t, id := arg(domain.ExecutionTime(c)), arg(c)
+		if f.filtered() {
+			add("scheduled_for <= " + t)
+			add("(scheduled_for, id) < (" + t + ", " + id + ")")
+		} else {
+			add("scheduled_for <= " + t)
+			add("id < " + id)
+		}
+	}
+	return where, nil
+}
+
+// ListExecutions lists executions matching f newest first (by scheduled
+// time, then id), one page at a time. It returns the cursor of the next
+// page, "" after the last one; executions created meanwhile never shift
+// a later page (they are newer than the cursor, or of an older time the
+// listing has not reached). An unknown cursor fails with ErrBadCursor.
+//
+// An execution id begins with its scheduled time in milliseconds (see
+// ExecutionID), so id order is (scheduled_for, id) order; without a
+// filter (or listing succeeded executions) the listing walks the primary
+// key backwards, with one it walks the (job_id, scheduled_for) or the
+// partial (state, scheduled_for) index, or scans the day partitions
+// between Since and Until.
+func (s *Store) ListExecutions(ctx context.Context, f ExecFilter) ([]*Execution, string, error) {
+	limit := pageSize(f.Limit)
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where, err := f.where(arg, true)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list executions: %w", err)
+	}
+	sql := "SELECT " + execRead + " FROM executions"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	if f.filtered() {
+		sql += " ORDER BY scheduled_for DESC, id DESC"
+	} else {
+		sql += " ORDER BY id DESC"
+	}
+	sql += " LIMIT " + arg(limit+1)
+
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list executions: %w", err)
+	}
+	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list executions: %w", err)
+	}
+	next := ""
+	if len(execs) > limit {
+		execs = execs[:limit]
+		next = encodeCursor(execs[limit-1].ID)
+	}
+	return execs, next, nil
+}
+
+// CountExecutions counts the executions matching f (its cursor and limit
+// aside).
+func (s *Store) CountExecutions(ctx context.Context, f ExecFilter) (int64, error) {
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where, err := f.where(arg, false)
+	if err != nil {
+		return 0, fmt.Errorf("store: count executions: %w", err)
+	}
+	sql := "SELECT count(*) FROM executions"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: count executions: %w", err)
+	}
+	return n, nil
+}
