@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -47,20 +50,85 @@ func noExecutors() *apiError {
 		"this node has no NATS connection (run it with --nats-url)")
 }
 
-// ListExecutions handles GET /v1/executions: executions across jobs, such
-// as the dead letters (state=dead).
+// ListExecutions handles GET /v1/executions: the execution search, such
+// as the dead letters (state=dead) or stuck work (state=running,
+// started_before=1h).
 func (h *endpoints) ListExecutions(c echo.Context, p ListExecutionsParams) error {
+	ctx := c.Request().Context()
 	var errs fieldErrors
-	f := store.ExecFilter{Cursor: deref(p.Cursor), Limit: limitOf(p.Limit, &errs)}
-	f.State = stateFilter(p.State, &errs)
+	f := store.ExecFilter{Cursor: deref(p.Cursor), Limit: limitOf(p.Limit, &errs), JobID: p.JobId,
+		Namespace: deref(p.Namespace), JobPrefix: deref(p.Job), Handler: deref(p.Handler), Error: deref(p.Error),
+		Manual: p.Manual, Backfill: p.Backfill}
+	if p.State != nil {
+		for _, st := range *p.State {
+			f.States = append(f.States, stateFilter(&st, &errs))
+		}
+	}
+	searchTextChecks(p, &errs)
+	if p.Since != nil || p.Until != nil || p.StartedBefore != nil {
+		now, err := h.s.jobs.Now(ctx)
+		if err != nil {
+			return h.internal(c, err)
+		}
+		f.Since = timeParam("since", p.Since, now, &errs)
+		f.Until = timeParam("until", p.Until, now, &errs)
+		f.StartedBefore = timeParam("started_before", p.StartedBefore, now, &errs)
+	}
 	if err := errs.err(); err != nil {
 		return err
 	}
-	execs, next, err := h.s.store.ListExecutions(c.Request().Context(), f)
+	execs, next, err := h.s.store.ListExecutions(ctx, f)
 	if err != nil {
 		return h.storeError(c, err, "execution", uuid.Nil)
 	}
-	return c.JSON(http.StatusOK, executionListOf(execs, next))
+	out := executionListOf(execs, next)
+	if deref(p.Count) {
+		n, err := h.s.store.CountExecutions(ctx, f)
+		if err != nil {
+			return h.storeError(c, err, "execution", uuid.Nil)
+		}
+		out.Total = &n
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// searchTextChecks refuses text filters no execution can match, before
+// they reach Postgres (which refuses a NUL): a namespace or job name
+// prefix that no name could hold, an error text with a NUL or invalid
+// UTF-8.
+func searchTextChecks(p ListExecutionsParams, errs *fieldErrors) {
+	if ns := deref(p.Namespace); ns != "" {
+		if msg := jobs.NameProblem(ns); msg != "" {
+			errs.add("namespace", "%s", msg)
+		}
+	}
+	if j := deref(p.Job); j != "" {
+		if msg := jobs.NameProblem(j); msg != "" {
+			errs.add("job", "%s", msg)
+		}
+	}
+	for name, v := range map[string]string{"handler": deref(p.Handler), "error": deref(p.Error)} {
+		if strings.ContainsRune(v, 0) || !utf8.ValidString(v) || len(v) > 1000 {
+			errs.add(name, "must be valid UTF-8 text of at most 1000 bytes, without NUL")
+		}
+	}
+}
+
+// timeParam reads an optional time parameter: RFC 3339, or a positive Go
+// duration meaning that long before now.
+func timeParam(name string, v *string, now time.Time, errs *fieldErrors) *time.Time {
+	if v == nil || *v == "" {
+		return nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, *v); err == nil {
+		return &t
+	}
+	if d, err := time.ParseDuration(*v); err == nil && d > 0 {
+		t := now.Add(-d)
+		return &t
+	}
+	errs.add(name, "must be an RFC 3339 time (2026-11-23T09:00:00Z) or a duration before now (24h)")
+	return nil
 }
 
 // stateFilter checks an optional state parameter.

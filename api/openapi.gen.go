@@ -494,6 +494,9 @@ type ExecutionList struct {
 
 	// NextCursor Absent on the last page.
 	NextCursor *string `json:"next_cursor,omitempty"`
+
+	// Total With `count=true`, how many executions match the filters (every page, not just this one).
+	Total *int64 `json:"total,omitempty"`
 }
 
 // ExecutionState queued: waiting for an executor (or for its first publish); running:
@@ -1161,8 +1164,41 @@ type Unavailable = Problem
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
-	// State Only executions in this state.
-	State *ExecutionState `form:"state,omitempty" json:"state,omitempty"`
+	// State Only executions in one of these states (comma-separated, e.g. `failed,dead`).
+	State *[]ExecutionState `form:"state,omitempty" json:"state,omitempty"`
+
+	// Namespace Only executions of this namespace's jobs.
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+
+	// JobId Only this job's executions.
+	JobId *openapi_types.UUID `form:"job_id,omitempty" json:"job_id,omitempty"`
+
+	// Job Only executions of jobs whose name starts with this.
+	Job *string `form:"job,omitempty" json:"job,omitempty"`
+
+	// Handler Only executions for this handler queue: `http`, `nats`, or a custom handler's name.
+	Handler *string `form:"handler,omitempty" json:"handler,omitempty"`
+
+	// Since Only executions scheduled at or after this time (RFC 3339, or a duration before now). Only the day partitions in range are read.
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only executions scheduled before this time (RFC 3339, or a duration before now).
+	Until *string `form:"until,omitempty" json:"until,omitempty"`
+
+	// StartedBefore Only executions started before this time (RFC 3339, or a duration before now).
+	StartedBefore *string `form:"started_before,omitempty" json:"started_before,omitempty"`
+
+	// Error Only executions whose error contains this text, in any case.
+	Error *string `form:"error,omitempty" json:"error,omitempty"`
+
+	// Manual Only manual runs (true) or only scheduled ones (false).
+	Manual *bool `form:"manual,omitempty" json:"manual,omitempty"`
+
+	// Backfill Only backfill runs (true) or none of them (false).
+	Backfill *bool `form:"backfill,omitempty" json:"backfill,omitempty"`
+
+	// Count Also count every matching execution (`total`); costs a count over the range.
+	Count *bool `form:"count,omitempty" json:"count,omitempty"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1276,7 +1312,7 @@ type ServerInterface interface {
 	// ListBuckets List every bucket with its owner and its jobs
 	// (GET /v1/buckets)
 	ListBuckets(ctx echo.Context) error
-	// ListExecutions List executions across jobs, newest first
+	// ListExecutions Search executions across jobs, newest first
 	// (GET /v1/executions)
 	ListExecutions(ctx echo.Context, params ListExecutionsParams) error
 	// GetExecution Get an execution with its attempts
@@ -1413,9 +1449,86 @@ func (w *ServerInterfaceWrapper) ListExecutions(ctx echo.Context) error {
 	var params ListExecutionsParams
 	// ------------- Optional query parameter "state" -------------
 
-	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	err = runtime.BindQueryParameterWithOptions("form", false, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", ctx.QueryParams(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter namespace: %s", err))
+	}
+
+	// ------------- Optional query parameter "job_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "job_id", ctx.QueryParams(), &params.JobId, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter job_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "job" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "job", ctx.QueryParams(), &params.Job, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter job: %s", err))
+	}
+
+	// ------------- Optional query parameter "handler" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "handler", ctx.QueryParams(), &params.Handler, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter handler: %s", err))
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", ctx.QueryParams(), &params.Since, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter since: %s", err))
+	}
+
+	// ------------- Optional query parameter "until" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "until", ctx.QueryParams(), &params.Until, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter until: %s", err))
+	}
+
+	// ------------- Optional query parameter "started_before" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "started_before", ctx.QueryParams(), &params.StartedBefore, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter started_before: %s", err))
+	}
+
+	// ------------- Optional query parameter "error" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "error", ctx.QueryParams(), &params.Error, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter error: %s", err))
+	}
+
+	// ------------- Optional query parameter "manual" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "manual", ctx.QueryParams(), &params.Manual, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter manual: %s", err))
+	}
+
+	// ------------- Optional query parameter "backfill" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "backfill", ctx.QueryParams(), &params.Backfill, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter backfill: %s", err))
+	}
+
+	// ------------- Optional query parameter "count" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "count", ctx.QueryParams(), &params.Count, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter count: %s", err))
 	}
 
 	// ------------- Optional query parameter "limit" -------------
@@ -1966,219 +2079,228 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17kxs3ei/8VRAmVSJ3ezgcSeu84tRWIkvyrhxZUqRxbSVuZxrsBklomkAbQA+H9quq8x3ONzyf5NTz",
-	"PAC6m2xyOLquc/LHrjXsGy7P/fLDb4NcryqthHJ2MP1tUHHDV8IJg389qY3VBv5VCJsbWTmp1WA6uFgK",
-	"lilx4y5zvCNjes7cUrDKiGupa8sqvhDjQTKQcPsvtTCbQTJQfCUG0wE9M0gGNl+KFYfXu00FV6wzUi0G",
-	"798ng+dP4Xd8vOJu2Twti0EyMOKXWhpRDKbO1KL9prk2K+4G00Fd4527b34hV9Ltzuk1Xwhm5a97h13i",
-	"c+1vFWLO69INpn+aJIMVv5GregV/wF9S0V9ncQhSObEQBsfwGtZJrJ/oWvUM5a96zVZcbZiplWVOs1Ja",
-	"t3c18R29wzprD+tscvy4vjN6tTusF9I63GUcFp87YZhbSsucXAk2fPPdE/bgwYNHo3PmR8CUXidstsGH",
-	"Cu74jFtxz7K81PnVvvnM4du9O1pwJ07gWz3b+h5owlZaWYGU+y0v3ohfamFxeXOtnKCV5lVVypzDlE4r",
-	"o2elWP3xnYX5/db65j8ZMR9MB/942nDHKV21p6/pKfroLl8Y+iyTlkl1zUtZnLNMGKONzRjM0TLB8yWb",
-	"8YLNpSiL8eB9Mnii1byU+Vcbbe6/b9lauiVu2Ds9g72qjRHKMeu4E0wbnAIO+RnM6UuO97HaMO2WwjBc",
-	"ThzES+2+07UqvuQ4Xmpm63wJCwQLIm5EXsMlHNCF1i+4WYivtZEzXWyA9pzWrISB4Kh+VPyay5LPyi8+",
-	"sLysLUgKkCswsLoZypTEhxXmWhi25JYpzYTLi1TlWimRw2sSXGOXF6yQBVPaMa7sWphxqlBk+WHAKB87",
-	"J1YVTqsyuhLGSZIGIpBqd3hPagfS9eHk0TdstnHCjnclSzKg/dXmUhY9qioZzKWSdimKS+72iitVl37x",
-	"SV/tvGQpuHEzwZ1/y+46ltw6Fm8DhctZqdWCcZo1jP3Dvq3q1Uz0LQ9oFstAILMzpq9R3IuG3u9Ztl7q",
-	"UrBSzkXCjDgpjLwWIPfysi5E0VrOqGSSga5drlfiNrLym/nK300PVrX70G20jhsXd2mLo+uyZHNtcEmt",
-	"C0sK07OC4ZNsDeQpYBGMqDS86kNX/H3bfvkpLH9nhF2q+jm+Qs/eidzBdLaWZ2dKMI9pa7+0YdbpqhJF",
-	"Q0RSLdhQOlZIUYwYV0V3f1O1BsnvNOOK5K5WAtguGQgFNsRPA1vnuRCFAEtrzmWJ/4BVKC51DdPIucpF",
-	"Sb/DkFpzabbmW55fzWVZ7jJubgR3h1lrl1/7mf1vyw3jjAbJZv6L/u9zxmcW5orTXEsrekloi9O33y8U",
-	"k44JVcALgQbYeilLAT+CxfThDDonUumTCnGzLMnSODG/csxqNudmzC4kWB5uyR3jpRG82KRqyQvGVfMO",
-	"xo1gFbdWFMTuQBIgcdHGFEUCb+PMilyrIlXxWyiLDFcLwWColk2ISuJspXLfPOwVBnNvaR63tSSBbzHx",
-	"k8E7Pbs88lZ0YvaJ3MrohRHWnjPg+w0D0VTUQD9o8XqfhyY+E3NtcK9Bj82EUGzJVVEeEBN9Isr1sHJm",
-	"aqWkWmSsVk6WfjC7Q5A2fJINs0IrkY0SxlNVW0HMb2F4w8zLAbiqDfyUcwW7vNBMKzbMiCcylB6pAisH",
-	"ZF8hSgEEBSagRs2DohCcuWDgZszyDSiFzagrJvwEBskAhoWiDofQSI0+seD08ZThtONl/y52dw20U2vN",
-	"1sC18GckZpirZ57xMTS8Jc2RzDwBJsGZcXoQhhi4uSG9sO9JW9rdrgCC0ASvbFdwSidW3X8c0rVRAL+P",
-	"H+LG8E3kkHxPIOCxF5u0hmiiBM//sNKjYR2aV8t940Uh4YO8fN2a5JyXViRb8573eq5ABnNprNtmYafB",
-	"87GyEIYNg9kyOp5jQUqWvOp43QNelno9SHqc+khk5NgbNOSUiPo1qGByvfC3VDUifsxeqXLDMvxAhgaL",
-	"0uvp1msLjTJ7zaWDW1KF7iZ9YKi0wee0wjnhE6OErZfciWDg+a+vVar8/FilS5lvukxN09zPuD3KShVd",
-	"iTUUN37Jz8myx5iC0utjd2CLqhp266UsI/iVMG+DlA0TyUttkSOXvJyf6ErALPE/vcZKnV+JHoXxSgk2",
-	"w2swx3d6ZhMmHa6j31lYZFQQuizQGuiSLs+dvBaX8GRH7u1XnrM4lN1rotL5sn8bcER2Kat7ls2FysEM",
-	"xNvZ0DUO2z1LXtdCKGHQP2RpPZk8yOn/2cMJ+//JXoS7jLiWFk0IsJplTiEEmvuV2LSl6igYR9It6Y5e",
-	"ObvHKmpNMaxUd4bf61mU8bRAXfKWhmIZ4+MMFBR/RS32UDQ3pQS3G24DZgr0TV++ZxntKtJDNArJUCR/",
-	"V4kPtwtx8foHpnThd4ZCTty2NkTpdXssStPteq1sa/DjY4ZgRK5NIYrLA/RGtBXuhL15ra1bGPH2318k",
-	"nlrIpplLeC9zhivL0ftn+VLkV7ZNMvGTH0M73Zcc4JM94/YDkvO4ekhfecnB+bnbKm4JMc/VYXsDK++M",
-	"eWfxPUckHUnSouBemYgf+yQ2BA17x4I4XvHX5dWTJeiFHj8Qfy/2cDtSdhWklL+XDTlG6NDlCb/FKGbb",
-	"ol0JrrynZtmKOzAR2Kx25PrQk6P+WIa/e8+4vCxADqx4LoJYolH0jdqyoRcYTrOK11Yk9J8CfjDC1isx",
-	"oinhp+l1ohS502Z8u3UaxpvEFe3biWfB4tjdCB8ZuSw9xXRn/Qy52N+TeJPLaTQMz5kG40Uq9pdnF+z0",
-	"+uy0MWxOf5PFe0wIHENpIczXY6z6T9t+nThrxRm6A/+BF4LNNoxHW6q1mDOtS8EVadz5XPQ643/j0km1",
-	"SNgvtajBVSZfrbGnSFWYtscO9tDQm1ipIhuLZfSNS/TfzkFRSMuqelaiN4Ai0JORrt1M3zCYoLnmZaqG",
-	"95kdxcSM2LBCk8m2O5FC2opo4aPClkUter3n7zCW5vUh8SHK7izY3+N30jlhsiSqQ+TIGgl/JloTHsZn",
-	"iss5+JhVWdu2nTqfW+FG/SGcO0aMvk7sFx3Cy9nmsPtqSM0g7+MT3WBdnD9Y9yuual7GqNMXiKPArZTA",
-	"61klGk4PleA0Zhv2+tVbEgmgslAYnALtGI5Oi1tyFbKIkX56qTpK2t5heIebBFh/CA+UQGdZgfl8zHCI",
-	"wRJUGxLlHOmQuTBGFKOGkDvsyhdcqo+w8GLIe+dSZaQ20m1uT8/4+3yuJHLS8cGVbuj8w2YSY1uHxhoV",
-	"D/loh2MrkeTa+749x0h8TZQl6ohtKXjHCHwc7KewnhqV+3cQgtnahp1PkoqbYogB7HXMnKgm0TD0QQbg",
-	"FrIBPEOMzpkPBU5TxVXMs4CgOvd8Nm3mES57BgQfmjMjHPKedDZVunb4FdDaej4/ZzEhkbCYesAHC8EL",
-	"8m/br04VvXuEoe+5VLzsBjloqmBrxxBmb86jneeAT/WGDr6Toixi2nwrcAXXdpf6qXZgolYcfGXvWnLw",
-	"RaraJUyMF+NGJAIr/qqVwLDuTBcb/AdnsabnnvXZ+56xrYS1fCH6i3E6MRYcaPNAHwH9FcPQ5tbY3bb4",
-	"1T4w1hhNrdhXtnSuyqYsq02ZsSGfWV3WTjD4mWmTKviHHSUsWwm31EXGhqEOBfQLXFgKXghjs3NaSF1s",
-	"GDKPtDHWfc+yim9KzYsxyxR3NpsG6qUKJ7oIZkpma5xxllB4R7plqjKgzEsjqnKTxRgckm1VbsYsy2vr",
-	"9Cqbtu3AhYbXYewFr4aYnzY+Y4MZchjOSmREn13i8fPav949+mNn02jVMDB2w1cVyPIBLFxv2sSr+uZO",
-	"K1RxIlZcgqitgL0M7Ol//fT45D/5ya+Tk0eXJz//dpZ88/D9P/XqGFrL7ksp02rHSi6Wrtz0Bv7xhyaY",
-	"B0SAGgEFPK1nLzPWpux+DMlnenrqfxnnenW61Pqq76vNJrfWNhoiWxyDlw+wyTO/2f0xxUAK9yyVUKBB",
-	"TXkesxtEnFGM81ZnvR0KPcbO5bKsjTg2MCnV5byEPev3w8r+CryLZWe2uVZUfJRvGD6BnARc4mcfTV4f",
-	"xVKi30n3pTE9sULvSdqQ4IxxQ1qeVvnTWqpiKyy9f/pWqlzsyRC3Xs8EeG7wVWd7YpIHTbK6Ku6YGN8i",
-	"yvaOJ5Fswthbi9ba/PbGdoZwgLifq7ne1XYfSabH21XbLNZjXS0bZdUVBlNeyXFLGvTtA9oHtyvN8I3w",
-	"QHvFm0kdWMZPYWO2d+TDw3R/Fbx0y92xAAHXtruKfcJz60P+sb4vfa9nPZRzIOfxIdUiHRbtkXwt6jhi",
-	"be/gXJd8Jspb9+wF3YX3W3dpavVRXthKWkvRq0Mf/QHveo3xqLa27zUDbvG3mxH3lFzF7Ps7PUO/mUKd",
-	"2jAYFUZnP8J3bnKzhyb7yt8GLjXZdvDEzclCn/hXvrNajd/w9Q/e4v1A5xsdl9seeAM3NSsP5vDu2r0B",
-	"I3kegiftsIgv92FDzDU20bYVv4GdsBlpOjs6VpP5F9w27LfhvmM9/e/1LEp12FC9J8rx0XoOma8dH/Ah",
-	"g5hlCWGBONWkJa3bJNxlwa1qjVuU4fd69i13+fIJPnPHmob+POcFsQ32B9BQEios57YbT2OOXwnLpDs6",
-	"wP69nvmBYvDu5jk9FDsIwt+36BAc96HVgPfsSb1RWSMYu1qReEC7dwaPTVlGWiNj9ydnsWjC70eqsnd6",
-	"lqHvG5IttcW7Ml/gnG0t0FrXZcGW/FqkioqLReEDGGz4cDIJhfwJezh5hC40rqka9fli70hr3bK+JESo",
-	"cPrY+uqkT8fen5zdmvU5rGNxK94Ii8Urewow9yS4WnVSPaV9FBvpfxJTa/T0uc/KI2mynBuz8b1EOO/+",
-	"l0c63nWYDE6FVcIEunFNfXwCJj6WZZiC/KdjOaKh2ONspygg+orcOhvwQUJhy27ZCqwbIZgTN+QyVUJX",
-	"pWBD7thKW8fuTyYTKpRGNbDiNy+EWoBNdx85/BPYQHc1bj7OLulO/kclf6lFO1EWxf/udFGehb/P9kQu",
-	"xpcnP//xn/bFQaIBtBW5o9gTyuc0VIelg08+hI8yc3YbbL5/++olu+ZlLRL0synz3PK6KZFH9Rqt1pdd",
-	"g+zvxIT6EBOmZZFstcBptRDWsVbsesWxT48NOfuLZkVN+fyERW57uEQ2a7yiBxN7q9nirZTAeXskx6fw",
-	"Cr0y+to5h+/17DVI2DvGjKmyU5QF2UFY1HBOdhAYDpUROFIjqpLnohVaHrPHlEpIlZ6z396D2hAu3hAD",
-	"srEYLsSSKU1/zkjEpcq/mvGyne2nq2yIL17pa/r0qtdiOCjK37RH3rp0ztJBOogvJ+vu9yvKP5sU84Va",
-	"rU2I8f3/R2TW47Zc6lkO/+BxhWp9fPsGy5LeYhWSp+E7GDI5cP1l3a2h7uX1x1jX2VcrgAM4oiSgp04y",
-	"1mZRrxf6A/Q+NgySC/teMBGjdNMx6wu2SBO2LE0vMkafXNOHOq++LUYujZVgCTiBrUorqj4NBTKGRAfd",
-	"3DOBjrnUqC0n+OrPFd+sECvgGAVG675H2n8ovXzIhtJe/c+Gft4N3a6rp0pGTAfWVGAfo3q9GbkXUdMc",
-	"ncTsrtq/ic0pCv2gfsH7oVWRakGkMMzaa/gvYYH/nI3ANUzVv9UzYZRwwoYt2CjHb6aMYx27tGD76YpG",
-	"x56+fHti61mhV1wqsDbm8iZVGGs4zRJYfMU4RQz0PJqE3zxgpQBKsQkr5EI6m7DsJEtYdpkxropUZeMs",
-	"ob5TGDi8T6gC/onGN/ePw87j8+eMk7aD8YFVClaNoS51+vyYPQ4ff+hXxxc6BHL4DekB4TY8RfSJ+47e",
-	"vmt6nztMhOe1MX4/WKGFhxwguwELAKahDIBj62FJTYhzaUSqvFuXLQzPRcAdkcZjULTYlcqz9FolLbOM",
-	"on7U+ag0VXgnnQgqPTcTS6mKGEMKPXCkGEKqHzXXSV2NxiyzV7LKfPejAsuTBrY6Z1nJnbAuo/JXeBtu",
-	"gxG5UO48VRkvy8xbrPRMwnRZgETC2pkES5ExUr7SRlA1XLbiNxlbC1gRv3Dx9Uqs4WG8ZcwuAl5HWMIC",
-	"S11iVTu3qYLBV6IA+cithrfjK7PRmL1S4sQutSPm4eWabyj0nLClXmPNO8xvnKrvyAovxdwxXTuMkPWb",
-	"0JYNnc6vCnZyQh86IZs6SVX8Bbc3ae5Y8ZtR6BUIljia6NigvdRrxZbCiD7zGl/V7dD6Bj2wA2aS59ZS",
-	"gGtzZrty85s+/w1Vwxb6yt3gV5JBFdmqGSpRT7vl+kpWGIv2v/Oy7JGmfbz7UheiV9XI6+0yU9Q3Riyk",
-	"9Rlqhc0kPU1LRbGne+Lx6+cMrgpLZiZWr/LiGp61wh5M3jeLSgx7mQegnH1NUHsC5P6itwWadiRqisGO",
-	"6TDdnCRsJyS4+7VtNxkoRFw6V15SV3TfOEAyEVuouBKhuwqfx6Ckf544FhfLCCXWNlXSMQucxkvfwVoJ",
-	"wy4uXoDUxxtpdvgq4nXgv1Jb9AttqvwqbDVlF7qela0EischAJu5l1DiuGQx/sAq0VssDPjsVhHm7vo2",
-	"O75FHT/vIflPESRB1vnwnPmr49tEUUsueVUJZYk3qI4+17DzRS08qABXux0FXoFQz7a0zDpZlr4hAVSZ",
-	"r2EEOe+MREIiqyJ2vk5Dc2mqkJCkY1xt1nxzHlQc/D/1kQdl4V33bHTe6V1I1ZUQdGuoEwU7BneXfg3J",
-	"3zAPUJtCFTbBj1RSLcCU2rB5bbAOHJYh9uqcs4xqLi9jdzz9bdvvbHXPsmE7MbbVe3JKz6I5QkgYsRBR",
-	"iXWK4on5iO50S6tFZeYXYpTEDt1alSD+rHB9rbNJkOXNqsVK0jCrXkPZo3T1FZEasUcSwnySpl8RTYtz",
-	"NhfrUGCfIRd5MyXuTUwse3QeNEGGHPaK7ILODVqJ0dE5lYA1Jo3ok6z7O7mpczvYNXMNi3l85VTT1NCb",
-	"TyUIO7FugYKAFxEJJ8zXTv2NnS/vK/b4Ynn0X4GIeuf2/PHLx7R0cE9cv3ssK3XOy8zrFjAOpWLDHy+e",
-	"BPLt0AFpzrDRjVH0eCWMzPnpS7G+/A9tjij8afLtceARMIEIuU+UtqmmP/1XqzHLCrC4wVlrthD8NlNI",
-	"xbF8vCRlmrBspa9FkUWST1VutGLipgLTBQSH76BtHvICQOdXlgXbeaF9JfyamyJVQ87m8kYU1GXfehm6",
-	"hASgR2B6VCAvlXVcuaZ5K1ULXp2jTKTOqT9kIXVJmjBhK6lq6mZc6tpQGDzwqalVqkBqChBHRlSYimxm",
-	"CTfcs60pBZXj1jIXvl04VX6SC40V9mzvrMjqUK0JVdxakJvlJmEcR09ABwXL/hUDFPADm2m37I2J74Nk",
-	"AR2AH5eK/XjxJAmNzW1Qqu2GsTVowdkdiisLMhiCtEYCwZJIWsVemYxMtKeDi+N4aYNlV67esw1PJrTT",
-	"mJ3GprYuh92f3P/mZPLgZPL/XUweTCeT6WRyMnk4nUyOnpfSK6l6G7GwRB3nCStMHnGX3Lf4oYjOmAdl",
-	"EzeEDskdK/iGDWEgVJqBXAbONjXq7Z/U/emDCU2nZ+Ruj1h7+vaCrbi5goVda1Ns+Wr40q1BDj1Vr71k",
-	"AI4llLPJ/elkAn4lLjB1q9zGqGzBq968bO6rl8Xe9khPT21pRIsKzEPeCdC7tD7ySK7j/dvcyP06AK7c",
-	"A6E4AylKni73u+Yn1l2+Z08vbhXkZKcj+R8Q2B8G55I3AKktTNMj0VLv5Hv3mxt+8Bh9nTehIGFiuRGt",
-	"nwdBPR759MjGuzubDfuUbP/ONNmsnkr1pgcFbALLXW04goAt5WLZbl8hfDwPgKVgYiVazNbjh8EP4XKp",
-	"16AIbLSmccfonq6NDF8ZAOfDJaSw9R5jOFZRbWVOv3vCHj380z+HQiJWCMdl2YO8Qhf6G4ARuPVoP7HV",
-	"4dVj0hKL7amWbWq7eqIO0pXiQBfP9tTfOj4rwVEXysk5+lZEvVeSIHhatVW7DTDgz4wLcR3wQO0pVr+h",
-	"uOgYu0beKhzwaphAcqgSjbKIr3AK9vPlEKvKh0kpIOzDiyBmff+9T/yTReNRrXltSYMLjssX/FMM1/bl",
-	"Hd/3TrDJ8d4tcg4STs+dUMhQS71mVoPkDo2RnW5l8Ox93/G0aXNUfzyjnkkmlXSSl5e+ZZL9ga3q0skK",
-	"3OX/GqqTs1HCco42LXepWvGbcKvPZ1DnvijYcF6X5ZTVSgJJgAL+aZKwYnTOxC81b66kCi4Vp/fpokLn",
-	"gd0hXpyq6GNjNv3kD2xe8oUd7RSQB6Hsm0+pV1Q2VRpFn625tSJ9pVwl3wQJRogbYIHHEqBu6c+WhXPW",
-	"GyymRWxbmbCY8OAv1K0Mq9Qr72BD2jAXbS13m5Jrbeb+2qbCz9athYhlTvaWSfY2xzSE1Y0IhsBjz2BD",
-	"ELKPgd62tOGd8k4YRAMKQUAE9la4mIrzqZoMfL4sYRl3GTkpUmXnIZODntQK25qVblxhhNIsRxiTIktN",
-	"qxxt3XWvS6PyZX+TX7nxPh6OgqUD8pA83lZYcvxLpINpQBqwJKRQ/WLYeJOqOZiS3mClD1L2EN8XkEK8",
-	"8Sqdz4OLDbsSosJp+lSaZTw32mLKiyJ28BqqcrfnWP9Gb5feaa64dQwrqEIiShpWLbkVY/Y3RAn2AdzG",
-	"RoIx/qjkTao8+tjZo3+enEzOTiZnF+jeTCeT/xxtpSm9x/DPeNMjuumPaLcfbVX1+ZZv/O51zLlgjq9q",
-	"S2BAS34dAFKPN+JgU3tUtLzxhWvTIE68P4/OfME3J3p+stLKLRn9v/9pLcRVkips/U4HE/Zgwh6xP7A/",
-	"sB9evTz57s3zdHAO4m8ur0UMEfhoHxBDqsI4tGHDf4WPgYv+rwWX+F+ilEcTm7DxeDwas8foz+FQUxVT",
-	"0jEmoQ3L/iWjJSJIIg6eFVChB2ZyS2HOUxVxWZiQGM5d8c2YPeUb4D+aIS+BHLFbIXuRsSEWFhZ8M0pS",
-	"lb04UZ411d8yNlSCA2kyWA645RyHqef4A8uePv6Pf1RZqoa4TtkPr17+41lGkV24Bm+nK9+9ef4i2yGy",
-	"3WXtxY1R/VDA2xw99RGZ3TMTKLZPsIAYrU8Vhr5G51GrhZoJG7nWUsWlqdV2Rucgdq46RPXNwEj8H5T2",
-	"jya36LQtJ8q3z2OOG+ZbV2RlSctWWKIQJxZWpV1Jm6qzFXoJ9x8uR+hUceWDCawQRl4L772HFQsNITEM",
-	"lCp8Ly8xyEIij6IyuPqU1F6E6k9L1Rr4fngV+JaYUqH0C0J2wpKBU1QZgUABWxEn6+CNlOvDkAuN4Hw3",
-	"VEUAShiqbAMhRQCZbcJ8sDf3fNnfK7ZLi7uEhfOh7Yh+NHXDUMHAkPSMj3QiTJY3lj3WKLrp523YIX8l",
-	"VXhptAcP+rC1gsLmbgwWbTTPYcdL6f3B857A+XaEWIKeRFiOBnPix4snW2zzrAZ74PRbYUqpBkel7N/S",
-	"mr+pVW+yx7o7YN36/Tt+SUDKHDiL4GNfT/nDTqCVSoebauBYOvbzIejJu7T79jNJDCFtY0WjXMlwOTPm",
-	"lkbXiyXLYPpUfdM76yORomn//DL7kcVV6U7v54Ok8SkS3C1C++rNAO9RWxFsQK6V4wQL4s8HwpJlnV+x",
-	"FZfKcamEsWxohQhNY/CSe5a9efb46Q/PRrtVgviwtIyzQsLIZjV4jCARYw3MmGGTGkgUDOQFy5B7sxD+",
-	"ThWpLU4aE2vF0ClH4RCdhKGv2PPWLxlSWPDBFebkvHL6lbziZ20c1IidR1WHLaw3DwFv0OLhqp3mJv0Y",
-	"sZjo0XBGSKpSdRHzfOHEJp9MGbOnXufS5ZYStmyYgtpPBwlLB2erB/jPVKWD+8t0AOPGOFl8a1/cjQ2z",
-	"fYfNZCMq7IN1otBVBjSRsR/fPD9nTfQpvNJijNevQjxICes3w1FLOFXgDOtPNViIYhoC6z2nl2G3CF9g",
-	"6isLvzsNZgH6RYjwi44P1leiLU2E330VOYOYecMP+5w5KcBS5kJZ0aLmxxXPl+Lk/njSivMhiQ6SwbUw",
-	"lmj2bDyhO3QlFK8kWALjyfgBYe0skb1Pl4jM8CvWvPUhVD/G1lbL7k8mvojEc0xORQrmWlj214uL12PC",
-	"v6atf14MpoO/CPdX//atg7buTyYHThS620lCHlpiz0FCYaDSsroa09k/9WrFzQbPJrsWSlg0jvjCgniJ",
-	"M7CDn+Hm05VwRuZ27/rAqoNNBv+9/ANsJd4f7cm/oI0B3HrPJlQVYPRKuKWowT5Nlc0Nr/xW76zfD/7r",
-	"t66fEzfutCq53Fq5niPPtkBM/Xh9irE9OHHjwF7RFoMmjFTV9hq2HljFwe5dTU+J47DFvUsK+/aqEurx",
-	"6+es0Hm9wgNlMIKGZz5hrW0tS4eads/K+Rd8LOX1aJnbB7u9RhfoIvmLmH3+/u2rl4fWCc9aOZYpRRtj",
-	"2puV+RIkYsL+NHnQBTfdWag39KmvwqH4bRCYuLN46NifJg++7LFsDq3wzfaewdDkbcLh+uy0VUm62Ifw",
-	"DzYL1l8GaHmpIuq/KYRJmpJT6Za6psLpVMUjsViGVag+lIGBrwwVBSJ2YE0oHqKi9JrK2QOSfKpi+ero",
-	"nGVdMHD/ui4gePPeVLWoaomlvXRjiHCh+8ndXhj2VBEOO4UZWSHnc2E8st1KI1cXNT5E2GRYCzcN9akO",
-	"hwDffVdbx9beVGzKcWk4WK3q0eKb43QwHpJQWwQPa600gvchYj2sVCg1DKGRUN1OEPHM13Z5b9Q7a1jj",
-	"gJFJj5IxK3tlNxgR38aS08/GWi0k9h7iJrswQMo3zNX3xjjE0/axf/hKnxq77TmfwdzSsI3FRZvQVKvE",
-	"Iy7gLw87HzjNp3MaNmsyx3s5DfE9xJ8LwYvMgzMigOeJ73sB66+DoOgroHuQPTFqT6DJ9HclzIrDhMvN",
-	"aMze+EPrYqFVqvbWiGI2aR+FPGtmlXRO0f2pN3jRGjuqa9lCgOs7FbWNUnM7Le3i6Pbf34zzlE7FPeJG",
-	"fybw+58/Iy90oXV72OFVsNb1vI0RCkT+kMZxmMBbx8N+Gr5ottPnTegAGN+LE1z9wBMtFuhhC6S2g1oo",
-	"3juNh8oYrkhfUF7b93knEa8Ua5oxHUqhu1SFeCPG+EZJg0KYtFJGIcXZdilXvPC1aiFj5OF6bEIns5LJ",
-	"TNjVe2y6Bu/4S5DRPmuve3TrB1DOw8nD2x+JZ9R+LKn9RbjueX1RArcwrXtpbEck3cLkz58O3v/cT5i+",
-	"VH77sPAj35kMKm17m9R9m0KrXl9TS0DoHgBjKsA/+yT2iE7k9Hkpe069EtjjEAgXrA5YIc8QhCuK/lCE",
-	"bI5NhSFKQwZDMxKhChvaDUpRZGP2hP6NH0pVgzTdOkpxwWVzqofS8IEFDDDCR2P3JhaUKIHvUNqxmWjh",
-	"Vg8fTh6N+hiIPv/3wUM9k/9i3PRw8uj2B+LR2l/DaqKd6nDt3fTAacSP+ITc9u/AaxgBBfrbJloOV+ZG",
-	"2GXkIiuMFHbaFNWE40ruNbLH1wGC5X8eH6R6DmI6qWrRLnCnEkE6jBSVij/frjsoCxQGfBHOF1b7+QJL",
-	"rA6wxf0vxxZGnGxLtL9ftvgoEo8m9DY53ULoXiIf6W8H9KkhQXrHv8E+Tggbfkr1MkttHdXKZAgLjyju",
-	"/ppHGfeX/UlKVq8ENcE2RyULc93AQYNfkSqqpfBF+pjLboFVB0hnMHwIPP5xo3JSlfnr0ZtZa2PxoEB0",
-	"eUOl7b0p05VQvtAuHkeYoJ2lGB1UuM8D+WtYz88Z/2mhEe/1UsPWWCHUV/RVA33RhpGhmkuT19KF7Tro",
-	"pwbYzV7afM0X2EBMGUEy9gMqRLkJCYWImYFxIvjFG9jaePuZeou6ZTXcA0ns2+jvycG+3cl8F49ClLYF",
-	"jDLkZdn8GbpMMZkx2ud/bp+w0h+STm4fxif0cpvet0MfptAAQnD4SjZPD9RWsW+yl7QHHzrdEJBAGJJw",
-	"VBtM3+ONTJnPhCLURqqsgO10VF6R69WKWw/nml2JzZ8R3CNDkxj/9j9gYdSV2PxDvMGZunWoMSGYNG1w",
-	"TutRgm/I0FlMFd2BfTF2hMVc/0BXpSNsDqXdKKDPNNgo41S9Fe5kxhGyozUTNswkFlIq7aTKRj4H5pit",
-	"K39q/lZFSweFJnFSmH/4M8K87qORAJpzy878nuIdAcrvlkgHUNbXi3F4IWcK4YGnG4mCfR6EWBjEKYH/",
-	"vt9ngRLmqQ35bSpnbXCK2PN4dBB1QGG1Uu37bTAdPzd6lSoMWvhc+96Gm3P/maKBBeWhNFLaVIHrVau8",
-	"gbq04I2B6ggwUSEOjVUOciVCor6Ve6YicyTxIOwfTibnAf4HAYPZNiAp1SE8nDzq9fJwjb7Xs+Y4hm91",
-	"sfmUVBdgnrulGSBE3u+Q+9mn/PA+szkg7URk4Q81mb+kBUyrSES2ywItcyJG9ujo0Z5aM9fkZjpBRSPY",
-	"lajcbtrvKb4pEElnwx7ub3JvHX/6+wh90TT3LXGyP/uMBaFgdmgjCnJgG3mxHSVNOiHShIwVwvPCA57R",
-	"uu/U3u4ENnt3YvKFWOd3FMbct5EfFuUIyLF7sFPRkCI5HRBhw0k/uticBwTZ2It0JURFHkOq0LICd06J",
-	"dVPWBUyKCsn6+h86FiCjikE8YJuH4yww80glwfRL4o+yi3B4SKULjG3w7ndmAgPrqfLHAtN5kj2k9yO2",
-	"ZnxWZUH4vEfpii9C8OFQ598N4dPp1sfqidP2ccWfMPj3HRoylN7ZquHVTY+zVOynDIgZjHmnQ6yE4CXa",
-	"9YYb4RImbnjuwO9VuZj6Mkl6IMT3PDwMG3KVKq0IQQKxBppzghtIozD1EZ0KQwB31yCprWYc3CXsmAm3",
-	"hYFTTT8ucoDiw7g78BQF9SPICRX1UbKsBcYwBAWxXd4dYAxaKA1Ske1J54LhgRRYq579n//1vzPqC8lG",
-	"iQfca8P5YV3im7oUlg1JLGG1OBiBE7ALEY7J+TrR0ZS6qXBAhGSKsdBUhZkjlqnE8tQGkwf2L+Q9rFSL",
-	"khodhpksEKUJtzVV2LMzE6HWAnaZDXGvz+mP2Pc0C3HbVlt7qrbN7DCS0IePJ3jw0DIZamthkekjtAW0",
-	"XSu+YUtdFrEx7yyZTCbwv52abHp6nKrXJF5hdxpJur1UrFkpcH+pAnbZ/EyjDdqA51cLA7weypl7Tl/G",
-	"Qhy7AyqJLrOtzbW8Flttc3MuS6BeOwJLIxdFqlqOBaawqIgYWCRyhg+3b1mBsTMEu2qxlBWhpgI0NctL",
-	"bqmaB98bh+mzukByMJVU5cEF8yuehR7bsDQnhrsIsbmK2bHY4pCq+5PJyJcEwdhW3FyJgmXhBVMG2iFL",
-	"Om0izOk1N4VNVc/xRDRIf/tKX4vWMnf07DmVTePotWmhcdC9aK1hc4/x2HvRswv7OeQNF6FsCd2U8Dd6",
-	"itgu7c8cXI3G7DtEmsIWHemW7C/PLlLVL7HtORicVbz16bMXzy6e7b379Lfwz0tZvO/T7t/6659Pv4cv",
-	"ROV4jJq//8k/v0/XhwVKGM9zUeGxMZnTjpcxpE6pJmzP35IYnlFQ0ny5JMzZEUHvC61fcLP4+Ih3WL/Q",
-	"fxBOsiVfxd7B2tgf8w4hj67OfadnScy6a8OEorrCUJpQGb0ARTreF8v+Nn74rtb/31UML0zjmEBeXOvf",
-	"h92K4T8etF0Y+97qpo/x5faTZVdIHgqidNR70HJKRxzJVh8N4QfLeBYV4aYNPRokqj0wWmcb/I+cMyVE",
-	"wWZiNGZvnSYMEI6yHjsj/UdTFULnVPRBbYMcz5kuEFLAhGrEpuwjvGRvchs+2GKXo+M9cSkw+6KpXe2j",
-	"yO7LVXQThDmKmBYUt8e4ixPzCR1Y4DC1R19ynJ1VhsGhDGTD7l6Pxh/NiEACeApeJIFPwHPJIaK5Zz3c",
-	"L6ZiKu6WTSamxY+DbVuhnZy5BR2zh+mPKBHuJmA7fdW2fWzgEBu7hNlxdU2qmn7lURRmW7d5CPZWared",
-	"yD2Qof2feuDfbz3wV9SuzeCPKx7+NEoWw5KfvKKzCX/GVDIGRFitnCxB68p4pMKYgTdP6rTnuaVHZu+y",
-	"GgYAvl7AvRnnf9PKLlzfo8OVVYNKfSgbE7zzgDdNEJvov4d4Y8z1+nxu3oReKKxHp2RgLINal6n5ZD+0",
-	"qgfyMFdY7UuAUAXf4FH2zPJrIDx/SJBd8gqB86cRGni4A4e6DyR4zTs4GS2c4A4+cMKs9tGvWnncVR+g",
-	"OIAySvUZEcs3VVvj6oPwZV0E33OWNbikWaqw1ayFOQqbMYoxsm50FEOxARy7CTDFtoFpw7qwOIRCX2IH",
-	"dgTUk84ftotyQM4D+yedbAiWTmkF6vVxN6o5zLjLEkTnYojGtR75T2zFOsPwUkVEhU110wZjxUf+2JDy",
-	"Kni2CF3CRoo4llGClkJ8DgePJQlx7Iw7T7lsSPMfjdlLH3iWNlU+T9FnLHh8UZJhdxO+/tEniJB6hJ4O",
-	"wNlGrz6vsg7o9PvTlK0A3e9ER0cc2PbwkYYxwvS5nF+isE+umEOEKLCrP1GCMoyVBHlRV13YY5+i8VBv",
-	"NaK6+QbXLKBvekHpF3rUcD213wmMqxo81qFB1eQNiIqX6JQQiFUQ6NyFsyZowCD62qd40WLhyRSj84AL",
-	"5AflY9BNbDgcmNTG/CxELgsRJGEIeMP+jllrueIJ4yGNq40v9IsyMuQkaUnDfYgtJUNJE2kxktkxrQIf",
-	"6oi6VrqNln8jQhESKEI6w1oupOIBO1qbWByFYMX+eY9XBxNp55vbLSdBklHsgSEUKx3YEahixxjrrb6H",
-	"t3y+EHUXIfa9j1B/ebsvrNZ/X8OPVrpjih9hABqPUvUZ+lS8p96J3PXZJ5hl8up2lz5r1essfMGukK/W",
-	"EvJx5FAHAFVCQ6qdlYXo1FIdQR4on/d6B2+3cjYh1heg++nMOW5JPdhpW1dISz10IMYtHfXTA+zs4ZoU",
-	"jJ8vsMuVeaAxFg+g4+Hw1wDfEA/583lmxA/ooAu2oMLA2uzDChuzC70QGHwOzQg7/j7isKaK55QlnWvT",
-	"W6NxIOT0Fhf4d51E2QI1uyXSEzwtIonfYbQnTqBWnz2dMp2FIrnDFdlEdIi5Fc6QzeD5LEQ+Q9lHGx/E",
-	"w3N4LBukcbgVeKl0GH7FGL5U8bRdrCMfs2ec4vveURL5FYpHqiZqH9jlz/EVYJxKlzR8hDU/DVJ4BP/k",
-	"IXp74o9Pq2pHIGJDrNGj8fHCA611KlrIaw65f48S4kdO7vFzF9QNuN/oiqJdNPWCMqR7pMKVbJmKWA0O",
-	"s6WK8CHCaVJ5akx0eAw3XwzVOsmXCpz8QJJUBZUXzqLwEBx+3XNu8Jg3D/OFYGydBU0VObSIa0y7B1Yg",
-	"ofRjRZI27OHkUcICrFooUXLh3P1UcUsE8tODn8exogNhOUcBqA5hi7Yw2sfscar8VE5KcS3KOMYhx7rM",
-	"uIgwxe/fvnqJx8gQMSbNYaipwloh35/gH8WCjrNv2A/y2xHmX+zuThIN0SxT9fDsAYn4mDD02TuryfLl",
-	"DeXDC2sj2PBPk0kTLqEFhAEHMKdYgRO+KJ0V5RzDRIiRPNcGox/iWqhUyTlMcKsEfkpoNZn/0yP9UEop",
-	"Q2qhOJgTK+w0pM3LPIRhX8sDuFw9LQ++MMbijnb5Ltxt/Zm2dGBvPI32wf2Yp7NeSsStJXjxFUJIG+Gh",
-	"f5tSIkyl5FxFbPJROE92fzvEt7476DOVueLr79IYMfnkX3+D/Lvf//Dky20AxRPFeUMGzEf1yODwkDyf",
-	"pKvii5a0+K4KopiGxYMa8qtw0PCcNomN/lJYRDMB0lMcK1fxfl8v3vJ8QQfGnp2s09yXKuruy0JfWsaG",
-	"Hjql87zbOpueOvQMqQI8EiPZ0Xet5AxFHpOY1oxgpBhqTBV3eiXzoH1ax2CEgEQ8OBN5cSa8gexL0Qkt",
-	"qUagTAOUtWGl4NeNHW5biFzkFJ6zzL+bgqupWgYUXVAjY/YGYaAJFawb74lHUfeGRH1Sx34+Dn9LR8IH",
-	"N+3L8fe3dXlFReB9vB1RiHG9kay8Tu+srF//r9IISBmhPvrmLepGvU3jtyjrY8fmAVZtxTp7eZViEp43",
-	"WynCA7xJYwCduM2b3ecP8CadVpPs6sR2gDYwJ9m9JvqOTWR0nKqXYCsilyaslFei+zqSVAejap+RIegb",
-	"v3O2CJnkr8EXPmDWR1wfwxhKF8IeTKiuBOGr7J7VjnX6/rxuH1mPPpPHqExV/7no0u2LMrzEAX1GUogH",
-	"du9Fl+g5rf4rgkxgl/3uiA4CS4CKlbvVTZUROR4v6guo9hwk6r0M8LpCDsRvZ5awWhXe5EM3Ex1dUtyU",
-	"c3n8+jmzwrkSs6ws9Seop4Po69ZKIi4J0oRdyooNgdWuROVSlQ7i2P0jDa7oPQ+hyZrpjcbsuQvHr4JH",
-	"gJnucwY6ZGfw+0judbNa/4O+2ULfxFybLqnxHnZsa0FHh0hw5xTr/Xq3OU+iW7FBTgXm2sLbsq3kvnQo",
-	"mUOrSStTPvXYsV2sfKTbkBju1oSkih7YPXe8m/inLq92SiAElbhtQXt2o0kepN8n8ee+sKANgxj7/DHk",
-	"0tPnn9CpuB4og/tiha1wCA7On6wPdnCDaRCrU+AFu6lNv0nhAR/mgifII2/XG/hY0oFqg7dNzP5z2BNb",
-	"B75+YVviluqDVnHQx1QffKJigtZoeosJIpsC58I7EDW9r4j0wp+KUZDKhxvJ72rBlYMk9yZBtAR4JZnR",
-	"JZ3mXptyMB2cYojfD2H7O2CHetBRp30FTQR8oq5m30sfSmqGzTRHHsYZ7DZ4GvF0Gfn5ifdUEzKfEm/O",
-	"JeEQDmoMIxQAJHmkb18Ni1bTbiFzIPRwNLk0oNaS4Mp6mxKT5PDKKbPCm/+IOwmyjHL1nY81m7L7xabq",
-	"d8r2FR6HQz2GGHxoVSCDjebPwWhjeo7ZG8GLxAMteiBXD7m2sxKt4tD+wu4tOwVft15qX1lABRAB2xwk",
-	"IUkQbSwFFFMFgmvJ7RLFH8by8Ej4VvuVV0A+IuXVlSSYaDo+yqUqnr7YYz21ohvtuQUttjsxgqVPfDxf",
-	"WJtsHd7QAe3vTCuc7iANc1rT6cD+ey2M+Pc/v/+/AQAA//8=",
+	"7L39khs3dij+KgiTKpG7PRyOpHV+4pQrkSV5V44sKZJcW4nbmQa7QRKaJtAG0MPh+qeq+w73De+T3Drn",
+	"AOhussnhaPSxzs0fu9awv4CD8/352yDXq0oroZwdTH8bVNzwlXDC4F9PamO1gX8VwuZGVk5qNZgO3i0F",
+	"y5S4dhc53pExPWduKVhlxJXUtWUVX4jxIBlIuP3XWpjNIBkovhKD6YCeGSQDmy/FisPr3aaCK9YZqRaD",
+	"Dx+SwfOn8Ds+XnG3bJ6WxSAZGPFrLY0oBlNnatF+01ybFXeD6aCu8c7dN7+QK+l29/SaLwSz8m97l13i",
+	"c+1vFWLO69INpn+aJIMVv5aregV/wF9S0V9ncQlSObEQBtfwGuAk1k90rXqW8he9ZiuuNszUyjKnWSmt",
+	"2wtNfEfvss7ayzqbHL+u741e7S7rhbQOTxmXxedOGOaW0jInV4IN33z/hD148ODR6Jz5FTCl1wmbbfCh",
+	"gjs+41bcsywvdX65bz9z+HbviRbciRP4Vs+xfgCcsJVWViDmfseLN+LXWlgEb66VEwRpXlWlzDls6bQy",
+	"elaK1R/fW9jfb61v/pMR88F08I+nDXWc0lV7+pqeoo/u0oWhzzJpmVRXvJTFOcuEMdrYjMEeLRM8X7IZ",
+	"L9hcirIYDz4kgydazUuZf7XV5v77lq2lW+KBvdczOKvaGKEcs447wbTBLeCSn8GevuR6H6sN024pDENw",
+	"4iJeave9rlXxJdfxUjNb50sAEABEXIu8hku4oHdav+BmIb7WQc50sQHcc1qzEhaCq/pJ8SsuSz4rv/jC",
+	"8rK2wCmAr8DC6mYpU2IfVpgrYdiSW6Y0Ey4vUpVrpUQOr0kQxi4vWCELprRjXNm1MONUIcvyy4BVPnZO",
+	"rCrcVmV0JYyTxA1EQNXu8p7UDrjrw8mjb9hs44Qd73KWZEDnq82FLHpEVTKYSyXtUhQX3O1lV6ouPfBJ",
+	"Xu28ZCm4cTPBnX/LLhxLbh2Lt4HA5azUasE47RrW/nHfVvVqJvrAA5LFMmDI7IzpK2T3osH3e5atl7oU",
+	"rJRzkTAjTgojrwTwvbysC1G0wBmFTDLQtcv1StyEVv4wX/m76cGqdh97jNZx4+IpbVF0XZZsrg2C1LoA",
+	"UtieFQyfZGtATwFAMKLS8KqPhfiHtv7ycwB/Z4VdrPolvkLP3ovcwXa2wLOzJdjHtHVe2jDrdFWJokEi",
+	"qRZsKB0rpChGjKuie76pWgPnd5pxRXxXKwFklwyEAh3i54Gt81yIQoCmNeeyxH8AFIoLXcM2cq5yUdLv",
+	"sKTWXpqj+Y7nl3NZlruEmxvB3WHS2qXXfmL/63LDOKNFspn/ov/7nPGZhb3iNtfSil4U2qL07fcLxaRj",
+	"QhXwQsABtl7KUsCPoDF9PIHOCVX6uEI8LEu8NG7MQ45ZzebcjNk7CZqHW3LHeGkELzapWvKCcdW8g3Ej",
+	"WMWtFQWRO6AEcFzUMUWRwNs4syLXqkhV/BbyIsPVQjBYqmUTwpK4W6ncNw97mcHca5rHHS1x4BtU/GTw",
+	"Xs8ujrwVjZh9LLcyemGEtecM6H7DgDUVNeAParze5qGNz8RcGzxrkGMzIRRbclWUB9hEH4tyPaScmVop",
+	"qRYZq5WTpV/M7hKkDZ9kw6zQSmSjhPFU1VYQ8VtY3jDzfACuagM/5VzBKS8004oNM6KJDLlHqkDLAd5X",
+	"iFIAQoEKqFHyICsEYy4ouBmzfANCYTPqsgm/gUEygGUhq8MlNFyjjy04fTxmOO142X+K3VMD6dSC2Rqo",
+	"Fv6MyAx79cQzPgaHt7g5oplHwCQYM04PwhIDNTeoF849aXO7mwVAYJpgle0yTunEqvuPQ7I2MuAP8UPc",
+	"GL6JFJLvcQQ89myTYIgqSrD8Dws9WtahfbXMN14UEj7Iy9etTc55aUWyte95r+UKaDCXxrptEnYaLB8r",
+	"C2HYMKgto+MpFrhkyauO1T3gZanXg6THqI9IRoa9QUVOiShfgwgm0wt/S1XD4sfslSo3LMMPZKiwKL2e",
+	"br220Miz11w6uCVVaG7SB4ZKG3xOK9wTPjFK2HrJnQgKnv/6WqXK749VupT5pkvUtM39hNsjrFTR5VhD",
+	"ce1Bfk6aPfoUlF4fewJbWNWQWy9mGcEvhXkbuGzYSF5qixS55OX8RFcCdon/6VVW6vxS9AiMV0qwGV6D",
+	"Pb7XM5sw6RCO/mQByCggdFmgNtBFXZ47eSUu4MkO39svPGdxKbvXRKXzZf8x4IrsUlb3LJsLlYMaiLez",
+	"oWsMtnuWrK6FUMKgfcjSejJ5kNP/s4cT9v+Tvgh3GXElLaoQoDXLnFwItPdLsWlz1VFQjqRb0h29fHaP",
+	"VtTaYoBUd4c/6Fnk8QSgLnpLQ76M8XEKCrK/ohZ7MJqbUoLZDbcBMQX8pi/fs4xOFfEhKoWkKJK9q8TH",
+	"64UIvP6FKV34kyGXE7etA1F63V6L0nS7XivbWvz4mCUYkWtTiOLiAL4RboU74Wxea+sWRrz99xeJxxbS",
+	"aeYS3suc4cpytP5ZvhT5pW2jTPzkXXCn+5IDdLJn3X5Bch6hh/iVlxyMn9tBcYuJeaoOxxtIeWfNO8D3",
+	"FJF0OEkLg3t5In7sk+gQtOwdDeJ4wV+Xl0+WIBd67ED8vdhD7YjZVeBS/l425OihQ5Mn/Ba9mG2NdiW4",
+	"8paaZSvuQEVgs9qR6UNPjvp9Gf7uPevyvAApsOK5CGyJVtG3asuGnmE4zSpeW5HQfwr4wQhbr8SItoSf",
+	"pteJUuROm/HN2mlYbxIh2ncSz4LGsXsQ3jNyUXqM6e76GVKxvyfxKpfTqBieMw3Ki1Tsz8/esdOrs9NG",
+	"sTn9TRYfMCBwDKYFN1+Psuo/bftl4qzlZ+gu/EdeCDbbMB51qRYwZ1qXgiuSuPO56DXG/8qlk2qRsF9r",
+	"UYOpTLZao0+RqDBtix30oaFXsVJFOhbL6BsXaL+dg6CQllX1rERrAFmgRyNdu5m+ZrBBc8XLVA3vMzuK",
+	"gRmxYYUmlW13I4W0FeHCndyWRS16refv0Zfm5SHRIfLuLOjf4/fSOWGyJIpDpMgaEX8mWhsexmeKiznY",
+	"mFVZ27aeOp9b4Ub9Lpxbeoy+ju8XDcKL2eaw+WpIzCDt4xNdZ13cP2j3K65qXkav0xfwo8CtFMDrgRIt",
+	"pwdLcBuzDXv96i2xBBBZyAxOAXcMR6PFLbkKUcSIP71YHTlt7zK8wU0MrN+FB0KgA1YgPu8zHKKzBMWG",
+	"RD5HMmQujBHFqEHkDrnyBZfqDhpedHnvXKqM1Ea6zc3hGX+fj5VESjreudJ1nX/cTqJv69Bao+AhG+2w",
+	"byWiXPvct/cYka/xskQZsc0Fb+mBj4v9FNpTI3I/nwtmr5fsr8ia0cn7LRxflrBlSEFoiatG45jL0glj",
+	"2ZDUdvhegtrS+xpTBKRlWonRR/nP9uqHW8ixswsSvFN0fIAVgfEc1YQ/ht71ATRMmokn09E58w7Kaaq4",
+	"itEfYJ/nnvqnDXTDZc8WwLLnzAiHHEE6mypdO/wK6BJ6Pj9nMUySsBgQwQcLwQuyutuvThW9e4QO+blU",
+	"vOy6XmirYAFEx2pvJKYdfYFP9To0vpeiLGIwf8udBtd2Qf1UO1CcKw4WvDd4OVhIVe0SJsaLccOogUH8",
+	"TSuBzuaZLjb4D85iptE963MKeta2EtbyhehPEep4fnChzQN9CPQXdI6bGz2K20JBe3ddo8q1PHLZ0rkq",
+	"m7KsNmXGhnxmdVk7weBnpk2q4B92lLBsJdxSFxkbhuwYkHpwYSl4IYzNzgmQutgwJGlpowf+nmUV35Sa",
+	"F2OWKe5sNg3YS3lXdBGUp8zWuOMsIaeTdMtUZYCZF0ZU5SaLnkFE26rcjFmW19bpVTZtk/tCw+vQI4RX",
+	"gydSGx9Hwrg9LGclMsLPLvL4fe2Hd49U2zk0ghq66675qgIJMwDA9QZzvALS3GmFKk7EiksQABWQl4Ez",
+	"/a+fH5/8Jz/52+Tk0cXJL7+dJd88/PBPvZKPYNl9KcV/7VjJxdKVm15Giz80LkZAApRTKHYInr3EWJuy",
+	"+zFEn+npqf9lnOvV6VLry76vNofcgm1Uj7YoBi8fIJNn/rD7PZ0BFe5ZSuxANZ+iT2bXtTkjz+uNLoS2",
+	"g/YY7ZvLsjbiWHepVBfzEs6s3zos+/MC3y07u821opSofMPwCaQkoBK/+6iIe9+aEv2uA5+w0+PB9Pat",
+	"DWHX6M0k8LSSstZSFVvO8v3bt1LlYk/cuvV6JsCehK862+MpPago1lVxy3D9FlK2TzyJaBPW3gJa6/Db",
+	"B9tZwgHkfq7melfa3RFNj9f2tkmsR+dbNsKqywymvJLjFjfoOwfUD24WmuEb4YE2xJtNHQDjp9B82yfy",
+	"8c7DvwheuuXuWgCBa9uFYh/z3PqQf6zvSz/oWQ/mHIjEfEwOS4dEezhfCzuOgO0tTP6Sz0R545m9oLvw",
+	"fusuTK3uZBuupLXkUzv00R/xrtfoJWtL+1414AYvQLPinkSwmBPwXs/QmicHrDYMVoU+4ztY9E3E+NBm",
+	"X/nbwNAn3Q6euD5Z6BP/yvdWq/Ebvv7Ra7wf6RJAw+WmB97ATQ3kQR3ehd0bUJLnwaXTdtb4JCQ2xAho",
+	"4wNc8Ws4CZuRpLOjYyWZf8FNy34b7jvW//CDnkWuDgeq9/he7iznkPjaXgvvyIixn+CsiFtNWty6jcJd",
+	"EtzKIblBGP6gZ9+BTf8En7llpkV/9PUdkQ1WLdBSEkp357br5WOOXwrLpDva7f+DnvmFokvx+jk9FOsa",
+	"wt83yBBc9yFowHv2BAQp2RKUXa2IPaDeO4PHpiwjqZGx+5OzmMrhzyNV2Xs9y9D2DSGg2uJdmU+7zrYA",
+	"tNZ1WbAlvxKpopRnUXgHBhs+nExCeUHCHk4eoQmNMFWjPlvsPUmtG+BLTITSuY/N+k76ZOz9ydmNnp7D",
+	"MhaP4o2wmFKzJy10T9itlb3Vk3BIvpH+JzHgR0+f+1wBRE2Wc2M2vsIJ993/8ojHuwaTwa2wSpiAN67J",
+	"2k9AxcdkEVOQ/XQsRTQYe5zuFBlEX+pd5wA+iils6S1b7n4jBHPimkymSuiqFGzIHVtp69j9yWRC6dso",
+	"Blb8+oVQC9Dp7iOFfwId6LbKzd30ku7mf1Ly11q0w3eR/e9uF/lZ+Ptsj+difHHyyx//aZ8fJCpAW547",
+	"8j0hf05Dzlo6+ORLuJOas1v288PbVy/ZFS9rkaCdTfHwltVN4UVyR7cKcnYVsr8TFepjVJiWRrJVmKfV",
+	"QljHWr7rFcfqQTbk7M+aFTVlGSQsUtvDJZJZYxU9mNgb1RavpQTK28M5PoVV6IXR105G/UHPXgOHvaXP",
+	"mPJNRVmQHoSpFuekB4HiUBmBKzWiKnkuWq7lMXtMoYRU6Tn77QOIDeHiDdEhG1P0gi+ZkgfOGbG4VPlX",
+	"M162cxDoKhvii1f6ij696tUYDrLyN+2Vty6ds3SQDuLLSbv7/bLyz8bFfPpY6xCif///EZ71uM2XesDh",
+	"Hzwufa6Pbt9gstRbzI3yOHwLRSYHqr+ou5ndvbT+GLNN+zIYcAFHJCr0ZG/GjDGqQEN7gN7HhoFzYTUO",
+	"BmKUbup4fRoZScKWpulZxuiTS/qQfdZ3xEilMT8tASOwlf9FObEhbccQ66CbezbQUZcaseUEX31b8c0K",
+	"OxgcI8AI7nu4/cfiy8ccKJ3V/xzo5z3Q7Wx/yq/EcGBNaf/Rq9cbkXsRJc3RQcwu1P5NbE6R6QfxC9YP",
+	"QUWqBaHCMGvD8F8CgL/NRmAapurf6pkwSjhhwxFslOPXU8Yxu15a0P10RatjT1++PbH1rNArLhVoG3N5",
+	"nSr0NZxmCQBfMU4eAz2PKuE3D1gpAFNswgq5kM4mLDvJEpZdZIyrIlXZOEuoGhYWDu8TqoB/ovLN/eNw",
+	"8vj8OeMk7WB9oJWCVmOodp4+P2aPw8cfeuj4RIeADr8hPmATEI8Rfey+I7dvG97nDgPheW2MPw9WaOEb",
+	"IZDegAkA05AGwLEgsqTSyLk0IlXerMsWhucidEORxnfGaJErJY3ptUpaahl5/ageU2nKO086HlR6biaW",
+	"UhXRhxQq80gwhFA/Sq6TuhqNWWYvZZX5mkwFmictbHXOspI7YV1GSbnwNjwGI3Kh3HmqMl6WmddY6ZmE",
+	"6bIAjoS5MwkmSKOnfKWNoBy9bMWvM7YWABEPuPh6JdbwMN4yZu9CF5EAwgJTXWKuPbepgsVXogD+yK2G",
+	"t+Mrs9GYvVLixC61I+Lh5ZpvyPWMiUuYiQ/7G6fqe9LCSzF3TNcOPWT9KrRlQ6fzy4KdnNCHTkinTlIV",
+	"f8HjTZo7Vvx6FCoYgiaOKjqWjS/1WrGlMKJPvcZXdevGvkEL7ICa5Km1FGDanNku3/ymz35D0bDVE+Z2",
+	"TWGSQRXJqlkqYU+7EPxSVuiL9r/zsuzhpn20+1IXolfUyKvt5FeUN0YspPURaoUlLj2lVEWxp6bj8evn",
+	"DK4KS2om5tTy4gqetcIeDN43QCWCvchD+559pVl7HOT+otcFmiIpKtXB9Lmw3Zw4bMcluPu1bTMZMERc",
+	"OFdeUK123zqAMxFZqAiJUPOFz6NT0j9PFIvAMkKJtU2VdMwCpfHS19VWwrB3714A18cbaXf4KqJ1oL9S",
+	"W7QLbao8FLZKxQtdz8pWAMV3RwCduRdR4rpkMf7I3NUbNAz47FZq6C58mxPfwo5f9qD8p3CSIOl8fMz8",
+	"1fHFqygll7yqhLJEG5Tdn2s4+aIWvtUBV7t1Dl6AUCW5tMw6WZa+TAJEmc9hBD7vjEREIq0i1uNOQ8lr",
+	"qhCRpGNcbdZ8cx5EHPw/VbcHYeFN92x03qmoSNWlEHRryBMFPQZPl34Nwd+wDxCbQhU2wY9UUi1Aldqw",
+	"eW0wOx3AECuIzllGOZcXsWaf/rbtd7ZqetmwHRjbqog5pWdRHaH+HDERUYl1iuyJeY/udEuqRWHmATFK",
+	"Yt1wrUpgf1a4voLeJPDyBmoxkzTsqldR9r3D+pJIjdjDCWE/SVNFiarFOZuLdUj7p6xkr6bEs4mBZd8z",
+	"CFWQIYezIr2gc0NIRT6KpkIHNGlEH2fdX19O9eRBr5lrAObxmVNNqUVvPJUa64l1q1UJWBERccJ+7dTf",
+	"2PnyvmSPLxZH/xsgUe/enj9++ZhAB/dE+N1jWalzXmZetoByKBUb/vTuSUDfDh6Q5AwH3ShFj1fCyJyf",
+	"vhTri//Q5ojEnybeHhce2zgQIvex0jbW9If/ajVmWQEaNxhrzRGC3WYKqTimj5ckTBOWrfSVKLKI8qnK",
+	"jVZMXFegugDj8HW9zUOeAej80rKgOy+0z4Rfc1OkasjZXF6Lgmr/Wy9Dk5Da+jmf4W+sY1JZx5VrSspS",
+	"teDVOfJEquf6QxZClyQJE7aSqqYay6WuDbnBA52aWqUKuKYAdmREhaHIZpdwwz3b2lIQOW4tc+GLmFPl",
+	"N7nQmGHP9u6KtA7V2lDFrQW+WW4SxnH11H6hYNm/ooMCfmAz7Za9PvF9jWJABuDHpWI/vXuShHLrdqus",
+	"7TK2NUjB2S2SKwtSGAK3RgTBlEiCYi9PRiLaU1fGcb10wLLLV+/ZhiYTOmmMTmOpXZfC7k/uf3MyeXAy",
+	"+f/eTR5MJ5PpZHIyeTidTI7el9IrqXrLwzBFHfcJECaLuIvuW/RQRGPMt4oT19SzkjtW8A0bwkIoNQOp",
+	"DIxtKh/cv6n70wcT2k7Pyt0etvb07Tu24uYSALvWptiy1fClW4sceqxee84AFEu91yb3p5MJ2JUIYKpW",
+	"uYlQ2YJXvXHZ3Gcvi71Fmx6f2tyIgArEQ9YJ4Lu03vNIpuP9m8zI/TIArtwDpjgDLkqWLven5jfWBd+z",
+	"p+9uZOSkpyP6H2DYH9dkJm/atrY6rR7Zw/VWtne/uuEXj97XeeMKEiamGxH8fGvW4/uxHlkOeGu1YZ+Q",
+	"7T+ZJprVk6ne1KCATmC5qw3H1mRLuVi2y1eoa59vy6VgYyVqzNZ3NYMfwuVSr0EQ2KhN44nRPV0dGb4y",
+	"AMqHS4hh6z3KcMyi2oqcfv+EPXr4p38OiUSsEI7LsqcfDF3oL0vGdrJH24mtCq8elZZIbE+2bJPb1eN1",
+	"kK4UB6p4trf+1vFZCYa6UE7O0bYi7L2U1BiolVu1WwAD9sy4EFehS6k9xew3ZBcdZdfIG5kDXg0bSA5l",
+	"olEU8RVuwX6+GGJVeTcpOYS9exHYrO8K4AP/pNH4Xtu8tiTBBUfwBfsU3bV9cccPvRtsYry385wDh9Nz",
+	"JxQS1FKvmdXAuUNhZKeGGix7Xw09bcoc1R/PqGaSSSWd5OWFL5lkf2CrunSyAnP5v4bq5GyUsJyjTstd",
+	"qlb8Otzq4xnUT0AUbDivy3LKaiUBJUAA/zxJWDE6Z+LXmjdXUgWXitP7dFGh8cBu4S9OVbSxMZp+8gc2",
+	"L/nCjnYSyANT9sWnVCsqmyyNok/X3IJIXypXyTeBg1EfENDAYwpQN/VnS8M563UWExDbWiYAEx78lWqo",
+	"AUq9/A4OpN18oy3lbhJyrcPcn9tU+N26tRAxzcnesMne4pgGsboeweB47FlscEL2EdDbljS8VdwJnWiA",
+	"Idimgb0VLobifKgmA5svS1jGXUZGilTZeYjkoCW1wrJmpRtTGBt8liP0SZGmplWOuu6616RR+bK/yK/c",
+	"eBsPV8HSAVlIvgtYADn+JdLBNPQ/sMSkUPyi23iTqjmokl5hpQ9S9BDfF/qXeOVVOh8HFxt2KUSF2/Sh",
+	"NMt4brTFkBd57OA1lOVuzzH/jd4uvdFccesYZlCFQJQ0rFpyK8bsr9i72DtwGx0J1viTktep8j3Rzh79",
+	"8+RkcnYyOXuH5s10MvnP0VaY0lsM/4w3PaKb/oh6+9FaVZ9t+cafXkedC+r4qrbUomjJr0Lb1uOVODjU",
+	"HhEtr33i2jSwE2/PozFf8M2Jnp+stHJLRv/vf1oLcZmkCku/08GEPZiwR+wP7A/sx1cvT75/8zwdnAP7",
+	"m8srEV0E3tsHyJCqsA5t2PBf4WNgov9rwSX+lzDl0cQmbDwej8bsMdpzuNRUxZB09Elow7J/yQhE1LaA",
+	"g2UFWOjbRbmlMOepit1imJDozl3xzZg95RugP9ohLwEdsVohe5GxISYWFnwzSlKVvThRnjTVXzM2VIID",
+	"ajIAB9xyjsvUc/yBZU8f/8c/qixVQ4RT9uOrl/94lpFnF67B2+nK92+ev8h2kGwXrL3dbFR/g+Jtip56",
+	"j8zuJAfy7VOzQvTWpwpdX6PzKNVCzoSNVGsp49LUajuic7CjrzqE9c3CiP0f5PaPJjfItC0jypfPY4wb",
+	"9ltXpGVJy1aYohA3FqDSzqRN1dkKrYT7D5cjNKq48s4EVggjr4S33gPEQkFIdAOlCt/LS3SyEMsjrwxC",
+	"n4Lai5D9aSlbA98PrwLbEkMqFH7BRqIAMjCKKiOwUcCWx8k6eCPF+tDlQis433VVUVsndFW22zPFtjbb",
+	"iPlgb+z5or9WbBcXdxEL90PHEe1oqoahhIEhyRnv6cTmXV5Z9h1Q0Uw/bzdD8ldShZdGe7pUH9ZWkNnc",
+	"jsCijuYp7Hguvd953uM43/YQS5CT2Jaj6Tnx07snW2TzrAZ94PQ7YUqpBkeF7N8SzN/UqjfYY90tOvD6",
+	"8zseJMBlDkxIuOvrKX7YcbRS6nCTDRxTx3451BDzNuW+/UQSXUjbHayRr2QIzoy5pdH1Ysky2D5l3/Tu",
+	"+sj+O3R+Hsx+ZREq3e39chA1PkWAu4VoX70Y4ANKK2obkGvlOLUF8VOLMGVZ55dsxaVyXCpsj2SFCEVj",
+	"8JJ7lr159vjpj89Gu1mC+LC0jLNCwspmNViMwBFjDsyYYZEacBR05AXNkHu1EP5OFYktThITc8XQKEfm",
+	"EI2Eoc/Y89ovKVKY8MEVxuS8cPobWcXP2t1ZY0c/yjpsdaDzjekNajxctcPcJB9jLyZ6NEwuSVWq3sU4",
+	"X5gj5YMpY/bUy1y63BLClg1TEPvpIGHp4Gz1AP+ZqnRwf5kOYN3oJ4tv7fO7sWG2bwRONqLEPoATua4y",
+	"wImM/fTm+TlrvE/hlRZ9vB4KcbwT5m+GAVC4VaAM62ctLEQxDY71nplqWC3CFxj6ysLvToNagHYR9h1G",
+	"wwfzK1GXJsTvvoqMQYy84Yd9zJwEYClzoaxoYfPjiudLcXJ/PGn5+RBFB8ngShhLOHs2ntAduhKKVxI0",
+	"gfFk/IB67SyRvE+X2Jnhb5jz1tc3+zGWtlp2fzLxSSSeYnJKUjBXwrK/vHv3ekxduenonxeD6eDPwv3F",
+	"v31r/Nf9yeTAnKPbzTfyrSX2jDcKC5WW1dWYJhLVqxU3G5yYdiWUsKgc8YUF9hJ3YAe/wM2nK+GMzO1e",
+	"+ADUQSeD/178AY4S74/65J9RxwBqvWcTygoweiXcUtSgn6bK5oZX/qh34Pej//qN8HPi2p1WJZdbkOsZ",
+	"xLbVWtWv14cY24sT1w70FW3RacJIVG3DsPXAKi52LzQ9Jo7DEfeCFM7tVSXU49fPWaHzeoVjbtCDhpOo",
+	"MNe2lqVDSbsHcv4Fd8W8Hilz82K3YfQOTSR/EaPPP7x99fIQnHACzLFEKdqdr71amS+BIybsT5MH3Zar",
+	"O4B6Q5/6KhSK3waGiSeLo9D+NHnwZYfFOdTCN9tnBkuTNzGHq7PTVibpYt/cAdBZMP8yNLyXKs4iMIUw",
+	"SZNyKt1S15Q4nao4qItlmIXqXRno+MpQUGDHDswJxdEuSq8pnT30t09VTF8dnbOs26Lcv67bprx5b6pa",
+	"WLXE1F66MXi40Pzkbm9z+FRRd3hyM7JCzufC+M52K41UXdT4EPUmw1y4achPdbgE+C52rVx7VbFJx6Xl",
+	"YLaq72HfDPlBf0hCZRE8wFppbN6HffQBUiHVMLhGQnY7Na5nPrfLW6PeWMMcB/RM+i4Zs7KXd4MS8V1M",
+	"Of1spNXqD9+D3KQXhkb3DXH1vTEu8bQ9jBBf6UNjNz3nI5hbErbRuOgQmmyVOHgD/vLN8AOl+XBOQ2ZN",
+	"5HgvpQUtuAQFewGinSlujF6T8obK3xD91rlezWTIkXr88uno3Nc/gDTu2Ke+mAIVweA7IJ1tzJ41wewQ",
+	"QUIFCTAOPoY5stY/G8xAGlFnl3LumHRjakoivi0EL7LYURL+OvHVOvCmTt9Hn7fd0+p0iIUnPPYnBZaz",
+	"4nBMJVB/GADYpIe9fvX2Xar6MlsxBhZX59NK03oyuf9NyLQmYvv2bJnhGm2qrKvzS7bW5jLMMxtm2Bku",
+	"S1iG/dbhH93ns1HHqMAKpI4nD3VjippyRxMVY9LAmg2z+w+XwRO7S4HNEaHO28xO/rnXOdSCslSsKcix",
+	"fiaAZcNcr1b8xAp4GeY1kEOYAJ7gMXoHTlViQryPLvWN0m03ESJSv10v4iaHc8vytm6DFgFobIMPyU17",
+	"xU1K21T83SN63DcCeLud854Z0b2fxQ/ttGnd86HYS/oW86OP2Cy170EywiI7H6vyk3XloeV8xI5b36ZW",
+	"lHEOnKEs+6lvUpv41rG+AS91IQ23trrw9i2taT51h+U1vI9jfejeEdJ+hZFEG4Ic+RlYlMG0YRU3TkaK",
+	"oqlSVElGpfStCN3D5Z69heaSn2Rn277e4za1Z2XI0+64MuKGH7+uVjh9LwA7HPdu6yWyQXcJQzebDKMt",
+	"wVz0LqoNy7ndi6s0zuH2q2gHCobO1GJE3rOy7YHFDLIhMt29x9a0nN9eQSsVp3cJ3UluzSLaxZs3fT1O",
+	"Obnd9x+XVlPIxOtTGDfF2WBNsUqGHeSz0TnLNTqx/BNxODBS4PGj6vuW1SeaGtF6SuP7j7jxCXmGP/zy",
+	"GdXj7gyAHg35VXDg6XlHHn1IBg9pHYd13tYc+7uqym8FN3knRdInU9CsOl+gG/z/QVFu6cU9ujIqcwdN",
+	"03jvNM6/M1yREUli2ouWJDYxx0InzJGieF6qQhASA3+jpGlNnLTySIKy2vYzr3jhE9hDGonv4WcT4jHk",
+	"R6MxG3scPc1ohi+BSPtcQN0p8x+BOw8nD29+JI7Tvyuy/Vm47mjhaJa1xm/04tiOHn0DmT9/OvjwSz9i",
+	"+vo5jELd/p3JoNK2t3ONr11s8UVNdYKhpFDXLs6E8JltI7LMfLKKPacCSjQ8AuIuOTkLGo0MUevaNUMj",
+	"YqeBELohL0KzEqEKG2oQS1FkY/aE/o0fSlUzfqI19XnBZTOATGn4wAIWGGdKYEsHzDJVAt+htGMz0Rpm",
+	"MXw4edRrJdHn/z5oqGfzX4yaHk4e3fzAE63mpaRI6hd3pdBJdaj2dnLgNDaV+oTU9u9AaxgWBfzbRloO",
+	"V+ZG2GWkIiuMFHbaZNqGyWr3Gt7jiwNAazmPD1KSJxGdVLVoV71R3QDNTUeh4s2Q7qIsYBjQRfCEqP10",
+	"gXnXB8ji/pcjCyNOtjna3y9Z3AnF3wQP1TY63YDoniMf6YQPxvewa2GjfZ2QLT6lJNqlto4SaDOcFYP2",
+	"ub/mR4/4y37oo9UrQZ0xooqDkY04I6Lk1qWKEix95R4muLUmWIQ5D6D40ESZx43ISVXmrwdvIVtrY3Gm",
+	"MfrBQ/nNvSnTlVA++z5OTk5Qz1KMZirvc5v9JcDzcwaFWiMK9rquw9FYIdRXdGAH/AouIlBUc2nyWrpw",
+	"XAed16EXdy9uvuYL7CpC/mFS9kOrqHITsgyizy0JrkmvYGvj9WcqOO7m2nLfXWrfQf9AXvebPaPv49Tm",
+	"tp+QDXlZNn+G1hOY4TD6HN7DzjLi8JPjfKvHFcQf+vBHuAzhPxd0Bh+73eDvx95kYcYbbN83IZsynx6F",
+	"/bdSFX3TbIaRjhW3vsd7dik232LHrwxVYvzb/4DZ0pdi8w/xBmewbYgIjGsmylZtvNN6lOAbMjQWU0V3",
+	"YLGsRadI9g90VTpq2KW0G4WWdE3DtHGq3gp3MuPYx6u1EzbMJFZXKO2k8nECUGxtXVXauN00105rusRJ",
+	"Yf7hW+z9vg9HQie9G07m9+TxCP19b/B1kHv/K3g5kJ96JmcK4adRNBwFiz+pjXFgpzQR4MM+DZQaoduQ",
+	"9EY1Lk3zQvY8zhOksmhMYa59ES7m6M2NXqUKnRbej7i3Cvfcf6ZoeoXzUC8hbarA9KpV3vS/tmCNgegI",
+	"vSNDcBpTH+VKhOy9VkIaVZ4higdm/3AyOQ89AXGKANvuUk7JiQ8nj3qtPITRDxi/8J0rv9PF5lNiXZj9",
+	"0M3XBCbyYQfdzz7lh/epzaH9Xhw38LEq85fUgAmKhGS7JNBSJ6Jnj6ak9ySguyZho+NUNIJdisrt5gI9",
+	"xTcFJOkc2MP9nW9ak9p/H64v2uY+ECf7U9KwSgTUDm1EQQZswy+2vaRJx0WakLJCTT6VuKYakW5Bzo5j",
+	"s/ckJl+IdH5Hbsx9B/lxXo7QTn5PQ3VUpIhPhzbxYfyfLjbnoa18LFC+FKIiiyFVqFmBOafEusn1BiJF",
+	"gWR9UjDNCsqojEDp9TlOY8UZV5iORHVC9Evi59vGHrmIpZT8wrvfmQl0rKeKOuz60dc9qPcT1mt+VmFB",
+	"TfuPkhVfBOHJuVr8fhD/CfWmPlJOnMaY46d1/n2PigyFd7YSp3TT+EQq9nMGyAzKvNPBV0I9p9pFCBvh",
+	"Eiauee7A7lW5mPraCXog+Pd8zzg25CpVWlFbKWxARIWRWNwQ+wOGrY8oF4u63l4Bp7aacTCXsIw2Rnb9",
+	"wqnQD4Ec+vOi3x1oipz6sfMZZfpTsKzVoWkIAmK75iv0Nmq1bpKKdE8aFurzo4AB/J//9b8zKhbNRonv",
+	"wtvu8YvFCm/qUlg2JLaEJWSgBE5AL8T8M+eLR0ZTipTjgqi9OfpCUxV2jg3OJdasNI364PxC3MNKtSip",
+	"+nGYyQJbN+KxpgoLeWci5CbAKWMwGu+BP2Ix9Cz4bVu9blK1rWaHlYTmPDjWi4c+CqHgBoBMH6EjoONa",
+	"8Q1b6rKI1fpnyWQygf/tFGrR0+NUvSb2CqfTcNJtULEGUmD+UlnMUmwlBQRpwPPLhQFaDzVO3V65PlEP",
+	"c1G3O02jyWxrcyWvxFYt/ZzLErDXjkDTyEWRqpZhQcmFWFkEJBIpw7vbt7TAWC6KrTawvgX7T4Z5FSwv",
+	"uaUUXxHyB3CZPqoLKAdbSVUeTDAP8Sw03gigOTHcxb7bqxgdi3WPqbo/mYx8njCsbcXNpShYFl4wZX7w",
+	"fbt2lDm95qawqeqZWUiL9Lev9JVogbkjZ8+plspuJT2Fe1Fbw4pf4xvyRssunOeQN1REqRa+xQL8jZYi",
+	"9lDxg4hXozH7HttPYt2udEv252c+DXOXY9tzUDireOvTZy+evXu29+7T38I/L2TxoU+6f+evfz75Hr4Q",
+	"heMxYv7+J//8PlkfAJQwnueiwllyPm8muNQp1IQ9e7Y4hicUn0bzpYIwZ0c4vd9p/YKbxd093gF+oSgx",
+	"jLcnW8XeQtu4KVV7W+a+17MkRt21YUJRsUFITaiMXoAgHe/zZX8XP3xb7f/vyocXtnGMIy/C+veht6L7",
+	"jwdpF9a+N7vpLrbcfrTsMslDTpSOeA9STunYXLpVXEtDBWQcUEnNVIe+RTSKPVBaZxv8j5wzJTDtczRm",
+	"b52mxmAceT22S/AfTVVwnVPSB/USAGlvWYFJhyZk/zdpH+Ele4Pb8MEWuRzt74mgwOiLphr2O6Hdlyvz",
+	"orkmyGJa8zl849u4MR/QAQCHrT36kuvsQBkWhzyQDbtnPRrfPdsQlArOWsmon4DmkkNIc8/6GQAYiqm4",
+	"W+7mxFK2f1dXuE32/y7RH1E31A3Adpqt2PYs4SFWewuzY+qaVDW5yaPIzPpLiVqh3XYg90CE9k5FLJ86",
+	"UrpdfPI/GcF/r9K1WfxxycOfRsiiW/KTZ3Q27s8YSkaHCMMKDJC6Ms5ZGjOw5kmc9jy39ONauqSGDoCv",
+	"53Bv1vnfNLML4Xu0u7JqRlUcisYE6zwMoaC+22i/B39jjPX6eG7euF7IrUejs9CXQf1MqCJ1f791393L",
+	"XGK2L3WJLPimlIulY5ZfAeL5yYF2ySucpjON8wKGOz3S900OWPNO86zW8IDO0ICEWe29X7Xyzdi9g+JA",
+	"63HKz4gN/lO1ta6+vv6s29b/nGVNs/IsVVh/3mpEDocxij6yrncUXbFhYkbjYIplA9OGdAE4NJoGi0yb",
+	"LrvS+Qn8yAfkPJB/0omGYOqUViBeH3e9msOMuyzBlp1UwbMe+U9s+TrD8lJFSIWV9tOm8Zr3/LEhxVVw",
+	"4BhdwkKKuJZRgppCfA4XjykJce2MO4+5bEj7H43ZS+94ljZVPk7Rpyz4puPEw27HfP2jT7D85wg5HaZp",
+	"GL36vMI6jKzZH6ZsOeh+JzI6NodvLx9xGD1Mn8v4JQz75II5eIgCufoxUxRhrCTwi7rqzkLwIRrf/7XG",
+	"Vq++60UWWnJ7RukBPWqoHk2zuUC/qsFZT02rbd50VvMcnQICMQsCjbswgIoWDKyvPdqTgIXjqkbnoeDf",
+	"L8r7oBvfcJii2G4EXohcFiJwwuDwhvMdsxa4vJPAQ4BmRlKiX+SRISZJIA33YcNJGVKaSIoRz45hFfhQ",
+	"h9W1wm0E/o0ISUggCLEZg5ELqXgYKKFNTI7CCQb+ed/EFjbSjje3S04CJyPfA8P+7DTFK2DFjjLWm30P",
+	"b/l8Lupu2/gP3kP95fW+AK3/voofQbqjih+hABrfuvIz1Kl4S73juevTTzDK5MXtLn7WqtdY+IJVIV+t",
+	"JORu6FCHrurUIrF2Vhaik0t1BHogf95rHbzditkEX1+Y50ODaLkl8WCnbVkhLdXQARu3NP+vZ9qD7+Go",
+	"YP18gVWuzHcfZXEqLQ8T4UNPpzj518eZsalQp+Vwq38oaJt9DUTH7J1eCHQ+h2KEHXsfm7OniucUJZ1r",
+	"05ujccDl9BYB/LsOomx1Or3B0xMsLUKJ36G3J26gVp89nDKdhSS5wxnZhHTYiDMMls/g+Sx4PkPaR7tp",
+	"mO/Z5RvcIY7DrUBLpUP3K/rwpYoj+DGPfMyecfLve0NJ5JfIHimbqD3F0w/3F6CcSpc0dIQ5P834kNgR",
+	"nAfv7YmfqVrVjnpxDDFHj9bHC999tZPRQlZziP371mF+5WQeP3dB3ID5jaYo6kVTzyhDuEcqhGRLVcRs",
+	"cNgtZYQPscc2pafGQIdv7OqToVrj/SnByS8kSVUQeWFAle/L5eGec4OzX33vT+zQ2gFoqsigxWEHdHqg",
+	"BdLoHsxI0oY9nDxKWOi1GlKUyDLAQQHcEoL8/OCXcczowF7do9C9FnsZbg1uGbPHqfJbOSnFlSjjGocc",
+	"8zIjEGGLP7x99RJnyxEyJs2E9FRhrpCvT/CPYkLH2TfsR/ndCOMvdvckCYdol6l6ePaAWHwMGProndWk",
+	"+fIG8+GFtRFs+KfJpHGXEABhwaHDY8zACV+Uzopyjm4iHJww1wa9H+JKqFTJOWxwKwV+Si3sMv+nb/9H",
+	"ISXqOkR+MCdWWGlIh5f5vsZ9JQ9gcvWUPPjEGIsn2qW7cLf1g+5pin8cUf/gfozThR5c8Whp5sgK50oY",
+	"4ecBNKlEGErJuYoDS0ZhyPz+cojvfHXQZ0pzxdffpjBi8sm//gbpd7/94dGX29ApVxTnDRow79UjhcP3",
+	"6fskVRVfNKXFV1UQxjQkHsSQh8JBxXPaBDb6U2GxmwmgnuKYuYr3+3zxluULMjDW7GSd4r5UUXVfFurS",
+	"Mjb0rVM6z3fLfkKFniFRgHOykh151wrOkOcxiWHN2KEcXY2p4k6vZB6kT2s2VnBIxGnaSIsz4RVkn4pO",
+	"zQdr7J5tALM2rBT8qtHDbatNJxmF5yzz7ybnaqqWobU+iJExe4OzIahVaNffE/T5fpeoD+rYz0fhb/Go",
+	"opn25ej7u7q8pCTwPtqOowkQ3ohWXqZ3IOvh/1UKASki1IffvIXdKLdp/RZ5fazYPECqLV9nL62ST8LT",
+	"ZitEeIA2aQ0gE7dps/v8AdqkEXbJrkxsO2gDcZLea6Lt2HhGx6l6CboiUmnCSnkpuq8jTnXQq/YZCYK+",
+	"8TsnixBJ/hp04R1mfch1F8JQuhD2YEB1Jai/ihELaWlWo1TYWxrz9DFpXQbPerSZfOPqVBG1NN2ZKYop",
+	"3T4vw0tc0GdEBfjA4e4S2Kijm5b/FZtMUI/inRUdbCzRtNfsHG1lRI4zx30C1Z7p4t7KAKsrxED8cWYJ",
+	"q1XhVT40M9HQJcFNMZfHr58zK5yjpossHdCj6SDaurWS2JcEccIuZcWGQGqXonKpSgdx7f6Rptn4Pd9X",
+	"u9U9dDRmz12YyQ4WAUa6zxnIkJ3F70O51w20/qcld6slN8badEmF93BiWwAdHULBgK122sra6Je7zZCp",
+	"bsYGGRUYawtvy7aC+9IhZw6lJq1I+dQ3lO8O0EG8DYHhbk5IquiBGCLrPNQE/qnKqx0SCE4lblO1x5vk",
+	"J/f4IP7cJxa02yDGOn90ufTU+Sc0Kt83yuA+WWHLHYKLSxXtzohWT4OYnQIv2A1t+kMKD3g3FzxBFnk7",
+	"38D7kg5kG7xtfPafQ5/YmgL/hXWJG7IPWslBd8k++ETJBK3V9CYTRDIFyoV34CiVviTSd35UVkEiH24k",
+	"u6s1wwQ4uVcJoibAK8mMLqnxbW3KwXRwii5+v4Tt74Ae6puOOu0zaGLDJ6pq9rX0IaVm2Gxz5Gc7gN4G",
+	"T1O7erLzE2+pJqQ+JV6dS8JkLioMoy4AiPKI302Pb9uTyBwQ3fpqPmlArCXBlPU6JQbJ4ZVTZoVX/7Hv",
+	"JPAyitV3PtYcyu4Xm6zfKduXeBwmfQ3R+dDKQAYdzQ/Havf0HLM3gheJb7ToG7n6lms7kGglh/Yndm/p",
+	"Kfi69VL7zAJKgAgDT4ATEgfRxpJDMVXAuJbcLpH9oS9vLq9F0Sq/8gLIe6S8uJI0O4JmSrpUxZHMPdpT",
+	"y7vR3luQYrsbo1k1iffnC2uTrYlOnUk+nW2FkU/SMKd1iWVK/nutwTEffvnwfwMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

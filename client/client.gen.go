@@ -491,6 +491,9 @@ type ExecutionList struct {
 
 	// NextCursor Absent on the last page.
 	NextCursor *string `json:"next_cursor,omitempty"`
+
+	// Total With `count=true`, how many executions match the filters (every page, not just this one).
+	Total *int64 `json:"total,omitempty"`
 }
 
 // ExecutionState queued: waiting for an executor (or for its first publish); running:
@@ -1158,8 +1161,41 @@ type Unavailable = Problem
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
-	// State Only executions in this state.
-	State *ExecutionState `form:"state,omitempty" json:"state,omitempty"`
+	// State Only executions in one of these states (comma-separated, e.g. `failed,dead`).
+	State *[]ExecutionState `form:"state,omitempty" json:"state,omitempty"`
+
+	// Namespace Only executions of this namespace's jobs.
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+
+	// JobId Only this job's executions.
+	JobId *openapi_types.UUID `form:"job_id,omitempty" json:"job_id,omitempty"`
+
+	// Job Only executions of jobs whose name starts with this.
+	Job *string `form:"job,omitempty" json:"job,omitempty"`
+
+	// Handler Only executions for this handler queue: `http`, `nats`, or a custom handler's name.
+	Handler *string `form:"handler,omitempty" json:"handler,omitempty"`
+
+	// Since Only executions scheduled at or after this time (RFC 3339, or a duration before now). Only the day partitions in range are read.
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only executions scheduled before this time (RFC 3339, or a duration before now).
+	Until *string `form:"until,omitempty" json:"until,omitempty"`
+
+	// StartedBefore Only executions started before this time (RFC 3339, or a duration before now).
+	StartedBefore *string `form:"started_before,omitempty" json:"started_before,omitempty"`
+
+	// Error Only executions whose error contains this text, in any case.
+	Error *string `form:"error,omitempty" json:"error,omitempty"`
+
+	// Manual Only manual runs (true) or only scheduled ones (false).
+	Manual *bool `form:"manual,omitempty" json:"manual,omitempty"`
+
+	// Backfill Only backfill runs (true) or none of them (false).
+	Backfill *bool `form:"backfill,omitempty" json:"backfill,omitempty"`
+
+	// Count Also count every matching execution (`total`); costs a count over the range.
+	Count *bool `form:"count,omitempty" json:"count,omitempty"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
@@ -1373,11 +1409,16 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/buckets (the `ListBuckets` operationId).
 	ListBuckets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListExecutions List executions across jobs, newest first
+	// ListExecutions Search executions across jobs, newest first
 	//
-	// `state=dead` is the dead-letter list: executions whose last attempt
-	// failed (or that failed permanently). Re-drive one with
-	// POST /v1/executions/{id}/retry.
+	// Every filter given narrows the list (they combine with AND); newest
+	// scheduled time first, paged with `cursor`. Executions created while
+	// a listing is paged through never shift it. `state=dead` is the
+	// dead-letter list: executions whose last attempt failed (or that
+	// failed permanently); re-drive one with POST
+	// /v1/executions/{id}/retry. `state=running&started_before=1h` lists
+	// stuck work. Times (`since`, `until`, `started_before`) are RFC 3339
+	// or a Go duration meaning that long before now (`24h`).
 	//
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1914,11 +1955,16 @@ func (c *Client) ListBuckets(ctx context.Context, reqEditors ...RequestEditorFn)
 	return c.Client.Do(req)
 }
 
-// ListExecutions List executions across jobs, newest first
+// ListExecutions Search executions across jobs, newest first
 //
-// `state=dead` is the dead-letter list: executions whose last attempt
-// failed (or that failed permanently). Re-drive one with
-// POST /v1/executions/{id}/retry.
+// Every filter given narrows the list (they combine with AND); newest
+// scheduled time first, paged with `cursor`. Executions created while
+// a listing is paged through never shift it. `state=dead` is the
+// dead-letter list: executions whose last attempt failed (or that
+// failed permanently); re-drive one with POST
+// /v1/executions/{id}/retry. `state=running&started_before=1h` lists
+// stuck work. Times (`since`, `until`, `started_before`) are RFC 3339
+// or a Go duration meaning that long before now (`24h`).
 //
 // Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2855,7 +2901,139 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 
 		if params.State != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", false, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Namespace != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "namespace", *params.Namespace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "job_id", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Job != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "job", *params.Job, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Handler != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "handler", *params.Handler, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StartedBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "started_before", *params.StartedBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Error != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "error", *params.Error, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Manual != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "manual", *params.Manual, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Backfill != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "backfill", *params.Backfill, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4119,11 +4297,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/buckets (the `ListBuckets` operationId).
 	ListBucketsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBucketsResponse, error)
 
-	// ListExecutionsWithResponse List executions across jobs, newest first
+	// ListExecutionsWithResponse Search executions across jobs, newest first
 	//
-	// `state=dead` is the dead-letter list: executions whose last attempt
-	// failed (or that failed permanently). Re-drive one with
-	// POST /v1/executions/{id}/retry.
+	// Every filter given narrows the list (they combine with AND); newest
+	// scheduled time first, paged with `cursor`. Executions created while
+	// a listing is paged through never shift it. `state=dead` is the
+	// dead-letter list: executions whose last attempt failed (or that
+	// failed permanently); re-drive one with POST
+	// /v1/executions/{id}/retry. `state=running&started_before=1h` lists
+	// stuck work. Times (`since`, `until`, `started_before`) are RFC 3339
+	// or a Go duration meaning that long before now (`24h`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6432,11 +6615,16 @@ func (c *ClientWithResponses) ListBucketsWithResponse(ctx context.Context, reqEd
 	return ParseListBucketsResponse(rsp)
 }
 
-// ListExecutionsWithResponse List executions across jobs, newest first
+// ListExecutionsWithResponse Search executions across jobs, newest first
 //
-// `state=dead` is the dead-letter list: executions whose last attempt
-// failed (or that failed permanently). Re-drive one with
-// POST /v1/executions/{id}/retry.
+// Every filter given narrows the list (they combine with AND); newest
+// scheduled time first, paged with `cursor`. Executions created while
+// a listing is paged through never shift it. `state=dead` is the
+// dead-letter list: executions whose last attempt failed (or that
+// failed permanently); re-drive one with POST
+// /v1/executions/{id}/retry. `state=running&started_before=1h` lists
+// stuck work. Times (`since`, `until`, `started_before`) are RFC 3339
+// or a Go duration meaning that long before now (`24h`).
 //
 // Returns a wrapper object for the known response body format(s).
 //

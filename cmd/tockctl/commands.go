@@ -445,11 +445,46 @@ func (c *jobDeleteCmd) Run(a *app) error {
 }
 
 type execListCmd struct {
-	Job    string `help:"Only this job's executions (default: every job's)." placeholder:"ID"`
-	State  string `help:"Only executions in this state: queued, running, succeeded, failed, cancelled or dead."`
-	Limit  int    `help:"Executions per page (1-500, server default 50)." placeholder:"N"`
-	Cursor string `help:"Continue a listing from a previous page's cursor."`
-	All    bool   `help:"Follow every page."`
+	Job           string `help:"Only this job's executions (default: every job's)." placeholder:"ID"`
+	State         string `help:"Only executions in one of these states, comma-separated: queued, running, succeeded, failed, cancelled, dead (\"failed,dead\")."`
+	Namespace     string `help:"Only executions of this namespace's jobs." placeholder:"NS"`
+	Name          string `help:"Only executions of jobs whose name starts with this." placeholder:"PREFIX"`
+	Handler       string `help:"Only executions for this handler queue: http, nats, or a custom handler's name." placeholder:"NAME"`
+	Since         string `help:"Only executions scheduled at or after this time: RFC 3339, or a duration before now (\"24h\")." placeholder:"TIME"`
+	Until         string `help:"Only executions scheduled before this time (RFC 3339, or a duration before now)." placeholder:"TIME"`
+	StartedBefore string `help:"Only executions started before this time (RFC 3339, or a duration before now): with --state running, stuck work." placeholder:"TIME"`
+	Error         string `help:"Only executions whose error contains this text, in any case." placeholder:"TEXT"`
+	Manual        *bool  `help:"Only manual runs (--manual) or only scheduled ones (--manual=false)."`
+	Backfill      *bool  `help:"Only backfill runs (--backfill) or none of them (--backfill=false)."`
+	Count         bool   `help:"Also print how many executions match (every page)."`
+	Limit         int    `help:"Executions per page (1-500, server default 50)." placeholder:"N"`
+	Cursor        string `help:"Continue a listing from a previous page's cursor."`
+	All           bool   `help:"Follow every page."`
+}
+
+// search is the GET /v1/executions query of the flags.
+func (c *execListCmd) search() (*client.ListExecutionsParams, error) {
+	p := &client.ListExecutionsParams{Namespace: optional(c.Namespace), Job: optional(c.Name),
+		Handler: optional(c.Handler), Since: optional(c.Since), Until: optional(c.Until),
+		StartedBefore: optional(c.StartedBefore), Error: optional(c.Error), Manual: c.Manual, Backfill: c.Backfill}
+	if c.State != "" {
+		var states []client.ExecutionState
+		for _, st := range strings.Split(c.State, ",") {
+			states = append(states, client.ExecutionState(strings.TrimSpace(st)))
+		}
+		p.State = &states
+	}
+	if c.Count {
+		p.Count = &c.Count
+	}
+	if c.Job != "" {
+		id, err := parseID(c.Job)
+		if err != nil {
+			return nil, fmt.Errorf("--job: %w", err)
+		}
+		p.JobId = &id
+	}
+	return p, nil
 }
 
 func (c *execListCmd) Run(a *app) error {
@@ -457,29 +492,24 @@ func (c *execListCmd) Run(a *app) error {
 	if c.Limit != 0 {
 		limit = &c.Limit
 	}
-	state := (*client.ExecutionState)(optional(c.State))
+	params, err := c.search()
+	if err != nil {
+		return err
+	}
+	params.Limit = limit
+	var total *int64
 	// page gets one page of the listing at cursor.
 	page := func(cursor *string) ([]client.Execution, *string, []byte, error) {
-		r, err := a.api.ListExecutionsWithResponse(a.ctx, &client.ListExecutionsParams{State: state, Limit: limit, Cursor: cursor})
+		params.Cursor = cursor
+		r, err := a.api.ListExecutionsWithResponse(a.ctx, params)
 		if err := check(r, err); err != nil {
 			return nil, nil, nil, err
 		}
 		l, err := decoded(r.JSON200)
+		if err == nil && l.Total != nil {
+			total = l.Total
+		}
 		return l.Items, l.NextCursor, r.Body, err
-	}
-	if c.Job != "" {
-		id, err := parseID(c.Job)
-		if err != nil {
-			return fmt.Errorf("--job: %w", err)
-		}
-		page = func(cursor *string) ([]client.Execution, *string, []byte, error) {
-			r, err := a.api.ListJobExecutionsWithResponse(a.ctx, id, &client.ListJobExecutionsParams{State: state, Limit: limit, Cursor: cursor})
-			if err := check(r, err); err != nil {
-				return nil, nil, nil, err
-			}
-			l, err := decoded(r.JSON200)
-			return l.Items, l.NextCursor, r.Body, err
-		}
 	}
 	items, raw, cursor, err := listPages(c.Cursor, c.All, page)
 	if err != nil {
@@ -487,11 +517,14 @@ func (c *execListCmd) Run(a *app) error {
 	}
 	if a.json {
 		if c.All {
-			return a.printJSON(client.ExecutionList{Items: items})
+			return a.printJSON(client.ExecutionList{Items: items, Total: total})
 		}
 		return a.printRawJSON(raw)
 	}
 	a.executionTable(items)
+	if total != nil {
+		fmt.Fprintf(a.stderr, "%d executions match\n", *total)
+	}
 	if cursor != "" {
 		fmt.Fprintf(a.stderr, "more executions: --cursor %s (or --all)\n", cursor)
 	}

@@ -81,6 +81,15 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 	if r := rows(t, ok(t, u, "executions", "list", "--state", "dead"), execHeader); len(r) != 1 || !strings.Contains(r[0], y.ID.String()) {
 		t.Errorf("dead letters: %v", r)
 	}
+	// The search: several states, a relative time, a count on stderr.
+	res := tockctl(t, u, "executions", "list", "--state", "failed,dead", "--since", "24h", "--error", "BOOM", "--count")
+	if r := rows(t, res.stdout, execHeader); res.code != 0 || len(r) != 1 || !strings.Contains(r[0], y.ID.String()) ||
+		!strings.Contains(res.stderr, "1 executions match") {
+		t.Errorf("search: exit %d, rows %v, stderr %s", res.code, r, res.stderr)
+	}
+	if res := tockctl(t, u, "executions", "list", "--since", "yesterday"); res.code != 1 || !strings.Contains(res.stderr, "since") {
+		t.Errorf("a bad --since: exit %d, stderr %s", res.code, res.stderr)
+	}
 	if out := ok(t, u, "executions", "retry", y.ID.String()); !strings.Contains(out, "queued") {
 		t.Errorf("retry output:\n%s", out)
 	}
