@@ -306,6 +306,54 @@ func (e SkippedRunReason) Valid() bool {
 	}
 }
 
+// Defines values for StatsReportGroupBy.
+const (
+	StatsReportGroupByHandler   StatsReportGroupBy = "handler"
+	StatsReportGroupByHour      StatsReportGroupBy = "hour"
+	StatsReportGroupByJob       StatsReportGroupBy = "job"
+	StatsReportGroupByNamespace StatsReportGroupBy = "namespace"
+)
+
+// Valid indicates whether the value is a known member of the StatsReportGroupBy enum.
+func (e StatsReportGroupBy) Valid() bool {
+	switch e {
+	case StatsReportGroupByHandler:
+		return true
+	case StatsReportGroupByHour:
+		return true
+	case StatsReportGroupByJob:
+		return true
+	case StatsReportGroupByNamespace:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetStatsParamsGroupBy.
+const (
+	GetStatsParamsGroupByHandler   GetStatsParamsGroupBy = "handler"
+	GetStatsParamsGroupByHour      GetStatsParamsGroupBy = "hour"
+	GetStatsParamsGroupByJob       GetStatsParamsGroupBy = "job"
+	GetStatsParamsGroupByNamespace GetStatsParamsGroupBy = "namespace"
+)
+
+// Valid indicates whether the value is a known member of the GetStatsParamsGroupBy enum.
+func (e GetStatsParamsGroupBy) Valid() bool {
+	switch e {
+	case GetStatsParamsGroupByHandler:
+		return true
+	case GetStatsParamsGroupByHour:
+		return true
+	case GetStatsParamsGroupByJob:
+		return true
+	case GetStatsParamsGroupByNamespace:
+		return true
+	default:
+		return false
+	}
+}
+
 // Attempt defines model for Attempt.
 type Attempt struct {
 	// Error Cut to 4096 bytes.
@@ -921,6 +969,17 @@ type NodeList struct {
 // one. Default: the cluster's (tockd --overlap), `allow` unless set.
 type Overlap string
 
+// Percentiles Percentiles in milliseconds: `duration_ms` of the last attempt of
+// succeeded and dead executions (finished − started); `lag_ms` from
+// when each execution was due (its scheduled time, or its jittered
+// due time) to its attempt's start. Absent when there is nothing to
+// measure.
+type Percentiles struct {
+	P50 *float64 `json:"p50,omitempty"`
+	P95 *float64 `json:"p95,omitempty"`
+	P99 *float64 `json:"p99,omitempty"`
+}
+
 // Preview defines model for Preview.
 type Preview struct {
 	// Fires The runs, earliest first; fewer than `count` only when the schedule has no more (a one-shot schedule has one).
@@ -1129,6 +1188,50 @@ type SkippedRunList struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
+// StatsGroup defines model for StatsGroup.
+type StatsGroup struct {
+	// AttemptsPerExecution Mean attempts of the ended executions (succeeded, dead, cancelled).
+	AttemptsPerExecution *float64 `json:"attempts_per_execution,omitempty"`
+
+	// Counts Executions by state.
+	Counts map[string]int64 `json:"counts"`
+
+	// DurationMs Percentiles in milliseconds: `duration_ms` of the last attempt of
+	// succeeded and dead executions (finished − started); `lag_ms` from
+	// when each execution was due (its scheduled time, or its jittered
+	// due time) to its attempt's start. Absent when there is nothing to
+	// measure.
+	DurationMs *Percentiles `json:"duration_ms,omitempty"`
+
+	// JobName The job's name, when grouped by job.
+	JobName *string `json:"job_name,omitempty"`
+
+	// Key The group's job id, handler queue, namespace, or hour (RFC 3339, UTC).
+	Key string `json:"key"`
+
+	// LagMs Percentiles in milliseconds: `duration_ms` of the last attempt of
+	// succeeded and dead executions (finished − started); `lag_ms` from
+	// when each execution was due (its scheduled time, or its jittered
+	// due time) to its attempt's start. Absent when there is nothing to
+	// measure.
+	LagMs *Percentiles `json:"lag_ms,omitempty"`
+
+	// SuccessRate succeeded / (succeeded + dead); absent when no execution ended so.
+	SuccessRate *float64 `json:"success_rate,omitempty"`
+	Total       int64    `json:"total"`
+}
+
+// StatsReport defines model for StatsReport.
+type StatsReport struct {
+	GroupBy StatsReportGroupBy `json:"group_by"`
+	Groups  []StatsGroup       `json:"groups"`
+	Since   time.Time          `json:"since"`
+	Until   time.Time          `json:"until"`
+}
+
+// StatsReportGroupBy defines model for StatsReport.GroupBy.
+type StatsReportGroupBy string
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1271,6 +1374,27 @@ type ListJobSkipsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// GetStatsParams defines parameters for GetStats.
+type GetStatsParams struct {
+	// Namespace Only this namespace's executions.
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+
+	// JobId Only this job's executions.
+	JobId *openapi_types.UUID `form:"job_id,omitempty" json:"job_id,omitempty"`
+
+	// Since Start of the range of scheduled times (default 24h before now).
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until End of the range, exclusive (default now).
+	Until *string `form:"until,omitempty" json:"until,omitempty"`
+
+	// GroupBy How to group the executions (default job).
+	GroupBy *GetStatsParamsGroupBy `form:"group_by,omitempty" json:"group_by,omitempty"`
+}
+
+// GetStatsParamsGroupBy defines parameters for GetStats.
+type GetStatsParamsGroupBy string
+
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate
 
@@ -1389,6 +1513,9 @@ type ServerInterface interface {
 	// PreviewSchedule Preview a schedule's fire times
 	// (POST /v1/schedules:preview)
 	PreviewSchedule(ctx echo.Context) error
+	// GetStats Execution statistics per job, handler, namespace or hour
+	// (GET /v1/stats)
+	GetStats(ctx echo.Context, params GetStatsParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -1994,6 +2121,52 @@ func (w *ServerInterfaceWrapper) PreviewSchedule(ctx echo.Context) error {
 	return err
 }
 
+// GetStats converts echo context to params.
+func (w *ServerInterfaceWrapper) GetStats(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetStatsParams
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", ctx.QueryParams(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter namespace: %s", err))
+	}
+
+	// ------------- Optional query parameter "job_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "job_id", ctx.QueryParams(), &params.JobId, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter job_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", ctx.QueryParams(), &params.Since, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter since: %s", err))
+	}
+
+	// ------------- Optional query parameter "until" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "until", ctx.QueryParams(), &params.Until, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter until: %s", err))
+	}
+
+	// ------------- Optional query parameter "group_by" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "group_by", ctx.QueryParams(), &params.GroupBy, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter group_by: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetStats(ctx, params)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -2061,6 +2234,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/v1/jobs/:id/backfills/:backfill_id", wrapper.StopJobBackfill, options.OperationMiddlewares["stopJobBackfill"]...)
 	router.GET(options.BaseURL+"/v1/executions/:id", wrapper.GetExecution, options.OperationMiddlewares["getExecution"]...)
 	router.GET(options.BaseURL+"/v1/executions", wrapper.ListExecutions, options.OperationMiddlewares["listExecutions"]...)
+	router.GET(options.BaseURL+"/v1/stats", wrapper.GetStats, options.OperationMiddlewares["getStats"]...)
 	router.POST(options.BaseURL+"/v1/executions/:id/cancel", wrapper.CancelExecution, options.OperationMiddlewares["cancelExecution"]...)
 	router.POST(options.BaseURL+"/v1/executions/:id/retry", wrapper.RetryExecution, options.OperationMiddlewares["retryExecution"]...)
 	router.GET(options.BaseURL+"/v1/handlers", wrapper.ListHandlers, options.OperationMiddlewares["listHandlers"]...)
@@ -2079,228 +2253,239 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L39khs3dij+KgiTKpG7PRyOpHV+4pQrkSV5V44sKZJcW4nbmQa7QRKaJtAG0MPh+qeq+w73De+T3Drn",
-	"AOhussnhaPSxzs0fu9awv4CD8/352yDXq0oroZwdTH8bVNzwlXDC4F9PamO1gX8VwuZGVk5qNZgO3i0F",
-	"y5S4dhc53pExPWduKVhlxJXUtWUVX4jxIBlIuP3XWpjNIBkovhKD6YCeGSQDmy/FisPr3aaCK9YZqRaD",
-	"Dx+SwfOn8Ds+XnG3bJ6WxSAZGPFrLY0oBlNnatF+01ybFXeD6aCu8c7dN7+QK+l29/SaLwSz8m97l13i",
-	"c+1vFWLO69INpn+aJIMVv5aregV/wF9S0V9ncQlSObEQBtfwGuAk1k90rXqW8he9ZiuuNszUyjKnWSmt",
-	"2wtNfEfvss7ayzqbHL+u741e7S7rhbQOTxmXxedOGOaW0jInV4IN33z/hD148ODR6Jz5FTCl1wmbbfCh",
-	"gjs+41bcsywvdX65bz9z+HbviRbciRP4Vs+xfgCcsJVWViDmfseLN+LXWlgEb66VEwRpXlWlzDls6bQy",
-	"elaK1R/fW9jfb61v/pMR88F08I+nDXWc0lV7+pqeoo/u0oWhzzJpmVRXvJTFOcuEMdrYjMEeLRM8X7IZ",
-	"L9hcirIYDz4kgydazUuZf7XV5v77lq2lW+KBvdczOKvaGKEcs447wbTBLeCSn8GevuR6H6sN024pDENw",
-	"4iJeave9rlXxJdfxUjNb50sAEABEXIu8hku4oHdav+BmIb7WQc50sQHcc1qzEhaCq/pJ8SsuSz4rv/jC",
-	"8rK2wCmAr8DC6mYpU2IfVpgrYdiSW6Y0Ey4vUpVrpUQOr0kQxi4vWCELprRjXNm1MONUIcvyy4BVPnZO",
-	"rCrcVmV0JYyTxA1EQNXu8p7UDrjrw8mjb9hs44Qd73KWZEDnq82FLHpEVTKYSyXtUhQX3O1lV6ouPfBJ",
-	"Xu28ZCm4cTPBnX/LLhxLbh2Lt4HA5azUasE47RrW/nHfVvVqJvrAA5LFMmDI7IzpK2T3osH3e5atl7oU",
-	"rJRzkTAjTgojrwTwvbysC1G0wBmFTDLQtcv1StyEVv4wX/m76cGqdh97jNZx4+IpbVF0XZZsrg2C1LoA",
-	"UtieFQyfZGtATwFAMKLS8KqPhfiHtv7ycwB/Z4VdrPolvkLP3ovcwXa2wLOzJdjHtHVe2jDrdFWJokEi",
-	"qRZsKB0rpChGjKuie76pWgPnd5pxRXxXKwFklwyEAh3i54Gt81yIQoCmNeeyxH8AFIoLXcM2cq5yUdLv",
-	"sKTWXpqj+Y7nl3NZlruEmxvB3WHS2qXXfmL/63LDOKNFspn/ov/7nPGZhb3iNtfSil4U2qL07fcLxaRj",
-	"QhXwQsABtl7KUsCPoDF9PIHOCVX6uEI8LEu8NG7MQ45ZzebcjNk7CZqHW3LHeGkELzapWvKCcdW8g3Ej",
-	"WMWtFQWRO6AEcFzUMUWRwNs4syLXqkhV/BbyIsPVQjBYqmUTwpK4W6ncNw97mcHca5rHHS1x4BtU/GTw",
-	"Xs8ujrwVjZh9LLcyemGEtecM6H7DgDUVNeAParze5qGNz8RcGzxrkGMzIRRbclWUB9hEH4tyPaScmVop",
-	"qRYZq5WTpV/M7hKkDZ9kw6zQSmSjhPFU1VYQ8VtY3jDzfACuagM/5VzBKS8004oNM6KJDLlHqkDLAd5X",
-	"iFIAQoEKqFHyICsEYy4ouBmzfANCYTPqsgm/gUEygGUhq8MlNFyjjy04fTxmOO142X+K3VMD6dSC2Rqo",
-	"Fv6MyAx79cQzPgaHt7g5oplHwCQYM04PwhIDNTeoF849aXO7mwVAYJpgle0yTunEqvuPQ7I2MuAP8UPc",
-	"GL6JFJLvcQQ89myTYIgqSrD8Dws9WtahfbXMN14UEj7Iy9etTc55aUWyte95r+UKaDCXxrptEnYaLB8r",
-	"C2HYMKgto+MpFrhkyauO1T3gZanXg6THqI9IRoa9QUVOiShfgwgm0wt/S1XD4sfslSo3LMMPZKiwKL2e",
-	"br220Miz11w6uCVVaG7SB4ZKG3xOK9wTPjFK2HrJnQgKnv/6WqXK749VupT5pkvUtM39hNsjrFTR5VhD",
-	"ce1Bfk6aPfoUlF4fewJbWNWQWy9mGcEvhXkbuGzYSF5qixS55OX8RFcCdon/6VVW6vxS9AiMV0qwGV6D",
-	"Pb7XM5sw6RCO/mQByCggdFmgNtBFXZ47eSUu4MkO39svPGdxKbvXRKXzZf8x4IrsUlb3LJsLlYMaiLez",
-	"oWsMtnuWrK6FUMKgfcjSejJ5kNP/s4cT9v+Tvgh3GXElLaoQoDXLnFwItPdLsWlz1VFQjqRb0h29fHaP",
-	"VtTaYoBUd4c/6Fnk8QSgLnpLQ76M8XEKCrK/ohZ7MJqbUoLZDbcBMQX8pi/fs4xOFfEhKoWkKJK9q8TH",
-	"64UIvP6FKV34kyGXE7etA1F63V6L0nS7XivbWvz4mCUYkWtTiOLiAL4RboU74Wxea+sWRrz99xeJxxbS",
-	"aeYS3suc4cpytP5ZvhT5pW2jTPzkXXCn+5IDdLJn3X5Bch6hh/iVlxyMn9tBcYuJeaoOxxtIeWfNO8D3",
-	"FJF0OEkLg3t5In7sk+gQtOwdDeJ4wV+Xl0+WIBd67ED8vdhD7YjZVeBS/l425OihQ5Mn/Ba9mG2NdiW4",
-	"8paaZSvuQEVgs9qR6UNPjvp9Gf7uPevyvAApsOK5CGyJVtG3asuGnmE4zSpeW5HQfwr4wQhbr8SItoSf",
-	"pteJUuROm/HN2mlYbxIh2ncSz4LGsXsQ3jNyUXqM6e76GVKxvyfxKpfTqBieMw3Ki1Tsz8/esdOrs9NG",
-	"sTn9TRYfMCBwDKYFN1+Psuo/bftl4qzlZ+gu/EdeCDbbMB51qRYwZ1qXgiuSuPO56DXG/8qlk2qRsF9r",
-	"UYOpTLZao0+RqDBtix30oaFXsVJFOhbL6BsXaL+dg6CQllX1rERrAFmgRyNdu5m+ZrBBc8XLVA3vMzuK",
-	"gRmxYYUmlW13I4W0FeHCndyWRS16refv0Zfm5SHRIfLuLOjf4/fSOWGyJIpDpMgaEX8mWhsexmeKiznY",
-	"mFVZ27aeOp9b4Ub9Lpxbeoy+ju8XDcKL2eaw+WpIzCDt4xNdZ13cP2j3K65qXkav0xfwo8CtFMDrgRIt",
-	"pwdLcBuzDXv96i2xBBBZyAxOAXcMR6PFLbkKUcSIP71YHTlt7zK8wU0MrN+FB0KgA1YgPu8zHKKzBMWG",
-	"RD5HMmQujBHFqEHkDrnyBZfqDhpedHnvXKqM1Ea6zc3hGX+fj5VESjreudJ1nX/cTqJv69Bao+AhG+2w",
-	"byWiXPvct/cYka/xskQZsc0Fb+mBj4v9FNpTI3I/nwtmr5fsr8ia0cn7LRxflrBlSEFoiatG45jL0glj",
-	"2ZDUdvhegtrS+xpTBKRlWonRR/nP9uqHW8ixswsSvFN0fIAVgfEc1YQ/ht71ATRMmokn09E58w7Kaaq4",
-	"itEfYJ/nnvqnDXTDZc8WwLLnzAiHHEE6mypdO/wK6BJ6Pj9nMUySsBgQwQcLwQuyutuvThW9e4QO+blU",
-	"vOy6XmirYAFEx2pvJKYdfYFP9To0vpeiLGIwf8udBtd2Qf1UO1CcKw4WvDd4OVhIVe0SJsaLccOogUH8",
-	"TSuBzuaZLjb4D85iptE963MKeta2EtbyhehPEep4fnChzQN9CPQXdI6bGz2K20JBe3ddo8q1PHLZ0rkq",
-	"m7KsNmXGhnxmdVk7weBnpk2q4B92lLBsJdxSFxkbhuwYkHpwYSl4IYzNzgmQutgwJGlpowf+nmUV35Sa",
-	"F2OWKe5sNg3YS3lXdBGUp8zWuOMsIaeTdMtUZYCZF0ZU5SaLnkFE26rcjFmW19bpVTZtk/tCw+vQI4RX",
-	"gydSGx9Hwrg9LGclMsLPLvL4fe2Hd49U2zk0ghq66675qgIJMwDA9QZzvALS3GmFKk7EiksQABWQl4Ez",
-	"/a+fH5/8Jz/52+Tk0cXJL7+dJd88/PBPvZKPYNl9KcV/7VjJxdKVm15Giz80LkZAApRTKHYInr3EWJuy",
-	"+zFEn+npqf9lnOvV6VLry76vNofcgm1Uj7YoBi8fIJNn/rD7PZ0BFe5ZSuxANZ+iT2bXtTkjz+uNLoS2",
-	"g/YY7ZvLsjbiWHepVBfzEs6s3zos+/MC3y07u821opSofMPwCaQkoBK/+6iIe9+aEv2uA5+w0+PB9Pat",
-	"DWHX6M0k8LSSstZSFVvO8v3bt1LlYk/cuvV6JsCehK862+MpPago1lVxy3D9FlK2TzyJaBPW3gJa6/Db",
-	"B9tZwgHkfq7melfa3RFNj9f2tkmsR+dbNsKqywymvJLjFjfoOwfUD24WmuEb4YE2xJtNHQDjp9B82yfy",
-	"8c7DvwheuuXuWgCBa9uFYh/z3PqQf6zvSz/oWQ/mHIjEfEwOS4dEezhfCzuOgO0tTP6Sz0R545m9oLvw",
-	"fusuTK3uZBuupLXkUzv00R/xrtfoJWtL+1414AYvQLPinkSwmBPwXs/QmicHrDYMVoU+4ztY9E3E+NBm",
-	"X/nbwNAn3Q6euD5Z6BP/yvdWq/Ebvv7Ra7wf6RJAw+WmB97ATQ3kQR3ehd0bUJLnwaXTdtb4JCQ2xAho",
-	"4wNc8Ws4CZuRpLOjYyWZf8FNy34b7jvW//CDnkWuDgeq9/he7iznkPjaXgvvyIixn+CsiFtNWty6jcJd",
-	"EtzKIblBGP6gZ9+BTf8En7llpkV/9PUdkQ1WLdBSEkp357br5WOOXwrLpDva7f+DnvmFokvx+jk9FOsa",
-	"wt83yBBc9yFowHv2BAQp2RKUXa2IPaDeO4PHpiwjqZGx+5OzmMrhzyNV2Xs9y9D2DSGg2uJdmU+7zrYA",
-	"tNZ1WbAlvxKpopRnUXgHBhs+nExCeUHCHk4eoQmNMFWjPlvsPUmtG+BLTITSuY/N+k76ZOz9ydmNnp7D",
-	"MhaP4o2wmFKzJy10T9itlb3Vk3BIvpH+JzHgR0+f+1wBRE2Wc2M2vsIJ993/8ojHuwaTwa2wSpiAN67J",
-	"2k9AxcdkEVOQ/XQsRTQYe5zuFBlEX+pd5wA+iils6S1b7n4jBHPimkymSuiqFGzIHVtp69j9yWRC6dso",
-	"Blb8+oVQC9Dp7iOFfwId6LbKzd30ku7mf1Ly11q0w3eR/e9uF/lZ+Ptsj+difHHyyx//aZ8fJCpAW547",
-	"8j0hf05Dzlo6+ORLuJOas1v288PbVy/ZFS9rkaCdTfHwltVN4UVyR7cKcnYVsr8TFepjVJiWRrJVmKfV",
-	"QljHWr7rFcfqQTbk7M+aFTVlGSQsUtvDJZJZYxU9mNgb1RavpQTK28M5PoVV6IXR105G/UHPXgOHvaXP",
-	"mPJNRVmQHoSpFuekB4HiUBmBKzWiKnkuWq7lMXtMoYRU6Tn77QOIDeHiDdEhG1P0gi+ZkgfOGbG4VPlX",
-	"M162cxDoKhvii1f6ij696tUYDrLyN+2Vty6ds3SQDuLLSbv7/bLyz8bFfPpY6xCif///EZ71uM2XesDh",
-	"Hzwufa6Pbt9gstRbzI3yOHwLRSYHqr+ou5ndvbT+GLNN+zIYcAFHJCr0ZG/GjDGqQEN7gN7HhoFzYTUO",
-	"BmKUbup4fRoZScKWpulZxuiTS/qQfdZ3xEilMT8tASOwlf9FObEhbccQ66CbezbQUZcaseUEX31b8c0K",
-	"OxgcI8AI7nu4/cfiy8ccKJ3V/xzo5z3Q7Wx/yq/EcGBNaf/Rq9cbkXsRJc3RQcwu1P5NbE6R6QfxC9YP",
-	"QUWqBaHCMGvD8F8CgL/NRmAapurf6pkwSjhhwxFslOPXU8Yxu15a0P10RatjT1++PbH1rNArLhVoG3N5",
-	"nSr0NZxmCQBfMU4eAz2PKuE3D1gpAFNswgq5kM4mLDvJEpZdZIyrIlXZOEuoGhYWDu8TqoB/ovLN/eNw",
-	"8vj8OeMk7WB9oJWCVmOodp4+P2aPw8cfeuj4RIeADr8hPmATEI8Rfey+I7dvG97nDgPheW2MPw9WaOEb",
-	"IZDegAkA05AGwLEgsqTSyLk0IlXerMsWhucidEORxnfGaJErJY3ptUpaahl5/ageU2nKO086HlR6biaW",
-	"UhXRhxQq80gwhFA/Sq6TuhqNWWYvZZX5mkwFmictbHXOspI7YV1GSbnwNjwGI3Kh3HmqMl6WmddY6ZmE",
-	"6bIAjoS5MwkmSKOnfKWNoBy9bMWvM7YWABEPuPh6JdbwMN4yZu9CF5EAwgJTXWKuPbepgsVXogD+yK2G",
-	"t+Mrs9GYvVLixC61I+Lh5ZpvyPWMiUuYiQ/7G6fqe9LCSzF3TNcOPWT9KrRlQ6fzy4KdnNCHTkinTlIV",
-	"f8HjTZo7Vvx6FCoYgiaOKjqWjS/1WrGlMKJPvcZXdevGvkEL7ICa5Km1FGDanNku3/ymz35D0bDVE+Z2",
-	"TWGSQRXJqlkqYU+7EPxSVuiL9r/zsuzhpn20+1IXolfUyKvt5FeUN0YspPURaoUlLj2lVEWxp6bj8evn",
-	"DK4KS2om5tTy4gqetcIeDN43QCWCvchD+559pVl7HOT+otcFmiIpKtXB9Lmw3Zw4bMcluPu1bTMZMERc",
-	"OFdeUK123zqAMxFZqAiJUPOFz6NT0j9PFIvAMkKJtU2VdMwCpfHS19VWwrB3714A18cbaXf4KqJ1oL9S",
-	"W7QLbao8FLZKxQtdz8pWAMV3RwCduRdR4rpkMf7I3NUbNAz47FZq6C58mxPfwo5f9qD8p3CSIOl8fMz8",
-	"1fHFqygll7yqhLJEG5Tdn2s4+aIWvtUBV7t1Dl6AUCW5tMw6WZa+TAJEmc9hBD7vjEREIq0i1uNOQ8lr",
-	"qhCRpGNcbdZ8cx5EHPw/VbcHYeFN92x03qmoSNWlEHRryBMFPQZPl34Nwd+wDxCbQhU2wY9UUi1Aldqw",
-	"eW0wOx3AECuIzllGOZcXsWaf/rbtd7ZqetmwHRjbqog5pWdRHaH+HDERUYl1iuyJeY/udEuqRWHmATFK",
-	"Yt1wrUpgf1a4voLeJPDyBmoxkzTsqldR9r3D+pJIjdjDCWE/SVNFiarFOZuLdUj7p6xkr6bEs4mBZd8z",
-	"CFWQIYezIr2gc0NIRT6KpkIHNGlEH2fdX19O9eRBr5lrAObxmVNNqUVvPJUa64l1q1UJWBERccJ+7dTf",
-	"2PnyvmSPLxZH/xsgUe/enj9++ZhAB/dE+N1jWalzXmZetoByKBUb/vTuSUDfDh6Q5AwH3ShFj1fCyJyf",
-	"vhTri//Q5ojEnybeHhce2zgQIvex0jbW9If/ajVmWQEaNxhrzRGC3WYKqTimj5ckTBOWrfSVKLKI8qnK",
-	"jVZMXFegugDj8HW9zUOeAej80rKgOy+0z4Rfc1OkasjZXF6Lgmr/Wy9Dk5Da+jmf4W+sY1JZx5VrSspS",
-	"teDVOfJEquf6QxZClyQJE7aSqqYay6WuDbnBA52aWqUKuKYAdmREhaHIZpdwwz3b2lIQOW4tc+GLmFPl",
-	"N7nQmGHP9u6KtA7V2lDFrQW+WW4SxnH11H6hYNm/ooMCfmAz7Za9PvF9jWJABuDHpWI/vXuShHLrdqus",
-	"7TK2NUjB2S2SKwtSGAK3RgTBlEiCYi9PRiLaU1fGcb10wLLLV+/ZhiYTOmmMTmOpXZfC7k/uf3MyeXAy",
-	"+f/eTR5MJ5PpZHIyeTidTI7el9IrqXrLwzBFHfcJECaLuIvuW/RQRGPMt4oT19SzkjtW8A0bwkIoNQOp",
-	"DIxtKh/cv6n70wcT2k7Pyt0etvb07Tu24uYSALvWptiy1fClW4sceqxee84AFEu91yb3p5MJ2JUIYKpW",
-	"uYlQ2YJXvXHZ3Gcvi71Fmx6f2tyIgArEQ9YJ4Lu03vNIpuP9m8zI/TIArtwDpjgDLkqWLven5jfWBd+z",
-	"p+9uZOSkpyP6H2DYH9dkJm/atrY6rR7Zw/VWtne/uuEXj97XeeMKEiamGxH8fGvW4/uxHlkOeGu1YZ+Q",
-	"7T+ZJprVk6ne1KCATmC5qw3H1mRLuVi2y1eoa59vy6VgYyVqzNZ3NYMfwuVSr0EQ2KhN44nRPV0dGb4y",
-	"AMqHS4hh6z3KcMyi2oqcfv+EPXr4p38OiUSsEI7LsqcfDF3oL0vGdrJH24mtCq8elZZIbE+2bJPb1eN1",
-	"kK4UB6p4trf+1vFZCYa6UE7O0bYi7L2U1BiolVu1WwAD9sy4EFehS6k9xew3ZBcdZdfIG5kDXg0bSA5l",
-	"olEU8RVuwX6+GGJVeTcpOYS9exHYrO8K4AP/pNH4Xtu8tiTBBUfwBfsU3bV9cccPvRtsYry385wDh9Nz",
-	"JxQS1FKvmdXAuUNhZKeGGix7Xw09bcoc1R/PqGaSSSWd5OWFL5lkf2CrunSyAnP5v4bq5GyUsJyjTstd",
-	"qlb8Otzq4xnUT0AUbDivy3LKaiUBJUAA/zxJWDE6Z+LXmjdXUgWXitP7dFGh8cBu4S9OVbSxMZp+8gc2",
-	"L/nCjnYSyANT9sWnVCsqmyyNok/X3IJIXypXyTeBg1EfENDAYwpQN/VnS8M563UWExDbWiYAEx78lWqo",
-	"AUq9/A4OpN18oy3lbhJyrcPcn9tU+N26tRAxzcnesMne4pgGsboeweB47FlscEL2EdDbljS8VdwJnWiA",
-	"Idimgb0VLobifKgmA5svS1jGXUZGilTZeYjkoCW1wrJmpRtTGBt8liP0SZGmplWOuu6616RR+bK/yK/c",
-	"eBsPV8HSAVlIvgtYADn+JdLBNPQ/sMSkUPyi23iTqjmokl5hpQ9S9BDfF/qXeOVVOh8HFxt2KUSF2/Sh",
-	"NMt4brTFkBd57OA1lOVuzzH/jd4uvdFccesYZlCFQJQ0rFpyK8bsr9i72DtwGx0J1viTktep8j3Rzh79",
-	"8+RkcnYyOXuH5s10MvnP0VaY0lsM/4w3PaKb/oh6+9FaVZ9t+cafXkedC+r4qrbUomjJr0Lb1uOVODjU",
-	"HhEtr33i2jSwE2/PozFf8M2Jnp+stHJLRv/vf1oLcZmkCku/08GEPZiwR+wP7A/sx1cvT75/8zwdnAP7",
-	"m8srEV0E3tsHyJCqsA5t2PBf4WNgov9rwSX+lzDl0cQmbDwej8bsMdpzuNRUxZB09Elow7J/yQhE1LaA",
-	"g2UFWOjbRbmlMOepit1imJDozl3xzZg95RugP9ohLwEdsVohe5GxISYWFnwzSlKVvThRnjTVXzM2VIID",
-	"ajIAB9xyjsvUc/yBZU8f/8c/qixVQ4RT9uOrl/94lpFnF67B2+nK92+ev8h2kGwXrL3dbFR/g+Jtip56",
-	"j8zuJAfy7VOzQvTWpwpdX6PzKNVCzoSNVGsp49LUajuic7CjrzqE9c3CiP0f5PaPJjfItC0jypfPY4wb",
-	"9ltXpGVJy1aYohA3FqDSzqRN1dkKrYT7D5cjNKq48s4EVggjr4S33gPEQkFIdAOlCt/LS3SyEMsjrwxC",
-	"n4Lai5D9aSlbA98PrwLbEkMqFH7BRqIAMjCKKiOwUcCWx8k6eCPF+tDlQis433VVUVsndFW22zPFtjbb",
-	"iPlgb+z5or9WbBcXdxEL90PHEe1oqoahhIEhyRnv6cTmXV5Z9h1Q0Uw/bzdD8ldShZdGe7pUH9ZWkNnc",
-	"jsCijuYp7Hguvd953uM43/YQS5CT2Jaj6Tnx07snW2TzrAZ94PQ7YUqpBkeF7N8SzN/UqjfYY90tOvD6",
-	"8zseJMBlDkxIuOvrKX7YcbRS6nCTDRxTx3451BDzNuW+/UQSXUjbHayRr2QIzoy5pdH1Ysky2D5l3/Tu",
-	"+sj+O3R+Hsx+ZREq3e39chA1PkWAu4VoX70Y4ANKK2obkGvlOLUF8VOLMGVZ55dsxaVyXCpsj2SFCEVj",
-	"8JJ7lr159vjpj89Gu1mC+LC0jLNCwspmNViMwBFjDsyYYZEacBR05AXNkHu1EP5OFYktThITc8XQKEfm",
-	"EI2Eoc/Y89ovKVKY8MEVxuS8cPobWcXP2t1ZY0c/yjpsdaDzjekNajxctcPcJB9jLyZ6NEwuSVWq3sU4",
-	"X5gj5YMpY/bUy1y63BLClg1TEPvpIGHp4Gz1AP+ZqnRwf5kOYN3oJ4tv7fO7sWG2bwRONqLEPoATua4y",
-	"wImM/fTm+TlrvE/hlRZ9vB4KcbwT5m+GAVC4VaAM62ctLEQxDY71nplqWC3CFxj6ysLvToNagHYR9h1G",
-	"wwfzK1GXJsTvvoqMQYy84Yd9zJwEYClzoaxoYfPjiudLcXJ/PGn5+RBFB8ngShhLOHs2ntAduhKKVxI0",
-	"gfFk/IB67SyRvE+X2Jnhb5jz1tc3+zGWtlp2fzLxSSSeYnJKUjBXwrK/vHv3ekxduenonxeD6eDPwv3F",
-	"v31r/Nf9yeTAnKPbzTfyrSX2jDcKC5WW1dWYJhLVqxU3G5yYdiWUsKgc8YUF9hJ3YAe/wM2nK+GMzO1e",
-	"+ADUQSeD/178AY4S74/65J9RxwBqvWcTygoweiXcUtSgn6bK5oZX/qh34Pej//qN8HPi2p1WJZdbkOsZ",
-	"xLbVWtWv14cY24sT1w70FW3RacJIVG3DsPXAKi52LzQ9Jo7DEfeCFM7tVSXU49fPWaHzeoVjbtCDhpOo",
-	"MNe2lqVDSbsHcv4Fd8W8Hilz82K3YfQOTSR/EaPPP7x99fIQnHACzLFEKdqdr71amS+BIybsT5MH3Zar",
-	"O4B6Q5/6KhSK3waGiSeLo9D+NHnwZYfFOdTCN9tnBkuTNzGHq7PTVibpYt/cAdBZMP8yNLyXKs4iMIUw",
-	"SZNyKt1S15Q4nao4qItlmIXqXRno+MpQUGDHDswJxdEuSq8pnT30t09VTF8dnbOs26Lcv67bprx5b6pa",
-	"WLXE1F66MXi40Pzkbm9z+FRRd3hyM7JCzufC+M52K41UXdT4EPUmw1y4achPdbgE+C52rVx7VbFJx6Xl",
-	"YLaq72HfDPlBf0hCZRE8wFppbN6HffQBUiHVMLhGQnY7Na5nPrfLW6PeWMMcB/RM+i4Zs7KXd4MS8V1M",
-	"Of1spNXqD9+D3KQXhkb3DXH1vTEu8bQ9jBBf6UNjNz3nI5hbErbRuOgQmmyVOHgD/vLN8AOl+XBOQ2ZN",
-	"5HgvpQUtuAQFewGinSlujF6T8obK3xD91rlezWTIkXr88uno3Nc/gDTu2Ke+mAIVweA7IJ1tzJ41wewQ",
-	"QUIFCTAOPoY5stY/G8xAGlFnl3LumHRjakoivi0EL7LYURL+OvHVOvCmTt9Hn7fd0+p0iIUnPPYnBZaz",
-	"4nBMJVB/GADYpIe9fvX2Xar6MlsxBhZX59NK03oyuf9NyLQmYvv2bJnhGm2qrKvzS7bW5jLMMxtm2Bku",
-	"S1iG/dbhH93ns1HHqMAKpI4nD3VjippyRxMVY9LAmg2z+w+XwRO7S4HNEaHO28xO/rnXOdSCslSsKcix",
-	"fiaAZcNcr1b8xAp4GeY1kEOYAJ7gMXoHTlViQryPLvWN0m03ESJSv10v4iaHc8vytm6DFgFobIMPyU17",
-	"xU1K21T83SN63DcCeLud854Z0b2fxQ/ttGnd86HYS/oW86OP2Cy170EywiI7H6vyk3XloeV8xI5b36ZW",
-	"lHEOnKEs+6lvUpv41rG+AS91IQ23trrw9i2taT51h+U1vI9jfejeEdJ+hZFEG4Ic+RlYlMG0YRU3TkaK",
-	"oqlSVElGpfStCN3D5Z69heaSn2Rn277e4za1Z2XI0+64MuKGH7+uVjh9LwA7HPdu6yWyQXcJQzebDKMt",
-	"wVz0LqoNy7ndi6s0zuH2q2gHCobO1GJE3rOy7YHFDLIhMt29x9a0nN9eQSsVp3cJ3UluzSLaxZs3fT1O",
-	"Obnd9x+XVlPIxOtTGDfF2WBNsUqGHeSz0TnLNTqx/BNxODBS4PGj6vuW1SeaGtF6SuP7j7jxCXmGP/zy",
-	"GdXj7gyAHg35VXDg6XlHHn1IBg9pHYd13tYc+7uqym8FN3knRdInU9CsOl+gG/z/QVFu6cU9ujIqcwdN",
-	"03jvNM6/M1yREUli2ouWJDYxx0InzJGieF6qQhASA3+jpGlNnLTySIKy2vYzr3jhE9hDGonv4WcT4jHk",
-	"R6MxG3scPc1ohi+BSPtcQN0p8x+BOw8nD29+JI7Tvyuy/Vm47mjhaJa1xm/04tiOHn0DmT9/OvjwSz9i",
-	"+vo5jELd/p3JoNK2t3ONr11s8UVNdYKhpFDXLs6E8JltI7LMfLKKPacCSjQ8AuIuOTkLGo0MUevaNUMj",
-	"YqeBELohL0KzEqEKG2oQS1FkY/aE/o0fSlUzfqI19XnBZTOATGn4wAIWGGdKYEsHzDJVAt+htGMz0Rpm",
-	"MXw4edRrJdHn/z5oqGfzX4yaHk4e3fzAE63mpaRI6hd3pdBJdaj2dnLgNDaV+oTU9u9AaxgWBfzbRloO",
-	"V+ZG2GWkIiuMFHbaZNqGyWr3Gt7jiwNAazmPD1KSJxGdVLVoV71R3QDNTUeh4s2Q7qIsYBjQRfCEqP10",
-	"gXnXB8ji/pcjCyNOtjna3y9Z3AnF3wQP1TY63YDoniMf6YQPxvewa2GjfZ2QLT6lJNqlto4SaDOcFYP2",
-	"ub/mR4/4y37oo9UrQZ0xooqDkY04I6Lk1qWKEix95R4muLUmWIQ5D6D40ESZx43ISVXmrwdvIVtrY3Gm",
-	"MfrBQ/nNvSnTlVA++z5OTk5Qz1KMZirvc5v9JcDzcwaFWiMK9rquw9FYIdRXdGAH/AouIlBUc2nyWrpw",
-	"XAed16EXdy9uvuYL7CpC/mFS9kOrqHITsgyizy0JrkmvYGvj9WcqOO7m2nLfXWrfQf9AXvebPaPv49Tm",
-	"tp+QDXlZNn+G1hOY4TD6HN7DzjLi8JPjfKvHFcQf+vBHuAzhPxd0Bh+73eDvx95kYcYbbN83IZsynx6F",
-	"/bdSFX3TbIaRjhW3vsd7dik232LHrwxVYvzb/4DZ0pdi8w/xBmewbYgIjGsmylZtvNN6lOAbMjQWU0V3",
-	"YLGsRadI9g90VTpq2KW0G4WWdE3DtHGq3gp3MuPYx6u1EzbMJFZXKO2k8nECUGxtXVXauN00105rusRJ",
-	"Yf7hW+z9vg9HQie9G07m9+TxCP19b/B1kHv/K3g5kJ96JmcK4adRNBwFiz+pjXFgpzQR4MM+DZQaoduQ",
-	"9EY1Lk3zQvY8zhOksmhMYa59ES7m6M2NXqUKnRbej7i3Cvfcf6ZoeoXzUC8hbarA9KpV3vS/tmCNgegI",
-	"vSNDcBpTH+VKhOy9VkIaVZ4higdm/3AyOQ89AXGKANvuUk7JiQ8nj3qtPITRDxi/8J0rv9PF5lNiXZj9",
-	"0M3XBCbyYQfdzz7lh/epzaH9Xhw38LEq85fUgAmKhGS7JNBSJ6Jnj6ak9ySguyZho+NUNIJdisrt5gI9",
-	"xTcFJOkc2MP9nW9ak9p/H64v2uY+ECf7U9KwSgTUDm1EQQZswy+2vaRJx0WakLJCTT6VuKYakW5Bzo5j",
-	"s/ckJl+IdH5Hbsx9B/lxXo7QTn5PQ3VUpIhPhzbxYfyfLjbnoa18LFC+FKIiiyFVqFmBOafEusn1BiJF",
-	"gWR9UjDNCsqojEDp9TlOY8UZV5iORHVC9Evi59vGHrmIpZT8wrvfmQl0rKeKOuz60dc9qPcT1mt+VmFB",
-	"TfuPkhVfBOHJuVr8fhD/CfWmPlJOnMaY46d1/n2PigyFd7YSp3TT+EQq9nMGyAzKvNPBV0I9p9pFCBvh",
-	"Eiauee7A7lW5mPraCXog+Pd8zzg25CpVWlFbKWxARIWRWNwQ+wOGrY8oF4u63l4Bp7aacTCXsIw2Rnb9",
-	"wqnQD4Ec+vOi3x1oipz6sfMZZfpTsKzVoWkIAmK75iv0Nmq1bpKKdE8aFurzo4AB/J//9b8zKhbNRonv",
-	"wtvu8YvFCm/qUlg2JLaEJWSgBE5AL8T8M+eLR0ZTipTjgqi9OfpCUxV2jg3OJdasNI364PxC3MNKtSip",
-	"+nGYyQJbN+KxpgoLeWci5CbAKWMwGu+BP2Ix9Cz4bVu9blK1rWaHlYTmPDjWi4c+CqHgBoBMH6EjoONa",
-	"8Q1b6rKI1fpnyWQygf/tFGrR0+NUvSb2CqfTcNJtULEGUmD+UlnMUmwlBQRpwPPLhQFaDzVO3V65PlEP",
-	"c1G3O02jyWxrcyWvxFYt/ZzLErDXjkDTyEWRqpZhQcmFWFkEJBIpw7vbt7TAWC6KrTawvgX7T4Z5FSwv",
-	"uaUUXxHyB3CZPqoLKAdbSVUeTDAP8Sw03gigOTHcxb7bqxgdi3WPqbo/mYx8njCsbcXNpShYFl4wZX7w",
-	"fbt2lDm95qawqeqZWUiL9Lev9JVogbkjZ8+plspuJT2Fe1Fbw4pf4xvyRssunOeQN1REqRa+xQL8jZYi",
-	"9lDxg4hXozH7HttPYt2udEv252c+DXOXY9tzUDireOvTZy+evXu29+7T38I/L2TxoU+6f+evfz75Hr4Q",
-	"heMxYv7+J//8PlkfAJQwnueiwllyPm8muNQp1IQ9e7Y4hicUn0bzpYIwZ0c4vd9p/YKbxd093gF+oSgx",
-	"jLcnW8XeQtu4KVV7W+a+17MkRt21YUJRsUFITaiMXoAgHe/zZX8XP3xb7f/vyocXtnGMIy/C+veht6L7",
-	"jwdpF9a+N7vpLrbcfrTsMslDTpSOeA9STunYXLpVXEtDBWQcUEnNVIe+RTSKPVBaZxv8j5wzJTDtczRm",
-	"b52mxmAceT22S/AfTVVwnVPSB/USAGlvWYFJhyZk/zdpH+Ele4Pb8MEWuRzt74mgwOiLphr2O6Hdlyvz",
-	"orkmyGJa8zl849u4MR/QAQCHrT36kuvsQBkWhzyQDbtnPRrfPdsQlArOWsmon4DmkkNIc8/6GQAYiqm4",
-	"W+7mxFK2f1dXuE32/y7RH1E31A3Adpqt2PYs4SFWewuzY+qaVDW5yaPIzPpLiVqh3XYg90CE9k5FLJ86",
-	"UrpdfPI/GcF/r9K1WfxxycOfRsiiW/KTZ3Q27s8YSkaHCMMKDJC6Ms5ZGjOw5kmc9jy39ONauqSGDoCv",
-	"53Bv1vnfNLML4Xu0u7JqRlUcisYE6zwMoaC+22i/B39jjPX6eG7euF7IrUejs9CXQf1MqCJ1f791393L",
-	"XGK2L3WJLPimlIulY5ZfAeL5yYF2ySucpjON8wKGOz3S900OWPNO86zW8IDO0ICEWe29X7Xyzdi9g+JA",
-	"63HKz4gN/lO1ta6+vv6s29b/nGVNs/IsVVh/3mpEDocxij6yrncUXbFhYkbjYIplA9OGdAE4NJoGi0yb",
-	"LrvS+Qn8yAfkPJB/0omGYOqUViBeH3e9msOMuyzBlp1UwbMe+U9s+TrD8lJFSIWV9tOm8Zr3/LEhxVVw",
-	"4BhdwkKKuJZRgppCfA4XjykJce2MO4+5bEj7H43ZS+94ljZVPk7Rpyz4puPEw27HfP2jT7D85wg5HaZp",
-	"GL36vMI6jKzZH6ZsOeh+JzI6NodvLx9xGD1Mn8v4JQz75II5eIgCufoxUxRhrCTwi7rqzkLwIRrf/7XG",
-	"Vq++60UWWnJ7RukBPWqoHk2zuUC/qsFZT02rbd50VvMcnQICMQsCjbswgIoWDKyvPdqTgIXjqkbnoeDf",
-	"L8r7oBvfcJii2G4EXohcFiJwwuDwhvMdsxa4vJPAQ4BmRlKiX+SRISZJIA33YcNJGVKaSIoRz45hFfhQ",
-	"h9W1wm0E/o0ISUggCLEZg5ELqXgYKKFNTI7CCQb+ed/EFjbSjje3S04CJyPfA8P+7DTFK2DFjjLWm30P",
-	"b/l8Lupu2/gP3kP95fW+AK3/voofQbqjih+hABrfuvIz1Kl4S73juevTTzDK5MXtLn7WqtdY+IJVIV+t",
-	"JORu6FCHrurUIrF2Vhaik0t1BHogf95rHbzditkEX1+Y50ODaLkl8WCnbVkhLdXQARu3NP+vZ9qD7+Go",
-	"YP18gVWuzHcfZXEqLQ8T4UNPpzj518eZsalQp+Vwq38oaJt9DUTH7J1eCHQ+h2KEHXsfm7OniucUJZ1r",
-	"05ujccDl9BYB/LsOomx1Or3B0xMsLUKJ36G3J26gVp89nDKdhSS5wxnZhHTYiDMMls/g+Sx4PkPaR7tp",
-	"mO/Z5RvcIY7DrUBLpUP3K/rwpYoj+DGPfMyecfLve0NJ5JfIHimbqD3F0w/3F6CcSpc0dIQ5P834kNgR",
-	"nAfv7YmfqVrVjnpxDDFHj9bHC999tZPRQlZziP371mF+5WQeP3dB3ID5jaYo6kVTzyhDuEcqhGRLVcRs",
-	"cNgtZYQPscc2pafGQIdv7OqToVrj/SnByS8kSVUQeWFAle/L5eGec4OzX33vT+zQ2gFoqsigxWEHdHqg",
-	"BdLoHsxI0oY9nDxKWOi1GlKUyDLAQQHcEoL8/OCXcczowF7do9C9FnsZbg1uGbPHqfJbOSnFlSjjGocc",
-	"8zIjEGGLP7x99RJnyxEyJs2E9FRhrpCvT/CPYkLH2TfsR/ndCOMvdvckCYdol6l6ePaAWHwMGProndWk",
-	"+fIG8+GFtRFs+KfJpHGXEABhwaHDY8zACV+Uzopyjm4iHJww1wa9H+JKqFTJOWxwKwV+Si3sMv+nb/9H",
-	"ISXqOkR+MCdWWGlIh5f5vsZ9JQ9gcvWUPPjEGIsn2qW7cLf1g+5pin8cUf/gfozThR5c8Whp5sgK50oY",
-	"4ecBNKlEGErJuYoDS0ZhyPz+cojvfHXQZ0pzxdffpjBi8sm//gbpd7/94dGX29ApVxTnDRow79UjhcP3",
-	"6fskVRVfNKXFV1UQxjQkHsSQh8JBxXPaBDb6U2GxmwmgnuKYuYr3+3zxluULMjDW7GSd4r5UUXVfFurS",
-	"Mjb0rVM6z3fLfkKFniFRgHOykh151wrOkOcxiWHN2KEcXY2p4k6vZB6kT2s2VnBIxGnaSIsz4RVkn4pO",
-	"zQdr7J5tALM2rBT8qtHDbatNJxmF5yzz7ybnaqqWobU+iJExe4OzIahVaNffE/T5fpeoD+rYz0fhb/Go",
-	"opn25ej7u7q8pCTwPtqOowkQ3ohWXqZ3IOvh/1UKASki1IffvIXdKLdp/RZ5fazYPECqLV9nL62ST8LT",
-	"ZitEeIA2aQ0gE7dps/v8AdqkEXbJrkxsO2gDcZLea6Lt2HhGx6l6CboiUmnCSnkpuq8jTnXQq/YZCYK+",
-	"8TsnixBJ/hp04R1mfch1F8JQuhD2YEB1Jai/ihELaWlWo1TYWxrz9DFpXQbPerSZfOPqVBG1NN2ZKYop",
-	"3T4vw0tc0GdEBfjA4e4S2Kijm5b/FZtMUI/inRUdbCzRtNfsHG1lRI4zx30C1Z7p4t7KAKsrxED8cWYJ",
-	"q1XhVT40M9HQJcFNMZfHr58zK5yjpossHdCj6SDaurWS2JcEccIuZcWGQGqXonKpSgdx7f6Rptn4Pd9X",
-	"u9U9dDRmz12YyQ4WAUa6zxnIkJ3F70O51w20/qcld6slN8badEmF93BiWwAdHULBgK122sra6Je7zZCp",
-	"bsYGGRUYawtvy7aC+9IhZw6lJq1I+dQ3lO8O0EG8DYHhbk5IquiBGCLrPNQE/qnKqx0SCE4lblO1x5vk",
-	"J/f4IP7cJxa02yDGOn90ufTU+Sc0Kt83yuA+WWHLHYKLSxXtzohWT4OYnQIv2A1t+kMKD3g3FzxBFnk7",
-	"38D7kg5kG7xtfPafQ5/YmgL/hXWJG7IPWslBd8k++ETJBK3V9CYTRDIFyoV34CiVviTSd35UVkEiH24k",
-	"u6s1wwQ4uVcJoibAK8mMLqnxbW3KwXRwii5+v4Tt74Ae6puOOu0zaGLDJ6pq9rX0IaVm2Gxz5Gc7gN4G",
-	"T1O7erLzE2+pJqQ+JV6dS8JkLioMoy4AiPKI302Pb9uTyBwQ3fpqPmlArCXBlPU6JQbJ4ZVTZoVX/7Hv",
-	"JPAyitV3PtYcyu4Xm6zfKduXeBwmfQ3R+dDKQAYdzQ/Havf0HLM3gheJb7ToG7n6lms7kGglh/Yndm/p",
-	"Kfi69VL7zAJKgAgDT4ATEgfRxpJDMVXAuJbcLpH9oS9vLq9F0Sq/8gLIe6S8uJI0O4JmSrpUxZHMPdpT",
-	"y7vR3luQYrsbo1k1iffnC2uTrYlOnUk+nW2FkU/SMKd1iWVK/nutwTEffvnwfwMAAP//",
+	"7H1tkxs3kuZfwXI3QuRMNZstyZ4TOxy7six75JUlrSTHxK7L2wVWgSTURaAMoJrN8SniPt7nu3+4v+Qi",
+	"MwFUFVlks9WSPN6bDzNWs97wkpnIfPLt10GuV5VWQjk7mP46qLjhK+GEwb+e1MZqA/8qhM2NrJzUajAd",
+	"vF0Klilx7S5yvCNjes7cUrDKiCupa8sqvhDjQTKQcPsvtTCbQTJQfCUG0wE9M0gGNl+KFYfXu00FV6wz",
+	"Ui0G798ng2ffwO/4eMXdsnlaFoNkYMQvtTSiGEydqUX7TXNtVtwNpoO6xjt33/xcrqTbndMrvhDMyr/u",
+	"HXaJz7W/VYg5r0s3mH4xSQYrfi1X9Qr+gL+kor/O4hCkcmIhDI7hFayTWD/RteoZyp/1mq242jBTK8uc",
+	"ZqW0bu9q4jt6h3XWHtbZ5PhxfWv0andYz6V1uMs4LD53wjC3lJY5uRJs+PrbJ+zBgwePRufMj4ApvU7Y",
+	"bIMPFdzxGbfinmV5qfPLffOZw7d7d7TgTpzAt3q29T3QhK20sgIp92tevBa/1MLi8uZaOUErzauqlDmH",
+	"KZ1WRs9KsfrjOwvz+7X1zX8yYj6YDv7xtOGOU7pqT1/RU/TRXb4w9FkmLZPqipeyOGeZMEYbmzGYo2WC",
+	"50s24wWbS1EW48H7ZPBEq3kp899stLn/vmVr6Za4Ye/0DPaqNkYox6zjTjBtcAo45Kcwp8853sdqw7Rb",
+	"CsNwOXEQL7T7Vteq+JzjeKGZrfMlLBAsiLgWeQ2XcEBvtX7OzUL8Vhs508UGaM9pzUoYCI7qR8WvuCz5",
+	"rPzsA8vL2oKkALkCA6uboUxJfFhhroRhS26Z0ky4vEhVrpUSObwmwTV2ecEKWTClHePKroUZpwpFlh8G",
+	"jPKxc2JV4bQqoythnCRpIAKpdof3pHYgXR9OHn3JZhsn7HhXsiQD2l9tLmTRc1Qlg7lU0i5FccHdXnGl",
+	"6tIvPp1XOy9ZCm7cTHDn37K7jiW3jsXb4MDlrNRqwTjNGsb+Yd9W9Wom+pYHThbLQCCzM6avUNyLht7v",
+	"WbZe6lKwUs5Fwow4KYy8EiD38rIuRNFaznjIJANdu1yvxE1k5Tfzpb+bHqxq96HbaB03Lu7SFkfXZcnm",
+	"2uCSWheWFKZnBcMn2RrIU8AiGFFpeNWHrvj7tv7yU1j+zgi7VPVzfIWevRO5g+lsLc/OlGAe09Z+acOs",
+	"01UlioaIpFqwoXSskKIYMa6K7v6mag2S32nGFcldrQSwXTIQCnSInwa2znMhCgGa1pzLEv8Bq1Bc6Bqm",
+	"kXOVi5J+hyG15tJszdc8v5zLstxl3NwI7g6z1i6/9jP7X5YbxhkNks38F/3f54zPLMwVp7mWVvSS0Ban",
+	"b79fKCYdE6qAFwINsPVSlgJ+BI3pwxl0TqTSJxXiZlmSpXFifuWY1WzOzZi9laB5uCV3jJdG8GKTqiUv",
+	"GFfNOxg3glXcWlEQuwNJgMRFHVMUCbyNMytyrYpUxW+hLDJcLQSDoVo2ISqJs5XKffmwVxjMvaZ53NaS",
+	"BL5BxU8G7/Ts4shb0YjZJ3IroxdGWHvOgO83DERTUQP9oMbrbR6a+EzMtcG9hnNsJoRiS66K8oCY6BNR",
+	"roeVM1MrJdUiY7VysvSD2R2CtOGTbJgVWolslDCeqtoKYn4LwxtmXg7AVW3gp5wr2OWFZlqxYUY8kaH0",
+	"SBVoOSD7ClEKIChQATWePCgKwZgLCm7GLN/AobAZdcWEn8AgGcCwUNThEBqp0ScWnD6eMpx2vOzfxe6u",
+	"wenUWrM1cC38GYkZ5uqZZ3wMDW9JcyQzT4BJMGacHoQhBm5uSC/se9KWdjcfAEFoglW2KzilE6vuPw6d",
+	"tVEAv48f4sbwTeSQfA8Q8NiLTVpDVFGC5X/40KNhHZpXy3zjRSHhg7x81ZrknJdWJFvznvdarkAGc2ms",
+	"22Zhp8HysbIQhg2D2jI6nmNBSpa86ljdA16Wej1Ieoz6SGRk2BtU5JSI52s4gsn0wt9S1Yj4MXupyg3L",
+	"8AMZKixKr6dbry00yuw1lw5uSRWam/SBodIGn9MK54RPjBK2XnIngoLnv75WqfLzY5UuZb7pMjVNcz/j",
+	"9hxWquhKrKG49kt+Tpo9YgpKr4/dgS2qatitl7KM4JfCvAlSNkwkL7VFjlzycn6iKwGzxP/0Kit1fil6",
+	"DoyXSrAZXoM5vtMzmzDpcB39zsIi4wGhywK1gS7p8tzJK3EBT3bk3v7DcxaHsntNVDpf9m8DjsguZXXP",
+	"srlQOaiBeDsbusZgu2fJ6loIJQzahyytJ5MHOf0/ezhh/5P0RbjLiCtpUYUArVnmBCHQ3C/Fpi1VR0E5",
+	"km5Jd/TK2T1aUWuKYaW6M/xez6KMpwXqkrc0hGWMj1NQUPwVtdhD0dyUEsxuuA2YKdA3ffmeZbSrSA9R",
+	"KSRFkexdJT5cL8TF6x+Y0oXfGYKcuG1tiNLr9liUptv1WtnW4MfHDMGIXJtCFBcH6I1oK9wJe/NKW7cw",
+	"4s2/PU88tZBOM5fwXuYMV5aj9c/ypcgvbZtk4ifvQjvdlxzgkz3j9gOS87h6SF95ycH4ud0qbgkxz9Vh",
+	"ewMr74x5Z/E9RyQdSdKi4F6ZiB/7KDoEDXtHgzj+4K/LyydLOBd67ED8vdjD7UjZVZBS/l425IjQockT",
+	"fosoZlujXQmuvKVm2Yo7UBHYrHZk+tCTo34sw9+9Z1xeFiAHVjwXQSzRKPpGbdnQCwynWcVrKxL6TwE/",
+	"GGHrlRjRlPDT9DpRitxpM75ZOw3jTeKK9u3E06Bx7G6ER0YuSk8x3Vk/RS729yRe5XIaFcNzpkF5kYp9",
+	"9/QtO706O20Um9NfZfEeHQLHUFqA+XqUVf9p238mzlo4Q3fgP/BCsNmG8ahLtRZzpnUpuKITdz4Xvcb4",
+	"X7h0Ui0S9kstajCVyVZr9Ck6KkzbYgd9aOhVrFSRjsUy+sYF2m/ncFBIy6p6VqI1gCLQk5Gu3UxfM5ig",
+	"ueJlqob3mR1Fx4zYsEKTyrY7kULaimjhTrBlUYte6/lbxNL8eUh8iLI7C/r3+J10TpgsicchcmSNhD8T",
+	"rQkP4zPFxRxszKqsbVtPnc+tcKN+COeWiNFvg/2iQXgx2xw2Xw0dM8j7+EQXrIvzB+1+xVXNy4g6fQYc",
+	"BW4lB17PKtFweqgEpzHbsFcv35BIgCMLhcEp0I7haLS4JVfBixjpp5eqo6TtHYY3uEmA9UN4cAh0lhWY",
+	"z2OGQwRL8NiQKOfoDJkLY0Qxagi5w658waW6g4YXIe+dS5WR2ki3udk94+/zvpLISceDK13o/MNmErGt",
+	"Q2ONBw/ZaIexlUhy7X3fnmMkvgZliWfEthS8JQIfB/sxtKfmyP10EMxelOwvKJoR5P0Kti9L2DKEILSO",
+	"q0bjmMvSCWPZkNR2+F6C2tK7GkMEpGVaidEH4Wd79cMt4tiZBR28UwQ+wIpAf45q3B9DD30AD5Nm4tl0",
+	"dM48QDlNFVfR+wPi89xz/7RZ3XDZiwWw7DkzwqFEkM6mStcOvwK6hJ7Pz1l0kyQsOkTwwULwgqzu9qtT",
+	"Re8eISA/l4qXXeiFpgoWQARWez0xbe8LfKoX0PhWirKIzvwtOA2u7S71N9qB4lxxsOC9wcvBQqpqlzAx",
+	"XowbQQ0C4q9aCQSbZ7rY4D84i5FG96yPKegZ20pYyxeiP0Sog/zgQJsH+gjozwiOmxsRxe1DQXu4rlHl",
+	"WohctnSuyqYsq02ZsSGfWV3WTjD4mWmTKviHHSUsWwm31EXGhiE6Bk49uLAUvBDGZue0kLrYMGRpaSMC",
+	"f8+yim9KzYsxyxR3NpsG6qW4K7oIylNma5xxlhDoJN0yVRlQ5oURVbnJIjKIZFuVmzHL8to6vcqmbXZf",
+	"aHgdIkJ4NSCR2ng/EvrtYTgrkRF9donHz2v/evecajubRquGcN01X1Vwwgxg4XqdOV4Bae60QhUnYsUl",
+	"HAAVsJeBPf3Pnx6f/Ac/+evk5NHFyc+/niVfPnz/T70nH61l96Xk/7VjJRdLV256BS3+0ECMQAR4TuGx",
+	"Q+vZy4y1KbsfQ/KZnp76X8a5Xp0utb7s+2qzya21jerRFsfg5QNs8tRvdj/SGUjhnqXADlTzyftkdqHN",
+	"GSGvN0IIbYD2GO2by7I24li4VKqLeQl71m8dlv1xgW+XndnmWlFIVL5h+ARyEnCJn31UxD22pkQ/dOAD",
+	"dnoQTG/f2uB2jWgmLU8rKGstVbEFlu+fvpUqF3v81q3XMwH2JHzV2R6k9KCiWFfFLd31W0TZ3vEkkk0Y",
+	"e2vRWpvf3tjOEA4Q9zM117un3R3J9Hhtb5vFenS+ZXNYdYXBlFdy3JIGffuA+sHNh2b4RnigveLNpA4s",
+	"48fQfNs78uHg4Z8FL91ydyxAwLXtrmKf8Nz6kH+s70vf61kP5RzwxHxIDEuHRXskX4s6jljbW5j8JZ+J",
+	"8sY9e0534f3WXZha3ck2XElrCVM79NEf8K5XiJK1T/teNeAGFKAZcU8gWIwJeKdnaM0TAKsNg1EhZnwH",
+	"i77xGB+a7Et/Gxj6pNvBE9cnC33iX/nOajV+zdc/eI33AyEBNFxueuA13NSsPKjDu2v3GpTkeYB02mCN",
+	"D0JiQ/SANhjgil/DTtiMTjo7OvYk8y+4adhvwn3H4g/f61mU6rCheg/2cudzDpmvjVp4ICP6fgJYEaea",
+	"tKR1m4S7LLgVQ3LDYfi9nn0NNv0TfOaWkRb93te3xDaYtUBDSSjcndsuysccvxSWSXc07P+9nvmBIqR4",
+	"/YweinkN4e8bzhAc96HVgPfscQhSsCUou1qReEC9dwaPTVlGp0bG7k/OYiiH349UZe/0LEPbN7iAaot3",
+	"ZT7sOttaoLWuy4It+ZVIFYU8i8IDGGz4cDIJ6QUJezh5hCY0rqka9dli7+jUumF9SYhQOPexUd9J3xl7",
+	"f3J2I9Jz+IzFrXgtLIbU7AkL3eN2a0Vv9QQcEjbS/yQ6/Ojpcx8rgKTJcm7Mxmc44bz7Xx7peNdgMjgV",
+	"VgkT6MY1UfsJqPgYLGIKsp+O5YiGYo/TnaKA6Au962zABwmFLb1lC+43QjAnrslkqoSuSsGG3LGVto7d",
+	"n0wmFL6Nx8CKXz8XagE63X3k8I+gA91WubmbXtKd/I9K/lKLtvsuiv/d6aI8C3+f7UEuxhcnP//xn/bh",
+	"IFEB2kLuCHtC+ZyGmLV08NGHcCc1Zzft5/s3L1+wK17WIkE7m/zhLaub3IsER7cScnYVsr8RFepDVJiW",
+	"RrKVmKfVQljHWtj1imP2IBty9p1mRU1RBgmL3PZwiWzWWEUPJvZGtcVrKYHz9kiOj2EV+sPotw5G/V7P",
+	"XoGEvSVmTPGmoixID8JQi3PSg0BxqIzAkRpRlTwXLWh5zB6TKyFVes5+fQ/HhnDxhgjIxhC9gCVT8MA5",
+	"IxGXKv9qxst2DAJdZUN88Upf0adXvRrDQVH+uj3y1qVzlg7SQXw5aXe/X1H+yaSYDx9rbULE9/8/kVmP",
+	"23KpZzn8g8eFz/Xx7WsMlnqDsVGehm+hyOTA9Rd1N7K7l9cfY7RpXwQDDuCIQIWe6M0YMUYZaGgP0PvY",
+	"MEguzMZBR4zSTR6vDyOjk7ClaXqRMfroJ32IPuvbYuTSGJ+WgBHYiv+imNgQtmNIdNDNPRPoqEvNseUE",
+	"X31V8c0KKxgcc4DRuu+R9h9KLx+yobRXf9/QT7uh29H+FF+J7sCawv4jqtfrkXseT5qjnZjdVftXsTlF",
+	"oR+OX7B+aFWkWhApDLP2Gv5zWOCvshGYhqn613omjBJO2LAFG+X49ZRxjK6XFnQ/XdHo2Dcv3pzYelbo",
+	"FZcKtI25vE4VYg2nWQKLrxgnxEDPo0r45QNWCqAUm7BCLqSzCctOsoRlFxnjqkhVNs4SyoaFgcP7hCrg",
+	"n6h8c/847Dw+f844nXYwPtBKQasxlDtPnx+zx+HjD/3q+ECHQA6/Ij1gERBPEX3ivnNu39a9zx06wvPa",
+	"GL8frNDCF0IgvQEDAKYhDIBjQmRJqZFzaUSqvFmXLQzPRaiGIo2vjNFiVwoa02uVtNQyQv0oH1NpijtP",
+	"OggqPTcTS6mKiCGFzDw6GIKrH0+uk7oajVlmL2WV+ZxMBZonDWx1zrKSO2FdRkG58DbcBiNyodx5qjJe",
+	"lpnXWOmZhOmyAImEsTMJBkgjUr7SRlCMXrbi1xlbC1gRv3Dx9Uqs4WG8ZczehioiYQkLDHWJsfbcpgoG",
+	"X4kC5CO3Gt6Or8xGY/ZSiRO71I6Yh5drviHoGQOXMBIf5jdO1bekhZdi7piuHSJk/Sq0ZUOn88uCnZzQ",
+	"h05Ip05SFX/B7U2aO1b8ehQyGIImjio6po0v9VqxpTCiT73GV3Xzxr5EC+yAmuS5tRRg2pzZrtz8ss9+",
+	"w6NhqybM7YrCJIMqslUzVKKediL4pawQi/a/87LskaZ9vPtCF6L3qJFX28GveN4YsZDWe6gVprj0pFIV",
+	"xZ6cjsevnjG4KiypmRhTy4sreNYKe9B53ywqMexFHsr37EvN2gOQ+4teF2iSpChVB8PnwnRzkrAdSHD3",
+	"a9tmMlCIuHCuvKBc7b5xgGQitlBxJULOFz6PoKR/njgWF8sIJdY2VdIxC5zGS59XWwnD3r59DlIfb6TZ",
+	"4auI14H/Sm3RLrSp8quwlSpe6HpWthwovjoC6My9hBLHJYvxB8au3qBhwGe3QkN317fZ8S3q+HkPyX8M",
+	"kARZ58N95i+PT17FU3LJq0ooS7xB0f25hp0vauFLHXC1m+fgDxDKJJeWWSfL0qdJwFHmYxhBzjsjkZBI",
+	"q4j5uNOQ8poqJCTpGFebNd+chyMO/p+y28Nh4U33bHTeyahI1aUQdGuIEwU9BneXfg3O3zAPODaFKmyC",
+	"H6mkWoAqtWHz2mB0OixDzCA6ZxnFXF7EnH3627bf2crpZcO2Y2wrI+aUnkV1hOpzxEBEJdYpiifmEd3p",
+	"1qkWDzO/EKMk5g3XqgTxZ4XrS+hNgixvVi1GkoZZ9SrKr4QB5UGWPfhR+yKIlZUsS+l5Z8qycMBdrGws",
+	"JdeJtdXzVMUI1yZythWtOAzh2uy//vf/YZ5bR6joLPC1c6NXqcLtRbWm2YKQeTLEiKdOgrivkGAZpauI",
+	"IlWYoyIxDUvjJT/Ge5a+OmaPW0cIkAjqv0qDhrhgTqdqJbit+9WC6otJV07tFYfVoy+OvvPRUXf2nc6+",
+	"IFxfZLARe443INKkSY1FffGczcU65HJQqLnXPSPDxWgBXwgK9cohBwYkZa9zQ4gvP0pQhrJ20oi+43J/",
+	"0QAqEhCU1bkGDjk+HK7Jn+l1klO1RLFu1Z8B0zBKgzBfO/U3dr68L4LnswVH/BUkQ+/cnj1+8ZiWDu6J",
+	"63ePZaXOeZl5hQE0fqnY8Me3T4JM6tABqUNhoxtN9/FKGJnz0xdiffHv2hwRzdUEUcSBx9ocRMg/76d9",
+	"pJp+n26txiwrwIwCC7zZQjDGTSEVx5yAsvSyJFvpK1FkkeRTlRutmLiuQB8FUeSTtZuHvFTX+aVlwSBa",
+	"aJ/esOamSNWQs7m8FgUVdGi9DO18qtXofNqGsY5JZR1XrskTTNWCV+d40FGS3h+y4I8mEZ2wlVQ1Jc4u",
+	"dW3ItxH41NQqVSjn4IwxokL/cjNLuOGebU0p6BFuLXPhM9NT5Se50Jg2wfbOilRJ1ZpQxa2Fw7DcJIzj",
+	"6KmmRsGyf0HUCX5gM+2WvY6OfdV/4GDHj0vFfnz7JAk59O36Z9u5iWtQbWa3iJgtSAsMRzASCMa50ir2",
+	"HrTIRHuSBTmOlzZYduXqPdvwZEI7jSEHmD/Z5bD7k/tfnkwenEz+x9vJg+lkMp1MTiYPp5PJ0fNSeiVV",
+	"b84f5h3gPGGFCebokvsWPxTRwvb1/8Q1FSLljhV8w4YwEIq3QS5TOuSE7p/U/emDCU2nZ+Ruj1j75s1b",
+	"tuLmEhZ2rU2xZYDjS7cGOfRUvfaSATiWCupN7k8nE1AhcIEpBekmRmULXvU623Mfki72ZuJ6empLI1pU",
+	"YB4yOYHepfVwMuEB92/CBvafAXDlHgjFGUhRgi+43zU/se7yPf3m7Y2CnIwvJP8DAvvDKgflTS3eVvnc",
+	"Iwvz3gpQ6Vc3/OARUp83+B6oj6GWG3dNvd3ji+wemeN5a7Vh3yHbvzONi7In/aBJLAKdwHIH9gAw/lIu",
+	"lm0tn0ox+lprCiZWohlkfak6+CFcLvUaDgIbTSTcMbqna/jAVwbA+XAJKay/rtGrJjRuyx3+7RP26OEX",
+	"fwrRYawQjsuyp8gPXejPNccawUcb/620vR6VllhsTwh0E7DXAyVJV4oDqVnbU3/j+KwUTBZg3c3RYCbq",
+	"vZRU7akVMLeb1QRG6rgQV6H0rD3FkEYUFx1l18gbhQNeDRNIDoUXkmv4JU7BfjrHcFV57JtQfo8Zg5j1",
+	"pR58NAdpNL6AOq8tneBg3+p5BB0Qg+9zJr/vnWDjuL+dOwQknJ47oZChlnrNrAbJHbJdO4nxzsiQ4j5t",
+	"clfVH88oEZZJJZ3k5YXPg2V/YKu6dLIqpTD/OVQnZ6OE5Rx1Wu5SteLX4VbvpApWNxvO67KcslpJIAk4",
+	"gH+aJAzse/FLzZsrqYJLxel9uqjQeGC3cAKkKgInGCJx8gc2L/nCjnayAoJQ9gABJQDLJvSm6NM1t1ak",
+	"Lz6v5Jsgwai4C2jgEQjpxnNtaThnvR4AWsS2lgmLCQ/+QonxsEq98g42pF1RpX3K3XTItTZzf8Ba4Wfr",
+	"1kLE2DV7wyR7M54awuqHOnoGewj2eNM6DW/lTERkFCgEa2+wN8JF/6r3v2Vg82UJy7jLyEiRKjsP7jm0",
+	"pFaYq650Ywpj1dZyhEAjaWpa5ajrrntNGpUv+zM3y4238XAULB2QheRLu4Ulx79EOpiGohaWhJQHuN4u",
+	"xSZVc1AlvcJKHySXML4vFKXxyqt0PrhBbNilEBVO0/tHLeO50Rb9mATDwmsodcGeY1AjvV16o7ni1jEM",
+	"iwveRWlYteRWjNlfsCC1RxYbHQnG+KOS16nyhe7OHv1pcjI5O5mcvUXzZjqZ/Mdoy/fsLYY/4U2P6KY/",
+	"ot5+tFbVZ1u+9rvXUeeCOr6qLdWdWvKrUIv3eCUONrXniJbXPhpxGsSJt+fRmC/45kTPT1ZauSWj//c/",
+	"rYW4TFKF+fzpYMIeTNgj9gf2B/bDyxcn375+lg7OQfzN5ZWIEIFH+4AYUhXGoQ0b/gt8DEz0fym4xP8S",
+	"pTya2ISNx+PRmD1Gew6HmqoYZxAxCW1Y9s8ZLRHVouBgWQEV+hpgbinMeapiCSAmJGL0K74Zs2/4BviP",
+	"ZshLIEdMQcmeZ2yIaHPBN6MkVdnzE+VZU/0lY0MlOJAmg+WAW85xmHqOP7Dsm8f//o8qS9UQ1yn74eWL",
+	"fzzLCK6Ha/B2uvLt62fPsx0i213W3hJFqr/q9DZHTz0is9uegxw2VIESXTCpQuhrdB5PtRAIYyPXWoLh",
+	"Ta223XQHyzSrQ1TfDIzE/0Fp/2hyw5m2ZUT5mgiI8MN864q0LGnZCuNO4sTCqrTDo1N1tkIr4f7D5QiN",
+	"Kq48mMAKYeSV8NZ7WLGQ5RNhoFThe3mJIAuJPEJlcPUpUmERQnotheDg++FVYFuin4wcElgdFpYMjKLK",
+	"CKz+sIU4WQdvJAcuQi40gvNdqIpqdSFU2a65FWsVbRPmg70BBRf9CYC7tLhLWDgf2o5oR1OKE0WBDOmc",
+	"8UgnVmTzyrIva4tm+nm7wpW/kiq8NNpTevywtoLC5nYMFnU0z2HHS+n94HkPcL6NEEs4J7HWSlNI5Me3",
+	"T7bY5mkN+sDp18KUUg2OisN4Q2v+ula9zh7rblFW2e/f8UsCUuZA24u7vp6cwh2gleLBmxDvGA/486Eq",
+	"p7fJ4e5nkgghbZclR7mS4XJmzC2NrhdLlsH0KaSqd9ZHFlWi/fPL7EcWV6U7vZ8PksbHiFpoEdrfQIbH",
+	"G8ed/c5osuh7i13ai0qYC9EuirlVPVLwlvXiLXnsA9HxULeqQBWCt2tBbVUc3+vJpTTpQ7GoR2RPb5Xs",
+	"bAY42zT1PnbWqeWiv9Hb2goE2CoN2OsH9QWgfAW9BewFyf53etYb03Mp9tRKxGfvWTLRiyQmh2GwSdJE",
+	"HCfRkxW7liVRivYIp8XtZ42bbe2F6a1V1sQynLbogv0RCWO0HYXWQl2Iqqw+kmBiwbfbSgxY4khv4T17",
+	"+ec1VkTaZSDcD1/ZMkjed3rWTWZvZcHDlvQKYHzRLURMw9Q9IiYWwjmyqA1s6gcGj4W6NfSOpFmQOKXd",
+	"NX2PGjTVp8m1cpzqT/n2eJgbo/NLtuJSOS4V1uGzQoTsZHjJPcteP338zQ9PR7sMjw9LyzgrJIx6VjtR",
+	"IMfEYMsxw2xo0HLQuRCsVR5iYlQuUkWqNCctHjkKgUJUWCJwMfSh4d4iJ+MOIwu5wjgBrzD/lZC6p+0y",
+	"4LF0LIW3t0qd+g4oBq0wrtrxVKSzx6J/9GhokZWqVL2NsQeB9b2Dd8y+8TKOLrcMA8uGKZgi6SBh6eBs",
+	"9QD/map0cH+ZDmDciN3Ht/b5Atgw29drLRtRBDmsE8HpGdBExn58/eycNYh4eKVFv5NfhdhHEBMFQqdB",
+	"nCqc1tY39VmIYhqcfT3NOzEtkS/QHZ+F350GUwWxGixwj2AMBvKjfU8yqvsqAqgo6omjjwbjeEgpL2Uu",
+	"lBUtan5c8XwpTu6PJy3fA5LoIBlcCWOJZs/GE7pDV0LxSoJ1Mp6MH1BRtyXKg9MllgD6K8qdvgYNj7GG",
+	"gmX3JxMfreg5JqdoOHMlLPvz27evxtT+gbb+WTGYDr4T7s/+7Vt9Ju9PJgca6t2ukZ6vYbSnj14YqLSs",
+	"rsbU+q5erbjZYGvOK6GERVHNFxZET5yBHfwMN5+uhDMyt3vXB1Yd7ET478UfYCvx/mjjfod2D3DrPZtQ",
+	"pJLRK+GWorYY1mZzwyu/1Tvr94P/+o3r58S1O61KLrdWrqfj57YWRuP1YQ/twYlrBzaUtqgzMRLk22vY",
+	"emAVB7t3NT0ljsMW9y4p7NvLSqjHr56xQuf1CvupIaqPLQ8xqaOWpUPtf8/K+RfclfJ6TpmbB7u9Rm8R",
+	"tvEXMSLm+zcvXxxaJ2w1dixTinaLBW/q5kuQiAn7YvKgW9t7Z6Fe06d+Ew7Fb4PAxJ3FnptfTB583q6k",
+	"DpGBzfaewdDkTcLh6uy0lbKw2NfgBrQvDPQPnVWkik1vTCFM0uQ2SLfUNWXopCp2hGQZpjt4eBXB+AwP",
+	"CiwNhckH2ENM6TXlTYVGKqmKeRKjc5Z1e2H413X7YTTvTVWLqpaYQ0I3BtQdITHu9nYhSRW1ISHXByvk",
+	"fC6ML6G60sjVRY0PURFMDLqehkQIh0OA72J55LU3X5u8DxoOpkX4ZilNNznEaBPKv+NhrZXGKrHYsAVW",
+	"KsS0B7g2pFFRhxTm7SyPkHkACeOu0FviyzHNyl7ZDUrE1zG34ZOxVqsRSQ9xk14YOqo0zNX3xjjE03bX",
+	"W3yld9ff9JyPqtg6YRuNizahiaCLHZ4wUpy6rgRO8y7mhs0aRGAvpwUtuAQFewFHO1PcGL0m5Q2VvyH6",
+	"0nK9mskQt/n4xTejc59oB6dxBzPzWXuoCAY8k3S2MWthAMGrjQoSUBx8DJMxrH82QFPUC9Uu5dwx6cZU",
+	"/Up8BQZsFksXw18nPi0U3tQpMOwThHpqag8xw5HHQtggclYctqkE7g+dZpuQ1Vcv37xNVV8KBfrl4+h8",
+	"/kJaTyb3vwwpPcRsX50tMxyjTZV1dX7J1tpchsaZwwxNuSxhGdpy8I/u89moY1RgqmvHu4C6MUVycEet",
+	"e2Mg05oNs/sPl8E7tMuBzRahzts06f+pF7BurbJUrMn8tL75jGXDXK9W/MQKeBnGWpGTihY8wW30oHJV",
+	"YuaV93j39WxvV6sjVr9d0fsmrnzbVHcbtAhAYxu8T26aK05S2gboISzI7us1v903oF/T7P8sfminHvie",
+	"D8WmBT1t7fsD+Y+aLNWJQzbCbG7vP/ct3OWh4XzAjFvfpprHseGoR9imvhp64muU+0rvVO463Noq9943",
+	"tAYYusPwGtnHsRDBjjO0Qf1whJFFG4Yc+WaLFFW5YRU3TkaOovaFlLJMNVtaUQMPl3vmFtCgjzKzbf/T",
+	"cZPaM7KAT91lZCQNP3xcrRCfvQvYkbh3Gy+xDcIlDGE2GXoog7noIaoNy7ndS6vUN+j2o2g7L4fO1GJE",
+	"6FnZ9gphVOsQhe7ebWt6m2yPoBUe2DuEbsvQZhDtKgE3fT2207rd9x+XVpMb1+tTGMuBTSibrMgMEeds",
+	"dM5yjSCWfyJ2oUcO3DcyiuW+aVh9R1NztJ4+x3rwR9z4hLxV73/+hOpxt9lMj4b8MgB4et45j94ng4c0",
+	"jsM679e8CHHzd1WV3whu8k7Ytg/woqaovhJE8EkGRbmlF/foyqjMHTRN473T2GjVcEVGJB3T/mhJYrcM",
+	"zKjFuE2KMfDpod7qKkZJUwM/acW2BWW1jTOveOGTakJomy8WaxOSMYSjUT+nPUBP0wPocxDSPgioVT3x",
+	"w2jn4eThzY+80O5bXavizsT2nXDdHvbRLGv1eeqlsR09+gY2f/bN4P3P/YTpE7XRAXb7dyaDStveEmk+",
+	"Sb4lFzUlpIfcdV272HzIR9uOyDLzAXT2nDL10fAIhLvkBBY0GhmS1rVrPNKxpE1w3RCK0HFE2pDsXooi",
+	"G7Mn9G/8UKqaPkfNMxgpHita+YxoGGDjAdWGMru1EvgOpR2biVbXpOHDyaNeK4k+/7fBQz2T/2zc9HDy",
+	"6OYHnmg1LyV5cD87lEI71eHa250Dp7F64Ufktn8DXkO3aKeygCdaDlfmRthl5CIrjBR22kT/hxae9xrZ",
+	"4xOWQGs5jw+Se56YTqpatDNxKZepRCAXDxVvhmyXO8g56M8RCVH7+QJzQQ6wxf3PxxZGnGxLtL9dtrgT",
+	"ib8OCNU2Od1A6F4iHwnCB+N72LWwfTQN2uJTCuxfausoqD/DpmRon/trvseVv+y7C1u9ElSCKao46NmI",
+	"zYhKbl2qKOjbZxO3ympgq6TQUAgUH2pd9rg5clKV+esBLWRrbSw2z0ccPKQE3psyXQnlM4Jii/4E9SzF",
+	"qHn/Ptjsz2E9P6VTqNULZy90HbbGCqF+QwA70FeAiEBRzaXJa+nCdh0Er0PTh17afMUXWL6K8GFS9kNN",
+	"wnITogxaQVgemvQKtjZef6YiCN34f+7LGO7b6O8Jdb8ZGUXIDGm4jROyIS/L5s9Q4wgjHEafAj3sDCNG",
+	"3R2HrR5XpOPQhz8AMoT/XNAefOh0A96PRTBDM1GYvq92OWU+dAoLPaYqYtNshp6OFbe+mUh2KTZfYWnJ",
+	"DFVi/Nv/gBkcl2LzD/EGZ7A+lQiCaybKVr0Op/UowTdkaCymiu7ABH6LoEj2D3RVOqoMqbQbhdqnTWXO",
+	"careCHcy41gwsjUTNswkZnwp7aTyfgJQbG1dVdq43dD7Tg3UxElh/uErbDKyj0ZCydYbdub3hHiEQvI3",
+	"YB0E7/8GKAfKUy/kTCF826NGomBCOtXLD+KUWs+836eBUscNG4LeKO+uqZLLnsXGtVSqAdMqal8YAGP0",
+	"qMZVu4zV3soA5/4zRdOUgoccLmlTBaZXrfKm0YIFawyOjlCkODinMRxbrkSI3msFpFE2LJJ4EPYPJ5Pz",
+	"UHwW29Ww7XYYFJz4cPKo18rDNfoe/Re+RPLXuth8TKoLTYa6sZwgRN7vkPvZx/zwPrU51HmNfW0+VGX+",
+	"nBowrSIR2S4LtNSJiOwVohR9sdLPXBOw0QEVjWCXonK7sUDf4JsCkXQ27OH+alzUzt23d/s9QF80zX1L",
+	"nOwPScPMNVA7tBEFGbCNvNhGSZMORJqQskLVpJW4pry1bpLgDrDZuxOTz8Q6vyMYc99GfhjKEfqW7Onc",
+	"gYoUyenQjyT0mdXF5jz0L4lFEy6FqMhiSBVqVmDOKbFuYr2BSfFAsj4omJrSUelFpvT6HNt+YzNFDEei",
+	"3EX6JfGN1GMxdqRSCn7h3e/MBALrqaJS7oTQ9JHej5hD/kkPC+oOc9RZ8VkInsDV4vdD+E+oCcKR58Rp",
+	"9Dl+XPDvW1RkyL2zFTilm2JMUrGfMiBmUOadDlgJ1cFrJyFshEuYuOa5A7tX5WLqcyfogYDv+TqWbMhV",
+	"qrSiUndYFI2StTG5IRaiDVMfUSwWlVe/AkltNeNgLmFqf/Ts+oFT8jEucigET5VIlVgTqB+rMVKkPznL",
+	"WlXjsC7qdh5qqLfWKicnFeme1JXax0eBAPiv//V/M0pgz0aJL/feLiaPyQqv61JYNiSxhGmtoAROQC/E",
+	"+DPnk0dGU/KU44CojwZioakKM8dOGhJzVpriobB/we9hpVqUlJE9zGSBNYJxW1OFxQVmIsQmwC6jMxrv",
+	"gT9igYZZwG1b9bdSta1mh5GEgmHYP5KH2i4h4QYWmT5CW0DbteIbttRlESuInCWTyQT+t5M8Sk+PU/WK",
+	"xCvsTiNJt5eKNSsF5i+lxSzFVlBAOA14frkwwOsh77JblN0H6mEs6nZLAzSZbW2u5JXYqu8x57IE6rUj",
+	"0DRyUaSqZVhQcCFmFgGLRM7wcPuWFhhT2LH8D+a3YKHj0BiJ5SW3FOIrQvwADtN7dYHkYCqpyoMJ5lc8",
+	"C8WAwtKcGO5ig4dV9I7FXOxU3Z9MRj5OGMa24uZSFCwLL5gyOB2ypJPPzpxec1PYVPU0x6VB+ttX+kq0",
+	"lrlzzp5TLpXdCnqKOZagrWEVAuMrv0fLLuznkDdcRKEWvuwL/I2WItZ18h3vV6Mx+xZL4mItAemW7Lun",
+	"PgxzV2Lbc1A4q3jrN0+fP337dO/dp7+Gf17I4n3f6f61v/7pzvfwhXg4HnPM3//on9931ocFShjPc1Fh",
+	"01IfNxMgdXI1YR2xLYnhGcWH0XwuJ8zZEaD3W62fc7O4O+Id1i8kJRIbVN5WsbfQNm4K1d4+c9/pWRK9",
+	"7tpQ1m6r5mpl9AIO0vE+LPvr+OHbav9/UxhemMYxQF5c69+H3orwHw+nXRj73uimu9hy+8myKyQPgSid",
+	"4z2cckrHLgat5FrqXiNjJ2Qq8Dz0vQjw2AOldbbB/8g5UwLDPkdj9sZpKlbIUdZjGr//aKoCdE5BH1Tf",
+	"BE57ywoMOjQh+r8J+wgv2evchg+22OVovCcuBXpfNNXVuBPZfb40L2qghSKm1QjKF+OOE/MOHVjgMLVH",
+	"n3OcnVWGwVHlgmF3r0fju0cbglLBWSsY9SPwXHKIaO5Z32wGXTEVd8vdmFiK9u/qCreJ/t9l+iPyhroO",
+	"2E4BKNtuWj/EbG9hdkxdk6omNnkUhVl/KlHLtdt25B7w0N4pieVje0q3k0/+HhH8t3q6NoM/Lnj44xyy",
+	"CEt+9IjOBv6MrmQERBhmYMCpK2NDvzEDa56O057nlr4vWJfVEAD47QD3Zpz/TSO7cH2Phiurpn3OIW9M",
+	"sM5DYxzqBYD2e8Abo6/X+3PzBnohWI96NCKWQfVMKCN1fw8IX3HQXGK0L1WuLfimlIulY5ZfAeH5FrV2",
+	"ySts2zaNPUyGO30b9nUzWfNOQb9WQ5NOI5OEWe3Rr1r5BhEeoDjQDoHiM2LTkVRtjauv1wjrtho5Z1nT",
+	"QCFLFeaft5ojwGaMIkbWRUcRig1dfBqAKaYNTBvWhcWhHmiYZNpU/paOrbGdKMoBOQ/sn3S8IRg6pRUc",
+	"r4+7qOYw4y5LsIwwZfCsR/4TW1hnGF6qiKgw037aFIP0yB8bkl9llMRLmEgRxzJKUFOIz+HgMSQhjp1x",
+	"5ymXDWn+ozF74YFnaVPl/RR9yoJvhEAy7HbC1z/6BNN/jjinQ4cfo1ef9rAObbT2uylbAN3v5IyODSva",
+	"w0caRoTpUxm/RGEf/WAOCFFgV9/PkDyMlQR5UVfd/izeReNrUtdYftpXvchCmwAvKP1CjxquR9NsLhBX",
+	"NdhUsCn/z5tqj16ik0MgRkGgcRc6HdKAQfS1e0jTYmFfxNF5SPj3g/IYdIMNh3a97eYEhchlIYIkDIA3",
+	"7O+YtZbLgwR+Bag5MQX6RRkZfJK0pOE+LIIrQ0gTnWIks6NbBT7UEXUtdxst/0aEICQ4CLEYg5ELqXjZ",
+	"tO8LwVHYVcU/7wtrw0Ta/uZ2ykmQZIQ9MOwZQe0iA1XsKGO90ffwlk8HUXdbWbz3CPXn1/vCav33Vfxo",
+	"pTuq+BEKoPHldD9Bnoq31DvIXZ9+gl4mf9zu0meteo2Fz5gV8pulhNyNHOrQ6YFKJNbOykJ0YqmOIA+U",
+	"z3utgzdbPpuA9YUeY9TxnFs6Huy0fVZISzl0IMYtNZrt6UDjazgqGD9fYJYr8xWRWWx/zj13x5pOscW8",
+	"9zNjUaFOGfRWTWPQNvuKGo/ZW70QCD6HZIQdex8bRqSK5+QlnWvTG6NxAHJ6gwv8u3aibFVfvgHpCZYW",
+	"kcTvEO2JE6jVJ3enTGchSO5wRDYRHRbiRAbUc5bB81lAPkPYR7tomK/Z5QvcIY3DrcBLpUP4FTF8qZhX",
+	"DCiOfMyecsL3vaEk8ksUjxRN1G4XTSEdWJkMO6xEPsKYn6alUexSwAN6e+Kbd1e1o1ocQ4zRo/Hxwldf",
+	"7US0kNUcfP++dJgfOZnHz1w4bsD8RlMU9aKpF5TB3SMVrmRLVcRocJgtRYQPse4/hadGR4cv7OqDofwu",
+	"NAFOfiBJqsKRF5rm+bpcft1zbrDJuK/9iRVaOwuaKjJosQEL7R5ogdRODCOStGEPJ48SFmqthhAlsgyw",
+	"eQm3RCA/Pfh5HCM6sH/AKFSvxVqGW82kxuxxqvxUTkpxJco4xiHHuMy4iDDF79+8fIH9LokYE2qZ7JZc",
+	"pQpjhXx+gn8UAzrOvmQ/yK9H6H+xuztJNESzTNXDswck4qPD0HvvrCbNlzeUDy+sjWDDLyaTBi6hBYQB",
+	"hwqPMQInfFE6K8o5wkTYzGWuDaIf4kqoVMk5THArBH5KJewy/6cv/0cuJao6RDiYEyvMNKTNy3xd476U",
+	"BzC5elIefGCMxR3t8l24m5A3b2LFDWAP7kc/XajBFbeW+iCtsNeNEb5HSRNKhK6UnKvYRGnEyj2OlZgO",
+	"8bXPDvpEYa74+tskRkw++tdfI//utz88+XIbKuWK4rwhA+ZRPVI4fJ2+j5JV8VlDWnxWBVFMw+LhGPKr",
+	"cFDxnDaOjf5QWKxmAqSnOEau4v0+Xrxl+cIZGHN2sk5yX6oouy8LeWkZG/rSKZ3nu2k/nX75qcLefcnO",
+	"eddyzhDymES3ZqxQjlBjqrjTK5mH06fVry8AEivBFYESK2xD5xVkH4pOxQdrrJ5tgLI2rBT8qtHDbatM",
+	"JxmF5yzz7yZwNVXL0O4DjpExe439aqhUaBfvCfp8PyTqnTr203H4G9yqaKZ9Pv7+ui4vKQi8j7djuxRc",
+	"byQrf6Z3Vtav/2+SCEgeoT765i3qxnObxm9R1seMzQOs2sI6e3mVMAnPmy0X4QHepDHAmbjNm93nD/Am",
+	"tdVMds/ENkAbmJP0XhNtxwYZHafqBeiKyKUJK+Wl6L6OJNVBVO0TMgR943fOFsGT/FvwhQfM+ojrLoyh",
+	"dCHsQYfqSlB9FSMW0lL/WKmwtjTG6WPQugzIerSZfOHqVBG3NNWZyYsp3T6U4QUO6BOSAnzgcHUJLNTR",
+	"Dcv/DYtMUI3inREdLCzRlNfsbG1lRA6ndgig2t1stP68lQFWV/CB+O3MElarwqt8aGaioUsHN/lcHr96",
+	"xqxwjoousnRAj6aDaOvWSmJdEqQJu5QVGwKrXYrKpSodxLH7R5pi4/d8Xe1W9dDRmD3zvtYZWgTo6T5n",
+	"cIbsDH4fyb1qVuvvJblbJbnR16ZLSryHHdta0NEhEgzUaqetqI3+c7dpfNeN2CCjAn1t4W3ZlnNfOpTM",
+	"IdWk5Smf+oLy3QY6SLfBMdyNCUkVPRBdZJ2HGsc/ZXm1XQIBVOI2VXvQJN+5xzvx5z6woF0GMeb5I+TS",
+	"k+dPDbcKXyiD+2CFLTgEB5cqmp0RrZoGMToFXrDr2vSbFB7wMBc8QRZ5O97AY0kHog3eNJj9p9An/Fdu",
+	"lUjy2aIPWsFBd4k++EjBBK3R9AYTRDZtca7jB/pWPCH/ROhulzDfmo0ZqusZSrVV7TD4pOn9RIRV8kXs",
+	"7NdXjhlzQ7dqxI8SeGmqsNVXK4RLKvbm3543tWy36kv7z5AfZ4id8WP2H7W4swgbg3KCkPEoVKnvdLXq",
+	"FFtOVVNteU+WPjZNOyowd6fG+s0F0H9XldbfUNG+9jb0ZFDF9qv3Hy7317L+U/HxioE/VUVnVAkT13CM",
+	"ga4VR/ORy3yDpeE0kd029cdvvtOzvd9stbxrPnuHZoCf1tfW6ma4T1o67qR1MrfI3bQyv4nMjJ711pga",
+	"v1Ks49GYWr7p5d4ahPB2bEzVx/lvfePBggwouJFQrFZHKNCLvYEV7SpeSWZ0SWXEa1MOpoNTdJj6MWx/",
+	"B6x6X8LZaR+PGMvnUY0IX5kkBCgOm0Nj5DvlLIlqffMPQk0Tj/slZIwm3jhOQp9DSrOlmiqoQKCYbMSK",
+	"7UkLCWqD9bnR0oCRkARx4C10DDmCV06ZFR5MwSq+oBlS5FPnY80R1yMD4o5N2b40jtA3cYhQbiufAyxe",
+	"32qwXSF5zF63+tH6sti+gOXOSrRIpj9NZsvqw9etl9rHaVE4WWgfBXolHUTaWHLPpApOsSW3Szwp0TMy",
+	"l9eiaCWzenXe4/te+ZfUiYe6hodDE5aoxxZtYcXtuQWboEcMYuevxHtHhbXJVn+8Tl+0zrRCAz1pmNO6",
+	"xJPLf6/Vhuv9z+//XwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

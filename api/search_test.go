@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -76,6 +77,46 @@ func TestSearchExecutionsThroughTheAPI(t *testing.T) {
 		"manual=maybe":                        "manual",
 	} {
 		r := e.do("GET", "/v1/executions?"+query, nil)
+		mustStatus(t, r, http.StatusBadRequest)
+		if p := r.problem(t); !hasField(p, field) {
+			t.Errorf("%s: problem names %s, want %s", query, fieldsOf(p), field)
+		}
+	}
+}
+
+// GET /v1/stats counts what the search lists, per group, and refuses
+// bad parameters naming them.
+func TestStatsThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	e := newControlEnv(t, &fakeExecutors{})
+	dead, ok1, ok2 := e.runNow("stats-dead"), e.runNow("stats-ok-1"), e.runNow("stats-ok-2")
+	e.finish(dead, domain.EventFailed, true)
+	e.finish(ok1, domain.EventSucceeded, false)
+	e.finish(ok2, domain.EventSucceeded, false)
+
+	r := e.do("GET", "/v1/stats?group_by=namespace&since=1h", nil)
+	mustStatus(t, r, http.StatusOK)
+	var rep StatsReport
+	r.decode(t, &rep)
+	if len(rep.Groups) != 1 || rep.Groups[0].Key != "default" || rep.Groups[0].Total != 3 ||
+		rep.Groups[0].Counts["succeeded"] != 2 || rep.Groups[0].Counts["dead"] != 1 ||
+		rep.Groups[0].SuccessRate == nil || *rep.Groups[0].SuccessRate < 0.66 || *rep.Groups[0].SuccessRate > 0.67 {
+		t.Errorf("by namespace: %s", r.body)
+	}
+	r = e.do("GET", "/v1/stats", nil) // by job, the last 24 hours
+	mustStatus(t, r, http.StatusOK)
+	r.decode(t, &rep)
+	if len(rep.Groups) != 3 || rep.GroupBy != "job" || rep.Until.Sub(rep.Since) != 24*time.Hour {
+		t.Errorf("by job: %s", r.body)
+	}
+	for query, field := range map[string]string{
+		"group_by=day":                        "group_by",
+		"since=soon":                          "since",
+		"since=1h&until=2h":                   "until",
+		"namespace=" + url.QueryEscape("a/b"): "namespace",
+		"job_id=x":                            "job_id",
+	} {
+		r := e.do("GET", "/v1/stats?"+query, nil)
 		mustStatus(t, r, http.StatusBadRequest)
 		if p := r.problem(t); !hasField(p, field) {
 			t.Errorf("%s: problem names %s, want %s", query, fieldsOf(p), field)

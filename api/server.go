@@ -32,6 +32,7 @@ type Store interface {
 	GetExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
 	CountExecutions(ctx context.Context, f store.ExecFilter) (int64, error)
+	ExecutionStats(ctx context.Context, f store.StatsFilter) ([]store.ExecStats, error)
 	BucketStats(ctx context.Context) ([]store.BucketStat, error)
 	SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]store.SkippedRange, string, error)
 	ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, cursor string) ([]*store.Backfill, string, error)

@@ -303,6 +303,54 @@ func (e SkippedRunReason) Valid() bool {
 	}
 }
 
+// Defines values for StatsReportGroupBy.
+const (
+	StatsReportGroupByHandler   StatsReportGroupBy = "handler"
+	StatsReportGroupByHour      StatsReportGroupBy = "hour"
+	StatsReportGroupByJob       StatsReportGroupBy = "job"
+	StatsReportGroupByNamespace StatsReportGroupBy = "namespace"
+)
+
+// Valid indicates whether the value is a known member of the StatsReportGroupBy enum.
+func (e StatsReportGroupBy) Valid() bool {
+	switch e {
+	case StatsReportGroupByHandler:
+		return true
+	case StatsReportGroupByHour:
+		return true
+	case StatsReportGroupByJob:
+		return true
+	case StatsReportGroupByNamespace:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetStatsParamsGroupBy.
+const (
+	GetStatsParamsGroupByHandler   GetStatsParamsGroupBy = "handler"
+	GetStatsParamsGroupByHour      GetStatsParamsGroupBy = "hour"
+	GetStatsParamsGroupByJob       GetStatsParamsGroupBy = "job"
+	GetStatsParamsGroupByNamespace GetStatsParamsGroupBy = "namespace"
+)
+
+// Valid indicates whether the value is a known member of the GetStatsParamsGroupBy enum.
+func (e GetStatsParamsGroupBy) Valid() bool {
+	switch e {
+	case GetStatsParamsGroupByHandler:
+		return true
+	case GetStatsParamsGroupByHour:
+		return true
+	case GetStatsParamsGroupByJob:
+		return true
+	case GetStatsParamsGroupByNamespace:
+		return true
+	default:
+		return false
+	}
+}
+
 // Attempt defines model for Attempt.
 type Attempt struct {
 	// Error Cut to 4096 bytes.
@@ -918,6 +966,17 @@ type NodeList struct {
 // one. Default: the cluster's (tockd --overlap), `allow` unless set.
 type Overlap string
 
+// Percentiles Percentiles in milliseconds: `duration_ms` of the last attempt of
+// succeeded and dead executions (finished − started); `lag_ms` from
+// when each execution was due (its scheduled time, or its jittered
+// due time) to its attempt's start. Absent when there is nothing to
+// measure.
+type Percentiles struct {
+	P50 *float64 `json:"p50,omitempty"`
+	P95 *float64 `json:"p95,omitempty"`
+	P99 *float64 `json:"p99,omitempty"`
+}
+
 // Preview defines model for Preview.
 type Preview struct {
 	// Fires The runs, earliest first; fewer than `count` only when the schedule has no more (a one-shot schedule has one).
@@ -1126,6 +1185,50 @@ type SkippedRunList struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
+// StatsGroup defines model for StatsGroup.
+type StatsGroup struct {
+	// AttemptsPerExecution Mean attempts of the ended executions (succeeded, dead, cancelled).
+	AttemptsPerExecution *float64 `json:"attempts_per_execution,omitempty"`
+
+	// Counts Executions by state.
+	Counts map[string]int64 `json:"counts"`
+
+	// DurationMs Percentiles in milliseconds: `duration_ms` of the last attempt of
+	// succeeded and dead executions (finished − started); `lag_ms` from
+	// when each execution was due (its scheduled time, or its jittered
+	// due time) to its attempt's start. Absent when there is nothing to
+	// measure.
+	DurationMs *Percentiles `json:"duration_ms,omitempty"`
+
+	// JobName The job's name, when grouped by job.
+	JobName *string `json:"job_name,omitempty"`
+
+	// Key The group's job id, handler queue, namespace, or hour (RFC 3339, UTC).
+	Key string `json:"key"`
+
+	// LagMs Percentiles in milliseconds: `duration_ms` of the last attempt of
+	// succeeded and dead executions (finished − started); `lag_ms` from
+	// when each execution was due (its scheduled time, or its jittered
+	// due time) to its attempt's start. Absent when there is nothing to
+	// measure.
+	LagMs *Percentiles `json:"lag_ms,omitempty"`
+
+	// SuccessRate succeeded / (succeeded + dead); absent when no execution ended so.
+	SuccessRate *float64 `json:"success_rate,omitempty"`
+	Total       int64    `json:"total"`
+}
+
+// StatsReport defines model for StatsReport.
+type StatsReport struct {
+	GroupBy StatsReportGroupBy `json:"group_by"`
+	Groups  []StatsGroup       `json:"groups"`
+	Since   time.Time          `json:"since"`
+	Until   time.Time          `json:"until"`
+}
+
+// StatsReportGroupBy defines model for StatsReport.GroupBy.
+type StatsReportGroupBy string
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1267,6 +1370,27 @@ type ListJobSkipsParams struct {
 	// Cursor The `next_cursor` of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// GetStatsParams defines parameters for GetStats.
+type GetStatsParams struct {
+	// Namespace Only this namespace's executions.
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+
+	// JobId Only this job's executions.
+	JobId *openapi_types.UUID `form:"job_id,omitempty" json:"job_id,omitempty"`
+
+	// Since Start of the range of scheduled times (default 24h before now).
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until End of the range, exclusive (default now).
+	Until *string `form:"until,omitempty" json:"until,omitempty"`
+
+	// GroupBy How to group the executions (default job).
+	GroupBy *GetStatsParamsGroupBy `form:"group_by,omitempty" json:"group_by,omitempty"`
+}
+
+// GetStatsParamsGroupBy defines parameters for GetStats.
+type GetStatsParamsGroupBy string
 
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate
@@ -1860,6 +1984,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
 	PreviewSchedule(ctx context.Context, body PreviewScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetStats Execution statistics per job, handler, namespace or hour
+	//
+	// Counts by state, success rate, attempts per execution, durations
+	// and lag of the executions scheduled in [`since`, `until`), per
+	// group, computed in SQL over the day partitions of the range (at
+	// most 1,000 groups, in key order). Times are RFC 3339 or a duration
+	// before now.
+	//
+	// Corresponds with GET /v1/stats (the `GetStats` operationId).
+	GetStats(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealthz Liveness
@@ -2726,6 +2861,27 @@ func (c *Client) PreviewScheduleWithBody(ctx context.Context, contentType string
 // Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
 func (c *Client) PreviewSchedule(ctx context.Context, body PreviewScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPreviewScheduleRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetStats Execution statistics per job, handler, namespace or hour
+//
+// Counts by state, success rate, attempts per execution, durations
+// and lag of the executions scheduled in [`since`, `until`), per
+// group, computed in SQL over the day partitions of the range (at
+// most 1,000 groups, in key order). Times are RFC 3339 or a duration
+// before now.
+//
+// Corresponds with GET /v1/stats (the `GetStats` operationId).
+func (c *Client) GetStats(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStatsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4200,6 +4356,108 @@ func NewPreviewScheduleRequestWithBody(server string, contentType string, body i
 	return req, nil
 }
 
+// NewGetStatsRequest constructs an http.Request for the GetStats method
+func NewGetStatsRequest(server string, params *GetStatsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/stats")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Namespace != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "namespace", *params.Namespace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "job_id", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.GroupBy != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "group_by", *params.GroupBy, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -4782,6 +5040,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/schedules:preview (the `PreviewSchedule` operationId).
 	PreviewScheduleWithResponse(ctx context.Context, body PreviewScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*PreviewScheduleResponse, error)
+
+	// GetStatsWithResponse Execution statistics per job, handler, namespace or hour
+	//
+	// Counts by state, success rate, attempts per execution, durations
+	// and lag of the executions scheduled in [`since`, `until`), per
+	// group, computed in SQL over the day partitions of the range (at
+	// most 1,000 groups, in key order). Times are RFC 3339 or a duration
+	// before now.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/stats (the `GetStats` operationId).
+	GetStatsWithResponse(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
 }
 
 type GetHealthzResponse struct {
@@ -6532,6 +6803,61 @@ func (r PreviewScheduleResponse) ContentType() string {
 	return ""
 }
 
+type GetStatsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StatsReport
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetStatsResponse) GetJSON200() *StatsReport {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetStatsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetStatsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetStatsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetStatsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetStatsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthzWithResponse Liveness
 //
 // Answers 200 while the process serves HTTP.
@@ -7297,6 +7623,25 @@ func (c *ClientWithResponses) PreviewScheduleWithResponse(ctx context.Context, b
 		return nil, err
 	}
 	return ParsePreviewScheduleResponse(rsp)
+}
+
+// GetStatsWithResponse Execution statistics per job, handler, namespace or hour
+//
+// Counts by state, success rate, attempts per execution, durations
+// and lag of the executions scheduled in [`since`, `until`), per
+// group, computed in SQL over the day partitions of the range (at
+// most 1,000 groups, in key order). Times are RFC 3339 or a duration
+// before now.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/stats (the `GetStats` operationId).
+func (c *ClientWithResponses) GetStatsWithResponse(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*GetStatsResponse, error) {
+	rsp, err := c.GetStats(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetStatsResponse(rsp)
 }
 
 // ParseGetHealthzResponse parses an HTTP response from a GetHealthzWithResponse call
@@ -8576,6 +8921,46 @@ func ParsePreviewScheduleResponse(rsp *http.Response) (*PreviewScheduleResponse,
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Preview
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetStatsResponse parses an HTTP response from a GetStatsWithResponse call
+func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetStatsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StatsReport
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -219,8 +219,10 @@ func (c *Schedule) First(now time.Time) (time.Time, error) {
 			return t, nil
 		case c.hasEnd:
 			if _, exists := c.unbounded(now); exists {
-				return time.Time{}, &FieldError{fieldEndAt, fmt.Sprintf("the schedule has no run between %s and end_at (%s)",
-					now.UTC().Format(time.RFC3339), time.UnixMilli(c.end).UTC().Format(time.RFC3339Nano))}
+				// The message leaves now out, so that the same request
+				// gets the same answer whenever it is made.
+				return time.Time{}, &FieldError{fieldEndAt, fmt.Sprintf("the schedule has no run left before end_at (%s)",
+					time.UnixMilli(c.end).UTC().Format(time.RFC3339Nano))}
 			}
 		}
 		return time.Time{}, &FieldError{fieldCron, fmt.Sprintf("has no run in the %d years after %s", horizonYears, now.UTC().Format(time.RFC3339))}

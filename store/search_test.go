@@ -23,6 +23,8 @@ type row struct {
 	handler  string // http, nats or a custom name
 	err      string
 	started  *time.Time
+	finished *time.Time
+	attempts int
 	manual   bool
 	backfill bool
 }
@@ -57,9 +59,14 @@ func searchData(t *testing.T, s *Store) []row {
 			r.err = []string{"HTTP 503: Service Unavailable", "dial tcp: connection refused", "timeout after 30s"}[i%3]
 		}
 		if r.state != domain.ExecQueued {
-			st := r.at.Add(time.Second)
+			st := r.at.Add(time.Duration(i%4+1) * 100 * time.Millisecond)
 			r.started = &st
 		}
+		if r.state.Final() {
+			fin := r.started.Add(time.Duration(i%5+1) * time.Second)
+			r.finished = &fin
+		}
+		r.attempts = i%3 + 1
 		h := map[string]any{"type": "custom", "name": r.handler}
 		switch r.handler {
 		case "http":
@@ -68,9 +75,9 @@ func searchData(t *testing.T, s *Store) []row {
 			h = map[string]any{"type": "nats", "subject": "a.b"}
 		}
 		_, err := s.pool.Exec(ctx, `INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for,
-			manual, state, handler, error, started_at, backfill, created_at)
-			VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8, $9, $10, $11, $5)`,
-			r.id, r.job, r.ns, r.name, r.at, r.manual, r.state, h, r.err, r.started, r.backfill)
+			manual, state, handler, error, started_at, backfill, created_at, finished_at, attempts)
+			VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8, $9, $10, $11, $5, $12, $13)`,
+			r.id, r.job, r.ns, r.name, r.at, r.manual, r.state, h, r.err, r.started, r.backfill, r.finished, r.attempts)
 		if err != nil {
 			t.Fatal(err)
 		}

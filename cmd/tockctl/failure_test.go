@@ -4,6 +4,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/client"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
@@ -89,6 +91,17 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 	}
 	if res := tockctl(t, u, "executions", "list", "--since", "yesterday"); res.code != 1 || !strings.Contains(res.stderr, "since") {
 		t.Errorf("a bad --since: exit %d, stderr %s", res.code, res.stderr)
+	}
+	// Statistics: the namespace's executions by state (the re-driven dead
+	// letter is scheduled a second ahead, after the range).
+	if out := ok(t, u, "stats", "--by", "namespace", "--since", "1h"); !strings.Contains(out, "KEY") ||
+		!strings.Contains(out, "default") {
+		t.Errorf("stats:\n%s", out)
+	}
+	var rep client.StatsReport
+	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "stats", "--by", "namespace", "--since", "1h")), &rep); err != nil ||
+		len(rep.Groups) != 1 || rep.Groups[0].Counts["cancelled"] != 1 || rep.Groups[0].Total != 1 {
+		t.Errorf("stats as JSON: %+v, %v", rep, err)
 	}
 	if out := ok(t, u, "executions", "retry", y.ID.String()); !strings.Contains(out, "queued") {
 		t.Errorf("retry output:\n%s", out)

@@ -74,6 +74,7 @@ type cli struct {
 	Handlers handlersCmd `cmd:"" help:"List handlers with their circuit breakers, per executor."`
 
 	Nodes   nodesCmd   `cmd:"" help:"List the live scheduler nodes and their buckets."`
+	Stats   statsCmd   `cmd:"" help:"Execution statistics per job, handler, namespace or hour: counts by state, success rate, attempts, duration and lag percentiles."`
 	Buckets bucketsCmd `cmd:"" aliases:"partitions" help:"List every bucket: its owner and epoch, and its jobs (alias: partitions)."`
 }
 

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/tock-sched/tock/client"
+)
+
+type statsCmd struct {
+	Namespace string `help:"Only this namespace's executions." placeholder:"NS"`
+	Job       string `help:"Only this job's executions." placeholder:"ID"`
+	Since     string `help:"Start of the range of scheduled times: RFC 3339 or a duration before now (server default 24h)." placeholder:"TIME"`
+	Until     string `help:"End of the range, exclusive (default now)." placeholder:"TIME"`
+	By        string `help:"Group by job, handler, namespace or hour." enum:"job,handler,namespace,hour" default:"job"`
+}
+
+// Run prints GET /v1/stats: per group, executions by state, success
+// rate, attempts per execution, duration and lag percentiles.
+func (c *statsCmd) Run(a *app) error {
+	by := client.GetStatsParamsGroupBy(c.By)
+	p := client.GetStatsParams{Namespace: optional(c.Namespace), Since: optional(c.Since), Until: optional(c.Until), GroupBy: &by}
+	if c.Job != "" {
+		id, err := parseID(c.Job)
+		if err != nil {
+			return fmt.Errorf("--job: %w", err)
+		}
+		p.JobId = &id
+	}
+	r, err := a.api.GetStatsWithResponse(a.ctx, &p)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	if a.json {
+		return a.printRawJSON(r.Body)
+	}
+	rep, err := decoded(r.JSON200)
+	if err != nil {
+		return err
+	}
+	w := a.table()
+	fmt.Fprintln(w, "KEY\tTOTAL\tSUCCEEDED\tFAILED\tDEAD\tCANCELLED\tRUNNING\tQUEUED\tSUCCESS\tATTEMPTS\tP50 MS\tP99 MS\tLAG P99 MS")
+	for _, g := range rep.Groups {
+		key := g.Key
+		if g.JobName != nil {
+			key = *g.JobName + " (" + g.Key + ")"
+		}
+		var p50, p99, lag *float64
+		if g.DurationMs != nil {
+			p50, p99 = g.DurationMs.P50, g.DurationMs.P99
+		}
+		if g.LagMs != nil {
+			lag = g.LagMs.P99
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", key, g.Total,
+			g.Counts["succeeded"], g.Counts["failed"], g.Counts["dead"], g.Counts["cancelled"], g.Counts["running"],
+			g.Counts["queued"], percent(g.SuccessRate), number(g.AttemptsPerExecution), number(p50), number(p99), number(lag))
+	}
+	w.Flush()
+	fmt.Fprintf(a.stderr, "executions scheduled from %s to %s\n", timeText(&rep.Since), timeText(&rep.Until))
+	return nil
+}
+
+// percent is a rate as a percentage, "-" when absent.
+func percent(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*v*100, 'f', 1, 64) + "%"
+}
+
+// number is a figure with up to one decimal, "-" when absent.
+func number(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*v, 'f', 1, 64)
+}

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/domain"
+)
+
+// Ways to group execution statistics (StatsFilter.GroupBy).
+const (
+	GroupByJob       = "job"
+	GroupByHandler   = "handler"
+	GroupByNamespace = "namespace"
+	GroupByHour      = "hour"
+)
+
+// GroupBys lists the ways to group execution statistics.
+var GroupBys = []string{GroupByJob, GroupByHandler, GroupByNamespace, GroupByHour}
+
+// maxStatGroups caps the groups one statistics query returns.
+const maxStatGroups = 1000
+
+// StatsFilter selects the executions ExecutionStats counts: those
+// scheduled in [Since, Until), of one namespace and one job when set,
+// grouped by GroupBy.
+type StatsFilter struct {
+	Namespace    string
+	JobID        *uuid.UUID
+	Since, Until time.Time
+	GroupBy      string
+}
+
+// ExecStats is the statistics of one group of executions.
+type ExecStats struct {
+	// Key names the group: a job id, a handler queue, a namespace, or an
+	// hour (RFC 3339, UTC).
+	Key string
+	// JobName is the job's name when grouped by job.
+	JobName string
+	// Counts are the executions by state; Total their sum.
+	Counts map[domain.ExecState]int64
+	Total  int64
+	// SuccessRate is succeeded / (succeeded + dead): the share of the
+	// executions that ended and were not cancelled that succeeded; nil
+	// when none ended so.
+	SuccessRate *float64
+	// AttemptsPerExecution is the mean attempts of the ended executions;
+	// nil when none ended.
+	AttemptsPerExecution *float64
+	// Duration is the p50, p95 and p99 of the finished executions' last
+	// attempt (finished − started), in milliseconds; nil when none.
+	Duration []float64
+	// Lag is the p50 and p99 of how late executions started: from when
+	// they were due (scheduled_for, or due_at for a jittered run) to
+	// their (latest) attempt's start, in milliseconds; nil when none.
+	Lag []float64
+}
+
+// statsKey is the SQL of each grouping's key, and of the job name.
+var statsKey = map[string]string{
+	GroupByJob:       "job_id::text",
+	GroupByHandler:   strings.ReplaceAll(handlerKey, "executions.", "x."),
+	GroupByNamespace: "namespace",
+	GroupByHour:      "to_char(date_trunc('hour', scheduled_for AT TIME ZONE 'UTC'), 'YYYY-MM-DD\"T\"HH24:00:00\"Z\"')",
+}
+
+// statsSQL computes the statistics of each group, in one pass over the
+// day partitions in [since, until).
+const statsSQL = `
+SELECT %s AS k, CASE WHEN %t THEN max(job_name) ELSE '' END,
+	count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'running'),
+	count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
+	count(*) FILTER (WHERE state = 'cancelled'), count(*) FILTER (WHERE state = 'dead'),
+	avg(attempts) FILTER (WHERE state IN ('succeeded', 'dead', 'cancelled')),
+	percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000)
+		FILTER (WHERE finished_at IS NOT NULL AND started_at IS NOT NULL AND state IN ('succeeded', 'dead')),
+	percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - COALESCE(due_at, scheduled_for)) * 1000)
+		FILTER (WHERE started_at IS NOT NULL)
+FROM executions x
+WHERE %s
+GROUP BY k ORDER BY k LIMIT %d`
+
+// ExecutionStats computes statistics of the executions f selects, per
+// group, in SQL over the day partitions of f's range (at most 1,000
+// groups, in key order). It fails on an unknown GroupBy.
+func (s *Store) ExecutionStats(ctx context.Context, f StatsFilter) ([]ExecStats, error) {
+	key, ok := statsKey[f.GroupBy]
+	if !ok {
+		return nil, fmt.Errorf("store: execution stats: unknown grouping %q, want one of %v", f.GroupBy, GroupBys)
+	}
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where := []string{"scheduled_for >= " + arg(f.Since.UTC()), "scheduled_for < " + arg(f.Until.UTC())}
+	if f.Namespace != "" {
+		where = append(where, "namespace = "+arg(f.Namespace))
+	}
+	if f.JobID != nil {
+		where = append(where, "job_id = "+arg(*f.JobID))
+	}
+	sql := fmt.Sprintf(statsSQL, key, f.GroupBy == GroupByJob, strings.Join(where, " AND "), maxStatGroups)
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: execution stats: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanStats)
+	if err != nil {
+		return nil, fmt.Errorf("store: execution stats: %w", err)
+	}
+	return out, nil
+}
+
+// scanStats reads a row of statsSQL.
+func scanStats(r pgx.CollectableRow) (ExecStats, error) {
+	var (
+		g                                   ExecStats
+		queued, running, ok, failed, cx, dd int64
+	)
+	if err := r.Scan(&g.Key, &g.JobName, &queued, &running, &ok, &failed, &cx, &dd, &g.AttemptsPerExecution,
+		&g.Duration, &g.Lag); err != nil {
+		return g, err
+	}
+	g.Counts = map[domain.ExecState]int64{
+		domain.ExecQueued: queued, domain.ExecRunning: running, domain.ExecSucceeded: ok,
+		domain.ExecFailed: failed, domain.ExecCancelled: cx, domain.ExecDead: dd,
+	}
+	g.Total = queued + running + ok + failed + cx + dd
+	if ok+dd > 0 {
+		rate := float64(ok) / float64(ok+dd)
+		g.SuccessRate = &rate
+	}
+	return g, nil
+}
