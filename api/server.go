@@ -33,6 +33,8 @@ type Store interface {
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
 	CountExecutions(ctx context.Context, f store.ExecFilter) (int64, error)
 	ExecutionStats(ctx context.Context, f store.StatsFilter) ([]store.ExecStats, error)
+	ListNamespaces(ctx context.Context) ([]store.Namespace, error)
+	SetNamespaceRetention(ctx context.Context, ns string, d time.Duration) (*store.Namespace, error)
 	BucketStats(ctx context.Context) ([]store.BucketStat, error)
 	SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]store.SkippedRange, string, error)
 	ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, cursor string) ([]*store.Backfill, string, error)
@@ -82,6 +84,10 @@ type Config struct {
 	// overlap policies, for jobs that leave them out (see jobs.Config).
 	DefaultMissed  domain.MissedPolicy
 	DefaultOverlap string
+	// Retention is the cluster's retention of execution history (tockd
+	// --retention), shown for namespaces without their own; default 90
+	// days.
+	Retention time.Duration
 }
 
 // WithDefaults is c with the fields it leaves zero filled in: the
@@ -146,8 +152,11 @@ type Server struct {
 	// resumeSelectionSchema and resumeSchema check the bodies of POST
 	// /v1/jobs:resume and /v1/jobs/{id}/resume.
 	resumeSelectionSchema, resumeSchema *openapi3.Schema
-	// backfillSchema checks the body of POST /v1/jobs/{id}/backfill.
-	backfillSchema *openapi3.Schema
+	// backfillSchema checks the body of POST /v1/jobs/{id}/backfill,
+	// namespaceSchema that of PUT /v1/namespaces/{namespace}.
+	backfillSchema, namespaceSchema *openapi3.Schema
+	// retention is the cluster's retention (Config.Retention).
+	retention time.Duration
 }
 
 // New builds a Server from cfg, filling in defaults.
@@ -164,6 +173,10 @@ func New(cfg Config) (*Server, error) {
 		cluster:      cfg.Cluster,
 		clusterWait:  cfg.ClusterTimeout,
 		executors:    cfg.Executors,
+		retention:    cfg.Retention,
+	}
+	if s.retention <= 0 {
+		s.retention = 90 * 24 * time.Hour
 	}
 	// The use cases compute schedules from the database's clock, as the
 	// scanners judge due times by it; jobs measures its offset now and
@@ -215,7 +228,7 @@ func (s *Server) loadSchemas() error {
 	for name, dst := range map[string]**openapi3.Schema{
 		"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema, "JobSelection": &s.selectionSchema,
 		"PreviewRequest": &s.previewSchema, "JobResumeSelection": &s.resumeSelectionSchema,
-		"ResumeOptions": &s.resumeSchema, "BackfillRequest": &s.backfillSchema,
+		"ResumeOptions": &s.resumeSchema, "NamespaceSettings": &s.namespaceSchema, "BackfillRequest": &s.backfillSchema,
 	} {
 		ref := doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {

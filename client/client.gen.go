@@ -933,6 +933,32 @@ type MissedPolicy struct {
 // MissedPolicyPolicy defines model for MissedPolicy.Policy.
 type MissedPolicyPolicy string
 
+// Namespace defines model for Namespace.
+type Namespace struct {
+	// EffectiveRetention The retention that applies to it (its own, or the cluster's).
+	EffectiveRetention string `json:"effective_retention"`
+
+	// Jobs Its jobs, whatever their state.
+	Jobs int64  `json:"jobs"`
+	Name string `json:"name"`
+
+	// Retention Its own retention; absent when the cluster's applies.
+	Retention *string `json:"retention,omitempty"`
+}
+
+// NamespaceList defines model for NamespaceList.
+type NamespaceList struct {
+	Items []Namespace `json:"items"`
+}
+
+// NamespaceSettings defines model for NamespaceSettings.
+type NamespaceSettings struct {
+	// Retention Days (`30d`) or a duration (`36h`), at least an hour and at most 10 years; null removes it.
+	//
+	// Example: 30d
+	Retention *string `json:"retention,omitempty"`
+}
+
 // Node A live scheduler node, as registered in etcd.
 type Node struct {
 	// Addr The API address the node advertises; absent when none.
@@ -1412,6 +1438,9 @@ type PauseJobsJSONRequestBody = JobSelection
 
 // ResumeJobsJSONRequestBody defines body for ResumeJobs for application/json ContentType.
 type ResumeJobsJSONRequestBody = JobResumeSelection
+
+// PutNamespaceJSONRequestBody defines body for PutNamespace for application/json ContentType.
+type PutNamespaceJSONRequestBody = NamespaceSettings
 
 // PreviewScheduleJSONRequestBody defines body for PreviewSchedule for application/json ContentType.
 type PreviewScheduleJSONRequestBody = PreviewRequest
@@ -1934,6 +1963,44 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
 	ResumeJobs(ctx context.Context, body ResumeJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListNamespaces List namespaces with their job counts and settings
+	//
+	// Every namespace that has jobs or settings, by name. A namespace
+	// exists while it has jobs; settings can be given before.
+	//
+	// Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
+	ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutNamespaceWithBody Change a namespace's settings
+	//
+	// `retention` is how long the namespace's execution history is kept
+	// (days such as `30d`, or a duration such as `36h`; at least an hour);
+	// null or absent removes the namespace's own retention, so the
+	// cluster's (`tockd --retention`) applies. History is dropped by whole
+	// day partitions, once every namespace with executions in a day is
+	// past its retention: a namespace with a shorter retention than
+	// others sharing its days keeps its rows until they are past too.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/namespaces/{namespace} (the `PutNamespace` operationId).
+	PutNamespaceWithBody(ctx context.Context, namespace string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutNamespace Change a namespace's settings
+	//
+	// `retention` is how long the namespace's execution history is kept
+	// (days such as `30d`, or a duration such as `36h`; at least an hour);
+	// null or absent removes the namespace's own retention, so the
+	// cluster's (`tockd --retention`) applies. History is dropped by whole
+	// day partitions, once every namespace with executions in a day is
+	// past its retention: a namespace with a shorter retention than
+	// others sharing its days keeps its rows until they are past too.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/namespaces/{namespace} (the `PutNamespace` operationId).
+	PutNamespace(ctx context.Context, namespace string, body PutNamespaceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNodes List the live scheduler nodes
 	//
@@ -2772,6 +2839,74 @@ func (c *Client) ResumeJobsWithBody(ctx context.Context, contentType string, bod
 // Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
 func (c *Client) ResumeJobs(ctx context.Context, body ResumeJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeJobsRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListNamespaces List namespaces with their job counts and settings
+//
+// Every namespace that has jobs or settings, by name. A namespace
+// exists while it has jobs; settings can be given before.
+//
+// Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
+func (c *Client) ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListNamespacesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutNamespaceWithBody Change a namespace's settings
+//
+// `retention` is how long the namespace's execution history is kept
+// (days such as `30d`, or a duration such as `36h`; at least an hour);
+// null or absent removes the namespace's own retention, so the
+// cluster's (`tockd --retention`) applies. History is dropped by whole
+// day partitions, once every namespace with executions in a day is
+// past its retention: a namespace with a shorter retention than
+// others sharing its days keeps its rows until they are past too.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/namespaces/{namespace} (the `PutNamespace` operationId).
+func (c *Client) PutNamespaceWithBody(ctx context.Context, namespace string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutNamespaceRequestWithBody(c.Server, namespace, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutNamespace Change a namespace's settings
+//
+// `retention` is how long the namespace's execution history is kept
+// (days such as `30d`, or a duration such as `36h`; at least an hour);
+// null or absent removes the namespace's own retention, so the
+// cluster's (`tockd --retention`) applies. History is dropped by whole
+// day partitions, once every namespace with executions in a day is
+// past its retention: a namespace with a shorter retention than
+// others sharing its days keeps its rows until they are past too.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/namespaces/{namespace} (the `PutNamespace` operationId).
+func (c *Client) PutNamespace(ctx context.Context, namespace string, body PutNamespaceJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutNamespaceRequest(c.Server, namespace, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4262,6 +4397,80 @@ func NewResumeJobsRequestWithBody(server string, contentType string, body io.Rea
 	return req, nil
 }
 
+// NewListNamespacesRequest constructs an http.Request for the ListNamespaces method
+func NewListNamespacesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/namespaces")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutNamespaceRequest calls the generic PutNamespace builder with application/json body
+func NewPutNamespaceRequest(server string, namespace string, body PutNamespaceJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutNamespaceRequestWithBody(server, namespace, "application/json", bodyReader)
+}
+
+// NewPutNamespaceRequestWithBody constructs an http.Request for the PutNamespace method, with any body, and a specified content type
+func NewPutNamespaceRequestWithBody(server string, namespace string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "namespace", namespace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/namespaces/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListNodesRequest constructs an http.Request for the ListNodes method
 func NewListNodesRequest(server string) (*http.Request, error) {
 	var err error
@@ -4986,6 +5195,46 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/jobs:resume (the `ResumeJobs` operationId).
 	ResumeJobsWithResponse(ctx context.Context, body ResumeJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*ResumeJobsResponse, error)
+
+	// ListNamespacesWithResponse List namespaces with their job counts and settings
+	//
+	// Every namespace that has jobs or settings, by name. A namespace
+	// exists while it has jobs; settings can be given before.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
+	ListNamespacesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNamespacesResponse, error)
+
+	// PutNamespaceWithBodyWithResponse Change a namespace's settings
+	//
+	// `retention` is how long the namespace's execution history is kept
+	// (days such as `30d`, or a duration such as `36h`; at least an hour);
+	// null or absent removes the namespace's own retention, so the
+	// cluster's (`tockd --retention`) applies. History is dropped by whole
+	// day partitions, once every namespace with executions in a day is
+	// past its retention: a namespace with a shorter retention than
+	// others sharing its days keeps its rows until they are past too.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/namespaces/{namespace} (the `PutNamespace` operationId).
+	PutNamespaceWithBodyWithResponse(ctx context.Context, namespace string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutNamespaceResponse, error)
+
+	// PutNamespaceWithResponse Change a namespace's settings
+	//
+	// `retention` is how long the namespace's execution history is kept
+	// (days such as `30d`, or a duration such as `36h`; at least an hour);
+	// null or absent removes the namespace's own retention, so the
+	// cluster's (`tockd --retention`) applies. History is dropped by whole
+	// day partitions, once every namespace with executions in a day is
+	// past its retention: a namespace with a shorter retention than
+	// others sharing its days keeps its rows until they are past too.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/namespaces/{namespace} (the `PutNamespace` operationId).
+	PutNamespaceWithResponse(ctx context.Context, namespace string, body PutNamespaceJSONRequestBody, reqEditors ...RequestEditorFn) (*PutNamespaceResponse, error)
 
 	// ListNodesWithResponse List the live scheduler nodes
 	//
@@ -6638,6 +6887,109 @@ func (r ResumeJobsResponse) ContentType() string {
 	return ""
 }
 
+type ListNamespacesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *NamespaceList
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListNamespacesResponse) GetJSON200() *NamespaceList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListNamespacesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListNamespacesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListNamespacesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListNamespacesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListNamespacesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PutNamespaceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Namespace
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutNamespaceResponse) GetJSON200() *Namespace {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PutNamespaceResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PutNamespaceResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PutNamespaceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutNamespaceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutNamespaceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutNamespaceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListNodesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7545,6 +7897,64 @@ func (c *ClientWithResponses) ResumeJobsWithResponse(ctx context.Context, body R
 		return nil, err
 	}
 	return ParseResumeJobsResponse(rsp)
+}
+
+// ListNamespacesWithResponse List namespaces with their job counts and settings
+//
+// Every namespace that has jobs or settings, by name. A namespace
+// exists while it has jobs; settings can be given before.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
+func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListNamespacesResponse, error) {
+	rsp, err := c.ListNamespaces(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListNamespacesResponse(rsp)
+}
+
+// PutNamespaceWithBodyWithResponse Change a namespace's settings
+//
+// `retention` is how long the namespace's execution history is kept
+// (days such as `30d`, or a duration such as `36h`; at least an hour);
+// null or absent removes the namespace's own retention, so the
+// cluster's (`tockd --retention`) applies. History is dropped by whole
+// day partitions, once every namespace with executions in a day is
+// past its retention: a namespace with a shorter retention than
+// others sharing its days keeps its rows until they are past too.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/namespaces/{namespace} (the `PutNamespace` operationId).
+func (c *ClientWithResponses) PutNamespaceWithBodyWithResponse(ctx context.Context, namespace string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutNamespaceResponse, error) {
+	rsp, err := c.PutNamespaceWithBody(ctx, namespace, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutNamespaceResponse(rsp)
+}
+
+// PutNamespaceWithResponse Change a namespace's settings
+//
+// `retention` is how long the namespace's execution history is kept
+// (days such as `30d`, or a duration such as `36h`; at least an hour);
+// null or absent removes the namespace's own retention, so the
+// cluster's (`tockd --retention`) applies. History is dropped by whole
+// day partitions, once every namespace with executions in a day is
+// past its retention: a namespace with a shorter retention than
+// others sharing its days keeps its rows until they are past too.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/namespaces/{namespace} (the `PutNamespace` operationId).
+func (c *ClientWithResponses) PutNamespaceWithResponse(ctx context.Context, namespace string, body PutNamespaceJSONRequestBody, reqEditors ...RequestEditorFn) (*PutNamespaceResponse, error) {
+	rsp, err := c.PutNamespace(ctx, namespace, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutNamespaceResponse(rsp)
 }
 
 // ListNodesWithResponse List the live scheduler nodes
@@ -8801,6 +9211,79 @@ func ParseResumeJobsResponse(rsp *http.Response) (*ResumeJobsResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest BulkChange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListNamespacesResponse parses an HTTP response from a ListNamespacesWithResponse call
+func ParseListNamespacesResponse(rsp *http.Response) (*ListNamespacesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListNamespacesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest NamespaceList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePutNamespaceResponse parses an HTTP response from a PutNamespaceWithResponse call
+func ParsePutNamespaceResponse(rsp *http.Response) (*PutNamespaceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutNamespaceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Namespace
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -73,7 +73,11 @@ type cli struct {
 
 	Handlers handlersCmd `cmd:"" help:"List handlers with their circuit breakers, per executor."`
 
-	Nodes   nodesCmd   `cmd:"" help:"List the live scheduler nodes and their buckets."`
+	Nodes      nodesCmd `cmd:"" help:"List the live scheduler nodes and their buckets."`
+	Namespaces struct {
+		List nsListCmd `cmd:"" default:"1" help:"List namespaces with their jobs and retention."`
+		Set  nsSetCmd  `cmd:"" help:"Set a namespace's retention (PUT /v1/namespaces/{ns})."`
+	} `cmd:"" help:"Namespaces and their settings."`
 	Stats   statsCmd   `cmd:"" help:"Execution statistics per job, handler, namespace or hour: counts by state, success rate, attempts, duration and lag percentiles."`
 	Buckets bucketsCmd `cmd:"" aliases:"partitions" help:"List every bucket: its owner and epoch, and its jobs (alias: partitions)."`
 }

@@ -24,6 +24,9 @@ type ExecutionFlags struct {
 
 	BackfillRate float64 `name:"backfill-rate" env:"TOCK_BACKFILL_RATE" default:"200" help:"Most backfill runs a scheduler node creates per second, across all its backfills (low priority, paced so that on-time runs are never delayed)."`
 
+	Retention             retention `name:"retention" env:"TOCK_RETENTION" default:"90d" help:"How long execution history is kept, for namespaces without their own (PUT /v1/namespaces/{ns}): days (90d) or a duration."`
+	CompletedJobRetention retention `name:"completed-job-retention" env:"TOCK_COMPLETED_JOB_RETENTION" default:"7d" help:"How long a completed one-shot job is kept before it is deleted."`
+
 	ExecutorConcurrency   int           `name:"executor-concurrency" env:"TOCK_EXECUTOR_CONCURRENCY" default:"16" help:"Attempts in flight per queue (http, nats) in this executor process."`
 	ExecutorMaxPerHandler int           `name:"executor-max-per-handler" env:"TOCK_EXECUTOR_MAX_PER_HANDLER" default:"0" help:"Attempts in flight per handler (HTTP host, NATS subject) in this process; 0: no limit beyond --executor-concurrency."`
 	ExecutorAckWait       time.Duration `name:"executor-ack-wait" env:"TOCK_EXECUTOR_ACK_WAIT" default:"30s" help:"How long a silent executor keeps an attempt before it is given to another (heartbeats go every third of it)."`
@@ -44,6 +47,7 @@ func (f ExecutionFlags) apply(cfg *Config) {
 		Multiplier:     f.RetryMultiplier,
 		Jitter:         f.RetryJitter,
 	}
+	cfg.Retention, cfg.CompletedJobRetention = time.Duration(f.Retention), time.Duration(f.CompletedJobRetention)
 	cfg.Missed = domain.MissedPolicy{Policy: f.MissedPolicy, Grace: f.MissedGrace.String(), Max: f.MissedMax}
 	cfg.Overlap = f.Overlap
 	cfg.BackfillRate = f.BackfillRate
@@ -57,4 +61,18 @@ func (f ExecutionFlags) apply(cfg *Config) {
 		Window:      f.BreakerWindow,
 		OpenFor:     f.BreakerOpenFor,
 	}
+}
+
+// retention is a flag of days ("90d") or a Go duration, as
+// domain.ParseRetention reads it.
+type retention time.Duration
+
+// UnmarshalText parses the flag's value.
+func (r *retention) UnmarshalText(b []byte) error {
+	d, err := domain.ParseRetention(string(b))
+	if err != nil {
+		return err
+	}
+	*r = retention(d)
+	return nil
 }

@@ -106,10 +106,40 @@ func (c *MigrateCmd) Run() error {
 	return nil
 }
 
+// MaintainCmd runs maintenance passes: the daily partitions ahead, and
+// retention.
+type MaintainCmd struct {
+	Common
+	Retention             retention `name:"retention" env:"TOCK_RETENTION" default:"90d" help:"How long execution history is kept, for namespaces without their own."`
+	CompletedJobRetention retention `name:"completed-job-retention" env:"TOCK_COMPLETED_JOB_RETENTION" default:"7d" help:"How long a completed one-shot job is kept."`
+	Once                  bool      `name:"once" help:"Run one pass and exit (default: a pass every 5 minutes until stopped)."`
+}
+
+// Run runs one maintenance pass, or passes until SIGINT or SIGTERM.
+func (c *MaintainCmd) Run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := store.Open(ctx, c.PostgresURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	cfg := Config{Retention: time.Duration(c.Retention), CompletedJobRetention: time.Duration(c.CompletedJobRetention)}
+	log := newLogger(c.LogLevel)
+	if c.Once {
+		return maintainOnce(ctx, st, log, cfg)
+	}
+	return maintain(ctx, st, log, cfg)
+}
+
 var cli struct {
-	Serve   ServeCmd   `cmd:"" default:"withargs" help:"Run tockd (all roles by default)."`
-	Migrate MigrateCmd `cmd:"" help:"Apply database migrations and exit."`
-	Dev     DevCmd     `cmd:"" help:"Run everything on one machine: embedded etcd and NATS, local Postgres."`
+	Serve    ServeCmd    `cmd:"" default:"withargs" help:"Run tockd (all roles by default)."`
+	Migrate  MigrateCmd  `cmd:"" help:"Apply database migrations and exit."`
+	Maintain MaintainCmd `cmd:"" help:"Run maintenance: daily partitions ahead, and retention (--once: one pass, then exit)."`
+	Dev      DevCmd      `cmd:"" help:"Run everything on one machine: embedded etcd and NATS, local Postgres."`
 }
 
 func main() {

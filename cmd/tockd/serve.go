@@ -60,6 +60,10 @@ type Config struct {
 	Pprof bool
 	// Retry is the cluster's default retry policy (api role).
 	Retry domain.RetryPolicy
+	// Retention is how long execution history is kept for namespaces
+	// without their own, CompletedJobRetention how long a completed
+	// one-shot job is kept (see store.ApplyRetention).
+	Retention, CompletedJobRetention time.Duration
 	// Missed and Overlap are the cluster's default missed-run and overlap
 	// policies (api role: stored with new jobs; scheduler role: for jobs
 	// stored without one).
@@ -353,7 +357,7 @@ func components(cfg Config, d deps) []component {
 			})},
 		{name: "maintenance", on: sched, stage: stopBuckets,
 			start: func() (runFunc, error) {
-				return func(ctx context.Context) error { return maintain(ctx, d.st, d.log) }, nil
+				return func(ctx context.Context) error { return maintain(ctx, d.st, d.log, cfg) }, nil
 			}},
 		{name: "recorder", on: cfg.Roles[RoleRecorder], stage: stopRecorder,
 			start: func() (runFunc, error) {
@@ -506,7 +510,7 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 	if cfg.Roles[RoleAPI] {
 		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
 			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry,
-			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap})
+			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention})
 		if err != nil {
 			return nil, err
 		}
@@ -531,17 +535,19 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 	return handler, nil
 }
 
-// maintain creates the executions table's daily partitions ahead of time.
-func maintain(ctx context.Context, st *store.Store, log *slog.Logger) error {
-	t := time.NewTicker(time.Hour)
+// maintainEvery is how often a node runs a maintenance pass.
+const maintainEvery = 5 * time.Minute
+
+// maintain runs a maintenance pass (maintainOnce) now and every
+// maintainEvery until ctx ends. Every node runs it: a pass that finds
+// nothing to do reads a few catalog rows, and concurrent passes are
+// serialised in the database.
+func maintain(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config) error {
+	t := time.NewTicker(maintainEvery)
 	defer t.Stop()
 	for {
-		now, err := st.Now(ctx)
-		if err == nil {
-			err = st.MaintainPartitions(ctx, now, 7)
-		}
-		if err != nil && ctx.Err() == nil {
-			log.Warn("partition maintenance", "err", err)
+		if err := maintainOnce(ctx, st, log, cfg); err != nil && ctx.Err() == nil {
+			log.Warn("maintenance", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -549,6 +555,27 @@ func maintain(ctx context.Context, st *store.Store, log *slog.Logger) error {
 		case <-t.C:
 		}
 	}
+}
+
+// maintainOnce creates the daily partitions of the next 7 days and
+// applies retention (store.ApplyRetention), logging what it dropped.
+func maintainOnce(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config) error {
+	now, err := st.Now(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.MaintainPartitions(ctx, now, 7); err != nil {
+		return err
+	}
+	if cfg.Retention <= 0 {
+		return nil
+	}
+	res, err := st.ApplyRetention(ctx, now, cfg.Retention, cfg.CompletedJobRetention)
+	if len(res.Dropped) > 0 || res.CompletedJobs > 0 || res.SkippedRanges > 0 {
+		log.Info("retention", "days_dropped", len(res.Dropped), "days_kept_longer", len(res.Kept),
+			"completed_jobs_deleted", res.CompletedJobs, "skipped_ranges_deleted", res.SkippedRanges)
+	}
+	return err
 }
 
 // etcdLogger keeps the etcd client's own log to errors: its warnings

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/store"
+)
+
+// tockd maintain --once runs one pass, partitions ahead and retention,
+// and exits.
+func TestMaintainOnce(t *testing.T) {
+	pg := testenv.Postgres(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Init(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MaintainPartitions(ctx, now.AddDate(0, 0, -60), 0); err != nil {
+		t.Fatal(err)
+	}
+	old := "executions_" + now.AddDate(0, 0, -60).UTC().Format("20060102")
+	partitions := func() string {
+		var names string
+		if err := st.Pool().QueryRow(ctx, `SELECT string_agg(c.relname, ' ') FROM pg_inherits i
+			JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'executions'::regclass`).Scan(&names); err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	if !strings.Contains(partitions(), old) {
+		t.Fatalf("setup: no %s in %s", old, partitions())
+	}
+	cmd := exec.Command(os.Args[0], "maintain", "--postgres-url", pg, "--once", "--retention", "30d", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "TOCKD_E2E_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tockd maintain --once: %v\n%s", err, out)
+	}
+	got := partitions()
+	if strings.Contains(got, old) {
+		t.Errorf("a 60-day-old partition survived a 30d retention: %s", got)
+	}
+	ahead := "executions_" + now.AddDate(0, 0, 7).UTC().Format("20060102")
+	if !strings.Contains(got, ahead) {
+		t.Errorf("no partition a week ahead (%s): %s", ahead, got)
+	}
+}
