@@ -36,6 +36,40 @@ func (s *Store) MaintainPartitions(ctx context.Context, now time.Time, daysAhead
 	for d := -1; d <= daysAhead; d++ {
 		days = append(days, today.AddDate(0, 0, d))
 	}
+	return s.ensureDays(ctx, days)
+}
+
+// EnsureDays makes sure the days (UTC) of times have their executions
+// and attempts partitions, creating any that is missing (as
+// MaintainPartitions does), so that executions scheduled on them — a
+// backfill's, a late catch-up's — land in their own day, which retention
+// drops like any other, rather than in the DEFAULT partition. Days it
+// made sure of are remembered, so a later call for them costs nothing.
+func (s *Store) EnsureDays(ctx context.Context, times ...time.Time) error {
+	seen := map[time.Time]bool{}
+	var days []time.Time
+	for _, t := range times {
+		d := t.UTC().Truncate(24 * time.Hour)
+		if _, known := s.days.Load(d); !known && !seen[d] {
+			seen[d] = true
+			days = append(days, d)
+		}
+	}
+	if len(days) == 0 {
+		return nil
+	}
+	if err := s.ensureDays(ctx, days); err != nil {
+		return err
+	}
+	for _, d := range days {
+		s.days.Store(d, true)
+	}
+	return nil
+}
+
+// ensureDays creates the executions and attempts partitions of days that
+// are missing.
+func (s *Store) ensureDays(ctx context.Context, days []time.Time) error {
 	missing := func(ctx context.Context, q querier) (map[string][]time.Time, error) {
 		out := map[string][]time.Time{}
 		for _, table := range dailyTables {

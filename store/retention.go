@@ -132,6 +132,7 @@ func (s *Store) ApplyRetention(ctx context.Context, now time.Time, def, complete
 		if err := s.dropDay(ctx, day); err != nil {
 			return res, err
 		}
+		s.days.Delete(day)
 		res.Dropped = append(res.Dropped, day)
 	}
 	if res.SkippedRanges, err = s.expireSkips(ctx, now, def); err != nil {

@@ -117,3 +117,35 @@ func TestRetentionDeletesCompletedOneShotJobs(t *testing.T) {
 		t.Errorf("the deleted job's name is still taken")
 	}
 }
+
+// EnsureDays creates the partitions of old days on demand, moving the
+// rows that waited in the DEFAULT partition into their day.
+func TestEnsureDaysCreatesOldDaysOnDemand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	at := time.Now().UTC().AddDate(0, 0, -10)
+	job := uuid.New()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for,
+		state, handler, created_at) VALUES ($1, $2, 0, 'n', 'j', $3, 'queued', '{"type":"nats","subject":"a"}', now())`,
+		domain.ExecutionID(job, at), job, at); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, "SELECT count(*) FROM executions_default"); n != 1 {
+		t.Fatalf("setup: %d rows in the default partition", n)
+	}
+	if err := s.EnsureDays(ctx, at, at.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	part := dayPartition("executions", at)
+	if n := count(t, s, "SELECT count(*) FROM "+part); n != 1 {
+		t.Errorf("%d rows in %s, want the one moved there", n, part)
+	}
+	if n := count(t, s, "SELECT count(*) FROM executions_default"); n != 0 {
+		t.Errorf("%d rows left in the default partition", n)
+	}
+	// Known now: a second call does not look again.
+	if err := s.EnsureDays(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+}

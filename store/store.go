@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,6 +45,7 @@ type Store struct {
 	buckets int
 	creates createCombiner
 	due     dueCodec
+	days    sync.Map // time.Time (a UTC day) → true: its partitions exist (EnsureDays)
 }
 
 // defaultMaxConns is the pool size when the database URL does not set
