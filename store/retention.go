@@ -225,24 +225,50 @@ func (s *Store) dayKept(ctx context.Context, day, now time.Time, def time.Durati
 	return kept, nil
 }
 
-// dropDay drops day's partitions of executions and attempts, in one
-// short transaction (lock_timeout 5 s), under the partitions' advisory
-// lock. Attempts go first: the recorder locks executions, then attempts.
+// dropDay drops day's partitions of executions and attempts, in two
+// short transactions (lock_timeout 5 s each), each locking executions
+// before attempts, the order the recorder's transactions take them (see
+// dailyTables), so that it cannot deadlock with them. The first empties them with
+// TRUNCATE, which locks only the partitions themselves: the commit that
+// unlinks their files (168 ms for a day of 1,000,000 executions here)
+// holds no lock on the parent tables, so firing, which inserts into
+// today's partition, goes on. The second drops the empty tables, under
+// the partitions' advisory lock: its commit, which takes the parents'
+// locks, has almost nothing left to unlink.
 func (s *Store) dropDay(ctx context.Context, day time.Time) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockPartitions); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'"); err != nil {
-			return err
-		}
-		for _, table := range dailyTables {
-			if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+dayPartition(table, day)); err != nil {
+	step := func(sql string, advisory bool) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if advisory {
+				if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockPartitions); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'"); err != nil {
 				return err
 			}
+			_, err := tx.Exec(ctx, sql)
+			return err
+		})
+	}
+	var names, present []string
+	var err error
+	for _, table := range dailyTables {
+		name := dayPartition(table, day)
+		names = append(names, name)
+		var have map[string]bool
+		if have, err = partitionsOf(ctx, s.pool, table); err != nil {
+			break
 		}
-		return nil
-	})
+		if have[name] {
+			present = append(present, name)
+		}
+	}
+	if err == nil && len(present) > 0 {
+		err = step("TRUNCATE "+strings.Join(present, ", "), false)
+	}
+	if err == nil {
+		err = step("DROP TABLE IF EXISTS "+strings.Join(names, ", "), true)
+	}
 	if err != nil {
 		return fmt.Errorf("store: drop the partitions of %s: %w", day.Format(time.DateOnly), err)
 	}
