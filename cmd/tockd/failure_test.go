@@ -393,9 +393,10 @@ func TestCancelRunningAndQueuedExecutions(t *testing.T) {
 	// The API recorded the cancellation at once; the executor's report of
 	// the stopped attempt follows.
 	var x executionDetail
+	// Wait for its end: its start may be recorded a moment before.
 	testenv.WaitFor(t, 10*time.Second, "the cancelled attempt recorded", func() bool {
 		x = getExecution(t, base, running)
-		return len(x.AttemptList) > 0
+		return len(x.AttemptList) > 0 && x.AttemptList[0].Outcome != ""
 	})
 	if x.State != "cancelled" || len(x.AttemptList) != 1 || x.AttemptList[0].Outcome != "cancelled" {
 		t.Errorf("running execution: %s, attempts %+v", x.State, x.AttemptList)
