@@ -52,13 +52,15 @@ func plan(d store.Due, sch *schedule.Schedule, now time.Time, def domain.MissedP
 		return f
 	}
 	var runs []time.Time
+	policy := d.Policy.Missed.WithDefaults(def)
+	cutoff := now.Add(-policy.GraceDuration(defaultGrace))
 	switch {
 	case d.SkipBefore != nil && t.Before(*d.SkipBefore):
 		times, after := collect(sch, t, *d.SkipBefore, skipChunk)
 		f.Skips = skipsOf(times, domain.SkipPaused)
 		f.Next = after
-	case t.Before(now.Add(-graceOf(d, def))):
-		runs, f.Skips, f.Next = missed(d, sch, now.Add(-graceOf(d, def)), d.Policy.Missed.WithDefaults(def))
+	case t.Before(cutoff):
+		runs, f.Skips, f.Next = missed(d, sch, cutoff, policy)
 	default:
 		runs = []time.Time{t}
 		if next, ok := sch.Next(t); ok {
@@ -79,10 +81,6 @@ func plan(d store.Due, sch *schedule.Schedule, now time.Time, def domain.MissedP
 		}
 	}
 	return f
-}
-
-func graceOf(d store.Due, def domain.MissedPolicy) time.Duration {
-	return d.Policy.Missed.WithDefaults(def).GraceDuration(defaultGrace)
 }
 
 // missed applies policy p to the job's runs from d.NextRunAt missed

@@ -147,59 +147,64 @@ func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.T
 }
 
 // dueCodec decodes the schedules and policies of due jobs from their
-// JSON text, keeping what it decoded. It holds at most dueCodecSize of
-// each and starts over when full. Safe for concurrent use.
+// JSON text, keeping what it decoded. Safe for concurrent use.
 type dueCodec struct {
-	mu        sync.Mutex
-	schedules map[string]schedule.Spec
-	policies  map[string]domain.JobPolicy
+	schedules decoded[schedule.Spec]
+	policies  decoded[domain.JobPolicy]
+}
+
+// decoded keeps JSON texts decoded into T, at most dueCodecSize of them
+// (it starts over when full).
+type decoded[T any] struct {
+	mu sync.Mutex
+	m  map[string]T
 }
 
 const dueCodecSize = 100_000
 
+// decode is text decoded into a T, then changed by fix (if not nil),
+// from the cache when text was decoded before.
+func (c *decoded[T]) decode(text string, fix func(*T)) (T, error) {
+	c.mu.Lock()
+	v, ok := c.m[text]
+	c.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	if err := json.Unmarshal([]byte(text), &v); err != nil {
+		return v, fmt.Errorf("%q: %w", text, err)
+	}
+	if fix != nil {
+		fix(&v)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= dueCodecSize {
+		c.m = map[string]T{}
+	}
+	c.m[text] = v
+	return v, nil
+}
+
 // schedule decodes a schedule's text, without At and In: a due job's
 // one-shot schedule needs neither (its run is the row's next_run_at).
 func (c *dueCodec) schedule(text string) (schedule.Spec, error) {
-	c.mu.Lock()
-	sp, ok := c.schedules[text]
-	c.mu.Unlock()
-	if ok {
-		return sp, nil
+	sp, err := c.schedules.decode(text, func(sp *schedule.Spec) { sp.At, sp.In = nil, "" })
+	if err != nil {
+		return sp, fmt.Errorf("schedule %w", err)
 	}
-	if err := json.Unmarshal([]byte(text), &sp); err != nil {
-		return sp, fmt.Errorf("schedule %q: %w", text, err)
-	}
-	sp.At, sp.In = nil, ""
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.schedules == nil || len(c.schedules) >= dueCodecSize {
-		c.schedules = map[string]schedule.Spec{}
-	}
-	c.schedules[text] = sp
 	return sp, nil
 }
 
 // policy decodes a policy's text ("" for none: the zero policy).
 func (c *dueCodec) policy(text string) (domain.JobPolicy, error) {
-	var p domain.JobPolicy
 	if text == "" {
-		return p, nil
+		return domain.JobPolicy{}, nil
 	}
-	c.mu.Lock()
-	p, ok := c.policies[text]
-	c.mu.Unlock()
-	if ok {
-		return p, nil
+	p, err := c.policies.decode(text, nil)
+	if err != nil {
+		return p, fmt.Errorf("policy %w", err)
 	}
-	if err := json.Unmarshal([]byte(text), &p); err != nil {
-		return p, fmt.Errorf("policy %q: %w", text, err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.policies == nil || len(c.policies) >= dueCodecSize {
-		c.policies = map[string]domain.JobPolicy{}
-	}
-	c.policies[text] = p
 	return p, nil
 }
 

@@ -72,17 +72,8 @@ func (c *jobBackfillsCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		if c.All {
-			return a.printJSON(client.BackfillList{Items: items})
-		}
-		return a.printRawJSON(raw)
-	}
-	a.backfillTable(items)
-	if cursor != "" {
-		fmt.Fprintf(a.stderr, "more backfills: --cursor %s (or --all)\n", cursor)
-	}
-	return nil
+	return printPage(a, c.All, raw, cursor, "backfills", items, a.backfillTable,
+		func(items []client.Backfill) any { return client.BackfillList{Items: items} })
 }
 
 // jobBackfillStopCmd is tockctl jobs backfill-stop.

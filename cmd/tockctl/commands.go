@@ -281,17 +281,8 @@ func (c *jobsListCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		if c.All {
-			return a.printJSON(client.JobList{Items: items})
-		}
-		return a.printRawJSON(raw)
-	}
-	a.jobTable(items)
-	if cursor != "" {
-		fmt.Fprintf(a.stderr, "more jobs: --cursor %s (or --all)\n", cursor)
-	}
-	return nil
+	return printPage(a, c.All, raw, cursor, "jobs", items, a.jobTable,
+		func(items []client.Job) any { return client.JobList{Items: items} })
 }
 
 // jobID is a command's job id argument.
@@ -515,20 +506,12 @@ func (c *execListCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		if c.All {
-			return a.printJSON(client.ExecutionList{Items: items, Total: total})
-		}
-		return a.printRawJSON(raw)
-	}
-	a.executionTable(items)
-	if total != nil {
+	err = printPage(a, c.All, raw, cursor, "executions", items, a.executionTable,
+		func(items []client.Execution) any { return client.ExecutionList{Items: items, Total: total} })
+	if err == nil && !a.json && total != nil {
 		fmt.Fprintf(a.stderr, "%d executions match\n", *total)
 	}
-	if cursor != "" {
-		fmt.Fprintf(a.stderr, "more executions: --cursor %s (or --all)\n", cursor)
-	}
-	return nil
+	return err
 }
 
 type execGetCmd struct {
@@ -627,6 +610,24 @@ func deref[T any](p *T) T {
 // from there on; page gets one page: its items, the cursor of the next
 // and its raw JSON. listPages returns the items, the raw JSON of the last
 // page read and the cursor of the page after it ("" at the end).
+// printPage prints what listPages read: with -o json the last page's
+// answer as the server sent it (with all, every page's items as one
+// list), else a table, and on standard error how to get the next page
+// when there is one (noun names the items).
+func printPage[T any](a *app, all bool, raw []byte, cursor, noun string, items []T, table func([]T), list func([]T) any) error {
+	if a.json {
+		if all {
+			return a.printJSON(list(items))
+		}
+		return a.printRawJSON(raw)
+	}
+	table(items)
+	if cursor != "" {
+		fmt.Fprintf(a.stderr, "more %s: --cursor %s (or --all)\n", noun, cursor)
+	}
+	return nil
+}
+
 func listPages[T any](cursor string, all bool, page func(cursor *string) ([]T, *string, []byte, error)) (items []T, raw []byte, next string, err error) {
 	items = []T{} // so that -o json --all prints "items": [] for none
 	for {

@@ -36,17 +36,8 @@ func (c *jobSkipsCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	if a.json {
-		if c.All {
-			return a.printJSON(client.SkippedRunList{Items: items})
-		}
-		return a.printRawJSON(raw)
-	}
-	a.skipTable(items)
-	if cursor != "" {
-		fmt.Fprintf(a.stderr, "more skipped runs: --cursor %s (or --all)\n", cursor)
-	}
-	return nil
+	return printPage(a, c.All, raw, cursor, "skipped runs", items, a.skipTable,
+		func(items []client.SkippedRun) any { return client.SkippedRunList{Items: items} })
 }
 
 // skipTable prints skipped ranges: the first and last scheduled time

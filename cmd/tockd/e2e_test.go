@@ -155,6 +155,25 @@ func (e *env) startProcess(t *testing.T, node string, extra ...string) (string, 
 // would, and returns the execution ids it saw, in order.
 func (e *env) runExecutor(t *testing.T, handler string) func() []string {
 	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	e.serveHandler(t, handler, func(ctx context.Context, x *executor.Execution) (string, error) {
+		mu.Lock()
+		seen = append(seen, x.ExecutionID)
+		mu.Unlock()
+		return "done " + x.ExecutionID, nil
+	})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
+// serveHandler serves handler with fn through the SDK, in its own
+// executor process's stead, until the test ends.
+func (e *env) serveHandler(t *testing.T, handler string, fn executor.Func) {
+	t.Helper()
 	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -163,14 +182,7 @@ func (e *env) runExecutor(t *testing.T, handler string) func() []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var seen []string
-	w.Handle(handler, func(ctx context.Context, x *executor.Execution) (string, error) {
-		mu.Lock()
-		seen = append(seen, x.ExecutionID)
-		mu.Unlock()
-		return "done " + x.ExecutionID, nil
-	})
+	w.Handle(handler, fn)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -179,11 +191,6 @@ func (e *env) runExecutor(t *testing.T, handler string) func() []string {
 		<-done
 		nc.Close()
 	})
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), seen...)
-	}
 }
 
 // call sends a JSON request and decodes a JSON answer into out (if not nil).

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os/exec"
 	"sort"
@@ -20,7 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
 
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/internal/testenv"
@@ -268,17 +266,9 @@ type span struct {
 // cancelled), and returns what it saw.
 func (e *env) runSlowExecutor(t *testing.T, handler string, d time.Duration) func() []span {
 	t.Helper()
-	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := executor.New(executor.Config{NATS: nc, ExecutorID: "e2e-" + handler, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	var seen []span
-	w.Handle(handler, func(ctx context.Context, x *executor.Execution) (string, error) {
+	e.serveHandler(t, handler, func(ctx context.Context, x *executor.Execution) (string, error) {
 		s := span{job: x.JobID, start: time.Now()}
 		select {
 		case <-time.After(d):
@@ -290,14 +280,6 @@ func (e *env) runSlowExecutor(t *testing.T, handler string, d time.Duration) fun
 		seen = append(seen, s)
 		mu.Unlock()
 		return "slept", ctx.Err()
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		nc.Close()
 	})
 	return func() []span {
 		mu.Lock()
@@ -397,6 +379,17 @@ func TestOverlapPoliciesAcrossFailover(t *testing.T) {
 	}
 	if cancelled < 10 || other > 0 {
 		t.Errorf("cancel_running: %d executions cancelled by a newer run, %d not", cancelled, other)
+	}
+	// The executors were told: the handlers of cancelled runs stopped
+	// early, with their context cancelled.
+	stopped := 0
+	for _, sp := range spans[jobs["cancel_running"]] {
+		if sp.cancelled && sp.end.Sub(sp.start) < 3*time.Second {
+			stopped++
+		}
+	}
+	if stopped < cancelled/2 {
+		t.Errorf("cancel_running: %d of %d cancelled runs' handlers stopped early", stopped, cancelled)
 	}
 	t.Logf("cancel_running: %d executions, each cancelled by the next", cancelled)
 }
