@@ -14,7 +14,7 @@ import (
 
 // BackfillJob handles POST /v1/jobs/{id}/backfill: the body's shape is
 // checked against BackfillRequest, its values by jobs.Service.Backfill.
-func (h *endpoints) BackfillJob(c echo.Context, id ID) error {
+func (h *endpoints) BackfillJob(c echo.Context, id ID, _ BackfillJobParams) error {
 	var req BackfillRequest
 	_, shape, err := h.readBody(c, h.s.backfillSchema, &req)
 	if err != nil {

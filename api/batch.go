@@ -31,7 +31,7 @@ const (
 // every job gets its own result. A job that cannot be created does not
 // stop the others; only a request that is malformed as a whole, or a
 // database failure, creates nothing.
-func (h *endpoints) CreateJobBatch(c echo.Context) error {
+func (h *endpoints) CreateJobBatch(c echo.Context, _ CreateJobBatchParams) error {
 	ctx := c.Request().Context()
 	_, members, err := readObject(c, MaxBatchBytes)
 	if err != nil {

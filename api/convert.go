@@ -12,19 +12,20 @@ import (
 // jobOf is the API's view of a stored job.
 func jobOf(j *store.Job) Job {
 	out := Job{
-		Id:        j.ID,
-		Namespace: j.Namespace,
-		Name:      j.Name,
-		Bucket:    j.Bucket,
-		State:     JobState(j.State),
-		Schedule:  scheduleOf(j.Schedule),
-		Handler:   handlerView(j.Handler),
-		Retry:     retryView(j.Retry),
-		Priority:  priorityView(j.Priority),
-		NextRunAt: utc(j.NextRunAt),
-		LastRunAt: utc(j.LastRunAt),
-		CreatedAt: j.CreatedAt.UTC(),
-		UpdatedAt: j.UpdatedAt.UTC(),
+		Id:            j.ID,
+		Namespace:     j.Namespace,
+		Name:          j.Name,
+		Bucket:        j.Bucket,
+		State:         JobState(j.State),
+		Schedule:      scheduleOf(j.Schedule),
+		Handler:       handlerView(j.Handler),
+		Retry:         retryView(j.Retry),
+		Priority:      priorityView(j.Priority),
+		NextRunAt:     utc(j.NextRunAt),
+		LastRunAt:     utc(j.LastRunAt),
+		LastSuccessAt: utc(j.LastSuccessAt),
+		CreatedAt:     j.CreatedAt.UTC(),
+		UpdatedAt:     j.UpdatedAt.UTC(),
 	}
 	if len(j.Payload) > 0 {
 		p := j.Payload

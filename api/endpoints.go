@@ -9,9 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -74,14 +72,9 @@ func (h *endpoints) readOptional(c echo.Context, schema *openapi3.Schema, dst an
 }
 
 // readObject reads a request body of at most limit bytes that must be a
-// JSON object, and returns it with its top-level members.
+// JSON object, and returns it with its top-level members. Its media type
+// was checked before (requireJSON).
 func readObject(c echo.Context, limit int) (body []byte, members map[string]json.RawMessage, err error) {
-	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
-			return nil, nil, echo.ErrUnsupportedMediaType
-		}
-	}
 	body, err = io.ReadAll(io.LimitReader(c.Request().Body, int64(limit)+1))
 	if err != nil {
 		return nil, nil, invalid("body", "could not be read: %v", err)
@@ -167,7 +160,7 @@ func (h *endpoints) internal(c echo.Context, err error, args ...any) error {
 }
 
 // CreateJob handles POST /v1/jobs.
-func (h *endpoints) CreateJob(c echo.Context) error {
+func (h *endpoints) CreateJob(c echo.Context, _ CreateJobParams) error {
 	ctx := c.Request().Context()
 	var req JobCreate
 	_, shape, err := h.readBody(c, h.s.createSchema, &req)
@@ -345,7 +338,7 @@ func (h *endpoints) ResumeJob(c echo.Context, id ID) error {
 }
 
 // RunJob handles POST /v1/jobs/{id}/run.
-func (h *endpoints) RunJob(c echo.Context, id ID) error {
+func (h *endpoints) RunJob(c echo.Context, id ID, _ RunJobParams) error {
 	e, err := h.s.jobs.RunNow(c.Request().Context(), id)
 	if err != nil {
 		return h.storeError(c, err, "job", id)

@@ -61,7 +61,11 @@ func (h *endpoints) ListExecutions(c echo.Context, p ListExecutionsParams) error
 		Manual: p.Manual, Backfill: p.Backfill}
 	if p.State != nil {
 		for _, st := range *p.State {
-			f.States = append(f.States, stateFilter(&st, &errs))
+			// An empty one (state=, state=dead,) selects nothing more,
+			// as an absent state selects everything.
+			if s := stateFilter(&st, &errs); s != "" {
+				f.States = append(f.States, s)
+			}
 		}
 	}
 	searchTextChecks(p, &errs)

@@ -130,6 +130,12 @@ func (r resp) problem(t *testing.T) Problem {
 // the document describes the route.
 func (e *env) do(method, path string, body any) resp {
 	e.t.Helper()
+	return e.doHeaders(method, path, body, nil)
+}
+
+// doHeaders is do with request headers.
+func (e *env) doHeaders(method, path string, body any, headers map[string]string) resp {
+	e.t.Helper()
 	var rd io.Reader
 	var raw []byte
 	switch b := body.(type) {
@@ -153,6 +159,9 @@ func (e *env) do(method, path string, body any) resp {
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
 	res, err := e.http.Client().Do(req)
 	if err != nil {

@@ -114,7 +114,7 @@ func TestCreateJob(t *testing.T) {
 		}},
 		{"now, no schedule", map[string]any{
 			"name":    "once-now",
-			"handler": map[string]any{"type": "http", "url": "http://127.0.0.1:9/x"},
+			"handler": map[string]any{"type": "http", "url": "http://hooks.example.test:9/x"},
 		}, func(t *testing.T, j Job) {
 			if j.NextRunAt == nil || j.NextRunAt.Before(before) || j.NextRunAt.After(time.Now().Add(time.Second)) {
 				t.Errorf("next_run_at %v, want now", j.NextRunAt)

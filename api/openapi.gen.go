@@ -578,7 +578,23 @@ type Handler struct {
 	Subject *string     `json:"subject,omitempty"`
 	Type    HandlerType `json:"type"`
 
-	// Url Example: https://example.com/hook
+	// Url The URL to call, for `http`: absolute, http or https, without
+	// credentials (send them in `headers`). The cluster refuses to
+	// call some addresses, and a URL it can tell is one of them is a
+	// 400 naming `handler.url`: an IP address that is loopback,
+	// private, link-local, unique-local, shared, unspecified,
+	// multicast, reserved or a cloud metadata service's (in any
+	// spelling, IPv4-mapped IPv6 included), a numeric host that is not
+	// a plain IP address (`127.1`, `0x7f000001`), a metadata service's
+	// name, `localhost`, and tock's own etcd, NATS, PostgreSQL and API
+	// addresses. Which of these are refused is the cluster's policy
+	// (tockd `--http-allow`, `--http-deny`; `tockd dev` allows local
+	// addresses but never tock's own). A host name is judged when it
+	// is called, by the address it resolves to, so a job can pass this
+	// check and its executions still fail, for good, with the reason.
+	//
+	//
+	// Example: https://example.com/hook
 	Url       *string `json:"url,omitempty"`
 	WaitReply *bool   `json:"wait_reply,omitempty"`
 }
@@ -649,6 +665,14 @@ type Job struct {
 	// Example: {"team":"payments"}
 	Labels    *Labels    `json:"labels,omitempty"`
 	LastRunAt *time.Time `json:"last_run_at"`
+
+	// LastSuccessAt When the job's latest succeeded execution finished (by its end,
+	// so a late report of an older success does not move it back).
+	// Null when none has succeeded since the job was created, or
+	// since the cluster began tracking successes. Jobs labelled
+	// `tock.io/alert: "true"` export it as the metric
+	// `tock_job_last_success_timestamp_seconds`.
+	LastSuccessAt *time.Time `json:"last_success_at"`
 
 	// Missed What a recurring job does with missed runs: runs that could not fire
 	// within `grace` of their time (the cluster was down, the job's bucket
@@ -778,7 +802,11 @@ type JobCreate struct {
 	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
 	Overlap *Overlap `json:"overlap,omitempty"`
 
-	// Payload Any JSON value, handed to the handler with every execution.
+	// Payload Any JSON value, handed to the handler with every execution: at
+	// most 256 KiB (262,144 bytes) as executors receive it, which is
+	// compact, with numbers written out in full (1e3 is 1000) and the
+	// characters <, > and & escaped (six bytes each). No U+0000,
+	// lone surrogate or out-of-range number (see Input limits above).
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
 	// Priority When executors are saturated, high executions start before normal
@@ -855,7 +883,8 @@ type JobPatch struct {
 	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
 	Overlap *Overlap `json:"overlap,omitempty"`
 
-	// Payload Any JSON value; null removes the payload.
+	// Payload Any JSON value, with the limits of a new job's payload (at most
+	// 256 KiB as executors receive it); null removes the payload.
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
 	// Priority When executors are saturated, high executions start before normal
@@ -1264,6 +1293,9 @@ type Cursor = string
 // ID defines model for ID.
 type ID = openapi_types.UUID
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
 // Limit defines model for Limit.
 type Limit = int
 
@@ -1290,6 +1322,12 @@ type TooLarge = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// Unprocessable RFC 9457 problem details.
+type Unprocessable = Problem
+
+// UnsupportedMediaType RFC 9457 problem details.
+type UnsupportedMediaType = Problem
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
@@ -1361,6 +1399,28 @@ type ListJobsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// CreateJobParams defines parameters for CreateJob.
+type CreateJobParams struct {
+	// IdempotencyKey Makes the write safe to retry: the first request with a key runs and
+	// its answer (any status below 500) is kept for 24 hours, scoped to the
+	// namespace written to; the same key with the same method, path and
+	// body gets that answer again (with `Idempotent-Replayed: true`), the
+	// same key with another request a 422, and the same request while the
+	// first still runs a 409. At most 255 printable ASCII characters.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// BackfillJobParams defines parameters for BackfillJob.
+type BackfillJobParams struct {
+	// IdempotencyKey Makes the write safe to retry: the first request with a key runs and
+	// its answer (any status below 500) is kept for 24 hours, scoped to the
+	// namespace written to; the same key with the same method, path and
+	// body gets that answer again (with `Idempotent-Replayed: true`), the
+	// same key with another request a 422, and the same request while the
+	// first still runs a 409. At most 255 printable ASCII characters.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListJobBackfillsParams defines parameters for ListJobBackfills.
 type ListJobBackfillsParams struct {
 	// Limit Page size.
@@ -1391,6 +1451,17 @@ type PreviewJobParams struct {
 	From *PreviewFrom `form:"from,omitempty" json:"from,omitempty"`
 }
 
+// RunJobParams defines parameters for RunJob.
+type RunJobParams struct {
+	// IdempotencyKey Makes the write safe to retry: the first request with a key runs and
+	// its answer (any status below 500) is kept for 24 hours, scoped to the
+	// namespace written to; the same key with the same method, path and
+	// body gets that answer again (with `Idempotent-Replayed: true`), the
+	// same key with another request a 422, and the same request while the
+	// first still runs a 409. At most 255 printable ASCII characters.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListJobSkipsParams defines parameters for ListJobSkips.
 type ListJobSkipsParams struct {
 	// Limit Page size.
@@ -1398,6 +1469,17 @@ type ListJobSkipsParams struct {
 
 	// Cursor The `next_cursor` of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// CreateJobBatchParams defines parameters for CreateJobBatch.
+type CreateJobBatchParams struct {
+	// IdempotencyKey Makes the write safe to retry: the first request with a key runs and
+	// its answer (any status below 500) is kept for 24 hours, scoped to the
+	// namespace written to; the same key with the same method, path and
+	// body gets that answer again (with `Idempotent-Replayed: true`), the
+	// same key with another request a 422, and the same request while the
+	// first still runs a 409. At most 255 printable ASCII characters.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // GetStatsParams defines parameters for GetStats.
@@ -1485,7 +1567,7 @@ type ServerInterface interface {
 	ListJobs(ctx echo.Context, params ListJobsParams) error
 	// CreateJob Create a job
 	// (POST /v1/jobs)
-	CreateJob(ctx echo.Context) error
+	CreateJob(ctx echo.Context, params CreateJobParams) error
 	// DeleteJob Delete a job
 	// (DELETE /v1/jobs/{id})
 	DeleteJob(ctx echo.Context, id ID) error
@@ -1497,7 +1579,7 @@ type ServerInterface interface {
 	UpdateJob(ctx echo.Context, id ID) error
 	// BackfillJob Backfill a cron job's past runs
 	// (POST /v1/jobs/{id}/backfill)
-	BackfillJob(ctx echo.Context, id ID) error
+	BackfillJob(ctx echo.Context, id ID, params BackfillJobParams) error
 	// ListJobBackfills List a job's backfills, newest first
 	// (GET /v1/jobs/{id}/backfills)
 	ListJobBackfills(ctx echo.Context, id ID, params ListJobBackfillsParams) error
@@ -1518,13 +1600,13 @@ type ServerInterface interface {
 	ResumeJob(ctx echo.Context, id ID) error
 	// RunJob Run a job now, outside its schedule
 	// (POST /v1/jobs/{id}/run)
-	RunJob(ctx echo.Context, id ID) error
+	RunJob(ctx echo.Context, id ID, params RunJobParams) error
 	// ListJobSkips List a job's skipped runs, newest first
 	// (GET /v1/jobs/{id}/skips)
 	ListJobSkips(ctx echo.Context, id ID, params ListJobSkipsParams) error
 	// CreateJobBatch Create up to 1,000 jobs in one request
 	// (POST /v1/jobs:batch)
-	CreateJobBatch(ctx echo.Context) error
+	CreateJobBatch(ctx echo.Context, params CreateJobBatchParams) error
 	// PauseJobs Pause every active job of a namespace that matches a selector
 	// (POST /v1/jobs:pause)
 	PauseJobs(ctx echo.Context) error
@@ -1826,8 +1908,28 @@ func (w *ServerInterfaceWrapper) ListJobs(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) CreateJob(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateJobParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.CreateJob(ctx)
+	err = w.Handler.CreateJob(ctx, params)
 	return err
 }
 
@@ -1890,8 +1992,28 @@ func (w *ServerInterfaceWrapper) BackfillJob(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params BackfillJobParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.BackfillJob(ctx, id)
+	err = w.Handler.BackfillJob(ctx, id, params)
 	return err
 }
 
@@ -2065,8 +2187,28 @@ func (w *ServerInterfaceWrapper) RunJob(ctx echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RunJobParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.RunJob(ctx, id)
+	err = w.Handler.RunJob(ctx, id, params)
 	return err
 }
 
@@ -2106,8 +2248,28 @@ func (w *ServerInterfaceWrapper) ListJobSkips(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) CreateJobBatch(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateJobBatchParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.CreateJobBatch(ctx)
+	err = w.Handler.CreateJobBatch(ctx, params)
 	return err
 }
 
@@ -2315,247 +2477,271 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17kxs3kudXwXI3QuRMNZt62HNih2NXlmRbXlnSSnJM7E55u0AWSEJdBMoAqtkcnyLuz/v77hvuJ7nI",
-	"TAD1YJHNllrSeG/+mLGa9cIjM5H5y9dvg7lel1oJ5exg+tug5IavhRMG/3pcGasN/CsXdm5k6aRWg+ng",
-	"7UqwTIkrdz7HOzKmF8ytBCuNuJS6sqzkSzEeJAMJt/9aCbMdJAPF12IwHdAzg2Rg5yux5vB6ty3hinVG",
-	"quXg/ftk8OwJ/I6Pl9yt6qdlPkgGRvxaSSPywdSZSjTftNBmzd1gOqgqvHP3zc/lWrrdOb3iS8Gs/Ove",
-	"YRf4XPNbuVjwqnCD6VeTZLDmV3JdreEP+Esq+utuHIJUTiyFwTG8gnUSm8e6Uj1D+UFv2JqrLTOVssxp",
-	"Vkjr9q4mvqN3WHebw7o7OX5c3xm93h3Wc2kd7jIOiy+cMMytpGVOrgUbvv7uMbt///7D0RnzI2BKbxI2",
-	"2+JDOXd8xq24Y9m80POLffNZwLd7dzTnTpzAt3q29T3QhC21sgIp91uevxa/VsLi8s61coJWmpdlIecc",
-	"pnRaGj0rxPqP7yzM77fGN//JiMVgOvjH05o7TumqPX1FT9FHd/nC0GeZtEyqS17I/IxlwhhtbMZgjpYJ",
-	"Pl+xGc/ZQooiHw/eJ4PHWi0KOf9io53771u2kW6FG/ZOz2CvKmOEcsw67gTTBqeAQ34Kc/qc432ktky7",
-	"lTAMlxMH8UK773Sl8s85jhea2Wq+ggWCBRFXYl7BJRzQW62fc7MUX2ojZzrfAu05rVkBA8FR/az4JZcF",
-	"nxWffWDzorIgKUCuwMCqeihTEh9WmEth2IpbpjQTbp6naq6VEnN4TYJr7OY5y2XOlHaMK7sRZpwqFFl+",
-	"GDDKR86JdYnTKo0uhXGSpIEIpNoe3uPKgXR9MHn4NZttnbDjXcmSDGh/tTmXec9RlQwWUkm7Evk5d3vF",
-	"laoKv/h0Xu28ZCW4cTPBnX/L7joW3DoWb4MDl7NCqyXjNGsY+4d9W1XrmehbHjhZLAOBzO4yfYniXtT0",
-	"fseyzUoXghVyIRJmxElu5KUAuTcvqlzkjeWMh0wy0JWb67W4jqz8Zr70d9ODZeU+dBut48bFXepwdFUU",
-	"bKENLql1YUlhelYwfJJtgDwFLIIRpYZXfeiKv2/qL38Jy98aYZuqfomv0LN3Yu5gOp3l2ZkSzGPa2C9t",
-	"mHW6LEVeE5FUSzaUjuVS5CPGVd7e31RtQPI7zbgiuauVALZLBkKBDvGXga3mcyFyAZrWgssC/wGrkJ/r",
-	"CqYx52ouCvodhtSYS7013/L5xUIWxS7jzo3g7jBr7fJrP7P/ebVlnNEg2cx/0f99xvjMwlxxmhtpRS8J",
-	"dTi9+36hmHRMqBxeCDTANitZCPgRNKYPZ9AFkUqfVIibZUmWxon5lWNWswU3Y/ZWgubhVtwxXhjB822q",
-	"VjxnXNXvYNwIVnJrRU7sDiQBEhd1TJEn8DbOrJhrlacqfgtlkeFqKRgM1bIJUUmcrVTu6we9wmDhNc3j",
-	"tpYk8DUqfjJ4p2fnR96KRsw+kVsavTTC2jMGfL9lIJryCugHNV5v89DEZ2KhDe41nGMzIRRbcZUXB8RE",
-	"n4hyPaycmUopqZYZq5SThR/M7hCkDZ9kwyzXSmSjhPFUVVYQ81sY3jDzcgCuagM/zbmCXV5qphUbZsQT",
-	"GUqPVIGWA7IvF4UAggIVUOPJg6IQjLmg4GbM8i0cCttRW0z4CQySAQwLRR0OoZYafWLB6eMpw2nHi/5d",
-	"bO8anE6NNdsA18KfkZhhrp55xsfQcEeaI5l5AkyCMeP0IAwxcHNNemHfk6a0u/4ACEITrLJdwSmdWLf/",
-	"ceisjQL4ffwQN4ZvI4fM9wABj7zYpDVEFSVY/ocPPRrWoXk1zDee5xI+yItXjUkueGFF0pn3otdyBTJY",
-	"SGNdl4WdBsvHylwYNgxqy+h4jgUpWfCyZXUPeFHozSDpMeojkZFhb1CRUyKer+EIJtMLf0tVLeLH7KUq",
-	"tizDD2SosCi9mXZem2uU2RsuHdySKjQ36QNDpQ0+pxXOCZ8YJWyz4k4EBc9/faNS5efHSl3I+bbN1DTN",
-	"/Yzbc1ipvC2xhuLKL/kZafaIKSi9OXYHOlRVs1svZRnBL4R5E6RsmMi80BY5csWLxYkuBcwS/9OrrFTz",
-	"C9FzYLxUgs3wGszxnZ7ZhEmH6+h3FhYZDwhd5KgNtEmXz528FOfwZEvu7T88Z3Eou9dEqeer/m3AEdmV",
-	"LO9YthBqDmog3s6GrjbY7liyupZCCYP2IUuryeT+nP6fPZiw/0n6ItxlxKW0qEKA1iznBCHQ3C/EtilV",
-	"R0E5km5Fd/TK2T1aUWOKYaXaM/xRz6KMpwVqk7c0hGWMj1NQUPzlldhD0dwUEsxuuA2YKdA3ffmOZbSr",
-	"SA9RKSRFkexdJT5cL8TF6x+Y0rnfGYKcuG1siNKb5liUptv1RtnG4MfHDMGIuTa5yM8P0BvRVrgT9uaV",
-	"tm5pxJt/e554aiGdZiHhvcwZrixH65/NV2J+YZskEz/5MbTTfskBPtkzbj8guYirh/Q1LzgYPzdbxY4Q",
-	"81wdtjew8s6Ydxbfc0TSkiQNCu6VifixW9EhaNg7GsTxB39VXDxewbnQYwfi7/kebkfKLoOU8veyIUeE",
-	"Dk2e8FtEMZsa7Vpw5S01y9bcgYrAZpUj04eeHPVjGf7uPePysgA5sORzEcQSjaJv1JYNvcBwmpW8siKh",
-	"/+TwgxG2WosRTQk/Ta8ThZg7bcbXa6dhvElc0b6deBo0jt2N8MjIeeEppj3rp8jF/p7Eq1xOo2J4xjQo",
-	"L1Kx75++ZaeXd09rxeb0N5m/R4fAMZQWYL4eZdV/2vafibMGztAe+E88F2y2ZTzqUo3FnGldCK7oxF0s",
-	"RK8x/mcunVTLhP1aiQpMZbLVan2KjgrTtNhBHxp6FStVpGOxjL5xjvbbGRwU0rKymhVoDaAI9GSkKzfT",
-	"VwwmaC55karhPWZH0TEjtizXpLLtTiSXtiRa+CjYMq9Er/X8HWJp/jwkPkTZnQX9e/xOOidMlsTjEDmy",
-	"QsKficaEh/GZ/HwBNmZZVLappy4WVrhRP4RzQ8Toy2C/aBCez7aHzVdDxwzyPj7RBuvi/EG7X3NV8SKi",
-	"Tp8BR4FbyYHXs0o0nB4qwWnMtuzVyzckEuDIQmFwCrRjOBotbsVV8CJG+uml6ihpe4fhDW4SYP0QHhwC",
-	"rWUF5vOY4RDBEjw2JMo5OkMWwhiRj2pCbrErX3KpPkLDi5D3zqXSSG2k217vnvH3eV9J5KTjwZU2dP5h",
-	"M4nY1qGxxoOHbLTD2Eokuea+d+cYia9GWeIZ0ZWCN0Tg42BvQ3uqj9xPB8HsRcn+jKIZQd5vYPuyhK1C",
-	"CELjuKo1joUsnDCWDUlth+8lqC29qzBEQFqmlRh9EH62Vz/sEMfOLOjgnSLwAVYE+nNU7f4YeugDeJg0",
-	"E8+mozPmAcppqriK3h8Qn2ee+6f16obLXiyAZc+ZEQ4lgnQ2Vbpy+BXQJfRiccaimyRh0SGCD+aC52R1",
-	"N1+dKnr3CAH5hVS8aEMvNFWwACKw2uuJaXpf4FO9gMZ3UhR5dOZ34DS4trvUT7QDxbnkYMF7g5eDhVRW",
-	"LmFivBzXghoExF+1Egg2z3S+xX9wFiON7lgfU9AztrWwli9Ff4hQC/nBgdYP9BHQDwiOm2sRxe6hoD1c",
-	"V6tyDUQuWzlXZlOWVabI2JDPrC4qJxj8zLRJFfzDjhKWrYVb6TxjwxAdA6ceXFgJngtjszNaSJ1vGbK0",
-	"tBGBv2NZybeF5vmYZYo7m00D9VLcFV0E5SmzFc44Swh0km6Vqgwo89yIsthmERlEsi2L7Zhl88o6vc6m",
-	"TXZfangdIkJ4NSCR2ng/EvrtYThrkRF9tonHz2v/evecajubRquGcN0VX5dwwgxg4XqdOV4Bqe+0QuUn",
-	"Ys0lHAAlsJeBPf3Pvzw6+Q9+8tfJycPzk19+u5t8/eD9P/WefLSW7ZeS/9eOlVyuXLHtFbT4Qw0xAhHg",
-	"OYXHDq1nLzNWpmh/DMlnenrqfxnP9fp0pfVF31frTW6sbVSPOhyDlw+wyVO/2f1IZyCFO5YCO1DNJ++T",
-	"2YU2Z4S8XgshNAHaY7RvLovKiGPhUqnOFwXsWb91WPTHBb5dtWY714pCouZbhk8gJwGX+NlHRdxja0r0",
-	"Qwc+YKcHwfT2rQ1u14hm0vI0grI2UuUdsHz/9K1Uc7HHb914PRNgT8JXne1BSg8qilWZ39Bd3yHK5o4n",
-	"kWzC2BuL1tj85sa2hnCAuJ+phd497T6STI/X9ros1qPzrerDqi0MpryU44Y06NsH1A+uPzTDN8IDzRWv",
-	"J3VgGW9D823uyIeDhz8IXrjV7liAgCvbXsU+4dn5kH+s70s/6lkP5RzwxHxIDEuLRXskX4M6jljbG5j8",
-	"BZ+J4to9e0534f3WnZtKfZRtuJbWEqZ26KM/4V2vECVrnva9asA1KEA94p5AsBgT8E7P0JonAFYbBqNC",
-	"zPgjLPraY3xosi/9bWDok24HT1ydLPWJf+U7q9X4Nd/85DXeD4QE0HC57oHXcFO98qAO767da1CSFwHS",
-	"aYI1PgiJDdEDWmOAa34FO2EzOuns6NiTzL/gumG/Cfcdiz/8qGdRqsOG6j3Yy0efc8h8TdTCAxnR9xPA",
-	"ijjVpCGtmyTcZsFODMk1h+GPevYt2PSP8ZkbRlr0e1/fEttg1gINJaFwd27bKB9z/EJYJt3RsP+PeuYH",
-	"ipDi1TN6KOY1hL+vOUNw3IdWA96zxyFIwZag7GpF4gH13hk8NmUZnRoZuze5G0M5/H6kKnunZxnavsEF",
-	"VFm8K/Nh11lngTa6KnK24pciVRTyLHIPYLDhg8kkpBck7MHkIZrQuKZq1GeLvaNT65r1JSFC4dzHRn0n",
-	"fWfsvcnda5Gew2csbsVrYTGkZk9Y6B63WyN6qyfgkLCR/ifR4UdPn/lYASRNNufGbH2GE867/+WRjncN",
-	"JoNTYaUwgW5cHbWfgIqPwSImJ/vpWI6oKfY43SkKiL7Qu9YGfJBQ6OgtHbjfCMGcuCKTqRS6LAQbcsfW",
-	"2jp2bzKZUPg2HgNrfvVcqCXodPeQw29BB7qpcvNxekl78j8r+Wslmu67KP53p4vyLPx9dw9yMT4/+eWP",
-	"/7QPB4kKUAe5I+wJ5XMaYtbSwa0P4aPUnN20nx/fvHzBLnlRiQTtbPKHN6xuci8SHN1IyNlVyP5GVKgP",
-	"UWEaGkknMU+rpbCONbDrNcfsQTbk7HvN8oqiDBIWue3BCtmstoruT+y1aovXUgLn7ZEct2EV+sPoSwej",
-	"/qhnr0DC3hAzpnhTUeSkB2GoxRnpQaA4lEbgSI0oCz4XDWh5zB6RKyFVesF+ew/HhnDxhgjIxhC9gCVT",
-	"8MAZIxGXKv9qxotmDAJdZUN88Vpf0qfXvRrDQVH+ujnyxqUzlg7SQXw5aXe/X1H+yaSYDx9rbELE9/8/",
-	"kVmPmnKpZzn8g8eFz/Xx7WsMlnqDsVGehm+gyMyB68+rdmR3L68/wmjTvggGHMARgQo90ZsxYowy0NAe",
-	"oPexYZBcmI2Djhil6zxeH0ZGJ2FD0/QiY3TrJ32IPuvbYuTSGJ+WgBHYiP+imNgQtmNIdNDNPRNoqUv1",
-	"seUEX39T8u0aKxgcc4DRuu+R9h9KLx+yobRXf9/QT7uh3Wh/iq9Ed2BFYf8R1ev1yD2PJ83RTsz2qv2r",
-	"2J6i0A/HL1g/tCpSLYkUhllzDf85LPA32QhMw1T9azUTRgknbNiCrXL8aso4RtdLC7qfLml07MmLNye2",
-	"muV6zaUCbWMhr1KFWMNplsDiK8YJMdCLqBJ+fZ8VAijFJiyXS+lswrKTLGHZeca4ylOVjbOEsmFh4PA+",
-	"oXL4Jyrf3D8OO4/PnzFOpx2MD7RS0GoM5c7T58fsUfj4A786PtAhkMNvSA9YBMRTRJ+4b53bN3Xvc4eO",
-	"8HlljN8PlmvhCyGQ3oABANMQBsAxIbKg1MiFNCJV3qzLlobPRaiGIo2vjNFgVwoa0xuVNNQyQv0oH1Np",
-	"ijtPWggqPTcTK6nyiCGFzDw6GIKrH0+uk6ocjVlmL2SZ+ZxMBZonDWx9xrKCO2FdRkG58DbcBiPmQrmz",
-	"VGW8KDKvsdIzCdNFDhIJY2cSDJBGpHytjaAYvWzNrzK2EbAifuHi65XYwMN4y5i9DVVEwhLmGOoSY+25",
-	"TRUMvhQ5yEduNbwdX5mNxuylEid2pR0xDy82fEvQMwYuYSQ+zG+cqu9ICy/EwjFdOUTI+lVoy4ZOzy9y",
-	"dnJCHzohnTpJVfwFtzep71jzq1HIYAiaOKromDa+0hvFVsKIPvUaX9XOG/saLbADapLn1kKAaXPXtuXm",
-	"1332Gx4NnZowNysKkwzKyFb1UIl6mongF7JELNr/zouiR5r28e6L5snZKduwWAhKZTDCCdVvilDxC3/Z",
-	"JziXZSEF2l7SsaHPwop8E7d+NN4TytqD4T1z1id1fUwy0T6X1YH5PaPR13NsBxi0adnPfHysJe9TRPoW",
-	"+pdDe3UbJn698R/u9o3veCMcHEr2hmrbgXV/AjJlmN2f5NmIItYiGw6z+1+vMLk6MCNXbKUrSvML5+nd",
-	"CdsKbmzHuCGbuIm75B9m47zQuejV0eRlN2ocFTUjltL60A6FuWE9OYh5vicZ6tGrZwyuCkv2GQaj8/wS",
-	"nrXCHox6qemcTrrzeah7tS+ncY9nyV/0SnSdXUg5bhh3GqY7J9WkhaXvfq2LL8FuinPninMqctA3DjjS",
-	"6TxRcSVCsiQ+j2i+f56OOlwsI5TY2FRJxyzID174hPRSGPb27XNQl/BGmh2+ig5JOLgKbZF4bKr8KnRq",
-	"LOS6mhUNz6MvKwJSp5dQ4rhkPv7AoO9rRAx8thNTvbu+9Y53qOOXPSR/K6IHhvbhUufl8VnfqF6ueFkK",
-	"ZYk3KC1mrmHn80r4GiFc7SYIec2LSjBIy6yTReHzi0Ai+eBfUJCckUhIpI7HRPZpyBVPFRKSBEm13fDt",
-	"WdAN4f+pLETQsjzmlY3OWqlIqboQgm4NAdYg7HB36ddwGoV5gL4pVG4T/Egp1RJskC1bVAbTOmAZYurd",
-	"GcsoWPk8Frugv23znY1keDZsepQ7qWSn9Czq8VTYJkbwKrFJUTwx7wqZdo7QqAX6hRglMeG+UgWIPytc",
-	"XyZ8EpSgetViCHaYVa+F+UoY0Lpl0QO8Ni+CWFnLopCed6YsC0fS+drGGoytIHW9SFUMDa9DzhthvsOQ",
-	"58D+63//H+a5dYQWwhJfuzB6nSrcXrQH6i0IKVuoYbUrK/jSIpZRnpfIU4XJXRLzFzVe8mO8Y+mrY/ao",
-	"rdcYNByVBtNqyZxO1VpwW/Xr0+VXk7ac2isOy4dfHX3nw6Pu7DudfSXFvpB6I/Ycb0CkSZ1TjobWGVuI",
-	"TUiCohwNb7RFhothNr6CGhpkQw4MSFZS64aQmHGUoAz1IKURfcfl/mobVF0jWHkLDRxyfBxpnXjWG11C",
-	"ZUbFplG4aaFNLQ3CfO3U39j68r7Qt88WVfRXkAy9c3v26MUjWjq4J67fHZYVes6LzCsMYCpLxYY/v30c",
-	"ZFKLDkgdChtdq5qP1sLIOT99ITbn/67NEWGQdfRRHHgsakOE/Mt+2keq6Q+GqNSYZbl1GUJX9RZyxbTJ",
-	"peKYTFMUXpZkoDrnWST5VM2NVkxclaCPgijyVQ7qh7xU1/MLywKSsNQ+L2jDTZ6qIWcLeSVyqoTSeBkC",
-	"ZFTk1Pl8J2Mdk8o6rlydYJuqJS/P8KCj7NY/ZCGQg0R0wtZSVZRxjvYBOgUDn5pKpQrlHJwxRpQYmFHP",
-	"Em64YxtTCnqE28i58CUdUuUnudSYb8T2zopUSdWYUMmthcOw2CaM4+ipGE3Osn9BuBZ+YDPtVr0ewn1l",
-	"s+Bgx49LxX5++zgJxSeahQO7Sb0bUG1mNwg1z0kLDEcwEggGiNMq9h60yER7smw5jpc2WLbl6h1b82RC",
-	"O42QAiYetzns3uTe1yeT+yeT//F2cn86mUwnk5PJg+lkcvS8lF5L1ZssizYozhNWmPDBNrl3+CGP0JQv",
-	"nCmuqIIvdyznWzaEgVCgGnKZ0iGZev+k7k3vT2g6PSN3e8Takzdv2ZqbC1jYjTZ5B7nCl3YGOfRUvfGS",
-	"ATiWKlFO7k0nE1AhcIEpd+86RmVLXvZGqcx9LofYm8Lu6akpjWhRgXnI5AR6l9b7YQhIu3cdqLb/DIAr",
-	"d0AozkCKEuDA/a75ibWX7+mTt9cKcjK+kPwPCOwPK7k1r4tYN+pOH1nR+kZIZL+64QePvqhFDYyD+hiK",
-	"IHJXF6o+vjr1kcnRN1Yb9h2y/TtT+/Z78nbqjDzQCSx3YA8A46/kctXU8qmGqS9SqGBiBZpB1td4hB/C",
-	"5UJv4CCw0UTCHaN72oYPfGUAnA+XkML6C4K9qmNKO3Ek3z1mDx989acQVsly4bgseqpj0YX+Ig1YXPto",
-	"47+R79qj0hKL7ckdqCNde6Ak6QpxIKexO/U3js8KwWQO1t0CDWai3gtJZdIakaa76YBgpI5zcRlqNttT",
-	"jAVGcdFSdo28Vjjg1TCB5FBcLsVUvMQp2E8XUVGW3mlE7jHvbAEx62uk+DAo0mh85wFeWTrBwb7Viwg6",
-	"oPOqLwrjfe8E64iXm/kRQcLphRMKGWqlN8xqkNwhTbxVUcIZGWpDTOukb/XHu5RBzqSSTvLi3CeQsz+w",
-	"dVU4WRZSmP8cqpO7o4TNOeq03KVqza/Crd67G6xuNlxURTFllZJAEnAA/2WSMLDvxa8Vr6+kCi7lp/fo",
-	"okLjgd3Ae5aqCJxgbNHJH9ii4Es72kmnCULZAwSUOS/rmLW8T9fsrEhfYGvBt0GCUVUk0MAjENIOhOxo",
-	"OHd7XWe0iE0tExYTHvyVKkrAKvXKO9iQZimi5il33SHX2Mz9kZ65n63bCBGDPu01k+xNFawJqx/q6Bns",
-	"IdjjTeM0vJEXHpFRoBAsWsPeCBcdKd5xnYHNlyUs4y4jI0Wq7Cz4tdGSWmORB6VrUxjLHRcjBBpJU9Nq",
-	"jrruptekUfNVf8pzsfU2Ho6CpQOykHxNxLDk+JdIB9NQDcaSkPIA19uV2KZqAaqkV1jpgxRLge8L1Zy8",
-	"8iqdjwoSW3YhRInT9IEFlvG50RYDAAiGhddQzo89w2hgerv0RnPJrWMYTxrc8tKwcsWtGLM/YyV3jyzW",
-	"OhKM8Wclr1LlK0Teffinycnk7snk7ls0b6aTyX+MOkEb3mL4E970kG76I+rtR2tVfbbla797LXUuqOPr",
-	"ylLBthW/DEWsj1fiYFN7jmh55cN4p0GceHsejfmcb0/04mStlVsx+n//00aIiyRVWAgjHUzY/Ql7yP7A",
-	"/sB+evni5LvXz9LBGYi/hbwUESLwaB8QQ6rCOLRhw3+Bj4GJ/i85l/hfopSHE5uw8Xg8GrNHaM/hUFMV",
-	"A3QiJqENy/45oyWiIi4cLCugQl88z62EOUtVrJ3FhESMfs23Y/aEb4H/aIa8AHLE3K3secaGiDbnfDtK",
-	"UpU9P1GeNdWfMzZUggNpMlgOuOUMh6kX+APLnjz6939UWaqGuE7ZTy9f/OPdjOB6uAZvpyvfvX72PNsh",
-	"st1l7a3tpfrLtXc5euoRmd2+NuSwodKt6IJJFUJfo7N4qoUIMhu51hIMbyrVddMdrG+uDlF9PTAS/wel",
-	"/cPJNWdax4jyxUQQ4Yf5ViVpWdKyNQZsxYmFVWnmFaTq7hqthHsPViM0qrjyYALLhZGXwlvvYcVCelyE",
-	"gVKF7+UFgiwk8giVwdWnEJ9liIW3FLuG74dXgW2JfjJySGBZZVgyMIpKI7BsSgdxsg7eSA5chFxoBGe7",
-	"UBUVuUOoslmsLhb56hLm/b2ROOf9mbO7tLhLWDgf2o5oR1NuIIVPDemc8UgnljL0yrKvB41m+lmzNJy/",
-	"kiq8NNpTs/+wtoLC5mYMFnU0z2HHS+n94HkPcN5FiCWck1ikqK7A8/Pbxx22eVqBPnD6rTCFVIOj4jDe",
-	"0Jq/rlSvs8e6G9Qj9/t3/JKAlDnQL+ZjX09O4RbQSokUdW5EDKT95VB54JsUP+hnkgghdev5o1zJcDkz",
-	"5lZGV8sVy2D6FIvYO+sjq5HR/vll9iOLq9Ke3i8HSeM2ohYahPY3kBr1xnFnvzeaLPreKrH2vBTmXDSr",
-	"yXbKrgresF68JY8NVFoe6kb5tFzwZhG1Tqn+vZ5cqi9wKIj7iOi9Tq3beoCzbR0FuLNODRf9td7WRiBA",
-	"p6Zmrx/UV07zpSeXsBck+9/pWW9Mz4XYU2QUn71jyUTPk5hVicEmSR2qn0RPVmz3l0Qp2iOcljefNW62",
-	"teemt8hfHctw2qAL9kckjFE3Cq2BuhBVWX0kwcRKiTeVGLDEkd7Ce/byz2ssJbbLQLgfviRskLzv9Kxd",
-	"BaJRPgK2pFcA44tuIGJqpu4RMbGC1JHVoGBTPzB4LBR8onck9YLEKe2u6XvUoKmw01wrx6lwm+8riUll",
-	"en7B1lwqx6XCApZWiJDWDy+5Y9nrp4+e/PR0tMvw+LC0jLNcwqhnlRM5ckwMthwzLCMAWg46F4K1ykNM",
-	"jJqLVJEqzUmLR45CoBAVlghcDH1OhbfIybjDyEKuME7AK8x/JaTuabN+fqy5THkhjRrBvnWQQSuMq2Y8",
-	"FenssVomPRp6y6UqVW9j7EFgfe/gHbMnXsbR5YZhYNkwBVMkHSQsHdxd38d/piod3FulAxg3YvfxrX2+",
-	"ADbM9jUpzEaUegHrRHB6BjSRsZ9fPztjNSIeXmnR7+RXITbgxAyb0KITpwqntfXdsJYinwZnX0/XW8zn",
-	"5Ut0x2fhd6fBVEGsBjtDIBiDGTBo35OMar+KACqKeuLoo8E4HlLKCzkXyooGNT8q+XwlTu6NJw3fA5Lo",
-	"IBlcCmOJZu+OJ3SHLoXipQTrZDwZ36dqiCuUB6crrJ31V5Q7fZ1NHmHxEcvuTSY+WtFzzJyi4cylsOyH",
-	"t29fjalvCm39s3wwHXwv3A/+7Z0GrfcmkwOdKG/WgdIX/9rTgDIMVFpWlWPqGVmt19xssaftpVDCoqjm",
-	"SwuiJ87ADn6Bm0/Xwhk5t3vXB1Yd7ET47/kfYCvx/mjjfo92D3DrHZtQpJLRa+FWorIY1mbnhpd+q3fW",
-	"7yf/9WvXz4krd1oWXHZWrqdVblcLo/H6sIfm4MSVAxtKW9SZGAny7ho2HljHwe5dTU+J47DFvUsK+/ay",
-	"FOrRq2cs1/NqjY0IEdXHXqGYDVXJwqH2v2fl/As+lvJ6TpnrB9tdo7cI2/iLGBHz45uXLw6tE/boO5Yp",
-	"RbM3iTd15yuQiAn7anK/XRR/Z6Fe06e+CIfit0Fg4s5is9qvJvc/bztfh8jAtrtnMDR5nXC4vHvaSFlY",
-	"7usMBdoXBvqHlkRSxW5RJhcmqXMbpFvpilLbUhVbqbIM0x08vIpgfIYHBdZUw+QDbL6n9IYSDkMHolTF",
-	"PInRGcvaTWT869qNZOr3pqpBVSvMIaEbA+qOkBh3e9v3pIr695Drg+VysRDG1x5ea+TqvMKHqHosBl1P",
-	"QyKEwyHAd7Gu+Mabr3XeBw0H0yJ8l6G6DSNitAklrvKw1kpjeWXsdAQrFWLaA1wb8g+ptRDzdpZHyDyA",
-	"hHFX6C3xdcxmRa/sBiXi25jb8MlYq9HBp4e4SS8MrYhq5up7YxziabNdNL7Su+uve85HVXRO2Frjok2o",
-	"I+hiazTps+sanOZdzDWb1YjAXk4LWnABCvYSjnamuDF6Q8obKn9D9KXN9XomQ9zmoxdPRmc+QxVO4xZm",
-	"5tNdUREMeCbpbGPWwACCVxsVJKA4+BgmY1j/bICmqImwXcmFY9KNqWyc+AYM2CzW/Ia/Tnw+NbypVZnb",
-	"Jwj1FKMfYoojjxXkQeSsOWxTAdwfWjTXIauvXr55m6q+FAr0y8fR+fyFtJpM7n0dUnqI2b65u8pwjDZV",
-	"1lXzC7bR5iJ0nB1maMplCcvQloN/tJ/PRi2jAnPEW94F1I0pkoM76nkdA5k2bJjde7AK3qFdDqy3CHVe",
-	"X3MeKKwXsG6sslSsTpm2vmuTZcO5Xq/5iRXwMoy1IicVLXiC2+hB5bLAzCvv8Za+SYHZhnqP01aZR2L1",
-	"m3WLqOPKu6a626JFABrb4H1y3VxxktLWQA9hQRiH1TfubsONfk2z/7P4oZ1C+ns+FLt91F+5JpD/qMlS",
-	"gUVkIyyD4P3nyBIwvgPD+YAZN75NxcJjp16PsE19G4HEF/f3LRKoTny4tdEnoW9oNTD0EcOrZR/HCh47",
-	"ztAa9WunxNYMOfJdSimqcstKbpyMHEV9PynXn4odNaIGHqz2zC2gQbcys67/6bhJ7RlZwKc+ZmQkDT98",
-	"XI0Qn70L2JK4HzdeYhuESxjCbDI0Hwdz0UNUWzbndi+tUsOtm4+i6bwcOlOJEaFnRdMrhFGtQxS6e7et",
-	"bgrUHUEjPLB3CO1eu/UgmuU1rvt67EN3s+8/KqwmN67XpzCWA7u31lmRGSLO2eiMzTWCWP4JHbr7Igfu",
-	"GxnFcl83rL6jqT5aT59jI4UjbnxM3qr3v3xC9bjdpalHQ34ZADy9aJ1H75PBAxrHYZ33W56HuPmPVZXf",
-	"CG7mrbBtH+BFhSd8CZXgkwyKckMv7tGVUZk7aJrGe6exQ7HhioxIOqb90ZLENjOYUYtxmxRj4NNDvdWV",
-	"j5K6eUTSiG0LymoTZ17z3CfVhNA2X2XZJiRjCEejRmh7gJ66edbnIKR9EFCj7OiH0c6DyYPrH3mh3Xe6",
-	"UvlHE9v3wrWcA7VZ1miQ1ktjO3r0NWz+7Mng/S/9hOkTtdEBdvN3JoNS297agj5JviEXNSWkh9x1XbnY",
-	"tctH247IMvMBdPaMMvXR8AiEu+IEFtQaGZLWlas90rEWVHDdEIrQckTakOxeiDwbs8f0b/xQquoGYfUz",
-	"GCkeS8H5jGgYYO0B1YYyu7US+A6lHZuJRrux4YPJw14riT7/t8FDPZP/bNz0YPLw+gcea7UoJHlwPzuU",
-	"QjvV4tqbnQOnseznLXLbvwGvoVu0VVnAEy2HKwsj7CpykRVGCjuto/9D79s7tezxCUugtZzFB8k9T0wn",
-	"VSWambiUy1QgkIuHijdDuuUO5hz054iEqP18gbkgB9ji3udjCyNOuhLtb5ctPorEXweEqktO1xC6l8hH",
-	"gvDB+B62LWwfTYO2+JQC+1faOgrqz7CbH9rn/ppvDucv+7bcVq8FlWCKKg56NmIXr4JblyoK+vbZxI2y",
-	"GthjLHTiAsWHev49qo+cVGX+ekAL2UYb60B/RRw8pATemTJdCuUzgla8WJzg36hnKTYvtA2xq7uw2Q9h",
-	"PT+lU6jRRGovdB22xgqhviCAHegrQESgqM6lmVfShe06CF6HonK9tPmKL7F8FeHDpOyHYp7FNkQZNIKw",
-	"PDTpFWxtvP5MRRDa8f/c1//ct9E/Eup+PTKKkBnScBMnZENeFPWfocYRRjiMPgV62BpGjLo7Dls9rkjH",
-	"oQ9/AGQI/zmnPfjQ6Qa8H6vHhi68MH1fJnbKfOgUVkhNVcSm2Qw9HWtufRee7EJsv8GarBmqxPi3/wEz",
-	"OC7E9h/iDc5gfSoRBNdMFI16HU7rUYJvyNBYTBXdgQn8FkGR7B/oqnRUUlVpNwpFg+uStuNUvRHuZMax",
-	"0mpjJmyYScz4UtpJ5f0EoNjaqiy1cbuh963iwYmTwvzDN9idZx+NhFrH1+zM7wnxCB0YrsE6CN7/AigH",
-	"ylMv5EwufL+wWqJgQjqVpwzilHo2vd+ngVKrGhuC3ijvri4vzZ7Fjs9UqgHTKipfGABj9KjGVbOM1d7K",
-	"AGf+M3ndzYWHHC5pUwWmV6XmdYcSC9YYHB2hundwTmM4tlyLEL3XCEijbFgk8SDsH0wmZ6FqM/Z5Yt0+",
-	"MhSc+GDysNfKwzX6Ef0Xvrb4tzrf3ibVhe5c7VhOECLvd8j97m1+eJ/aHAokx4ZQH6oyf04NmFaRiGyX",
-	"BRrqRET2clGIvljpZ64O2GiBikawC1G63VigJ/imQCStDXuwvxoXloETvi/i7wH6omnuW+Jkf0gaZq6B",
-	"2qGNyMmAreVFFyVNWhBpQsoKlWFX4ory1tpJgjvAZu9OTD4T6/yOYMx9G/lhKEdo+LOn5Q0qUiSnQyOf",
-	"0KBZ59uz0PgnFk24EKIkiyFVqFmBOafEpo71BibFA8n6oGDq5kilF5nSmzPsl49dSDEciXIX6RcC2Hnd",
-	"mxSplIJfePs7M4HAeqqoBwIhNH2k9zPmkH/Sw4LaKh11VnwWgidwNf/9EP5j6h5y5DlxGn2Otwv+fYeK",
-	"DLl3OoFTui7GJBX7SwbEDMq80wEroTp4zSSErXAJE1d87sDuVXMx9bkTvrC7x/d8HUs25CpVWlGpOyyK",
-	"RsnamNwQC9GGqY8oFov6ElyCpLaacTCXMLU/enb9wCn5GBc5dFCgSqRKbAjUj9UYKdKfnGWNqnFYF7Wb",
-	"hxrqrTXKyUlFuie1c/fxUSAA/ut//d+MEtizUeL7JDS7MGCywuuqEJYNSSxhWisogRPQCzH+zPnkkdGU",
-	"POU4IGpAg1hoqsLMsQWNxJyVungo7F/we1iplgVlZA8zmWONYNzWVGFxgZkIsQmwy+iMxnvgj1igYRZw",
-	"20b9rVR11ewwklAwDBuv8lDbJSTcwCLTR2gLaLvWfMtWumiUYk8mkwn8byd5lJ4ep+oViVfYnVqSdpeK",
-	"1SsF5i+lxaxEJyggnAZ8frE0wOsh77JdlN0H6mEsarcXCJrMtjKX8lJ06nssuCyAeu0INI25yFPVMCwo",
-	"uBAzi4BFImd4uL2jBcYUdiz/g/ktWOg4dBRj84Jb2+p4QMP0Xl0gOZhKqubBBPMrnoViQGFpTgx3sTPK",
-	"OnrHYi52qu5NJiMfJwxjW3NzIXKWhRdMGZwOWdLKZ2dOb7jJbap6ukrTIP3ta30pGsvcOmfPKJfKdoKe",
-	"Yo4laGtYhcD4yu/Rsgv7OeQ1F1GohS/7An+jpYh1nSj6S6xHY/YdlsTFWgLSrdj3T30Y5q7EtmegcJbx",
-	"1idPnz99+3Tv3ae/hX+ey/x93+n+rb/+6c738IV4OB5zzN+79c/vO+vDAiWMz+eixG6/Pm4mQOrkasI6",
-	"Yh2J4RnFh9F8LifM3SNA77daP+dm+fGId1i/kJRIbFB6W8XeQNu4LlS7e+a+07Mket21oazdRs3V0ugl",
-	"HKTjfVj2t/HDN9X+/6YwvDCNY4C8uNa/D70V4T8eTrsw9r3RTR9jy+0ny7aQPASitI73cMopHbsYNJJr",
-	"qe2TjC3EqcDz0PciwGMPlNbZFv8jF0wJDPscjdkbp6lYIUdZj2n8/qOpCtA5BX1QfRM47S3LMejQhOj/",
-	"OuwjvGSvcxs+2GCXo/GeuBTofdFUV+OjyO7zpXlR5zkUMY0Oar4Yd5yYd+jAAoepPfyc42ytMgyOKhcM",
-	"23s9Gn98tCEoFZw1glFvgeeSQ0Rzx/pmM+iKKblb7cbEUrR/W1e4SfT/LtMfkTfUdsC2CkDZ4H4FWhli",
-	"trcwO6auSVUdmzyKwqw/lajh2m06cg94aD8qieW2PaXd5JO/RwT/rZ6u9eCPCx6+nUMWYclbj+is4c/o",
-	"SkZAhGEGBpy6MnbCHDOw5uk47Xlu5fuCtVkNAYAvB7jX4/xvGtmF63s0XFnW7XMOeWOCdR4a41AvALTf",
-	"A94Yfb3enzuvoReC9ai5KWIZVM+EMlL394DwFQfNBUb7UuXanG8LuVw5ZvklEJ7v7WxXvMS2bdPYw2S4",
-	"07dhXzeTDW8V9Gs0NGk1MkmY1R79qpRvEOEBigPtECg+IzYdSVVnXH29Rli71cgZy+oGClmqMP+80RwB",
-	"NmMUMbI2OopQbOjiUwNMMW1gWrMuLA71QMMk07ryt3Rsg314UQ7IRWD/pOUNwdApreB4fdRGNYcZd1mC",
-	"ZYQpg2cz8p/oYJ1heKkiosJM+2ldDNIjf2xIfpVREi9hIkUcyyhBTSE+h4PHkIQ4dsadp1w2pPmPxuyF",
-	"B56lTZX3U/QpC74RAsmwmwlf/+hjTP854pwOHX6MXn/awzq00drvpmwAdL+TMzo2rGgOH2kYEaZPZfwS",
-	"hd36wRwQosCuvp8heRhLCfKiKtv9WbyLxtekrrD8tK96kYU2AV5Q+oUe1VyPptlCIK5qsKlgXf6f19Ue",
-	"vUQnh0CMgkDjLnQ6pAGD6Gs2X6fFwr6Io7OQ8O8H5THoGhsOfa6bzQlyMZe5CJIwAN6wv2PWWC4PEvgV",
-	"oK7eFOgXZWTwSdKShvuwCK4MIU10ipHMjm4V+FBL1DXcbbT8WxGCkOAgxGIMRi6l4kXdvi8ER2FXFf+8",
-	"L6wNE2n6m5spJ0GSEfbAsGcEtYsMVLGjjPVG38NbPh1E3W5l8d4j1J9f7wur9d9X8aOVbqniRyiAxpfT",
-	"/QR5Kt5SbyF3ffoJepn8cbtLn5XqNRY+Y1bIF0sJ+ThyqEKnByqRWDkrc9GKpTqCPFA+77UO3nR8NgHr",
-	"Cz3GQPJRT2zMqJs2zwppKYcOxLilRrM9HWh8DUcF4+dLzHJlviJyCPhKFffcHWs64TlyUpUj72fGokKt",
-	"MuiNmsagbfYVNR6zt3opEHwOyQg79j42jEgVn5OXdKFNb4zGAcjpDS7w79qJ0qm+fA3SEywtIonfIdoT",
-	"J1CpT+5Omc5CkNzhiGwiOizEiQyoFyyD57OAfIawj2bRMF+zyxe4QxqHW4GXCofwK2L4UjGvGFAc+Zg9",
-	"5YTve0NJzC9QPFI0UbNdNIV0YGUy7LAS+QhjfuqWRrFLAQ/o7Ylv3l1WjmpxDDFGj8bHc199tRXRQlZz",
-	"8P370mF+5GQeP3PhuAHzG01R1IumXlAGd49UuJINVRGjwWG2FBE+xLr/FJ4aHR2+sKsPhvK7UAc4+YEk",
-	"qQpHXmia5+ty+XWfc4NNxn3tT6zQ2lrQVJFBiw1YaPdAC6R2YhiRpA17MHmYsFBrNYQokWWAzUu4JQL5",
-	"y/1fxjGiA/sHjEL1Wqxl2GkmNWaPUuWnclKIS1HEMQ45xmXGRYQp/vjm5Qvsd0nEmFDLZLfiKlUYK+Tz",
-	"E/yjGNBx92v2k/x2hP4Xu7uTREM0y1Q9uHufRHx0GHrvndWk+fKa8uGFlRFs+NVkUsMltIAw4FDhMUbg",
-	"hC9KZ0WxQJgIm7kstEH0Q1wKlSq5gAl2QuCnVMIu83/68n/kUqKqQ4SDObHGTEPavMzXNe5LeQCTqyfl",
-	"wQfGWNzRNt+Fuwl58yZW3AB2/17004UaXHFrqQ/SGnvdGOF7lNShROhKmXMVmyiNWLHHsRLTIb712UGf",
-	"KMwVX3+TxIjJrX/9NfLvfvvDky+3oVKuyM9qMmAe1SOFw9fpu5Wsis8a0uKzKohiahYPx5BfhYOK57R2",
-	"bPSHwmI1EyA9xTFyFe/38eINyxfOwJizk7WS+1JF2X1ZyEvL2NCXTmk93077afXLTxX27kt2zruGc4aQ",
-	"xyS6NWOFcoQaU8WdXst5OH0a/foCILEWXBEoscY2dF5B9qHoVHywwurZBihrywrBL2s93DbKdJJReMYy",
-	"/24CV1O1Cu0+4BgZs9fYr4ZKhbbxnqDP90Oi3qljPx2Hv8Gtimba5+Pvb6vigoLA+3g7tkvB9Uay8md6",
-	"a2X9+n+RREDyCPXRN29QN57bNH6Lsj5mbB5g1QbW2curhEl43my4CA/wJo0BzsQub7afP8Cb1FYz2T0T",
-	"mwBtYE7Se020HWtkdJyqF6ArIpcmrJAXov06klQHUbVPyBD0jd85WwRP8pfgCw+Y9RHXxzBGnaR/TVBm",
-	"5xNYfxlWC0tZOCfV0iYhZRdzmcL9qaLcbw9Yy/rZs/hkiKSnBCU6B/bBEC/qEX9Cgolf2YcSvG1ytB3f",
-	"jtXeLJlQl5Sgnm8ICwFNhkU7VFmiftHpb/Hf73uw0wOT6pYWbYdmNcs17A/M2gnESgZl1UNjmRGwZ1Ir",
-	"DLYGtsOSvq4zoDopaCXBot3C3ReidKka5qCTopUA9uL9SZ51S2TWF79eZWeg4RQC6yUrbF80OkuVqsjY",
-	"9uUMjFjroKM0x6E3isUhh86Eqao7IA+zRuNjP7MRQ3oUdsx+qEefGx2c+Wg7pqpdINU3jBEdLqQaMa2Y",
-	"Lgw4QG0Po7J9JSX6+LQlJUJ7lJU2Tpj6Lm/tojFtmV1xE5KFcHHrwuhYPZuCbFzIzcCPUgLMrspV1Xz7",
-	"iQ6Z+P43gT8+8xlTT/A6cVGHrgde/iJHSkwWbFL2UdJF5wfOC5jqWlBRLiOW0lLTcamwIQEdEjoX2FIM",
-	"Va0ItPluB6kiFasu6U+hL9LtPRNwQJ9yb3UuDpckwupO7VyuL1iZiArb74zo4K7WIqe1taURczD1gnDf",
-	"3WyEDD00BdI1OM79dmYJq1TucQLEJhEdpVOeHPWPXj1DwqNKvSwd0KPpIAKklZJYzAppwq5kyYZwFpLo",
-	"Twdx7P6RukPFHd+MoSFRR2P2zAfozBBGwvCoMwaGx87g95Hcq3q1/t7HodHHAQM0dEHVWmDHOgs6OkSC",
-	"gVrttBHq12+s1d1S22F+hERhgEZ4W9aJCJMO1fmQn9gIr5r6LiTtrmtItyGaqB1ImCp6IMZVtB6qo8Uo",
-	"NbjpRw6eCG5TtccF4du9+civhY9Ga9bOjcVhEKfvKQ5DXRpzX12J+wi3DoaOg0sVzc6IRiGcGNIIL9iN",
-	"h/GbFB7wvhF4gmDcZpCad0AcCFF7Uzt6P4V+4L9yo+zDzxay1ogo/ZiQtVuKQGuMpjcCLbJpg3MdP9Ds",
-	"6DFZL6ElasJ8P09mqBh0qO9ZNnOnkrphIBFWwZexHWxfDX8sKNBpLDJK4KWpwv6Qjbhfqdibf3teF0Dv",
-	"NCXwnyHn/5C7VNUp49QX1aKvEZQT9DOOQmuTVivElvmRqrpE/57SLthp86hsjp3GHNd3zfhdted4Q5Ve",
-	"m9vQk3Ybe3bfe7Da3wDhT/ntdZB4qvLWqBImruAYA10rjuaWe0P8oDfYPBLIrkv98Zvv9GzvNxt9UuvP",
-	"fkQH2U8boNFogbtPWjrupHVybpG7aWW+iMyM4ViNMdXBCLH4U235+U7JewvXwtuxm+E+eIZgBTSg4EZy",
-	"fTTaCIJe7A2saFfxUjKjC+o9UZliMB2cYpSNH0P3Oz/qmfV1/532Qeyx5ioVFvLlrEJU+7A+NEa+vdqK",
-	"qNZ3jCJXW+KdRQkhmIlHVJPQHJdqM1AhLlQgUEzWYsX25BIGtcH6ghrSgJGQBHHgYV0EHeGVU2aFR+Cx",
-	"9DtohhQu2/pYfcT1yIC4Y1O2L/cvNNsdov+vkQQIFq/vT9ssqz9mrxtNzH0vBV/1eGclGiTTn1vZsfrw",
-	"dZuV9sG9FIMceg6CXkkHkTaWfPqpglNsxe0KT0p0py/klcgbFRC8Ou+dwl75l9S+DcGseGjCEvXYog0H",
-	"Y3NuwSboEYPYLjLxITXC2qTTVLXVTLM1rdB1VRrmtC7w5PLfa/RufP/L+/8XAAD//w==",
+	"7L37chtHljf4KjmYiRDQXYRAilaPwOj4RpZlW25Z1khydHxfl0eVqEoQKRYy0ZVZhNBeReyf+/fuk+wr",
+	"7KPMk2ycS2ZVAQUQ1NWebzqiLZJ1y8vJcz+/8+sgt8uVNcp4N5j+OljJSi6VVxX+9qiunK3gp0K5vNIr",
+	"r60ZTAevFkpkRr31r3O8IxN2LvxCiVWlrrWtnVjJSzUeJAMNt/+9VtVmkAyMXKrBdEDPDJKByxdqKeH1",
+	"frOCK85X2lwO3r1LBk++gb/j4yvpF83Tuhgkg0r9vdaVKgZTX9Wq/aa5rZbSD6aDusY7e95cqOXKemXy",
+	"zV/UZndyP8or5XA260p7JZycK+GtqJSvNlO8MNeV8wIGoZwXa+0XQoortRFVbZyQpkiN9vCDW6tKDKXZ",
+	"COelr52YqdKuxVeTyUhoJ67Uyou5rcTZuVjYunKJcLldqQK+5xcqNTBpt5I5DcYrI7y9wDE4uVT4Tfx8",
+	"/MtS+YUtEgGLRiOZ2WIjLpWHOUkfBiUvpTZiiA9ncUn8yQu1KuVGFVMBK5uNEhpH92vSWL9QVVwBKc7P",
+	"zhL4XDOQuDoLXSp6CS2b87oseaXE+eTBWDz0YmmdF2dffSVWlTZezkolHr589OSJyBeykjkQ5Dg1gaAW",
+	"ShaqamiitaUnsKdtgljKt0+VufSLwfTsq6/6COKpXmq/SwfP5aUSTv9jLx2X+Fz7W4Way7r0g+lXkwQ+",
+	"rJf1En6B37Sh307jELTx6lJVOIbncHDU+pGtTc9QvrdrsQQqwlXzVpTa+b3HC9/RO6zT9rBOJ8eP69vK",
+	"LneH9VQ7jxtOmzn3qhJ+oZ3weqnE8MW3j8S9e/cejC4Ej0AYu07EbIMPFdLLmXTqjhN5afOrffOZw7d7",
+	"j3ghvTqBb/Wc83fAJNzKGqeQlX0tixdEkfBbbg1QO/woV6tS5xKmdHdV2Vmpln9842B+v7a++S+Vmg+m",
+	"g3++27DLu3TV3X1OT9FHdxllOAjaCW2uZamLC5GpqrKVywSeb6FkvhAzWYi5VmUxHrxLBo+smZc6/2Kj",
+	"zfn7ruEvb+wM9qquKmU8MjQlbIVTwCE/hjl9zvE+NBtBjAiXEwfxzPpvbW2KzzmOZ1a4Ol/AAsGCqLcq",
+	"r+ESDuiVtU9ldam+1EYi+4czaa0oYSA4qp+NvJa6BEb7uQeWl7UDTgF8BQZWN0OZEvtwqrpWlVhIJ4wV",
+	"yudFanJrjMrhNQmusc8LUehCGBtEGsgHnNmqsrly7kvMbUsQibV0onaqCDpCoedzhceHt4c3w9Wrla28",
+	"Kn5UhZavkJd9GXKBRZdENKguaIdL/MPLn56JYdYeBnw+G41RTPBHYAwPvVfLFQ56VdmVqrwmDqwCe+h+",
+	"/FHtQaKdTx7cF7ONV268y82TAZ0pW73WRY++mAzm2mi3UMVr6feKCFOXTPCkNO68ZKFk5WdKen7L7iqV",
+	"EpYo3AZarxSlNZdC0qxh7O/3bVMvZ6pveUCaOwFCUJwKe40iVjU85o4T64UtlSj1XCWiUidFpa8VyJq8",
+	"rAtVtJYzCvZkYGuf26W6iWh4M3/iu+nBVe3fdxudl0Dlvev7rC5LVIZhSUGppG/D9JwS+CSeJ6OuUfWk",
+	"A/O+K/6ubUT8LSx/Z4RdqvolvsLO3qjcw3S2lmdnSjCPaWu/bCWctytQ8CMRaXMphtqLQqtiFFXouL+p",
+	"WQO78DYq3dYoUoWVAb3tbwNX57lShQJzZy51iT/AKhSvbQ3TyKXJVUl/hyG15tJszdcyv5rrstw9uHml",
+	"pD98tHbPa/9h/+tiI6SgQYoZf5F/vxBy5mCuOM21dqqXhLZO+vb7lRHaC2UKeCHQABsg2qOW+v4HdE6k",
+	"0scV4mY5kl9xYrxywlkxl9VYvNJLFcywslKy2KRmIQshTfMOISslVtKB1MDjDiQBLBj1elUk8DYpnMot",
+	"WnfhW8iLKmku0TxVTkyISuJstfH3z3uZwZy1++O2ljjwDXZ2MnhjZ6+PvBU9CftY7qqyl5Vy7kLAud8I",
+	"YE1FDfSDVgY7HmjiMzW3Fe41iLGZUkYspCnKA2yij0X5nqOcVbUx2lxmojZelzyY3SFoFz4phllhDZrQ",
+	"MjW1U3T4HQxvmDEfgKu2gj/l0sAuX1phjRhmdCayKVnOoFkC7ytUqYCgQO22KHmQFeZ15YJRkQknNyAU",
+	"NqMum+AJDJIBDAtZHQ6h4Rp9bMHb4ynDWy/L/l3s7hpIp9aareHUwq+RmGGufHjGx9DwFjdHMmMCTIIB",
+	"6e0gDDGc5ob0wr4nbW53swAITBMs4V3Gqb1adn84JGsjA34XPySrSm7iCcn3eOMeMtukNUQVJbjfDgs9",
+	"GtahebVMZlkUGj4oy+etSc5l6VSyNe95r7fgVXScbR1hb8HadLpQlRgGtWV0/IkFLlnKVcfTMZBladeD",
+	"pMeREomMnCkVKnJGRfkaRDCZu/i31DQsfix+MuVGZPiBDBUWY9fTrdcWFnn2Wmp08KUGTXz6wNDYCp+z",
+	"BueET4wSsV5Ir4KCx19fm9Tw/MTKljrfdA81TXP/we0RVqbocqyhestLfkHWFPpxjF0fuwNbVNUct17K",
+	"qpS8UtXLwGXDRPLSOjyRC1nOT+xKwSzxn15lpc6vVI/A+MkoMcNrMMc3duYSoT2uI+/sGo0aLxa2LFAb",
+	"6JKuzL2+Vq/hyQ7f2y88Z3Eou9fUyuaL/m3AEbmFXt1xYq5MDmog3i6GvjGS7ziydC+VURWaXSKtJ5N7",
+	"Of1XnE/E/0H6ItxVqWvtUIVAt2tObhua+xVbo8zeRkE5ArsU7+jls3u0otYUw0p1Z/iDnUUeTwvUJW9d",
+	"kf9ofJyCguyvqNUeipZVqcF2hdvgMAX6pi/fcYJ2FekhKoWkKJKPwaj31wtx8foHZmzBO0NuPulaG2Ls",
+	"uj0WY+l2uzauNfjxMUOoVG6rQhWvD9Ab0Va4E/bmuXX+slIv//1pwtRCOs1cw3uFr6RxEj0uIl+o/Mq1",
+	"SSZ+8kNop/uSA+dkz7h5QHoeVw/pKy8lGD+3W8UtJsanOmxvOMo7Y95ZfD4RSYeTtCi4lyfixz6KDkHD",
+	"3tEgjhf8dXn1aAFyoccOxL8Xe047UvYqcCm+VwwlekXR5Al/i57jtka7VNKwpebEUnpQEcSs9mT60JOj",
+	"fl8G371nXMwLmkAasyUaRd+onRgyw/BWrGTtVEL/FBQGdPVSjWhK+Gl6nSpV7m01vlk7DeNN4or27cTj",
+	"oHHsbgR7Rl6XTDHdWT/GU8z3JKxyeYuK4YWwoLxoI757/ErcvT692yg2d3/VxTsMwhxDacHN16Os8qdd",
+	"v0yctfwM24HXQonZRsioS7UWc2ZtqaQhiYtO1J4N/6vUXpvLRPy9VjWYymSrNfoUiYqqbbGDPjRkFSs1",
+	"pGOJjL7xGu23CxAU2olVPSvRGkAWyGRkaz+zbwVMsLqWZWqGZ8KNYjBMbURhSWXbnUih3Ypo4YPclkWt",
+	"eq3nb9GXxvKQziGFe4P+PX6jvVdVlkRxiCeyRsKfqdaEh/GZ4vUcbMxVWbu2njqfO+VH/S6cW3qMvozv",
+	"Fw3C17PNYfO1IjGDZx+f6Drr4vxBu19KU8syep0+gx8FbqWgac8q0XB6qASnMduI5z+9JJYAIguZwV2g",
+	"nUqi0eIX0oTIbaSfXqqOnLZ3GGxwEwPrd+FxvkDLJaZd8BkO0VmCYkMjnyMZMldVpYpRQ8id44q5Dh+g",
+	"4UWX986lVaVtpf3m5uAL38exkniSjneudF3n7zeT6Ns6NNYoeMhGO+xbiSTX3vftOUbia7wsUUZsc8Fb",
+	"euDjYD+G9tSI3E/ngtnrJfsrsmZ08v4ZU28SsQhpHy1x1Wgcc116VTkxJLUdvpegtvSmxrQM7YQ1avRe",
+	"/rO9+uEWcezMggTvFB0fYEVgPMc04Y8huz7gDJNmwsd0dCHYQTlNjTQx+gPs84JP/7RZ3XCZ2QJY9pIy",
+	"tPDTLjW29vgV0CXsfH4hYpgkETEggg8WShZkdbdfnRp69wgd8nNtZNl1vdBUwQKIjtXeSEw7+gKf6nVo",
+	"fKtVWcQEii13GlzbXepvrAfFGRO9gsErwUJa1T4Ranw5bhg1MIh/WKPQ2TyzxQZ/kCKm+91xnMfRM7al",
+	"ck5eqv48vY7nBwfaPNBHQN+jc7y60aO4LRQsu+saVa7lkcsW3q+yqcjqqszEUM6cLWuvBPxZ2Co18IMb",
+	"JSKj9LhMDENGEkg9uEApZS6j5DqMf+OR1i564O84sZKb0spiLDIjvcumgXop+ZEugvKUuRpnnFFSHKhd",
+	"qcmAMl9XalVusugZRLJdlZuxyPLaebvMpu3jfmk5FVDQ1eCJtBXHkTBXAoazVBnRZ5d4eF7717tHqu1s",
+	"Gq0auuveyuUKJMwAFq43mMMKSHOnU6Y4UUupQQCs4HhVsKf/8beHJ/9LnvxjcvLg9ckvv54m98/f/Uuv",
+	"5KO17L6U4r9ubPTlwpebXkbLaRThwAIRoJxCsUPr2XsY62pPFOPnF0/RWy3LMsHNC4QXKC4JJIf/ugR3",
+	"3tY+NXmlCmW8lqUTQ1gR2NQlWGKR9EZj0c6PqdS8dsoJb1MDXxTOLpWQRVEp55RLmOnBmCh8JLwqS0Fs",
+	"nznCEn6VqTmfTOB8A0fOKDxVjeGsTIE5P3ke3hpTPkprV8A4k9SsKn0tYWalNlcnpc1lCXaV/nutwm9u",
+	"ISuyttxK5XquVZGkZlmXXufS+QRsZiDTgphOXtoaDH4vC+klUrDO1R0nhtoIaTYpvKYs0ZB78vz6/GQp",
+	"MWT+5Pn1/ZjWMEqEFKZeqkrnYmFR4sV0ldRIsSql7sxtmJ2e/Wl8miUim7z903wC/zvF6FzPWCjzNhEZ",
+	"ThHez0fZ2/yKHPPo2UvEs4evXiYtpxTe9fD5k9TErRqLv6J/jfbEKZQotL0FM5iWw5dM0NQM4VOFyE5O",
+	"gJZOKN6QxN8LZTbZhcjorkJdZwJvgc3LwRCNnyc3Crle4+hHY/GQ1g0mCqN4UxeXYNuSBp0a7ZDQYWNZ",
+	"7w8rqT3sqC2vkTo5IA3mJRDhSjoKg6cG3Ya4HiCIW1yNUoBBQtIxurS2SJpEw0pJZw1L23ji8URN797l",
+	"v4xzu7y7sPaq7+g3nLbF4KKNsiW28PIBWfWYOW5/uCHw4zuOMtrQ1g5nbIcdzyj8caMfrx0lOcYElrqs",
+	"K3VszEKb1/MSGGe/i6bsT4h+tejMNreGckHzjcAncCth/3j20RpmB7dR/f47Tj3rCSOwk8mF3IcYUqDl",
+	"aWWjrrUptiJW+6fvtMnVnuSR1uuFMl6BcQzUuxuuOGit1aviljkzW0TZ3vEkkk0Ye2vRWpvf3tjOEA4Q",
+	"9xMzt7sq5weS6fEm1/YR6zG8Fo3G2GUGU7nS4xY36NsHVNJv1lzDN8ID7RVvJnVgGT+G+dnekff34H+v",
+	"ZOkXu2OhApTuKvYxz60P8WN9X/rBznoo50A49H0SyTpHtIfztajjiLW9hd+tlDNV3rhnT+kuvN/511Vt",
+	"PshBgy9BK9K5/QlujRFUSq+cb0zbls8seE7EcLYh+WtAK0NZDY9xBiXKKyNsWahK8JdFYRWl/S7tNaZT",
+	"gS44GqfmWSteaRRGT5tvI2sKg2sHmxO0wZrLQcOdqUvQWiuZX4Fmyl8HfQkjN7gDpSpSg0rOWNu7slSV",
+	"n4p0AOuXDjKh3uIktA/B1aXylc75kddv7Ox1Z00x+8jL5eo1JdC5bCtL7lbbtdTOURziEI38iHc9R7Wu",
+	"bSH1mk43eE4bAutJnl23iAM9oBS0spWAUWGc7QO8oE2WzaHJ/sS3vQNTD+1heOLtyaU94Ve+Ad3uhVz/",
+	"yF6C93SjorPnpgdewE3Nyle16dEyXtTGsTd/y8HNiZtiiFkjTdxkKd/CTriMFBM3Olbx4BfcNOyX4b5j",
+	"fbY/2FkUwrChdo+/+oPVEuSVbU8vO39jvDw4eONUk5ZwbZNwl2Pusr6tTLwbtJkf7Oxr6fPFI3zmlvlq",
+	"/Tksr+ggYb0dDSWhQi3purES4bFiVPujg6c/2BkPFAMzb5/QQ7EiL/x+gxKA4z60GvCePWkVlLIO3B8Y",
+	"OVYuzTHy6vPFVGQk9jNxNjmNCXG8H6nJ3thZhh7EEEivsepVZFyakm0t0NrWZSEW8lqlhop1VMFuYDE8",
+	"n0xCYVwizicPyCCFNTWjPo/WG1I7blhfYitU8nJsZUzSpySdTU5v9JcfVpJwK14oh4mJe5Lr9yQvtHJg",
+	"e9K2ycPc/ySmTdDTF5xxhaQpcllVGy7Wxnn3vzzS8a7FW+FUxEpVgW58U0CUgI2GKXdVQQbwsSeiodjj",
+	"lN/IIPoSmDsb8F5MYUvx3AqaVkoJr96SzbtSdlUqMZShjnkymVARDAqGdgUynvCPoMTeVjv9ME2lO/mf",
+	"0fnXToKIAmF3usjPwu+ne/y/49cnv/zxX/Z5k6NKtBX/IA8+8uc0ZP6mg48+hA9SfHYLVrGS7lqWtUrQ",
+	"URKL/YPbhPxgFNSL6vxUSJ8arpK/L/6ivxbDs/tnyen5OVMaiKUmNlCpXGnU3UNyHzrk7HIlc8+uNqp5",
+	"chFZACNmRsxBlRyeqnugQoJIilVJqWmq8TkPNaF/Fd4CP57dF8rlcgWGh9NvaXAoN0dj8cyKn/84gTOQ",
+	"mhLkjquryl5yOpit/Ymdn1BWMg1ODJ1S4olZ1Z58TE7Imb1WLBi2ldbfiJr5PmpeS2vbKrK35hIxFpqY",
+	"6FIiEoAYSvGdFUVN2WuJiPznfIGMpzH0703cjaoda3KBF+3hpR/D0cHi+UsXOfxgZ89B5twyFkl1DKos",
+	"SDPEFL4L0gyBpFeVclTguyplrlohy7F4SCHq1Ni5+PUdhkV8vCEG+mIkIMQoKSJwQQaxSw2/Wsiy7PgC",
+	"4KoY4ovBcMc3L3t1qIPC7UV75K1LFyIdpIP4ctJ3f7/C7RPy9RjJYJ6FqrVRa9GJIkeFITWBp+/h4SFb",
+	"v7WvMRT9vw0jfNhmdj0Lwg8el+vdxwxeYGbvS0zk5YNxC30xB1byuu6WIfUykIdYGtGXbocDOCKrrqfU",
+	"oMEJwnJpNLvofWIY2CFG6jBMamwD9ME5z6RwtBR65kOjj65QhVTpvi3Gox+TqRM4EK1kZSrgCDmmFfEj",
+	"urlnAh2ttJGFXsnln1dys0TMq2OkIq37HhHyvvTyPhtKe/XfG/ppN3S7NI2KATB3paYatehO7U0feRrF",
+	"19EZN91V+4va3EVJEmQ6GJm0KtpcEikMs/Ya/o+wwH/ORmCBp+Yv9UxVRoHyzVuwMV6+nTJQmXbo9V/R",
+	"6MQ3z16euHpW2KXUBlSYuX6bGnTp3M0QAsyABJPkMQp65v17olRAKS4Rhb7U3iUiO8kSkb3OCHssG2cJ",
+	"QTfAwOF9yhTwI+Oh0OOw8/j8hZAkQmF8oOqCqlQRuA59vgELu3/Oq7OVJ/Ar0gPCxjFF9LH7jjJw21w0",
+	"6TFrK6+riveDIiY4KVJGMFttGnLWJFbvl1THP9eVSg1bz9llJXMV8PN0xdBZ7SgJZjjbtUlauh65Wwk8",
+	"wFgqkko6rmt6bqYW2hTRVRfiMiQYQl4aSq6TejUai8xd6VXGAAKmlUd0ITKKNWVUQYKhFosgeLky/iI1",
+	"mSzLjNVgeibBqJLzlOiZYBoKhiiWtlKUUJ4t5dtMrBWsCC9cfL1Ra3gYb6HMKFzNsIQFZ9FwYZh0qYHB",
+	"o+FJCSQio1dmo7H4yagTt7CeDo8s13JDPn/MssXcGJjfODXfkmpfqrlHi9jLK9WvlzvBKTonJ/ShE1LU",
+	"k9TEv+D2Js0dS/l2FCzyoN6j3o8YJwu7NmKhKtWns+OrukXO99GsO6Am8WktFdhLp67LN+/3GYUoGrZA",
+	"426HGpcMVvFYNUMl6mmjllzpFbr9+e+yLHu4ad/ZfdaWnFsYQ/O5orq7Snll+u0bgjviy4zGsVqVGrOZ",
+	"0CXNJcPx3MStH4331F30uEqfeMcVyB9S+bovVnhgfk9o9M0cu4k4XVrmmY+PdQ9wPWPfQv9yaK8+ht+g",
+	"2fj3T4+I73ipPAgld0u17cC6fwM8ZZjdmxTZiDId4zEcZvfuLzDXMBxGaRDxk5I4WaSdTsRGycptGTdk",
+	"aLedOcX72TjPbKF6dTSwMrslTqioVepSO06BonTHnoL5othTufvw+ZNWXilXQ8viGp51yh3MDmvonCTd",
+	"6zwAY+4rwN8TwOOLrEQ3pfBUkI1FEmG6OakmnZDF7te2nVawm+q192VIKOgZB4h0kicmrkSo7MfnMWjC",
+	"z5Oow8WqlFFrlxrthQP+IUtGT1mpSrx69RTUJbyRZoevIiEJgqu0DonHpYZXYTvVwdazshXyZQws4Dq9",
+	"hBLHpYvxe1Yo3cBi4LNbBUC769vs+BZ1/LKH5D8K64GhvT/X+el4iBJULxdytVLG0dmgGs7cws4XtWJA",
+	"K2l2q1lZ8yK8IB3ybKlQBTgSV6qAguQrjYRE6njMqp4GYJPUICFp4FSbtdxcBN0Q/ksYRkHLYkdaNrro",
+	"1M2m5kopujVUAwGzw92lvwZpFOYB+qYyhUvwIyttLsEG2Yh5XRHccG2aOvELkVFlzeuIzES/u/Y7W8gt",
+	"YtgO3G/VPd+lZ1GPp3hHLDcxap0iexIccZpuidCoBfJCjJKIDlObEtifU74PtiUJSlCzarFeKMyq18J8",
+	"rirQunXZ481tXwS2stRlqfnsTEUWRNLrpYuo3Z2KKjtPTZPTFeujWtnbw5ha9p//1/8t+LSO0EK4xNfO",
+	"K7tMDW4v2gPNFoT6YtSwujBAjIPlBBUlqyI1WImssdje4iUe4x1HXx2Lh129plJcALBABAubmqWSru7X",
+	"p1dfTbp8ai87XD346ug7Hxx1Z590ZqjlvvqvSu0Rb0CkSQOAgobWhZirdajYpYJCNtrigYv5TQyxigbZ",
+	"UMIBJCupc0OoIjyKUQbAaF2pPnG5HxqKoKCClTe3cEKOz7duqqR7k3gImF6tWyiDc1s13CDM1035xs6X",
+	"96WIfrZ0rn8AZ+id25OHzx7S0sE9cf3ucOFKxgoDmMraiOHPrx4FntShA1KHwkY3quZDrK+Rd5+p9ev/",
+	"aasj0oWbtK848IjARoT8y37aR6rpzzmpzVhkhfMZuq6aLZRG2KrQRmLlZ1kyL8lAdS6ySPKpyStrhHq7",
+	"An0UWBFD8jQPMVe3+ZUTwZNwabmIdS2rIjVDKeb6rSoItqv1MnSQEQq6b3UI0MZ5aXyDBpGaS7m6QEFH",
+	"UAx/yEK+DLHoRCy1qSkejvYBRhrDOa1qkxrkcyBjKrXC/JdmlnDDHdeaUtAj/FrnilNkU8OTvLSY1yv2",
+	"zopUSdOa0Eo6B8Kw3CRC4ugJOa0Q2b+huxb+IGbWL3rDjvswHkGw48e1ET+/epSEZN42yu02AsUaVJvZ",
+	"LUoyCtICgwhGAsFCClrFXkGLh2gPJASWTfEG6y5fveOaM8nRQAoDzp3aMubOJmf3Tyb3Tib/+mpybzqZ",
+	"TCeTk8n5dDI5el7GLrXpRXZAGxTnCStM/sEuuW+dhyK6phhZW73VobKukBsxhIFQNgieMmMD8sf+SZ1N",
+	"701oOj0j93vY2jcvX4mlrK5gYde2KrY8V/jSrUEOmarXzBngxBJs8uRsOpmACoELTIXmNx1UcSlXvclA",
+	"Odc8qb14K0xPbW5Eixor45DeteM4DDnSzm5yqu2XAXDlDjDFGXBRcjjIUA9JE+su3+NvXt3IyMn4QvI/",
+	"wLDfDx8yb7pctBpTHNny4laeyH51gwePsah54xgH9TEg9krfdLI4vn3FkUget1Yb9gnZ/p1pYvs9tSNN",
+	"egHoBE56sAfg4C/05aJboykrHxB1DUysRDPIMSAx/CFcLu0aBIGLJhLuGN3TNXzgKwM4+XAJKawfvfJ5",
+	"k7q7lZzy7SPx4PyrP4XsVVEoL3XZA+VIF/oRhbD7xtHGfwucoUelpSO2p2ijSSjucSVpX6oDBfjbU39J",
+	"fXE01pHP0WAm6r3ShOnZSujdLZvFEppCXYf2Ae4uplwju+gou5W+kTng1TCB5FD6M+VU/IRTcJ8uo2K1",
+	"4qARhcc42AJslgG9OLeKNBruVSVrRxIc7Fs7j04HDF71ZWG8651gk/FyuzgicDg798rggVrYtXAWOHfA",
+	"NOnAH/lKByCjaYNQYv54SnAnQhvttSxfM9qJ+IPA8vtVqVX1H0NzcjpKRE5l9JhIKt+GWzm6G6xuMZzX",
+	"ZTkVtdFAEiCA/zZJBNj36u+1bK6kBi4Vd8/ookHjQdwiehYr3E9OMLfo5A9iXspLN9qpYwpMmR0EBPOi",
+	"m0S4ok/X3FqRvvzhUm4CByMIP9DAoyOkm125peGc9obOaBHbWiYsJjz4d4I/glXq5XewIW3cvLaUu0nI",
+	"tTZzf/powbP1a6ViJqm7YZK9JbUNYfW7OnoGe8jt8bIlDW8VhUfPKFAIIqyJl8rHQAoHrjOw+bJEZNJn",
+	"ZKRok12EuDZaUktEJDK2MYURm78coaORNDVrctR1170mjckX/dAAJTdLo1GIdEAWEidOhyWn9Ol0MA3A",
+	"C46YFDu4Xi3UJjVzUCVZYaUPUi4Fvi9AD7Lyqj1nBamNuFJqhdPkxAInZF5ZhwkA5IaF11BplbvAFGN6",
+	"u2ajeSWdF5ikGsLyuhKrhXRqLP6KbUfYs9joSDDGn41+mxqGMz598KfJyeT0ZHL6Cs2b6WTyv0bb4A5k",
+	"MfwJb3pAN/0R9fajtao+2/IF715HnQvq+LJ2hC66kNeh48LxShxsao+I1m85N3ga2Anb82jMF3JzYucn",
+	"S2v8QtB/+U9rpa6S1CBqUzqYiHsT8UD8QfxB/PjTs5NvXzxJBxfA/ub6WkUXAXv7gBhSE8ZhKzH8N/gY",
+	"mOj/VkiN/xKlPJi4RIzHY8T+AHsOh5qamKATfRK2Etn/yGiJCHFMgmUFVMhIr36hqovURKBHoTT66Jdy",
+	"MxbfyA2cP5qhLIEcsUQue5qJIXqbC7kZJanJnp4YPprmr5kYGiUrbBqo1BXccoHDtHP8g8i+efg//9lk",
+	"qRniOmU//vTsn08zctfDNXg7Xfn2xZOn2Q6R7S5rLxCl6e8tsn2ip+yR2W18RwEbwhnHEAy2PlRudBGl",
+	"Wsggc/HUOnLDV7U5UJG8CyJpDlF9MzBi/we5/YPJDTJty4hi5Cv08MN86xVpWdqJJSZsxYmFVWkXK6Tm",
+	"dIlWwtn5YoRGlTTsTBCFqvS1Yus9rFhsLhncQKnB98oSnSzE8rj1JKw+pfhchgR7R7lr+H541RKBhjAb",
+	"qKiRQdCSgVG0qhRifG15nJyHN1IAF10uNIKLXVcVIbKiq7KNrBoRKbcJ897eTJzX/SXLu7S4S1iWyu0R",
+	"TjnY0VSCSelTQ5Iz7OlE3F1Wlrl5AZrpF20cU76SGrw02tNg5rC2gszmdgcs6mh8wo7n0vud5z2O820P",
+	"sQY5iYh6DVzcz68ebR2bxzXoA3e/VlWpzeCoPIyXtOYvatMb7HH+Fs0zeP+OXxLgMgeam33o6yko3HG0",
+	"UnVGU3ARE2l/OYRlfxuQkP5DEl1I281nkK9kuJyZ8IvK1pcLkcH0KRexd9ZHQmfS/vEy88jiqnSn98tB",
+	"0vgYWQstQvsN1Fu99NK77ypLFn0vpLl7vVLVa9WGPt/CCFeyZb2wJY/dvjoR6hbWZ6FkG/Fzq6/M3kgu",
+	"ATscSuI+IntvC5i9GeBs02QB7qxTK0R/Y7S1lQiwBQDdGwdlmE/GSb6EvSDe/8bOenN6rtQeRGx89o4j",
+	"E71IYvEqJpskTap+EiNZsR9wErloD3O6vP2sA2hE1YtI2+Qy3G3RhfgjEsZoOwut5XUhqnL2SIKJsL63",
+	"5RhX2LCa6S28Z+/5eYGoPbsHCPeD8csD531jZ134jRZuB2xJLwPGF92CxTSHuofFRKS1I1HTYFPfM3ks",
+	"AKPRO5JmQeKUdtf0HWrQBICWW+MloYxy42ksKrP5lVhKbbzUBtGWnVIBPQFecseJF48ffvPj49HugceH",
+	"tcO+rzDqWe1VgScmJlsy1BFoORhcCNaqDDkxJlepIVVakhaPJwodhaiwRMfFkGsq2CIn4w4zC6XBPAFW",
+	"mP9BnrrH7WYvsUEA1YW0AO25z121IaCodj4V6ewR2pkeDY1QU5OaVzH3IBx9DvCOxTfM4+hyyzBwYpiC",
+	"KZIOEpEOTpf38MfUpIOzRTqAcaPvPr61Lxaw1ai23S83G1HpBawTudMzoIlM/PziyYVoPOLhlQ7jTrwK",
+	"sUM3VtiEHt44VZDWjls3XqpiGoJ9SmQtMZsFvBW4CUzpLPzdWzBV0FeDbYzQGYMVMGjfE4/qvoocVJT1",
+	"JDFGg3k8OJx2xTyVHbeaQaNVP1N7e/oSXFdoh9a5/gdaRAFrltBmfnvyr8BFYytuJAOCeOGlPj/9akwf",
+	"w5REi7UbrgWZCiYTvHeW0WUXnFjUiDg1javGloxFE4AIGFBADLM0reEnQnRFdAEY3On91DQoAwRNkAS8",
+	"GRo+Y2Ez4gBRBxoCyOrETG2w0+b/9/+e4ods1SpgOb13OvnTGVc/tZ3Jhcr1UpZiZTWVtp3ev/ev9/go",
+	"jy4ENrlHSxQBvCMQt4vbg2MLAMI8zbF4LBnLQYoWqK8PNenwpfgu2PluxbF2DUjAV/dTc6DmGB7mRtyc",
+	"4se22QlB0ariZGGdd1mA9HHi/OwUG9VGcqO85Ox7y3k7sIWdoqJHP714KRj/ODVofJPWWcaQja30paao",
+	"TXZyktvKnfCfGLqt1LkyTrUY98OVzBfq5Gw8aYXZkBsPksG1qhyx59PxhO6wK2XkSoMhPp6M7xFK9QJF",
+	"390Fwin+A0VsX8e5hzz3s8mEE3NZOOSU+FldKye+f/Xq+Zj62RGXe1IMpoPvlP+e3w6izK2scSTMzyaT",
+	"A/2/b9f3m/Eg97T9DgPVTtQr7uVdL5ey2gymg6f6WhnlUCuRlw6kbJyBG/wCN98lvD23d30YcZjg+P6Q",
+	"MT6fi+6c79DEB8F0xxEY8PPKLpVfqJqgr11eyRUncO6s34/89RvXz6u3/i5CQndXblun2Fkk/kLI8GkP",
+	"Tr31yCWcJsBF1Fm217D1wDIOdu9qMiWOwxb3Lins208rZR4+fyIKm9dLbBCNASw8rlj4V+vSo6G7Z+X4",
+	"BR9KeT0K1c2D3V6jV+ih5IuY/AXS4tA6Ye/kYw+laveMY69OvgDhn4ivJve6zYp2FuoFfeqLnFD8NjBC",
+	"3Nkx8KqvJvcOfLit6hw/gAiAtjuCZ9ajE2yzvWcwNH0Tc7g+vduqzrnc17ETDA2saQmtIrWJXTyrQlVJ",
+	"U8bD0vCNnbnUxBb3IsPKHo4kYNwpQ50IcRuxzgabIhu7ptra0BkyNbEkaHQhsm5zP35dt8Ff897UtKhq",
+	"geVSdGODuMTf39NWkQHSqeJnIwo9n6uKe0IsLZ7qosaHCFAc6wumoebH4xDgu9jvZc2emqbEiYbjCPsV",
+	"Q3FNe2wMRyRUoy3DWhuL6iF2oISVCuUbITIRSm2p5aNglwI7g9lXiimGGBhkZMRZ2cu7QV/+OpbxfLKj",
+	"1eqs2EPcZAKFFpHN4ep7Yxzi3Z+NvJaaau/wlZyZctNznEC0JWEb44I2oUkWjS1rNReStk4aZ1M0x6xx",
+	"fu09acHgK0FrvgTRLoysKrt2DFXjPB6OjcjtcqZDivLDZ9+MLrgYG6Rxxz3Mld1o8wTXPZknY9Fyd4UE",
+	"DlSQgOLgY1h35PjZ4IWlNgVuoecedVAEolR/LpQsstiLBX47YegAeFOnYwrXwvU0CRpiNa+MnX2A5Swl",
+	"bFMJp79SJ0UFum/Mzn7+08tXqemrFsIUlDg6LtUh+LNQvUaH7c+niwzH6FLjfJ1fibWtrsaCTONhhl6L",
+	"LBEZui3gh+7z2ahjPyMcQieQhmYgmQDSY0f4JmdvLYbZ2fkiBEJ3T2CzRajzBhNkMP1bb2ymtcratBR5",
+	"x900nRjmdrmUJ07ByzCtkOKxtOAJbiPHT1YlFhlycofm5lHVJmDKTjtQsnTUb9fFqymh2PZK+Q1aBKCx",
+	"Dd4lN80VJ6ld49MktyemHPaNe7sRWr+m2f9Z/NBOg6M9H4pd2Jqv3FCzctRkCbIVjxEifnCqCINa6UPD",
+	"eY8Zt75N/SO06zqTp9xlJ+GmS2yuU/+ecGurf1Xf0Bof6AcMr+F9Ei36nbh/4+DuVn83B3LE3eMpgXgD",
+	"prrX8UQR8iHBWshiK6X+fLFnbsHx+VFmth1qPW5Se0YWXLEfMjJ2Pbz3uFrZbHsXsMNxP2y8dGzQMyjQ",
+	"o6wN5/yDucje2I3IpdtLq9QI9fajaMfph76q1YgcxWU7AIoJ3ENkunu3rWnWuD2CViZs7xBC397tQbSR",
+	"ZG76euwPfLvvPyydpYwF1qcwbQm76jcFwBkGV7LRhcgt+mv5CcvgHHQC942MyhZuGlafaGpE692n2Fvn",
+	"iBsfUWD23S+fUD3uds/s0ZB/Cr5qO+/Io3fJ4JzGcVjn/VoWoUTkQ1Xll0pWeadCgXMZCWOF0YJC+D0o",
+	"yi29uEdXRmXuoGnaAuBFW057oBEyIklMs2hJoo8Vi8cxRTl08go5QJh3M0qafkJJK40zKKvtkMpSFlw/",
+	"FrI4GbfdJcRjyI9GDWr3OHqapqafg5D2uYDiOr4v7ZxPzm9+5Jn139raFB9MbN8p34mDNWZZq3FtL43t",
+	"6NE3HPMn3wze/dJPmIxJgLHe278zGays64XRZDyIFl+0hL0QYBps7WM3VU4sH5Flxrmi7oJAKdDwCIS7",
+	"kOQsaDQyJK23vkm+iLBnIUpJXoROzN0FXIdSFdlYPKKf8UOpaRq3Ns9gUUREPeTifxhgE+y3FYEYWKPw",
+	"HcZihKV52/B88qDXSqLP/zbOUM/kP9tpOp88uPmBR9bMS03JCp/dlUI71Tm1t5MDdyPC7Uc8bf8OZw0z",
+	"ADogGky0Eq7MK+UW8RQ5VWnlpk2hS2pIjNxpeA/X5oHWchEfDGjuQIva1KpddE5leyU6clGosBmyjeyR",
+	"S9CfoyfE7D8XWPZ04Ficfb5jUamTbY722z0WH0TiL4KHapucbiB05shHOuGD8T3sWticOIa2+JRqWBbW",
+	"eapfyTBlAO1zvsZNe/nyiJsV26UitLGo4nBjWN3kGaaG6hu4cL6FIINtJ0NzRlB8qBfzw0bkpCbj68Fb",
+	"KNa2ctjlrOlBait3ZyrsShkuflvIcn6Cv6OeZUReWhfStHfdZt+H9fyUQaFWX8G9ruuwNU4p8wUd2IG+",
+	"Iu65rkSuq7zWPmzXQed1wE/spc3n8hKR2sg/TMp+wK0tNyGhppVvyK5JVrBtxfoz4X10S10kQ93u2+gf",
+	"yOt+s2cUXWZIw20/oRjKsmx+DXBemMwz+hTew84wYoLpcb7V4/BoDn34PVyG8M9r2oP3nW7w9yNQMtUq",
+	"0fQZEXkqOEsQwYBTE33TYoaRjqV03Ncru1KbPyP8cIYqMf7Of8BipSu1+ad4g68Qik0FxjVTZQuaxls7",
+	"SvANGRqLqaE7EKvCoVMk+ye6qn3stzgK+NgNevM4NS+VP5lJBBVuzUQMM43FjcZ6bThOAIqtq1crW/nd",
+	"KpMOTnbitar+6c/Y72sfjQRY7xt25vfk8QgdTG7wdZB7/wt4OZCfMpOrCsU9CRuOgtgLhMQa2Cl1gXu3",
+	"TwOl5lcu5HdSiWmDpC6eeMeVJYRKghVENWNgYDoqwbm1Edv2gmBc8GeKpj+UDOWKmLRmjK1N3vQ8cmCN",
+	"gegIQPYhOI2VB3qpQqJqK/eSCr+RxAOzP59MLgJAOXaOE9udqSgP93zyoNfKwzX6AeMXt1T+C7VcWa9M",
+	"vvmL2jDtIil8bYvNxyTb0DCwm/cMXOjdznk5/Zgf3qd3bzV5fX+d+5Yq9PnpV8foOJEN/qgKLV8B24KH",
+	"z86OeZjT4j6OYYrrQwdj99i2VKDojSxUqfpKGZ74Jsmk4witlLhSK7+bv/QNvokIe4tGzveD5SFKo+J+",
+	"sb8Hdx1Nc98SJ/vT6LCwNCQlk9Hd8Lhtz27ScesmpGBRlwSj3lJZabeGd8cZ27sTk890Wn9Hrtd9G/l+",
+	"npnQ5GtPmytU/ki2hOZdLD1mtthchGZfEdPkSqkVWTmpQW0QTFCj1k0pBhxSFKKOc/apyy0howpj1yCs",
+	"uDszplBRaTH9hYICsunZjFRKCTuy+52ZwmBAaqhFCXmV+kjvZ4R4CNT3SeQTtVI7Sjx9FoInh3DxWQn/",
+	"g0TThwkZ6gx0pJC5G4OsH9fb+S1qbhTP2soUsw3QmjbibxmcBLBevA3OIcK4bBcYbZRPhHorcw+GvsnV",
+	"lOuiuGkDOzQZo1YMpUmNNQRjiYCHBMRAHe4DyHSY+oiSz6jnyDWweWeFBPsQYTtiKJsHTsACuMihOwqh",
+	"DBu1pihGRFqlKh6KDrYQIRHzeLvGPGAptqAitSFle61NYdecEAbc4z//z/8nI3CKbJRwD5R2hxWs/HlR",
+	"l8qJIfE0LFnvFIpoz4VhoymlBuCAqLkUOn9TE2aO7aWwZ38LGBj2LwR6nDaXJaEtDDNdIP43bisX7MxU",
+	"SMaAXcboO94Dv8SKnllwVLew9VKzbVeEkQQwQOxdLQNuUyimg0Wmj9AW0HYt5YbqhmKbhWQymcD/dwrD",
+	"6elxap4Tb4bdadjw9lKJZqXA3qeSt4XayoIIokTmV5cVMIpQU91tuMCZiZh8u93nB30Erq6u9bXawu6Z",
+	"S10C9boRqCm5KlLTsqQomxKrBuGIxJPB8YUtFTLCUyC0F9auIYh56BYo8lI61+lmQsPkMDaQHEwlNXmw",
+	"OXnFswD0FZbmpJI+dj1axnBgxFlIzdlkMuLEaBjbUlZXqhBZeMFUgGjJkg5WhfB2LavCpaanVT8Nkm9f",
+	"2mvVWuaOkL6gOkm3leUV66dB1UOEkYq7OkRTNuznUDaniHJLGNIJfkfTGDHbKN1NLUdj8S3CXSNOiPYL",
+	"8d1jzjvd5djuArTVVbz1m8dPH796vPfuu7+GH1/r4l2favA1X/8NW79hiFE0H6NknH30z+/TNMIKJ0Lm",
+	"uVphx3XONApBCK4ttPMdlsMnjROPfqthq/PTI+IKr6x9KivqMPp7M9LDHoeq6lA2Sdacu4VKdVMC/rZi",
+	"8cbOkphLYSuCHWiBRq8qewnawnhfhOLr+OHbHt/flGc2TOMY92xc69+HSYtOXRlEehj73py1D7F295Nl",
+	"VxIccjN1dJggyo2NbVha6ADUt077WOGBCPVDbqaCsh0089kG/9FzYRQm847G4qW3hLYqUaAhDgl/NDUh",
+	"IEKpPATQBCqNEwWmklahpqNJ5gkv2ZuyAB9sHZejPWJxKah6nYCBPojsPl/xHrXORBbTagHJ3QTixDhM",
+	"Bwscpvbgc46zs8owOIJeGXb3ejT+8BxS0JykaKUYf4QzlxwimjuOu2VhgG0l/WI305lqOLr6zG1qOnYP",
+	"/RHVYN2wegfBzoWgOtDKEOEqVLVjz1epaTLOR5GZ9ReItQL27fD8gbj7B5Umfez493ZJ0X/nef9WpWsz",
+	"+ONSwj+OkEXH7UfP020cxDFBAL0+AutqQOrq2Mp3LJ7L2pE47XluwY0Nu0cNvRxfLiTRjPO/aL4eru/R",
+	"PtlV0//rULwquCBCZy9qZoJOiuBUjRF8jtLnjX+JfJfUnRkdNgTIRHXG+5vYMGRqdYU53AS9XchNqS8X",
+	"Xjh5DYTHzendQq4QwWcamzANdxrP7GvHtJYdRNJWR6ZOJ6ZEOMsuvtpwhxv2whzo50JZN7FrUmq2xtXX",
+	"LEl0eyVdiKzpAJOlBlEFWt1dYDNG0RHYdQGjvzm0IWu8aLEYZNocXVgcauKIpcNN6wLtxRobiSMf0PNw",
+	"/JNOvAgT4qwB8fqw67odZtJnCeKgU13WesSf2HLohuGlhogK8ROmDZotuzfFkCJPoyRewvKYOJYRgUnF",
+	"53DwmGgSxy6kZ8oVQ5r/aCyesXddu9RwJKdPWeBOLu/ju+JHH2FR1xFyOrQoq+zy0wrr0AdwfyC35YX8",
+	"ncjo2HGnPXykYfSCfSrjlyjsowvm4CEKx5UbslIMdqWBX9SrboMpjkMxqH6N+PmMZZKFPifMKHmhR82p",
+	"R9NsrtB5XGFX1KZ/iWzgapmjU9Qj5omgcRdatdKAgfV995g6HzaLhY1dRxcBxoEHxY72xgEeGvW3u6sU",
+	"KteFCpwwePVhf8eitVzsJOAVKCg5lzrfBx4Zora0pOE+RPHWIVGNpBjx7Bg7gg91WF0rpkjLv1EhtQwE",
+	"IUJsII6YLJv+oyHlDdtC8fPcGQAm0o7ItwuJAicj34PApjfU7zZQxY4y1ltTAW/5dEH6bi+ed+xF//x6",
+	"X1it37Ti9+VC+bRNHT3+CO2xYjDxT1C6xGZ+x+3Xp9xgHI5l9S5x1+ajRZi+VKXR76fM6AtEUF7UoR8P",
+	"AdnW3ulCdVLqjiBjFEJ7TaCXW8Gz4NAMnSCBvWMKPcpAN20LRO2o/BNklaN24D19whhp18D45SUWaAvG",
+	"rQ95f6mRzMIiHBkKy5N6NeKMAcTD6jSraCHPg0rdBz0/Fq/spUIPe6ij2XFqYFuf1Mic4t1zW/Vm2xzw",
+	"q73EBf5dR4q2MPJvcGcFc5JI4nfo0ooTqM0njxlNZyFX8nAxAREdYejCAbRzkcHzWXDvhgSeNt4dw80x",
+	"NiPSONwKZ6n06GPGQIU2ET8WSyAY85bQqRkzD7kw5YW1m/pTcg6C6iGEcDxHmL3VNJ6LvWRkcFEjDyC/",
+	"CcHIDDFVk8YnC8bI7uQmkWsgZHEw6h2PnHwAT3wQi7Isyd5G5W/KjDLEtBiNuKUPYyEDzJaKGYbYnYWh",
+	"k0M0h+G3Oa2Nd6FJVeOBJKkJojm0NmVIOV73XFaVZl4acLQ7C5oastqxTVaAdhZDavqIuWW2EueTB4kI",
+	"iNg7qMSpkY4I5G/3fhnH3Bzs8jIKGOMEH91t+TcWD1PDUzkp1bUq4xiHBA4dFxGm+MPLn55hV2IixqQB",
+	"ak4NZn1xaQ0/iqk5p/fFj/rrEQaZ3O5OEg3RLFNzfnqPWHyMinKI0llS72VD+fDCulJi+NVk0viEaAFh",
+	"wAGcNOZShS9q71Q5R18Yttya2wpdPOpamdToOUxwq/hiSuiLGf/KyJUUNyPALHL2ebXEIlnavIzR5/uq",
+	"dcCu7KnW4RQnhzvaPXfhbsfYzrhwDVL2vbMYjAzwcXFrqVvdEjuSVYo7STVJYRgvyqWJre5GotwTPYqV",
+	"PF9zYdtvtZwHx3ebmp7JR//6C2QA+600pn/pAkq0Ki4aOhLs+ySNhTEqv1BB0H/x5CSuIKJj0fCxIGt5",
+	"pw5q19MmRNWfuY1oQ3C+jMREa7yfayNaPgwQ9LGmLusU36aGqm+zUDeaiSFDG3We75blhQraiuQdtpFN",
+	"doR6K8xGPuQkBqhjswx0GqdGervUeRCxrdaxwbW0VNKQe2mJHVHZCuCyCwIHrbGRQwXUvxGlkteNseFa",
+	"MLpkoV+IjN9NbvLULELnKZCVY/ECW6cRlG/XcxeMln7nNofn3Kcr2niJWxVN3s/Hg76uyyuqWejjP7Fz",
+	"F643khUrLp2V5fV/b0bzxVw8FBjsOxyydTRQs6HJO5SGsRz7wDlvubx7Dzp5l/hgtyLFBw42jQG0hu2D",
+	"3X3+wMGm9tDJrtbQ9tOHk02WQRWt68ZBPk7NM9Cm8YgnotRXqvs6YnMHnauf8DTRN37nZyokFPzuDhX7",
+	"Tfso80NOVQPfcUNi79YnEJkdlhpBbrzX5tIloZgfKwbD/akhVAgOeujm2Yv4ZCg5oTJAkkD7vDzPmhF/",
+	"QmqLX9nnhHnVZgdu/HGcIm0wlQZshhqfotcNCDos2iHMmeZFd3+NP7/rcaEfmNQ26HA3va8N5LI/uW8n",
+	"mS8ZrOoeGssqBXumrcGiAjizCPbttwbUVM8ttPMWG+VjcXhqhgVo7GiEgTl+b1Jk2+C5zcX7i+wCdKtS",
+	"IZK6wR5+o4vUmJp8GQx0UqmlDdpRexx2bUQccmjPmxreB67Uit3/eWYjgfSo3Fh834y+qGxICEHTPDVd",
+	"6GTumqa2TiGhR3XyAjFpBfVMzOxnjDX6+LTDJUKPsAUwqaq5i50J6Ktwwi1kFarqcHGblgmIq0+JWj4U",
+	"MeFHqVJsV9mrm3P7iSRUfP/LcD4+s4BqJngTu2jKH8JZ/v3Jo1iS2z4WR7EmWxwQNrBOS0VYf5W61PAs",
+	"AaEonxckYWyhsCknKnnRCcpNVFJDyl3TKYRyr7TfK1BwQJ+SMGyhDiOdIWhct2LyCwKeUb+MnREd3NWG",
+	"X3W2dlWpHCzUIBl2Nxvduew2BNYcMjd4O7NE1KZgFwz6jdFzTSoCZYo8fP4ECY8AwEU6oEfTQXRe10Yj",
+	"Rh7ShFvolRiCICW5kQ7i2PmRTus+aqPYTG80Fk84Q2yGLj7Mz7sQYPLsDH4fyT1vVuu/28O02sNghpAt",
+	"CQQKdmxrQUeHSDBQq5u2ck37zcSm33g3z5ScfJghFN6WbaUkao+GRKgCbuX3Tbm5UbdvKdJtSGfrZrKm",
+	"hh6IiT2dh5p0RSrAb+cihCiRdKnZEx7ihqmcejjndMg2JHfEnMIYSg/mFPU5Lhi0TXKK5VZ8AweXGppd",
+	"pVr4WjGnFl6wm5DFmxQe4LgVPEEu9naWJAeHDuRIvmyC8J9CueCv3KpE97PlTLZSmj8oZ/LLOYxi/mRr",
+	"Kr35k/GMt469lwcasD0iuyl0JE8Et9MWFQHUB8zhVbvyL2n69RJVlvIydmPv6yuCmB9bzY5GCbw0Ndie",
+	"uZW1ro14+e9Pm6YMW41S+DOU1TGUPjUNqgO1JXcYRAbNBgPIo9BuqdOJuGP4pKZpG7IHugkbXR9Vi7TT",
+	"LOjmTj6/q5ZBLwl9ur0NPYXtAcpBnJ0v9jdl+VPx8braPDZFZ1SJUG9BBoKiFkfzkfvVfG/X2LsZyG6b",
+	"+uM339jZ3m+22pQ3n/2ABu6fNvOm1YF+H6v10mvnde7wdNPKfBEozZjO1xpTk2USwd0am9NW6OTYC6YN",
+	"b8cOq/scQ+TQQOsLbqRwT6u1KSjVbJ1Fo0yutKhsSf1w6qocTAd3Me7MY9j+zg925rgXibdcghFxoAk4",
+	"jOHqQk3GsBEaI275uCCq5S52FF5MOECWkO80YUdwEnrTE3wKAe2h9oFssmErrqcSNugcjjFvdAUWRhLY",
+	"AXuj0d0Jr5wKpzhwgO0oQK2kZO/OxxoR18MD4o5Nxb7K1dDrHjt5t0tYwVzmnuXtVh9j8ULJIuH+C9zf",
+	"hZHYd1aiRTL9lcFbJiO+br2wnJpOGfShDyoopSSIbOUoWYO6ZC+kW6CkxDyJuX6rihbGCNsCHKxny0FT",
+	"S0l0o0WhCUvUY8i2gqrtuQWDoocNYgvbhHOllHPJVqPnToPfzrRCJ2hdCW9tiZKLv9fqJ/vul3f/fwAA",
+	"AP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

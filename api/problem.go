@@ -20,6 +20,7 @@ const (
 	ProblemMethodNotAllowed = "https://tock.dev/problems/method-not-allowed"
 	ProblemTooLarge         = "https://tock.dev/problems/too-large"
 	ProblemUnsupportedMedia = "https://tock.dev/problems/unsupported-media-type"
+	ProblemMisdirected      = "https://tock.dev/problems/misdirected-request"
 	ProblemUnavailable      = "https://tock.dev/problems/unavailable"
 	ProblemInternal         = "https://tock.dev/problems/internal"
 )

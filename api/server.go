@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
@@ -38,6 +39,12 @@ type Store interface {
 	BucketStats(ctx context.Context) ([]store.BucketStat, error)
 	SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]store.SkippedRange, string, error)
 	ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, cursor string) ([]*store.Backfill, string, error)
+	// AlertedJobSuccesses feeds tock_job_last_success_timestamp_seconds.
+	AlertedJobSuccesses(ctx context.Context) ([]store.JobLastSuccess, error)
+	// The Idempotency-Key of writes (idempotent).
+	ClaimIdempotencyKey(ctx context.Context, namespace, key string, hash []byte) (store.Idempotent, error)
+	SaveIdempotentResponse(ctx context.Context, namespace, key string, status int, contentType string, body []byte) error
+	ReleaseIdempotencyKey(ctx context.Context, namespace, key string) error
 }
 
 // Cluster is the live view of the scheduler nodes and bucket owners in
@@ -88,6 +95,22 @@ type Config struct {
 	// --retention), shown for namespaces without their own; default 90
 	// days.
 	Retention time.Duration
+	// HTTPPolicy refuses, with a 400 naming handler.url, a job whose http
+	// handler URL it refuses by its text (see jobs.Config). Nil is
+	// egress's default policy. The executors check again at connect time.
+	HTTPPolicy *egress.Policy
+	// AllowedHosts are the hosts requests may name in their Host header
+	// (tockd --allowed-hosts): a name or address matches it on any port,
+	// host:port on that port only, "*" anything. Others are refused with
+	// 421, which keeps pages that reach the server through a DNS name
+	// they control (DNS rebinding) out. Empty: any Host.
+	AllowedHosts []string
+	// CORSOrigins are the browser origins allowed to call the API from
+	// pages of other sites (tockd --cors-origins), such as
+	// https://console.example.com; "*" is any. Empty: no response carries
+	// a CORS header, so browsers let no other site read the API's answers
+	// or send it JSON.
+	CORSOrigins []string
 }
 
 // WithDefaults is c with the fields it leaves zero filled in: the
@@ -119,7 +142,12 @@ func (c *Config) validate() error {
 	if c.ClusterTimeout < 0 {
 		return fmt.Errorf("api: Config.ClusterTimeout %v is negative", c.ClusterTimeout)
 	}
-	return nil
+	for _, h := range c.AllowedHosts {
+		if strings.TrimSpace(h) == "" {
+			return errors.New("api: Config.AllowedHosts holds an empty host")
+		}
+	}
+	return checkOrigins(c.CORSOrigins)
 }
 
 // defaultRegistry joins Prometheus's process-wide registerer and gatherer.
@@ -182,7 +210,7 @@ func New(cfg Config) (*Server, error) {
 	// scanners judge due times by it; jobs measures its offset now and
 	// then rather than reading it for every request.
 	svc, err := jobs.New(jobs.Config{Store: cfg.Store, Executors: cfg.Executors, DefaultRetry: cfg.DefaultRetry,
-		DefaultMissed: cfg.DefaultMissed, DefaultOverlap: cfg.DefaultOverlap})
+		DefaultMissed: cfg.DefaultMissed, DefaultOverlap: cfg.DefaultOverlap, HTTPPolicy: cfg.HTTPPolicy})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
@@ -195,6 +223,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.duration = hist
+	if err := registerLastSuccesses(s.registry, cfg.Store, s.log); err != nil {
+		return nil, err
+	}
 	s.metrics = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{ErrorLog: slogPrinter{s.log}})
 
 	e := echo.New()
@@ -209,7 +240,15 @@ func New(cfg Config) (*Server, error) {
 			return err
 		},
 	}))
-	RegisterHandlers(e, &endpoints{s})
+	// Before any handler: the Host, CORS (a preflight is answered here),
+	// the parameters' text, the body's media type.
+	for _, m := range []echo.MiddlewareFunc{hostCheck(cfg.AllowedHosts), cors(cfg.CORSOrigins), checkParams, requireJSON} {
+		if m != nil {
+			e.Use(m)
+		}
+	}
+	// Then, on the writes that take an Idempotency-Key, the key.
+	RegisterHandlersWithOptions(e, &endpoints{s}, RegisterHandlersOptions{OperationMiddlewares: s.idempotentOperations()})
 	s.routes = make(map[string]bool)
 	for _, r := range e.Routes() {
 		s.routes[r.Path] = true

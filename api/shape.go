@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // checkShape checks raw against the OpenAPI schema s, the way the
@@ -38,38 +39,14 @@ func checkShape(path string, s *openapi3.Schema, raw json.RawMessage, errs *fiel
 		return
 	}
 	checkValue(path, s, v, errs)
-	// JSON can carry U+0000 only as the escape \u0000; Postgres stores no
-	// such character in text or jsonb, so a value holding one is refused
-	// here rather than by the database.
-	if bytes.Contains(raw, []byte(`\u0000`)) {
-		checkNUL(path, v, errs)
-	}
-}
-
-// checkNUL reports every string and object key under v that holds U+0000.
-func checkNUL(path string, v any, errs *fieldErrors) {
-	const msg = "must not contain the character U+0000 (\\u0000), which tock cannot store"
-	switch v := v.(type) {
-	case string:
-		if strings.ContainsRune(v, 0) {
-			errs.add(path, msg)
-		}
-	case []any:
-		for i, item := range v {
-			checkNUL(path+"["+strconv.Itoa(i)+"]", item, errs)
-		}
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if strings.ContainsRune(k, 0) {
-				errs.add(join(path, strings.ReplaceAll(k, "\x00", `\u0000`)), msg)
-				continue
-			}
-			checkNUL(join(path, k), v[k], errs)
+	// Postgres stores no U+0000, no lone surrogate, no invalid UTF-8 and
+	// no number beyond numeric's range in text or jsonb; encoding/json
+	// lets them all through (the last three as U+FFFD or as text). A
+	// value holding one is refused here, where the fault can be named,
+	// rather than by the database.
+	if _, faults := domain.CheckJSON(raw); len(faults) > 0 {
+		for _, f := range faults {
+			errs.add(domain.JoinJSONPath(path, f.Path), "%s", f.Message)
 		}
 	}
 }
@@ -156,7 +133,12 @@ func checkValue(path string, s *openapi3.Schema, v any, errs *fieldErrors) {
 	// No type: any JSON value.
 }
 
+// join names member key of the value at path; an empty key is shown as
+// "", so that the field a fault names is never empty.
 func join(path, key string) string {
+	if key == "" {
+		key = `""`
+	}
 	if path == "" {
 		return key
 	}

@@ -575,7 +575,23 @@ type Handler struct {
 	Subject *string     `json:"subject,omitempty"`
 	Type    HandlerType `json:"type"`
 
-	// Url Example: https://example.com/hook
+	// Url The URL to call, for `http`: absolute, http or https, without
+	// credentials (send them in `headers`). The cluster refuses to
+	// call some addresses, and a URL it can tell is one of them is a
+	// 400 naming `handler.url`: an IP address that is loopback,
+	// private, link-local, unique-local, shared, unspecified,
+	// multicast, reserved or a cloud metadata service's (in any
+	// spelling, IPv4-mapped IPv6 included), a numeric host that is not
+	// a plain IP address (`127.1`, `0x7f000001`), a metadata service's
+	// name, `localhost`, and tock's own etcd, NATS, PostgreSQL and API
+	// addresses. Which of these are refused is the cluster's policy
+	// (tockd `--http-allow`, `--http-deny`; `tockd dev` allows local
+	// addresses but never tock's own). A host name is judged when it
+	// is called, by the address it resolves to, so a job can pass this
+	// check and its executions still fail, for good, with the reason.
+	//
+	//
+	// Example: https://example.com/hook
 	Url       *string `json:"url,omitempty"`
 	WaitReply *bool   `json:"wait_reply,omitempty"`
 }
@@ -646,6 +662,14 @@ type Job struct {
 	// Example: {"team":"payments"}
 	Labels    *Labels    `json:"labels,omitempty"`
 	LastRunAt *time.Time `json:"last_run_at"`
+
+	// LastSuccessAt When the job's latest succeeded execution finished (by its end,
+	// so a late report of an older success does not move it back).
+	// Null when none has succeeded since the job was created, or
+	// since the cluster began tracking successes. Jobs labelled
+	// `tock.io/alert: "true"` export it as the metric
+	// `tock_job_last_success_timestamp_seconds`.
+	LastSuccessAt *time.Time `json:"last_success_at"`
 
 	// Missed What a recurring job does with missed runs: runs that could not fire
 	// within `grace` of their time (the cluster was down, the job's bucket
@@ -775,7 +799,11 @@ type JobCreate struct {
 	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
 	Overlap *Overlap `json:"overlap,omitempty"`
 
-	// Payload Any JSON value, handed to the handler with every execution.
+	// Payload Any JSON value, handed to the handler with every execution: at
+	// most 256 KiB (262,144 bytes) as executors receive it, which is
+	// compact, with numbers written out in full (1e3 is 1000) and the
+	// characters <, > and & escaped (six bytes each). No U+0000,
+	// lone surrogate or out-of-range number (see Input limits above).
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
 	// Priority When executors are saturated, high executions start before normal
@@ -852,7 +880,8 @@ type JobPatch struct {
 	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
 	Overlap *Overlap `json:"overlap,omitempty"`
 
-	// Payload Any JSON value; null removes the payload.
+	// Payload Any JSON value, with the limits of a new job's payload (at most
+	// 256 KiB as executors receive it); null removes the payload.
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
 	// Priority When executors are saturated, high executions start before normal
@@ -1261,6 +1290,9 @@ type Cursor = string
 // ID defines model for ID.
 type ID = openapi_types.UUID
 
+// IdempotencyKey defines model for IdempotencyKey.
+type IdempotencyKey = string
+
 // Limit defines model for Limit.
 type Limit = int
 
@@ -1287,6 +1319,12 @@ type TooLarge = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
+
+// Unprocessable RFC 9457 problem details.
+type Unprocessable = Problem
+
+// UnsupportedMediaType RFC 9457 problem details.
+type UnsupportedMediaType = Problem
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
@@ -1358,6 +1396,28 @@ type ListJobsParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// CreateJobParams defines parameters for CreateJob.
+type CreateJobParams struct {
+	// IdempotencyKey Makes the write safe to retry: the first request with a key runs and
+	// its answer (any status below 500) is kept for 24 hours, scoped to the
+	// namespace written to; the same key with the same method, path and
+	// body gets that answer again (with `Idempotent-Replayed: true`), the
+	// same key with another request a 422, and the same request while the
+	// first still runs a 409. At most 255 printable ASCII characters.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// BackfillJobParams defines parameters for BackfillJob.
+type BackfillJobParams struct {
+	// IdempotencyKey Makes the write safe to retry: the first request with a key runs and
+	// its answer (any status below 500) is kept for 24 hours, scoped to the
+	// namespace written to; the same key with the same method, path and
+	// body gets that answer again (with `Idempotent-Replayed: true`), the
+	// same key with another request a 422, and the same request while the
+	// first still runs a 409. At most 255 printable ASCII characters.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListJobBackfillsParams defines parameters for ListJobBackfills.
 type ListJobBackfillsParams struct {
 	// Limit Page size.
@@ -1388,6 +1448,17 @@ type PreviewJobParams struct {
 	From *PreviewFrom `form:"from,omitempty" json:"from,omitempty"`
 }
 
+// RunJobParams defines parameters for RunJob.
+type RunJobParams struct {
+	// IdempotencyKey Makes the write safe to retry: the first request with a key runs and
+	// its answer (any status below 500) is kept for 24 hours, scoped to the
+	// namespace written to; the same key with the same method, path and
+	// body gets that answer again (with `Idempotent-Replayed: true`), the
+	// same key with another request a 422, and the same request while the
+	// first still runs a 409. At most 255 printable ASCII characters.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListJobSkipsParams defines parameters for ListJobSkips.
 type ListJobSkipsParams struct {
 	// Limit Page size.
@@ -1395,6 +1466,17 @@ type ListJobSkipsParams struct {
 
 	// Cursor The `next_cursor` of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// CreateJobBatchParams defines parameters for CreateJobBatch.
+type CreateJobBatchParams struct {
+	// IdempotencyKey Makes the write safe to retry: the first request with a key runs and
+	// its answer (any status below 500) is kept for 24 hours, scoped to the
+	// namespace written to; the same key with the same method, path and
+	// body gets that answer again (with `Idempotent-Replayed: true`), the
+	// same key with another request a 422, and the same request while the
+	// first still runs a 409. At most 255 printable ASCII characters.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
 // GetStatsParams defines parameters for GetStats.
@@ -1634,7 +1716,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs (the `CreateJob` operationId).
-	CreateJobWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateJobWithBody(ctx context.Context, params *CreateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateJob Create a job
 	//
@@ -1646,7 +1728,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/jobs (the `CreateJob` operationId).
-	CreateJob(ctx context.Context, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateJob(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteJob Delete a job
 	//
@@ -1718,7 +1800,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
-	BackfillJobWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	BackfillJobWithBody(ctx context.Context, id ID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BackfillJob Backfill a cron job's past runs
 	//
@@ -1751,7 +1833,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
-	BackfillJob(ctx context.Context, id ID, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	BackfillJob(ctx context.Context, id ID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobBackfills List a job's backfills, newest first
 	//
@@ -1843,7 +1925,7 @@ type ClientInterface interface {
 	// Queues a manual execution; the job's schedule is not changed.
 	//
 	// Corresponds with POST /v1/jobs/{id}/run (the `RunJob` operationId).
-	RunJob(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RunJob(ctx context.Context, id ID, params *RunJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobSkips List a job's skipped runs, newest first
 	//
@@ -1882,7 +1964,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
-	CreateJobBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateJobBatchWithBody(ctx context.Context, params *CreateJobBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateJobBatch Create up to 1,000 jobs in one request
 	//
@@ -1910,7 +1992,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
-	CreateJobBatch(ctx context.Context, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateJobBatch(ctx context.Context, params *CreateJobBatchParams, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseJobsWithBody Pause every active job of a namespace that matches a selector
 	//
@@ -2289,8 +2371,8 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/jobs (the `CreateJob` operationId).
-func (c *Client) CreateJobWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateJobRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateJobWithBody(ctx context.Context, params *CreateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateJobRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2311,8 +2393,8 @@ func (c *Client) CreateJobWithBody(ctx context.Context, contentType string, body
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/jobs (the `CreateJob` operationId).
-func (c *Client) CreateJob(ctx context.Context, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateJobRequest(c.Server, body)
+func (c *Client) CreateJob(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateJobRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2433,8 +2515,8 @@ func (c *Client) UpdateJob(ctx context.Context, id ID, body UpdateJobJSONRequest
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
-func (c *Client) BackfillJobWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewBackfillJobRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) BackfillJobWithBody(ctx context.Context, id ID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillJobRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2476,8 +2558,8 @@ func (c *Client) BackfillJobWithBody(ctx context.Context, id ID, contentType str
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
-func (c *Client) BackfillJob(ctx context.Context, id ID, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewBackfillJobRequest(c.Server, id, body)
+func (c *Client) BackfillJob(ctx context.Context, id ID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillJobRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2648,8 +2730,8 @@ func (c *Client) ResumeJob(ctx context.Context, id ID, body ResumeJobJSONRequest
 // Queues a manual execution; the job's schedule is not changed.
 //
 // Corresponds with POST /v1/jobs/{id}/run (the `RunJob` operationId).
-func (c *Client) RunJob(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRunJobRequest(c.Server, id)
+func (c *Client) RunJob(ctx context.Context, id ID, params *RunJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunJobRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2707,8 +2789,8 @@ func (c *Client) ListJobSkips(ctx context.Context, id ID, params *ListJobSkipsPa
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
-func (c *Client) CreateJobBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateJobBatchRequestWithBody(c.Server, contentType, body)
+func (c *Client) CreateJobBatchWithBody(ctx context.Context, params *CreateJobBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateJobBatchRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2745,8 +2827,8 @@ func (c *Client) CreateJobBatchWithBody(ctx context.Context, contentType string,
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
-func (c *Client) CreateJobBatch(ctx context.Context, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateJobBatchRequest(c.Server, body)
+func (c *Client) CreateJobBatch(ctx context.Context, params *CreateJobBatchParams, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateJobBatchRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3616,18 +3698,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 }
 
 // NewCreateJobRequest calls the generic CreateJob builder with application/json body
-func NewCreateJobRequest(server string, body CreateJobJSONRequestBody) (*http.Request, error) {
+func NewCreateJobRequest(server string, params *CreateJobParams, body CreateJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateJobRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateJobRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateJobRequestWithBody constructs an http.Request for the CreateJob method, with any body, and a specified content type
-func NewCreateJobRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateJobRequestWithBody(server string, params *CreateJobParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -3651,6 +3733,21 @@ func NewCreateJobRequestWithBody(server string, contentType string, body io.Read
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -3771,18 +3868,18 @@ func NewUpdateJobRequestWithBody(server string, id ID, contentType string, body 
 }
 
 // NewBackfillJobRequest calls the generic BackfillJob builder with application/json body
-func NewBackfillJobRequest(server string, id ID, body BackfillJobJSONRequestBody) (*http.Request, error) {
+func NewBackfillJobRequest(server string, id ID, params *BackfillJobParams, body BackfillJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewBackfillJobRequestWithBody(server, id, "application/json", bodyReader)
+	return NewBackfillJobRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewBackfillJobRequestWithBody constructs an http.Request for the BackfillJob method, with any body, and a specified content type
-func NewBackfillJobRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+func NewBackfillJobRequestWithBody(server string, id ID, params *BackfillJobParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3813,6 +3910,21 @@ func NewBackfillJobRequestWithBody(server string, id ID, contentType string, bod
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4171,7 +4283,7 @@ func NewResumeJobRequestWithBody(server string, id ID, contentType string, body 
 }
 
 // NewRunJobRequest constructs an http.Request for the RunJob method
-func NewRunJobRequest(server string, id ID) (*http.Request, error) {
+func NewRunJobRequest(server string, id ID, params *RunJobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4199,6 +4311,21 @@ func NewRunJobRequest(server string, id ID) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -4278,18 +4405,18 @@ func NewListJobSkipsRequest(server string, id ID, params *ListJobSkipsParams) (*
 }
 
 // NewCreateJobBatchRequest calls the generic CreateJobBatch builder with application/json body
-func NewCreateJobBatchRequest(server string, body CreateJobBatchJSONRequestBody) (*http.Request, error) {
+func NewCreateJobBatchRequest(server string, params *CreateJobBatchParams, body CreateJobBatchJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateJobBatchRequestWithBody(server, "application/json", bodyReader)
+	return NewCreateJobBatchRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewCreateJobBatchRequestWithBody constructs an http.Request for the CreateJobBatch method, with any body, and a specified content type
-func NewCreateJobBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateJobBatchRequestWithBody(server string, params *CreateJobBatchParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -4313,6 +4440,21 @@ func NewCreateJobBatchRequestWithBody(server string, contentType string, body io
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -4848,7 +4990,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs (the `CreateJob` operationId).
-	CreateJobWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobResponse, error)
+	CreateJobWithBodyWithResponse(ctx context.Context, params *CreateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobResponse, error)
 
 	// CreateJobWithResponse Create a job
 	//
@@ -4860,7 +5002,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs (the `CreateJob` operationId).
-	CreateJobWithResponse(ctx context.Context, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobResponse, error)
+	CreateJobWithResponse(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobResponse, error)
 
 	// DeleteJobWithResponse Delete a job
 	//
@@ -4936,7 +5078,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
-	BackfillJobWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
+	BackfillJobWithBodyWithResponse(ctx context.Context, id ID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
 
 	// BackfillJobWithResponse Backfill a cron job's past runs
 	//
@@ -4969,7 +5111,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
-	BackfillJobWithResponse(ctx context.Context, id ID, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
+	BackfillJobWithResponse(ctx context.Context, id ID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error)
 
 	// ListJobBackfillsWithResponse List a job's backfills, newest first
 	//
@@ -5073,7 +5215,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs/{id}/run (the `RunJob` operationId).
-	RunJobWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*RunJobResponse, error)
+	RunJobWithResponse(ctx context.Context, id ID, params *RunJobParams, reqEditors ...RequestEditorFn) (*RunJobResponse, error)
 
 	// ListJobSkipsWithResponse List a job's skipped runs, newest first
 	//
@@ -5114,7 +5256,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
-	CreateJobBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobBatchResponse, error)
+	CreateJobBatchWithBodyWithResponse(ctx context.Context, params *CreateJobBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobBatchResponse, error)
 
 	// CreateJobBatchWithResponse Create up to 1,000 jobs in one request
 	//
@@ -5142,7 +5284,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
-	CreateJobBatchWithResponse(ctx context.Context, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobBatchResponse, error)
+	CreateJobBatchWithResponse(ctx context.Context, params *CreateJobBatchParams, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobBatchResponse, error)
 
 	// PauseJobsWithBodyWithResponse Pause every active job of a namespace that matches a selector
 	//
@@ -5904,6 +6046,10 @@ type CreateJobResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -5921,6 +6067,16 @@ func (r CreateJobResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r CreateJobResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateJobResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6083,6 +6239,8 @@ type UpdateJobResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6100,6 +6258,11 @@ func (r UpdateJobResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r UpdateJobResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r UpdateJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6145,8 +6308,14 @@ type BackfillJobResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6166,9 +6335,24 @@ func (r BackfillJobResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
 }
 
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r BackfillJobResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r BackfillJobResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6533,6 +6717,8 @@ type ResumeJobResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6555,6 +6741,11 @@ func (r ResumeJobResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r ResumeJobResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ResumeJobResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6600,6 +6791,10 @@ type RunJobResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6617,6 +6812,16 @@ func (r RunJobResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RunJobResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RunJobResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RunJobResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6722,8 +6927,14 @@ type CreateJobBatchResponse struct {
 	JSON200 *JobBatchResult
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6738,9 +6949,24 @@ func (r CreateJobBatchResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
 }
 
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateJobBatchResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateJobBatchResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateJobBatchResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateJobBatchResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6784,6 +7010,8 @@ type PauseJobsResponse struct {
 	JSON200 *BulkChange
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6796,6 +7024,11 @@ func (r PauseJobsResponse) GetJSON200() *BulkChange {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r PauseJobsResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PauseJobsResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6839,6 +7072,8 @@ type ResumeJobsResponse struct {
 	JSON200 *BulkChange
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6851,6 +7086,11 @@ func (r ResumeJobsResponse) GetJSON200() *BulkChange {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ResumeJobsResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ResumeJobsResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6942,6 +7182,8 @@ type PutNamespaceResponse struct {
 	JSON200 *Namespace
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -6954,6 +7196,11 @@ func (r PutNamespaceResponse) GetJSON200() *Namespace {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r PutNamespaceResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PutNamespaceResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -7107,6 +7354,8 @@ type PreviewScheduleResponse struct {
 	JSON200 *Preview
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 }
@@ -7119,6 +7368,11 @@ func (r PreviewScheduleResponse) GetJSON200() *Preview {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r PreviewScheduleResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PreviewScheduleResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -7413,8 +7667,8 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs (the `CreateJob` operationId).
-func (c *ClientWithResponses) CreateJobWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobResponse, error) {
-	rsp, err := c.CreateJobWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateJobWithBodyWithResponse(ctx context.Context, params *CreateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobResponse, error) {
+	rsp, err := c.CreateJobWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7431,8 +7685,8 @@ func (c *ClientWithResponses) CreateJobWithBodyWithResponse(ctx context.Context,
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs (the `CreateJob` operationId).
-func (c *ClientWithResponses) CreateJobWithResponse(ctx context.Context, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobResponse, error) {
-	rsp, err := c.CreateJob(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateJobWithResponse(ctx context.Context, params *CreateJobParams, body CreateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobResponse, error) {
+	rsp, err := c.CreateJob(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7537,8 +7791,8 @@ func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id ID, 
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
-func (c *ClientWithResponses) BackfillJobWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
-	rsp, err := c.BackfillJobWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) BackfillJobWithBodyWithResponse(ctx context.Context, id ID, params *BackfillJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
+	rsp, err := c.BackfillJobWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7576,8 +7830,8 @@ func (c *ClientWithResponses) BackfillJobWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/{id}/backfill (the `BackfillJob` operationId).
-func (c *ClientWithResponses) BackfillJobWithResponse(ctx context.Context, id ID, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
-	rsp, err := c.BackfillJob(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) BackfillJobWithResponse(ctx context.Context, id ID, params *BackfillJobParams, body BackfillJobJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillJobResponse, error) {
+	rsp, err := c.BackfillJob(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7728,8 +7982,8 @@ func (c *ClientWithResponses) ResumeJobWithResponse(ctx context.Context, id ID, 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs/{id}/run (the `RunJob` operationId).
-func (c *ClientWithResponses) RunJobWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*RunJobResponse, error) {
-	rsp, err := c.RunJob(ctx, id, reqEditors...)
+func (c *ClientWithResponses) RunJobWithResponse(ctx context.Context, id ID, params *RunJobParams, reqEditors ...RequestEditorFn) (*RunJobResponse, error) {
+	rsp, err := c.RunJob(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7781,8 +8035,8 @@ func (c *ClientWithResponses) ListJobSkipsWithResponse(ctx context.Context, id I
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
-func (c *ClientWithResponses) CreateJobBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobBatchResponse, error) {
-	rsp, err := c.CreateJobBatchWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateJobBatchWithBodyWithResponse(ctx context.Context, params *CreateJobBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateJobBatchResponse, error) {
+	rsp, err := c.CreateJobBatchWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -7815,8 +8069,8 @@ func (c *ClientWithResponses) CreateJobBatchWithBodyWithResponse(ctx context.Con
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/jobs:batch (the `CreateJobBatch` operationId).
-func (c *ClientWithResponses) CreateJobBatchWithResponse(ctx context.Context, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobBatchResponse, error) {
-	rsp, err := c.CreateJobBatch(ctx, body, reqEditors...)
+func (c *ClientWithResponses) CreateJobBatchWithResponse(ctx context.Context, params *CreateJobBatchParams, body CreateJobBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateJobBatchResponse, error) {
+	rsp, err := c.CreateJobBatch(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -8512,6 +8766,20 @@ func ParseCreateJobResponse(rsp *http.Response) (*CreateJobResponse, error) {
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8649,6 +8917,13 @@ func ParseUpdateJobResponse(rsp *http.Response) (*UpdateJobResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8696,12 +8971,33 @@ func ParseBackfillJobResponse(rsp *http.Response) (*BackfillJobResponse, error) 
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9002,6 +9298,13 @@ func ParseResumeJobResponse(rsp *http.Response) (*ResumeJobResponse, error) {
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9048,6 +9351,20 @@ func ParseRunJobResponse(rsp *http.Response) (*RunJobResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9136,12 +9453,33 @@ func ParseCreateJobBatchResponse(rsp *http.Response) (*CreateJobBatchResponse, e
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest TooLarge
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9183,6 +9521,13 @@ func ParsePauseJobsResponse(rsp *http.Response) (*PauseJobsResponse, error) {
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9222,6 +9567,13 @@ func ParseResumeJobsResponse(rsp *http.Response) (*ResumeJobsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9295,6 +9647,13 @@ func ParsePutNamespaceResponse(rsp *http.Response) (*PutNamespaceResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
@@ -9415,6 +9774,13 @@ func ParsePreviewScheduleResponse(rsp *http.Response) (*PreviewScheduleResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

@@ -18,15 +18,18 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"
 )
@@ -45,6 +48,10 @@ var (
 		Name: "tock_republished_total",
 		Help: "Execution publishes after the first (retries, deferred deliveries, re-drives) acknowledged by JetStream.",
 	})
+	unpublishableTotal = promauto.NewCounter(prometheus.CounterOpts{
+		Name: "tock_unpublishable_total",
+		Help: "Executions made dead because they can never be published (their message is larger than NATS accepts, or cannot be encoded).",
+	})
 	dispatchErrors = promauto.NewCounter(prometheus.CounterOpts{
 		Name: "tock_dispatch_errors_total",
 		Help: "Execution publishes that failed or were not acknowledged in time (they are retried from the outbox).",
@@ -56,6 +63,17 @@ type Store interface {
 	MarkDispatched(ctx context.Context, ds []store.Dispatched, at time.Time) error
 	Published(ctx context.Context, positions map[int]time.Time) error
 }
+
+// Failer records executions that can never be published: their message
+// is larger than NATS takes (its max_payload, 1 MiB by default) or cannot
+// be encoded. *store.Store is one.
+type Failer interface {
+	RecordEvents(ctx context.Context, evs []store.AttemptEvent) ([]error, error)
+}
+
+// FailedBy is the executor an unpublishable execution's failed attempt is
+// recorded under.
+const FailedBy = "dispatcher"
 
 // Clock is the cluster clock; *clock.DB is one. Passed is a time the
 // database's clock has surely reached.
@@ -85,6 +103,11 @@ type Config struct {
 	// use Passed too. Default: the local clock.
 	Clock  Clock
 	Logger *slog.Logger
+	// Failer, if set, makes an execution that can never be published dead
+	// at once, with a failed attempt (executor FailedBy) that says why,
+	// rather than publishing it again for ever while it holds its
+	// bucket's publish position back. Without one it is only logged.
+	Failer Failer
 }
 
 // key names one dispatch of an execution.
@@ -466,22 +489,27 @@ const retryPause = time.Second
 // the acks. It marks the acknowledged re-dispatches and manual runs in
 // one call (first dispatches of fired executions are covered by their
 // bucket's publish position instead, see done) and reports which
-// publishes were acknowledged.
+// publishes were acknowledged, or are done with for good (see fail).
 func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) []bool {
 	ok := make([]bool, len(batch))
 	futures := make([]jetstream.PubAckFuture, len(batch))
+	unpublishable := map[int]string{} // batch index → why
 	for i, e := range batch {
 		w := Wire(e)
 		msg, err := w.Msg()
 		if err != nil {
 			d.log.Error("encode execution", "execution_id", e.ID, "err", err)
 			dispatchErrors.Inc()
+			unpublishable[i] = "tock could not encode the execution's message: " + err.Error()
 			continue
 		}
 		f, err := d.cfg.JS.PublishMsgAsync(msg, jetstream.WithMsgID(w.MsgID()))
 		if err != nil {
 			d.log.Warn("publish execution", "execution_id", e.ID, "dispatch", e.Dispatches, "err", err)
 			dispatchErrors.Inc()
+			if tooLarge(err) {
+				unpublishable[i] = tooLargeError(len(msg.Data))
+			}
 			continue
 		}
 		futures[i] = f
@@ -511,6 +539,9 @@ wait:
 		case err := <-f.Err():
 			d.log.Warn("publish execution not acknowledged", "execution_id", batch[i].ID, "dispatch", batch[i].Dispatches, "err", err)
 			dispatchErrors.Inc()
+			if tooLarge(err) {
+				unpublishable[i] = tooLargeError(len(f.Msg().Data))
+			}
 		case <-timeout.C:
 			dispatchErrors.Add(float64(len(futures) - i))
 			d.log.Warn("publish acks timed out", "waiting", len(futures)-i)
@@ -519,6 +550,7 @@ wait:
 			break wait
 		}
 	}
+	d.fail(ctx, batch, unpublishable, ok)
 	for _, lag := range lags {
 		fireLag.Observe(max(lag, 0))
 	}
@@ -541,6 +573,56 @@ wait:
 		}
 	}
 	return ok
+}
+
+// tooLarge reports whether a publish failed for good because its message
+// is larger than the NATS server or the stream takes.
+func tooLarge(err error) bool {
+	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum)
+}
+
+func tooLargeError(size int) string {
+	return fmt.Sprintf("the execution's message is %d bytes, more than the NATS server accepts (its max_payload): "+
+		"it cannot be published; make the job's payload smaller", size)
+}
+
+// fail records each execution of batch that can never be published (the
+// index of unpublishable, with why) as a final failure of its next
+// attempt, which makes it dead and takes it out of the outbox; ok is set
+// for those recorded, so that done forgets them and their buckets'
+// publish positions move past them. Without a Failer, or if recording
+// fails, they stay as any failed publish: published again later.
+func (d *Dispatcher) fail(ctx context.Context, batch []*store.Execution, unpublishable map[int]string, ok []bool) {
+	if len(unpublishable) == 0 || d.cfg.Failer == nil {
+		return
+	}
+	idx := make([]int, 0, len(unpublishable))
+	evs := make([]store.AttemptEvent, 0, len(unpublishable))
+	at := d.cfg.Clock.Passed()
+	for i, why := range unpublishable {
+		e := batch[i]
+		idx = append(idx, i)
+		evs = append(evs, store.AttemptEvent{ID: e.ID, Attempt: e.Attempts + 1, Executor: FailedBy, At: at,
+			Type: domain.EventFailed, Final: true, Error: why, Dispatch: e.Dispatches})
+	}
+	// Like marking, this must survive our own shutdown.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	results, err := d.cfg.Failer.RecordEvents(fctx, evs)
+	if err != nil {
+		d.log.Warn("record unpublishable executions", "count", len(evs), "err", err)
+		return
+	}
+	for k, i := range idx {
+		if results[k] != nil && !errors.Is(results[k], store.ErrNotFound) {
+			d.log.Warn("record unpublishable execution", "execution_id", batch[i].ID, "err", results[k])
+			continue
+		}
+		d.log.Error("execution cannot be published: recorded as dead", "execution_id", batch[i].ID,
+			"job_id", batch[i].JobID, "err", evs[k].Error)
+		unpublishableTotal.Inc()
+		ok[i] = true
+	}
 }
 
 // store writes publish positions that moved. A failed write only leaves

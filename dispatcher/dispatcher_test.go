@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -356,5 +357,62 @@ func TestWireContinuesAttempts(t *testing.T) {
 	w = Wire(e)
 	if a := w.Attempt(1); a != 4 || w.LastAttempt(a) || !w.LastAttempt(6) {
 		t.Fatalf("re-driven message %+v: attempt %d", w, a)
+	}
+}
+
+// failures records what the dispatcher reports as unpublishable.
+type failures struct {
+	mu  sync.Mutex
+	evs []store.AttemptEvent
+}
+
+func (f *failures) RecordEvents(_ context.Context, evs []store.AttemptEvent) ([]error, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.evs = append(f.evs, evs...)
+	return make([]error, len(evs)), nil
+}
+
+func (f *failures) all() []store.AttemptEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]store.AttemptEvent(nil), f.evs...)
+}
+
+// An execution whose message is larger than NATS takes is recorded as a
+// final failure once, with an error that says so, and does not hold its
+// bucket's publish position back: the execution after it is published
+// and the position moves past both.
+func TestUnpublishableExecutionFailsAndDoesNotBlock(t *testing.T) {
+	ctx := context.Background()
+	f := &failures{}
+	d, _, m := runDispatcher(t, Config{Failer: f})
+	job := uuid.New()
+	base := time.Now().Truncate(time.Second).UTC().Add(-time.Minute)
+	huge := json.RawMessage(`"` + strings.Repeat("<", 400<<10) + `"`) // 2.4 MB escaped
+	mk := func(i int, payload json.RawMessage) *store.Execution {
+		at := base.Add(time.Duration(i) * time.Second)
+		return &store.Execution{ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at, JobName: "j",
+			Namespace: "default", Handler: domain.Handler{Type: domain.HandlerCustom, Name: "big"}, Payload: payload,
+			Bucket: 4, CreatedAt: at, Attempts: 2}
+	}
+	big, small := mk(0, huge), mk(1, json.RawMessage(`1`))
+	d.Dispatch(ctx, []*store.Execution{big, small})
+	testenv.WaitFor(t, 10*time.Second, "the position past both executions", func() bool {
+		return m.reached(4, small.CreatedAt)
+	})
+	evs := f.all()
+	if len(evs) != 1 {
+		t.Fatalf("%d failures recorded, want 1: %+v", len(evs), evs)
+	}
+	ev := evs[0]
+	if ev.ID != big.ID || ev.Type != domain.EventFailed || !ev.Final || ev.Attempt != 3 || ev.Executor != FailedBy ||
+		!strings.Contains(ev.Error, "max_payload") {
+		t.Errorf("failure %+v", ev)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.Drain(dctx); err != nil {
+		t.Fatalf("something still waits: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -39,7 +40,13 @@ func tockHeaders(e *Execution) map[string]string {
 // retryable, after the answer's Retry-After (delta-seconds or an HTTP
 // date, at most MaxRetryAfter) if it has one, else after the retry
 // policy's backoff; network errors and timeouts are retryable; any other
-// status is a permanent failure. A nil client means http.DefaultClient.
+// status is a permanent failure. A call the client refuses (an
+// egress.Policy's Client: a private address, tock's own, credentials in
+// the URL, too many redirects) is a permanent failure that says why.
+//
+// A nil client means http.DefaultClient, which calls any address: tockd
+// passes its egress policy's client, and so should any executor that
+// runs URLs its users wrote.
 func HTTPHandler(client *http.Client) Func {
 	if client == nil {
 		client = http.DefaultClient
@@ -78,6 +85,12 @@ func HTTPHandler(client *http.Client) Func {
 			var uerr *url.Error
 			if errors.As(err, &uerr) {
 				err = uerr.Err
+			}
+			var refusal *egress.Refusal
+			if errors.As(err, &refusal) {
+				// Not "dial tcp 10.0.0.5:80: refused: ...": the refusal
+				// says it all, and no retry changes it.
+				return "", Permanent(fmt.Errorf("%s: %w", target, refusal))
 			}
 			return "", fmt.Errorf("%s: %w", target, err)
 		}

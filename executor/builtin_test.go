@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -138,6 +139,36 @@ func TestHTTPHandlerFailures(t *testing.T) {
 	}
 }
 
+// A call the egress policy refuses fails for good, saying why, and the
+// target never hears of it.
+func TestHTTPHandlerRefused(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	p, err := egress.New(context.Background(), egress.Rules{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := HTTPHandler(p.Client())
+	for url, want := range map[string]string{
+		srv.URL + "/?token=secret":      "refused: 127.0.0.1 is a loopback address (allow it with --http-allow)",
+		"http://10.0.0.5/hook":          "POST http://10.0.0.5/hook: refused: 10.0.0.5 is a private address",
+		"http://169.254.169.254/latest": "refused: 169.254.169.254 is a cloud metadata address",
+		"http://u:secret@example.com/":  "refused: the URL carries credentials",
+	} {
+		_, err := h(context.Background(), httpExecution(url))
+		if !IsPermanent(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a permanent %q", url, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error %q shows the secret", url, err)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the target got %d requests, want none", n)
+	}
+}
+
 // The http handler runs end to end through a Worker: a 503 with
 // Retry-After: 1, then a 200; and a 400, which is final.
 func TestHTTPHandlerThroughWorker(t *testing.T) {
@@ -185,6 +216,10 @@ func TestHTTPHandlerThroughWorker(t *testing.T) {
 	e.settled(domain.HandlerHTTP)
 }
 
+// dateIn3s stands, in TestHTTPHandlerRetryAfter's table, for an HTTP date
+// three seconds after the answer.
+const dateIn3s = "date in 3s"
+
 func TestHTTPHandlerRetryAfter(t *testing.T) {
 	for _, tt := range []struct {
 		status     int
@@ -194,7 +229,7 @@ func TestHTTPHandlerRetryAfter(t *testing.T) {
 		{503, "1", time.Second},
 		{429, "120", 2 * time.Minute},
 		{408, "0", 0},
-		{503, time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat), 3 * time.Second},
+		{503, dateIn3s, 3 * time.Second},          // an HTTP date 3 s after the answer
 		{503, "Wed, 21 Oct 2015 07:28:00 GMT", 0}, // in the past: at once
 		{503, "soon", -1},
 		{503, "-5", -1},
@@ -202,7 +237,13 @@ func TestHTTPHandlerRetryAfter(t *testing.T) {
 		{503, "999999999999", MaxRetryAfter},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if tt.retryAfter != "" {
+			switch {
+			case tt.retryAfter == dateIn3s:
+				// Written as the answer goes, not when the table was
+				// made: on a loaded machine the earlier cases can take
+				// a second.
+				w.Header().Set("Retry-After", time.Now().Add(3*time.Second).UTC().Format(http.TimeFormat))
+			case tt.retryAfter != "":
 				w.Header().Set("Retry-After", tt.retryAfter)
 			}
 			w.WriteHeader(tt.status)

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -19,6 +20,13 @@ const (
 	// MaxTimeout is the longest attempt timeout.
 	MaxTimeout    = 24 * time.Hour
 	maxHeaderSize = 8 << 10
+	// MaxPayloadBytes is the largest payload a job may carry, measured
+	// as executors receive it (domain.CheckJSON's size: compact, numbers
+	// written out in full, <, > and & escaped as \u003c and the like).
+	// With the rest of an execution's message it stays far inside NATS's
+	// default max_payload of 1 MiB: a message NATS refuses could never be
+	// dispatched.
+	MaxPayloadBytes = 256 << 10
 )
 
 var (
@@ -74,7 +82,7 @@ func addScheduleError(err error, f *faults) {
 
 // checkHandler checks h and returns it with its defaults filled in
 // (method POST for http).
-func checkHandler(h domain.Handler, f *faults) domain.Handler {
+func (s *Service) checkHandler(h domain.Handler, f *faults) domain.Handler {
 	out := domain.Handler{Type: h.Type}
 	notFor := func(field string, set bool) {
 		if set {
@@ -84,7 +92,7 @@ func checkHandler(h domain.Handler, f *faults) domain.Handler {
 	switch h.Type {
 	case domain.HandlerHTTP:
 		out.URL = h.URL
-		checkURL(out.URL, f)
+		s.checkURL(out.URL, f)
 		out.Method = strings.ToUpper(h.Method)
 		if out.Method == "" {
 			out.Method = "POST"
@@ -136,7 +144,12 @@ func checkCustomName(name string, f *faults) {
 	}
 }
 
-func checkURL(raw string, f *faults) {
+// checkURL checks an http handler's URL: its form, then the egress
+// policy's rules a URL's text can be judged by (a literal address in a
+// refused range, tock's own addresses, credentials, ambiguous numeric
+// hosts). This is an early, friendly refusal; the executors' check at
+// connect time is the one that holds.
+func (s *Service) checkURL(raw string, f *faults) {
 	if raw == "" {
 		f.add("handler.url", "is required for handler type http")
 		return
@@ -152,6 +165,10 @@ func checkURL(raw string, f *faults) {
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		f.add("handler.url", "must be an absolute http or https URL")
+		return
+	}
+	if err := s.httpPolicy.CheckURL(u); err != nil {
+		f.add("handler.url", "%s", err.Error())
 	}
 }
 
@@ -270,6 +287,22 @@ func checkLabels(l domain.Labels, f *faults) {
 }
 
 // checkDescription checks a job's description.
+// checkPayload checks that p, a payload (nil for none), is JSON that
+// Postgres's jsonb stores as it is and that fits in an execution's
+// message (MaxPayloadBytes).
+func checkPayload(p json.RawMessage, f *faults) {
+	if len(p) == 0 {
+		return
+	}
+	size, bad := domain.CheckJSON(p)
+	for _, b := range bad {
+		f.add(domain.JoinJSONPath("payload", b.Path), "%s", b.Message)
+	}
+	if len(bad) == 0 && size > MaxPayloadBytes {
+		f.add("payload", "is %d bytes as executors receive it (compact JSON, numbers written out in full, <, > and & escaped as \\u003c and the like): at most %d (256 KiB) are allowed", size, MaxPayloadBytes)
+	}
+}
+
 func checkDescription(d string, f *faults) {
 	if len(d) > domain.MaxDescription {
 		f.add("description", "must be at most %d bytes", domain.MaxDescription)

@@ -23,7 +23,8 @@ type NewJob struct {
 	Schedule schedule.Spec
 	// Handler says who runs it; an http handler's Method defaults to POST.
 	Handler domain.Handler
-	// Payload is the JSON its executions carry; nil for none.
+	// Payload is the JSON its executions carry, nil for none: what
+	// Postgres's jsonb stores as it is, at most MaxPayloadBytes.
 	Payload json.RawMessage
 	// Retry is its retry policy; the fields it leaves out come from
 	// Config.DefaultRetry.
@@ -58,7 +59,8 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*store.Job, e
 	sched := s.compile(nj.Schedule, &f)
 	// One check after another, so that the faults come in a fixed order
 	// (the API reports them in it); the first run's comes last.
-	handler := checkHandler(nj.Handler, &f)
+	handler := s.checkHandler(nj.Handler, &f)
+	checkPayload(nj.Payload, &f)
 	retry := s.checkRetry(nj.Retry, &f)
 	priority := checkPriority(nj.Priority, &f)
 	checkTimeout(nj.Timeout, &f)

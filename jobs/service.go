@@ -11,6 +11,7 @@ import (
 
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
@@ -77,6 +78,11 @@ type Config struct {
 	// domain.DefaultOverlap.
 	DefaultMissed  domain.MissedPolicy
 	DefaultOverlap string
+	// HTTPPolicy says which URLs an http handler may call; a job whose
+	// URL it refuses by its text (egress.Policy.CheckURL) is invalid
+	// (handler.url). Nil is egress's default: private, loopback,
+	// link-local and metadata addresses are refused.
+	HTTPPolicy *egress.Policy
 }
 
 // WithDefaults returns c with its defaults filled in.
@@ -123,6 +129,7 @@ type Service struct {
 	executors    Executors
 	defaultRetry domain.RetryPolicy
 	defaults     domain.JobPolicy
+	httpPolicy   *egress.Policy
 
 	compiled schedule.Cache
 }
@@ -135,7 +142,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return &Service{store: cfg.Store, clock: cfg.Clock, executors: cfg.Executors, defaultRetry: cfg.DefaultRetry,
-		defaults: domain.JobPolicy{Missed: cfg.DefaultMissed, Overlap: cfg.DefaultOverlap}}, nil
+		defaults: domain.JobPolicy{Missed: cfg.DefaultMissed, Overlap: cfg.DefaultOverlap}, httpPolicy: cfg.HTTPPolicy}, nil
 }
 
 // Now is the database's time, in UTC, as the use cases read it.

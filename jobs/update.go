@@ -90,7 +90,10 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 		}
 	}
 	if p.Handler != nil {
-		c.handler = checkHandler(*p.Handler, &f)
+		c.handler = s.checkHandler(*p.Handler, &f)
+	}
+	if p.Payload != nil {
+		checkPayload(*p.Payload, &f)
 	}
 	if p.Retry != nil {
 		c.retry = s.checkRetry(*p.Retry, &f)

@@ -68,7 +68,7 @@ func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Exe
 	var e *Execution
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// FOR SHARE: the job's next_run_at cannot move while we avoid it.
-		j, err := scanJob(tx.QueryRow(ctx, "SELECT "+jobColumns+
+		j, err := scanJob(tx.QueryRow(ctx, "SELECT "+jobRead("jobs")+
 			" FROM jobs WHERE bucket = $1 AND id = $2 FOR SHARE", bucket, jobID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound

@@ -300,6 +300,9 @@ func (s *Store) Fire(ctx context.Context, node string, epochs map[int]int64, fir
 	if len(firings) == 0 {
 		return FireResult{}, nil
 	}
+	if err := s.EnsureDays(ctx, pastDays(firings, time.Now())...); err != nil {
+		return FireResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		res, err := s.fire(ctx, node, epochs, firings)
 		if err == nil {
@@ -309,6 +312,36 @@ func (s *Store) Fire(ctx context.Context, node string, epochs map[int]int64, fir
 			return FireResult{}, fmt.Errorf("store: fire %d jobs: %w", len(firings), err)
 		}
 	}
+}
+
+// pastDays are the days (UTC midnight) before yesterday that the
+// firings' executions fall on, once each: usually none. A late catch-up
+// (a scheduler down for days, a missed-run policy of all) fires times
+// older than the days MaintainPartitions keeps ready (yesterday to a
+// week ahead), and Fire makes sure those days have their partitions
+// (EnsureDays, which remembers the days it made sure of), so that the
+// runs land in their own day rather than in the DEFAULT partition, and
+// retention drops them with it.
+func pastDays(firings []Firing, now time.Time) []time.Time {
+	yesterday := now.UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
+	var days []time.Time
+	add := func(t time.Time) {
+		if !t.Before(yesterday) {
+			return // the usual case, decided without truncating
+		}
+		if d := t.UTC().Truncate(24 * time.Hour); !slices.ContainsFunc(days, d.Equal) {
+			days = append(days, d)
+		}
+	}
+	for _, f := range firings {
+		if f.Runs == nil {
+			add(f.ScheduledFor)
+		}
+		for _, r := range f.Runs {
+			add(r.At)
+		}
+	}
+	return days
 }
 
 func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, firings []Firing) (FireResult, error) {

@@ -81,3 +81,26 @@ func TestFirePolicy(t *testing.T) {
 		t.Fatalf("newest skipped range: %+v", skips)
 	}
 }
+
+// A late catch-up fires times days old: their executions land in their
+// own day's partition, created on demand, not in the DEFAULT partition.
+func TestFireCreatesOldDays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	old := time.Now().UTC().Truncate(time.Second).AddDate(0, 0, -5)
+	j := mustCreate(t, s, testJob("late", &old))
+	epochs := claim(t, s, "n", 1, j.Bucket)
+	next := old.Add(time.Hour)
+	res, err := s.Fire(ctx, "n", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: old, Next: &next}})
+	if err != nil || len(res.Executions) != 1 {
+		t.Fatalf("fire: %+v, %v", res, err)
+	}
+	var table string
+	if err := s.pool.QueryRow(ctx, "SELECT tableoid::regclass::text FROM executions WHERE id = $1", res.Executions[0].ID).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	if want := DayPartition("executions", old); table != want {
+		t.Errorf("the execution of %s is in %s, want %s", old.Format(time.DateOnly), table, want)
+	}
+}

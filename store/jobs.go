@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"github.com/tock-sched/tock/domain"
 
 	"context"
@@ -27,10 +28,20 @@ const (
 	maxLimit     = 500
 )
 
-// jobColumns are the columns scanJob reads, in its order.
+// jobColumns are the jobs columns scanJob reads (see jobRead), in its
+// order.
 const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
 	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority, spec_id, labels, description, " +
 	"policy, runs, paused_next_run_at, skip_before"
+
+// jobRead is the select list scanJob reads: jobColumns of the jobs row
+// named alias, and the job's last success. That comes from a scalar
+// subquery rather than a join, so that every plan reads it with one probe
+// of job_successes' key per job returned, after a listing's LIMIT.
+func jobRead(alias string) string {
+	return prefixed(alias+".", jobColumns) +
+		", (SELECT s.last_success_at FROM job_successes s WHERE s.job_id = " + alias + ".id)"
+}
 
 // nowMS is the transaction's time at the millisecond precision the store
 // keeps.
@@ -148,7 +159,7 @@ func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*Job, error) {
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: get job %s: %w", id, err)
 	}
-	row := s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM jobs WHERE bucket = $1 AND id = $2",
+	row := s.pool.QueryRow(ctx, "SELECT "+jobRead("jobs")+" FROM jobs WHERE bucket = $1 AND id = $2",
 		domain.BucketOf(id, s.buckets), id)
 	j, err := scanJob(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -199,7 +210,7 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 	// it touched all N partitions, prefers hashing the whole jobs table.
 	// A state filter is applied to the jobs read, so a rare state costs a
 	// walk over the names it skips.
-	sql := "SELECT " + prefixed("j.", jobColumns) + " FROM job_names n JOIN LATERAL (SELECT * FROM jobs" +
+	sql := "SELECT " + jobRead("j") + " FROM job_names n JOIN LATERAL (SELECT * FROM jobs" +
 		" WHERE bucket = n.bucket AND id = n.job_id" + stateCond + " LIMIT 1) j ON true"
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
@@ -298,7 +309,7 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 				updated_at = `+nowMS+`, version = version + 1, spec_id = $12, labels = $13, description = $14,
 				policy = $15, paused_next_run_at = $16, skip_before = $17
 			WHERE bucket = $1 AND id = $2 AND version = $10
-			RETURNING `+jobColumns,
+			RETURNING `+jobRead("jobs"),
 			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
 			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID, labelsArg(j.Labels), nullText(j.Description),
 			j.Policy, msPtr(j.PausedNextRunAt), msPtr(j.SkipBefore))
@@ -327,7 +338,8 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 }
 
 // DeleteJob deletes the job with this id, or fails with ErrNotFound. Its
-// executions stay: they carry a snapshot of what they run.
+// executions stay: they carry a snapshot of what they run. Its last
+// success goes with it.
 func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: delete job %s: %w", id, err)
@@ -344,6 +356,9 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) error {
 		if _, err := tx.Exec(ctx, "DELETE FROM job_names WHERE job_id = $1", id); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, "DELETE FROM job_successes WHERE job_id = $1", id); err != nil {
+			return err
+		}
 		return notifyJob(ctx, tx, bucket, id)
 	})
 	if err != nil {
@@ -358,7 +373,7 @@ func notifyJob(ctx context.Context, tx pgx.Tx, bucket int, id uuid.UUID) error {
 	return err
 }
 
-// scanJob reads a row of jobColumns.
+// scanJob reads a row of jobRead.
 func scanJob(row pgx.Row) (*Job, error) {
 	var (
 		j           Job
@@ -368,7 +383,8 @@ func scanJob(row pgx.Row) (*Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
 		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version,
-		&j.Priority, &j.SpecID, &j.Labels, &description, &j.Policy, &j.Runs, &j.PausedNextRunAt, &j.SkipBefore)
+		&j.Priority, &j.SpecID, &j.Labels, &description, &j.Policy, &j.Runs, &j.PausedNextRunAt, &j.SkipBefore,
+		&j.LastSuccessAt)
 	if err != nil {
 		return nil, err
 	}
@@ -381,6 +397,7 @@ func scanJob(row pgx.Row) (*Job, error) {
 	j.Timeout = msDuration(timeoutMS)
 	j.NextRunAt, j.LastRunAt = utcPtr(j.NextRunAt), utcPtr(j.LastRunAt)
 	j.PausedNextRunAt, j.SkipBefore = utcPtr(j.PausedNextRunAt), utcPtr(j.SkipBefore)
+	j.LastSuccessAt = utcPtr(j.LastSuccessAt)
 	j.CreatedAt, j.UpdatedAt = j.CreatedAt.UTC(), j.UpdatedAt.UTC()
 	return &j, nil
 }
@@ -488,10 +505,23 @@ func encodeCursor(v any) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// decodeCursor reads a cursor made by encodeCursor into v.
+// maxCursor bounds a cursor's length: the longest encodeCursor makes, of
+// a job's namespace and name, is under 600 characters.
+const maxCursor = 1024
+
+// decodeCursor reads a cursor made by encodeCursor into v. Anything else
+// fails with ErrBadCursor before it reaches a query: the cursor must be
+// exactly what encodeCursor makes of the value it decodes to (a forged
+// one is not, unless it was made the same way), and that value must hold
+// no U+0000, which Postgres would refuse. Cursors are checked rather
+// than signed: they only say where a page starts, in terms the client may
+// see anyway, and a signing key would have to be shared by every node.
 func decodeCursor(c string, v any) error {
+	if len(c) > maxCursor {
+		return fmt.Errorf("%w: %d characters long", ErrBadCursor, len(c))
+	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || json.Unmarshal(b, v) != nil {
+	if err != nil || json.Unmarshal(b, v) != nil || encodeCursor(v) != c || bytes.Contains(b, []byte(`\u0000`)) {
 		return fmt.Errorf("%w %q", ErrBadCursor, c)
 	}
 	return nil

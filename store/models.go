@@ -81,6 +81,11 @@ type Job struct {
 	// SkipBefore: runs before it are skipped as paused (a resume without
 	// catch-up sets it); nil for none.
 	SkipBefore *time.Time
+	// LastSuccessAt is when the job's latest succeeded execution (by its
+	// end) finished; nil if none has succeeded since the job was created
+	// or since tock began tracking successes. The recorder maintains it;
+	// the store ignores it on writes.
+	LastSuccessAt *time.Time
 }
 
 // Execution is one run of a job for one scheduled time (or one manual

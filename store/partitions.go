@@ -78,7 +78,7 @@ func (s *Store) ensureDays(ctx context.Context, days []time.Time) error {
 				return nil, err
 			}
 			for _, d := range days {
-				if !have[dayPartition(table, d)] {
+				if !have[DayPartition(table, d)] {
 					out[table] = append(out[table], d)
 				}
 			}
@@ -134,7 +134,7 @@ func (s *Store) ensureDays(ctx context.Context, days []time.Time) error {
 // createDayPartition creates table's partition for day d, moving any rows
 // of that day out of the default partition into it.
 func createDayPartition(ctx context.Context, tx pgx.Tx, table string, d time.Time) error {
-	name := dayPartition(table, d)
+	name := DayPartition(table, d)
 	from, to := d, d.AddDate(0, 0, 1)
 	def := table + "_default"
 	var stranded bool
@@ -172,7 +172,9 @@ func createDayPartition(ctx context.Context, tx pgx.Tx, table string, d time.Tim
 	return nil
 }
 
-// dayPartition is the name of table's partition for UTC day d.
-func dayPartition(table string, d time.Time) string {
+// DayPartition is the name of table's (executions' or attempts')
+// partition for the UTC day of d: executions_YYYYMMDD. Package archive
+// reads the partitions by this name.
+func DayPartition(table string, d time.Time) string {
 	return table + "_" + d.UTC().Format("20060102")
 }

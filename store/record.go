@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -119,7 +120,7 @@ func (s *Store) RecordEvents(ctx context.Context, evs []AttemptEvent) ([]error, 
 // are two or more. $1 ids, $2 and $3 the bounds of their scheduled times
 // (so that the planner prunes partitions).
 const lockExecsSQL = `
-SELECT x.id, x.scheduled_for, x.bucket, x.state, x.attempts, x.dispatches, x.dispatched_at,
+SELECT x.id, x.job_id, x.scheduled_for, x.bucket, x.state, x.attempts, x.dispatches, x.dispatched_at,
 	x.next_attempt_at, x.started_at, x.finished_at, x.executor_id, x.error, x.output,
 	x.attempt_executor, x.attempt_started_at, x.attempt_heartbeat_at, x.attempt_finished_at,
 	x.attempt_outcome, x.attempt_error, x.attempt_output,
@@ -171,12 +172,26 @@ ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
 	executor_id = excluded.executor_id, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
 	finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error, output = excluded.output`
 
+// upsertSuccessesSQL moves jobs' last successes forward: $1 job ids (in
+// order, so that concurrent batches lock the rows in one order and never
+// deadlock), $2 when their successes finished, $3 the executions. A
+// success older than the recorded one (reported late) changes nothing.
+// A job that has been deleted (its name is gone) gets no row; the
+// scalar subquery probes job_names' job_id index once per row, whatever
+// recordSettings make of joins.
+const upsertSuccessesSQL = `
+INSERT INTO job_successes AS s (job_id, last_success_at, execution_id)
+SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[]) AS u(job_id, at, execution_id)
+WHERE (SELECT true FROM job_names n WHERE n.job_id = u.job_id)
+ON CONFLICT (job_id) DO UPDATE SET last_success_at = excluded.last_success_at, execution_id = excluded.execution_id
+WHERE s.last_success_at < excluded.last_success_at`
+
 // notifySQL tells the scanners of buckets ($1) that their outbox changed.
 const notifySQL = `SELECT pg_notify('` + ExecChannel + `', b::text) FROM unnest($1::int[]) b`
 
 // recordTx records evs[queued] in tx: one statement reads and locks
 // every execution they are about, the rules (rules.go) apply each event
-// in order, and at most three statements write what changed. It returns
+// in order, and at most four statements write what changed. It returns
 // the ids it found.
 func recordTx(ctx context.Context, tx pgx.Tx, evs []AttemptEvent, queued []int) (map[uuid.UUID]bool, error) {
 	ids, lo, hi := eventExecutions(evs, queued)
@@ -247,12 +262,14 @@ func lockExecutions(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, lo, hi time
 
 // writeBack queues the statements that write what the events changed:
 // the executions' rows (with attempt 1 inline while it is the only one),
-// the attempts table's rows, and a notification for each bucket with a
+// the attempts table's rows, the last successes of the jobs whose
+// executions succeeded, and a notification for each bucket with a
 // re-queued execution.
 func writeBack(ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) *pgx.Batch {
 	var (
 		u  execUpdate
 		at attemptRows
+		ok successRows
 	)
 	buckets := map[int]bool{}
 	for _, id := range ids {
@@ -262,6 +279,9 @@ func writeBack(ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) *
 		}
 		if e.requeued {
 			buckets[e.bucket] = true
+		}
+		if e.succeeded {
+			ok.add(e)
 		}
 		if e.maxAttempt() <= 1 {
 			u.add(e, e.att[1])
@@ -286,6 +306,9 @@ func writeBack(ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) *
 		b.Queue(upsertAttemptsSQL, at.id, at.sched, at.number, at.executor, at.started, at.heartbeat,
 			at.finished, at.outcome, at.errText, at.output)
 	}
+	if len(ok) > 0 {
+		b.Queue(upsertSuccessesSQL, ok.args()...)
+	}
 	if len(buckets) > 0 {
 		bs := make([]int, 0, len(buckets))
 		for bk := range buckets {
@@ -306,7 +329,7 @@ func scanRecExec(rows pgx.Rows) (*recExec, time.Time, error) {
 		attJSON                         []byte
 		now                             time.Time
 	)
-	err := rows.Scan(&e.id, &e.sched, &e.bucket, &e.state, &e.attempts, &e.dispatches, &e.dispatchedAt,
+	err := rows.Scan(&e.id, &e.jobID, &e.sched, &e.bucket, &e.state, &e.attempts, &e.dispatches, &e.dispatchedAt,
 		&e.nextAttempt, &e.startedAt, &e.finishedAt, &e.executorID, &e.errText, &e.output,
 		&aExec, &aStarted, &aHeartbeat, &aFinished, &aOutcome, &aErr, &aOut, &attJSON, &now)
 	if err != nil {
@@ -357,6 +380,39 @@ func derefOr(s *string, or string) string {
 		return or
 	}
 	return *s
+}
+
+// successRows are the successes of a batch, the latest per job.
+type successRows map[uuid.UUID]*recExec
+
+// add counts e's success, unless its job has a later one in the batch.
+func (r *successRows) add(e *recExec) {
+	if *r == nil {
+		*r = successRows{}
+	}
+	if p := (*r)[e.jobID]; p == nil || laterSuccess(e, p) {
+		(*r)[e.jobID] = e
+	}
+}
+
+// laterSuccess reports whether a's success is later than b's: it ended
+// later, or at the same time with a greater id (so that the choice does
+// not depend on the batch's order).
+func laterSuccess(a, b *recExec) bool {
+	if c := a.finishedAt.Compare(*b.finishedAt); c != 0 {
+		return c > 0
+	}
+	return bytes.Compare(a.id[:], b.id[:]) > 0
+}
+
+// args are upsertSuccessesSQL's arrays, in job id order.
+func (r successRows) args() []any {
+	jobs := slices.SortedFunc(maps.Keys(r), func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	at, execs := make([]time.Time, len(jobs)), make([]uuid.UUID, len(jobs))
+	for i, j := range jobs {
+		at[i], execs[i] = *r[j].finishedAt, r[j].id
+	}
+	return []any{jobs, at, execs}
 }
 
 // execUpdate holds updateExecsSQL's arrays.

@@ -2,13 +2,52 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// Maintenance runs fn (a maintenance pass: partitions ahead, retention,
+// archival) while this node holds the cluster's maintenance lock, a
+// session advisory lock on a connection of its own, so that one node at
+// a time does the work. With wait false it returns ran false at once
+// when another node holds the lock (every node tries every few minutes;
+// one of them does it); with wait true it waits for the lock. The lock
+// goes with its connection if the node dies; a connection whose unlock
+// failed is closed rather than returned to the pool still holding it.
+func (s *Store) Maintenance(ctx context.Context, wait bool, fn func(context.Context) error) (ran bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("store: maintenance lock: %w", err)
+	}
+	got := true
+	if wait {
+		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockMaintenance)
+	} else {
+		err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", lockMaintenance).Scan(&got)
+	}
+	if err != nil || !got {
+		conn.Release()
+		if err != nil {
+			return false, fmt.Errorf("store: maintenance lock: %w", err)
+		}
+		return false, nil
+	}
+	err = fn(ctx)
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, uerr := conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", lockMaintenance); uerr != nil {
+		_ = conn.Hijack().Close(uctx)
+		return true, err
+	}
+	conn.Release()
+	return true, err
+}
 
 // Namespace is a namespace as GET /v1/namespaces shows it: its jobs and
 // its settings.
@@ -72,11 +111,32 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]Namespace, error) {
 	return out, nil
 }
 
+// RetentionPolicy is what ApplyRetention keeps, and what it does with a
+// day before it drops it.
+type RetentionPolicy struct {
+	// Default is the cluster's retention of execution history, for
+	// namespaces without their own.
+	Default time.Duration
+	// CompletedJobs is how long a completed one-shot job is kept after it
+	// completed; 0 keeps them.
+	CompletedJobs time.Duration
+	// Archive, if set, is called with a day (UTC midnight) before its
+	// partitions are dropped; the day is dropped only once it returned
+	// nil, so it must return only when the day is safely written
+	// elsewhere (package archive's Parquet files, synced). The partitions
+	// are still there, and still written to in the rare case of a late
+	// event, while it runs.
+	Archive func(ctx context.Context, day time.Time) error
+}
+
 // RetentionResult is what ApplyRetention did.
 type RetentionResult struct {
 	// Dropped are the days (UTC midnight) whose executions and attempts
 	// partitions were dropped.
 	Dropped []time.Time
+	// Archived are the days the policy's Archive wrote out: each dropped
+	// day when it is set.
+	Archived []time.Time
 	// Kept are the days past the cluster's retention kept because a
 	// namespace with rows in them keeps its history longer.
 	Kept []time.Time
@@ -90,65 +150,100 @@ type RetentionResult struct {
 //
 //   - A day's executions and attempts partitions are dropped, whole, once
 //     the day has ended more than the retention ago of every namespace
-//     with executions in it (its own, or def, the cluster's). So a
+//     with executions in it (its own, or p.Default, the cluster's). So a
 //     namespace with a longer retention keeps its rows, and those of the
 //     namespaces sharing its days, until it is past; never a row-by-row
 //     DELETE over a big table. The DEFAULT partitions are left alone.
 //   - Skipped-run records are deleted past their namespace's retention.
-//   - Completed one-shot jobs are deleted completedAfter (if above 0)
-//     after they completed.
+//   - Completed one-shot jobs are deleted p.CompletedJobs (if above 0)
+//     after they completed, with their last successes.
 //
-// Each partition is dropped in a short transaction that waits at most
-// lock_timeout (5 s) for the tables' locks, so it never queues firing or
-// recording behind it for long; a day it could not drop is dropped by a
-// later pass. Concurrent passes are serialised by an advisory lock.
-func (s *Store) ApplyRetention(ctx context.Context, now time.Time, def, completedAfter time.Duration) (RetentionResult, error) {
+// With p.Archive set, each day is archived before it is dropped, oldest
+// first. A day whose archiving fails is not dropped, nor is any later
+// day in this pass (the next pass tries again from it); the rest of the
+// pass goes on, and ApplyRetention returns the archiving error at the end.
+//
+// Each day is dropped as dropDay says: its partitions emptied, then the
+// empty tables dropped with short lock waits, so that it never queues
+// firing or recording behind it for long; a day it could not drop is
+// dropped by a later pass. tockd runs passes under Maintenance, one at a
+// time in the cluster.
+func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p RetentionPolicy) (RetentionResult, error) {
 	var res RetentionResult
-	retentions, err := s.namespaceRetentions(ctx)
+	archiveErr, err := s.dropDays(ctx, now, p, &res)
 	if err != nil {
 		return res, err
 	}
-	shortest := def
+	if res.SkippedRanges, err = s.expireSkips(ctx, now, p.Default); err != nil {
+		return res, err
+	}
+	if p.CompletedJobs > 0 {
+		tag, err := s.pool.Exec(ctx, `WITH gone AS (
+				DELETE FROM jobs WHERE state = 'completed' AND schedule->>'cron' IS NULL AND updated_at < $1
+				RETURNING id
+			), successes AS (
+				DELETE FROM job_successes WHERE job_id IN (SELECT id FROM gone))
+			DELETE FROM job_names WHERE job_id IN (SELECT id FROM gone)`, now.Add(-p.CompletedJobs))
+		if err != nil {
+			return res, fmt.Errorf("store: delete completed jobs: %w", err)
+		}
+		res.CompletedJobs = tag.RowsAffected()
+	}
+	return res, archiveErr
+}
+
+// dropDays drops (archiving first, if p says so) the days past
+// retention, recording them in res. It stops at the first day it could
+// not archive and returns that error as archiveErr, apart from the
+// errors that end the pass.
+func (s *Store) dropDays(ctx context.Context, now time.Time, p RetentionPolicy, res *RetentionResult) (archiveErr, err error) {
+	retentions, err := s.namespaceRetentions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shortest := p.Default
 	for _, d := range retentions {
 		shortest = min(shortest, d)
 	}
-	days, err := s.historyDays(ctx)
+	days, err := s.HistoryDays(ctx)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	for _, day := range days {
 		end := day.Add(24 * time.Hour)
 		if end.Add(shortest).After(now) {
 			continue // younger than every retention
 		}
-		keep, err := s.dayKept(ctx, day, now, def, retentions)
+		keep, err := s.dayKept(ctx, day, now, p.Default, retentions)
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		if keep {
 			res.Kept = append(res.Kept, day)
 			continue
 		}
+		if p.Archive != nil {
+			// A day emptied by an earlier pass (its drop did not get the
+			// lock) was archived then: archiving it again would replace
+			// its files with empty ones.
+			empty, err := s.dayEmpty(ctx, day)
+			if err != nil {
+				return nil, err
+			}
+			if !empty {
+				if err := p.Archive(ctx, day); err != nil {
+					return fmt.Errorf("store: retention: archive %s (not dropped): %w", day.Format(time.DateOnly), err), nil
+				}
+				res.Archived = append(res.Archived, day)
+			}
+		}
 		if err := s.dropDay(ctx, day); err != nil {
-			return res, err
+			return nil, err
 		}
 		s.days.Delete(day)
 		res.Dropped = append(res.Dropped, day)
 	}
-	if res.SkippedRanges, err = s.expireSkips(ctx, now, def); err != nil {
-		return res, err
-	}
-	if completedAfter > 0 {
-		tag, err := s.pool.Exec(ctx, `WITH gone AS (
-				DELETE FROM jobs WHERE state = 'completed' AND schedule->>'cron' IS NULL AND updated_at < $1
-				RETURNING id)
-			DELETE FROM job_names WHERE job_id IN (SELECT id FROM gone)`, now.Add(-completedAfter))
-		if err != nil {
-			return res, fmt.Errorf("store: delete completed jobs: %w", err)
-		}
-		res.CompletedJobs = tag.RowsAffected()
-	}
-	return res, nil
+	return nil, nil
 }
 
 // namespaceRetentions are the namespaces' own retentions.
@@ -172,9 +267,9 @@ func (s *Store) namespaceRetentions(ctx context.Context) (map[string]time.Durati
 	return out, nil
 }
 
-// historyDays are the days of the executions table's day partitions,
+// HistoryDays are the days of the executions table's day partitions,
 // oldest first.
-func (s *Store) historyDays(ctx context.Context) ([]time.Time, error) {
+func (s *Store) HistoryDays(ctx context.Context) ([]time.Time, error) {
 	have, err := partitionsOf(ctx, s.pool, "executions")
 	if err != nil {
 		return nil, fmt.Errorf("store: retention: %w", err)
@@ -208,12 +303,12 @@ func (s *Store) dayKept(ctx context.Context, day, now time.Time, def time.Durati
 			expired = append(expired, ns)
 		}
 	}
-	q := "SELECT EXISTS (SELECT 1 FROM " + dayPartition("executions", day) + " WHERE namespace = ANY($1))"
+	q := "SELECT EXISTS (SELECT 1 FROM " + DayPartition("executions", day) + " WHERE namespace = ANY($1))"
 	arg := keepers
 	if end.Add(def).After(now) {
 		// The cluster's retention keeps the day for every namespace but
 		// those whose own, shorter, retention ran out.
-		q = "SELECT EXISTS (SELECT 1 FROM " + dayPartition("executions", day) + " WHERE namespace <> ALL($1))"
+		q = "SELECT EXISTS (SELECT 1 FROM " + DayPartition("executions", day) + " WHERE namespace <> ALL($1))"
 		arg = expired
 	} else if len(keepers) == 0 {
 		return false, nil
@@ -225,25 +320,48 @@ func (s *Store) dayKept(ctx context.Context, day, now time.Time, def time.Durati
 	return kept, nil
 }
 
+// Waiting for the parent tables' lock when dropping a day's empty
+// partitions (dropDay).
+const (
+	// dropLockWait is how long one try waits for the lock: while it
+	// waits, every statement on executions queues behind it, firing
+	// included.
+	dropLockWait = 50 * time.Millisecond
+	// dropTries is how many tries a pass makes, backing off from 100 ms
+	// to 2 s between them (about half a minute in all).
+	dropTries = 20
+)
+
 // dropDay drops day's partitions of executions and attempts, in two
-// short transactions (lock_timeout 5 s each), each locking executions
-// before attempts, the order the recorder's transactions take them (see
-// dailyTables), so that it cannot deadlock with them. The first empties them with
-// TRUNCATE, which locks only the partitions themselves: the commit that
-// unlinks their files (168 ms for a day of 1,000,000 executions here)
-// holds no lock on the parent tables, so firing, which inserts into
-// today's partition, goes on. The second drops the empty tables, under
-// the partitions' advisory lock: its commit, which takes the parents'
-// locks, has almost nothing left to unlink.
+// steps, each locking executions before attempts, the order the
+// recorder's transactions take them (see dailyTables), so that it
+// cannot deadlock with them.
+//
+// The first empties them with TRUNCATE, which locks only the partitions
+// themselves (lock_timeout 5 s): the commit that unlinks their files
+// (168 ms for a day of 1,000,000 executions here) holds no lock on the
+// parent tables, so firing, which inserts into today's partition, goes
+// on.
+//
+// The second drops the empty tables, under the partitions' advisory
+// lock. DROP TABLE of a partition takes the parent's ACCESS EXCLUSIVE
+// lock, and a lock request that waits queues every later statement on
+// the table behind it: behind an ANALYZE of executions (which holds a
+// lock that conflicts) firing stalled for 366 ms, and the drop took 2 s.
+// So each try waits at most dropLockWait (50 ms) and gives up, and the
+// next try comes after a pause; once it has the lock, dropping empty
+// tables takes a few milliseconds. A day whose empty partitions could not
+// be dropped after dropTries is left for the next pass, which finds it
+// empty.
 func (s *Store) dropDay(ctx context.Context, day time.Time) error {
-	step := func(sql string, advisory bool) error {
+	step := func(sql string, advisory bool, wait time.Duration) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if advisory {
 				if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockPartitions); err != nil {
 					return err
 				}
 			}
-			if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'"); err != nil {
+			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", wait.Milliseconds())); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, sql)
@@ -253,7 +371,7 @@ func (s *Store) dropDay(ctx context.Context, day time.Time) error {
 	var names, present []string
 	var err error
 	for _, table := range dailyTables {
-		name := dayPartition(table, day)
+		name := DayPartition(table, day)
 		names = append(names, name)
 		var have map[string]bool
 		if have, err = partitionsOf(ctx, s.pool, table); err != nil {
@@ -264,15 +382,45 @@ func (s *Store) dropDay(ctx context.Context, day time.Time) error {
 		}
 	}
 	if err == nil && len(present) > 0 {
-		err = step("TRUNCATE "+strings.Join(present, ", "), false)
+		err = step("TRUNCATE "+strings.Join(present, ", "), false, 5*time.Second)
 	}
-	if err == nil {
-		err = step("DROP TABLE IF EXISTS "+strings.Join(names, ", "), true)
+	pause := 100 * time.Millisecond
+	for try := 1; err == nil; try++ {
+		err = step("DROP TABLE IF EXISTS "+strings.Join(names, ", "), true, dropLockWait)
+		if !isLockTimeout(err) || try == dropTries {
+			break
+		}
+		err = nil
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
 	if err != nil {
 		return fmt.Errorf("store: drop the partitions of %s: %w", day.Format(time.DateOnly), err)
 	}
 	return nil
+}
+
+// isLockTimeout reports whether err is a lock_not_available (55P03):
+// lock_timeout ran out.
+func isLockTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
+// dayEmpty reports whether day's executions and attempts partitions
+// hold no row (a day emptied by a pass whose drop did not get its lock).
+func (s *Store) dayEmpty(ctx context.Context, day time.Time) (bool, error) {
+	var empty bool
+	err := s.pool.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+DayPartition("executions", day)+
+		") AND NOT EXISTS (SELECT 1 FROM "+DayPartition("attempts", day)+")").Scan(&empty)
+	if err != nil {
+		return false, fmt.Errorf("store: retention: is %s empty: %w", day.Format(time.DateOnly), err)
+	}
+	return empty, nil
 }
 
 // expireSkips deletes skipped-run records past their namespace's

@@ -24,7 +24,8 @@ import (
 //   - heartbeat: records the attempt's last sign of life (HeartbeatAt) and
 //     otherwise counts as its start.
 //   - succeeded: the attempt succeeded; the execution succeeds, whichever
-//     attempt it was, unless it is final already.
+//     attempt it was, unless it is final already. Its end becomes its
+//     job's last success, unless the job has a later one.
 //   - failed (or timed out): a final failure of the newest attempt makes
 //     the execution dead; another failure of the newest attempt, about its
 //     current dispatch, leaves it failed and back in the outbox, published
@@ -60,6 +61,7 @@ type recAttempt struct {
 // change, and every attempt (att, by number; numbers are dense from 1).
 type recExec struct {
 	id           uuid.UUID
+	jobID        uuid.UUID
 	sched        time.Time
 	bucket       int
 	state        domain.ExecState
@@ -82,6 +84,9 @@ type recExec struct {
 	dirtyAtt map[int]bool
 	// requeued: an event put the execution back in the outbox.
 	requeued bool
+	// succeeded: an event made the execution succeed (finishedAt is
+	// then its end), so its job's last success may move.
+	succeeded bool
 }
 
 // maxAttempt is the highest attempt number with a row.
@@ -337,5 +342,6 @@ func (e *recExec) end(ev *AttemptEvent, p prior, now time.Time) {
 		if a >= prevAttempts {
 			e.executorID = ev.Executor
 		}
+		e.succeeded = next == domain.ExecSucceeded
 	}
 }

@@ -69,20 +69,24 @@ func (f *ExecFilter) states() []domain.ExecState {
 	return states
 }
 
+// endedStates selects the executions the partial executions_namespace
+// index holds (migration 17).
+const endedStates = "state IN ('succeeded', 'failed', 'dead', 'cancelled')"
+
 // handlerKey is the handler queue an execution goes to: its handler's
 // type, or a custom handler's name (from the row, or its job spec).
 const handlerKey = `(SELECT CASE WHEN h->>'type' = 'custom' THEN h->>'name' ELSE h->>'type' END
 	FROM (SELECT COALESCE(executions.handler, (SELECT sp.handler FROM job_specs sp WHERE sp.id = executions.spec_id))) AS x(h))`
 
-// where is f's conditions (the cursor's but for count), with their
-// arguments added by arg.
-func (f *ExecFilter) where(arg func(any) string, withCursor bool) ([]string, error) {
+// where is f's conditions (the cursor's but for count; the states' but
+// with withoutStates), with their arguments added by arg.
+func (f *ExecFilter) where(arg func(any) string, withCursor, withoutStates bool) ([]string, error) {
 	var where []string
 	add := func(cond string) { where = append(where, cond) }
 	if f.JobID != nil {
 		add("job_id = " + arg(*f.JobID))
 	}
-	if states := f.states(); len(states) > 0 {
+	if states := f.states(); len(states) > 0 && !withoutStates {
 		lits := make([]string, len(states))
 		for i, st := range states {
 			if !slices.Contains(domain.ExecStates, st) {
@@ -152,33 +156,15 @@ func (f *ExecFilter) where(arg func(any) string, withCursor bool) ([]string, err
 // between Since and Until.
 func (s *Store) ListExecutions(ctx context.Context, f ExecFilter) ([]*Execution, string, error) {
 	limit := pageSize(f.Limit)
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	where, err := f.where(arg, true)
-	if err != nil {
-		return nil, "", fmt.Errorf("store: list executions: %w", err)
-	}
-	sql := "SELECT " + execRead + " FROM executions"
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
-	}
-	if f.filtered() {
-		sql += " ORDER BY scheduled_for DESC, id DESC"
-	} else {
-		sql += " ORDER BY id DESC"
-	}
-	sql += " LIMIT " + arg(limit+1)
-
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("store: list executions: %w", err)
-	}
-	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
-	if err != nil {
-		return nil, "", fmt.Errorf("store: list executions: %w", err)
+	var execs []*Execution
+	for _, g := range f.windows(time.Now()) {
+		page, err := s.listExecutions(ctx, g, limit+1-len(execs))
+		if err != nil {
+			return nil, "", err
+		}
+		if execs = append(execs, page...); len(execs) > limit {
+			break
+		}
 	}
 	next := ""
 	if len(execs) > limit {
@@ -186,6 +172,117 @@ func (s *Store) ListExecutions(ctx context.Context, f ExecFilter) ([]*Execution,
 		next = encodeCursor(execs[limit-1].ID)
 	}
 	return execs, next, nil
+}
+
+// Windows of a job's listing (ExecFilter.windows), back from its newest
+// end.
+var jobWindows = []time.Duration{2 * 24 * time.Hour, 16 * 24 * time.Hour}
+
+// windows splits a listing of one job's executions without a lower time
+// bound into time windows, newest first, read in turn until a page is
+// full: the newest two days (and any later), the 14 days before, then
+// the rest. Each reads only its windows' day partitions, and the planner
+// prunes the others; one statement over every day partition (30 days of
+// history and 7 days ahead) spent more time planning and opening each
+// partition's index (4 ms, 50 ms on a new connection) than reading the
+// job's page, which usually lies in the newest days. Other listings are
+// one window.
+func (f ExecFilter) windows(now time.Time) []ExecFilter {
+	if f.JobID == nil || f.Since != nil {
+		return []ExecFilter{f}
+	}
+	top := now
+	if f.Until != nil {
+		top = *f.Until
+	}
+	if f.Cursor != "" {
+		var c uuid.UUID
+		if decodeCursor(f.Cursor, &c) == nil {
+			top = domain.ExecutionTime(c)
+		}
+	}
+	var out []ExecFilter
+	hi := f.Until
+	for _, back := range jobWindows {
+		lo := top.Add(-back)
+		g := f
+		g.Since, g.Until = &lo, hi
+		out = append(out, g)
+		hi = &lo
+	}
+	g := f
+	g.Until = hi
+	return append(out, g)
+}
+
+// listExecutions reads up to limit executions matching f, in one
+// statement.
+func (s *Store) listExecutions(ctx context.Context, f ExecFilter, limit int) ([]*Execution, error) {
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	states := f.states()
+	var split []string // each branch's state condition
+	switch {
+	case f.filtered() && len(states) > 1:
+		// One ordered branch per state, each reading at most a page from
+		// the (state, scheduled_for) index, then merged: with IN (…) the
+		// planner would read and sort every row of those states in the
+		// range (11,000 rows for "failed or dead since 24 h" at a million
+		// executions a day, 76 ms with a cold cache) to return 50.
+		for _, st := range states {
+			if !slices.Contains(domain.ExecStates, st) {
+				return nil, fmt.Errorf("store: list executions: unknown state %q", st)
+			}
+			split = append(split, "state = '"+string(st)+"'")
+		}
+	case f.Namespace != "" && len(states) == 0:
+		// The ended executions from the partial executions_namespace
+		// index, the others from the state index, merged: without a
+		// state the planner can use neither, and walked every execution
+		// of the range newest first (200 ms for a namespace's first page
+		// of a day).
+		split = []string{endedStates, "state IN ('queued', 'running')"}
+	}
+	where, err := f.where(arg, true, len(split) > 0)
+	if err != nil {
+		return nil, fmt.Errorf("store: list executions: %w", err)
+	}
+	var sql string
+	switch {
+	case len(split) > 0:
+		lim := arg(limit)
+		branches := make([]string, len(split))
+		for i, cond := range split {
+			branches[i] = "(SELECT " + execRead + " FROM executions WHERE " + strings.Join(append(slices.Clone(where), cond), " AND ") +
+				" ORDER BY scheduled_for DESC, id DESC LIMIT " + lim + ")"
+		}
+		sql = "SELECT * FROM (" + strings.Join(branches, " UNION ALL ") + ") x ORDER BY scheduled_for DESC, id DESC LIMIT " + lim
+	case f.filtered():
+		sql = "SELECT " + execRead + " FROM executions"
+		if len(where) > 0 {
+			sql += " WHERE " + strings.Join(where, " AND ")
+		}
+		sql += " ORDER BY scheduled_for DESC, id DESC LIMIT " + arg(limit)
+	default:
+		sql = "SELECT " + execRead + " FROM executions"
+		if len(where) > 0 {
+			sql += " WHERE " + strings.Join(where, " AND ")
+		}
+		sql += " ORDER BY id DESC LIMIT " + arg(limit)
+	}
+
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list executions: %w", err)
+	}
+	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+	if err != nil {
+		return nil, fmt.Errorf("store: list executions: %w", err)
+	}
+	return execs, nil
 }
 
 // CountExecutions counts the executions matching f (its cursor and limit
@@ -196,7 +293,7 @@ func (s *Store) CountExecutions(ctx context.Context, f ExecFilter) (int64, error
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	where, err := f.where(arg, false)
+	where, err := f.where(arg, false, false)
 	if err != nil {
 		return 0, fmt.Errorf("store: count executions: %w", err)
 	}

@@ -212,3 +212,63 @@ func TestSearchPaginationStableWhileRowsArrive(t *testing.T) {
 		}
 	}
 }
+
+// A job's listing reads its executions in time windows, newest first
+// (ExecFilter.windows): pages that straddle the windows' bounds, days
+// far back, runs ahead of now and an upper bound all come out whole, in
+// order, once each.
+func TestSearchJobAcrossWindows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	job := uuid.New()
+	now := time.Now().UTC().Truncate(time.Second)
+	var want []uuid.UUID // newest first
+	for _, back := range []time.Duration{-36 * time.Hour, 0, time.Hour, 47 * time.Hour, 49 * time.Hour,
+		5 * 24 * time.Hour, 15*24*time.Hour + time.Hour, 17 * 24 * time.Hour, 40 * 24 * time.Hour} {
+		at := now.Add(-back)
+		if err := s.EnsureDays(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+		id := domain.ExecutionID(job, at)
+		if _, err := s.pool.Exec(ctx, `INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for,
+			state, handler) VALUES ($1, $2, 0, 'n', 'j', $3, 'succeeded', '{"type":"nats","subject":"a"}')`,
+			id, job, at); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	for _, limit := range []int{1, 2, 3, 50} {
+		f := ExecFilter{JobID: &job, Limit: limit}
+		var got []uuid.UUID
+		for range 20 {
+			page, next, err := s.ListExecutions(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range page {
+				got = append(got, e.ID)
+			}
+			if next == "" {
+				break
+			}
+			f.Cursor = next
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("limit %d: got %d executions %v, want %d %v", limit, len(got), got, len(want), want)
+		}
+	}
+	until := now.Add(-48 * time.Hour)
+	page, _, err := s.ListExecutions(ctx, ExecFilter{JobID: &job, Until: &until})
+	if err != nil || !slices.Equal(ids(page), want[4:]) {
+		t.Errorf("until 48 h ago: got %v, %v; want %v", ids(page), err, want[4:])
+	}
+}
+
+func ids(execs []*Execution) []uuid.UUID {
+	out := make([]uuid.UUID, len(execs))
+	for i, e := range execs {
+		out[i] = e.ID
+	}
+	return out
+}

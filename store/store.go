@@ -33,6 +33,9 @@ var migrationFiles embed.FS
 const (
 	lockInit       int64 = 0x746f636b_0001 // "tock" 1: Init
 	lockPartitions int64 = 0x746f636b_0002 // "tock" 2: MaintainPartitions
+	// lockMaintenance is a session lock (Maintenance): one maintenance
+	// pass at a time in the cluster.
+	lockMaintenance int64 = 0x746f636b_0003 // "tock" 3: Maintenance
 )
 
 // initDaysAhead is how many days of execution partitions Init creates.

@@ -1018,7 +1018,7 @@ func TestMaintainPartitions(t *testing.T) {
 	day := now.Truncate(24 * time.Hour)
 	for _, table := range dailyTables {
 		for d := -1; d <= initDaysAhead; d++ {
-			name := dayPartition(table, day.AddDate(0, 0, d))
+			name := DayPartition(table, day.AddDate(0, 0, d))
 			if count(t, s, "SELECT count(*) FROM pg_class WHERE relname = $1", name) != 1 {
 				t.Fatalf("Init did not create %s", name)
 			}
@@ -1058,10 +1058,10 @@ func TestMaintainPartitions(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if p, want := where("executions", "id"), dayPartition("executions", far); p != want {
+	if p, want := where("executions", "id"), DayPartition("executions", far); p != want {
 		t.Fatalf("execution in %s, want %s", p, want)
 	}
-	if p, want := where("attempts", "execution_id"), dayPartition("attempts", far); p != want {
+	if p, want := where("attempts", "execution_id"), DayPartition("attempts", far); p != want {
 		t.Fatalf("attempt in %s, want %s", p, want)
 	}
 	if got, err := s.GetExecution(ctx, e.ID); err != nil || got.State != domain.ExecRunning || len(got.AttemptList) != 2 {
@@ -1222,5 +1222,38 @@ func TestOpenPoolSize(t *testing.T) {
 	}
 	if defaultMaxConns < 16 {
 		t.Errorf("default pool of %d connections, want at least 16", defaultMaxConns)
+	}
+}
+
+// An execution the dispatcher cannot publish (dispatcher.Failer) is
+// recorded as a final failure of its next attempt, which it never
+// started: dead, with the error, and out of the outbox.
+func TestUnpublishableExecutionIsDead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	t0 := baseTime()
+	a := testJob("too-big", &t0)
+	a.ID = idInBucket(3)
+	mustCreate(t, s, a)
+	manual, err := s.RunNow(ctx, a.ID, t0.Add(-time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const why = "the execution's message is 2000000 bytes, more than the NATS server accepts (its max_payload)"
+	res, err := s.RecordEvents(ctx, []AttemptEvent{{ID: manual.ID, Attempt: manual.Attempts + 1, Executor: "dispatcher",
+		At: t0, Type: domain.EventFailed, Final: true, Error: why, Dispatch: manual.Dispatches}})
+	if err != nil || res[0] != nil {
+		t.Fatalf("record: %v %v", res, err)
+	}
+	e, err := s.GetExecution(ctx, manual.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.State != domain.ExecDead || e.Error != why || len(e.AttemptList) != 1 || e.AttemptList[0].ExecutorID != "dispatcher" {
+		t.Fatalf("execution %+v", e)
+	}
+	if out, _ := s.Undispatched(ctx, []int{3}, 10, time.Now().Add(time.Hour)); len(out) != 0 {
+		t.Fatalf("still in the outbox: %v", out)
 	}
 }

@@ -133,13 +133,9 @@ func (c *cli) runCeiling(ctx context.Context) (*CeilingReport, error) {
 	b := c.newBench()
 
 	if err := b.connect(ctx); err != nil {
-		if b.st != nil {
-			b.st.Close()
-		}
 		return nil, err
 	}
-	defer b.st.Close()
-	defer b.nc.Close()
+	defer b.close()
 	rep := &CeilingReport{
 		Namespace: b.ns, Handler: b.Handler, Buckets: b.buckets, Executors: b.Executors,
 		StartRate: b.StartRate, MaxRate: b.MaxRate, RateStep: b.RateStep, Precision: b.Precision,

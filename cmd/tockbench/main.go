@@ -58,7 +58,7 @@ type cli struct {
 	PostgresURL string        `name:"postgres-url" env:"TOCK_POSTGRES_URL" default:"postgres://postgres@127.0.0.1:5432/tock?sslmode=disable" help:"PostgreSQL URL of the cluster under test."`
 	NATSURL     string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS URL of the cluster under test (JetStream enabled)."`
 	Jobs        int           `default:"10000" help:"Number of jobs to create."`
-	Mix         string        `default:"spread-minute" enum:"spread-minute,spread-hour,every-second,same-second,create" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); spread-hour: each job fires once an hour, offsets spread evenly over its 3,600 seconds (jobs/3600 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires."`
+	Mix         string        `default:"spread-minute" enum:"spread-minute,spread-hour,every-second,same-second,create,history" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); spread-hour: each job fires once an hour, offsets spread evenly over its 3,600 seconds (jobs/3600 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires; history: load days of execution history (--history-*), time the search and statistics API over it, and drop its oldest day while --history-fire-jobs every-second jobs fire (docs/bench.md)."`
 	Duration    time.Duration `default:"60s" help:"Length of the measured window (not for same-second)."`
 	Warmup      time.Duration `default:"10s" help:"Time between the end of job creation and the start of the measured window (not for same-second)."`
 	Settle      time.Duration `default:"2m" help:"After the window (or the burst's instant), how long to wait at most for its executions to fire and be recorded."`
@@ -74,6 +74,7 @@ type cli struct {
 	CPUProfile  string        `name:"cpuprofile" type:"path" help:"Write a Go CPU profile of tockbench itself (its in-process executors) to this file."`
 
 	ceilingFlags `embed:""`
+	historyFlags `embed:""`
 }
 
 func main() {
@@ -103,6 +104,9 @@ func (c *cli) main() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.Mix == mixHistory {
+		return c.mainHistory(ctx)
+	}
 	if c.Mix == mixCreate {
 		rep, err := c.runCreate(ctx)
 		if err == nil {
@@ -201,6 +205,9 @@ type bench struct {
 	// noAutovacuum: the server's autovacuum is off, so nothing keeps the
 	// planner's statistics current unless the bench does.
 	noAutovacuum bool
+	// duringWindow, if set, runs while a recurring mix's window is
+	// measured; the window's report waits for it.
+	duringWindow func(ctx context.Context, from, to time.Time) error
 }
 
 // dbNow is the database's clock, from the local one.
@@ -228,13 +235,15 @@ func (c *cli) run(ctx context.Context) (*Report, error) {
 	}
 	b := c.newBench()
 	if err := b.connect(ctx); err != nil {
-		if b.st != nil {
-			b.st.Close()
-		}
 		return nil, err
 	}
-	defer b.st.Close()
-	defer b.nc.Close()
+	defer b.close()
+	return b.runRecurring(ctx)
+}
+
+// runRecurring runs a connected bench: its executors, its jobs, the
+// window or the burst, and the report.
+func (b *bench) runRecurring(ctx context.Context) (*Report, error) {
 	b.rep = &Report{Mix: b.Mix, Jobs: b.Jobs, Buckets: b.buckets, Namespace: b.ns, Handler: b.Handler, Executors: b.Executors}
 	b.say("%s, %d jobs, namespace %s, handler %s, cluster of %d buckets", b.Mix, b.Jobs, b.ns, b.Handler, b.buckets)
 
@@ -277,8 +286,25 @@ func (c *cli) run(ctx context.Context) (*Report, error) {
 	return b.rep, nil
 }
 
-// connect opens the store and NATS and measures the clock offset.
+// close closes the store and NATS.
+func (b *bench) close() {
+	b.nc.Close()
+	b.st.Close()
+}
+
+// connect opens the store and NATS and measures the clock offset; on
+// failure it closes what it opened.
 func (b *bench) connect(ctx context.Context) error {
+	err := b.open(ctx)
+	if err != nil && b.st != nil {
+		b.st.Close()
+		b.st = nil
+	}
+	return err
+}
+
+// open is connect's work.
+func (b *bench) open(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	st, err := store.Open(cctx, b.PostgresURL)

@@ -42,12 +42,22 @@ func (b *bench) runWindow(ctx context.Context) error {
 	b.say("warming up until %s; measuring until %s (expect %d executions, %.1f/s)",
 		from.Format(time.TimeOnly), to.Format(time.TimeOnly), expected, b.rep.ExpectedPerSecond)
 
+	var during chan error
+	if b.duringWindow != nil {
+		during = make(chan error, 1)
+		go func() { during <- b.duringWindow(ctx, from, to) }()
+	}
 	if err := b.progress(ctx, from); err != nil {
 		return err
 	}
 	atStart := b.backlog(ctx)
 	if err := b.progress(ctx, to); err != nil {
 		return err
+	}
+	if during != nil {
+		if err := <-during; err != nil {
+			return err
+		}
 	}
 	b.rep.BacklogAtEnd = b.backlog(ctx)
 	if atStart.recorded >= 0 && b.rep.BacklogAtEnd.recorded >= 0 {

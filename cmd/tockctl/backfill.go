@@ -10,6 +10,7 @@ import (
 // jobBackfillCmd is tockctl jobs backfill.
 type jobBackfillCmd struct {
 	jobID
+	idempotency
 	From string `required:"" help:"First scheduled time to fire (RFC 3339, included)." placeholder:"TIME"`
 	To   string `required:"" help:"End of the range (RFC 3339, excluded); not after now." placeholder:"TIME"`
 }
@@ -28,7 +29,7 @@ func (c *jobBackfillCmd) Run(a *app) error {
 			return fmt.Errorf("%s %q is not an RFC 3339 time such as 2026-07-01T09:00:00Z", f.flag, f.v)
 		}
 	}
-	r, err := a.api.BackfillJobWithResponse(a.ctx, id, body)
+	r, err := a.api.BackfillJobWithResponse(a.ctx, id, &client.BackfillJobParams{IdempotencyKey: c.key()}, body)
 	if err := check(r, err); err != nil {
 		return err
 	}

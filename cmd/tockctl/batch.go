@@ -193,7 +193,7 @@ func (a *app) createBatch(jobs []json.RawMessage, res *client.JobBatchResult) er
 	if err != nil {
 		return err
 	}
-	r, err := a.api.CreateJobBatchWithBodyWithResponse(a.ctx, "application/json", bytes.NewReader(body))
+	r, err := a.api.CreateJobBatchWithBodyWithResponse(a.ctx, &client.CreateJobBatchParams{}, "application/json", bytes.NewReader(body))
 	if err := check(r, err); err != nil {
 		return err
 	}

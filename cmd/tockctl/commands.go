@@ -12,7 +12,16 @@ import (
 	"github.com/tock-sched/tock/client"
 )
 
+// idempotency is the --idempotency-key of the writes that take one.
+type idempotency struct {
+	IdempotencyKey string `name:"idempotency-key" help:"Send this Idempotency-Key: the same command again (a retry after a timeout, say) gets the first answer instead of doing the work twice; kept 24 h by the server." placeholder:"KEY"`
+}
+
+// key is the header's value; nil sends none.
+func (i idempotency) key() *string { return optional(i.IdempotencyKey) }
+
 type jobsCreateCmd struct {
+	idempotency
 	// File is in both required groups, so that it stands in for --name
 	// and a handler, and kong refuses it together with either.
 	File string `short:"f" required:"" xor:"name,handler" help:"Create the jobs of this JSON Lines file instead, one job per line as POST /v1/jobs takes it (\"-\": standard input); sent ${max_batch} per request to POST /v1/jobs:batch. Failures are reported by line; the exit code is 1 if any job was not created." placeholder:"FILE"`
@@ -68,7 +77,7 @@ func (c *jobsCreateCmd) singleJobFlags() []string {
 		{"--max-attempts", c.MaxAttempts != 0}, {"--backoff", c.Backoff != ""}, {"--priority", c.Priority != ""},
 		{"--label", len(c.Label) > 0}, {"--description", c.Description != ""},
 		{"--start-at", c.StartAt != ""}, {"--end-at", c.EndAt != ""}, {"--max-runs", c.MaxRuns != nil}, {"--jitter", c.Jitter != ""},
-		{"--missed", c.Missed != ""}, {"--grace", c.Grace != ""}, {"--missed-max", c.MissedMax != nil}, {"--overlap", c.Overlap != ""},
+		{"--missed", c.Missed != ""}, {"--grace", c.Grace != ""}, {"--missed-max", c.MissedMax != nil}, {"--overlap", c.Overlap != ""}, {"--idempotency-key", c.IdempotencyKey != ""},
 	} {
 		if f.set {
 			set = append(set, f.name)
@@ -108,7 +117,7 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	body.Description = optional(c.Description)
 	body.Missed = missedOf(c.Missed, c.Grace, c.MissedMax)
 	body.Overlap = (*client.Overlap)(optional(c.Overlap))
-	r, err := a.api.CreateJobWithResponse(a.ctx, body)
+	r, err := a.api.CreateJobWithResponse(a.ctx, &client.CreateJobParams{IdempotencyKey: c.key()}, body)
 	if err := check(r, err); err != nil {
 		return err
 	}
@@ -404,14 +413,17 @@ func (a *app) resume(id uuid.UUID, catchUp bool) ([]byte, *client.Job, error) {
 	return r.Body, r.JSON200, nil
 }
 
-type jobRunCmd struct{ jobID }
+type jobRunCmd struct {
+	jobID
+	idempotency
+}
 
 func (c *jobRunCmd) Run(a *app) error {
 	id, err := parseID(c.ID)
 	if err != nil {
 		return err
 	}
-	r, err := a.api.RunJobWithResponse(a.ctx, id)
+	r, err := a.api.RunJobWithResponse(a.ctx, id, &client.RunJobParams{IdempotencyKey: c.key()})
 	if err := check(r, err); err != nil {
 		return err
 	}

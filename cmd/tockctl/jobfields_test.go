@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 )
 
 // jobs create --label and --description set them; jobs list --selector
@@ -117,4 +123,25 @@ func mustTime(t *testing.T, s string) time.Time {
 		t.Fatal(err)
 	}
 	return tm
+}
+
+// jobs get shows when the job last succeeded, once it has.
+func TestLastSuccess(t *testing.T) {
+	t.Parallel()
+	hs, st := server(t)
+	u := hs.URL
+	ctx := context.Background()
+	id := uuidRE.FindString(ok(t, u, "jobs", "create", "--name", "nightly", "--cron", "0 0 3 * * *", "--custom", "w"))
+	if out := ok(t, u, "jobs", "get", id); strings.Contains(out, "last success") {
+		t.Errorf("before a success:\n%s", out)
+	}
+	x, err := st.RunNow(ctx, uuid.MustParse(id), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	storetest.Record(t, st, store.AttemptEvent{ID: x.ID, Attempt: 1, Executor: "x", At: end, Type: domain.EventSucceeded})
+	if out := ok(t, u, "jobs", "get", id); !strings.Contains(out, "\nlast success:  2031-05-06T07:08:09Z\n") {
+		t.Errorf("after a success:\n%s", out)
+	}
 }

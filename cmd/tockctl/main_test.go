@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/api"
@@ -108,7 +109,7 @@ const (
 
 func TestJobsLifecycle(t *testing.T) {
 	t.Parallel()
-	hs, _ := server(t)
+	hs, st := server(t)
 	u := hs.URL
 
 	out := ok(t, u, "jobs", "create", "--name", "nightly-report", "--cron", "0 30 9 * * MON-FRI", "--tz", "Europe/Berlin",
@@ -168,6 +169,15 @@ func TestJobsLifecycle(t *testing.T) {
 		t.Fatalf("run:\n%s", out)
 	}
 	execID := uuidRE.FindString(r[0])
+	// With --idempotency-key, running again answers the first run.
+	keyed := uuidRE.FindString(rows(t, ok(t, u, "jobs", "run", id, "--idempotency-key", "run-1"), execHeader)[0])
+	if again := ok(t, u, "jobs", "run", id, "--idempotency-key", "run-1"); !strings.Contains(again, keyed) {
+		t.Errorf("run again with the same key: want execution %s\n%s", keyed, again)
+	}
+	// (Gone again, so that the run above is the job's only execution.)
+	if _, err := st.Pool().Exec(context.Background(), "DELETE FROM executions WHERE id = $1", uuid.MustParse(keyed)); err != nil {
+		t.Fatal(err)
+	}
 	out = ok(t, u, "executions", "list", "--job", id)
 	if r := rows(t, out, execHeader); len(r) != 1 || !strings.Contains(r[0], execID) {
 		t.Errorf("executions list:\n%s", out)

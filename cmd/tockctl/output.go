@@ -28,10 +28,13 @@ func (a *app) printJob(raw []byte, v *client.Job) error {
 }
 
 // jobDetails prints, below a single job's table, what does not fit in a
-// row: its missed-run and overlap policies, the runs it fired, and its
-// schedule's window, max_runs and jitter when set.
+// row: when it last succeeded, its missed-run and overlap policies, the
+// runs it fired, and its schedule's window, max_runs and jitter when set.
 func (a *app) jobDetails(j client.Job) {
 	var d details
+	if j.LastSuccessAt != nil {
+		d.add("last success", timeText(j.LastSuccessAt))
+	}
 	if m := j.Missed; m != nil {
 		d.add("missed", missedText(*m))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/internal/embedded"
 )
 
@@ -24,6 +25,7 @@ import (
 type DevCmd struct {
 	Common
 	ExecutionFlags
+	HTTPFlags
 	DataDir  string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
 	HTTPAddr string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
 	EtcdPort int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
@@ -81,7 +83,19 @@ func (c *DevCmd) Run() error {
 		Logger:        log,
 	}
 	c.ExecutionFlags.apply(&cfg)
+	devHTTPPolicy(&cfg, etcd)
+	c.HTTPFlags.apply(&cfg, true)
 	return Serve(ctx, cfg)
+}
+
+// devHTTPPolicy sets dev's rules of what the http handler may call: a
+// developer's targets are local, so loopback and private addresses may be
+// called (metadata services stay refused), and tock's own never: Serve
+// refuses the etcd client, NATS, PostgreSQL and API addresses cfg names,
+// and this adds the embedded etcd's peer port.
+func devHTTPPolicy(cfg *Config, etcd *embedded.Etcd) {
+	cfg.HTTPAllowPrivate = true
+	cfg.HTTPOwn = append(cfg.HTTPOwn, egress.Own{What: "etcd", Addr: "127.0.0.1:" + strconv.Itoa(etcd.PeerPort)})
 }
 
 // portOrFree returns port if nothing listens on it, else 0 (pick a free one).

@@ -71,8 +71,16 @@ func (e *env) config(node string, ln net.Listener) Config {
 		Migrate:       true,
 		Pprof:         true,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// The tests' HTTP targets are httptest servers on loopback, which
+		// serve refuses by default; tock's own addresses, on loopback
+		// too, stay refused.
+		HTTPAllow: []string{testTargets},
 	}
 }
+
+// testTargets is where the tests' HTTP targets listen (httptest servers),
+// allowed on every node the tests start.
+const testTargets = "127.0.0.1"
 
 // startNode runs tockd in this process and returns its API base URL.
 func (e *env) startNode(t *testing.T, node string) string {
@@ -124,7 +132,8 @@ func (e *env) startProcess(t *testing.T, node string, extra ...string) (string, 
 	args := append([]string{"serve",
 		"--node-id", node, "--http-addr", addr, "--postgres-url", e.pg,
 		"--etcd-endpoints", e.etcd.Endpoint(), "--nats-url", e.nats.URL(),
-		"--cluster", "e2e", "--buckets", "16", "--lease-ttl", "2s", "--log-level", "warn"}, extra...)
+		"--cluster", "e2e", "--buckets", "16", "--lease-ttl", "2s", "--log-level", "warn",
+		"--http-allow", testTargets}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "TOCKD_E2E_CHILD=1")
 	var stderr bytes.Buffer

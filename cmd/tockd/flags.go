@@ -26,6 +26,7 @@ type ExecutionFlags struct {
 
 	Retention             retention `name:"retention" env:"TOCK_RETENTION" default:"90d" help:"How long execution history is kept, for namespaces without their own (PUT /v1/namespaces/{ns}): days (90d) or a duration."`
 	CompletedJobRetention retention `name:"completed-job-retention" env:"TOCK_COMPLETED_JOB_RETENTION" default:"7d" help:"How long a completed one-shot job is kept before it is deleted."`
+	ArchiveDir            string    `name:"archive-dir" env:"TOCK_ARCHIVE_DIR" help:"Write each day of execution history to Parquet files in this directory before retention drops it (set it on every node, to the same shared directory)."`
 
 	ExecutorConcurrency   int           `name:"executor-concurrency" env:"TOCK_EXECUTOR_CONCURRENCY" default:"16" help:"Attempts in flight per queue (http, nats) in this executor process."`
 	ExecutorMaxPerHandler int           `name:"executor-max-per-handler" env:"TOCK_EXECUTOR_MAX_PER_HANDLER" default:"0" help:"Attempts in flight per handler (HTTP host, NATS subject) in this process; 0: no limit beyond --executor-concurrency."`
@@ -36,6 +37,9 @@ type ExecutionFlags struct {
 	BreakerMinRequests uint32        `name:"breaker-min-requests" env:"TOCK_BREAKER_MIN_REQUESTS" default:"10" help:"Attempts in a window before the breaker may open."`
 	BreakerWindow      time.Duration `name:"breaker-window" env:"TOCK_BREAKER_WINDOW" default:"1m" help:"Window over which the breaker counts attempts."`
 	BreakerOpenFor     time.Duration `name:"breaker-open-for" env:"TOCK_BREAKER_OPEN_FOR" default:"30s" help:"How long an open breaker waits before it lets a probe through (half-open)."`
+
+	HTTPAllow []string `name:"http-allow" env:"TOCK_HTTP_ALLOW" sep:"," help:"CIDRs, IP addresses and host names (*.example.internal for subdomains) the http handler may call although they are loopback, private, link-local, unique-local or metadata addresses, comma separated (api and executor roles). tock's own etcd, NATS, PostgreSQL and API addresses stay refused."`
+	HTTPDeny  []string `name:"http-deny" env:"TOCK_HTTP_DENY" sep:"," help:"CIDRs, IP addresses and host names the http handler never calls, comma separated; they win over --http-allow (api and executor roles)."`
 }
 
 // apply copies the flags into cfg.
@@ -48,12 +52,14 @@ func (f ExecutionFlags) apply(cfg *Config) {
 		Jitter:         f.RetryJitter,
 	}
 	cfg.Retention, cfg.CompletedJobRetention = time.Duration(f.Retention), time.Duration(f.CompletedJobRetention)
+	cfg.ArchiveDir = f.ArchiveDir
 	cfg.Missed = domain.MissedPolicy{Policy: f.MissedPolicy, Grace: f.MissedGrace.String(), Max: f.MissedMax}
 	cfg.Overlap = f.Overlap
 	cfg.BackfillRate = f.BackfillRate
 	cfg.ExecutorConcurrency = f.ExecutorConcurrency
 	cfg.ExecutorMaxPerHandler = f.ExecutorMaxPerHandler
 	cfg.ExecutorAckWait = f.ExecutorAckWait
+	cfg.HTTPAllow, cfg.HTTPDeny = f.HTTPAllow, f.HTTPDeny
 	cfg.Breaker = executor.BreakerConfig{
 		Disabled:    f.BreakerDisabled,
 		FailureRate: f.BreakerFailureRate,
@@ -75,4 +81,24 @@ func (r *retention) UnmarshalText(b []byte) error {
 	}
 	*r = retention(d)
 	return nil
+}
+
+// HTTPFlags guard the REST API against browsers (other sites' pages, DNS
+// rebinding); serve and dev share them.
+type HTTPFlags struct {
+	AllowedHosts []string `name:"allowed-hosts" env:"TOCK_ALLOWED_HOSTS" sep:"," help:"Host names or addresses (any port; host:port for one port) that requests may name in their Host header, comma separated; others get 421. Default: any host for serve; localhost, 127.0.0.1 and [::1] for dev. * allows any."`
+	CORSOrigins  []string `name:"cors-origins" env:"TOCK_CORS_ORIGINS" sep:"," help:"Browser origins (https://console.example.com) allowed to call the API from their pages, comma separated; * allows any. Default: none, and no CORS headers are sent."`
+}
+
+// devHosts are the hosts tockd dev answers for when --allowed-hosts is
+// not given: its API listens on loopback.
+var devHosts = []string{"localhost", "127.0.0.1", "[::1]"}
+
+// apply copies the flags into cfg; dev's API answers only for loopback
+// names unless told otherwise.
+func (f HTTPFlags) apply(cfg *Config, dev bool) {
+	cfg.AllowedHosts, cfg.CORSOrigins = f.AllowedHosts, f.CORSOrigins
+	if dev && len(cfg.AllowedHosts) == 0 {
+		cfg.AllowedHosts = devHosts
+	}
 }

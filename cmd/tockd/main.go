@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/tock-sched/tock/archive"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -29,6 +31,7 @@ type Common struct {
 type ServeCmd struct {
 	Common
 	ExecutionFlags
+	HTTPFlags
 	NodeID        string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
 	HTTPAddr      string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
 	EtcdEndpoints []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
@@ -77,6 +80,7 @@ func (c *ServeCmd) config() (Config, error) {
 		Logger:        newLogger(c.LogLevel),
 	}
 	c.ExecutionFlags.apply(&cfg)
+	c.HTTPFlags.apply(&cfg, false)
 	return cfg, nil
 }
 
@@ -112,33 +116,93 @@ type MaintainCmd struct {
 	Common
 	Retention             retention `name:"retention" env:"TOCK_RETENTION" default:"90d" help:"How long execution history is kept, for namespaces without their own."`
 	CompletedJobRetention retention `name:"completed-job-retention" env:"TOCK_COMPLETED_JOB_RETENTION" default:"7d" help:"How long a completed one-shot job is kept."`
+	ArchiveDir            string    `name:"archive-dir" env:"TOCK_ARCHIVE_DIR" help:"Write each day of execution history to Parquet files in this directory before retention drops it."`
 	Once                  bool      `name:"once" help:"Run one pass and exit (default: a pass every 5 minutes until stopped)."`
+}
+
+// commandStore is a command's context, which ends at SIGINT or SIGTERM,
+// and the store at url opened on it (and migrated, if migrate); done
+// closes both.
+func commandStore(url string, migrate bool) (context.Context, *store.Store, func(), error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	done := func() { st.Close(); stop() }
+	if migrate {
+		if err := st.Migrate(ctx); err != nil {
+			done()
+			return nil, nil, nil, err
+		}
+	}
+	return ctx, st, done, nil
 }
 
 // Run runs one maintenance pass, or passes until SIGINT or SIGTERM.
 func (c *MaintainCmd) Run() error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	st, err := store.Open(ctx, c.PostgresURL)
+	ctx, st, done, err := commandStore(c.PostgresURL, true)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		return err
+	defer done()
+	if c.ArchiveDir != "" {
+		if err := archive.CheckDir(c.ArchiveDir); err != nil {
+			return err
+		}
 	}
-	cfg := Config{Retention: time.Duration(c.Retention), CompletedJobRetention: time.Duration(c.CompletedJobRetention)}
+	cfg := Config{Retention: time.Duration(c.Retention), CompletedJobRetention: time.Duration(c.CompletedJobRetention),
+		ArchiveDir: c.ArchiveDir}
 	log := newLogger(c.LogLevel)
 	if c.Once {
-		return maintainOnce(ctx, st, log, cfg)
+		return maintainOnce(ctx, st, log, cfg, true)
 	}
 	return maintain(ctx, st, log, cfg)
+}
+
+// ArchiveCmd writes one day of execution history to Parquet files, as
+// retention does before it drops the day (see package archive). It only
+// reads the database.
+type ArchiveCmd struct {
+	Common
+	Day string `name:"day" required:"" help:"The day (UTC) to write, as 2026-01-31."`
+	Dir string `name:"dir" env:"TOCK_ARCHIVE_DIR" help:"Directory to write the files in (the variable --archive-dir reads)."`
+}
+
+// Run writes the day's files and prints them.
+func (c *ArchiveCmd) Run() error {
+	day, err := time.Parse(time.DateOnly, c.Day)
+	if err != nil {
+		return fmt.Errorf("--day: %q is not a day such as 2026-01-31", c.Day)
+	}
+	if c.Dir == "" {
+		return errors.New("--dir (or TOCK_ARCHIVE_DIR) is required: where to write the files")
+	}
+	ctx, st, done, err := commandStore(c.PostgresURL, false)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := archive.Day(ctx, st.Pool(), c.Dir, day)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("archived %s\n", c.Day)
+	for _, f := range []struct {
+		what string
+		archive.File
+	}{{"executions", res.Executions}, {"attempts", res.Attempts}} {
+		fmt.Printf("  %-10s %9d rows %12d bytes  %s\n", f.what, f.Rows, f.Bytes, f.Path)
+	}
+	return nil
 }
 
 var cli struct {
 	Serve    ServeCmd    `cmd:"" default:"withargs" help:"Run tockd (all roles by default)."`
 	Migrate  MigrateCmd  `cmd:"" help:"Apply database migrations and exit."`
 	Maintain MaintainCmd `cmd:"" help:"Run maintenance: daily partitions ahead, and retention (--once: one pass, then exit)."`
+	Archive  ArchiveCmd  `cmd:"" help:"Write one day of execution history to Parquet files (--day 2026-01-31 --dir DIR)."`
 	Dev      DevCmd      `cmd:"" help:"Run everything on one machine: embedded etcd and NATS, local Postgres."`
 }
 

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
@@ -14,23 +15,8 @@ import (
 // tockd maintain --once runs one pass, partitions ahead and retention,
 // and exits.
 func TestMaintainOnce(t *testing.T) {
-	pg := testenv.Postgres(t)
 	ctx := context.Background()
-	st, err := store.Open(ctx, pg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Init(ctx, 16); err != nil {
-		t.Fatal(err)
-	}
-	now, err := st.Now(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg, st, now := maintainedStore(t)
 	if err := st.MaintainPartitions(ctx, now.AddDate(0, 0, -60), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -60,4 +46,29 @@ func TestMaintainOnce(t *testing.T) {
 	if !strings.Contains(got, ahead) {
 		t.Errorf("no partition a week ahead (%s): %s", ahead, got)
 	}
+}
+
+// maintainedStore is a new cluster's database (16 buckets), its store
+// (closed when the test ends) and the database's clock, for tests of the
+// maintenance commands.
+func maintainedStore(t *testing.T) (string, *store.Store, time.Time) {
+	t.Helper()
+	pg := testenv.Postgres(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Init(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pg, st, now
 }

@@ -193,7 +193,7 @@ func metricValue(t *testing.T, base, sample string) float64 {
 }
 
 // The same when a node is killed and its buckets fail over to the other
-// after 12 s (its lease's TTL): the jobs in the dead node's buckets apply
+// once its lease (TTL 12 s) expires: the jobs in the dead node's buckets apply
 // their policies; the other node's jobs miss nothing.
 func TestMissedRunsAfterFailover(t *testing.T) {
 	e := newEnv(t)
@@ -243,8 +243,11 @@ func TestMissedRunsAfterFailover(t *testing.T) {
 	if len(onA) == 0 {
 		t.Fatal("no job fell in a's buckets")
 	}
-	// Twelve seconds without an owner, less the grace: at least 9 missed.
-	checkMissed(t, e.pg, onA, from, to, 9)
+	// a's lease expires 8 to 12 s after the kill (its last keepalive, sent
+	// every TTL/3, may have come just before it), less the 2 s grace: at
+	// least 6 missed. (9 failed under load when the keepalive had just
+	// gone out: 8 missed.)
+	checkMissed(t, e.pg, onA, from, to, 6)
 	for policy, ids := range onB {
 		for _, id := range ids {
 			a := account(t, e.pg, id, from, to)

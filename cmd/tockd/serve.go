@@ -24,9 +24,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/archive"
 	"github.com/tock-sched/tock/backfill"
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/dispatcher"
+	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/recorder"
@@ -41,6 +43,19 @@ const (
 	RoleScheduler = "scheduler"
 	RoleExecutor  = "executor"
 	RoleRecorder  = "recorder"
+)
+
+// Timeouts of the HTTP server, so that slow or idle clients do not hold
+// connections for ever. A request must arrive whole (a 16 MiB batch at
+// about 1 Mbit/s) within readTimeout; its answer, handler time included,
+// must be written within writeTimeout (the API streams nothing; a bulk
+// pause over very many jobs that takes longer still completes, but its
+// answer is lost, and a /debug/pprof profile may last at most as long).
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 2 * time.Minute
+	writeTimeout      = 5 * time.Minute
+	idleTimeout       = 2 * time.Minute
 )
 
 // Config is a tockd node's configuration.
@@ -64,6 +79,10 @@ type Config struct {
 	// without their own, CompletedJobRetention how long a completed
 	// one-shot job is kept (see store.ApplyRetention).
 	Retention, CompletedJobRetention time.Duration
+	// ArchiveDir, if set, is where each day of execution history is
+	// written (archive.Day) before retention drops it; a day that cannot
+	// be written is not dropped.
+	ArchiveDir string
 	// Missed and Overlap are the cluster's default missed-run and overlap
 	// policies (api role: stored with new jobs; scheduler role: for jobs
 	// stored without one).
@@ -78,6 +97,20 @@ type Config struct {
 	// BackfillRate is the most backfill runs a scheduler node creates per
 	// second (backfill.Config.Rate); 0 means backfill.DefaultRate.
 	BackfillRate float64
+	// HTTPAllowPrivate, HTTPAllow and HTTPDeny are the rules of what the
+	// http handler may call (egress.Rules), for the api role (a job's URL
+	// is checked when it is created) and the executor role (every
+	// connection is checked as it is made). The zero values refuse
+	// loopback, private, link-local, unique-local and metadata addresses.
+	// Whatever they say, tock's own addresses are refused: the API's,
+	// etcd's, NATS's and PostgreSQL's as this Config names them, and
+	// HTTPOwn.
+	HTTPAllowPrivate    bool
+	HTTPAllow, HTTPDeny []string
+	HTTPOwn             []egress.Own
+	// AllowedHosts and CORSOrigins guard the API against browsers (see
+	// api.Config).
+	AllowedHosts, CORSOrigins []string
 	// Listener, if set, is used instead of listening on HTTPAddr.
 	Listener net.Listener
 	// Ready, if set, is closed once every role has started.
@@ -105,6 +138,10 @@ func Serve(ctx context.Context, cfg Config) error {
 
 	startCtx, cancelStart := context.WithTimeout(ctx, time.Minute)
 	defer cancelStart()
+	policy, err := httpPolicy(startCtx, cfg)
+	if err != nil {
+		return err
+	}
 	st, err := storeFor(startCtx, &cfg, log)
 	if err != nil {
 		return err
@@ -124,7 +161,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if etcd != nil {
 		defer etcd.Close()
 	}
-	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log}
+	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy}
 
 	r := &runner{parent: ctx, log: log, failed: make(chan error, 8)}
 	for _, c := range components(cfg, d) {
@@ -148,7 +185,8 @@ func Serve(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 		}
 	}
-	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
 	log.Info("tockd started", "http", ln.Addr().String(), "roles", cfg.Roles, "buckets", cfg.Buckets)
@@ -268,6 +306,8 @@ type deps struct {
 	js   jetstream.JetStream
 	etcd *clientv3.Client // nil unless the api or scheduler role runs
 	log  *slog.Logger
+	// http is what the http handler may call (httpPolicy).
+	http *egress.Policy
 }
 
 // runFunc runs a component until its context ends.
@@ -357,6 +397,11 @@ func components(cfg Config, d deps) []component {
 			})},
 		{name: "maintenance", on: sched, stage: stopBuckets,
 			start: func() (runFunc, error) {
+				if cfg.ArchiveDir != "" {
+					if err := archive.CheckDir(cfg.ArchiveDir); err != nil {
+						return nil, err
+					}
+				}
 				return func(ctx context.Context) error { return maintain(ctx, d.st, d.log, cfg) }, nil
 			}},
 		{name: "recorder", on: cfg.Roles[RoleRecorder], stage: stopRecorder,
@@ -385,7 +430,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	// One clock, the database's, for the scanner (which keeps it synced),
 	// the dispatcher and wipe recovery.
 	clk := clock.New(d.st.Now, clock.Options{})
-	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Clock: clk, Logger: d.log})
+	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log})
 	if err != nil {
 		return nil, err
 	}
@@ -431,7 +476,7 @@ func newExecutor(cfg Config, d deps) (runFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.Handle(domain.HandlerHTTP, executor.HTTPHandler(&http.Client{}))
+	w.Handle(domain.HandlerHTTP, executor.HTTPHandler(d.http.Client()))
 	w.Handle(domain.HandlerNATS, executor.NATSHandler(d.nc))
 	return w.Run, nil
 }
@@ -510,7 +555,8 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 	if cfg.Roles[RoleAPI] {
 		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
 			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry,
-			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention})
+			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
+			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins})
 		if err != nil {
 			return nil, err
 		}
@@ -546,7 +592,7 @@ func maintain(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config
 	t := time.NewTicker(maintainEvery)
 	defer t.Stop()
 	for {
-		if err := maintainOnce(ctx, st, log, cfg); err != nil && ctx.Err() == nil {
+		if err := maintainOnce(ctx, st, log, cfg, false); err != nil && ctx.Err() == nil {
 			log.Warn("maintenance", "err", err)
 		}
 		select {
@@ -557,9 +603,21 @@ func maintain(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config
 	}
 }
 
-// maintainOnce creates the daily partitions of the next 7 days and
-// applies retention (store.ApplyRetention), logging what it dropped.
-func maintainOnce(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config) error {
+// maintainOnce runs a maintenance pass (maintainPass) under the
+// cluster's maintenance lock (store.Maintenance): with wait false, a node
+// that finds another one doing it skips its pass.
+func maintainOnce(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config, wait bool) error {
+	ran, err := st.Maintenance(ctx, wait, func(ctx context.Context) error { return maintainPass(ctx, st, log, cfg) })
+	if !ran && err == nil {
+		log.Debug("maintenance: another node is running a pass")
+	}
+	return err
+}
+
+// maintainPass creates the daily partitions of the next 7 days and
+// applies retention (store.ApplyRetention), archiving each day before it
+// is dropped when cfg.ArchiveDir is set, and logs what it did.
+func maintainPass(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config) error {
 	now, err := st.Now(ctx)
 	if err != nil {
 		return err
@@ -567,15 +625,41 @@ func maintainOnce(ctx context.Context, st *store.Store, log *slog.Logger, cfg Co
 	if err := st.MaintainPartitions(ctx, now, 7); err != nil {
 		return err
 	}
+	if _, err := st.ExpireIdempotencyKeys(ctx, now); err != nil {
+		return err
+	}
 	if cfg.Retention <= 0 {
 		return nil
 	}
-	res, err := st.ApplyRetention(ctx, now, cfg.Retention, cfg.CompletedJobRetention)
+	res, err := st.ApplyRetention(ctx, now, store.RetentionPolicy{
+		Default:       cfg.Retention,
+		CompletedJobs: cfg.CompletedJobRetention,
+		Archive:       archiver(st, log, cfg.ArchiveDir),
+	})
 	if len(res.Dropped) > 0 || res.CompletedJobs > 0 || res.SkippedRanges > 0 {
-		log.Info("retention", "days_dropped", len(res.Dropped), "days_kept_longer", len(res.Kept),
-			"completed_jobs_deleted", res.CompletedJobs, "skipped_ranges_deleted", res.SkippedRanges)
+		log.Info("retention", "days_dropped", len(res.Dropped), "days_archived", len(res.Archived),
+			"days_kept_longer", len(res.Kept), "completed_jobs_deleted", res.CompletedJobs,
+			"skipped_ranges_deleted", res.SkippedRanges)
 	}
 	return err
+}
+
+// archiver is the retention hook that writes a day to Parquet files in
+// dir (archive.Day) before its partitions are dropped; nil, no
+// archiving, when dir is empty.
+func archiver(st *store.Store, log *slog.Logger, dir string) func(context.Context, time.Time) error {
+	if dir == "" {
+		return nil
+	}
+	return func(ctx context.Context, day time.Time) error {
+		res, err := archive.Day(ctx, st.Pool(), dir, day)
+		if err != nil {
+			return err
+		}
+		log.Info("archived", "day", day.Format(time.DateOnly), "executions", res.Executions.Rows,
+			"attempts", res.Attempts.Rows, "files", []string{res.Executions.Path, res.Attempts.Path})
+		return nil
+	}
 }
 
 // etcdLogger keeps the etcd client's own log to errors: its warnings
