@@ -41,6 +41,13 @@ func (h *endpoints) CreateJobBatch(c echo.Context, _ CreateJobBatchParams) error
 	if err != nil {
 		return err
 	}
+	// Every job's namespace must allow the caller to create jobs; one
+	// that does not refuses the whole batch.
+	for i, raw := range raws {
+		if err := h.s.allow(c, "createJobBatch", "jobs["+strconv.Itoa(i)+"].namespace", bodyNamespace(c, raw)); err != nil {
+			return err
+		}
+	}
 	items, built, index, err := h.buildBatch(ctx, raws)
 	if err != nil {
 		return h.internal(c, err)

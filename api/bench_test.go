@@ -26,6 +26,7 @@ func benchServer(b *testing.B) (string, *http.Client) {
 		Store:    st,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registry: prometheus.NewRegistry(),
+		Open:     true,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -13,7 +13,7 @@ import (
 // PauseJobs handles POST /v1/jobs:pause.
 func (h *endpoints) PauseJobs(c echo.Context) error {
 	var req JobSelection
-	sel, err := h.readSelection(c, h.s.selectionSchema, &req, func() (string, *string) { return req.Namespace, req.Selector })
+	sel, err := h.readSelection(c, "pauseJobs", h.s.selectionSchema, &req, func() (string, *string) { return req.Namespace, req.Selector })
 	if err != nil {
 		return err
 	}
@@ -23,7 +23,7 @@ func (h *endpoints) PauseJobs(c echo.Context) error {
 // ResumeJobs handles POST /v1/jobs:resume.
 func (h *endpoints) ResumeJobs(c echo.Context) error {
 	var req JobResumeSelection
-	sel, err := h.readSelection(c, h.s.resumeSelectionSchema, &req, func() (string, *string) { return req.Namespace, req.Selector })
+	sel, err := h.readSelection(c, "resumeJobs", h.s.resumeSelectionSchema, &req, func() (string, *string) { return req.Namespace, req.Selector })
 	if err != nil {
 		return err
 	}
@@ -31,8 +31,9 @@ func (h *endpoints) ResumeJobs(c echo.Context) error {
 }
 
 // readSelection reads a request body of schema into req and returns the
-// selection its namespace and selector (what fields says) make.
-func (h *endpoints) readSelection(c echo.Context, schema *openapi3.Schema, req any, fields func() (string, *string)) (jobs.Selection, error) {
+// selection its namespace and selector (what fields says) make, once
+// the caller may do op in the namespace.
+func (h *endpoints) readSelection(c echo.Context, op string, schema *openapi3.Schema, req any, fields func() (string, *string)) (jobs.Selection, error) {
 	_, shape, err := h.readBody(c, schema, req)
 	if err != nil {
 		return jobs.Selection{}, err
@@ -41,6 +42,9 @@ func (h *endpoints) readSelection(c echo.Context, schema *openapi3.Schema, req a
 		return jobs.Selection{}, shape.err()
 	}
 	ns, selector := fields()
+	if err := h.s.allow(c, op, "namespace", ns); err != nil {
+		return jobs.Selection{}, err
+	}
 	var errs fieldErrors
 	sel := jobs.Selection{Namespace: ns}
 	if msg := jobs.NameProblem(ns); msg != "" {

@@ -168,6 +168,9 @@ func (h *endpoints) CreateJob(c echo.Context, _ CreateJobParams) error {
 		return err
 	}
 	nj, syntax := newJobOf(&req)
+	if err := h.s.allow(c, "createJob", "namespace", namespaceOrDefault(nj.Namespace)); err != nil {
+		return err
+	}
 	if len(shape) > 0 || len(syntax) > 0 {
 		// Report the use case's faults along with the request's.
 		_, errs, err := h.newJob(nj, shape, syntax, func() (time.Time, error) { return h.s.jobs.Now(ctx) })
@@ -217,7 +220,11 @@ func (h *endpoints) ListJobs(c echo.Context, p ListJobsParams) error {
 		Cursor:     deref(p.Cursor),
 		Limit:      limitOf(p.Limit, &errs),
 	}
-	if ns := deref(p.Namespace); ns != "" {
+	ns, err := h.s.listNamespace(c, "listJobs", deref(p.Namespace))
+	if err != nil {
+		return err
+	}
+	if ns != "" {
 		if msg := jobs.NameProblem(ns); msg != "" {
 			errs.add("namespace", "%s", msg)
 		}

@@ -55,9 +55,13 @@ func noExecutors() *apiError {
 // started_before=1h).
 func (h *endpoints) ListExecutions(c echo.Context, p ListExecutionsParams) error {
 	ctx := c.Request().Context()
+	ns, err := h.s.listNamespace(c, "listExecutions", deref(p.Namespace))
+	if err != nil {
+		return err
+	}
 	var errs fieldErrors
 	f := store.ExecFilter{Cursor: deref(p.Cursor), Limit: limitOf(p.Limit, &errs), JobID: p.JobId,
-		Namespace: deref(p.Namespace), JobPrefix: deref(p.Job), Handler: deref(p.Handler), Error: deref(p.Error),
+		Namespace: ns, JobPrefix: deref(p.Job), Handler: deref(p.Handler), Error: deref(p.Error),
 		Manual: p.Manual, Backfill: p.Backfill}
 	if p.State != nil {
 		for _, st := range *p.State {

@@ -38,7 +38,7 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 	f.Helper()
 	st := storetest.New(f, 16)
 	logs := &syncBuffer{}
-	srv, err := New(Config{Store: st, Logger: slog.New(slog.NewTextHandler(logs, nil)), Registry: prometheus.NewRegistry()})
+	srv, err := New(Config{Store: st, Logger: slog.New(slog.NewTextHandler(logs, nil)), Registry: prometheus.NewRegistry(), Open: true})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -79,6 +79,7 @@ func newEnvWith(t *testing.T, st Store, opts ...func(*Config)) *env {
 		Store:    st,
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
 		Registry: reg,
+		Open:     true, // the tests of authentication set it false (auth_test.go)
 	}
 	for _, o := range opts {
 		o(&cfg)

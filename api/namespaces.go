@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
@@ -19,8 +20,12 @@ func (h *endpoints) ListNamespaces(c echo.Context) error {
 		return h.storeError(c, err, "namespace", uuid.Nil)
 	}
 	out := NamespaceList{Items: make([]Namespace, 0, len(all))}
+	who := principal(c)
 	for _, n := range all {
-		out.Items = append(out.Items, h.namespaceOf(n))
+		// A key sees the namespaces it has a role in.
+		if who.Allows(n.Name, auth.Reader) {
+			out.Items = append(out.Items, h.namespaceOf(n))
+		}
 	}
 	return c.JSON(http.StatusOK, out)
 }

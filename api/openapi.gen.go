@@ -285,6 +285,30 @@ func (e RetryPolicyJitter) Valid() bool {
 	}
 }
 
+// Defines values for Role.
+const (
+	RoleAdmin    Role = "admin"
+	RoleEditor   Role = "editor"
+	RoleOperator Role = "operator"
+	RoleReader   Role = "reader"
+)
+
+// Valid indicates whether the value is a known member of the Role enum.
+func (e Role) Valid() bool {
+	switch e {
+	case RoleAdmin:
+		return true
+	case RoleEditor:
+		return true
+	case RoleOperator:
+		return true
+	case RoleReader:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SkippedRunReason.
 const (
 	SkippedRunReasonMissed  SkippedRunReason = "missed"
@@ -935,6 +959,80 @@ type JobSelection struct {
 // JobState defines model for JobState.
 type JobState string
 
+// Key defines model for Key.
+type Key struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who made it (`key:<id>`, or `tockd keys create`).
+	CreatedBy string     `json:"created_by"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Id        string     `json:"id"`
+
+	// LastUsedAt When it was last used, to the minute.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Name       string     `json:"name"`
+	Namespace  string     `json:"namespace"`
+
+	// Role reader: reads; operator: also runs, pauses, resumes, cancels,
+	// retries and backfills; editor: also creates, changes and deletes
+	// jobs; admin: also keys and namespace settings (and, in every
+	// namespace, the cluster's views).
+	Role Role `json:"role"`
+}
+
+// KeyCreate defines model for KeyCreate.
+type KeyCreate struct {
+	// ExpiresIn How long the key is valid, days (`90d`) or a duration (`12h`); it never expires when absent.
+	//
+	// Example: 90d
+	ExpiresIn *string `json:"expires_in,omitempty"`
+
+	// Name What the key is for (shown in listings).
+	//
+	// Example: deploy pipeline
+	Name *string `json:"name,omitempty"`
+
+	// Namespace The namespace the key's role holds in; `*` for every namespace.
+	//
+	// Example: team-a
+	Namespace string `json:"namespace"`
+
+	// Role reader: reads; operator: also runs, pauses, resumes, cancels,
+	// retries and backfills; editor: also creates, changes and deletes
+	// jobs; admin: also keys and namespace settings (and, in every
+	// namespace, the cluster's views).
+	Role Role `json:"role"`
+}
+
+// KeyCreated defines model for KeyCreated.
+type KeyCreated struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy Who made it (`key:<id>`, or `tockd keys create`).
+	CreatedBy string     `json:"created_by"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Id        string     `json:"id"`
+
+	// Key The key, `tock_<id>_<secret>`; shown only in this answer.
+	Key string `json:"key"`
+
+	// LastUsedAt When it was last used, to the minute.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Name       string     `json:"name"`
+	Namespace  string     `json:"namespace"`
+
+	// Role reader: reads; operator: also runs, pauses, resumes, cancels,
+	// retries and backfills; editor: also creates, changes and deletes
+	// jobs; admin: also keys and namespace settings (and, in every
+	// namespace, the cluster's views).
+	Role Role `json:"role"`
+}
+
+// KeyList defines model for KeyList.
+type KeyList struct {
+	Items []Key `json:"items"`
+}
+
 // Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
 // Kubernetes label syntax: a key is an optional DNS-subdomain prefix
 // and `/`, then a name of at most 63 letters, digits, `-`, `_` and
@@ -1157,6 +1255,12 @@ type RetryPolicy struct {
 // RetryPolicyJitter defines model for RetryPolicy.Jitter.
 type RetryPolicyJitter string
 
+// Role reader: reads; operator: also runs, pauses, resumes, cancels,
+// retries and backfills; editor: also creates, changes and deletes
+// jobs; admin: also keys and namespace settings (and, in every
+// namespace, the cluster's views).
+type Role string
+
 // Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
 // them (or no schedule at all) means run once, now.
 type Schedule struct {
@@ -1314,11 +1418,17 @@ type Conflict = Problem
 // Error RFC 9457 problem details.
 type Error = Problem
 
+// Forbidden RFC 9457 problem details.
+type Forbidden = Problem
+
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
+
+// Unauthorized RFC 9457 problem details.
+type Unauthorized = Problem
 
 // Unavailable RFC 9457 problem details.
 type Unavailable = Problem
@@ -1482,6 +1592,12 @@ type CreateJobBatchParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListKeysParams defines parameters for ListKeys.
+type ListKeysParams struct {
+	// Namespace Only keys of this namespace (`*` for the keys of every namespace).
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+}
+
 // GetStatsParams defines parameters for GetStats.
 type GetStatsParams struct {
 	// Namespace Only this namespace's executions.
@@ -1523,6 +1639,9 @@ type PauseJobsJSONRequestBody = JobSelection
 
 // ResumeJobsJSONRequestBody defines body for ResumeJobs for application/json ContentType.
 type ResumeJobsJSONRequestBody = JobResumeSelection
+
+// CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
+type CreateKeyJSONRequestBody = KeyCreate
 
 // PutNamespaceJSONRequestBody defines body for PutNamespace for application/json ContentType.
 type PutNamespaceJSONRequestBody = NamespaceSettings
@@ -1613,6 +1732,15 @@ type ServerInterface interface {
 	// ResumeJobs Resume every paused job of a namespace that matches a selector
 	// (POST /v1/jobs:resume)
 	ResumeJobs(ctx echo.Context) error
+	// ListKeys List API keys
+	// (GET /v1/keys)
+	ListKeys(ctx echo.Context, params ListKeysParams) error
+	// CreateKey Create an API key
+	// (POST /v1/keys)
+	CreateKey(ctx echo.Context) error
+	// DeleteKey Delete an API key
+	// (DELETE /v1/keys/{key_id})
+	DeleteKey(ctx echo.Context, keyId string) error
 	// ListNamespaces List namespaces with their job counts and settings
 	// (GET /v1/namespaces)
 	ListNamespaces(ctx echo.Context) error
@@ -2291,6 +2419,49 @@ func (w *ServerInterfaceWrapper) ResumeJobs(ctx echo.Context) error {
 	return err
 }
 
+// ListKeys converts echo context to params.
+func (w *ServerInterfaceWrapper) ListKeys(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListKeysParams
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", ctx.QueryParams(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter namespace: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListKeys(ctx, params)
+	return err
+}
+
+// CreateKey converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateKey(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateKey(ctx)
+	return err
+}
+
+// DeleteKey converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "key_id" -------------
+	var keyId string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key_id", ctx.Param("key_id"), &keyId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter key_id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteKey(ctx, keyId)
+	return err
+}
+
 // ListNamespaces converts echo context to params.
 func (w *ServerInterfaceWrapper) ListNamespaces(ctx echo.Context) error {
 	var err error
@@ -2469,6 +2640,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadyz, options.OperationMiddlewares["getReadyz"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.GetMetrics, options.OperationMiddlewares["getMetrics"]...)
 	router.GET(options.BaseURL+"/openapi.json", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
+	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
+	router.POST(options.BaseURL+"/v1/keys", wrapper.CreateKey, options.OperationMiddlewares["createKey"]...)
+	router.DELETE(options.BaseURL+"/v1/keys/:key_id", wrapper.DeleteKey, options.OperationMiddlewares["deleteKey"]...)
 
 }
 
@@ -2477,271 +2651,302 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37chtHljf4KjmYiRDQXYRAilaPwOj4RpZlW25Z1khydHxfl0eVqEoQKRYy0ZVZhNBeReyf+/fuk+wr",
-	"7KPMk2ycS2ZVAQUQ1NWebzqiLZJ1y8vJcz+/8+sgt8uVNcp4N5j+OljJSi6VVxX+9qiunK3gp0K5vNIr",
-	"r60ZTAevFkpkRr31r3O8IxN2LvxCiVWlrrWtnVjJSzUeJAMNt/+9VtVmkAyMXKrBdEDPDJKByxdqKeH1",
-	"frOCK85X2lwO3r1LBk++gb/j4yvpF83Tuhgkg0r9vdaVKgZTX9Wq/aa5rZbSD6aDusY7e95cqOXKemXy",
-	"zV/UZndyP8or5XA260p7JZycK+GtqJSvNlO8MNeV8wIGoZwXa+0XQoortRFVbZyQpkiN9vCDW6tKDKXZ",
-	"COelr52YqdKuxVeTyUhoJ67Uyou5rcTZuVjYunKJcLldqQK+5xcqNTBpt5I5DcYrI7y9wDE4uVT4Tfx8",
-	"/MtS+YUtEgGLRiOZ2WIjLpWHOUkfBiUvpTZiiA9ncUn8yQu1KuVGFVMBK5uNEhpH92vSWL9QVVwBKc7P",
-	"zhL4XDOQuDoLXSp6CS2b87oseaXE+eTBWDz0YmmdF2dffSVWlTZezkolHr589OSJyBeykjkQ5Dg1gaAW",
-	"ShaqamiitaUnsKdtgljKt0+VufSLwfTsq6/6COKpXmq/SwfP5aUSTv9jLx2X+Fz7W4Way7r0g+lXkwQ+",
-	"rJf1En6B37Sh307jELTx6lJVOIbncHDU+pGtTc9QvrdrsQQqwlXzVpTa+b3HC9/RO6zT9rBOJ8eP69vK",
-	"LneH9VQ7jxtOmzn3qhJ+oZ3weqnE8MW3j8S9e/cejC4Ej0AYu07EbIMPFdLLmXTqjhN5afOrffOZw7d7",
-	"j3ghvTqBb/Wc83fAJNzKGqeQlX0tixdEkfBbbg1QO/woV6tS5xKmdHdV2Vmpln9842B+v7a++S+Vmg+m",
-	"g3++27DLu3TV3X1OT9FHdxllOAjaCW2uZamLC5GpqrKVywSeb6FkvhAzWYi5VmUxHrxLBo+smZc6/2Kj",
-	"zfn7ruEvb+wM9qquKmU8MjQlbIVTwCE/hjl9zvE+NBtBjAiXEwfxzPpvbW2KzzmOZ1a4Ol/AAsGCqLcq",
-	"r+ESDuiVtU9ldam+1EYi+4czaa0oYSA4qp+NvJa6BEb7uQeWl7UDTgF8BQZWN0OZEvtwqrpWlVhIJ4wV",
-	"yudFanJrjMrhNQmusc8LUehCGBtEGsgHnNmqsrly7kvMbUsQibV0onaqCDpCoedzhceHt4c3w9Wrla28",
-	"Kn5UhZavkJd9GXKBRZdENKguaIdL/MPLn56JYdYeBnw+G41RTPBHYAwPvVfLFQ56VdmVqrwmDqwCe+h+",
-	"/FHtQaKdTx7cF7ONV268y82TAZ0pW73WRY++mAzm2mi3UMVr6feKCFOXTPCkNO68ZKFk5WdKen7L7iqV",
-	"EpYo3AZarxSlNZdC0qxh7O/3bVMvZ6pveUCaOwFCUJwKe40iVjU85o4T64UtlSj1XCWiUidFpa8VyJq8",
-	"rAtVtJYzCvZkYGuf26W6iWh4M3/iu+nBVe3fdxudl0Dlvev7rC5LVIZhSUGppG/D9JwS+CSeJ6OuUfWk",
-	"A/O+K/6ubUT8LSx/Z4RdqvolvsLO3qjcw3S2lmdnSjCPaWu/bCWctytQ8CMRaXMphtqLQqtiFFXouL+p",
-	"WQO78DYq3dYoUoWVAb3tbwNX57lShQJzZy51iT/AKhSvbQ3TyKXJVUl/hyG15tJszdcyv5rrstw9uHml",
-	"pD98tHbPa/9h/+tiI6SgQYoZf5F/vxBy5mCuOM21dqqXhLZO+vb7lRHaC2UKeCHQABsg2qOW+v4HdE6k",
-	"0scV4mY5kl9xYrxywlkxl9VYvNJLFcywslKy2KRmIQshTfMOISslVtKB1MDjDiQBLBj1elUk8DYpnMot",
-	"WnfhW8iLKmku0TxVTkyISuJstfH3z3uZwZy1++O2ljjwDXZ2MnhjZ6+PvBU9CftY7qqyl5Vy7kLAud8I",
-	"YE1FDfSDVgY7HmjiMzW3Fe41iLGZUkYspCnKA2yij0X5nqOcVbUx2lxmojZelzyY3SFoFz4phllhDZrQ",
-	"MjW1U3T4HQxvmDEfgKu2gj/l0sAuX1phjRhmdCayKVnOoFkC7ytUqYCgQO22KHmQFeZ15YJRkQknNyAU",
-	"NqMum+AJDJIBDAtZHQ6h4Rp9bMHb4ynDWy/L/l3s7hpIp9aareHUwq+RmGGufHjGx9DwFjdHMmMCTIIB",
-	"6e0gDDGc5ob0wr4nbW53swAITBMs4V3Gqb1adn84JGsjA34XPySrSm7iCcn3eOMeMtukNUQVJbjfDgs9",
-	"GtahebVMZlkUGj4oy+etSc5l6VSyNe95r7fgVXScbR1hb8HadLpQlRgGtWV0/IkFLlnKVcfTMZBladeD",
-	"pMeREomMnCkVKnJGRfkaRDCZu/i31DQsfix+MuVGZPiBDBUWY9fTrdcWFnn2Wmp08KUGTXz6wNDYCp+z",
-	"BueET4wSsV5Ir4KCx19fm9Tw/MTKljrfdA81TXP/we0RVqbocqyhestLfkHWFPpxjF0fuwNbVNUct17K",
-	"qpS8UtXLwGXDRPLSOjyRC1nOT+xKwSzxn15lpc6vVI/A+MkoMcNrMMc3duYSoT2uI+/sGo0aLxa2LFAb",
-	"6JKuzL2+Vq/hyQ7f2y88Z3Eou9fUyuaL/m3AEbmFXt1xYq5MDmog3i6GvjGS7ziydC+VURWaXSKtJ5N7",
-	"Of1XnE/E/0H6ItxVqWvtUIVAt2tObhua+xVbo8zeRkE5ArsU7+jls3u0otYUw0p1Z/iDnUUeTwvUJW9d",
-	"kf9ofJyCguyvqNUeipZVqcF2hdvgMAX6pi/fcYJ2FekhKoWkKJKPwaj31wtx8foHZmzBO0NuPulaG2Ls",
-	"uj0WY+l2uzauNfjxMUOoVG6rQhWvD9Ab0Va4E/bmuXX+slIv//1pwtRCOs1cw3uFr6RxEj0uIl+o/Mq1",
-	"SSZ+8kNop/uSA+dkz7h5QHoeVw/pKy8lGD+3W8UtJsanOmxvOMo7Y95ZfD4RSYeTtCi4lyfixz6KDkHD",
-	"3tEgjhf8dXn1aAFyoccOxL8Xe047UvYqcCm+VwwlekXR5Al/i57jtka7VNKwpebEUnpQEcSs9mT60JOj",
-	"fl8G371nXMwLmkAasyUaRd+onRgyw/BWrGTtVEL/FBQGdPVSjWhK+Gl6nSpV7m01vlk7DeNN4or27cTj",
-	"oHHsbgR7Rl6XTDHdWT/GU8z3JKxyeYuK4YWwoLxoI757/ErcvT692yg2d3/VxTsMwhxDacHN16Os8qdd",
-	"v0yctfwM24HXQonZRsioS7UWc2ZtqaQhiYtO1J4N/6vUXpvLRPy9VjWYymSrNfoUiYqqbbGDPjRkFSs1",
-	"pGOJjL7xGu23CxAU2olVPSvRGkAWyGRkaz+zbwVMsLqWZWqGZ8KNYjBMbURhSWXbnUih3Ypo4YPclkWt",
-	"eq3nb9GXxvKQziGFe4P+PX6jvVdVlkRxiCeyRsKfqdaEh/GZ4vUcbMxVWbu2njqfO+VH/S6cW3qMvozv",
-	"Fw3C17PNYfO1IjGDZx+f6Drr4vxBu19KU8syep0+gx8FbqWgac8q0XB6qASnMduI5z+9JJYAIguZwV2g",
-	"nUqi0eIX0oTIbaSfXqqOnLZ3GGxwEwPrd+FxvkDLJaZd8BkO0VmCYkMjnyMZMldVpYpRQ8id44q5Dh+g",
-	"4UWX986lVaVtpf3m5uAL38exkniSjneudF3n7zeT6Ns6NNYoeMhGO+xbiSTX3vftOUbia7wsUUZsc8Fb",
-	"euDjYD+G9tSI3E/ngtnrJfsrsmZ08v4ZU28SsQhpHy1x1Wgcc116VTkxJLUdvpegtvSmxrQM7YQ1avRe",
-	"/rO9+uEWcezMggTvFB0fYEVgPMc04Y8huz7gDJNmwsd0dCHYQTlNjTQx+gPs84JP/7RZ3XCZ2QJY9pIy",
-	"tPDTLjW29vgV0CXsfH4hYpgkETEggg8WShZkdbdfnRp69wgd8nNtZNl1vdBUwQKIjtXeSEw7+gKf6nVo",
-	"fKtVWcQEii13GlzbXepvrAfFGRO9gsErwUJa1T4Ranw5bhg1MIh/WKPQ2TyzxQZ/kCKm+91xnMfRM7al",
-	"ck5eqv48vY7nBwfaPNBHQN+jc7y60aO4LRQsu+saVa7lkcsW3q+yqcjqqszEUM6cLWuvBPxZ2Co18IMb",
-	"JSKj9LhMDENGEkg9uEApZS6j5DqMf+OR1i564O84sZKb0spiLDIjvcumgXop+ZEugvKUuRpnnFFSHKhd",
-	"qcmAMl9XalVusugZRLJdlZuxyPLaebvMpu3jfmk5FVDQ1eCJtBXHkTBXAoazVBnRZ5d4eF7717tHqu1s",
-	"Gq0auuveyuUKJMwAFq43mMMKSHOnU6Y4UUupQQCs4HhVsKf/8beHJ/9LnvxjcvLg9ckvv54m98/f/Uuv",
-	"5KO17L6U4r9ubPTlwpebXkbLaRThwAIRoJxCsUPr2XsY62pPFOPnF0/RWy3LMsHNC4QXKC4JJIf/ugR3",
-	"3tY+NXmlCmW8lqUTQ1gR2NQlWGKR9EZj0c6PqdS8dsoJb1MDXxTOLpWQRVEp55RLmOnBmCh8JLwqS0Fs",
-	"nznCEn6VqTmfTOB8A0fOKDxVjeGsTIE5P3ke3hpTPkprV8A4k9SsKn0tYWalNlcnpc1lCXaV/nutwm9u",
-	"ISuyttxK5XquVZGkZlmXXufS+QRsZiDTgphOXtoaDH4vC+klUrDO1R0nhtoIaTYpvKYs0ZB78vz6/GQp",
-	"MWT+5Pn1/ZjWMEqEFKZeqkrnYmFR4sV0ldRIsSql7sxtmJ2e/Wl8miUim7z903wC/zvF6FzPWCjzNhEZ",
-	"ThHez0fZ2/yKHPPo2UvEs4evXiYtpxTe9fD5k9TErRqLv6J/jfbEKZQotL0FM5iWw5dM0NQM4VOFyE5O",
-	"gJZOKN6QxN8LZTbZhcjorkJdZwJvgc3LwRCNnyc3Crle4+hHY/GQ1g0mCqN4UxeXYNuSBp0a7ZDQYWNZ",
-	"7w8rqT3sqC2vkTo5IA3mJRDhSjoKg6cG3Ya4HiCIW1yNUoBBQtIxurS2SJpEw0pJZw1L23ji8URN797l",
-	"v4xzu7y7sPaq7+g3nLbF4KKNsiW28PIBWfWYOW5/uCHw4zuOMtrQ1g5nbIcdzyj8caMfrx0lOcYElrqs",
-	"K3VszEKb1/MSGGe/i6bsT4h+tejMNreGckHzjcAncCth/3j20RpmB7dR/f47Tj3rCSOwk8mF3IcYUqDl",
-	"aWWjrrUptiJW+6fvtMnVnuSR1uuFMl6BcQzUuxuuOGit1aviljkzW0TZ3vEkkk0Ye2vRWpvf3tjOEA4Q",
-	"9xMzt7sq5weS6fEm1/YR6zG8Fo3G2GUGU7nS4xY36NsHVNJv1lzDN8ID7RVvJnVgGT+G+dnekff34H+v",
-	"ZOkXu2OhApTuKvYxz60P8WN9X/rBznoo50A49H0SyTpHtIfztajjiLW9hd+tlDNV3rhnT+kuvN/511Vt",
-	"PshBgy9BK9K5/QlujRFUSq+cb0zbls8seE7EcLYh+WtAK0NZDY9xBiXKKyNsWahK8JdFYRWl/S7tNaZT",
-	"gS44GqfmWSteaRRGT5tvI2sKg2sHmxO0wZrLQcOdqUvQWiuZX4Fmyl8HfQkjN7gDpSpSg0rOWNu7slSV",
-	"n4p0AOuXDjKh3uIktA/B1aXylc75kddv7Ox1Z00x+8jL5eo1JdC5bCtL7lbbtdTOURziEI38iHc9R7Wu",
-	"bSH1mk43eE4bAutJnl23iAM9oBS0spWAUWGc7QO8oE2WzaHJ/sS3vQNTD+1heOLtyaU94Ve+Ad3uhVz/",
-	"yF6C93SjorPnpgdewE3Nyle16dEyXtTGsTd/y8HNiZtiiFkjTdxkKd/CTriMFBM3Olbx4BfcNOyX4b5j",
-	"fbY/2FkUwrChdo+/+oPVEuSVbU8vO39jvDw4eONUk5ZwbZNwl2Pusr6tTLwbtJkf7Oxr6fPFI3zmlvlq",
-	"/Tksr+ggYb0dDSWhQi3purES4bFiVPujg6c/2BkPFAMzb5/QQ7EiL/x+gxKA4z60GvCePWkVlLIO3B8Y",
-	"OVYuzTHy6vPFVGQk9jNxNjmNCXG8H6nJ3thZhh7EEEivsepVZFyakm0t0NrWZSEW8lqlhop1VMFuYDE8",
-	"n0xCYVwizicPyCCFNTWjPo/WG1I7blhfYitU8nJsZUzSpySdTU5v9JcfVpJwK14oh4mJe5Lr9yQvtHJg",
-	"e9K2ycPc/ySmTdDTF5xxhaQpcllVGy7Wxnn3vzzS8a7FW+FUxEpVgW58U0CUgI2GKXdVQQbwsSeiodjj",
-	"lN/IIPoSmDsb8F5MYUvx3AqaVkoJr96SzbtSdlUqMZShjnkymVARDAqGdgUynvCPoMTeVjv9ME2lO/mf",
-	"0fnXToKIAmF3usjPwu+ne/y/49cnv/zxX/Z5k6NKtBX/IA8+8uc0ZP6mg48+hA9SfHYLVrGS7lqWtUrQ",
-	"URKL/YPbhPxgFNSL6vxUSJ8arpK/L/6ivxbDs/tnyen5OVMaiKUmNlCpXGnU3UNyHzrk7HIlc8+uNqp5",
-	"chFZACNmRsxBlRyeqnugQoJIilVJqWmq8TkPNaF/Fd4CP57dF8rlcgWGh9NvaXAoN0dj8cyKn/84gTOQ",
-	"mhLkjquryl5yOpit/Ymdn1BWMg1ODJ1S4olZ1Z58TE7Imb1WLBi2ldbfiJr5PmpeS2vbKrK35hIxFpqY",
-	"6FIiEoAYSvGdFUVN2WuJiPznfIGMpzH0703cjaoda3KBF+3hpR/D0cHi+UsXOfxgZ89B5twyFkl1DKos",
-	"SDPEFL4L0gyBpFeVclTguyplrlohy7F4SCHq1Ni5+PUdhkV8vCEG+mIkIMQoKSJwQQaxSw2/Wsiy7PgC",
-	"4KoY4ovBcMc3L3t1qIPC7UV75K1LFyIdpIP4ctJ3f7/C7RPy9RjJYJ6FqrVRa9GJIkeFITWBp+/h4SFb",
-	"v7WvMRT9vw0jfNhmdj0Lwg8el+vdxwxeYGbvS0zk5YNxC30xB1byuu6WIfUykIdYGtGXbocDOCKrrqfU",
-	"oMEJwnJpNLvofWIY2CFG6jBMamwD9ME5z6RwtBR65kOjj65QhVTpvi3Gox+TqRM4EK1kZSrgCDmmFfEj",
-	"urlnAh2ttJGFXsnln1dys0TMq2OkIq37HhHyvvTyPhtKe/XfG/ppN3S7NI2KATB3paYatehO7U0feRrF",
-	"19EZN91V+4va3EVJEmQ6GJm0KtpcEikMs/Ya/o+wwH/ORmCBp+Yv9UxVRoHyzVuwMV6+nTJQmXbo9V/R",
-	"6MQ3z16euHpW2KXUBlSYuX6bGnTp3M0QAsyABJPkMQp65v17olRAKS4Rhb7U3iUiO8kSkb3OCHssG2cJ",
-	"QTfAwOF9yhTwI+Oh0OOw8/j8hZAkQmF8oOqCqlQRuA59vgELu3/Oq7OVJ/Ar0gPCxjFF9LH7jjJw21w0",
-	"6TFrK6+riveDIiY4KVJGMFttGnLWJFbvl1THP9eVSg1bz9llJXMV8PN0xdBZ7SgJZjjbtUlauh65Wwk8",
-	"wFgqkko6rmt6bqYW2hTRVRfiMiQYQl4aSq6TejUai8xd6VXGAAKmlUd0ITKKNWVUQYKhFosgeLky/iI1",
-	"mSzLjNVgeibBqJLzlOiZYBoKhiiWtlKUUJ4t5dtMrBWsCC9cfL1Ra3gYb6HMKFzNsIQFZ9FwYZh0qYHB",
-	"o+FJCSQio1dmo7H4yagTt7CeDo8s13JDPn/MssXcGJjfODXfkmpfqrlHi9jLK9WvlzvBKTonJ/ShE1LU",
-	"k9TEv+D2Js0dS/l2FCzyoN6j3o8YJwu7NmKhKtWns+OrukXO99GsO6Am8WktFdhLp67LN+/3GYUoGrZA",
-	"426HGpcMVvFYNUMl6mmjllzpFbr9+e+yLHu4ad/ZfdaWnFsYQ/O5orq7Snll+u0bgjviy4zGsVqVGrOZ",
-	"0CXNJcPx3MStH4331F30uEqfeMcVyB9S+bovVnhgfk9o9M0cu4k4XVrmmY+PdQ9wPWPfQv9yaK8+ht+g",
-	"2fj3T4+I73ipPAgld0u17cC6fwM8ZZjdmxTZiDId4zEcZvfuLzDXMBxGaRDxk5I4WaSdTsRGycptGTdk",
-	"aLedOcX72TjPbKF6dTSwMrslTqioVepSO06BonTHnoL5othTufvw+ZNWXilXQ8viGp51yh3MDmvonCTd",
-	"6zwAY+4rwN8TwOOLrEQ3pfBUkI1FEmG6OakmnZDF7te2nVawm+q192VIKOgZB4h0kicmrkSo7MfnMWjC",
-	"z5Oow8WqlFFrlxrthQP+IUtGT1mpSrx69RTUJbyRZoevIiEJgqu0DonHpYZXYTvVwdazshXyZQws4Dq9",
-	"hBLHpYvxe1Yo3cBi4LNbBUC769vs+BZ1/LKH5D8K64GhvT/X+el4iBJULxdytVLG0dmgGs7cws4XtWJA",
-	"K2l2q1lZ8yK8IB3ybKlQBTgSV6qAguQrjYRE6njMqp4GYJPUICFp4FSbtdxcBN0Q/ksYRkHLYkdaNrro",
-	"1M2m5kopujVUAwGzw92lvwZpFOYB+qYyhUvwIyttLsEG2Yh5XRHccG2aOvELkVFlzeuIzES/u/Y7W8gt",
-	"YtgO3G/VPd+lZ1GPp3hHLDcxap0iexIccZpuidCoBfJCjJKIDlObEtifU74PtiUJSlCzarFeKMyq18J8",
-	"rirQunXZ481tXwS2stRlqfnsTEUWRNLrpYuo3Z2KKjtPTZPTFeujWtnbw5ha9p//1/8t+LSO0EK4xNfO",
-	"K7tMDW4v2gPNFoT6YtSwujBAjIPlBBUlqyI1WImssdje4iUe4x1HXx2Lh129plJcALBABAubmqWSru7X",
-	"p1dfTbp8ai87XD346ug7Hxx1Z590ZqjlvvqvSu0Rb0CkSQOAgobWhZirdajYpYJCNtrigYv5TQyxigbZ",
-	"UMIBJCupc0OoIjyKUQbAaF2pPnG5HxqKoKCClTe3cEKOz7duqqR7k3gImF6tWyiDc1s13CDM1035xs6X",
-	"96WIfrZ0rn8AZ+id25OHzx7S0sE9cf3ucOFKxgoDmMraiOHPrx4FntShA1KHwkY3quZDrK+Rd5+p9ev/",
-	"aasj0oWbtK848IjARoT8y37aR6rpzzmpzVhkhfMZuq6aLZRG2KrQRmLlZ1kyL8lAdS6ySPKpyStrhHq7",
-	"An0UWBFD8jQPMVe3+ZUTwZNwabmIdS2rIjVDKeb6rSoItqv1MnSQEQq6b3UI0MZ5aXyDBpGaS7m6QEFH",
-	"UAx/yEK+DLHoRCy1qSkejvYBRhrDOa1qkxrkcyBjKrXC/JdmlnDDHdeaUtAj/FrnilNkU8OTvLSY1yv2",
-	"zopUSdOa0Eo6B8Kw3CRC4ugJOa0Q2b+huxb+IGbWL3rDjvswHkGw48e1ET+/epSEZN42yu02AsUaVJvZ",
-	"LUoyCtICgwhGAsFCClrFXkGLh2gPJASWTfEG6y5fveOaM8nRQAoDzp3aMubOJmf3Tyb3Tib/+mpybzqZ",
-	"TCeTk8n5dDI5el7GLrXpRXZAGxTnCStM/sEuuW+dhyK6phhZW73VobKukBsxhIFQNgieMmMD8sf+SZ1N",
-	"701oOj0j93vY2jcvX4mlrK5gYde2KrY8V/jSrUEOmarXzBngxBJs8uRsOpmACoELTIXmNx1UcSlXvclA",
-	"Odc8qb14K0xPbW5Eixor45DeteM4DDnSzm5yqu2XAXDlDjDFGXBRcjjIUA9JE+su3+NvXt3IyMn4QvI/",
-	"wLDfDx8yb7pctBpTHNny4laeyH51gwePsah54xgH9TEg9krfdLI4vn3FkUget1Yb9gnZ/p1pYvs9tSNN",
-	"egHoBE56sAfg4C/05aJboykrHxB1DUysRDPIMSAx/CFcLu0aBIGLJhLuGN3TNXzgKwM4+XAJKawfvfJ5",
-	"k7q7lZzy7SPx4PyrP4XsVVEoL3XZA+VIF/oRhbD7xtHGfwucoUelpSO2p2ijSSjucSVpX6oDBfjbU39J",
-	"fXE01pHP0WAm6r3ShOnZSujdLZvFEppCXYf2Ae4uplwju+gou5W+kTng1TCB5FD6M+VU/IRTcJ8uo2K1",
-	"4qARhcc42AJslgG9OLeKNBruVSVrRxIc7Fs7j04HDF71ZWG8651gk/FyuzgicDg798rggVrYtXAWOHfA",
-	"NOnAH/lKByCjaYNQYv54SnAnQhvttSxfM9qJ+IPA8vtVqVX1H0NzcjpKRE5l9JhIKt+GWzm6G6xuMZzX",
-	"ZTkVtdFAEiCA/zZJBNj36u+1bK6kBi4Vd8/ookHjQdwiehYr3E9OMLfo5A9iXspLN9qpYwpMmR0EBPOi",
-	"m0S4ok/X3FqRvvzhUm4CByMIP9DAoyOkm125peGc9obOaBHbWiYsJjz4d4I/glXq5XewIW3cvLaUu0nI",
-	"tTZzf/powbP1a6ViJqm7YZK9JbUNYfW7OnoGe8jt8bIlDW8VhUfPKFAIIqyJl8rHQAoHrjOw+bJEZNJn",
-	"ZKRok12EuDZaUktEJDK2MYURm78coaORNDVrctR1170mjckX/dAAJTdLo1GIdEAWEidOhyWn9Ol0MA3A",
-	"C46YFDu4Xi3UJjVzUCVZYaUPUi4Fvi9AD7Lyqj1nBamNuFJqhdPkxAInZF5ZhwkA5IaF11BplbvAFGN6",
-	"u2ajeSWdF5ikGsLyuhKrhXRqLP6KbUfYs9joSDDGn41+mxqGMz598KfJyeT0ZHL6Cs2b6WTyv0bb4A5k",
-	"MfwJb3pAN/0R9fajtao+2/IF715HnQvq+LJ2hC66kNeh48LxShxsao+I1m85N3ga2Anb82jMF3JzYucn",
-	"S2v8QtB/+U9rpa6S1CBqUzqYiHsT8UD8QfxB/PjTs5NvXzxJBxfA/ub6WkUXAXv7gBhSE8ZhKzH8N/gY",
-	"mOj/VkiN/xKlPJi4RIzHY8T+AHsOh5qamKATfRK2Etn/yGiJCHFMgmUFVMhIr36hqovURKBHoTT66Jdy",
-	"MxbfyA2cP5qhLIEcsUQue5qJIXqbC7kZJanJnp4YPprmr5kYGiUrbBqo1BXccoHDtHP8g8i+efg//9lk",
-	"qRniOmU//vTsn08zctfDNXg7Xfn2xZOn2Q6R7S5rLxCl6e8tsn2ip+yR2W18RwEbwhnHEAy2PlRudBGl",
-	"Wsggc/HUOnLDV7U5UJG8CyJpDlF9MzBi/we5/YPJDTJty4hi5Cv08MN86xVpWdqJJSZsxYmFVWkXK6Tm",
-	"dIlWwtn5YoRGlTTsTBCFqvS1Yus9rFhsLhncQKnB98oSnSzE8rj1JKw+pfhchgR7R7lr+H541RKBhjAb",
-	"qKiRQdCSgVG0qhRifG15nJyHN1IAF10uNIKLXVcVIbKiq7KNrBoRKbcJ897eTJzX/SXLu7S4S1iWyu0R",
-	"TjnY0VSCSelTQ5Iz7OlE3F1Wlrl5AZrpF20cU76SGrw02tNg5rC2gszmdgcs6mh8wo7n0vud5z2O820P",
-	"sQY5iYh6DVzcz68ebR2bxzXoA3e/VlWpzeCoPIyXtOYvatMb7HH+Fs0zeP+OXxLgMgeam33o6yko3HG0",
-	"UnVGU3ARE2l/OYRlfxuQkP5DEl1I281nkK9kuJyZ8IvK1pcLkcH0KRexd9ZHQmfS/vEy88jiqnSn98tB",
-	"0vgYWQstQvsN1Fu99NK77ypLFn0vpLl7vVLVa9WGPt/CCFeyZb2wJY/dvjoR6hbWZ6FkG/Fzq6/M3kgu",
-	"ATscSuI+IntvC5i9GeBs02QB7qxTK0R/Y7S1lQiwBQDdGwdlmE/GSb6EvSDe/8bOenN6rtQeRGx89o4j",
-	"E71IYvEqJpskTap+EiNZsR9wErloD3O6vP2sA2hE1YtI2+Qy3G3RhfgjEsZoOwut5XUhqnL2SIKJsL63",
-	"5RhX2LCa6S28Z+/5eYGoPbsHCPeD8csD531jZ134jRZuB2xJLwPGF92CxTSHuofFRKS1I1HTYFPfM3ks",
-	"AKPRO5JmQeKUdtf0HWrQBICWW+MloYxy42ksKrP5lVhKbbzUBtGWnVIBPQFecseJF48ffvPj49HugceH",
-	"tcO+rzDqWe1VgScmJlsy1BFoORhcCNaqDDkxJlepIVVakhaPJwodhaiwRMfFkGsq2CIn4w4zC6XBPAFW",
-	"mP9BnrrH7WYvsUEA1YW0AO25z121IaCodj4V6ewR2pkeDY1QU5OaVzH3IBx9DvCOxTfM4+hyyzBwYpiC",
-	"KZIOEpEOTpf38MfUpIOzRTqAcaPvPr61Lxaw1ai23S83G1HpBawTudMzoIlM/PziyYVoPOLhlQ7jTrwK",
-	"sUM3VtiEHt44VZDWjls3XqpiGoJ9SmQtMZsFvBW4CUzpLPzdWzBV0FeDbYzQGYMVMGjfE4/qvoocVJT1",
-	"JDFGg3k8OJx2xTyVHbeaQaNVP1N7e/oSXFdoh9a5/gdaRAFrltBmfnvyr8BFYytuJAOCeOGlPj/9akwf",
-	"w5REi7UbrgWZCiYTvHeW0WUXnFjUiDg1javGloxFE4AIGFBADLM0reEnQnRFdAEY3On91DQoAwRNkAS8",
-	"GRo+Y2Ez4gBRBxoCyOrETG2w0+b/9/+e4ods1SpgOb13OvnTGVc/tZ3Jhcr1UpZiZTWVtp3ev/ev9/go",
-	"jy4ENrlHSxQBvCMQt4vbg2MLAMI8zbF4LBnLQYoWqK8PNenwpfgu2PluxbF2DUjAV/dTc6DmGB7mRtyc",
-	"4se22QlB0ariZGGdd1mA9HHi/OwUG9VGcqO85Ox7y3k7sIWdoqJHP714KRj/ODVofJPWWcaQja30paao",
-	"TXZyktvKnfCfGLqt1LkyTrUY98OVzBfq5Gw8aYXZkBsPksG1qhyx59PxhO6wK2XkSoMhPp6M7xFK9QJF",
-	"390Fwin+A0VsX8e5hzz3s8mEE3NZOOSU+FldKye+f/Xq+Zj62RGXe1IMpoPvlP+e3w6izK2scSTMzyaT",
-	"A/2/b9f3m/Eg97T9DgPVTtQr7uVdL5ey2gymg6f6WhnlUCuRlw6kbJyBG/wCN98lvD23d30YcZjg+P6Q",
-	"MT6fi+6c79DEB8F0xxEY8PPKLpVfqJqgr11eyRUncO6s34/89RvXz6u3/i5CQndXblun2Fkk/kLI8GkP",
-	"Tr31yCWcJsBF1Fm217D1wDIOdu9qMiWOwxb3Lins208rZR4+fyIKm9dLbBCNASw8rlj4V+vSo6G7Z+X4",
-	"BR9KeT0K1c2D3V6jV+ih5IuY/AXS4tA6Ye/kYw+laveMY69OvgDhn4ivJve6zYp2FuoFfeqLnFD8NjBC",
-	"3Nkx8KqvJvcOfLit6hw/gAiAtjuCZ9ajE2yzvWcwNH0Tc7g+vduqzrnc17ETDA2saQmtIrWJXTyrQlVJ",
-	"U8bD0vCNnbnUxBb3IsPKHo4kYNwpQ50IcRuxzgabIhu7ptra0BkyNbEkaHQhsm5zP35dt8Ff897UtKhq",
-	"geVSdGODuMTf39NWkQHSqeJnIwo9n6uKe0IsLZ7qosaHCFAc6wumoebH4xDgu9jvZc2emqbEiYbjCPsV",
-	"Q3FNe2wMRyRUoy3DWhuL6iF2oISVCuUbITIRSm2p5aNglwI7g9lXiimGGBhkZMRZ2cu7QV/+OpbxfLKj",
-	"1eqs2EPcZAKFFpHN4ep7Yxzi3Z+NvJaaau/wlZyZctNznEC0JWEb44I2oUkWjS1rNReStk4aZ1M0x6xx",
-	"fu09acHgK0FrvgTRLoysKrt2DFXjPB6OjcjtcqZDivLDZ9+MLrgYG6Rxxz3Mld1o8wTXPZknY9Fyd4UE",
-	"DlSQgOLgY1h35PjZ4IWlNgVuoecedVAEolR/LpQsstiLBX47YegAeFOnYwrXwvU0CRpiNa+MnX2A5Swl",
-	"bFMJp79SJ0UFum/Mzn7+08tXqemrFsIUlDg6LtUh+LNQvUaH7c+niwzH6FLjfJ1fibWtrsaCTONhhl6L",
-	"LBEZui3gh+7z2ahjPyMcQieQhmYgmQDSY0f4JmdvLYbZ2fkiBEJ3T2CzRajzBhNkMP1bb2ymtcratBR5",
-	"x900nRjmdrmUJ07ByzCtkOKxtOAJbiPHT1YlFhlycofm5lHVJmDKTjtQsnTUb9fFqymh2PZK+Q1aBKCx",
-	"Dd4lN80VJ6ld49MktyemHPaNe7sRWr+m2f9Z/NBOg6M9H4pd2Jqv3FCzctRkCbIVjxEifnCqCINa6UPD",
-	"eY8Zt75N/SO06zqTp9xlJ+GmS2yuU/+ecGurf1Xf0Bof6AcMr+F9Ei36nbh/4+DuVn83B3LE3eMpgXgD",
-	"prrX8UQR8iHBWshiK6X+fLFnbsHx+VFmth1qPW5Se0YWXLEfMjJ2Pbz3uFrZbHsXsMNxP2y8dGzQMyjQ",
-	"o6wN5/yDucje2I3IpdtLq9QI9fajaMfph76q1YgcxWU7AIoJ3ENkunu3rWnWuD2CViZs7xBC397tQbSR",
-	"ZG76euwPfLvvPyydpYwF1qcwbQm76jcFwBkGV7LRhcgt+mv5CcvgHHQC942MyhZuGlafaGpE692n2Fvn",
-	"iBsfUWD23S+fUD3uds/s0ZB/Cr5qO+/Io3fJ4JzGcVjn/VoWoUTkQ1Xll0pWeadCgXMZCWOF0YJC+D0o",
-	"yi29uEdXRmXuoGnaAuBFW057oBEyIklMs2hJoo8Vi8cxRTl08go5QJh3M0qafkJJK40zKKvtkMpSFlw/",
-	"FrI4GbfdJcRjyI9GDWr3OHqapqafg5D2uYDiOr4v7ZxPzm9+5Jn139raFB9MbN8p34mDNWZZq3FtL43t",
-	"6NE3HPMn3wze/dJPmIxJgLHe278zGays64XRZDyIFl+0hL0QYBps7WM3VU4sH5Flxrmi7oJAKdDwCIS7",
-	"kOQsaDQyJK23vkm+iLBnIUpJXoROzN0FXIdSFdlYPKKf8UOpaRq3Ns9gUUREPeTifxhgE+y3FYEYWKPw",
-	"HcZihKV52/B88qDXSqLP/zbOUM/kP9tpOp88uPmBR9bMS03JCp/dlUI71Tm1t5MDdyPC7Uc8bf8OZw0z",
-	"ADogGky0Eq7MK+UW8RQ5VWnlpk2hS2pIjNxpeA/X5oHWchEfDGjuQIva1KpddE5leyU6clGosBmyjeyR",
-	"S9CfoyfE7D8XWPZ04Ficfb5jUamTbY722z0WH0TiL4KHapucbiB05shHOuGD8T3sWticOIa2+JRqWBbW",
-	"eapfyTBlAO1zvsZNe/nyiJsV26UitLGo4nBjWN3kGaaG6hu4cL6FIINtJ0NzRlB8qBfzw0bkpCbj68Fb",
-	"KNa2ctjlrOlBait3ZyrsShkuflvIcn6Cv6OeZUReWhfStHfdZt+H9fyUQaFWX8G9ruuwNU4p8wUd2IG+",
-	"Iu65rkSuq7zWPmzXQed1wE/spc3n8hKR2sg/TMp+wK0tNyGhppVvyK5JVrBtxfoz4X10S10kQ93u2+gf",
-	"yOt+s2cUXWZIw20/oRjKsmx+DXBemMwz+hTew84wYoLpcb7V4/BoDn34PVyG8M9r2oP3nW7w9yNQMtUq",
-	"0fQZEXkqOEsQwYBTE33TYoaRjqV03Ncru1KbPyP8cIYqMf7Of8BipSu1+ad4g68Qik0FxjVTZQuaxls7",
-	"SvANGRqLqaE7EKvCoVMk+ye6qn3stzgK+NgNevM4NS+VP5lJBBVuzUQMM43FjcZ6bThOAIqtq1crW/nd",
-	"KpMOTnbitar+6c/Y72sfjQRY7xt25vfk8QgdTG7wdZB7/wt4OZCfMpOrCsU9CRuOgtgLhMQa2Cl1gXu3",
-	"TwOl5lcu5HdSiWmDpC6eeMeVJYRKghVENWNgYDoqwbm1Edv2gmBc8GeKpj+UDOWKmLRmjK1N3vQ8cmCN",
-	"gegIQPYhOI2VB3qpQqJqK/eSCr+RxAOzP59MLgJAOXaOE9udqSgP93zyoNfKwzX6AeMXt1T+C7VcWa9M",
-	"vvmL2jDtIil8bYvNxyTb0DCwm/cMXOjdznk5/Zgf3qd3bzV5fX+d+5Yq9PnpV8foOJEN/qgKLV8B24KH",
-	"z86OeZjT4j6OYYrrQwdj99i2VKDojSxUqfpKGZ74Jsmk4witlLhSK7+bv/QNvokIe4tGzveD5SFKo+J+",
-	"sb8Hdx1Nc98SJ/vT6LCwNCQlk9Hd8Lhtz27ScesmpGBRlwSj3lJZabeGd8cZ27sTk890Wn9Hrtd9G/l+",
-	"npnQ5GtPmytU/ki2hOZdLD1mtthchGZfEdPkSqkVWTmpQW0QTFCj1k0pBhxSFKKOc/apyy0howpj1yCs",
-	"uDszplBRaTH9hYICsunZjFRKCTuy+52ZwmBAaqhFCXmV+kjvZ4R4CNT3SeQTtVI7Sjx9FoInh3DxWQn/",
-	"g0TThwkZ6gx0pJC5G4OsH9fb+S1qbhTP2soUsw3QmjbibxmcBLBevA3OIcK4bBcYbZRPhHorcw+GvsnV",
-	"lOuiuGkDOzQZo1YMpUmNNQRjiYCHBMRAHe4DyHSY+oiSz6jnyDWweWeFBPsQYTtiKJsHTsACuMihOwqh",
-	"DBu1pihGRFqlKh6KDrYQIRHzeLvGPGAptqAitSFle61NYdecEAbc4z//z/8nI3CKbJRwD5R2hxWs/HlR",
-	"l8qJIfE0LFnvFIpoz4VhoymlBuCAqLkUOn9TE2aO7aWwZ38LGBj2LwR6nDaXJaEtDDNdIP43bisX7MxU",
-	"SMaAXcboO94Dv8SKnllwVLew9VKzbVeEkQQwQOxdLQNuUyimg0Wmj9AW0HYt5YbqhmKbhWQymcD/dwrD",
-	"6elxap4Tb4bdadjw9lKJZqXA3qeSt4XayoIIokTmV5cVMIpQU91tuMCZiZh8u93nB30Erq6u9bXawu6Z",
-	"S10C9boRqCm5KlLTsqQomxKrBuGIxJPB8YUtFTLCUyC0F9auIYh56BYo8lI61+lmQsPkMDaQHEwlNXmw",
-	"OXnFswD0FZbmpJI+dj1axnBgxFlIzdlkMuLEaBjbUlZXqhBZeMFUgGjJkg5WhfB2LavCpaanVT8Nkm9f",
-	"2mvVWuaOkL6gOkm3leUV66dB1UOEkYq7OkRTNuznUDaniHJLGNIJfkfTGDHbKN1NLUdj8S3CXSNOiPYL",
-	"8d1jzjvd5djuArTVVbz1m8dPH796vPfuu7+GH1/r4l2favA1X/8NW79hiFE0H6NknH30z+/TNMIKJ0Lm",
-	"uVphx3XONApBCK4ttPMdlsMnjROPfqthq/PTI+IKr6x9KivqMPp7M9LDHoeq6lA2Sdacu4VKdVMC/rZi",
-	"8cbOkphLYSuCHWiBRq8qewnawnhfhOLr+OHbHt/flGc2TOMY92xc69+HSYtOXRlEehj73py1D7F295Nl",
-	"VxIccjN1dJggyo2NbVha6ADUt077WOGBCPVDbqaCsh0089kG/9FzYRQm847G4qW3hLYqUaAhDgl/NDUh",
-	"IEKpPATQBCqNEwWmklahpqNJ5gkv2ZuyAB9sHZejPWJxKah6nYCBPojsPl/xHrXORBbTagHJ3QTixDhM",
-	"Bwscpvbgc46zs8owOIJeGXb3ejT+8BxS0JykaKUYf4QzlxwimjuOu2VhgG0l/WI305lqOLr6zG1qOnYP",
-	"/RHVYN2wegfBzoWgOtDKEOEqVLVjz1epaTLOR5GZ9ReItQL27fD8gbj7B5Umfez493ZJ0X/nef9WpWsz",
-	"+ONSwj+OkEXH7UfP020cxDFBAL0+AutqQOrq2Mp3LJ7L2pE47XluwY0Nu0cNvRxfLiTRjPO/aL4eru/R",
-	"PtlV0//rULwquCBCZy9qZoJOiuBUjRF8jtLnjX+JfJfUnRkdNgTIRHXG+5vYMGRqdYU53AS9XchNqS8X",
-	"Xjh5DYTHzendQq4QwWcamzANdxrP7GvHtJYdRNJWR6ZOJ6ZEOMsuvtpwhxv2whzo50JZN7FrUmq2xtXX",
-	"LEl0eyVdiKzpAJOlBlEFWt1dYDNG0RHYdQGjvzm0IWu8aLEYZNocXVgcauKIpcNN6wLtxRobiSMf0PNw",
-	"/JNOvAgT4qwB8fqw67odZtJnCeKgU13WesSf2HLohuGlhogK8ROmDZotuzfFkCJPoyRewvKYOJYRgUnF",
-	"53DwmGgSxy6kZ8oVQ5r/aCyesXddu9RwJKdPWeBOLu/ju+JHH2FR1xFyOrQoq+zy0wrr0AdwfyC35YX8",
-	"ncjo2HGnPXykYfSCfSrjlyjsowvm4CEKx5UbslIMdqWBX9SrboMpjkMxqH6N+PmMZZKFPifMKHmhR82p",
-	"R9NsrtB5XGFX1KZ/iWzgapmjU9Qj5omgcRdatdKAgfV995g6HzaLhY1dRxcBxoEHxY72xgEeGvW3u6sU",
-	"KteFCpwwePVhf8eitVzsJOAVKCg5lzrfBx4Zora0pOE+RPHWIVGNpBjx7Bg7gg91WF0rpkjLv1EhtQwE",
-	"IUJsII6YLJv+oyHlDdtC8fPcGQAm0o7ItwuJAicj34PApjfU7zZQxY4y1ltTAW/5dEH6bi+ed+xF//x6",
-	"X1it37Ti9+VC+bRNHT3+CO2xYjDxT1C6xGZ+x+3Xp9xgHI5l9S5x1+ajRZi+VKXR76fM6AtEUF7UoR8P",
-	"AdnW3ulCdVLqjiBjFEJ7TaCXW8Gz4NAMnSCBvWMKPcpAN20LRO2o/BNklaN24D19whhp18D45SUWaAvG",
-	"rQ95f6mRzMIiHBkKy5N6NeKMAcTD6jSraCHPg0rdBz0/Fq/spUIPe6ij2XFqYFuf1Mic4t1zW/Vm2xzw",
-	"q73EBf5dR4q2MPJvcGcFc5JI4nfo0ooTqM0njxlNZyFX8nAxAREdYejCAbRzkcHzWXDvhgSeNt4dw80x",
-	"NiPSONwKZ6n06GPGQIU2ET8WSyAY85bQqRkzD7kw5YW1m/pTcg6C6iGEcDxHmL3VNJ6LvWRkcFEjDyC/",
-	"CcHIDDFVk8YnC8bI7uQmkWsgZHEw6h2PnHwAT3wQi7Isyd5G5W/KjDLEtBiNuKUPYyEDzJaKGYbYnYWh",
-	"k0M0h+G3Oa2Nd6FJVeOBJKkJojm0NmVIOV73XFaVZl4acLQ7C5oastqxTVaAdhZDavqIuWW2EueTB4kI",
-	"iNg7qMSpkY4I5G/3fhnH3Bzs8jIKGOMEH91t+TcWD1PDUzkp1bUq4xiHBA4dFxGm+MPLn55hV2IixqQB",
-	"ak4NZn1xaQ0/iqk5p/fFj/rrEQaZ3O5OEg3RLFNzfnqPWHyMinKI0llS72VD+fDCulJi+NVk0viEaAFh",
-	"wAGcNOZShS9q71Q5R18Yttya2wpdPOpamdToOUxwq/hiSuiLGf/KyJUUNyPALHL2ebXEIlnavIzR5/uq",
-	"dcCu7KnW4RQnhzvaPXfhbsfYzrhwDVL2vbMYjAzwcXFrqVvdEjuSVYo7STVJYRgvyqWJre5GotwTPYqV",
-	"PF9zYdtvtZwHx3ebmp7JR//6C2QA+600pn/pAkq0Ki4aOhLs+ySNhTEqv1BB0H/x5CSuIKJj0fCxIGt5",
-	"pw5q19MmRNWfuY1oQ3C+jMREa7yfayNaPgwQ9LGmLusU36aGqm+zUDeaiSFDG3We75blhQraiuQdtpFN",
-	"doR6K8xGPuQkBqhjswx0GqdGervUeRCxrdaxwbW0VNKQe2mJHVHZCuCyCwIHrbGRQwXUvxGlkteNseFa",
-	"MLpkoV+IjN9NbvLULELnKZCVY/ECW6cRlG/XcxeMln7nNofn3Kcr2niJWxVN3s/Hg76uyyuqWejjP7Fz",
-	"F643khUrLp2V5fV/b0bzxVw8FBjsOxyydTRQs6HJO5SGsRz7wDlvubx7Dzp5l/hgtyLFBw42jQG0hu2D",
-	"3X3+wMGm9tDJrtbQ9tOHk02WQRWt68ZBPk7NM9Cm8YgnotRXqvs6YnMHnauf8DTRN37nZyokFPzuDhX7",
-	"Tfso80NOVQPfcUNi79YnEJkdlhpBbrzX5tIloZgfKwbD/akhVAgOeujm2Yv4ZCg5oTJAkkD7vDzPmhF/",
-	"QmqLX9nnhHnVZgdu/HGcIm0wlQZshhqfotcNCDos2iHMmeZFd3+NP7/rcaEfmNQ26HA3va8N5LI/uW8n",
-	"mS8ZrOoeGssqBXumrcGiAjizCPbttwbUVM8ttPMWG+VjcXhqhgVo7GiEgTl+b1Jk2+C5zcX7i+wCdKtS",
-	"IZK6wR5+o4vUmJp8GQx0UqmlDdpRexx2bUQccmjPmxreB67Uit3/eWYjgfSo3Fh834y+qGxICEHTPDVd",
-	"6GTumqa2TiGhR3XyAjFpBfVMzOxnjDX6+LTDJUKPsAUwqaq5i50J6Ktwwi1kFarqcHGblgmIq0+JWj4U",
-	"MeFHqVJsV9mrm3P7iSRUfP/LcD4+s4BqJngTu2jKH8JZ/v3Jo1iS2z4WR7EmWxwQNrBOS0VYf5W61PAs",
-	"AaEonxckYWyhsCknKnnRCcpNVFJDyl3TKYRyr7TfK1BwQJ+SMGyhDiOdIWhct2LyCwKeUb+MnREd3NWG",
-	"X3W2dlWpHCzUIBl2Nxvduew2BNYcMjd4O7NE1KZgFwz6jdFzTSoCZYo8fP4ECY8AwEU6oEfTQXRe10Yj",
-	"Rh7ShFvolRiCICW5kQ7i2PmRTus+aqPYTG80Fk84Q2yGLj7Mz7sQYPLsDH4fyT1vVuu/28O02sNghpAt",
-	"CQQKdmxrQUeHSDBQq5u2ck37zcSm33g3z5ScfJghFN6WbaUkao+GRKgCbuX3Tbm5UbdvKdJtSGfrZrKm",
-	"hh6IiT2dh5p0RSrAb+cihCiRdKnZEx7ihqmcejjndMg2JHfEnMIYSg/mFPU5Lhi0TXKK5VZ8AweXGppd",
-	"pVr4WjGnFl6wm5DFmxQe4LgVPEEu9naWJAeHDuRIvmyC8J9CueCv3KpE97PlTLZSmj8oZ/LLOYxi/mRr",
-	"Kr35k/GMt469lwcasD0iuyl0JE8Et9MWFQHUB8zhVbvyL2n69RJVlvIydmPv6yuCmB9bzY5GCbw0Ndie",
-	"uZW1ro14+e9Pm6YMW41S+DOU1TGUPjUNqgO1JXcYRAbNBgPIo9BuqdOJuGP4pKZpG7IHugkbXR9Vi7TT",
-	"LOjmTj6/q5ZBLwl9ur0NPYXtAcpBnJ0v9jdl+VPx8braPDZFZ1SJUG9BBoKiFkfzkfvVfG/X2LsZyG6b",
-	"+uM339jZ3m+22pQ3n/2ABu6fNvOm1YF+H6v10mvnde7wdNPKfBEozZjO1xpTk2USwd0am9NW6OTYC6YN",
-	"b8cOq/scQ+TQQOsLbqRwT6u1KSjVbJ1Fo0yutKhsSf1w6qocTAd3Me7MY9j+zg925rgXibdcghFxoAk4",
-	"jOHqQk3GsBEaI275uCCq5S52FF5MOECWkO80YUdwEnrTE3wKAe2h9oFssmErrqcSNugcjjFvdAUWRhLY",
-	"AXuj0d0Jr5wKpzhwgO0oQK2kZO/OxxoR18MD4o5Nxb7K1dDrHjt5t0tYwVzmnuXtVh9j8ULJIuH+C9zf",
-	"hZHYd1aiRTL9lcFbJiO+br2wnJpOGfShDyoopSSIbOUoWYO6ZC+kW6CkxDyJuX6rihbGCNsCHKxny0FT",
-	"S0l0o0WhCUvUY8i2gqrtuQWDoocNYgvbhHOllHPJVqPnToPfzrRCJ2hdCW9tiZKLv9fqJ/vul3f/fwAA",
-	"AP//",
+	"7L37chtHljf4KjmYiRDgLkKgRKtHYHR8I8t2W25Z0khyOL6vyx8rUZUgUixkoiuzSKG9itg/9+/dJ9lX",
+	"2EeZJ9k4l8yqAgogSEpyt8cd0RYB1CUv55w819/5ZZDb5coaZbwbTH8ZrGQll8qrCj89rStnK/irUC6v",
+	"9MprawbTwduFEplR7/1Zjldkws6FXyixqtSltrUTK3muxoNkoOHyv9WqWg+SgZFLNZgO6J5BMnD5Qi0l",
+	"PN6vV/CL85U254MPH5LBs6/he7x9Jf2iuVsXg2RQqb/VulLFYOqrWrWfNLfVUvrBdFDXeGXPkwu1XFmv",
+	"TL7+i1pvT+4HeaEczuaq0l4JJ+dKeCsq5av1FH+Y68p5AYNQzosr7RdCigu1FlVtnJCmSI328Ie7UpUY",
+	"SrMWzktfOzFTpb0SX04mI6GduFArL+a2Eg9OxMLWlUuEy+1KFfA+v1CpgUm7lcxpMF4Z4e0pjsHJpcJ3",
+	"4uvjN0vlF7ZIBCwajWRmi7U4Vx7mJH0YlDyX2ogh3pzFJfFHr9WqlGtVTAWsbDZKaBzdt0lj/UJVcQWk",
+	"OHnwIIHXNQOJq7PQpaKH0LI5r8uSV0qcTB6PxRMvltZ58eDLL8Wq0sbLWanEkzdPnz0T+UJWMgeCHKcm",
+	"ENRCyUJVDU20tvQI9rRNEEv5/rky534xmD748ss+gniul9pv08Erea6E03/fSccl3td+V6Hmsi79YPrl",
+	"JIEX62W9hA/wSRv6dByHoI1X56rCMbwCxlFXT21teobynb0SS6AiXDVvRamd38le+IzeYR23h3U8OXxc",
+	"31Z2uT2s59p53HDazLlXlfAL7YTXSyWGr799Kh4+fPh4dCp4BMLYq0TM1nhTIb2cSafuOZGXNr/YNZ85",
+	"vLuXxQvp1RG8q4fPP4CQcCtrnEJR9pUsXhNFwqfcGqB2+FOuVqXOJUzp/qqys1It//DOwfx+ab3z3yo1",
+	"H0wH/3q/EZf36Vd3/xXdRS/dFpSBEbQT2lzKUhenIlNVZSuXCeRvoWS+EDNZiLlWZTEefEgGT62Zlzr/",
+	"1Uab8/tdI1/e2RnsVV1VyngUaErYCqeAQ/4G5vQ5x/vErAUJIlxOHMS3tprpolDmcy/chVrfc6KypRKF",
+	"VU4Y64UsQdrD2tmVqvDlQhv8Igp2kuaF8lKXTA7IUrZUSffKKF9lDk/C6b6w/ltbm+JzzvaFFa7OF0AP",
+	"sP/qvcrrOKC31j6X1bn6tegWTzsQQdaKEgaCo/rRyNovbKX/rj73UuGhKZ1wyvgE1ssTscAgl7IEYaaK",
+	"RNTmwtgrQwu6At0G5CEddCjAfvrpp6MntV8o42G4alscZ18pWeGpLMvln9KBt/lFOsgS4mASOX9KByyE",
+	"zry9UCYdZOJqoQzrL2Gg473a2Qda0UupSzipP/dW52Xt4KiBgwlWsW6GMqXzx6nqUlViIYENhfJ5kZrc",
+	"GqOQcXAX4EtR6IL4FHUiUDBwZqvK5sq5X2NuG5oMbkjtVBGUzELP5wrlLxM8k7erVytbeVX8oAot3+KG",
+	"/ToMCIsuiQ1R39QkCr9/8/KFGGbtYcDrs9EY9Qx+CYzhifdqucJBryqQm17TEa7C+dJ9+dPag0p0Mnn8",
+	"SMzWXrnxtjqQDEhK2epMFz0knQzm2mi3UMWZ9Dt1DFOXTPBkdWw9ZKFk5WdKen7K9iqVEpYoXAZmkxSl",
+	"NedC0qxh7Ld7t6mXM9W3PKAOOgFalDgW9lKRBIpS+54TVws4tUo9V4mo1FFR6UsFykpe1gXJoU3NMBnY",
+	"2ud2qa4jGt7Ml3w13biq/W230XkJVN67vi/qskRrCpYUrBJ6N0zPKYF3Ij8ZdYlSkhjmtiv+oW2F/jUs",
+	"f2eEXar6OT7Czt6p3MN0NpZna0owj2lrv2wlnLcrsBAjEWlzLobai0KrYhR1hLi/qbkCceFttNqsUWRL",
+	"KQOK/18Hrs5zpQoF9vJc6hL/gFUozmwN08ilyVVJ38OQWnNptuYrmV/MdVluM25eKen3s9Y2v/Yz+0+L",
+	"tZCCBilm/Eb+fCrkDA4v0gmvtFO9JLTB6ZvPV0ZoL5Qp4IFAA2zBao9mzu0ZdE6k0icV4mY5Or/ixHjl",
+	"hLNiLquxeKtJPwQ7vqyULNapWchCSNM8Q8hKiZV0cGoguwNJgAhGwxB0DWeFFE7lFt0D4V0oiyppztG/",
+	"oZyYEJXE2WrjH530CoM5m4eHbS1J4GscNcngnZ2dHXgpuqJ2idxVZc8r5dypAL5fCxBNRQ30g2Yqe65o",
+	"4jM1txXuNRxjM6WMWEhTlHvERJ+I6tXOqtoYbc4zURuvSx7M9hC0C68Uw6ywBn0wMjW1U8T8DoY3zFgO",
+	"wK+2gq9yaWCXz62wRgwz4olsSq4X0NVB9hWqVEBQYLdZPHlQFOZ15YJVmgkn13AorEddMcETGCQDGBaK",
+	"OhxCIzX6xIK3h1OGt16W/bvY3TUXzChaM9Rg4WMkZpgrM8/4EBrekOZIZkyASfBAeDsIQwzc3JBe2Pek",
+	"Le2uPwCC0HyuXY/Go71adv/Yd9ZGAfwhvkhWlVxHDsl3uHOfsNikNUQVJfhv9x96NKx982r5XGRRaHih",
+	"LF+1JjmXpVPJxrznve6mt9HzusHC3orcGqcLVYlhUFtGh3MsSMlSrjqusgHa7oOkxxMXiYy8cRUqckbF",
+	"8zUcweQvwe9S04j4sXhpyrXI8AUZKizGXk03HltYlNlXUqOHODXoI6IXDI2t8D5rcE54xygRVwvpVVDw",
+	"+O1XJjU8P7Gypc7XXaamae5m3J7DyhRdiTVU73nJT8maQkegsVeH7sAGVTXs1ktZlZIXqnoTpGyYSF5a",
+	"hxy5kOX8yK4UzBL/6VVW6vxC9RwYL40SM/wN5vjOzlwitMd15J29QqPGi4UtC9QGuqQrc68v1Rnc2ZF7",
+	"uw/PWRzK9m9qZfNF/zbgiNxCr+45MVcmBzUQLxdD3xjJ9xxZuufKBAdUWk8mD3P6rziZiP+D9EW4qlKX",
+	"2qEKgX77nPx+NPfgHmDxNgrKEdileEWvnN2hFbWmGFaqO8Pv7SzKeFqgLnnrihyQ48MUFBR/Ra12ULSs",
+	"Sg22K1wGzBTom958zwnaVaSHqBSSokg+BqNurxfi4vUPzNiCd4Ycg9K1NsTYq/ZYjKXL7ZVxrcGPDxlC",
+	"pXJbFao420NvRFvhStibV9b580q9+c/nCVML6TRzDc8VvpLGkatS5AuVX7g2ycRX3oV2ug/Zwyc7xs0D",
+	"0vO4ekhfeSnB+LnZKm4IMebqsL2BlbfGvLX4zBFJR5K0KLhXJuLLPooOQcPe0iAOP/jr8uLpAs6FHjsQ",
+	"vy92cHvXTc7XiqFEPzOaPOG7GHpoa7RLJQ1bak4spQcVQcxqT6YP3Tnq92Xw1TvGxbKgccOzWKJR9I3a",
+	"iSELDG/FStZOJfRPQXFkVy/ViKaEr6bHqVLl3lbj67XTMN4krmjfTnwTNI7tjWDPyFnJFNOd9TfIxXxN",
+	"wiqXt6gYngoLyos24s/fvBX3L4/vN4rN/V908QGjeIdQWnDz9Sir/GrXfybOWn6Gzch9ocRsLWTUpVqL",
+	"ObO2VNLQiYtO1J4N/0lqr815Iv5Wq5rc8mCrNfoUHRVV22IHfWjIKlZqSMcSGb3jDO23UzgotBOrelai",
+	"NYAikMnI1n5m3wuYYHUpy9QMHwg3itFUtRaFJZVteyKFdiuihTu5LYta9VrP36Ivjc9D4kMKJQT9e/xO",
+	"e6+qLInHIXJkjYQ/U60JD+M9xdkcbMxVWbu2njqfO+VH/S6cG3qMfh3fLxqEZ7P1fvO1omMGeR/v6Drr",
+	"4vxBu19KU8syep0+gx8FLqWoe88q0XB6qASnMVuLVy/fkEiAIwuFwX2gnUqi0eIX0oTQf6SfXqqOkrZ3",
+	"GGxwkwDrd+FxwknLJaZd8BkO0VmCx4ZGOUdnyFxVlSpGDSF32BWTZe6g4UWX99ZPq0rbSvv19cEXvo5j",
+	"JZGTDneudF3nt5tJ9G3tG2s8eMhG2+9biSTX3vfNOUbia7ws8YzYlII39MDHwX4M7ak5cj+dC2anl+wn",
+	"FM3o5P0T5m4lYhHyhlrHVaNxzHXpVeXEkNR2eF+C2tK7GvN6tBPWqNGt/Gc79cMN4tiaBR28U3R8gBWB",
+	"8RzThD+G7PoAHibNhNl0dCrYQTlNjTQx+gPi85S5f9qsbviZxQJY9pJS/PDVLjW29vgW0CXsfH4qYpgk",
+	"ETEggjcWShZkdbcfnRp69ggd8nNtZNl1vdBUwQKIjtXeSEw7+gKv6nVofKtVWcQMnA13Gvy2vdRfWw+K",
+	"M2YKBoNXgoW0qn0i1Ph83AhqEBB/t0ahs3lmizX+IUXMF73nOBGoZ2xL5Zw8V/2Jnh3PDw60uaGPgL5D",
+	"53h1rUdx81Cw7K5rVLmWRy5beL/KpiKrqzITQzlztqy9EvC1sFVq4A83SkRG+ZWZGIaUNjj14AdO1cgo",
+	"nwfj38jS2kUP/D0nVnJdWlmMRWakd9k0UC9lz9KPoDxlrsYZZ5RVCWpXajKgzLNKrcp1Fj2DSLarcj0W",
+	"WV47b5fZtM3u55ZzSQX9GjyRtuI4EuZKwHCWKiP67BJPKwWlf717TrWtTaNVQ3fde7lcwQkzgIXrDeaw",
+	"AtJc6ZQpjtRSajgAVsBeFezp//7rk6P/JY/+Pjl6fHb08y/HyaOTD//We/LRWnYfSvFfNzb6fOHLda+g",
+	"5TSKwLBABHhO4bFD69nLjHW1I4rx4+vn6K2WZZng5gXCCxSXBJLDfx3l7tjapyavVKGM17J0YggrApu6",
+	"BEsskt5oLNr5MZWa10454W1q4I3C2aUSsigq5ZxyCQs9GBOFj4RXZSlI7LNEWMJHmZqTyQT4GyRyRuGp",
+	"agy8MgXh/OxVeGpM+SitXYHgTFKzqvSlhJmV2lwclTaXJdhV+m+1Cp/cQlZkbbmVyvVcqyJJzbIuvc6l",
+	"8wnYzECmBQmdvLQ1GPxeFtJLpGCdq3tODLUR0qxTeExZoiH37NXlydFSYsj82avLRzGtYZQIKUy9VJXO",
+	"xcLiiRfTVVIjxaqUujO3YXb84I/j4ywR2eT9H+cT+N8xRud6xkKp24nIcIrwfGZlb/MLcsyjZy8RL568",
+	"fZO0nFJ41ZNXz1ITt2osfkL/Gu2JU3ii0PYWLGBaDl8yQVMzhFcVIjs6Alo6onhDEj8XyqyzU5HRVYW6",
+	"zChfETYvB0M0vp7cKOR6jaMfjcUTWjeYKIziXV2cg21LGnRqtENCh41lvT+spPawo7a8ROrkgDSYl0CE",
+	"K+koDJ4adBviesBB3JJqlEMOJySx0bm1RdJkqlZKOmv4tI0cjxw1vX+fvxnndnl/Ye1FH+s3krYl4KKN",
+	"snFs4c97zqpvWOL2hxuCPL7nKKMNbe3AY1vieEbhj2v9eO0oySEmsNRlXalDYxbanM1LEJz9LpqyP6P+",
+	"7aIz29waSibO1wLvwK2E/ePZR2uYHdxG9fvvOPWsJ4zATiYXch9iSIGWp5XOfKVNsRGx2j19p02udiSP",
+	"tB4vlPEKjGOg3u1wxV5rrV4VN8yZ2SDK9o4nkWzC2FuL1tr89sZ2hrCHuJ+Zud1WOe9IpoebXJss1mN4",
+	"LRqNsSsMpnKlxy1p0LcPqKRfr7mGd4Qb2iveTGrPMn4M87O9I7f34H+nZOkX22OhCqbuKvYJz40X8W19",
+	"b/reznooZ0849DaJZB0W7ZF8Leo4YG1v4Hcr5UyV1+7Zc7oKr3f+rKrNnRw0+BC0Ip3bneDWGEGl9Mr5",
+	"xrRt+cyC50QMZ2s6fw1oZXhWw22cQYnnlRG2LFQl+M1NBcTSXmI6FeiCo3FqXrTilUZh9LR5N4qmMLh2",
+	"sDlBG6z5OWi4M3UOWmsl8wvQTPntoC9h5AZ3oFRFalDJGWt7X5aq8lORDmD90kEm1HuchPYhuLpUvtI5",
+	"33L2zs7OOmuK2UdeLldnlEDnso0suRtt11I7R3GIfTTyA171CtW6toXUazpd4zltCKwnefaqRRzoAaWg",
+	"la0EjArjbHfwgjZZNvsm+5Iv+wCmHtrDcMf7o3N7xI98B7rda3n1A3sJbulGRWfPdTe8houala9q06Nl",
+	"vK6NY2/+hoObEzfFELNGmrjJUr6HnXAZKSZudKjiwQ+4bthvwnWH+my/t7N4CMOG2h3+6jurJSgr255e",
+	"dv7GeHlw8MapJq3DtU3CXYm5Lfo2MvGu0Wa+t7OvpM8XT/GeG+ar9eewvCVGwoJNGkpClX7SdWMlwmPJ",
+	"sfYHB0+/tzMeKAZm3j+jm2JJZ/h8jRKA4963GvCcHWkVlLIO0h8EOdaCzTHy6vPFVGR07GfiweQ4JsTx",
+	"fqQme2dnWSyG4tJouCrj0pRsY4GubF0WYiEvVWqoWEcV7AYWw5PJJFRWJuJk8pgMUlhTM+rzaL0jteOa",
+	"9SWxQiUvh1bGJH1K0oPJ8bX+8v1KEm7Fa+UwMXFHcv2O5IVWDmxP2jZ5mPvvxLQJuvuUM66QNEUuq2rN",
+	"1f447/6HRzretngrnIpYqSrQjW8KiBKw0TDlrirIAD6UIxqKPUz5jQKiL4G5swG3EgobiudG0LRSSnj1",
+	"nmzelbKrUomhDIXwk8mEimDwYGiXsCOHfwQl9qba6d00le7kf0TnXzsJIh4I29NFeRY+H+/w/47Pjn7+",
+	"w7/t8iZHlWgj/kEefJTPacj8TQcffQh3Uny2K56xku5SlrVK0FES0SKC24T8YBTUi+r8VEifGoZZeCT+",
+	"or8SwwePHiTHJydMaXAsNbGBSuVKo+4ekvvQIWeXK5l7drVRzZOL0BQYMTNiDqrk8Fg9BBUSjqRYlZSa",
+	"Bs6B81AT+peKm+HPB4+EcrlcgeHh9HsaHJ6bo7F4YcWPf5gAD6SmhHPH1VVlzzkdzNb+yM6PKCuZBieG",
+	"TinxzKxqTz4mJ+TMXio+GDaV1n8QNfM2al5La9tAabDmHEE6mpjoUiKUhBhK8Wcripqy1xIR5c/JAgVP",
+	"Y+g/nLhrVTvW5IIs2iFLP4ajg4/nX7vI4Xs7ewVnzg1jkVTHoMqCNENM4TslzRBIelUpRwW+q1LmqhWy",
+	"HIsnFKJOjZ2LXz5gWMTHC2KgL0YCQoySIgKnZBC71PCjhSzLji8AfhVDfDAY7vjkZa8Otfdwe90eeeun",
+	"U5EO0kF8OOm7/7yH2yeU6zGSwTILVWujrkQnihwVhtQEmb5Dhods/da+xlD0fxtB+KQt7HoWhG88LNe7",
+	"Txi8xszeN5jIy4xxA30xB1FyVnfLkHoFyBMsjehLt8MBHJBV11Nq0ABNYbk0ml30PDEM4hAjdRgmNbZB",
+	"iuGcZ1I4Wgo9y6HRR1eoQqp03xYj68dk6gQYopWsTAUcIce0InlEF/dMoKOVNmehV3L5p5VcLxE07ZBT",
+	"kdZ9xxFyW3q5zYbSXv2+oZ92QzdL06gYAHNXaqpRi+7U3vQRhqW7exF9uKcvK/mnhRVLWSiqJr5Q6ykp",
+	"5LoghZz8M5wdcKHWwZeQjXbga6x0pdydghc7YtPo2IOF21uxfyUdaXVwZRJ0oaU2tb9DcdYtXe2Vvf7M",
+	"eg3XXOsexSdFL2nHo9na3T5K/Ita38pvEXZSm34gOoQraYEYseOtkGsnhtnjSZGNKE0nHLWYOLPgMghK",
+	"I+F3MPTQLEAONSz5eFLsyw3bJAHp2yOaW7D7FvYK0bZK7bw2527DoinUqrRrsdIrVWosZ98UaTfxJXQl",
+	"ru/igWGpqNDmVGRfUMEvSaY94uhI9k3/1mS1RVF7CQbZUJbly/lg+tf9bwNR9SHZlFUXakcZxIVaJyRT",
+	"zrrShj86lVfKswA6FbSHoeIIM5IZqulaKQ1D2J7kzzTNj2GD0sxvG2R/Hi2Ug5Mqu6v5F7W+j8ZCMNuA",
+	"rOjg0+acTvth1j4m/0c4Q/+UjRKhTWr+Us9UZZRXLpyya+Pl+ymDgeFqC7ui0YmvX7w5cvWssEupDVip",
+	"c/0+Nei1v58hVJ0BI0VSUCC4Eh49FKUCZcAlotDn2rtEZEdZIrKzjPBJs3GWEDoPDByep0wBfzLkFd0O",
+	"IgXvPxWSrCQYn1quPFjDFSHS0esbQNFHJ7w6G6lgvyCPIbQsH/p9Gn3H3rtpurH0mJib11XF+0FBcZwU",
+	"2ZuYkDwNackSAVpKgmqZ60qlhh2k2XklcxUwdnXF8JrtQDgWsdgrk7TMeYqoET6MsVQHm3Sik3TfTC20",
+	"KWI0JoTeSfcPqcdonBzVq9FYZO5CrzLGiDGtVNFTkVE6QUYsi+evRaDcXBl/mppMlmXGng66J8HEAecp",
+	"lz/BTEM8FJa2UlQzlC3l+0xcKVgRXrj4eKOu4Ga8hJJfcTXDEhacKMm1v9KlBgaPvkXKERQZPTIbjcVL",
+	"o47cwnpiHllewYkGj8FCCjy3YH7j1HxL3ptSzT06Pb28UP2uFyc4C/PoiF50RL6YJDXxG9zepLliKd+P",
+	"gtM1eHBQnUEYKxSJC1WpPrcMPqqLY/EIPXd7LGHm1lKB8nTsumfRoz6/Hx6VG8CyN0OWTQaryFbNUIl6",
+	"2sBUF3qFkV3+XpZlj8Lcx7sv2kf1hn4znysqra6UV6bfhUWIdvwzAy6tVqXGhFVUmRkVIvJN3Pp+/bg/",
+	"RPzMOwaZuAu4wS4ddc/8ntHomzl2cy27tMwzHx/qAeaS9b6F/nnfXn2MY7nZ+NsfzvEZb5RH1fGGGvSe",
+	"df+atOSHvVryw0cLTCcPzCgNooJTnj4faccTsVaychv+K+03/fXF7dxYL2yhes1wfblZxYq2eKXOteMs",
+	"V8po78FEKYod4AxPXj1rlQ4w4IUsLuFep9zeBOCGzumkO8sDePYujJUdORr8I/tJGrSTAMaLJQE03ZxU",
+	"k05Uevttm3EJ2E115n0ZcsZ6xgFHOp0nJq5EAG/B+zEuzvfTUYeLVSmjrlxqtBcO5IcsGSBrpSrx9u1z",
+	"UJfwQpodPooOSTi4SuuQeFxqeBU2s9lsPStbvgWGOQSp00socVy6GN+yCPUaEQOv3ajx3F7fZsc3qOPn",
+	"HST/UUQPDO32Uufl4ShUqF4u5GqlTLChMZ6XW9j5olaMWSjNNmABa14ECadDKQXVIoJE4mJEUJB8pZGQ",
+	"SB2PhTPTgF2VGiQkDZJqfSXXp0E3hP8STF3QsjhWko1OO9AIqblQii4NBZ8g7HB36dtwGoV5gL6pTOES",
+	"fMlKm3OwQdZiXlfUkqA2DRTIqcioePIsgu/RZ9d+ZgucSwzbuVkb0Bb36V7U4ymkHSsKjbpKUTwJTiqY",
+	"bhyhUQvkhRglEQCsNiWIP6d8HzJXEpSgZtViSWiYVa8T8ZWqQOvWZU/Arv0jiJWlLkvNvDMVWTiSzpYu",
+	"dvboFM3aeWqatN1YAtsq0BnG7OH/+r/+b8HcOkIL4RwfO6/sMjW4vWgPNFsQICRQw+oivTHUoROEO6GK",
+	"1CDYhEY8FYs/8RjvOXrrWDzp6jWV4hqvBYIU2dQslXR1vz69+nLSlVM7xeHq8ZcHX/n4oCv7Tmdux9BX",
+	"4lupHccbEGnSYFyhoXUq5uoqgDJQzTgbbZHhYgoro2ijQTaUwIBkJXUuCIXiBwnK0FRCV6rvuNyN/kdo",
+	"f8HKm1vgkMNLahogjN48TWpeo65aQLJzWzXSIMzXTfnCzpt3VQF8tozdv4Nk6J3bsycvntDSwTVx/e5x",
+	"bWLGCgOYytqI4Y9vnwaZ1KEDUofCRjeq5hMsoZT3X6irs/9pqwMqQprM3jjwCLJJhPzzbtpHqulPK6zN",
+	"WGSF8xm6rpotlEbYqtBGYnF/WbIsyUB1LrJI8qnJK2uEer8CfRREEaOuNTexVLf5hRPBk3BuGafgSlZF",
+	"aoZSzPV7VRAyY+th6CCjTim+1UVIG+el8Q3gT2rO5eoUDzpC2/kiCymRJKITjmpglTDYB5hMEvi0qk1q",
+	"UM7BGVOpFXp0m1nCBfdca0pBj/BXOldcBZEanuS5xdINsXNWpEqa1oRW0jk4DMt1IiSOnsAxC5H9B/q9",
+	"4Qsxs37Rm1myC8YXDnZ8uTbix7dPk1Cv0QYy3wQZugLVZnaDqruCtMBwBCOBYK0crWLvQYtMtAP1Bytj",
+	"eYN1V67ecw1PcsIHZXrMndow5h5MHjw6mjw8mvz728nD6WQynUyOJifTyeTgeRm71KYXvAdtUJwnrDD5",
+	"B7vkvsEPRXRNcfME9V6H4ulCrsUQBkIJf8hlxgZwp92TejB9OKHp9Izc7xBrX795K5ayuoCFvbJVseG5",
+	"woduDHLIVH3FkgE4lpDxJw+mkwmoELjAhCVyHaOKc7nqzffMuaxV7YTUYnpqSyNa1Fj8jPSuHYfayZH2",
+	"4Dqn2u4zAH65B0JxBlKUHA4ylLzTxLrL983Xb68V5GR8IfnvEdi3gwDOm05YreZVB7bFupEnsl/d4MFj",
+	"usG8cYyD+hhA2aVvul0d3uLqQLCmG6sNuw7Z/p1p0rd6oulNBhnoBE56sAeA8Rf6fNEtw5eVD6DpBiZW",
+	"ohnkGHMevgg/l/YKDgIXTSTcMbqma/jAWwbA+fATUlg/QPGrpjpjI//w26fi8cmXfwwFCtxdqQetl37o",
+	"B43DDl0HG/8t/J0elZZYbEeyQFMz0uNK0r5UezBWNqf+hnrnaYQKmaPBTNR7oQm2uVWzsY2MgFWShboM",
+	"HWLcfQzuo7joKLuVvlY44K9hAsm+ChdKm3uJU3CfLmluteKgEYXHONgCYpYxGzllhDQa7mcpa0cnONi3",
+	"dh6dDhi86ku0+9A7wSap8WZxRJBwdu6VQYZa2CvhLEjuAFvVQbjzlQ5YddMGhMr84ZgQrYQ22mtZnjGg",
+	"lfhCIMLKqtSq+t9Dc3Q8SkROSClYKyDfh0s5uhusbjGc12U5FbXRQBJwAP91kgiw79Xfatn8khr4qbj/",
+	"gH40aDyIG0TPIojJ0RGmjx59IealPHejrVLVIJTZQUBIXrrJdS76dM2NFekrESnlOkgwQmkFDTw6QroJ",
+	"9BsaznFv6IwWsa1lwmLCjX8jhDtYpV55BxvShkZtn3LXHXKtzdxdIVDwbP2VUrFYwF0zyV7UhIaw+l0d",
+	"PYPd5/Z4zXkv3WFXCHs0FfCvO2UUXltNhSydZbcHMrBLOJrtAnKbS4AwyL8JnBXwYt2pUIVuHkJUBbdx",
+	"TiT5ukrllUMPqjsVslgiw8H1mCeHZ1/MBXIcQxJDCaabNpT802rtmmwQP+gdbrP3Ruh4GmYJv+FIB8kA",
+	"R9BLMm9aasSN0hfQpQysheij4o3yMQLFEf8MjOUsEZn0GVl32mSnISEATdAlovUZ2/gQsG9NOUIPLam4",
+	"1uRoJFz12oImX/TD5pTciZZGIdIBmZZcVBRolRKJ0sE0gBI5ku7sGXy7UOvUzEEHZ02fXkhJKPi8AMvL",
+	"Wr/2nDGr1uJCqRVOkzMynJB5ZR1mTpD/Gh5DZcdAJiY8XbO3YSWdF1jAEfIZdCVWC+nUWPyELbnYJdso",
+	"lzDGH41+nxqG+j9+/MfJ0eT4aHL8Fu3C6WTyv0abwEdkav0RL3pMF/0BDZ6D1dE+o/w1715HDw52zLJ2",
+	"hLy9kJehG9Hh2i9sao9uo99z3cw0yGF2hKAXpJDrIzs/WlrjF4L+y19dKXWRpAYRDdPBRDyciMfiC/GF",
+	"+OHli6NvXz9LB6dwbsz1pYq+FXaTAjGkJozDVmL4H/Cycp2I/yikxn+JUh5PXCLG4zHiYoEhjENNTcxs",
+	"is4cW4nsf2S0RITGKcEkBSpkFHS/UNVpaiIIslAagxtLuR6Lr+Ua+I9miFKHysez55kYopu+kOtRkprs",
+	"+ZFh1jQ/ZWJolKywI7NSF3DJKQ7TzvELkX395H/+q8lSM8R1yn54+eJfjzOKc8Bv8HT65dvXz55nW0S2",
+	"vay9acKmP4t3k6On7Mra7ipMkS7qwYGxK+wrrdzoNKoDIbvaRa7l1OCqNnvQOrbzkc0+qm8GRufm3mPy",
+	"8eQaZWDD+mRUSAyNwHzrFamn2oklZrrFiYVVaRfypeZ4iebVg5PFCK1RadgLIwpV6UvFbo+wYrFzd/Cf",
+	"pQafK0v0TpHI477esPqUG3Ueis8cJf3h8+FRSwThwzSqokYBQUsG1uQKjrLxlqvOeXgiRb7RV0UjON32",
+	"8RFaOfp426jjEa15kzAf7kxhOuuH89imxW3CsgRFg60GggOC4Ako72xI5wy7iBGTnq0MbuyD/o3TNsY3",
+	"/5Ia/Gm0o/nafjUPhc3NGCwqt8xhh0vp3VGHnojDpmtdO9TbMOIQTrcf3z7dYJtvatAH7n+lqlKbwUEJ",
+	"LG9ozV/XpjdK5vwNGkvx/h2+JCBl9jT+vOvjKZre8VBT5WJTjBiLTH7e1+flJkUk/UwSfW+bjdlQrmS4",
+	"nJnwi8rW5wuRwfQpibN31gfCStP+8TLzyOKqdKf3817S+BjpHi1C+weoRX7jpXd/riy5QnrbfbizlarO",
+	"VLstyEb/DCVbZh+7QLATZie038LBLpRso2Fv9FzbGQIn0KN92e8HpD1uNC1pBjhbN+mTW+vUym24Nkzd",
+	"yqDYaI7QG0BmCGzuIXAOe0Gy/52d9SZD7SyTwHvvOfJtFEkEdsAsnUS0LMcQAhy+/vapePjw4eMkStEe",
+	"4XR+81kHQKWqF629SQK536IL8QckjNFm+l7LXUVU5eyBBBMh728qMWCJI72F5+zkn9eIaLfNQLgfXEUX",
+	"JO87O+tCU7VKbGBLegUwPugGIqZh6h4RE1FID0QUhU29ZdZdAA2lZyTNgsQpba8p1nXmdaX9+g3Mh+Ed",
+	"sUd9XwU8JoPeqEBIDHvKExORxZQN+J7qFXFF0VFL74+jRUxvbGmuGcg0t8ZLQgsndh9gcbjNL8RSauOl",
+	"Ntg1wSkVUJBgwveceP3Nk69/+Ga0LZzwZu2wfzus8Kz2qkDujhm1DFkIGhlGkIJlLUPik8lVakjtl2Rx",
+	"IPejNxiVq+hkGXLhDHsPyBBFz5M0mAzCyv3fyR37TbtpW2z0Q8U/rcY03K+2WhPgYztpjuyL2KKBbg0N",
+	"zVOTmrcxwSSIKY7ij8XXLI/p55YR48QwBbMpHSQiHRwvH+KfqUkHDxbpAMaNAZr41L6Az0bD+Xbf+2xE",
+	"9TWwThQzyYAiMvHj62enogl7hEc6DC7yKsxkwUkX2qSG2uYiEGSKmoXjFsznqpiGiK4SWUslyAJuGlwE",
+	"Zn8WvvcWzCr0K2E7QnQcYZkT+iJInnYfRc40Sm2TGIjDZC0cThv5huBDqMYb+xOgB2KmdvbmJ9jN0Na0",
+	"8/sXtIgC1iyhzfz26N9B4ps1dymNxXpgTeJSnxx/OaaXYd6pxQId14I+B/MOnjvL6GcXHG4SB5yaxq1k",
+	"S8aUC4BCDAwkhlkK4mEyIWR2RAmCwR0/Sk2DFkQQQ0nAjaPhc08LRg4i6kCjBcWymKk1dsz+//7fY3yR",
+	"rVpVSscPjyd/fMAlbu2IQaFyvZSlWFlNJerHjx7++0Nm5dEpnOnVGq1mbMQRG2q4uD04ttAIgKc5Ft9I",
+	"xmSSogXO7wO2DLwpPgt2voscol0D9vPlo9TswQ6BmxF9vwp5nGxHHhGkvCqOFtZ5lwVoPidOHhxjw/lI",
+	"bpR8nn1nOTkLtrBTOfb05es3gvsYpAYdBaQhlzEuZyt9rik0lx0d5bZyR/wVcd6T2i9AcSEKDXKt6c03",
+	"q73I7i8Q3fjvcEzcxwbqfw9liPftShm50mOibKNUgYKMjyU+bA44lkY0dulSk8GgbKX/LgmD6ys8fdhL",
+	"faHWsdJVYjwSOxYsZQknNPVDuDBYARsqpovUhMpMcTI55o346aefjlqzV+E9GWwdXE8FyLDgWI8MQgs+",
+	"dPXIEJloxS6G2RfZaCoyij5kmM5dOPQthjhEJoaHhFtEK9rS9JzHjioUxgjP2RdxwVKpEW8XBj3CXXvi",
+	"Lqc9E0tCjttGyIWYKpIMiKP3R7DrRytV4QYhZWBWIBZNUHtTCuBQzQ4tsI/kg/0QWBQ0g6NEfTCVx6l5",
+	"YlpUulE6HoGUkdXCxj9khqJjjp5LRwbclGy8LDj3aLCnfMDbdk0A6AatiFQspuee8uSpoXefJJwTo303",
+	"uwoeDGckCXsQVZLayuAjM/zNtebXVL+jp6vUuTJOtdSuJyuZL9TRg/GklQmButQgGVyqypFydTye0BXM",
+	"v4Pp4OF4Mn5IvWIWqHUGtkdlvq/v8xOWXA8mE66dYNUup9z86lI58d3bt6/GMQanrXlWDKaDPyv/HT8d",
+	"lGa3ssaRrvtgMgkKpaJkps0jFnHVUdm/Ft2KUNlRU902GMNAtRP1atzRvQfTv/4MZtxyKav1YDp4ri+V",
+	"UQ6tIXnuQLuP80E1foviQ1trfBst5PicsHpzi0o0+l5zGtx9AtB2O5eaW4iQNP0iY8BtF8n0zyhMQEO9",
+	"56i7x6vKLpVfqJp62bi8kiummq2t+IHffu1WePXe38ceL91N2DSEttab3xDyOduDU+89qgtOE4I6Glpj",
+	"oM2TyfGuHY7jvP+jkXxcqIJuenj9Td/aaqaLQlHuSbPPrXEt45rcZsf5bt5ygqBo4tGBBFiWMg20j9Kd",
+	"hACE+3KlDBywhc3rJZyalGSB2gYWp9e69EFQ9u03P+CurLdpu/Zy2eZg9zPaWwwN8aUoNEH1veUmhAXd",
+	"w3ekzRwo4VS7DTY74/MF2EGJ+HLysNt/dWvRX9OrfhVxh+8GnRCpBJnrS+KTHS9uW32HDyBiOm+P4AWf",
+	"iOv9+w8D1Z9U0l4e328Vtvbu+kujELYZy0FDI31t+E/CWE6aClg+uEHPSk0o+BuLDItiOZaMmQcZWpqI",
+	"ao8lqk6uQU+5IliK0Dc/NbGadnQKamS79Tk/rtv+vHlualoEusBKY7qwwaPl9+9oOs/to6hYdi0KPZ+r",
+	"ijvmLS0Km6LGm6jdEpbmTUO5rMchwHuxG+YVq2ZNdTANx1FnDEzGYKNPE/YE9VcD84zX2lg0urE/P6xU",
+	"qHwMsemAUkEN8QU7lTkcyNEyzM7H1BDGjZ+VvQfhc+38V7EC9pNxaavvfA+fkAEWGuh/rkMwioNrX3Mp",
+	"NVXH48g5d/S6+zjF90NXpWo8Q7TXTTkH0kvoYMbACEEahDPzWlEQarOxX3s8gynta9cR3Klf3SkfgvOv",
+	"9KoS56AaCiOryl45hh91Hll6DSbLTIeapCcvvh6dMvoKKGSdsCZDuaD/K4ScyVU1Fq0wTcjYRHUb+ISB",
+	"uqjxyDm2xqboIWGGuYWee/RHYHMB9adCySKL/TXh0xFjBcGTOl0wufi9p/HrEOE7ZOzWCoJyKWHXS5BZ",
+	"lToqKn2pmnKsVy/fvE1NX3kw5pzG0XFtLkFah3J1EhF/Ol6wOZQa5+v8QlzZ6mIsyE06zNDbniUiQ3c7",
+	"/NG9Pxt1fKmIf9RJAEGXILmDpCfAtpikfyWG2YOTRUjg2ZYbzRahBRXcUQgF1pNT0FplbVpOHUeNHWBC",
+	"uV0u5ZFT8DCsI6A8IlrwBLeR4/6rElEFOClRc0Pgah0Q8Kad9iAkoG7WmbmpmdyMpvg1chUo7Qhptn+u",
+	"OEndsmIpXIc1Bn3j3mxu3W9s9L8WX7TVtHbHi2Jn7eYt1xSpHjRZasOBbIQQX5ziyEDFet9wbjHj1rup",
+	"J6B23SDolDunJtxIl1231JM1XNrqSdw3tCZ2d4fhNbJPond3K1+tCcx24V4ahkToqTJUDK3FSlZeR44i",
+	"NHvCsZLFRg3dyWLH3ELA7qPMbDNF6LBJ7RhZCCHeZWTshr71uFrp6zsXsCNx7zZeYhuMEgmMLmrDRX5e",
+	"vfccmVuLXLqdtIo332IU7fyyoa9qNaKgYdlO3MGKrSEK3Z3b1jTg3xxBq/SldwjB2bs5iDZ03HVvD8+4",
+	"4fufoEcZ9GdWzzDdFg7GFuJHhkkB2ehU5BZjd3yHZTQu4sBdI6M6xeuG1Xc0NUfr/efYL/WAC59SQtGH",
+	"nz+hUh+Pyl16/csQt7TzznmEyvrkehX6K1mEmtDPZxTcScF/o2SVdyofOdWfsNsYhTBkpwX1vqV+X6vh",
+	"t9axq+RvOdqI/np0fFRC9zoCWs1g0HLWHmibTHZSL/hITGKcEFFusJYqdJUOObeY5zpKmt62SatsIijZ",
+	"7bSApSy40D1UTXAPMZeQbCQXsK39qvY7vH2RNgefgwF2+QHjOv6D0/zJ5OT6O15Y/62tTXFnJvmz8p2U",
+	"kcYIjkVrd+aN/T5o1dq4LdPlGsn67GtCB96N+4RpYTd/ZjJYWdfbjYIxt1pHkSV8qwCFRTE0Yj8u3huR",
+	"McxlJe6UgL/Q1gs8t5DkVWqUYOSK977J04zQsiFJiNxNnfQ8F7CzSlVkY/GU/sYXpSb+0roHC09j2JYB",
+	"lmCATV6grQgoyhqFzzAWExyapw1PJo97DVN6/T8G+/dM/rcmCE4mj6+/4ak181JT+uRn97kRQXQEzt3F",
+	"CzN6lDCtYss+GbNDXMRGNx9RWvwnyApMIOwArTHTSfhlXim3iFLAqUorN22KoVNDJ/i9Rh4zfgMouqfx",
+	"xtDUDXhJm1q1gYkI2qHE4Aee52y5bqK/5RJMrug8M7v5Gkvj97D1g8/H1pU62pTI/+3Z+k4s+jr4Tjep",
+	"9u6MSix2Qz7lA/HAYFlwNw27PiVO8UfvE3dMWVgXM5JtlRr0SPFvrsaIcswMQ4ess0tFgLpROcZgZhFy",
+	"CkrpfGqoEpWxoVogiRbO9Fml5AWHFrCNl3jSnPipyfj34B8XV7Zy2Ksd41Uhze/eVNiVMozvsJDl/Ag/",
+	"o4ZuRF5aFwrqth3F34X1/JRxYHrH/hBT2BqnlPntB5oCGccmcboSua7yWvtAFbcKMoXn3jTKFJDNe1nq",
+	"lTxHDGUK5JC5HDpKlOuQBd1KzOMYAluUtmKDkXLuurXUkptQ7KLP7ynadn0IA33bocFIK/tRlmXzsdOs",
+	"ZvQp3PydYcQKpsOCIIchRe578S18+/DPGe3BbacbAnPYwoSK4Wn63KtkKrgMBdt0pCYGkcQMQ5JL6bip",
+	"enah1n/CxiAZGlL4mb/AjNULtf6XeIGvECRZBXk7U2ULNNJbO0rwCRl6R1JDV2Ceo0PvZfYv9Kv2MUdz",
+	"FJqTNX1Vxql5o/zRTGK7j9ZMxDDTiJ5hrNeGA3pgDrl6tbKV3y5j7jQpS7xW1b/8CZut76KR0FPtmp35",
+	"Z3JNhvax1zglKQ7323VH4jHAsrQqEJFptt5I+OVWDOEUCJ3+9x8BuHAH+h93WSrUQsqFMiJCXWlyfcUz",
+	"77jYmhAOsai+Zjw9rHoiaOg2+vNOQL2QzFw07cRlQPDA2ghjbG3ypkW2y6XB8q3Q9zBk62Axrl6qUDfQ",
+	"KvEhEClkynA8nUwmp6HZkZcXyojNRuYhXfpxrzcD1+h7DI3e0Egs1HJlvTL5GhtQ/Ux1esr5r2yx/piM",
+	"xr3jPnRLAUFuftji8OOP+eJd9lloTMR5I//wttkNTa2T4y8PGVc8H35QhZZvQZ7DzQ8eHHIzp4l/HAcM",
+	"bgPx3+0EDW1kI2oinlUQNTMg6Y6eGWMcVBHS39cmZtK14zWVEhdq5bfTWb/GJxEvbpD1yW6scASpxzuL",
+	"34MALaqg1bwLVfDO7qaKdygikt055QhoEwoMyQPWHCSbEa6kE95KSO+mtnZGvSc4my520FZQqpd2Jp9J",
+	"JP5OfZshqNuT3v7oUqC723l1UVPf3SkfTRjSN0L/f9YoQAieMu5Zg5l5odSKbP/UoE0zFk+wQXysAgcp",
+	"iIqV43LhqjaIm4QALcZegQJDWDGUZ0wITPQNxXJlBDyiYnXKD5Xd98wUxnCpFu5SkUe6j1N+RCS8wCyf",
+	"RGd5hat8kMryWfiTgmHFb5FP76Su3E3xoB7md+BzwmS89ojZ1Dvuxyykjxvb+RbtD0qc2Eiltg30uDbi",
+	"rxnwboYAGcGXTF0f2mgMa+UTod7L3JdrNKimDCLBbQw5fMNdW8RQYjUwNXbAFgCEsIcoD7HtUpj6iLKz",
+	"qQvnJZyjzgqZGsZjjLlePHBCjMP9Cv1Cqe+OUVcUc469R6h+ldJQWj0SsAvQJnhY6C7Qap6gDZmMV9oU",
+	"9oozpkHe/df/+f9khDqYjRLuCtruOYq146/rUjkxJCmMWGSdqnrtGUVjNKXcORwQddTHUFdT0ow99TWC",
+	"dzStcmD/QljeaXNeEozeMNMFdsTCbWV0g5kK2Yqwy5iehtfAhwh/MAthuRbafGo2reMwkgCPD4IaNeFO",
+	"E1hYZHoJlxDjdi0llY03jQeTyWQC/99C/KK7x6l5RacJ7E5zcGwulWhWSnhrCR9koTbSBMPhJ/OL8wpk",
+	"TgDL6rYg5NR9rKnZ7HyLvjlXV5f6Um2Ass6lLoF63Qj0wFwVqWn5A6jcACFWgEUiZ3A0dcOqiLiDCHaN",
+	"QB/Y1mvFGPsiL6Vznf6eNEzOlwKSg6mkJg+eE17xLEBfh6U5qqSPfYCXMXkjAuil5sFkMuJ6JxjbUlYX",
+	"qhBZeMBUwGGYJR0QQuHtlawKl5qIyTgO4IgZDZIvX9pL1VrmjlpxSqAybiMNOgJjgS6N0JEV9zmMDpmw",
+	"n0PZcBElXzJWL3xGBw+imFM+uFqOxuJbS0XxXG/z52+4MGNbYrtTMAdW8dKvv3n+zdtvdl59/5fw55ku",
+	"PvQpM1/x7//APpwwxKhMHKIWPfjor9+lG4UVToTMc7XyqkAh52UZY5YMxGLnWyKHOY0zc/+bB+lPjg8Y",
+	"01trn8vqXP0zupoCKQWkqwBlQ1a5u50S2Eop351FcI0ieF1d3aY69M7OkpivZytCwWs1f1pV9hx0nPGu",
+	"eOZX8cU3FTr/UHGcMI1DgjlxrX/3dGyGgGTQd8IS7UxFP4wvmqW+JgZ0B1fIbl7qHrr7nLwddTFoTcbG",
+	"HrAt1Dpqmq99rDbF9nhD7uSKahQYQbM1/qPniNsjZmo0Fm+8pVYvEnUHxPLkl6YmxHwpx5VAjkF7dKLA",
+	"spYq1Jc2Wa7hITtz4eCFLR4/2B8dl4JQ1Qhc95+BVz4fYINwdb4g8WujWho6Jsb144QH2Mewgo8/5zg7",
+	"mwmDI5TUYZekRuO717OALixF6wi8raAAejvgBL2NqEj20fo9xx3GMfVhJf1iu1iMymC7Gu9NymK3ZdUB",
+	"BfXdhKcOeL0L6U5Ae0NEf1TVlsenSk1TtDeKEr2/xr6VStVOnNqTEXWn6u6PnZm0WZX9e6ncf3NNplmj",
+	"z1xV9zE1GgyhfPRqoSZU04ACznWlBBZUg4qDKE6uXqpiLF7J2pHu0nMfKC3bJgZ67369WGYzzt+z7u/C",
+	"T7iNd4mOEPnewipeNc3p98XmgzcwtJ2nTrvoLwzxjZgSxmlfeePqpTACKO6c90lA0gSxs7vDMrelqS6w",
+	"+I3amxVyXerzhRdOXgKvULROuIVcIb7nNHYIH251Rd7VK/xKdrq+tNqFd9qEJ8JZ9rbXhtsvs0N0T7Nh",
+	"SjyNLb1TszGuvk7eotvI+1RkTXviLDWI29VqPQybMYo++W40BkM/oUd+49COBcDTRtrA4mADoBbqJ/n1",
+	"vbiydVmQ6NLzILGSTrAZc8KtAT3mSTeKMsykzxLsNUcYAlcjfsVGbCUMLzVEVIhQNm06BnGkQQwpbD1K",
+	"4k9YEh3HMiIQ7HgfDh4zF+PYhfRMuWJI8x+NxQsOdGmXGg4D92ll3Gb4Nm5kvvUpAhAcoBCF/vmVXX5a",
+	"rYhftCdppRUQ+F0Z6oJ2ctfp9iohq6Df+5YCnffj82g/xBQfXf0Jjt8gYQikl3NOVhpEXL3qNmznKDb3",
+	"WqyxrSIDHGahbzDLdt60USOo0A0wVxh6AnuQpDX1A5ZNFyM+hChmGhMP0ZFAbYlERgMGaf3nb6gtRbNY",
+	"8BQ3Og0oaTwoDtM14bPUbHcrLlSuCxWEd4gJAq2MRWu52O/FK1BQSQ06xaJYD1kqtKThOmzupkOyNh28",
+	"dMzEyDO8qCOdWxkJtPxrFdKr4exGQDyEbJeh672tYto3tlnn+7lhJEyknYHULhoPwpfcaQKbSKPGawJV",
+	"bKm8vfWn8JRPl5TU7W39gWNwn1+7Dqv1u3r9a6YuETV0jLLbiXQWsrdQ0ivui/cJStPZbdXxvvfpkJh5",
+	"wCrRNkPW5qPF1H+tSvLfy8g3Oe7zx4xf16GDNbVTqr3Theokg9+S9WpzG77Dk36nafxmI78hRChCgwU4",
+	"Q7G6EBUNN21rHdoRngooBGiJDqmZSFdd4M5RBlZCniNYk+CekSH3PTWSz4kIBI0ayVG9GnFSFyIRdxrF",
+	"tro+gqnV1/ZxLN7ac4WRuVCyvOXuw5baqZE5pSTNbdWbELnHsf0GF/ifOiy+0Z/yGn9ycDMQSfxuRu3y",
+	"Kcd1qs1dA+TIxJ/HlTydhYqB/WWWxCXUxArbusxFBvdnISAUkkLb0OiMTM4dAZApsTmQcnXpMSqFoVJt",
+	"YgMnrDPl/jjUHo7h1fGco1xj6UTsvEcJn4i/jj28IuNjRjBvrqM6m/g1bgoKLXIAEnbnEAsWaHyy4CZ1",
+	"nXxX8nGFzEAGSOeRkzPrmQ+KhyxLchyhSTDlMyIE77kdWMtKwhJPmC2VeQ6xlTP3LgvxZO5/x6nSvAtN",
+	"+jMPJElNUH44FyHAgvO657LCFknceQYb2XUWNDXkfsKe+qG3mhg6L33tMF/ZVuJk8jgRoSXdVluw1EhH",
+	"BPLXhz+PY74ntoQehSZ/1L+NuwCGckvxJDU8laNSXaoyjnFI3dniIsIUv3/z8kUijGViTJpOaanBTGKu",
+	"X+ZbMd3z+JH4QX81wjC3295JoiGaZWpOjh/SmRTTPzgXw1ky+mRD+fDAulJi+OVk0jg3aQFhwKElRszP",
+	"DW/U3qlyjk5d7M8f+nKpS2VSo+cwwY2y1CkB9Wf8kZscUOSeUIrJa+3VEnFaaPMybv/YV8csKxjrVh0z",
+	"p8063NEu34WrHTdXw4VrWtU9fBDTIQJmd9xaPIcx+ZtiSyvq4xYSjTHCnEsjtPGqupTlSJQ74s2xxvkr",
+	"Bin4Ry10xvHdpNp58tHf/hoFwG7bnelfutDoSRWnDR0JduKTisV9Bn7bpdK/8YRXrq0m7mvEZTjSmSA+",
+	"W9X1tIlo9xcwIboriAQjsd6I2gAShbaccaCbtBrCtbFfUkPgL1mALcnEkKFkO/d3MRYCgEtFR7SxRhEI",
+	"S0cetqLyFL9JYhZObLCLAZvUSG+XOg9aQTinbRV9pEslDflJQUbOFFtaXC9JTSRqbP5aAcOuRankZWPQ",
+	"uVaTGPIBnYqMn00hqtQsQmd9ON7H4nVtXGhU03VBB8OwP7DE0Xz36aot3+BWRT/I5xObX9XlBVUB9onM",
+	"78L64XojWbGu1VlZXv9/dNn4q/kqKY+gjwelaDeKlJ7X2KGeEEGHPknmQY9sasWbeoUT+VxZGLWSYfYI",
+	"I5oQKGebwqh7/x5hJEgWbStn7SBZkEZkgFXR69JEp8apeQFGC4qlRJT6QnUfR6J5b2TjE0oAesc/uRwI",
+	"OVO/C4K9QYs+BvhkkuCA+EZXFFyotdubeIQdgjd5ljNkZFlyv/JiqTFmPORMXQIfbMmJUdIpHk4izxIO",
+	"I/WBdrvclH+BUR6SdtuMtotImH2RRTdHuGajt/EdoQk/pX/zL2q9y7EZtug3D9vG3cTbqRz48Vq+wNXZ",
+	"D815ODTbhVoHDE3uCN7h5WFvO/AkNdkXyAFN1jm2JdfmnIr5G5cK9krEpkacMAevxAwAVc6xUGVhrwxX",
+	"00uxkG5B4LRcxFJR9J97UCPyCKYQYGE0QQIoSUi49srESaAQigM+5ZnGaEK7xXXs705M37luszd1n2fj",
+	"L2r9iQ7Wv6j1rwO+Fl9c7GHRhLaORBMlbhiCyvz9BL0GKs0E7r8d829a7pvsv30i3v/lQq2vq6b7mpvr",
+	"M5NO6YgMGbciRAkqNUejXvuQscNd9NFb7ILb8njCzkLHfSMRqUiKS1XpuVYFMlpsSzhCtzJ8taVNxHO5",
+	"rwd9H1vSPAJbHlI4h1JwC8jtN4zKdkcC3IRm2yRAeHBP5Kt34bGAi5Lv0FcyU/5KKcNt4bPYDZ49z9lZ",
+	"NtpR7kUkvrfSa1dlV6MIXlPIvaHmYltgsCoQud17bc5dEjBYEYkrXJ8awgzm5Drd3Hsa7wzAKASvRQ6i",
+	"XRrki2bEn1BRi2/Zp641izf+p9LA2ojeDYI6+vsovwFIL+zNbYDUWwtzs15ezY33f4l/f+hJ19qzGZs9",
+	"L7u80rYBbsAuyWBV9/BGVimgNW0NQnaAWY29Zv3GgBpsqoUG3W4NV1+olU/NsJBrR+Eo6UT2cFJkm70b",
+	"mx8fLbJTOHxKhY18jVjYuhqdpsbUFNVl+O5KLW1wurbHgZpiGHJCEMAqNbyxjINEkDvNzEYC+Ui5sfiu",
+	"GX1R2VDjgUHK1HQ7dyakGm1ok9zKoVNTiXUo6L5GQAvu10Ivn3bORFbY3QLUk6q5isOqfA67hawCZhUu",
+	"btNnHNs6U7mYDxBB+FLCYdr2IdeNvPlEum58/pvAcJ/Zh9RM8Dox18B0BOHwu8J7HURfm/s+kkjdBO/b",
+	"VEJMd0NRrtpC7fcOLRU1ParUuYYREdK38nlBxzpowzok+8dcFm7LnhpyHlOvd1AqqRZM+52nOA7oU1K1",
+	"LdT+ninYfqYLpvbbb51CLe23Jn47koQbb9orpTkgOuS4qlSOZjcfxdsEiplE7F6BszCUkjAJZomoTcHR",
+	"f0xZwqQp0iWpdAU0f2BBavgr0gHdmg6iQ7E2GjsEIR27hV6JIahCdFCngzh2vuWVdf68Um/+8/k9Jzxs",
+	"Uuv8G43FM66ym2F2CdY4noraqe3B72KTV81qfdIoAoxiP7fQSH/7DKJasyXjzJbUSwIIY2PfRrdhG773",
+	"powTGNZNW1XG/V7Ot7EArFthTFkxWGgVnpZtFKNqjyGhAMXYquycIskz/lhTzOBbhYzdGubU0A2xPqpz",
+	"U1OoSo7TdnlESKuULjU78inFkOZBRadzLoRtN+CN7Ssw6bCnfUWCu1pwxxrJxbUbCYE4uNTQ7CrVatUR",
+	"q6nhAdt1bbxJ4QZO9IQ7KCetXR8b3L27q2PfNAn7n0IH5bfcCCfxs1XLtorZ/xmqZX+9dIVYOdtasd7K",
+	"2ShKDsj3DpceUEMrTcuSd1763RrnU/IzzNahzRl2yHVOVNRGO7TnXLWxzJJoETM3lTJkQrctyqZeAgGj",
+	"EQA4S0SGZl82SuChqTmvbL1q4SxoI9785/Om5X3XmA2voXqTYYzDUGYaPsthtjg6cqtCVSA5ArCzeP3t",
+	"U/Hw4cPHXbs+NZwKZezVjsYKb3AVD4mXduOkncqST9GpDV+3WcKy60Xv7Iz8k4cjT2299Q01am1vQw8q",
+	"asABFg9OFqJZXXScNo3E/ljswm4CWrnZanxjis6oEqHew9kNOnYcTRhC3zuRLG/2zu/slfCWyG6T+uM7",
+	"39nZznfinWezdee1ytRLTlIYJKEXIt8TyGRha9RwPmfMHHngNZ7fO48IL712XucOuZtW5rccSI8FmK2p",
+	"N1UrscNL47mxFboKb4kihcL8muYg0ZMLA1V5XWm/RmE1U7JS1WD615+BTLDN604nLjkf0dkAF1LGJ0JK",
+	"5vVSGQ/2GDsjog9CrjRGv5Ha66ocTAf3MVueZ7r5nu/tDGFQJCJwEwJKbKBKTT+4M06ARBk2RyqpmJSi",
+	"CncrX63HgsKbCefIJpQjlHBeFeLdggggIHEKRKEKiDK/kZGuB/EvKH6O0d91BcZpEmQbJ3dhSAUeORVO",
+	"cR4eJu+Abk/ABZ2XNQpAj0CLdDEVuxD65kFdxrTnFlSfkvmCWuujkh/O8bF4rWSRcN94XIfQGXt7JVqE",
+	"2Y+AuOG6wMddLSzDLBAaBBlZCVoGIXXKUYlJauBIXki3wGMfqzvm+r0qWmjbbKNxiQFbgxr95+TyjhoA",
+	"LFGPQ6WVV92eW7TqtiYWsmKmOJWlXGPwV7DfAnULmlmrUyyuM30LDIBYQaCAhOQSjlEH5J6mlOm0P+sE",
+	"24O1h4uR0Z7zR8nSLxKuRlPOJWKpfAUyiIKWLY7d2IIQ1dSV8NaWqDLwy6Ly4wYffv7w/wcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -45,6 +45,14 @@ type Store interface {
 	ClaimIdempotencyKey(ctx context.Context, namespace, key string, hash []byte) (store.Idempotent, error)
 	SaveIdempotentResponse(ctx context.Context, namespace, key string, status int, contentType string, body []byte) error
 	ReleaseIdempotencyKey(ctx context.Context, namespace, key string) error
+	// API keys, and the namespaces requests are authorised in (auth.go).
+	CreateAPIKey(ctx context.Context, k store.APIKey) (*store.APIKey, error)
+	UseAPIKey(ctx context.Context, id string) (*store.APIKey, error)
+	GetAPIKey(ctx context.Context, id string) (*store.APIKey, error)
+	ListAPIKeys(ctx context.Context, namespaces []string) ([]*store.APIKey, error)
+	DeleteAPIKey(ctx context.Context, id string) error
+	JobNamespace(ctx context.Context, id uuid.UUID) (string, error)
+	ExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
 }
 
 // Cluster is the live view of the scheduler nodes and bucket owners in
@@ -111,6 +119,12 @@ type Config struct {
 	// a CORS header, so browsers let no other site read the API's answers
 	// or send it JSON.
 	CORSOrigins []string
+	// Open serves the API without authentication: every request may do
+	// everything (tockd dev, and tockd serve --auth none). Otherwise every
+	// operation but the public ones (x-tock-permission scope public: the
+	// health checks and the OpenAPI document) needs an API key whose role
+	// allows it (auth.go).
+	Open bool
 }
 
 // WithDefaults is c with the fields it leaves zero filled in: the
@@ -185,6 +199,13 @@ type Server struct {
 	backfillSchema, namespaceSchema *openapi3.Schema
 	// retention is the cluster's retention (Config.Retention).
 	retention time.Duration
+	// keySchema checks the body of POST /v1/keys.
+	keySchema *openapi3.Schema
+	// open: no authentication (Config.Open). perms are the operations'
+	// permissions by operationId, keys the verified keys (auth.go).
+	open  bool
+	perms map[string]permission
+	keys  keyCache
 }
 
 // New builds a Server from cfg, filling in defaults.
@@ -202,6 +223,7 @@ func New(cfg Config) (*Server, error) {
 		clusterWait:  cfg.ClusterTimeout,
 		executors:    cfg.Executors,
 		retention:    cfg.Retention,
+		open:         cfg.Open,
 	}
 	if s.retention <= 0 {
 		s.retention = 90 * 24 * time.Hour
@@ -247,8 +269,13 @@ func New(cfg Config) (*Server, error) {
 			e.Use(m)
 		}
 	}
-	// Then, on the writes that take an Idempotency-Key, the key.
-	RegisterHandlersWithOptions(e, &endpoints{s}, RegisterHandlersOptions{OperationMiddlewares: s.idempotentOperations()})
+	// Then, per operation, who may call it (auth.go) and, on the writes
+	// that take an Idempotency-Key, the key.
+	ops := s.guards()
+	for op, m := range s.idempotentOperations() {
+		ops[op] = append(ops[op], m...)
+	}
+	RegisterHandlersWithOptions(e, &endpoints{s}, RegisterHandlersOptions{OperationMiddlewares: ops})
 	s.routes = make(map[string]bool)
 	for _, r := range e.Routes() {
 		s.routes[r.Path] = true
@@ -268,6 +295,7 @@ func (s *Server) loadSchemas() error {
 		"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema, "JobSelection": &s.selectionSchema,
 		"PreviewRequest": &s.previewSchema, "JobResumeSelection": &s.resumeSelectionSchema,
 		"ResumeOptions": &s.resumeSchema, "NamespaceSettings": &s.namespaceSchema, "BackfillRequest": &s.backfillSchema,
+		"KeyCreate": &s.keySchema,
 	} {
 		ref := doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {
@@ -275,6 +303,11 @@ func (s *Server) loadSchemas() error {
 		}
 		*dst = ref.Value
 	}
+	perms, err := permissions(doc)
+	if err != nil {
+		return err
+	}
+	s.perms = perms
 	return nil
 }
 

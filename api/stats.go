@@ -18,8 +18,12 @@ const defaultStatsRange = 24 * time.Hour
 // GetStats handles GET /v1/stats.
 func (h *endpoints) GetStats(c echo.Context, p GetStatsParams) error {
 	ctx := c.Request().Context()
+	ns, err := h.s.listNamespace(c, "getStats", deref(p.Namespace))
+	if err != nil {
+		return err
+	}
 	var errs fieldErrors
-	f := store.StatsFilter{Namespace: deref(p.Namespace), JobID: p.JobId, GroupBy: store.GroupByJob}
+	f := store.StatsFilter{Namespace: ns, JobID: p.JobId, GroupBy: store.GroupByJob}
 	if p.GroupBy != nil {
 		f.GroupBy = string(*p.GroupBy)
 		if !p.GroupBy.Valid() {

@@ -15,8 +15,8 @@ import (
 )
 
 // newClient is the generated API client for server, sending its requests
-// through hc.
-func newClient(server string, hc *http.Client) (*client.ClientWithResponses, error) {
+// through hc, with token as their bearer key unless it is "".
+func newClient(server string, hc *http.Client, token string) (*client.ClientWithResponses, error) {
 	u, err := url.Parse(server)
 	if err != nil {
 		return nil, fmt.Errorf("server URL %q: %w", server, err)
@@ -24,15 +24,21 @@ func newClient(server string, hc *http.Client) (*client.ClientWithResponses, err
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("server URL %q: want http:// or https://", server)
 	}
-	return client.NewClientWithResponses(server, client.WithHTTPClient(doer{hc}))
+	return client.NewClientWithResponses(server, client.WithHTTPClient(doer{hc, token}))
 }
 
 // doer sends the generated client's requests: it asks for JSON (or a
 // problem), and names the request in the error when none came back.
-type doer struct{ http *http.Client }
+type doer struct {
+	http  *http.Client
+	token string
+}
 
 func (d doer) Do(req *http.Request) (*http.Response, error) {
 	req.Header.Set("Accept", "application/json, "+client.ProblemContentType)
+	if d.token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.token)
+	}
 	res, err := d.http.Do(req)
 	if err != nil {
 		var ue *url.Error

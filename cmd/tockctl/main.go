@@ -42,6 +42,7 @@ func main() {
 type cli struct {
 	Server string `help:"URL of the tock API." env:"TOCK_SERVER" default:"http://127.0.0.1:8080" placeholder:"URL"`
 	Output string `short:"o" help:"Output format: ${enum}." enum:"table,json" default:"table"`
+	Token  string `help:"API key (tock_<id>_<secret>) sent as Authorization: Bearer; prefer the variable, which other users cannot see in the process list." env:"TOCK_TOKEN" placeholder:"KEY"`
 
 	Jobs struct {
 		Create  jobsCreateCmd `cmd:"" help:"Create a job."`
@@ -80,6 +81,11 @@ type cli struct {
 	} `cmd:"" help:"Namespaces and their settings."`
 	Stats   statsCmd   `cmd:"" help:"Execution statistics per job, handler, namespace or hour: counts by state, success rate, attempts, duration and lag percentiles."`
 	Buckets bucketsCmd `cmd:"" aliases:"partitions" help:"List every bucket: its owner and epoch, and its jobs (alias: partitions)."`
+	Keys    struct {
+		Create keysCreateCmd `cmd:"" help:"Create an API key; prints it alone on stdout (the only time it is shown)."`
+		List   keysListCmd   `cmd:"" default:"1" help:"List API keys (without their secrets)."`
+		Delete keysDeleteCmd `cmd:"" help:"Delete an API key."`
+	} `cmd:"" help:"API keys: who may call the API, in which namespace, with which role."`
 }
 
 // exitCode carries kong's exit requests (after --help) out of its parser.
@@ -123,7 +129,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		stdout: stdout,
 		stderr: stderr,
 	}
-	a.api, err = newClient(c.Server, &http.Client{Timeout: 30 * time.Second})
+	a.api, err = newClient(c.Server, &http.Client{Timeout: 30 * time.Second}, c.Token)
 	if err == nil {
 		err = kctx.Run(a)
 	}

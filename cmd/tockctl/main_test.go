@@ -29,6 +29,7 @@ func server(t *testing.T) (*httptest.Server, *store.Store) {
 		Store:    st,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registry: prometheus.NewRegistry(),
+		Open:     true, // keys_test.go serves one that needs keys
 	})
 	if err != nil {
 		t.Fatal(err)

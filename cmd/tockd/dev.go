@@ -40,6 +40,9 @@ func (c *DevCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := newLogger(c.LogLevel)
+	if err := loopbackOnly(c.HTTPAddr); err != nil {
+		return err
+	}
 	dir, err := filepath.Abs(c.DataDir)
 	if err != nil {
 		return err
@@ -65,7 +68,8 @@ func (c *DevCmd) Run() error {
 	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "tock dev: API http://%s  etcd %s  NATS %s\n  (source %s to point tockctl, etcdctl and executors at them)\n",
+	fmt.Fprintf(os.Stderr, "tock dev: API http://%s  etcd %s  NATS %s\n  (source %s to point tockctl, etcdctl and executors at them)\n"+
+		"  The API is open (no API keys) and listens on loopback only; tockd serve requires keys.\n",
 		c.HTTPAddr, etcd.Endpoint(), ns.URL(), envFile)
 
 	cfg := Config{
@@ -81,6 +85,7 @@ func (c *DevCmd) Run() error {
 		Migrate:       true,
 		Pprof:         c.Pprof,
 		Logger:        log,
+		AuthNone:      true, // on loopback only (loopbackOnly)
 	}
 	c.ExecutionFlags.apply(&cfg)
 	devHTTPPolicy(&cfg, etcd)
@@ -134,6 +139,23 @@ func ensureDatabase(ctx context.Context, pgURL string) error {
 	var pgErr *pgconn.PgError
 	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P04") { // duplicate_database
 		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// loopbackOnly refuses an address dev's open API would listen on beyond
+// this machine.
+func loopbackOnly(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--http-addr %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--http-addr %s: tockd dev serves the API without authentication, so it listens on loopback only "+
+			"(127.0.0.1, [::1] or localhost); use tockd serve with API keys to expose it", addr)
 	}
 	return nil
 }

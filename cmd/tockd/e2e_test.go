@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -71,6 +72,9 @@ func (e *env) config(node string, ln net.Listener) Config {
 		Migrate:       true,
 		Pprof:         true,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// Authentication has its own tests (auth_test.go); the others
+		// call the API without keys.
+		AuthNone: true,
 		// The tests' HTTP targets are httptest servers on loopback, which
 		// serve refuses by default; tock's own addresses, on loopback
 		// too, stay refused.
@@ -129,12 +133,7 @@ func (e *env) startProcess(t *testing.T, node string, extra ...string) (string, 
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	args := append([]string{"serve",
-		"--node-id", node, "--http-addr", addr, "--postgres-url", e.pg,
-		"--etcd-endpoints", e.etcd.Endpoint(), "--nats-url", e.nats.URL(),
-		"--cluster", "e2e", "--buckets", "16", "--lease-ttl", "2s", "--log-level", "warn",
-		"--http-allow", testTargets}, extra...)
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(os.Args[0], e.serveArgs(node, addr, extra...)...)
 	cmd.Env = append(os.Environ(), "TOCKD_E2E_CHILD=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -158,6 +157,20 @@ func (e *env) startProcess(t *testing.T, node string, extra ...string) (string, 
 		return resp.StatusCode == 200
 	})
 	return base, cmd
+}
+
+// serveArgs are the arguments of a child tockd serve on addr, with the
+// API open (--auth none) unless extra says otherwise.
+func (e *env) serveArgs(node, addr string, extra ...string) []string {
+	args := []string{"serve",
+		"--node-id", node, "--http-addr", addr, "--postgres-url", e.pg,
+		"--etcd-endpoints", e.etcd.Endpoint(), "--nats-url", e.nats.URL(),
+		"--cluster", "e2e", "--buckets", "16", "--lease-ttl", "2s", "--log-level", "warn",
+		"--http-allow", testTargets}
+	if !slices.Contains(extra, "--auth") {
+		args = append(args, "--auth", "none")
+	}
+	return append(args, extra...)
 }
 
 // runExecutor serves a custom handler with the SDK, as a user's program

@@ -42,6 +42,8 @@ type ServeCmd struct {
 	LeaseTTL      time.Duration `name:"lease-ttl" env:"TOCK_LEASE_TTL" default:"5s" help:"etcd lease TTL of a scheduler node."`
 	NoMigrate     bool          `name:"no-migrate" env:"TOCK_NO_MIGRATE" help:"Do not run database migrations at start."`
 	Pprof         bool          `name:"pprof" env:"TOCK_PPROF" help:"Serve Go's profiler under /debug/pprof/ on the HTTP address."`
+	MetricsAddr   string        `name:"metrics-addr" env:"TOCK_METRICS_ADDR" help:"Also serve /metrics (and the profiler, with --pprof) on this address, without authentication, for Prometheus on a network API clients cannot reach."`
+	Auth          string        `name:"auth" env:"TOCK_AUTH" default:"keys" enum:"keys,none" help:"keys: every API call needs an API key (the node refuses to start while none exists); none: the API is open to anyone who reaches it (a warning is logged at every start)."`
 }
 
 // Run starts the server and blocks until SIGINT or SIGTERM.
@@ -78,6 +80,8 @@ func (c *ServeCmd) config() (Config, error) {
 		Migrate:       !c.NoMigrate,
 		Pprof:         c.Pprof,
 		Logger:        newLogger(c.LogLevel),
+		AuthNone:      c.Auth == "none",
+		MetricsAddr:   c.MetricsAddr,
 	}
 	c.ExecutionFlags.apply(&cfg)
 	c.HTTPFlags.apply(&cfg, false)
@@ -204,6 +208,7 @@ var cli struct {
 	Maintain MaintainCmd `cmd:"" help:"Run maintenance: daily partitions ahead, and retention (--once: one pass, then exit)."`
 	Archive  ArchiveCmd  `cmd:"" help:"Write one day of execution history to Parquet files (--day 2026-01-31 --dir DIR)."`
 	Dev      DevCmd      `cmd:"" help:"Run everything on one machine: embedded etcd and NATS, local Postgres."`
+	Keys     KeysCmd     `cmd:"" help:"Manage API keys in the database (keys create: the first admin key)."`
 }
 
 func main() {

@@ -111,6 +111,14 @@ type Config struct {
 	// AllowedHosts and CORSOrigins guard the API against browsers (see
 	// api.Config).
 	AllowedHosts, CORSOrigins []string
+	// AuthNone serves the API without authentication (tockd serve --auth
+	// none, tockd dev); otherwise every call needs an API key, and an api
+	// node refuses to start while no key exists (errNoKeys).
+	AuthNone bool
+	// MetricsAddr, if set, is a second listener serving /metrics without
+	// authentication (and the profiler, with Pprof), for Prometheus on a
+	// network the API's clients cannot reach.
+	MetricsAddr string
 	// Listener, if set, is used instead of listening on HTTPAddr.
 	Listener net.Listener
 	// Ready, if set, is closed once every role has started.
@@ -148,6 +156,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	if st != nil {
 		defer st.Close()
+	}
+	if err := checkAuth(startCtx, cfg, st, log); err != nil {
+		return err
 	}
 	nc, js, err := connectNATS(startCtx, cfg)
 	if err != nil {
@@ -189,6 +200,15 @@ func Serve(ctx context.Context, cfg Config) error {
 		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(ln) }()
+	if cfg.MetricsAddr != "" {
+		msrv, err := metricsServer(cfg, httpDone)
+		if err != nil {
+			_ = httpSrv.Close()
+			r.stop()
+			return err
+		}
+		defer msrv.Close()
+	}
 	log.Info("tockd started", "http", ln.Addr().String(), "roles", cfg.Roles, "buckets", cfg.Buckets)
 	if cfg.Ready != nil {
 		close(cfg.Ready)
@@ -556,7 +576,7 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
 			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry,
 			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
-			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins})
+			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Open: cfg.AuthNone})
 		if err != nil {
 			return nil, err
 		}
@@ -568,7 +588,9 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 		handler = mux
 	}
-	if cfg.Pprof {
+	// The profiler has no authentication: with keys required it is served
+	// only on --metrics-addr.
+	if cfg.Pprof && (cfg.AuthNone || !cfg.Roles[RoleAPI]) {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -671,4 +693,54 @@ func etcdLogger() *zap.Logger {
 		return zap.NewNop()
 	}
 	return lg
+}
+
+// checkAuth refuses to start an api node that requires keys while none
+// exists (nobody could call it, and the fix would be to turn keys off),
+// and warns at every start of one that does not require them.
+func checkAuth(ctx context.Context, cfg Config, st *store.Store, log *slog.Logger) error {
+	if !cfg.Roles[RoleAPI] {
+		return nil
+	}
+	if cfg.AuthNone {
+		log.Warn("the API is open: no authentication (--auth none); anyone who reaches " + cfg.HTTPAddr + " may create, run and delete any job")
+		return nil
+	}
+	if cfg.Pprof && cfg.MetricsAddr == "" {
+		return errors.New("--pprof: the profiler has no authentication; with API keys required it is served only on --metrics-addr")
+	}
+	n, err := st.UsableAPIKeys(ctx)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errNoKeys
+	}
+	return nil
+}
+
+// metricsServer serves /metrics, and the profiler when cfg asks for it,
+// on cfg.MetricsAddr without authentication; its end is sent to done.
+func metricsServer(cfg Config, done chan<- error) (*http.Server, error) {
+	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on --metrics-addr %s: %w", cfg.MetricsAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			done <- fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}()
+	return srv, nil
 }
