@@ -79,7 +79,11 @@ func permissions(doc *openapi3.T) (map[string]permission, error) {
 				}
 				p.Role = r
 			}
-			out[op.OperationID] = p
+			// oapi-codegen's embedded document capitalises operation ids
+			// (GetStats); its middlewares are keyed by the document's own
+			// (getStats), as every id in openapi.yaml is written.
+			id := op.OperationID
+			out[strings.ToLower(id[:1])+id[1:]] = p
 		}
 	}
 	return out, nil

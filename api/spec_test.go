@@ -29,7 +29,9 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 // The embedded document (what /openapi.json serves and the generated code
 // was made from) must be openapi.yaml as it is: run go generate ./api.
 func TestGeneratedCodeIsUpToDate(t *testing.T) {
-	fromFile, err := specDoc()
+	// A document of its own: specDoc's is shared with other tests, and
+	// normalizedOperationIDs changes it.
+	fromFile, err := openapi3.NewLoader().LoadFromFile("openapi.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ func batchServer(t *testing.T) (*httptest.Server, *store.Store, *atomic.Int64) {
 		Store:    st,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registry: prometheus.NewRegistry(),
+		Open:     true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -52,6 +52,7 @@ func clusterServer(t *testing.T) (u string, st *store.Store, n1 *partition.Node,
 		Store:    st,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registry: prometheus.NewRegistry(),
+		Open:     true,
 		Cluster:  partition.NewObserver(cli, "t"),
 	})
 	if err != nil {

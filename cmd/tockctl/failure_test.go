@@ -36,6 +36,7 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registry:  prometheus.NewRegistry(),
 		Executors: api.JetStreamExecutors{JS: js},
+		Open:      true,
 	})
 	if err != nil {
 		t.Fatal(err)
