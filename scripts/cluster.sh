@@ -110,7 +110,9 @@ start() {
   for i in $(seq 2 "$n"); do
     port=$(free_port $((port + 1)))
     log="$DIR/node-$i.log"
-    setsid "$TOCKD" serve --node-id "node-$i" --cluster dev --roles "$ROLES" \
+    # --auth none: the extra nodes join tockd dev's cluster, whose API is
+    # open on loopback too.
+    setsid "$TOCKD" serve --node-id "node-$i" --cluster dev --roles "$ROLES" --auth none \
       --http-addr "127.0.0.1:$port" --etcd-endpoints "$etcd" --nats-url "$nats" --postgres-url "$pg" \
       "${EXTRA[@]}" >"$log" 2>&1 &
     pid=$!

@@ -224,6 +224,7 @@ func (b *bench) post(ctx context.Context, client *http.Client, url string, body 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	setToken(req)
 	res, err := client.Do(req)
 	if err != nil {
 		return err

@@ -680,6 +680,7 @@ func (h *history) get(ctx context.Context, client *http.Client, path string) (fl
 		return 0, 0, nil, err
 	}
 	start := time.Now()
+	setToken(req)
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, 0, nil, err
@@ -795,4 +796,12 @@ func (r *HistoryReport) write(w io.Writer, format string) error {
 		p("MISSED: %s", f)
 	}
 	return nil
+}
+
+// setToken sends $TOCK_TOKEN, if set, as the request's API key: a
+// cluster started with tockd serve requires one (tockd dev does not).
+func setToken(req *http.Request) {
+	if k := os.Getenv("TOCK_TOKEN"); k != "" {
+		req.Header.Set("Authorization", "Bearer "+k)
+	}
 }
