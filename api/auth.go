@@ -239,6 +239,9 @@ func (s *Server) guard(p permission) echo.MiddlewareFunc {
 					return err
 				}
 			}
+			if err := s.limitRequest(c, who); err != nil {
+				return err
+			}
 			r := c.Request()
 			c.SetRequest(r.WithContext(auth.WithPrincipal(r.Context(), who)))
 			if who.Allows(auth.AllNamespaces, p.Role) {

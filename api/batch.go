@@ -41,10 +41,23 @@ func (h *endpoints) CreateJobBatch(c echo.Context, _ CreateJobBatchParams) error
 	if err != nil {
 		return err
 	}
-	// Every job's namespace must allow the caller to create jobs; one
-	// that does not refuses the whole batch.
+	// Every job's namespace must allow the caller to create jobs, and
+	// have room for the batch's jobs; one that does not refuses the whole
+	// batch.
+	perNS := map[string]int{}
+	var order []string
 	for i, raw := range raws {
-		if err := h.s.allow(c, "createJobBatch", "jobs["+strconv.Itoa(i)+"].namespace", bodyNamespace(c, raw)); err != nil {
+		ns := bodyNamespace(c, raw)
+		if err := h.s.allow(c, "createJobBatch", "jobs["+strconv.Itoa(i)+"].namespace", ns); err != nil {
+			return err
+		}
+		if perNS[ns] == 0 {
+			order = append(order, ns)
+		}
+		perNS[ns]++
+	}
+	for _, ns := range order {
+		if err := h.s.checkJobQuota(c, "jobs", ns, perNS[ns]); err != nil {
 			return err
 		}
 	}

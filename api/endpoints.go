@@ -179,6 +179,9 @@ func (h *endpoints) CreateJob(c echo.Context, _ CreateJobParams) error {
 		}
 		return errs.err()
 	}
+	if err := h.s.checkJobQuota(c, "namespace", namespaceOrDefault(nj.Namespace), 1); err != nil {
+		return err
+	}
 	j, err := h.s.jobs.Create(ctx, nj)
 	if errors.Is(err, store.ErrConflict) {
 		return nameTaken(nj.Namespace, nj.Name)
@@ -346,6 +349,15 @@ func (h *endpoints) ResumeJob(c echo.Context, id ID) error {
 
 // RunJob handles POST /v1/jobs/{id}/run.
 func (h *endpoints) RunJob(c echo.Context, id ID, _ RunJobParams) error {
+	if h.s.limits.cfg.RunsPerMinute > 0 {
+		ns, err := h.s.store.JobNamespace(c.Request().Context(), id)
+		if err != nil {
+			return h.storeError(c, err, "job", id)
+		}
+		if err := h.s.checkRunQuota(c, ns); err != nil {
+			return err
+		}
+	}
 	e, err := h.s.jobs.RunNow(c.Request().Context(), id)
 	if err != nil {
 		return h.storeError(c, err, "job", id)

@@ -52,6 +52,7 @@ type Store interface {
 	ListAPIKeys(ctx context.Context, namespaces []string) ([]*store.APIKey, error)
 	DeleteAPIKey(ctx context.Context, id string) error
 	JobNamespace(ctx context.Context, id uuid.UUID) (string, error)
+	CountJobsUpTo(ctx context.Context, namespace string, limit int) (int, error)
 	ExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
 }
 
@@ -125,6 +126,9 @@ type Config struct {
 	// health checks and the OpenAPI document) needs an API key whose role
 	// allows it (auth.go).
 	Open bool
+	// Limits are the rate limits and quotas of keys and namespaces
+	// (limits.go); the zero value limits nothing.
+	Limits Limits
 }
 
 // WithDefaults is c with the fields it leaves zero filled in: the
@@ -204,8 +208,9 @@ type Server struct {
 	// open: no authentication (Config.Open). perms are the operations'
 	// permissions by operationId, keys the verified keys (auth.go).
 	open  bool
-	perms map[string]permission
-	keys  keyCache
+	perms  map[string]permission
+	keys   keyCache
+	limits limiters
 }
 
 // New builds a Server from cfg, filling in defaults.
@@ -224,6 +229,7 @@ func New(cfg Config) (*Server, error) {
 		executors:    cfg.Executors,
 		retention:    cfg.Retention,
 		open:         cfg.Open,
+		limits:       limiters{cfg: cfg.Limits},
 	}
 	if s.retention <= 0 {
 		s.retention = 90 * 24 * time.Hour

@@ -158,3 +158,15 @@ func (s *Store) GetAPIKey(ctx context.Context, id string) (*APIKey, error) {
 	}
 	return k, nil
 }
+
+// CountJobsUpTo counts the jobs of namespace, reading at most limit of
+// them (a quota check needs to know only whether there are that many).
+func (s *Store) CountJobsUpTo(ctx context.Context, namespace string, limit int) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM job_names WHERE namespace = $1 LIMIT $2) x`,
+		namespace, limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: count jobs of %s: %w", namespace, err)
+	}
+	return n, nil
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/domain"
 
 	"time"
@@ -101,4 +102,19 @@ func (f HTTPFlags) apply(cfg *Config, dev bool) {
 	if dev && len(cfg.AllowedHosts) == 0 {
 		cfg.AllowedHosts = devHosts
 	}
+}
+
+// LimitFlags are the API's rate limits and quotas (api.Limits), for the
+// requests of API keys; 0 turns one off.
+type LimitFlags struct {
+	RateLimitKey        float64 `name:"rate-limit-key" env:"TOCK_RATE_LIMIT_KEY" default:"100" help:"Requests per second each API key may send to this node (bursts of twice that); 0: no limit."`
+	RateLimitNamespace  float64 `name:"rate-limit-namespace" env:"TOCK_RATE_LIMIT_NAMESPACE" default:"1000" help:"Requests per second the keys of one namespace may send together to this node (bursts of twice that); 0: no limit."`
+	MaxJobsPerNamespace int     `name:"max-jobs-per-namespace" env:"TOCK_MAX_JOBS_PER_NAMESPACE" default:"1000000" help:"Most jobs a namespace may hold; creating more is refused (403); 0: no limit."`
+	MaxRunsPerMinute    int     `name:"max-runs-per-minute" env:"TOCK_MAX_RUNS_PER_MINUTE" default:"600" help:"Most manual runs (POST /v1/jobs/{id}/run) per minute per namespace, on this node; 0: no limit."`
+}
+
+// apply copies the flags into cfg.
+func (f LimitFlags) apply(cfg *Config) {
+	cfg.Limits = api.Limits{KeyRate: f.RateLimitKey, NamespaceRate: f.RateLimitNamespace,
+		MaxJobs: f.MaxJobsPerNamespace, RunsPerMinute: f.MaxRunsPerMinute}
 }

@@ -32,6 +32,7 @@ type ServeCmd struct {
 	Common
 	ExecutionFlags
 	HTTPFlags
+	LimitFlags
 	NodeID        string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
 	HTTPAddr      string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
 	EtcdEndpoints []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
@@ -85,6 +86,7 @@ func (c *ServeCmd) config() (Config, error) {
 	}
 	c.ExecutionFlags.apply(&cfg)
 	c.HTTPFlags.apply(&cfg, false)
+	c.LimitFlags.apply(&cfg)
 	return cfg, nil
 }
 

@@ -119,6 +119,8 @@ type Config struct {
 	// authentication (and the profiler, with Pprof), for Prometheus on a
 	// network the API's clients cannot reach.
 	MetricsAddr string
+	// Limits are the API's rate limits and quotas for keys.
+	Limits api.Limits
 	// Listener, if set, is used instead of listening on HTTPAddr.
 	Listener net.Listener
 	// Ready, if set, is closed once every role has started.
@@ -576,7 +578,8 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
 			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry,
 			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
-			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Open: cfg.AuthNone})
+			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Open: cfg.AuthNone,
+			Limits: cfg.Limits})
 		if err != nil {
 			return nil, err
 		}

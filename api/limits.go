@@ -1,0 +1,154 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+
+	"github.com/tock-sched/tock/auth"
+)
+
+// Limits bound what each key and each namespace may ask of an API node.
+// Zero values are no limit. Rates are per node: behind a load balancer
+// over N nodes, a key may get up to N times its rate from the cluster.
+type Limits struct {
+	// KeyRate is the requests per second each key may send, with bursts
+	// of KeyBurst (default: twice the rate, at least 1).
+	KeyRate  float64
+	KeyBurst int
+	// NamespaceRate is the requests per second the keys of a namespace
+	// may send together (keys for every namespace count against their
+	// own rate only), with bursts of NamespaceBurst.
+	NamespaceRate  float64
+	NamespaceBurst int
+	// MaxJobs is the most jobs a namespace may hold; a create past it is
+	// refused (checked as jobs are created: concurrent creates may pass
+	// it by as many as they are).
+	MaxJobs int
+	// RunsPerMinute is the most manual runs (POST /v1/jobs/{id}/run) a
+	// namespace may ask for per minute.
+	RunsPerMinute int
+}
+
+// ProblemTooManyRequests and ProblemQuota are the problem types of a
+// rate limit and of a quota.
+const (
+	ProblemTooManyRequests = "https://tock.dev/problems/too-many-requests"
+	ProblemQuota           = "https://tock.dev/problems/quota-exceeded"
+)
+
+// limiters are the token buckets of keys, namespaces and namespaces'
+// runs, made on first use.
+type limiters struct {
+	cfg Limits
+	mu  sync.Mutex
+	m   map[string]*rate.Limiter
+}
+
+func burstOf(r float64, b int) int {
+	if b > 0 {
+		return b
+	}
+	return max(1, int(math.Ceil(2*r)))
+}
+
+func (l *limiters) get(name string, r float64, burst int) *rate.Limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]*rate.Limiter{}
+	}
+	lim := l.m[name]
+	if lim == nil {
+		lim = rate.NewLimiter(rate.Limit(r), burst)
+		l.m[name] = lim
+	}
+	return lim
+}
+
+// take takes a token from lim, or says how long until there is one;
+// either way it sets the RateLimit headers (draft-ietf-httpapi-ratelimit-headers).
+func take(c echo.Context, lim *rate.Limiter, now time.Time) time.Duration {
+	r := lim.ReserveN(now, 1)
+	delay := r.DelayFrom(now)
+	if delay > 0 {
+		r.CancelAt(now)
+	}
+	h := c.Response().Header()
+	burst := lim.Burst()
+	left := max(0, int(lim.TokensAt(now)))
+	h.Set("RateLimit-Limit", strconv.Itoa(burst))
+	h.Set("RateLimit-Remaining", strconv.Itoa(left))
+	full := time.Duration(float64(burst-left) / float64(lim.Limit()) * float64(time.Second))
+	h.Set("RateLimit-Reset", strconv.Itoa(int(math.Ceil(full.Seconds()))))
+	return delay
+}
+
+// tooMany is a 429 with Retry-After.
+func tooMany(c echo.Context, field string, delay time.Duration, detail string) *apiError {
+	c.Response().Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(delay.Seconds())))))
+	return withField(newProblem(http.StatusTooManyRequests, ProblemTooManyRequests, "Too many requests", detail),
+		field, "is over its rate limit")
+}
+
+// limitRequest applies the key's and its namespace's request rates to a
+// request by who (no limit for the open server's anonymous principal).
+func (s *Server) limitRequest(c echo.Context, who *auth.Principal) error {
+	if who.KeyID == "" {
+		return nil
+	}
+	now := time.Now()
+	if r := s.limits.cfg.KeyRate; r > 0 {
+		if d := take(c, s.limits.get("key:"+who.KeyID, r, burstOf(r, s.limits.cfg.KeyBurst)), now); d > 0 {
+			return tooMany(c, "Authorization", d, fmt.Sprintf("key %s sent more than %g requests a second (tockd --rate-limit-key); retry in %s",
+				who.KeyID, r, d.Round(time.Millisecond)))
+		}
+	}
+	if r := s.limits.cfg.NamespaceRate; r > 0 {
+		for _, ns := range who.Namespaces() {
+			if d := take(c, s.limits.get("ns:"+ns, r, burstOf(r, s.limits.cfg.NamespaceBurst)), now); d > 0 {
+				return tooMany(c, "Authorization", d, fmt.Sprintf("the keys of namespace %s sent more than %g requests a second (tockd --rate-limit-namespace); retry in %s",
+					ns, r, d.Round(time.Millisecond)))
+			}
+		}
+	}
+	return nil
+}
+
+// checkJobQuota refuses to add n jobs to namespace ns past MaxJobs.
+func (s *Server) checkJobQuota(c echo.Context, field, ns string, n int) error {
+	max := s.limits.cfg.MaxJobs
+	if max <= 0 {
+		return nil
+	}
+	have, err := s.store.CountJobsUpTo(c.Request().Context(), ns, max+1)
+	if err != nil {
+		return err
+	}
+	if have+n > max {
+		return withField(newProblem(http.StatusForbidden, ProblemQuota, "Quota exceeded",
+			fmt.Sprintf("namespace %s holds %d jobs; its limit is %d (tockd --max-jobs-per-namespace)", ns, have, max)),
+			field, "has no room for more jobs")
+	}
+	return nil
+}
+
+// checkRunQuota takes one of namespace ns's manual runs of the minute.
+func (s *Server) checkRunQuota(c echo.Context, ns string) error {
+	per := s.limits.cfg.RunsPerMinute
+	if per <= 0 {
+		return nil
+	}
+	lim := s.limits.get("runs:"+ns, float64(per)/60, per)
+	if d := take(c, lim, time.Now()); d > 0 {
+		return tooMany(c, "id", d, fmt.Sprintf("namespace %s asked for more than %d manual runs a minute (tockd --max-runs-per-minute); retry in %s",
+			ns, per, d.Round(time.Second)))
+	}
+	return nil
+}
