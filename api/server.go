@@ -111,6 +111,10 @@ type Config struct {
 	// a CORS header, so browsers let no other site read the API's answers
 	// or send it JSON.
 	CORSOrigins []string
+	// Secrets seals the values of secret headers before jobs are stored
+	// (tockd --secret-key-file; see jobs.Config.Secrets). Nil: a job with
+	// secret headers is refused with a 400 naming handler.secret_headers.
+	Secrets jobs.Sealer
 }
 
 // WithDefaults is c with the fields it leaves zero filled in: the
@@ -210,7 +214,7 @@ func New(cfg Config) (*Server, error) {
 	// scanners judge due times by it; jobs measures its offset now and
 	// then rather than reading it for every request.
 	svc, err := jobs.New(jobs.Config{Store: cfg.Store, Executors: cfg.Executors, DefaultRetry: cfg.DefaultRetry,
-		DefaultMissed: cfg.DefaultMissed, DefaultOverlap: cfg.DefaultOverlap, HTTPPolicy: cfg.HTTPPolicy})
+		DefaultMissed: cfg.DefaultMissed, DefaultOverlap: cfg.DefaultOverlap, HTTPPolicy: cfg.HTTPPolicy, Secrets: cfg.Secrets})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
