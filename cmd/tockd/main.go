@@ -32,6 +32,7 @@ type ServeCmd struct {
 	Common
 	ExecutionFlags
 	HTTPFlags
+	SecretFlags
 	NodeID        string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
 	HTTPAddr      string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
 	EtcdEndpoints []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
@@ -81,6 +82,10 @@ func (c *ServeCmd) config() (Config, error) {
 	}
 	c.ExecutionFlags.apply(&cfg)
 	c.HTTPFlags.apply(&cfg, false)
+	var err error
+	if cfg.Secrets, err = c.SecretFlags.load(); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 
@@ -204,6 +209,7 @@ var cli struct {
 	Maintain MaintainCmd `cmd:"" help:"Run maintenance: daily partitions ahead, and retention (--once: one pass, then exit)."`
 	Archive  ArchiveCmd  `cmd:"" help:"Write one day of execution history to Parquet files (--day 2026-01-31 --dir DIR)."`
 	Dev      DevCmd      `cmd:"" help:"Run everything on one machine: embedded etcd and NATS, local Postgres."`
+	Secrets  SecretsCmd  `cmd:"" help:"Secret keys: generate-key prints a new one; reencrypt re-encrypts stored secrets under the first key of --secret-key-file."`
 }
 
 func main() {

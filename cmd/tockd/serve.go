@@ -33,6 +33,7 @@ import (
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/recorder"
 	"github.com/tock-sched/tock/scanner"
+	"github.com/tock-sched/tock/secret"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"
 )
@@ -111,6 +112,10 @@ type Config struct {
 	// AllowedHosts and CORSOrigins guard the API against browsers (see
 	// api.Config).
 	AllowedHosts, CORSOrigins []string
+	// Secrets are the keys of --secret-key-file: the api role seals
+	// secret headers with them, the executor role opens them. Nil: no
+	// key (see secrets.go).
+	Secrets *secret.Keyring
 	// Listener, if set, is used instead of listening on HTTPAddr.
 	Listener net.Listener
 	// Ready, if set, is closed once every role has started.
@@ -476,7 +481,7 @@ func newExecutor(cfg Config, d deps) (runFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.Handle(domain.HandlerHTTP, executor.HTTPHandler(d.http.Client()))
+	w.Handle(domain.HandlerHTTP, executor.HTTPHandlerWith(executor.HTTPOptions{Client: d.http.Client(), Secrets: keys(cfg.Secrets)}))
 	w.Handle(domain.HandlerNATS, executor.NATSHandler(d.nc))
 	return w.Run, nil
 }
@@ -556,7 +561,7 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
 			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry,
 			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
-			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins})
+			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Secrets: keys(cfg.Secrets)})
 		if err != nil {
 			return nil, err
 		}
