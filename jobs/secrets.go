@@ -81,17 +81,34 @@ func (s *Service) sealSecrets(typ string, given map[string]string, patch bool, f
 	if len(*f) > before || fresh == 0 {
 		return nil, keep, nil
 	}
+	seal := s.sealFunc()
 	sealed = make(map[string]domain.SealedSecret, fresh)
 	for _, name := range names {
 		if v := given[name]; v != domain.SecretMask {
-			kid, ct, err := s.sealer.Seal([]byte(v), domain.SecretHeaderAD(name))
-			if err != nil {
-				return nil, nil, fmt.Errorf("seal secret header: %w", err)
+			if sealed[name], err = seal(name, v); err != nil {
+				return nil, nil, err
 			}
-			sealed[name] = domain.SealedSecret{KeyID: kid, Data: ct}
 		}
 	}
 	return sealed, keep, nil
+}
+
+// sealFunc seals the value of header name.
+type sealFunc func(name, value string) (domain.SealedSecret, error)
+
+// sealFunc is the Service's sealing of one header's value; nil without a
+// Sealer.
+func (s *Service) sealFunc() sealFunc {
+	if s.sealer == nil {
+		return nil
+	}
+	return func(name, value string) (domain.SealedSecret, error) {
+		kid, ct, err := s.sealer.Seal([]byte(value), domain.SecretHeaderAD(name))
+		if err != nil {
+			return domain.SealedSecret{}, fmt.Errorf("seal secret header: %w", err)
+		}
+		return domain.SealedSecret{KeyID: kid, Data: ct}, nil
+	}
 }
 
 // secretValueProblem says what is wrong with a secret header's value, or
@@ -147,10 +164,14 @@ func checkSecretNames(h domain.Handler, f *faults) {
 // secret values sealed) complete against the stored one, old: masked
 // plain headers and secret headers sent as domain.SecretMask (keep) take
 // their stored values, and secret headers left out of the change
-// (given is false) are kept. A value is kept only while the handler
+// (given is false) are kept. A secret header kept that the stored handler
+// has as a plain header takes that value, sealed by seal (nil: the
+// service has no key): so a credential stored in clear before secret
+// headers existed, which the API hides, moves into secret_headers
+// without being typed again. A value is kept only while the handler
 // calls the same origin (scheme, host and port): a change of URL must not
 // send stored credentials somewhere else.
-func resolveSecrets(h domain.Handler, old domain.Handler, given bool, keep []string) (domain.Handler, error) {
+func resolveSecrets(h domain.Handler, old domain.Handler, given bool, keep []string, seal sealFunc) (domain.Handler, error) {
 	if h.Type != domain.HandlerHTTP {
 		return h, nil
 	}
@@ -185,6 +206,17 @@ func resolveSecrets(h domain.Handler, old domain.Handler, given bool, keep []str
 		for _, name := range keep {
 			field := "handler.secret_headers." + name
 			stored, ok := lookupFold(old.SecretHeaders, name)
+			if plain, isPlain := lookupFold(old.Headers, name); !ok && isPlain && old.Type == domain.HandlerHTTP && !moved {
+				if seal == nil {
+					f.add(field, "%s", noKey)
+					continue
+				}
+				sealed, err := seal(name, plain)
+				if err != nil {
+					return h, err
+				}
+				stored, ok = sealed, true
+			}
 			switch {
 			case !ok || old.Type != domain.HandlerHTTP:
 				f.add(field, "is %q, which keeps the stored value, but the job has no secret header %s", domain.SecretMask, name)

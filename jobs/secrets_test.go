@@ -228,3 +228,37 @@ func TestUpdateSecretHeaders(t *testing.T) {
 		t.Fatalf("to nats: %+v, %v", got.Handler, err)
 	}
 }
+
+// A credential stored as a plain header before secret headers existed
+// moves into the secret ones with "***", without being typed again; a
+// server without a key says it cannot.
+func TestUpdateMovesAPlainHeaderIntoSecrets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k := testKeys(t)
+	st := storetest.New(t, 16)
+	noKey := newService(t, st, Config{Clock: &fakeClock{t: t0}})
+	nj := validJob("old-style")
+	nj.Handler.Headers = map[string]string{"Authorization": "Bearer stored-in-clear", "X-Team": "payments"}
+	j, err := noKey.Create(ctx, nj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move := Patch{Handler: &domain.Handler{Type: "http", URL: nj.Handler.URL, Headers: map[string]string{"X-Team": "payments"}},
+		SecretHeaders: &map[string]string{"Authorization": "***"}}
+	if _, err := noKey.Update(ctx, j.ID, move); !strings.Contains(faultOf(err, "handler.secret_headers.Authorization"), "no --secret-key-file") {
+		t.Errorf("without a key: %v", err)
+	}
+	withKey := newService(t, st, Config{Clock: &fakeClock{t: t0}, Secrets: k})
+	got, err := withKey.Update(ctx, j.ID, move)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opened(t, k, got.Handler, "Authorization") != "Bearer stored-in-clear" || len(got.Handler.Headers) != 1 {
+		t.Errorf("moved: %+v", got.Handler)
+	}
+	raw, _ := json.Marshal(got.Handler)
+	if bytes.Contains(raw, []byte("stored-in-clear")) {
+		t.Errorf("the value is still in clear: %s", raw)
+	}
+}

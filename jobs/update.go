@@ -72,8 +72,10 @@ type checkedPatch struct {
 	Patch
 	next    time.Time
 	handler domain.Handler
-	// keep are the secret headers sent as domain.SecretMask.
+	// keep are the secret headers sent as domain.SecretMask; seal seals
+	// a stored plain value kept as a secret one (nil without a key).
 	keep     []string
+	seal     sealFunc
 	retry    domain.RetryPolicy
 	priority domain.Priority
 	policy   *domain.JobPolicy
@@ -88,7 +90,7 @@ func (s *Service) CheckPatch(ctx context.Context, p Patch) error {
 }
 
 func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error) {
-	c := &checkedPatch{Patch: p}
+	c := &checkedPatch{Patch: p, seal: s.sealFunc()}
 	var f faults
 	if p.Schedule != nil {
 		if sched := s.compile(*p.Schedule, &f); sched != nil {
@@ -144,7 +146,7 @@ func (c *checkedPatch) apply(j *store.Job) error {
 	var handler domain.Handler
 	if c.Handler != nil {
 		var err error
-		if handler, err = resolveSecrets(c.handler, j.Handler, c.SecretHeaders != nil, c.keep); err != nil {
+		if handler, err = resolveSecrets(c.handler, j.Handler, c.SecretHeaders != nil, c.keep, c.seal); err != nil {
 			return err
 		}
 	}
