@@ -592,7 +592,9 @@ type Handler struct {
 	// not sent when a redirect leads to another origin. In a PATCH of
 	// the handler, leaving `secret_headers` out keeps the stored
 	// ones, `{}` or null removes them, and `***` as a value keeps
-	// that header's stored value; a stored value is kept only while
+	// that header's stored value (or, if the job has it in
+	// `headers`, encrypts that value: a plain credential moves here
+	// without being typed again); a stored value is kept only while
 	// the URL's origin (scheme, host and port) stays the same.
 	//
 	//
