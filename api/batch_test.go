@@ -38,7 +38,7 @@ func TestCreateJobBatch(t *testing.T) {
 			"name":      "nightly-report",
 			"namespace": "reports",
 			"schedule":  map[string]any{"cron": "0 30 9 * * MON-FRI", "timezone": "Europe/Berlin"},
-			"handler":   map[string]any{"type": "http", "url": "https://example.com/hook", "method": "put", "headers": map[string]string{"X-Token": "abc"}},
+			"handler":   map[string]any{"type": "http", "url": "https://example.com/hook", "method": "put", "headers": map[string]string{"X-Team": "abc"}},
 			"payload":   map[string]any{"k": "v"},
 			"retry":     map[string]any{"max_attempts": 3, "initial_backoff": "1s"},
 			"timeout":   "90s",

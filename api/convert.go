@@ -75,6 +75,10 @@ func scheduleOf(s schedule.Spec) Schedule {
 	return out
 }
 
+// handlerView is the API's view of a handler: it never shows a secret
+// (every secret header's value, and that of every plain header whose name
+// says it is a credential, is domain.SecretMask). Every answer that shows
+// a job shows its handler through here.
 func handlerView(h domain.Handler) Handler {
 	out := Handler{Type: HandlerType(h.Type)}
 	if h.URL != "" {
@@ -86,9 +90,19 @@ func handlerView(h domain.Handler) Handler {
 	if len(h.Headers) > 0 {
 		hs := make(map[string]string, len(h.Headers))
 		for k, v := range h.Headers {
+			if domain.SensitiveHeader(k) {
+				v = domain.SecretMask // a credential stored before secret headers existed
+			}
 			hs[k] = v
 		}
 		out.Headers = &hs
+	}
+	if len(h.SecretHeaders) > 0 {
+		hs := make(map[string]string, len(h.SecretHeaders))
+		for k := range h.SecretHeaders {
+			hs[k] = domain.SecretMask
+		}
+		out.SecretHeaders = &hs
 	}
 	if h.Subject != "" {
 		out.Subject = ptr(h.Subject)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/secret"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
 )
@@ -38,7 +39,16 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 	f.Helper()
 	st := storetest.New(f, 16)
 	logs := &syncBuffer{}
-	srv, err := New(Config{Store: st, Logger: slog.New(slog.NewTextHandler(logs, nil)), Registry: prometheus.NewRegistry(), Open: true})
+	// With a key, so that secret headers are sealed, not refused.
+	line, err := secret.GenerateKey("fuzz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	keys, err := secret.Parse([]byte(line))
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv, err := New(Config{Store: st, Logger: slog.New(slog.NewTextHandler(logs, nil)), Registry: prometheus.NewRegistry(), Secrets: keys, Open: true})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -144,6 +154,8 @@ func FuzzCreateJob(f *testing.F) {
 	f.Add("{\"name\":\"a\xff\",\"handler\":{\"type\":\"custom\",\"name\":\"x\"}}")
 	f.Add(`{"name":"x","namespace":"\ud800","handler":{"type":"custom","name":"x"},"labels":{"a\u0000":"b"}}`)
 	f.Add(`{"name":"x","handler":{"type":"http","url":"https://example.com","headers":{"X":"\udfff"}},"description":"\u0000"}`)
+	f.Add(`{"name":"x","handler":{"type":"http","url":"https://example.com","secret_headers":{"Authorization":"v","a b":"\u0000","X":"\ud800"}}}`)
+	f.Add(`{"name":"x","handler":{"type":"http","url":"https://example.com","headers":{"x":"1"},"secret_headers":{"X":"***","Y":null}}}`)
 	f.Add(`{"name":"x","handler":{"type":"nats","subject":"a"},"retry":{"max_attempts":1e1000000,"multiplier":1e400}}`)
 	f.Add(`{"name":"x","handler":{"type":"nats","subject":"a"},"schedule":{"in":"1e1000000s","max_runs":-1e-5}}`)
 	f.Fuzz(func(t *testing.T, body string) {
@@ -165,6 +177,9 @@ func FuzzPatchJob(f *testing.F) {
 	f.Add(`{"missed":{"max":1e1000000}}`)
 	f.Add(`{"schedule":{"cron":"\u0000"}}`)
 	f.Add(`{"handler":{"type":"http","url":"https://example.com/\u0000"}}`)
+	f.Add(`{"handler":{"type":"http","url":"https://example.com/","secret_headers":{"Authorization":"***","B":"b"}}}`)
+	f.Add(`{"handler":{"type":"http","url":"https://other.example/","secret_headers":null,"headers":{"Cookie":"***"}}}`)
+	f.Add(`{"handler":{"type":"custom","name":"x","secret_headers":{}}}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		fe.check(t, "PATCH /v1/jobs/{id}", fe.serve(t, "PATCH", "/v1/jobs/"+fe.job.String(), "", body))
 	})

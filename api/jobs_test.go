@@ -33,7 +33,7 @@ func TestCreateJob(t *testing.T) {
 			"name":      "nightly-report",
 			"namespace": "reports",
 			"schedule":  map[string]any{"cron": "0 30 9 * * MON-FRI", "timezone": "Europe/Berlin"},
-			"handler":   map[string]any{"type": "http", "url": "https://example.com/hook", "method": "put", "headers": map[string]string{"X-Token": "abc"}},
+			"handler":   map[string]any{"type": "http", "url": "https://example.com/hook", "method": "put", "headers": map[string]string{"X-Team": "abc"}},
 			"payload":   map[string]any{"k": "v"},
 			"retry":     map[string]any{"max_attempts": 3, "initial_backoff": "1s", "max_backoff": "1m", "multiplier": 2, "jitter": "full"},
 			"timeout":   "90s",
@@ -49,7 +49,7 @@ func TestCreateJob(t *testing.T) {
 				local.Weekday() == time.Saturday || local.Weekday() == time.Sunday || !local.After(before) {
 				t.Errorf("next_run_at %v (%v in Berlin) is not a weekday 09:30 to come", j.NextRunAt, local)
 			}
-			if *j.Handler.Method != "PUT" || (*j.Handler.Headers)["X-Token"] != "abc" {
+			if *j.Handler.Method != "PUT" || (*j.Handler.Headers)["X-Team"] != "abc" {
 				t.Errorf("handler %+v", j.Handler)
 			}
 			if j.Payload == nil || string(*j.Payload) != `{"k":"v"}` {

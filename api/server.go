@@ -129,6 +129,10 @@ type Config struct {
 	// Limits are the rate limits and quotas of keys and namespaces
 	// (limits.go); the zero value limits nothing.
 	Limits Limits
+	// Secrets seals the values of secret headers before jobs are stored
+	// (tockd --secret-key-file; see jobs.Config.Secrets). Nil: a job with
+	// secret headers is refused with a 400 naming handler.secret_headers.
+	Secrets jobs.Sealer
 }
 
 // WithDefaults is c with the fields it leaves zero filled in: the
@@ -207,7 +211,7 @@ type Server struct {
 	keySchema *openapi3.Schema
 	// open: no authentication (Config.Open). perms are the operations'
 	// permissions by operationId, keys the verified keys (auth.go).
-	open  bool
+	open   bool
 	perms  map[string]permission
 	keys   keyCache
 	limits limiters
@@ -238,7 +242,7 @@ func New(cfg Config) (*Server, error) {
 	// scanners judge due times by it; jobs measures its offset now and
 	// then rather than reading it for every request.
 	svc, err := jobs.New(jobs.Config{Store: cfg.Store, Executors: cfg.Executors, DefaultRetry: cfg.DefaultRetry,
-		DefaultMissed: cfg.DefaultMissed, DefaultOverlap: cfg.DefaultOverlap, HTTPPolicy: cfg.HTTPPolicy})
+		DefaultMissed: cfg.DefaultMissed, DefaultOverlap: cfg.DefaultOverlap, HTTPPolicy: cfg.HTTPPolicy, Secrets: cfg.Secrets})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

@@ -22,11 +22,13 @@ func newJobOf(req *JobCreate) (jobs.NewJob, fieldErrors) {
 		Name:      req.Name,
 		Schedule:  specOf(req.Schedule),
 		Handler:   handlerOf(req.Handler),
-		Payload:   payloadOf(req.Payload),
-		Retry:     retryOf(req.Retry),
-		Priority:  priorityOf(req.Priority),
-		Timeout:   timeoutOf(req.Timeout, &syntax),
-		Labels:    labelsOf(req.Labels),
+		// The secret values in clear go to jobs, which seals them.
+		SecretHeaders: secretsOf(req.Handler),
+		Payload:       payloadOf(req.Payload),
+		Retry:         retryOf(req.Retry),
+		Priority:      priorityOf(req.Priority),
+		Timeout:       timeoutOf(req.Timeout, &syntax),
+		Labels:        labelsOf(req.Labels),
 	}
 	if req.Description != nil {
 		nj.Description = *req.Description
@@ -56,6 +58,11 @@ func patchOf(req *JobPatch, members map[string]json.RawMessage) (jobs.Patch, fie
 	}
 	if has("handler") && req.Handler != nil {
 		p.Handler = ptr(handlerOf(*req.Handler))
+		// secret_headers left out keeps the stored ones; null or {}
+		// removes them.
+		if memberSent(members["handler"], "secret_headers") {
+			p.SecretHeaders = ptr(secretsOf(*req.Handler))
+		}
 	}
 	if has("payload") {
 		p.Payload = ptr(payloadOf(req.Payload))
@@ -164,6 +171,26 @@ func handlerOf(h Handler) domain.Handler {
 		out.Headers = *h.Headers
 	}
 	return out
+}
+
+// secretsOf is the secret headers h gives, in clear (nil for none, or
+// null).
+func secretsOf(h Handler) map[string]string {
+	if h.SecretHeaders == nil || len(*h.SecretHeaders) == 0 {
+		return nil
+	}
+	return *h.SecretHeaders
+}
+
+// memberSent reports whether the JSON object obj has a member key, null
+// included.
+func memberSent(obj json.RawMessage, key string) bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(obj, &members) != nil {
+		return false
+	}
+	_, ok := members[key]
+	return ok
 }
 
 // retryOf turns r into the domain's policy; jobs checks it

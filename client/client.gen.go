@@ -582,11 +582,21 @@ type FieldError struct {
 }
 
 // Handler Who runs the job's executions. `http`: `url` (absolute http or
-// https), `method` (default POST), `headers`; the body sent is the
-// job's payload. `nats`: publish the payload to `subject`, and with
-// `wait_reply` wait for a reply. `custom`: executions go to the custom
-// executors that serve `name`.
+// https), `method` (default POST), `headers`, `secret_headers`; the
+// body sent is the job's payload. `nats`: publish the payload to
+// `subject`, and with `wait_reply` wait for a reply. `custom`:
+// executions go to the custom executors that serve `name`.
+//
+// The API never shows a secret: every value of `secret_headers`, and
+// the value of every header in `headers` whose name looks like a
+// credential (Authorization, Proxy-Authorization, Cookie, or a name
+// containing token, secret, password, passwd, api-key, apikey,
+// api_key, credential or session), is shown as `***`.
 type Handler struct {
+	// Headers Headers sent with the request, for `http`. Values of headers
+	// whose names look like credentials are shown as `***`: send
+	// such headers in `secret_headers` instead. In a PATCH, `***` as
+	// the value of such a header keeps its stored value.
 	Headers *map[string]string `json:"headers,omitempty"`
 
 	// Method Example: POST
@@ -594,6 +604,26 @@ type Handler struct {
 
 	// Name Example: send-email
 	Name *string `json:"name,omitempty"`
+
+	// SecretHeaders Headers whose values are secret, for `http`: stored encrypted
+	// (AES-256-GCM, under the cluster's `--secret-key-file`), sent
+	// encrypted to the executors, which decrypt them just before
+	// the request, and never shown (each value is `***`), logged or
+	// used as a metric label. At most 16; each value 1 to 4096
+	// bytes without control characters; a name may not repeat one of
+	// `headers` (in any case). A server without `--secret-key-file`
+	// refuses them (400 naming `handler.secret_headers`). They are
+	// not sent when a redirect leads to another origin. In a PATCH of
+	// the handler, leaving `secret_headers` out keeps the stored
+	// ones, `{}` or null removes them, and `***` as a value keeps
+	// that header's stored value (or, if the job has it in
+	// `headers`, encrypts that value: a plain credential moves here
+	// without being typed again); a stored value is kept only while
+	// the URL's origin (scheme, host and port) stays the same.
+	//
+	//
+	// Example: {"Authorization":"Bearer 6f1c9d2e"}
+	SecretHeaders *map[string]string `json:"secret_headers,omitempty"`
 
 	// Subject Example: reports.nightly
 	Subject *string     `json:"subject,omitempty"`
@@ -669,10 +699,16 @@ type Job struct {
 	Description *string   `json:"description,omitempty"`
 
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
-	// https), `method` (default POST), `headers`; the body sent is the
-	// job's payload. `nats`: publish the payload to `subject`, and with
-	// `wait_reply` wait for a reply. `custom`: executions go to the custom
-	// executors that serve `name`.
+	// https), `method` (default POST), `headers`, `secret_headers`; the
+	// body sent is the job's payload. `nats`: publish the payload to
+	// `subject`, and with `wait_reply` wait for a reply. `custom`:
+	// executions go to the custom executors that serve `name`.
+	//
+	// The API never shows a secret: every value of `secret_headers`, and
+	// the value of every header in `headers` whose name looks like a
+	// credential (Authorization, Proxy-Authorization, Cookie, or a name
+	// containing token, secret, password, passwd, api-key, apikey,
+	// api_key, credential or session), is shown as `***`.
 	Handler Handler            `json:"handler"`
 	Id      openapi_types.UUID `json:"id"`
 
@@ -781,10 +817,16 @@ type JobCreate struct {
 	Description *string `json:"description,omitempty"`
 
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
-	// https), `method` (default POST), `headers`; the body sent is the
-	// job's payload. `nats`: publish the payload to `subject`, and with
-	// `wait_reply` wait for a reply. `custom`: executions go to the custom
-	// executors that serve `name`.
+	// https), `method` (default POST), `headers`, `secret_headers`; the
+	// body sent is the job's payload. `nats`: publish the payload to
+	// `subject`, and with `wait_reply` wait for a reply. `custom`:
+	// executions go to the custom executors that serve `name`.
+	//
+	// The API never shows a secret: every value of `secret_headers`, and
+	// the value of every header in `headers` whose name looks like a
+	// credential (Authorization, Proxy-Authorization, Cookie, or a name
+	// containing token, secret, password, passwd, api-key, apikey,
+	// api_key, credential or session), is shown as `***`.
 	Handler Handler `json:"handler"`
 
 	// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in
@@ -862,16 +904,24 @@ type JobList struct {
 
 // JobPatch The fields to change; each one present replaces the job's. A retry
 // of {} resets the job to the cluster's default policy; labels
-// replace all the job's labels ({} removes them).
+// replace all the job's labels ({} removes them). A handler replaces
+// the whole handler, except its secret headers: see
+// `secret_headers`.
 type JobPatch struct {
 	// Description Replaces the description; "" removes it.
 	Description *string `json:"description,omitempty"`
 
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
-	// https), `method` (default POST), `headers`; the body sent is the
-	// job's payload. `nats`: publish the payload to `subject`, and with
-	// `wait_reply` wait for a reply. `custom`: executions go to the custom
-	// executors that serve `name`.
+	// https), `method` (default POST), `headers`, `secret_headers`; the
+	// body sent is the job's payload. `nats`: publish the payload to
+	// `subject`, and with `wait_reply` wait for a reply. `custom`:
+	// executions go to the custom executors that serve `name`.
+	//
+	// The API never shows a secret: every value of `secret_headers`, and
+	// the value of every header in `headers` whose name looks like a
+	// credential (Authorization, Proxy-Authorization, Cookie, or a name
+	// containing token, secret, password, passwd, api-key, apikey,
+	// api_key, credential or session), is shown as `***`.
 	Handler *Handler `json:"handler,omitempty"`
 
 	// Labels Key/value labels for selecting jobs (`GET /v1/jobs?selector=`), in

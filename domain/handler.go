@@ -22,6 +22,10 @@ type Handler struct {
 	URL     string            `json:"url,omitempty"`
 	Method  string            `json:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+	// SecretHeaders are headers whose values are secret, for Type http:
+	// sealed (SealedSecret), opened only by the executor that sends the
+	// request. Their names do not repeat Headers' (in any case).
+	SecretHeaders map[string]SealedSecret `json:"secret_headers,omitempty"`
 	// Subject is where the payload is published, for Type nats; with
 	// WaitReply the handler waits for a reply and records it as output.
 	Subject   string `json:"subject,omitempty"`

@@ -47,7 +47,37 @@ func tockHeaders(e *Execution) map[string]string {
 // A nil client means http.DefaultClient, which calls any address: tockd
 // passes its egress policy's client, and so should any executor that
 // runs URLs its users wrote.
+//
+// HTTPHandler opens no secret headers: an execution that has some fails
+// for good. HTTPHandlerWith can.
 func HTTPHandler(client *http.Client) Func {
+	return HTTPHandlerWith(HTTPOptions{Client: client})
+}
+
+// SecretOpener decrypts sealed secret values; *secret.Keyring is the real
+// one. Its errors must not hold the value.
+type SecretOpener interface {
+	Open(keyID string, sealed, ad []byte) ([]byte, error)
+}
+
+// HTTPOptions configure the built-in http handler.
+type HTTPOptions struct {
+	// Client makes the requests; nil means http.DefaultClient (see
+	// HTTPHandler).
+	Client *http.Client
+	// Secrets opens the handler's secret headers (domain.SealedSecret),
+	// just before the request; their values go into the request and
+	// nowhere else (no error, log or metric holds one). Nil: an
+	// execution with secret headers fails for good, saying that this
+	// executor has no --secret-key-file.
+	Secrets SecretOpener
+}
+
+// HTTPHandlerWith is HTTPHandler with the options o. Secret headers are
+// sent with the first request and with redirects to the same origin
+// (scheme, host and port) only: a redirect elsewhere gets none of them.
+func HTTPHandlerWith(o HTTPOptions) Func {
+	client := o.Client
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -55,6 +85,10 @@ func HTTPHandler(client *http.Client) Func {
 		h := e.Handler
 		if h.URL == "" {
 			return "", Permanent(errors.New("http handler: no url"))
+		}
+		secrets, err := openSecrets(o.Secrets, h.SecretHeaders)
+		if err != nil {
+			return "", Permanent(fmt.Errorf("http handler: %w", err))
 		}
 		method := h.Method
 		if method == "" {
@@ -75,10 +109,17 @@ func HTTPHandler(client *http.Client) Func {
 		if body != nil && req.Header.Get("Content-Type") == "" {
 			req.Header.Set("Content-Type", "application/json")
 		}
+		for k, v := range secrets {
+			req.Header.Set(k, v)
+		}
 		for k, v := range tockHeaders(e) {
 			req.Header.Set(k, v)
 		}
-		resp, err := client.Do(req)
+		c := client
+		if len(secrets) > 0 {
+			c = withoutSecretsElsewhere(client, secrets)
+		}
+		resp, err := c.Do(req)
 		if err != nil {
 			// client.Do's error names the full URL; keep query strings,
 			// which may hold credentials, out of the recorded error.
@@ -113,6 +154,64 @@ func HTTPHandler(client *http.Client) Func {
 			return output, Permanent(fmt.Errorf("%s: %s", target, resp.Status))
 		}
 	}
+}
+
+// openSecrets opens a handler's secret headers. Its errors name the
+// header and the key, never a value.
+func openSecrets(o SecretOpener, sealed map[string]domain.SealedSecret) (map[string]string, error) {
+	if len(sealed) == 0 {
+		return nil, nil
+	}
+	if o == nil {
+		return nil, errors.New("the job has secret headers, and this executor has no --secret-key-file to decrypt them")
+	}
+	out := make(map[string]string, len(sealed))
+	for name, s := range sealed {
+		v, err := o.Open(s.KeyID, s.Data, domain.SecretHeaderAD(name))
+		if err != nil {
+			return nil, fmt.Errorf("secret header %s: cannot decrypt it: %w", name, err)
+		}
+		out[name] = string(v)
+	}
+	return out, nil
+}
+
+// withoutSecretsElsewhere is client, but following a redirect to another
+// origin than the first request's without the secret headers. net/http
+// itself drops only Authorization, Cookie and a few others, and only on
+// a redirect to another domain.
+func withoutSecretsElsewhere(client *http.Client, secrets map[string]string) *http.Client {
+	c := *client
+	check := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !sameOrigin(req.URL, via[0].URL) {
+			for name := range secrets {
+				req.Header.Del(name)
+			}
+		}
+		if check != nil {
+			return check(req, via)
+		}
+		if len(via) >= 10 { // net/http's default policy
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "https") {
+			return "443"
+		}
+		return "80"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
 // MaxRetryAfter caps the wait an HTTP target can ask for with Retry-After.

@@ -107,6 +107,11 @@ func (s *Service) checkHandler(h domain.Handler, f *faults) domain.Handler {
 		notFor("subject", h.Subject != "")
 		notFor("wait_reply", h.WaitReply)
 		notFor("name", h.Name != "")
+		if len(h.SecretHeaders) > 0 {
+			// Sealed values come from Build and Update alone, which seal
+			// what callers give in clear (NewJob.SecretHeaders).
+			f.add("handler.secret_headers", "must be given in clear, to be sealed by this service")
+		}
 	case domain.HandlerNATS:
 		out.Subject = h.Subject
 		if msg := subjectProblem(out.Subject); msg != "" {

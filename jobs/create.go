@@ -22,7 +22,17 @@ type NewJob struct {
 	// Schedule says when the job runs; the zero Spec runs it once, now.
 	Schedule schedule.Spec
 	// Handler says who runs it; an http handler's Method defaults to POST.
+	// Its SecretHeaders stay empty: secret values are given, in clear,
+	// in SecretHeaders.
 	Handler domain.Handler
+	// SecretHeaders are the http handler's secret headers, name → value
+	// in clear: Build seals each value (Config.Secrets) into
+	// Handler.SecretHeaders, and the clear values go no further. Each
+	// value is non-empty, at most MaxSecretValue bytes, without control
+	// characters, and not domain.SecretMask; names are header names that
+	// do not repeat Handler.Headers' in any case; at most
+	// MaxSecretHeaders.
+	SecretHeaders map[string]string
 	// Payload is the JSON its executions carry, nil for none: what
 	// Postgres's jsonb stores as it is, at most MaxPayloadBytes.
 	Payload json.RawMessage
@@ -60,6 +70,13 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*store.Job, e
 	// One check after another, so that the faults come in a fixed order
 	// (the API reports them in it); the first run's comes last.
 	handler := s.checkHandler(nj.Handler, &f)
+	sealed, _, err := s.sealSecrets(handler.Type, nj.SecretHeaders, false, &f)
+	if err != nil {
+		return nil, err
+	}
+	handler.SecretHeaders = sealed
+	checkMaskedHeaders(handler, &f)
+	checkSecretNames(handler, &f)
 	checkPayload(nj.Payload, &f)
 	retry := s.checkRetry(nj.Retry, &f)
 	priority := checkPriority(nj.Priority, &f)

@@ -83,6 +83,12 @@ type Config struct {
 	// (handler.url). Nil is egress's default: private, loopback,
 	// link-local and metadata addresses are refused.
 	HTTPPolicy *egress.Policy
+	// Secrets seals the values of http handlers' secret headers before
+	// they are stored (the store, job specs, executions and the messages
+	// to executors hold them sealed). Nil: a job given secret headers is
+	// invalid (handler.secret_headers: this server has no
+	// --secret-key-file).
+	Secrets Sealer
 }
 
 // WithDefaults returns c with its defaults filled in.
@@ -130,6 +136,7 @@ type Service struct {
 	defaultRetry domain.RetryPolicy
 	defaults     domain.JobPolicy
 	httpPolicy   *egress.Policy
+	sealer       Sealer
 
 	compiled schedule.Cache
 }
@@ -142,7 +149,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return &Service{store: cfg.Store, clock: cfg.Clock, executors: cfg.Executors, defaultRetry: cfg.DefaultRetry,
-		defaults: domain.JobPolicy{Missed: cfg.DefaultMissed, Overlap: cfg.DefaultOverlap}, httpPolicy: cfg.HTTPPolicy}, nil
+		defaults: domain.JobPolicy{Missed: cfg.DefaultMissed, Overlap: cfg.DefaultOverlap}, httpPolicy: cfg.HTTPPolicy, sealer: cfg.Secrets}, nil
 }
 
 // Now is the database's time, in UTC, as the use cases read it.

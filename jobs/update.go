@@ -29,8 +29,18 @@ type Patch struct {
 	// The same schedule changes nothing.
 	Schedule *schedule.Spec
 	// Handler replaces the handler; an http handler's Method defaults to
-	// POST.
+	// POST. Its secret headers come from SecretHeaders, and a plain
+	// header whose name is sensitive (domain.SensitiveHeader) given as
+	// domain.SecretMask keeps its stored value.
 	Handler *domain.Handler
+	// SecretHeaders, with an http Handler, are its secret headers in
+	// clear (see NewJob.SecretHeaders): nil keeps the stored ones, a
+	// pointer to an empty map removes them, and a value of
+	// domain.SecretMask keeps that header's stored value. Stored values
+	// are kept only if the new handler calls the same origin (scheme,
+	// host and port) as the stored one; otherwise they must be given
+	// again.
+	SecretHeaders *map[string]string
 	// Payload replaces the payload; nil or empty inside removes it.
 	Payload *json.RawMessage
 	// Retry replaces the retry policy; the fields it leaves out come from
@@ -51,7 +61,7 @@ type Patch struct {
 }
 
 func (p *Patch) empty() bool {
-	return p.Schedule == nil && p.Handler == nil && p.Payload == nil && p.Retry == nil &&
+	return p.Schedule == nil && p.Handler == nil && p.SecretHeaders == nil && p.Payload == nil && p.Retry == nil &&
 		p.Priority == nil && p.Timeout == nil && p.Labels == nil && p.Description == nil &&
 		p.Missed == nil && p.Overlap == nil
 }
@@ -60,8 +70,12 @@ func (p *Patch) empty() bool {
 // filled in and the new schedule's next run.
 type checkedPatch struct {
 	Patch
-	next     time.Time
-	handler  domain.Handler
+	next    time.Time
+	handler domain.Handler
+	// keep are the secret headers sent as domain.SecretMask; seal seals
+	// a stored plain value kept as a secret one (nil without a key).
+	keep     []string
+	seal     sealFunc
 	retry    domain.RetryPolicy
 	priority domain.Priority
 	policy   *domain.JobPolicy
@@ -76,7 +90,7 @@ func (s *Service) CheckPatch(ctx context.Context, p Patch) error {
 }
 
 func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error) {
-	c := &checkedPatch{Patch: p}
+	c := &checkedPatch{Patch: p, seal: s.sealFunc()}
 	var f faults
 	if p.Schedule != nil {
 		if sched := s.compile(*p.Schedule, &f); sched != nil {
@@ -91,6 +105,15 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 	}
 	if p.Handler != nil {
 		c.handler = s.checkHandler(*p.Handler, &f)
+		if p.SecretHeaders != nil {
+			sealed, keep, err := s.sealSecrets(c.handler.Type, *p.SecretHeaders, true, &f)
+			if err != nil {
+				return nil, err
+			}
+			c.handler.SecretHeaders, c.keep = sealed, keep
+		}
+	} else if p.SecretHeaders != nil {
+		f.add("handler.secret_headers", "can be changed only with the handler")
 	}
 	if p.Payload != nil {
 		checkPayload(*p.Payload, &f)
@@ -116,8 +139,17 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 	return c, f.err()
 }
 
-// apply writes the change to j.
-func (c *checkedPatch) apply(j *store.Job) {
+// apply writes the change to j. It fails, changing nothing, with an
+// *InvalidError when the change keeps stored header values it may not
+// (see resolveSecrets).
+func (c *checkedPatch) apply(j *store.Job) error {
+	var handler domain.Handler
+	if c.Handler != nil {
+		var err error
+		if handler, err = resolveSecrets(c.handler, j.Handler, c.SecretHeaders != nil, c.keep, c.seal); err != nil {
+			return err
+		}
+	}
 	if c.Schedule != nil && !sameSpec(*c.Schedule, j.Schedule) {
 		j.Schedule = *c.Schedule
 		// The old schedule's runs are no concern of the new one's.
@@ -139,7 +171,7 @@ func (c *checkedPatch) apply(j *store.Job) {
 		j.Policy = &p
 	}
 	if c.Handler != nil {
-		j.Handler = c.handler
+		j.Handler = handler
 	}
 	if c.Payload != nil {
 		j.Payload = *c.Payload
@@ -162,6 +194,7 @@ func (c *checkedPatch) apply(j *store.Job) {
 	if c.Description != nil {
 		j.Description = *c.Description
 	}
+	return nil
 }
 
 // Update checks p (as CheckPatch does, before the job is read, so that an
@@ -176,7 +209,9 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*store.Job
 		if c.empty() {
 			return false, nil
 		}
-		c.apply(j)
+		if err := c.apply(j); err != nil {
+			return false, err
+		}
 		return true, nil
 	})
 }

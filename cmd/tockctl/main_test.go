@@ -114,7 +114,7 @@ func TestJobsLifecycle(t *testing.T) {
 	u := hs.URL
 
 	out := ok(t, u, "jobs", "create", "--name", "nightly-report", "--cron", "0 30 9 * * MON-FRI", "--tz", "Europe/Berlin",
-		"--http", "https://example.com/hook", "--method", "PUT", "--header", "X-Token=abc",
+		"--http", "https://example.com/hook", "--method", "PUT", "--header", "X-Team=abc",
 		"--payload", `{"k":"v"}`, "--timeout", "30s", "--max-attempts", "3")
 	r := rows(t, out, jobHeader)
 	if len(r) != 1 || !strings.Contains(r[0], "nightly-report") || !strings.Contains(r[0], "active") ||
@@ -135,7 +135,7 @@ func TestJobsLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if j.Id.String() != id || j.Name != "nightly-report" || *j.Retry.MaxAttempts != 3 || *j.Timeout != "30s" ||
-		(*j.Handler.Headers)["X-Token"] != "abc" || compact(t, *j.Payload) != `{"k":"v"}` {
+		(*j.Handler.Headers)["X-Team"] != "abc" || compact(t, *j.Payload) != `{"k":"v"}` {
 		t.Errorf("job JSON: %+v", j)
 	}
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -28,12 +30,16 @@ func (a *app) printJob(raw []byte, v *client.Job) error {
 }
 
 // jobDetails prints, below a single job's table, what does not fit in a
-// row: when it last succeeded, its missed-run and overlap policies, the
+// row: when it last succeeded, the names of its secret headers, its missed-run and overlap policies, the
 // runs it fired, and its schedule's window, max_runs and jitter when set.
 func (a *app) jobDetails(j client.Job) {
 	var d details
 	if j.LastSuccessAt != nil {
 		d.add("last success", timeText(j.LastSuccessAt))
+	}
+	if s := j.Handler.SecretHeaders; s != nil && len(*s) > 0 {
+		// Their names only: the API shows no value.
+		d.add("secret headers", strings.Join(slices.Sorted(maps.Keys(*s)), ", "))
 	}
 	if m := j.Missed; m != nil {
 		d.add("missed", missedText(*m))

@@ -26,6 +26,7 @@ type DevCmd struct {
 	Common
 	ExecutionFlags
 	HTTPFlags
+	SecretFlags
 	DataDir  string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
 	HTTPAddr string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
 	EtcdPort int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
@@ -50,6 +51,10 @@ func (c *DevCmd) Run() error {
 	if err := ensureDatabase(ctx, c.PostgresURL); err != nil {
 		return err
 	}
+	secrets, keyFile, err := c.SecretFlags.devKeys(dir)
+	if err != nil {
+		return err
+	}
 
 	etcd := &embedded.Etcd{Dir: dir, ClientPort: portOrFree(c.EtcdPort), PeerPort: portOrFree(c.EtcdPort + 1)}
 	if err := etcd.Start(); err != nil {
@@ -68,9 +73,9 @@ func (c *DevCmd) Run() error {
 	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "tock dev: API http://%s  etcd %s  NATS %s\n  (source %s to point tockctl, etcdctl and executors at them)\n"+
+	fmt.Fprintf(os.Stderr, "tock dev: API http://%s  etcd %s  NATS %s\n  (source %s to point tockctl, etcdctl and executors at them)\n  secret keys: %s\n"+
 		"  The API is open (no API keys) and listens on loopback only; tockd serve requires keys.\n",
-		c.HTTPAddr, etcd.Endpoint(), ns.URL(), envFile)
+		c.HTTPAddr, etcd.Endpoint(), ns.URL(), envFile, keyFile)
 
 	cfg := Config{
 		NodeID:        "dev",
@@ -86,6 +91,7 @@ func (c *DevCmd) Run() error {
 		Pprof:         c.Pprof,
 		Logger:        log,
 		AuthNone:      true, // on loopback only (loopbackOnly)
+		Secrets:       secrets,
 	}
 	c.ExecutionFlags.apply(&cfg)
 	devHTTPPolicy(&cfg, etcd)

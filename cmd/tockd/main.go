@@ -33,6 +33,7 @@ type ServeCmd struct {
 	ExecutionFlags
 	HTTPFlags
 	LimitFlags
+	SecretFlags
 	NodeID        string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
 	HTTPAddr      string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
 	EtcdEndpoints []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
@@ -86,6 +87,10 @@ func (c *ServeCmd) config() (Config, error) {
 	}
 	c.ExecutionFlags.apply(&cfg)
 	c.HTTPFlags.apply(&cfg, false)
+	var err error
+	if cfg.Secrets, err = c.SecretFlags.load(); err != nil {
+		return Config{}, err
+	}
 	c.LimitFlags.apply(&cfg)
 	return cfg, nil
 }
@@ -211,6 +216,7 @@ var cli struct {
 	Archive  ArchiveCmd  `cmd:"" help:"Write one day of execution history to Parquet files (--day 2026-01-31 --dir DIR)."`
 	Dev      DevCmd      `cmd:"" help:"Run everything on one machine: embedded etcd and NATS, local Postgres."`
 	Keys     KeysCmd     `cmd:"" help:"Manage API keys in the database (keys create: the first admin key)."`
+	Secrets  SecretsCmd  `cmd:"" help:"Secret keys: generate-key prints a new one; reencrypt re-encrypts stored secrets under the first key of --secret-key-file."`
 }
 
 func main() {

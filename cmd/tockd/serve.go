@@ -33,6 +33,7 @@ import (
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/recorder"
 	"github.com/tock-sched/tock/scanner"
+	"github.com/tock-sched/tock/secret"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"
 )
@@ -121,6 +122,10 @@ type Config struct {
 	MetricsAddr string
 	// Limits are the API's rate limits and quotas for keys.
 	Limits api.Limits
+	// Secrets are the keys of --secret-key-file: the api role seals
+	// secret headers with them, the executor role opens them. Nil: no
+	// key (see secrets.go).
+	Secrets *secret.Keyring
 	// Listener, if set, is used instead of listening on HTTPAddr.
 	Listener net.Listener
 	// Ready, if set, is closed once every role has started.
@@ -498,7 +503,7 @@ func newExecutor(cfg Config, d deps) (runFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.Handle(domain.HandlerHTTP, executor.HTTPHandler(d.http.Client()))
+	w.Handle(domain.HandlerHTTP, executor.HTTPHandlerWith(executor.HTTPOptions{Client: d.http.Client(), Secrets: keys(cfg.Secrets)}))
 	w.Handle(domain.HandlerNATS, executor.NATSHandler(d.nc))
 	return w.Run, nil
 }
@@ -579,7 +584,7 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry,
 			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
 			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Open: cfg.AuthNone,
-			Limits: cfg.Limits})
+			Limits: cfg.Limits, Secrets: keys(cfg.Secrets)})
 		if err != nil {
 			return nil, err
 		}
