@@ -49,6 +49,7 @@ const (
 
 // permission is an operation's x-tock-permission.
 type permission struct {
+	Method string
 	Action string
 	Role   auth.Role
 	Scope  string
@@ -65,7 +66,7 @@ func permissions(doc *openapi3.T) (map[string]permission, error) {
 			if !ok {
 				return nil, fmt.Errorf("api: %s %s (%s) declares no x-tock-permission", method, path, op.OperationID)
 			}
-			var p permission
+			p := permission{Method: method}
 			p.Action, _ = raw["action"].(string)
 			p.Scope, _ = raw["scope"].(string)
 			role, _ := raw["role"].(string)
@@ -220,6 +221,9 @@ func (s *Server) guards() map[string][]echo.MiddlewareFunc {
 	out := map[string][]echo.MiddlewareFunc{}
 	for op, p := range s.perms {
 		out[op] = []echo.MiddlewareFunc{s.guard(p)}
+		if p.Method != http.MethodGet && p.Role >= auth.Operator {
+			out[op] = append(out[op], s.audited(op, p))
+		}
 	}
 	return out
 }

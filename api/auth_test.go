@@ -155,7 +155,8 @@ func operationCases(a *authEnv) map[string]func() request {
 		"createKey": func() request {
 			return request{"POST", "/v1/keys", map[string]any{"namespace": "team-a", "role": "reader"}, false}
 		},
-		"listKeys": func() request { return request{"GET", "/v1/keys?namespace=team-a", nil, false} },
+		"listKeys":  func() request { return request{"GET", "/v1/keys?namespace=team-a", nil, false} },
+		"listAudit": func() request { return request{"GET", "/v1/audit?namespace=team-a", nil, false} },
 		"deleteKey": func() request {
 			k, _ := auth.ParseKey(a.key("team-a", "reader", nil))
 			return request{"DELETE", "/v1/keys/" + k.ID, nil, false}

@@ -406,6 +406,35 @@ type Attempt struct {
 // went to another one.
 type AttemptOutcome string
 
+// AuditEntry defines model for AuditEntry.
+type AuditEntry struct {
+	// Action Example: jobs.update
+	Action string `json:"action"`
+
+	// Actor Who made the change (`key:<id>`, or `anonymous` on an open API).
+	Actor string `json:"actor"`
+
+	// After The resource after the change, as the API answered; absent for a deletion.
+	After interface{} `json:"after,omitempty"`
+	At    time.Time   `json:"at"`
+
+	// Before The resource before the change, as the API showed it; absent for a creation.
+	Before    interface{}        `json:"before,omitempty"`
+	Id        openapi_types.UUID `json:"id"`
+	Namespace string             `json:"namespace"`
+
+	// Resource What changed (`job <id>`, `execution <id>`, `key <id>`, `namespace <name>`, `jobs` for a change by selector).
+	Resource string `json:"resource"`
+}
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Items []AuditEntry `json:"items"`
+
+	// NextCursor The cursor of the next page; absent after the last.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
 // Backfill defines model for Backfill.
 type Backfill struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -1489,6 +1518,30 @@ type Unprocessable = Problem
 // UnsupportedMediaType RFC 9457 problem details.
 type UnsupportedMediaType = Problem
 
+// ListAuditParams defines parameters for ListAudit.
+type ListAuditParams struct {
+	// Namespace Only entries of this namespace.
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+
+	// Actor Only entries by this actor (`key:<id>`).
+	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
+
+	// Action Only entries of this action (`jobs.update`).
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+
+	// Since Only entries at or after this time (RFC 3339) or this long ago (`24h`).
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only entries before this time (RFC 3339) or this long ago.
+	Until *string `form:"until,omitempty" json:"until,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
 	// State Only executions in one of these states (comma-separated, e.g. `failed,dead`).
@@ -1713,6 +1766,9 @@ type ServerInterface interface {
 	// GetReadyz Readiness
 	// (GET /readyz)
 	GetReadyz(ctx echo.Context) error
+	// ListAudit List the audit trail, newest first
+	// (GET /v1/audit)
+	ListAudit(ctx echo.Context, params ListAuditParams) error
 	// ListBuckets List every bucket with its owner and its jobs
 	// (GET /v1/buckets)
 	ListBuckets(ctx echo.Context) error
@@ -1851,6 +1907,66 @@ func (w *ServerInterfaceWrapper) GetReadyz(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetReadyz(ctx)
+	return err
+}
+
+// ListAudit converts echo context to params.
+func (w *ServerInterfaceWrapper) ListAudit(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAuditParams
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", ctx.QueryParams(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter namespace: %s", err))
+	}
+
+	// ------------- Optional query parameter "actor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "actor", ctx.QueryParams(), &params.Actor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter actor: %s", err))
+	}
+
+	// ------------- Optional query parameter "action" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "action", ctx.QueryParams(), &params.Action, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter action: %s", err))
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", ctx.QueryParams(), &params.Since, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter since: %s", err))
+	}
+
+	// ------------- Optional query parameter "until" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "until", ctx.QueryParams(), &params.Until, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter until: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListAudit(ctx, params)
 	return err
 }
 
@@ -2690,6 +2806,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadyz, options.OperationMiddlewares["getReadyz"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.GetMetrics, options.OperationMiddlewares["getMetrics"]...)
 	router.GET(options.BaseURL+"/openapi.json", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
+	router.GET(options.BaseURL+"/v1/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
 	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
 	router.POST(options.BaseURL+"/v1/keys", wrapper.CreateKey, options.OperationMiddlewares["createKey"]...)
 	router.DELETE(options.BaseURL+"/v1/keys/:key_id", wrapper.DeleteKey, options.OperationMiddlewares["deleteKey"]...)
@@ -2701,317 +2818,327 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rkhtHlib4Kt7oNiOgCoDIZIrVRFrZNEVJJaookk1SK5up0GQ4EI6EMwPuqHCPBFFamu3P/b37JPsK",
-	"+yjzJGPn4h4RQACJTF5UpVaZlZgA4uKXc46f63d+6c3scmWNMt71Jr/0VrKUS+VViZ+eVKWzJfyVKzcr",
-	"9cpra3qT3puFEplR7/zFDK/IhJ0Lv1BiVaprbSsnVvJSjXpJT8Plf6tUueklPSOXqjfp0T29pOdmC7WU",
-	"8Hi/WcEvzpfaXPbev096T7+G7/H2lfSL+m6d95Jeqf5W6VLlvYkvK9V80tyWS+l7k15V4ZUdT87VcmW9",
-	"MrPNX9Rmd3I/yCvlcDbrUnslnJwr4a0olS83E/xhrkvnBQxCOS/W2i+EFFdqI8rKOCFNnhrt4Q+3VqXo",
-	"S7MRzktfOTFVhV2LL8fjgdBOXKmVF3NbitMzsbBV6RLhZnalcnifX6jUwKTdSs5oMF4Z4e05jsHJpcJ3",
-	"4uvjN0vlFzZPBCwajWRq8424VB7mJH0YlLyU2og+3pzFJfHDV2pVyI3KJwJWNhskNI7226SxfqHKuAJS",
-	"nJ2eJvC6eiBxdRa6UPQQWjbndVHwSomz8aOReOzF0jovTr/8UqxKbbycFko8fv3k6VMxW8hSzoAgR6kJ",
-	"BLVQMldlTRONLR3CnjYJYinfPVPm0i96k9Mvv+wiiGd6qf0uHbyUl0o4/fe9dFzgfc135Wouq8L3Jl+O",
-	"E3ixXlZL+ACftKFPJ3EI2nh1qUocw0tgHLV+YivTMZTv7FosgYpw1bwVhXZ+L3vhMzqHddIc1sn4+HF9",
-	"W9rl7rCeaedxw2kz516Vwi+0E14vlei/+vaJePDgwaPBueARCGPXiZhu8KZcejmVTt1zYlbY2dW++czh",
-	"3Z0snkuvhvCuDj5/D0LCraxxCkXZVzJ/RRQJn2bWALXDn3K1KvRMwpTur0o7LdTyD28dzO+Xxjv/rVTz",
-	"3qT3r/drcXmffnX3X9Jd9NJdQRkYQTuhzbUsdH4uMlWWtnSZQP4WSs4WYipzMdeqyEe990nviTXzQs9+",
-	"tdHO+P2uli9v7RT2qipLZTwKNCVsiVPAIX8Dc/qc431sNoIEES4nDuJbW051nivzuRfuSm3uOVHaQonc",
-	"KieM9UIWIO1h7exKlfhyoQ1+EQU7SfNceakLJgdkKVuopH1llK9yBk/C6T63/ltbmfxzzva5Fa6aLYAe",
-	"YP/VOzWr4oDeWPtMlpfq16JbPO1ABFkrChgIjupHIyu/sKX+u/rcS4WHpnTCKeMTWC9PxAKDXMoChJnK",
-	"E1GZK2PXhhZ0BboNyEM66FCA/fTTT8PHlV8o42G4alccZ18pWeKpLIvln9Ket7OrtJclxMEkcv6U9lgI",
-	"XXh7pUzay8R6oQzrL2Ggo4Pa2Xta0WupCzipP/dWz4rKwVEDBxOsYlUPZULnj1PltSrFQgIbCuVneWpm",
-	"1hiFjIO7AF+KXOfEp6gTgYKBM1uVdqac+zXmtqXJ4IZUTuVBycz1fK5Q/jLBM3m7arWypVf5DyrX8g1u",
-	"2K/DgLDoktgQ9U1NovD71y+ei37WHAa8PhuMUM/gl8AYHnuvlisc9KoEuek1HeEqnC/tlz+pPKhEZ+NH",
-	"D8V045Ub7aoDSY+klC0vdN5B0klvro12C5VfSL9XxzBVwQRPVsfOQxZKln6qpOen7K5SIWGJwmVgNklR",
-	"WHMpJM0axn63d5tqOVVdywPqoBOgRYkTYa8VSaAote85sV7AqVXouUpEqYZ5qa8VKCuzospJDm1rhknP",
-	"Vn5ml+omouHNfMFX042ryt91G52XQOWd6/u8Kgq0pmBJwSqhd8P0nBJ4J/KTUdcoJYlh7rri75tW6F/D",
-	"8rdG2Kaqn+Mj7PStmnmYztby7EwJ5jFp7JcthfN2BRZiJCJtLkVfe5FrlQ+ijhD3NzVrEBfeRqvNGkW2",
-	"lDKg+P+156rZTKlcgb08l7rAP2AV8gtbwTRm0sxUQd/DkBpzqbfmKzm7muui2GXcWamkP8xau/zazew/",
-	"LTZCChqkmPIb+fO5kFM4vEgnXGunOkloi9O3n6+M0F4ok8MDgQbYgtUezZy7M+icSKVLKsTNcnR+xYnx",
-	"yglnxVyWI/FGk34IdnxRKplvUrOQuZCmfoaQpRIr6eDUQHYHkgARjIYh6BrOCimcmll0D4R3oSwqpblE",
-	"/4ZyYkxUEmerjX941ikM5mweHre1JIFvcNQkvbd2enHkpeiK2idyV6W9LJVz5wL4fiNANOUV0A+aqey5",
-	"oolP1dyWuNdwjE2VMmIhTV4cEBNdIqpTOysrY7S5zERlvC54MLtD0C68UvSz3Br0wcjUVE4R8zsYXj9j",
-	"OQC/2hK+mkkDu3xphTWinxFPZBNyvYCuDrIvV4UCggK7zeLJg6JwVpUuWKWZcHIDh8Jm0BYTPIFe0oNh",
-	"oajDIdRSo0sseHs8ZXjrZdG9i+1dc8GMojVDDRY+RmKGuTLzjI6h4S1pjmTGBJgED4S3vTDEwM016YV9",
-	"T5rS7uYDIAjNZ9p1aDzaq2X7j0NnbRTA7+OLZFnKTeSQ2R537mMWm7SGqKIE/+3hQ4+GdWheDZ+LzHMN",
-	"L5TFy8Yk57JwKtma97zT3fQmel63WNhbMbPG6VyVoh/UlsHxHAtSspCrlqush7Z7L+nwxEUiI29ciYqc",
-	"UfF8DUcw+Uvwu9TUIn4kXphiIzJ8QYYKi7HrydZjc4syey01eohTgz4iekHf2BLvswbnhHcMErFeSK+C",
-	"gsdvX5vU8PzEyhZ6tmkzNU1zP+N2HFYmb0usvnrHS35O1hQ6Ao1dH7sDW1RVs1snZZVKXqnydZCyYSKz",
-	"wjrkyIUs5kO7UjBL/KdTWalmV6rjwHhhlJjibzDHt3bqEqE9riPv7BqNGi8WtshRG2iTrpx5fa0u4M6W",
-	"3Nt/eE7jUHZ/Uys7W3RvA47ILfTqnhNzZWagBuLlou9rI/meI0v3UpnggEqr8fjBjP4rzsbi/yR9Ea4q",
-	"1bV2qEKg335Gfj+ae3APsHgbBOUI7FK8olPO7tGKGlMMK9We4fd2GmU8LVCbvHVJDsjRcQoKir+8Unso",
-	"WpaFBtsVLgNmCvRNb77nBO0q0kNUCklRJB+DUXfXC3HxugdmbM47Q45B6RobYuy6ORZj6XK7Nq4x+NEx",
-	"QyjVzJa5yi8O0BvRVrgS9ualdf6yVK//81nC1EI6zVzDc4UvpXHkqhSzhZpduSbJxFd+CO20H3KAT/aM",
-	"mwek53H1kL5mhQTj53aruCXEmKvD9gZW3hnzzuIzRyQtSdKg4E6ZiC/7KDoEDXtHgzj+4K+KqycLOBc6",
-	"7ED8Pt/D7W03OV8r+hL9zGjyhO9i6KGp0S6VNGypObGUHlQEMa08mT5056Dbl8FX7xkXy4LaDc9iiUbR",
-	"NWon+iwwvBUrWTmV0D85xZFdtVQDmhK+mh6nCjXzthzdrJ2G8SZxRbt24pugcexuBHtGLgqmmPasv0Eu",
-	"5msSVrm8RcXwXFhQXrQRf/7mjbh/fXK/Vmzu/6Lz9xjFO4bSgpuvQ1nlV7vuM3Ha8DNsR+5zJaYbIaMu",
-	"1VjMqbWFkoZOXHSidmz4T1J7bS4T8bdKVeSWB1ut1qfoqCibFjvoQ31WsVJDOpbI6B0XaL+dw0GhnVhV",
-	"0wKtARSBTEa28lP7TsAEy2tZpKZ/KtwgRlPVRuSWVLbdieTarYgWPshtmVeq03r+Fn1pfB4SH1IoIejf",
-	"o7fae1VmSTwOkSMrJPypaky4H+/JL+ZgY66KyjX11PncKT/oduHc0mP06/h+0SC8mG4Om68lHTPI+3hH",
-	"21kX5w/a/VKaShbR6/QZ/ChwKUXdO1aJhtNBJTiN6Ua8fPGaRAIcWSgM7gPtlBKNFr+QJoT+I/10UnWU",
-	"tJ3DYIObBFi3C48TThouMe2Cz7CPzhI8NjTKOTpD5qosVT6oCbnFrpgs8wEaXnR57/y0KrUttd/cHHzh",
-	"6zhWEjnpeOdK23V+t5lE39ahscaDh2y0w76VSHLNfd+eYyS+2ssSz4htKXhLD3wc7MfQnuoj99O5YPZ6",
-	"yX5C0YxO3j9h7lYiFiFvqHFc1RrHXBdelU70SW2H9yWoLb2tMK9HO2GNGtzJf7ZXP9wijp1Z0ME7QccH",
-	"WBEYzzF1+KPPrg/gYdJMmE0H54IdlJPUSBOjPyA+z5n7J/Xqhp9ZLIBlLynFD1/tUmMrj28BXcLO5+ci",
-	"hkkSEQMieGOuZE5Wd/PRqaFnD9AhP9dGFm3XC00VLIDoWO2MxDSjL/CqTofGt1oVeczA2XKnwW+7S/21",
-	"9aA4Y6ZgMHglWEiryidCjS5HtaAGAfF3axQ6m6c23+AfUsR80XuOE4E6xrZUzslL1Z3o2fL84EDrG7oI",
-	"6Dt0jpc3ehS3DwXL7rpalWt45LKF96tsIrKqLDLRl1Nni8orAV8LW6YG/nCDRGSUX5mJfkhpg1MPfuBU",
-	"jSwRmVOzUvmL8M05ueAxJI5crpvDWMlNYWU+EpmR3mWTQM+UT0s/Cm9Tk7kKFyGjREvSxIBWL0q1KjZZ",
-	"9BUiIa+KzUhks8p5u8wmTf+juLScXiro58hcHFnC7AkYzlJlo9SkBhSYxy+fcuDULezaUQCpVH7CRv+1",
-	"LCqMZGzPPqEsVHhdvIZuoSvAloiLx7FaeLUorL1yotBXSsjUzEqVK+O1LET/MefySMrmeFnad5vh1pdP",
-	"rL3SiqkUnocZIF5qg74Je6VMwlNIMFq2tmXOf+WJkCs9vFIb/AP+TY1c6Qv8pjESWwqnnNPWDBLYVVga",
-	"I6QT2RdffJERt7dZsZHQ0029HTrClgeankCUFHPzOPsiwf0nah6J/wPWGw1Yfm1q6vV1uMC0vvWUHAqr",
-	"9jwm8K48NZj0xU/CXdvaaaGN8wpI+akRUrx8/ObJdwk9Qki3RQL4MBlo4EopjGs54bwFdRKva5k9tQQg",
-	"FkTf7zu5XIG60gMu7IwMsjZbXwlzGaql1KBNrEBWl7Cs//Ovj4f/Qw7/Ph4+uhj+/MtJ8vDs/b91qlGt",
-	"SX+EjaQtuaa9wtVnqqy3chKWRZlZuVl5laem//ib18PTLx8O//zkB7BTc/b7147fbDikRwElD+e6wFAi",
-	"0E1q4oOCKIgyIPjycoVXwI9L0ggoOEr7GOkNg8tRLhjRxzgFbbNmAhokorCXlxh2xEBmLjBJaKl8qWei",
-	"kFNV1FngJw/PReMhJyErJDWYFoI0D2czsHNpi0aG+DmzuljKDSoypVqF4Iydp6YWM31tBOhFM+nUYCQe",
-	"h4yx8OyOpUtNqeaVo/TMpeifjcfwMpAmGQVsy9EWQwxG4g0Y8BJWDcZDPEvpdqXKdalmXhRK5q6Vn1Hq",
-	"S22aXISjh2XnFyVw0zW+epsHYfTETeSjArJJjTXKJSL75X2Gkd+qKESplvaaZ0PbGDhVSF56fA68WHpm",
-	"1HttBgVtLBF6Ho4z9IaD8WQai50EquXjBe+cgO5QSG2a4pQGtFCwXGEnpgrl9WYVzLAB7HJrEKGQAj1T",
-	"6AKkxfrx1bN7jldT9FFHV6ATg4pmcrGypR8I5+XGxaoFVtCCsPil1zpVepMep1g+nJ/MHuWnihKvOo2m",
-	"Wl7xud0WQ5R+5EZGXy58senU8zmLL+iLIArQTEKrh87uTl2wKvcE0X989QyDpbIo2uIlKDxJ0HjwX5cE",
-	"hmiev070QYYSGzQPbyL3mJ4Z2cWmBt4onF0qIfO8VM4BOZLODWOi7AXhVVEIsjpYIV3CR5maLmYDVW0C",
-	"tsHTl+GpMeOwsHYFenuSmlWpryXMrNDmaljYmSxAXOq/VSp8cgtZkrPPrdRMz7XKk9Qsq8LrmQQhVyqU",
-	"DzlpE7PCVjkIL5lLL1F06Jm654JUSeExRYF+xKcvr8+GS4kZW09fXj+MWXWDBIRVtVQgAZEmG9mSqQnc",
-	"0ZhbPzs5/ePoBBTM8bs/zsfwvxNMDukYC1UOJSLDKcLzWW30dnZFcWEMLCXi+eM3r5NGTASvevzyaWri",
-	"Vo3ET3gk0J44hacUbW8elNn62CEPaGr68KocRCnQ0pDC3Un8nCuzyc5FRlfl6jqjdHnYvJksGq8nLz5F",
-	"/uLoUWrjuqHE1068rXI4YtiBkxrtkNBhY9ntFFZSw8ngbIHiz3I+FIgvIELQANH4TQ1GrXA9QDNpaNBU",
-	"wgQGGrHRpbV50lTGpLNmS5Yg+7rJ/fv8zWhml/cX1l51sX6t1jcUiegi27Ka8OcDptI3fLR3R7vDwX/P",
-	"UUI1unoDj+3or1OKvt8YRmoG6Y/xwEpdVKU6NmSuzcW8AMHZHSEougu63ixas51ZQ7Uss43AO3ArG6ds",
-	"dMZyfNWo7vAR60IdUWyOcbiQehcj2rQ8jWqatTb5VsLE/uk7bWZqT+5i4/FCGa/gmCS9ejtaftBZWK3y",
-	"W6ZsbhFlc8eTSDZh7I1Fa2x+c2NbQzhA3E/N3O56PD6QTI/3+G2zWIffb1E7LNrCYCJXetSQBl37gD6i",
-	"mx0n4R3hhuaK15M6sIwfw/vZ3JG7B5C/U7Lwi92xUAFtexW7hOfWi/i2rjd9b6cdlHMgG+cuecwtFu2Q",
-	"fA3qOGJtbxH2Qavqxj17Rlfh9c5flJX5oPgAPgSdmM7tz6+unV+F9Mr52rPaCNkEx73oTzd0/hrQyvCs",
-	"hts4gR/PKyNsAfYvv7kuwAOLAo570AUHo9Q8b6TLGIXmSv1uFE3RlGnkOiVot9Y/Bw13qi5Bay3l7Ao0",
-	"U3476EuYOIA7UID5hUrOSNv7slCln4i0B+uX9jKh3uEktA+5PWQT8y0Xb+30orWmmPzq5XJ1QfnbLttK",
-	"0r7Vdi21cxQGP0QjP+BVL1Gta/pUOp0tNwTuagLrqN1YN4gDA3CUM2FLAaPCNI8PCMLVSZ6HJvuCL3uf",
-	"9Nj5Cne8G17aIT/yLeh2r+T6B3ZS3zGKh7GGm254BRfVK19WpkPLeFUZx8Hkrfgq1w2IPiYt1mH7pXwH",
-	"O+EyUkzc4FjFgx9w07Bfh+uODRl+b6fxEIYNtXvCpR+slqCsbAYaOfYY07VCfDFONWkcrk0SbkvMXdG3",
-	"lQh+gzbzvZ1+Jf1s8QTvuWW6dHcK5RtiJHQt0VAS8qtJ1w7VC4+IF9ofnbvzvZ3yQDEv4N1TuikiCoTP",
-	"NygBOO5DqwHP2ZPVRxVTIP1BkGMp8hwTf/xsMREZHfuZOB2fxHxs3o/UZG/tNIu1uIzMgR4wrozMthZo",
-	"basiFwt5rVJDtaIq5ygkOQK5pjYRZ+NHZJDCmppBVwjgLakdN6wviRWquDy2MDPpUpJOxyc3hmsPK0m4",
-	"Fa+Uw7z4PbVde3LnGiUYHVVDFODsvhOz9ujuc074RdIUM1mWGwabwXl3PzzS8a7FW+JUxEqVgW5aHm1t",
-	"KOO7zMkAPpYjaoo9TvmNAqKrfqa1AXcSCluK51bOTqmU8Ood2bwrZVeFEn0ZcFjG4zHVYOLB0ERQQQ7/",
-	"CErsbbXTD9NU2pP/EZ1/zRy8eCDsThflWfh8sidiNLoY/vyHf9sXf4oq0Vb4nQLIKJ/TUHiS9j76ED5I",
-	"8dkF3MBCbnS8J+goqUNITAXkB6MQb1TnJ0L61DDKz0PxF/2V6J8+PE1Ozs6Y0uBYqgPRpZopjbp7iEeh",
-	"Q84uV3Lm2dVGJbcuIiNhwoYRc1Al+yfqAaiQcCTFotjU1LEiLoNI6F/C1oA/Tx8K5WZyBYaH0+9ocHhu",
-	"DkbiuRU//mEMPJCaAs4dV5WlveRsZFv5oZ0PqSiGBif6Tinx1KwqTz4mJ+TUXis+GLaV1n8QNfMual5D",
-	"a9sCCbLmEjGi6pScpUQkI9GX4s9W5FXJMfsof84WKHhqQ//B2N2o2rEmF2TRHln6MRwdfDz/2jV239vp",
-	"SzhzbpkKQ2V0qqCgI2WQc8QVSHpVKkf4EqtCzlQjVWUkHlOGVGrsXPzyHsMiPl4Qk0piJCCkyFBE4JwM",
-	"YpcafrSQRdHyBcCvoo8PrmOT5Ohn0RIGRQE+wi2IMVH1bqZWlLNFUdGQrDARTqnUbMdKu5Szg6fmq+aS",
-	"NH46F2kv7cVRkyL9z3tqfsIDI4ZIWBiizm7Uup0LFTWR1ITDYs/hEKrQGgQTE6r+y0jYx00p2rEgfONx",
-	"NUxdUuYVVqy8xgIVZoxbKKIzkFEXVbu8tlMyPca0oq40chzAEdniHSV0NYAi5tmgPUfPE/0gZzEEiPFX",
-	"Y2sENK7lIU2mYSmwgBt8dE0tlAB1bTGyfiwSSoAhGkU4VJgYaidKkkd0cccEWupufch6JZd/WsnNEsFA",
-	"jzluad33nE13pZe7bCjt1e8b+mk3dLvkmorcMI2uotrr6KftzEthuNUPB4cJ93RV2/y0sGIpc0UoGVdq",
-	"MyFNX+ek6ZPjh9MOrtQmOCmywR7cqJUulfugqMieoDd6DGHhDiLRrKUjdRGuTIKStdSm8h9QdHxHH35p",
-	"bz6zXsE1N/pd8UnR/dpylTZ2t4sS/6I2d3KIhJ3UphtgFWG4GuB87NHL5caJfvZonGcDyv8JRy1m5Cy4",
-	"vI/yU/gdnOM3DVB6NUs+GueH0lS3SUD65ojmFgxKTLPUBjFgtbl0W6ZSrlaF3YiVXqlCI0zLtki7jZOi",
-	"LXF9G+cSIRCENuci+4KALEgyHRBHQ9k1/TuT1Q5FHSQYZENZFC/mvclfD78NRNX7ZFtWXak95X2YGE4h",
-	"u7a04Y9kebAAOudU2VBJi5U2DEF4o5SGIexO8mea5scwbmnmd43eP4sWyh2zov+iNvcprZPtwTkm2aMq",
-	"YS7ptO9nzWPyv4Uz9E/ZIMHU079UU1Ua5ZULp+zGePluwiCXuNrCrmh04uvnr4eumuZ2KbUB83eu36UG",
-	"wwH3M4RgNSGvGMwV9lE8fCAKBcqAS0SuL7V3iciGWSKyi4wqHrJRlhDqHAwcnqdMDn8ylCPdDiIF7z+P",
-	"abfaCbVceTCzy5Anj7U1MUX64Rmvzk6+KvAYQqbzod+l0bfsvduW0UiPucuzqix5PyjajpMiexMLbSah",
-	"3EYi8FhBEGRzHXJ7tRHZZSlnKmDH65Jho5sRdizOtGuTNPwEFKoj3DNjCd8haYU96b6pWmiTxzBPiOmT",
-	"7k/1M6lB42RYrQYjkbkrvcoY+8w0clDPRUZ5ChmxLJ6/FgHgZ8r489RksigydqHMOaPaFjkonVijlmAK",
-	"Ix4KS1sqqoXNlvJdJtaY7cwLFx9v1BpuxksoqxZXMyxhzhmYjGkhXWpg8Oi0pORDkdEjs8FIvDBq6BbW",
-	"E/PIYg0nGjwGCwTx3IL5jVLzLbmFCjX36E318kp1+3Sc4PTO4ZBeNCQnT5Ka+A1ub1JfsZTvBnV1AbmG",
-	"UJ1BeEYUiQtVqi63DD6qjc/0EF2CByxh5tZCgfJ04tpn0cMuhyIelVuA6bdDTE96q8hW9VCJepqAi1d6",
-	"hSFj/l4WRYfC3MW7z5tH9ZZ+M58rggwplVem24VFSK38MwMJrlaFxkxYVJkZ7SjyTdz6bv24O/b81DsG",
-	"T/oQ0J59OuqB+T2l0ddzbCdxtmmZZz461rXMUCxdC/3zob36GMdyvfF3P5zjM14rj6rjLTXoA+v+NWnJ",
-	"Dzq15AcPF5inHphRGux2QQUAoepnLDZKlm7Lf6X9diAgv5sb67nNVacZrq+30RnQFi/VpXacPkup8h1Y",
-	"X3m+B3To8cunjZoEBnKS+TXc65Q7mFlc0zmddBez0BRiH3bYnuQP/pH9JDWKVwCZx1oDmu6MVJNWuHv3",
-	"bdsBD9hNdeF9EZLROsYBRzqdJyauRAAlw/sx4M7301GHi1Uqo9YuNdoLB/JDFgz8uFKlePPmGdZ6wYU0",
-	"O3wUHZJwcBXWIfG41PAqbKfJ2WpaNHwLDN8LUqeTUOK4dD66I7jCDSIGXruFXbC7vvWOb1HHz3tI/qOI",
-	"Hhja3aXOi+PRFVG9XMjVShkX6+QqI2YWdj6vFGPxSrMLxMOaF0Gd6lCjQTX2IJG4yB4UJF9qJCRSx2NF",
-	"ziRgMqYGCUmDpNqs5eY86IbwX4JfDVoWx0qywXkL8ic1oaI1AhmAsMPdpW/DaRTmAfqmMrlL8CUrbS7B",
-	"BtmIeVVSq53K1BBX5yIjUICLCCpLn13zmY2ib9FvJn1tQTbdp3tRj6dYeayUN2qNxYMjwdkKk60jNGqB",
-	"vBCDJAJbVqYA8eeU70KcTIISVK9ahDoIs+p0Ir5UJWjduugI2DV/BLGy1EWhmXcmIgtH0sXSxY5VLTAI",
-	"O8cqZ84HjtAOjcqffkxL/l//9/8jmFsHaCFc4mPnpV2mBrcX7YF6CwI0EmpYbQRThvB1gvCUVJ4aBFHS",
-	"iBNm8SceI1ZgytKPxOO2XlMqLh5bUIF7apZKuqpbn159OW7Lqb3icPXoy6OvfHTUlV2nM7cZ6oKuKNWe",
-	"4w2INKmxG9HQOhdztQ5gQ4SFkoW6UGa4mBvL3SHQIOtLYECykloXBACUowRlaJakS9V1XO5HtSUU22Dl",
-	"zS1wyPG1OjXAU2cCKDVlU+sGQPrclrU0CPN1E76w9eZ95QWfLRX47yAZOuf29PHzx7R0cE1cv3tc9Jix",
-	"wgCmsjai/+ObJ0EmteiA1KGw0bWq+RhrM+X952p98d9teUSpSZ0yHAcewaOJkH/eT/tINd35ipUZiSx3",
-	"PkPXVb2F0ghb5tpIBK0pCpYlGajOeRZJPjWz0hqh3q1KAqsIaKL1TSzV7ezKieBJuLSMv7OWZZ6avhRz",
-	"/U7lhDjceBg6yKgDmG90x9PGeWl8DWSXmku5OseDjrBLvshCriWJ6ISjGlh+DPYBZqkEPi0rg1kfpYIz",
-	"hir7m7OEC+65xpSCHuHXeqa4vCI1PMlLizUhYu+sSJU0jQmtpHNwGBabREgcPYE+5yL7D/R7wxdiav2i",
-	"M+13Hzw9HOz4cm3Ej2+eJKEQpNmgYxs8bw2qzfQW5Xw5aYHhCEYCwSI8WsXOgxaZaA+aHZbc8gbrtly9",
-	"52qe5IQPyvSYO7VlzJ2OTx8Oxw+G439/M34wGY8n4/FwfDYZj4+el7FLbTpB6dAGxXnCCpN/sE3uW/yQ",
-	"R9cUNwVS73Soys7lRvRhIJRJiFxmbAAt3D+p08mDMU2nY+R+j1j7+vUbsZTlFSzs2pb5lucKH7o1yD5T",
-	"9ZolA3AsdXwZn07GY1AhcIEJI+smRhWXctWZSDrjelm1FyqS6akpjWhRY1U10rt2HGonR9rpTU61/WcA",
-	"/HIPhOIUpCg5HGSopaeJtZfvm6/f3CjIyfhC8j8gsO8GbT+rOzw2mjIe2e7xVp7IbnWDB4/pBjVuxxrU",
-	"x9BsRPq6i+PxrRuPBCG8tdqw75Dt3pk6fasjml5nkCHMjvRgDwDjL/Tlol3fL8uAdyMMTKwgDBXupQJf",
-	"hJ8Lu4aDwEUTCXeMrmkbPvCWHnA+/IQU1g28/7Iu+9jKP/z2iXh09uUfQ+UDdw3sQKGnH7rBULHz5NHG",
-	"fwNXrkOlJRbbkyxQF6N0uJK0L7rvCqgn7am/pp6wGjFI5mgwE/VeaWpH0CgG2YVcwPLLXF2HzmfuPgb3",
-	"CdSlqeyW+kbhgL+GCSSHSmcobe4FTsF9uqS51YqDRhQe42ALiFnGIuaUEdJouE+zrJwKeF0Ix8VOBwxe",
-	"dSXave+cYJ3UeLs4Ikg4O/fKIEMt7Fo4C5I7wDG2kFt9qQP4z6QGVzR/OCGkRqGN9loWFwzUKL4QCN2y",
-	"KrQq/2ffDE8GiZgRBAsWIch34VKO7garW/TnVVFMRGU0kAQcwH8dJwLse/W3Sta/pAZ+yu+f0o8GjQdx",
-	"i+hZREcZDjF9dPiFmBfy0g12amCDUGYHASFU6jqJOu/SNbdWpKv2pJCbIMEIfRw08OgIaWfmb2k4J52h",
-	"M1rEppYJiwk3/o2QW2GVOuUdbEgT8rt5yt10yDU2c3/pQc6z9WulYhWCu2GSnXAMNWF1uzo6BnvI7fGK",
-	"817awy4xP30i4F93zujytpwIWTjLbg9kYJdwNNsFRFKXAGGQfxM4K+Cgu3Ohcl0/hKgKbuOcSPJ1Fcor",
-	"hx5Udy5kvkSGg+sxTw7PvpgL5DiGJPoSTDdtKPmn0bI82SJ+0Dvcdk+p0Mk7zBJ+w5H2kh6OoJNkXjfU",
-	"iFulL6BLGVgLUbXFa+VjBIoj/hkYy1kiMukzsu60yc5DQgCaoEtEoTW29iFgP7ZigB5aUnGtmaGRsO60",
-	"Bc1s0Y3HU3CHdRqFSHtkWnK1UqBVSiRKe5OAduRIurNn8M1CbVIzBx2cNX16ISWh4PMC3Dxr/dpzxqza",
-	"IOobTpMzMpyQs9I6zJwg/zU8huqZgUxMeLpmb8NKOi+wMiTkM+hSrBbSqZH4CUs22CVbK5cI12b0u9Rw",
-	"C5uTR38cD8cnw/HJG7QLJ+Px/xhsIyqRqfVHvOgRXfQHNHiOVke7jPJXvHstPTjYMcvKUUeJhbwOXfaO",
-	"135hUzt0G/2OC3ImQQ6zIwS9ILncDO18uLTGLwT9l79aK3WVpAaRetPeWDwYi0fiC/GF+OHF8+G3r56m",
-	"vXM4N+b6WkXfCrtJgRhSE8ZhS9H/D3hZsUnEf+RS479EKY/GLhGj0QjrcMAQxqGmJmY2RWeOLUX23zJa",
-	"IkKZlmCSAhVydw+/UOV5aiK4v1AagxtLuRmJr+UG+I9miFKH6tKzZ5noo5s+l5tBkprs2dAwa5qfMtE3",
-	"SgJpClgOuOQch2nn+IXIvn783//VZKnp4zplP7x4/q8nGcU54Dd4Ov3y7aunz7IdIttd1s40YdOdxbvN",
-	"0RN2Ze12y6dIF/WWwthVatBnODiP6kDIrnaRazk1uKzMARiQ3Xxkc4jq64HRuXnwmHw0vkEZ2LI+GdsY",
-	"QyMw32pF6ql2YomZbnFiYVWaFYKpOVmieXV6thigNSoNe2FErkp9rdjtEVYslP5H/1lq8LmyQO8UiTxy",
-	"Z+HqU27UZahqc5T0h8+HRy0R3Q/TqPIKBQQtGViTqxKhb7dddTW+JPuqaATnuz4+6sKBPt5mN43YhWCb",
-	"MB/sTWG66MYJ2aXFXcKyhHGDLXSCA4JwDyjvrE/nDLuIsdcKWxncsA79G+fN3hX8S2rwp8GepqKH1TwU",
-	"NrdjsKjcMocdL6X3Rx06Ig7brnXtUG/DiEM43X5882SLbb6pQB+4/5UqC216RyWwvKY1f1WZziiZ87do",
-	"mMj7d/ySgJQ50ND6Qx9P0fSWh5oqF+tixFhk8vOh/mW3KSLpZpLoe9tuOIpyJcPlzIRflLa6XIgMpk9J",
-	"nJ2zPrJdAu0fLzOPLK5Ke3o/HySNj5Hu0SC0f4Ai59deevfn0pIrpLONlbtYqfJCNdtdbfWFUrJh9rEL",
-	"BDs8t0L7jf4OuZLNLg9bvUT3hsAJTelQ9vsRaY9bzbjqAU43dfrkzjo1chtuDFM3Mii2mv50BpC5tQP3",
-	"xrmEvSDZ/9ZOO5Oh9pZJ4L33HPk28iSWdWOWTiIalmMIAfZffftEPHjw4FESpWiHcLq8/awDUlPZ2YWk",
-	"TgK536AL8QckjMF2+l7DXUVU5eyRBBNbudxWYsASR3oLz9nLP68QKm+XgXA/uIouSN63dtrGvGqU2MCW",
-	"dApgfNAtREzN1B0iJsKbHglVCpt6x6y7gEZKz0jqBYlT2l1T6gFQldpvXiOmOOFGIjB4VwU8JoPeqkBI",
-	"9DvKExORxZQN+J7qFQnVvDcJ74+jRbDw9+9R2yeEVGx/QTDkxO49LA63syuxlBpbY2A3IKdUgFeCCd9z",
-	"4tU3j7/+4ZvBrnDCm7UTUuQaVnhaeZUjd8eMWsZCBI0MI0jBspYh8cnMVGpI7ZdkcSD3ozcYlavoZOlz",
-	"4Qx7D8gQRc+TNJgMwsr938kd+02zGWlsYEfFP42Ga9yHvdwQkmQzaY7si9h6iG7lc4Qao8QEkyCmOIo/",
-	"El+zPKafG0aME/0UzKa0l4i0d7J8gH+mJu2dLtIejBsDNPGpXQEf0c8wd32GTwxRjT+8ddZkA6qvQZB8",
-	"jJlkQBGZ+PHV03NRhz3CIx0GF3kVpjLnpAtE8KdQEfWAAc2CBgUnej4JEV0lsoZKkAVANrgIG4iE770F",
-	"s4pwO+AGdBxhmRP6Ikieth9FzjRKbZMYiMNkLRxOE1KHcEmoxhub7CypWwUhT7SXCpeI8DxDu4XW71/Q",
-	"ImLDgYQ289vhv4PENxvuvh2L9cCaxKU+O/lyRC/TsT+CdA1MdTDv4LnTjH52weEmccCpqd1KtmCwuoBU",
-	"xIhDop+lIB7GY4J8R/ghGNzJw9TUMESEXZQEQDoafuiCQ5BERB1otKBYFlO1sSZPzf///53gi2zZqFI6",
-	"eXAy/uMpl7g1Iwa5mumlLMTKaipRP3n44N8fMCsPzuFMLzfUaEH6Rd0oysXtwbHFlhs0zZH4RjLYkxQN",
-	"1H8fQGvgTfFZsPNt5BDtahShLx+m5gB2SKPtB+dxsh05JKx6lQ8X1nmXBcw/J85OsRuJjORGyefZd5aT",
-	"s2ALW5VjT168el1336HuLoZbVXBcjhpUoF6aDYczW7ohf0Wc97jyC1BciEKDXKt7zk4rL7L7C4RN/jsc",
-	"E/fBAN38PZQh3rcrZeRKj4iyjVI5CjI+lviwOeJYGtDYpUtN1uqLMRHcFoNuulKbWOkqMR6JrRCWsoAT",
-	"mhotXBmsgA0V03lqQmWmOBuf8Eb89NNPw8bsVXhPBlsH11MBMiw41iOD0IIPbT0yRCYasYt+9kU2mIiM",
-	"og8ZpnPnDn2LIQ6Rif4x4RbRiLakJoZbBonIKIwRnnMo4oKlUgPeLgx6hLsOxF3OOyaWhBy3rZALMVUk",
-	"GRBH74aw68OVKnGDkDIwKxCLJqhtNwVwqGaHFthH8sFGCywK6sFRoj6YyqPUPDYNKt0qHY8IzchqYeMf",
-	"MEPRMUfP5X5DtuB4Uv2y4NyjwZ7zAW+bNQGgGzQiUrGYfiYN9QdikSHOxmcJ58Ro386uggfDGVn3pJHU",
-	"HA0fmeFvrjG/uvqdzk06onAH4NVLiV3gwEhgHxsj4UfNhkQMl+aE3mlICQSXVM/GXio8ksKjgt44HIJZ",
-	"M8TjcXilNhlQduvLevyDc4EBG4xr1ZINfaBnp4+4TjbDWP/wMQj3DHREVMEGSSOkFGUiaR+0zCUwB9wu",
-	"vcKlGOJ/QUzVX71SS+rLxl795i9OeWD35iYS1wcxnw2HS/luCCwE1NyYGReLS+Y9nCYWFEVqAzG9WSnx",
-	"t8p6OVTv2MxrnDm4WhQskO6KqtEjkiG/GkQEvppCLFnL+SlD4KV/dvqInZ+FninjVEMTf7ySs4Uano7G",
-	"jeQYVK97Se9alY707ZPRmK5gkd6b9B6MxqMH1MlsgYZIOAnQvlNdcFF8mJ2Ox1xOw9r+jMo1ymvlxHdv",
-	"3rwcxbCstuZp3pv0/qz8d/x0sKPcyhpH5s/peBxsDEX5bdtaF2L4o/13I+AZdQBA42XXhxAGqp2oVqOW",
-	"Odab/PVnsOyXS1luepPeM32tjHJoIMtLBwZfnA9adjtCEAfOoEU9WsjRJeFCzyzaVeiOn9Hg7hNYu9u7",
-	"1Nyuhg7YLzIGd3dRcv0ZzxcwWu456iTzsrRL4OmK+ia5WSlXXMGxsxU/8Ntv3Aqv3vn72E+ovQnbtvHO",
-	"evMbQopvc3DqnUcN0mlC60fbewS0eTY+2bfDcZz3fzSSNQiV000Pbr7pW1tOdZ4rSkeq97kxrmVck7vs",
-	"ON/NW06oJHWKQiABPl6ZBpra1V5CAMJ9sVIGdK7czqolKFKUd0N956QT00oXPpydXfvND/hQ1tt2Z3Ry",
-	"2fZgDzPaG4wW8qV4joI1dMdNCAt6gO9IwT1SwinT7G5F8ZnZAkzjRHwJh0Cz1fzOor+iV/0q4g7fDdoA",
-	"Ugky15fEJ3te3HQEHD+AiB++O4LnrCRtDu8/DFR/Ukl7fXK/UevcuesvjEKIcKwQpovRgqc/Cc87qYui",
-	"WZcDHSE1oQZ0JDKsk2ZFBJNRMnQ+YAcFrFp2cgOq65qQSuh591xqYoH14BwsCw7ZNB8Xv9x6bmoaBLrA",
-	"4nO6sMY+5vc3XVq+lMbREnKrMsf9JnM9n6uSWwEvLQqbvMKbqLUXVmtOQgW1xyHAe7HN55q19bpgnIZD",
-	"/VkpP4f9AJrgSBzrqTKstbHoh7FrQytVt3eldIUAXIKvoKLvt3bKEWIOoNYAr9yjYFp0HoTPtPNfxaLo",
-	"T8al9AqMr3XwCdnkNPvPdwhGcXDja66lJsAEHDmnE990H2d9v2+rVLWzkPa6rvBBegnd8hgrI0iDcGbe",
-	"KApCuT5YVfUZTJmA+47gVknzXvkQ/MGFV6W4BNVQGFmWdu1Y03ceWXoDVuxUhzK1x8+/HpwzIA8oZK1I",
-	"N6P7oEs0ZCGQ93IkGpG7kMTLzUllwG6jJjdwbwgoh1a6eu7RRYWNLNSfciXzjFstpgY+DRk+Cp40aYYx",
-	"GQ+ho8d9HxFdZGxMD4JyKWHXC5BZpRrmpb5WdYXeyxev36Smq2Ic05Dj6Lhcm+DTA4IBiYg/nSzYQk6N",
-	"89XsSqxteTUS5DnvZxiAAWsQIzDYPL11fzZoudcREquVE4ReYrLWpCcMv1i3sRb97PRsEXK6duVGvUVo",
-	"QQUPJaLDdaSZNFZZm4afz1ETEZjQzC6XcugUPAxLSyi1jBY8wW3kVJBVgUATnKcKqnkPXaYBFHHSakVD",
-	"Auqo4FqcVF1Gux1g8xvkKlDaEeXu8Fxxkrrh2KAILpaddI27GTHcb2x0vxZftNOff8+LuPC5+ZYb6paP",
-	"miy1fKkb0XPWK2NX60PDucOMG++m/pPatePiE+7Sm4jMSO8y9uZz736+lP1O+4ZWh3M/YHi17JPo8N9J",
-	"Yaxj9W0EoJohEY2sCEVkG7GSpdeRo6hzAkGbyXyrrPJssWduIYb7UWa2nTV23KT2jCxElT9kZByZuPO4",
-	"GhUNexewJXE/bLzENhg4xAbtUhuu+/TqnedgLfVd37dqePMdRtH0uvV9WakBxZGLZi4XFvH1Ueju3TZ6",
-	"UNcIGtVQnUMI/v/tQTTRBG96e3jGLd//GIMMoD+zeoYZ2HAwNkBgMswTyQbnYmbJ40x3WAZoIw7cNzIq",
-	"Xb1pWF1HU3203ke/bu+IC59Qjtn7nz+hUh+Pyn16/YsQyrbz1nmEyvr4ZhX6K5mHMuHPZxR8kIL/Wsly",
-	"1iqG5eoPgvNjYMqQsBjU+4b6faOG31jHtpK/42gj+uvQ8VEJPegIaDQeQstZe6BtMtlJvYhtQ0LoGIGP",
-	"sLwudDAPadiY+jxI6j7KzbBHULKbmSJLmTP2QSik4X51LiHZSC5gW/lV5fd4+yJt9j4HA+zzA8Z1/Aen",
-	"+bPx2c13PLf+W1uZ/IOZ5M/Kt7KIaiM41jF+MG8c9kGrxsbtmC43SNanXxNg9H4oMMwUvP0zk97Kus4G",
-	"JQzD1jiKLEGeBXQ0CqsS+3E954CMYa40cueEBYe2XuC5hSSvUq0EI1e883XqbkQbDtFVcje1MjZdgFMr",
-	"VJ6NxBP6G1+UmvhL4x6sRY6RfMbcggHWqaK2JOwwaxQ+w1jMeamf1j8bP+o0TOn1/xjs3zH535ogOBs/",
-	"uvmGJ9bMC00ZtZ/d50YE0RI4Hy5emNGjhGnU33bJmD3iIvY++ojS4j9BVmBOaQt7j5lOwi/zUrlFlAJO",
-	"lVq5SV0fnxo6we/V8pghPUDRPY83hgaCwEvaVKqJVUVoHwUGP/A8Z8t1GxBwJsHkis4zs5+vMYPiAFuf",
-	"fj62LtVwWyL/l2frD2LRV8F3uk21H86oxGK35FM+EI8MlgV3U7/tU+KqD/Q+cROdhXUxSd2WqUGPFP/m",
-	"Kowox2RBdMg6u1SEsRyVYwxm5iGnoMCkHMqRYbiwBm6mhTN9Wip5xaEF7OxWNwS851KT8e/BPy7WtnQe",
-	"LDaMV4XMz3sTYVfKMOTHQhbzIX5GDd2IWWFdqLHcdRR/F9bzU8aB6R2HQ0xha5xS5rcfaApkHPsG6lLM",
-	"dDmrtA9UcacgU3jubaNMAey+k6VeykuE1aZADpnLoclIsQmJ8Y1cTY4hsEVpSzYYKQ2zXV4vuS/JPvr8",
-	"nqJtN4cw0Lcdes40EmJlUdQfW/2LBp/Czd8aRixqOy4Ichx46KEX38G3D/9c0B7cdbohMIddbQgfgabP",
-	"7WsmgiuTsHNLamIQSUwxJLmUjhv4Z1dq8yfsFZOhIYWf+QtMYr5Sm3+JF/gScbNVkLdTVTRwRL21gwSf",
-	"kKF3JDV0Baa+OvReZv9Cv2of03YHoV9d3WpnlJrXyg+nEjvANGYi+plGQBVjvTYc0ANzyFWrlS39bmV7",
-	"q29d4rUq/+VP2Nh/H42ENns37Mw/k2sytCq+wSlJcbjfrjsSjwGWpWWOIF3TzVYOOHfnCKcACukbjwBc",
-	"uCP9j/ssFeoq5kJlGQHx1Onf4ql3XH9PoJeIs1AxxCIWwhFaeBMQfC/GYshvz+vW9TG3GMtljLGVmdXt",
-	"2N1MGqzoC60wQ7YO1mfrpQqlJI2qL8IVQ6YMx9PZeHwe+l95eaWM2G6aH/KpH3V6M3CNvsfQ6C2NxFwt",
-	"V9YrM9tgT7KfqXRTOf+VzTcfk9G4neD7dnUoyM33Oxx+8jFfvM8+C72qOG/kH942u6WpdXby5THjiufD",
-	"DyrX8g3Ic7j59PSYmzlN/OM4YKh+APnvboKGNrIWNRHiLIiaKZB0S8+MMQ4qEupudRQz6ZrxmlKJK7Xy",
-	"u+msX+OTiBe3yPpsP3w89i3AO/PfgwANqqDV/BCq4J3dTxVvUUQk+3PKEeMo1JySB6w+SLYjXEkrvJWQ",
-	"3k2dDo16RwhHbTipnaBUJ+2MP5NI/J36tkNQdye9w9GlQHd38+qipr4LMEZ4pY5MGNI3VqVCI4Q1ChCC",
-	"5wyFV8OoXim1Its/NWjTjMRjYdS6BgYAKYiKleMK8rIyCKWFmD3GrkGBIfggyjMmUC76hmK5MmJgEX4B",
-	"5YfK9numCmO4VB55rcgj3cUpPyI4YmCWT6KzvMRVPkpl+Sz8ScGw/LfIpx+krnyY4kFt7T+Azwmm88Yj",
-	"ZlvvuB+zkD5ubOdbtD8ocWIrldrWaPTaiL9mwLsZYqYEXzI1AmkCdGyUT4R6J2e+2KBBNWFcEe5syeEb",
-	"buQj+hILxKnXB3aFINBFBP6InbjC1AeUnU2NWa/hHHVWyNRwkW7M9eKBE4gg7ldoIUutmIxaU8w5tqOh",
-	"il5KQ2m0zcDGUNt4cqHhRKOfhjZkMq61ye2aM6ZB3v2v/+v/zQiIMhsk3Ci22YYWC5JfVYVyok9SGOHp",
-	"WkAL2jOwymBCuXM4IHRgUairrnIH2YnJl6LRPQn2L4TlnTaXBSEr9jOdY5M03FYGvJiqkK0Iu4zpaXgN",
-	"fIiIGNMQlms0IEjNtnUcRhI6JoCgRk241RcYFplewlXluF1LSUgCdS/KZDwew/93QODo7lFqXtJpArtT",
-	"HxzbSyXqlRLeWoKMWaitNMFw+MnZ1WUJMifgp7W7UnLqPtbUbDdDRt+cq8prfa22cHrnUhdAvW4AeuBM",
-	"5alp+AOo3ABRd4BFImdwNHXLqohQlIh/jtgv2OltxW0XxKyQzrVavtIwOV8KSA6mkppZ8JyEIu5Qtx6W",
-	"BmvVs5gzGUvjA6Ziak7H4wHXO8HYlrK8UrnIwgMmAg7DLGnhUgpv17LMXWoiTOco4GVmNEi+fGmvVWOZ",
-	"W2rFOeEMua006IiVBro0oomW3PoyOmTCfvZlzUWUfMnwzfAZHTwIbE/54Go5GIlvLeEkcL3Nn7/hwoxd",
-	"ie3OwRxYxUu//ubZN2++2Xv1/V/Cnxc6f9+lzHzFv/8D+3DCEKMycYxadPrRX79PNwornAg5m6mVVzkK",
-	"OS+LGLNkbB473xE5zGmcmftfPEh/dnLEmN5Y+0yWl+qf0dUUSCmAnwV0I7LK3d2UwEZK+f4sghsUwZvq",
-	"6rbVobd2msR8PVsSMGKjH9iqtJeg44z2xTO/ii++rdD5h4rjhGkcE8yJa/27p2M7BCSDvhOWaG8q+nF8",
-	"US/1DTGgD3CF7Oel9qF7yMnbUheD1mRsbAvcADL0GF/WPlabYsfEPjf3RTUKjKDpBv/Rc4RyElM1GInX",
-	"3lL3H4m6A8K78ktTE2K+lONKuNcSQXRyLGspQ31pneUaHrI3Fw5e2ODxo/3RcSkIaI/wlv8ZeOXzATYI",
-	"V80WJH5tVEtDE824fpzwAPsYVvDR5xxnazNhcASc22+T1GD04fUsoAtL0TgC7yoogN6OOEHvIiqSQ7R+",
-	"z3HTeUx9WEm/2C0WozLYtsZ7m7LYXVl1REF9O+Gp1c/AhXQnoL0+AoKqcsfjU6amLtobRIneXWPfSKVq",
-	"Jk4dyIj6oOruj52ZtF2V/Xup3H9xTaZeo89cVfcxNRoMoXz0aqE6VFPjRM51qQQWVAtC8CMoznwkXsrK",
-	"ke7ScR8oLbsmBnrvfr1YZj3O37PuP4SfcBs/JDpC5HsHq5g75R/Ee2t4AzP0PmaMCIn+whDfiClhnPY1",
-	"q129FEYAxZ3zPglbnCB29jfd5k5F5RUWv1HHu1xuCn258MLJa+AVitYJt5ArhHydxKbx/Z1G2fvax69l",
-	"qxFQo4N8q3N8Ipxlb3tluCM3O0QP9J+mxNPY5T01W+Pqau4u2r3dz0VWd6zOUoO4XY1u1LAZg+iTb0dj",
-	"MPRDe4ywPezQjgXAk1rawOJgT6gGECz59b1Y26rISXTpeZBYSSvYjDnh1oAe87gdRelnEnFStckIQ2A9",
-	"4FdsxVbC8FJDRIUIZZO6iRRHGkSfwtaDJP6EJdFxLAPCRY/34eAxczGOXUjPlCv6NP/BSDznQJd2qeEw",
-	"cJdWxp2n7+JG5lufIADBEQoRX/9taZefViviFx1IWmkEBH5XhtqgndyIvLlKyCro976jQOf9+DzaDzHF",
-	"R1d/guM3SBgC6eWck5UGEVet2j38OYrN7Tcr7LTJAIdZaCXNsp03bVALKnQDzBWGnsAeJGlNLaJl3diK",
-	"DyGKmcbEQ3QkUKcqkdGAQVr/+RvqVFIvFjzFDc4DShoPisN0dfgsNbsNrHM107kKwjvEBIFWRqKxXOz3",
-	"4hXIqaQGnWJRrIcsFVrScB1iXeuQrE0HLx0zMfIML2pJ50ZGAi3/RoX0aukpPk8o/rIInU7KmPaNnff5",
-	"fu4hChNpZiA1i8aD8CV3msC+4qjxmkAVOypvZ/0pPOXTJSW1252/5xjc59euw2r9rl7/mqlLRA0to+xu",
-	"Ip2F7B2U9JJbJX6C0nR2W7W87106JGYesEq0y5CV+Wgx9V+rkvz3MvJtjvv8MeNXVWhqTh22Ku90rlrJ",
-	"4Hdkvcrche/wpN9rGr/eym8IEYrQcwPOUKwuREXDTZpah3aEpwIKAVqifeov01YXuJmYgZWQlwjWJLiN",
-	"aMh9T43kcyICQaNGMqxWA07qQiTiVu/gRiNQMLW6OoGOxJvQkyOULO+4+7DLemrkjFKS5rbsTIg84Nh+",
-	"jQv8Tx0W32pZeoM/ObgZiCR+N6P2+ZTjOlXmQwPkyMSfx5U8mYaKgcNllsQl1NcMO/3MRQb3ZyEgFJJC",
-	"m9DojEzOHQGQKbFflHJV4TEqhaFSbWL/Gqwz5YY91DGQ4dXxnKNcY+lEbMZICZ+Iv45t3SLjY0Ywb66j",
-	"Opv4NW4KCi1yABJ2Zx8LFmh8Mue+ha18V/JxhcxABkjnkZMz66kPiocsCnIcoUkw4TMiBO+5Q1zDSsIS",
-	"T5gtlXn2sbs3t7ML8WRuicip0rwLdfozDyRJTVB+OBchwILzunNjoNB5BnsbthY0NeR+WshrFdvtib7z",
-	"0lcO85VtKc7GjxIRuhTudIpLjXREIH998PMo5ntil/BB6PtILf24MWQotxSPU8NTGRbqWhVxjH1q2BcX",
-	"Eab4/esXzxNhLBNjUjfPSw1mEnP9Mt+K6Z4nD8UP+qsBhrnd7k4SDdEsU3N28oDOpJj+wbkYzpLRJ2vK",
-	"hwdWpRL9L8fj2rlJCwgDDi0xYn5ueKP2ThVzdOquVVGI0KpNXSuTGj2HCW6VpU4IqD/jj9zkgCL3hFJM",
-	"XmuvlojTQpuXcUfQrjpmWcJYd+qYOW3W4Y62+S5c7bjfHi5c3b3wwWlMhwiY3XFr8RzG5G+KLa2o71ZI",
-	"NMYI80waoY1X5bUsBqLYE2+ONc5fMUjBP2qhM47vNtXO44/+9lcoAPbb7kz/0oVGTyo/r+lIsBOfVCzu",
-	"M/DbLpX+jSe8cm01cV8tLsORzgTx2aquJ3VEu7uACdFdQSQYifVG1BmSKLThjAPdpNGJron9khoCf8kC",
-	"bEkm+gwl27q/jbEQAFxKOqKNNYpAWFrysBGVp/hNErNwYs9lDNikRnq71LOgFYRz2pbRR7pU0pCfFGTk",
-	"VLGlxfWS1ESiwn7AJTDsRhRKXtcGnWs0iSEf0LnI+NkUokrNwq6pcSEc7yPxqjIuNKppu6CDYdgdWOJo",
-	"vvt01ZavcauiH+Tzic2vquKKqgC7ROZ3Yf1wvZGsWNdqrSyv/z+6bPzVfJWUR9DFg61um6Dz0RpTr84I",
-	"OvRJMg86ZFMj3tQpnMjnysKokQxzQBjRhEA52xZG7fsPCCNBsmhXOWsGyYI0IgOsjF6XOjo1Ss1zMFpQ",
-	"LCWi0Feq/TgSzQcjG59QAtA7/snlQMiZ+l0QHAxadDHAJ5MER8Q32qLgSm3cwcSj0Cq4xbOcISOLglvY",
-	"50uNMeM+Z+pyn99GY+CkVTycRJ4lHEZqDe72uSn/AqM8Ju22Hm0bkTD7IotujnDNVrvrD4Qm/JT+zb+o",
-	"zT7HZtii3zxsGzeYb6Zy4Mcb+QJX5zA05/HQbFdqEzA0uUl8i5f7nR3ik9RkXyAH1Fnn2Klem0sq5q9d",
-	"KtgrEZsaccIcvBIzAFQxx0KVhV0brqaXYiHdgsBpuYilpOg/tyVH5JG6xTRBAihJSLh2beIkUAjFAZ/z",
-	"TGM0odkwO7b8J6ZvXddqV77Hs/EXtflEB+tf1ObXAV+LL84PsGhCW0eiiRI3DEFl/n6C3gCVZgL33435",
-	"ty33bfbfPRHv/3KlNjdV0xFkV2zWP6EjMmTcihAlKNUcjXrtQ8ZOwqDwoPO64LY8GbOz0HHfSEQqkuJa",
-	"lXquVY6MFtsSDtCtDF/taBPxXOaUH3SrMqjiWRdb0jwCWx5TOIdScAfI7TeMyvaBBLgNzbZNgPDgjshX",
-	"58JjARcl36GvZKr8WinDbeGz2A2ePc/ZRTbYU+5FJH6w0mtfZVetCN5QyL2l5mJbYLAqELnde20uXRIw",
-	"WBGJK1yfGsIM5uQ6Xd97Hu8MwCgEr0UOon0a5PN6xJ9QUYtvOaSu1Ys3+qfSwJqI3jWCOvr7KL8BSC/s",
-	"zV2A1BsLc7teXvWN93+Jf7/vSNc6sBnbPS/bvNK0AW7BLklvVXXwRlYqoDVtDUJ2gFmNvWb91oBqbKqF",
-	"Bt1uA1dfqZVPTT+XG0fhKOlE9mCcZ9u9G+sfHy6yczh8CoWNfI1Y2KocnKfGVBTVZfjuUi1tcLo2x4Ga",
-	"YhhyQhDAKjW8sYyDRJA79cwGAvlIuZH4rh59XtpQ44FBytS0O3cmpBptaZPcyqFVU4l1KOi+RkAL7tdC",
-	"L5+0zkRW2N0C1JOyvorDqnwOu4UsA2YVLm7dZxzbOlO5mA8QQfhSwmHa9SFXtbz5RLpufP7rwHCf2YdU",
-	"T/AmMVfDdATh8LvCexNEX5P7PpJI3Qbv21ZCTHtDUa7aXB32Di0VNT0q1aWGERHSt/KznI510IZ1SPaP",
-	"uSzclj015DymXu+gVFItmPZ7T3Ec0Kekapurwz1TsP1MG0ztt986hVra70z8biQJN962V0p9QLTIcVWq",
-	"GZrdfBTvEihmErF7Bc7CUErCJJglojI5R/8xZQmTpkiXpNIV0PyBBanhr0h7dGvaiw7FymjsEIR07BZ6",
-	"JfqgCtFBnfbi2PmWl9b5y1K9/s9n95zwsEmN828wEk+5ym6K2SVY43guKqd2B7+PTV7Wq/VJowgwisPc",
-	"QiP97TOIasyWjDNbUC8JIIytfRvchW343tsyTmBYN2lUGXd7Od/EArB2hTFlxWChVXhatlWMqj2GhAIU",
-	"Y6Oyc4Ikz/hjdTGDbxQytmuYU0M3xPqo1k11oSo5TpvlESGtUrrU7MmnFH2aBxWdzrkQttmAN7avwKTD",
-	"jvYVCe5qzh1rJBfXbiUE4uBSQ7MrVaNVR6ymhgfs1rXxJoUbONET7qCctGZ9bHD37q+OfV0n7H8KHZTf",
-	"ciucxM9WLdsoZv9nqJb99dIVYuVsY8U6K2ejKDki3ztcekQNrTQNS9556fdrnE/IzzDdhDZn2CHXOVFS",
-	"G+3QnnPVxDJLokXM3FTIkAndtCjregkEjEYA4CwRGZp92SCBh6bmsrTVqoGzoI14/Z/P6pb3bWM2vIbq",
-	"TfoxDkOZafgsh9ni6Mgtc1WC5AjAzuLVt0/EgwcPHrXt+tRwKpSx6z2NFV7jKh4TL23HSVuVJZ+iUxu+",
-	"bruEZd+L3top+SePR57aeetratTa3IYOVNSAAyxOzxaiXl10nNaNxP6Y78NuAlq53Wp8Y/LWqBKh3sHZ",
-	"DTp2HE0YQtc7kSxv987v7Fp4S2S3Tf3xnW/tdO878c6L6ab1WmWqJScp9JLQC5HvCWSysBVqOJ8zZo48",
-	"8ArP771HhJdeO69nDrmbVua3HEiPBZiNqddVK7HDS+25sSW6Cu+IIoXC/IbmINGTCwNVs6rUfoPCaqpk",
-	"qcre5K8/A5lgm9e9TlxyPqKzAS6kjE+ElJxVS2U82GPsjIg+CLnSGP1Gaq/Kojfp3cdseZ7p9nu+t1OE",
-	"QZGIwE0IKLGBKjX94M44ARKlXx+ppGJSiircrXy5GQkKbyacI5tQjlDCeVWIdwsigIDEKRCFKiDK/FpG",
-	"ug7Ev6D4OUZ/1yUYp0mQbZzchSEVeOREOMV5eJi8A7o9ARe0XlYrAB0CLdLFROxD6JsHdRnTnhtQfUrO",
-	"FtRaH5X8cI6PxCsl84T7xuM6hM7YuyvRIMxuBMQt1wU+br2wDLNAaBBkZCVoGYTUKUclJqmBI3kh3QKP",
-	"fazumOt3Km+gbbONxiUGbA1q9J+TyztqALBEHQ6VRl51c27RqtuZWMiKmeBUlnKDwV/BfgvULWhmjU6x",
-	"uM70LTAAYgWBAhKSSzhGHZB76lKm8+6sE2wP1hwuRkY7zh8lC79IuBpNOZeIpfIlyCAKWjY4dmsLQlRT",
-	"l8JbW6DKwC+Lyo/rvf/5/f8OAAD//w==",
+	"7L3rkhtHlib4Kt7oNiOgCoBIMsVqIq1smqKoElUUxSaplc1UaDIcCEfCmQF3VLhHgigtzfbn/t59kn2F",
+	"fZR5krFzcY8IIIBEZpJUlVplVmICiItfzjl+rt/5pTezy5U1ynjXm/zSW8lSLpVXJX56WpXOlvBXrtys",
+	"1CuvrelNem8XSmRGvffnM7wiE3Yu/EKJVamutK2cWMkLNeolPQ2X/61S5aaX9Ixcqt6kR/f0kp6bLdRS",
+	"wuP9ZgW/OF9qc9H78CHpPf8avsfbV9Iv6rt13kt6pfpbpUuV9ya+rFTzSXNbLqXvTXpVhVd2PDlXy5X1",
+	"ysw2f1Gb3cl9Ly+Vw9msS+2VcHKuhLeiVL7cTPCHuS6dFzAI5bxYa78QUlyqjSgr44Q0eWq0hz/cWpWi",
+	"L81GOC995cRUFXYtvhyPB0I7calWXsxtKR6cioWtSpcIN7MrlcP7/EKlBibtVnJGg/HKCG/PcAxOLhW+",
+	"E18fv1kqv7B5ImDRaCRTm2/EhfIwJ+nDoOSF1Eb08eYsLokfvlarQm5UPhGwstkgoXG03yaN9QtVxhWQ",
+	"4vTBgwReVw8krs5CF4oeQsvmvC4KXilxOn48Ek+8WFrnxYMvvxSrUhsvp4UST948ff5czBaylDMgyFFq",
+	"AkEtlMxVWdNEY0uHsKdNgljK9y+UufCL3uTBl192EcQLvdR+lw5eyQslnP77Xjou8L7mu3I1l1Xhe5Mv",
+	"xwm8WC+rJXyAT9rQp5M4BG28ulAljuEVMI5aP7WV6RjKt3YtlkBFuGreikI7v5e98BmdwzppDutkfPy4",
+	"vintcndYL7TzuOG0mXOvSuEX2gmvl0r0X3/zVDx8+PDx4EzwCISx60RMN3hTLr2cSqfuOTEr7Oxy33zm",
+	"8O5OFs+lV0N4VweffwAh4VbWOIWi7CuZvyaKhE8za4Da4U+5WhV6JmFK91elnRZq+Yd3Dub3S+Od/1aq",
+	"eW/S+9f7tbi8T7+6+6/oLnrprqAMjKCd0OZKFjo/E5kqS1u6TCB/CyVnCzGVuZhrVeSj3oek99SaeaFn",
+	"v9poZ/x+V8uXd3YKe1WVpTIeBZoStsQp4JCfwZw+53ifmI0gQYTLiYP4xpZTnefKfO6Fu1Sbe06UtlAi",
+	"t8oJY72QBUh7WDu7UiW+XGiDX0TBTtI8V17qgskBWcoWKmlfGeWrnMGTcLovrf/GVib/nLN9aYWrZgug",
+	"B9h/9V7Nqjigt9a+kOWF+rXoFk87EEHWigIGgqP60cjKL2yp/64+91LhoSmdcMr4BNbLE7HAIJeyAGGm",
+	"8kRU5tLYtaEFXYFuA/KQDjoUYD/99NPwSeUXyngYrtoVx9lXSpZ4Ksti+ae05+3sMu1lCXEwiZw/pT0W",
+	"QufeXiqT9jKxXijD+ksY6OigdvaBVvRK6gJO6s+91bOicnDUwMEEq1jVQ5nQ+eNUeaVKsZDAhkL5WZ6a",
+	"mTVGIePgLsCXItc58SnqRKBg4MxWpZ0p536NuW1pMrghlVN5UDJzPZ8rlL9M8EzerlqtbOlV/r3KtXyL",
+	"G/brMCAsuiQ2RH1Tkyj87s0PL0U/aw4DXp8NRqhn8EtgDE+8V8sVDnpVgtz0mo5wFc6X9sufVh5UotPx",
+	"40diuvHKjXbVgaRHUsqW5zrvIOmkN9dGu4XKz6Xfq2OYqmCCJ6tj5yELJUs/VdLzU3ZXqZCwROEyMJuk",
+	"KKy5EJJmDWO/3btNtZyqruUBddAJ0KLEibBXiiRQlNr3nFgv4NQq9FwlolTDvNRXCpSVWVHlJIe2NcOk",
+	"Zys/s0t1HdHwZv7AV9ONq8rfdhudl0Dlnev7sioKtKZgScEqoXfD9JwSeCfyk1FXKCWJYW674h+aVuhf",
+	"w/K3Rtimqp/jI+z0nZp5mM7W8uxMCeYxaeyXLYXzdgUWYiQibS5EX3uRa5UPoo4Q9zc1axAX3karzRpF",
+	"tpQyoPj/teeq2UypXIG9PJe6wD9gFfJzW8E0ZtLMVEHfw5Aac6m35kmVa//M+HKzy7qksSATv5fLFSxq",
+	"752dulG1giXv2mk5813c/tPCiqXM0aIE49BcKNHPLtVmklbj8cOZzvFflaGUz6SxZrO0lcuENUIaUMSM",
+	"ePLq+aCTvNCG6ebcUjlblaCFsZ0TXp8ISSrbk1fP+SRR+ZmQUzhImR5zVShSkbbpCl7qj7Vqkt5UzW2p",
+	"rhkhXbRviG5h1yoX2m+NcVYquXeMJDWvca6QyYa6aqeMDQPs2lXpeay56GegWe5sZxZJuuM3UF52v61V",
+	"Z/oNPte/AgFmYfJESdONcKpQQHpdBLLF88jiuBBErM35J4HmG9PulADANWBI7zKN9mrZ/uOgpK3Z70N8",
+	"jyxLiZ8bzrpu4qHfgh8PLkcfXqSRmurhCLt+bWjMXTP+Ss4u57oodieMFHj4CN4917uVgp8WGyEFCTMx",
+	"5Tfy5zgnFIdr7VSnLNjSCLafr4zQXiiTwwOBX9jTpT26Q25/kM9pCbs2KXKAIz03ToxXTjgr5rIcibea",
+	"7EgJNmipZL5JzULmIABrLpKlEivpQLtEtQCODlDV0IEENomzQgqnZhbdiOFdqLOUyC4wVCfGdJrE2Wrj",
+	"H512Kg1zdiMdt7VHypx3dnp+rHgCLtinmq1Ke1Eq584E6AcbAYyVV0A/6M5izqCJs4TVpO5OlTJiIU1e",
+	"HFAnulSZTiuurIzR5iITlfG64MHsDkG78ErRz3Jr0FcrU1M5RUqCg+H1M9YX4FdbwlczaWCXLyyciP2M",
+	"eCKbkIsWJC/oSHhgAWGUYEGBhooqE0iJ4L3KhJMbUB43g7Y6wRPoJT0YFqpEOIRau+hSH7w9njK89bLo",
+	"3sX2rrngbqE1Q0sXPkZihrky84yOoeFtKQeTYgJMgqfS214YYuDmmvTCvidNaXe9ohiE5sc4KaIAvuk5",
+	"8YTFponnQIzz3PUwaPhmZZ5reKEsXjUmOZeFU8nWvOedbum3MUKzxcLeipk1TueqFP1g3gyO51iQkoVc",
+	"tVzqPfTx9ZIOj30kMvLal2jwGRX18KCqk18Vv0tNLeJH4gdTbESGLyA9xdj1ZOuxuUWZvZYa9bjUoC+Z",
+	"XtA3tsT7rME54R2DRKwX0qtgCPLb1yY1PD+xsoWebdpMTdPcz7gdh5XJ2xKrr97zkp+R1wVVCmPXx+7A",
+	"FlXV7NZJWaWSl6p8E6RsmMissA45ciGL+RDMgV7Sw3+6JvdVNbtUHQfGD0aJKf4GcwRNMhHa4zryzq7R",
+	"+eHFwhY5agO7FtGVOoc7W3Jv/+E5jUPZ/U2t7GzRvQ04IrfQq3tOzJWZgbmIl4u+r51p9xx5xC6UCY5q",
+	"Upnpv+J0LP5PsivhqlJdaYcqBMb3ZhQfoLkHNyKLt0FQjrRf0BWdcnaPVtSYYlip9gy/s9Mo42mB2uSt",
+	"SwpUjI5TUFD85dUeA0vJstDKeVKPy8oE+qY333OCdhXpISqFpCiSL9Ko2+uFuHjdAzM2552hAAJbe7Qh",
+	"xq6bYzGWLrdr4xqDHx0zhFLNbJmr/PwAvRFthSthb15Z5y9K9eY/XyRMLaTTzDU8V/hSGkfGkpgt1OzS",
+	"NUkmvvIutNN+yAE+2TNuHpCex9VD+poVUi9VfrNV3BJizNVhewMr74x5Z/GZI5KWJGlQcKdMxJd9FB2C",
+	"hr2jQRx/8FfF5VM0ujvsQHIE7OH2djgtOg0kxqN805EQQ5RNjXappGFLzYml9KAiiGnlyfShOwfdPk++",
+	"es+4gukcfQ4slmgUXaN2os8Cw1uxkpVTCf2TU76Jq5ZqQFPCV9Pj2D8xul47DeNN4op27cSzoHF0uO3I",
+	"PXleMMW0Z/0MuZivSVjl8hYVwzNhQXnRRvz52Vtx/+rkfq3Y3P9F5x8w2n+UX4PDAR3KKr/adZ+J04af",
+	"YTvDJ0dXj4y6VGMxp9YWSho6cTHY0rHhP0nttblIxN8qVVH4Dmy1Wp+io6JsWuygD/VZxUoN6Vgio3ec",
+	"o/12BgeFdmJVTQu0BlAEMhnZyk/tewETLK9kkZr+A+EGtV9mI3JLKtvuRHLtVkQLdwpv5JXqtJ6/QRca",
+	"n4fEhxRyDPr36J32XpVZEo9D5MgKCX+qGhPux3vy8znYmKuick09dT53yg+6XTg39Bj9OjEiNAjPp5vD",
+	"5mtJxwzyPt7Rduq3XLdLaSpZRK/TZ/CjwKWUndOxSjScDirBaUw34tUPb0gkwJGFwuA+0E4p0WjxC2lC",
+	"ilCkn06qPuxsZoObBFi3C48T0xouMe2Cz7CPzhI8NjTKOTpD5qosVT6oCbnFrphUdwcNL4bGdn5aldqW",
+	"2m+uD9LydRxTjZx0vHOlHWK73Uyib+vQWOPBQzbaYd9KJLm2k709x0h8tZclnhHbUvCGkbo42I+hPdVH",
+	"7qdzwez1kv2EohmdvH/CHM9ELEJ+YeO4qjWOuS68Kp3ok9oO70tQW3pXYf6fdsIaNbiV/2yvfrhFHDuz",
+	"oIN3go4PsCIwjGPqMGmfXR/Aw6SZMJsOzgQ7KCepkSZGiUF8njH3T+rVDT+zWADLXlIqML7apcZWHt8C",
+	"uoSdz89EDKcmIgZO8cZcyZys7uajU0PPHqBDfq6NLNquF5oqWADRsdoZsW1GaeFVnQ6Nb7Qq8pipt+VO",
+	"g992l/pr60FxxoziYPBKsJBWlU+EGl2MakENAuLv1ih0Nk9tvsE/pIh55fccJwx2jG2pnJMXqjshvOX5",
+	"wYHWN3QR0LfoHC+v9SjuhpfJXVercg2PXLbwfpVNRFaVRSb6cupsUXkl4Gthy9TAH26QiIzysDPRD6mv",
+	"cOrBD5zSlSUic2pWKn8evjkjFzymziCX6+YwVnJTWJmPRGakd9kk0DPl3dOPwtvUZK7CRcgoIZs0MaDV",
+	"81Ktik0WfYVIyKtiMxLZrHLeLrNJ0/8oLiynoQv6OTIXR5Ywy4qCrNkoNal5yxFmSrBwC7t2FEAqlZ+w",
+	"0X8liwojGduzTyhbHV4Xr6Fb6AqwJeLicU4HvFoU1l46UehLJWRqZqXKlfFaFqL/hHP+JGV9vSrt+81w",
+	"68un1l5qxVSK8WEzs8ZLbdA3YS+VSXgKCUbL1rbM+a88EXKlh5dqg3/Av6mRK32O3zRGYkvhlHPamkEC",
+	"uwpLY4R0Ivviiy8y4vY2KzYS/7qpt0NH2PJA0xOIkmIOL2dpJbj/RM0j8X/AeqMBy69NTb2+DheY1ree",
+	"kkNh1Z7HBN6VpwaTQ/lJuGtbOy20cV4BKT83QopXT94+/TahRwjptkgAHyYDDVwqhXEtJ5y3oE7idS2z",
+	"p5YAxILtpBPgwn2JC+0rYS5DtZQatIkVyOoSlvV//vXJ8H/I4d/Hw8fnw59/OUkenX74t041qjXpj7CR",
+	"tCVXtFe4+kyV9VZOwrIoMys3K6/y1PSfPHszfPDlo+Gfn34Pdmoeklei4zcbDulRQMnDuS4wlAh0k5r4",
+	"oCAKogwIvrxc4RXw45I0AgqO0j5GesPgcpQLRvQxTkHbrJmABoko7MUFhh0xkJkLTCZcKl/qmSjkVBV1",
+	"tcjJozPReMhJyB5LDaaPIc3D2QzsXNqiUUlyxqwulnKDikypViE4Y+epqcVMXxsBetFMOjUYiSchszQ8",
+	"u2PpUlOqeeUojXsp+qfjMbwMpElGAdtytMUQg5F4Cwa8hFWD8RDPUlpuqXJdqpkXhZK5a+VxlfpCmyYX",
+	"4ehh2flFCdx0ha/e5kEYPXET+aiAbFJjjXKJyH75kGHktyoKUaqlveLZ0DYGThWSlx6fAy+Wnhn1XptB",
+	"QRtLhJ6H4wy94WA8mcZiJ4Fq+XjBOyegOxRSm6Y4pQEtFCxX2ImpQnm9WQUzbAC73BpEKLhCzxS6AGmx",
+	"fnz94p7j1RR91NEV6MSgoplcrGzpB8J5uXGxuokVtCAsfum1TpXepMep2I/mJ7PH+QNFCZqdRlMtr/jc",
+	"boshSlN0I6MvFr7YdOr5nO0b9EUQBWgmodVDZ3enLliVe4LoP75+gcFSWRRt8RIUniRoPPivSwJDNM9f",
+	"J/ogQ4kNmoc3kXtM447sYlMDbxTOLpWQeV4q54AcSeeGMVH2gvCqKARZHayQLuGjTE0Xs4GqNgHb4Pmr",
+	"8NSYmVxYuwK9PUnNqtRXEmZWaHM5LOxMFiAu9d8qFT65hSzJ2edWaqbnWuVJapZV4fVMgpArFcqHnLSJ",
+	"WWGrHISXzKWXKDr0TN1zQaqk8JiiQD/i81dXp8OlxMzO56+uHsXs20ECwqpaKpCASJONrOrUBO5ozK2f",
+	"nTz44+gEFMzx+z/Ox/C/E0wO6RgLVRgmIsMpwvNZbfR2dklxYQwsJeLlk7dvkkZMBK968up5auJWjcRP",
+	"eCTQnjiFpxRtbx6U2frYIQ9oavrwqhxEKdDSkMLdSfycK7PJzkRGV+XqKqOyGti8mSwarycvPkX+4uhR",
+	"auO6ocTXTryrcjhi2IGTGu2Q0GFj2e0UVlJ7zKksUPxZzocC8QVECBogGr+pwagVrgdoJg0NmkodwUAj",
+	"NrqwNk+ayph01mzJEmRfN7l/n78Zzezy/sLayy7Wr9X6hiIRXWRbVhP+fMBUesZHe3e0Oxz89xwVXqCr",
+	"N/DYjv46pej7tWGkZpD+GA+s1EVVqmND5tqczwsQnN0RgqK78PPtojXbmTVU8zbbCLwDt7JxykZnLMdX",
+	"jeoOH7Eu1BHF5hiHC6l3MaJNy9Ooultrk28lTOyfvtOmO9lWtR4vlPGqVDnr1dvR8oPOQsrfvknK5hZR",
+	"Nnc8iWQTxt5YtMbmNze2NYQDxP3czO2ux+OOZHq8x2+bxTr8fovaYdEWBhO50qOGNOjaB/QRXe84Ce8I",
+	"NzRXvJ7UgWX8GN7P5o7cPoD8rZKFX+yOhQrt26vYJTy3XsS3db3pOzvtoJwD2Ti3yWNusWiH5GtQxxFr",
+	"e4OwD1pV1+7ZC7oKr3f+vKzMneID+BB0Yjq3P7+6dn4V0ivna89qI2QTHPeiP93Q+WtAK8OzGm7jQh88",
+	"r4ywBdi//Oa6UBcsCjjuQRccjFLzspEuYxSaK/W7UTRFU6aR65Sg3Vr/HDTcqboArbWUs0vQTPntoC9h",
+	"4gDuQAHmFyo5I23vy0KVfiLSHqxf2suEeo+T0D7k9pBNzLecv7PT89aaYvKrl8vVOeVvu2wrSftG27XU",
+	"zlEY/BCNfI9XvUK1rulTuWGVCMY/agLrqPFaN4gDA3CUM2FLAaPCNI87BOHqJM9Dk/2BL/uQ9Nj5Cne8",
+	"H17YIT/yHeh2r+X6e3ZS3zKKh7GG6254DRfVK19WpkPLeF0Zx8Hkrfgq1w2IPiYt1mH7pXwPO+EyUkzc",
+	"4FjFgx9w3bDfhOuODRl+Z6fxEIYNtXvCpXdWS1BWNgONHHuM6VohvhinmjQO1yYJtyXmrujbSgS/Rpv5",
+	"zk6/kn62eIr33DBdujuF8i0xErqWaCgJ+dWka4fqhUdkHO2Pzt35zk55oJgX8P453RSRR8Lna5QAHPeh",
+	"1YDn7Mnqo8pKkP4gyBGyYI6JP362mIiMjv1MPBifxHxs3o/UZO/sNIs1+4zggx4wrqDOthZobasiFwt5",
+	"pVITKgE5CkmOQK69T8Tp+DEZpLCmZtAVAnhHasc160tihSqzjy3gTrqUpAfjk2vDtYeVJNyK18phXvye",
+	"2q49uXONEoyOqiEKcHbfiVl7dPcZJ/wiaYqZLMsNg1LhvLsfHul41+ItcSpipcpANy2PtjaU8V3mZAAf",
+	"yxE1xR6n/EYB0VU/09qAWwmFLcVzK2enVEp49Z5s3pWyq0KJvgx4TePxmGq18WBoIi0hh38EJfam2und",
+	"NJX25H9E518zBy8eCLvTRXkWPp/siRiNzoc//+Hfri2c3Qq/UwAZ5XMaCk/S3kcfwp0Un11gHgR8QMd7",
+	"go6SOoTEVEB+MArxRnV+IqRPDaOBPRJ/0V+J/oNHD5KT01OmNDiW6kB0qWZKo+4e4lHokLPLlZx5drVR",
+	"ab6LCGqYsGHEHFTJ/ol6CCokHEmxeD41dayIyyAS+pcweODPB4+EcjO5AsPD6fc0ODw3ByPx0oof/zAG",
+	"HkhNAeeOq8rSXnA2sq380M6HVBRDgxN9p5R4blaVJx+TE3JqrxQfDNtK6z+ImnkbNa+htW2BiVlzgVhy",
+	"dUrOUiLimehL8Wcr8qrkmH2UP6cLFDy1of9w7K5V7ViTC7Jojyz9GI4OPp5/7Rq77+z0FZw5N0yFoTI6",
+	"VVDQkTLIOeIKJL0qlSMcmlUhZ6qRqjISTyhDKjV2Ln75gGERHy+ISSUxEhBSZCgicEYGsUsNP1rIomj5",
+	"AuBX0ccH17FJcvSzaAmDogAf4ZvEmKh6P1MrytmiqGhIVpgIp1RqtmOlXcrZwVPzdXNJGj+dibSX9uKo",
+	"SZH+5z01P+GBEUMkLAxRZzdq3c6FippIasJhsedwCFVoDYKJCVX/ZSTsk6YU7VgQvvG4GqYuKfMaK1be",
+	"YIEKM8YNFNEZyKjzql1e2ymZnmBaUVcaOQ7giGzxjhK6GmgV82zQnqPniX6QsxgCxPirsTVSItfykCbT",
+	"sBRYwA0+uqYWSoC6thhZPxYJIfBLowiHChND7URJ8ogu7phAS92tD1mv5PJPK7lZImjwMcctrfues+m2",
+	"9HKbDQ2AQb9v6Kfc0O2SaypywzS6imqvo5+2My+FYZnvDg4T7umqtolAUoiSsRdAitIOLtUmOCmywR58",
+	"uZUulbtTVGRP0Bs9hrBwB5Fo1tKRughXJkHJWmpT+TsUHd/Sh1/a68+s13DNtX5XfFJ0v7ZcpY3d7aLE",
+	"v6jNrRwiYSe16QZiRri+Bogne/RyuXGinz0e59mA8n/CUYsZOQsu76P8FH4H5/hNA+RmzZKPx/mhNNUO",
+	"9KzGiOYWDEpMs9QGsaK1uXBbplKuVoXdiJVeqUIjTMu2SLuJk6ItcX0bDxchEIQ2ZyL7goAsSDIdEEdD",
+	"2TX9W5PVDkUdJBhkQ1kUP8x7k78efhuIqg/Jtqy6VHvK+zAxnEJ2bWnDH8nyYAF0xqmyoZIWK20YqvRa",
+	"KQ1D2J3kzzTNj2Hc0sxvG71/ES2UW2ZF/0Vt7lNaJ9uDc0yyR1XCXNBp38+ax+R/C2fon7JBgqmnf6mm",
+	"qjTKKxdO2Y3x8v2EwXBxtYVd0ejE1y/fDF01ze1SagPm71y/Tw2GA+5nCNVsQl4xmCvso3j0UBQKlAGX",
+	"iFxfaO8SkQ2zRGTnGVU8ZKMsIXRKGDg8T5kc/mTIV7odRArefxbTbrUTarnyYGaXIU8ea2tiivSjU16d",
+	"nXxV4DFsrcCHfpdG37L3blpGIz3mLs+qsuT9oGg7TorsTSy0mYRyG4nAYwVBkM11yO3VRmQXpZyp0GNC",
+	"lwwv34ywY3GmXZuk4SegUB3hnhlL+A5JK+xJ903VQps8hnlCTJ90f6qfSQ0aJ8NqNRiJzF3qVcbYZ6aR",
+	"g3omMspTyIhl8fy12Chipow/S00miyJjF8qcM6ptkYPSiTVqCaYw4qGwJARHaUS2lO8zscZsZ164+Hij",
+	"1nAzXkJZtbiaYQlzzsBkTAvpUgODR6clJR+KjB6ZDUbiB6OGbmE9MY8s1nCiwWOwQBDPLZjfKDXfkFuo",
+	"UHOP3lQvL1W3T8cJTu8cDulFQ3LyJKmJ3+D2JvUVS/l+UFcXkGsI1RmEcUWRuFCl6nLL4KPa+EyP0CV4",
+	"wBJmbi0UKE8nrn0WPepyKOJRudVY4WadFZLeKrJVPVSiniYw66VeYciYv5dF0aEwd/Huy+ZRvaXfzOeK",
+	"IENK5ZXpdmERnij/zECCq1WhMRMWVWZGO4p8E7e+Wz/ujj0/947Bk+4C2rNPRz0wv+c0+nqO7STONi3z",
+	"zEfHupYZiqVroX8+tFcf41iuN/72h3N8xhvlUXW8oQZ9YN2/Ji35YaeW/PDRAvPUAzNKg11xqAAgVP2M",
+	"xUbJ0m35r7TfDgTkt3NjvbS56jTD9dU2OgPa4qW60I7TZylVvgPrK8/3gA4hZHCsSWAgJ5lfwb1OuYOZ",
+	"xQ1QYDzpzmehecw+7LA9yR/8I/tJahSv0IwCaw1oujNSTVrh7t23bQc8YDfVufdFSEbrGAcc6XSemLgS",
+	"AZQM78eAO99PRx0uVqmMWrvUaC8cyA9ZMPDjSpXi7dsXWOsFF9Ls8FF0SMLBVViHxONSw6uwnSZnq2nR",
+	"8C0wzDdInU5CiePS+eiW4ArXiBh47RZ2we761ju+RR0/7yH5jyJ6YGi3lzo/HI+uiOrlQq5WyrhYJ1cZ",
+	"MbOw83mlGItXml0gHta8COpUhxoNqrEHicRF9qAg+VIjIZE6HityJgGTMTVISBok1WYtN2dBN4T/Evxq",
+	"0LI4VpINzlqQP6kJFa0RyACEHe4ufRtOozAP0DeVyV2CL1lpcwE2yEbMq5JaclWmhrg6ExmBApxHUFn6",
+	"7JrPbBR9i34z6WsLsuk+3Yt6PMXKY6W8UWssHhwJzlaYbB2hUQvkhRgkEdiyMgWIP6d8F+JkEpSgetUi",
+	"1EGYVacT8ZUqQevWRUfArvkjiJWlLgrNvDMRWTiSzpcudrZrgUHYOVY5cz5whHZoVP70Y1ry//q//x/B",
+	"3DpAC+ECHzsv7TI1uL1oD9RbEKCRUMNqI5gyhK8ThKek8tQgiJJGnDCLP/EYsQJTln4knrT1mlJx8diC",
+	"CtxTs1TSVd369OrLcVtO7RWHq8dfHn3l46Ou7DqduR1ZF3RFqfYcb0CkSY3diIbWmZirdQAbIiyULNSF",
+	"MsPF3FjuIoMGWV8CA5KV1LogAKAcJShDUzVdqq7jcj+qLaHYBitvboFDjq/VqQGeOhNAqXmjWm81L4jS",
+	"IMzXTfjC1pv3lRd8tlTgv4Nk6Jzb8ycvn9DSwTVx/e5x0WPGCgOYytqI/o9vnwaZ1KIDUofCRteq5hOs",
+	"zZT3X6r1+X+35RGlJnXKcBx4BI8mQv55P+0j1XTnK1ZmJLLc+QxdV43eDkbYMtdGImhNUbAsyUB1zrNI",
+	"8qmZldYI9X5VElhFQBOtb2KpbmeXTgRPwoVl/J21LPPU9KWY6/cqJ8ThxsPQQUadAn2ji6Y2zstmg4HU",
+	"XMjVGR50hF3yRRZyLUlEJxzVwPJjsA8wSyXwaVkZzPooFZwxVNnfnCVccM81phT0CL/WM8XlFanhSV5Y",
+	"rAkRe2dFqqRpTGglnYPDsNgkQuLoCfQ5F9l/oN8bW5FMrV90pv3ug6eHgx1fro348e3T2NKj2chnGzxv",
+	"DarN9AblfDlpgeEIRgLBIjxaxc6DFploD5odltzyBuu2XL3nap7khA/K9Jg7tWXMPRg/eDQcPxyO//3t",
+	"+OFkPJ6Mx8Px6WQ8Pnpexi616QSlQxsU5wkrTP7BNrlv8UMeXVPcPEy916EqO5cb0YeBUCYhcpmxAbRw",
+	"/6QeTB6OaTodI/d7xNrXb96KpSwvYWHXtsy3PFf40K1B9pmq1ywZgGOpM9T4wWQ8BhUCF5gwsq5jVHEh",
+	"V52JpDOul1V7oSKZnprSiBY1VlUjvWvHoXZypD24zqm2/wyAX+6BUJyCFCWHgwy19DSx9vI9+/rtcf1f",
+	"iPwPCOzbQdvP6k6wjeatR7aFvZEnslvd4MFjukGN27EG9TE0G5G+7vZ6fIvXI0EIb6w27Dtku3emTt/q",
+	"iKbXGWQIsyM92APA+At9sWjX98sy4N0IAxMrCEOFe6nAF+Hnwq7hIHDRRMIdo2vahg+8pQecDz8hhXUD",
+	"77+qyz628g+/eSoen375x1D5wN1FO1Do6YduMFTsUHu08d/AletQaYnF9iQL1MUoHa4k7YvuuwLqSXvq",
+	"b6h3tEYMkjkazES9l5raETSKQXYhF7D8MldXoUOiu4/BfcmNnGplt9TXCgf8NUwgOVQ6Q2lzP+AU3KdL",
+	"mlutOGhE4TEOtoCYZSxiThkhjYb7ucvKqYDXhXBc7HTA4FVXot2HzgnWSY03iyOChLNzrwwy1MKuhbMg",
+	"uQMcYwu51Zc6gP9ManBF84cTQmoU2mivZXHOQI3iC4HQLatCq/J/9s3wZJCIGUGwYBGCfB8u5ehusLpF",
+	"f14VxURURgNJwAH813EiwL5Xf6tk/Utq4Kf8/gP60aDxIG4QPYvoKMMhpo8OvxDzQl64wU4NbBDK7CAg",
+	"hEpdJ1HnXbrm1op01Z4UctPsJ0caeHSEtDPztzSck87QGS1iU8uExYQb/0bIrbBKnfIONqQJ+d085a47",
+	"5Bqbub/0IOfZ+rVSsQrBXTPJTjiGmrC6XR0dgz3k9njNeS/tYZeYnz4R8K87Y3R5W06ELJxltwcysEs4",
+	"mu0CIqlLgDDIvwmcFXDQ3ZlQua4fQlQFt3FOJPm6CuWVQw+qOxMyXyLDwfWYJ4dnX8wFchxDEn0Jpps2",
+	"lPxDwEN4SbJF/KB3uO2eUqHjf5gl/IYj7SU9HEEnybxpqBE3Sl9AlzKwFqJqizfKxwgUR/wzMJazRGTS",
+	"Z2TdaZOdhYQANEGXiEJrbO1DwH5sxQA9tKTiWjNDI2HdaQua2aIbj6fYsHGMoxBpj0xLrlYKtEqJRGlv",
+	"EtCOHEl39gy+XahNauagg7OmTy+kJBR8XoCbZ61fe86YVRtEfcNpckaGE3JWWoeZE+S/hsdQPTOQiQlP",
+	"1+xtWEnnBVaGhHwGXYrVQjo1Ej9hyQa7ZGvlEuHajH6fGm5hc/L4j+Ph+GQ4PnmLduFkPP4fg21EJTK1",
+	"/ogXPaaL/oAGz9HqaJdR/pp3r6UHBztmWTnqKLGQV6HL3vHaL2xqh26j33NBziTIYXaEoBckl5uhnQ+X",
+	"1viFoP/yV2ulLpPUIFJv2huLh2PxWHwhvhDf//By+M3r52nvDM6Nub5S0bfCblIghtSEcdhS9P8DXlZs",
+	"EvEfudT4L1HK47FLxGg0wjocMIRxqKmJmU3RmWNLkf23jJaIUKYlmKRAhdzdwy9UeZaaCO4vlMbgxlJu",
+	"RuJruQH+oxmi1KG69OxFJvrops/lZpCkJnsxNMya5qdM9I2SQJoClgMuOcNh2jl+IbKvn/z3fzVZavq4",
+	"Ttn3P7z815OM4hzwGzydfvnm9fMX2Q6R7S5rZ5qw6c7i3eboCbuyorXN9AWHEX6NWCAYu0oN+gwHZ1Ed",
+	"CNnVLnItpwaXlTkAA7Kbj2wOUX09MDo3Dx6Tj8fXKANb1idjG2NoBOZbrUg91U4sMdMtTiysSrNCMDUn",
+	"SzSvHpwuBmiNSsNeGJGrUl8pdnuEFQul/9F/lhp8rizQO0Uij9xZuPqUG3URqtocJf3h8+FRS0T3wzSq",
+	"vEIBQUsG1uSqROjbbVddjS/Jvioawdmuj4+6cKCPt9lNI3Yh2CbMh3tTmM67cUJ2aXGXsCxh3GALneCA",
+	"INwDyjvr0znDLmLstcJWBjesQ//GWbN3Bf+SGvxpsKep6GE1D4XNzRgsKrfMYcdL6f1Rh46Iw7ZrXTvU",
+	"2zDiEE63H98+3WKbZxXoA/e/UmWhTe+oBJY3tOavK9MZJXP+Bg0Tef+OXxKQMgca39/18RRNb3moqXKx",
+	"LkaMRSY/H+pfdpMikm4mib637YajKFcyXM5M+EVpq4uFyGD6lMTZOesj2yXQ/vEy88jiqrSn9/NB0vgY",
+	"6R4NQvsHKHJ+46V3fy4tuUI621i585Uqz1Wz3dVWXyglG2Yfu0Cww3MrtN/o75Ar2ezysNVLdG8InNCU",
+	"DmW/H5H2uNWMqx7gdFOnT+6sUyO34dowdSODYqvpT2cAmVs7cG+cC9gLkv3v7LQzGWpvmQTee8+RbyNP",
+	"Ylk3ZukkomE5hhBg//U3T8XDhw8fJ1GKdgini5vPOiA1lZ1dSOokkPsNuhB/QMIYbKfvNdxVRFXOHkkw",
+	"sZXLTSUGLHGkt/CcvfzzGqHydhkI94Or6ILkfWenbcyrRokNbEmnAMYH3UDE1EzdIWIivOmRUKWwqbfM",
+	"ugtopPSMpF6QOKXdNaUeAFWp/eYNYooTbiQCg3dVwGMy6I0KhES/ozwxEVlM2YDvqV6RUM17k/D+OFoE",
+	"C//wAbV9QkjF9hcEQ07s3sPicDu7FEupsTUGdgNySgV4JZjwPSdeP3vy9ffPBrvCCW/WTkiRa1jhaeVV",
+	"jtwdM2oZCxE0MowgBctahsQnM1OpIbVfksWB3I/eYFSuopOlz4Uz7D0gQxQ9T9JgMggr938nd+yzZjPS",
+	"2MCOin8aDde4D3u5ISTJZtIc2Rex9RDdyucINUaJCSZBTHEUfyS+ZnlMPzeMGCf6KZhNaS8Rae9k+RD/",
+	"TE3ae7BIezBuDNDEp3YFfEQ/w9z1GT4xRDX+8M5Zkw2ovgZB8jFmkgFFZOLH18/PRB32CI90GFzkVZjK",
+	"nJMuEMGfQkXUAwY0CxoUnOj5JER0lcgaKkEWANngImwgEr73Fswqwu2AG9BxhGVO6Isgedp+FDnTKLVN",
+	"YiAOk7VwOE1IHcIloRpvbLKzpG4VhDzRXipcIsLzDO0WWr9/QYuIDQcS2sxvhv8OEt9suPt2LNYDaxKX",
+	"+vTkyxG9TMf+CNI1MNXBvIPnTjP62QWHm8QBp6Z2K9mCweoCUhEjDol+loJ4GI8J8h3hh2BwJ49SU8MQ",
+	"EXZREgDpaPihCw5BEhF1oNGCYllM1caaPDX///93gi+yZaNK6eThyfiPD7jErRkxyNVML2UhVlZTifrJ",
+	"o4f//pBZeXAGZ3q5oUYL0i/qRlEubg+OLbbcoGmOxDPJYE9SNFD/fQCtgTfFZ8HOt5FDtKtRhL58lJoD",
+	"2CGNth+cx8l25JCw6lU+XFjnXRYw/5w4fYDdSGQkN0o+z761nJwFW9iqHHv6w+s3dfcd6u5iuFUFx+Wo",
+	"QQXqpdlwOLOlG/JXxHlPKr8AxYUoNMi1uufstPIiu79A2OS/wzFxHwzQzd9DGeJ9u1JGrvSIKNsolaMg",
+	"42OJD5sjjqUBjV261GStvhgTwW0x6KZLtYmVrhLjkdgKYSkLOKGp0cKlwQrYUDGdpyZUZorT8QlvxE8/",
+	"/TRszF6F92SwdXA9FSDDgmM9Mggt+NDWI0NkohG76GdfZIOJyCj6kGE6d+7QtxjiEJnoHxNuEY1oS2pi",
+	"uGWQiIzCGOE5hyIuWCo14O3CoEe460Dc5axjYknIcdsKuRBTRZIBcfR+CLs+XKkSNwgpA7MCsWiC2nZT",
+	"AIdqdmiBfSQfbLTAoqAeHCXqg6k8Ss0T06DSrdLxiNCMrBY2/iEzFB1z9FzuN2QLjifVLwvOPRrsGR/w",
+	"tlkTALpBIyIVi+ln0lB/IBYZ4nR8mnBOjPbt7Cp4MJyRdU8aSc3R8JEZ/uYa86ur3+ncpCMKdwBevZTY",
+	"BQ6MBPaxMRJ+1GxIxHBpTuidhpRAcEn1bOyFwiMpPCrojcMhmDVDPB6Hl2qTAWW3vqzHPzgTGLDBuFYt",
+	"2dAHevrgMdfJZhjrHz4B4Z6Bjogq2CBphJSiTCTtg5a5BOaA26VXuBRD/C+Iqfqr12pJfdnYq9/8xSkP",
+	"7N7cROL6IOaz4XAp3w+BhYCaGzPjYnHJvIfTxIKiSG0gpjcrJf5WWS+H6j2beY0zB1eLggXSXVI1ekQy",
+	"5FeDiMBXU4glazk/ZQi89E8fPGbnZ6FnyjjV0MSfrORsoYYPRuNGcgyq172kd6VKR/r2yWhMV7BI7016",
+	"D0fj0UPqZLZAQyScBGjfqS64KD7MHozHXE7D2v6MyjXKK+XEt2/fvhrFsKy25nnem/T+rPy3/HSwo9zK",
+	"Gkfmz4PxONgYivLbtrUuxPBH++9awDPqAIDGy64PIQxUO1GtRi1zrDf5689g2S+Xstz0Jr0X+koZ5dBA",
+	"lhcODL44H7TsdoQgDpxBi3q0kKMLwoWeWbSr0B0/o8HdJ7B2t3epuV0NHbBfZAzu7qLk+jOeL2C03HPU",
+	"SeZVaZfA0xX1TXKzUq64gmNnK77nt1+7FV699/exn1B7E7Zt45315jeEFN/m4NR7jxqk04TWj7b3CGjz",
+	"dHyyb4fjOO//aCRrECqnmx5ef9M3tpzqPFeUjlTvc2Ncy7gmt9lxvpu3nFBJ6hSFQAJ8vDINNLWrvYQA",
+	"hPvDShnQuXI7q5agSFHeDfWdk05MK134cHZ27Tc/4K6st+3O6OSy7cEeZrS3GC3kS/EcBWvolpsQFvQA",
+	"35GCe6SEU6bZ3YriM7MFmMaJ+BIOgWar+Z1Ff02v+lXEHb4btAGkEmSuL4lP9ry46Qg4fgARP3x3BC9Z",
+	"Sdoc3n8YqP6kkvbq5L6scurq1LnnZBUxDhzif4UYjed67D6qAWiK4GX4Fyj28EdqULXH77j6MCH1PKDO",
+	"nIVwQCjmLNUwL/UVVmrWYYSzZs5Vl9YOityAEncSUHcR8ATNH2ScLsSyQdLQc7e04ITBy52tyllTYQxf",
+	"BZsdVRhys7m4Jm4Bdi5WtLYgU1MT+pFyC88z0ujuRWhVxLsajMQTMFd2NFPEW6WmLWgecTaZq5v/tq4F",
+	"K2Aknhk2pUqFDR25CQqos7j3w4g/0Gi/fDoeI0TXoEtovtDOP0GyAQUpOCAQ/KkjisxjJeNduzaMlebm",
+	"5OUmoJZNdhrWd5+qycGXYUY9KKQzzMLp3P5978d77vDuMFEiLNHPgM5HlNl18K2UNn3b10p0F+0kwAQX",
+	"6oCQR7CLI7DahRX97MHpYv+Ighf/1nuwlSpwaCz7xhAiCAfH0CWFa7q8jzZP74gLn1L89cPPn/BYQr7B",
+	"eHLHufBDcPECP9Mqsu43vl6N+0rmoXbmc6mLSZ1Ef91dXOvwoW1IOM6jhEURvsTOjwzSFIL34eADAX/9",
+	"kYdPGhXaNTRNynetT0AisXgANsA+Oo9A2BTt1RIhMuhidGHTn9TQIqlRQdiZATyfmgCCMBIZAoWwJY7Z",
+	"mBlKZGwhhLAdTm6cMHZNUF30vHsuNRFhZHAmspiz0Hxc/HLrualpaGgLRF+hC2vwf35/M6bjS2kcLSj3",
+	"6nTccDnX87kquRf+0qK2nVd4E/W2RLiCSYAQ8TgEeC/2uV6zu6pGTKHhUINySlBlkaEJj8vxuSvDWhuL",
+	"gQi7NrRSdX9zytcLyF34CkI9eWennCLFGUQ1wjk36ZkWat8h91VEBflk8oBesU8gkPpFsx99Rrb+8pg7",
+	"fjTySmpCDPoookA1ZtsocUV6Ce1iGSwqSIVgNF4rGAJezWHR0LZBW5ge16jIc13AwXuhr5QRRpalXTt2",
+	"dTmPLL0RM7uc6lCn/eTl14MzFnap2Ur1Yng7jAmGNDwK341EI3UlVLFwd24ZwEupyxvcG7T10Etezz3G",
+	"aLCTk/pTrmSeca/h1MCnIeMnwpMmzTweBgRq4npwVVEfD3Pgdf4CtkDCrhcgs1ihV3WJ+qsf3rxNTRdk",
+	"CtbhxNGxxUD9QwKED4mIP50s2EWcGuer2aVY2/JyJCh03M9Qd8kSkaECAX+0788GrfgyYkK2kmIxTEru",
+	"SulJTYmFi+uoOe2RG/UWHach16usTSPQ5aiLFkxoZpdLOXQKHoa1lZRbTQue4DZyLuSqQKQlLtTo1Osa",
+	"vdhIQB2VXRInVeNIbGeY+A1y1dyWy94+5bCe645BQClM7lPYBfgiimnWI9j3Ikb+aL7lGuCOoyZLPc+Q",
+	"jRD2lMs+uHmDPjSc22jh9bvnQdtuJYZNuE19IjIjvcs4nE0N8MOlHHjZN7Q6n+kOw6tl3zUmTLIFgVcz",
+	"JMJxFqGKeiNWsvQ6chS1DiJsT5lv4QqcLj62+dM1s/220KFJ3cUoumZkHJq/9bgaJX17F7Alce82XmIb",
+	"zJwRmHGlDQMfePXec7bSRsyk20urePMtRtEMO/V9WakBJVIVzWRmrGLvo9Ddu230oK4RNMqBO4cQfF/b",
+	"g2jC6V739vCMG77/CUbZQX9m9QxLkOBgbKCgZZgomQ3OxMxSyJXusIxQShy4b2SE3XDdsP6ZjPx4VB5l",
+	"6DfOo9+urf9GyXLWQoPg8kfCs91j9DfU72s1/MY6tpX8nUjTlgNgSwk96AhodN5Dy1l7oG0y2Um9iH2z",
+	"Qu4UObV9ueGSHoaxYxs3HySE1eSxk2wd9w9KdjNVcilzBv8JlaTcsNUlJBspBmorv6r8nnBXpM3e52CA",
+	"fYGwuI7/4DR/Oj69/o6X1n9jK5PfmUn+rHwrjbY2gmMh/51543AQVjU2bsd0uUayPv+aOibsx8LEVPmb",
+	"PzPprazr7NDFOKSNo8gS5meAB6W8ImI/BjQYkDHMpbbujMBQ0dYLPLeQ5FWqlWDkive+rl2JcPshvYjc",
+	"Ta2SBRfwRAuVZyPxtBHoSk38pXEPgnHEVDYGnYQB1rUStiTwTGsUPsNYTPqsn9Y/HT/uNEzp9f8Y7N8x",
+	"+d+aIDgdP77+hqfWzAtNJSWf3edGBNESOHcXL8zoUcI0ACi6ZMwecRGb/31EafGfICuwqKIFPstMJ+GX",
+	"eancIkoBp0qt3KQGiEkNneD3annMmFag6J7FG0MHXeAlbSrVBGskuKsCo/94nrPluo2IO5NgckXnmdnP",
+	"15hCeICtH3w+ti7VcFsi/5dn6zux6OvgO92m2rszKrHYDfmUD8Qjg2XB3dRv+5S47BG9TxyUX1gXq7Rs",
+	"mRr0SPFvrsKUqpgtjw5ZZ5eKmgxE5RizefKQVFdgVioliTJeZgM42sKZPi2VvOTQArY2rTvi3nOpyfj3",
+	"4B8Xa1s6DxYbxqtC6cO9ibArZRjzaiGL+RA/o4ZuxKywLoAM7DqKvw3r+SkToegdh0NMYWucUua3H2gK",
+	"ZBwb5+pSzHQ5q7QPVHGrIFN47k2jTKHbSydLvZIX2FeCAjlkLocuW8UmVIY1Mpc4hsAWpS3ZYKQ6hDa+",
+	"jOTGXPvo8zuKtl0fwkDfdmi61qgIkUVRf2w18Bt8Cjd/axixqvu4IMhx6NmHXnwL3z78c057cNvphsAc",
+	"tnUjgCCaPvdvmwguzcXWZamJQSQxxZDkUiLe+2yBSXJ/wgy1DA0p/MxfYBXPpdr8S7zAl9g4QgV5O1VF",
+	"A0jbWztI8AkZp+LRFVj74dB7mf0L/ap9rFsZhIatda+5UWreKD+cSmyB1piJ6GcaEcWM9dpwQA/MIVet",
+	"Vrb0u9Aurcatideq/Jc/TbHV+x4aCX1mf0P5R6FX/zVOSYrD/cZTj1iWljmiVE43W0VQ3J4qnAIopK89",
+	"AnDhjvQ/7rNUqK2mC6XVhERXp02K594xAA2hPiPQUMUYw1gJTu0ymh0x9oIMhwIvbAMTXBpcXIP1osbY",
+	"ysxUHgor3UwaLGkPvaBDtg4ClOilCrWUjbJnAtZEpgzH0+l4fBYaQHp5qUzQ3OpN4IKix53eDFyj7zA0",
+	"ekMjMVfLlfXKzDbYlPNnwi5Qzn9l883HZDTup/uhDY8AcvPDDoeffMwX77PPQrNGzhv5h7fNbmhqnZ58",
+	"ecy44vnwvcq1fAvyHG5+8OCYm7lO6uM4YKiADvnvdoKGNrIWNRHjM4iaKZB0S8+MMQ6qku3u9Rcz6Zrx",
+	"Gs4f363n+BqfRLy4Rdan+/unYOMevDP/PQjQoApazbtQBe/sfqp4hyIi2V9UhSB/AXSBPGD1QbId4Upa",
+	"4a2E9G5q9WvUe4L4a+Mp7gSlOmln/JlE4u/Utx2Cuj3pHY4uBbq7nVcXNfVdhE0C7HZkwpC+sSoVGiGs",
+	"UYAQPGMs2BpH/FKpFdn+XJYzEk+EUesaGQekICpWjiFUysogliSC1hm7BgWG8PMoz5hQKekbiuXKCAJJ",
+	"AD6UHyrb75kqjOESPsCVIo90F6f8iDUkgVk+ic7yClf5KJXls/AnBcPy3yKf3klduZviQfV8d+Bzqma6",
+	"9ojZ1jvuxyykjxvb+QbtD0qc2EqltnU7Fm3EXzPg3QxBw4IvmTphNRGqNsonQr2XM19s0KCaMLAWt3bm",
+	"8A13shN9iQgp1OwK2yIR6jAiX8VWlGHqA8rOps7kV3COOitkahilIuZ68cAJRRf3K/RQp16ERq0p5hz7",
+	"sVGFIqWhNPpGYWfEbUDV0HGp0VBKGzIZ19rkds0Z0yDv/tf/9f9mhMScDRLulN7sw46IHK+rQjnRJymM",
+	"NYQtpCHtGVlsMKHcORwQOrAo1FXDvIDsxORL0WgfCPsXwvJOm4uCoIX7mc6xSyhuKyM+TWN1Juwypqfh",
+	"NfAhQkJNQ1iu0YEnNdvWcRhJaBkEgho14VZjfFhkegkXiXK5LEHp1M2Yk/F4DP/fQUGlu0epeUWnCexO",
+	"fXBsL5WoV0p4awkzbaG20gTD4SdnlxclyJwAINpuy8yp+1hTU5MPF2H0tReuKq/0ldoCqp9LXQD1ugHo",
+	"gTOVp6bhD6ByA4SdAxaJnMHR1C2rImIxYwMQBD/DVqcr7jskZoV0rtXznIbJ+VJAcjCV1MyC5ySgmIRK",
+	"17A0CNaSxZzJiA0TCl9T82A8HnC9E4xtKctLlYssPGAi4DDMkhYws/B2LcvcpSbiVI8CYHRGg+TLl/ZK",
+	"NZa5pVacEdDediVnBAsFXRrhtEvu/RwdMmE/+7LmIkq+5P4F8BkdPNjZhfLB1XIwEt9YAgrieps/P+PC",
+	"jF2J7c7AHFjFS79+9uLZ22d7r77/S/jzXOcfupSZr/j3f2AfThhiVCaOUYsefPTX79ONwgonQs5mauVV",
+	"jkLOyyLGLBmczs53RA5zGmfm/hcP0p+eHDGmt9a+kOWF+md0NQVSCuifAd6PrHJ3OyWwkVK+P4vgGkXw",
+	"urq6bXXonZ1GKAkEJTNUzxoSJVelvQAdZ7QvnvlVfPFNhc4/VBwnTOOYYE5c6989HdshIBn0nbBEe1PR",
+	"j+OLeqmviQHdwRWyn5fah+4hJ29LXQxak7GxL34DyddjfFn7WG2KLYP73N0e1SgwgqYb/EfPEctQTNVg",
+	"JN54S+3vJOoOiG/OL01NiPlSjis1fpCIIpdjWUsZ6kvrLNfwkL25cPDCBo8f7Y+OS0FIs9Rw4J+BVz4f",
+	"YpFw1WxB4tdGtTR0kY7rxwkPsI9hBR9/znG2NhMGR8jx/TZJDUZ3r2cBXViKxhF4W0EB9HbECXobUZEc",
+	"ovV7DveIUx9W0i92i8WoDLat8d6kLHZXVh1RUN9OeGo19HEh3Qlor4+I2Krc8fiUqamL9gZRonfX2DdS",
+	"qZqJUwcyou5U3f2xM5O2q7J/L5X7L67J1Gv0mavqPqZGgyGUj14tVIdqaqDkuS6VwIJqQRC2hEWdj8Qr",
+	"wrBrhXhEU2nZNTHQe/frxTLrcf6edX8XfsJtvEt0hMj3FlbxitrIHwQ8bXgDM/Q+ZgyJjP7CEN+IKWGc",
+	"9jWrXb0URgDFnfM+qbkGQey0XcT3XKMvG7XqKy+x+I1avuZyU+iLhRdOXgGvMFCkW8gVYp5PRLa0Vyqn",
+	"HFCxlkUR4ijorW3HJChDeS1bnfCo2a2dXTpxYeEdc1uuZZknwln2tlcG/aoxQ41y46iJum/4US/kihJP",
+	"S7VCUyZLzda4FnK1UsYJv9YzFSAd4+tRdzoTmZ3NqrJUZqay1CBuF+FpYfMO2IxB9Mm3ozEY+qE9Rtge",
+	"dmjHAuBJLW1gcbApYgMJnfz6XqxtVeQkuvQ8SKykFWzGnHBrQI950o6i9DOJQOHaZIQhsB7wK7ZiK2F4",
+	"qSGiQoSySd1FkSMNok9h60ESf8KS6DiWATUGiffh4DFzMY5dSM+UK/o0/8FIvORAl3ap4TBwl1b2itbz",
+	"Nm5kvvUpAhAcoRDx9d+UdvlptSJ+0YGklUZA4HdlqI1ajUsX9SFcJWQV9HvfUqDzfnwe7YeY4qOrP8Hx",
+	"GyQModRzzslKg4irVqG1dZ1fTI7X1OBdI/ETAxxmM+lni/NqxbKdN21QCyp0A8wVhp5KxPP1QUmh3q4k",
+	"5PkQophpTDxERwK1ahQZDRik9Z+fUauuerHgKW5wFlDSeFAcpqvDZ6mh3pdDmFLorapmOldBeIeYINDK",
+	"SDSWi/1evAI5ldSgUyyK9ZClQksarsNmDzoka9PBS8dMjDzDi1rSuZGRQMu/USG9WnqKz1MbG1mEVl9l",
+	"TPvW8/p+bqINE2lmIDWLxoPwJXeaeM1QzdiOi6hiR+XtrD+Fp3y6pCR6/g8rMlg+cAzu82vXYbV+V69/",
+	"zdQlooaWUXY7kc5C9hZKesm9gj9BaTq7rVre9y4dEjMPWCXaZcjKfLSY+q9VSf57Gfk2x33+mPHrynBt",
+	"ELWYrLzTuWolg9+S9SpzG77Dk36vafxmK78hRChC0yk4Q7G6EBUNN2lqHdoRngooBGiJ9qnBWltdYJh/",
+	"AyshLxCsSXAf7ZD7nhrJ50QEgkaNZFitBpzUhUjEreb5jU7YYGp1tcIeibehKVUoWd5x98GXm9TIGaUk",
+	"zW3ZmRB5wLH9Bhf4nzosvtWz+xp/cnAzEEn8bkbt8ynHdarMXQPkyMSfx5U8mYaKgcNllsQl1NgTW93N",
+	"BbZsyEJAKCSFNqHRGZmcW+IgU2LDROWqwmNUCkOl2sQGblhnyh3rqGUuw6vjOUe5xtKJ2I2YEj4Rfx37",
+	"mkbGx4xg3lxHdTbxa9wUFFrkACTszj4WLND4ZM6Ne1v5ruTjCpmBDJDOIydn1nMfFA9ZFOQ4QpNgwmdE",
+	"CN5zi9SGlYQlnjBbKvPsTzeUD1CS+oZXck9gTpXmXajTn3kgSWqC8sO5CAEWnNedO+OF1mvY3Le1oKkh",
+	"99NCXqnYb1b0nZe+cpivbEtxOn6ciNCmd6dVamqkIwL568OfRzHfE8zFbBAaH1NPW+6MHMotxZPU8FSG",
+	"hbpSRRxjnzrWxkWEKX735oeXiTCWiTGpu8emBjOJuX6Zb8V0z5NH4nv91QDD3G53J4mGaJapOT15SGdS",
+	"TP/gXAxnyeiTNeXDA6tSif6X43Ht3KQFhAGHnlAxPze8UXunijk6ddeqKEToVaqulEmNnsMEt8pSJwTU",
+	"n/FHbnJAkXtCKSavtVdLxGmhzcu4JXZXHbPERj07dcycNutwR9t8F6523HAWF65u3/vwQUyHCJjdcWvx",
+	"HMbkb4otrajxZEg0xgjzTBqhjVfllSwGotgTb441zl8xSME/aqEzju8m1c7jj/721ygA9tvuTP/ShU6H",
+	"Kj+r6UiwE59ULO4z8Nsulf6NJ7xybTVxXy0uw5HOBPHZqq4ndUS7u4AJ0V1BJBiJ9UbUGpkotOGMA92k",
+	"0Yq1if2SGgJ/yQJsSSb6DCXbur+NsRAAXEo6oo01ikBYWvKwEZWn+E0Ss3Ck59ooDNikRnq71LOgFYRz",
+	"2pbRR7pU0pCfFGTkVLGlxfWS1ESiwob4JTDsRhRKXtUGnWs0iSEf0JnI+NkUokrNwq6pcy8c7yPxujIu",
+	"NKppu6CDYdgdWOJovvt01ZZvcKuiH+Tzic2vquKSqgC7ROa3Yf1wvZGsWNdqrSyv/z+6bPzVfJWUR9DF",
+	"g61206Dz0RpTs+oIOvRJMg86ZFMj3tQpnMjnysKokQxzQBjRhEA52xZG7fsPCCNBsmhXOWsGyYI0IgOs",
+	"jF6XOjo1Ss1LMFpQLCWi0Jeq/TgSzQcjG59QAtA7/snlQMiZ+l0QHAxadDHAJ5MER8Q32qIAG+wdSjwK",
+	"vfJbPMsZMrIoyBBErEO4qs+ZutzovtEZP2kVDyeRZwmHkRqhun1uyr/AKI9Ju61H20YkzL7IopsjXLPV",
+	"O/WO0ISf0r/5F7XZ59gMW/Sbh2178uo5TvTGzSFxdY7rDXk9NNul2gQMTXgWdqBp0pkt4astykpSk32B",
+	"HFBnnav3K2y8SMX8tUsFeyViUyNOmINXYgaAKuZYqLKwa8PV9FIspFsQOC0XsZQU/YdxzqRB5BFMIcDC",
+	"aIIEUJKQcO3axEmgEIoD5gbFdTSBcURxjkap3GG2ADJ967oGXt1ez8Zf1OYTHax/UZtfB3wtvjg/wKIJ",
+	"bR2JJkrcMASV+fsJeg1Umgncfzvm37bct9l/90S8/8ul2lxXTUeQXS4w6YSOyJBxK0KUoFRzNOq1Dxk7",
+	"CYPCg87rgtvyZMzOQsd9IxGpSIorVeq5VjkyWmxLOEC3Mny1o03Ec5lTftCtyqCKp11sSfMIbHlM4RxK",
+	"wR0gt98wKtsdCXAbmm2bAOHBHZGvzoXHAi5KvkNfyVT5tVKGQC/OyW2Ojm7yPGfnjVbf7XIvIvGDlV77",
+	"KrtqRfCaQu4tNRfbAoNVgcjt1MU/CRisiMQVrk8NYQZzcp2u7z2LdwZgFILXIgfRPg3yZT3iT6ioxbcc",
+	"UtfqxRv9U2lgTUTvGkEd/X2U3wCkF/bmNkDqjYW5WS+v+sb7v8S/P3Skax3YjO2el21eadoAN2CXpLeq",
+	"OngjKxXQmrYGITvArMZes35rQDU21UKDbreBqy/Vyqemn8uNo3CUdCJ7OM6z7d6N9Y+PFtkZHD6Fwka+",
+	"RixsVQ7OUmMqiuoyfHepljY4XZvjQE0xDDkhCGCVGt5YxkEiyJ16ZgOBfKTcSHxbjz4vbajxwCBlatqd",
+	"OxNSjba0SW7l0KqpxDoUdF8joAX3a6GXT1pnIivsbgHqSVlfxWFVPofdQpYBswoXt+4zjm2dqVzMB4gg",
+	"fCnhMO36kKta3nwiXTc+/01guM/sQ6oneJ2Yq2E6gnD4XeG9DqKvyX0fSaRug/dtKyGmvaEoV22uDnuH",
+	"loqaHpXqQsOICOlb+VlOxzpowzok+8dcFm7LnhpyHlOvd1AqqRZM+72nOA7oU1K1zdXhninYfqYNpvbb",
+	"b51CLe13Jn47koQbb9orpT4gWuS4KtUMzW4+incJFDOJ2L0CZ2EoJWESzBJRmZyj/5iyhElTpEtS6Qpo",
+	"/sCC1PBXpD26Ne1Fh2JlNHYIQjp2C70SfVCF6KBOe3HsfMsr6/xFqd7854t7TnjYpMb5NxiJ51xlN8Xs",
+	"EqxxPBOVU7uD38cmr+rV+qRRBBjFYW6hkf72GUQ1ZkvGmS2olwQQxta+DW7DNnzvTRknMKybNKqMu72c",
+	"b2MBWLvCmLJisNAqPC3bKkbVHkNCAYqxUdk5QZJn/LG6mME3ChnbNcypoRtifVTrprpQlRynzfKIkFYp",
+	"XWr25FOKPs2Dik7nXAjbbMAb21dg0mFH+4oEdzXnjjWSi2u3EgJxcKmh2ZWq0aojVlPDA3br2niTwg2c",
+	"6Al3UE5asz42uHv3V8e+qRP2P4UOym+5EU7iZ6uWbRSz/zNUy/566QqxcraxYp2Vs1GUHJHvHS49ooZW",
+	"moYl77z0+zXOp+RnmG5CmzPskOucKKmNdmjPuWpimSXRImZuKmTIhG5alHW9BAJGIwBwlogMzb5skMBD",
+	"U3NR2mrVwFnQRrz5zxd1y/u2MRteQ/Um/RiHocw0fJbDbHF05Ja5KkFyBGBn8fqbp+Lhw4eP23Z9ajgV",
+	"ytj1nsYKb3AVj4mXtuOkrcqST9GpDV+3XcKy70Xv7JT8k8cjT+289Q01am1uQwcqasABFg9OF6JeXXSc",
+	"1o3E/pjvw24CWrnZajwzeWtUiVDv4ewGHTuOJgyh651Iljd757d2Lbwlstum/vjOd3a695145/l003qt",
+	"MtWSkxR6SeiFyPcEMlnYCjWczxkzRx54jef33iPCS6+d1zOH3E0r81sOpMcCzMbU66qV2OGl9tzYEl2F",
+	"t0SRQmF+TXOQ6MmFgapZVWq/QWE1VbJUZW/y15+BTLDN614nLjkf0dkAF1LGJ0JKzqqlMh7sMXZGRB+E",
+	"XGmMfiO1V2XRm/TuY7Y8z3T7Pd/ZKcKgSETgJgSU2ECVmn5wZ5wAidKvj1RSMSlFFe5WvtyMBIU3E86R",
+	"TShHKOG8KsS7BRFAQOIUiEIVEGV+LSNdB+JfUPwco7/rEozTJMg2Tu7CkAo8ciKc4jw8TN4B3Z6AC1ov",
+	"qxWADoEW6WIi9iH0zYO6jGnPDag+JWcLaq2PSn44x0fitZJ5wn3jcR1CZ+zdlWgQZjcC4pbrAh+3XliG",
+	"WSA0CDKyErQMQuqUoxKT1MCRvJBugcc+VnfM9XuVN9C22UbjEgO2BjX6z8nlHTUAWKIOh0ojr7o5t2jV",
+	"7UwsZMVMcCpLucHgr2C/BeoWNLNGp1hcZ/oWGACxgkABCcklHKMOyD11KdNZd9YJtgdrDhcjox3nj5KF",
+	"XyRcjaacS8RS+RJkEAUtGxy7tQUhqqlL4a0tUGXgl0Xlx/U+/PzhfwcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -53,6 +53,9 @@ type Store interface {
 	DeleteAPIKey(ctx context.Context, id string) error
 	JobNamespace(ctx context.Context, id uuid.UUID) (string, error)
 	CountJobsUpTo(ctx context.Context, namespace string, limit int) (int, error)
+	// The audit trail (audit.go).
+	WriteAudit(ctx context.Context, entries []store.AuditEntry) error
+	ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, string, error)
 	ExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
 }
 

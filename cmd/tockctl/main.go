@@ -81,6 +81,7 @@ type cli struct {
 	} `cmd:"" help:"Namespaces and their settings."`
 	Stats   statsCmd   `cmd:"" help:"Execution statistics per job, handler, namespace or hour: counts by state, success rate, attempts, duration and lag percentiles."`
 	Buckets bucketsCmd `cmd:"" aliases:"partitions" help:"List every bucket: its owner and epoch, and its jobs (alias: partitions)."`
+	Audit   auditCmd   `cmd:"" help:"The audit trail, newest first: every change made through the API, by whom, with the resource before and after (admin)."`
 	Keys    struct {
 		Create keysCreateCmd `cmd:"" help:"Create an API key; prints it alone on stdout (the only time it is shown)."`
 		List   keysListCmd   `cmd:"" default:"1" help:"List API keys (without their secrets)."`

@@ -128,6 +128,7 @@ type MaintainCmd struct {
 	Retention             retention `name:"retention" env:"TOCK_RETENTION" default:"90d" help:"How long execution history is kept, for namespaces without their own."`
 	CompletedJobRetention retention `name:"completed-job-retention" env:"TOCK_COMPLETED_JOB_RETENTION" default:"7d" help:"How long a completed one-shot job is kept."`
 	ArchiveDir            string    `name:"archive-dir" env:"TOCK_ARCHIVE_DIR" help:"Write each day of execution history to Parquet files in this directory before retention drops it."`
+	AuditRetention        retention `name:"audit-retention" env:"TOCK_AUDIT_RETENTION" default:"400d" help:"How long the audit trail is kept."`
 	Once                  bool      `name:"once" help:"Run one pass and exit (default: a pass every 5 minutes until stopped)."`
 }
 
@@ -164,7 +165,7 @@ func (c *MaintainCmd) Run() error {
 		}
 	}
 	cfg := Config{Retention: time.Duration(c.Retention), CompletedJobRetention: time.Duration(c.CompletedJobRetention),
-		ArchiveDir: c.ArchiveDir}
+		ArchiveDir: c.ArchiveDir, AuditRetention: time.Duration(c.AuditRetention)}
 	log := newLogger(c.LogLevel)
 	if c.Once {
 		return maintainOnce(ctx, st, log, cfg, true)

@@ -84,6 +84,8 @@ type Config struct {
 	// written (archive.Day) before retention drops it; a day that cannot
 	// be written is not dropped.
 	ArchiveDir string
+	// AuditRetention is how long the audit trail is kept.
+	AuditRetention time.Duration
 	// Missed and Overlap are the cluster's default missed-run and overlap
 	// policies (api role: stored with new jobs; scheduler role: for jobs
 	// stored without one).
@@ -657,6 +659,11 @@ func maintainPass(ctx context.Context, st *store.Store, log *slog.Logger, cfg Co
 	}
 	if _, err := st.ExpireIdempotencyKeys(ctx, now); err != nil {
 		return err
+	}
+	if n, err := st.MaintainAudit(ctx, now, 7, cfg.AuditRetention); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("audit retention", "days_dropped", n)
 	}
 	if cfg.Retention <= 0 {
 		return nil
