@@ -15,8 +15,9 @@
 //	tockctl nodes
 //	tockctl buckets
 //
-// It talks to --server (or $TOCK_SERVER, default http://127.0.0.1:8080)
-// and prints tables, or with -o json the API's JSON. It is built on the
+// It talks to --server (or $TOCK_SERVER, default http://127.0.0.1:8080;
+// an https:// server with --ca-cert, --client-cert and --client-key as
+// it needs) and prints tables, or with -o json the API's JSON. It is built on the
 // generated client of package client, and links nothing of the server.
 package main
 

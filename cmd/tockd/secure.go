@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -165,6 +166,18 @@ func dialNATS(url string, opts []nats.Option, warn func(error)) (*nats.Conn, err
 	}
 	warn(err)
 	return nats.Connect(url, append(opts, nats.RetryOnFailedConnect(true))...)
+}
+
+// redactURLs is a comma-separated list of URLs with their passwords
+// replaced by xxxxx, for logs and errors.
+func redactURLs(list string) string {
+	urls := strings.Split(list, ",")
+	for i, s := range urls {
+		if u, err := url.Parse(strings.TrimSpace(s)); err == nil {
+			urls[i] = u.Redacted()
+		}
+	}
+	return strings.Join(urls, ",")
 }
 
 // natsUnreachable reports whether err says that no NATS server answered

@@ -291,11 +291,12 @@ func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn,
 		// else: a publish NATS refuses returns no error.
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS", "err", err) }),
 	}, auth...)
+	shown := redactURLs(cfg.NATSURL) // a password in the URL stays out of logs
 	nc, err := dialNATS(cfg.NATSURL, opts, func(err error) {
-		log.Warn("NATS not reachable yet; connecting in the background", "url", cfg.NATSURL, "err", err)
+		log.Warn("NATS not reachable yet; connecting in the background", "url", shown, "err", err)
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS %s: %w", cfg.NATSURL, err)
+		return nil, nil, fmt.Errorf("connect to NATS %s: %w", shown, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -305,7 +306,7 @@ func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn,
 	if cfg.Roles[RoleScheduler] || cfg.Roles[RoleExecutor] || cfg.Roles[RoleRecorder] {
 		if err := wire.EnsureStreams(ctx, js); err != nil {
 			nc.Close()
-			return nil, nil, fmt.Errorf("create streams on %s: %w", cfg.NATSURL, err)
+			return nil, nil, fmt.Errorf("create streams on %s: %w", shown, err)
 		}
 	}
 	return nc, js, nil

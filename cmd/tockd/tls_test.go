@@ -403,15 +403,24 @@ func TestNATSConnectionTLSAndCredentials(t *testing.T) {
 		}
 	}
 
+	// As Serve connects: the error names the server, not the password.
+	wrong := strings.Replace(withCreds, natsPassword, "wrong-secret", 1)
+	_, _, err := connectNATS(context.Background(), Config{NATSURL: wrong, NodeID: "t", NATSAuth: NATSAuth{TLS: tlsOK}},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || strings.Contains(err.Error(), "wrong-secret") || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Errorf("connectNATS with a wrong password in the URL: %v; want an authorization violation, the password left out", err)
+	}
+
 	// A server that is down is no reason not to start: the connection
 	// is made in the background (and warn told why).
 	port, err := embedded.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var nc *nats.Conn
 	opts, _ := NATSAuth{User: natsUser, Password: natsPassword, TLS: tlsOK}.options()
 	var warned error
-	nc, err := dialNATS(fmt.Sprintf("nats://127.0.0.1:%d", port), opts, func(err error) { warned = err })
+	nc, err = dialNATS(fmt.Sprintf("nats://127.0.0.1:%d", port), opts, func(err error) { warned = err })
 	if err != nil || warned == nil {
 		t.Errorf("NATS down: err %v, warned %v; want a connection retried in the background and a warning", err, warned)
 	}
