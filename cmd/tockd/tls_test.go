@@ -237,6 +237,13 @@ func TestServeFlagsSecureAPINATSAndEtcd(t *testing.T) {
 	if _, err := httpsClient(t, nil, "", "").Get(base + "/readyz"); !errors.As(err, &unknownCA) {
 		t.Errorf("HTTPS without tock's CA: %v, want an unknown authority error", err)
 	}
+	// TLS 1.2 at least.
+	old := httpsClient(t, ca, "", "")
+	tc := old.Transport.(*http.Transport).TLSClientConfig
+	tc.MinVersion, tc.MaxVersion = tls.VersionTLS10, tls.VersionTLS11
+	if _, err := old.Get(base + "/readyz"); err == nil || !strings.Contains(err.Error(), "protocol version") {
+		t.Errorf("HTTPS with TLS 1.1: %v, want the server to refuse the protocol version", err)
+	}
 
 	// A job runs through etcd, NATS and Postgres.
 	nc, err := nats.Connect(ns.URL(), nats.UserInfo(natsUser, natsPassword), nats.RootCAs(ca.CertFile))
