@@ -201,6 +201,10 @@ type EtcdAuth struct {
 // etcdConfig is the client configuration for endpoints, authenticated and
 // secured as a says. Every etcd client tockd makes uses it.
 func etcdConfig(endpoints []string, a EtcdAuth) (clientv3.Config, error) {
+	// DialTimeout bounds the log-in at start (with a user; connections
+	// are otherwise made lazily). clientv3 also waits this long plus a
+	// second for a lease's first keep-alive answer, which the scheduler's
+	// lease timing was measured with: keep it.
 	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: etcdLogger()}
 	// clientv3 ignores a user without a password, and a password
 	// without a user: both would connect unauthenticated.

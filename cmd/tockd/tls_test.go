@@ -542,15 +542,17 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	connect := func(a EtcdAuth) (*clientv3.Client, error) {
+	// dial is how long the client's log-in may take: the refused ones
+	// wait for all of it.
+	connect := func(a EtcdAuth, dial time.Duration) (*clientv3.Client, error) {
 		cfg, err := etcdConfig([]string{etcd.Endpoint()}, a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.DialTimeout = 2 * time.Second // the refused ones wait for it
+		cfg.DialTimeout = dial
 		return clientv3.New(cfg)
 	}
-	cli, err := connect(EtcdAuth{User: etcdUser, Password: etcdPassword, TLS: tlsOK})
+	cli, err := connect(EtcdAuth{User: etcdUser, Password: etcdPassword, TLS: tlsOK}, 20*time.Second)
 	if err != nil {
 		t.Fatalf("connect with user and TLS: %v", err)
 	}
@@ -569,11 +571,11 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 		t.Errorf("put outside /tock/: %v, want permission denied (the user's role is what README says)", err)
 	}
 
-	if _, err := connect(EtcdAuth{User: etcdUser, Password: "wrong", TLS: tlsOK}); err == nil ||
+	if _, err := connect(EtcdAuth{User: etcdUser, Password: "wrong", TLS: tlsOK}, 20*time.Second); err == nil ||
 		!strings.Contains(err.Error(), "authentication failed") {
 		t.Errorf("wrong password: %v, want authentication failed", err)
 	}
-	anon, err := connect(EtcdAuth{TLS: tlsOK})
+	anon, err := connect(EtcdAuth{TLS: tlsOK}, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,7 +590,7 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 		"no client certificate":   {CA: ca.CertFile},
 	} {
 		short, cancel := context.WithTimeout(ctx, 3*time.Second)
-		c, err := connect(EtcdAuth{User: etcdUser, Password: etcdPassword, TLS: files})
+		c, err := connect(EtcdAuth{User: etcdUser, Password: etcdPassword, TLS: files}, 2*time.Second)
 		if err == nil {
 			_, err = c.Get(short, "/tock/tls/")
 			c.Close()
