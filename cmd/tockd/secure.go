@@ -203,8 +203,9 @@ type EtcdAuth struct {
 func etcdConfig(endpoints []string, a EtcdAuth) (clientv3.Config, error) {
 	// DialTimeout bounds the log-in at start (with a user; connections
 	// are otherwise made lazily). clientv3 also waits this long plus a
-	// second for a lease's first keep-alive answer, which the scheduler's
-	// lease timing was measured with: keep it.
+	// second for a lease's first keep-alive answer before it gives the
+	// keep-alive up, so it shapes the scheduler's lease handling too:
+	// it stays what it was before etcd credentials existed.
 	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: etcdLogger()}
 	// clientv3 ignores a user without a password, and a password
 	// without a user: both would connect unauthenticated.
