@@ -73,10 +73,33 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, EventStream, RecorderConsumerConfig()); err != nil {
+	if err := ensureRecorderConsumer(ctx, js); err != nil {
 		return fmt.Errorf("ensure consumer %s on %s: %w", RecorderConsumer, EventStream, err)
 	}
 	return ensureKV(ctx, js)
+}
+
+// ensureRecorderConsumer creates the recorder's consumer, or updates it
+// if its settings differ from RecorderConsumerConfig's. Like
+// ensureStream, it reads before it writes: so a process whose NATS user
+// may read tock's streams and consumers but not change them (a custom
+// executor's, deploy/nats/custom-executor.conf) passes once tockd has
+// set them up.
+func ensureRecorderConsumer(ctx context.Context, js jetstream.JetStream) error {
+	want := RecorderConsumerConfig()
+	c, err := js.Consumer(ctx, EventStream, RecorderConsumer)
+	switch {
+	case err == nil:
+		if have := c.CachedInfo().Config; have.Description == want.Description && have.AckPolicy == want.AckPolicy &&
+			have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver && have.FilterSubject == want.FilterSubject &&
+			have.DeliverPolicy == want.DeliverPolicy && have.MaxAckPending == want.MaxAckPending {
+			return nil
+		}
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return err
+	}
+	_, err = js.CreateOrUpdateConsumer(ctx, EventStream, want)
+	return err
 }
 
 // ensureStream creates the stream, or updates it if its settings differ

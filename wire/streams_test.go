@@ -168,3 +168,29 @@ func TestEnsureStreamsFixesDriftedSettings(t *testing.T) {
 		t.Errorf("events stream after EnsureStreams: max age %s, duplicates %s", c.MaxAge, c.Duplicates)
 	}
 }
+
+// EnsureStreams puts a recorder consumer someone changed back to tock's
+// settings. (A right one it only reads, which is all a custom executor's
+// NATS user may do: cmd/tockd's TestNATSPermissionsExample.)
+func TestEnsureStreamsFixesTheRecorderConsumer(t *testing.T) {
+	ctx := context.Background()
+	js := testenv.JetStream(t)
+	if err := wire.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	drifted := wire.RecorderConsumerConfig()
+	drifted.AckWait = time.Minute
+	if _, err := js.UpdateConsumer(ctx, wire.EventStream, drifted); err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	c, err := js.Consumer(ctx, wire.EventStream, wire.RecorderConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CachedInfo().Config.AckWait; got != wire.RecorderAckWait {
+		t.Errorf("recorder consumer's ack wait %s after EnsureStreams, want %s", got, wire.RecorderAckWait)
+	}
+}

@@ -15,8 +15,9 @@
 //	tockctl nodes
 //	tockctl buckets
 //
-// It talks to --server (or $TOCK_SERVER, default http://127.0.0.1:8080)
-// and prints tables, or with -o json the API's JSON. It is built on the
+// It talks to --server (or $TOCK_SERVER, default http://127.0.0.1:8080;
+// an https:// server with --ca-cert, --client-cert and --client-key as
+// it needs) and prints tables, or with -o json the API's JSON. It is built on the
 // generated client of package client, and links nothing of the server.
 package main
 
@@ -27,7 +28,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -40,9 +40,12 @@ func main() {
 
 // cli is tockctl's command line.
 type cli struct {
-	Server string `help:"URL of the tock API." env:"TOCK_SERVER" default:"http://127.0.0.1:8080" placeholder:"URL"`
-	Output string `short:"o" help:"Output format: ${enum}." enum:"table,json" default:"table"`
-	Token  string `help:"API key (tock_<id>_<secret>) sent as Authorization: Bearer; prefer the variable, which other users cannot see in the process list." env:"TOCK_TOKEN" placeholder:"KEY"`
+	Server     string `help:"URL of the tock API." env:"TOCK_SERVER" default:"http://127.0.0.1:8080" placeholder:"URL"`
+	CACert     string `name:"ca-cert" help:"CA certificates (PEM) to trust for an https:// server, instead of the system's." env:"TOCK_CA_CERT" placeholder:"FILE"`
+	ClientCert string `name:"client-cert" help:"Client certificate (PEM) for a server that asks for one (tockd --tls-client-ca), with --client-key." env:"TOCK_CLIENT_CERT" placeholder:"FILE"`
+	ClientKey  string `name:"client-key" help:"The private key of --client-cert (PEM)." env:"TOCK_CLIENT_KEY" placeholder:"FILE"`
+	Token      string `help:"API key (tock_<id>_<secret>) sent as Authorization: Bearer; prefer the variable, which other users cannot see in the process list." env:"TOCK_TOKEN" placeholder:"KEY"`
+	Output     string `short:"o" help:"Output format: ${enum}." enum:"table,json" default:"table"`
 
 	Jobs struct {
 		Create  jobsCreateCmd `cmd:"" help:"Create a job."`
@@ -130,7 +133,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		stdout: stdout,
 		stderr: stderr,
 	}
-	a.api, err = newClient(c.Server, &http.Client{Timeout: 30 * time.Second}, c.Token)
+	var hc *http.Client
+	hc, err = httpClient(c.CACert, c.ClientCert, c.ClientKey)
+	if err == nil {
+		a.api, err = newClient(c.Server, hc, c.Token)
+	}
 	if err == nil {
 		err = kctx.Run(a)
 	}

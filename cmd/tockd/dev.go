@@ -27,6 +27,7 @@ type DevCmd struct {
 	ExecutionFlags
 	HTTPFlags
 	SecretFlags
+	APITLSFlags
 	DataDir  string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
 	HTTPAddr string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
 	EtcdPort int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
@@ -48,6 +49,15 @@ func (c *DevCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	var probe Config
+	c.APITLSFlags.apply(&probe)
+	if _, err := probe.TLS.serverConfig(); err != nil {
+		return err
+	}
+	scheme := "http"
+	if probe.TLS.Cert != "" {
+		scheme = "https" // tockctl needs --ca-cert (TOCK_CA_CERT) unless the system trusts the certificate
+	}
 	if err := ensureDatabase(ctx, c.PostgresURL); err != nil {
 		return err
 	}
@@ -67,15 +77,15 @@ func (c *DevCmd) Run() error {
 	}
 	defer ns.Stop()
 
-	env := fmt.Sprintf("export TOCK_SERVER=http://%s\nexport TOCK_NATS_URL=%s\nexport ETCDCTL_ENDPOINTS=%s\nexport TOCK_POSTGRES_URL=%s\n",
-		c.HTTPAddr, ns.URL(), etcd.Endpoint(), c.PostgresURL)
+	env := fmt.Sprintf("export TOCK_SERVER=%s://%s\nexport TOCK_NATS_URL=%s\nexport ETCDCTL_ENDPOINTS=%s\nexport TOCK_POSTGRES_URL=%s\n",
+		scheme, c.HTTPAddr, ns.URL(), etcd.Endpoint(), c.PostgresURL)
 	envFile := filepath.Join(dir, "env")
 	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "tock dev: API http://%s  etcd %s  NATS %s\n  (source %s to point tockctl, etcdctl and executors at them)\n  secret keys: %s\n"+
+	fmt.Fprintf(os.Stderr, "tock dev: API %s://%s  etcd %s  NATS %s\n  (source %s to point tockctl, etcdctl and executors at them)\n  secret keys: %s\n"+
 		"  The API is open (no API keys) and listens on loopback only; tockd serve requires keys.\n",
-		c.HTTPAddr, etcd.Endpoint(), ns.URL(), envFile, keyFile)
+		scheme, c.HTTPAddr, etcd.Endpoint(), ns.URL(), envFile, keyFile)
 
 	cfg := Config{
 		NodeID:        "dev",
@@ -96,6 +106,7 @@ func (c *DevCmd) Run() error {
 	c.ExecutionFlags.apply(&cfg)
 	devHTTPPolicy(&cfg, etcd)
 	c.HTTPFlags.apply(&cfg, true)
+	c.APITLSFlags.apply(&cfg)
 	return Serve(ctx, cfg)
 }
 

@@ -120,3 +120,41 @@ func (f LimitFlags) apply(cfg *Config) {
 	cfg.Limits = api.Limits{KeyRate: f.RateLimitKey, NamespaceRate: f.RateLimitNamespace,
 		MaxJobs: f.MaxJobsPerNamespace, RunsPerMinute: f.MaxRunsPerMinute}
 }
+
+// APITLSFlags serve the HTTP address over TLS; serve and dev share them.
+type APITLSFlags struct {
+	TLSCert     string `name:"tls-cert" env:"TOCK_TLS_CERT" placeholder:"FILE" help:"Serve the REST API, /metrics and health checks over HTTPS with this certificate (PEM, the chain after it; with --tls-key). Default: plain HTTP."`
+	TLSKey      string `name:"tls-key" env:"TOCK_TLS_KEY" placeholder:"FILE" help:"The private key of --tls-cert (PEM)."`
+	TLSClientCA string `name:"tls-client-ca" env:"TOCK_TLS_CLIENT_CA" placeholder:"FILE" help:"Require a client certificate signed by one of these CAs (PEM) on every connection to the HTTP address."`
+}
+
+// apply copies the flags into cfg.
+func (f APITLSFlags) apply(cfg *Config) {
+	cfg.TLS = APITLS{Cert: f.TLSCert, Key: f.TLSKey, ClientCA: f.TLSClientCA}
+}
+
+// ConnFlags authenticate tockd serve to NATS and etcd and check their
+// certificates. PostgreSQL's TLS and credentials are in --postgres-url.
+type ConnFlags struct {
+	NATSUser         string `name:"nats-user" env:"TOCK_NATS_USER" help:"NATS user name (or nats://user:password@host in --nats-url)."`
+	NATSPassword     string `name:"nats-password" env:"TOCK_NATS_PASSWORD" help:"NATS password of --nats-user."`
+	NATSNkeySeedFile string `name:"nats-nkey-seed-file" env:"TOCK_NATS_NKEY_SEED_FILE" placeholder:"FILE" help:"Authenticate to NATS with the nkey whose seed (SU...) is in this file."`
+	NATSCredsFile    string `name:"nats-creds-file" env:"TOCK_NATS_CREDS_FILE" placeholder:"FILE" help:"Authenticate to NATS with this JWT credentials file (.creds: user JWT and nkey seed)."`
+	NATSTLSCA        string `name:"nats-tls-ca" env:"TOCK_NATS_TLS_CA" placeholder:"FILE" help:"Connect to NATS over TLS, trusting these CA certificates (PEM). Default: the system's, when the server requires TLS or the URL is tls://."`
+	NATSTLSCert      string `name:"nats-tls-cert" env:"TOCK_NATS_TLS_CERT" placeholder:"FILE" help:"Client certificate (PEM) for a NATS server that asks for one (with --nats-tls-key)."`
+	NATSTLSKey       string `name:"nats-tls-key" env:"TOCK_NATS_TLS_KEY" placeholder:"FILE" help:"The private key of --nats-tls-cert (PEM)."`
+
+	EtcdUser     string `name:"etcd-user" env:"TOCK_ETCD_USER" help:"etcd user name (with --etcd-password), for an etcd with authentication on."`
+	EtcdPassword string `name:"etcd-password" env:"TOCK_ETCD_PASSWORD" help:"etcd password of --etcd-user."`
+	EtcdTLSCA    string `name:"etcd-tls-ca" env:"TOCK_ETCD_TLS_CA" placeholder:"FILE" help:"CA certificates (PEM) to trust for etcd's https:// endpoints. Default: the system's."`
+	EtcdTLSCert  string `name:"etcd-tls-cert" env:"TOCK_ETCD_TLS_CERT" placeholder:"FILE" help:"Client certificate (PEM) for an etcd that asks for one (with --etcd-tls-key)."`
+	EtcdTLSKey   string `name:"etcd-tls-key" env:"TOCK_ETCD_TLS_KEY" placeholder:"FILE" help:"The private key of --etcd-tls-cert (PEM)."`
+}
+
+// apply copies the flags into cfg.
+func (f ConnFlags) apply(cfg *Config) {
+	cfg.NATSAuth = NATSAuth{User: f.NATSUser, Password: f.NATSPassword, NkeySeedFile: f.NATSNkeySeedFile,
+		CredsFile: f.NATSCredsFile, TLS: TLSFiles{CA: f.NATSTLSCA, Cert: f.NATSTLSCert, Key: f.NATSTLSKey}}
+	cfg.EtcdAuth = EtcdAuth{User: f.EtcdUser, Password: f.EtcdPassword,
+		TLS: TLSFiles{CA: f.EtcdTLSCA, Cert: f.EtcdTLSCert, Key: f.EtcdTLSKey}}
+}

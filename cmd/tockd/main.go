@@ -34,6 +34,8 @@ type ServeCmd struct {
 	HTTPFlags
 	LimitFlags
 	SecretFlags
+	APITLSFlags
+	ConnFlags
 	NodeID        string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
 	HTTPAddr      string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
 	EtcdEndpoints []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
@@ -92,6 +94,18 @@ func (c *ServeCmd) config() (Config, error) {
 		return Config{}, err
 	}
 	c.LimitFlags.apply(&cfg)
+	c.APITLSFlags.apply(&cfg)
+	c.ConnFlags.apply(&cfg)
+	// Flags that cannot work fail here, before any connection is made.
+	if _, err := cfg.TLS.serverConfig(); err != nil {
+		return Config{}, err
+	}
+	if _, err := cfg.NATSAuth.options(); err != nil {
+		return Config{}, err
+	}
+	if _, err := etcdConfig(cfg.EtcdEndpoints, cfg.EtcdAuth); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,6 +129,14 @@ type Config struct {
 	// secret headers with them, the executor role opens them. Nil: no
 	// key (see secrets.go).
 	Secrets *secret.Keyring
+	// TLS, once its certificate and key are set, serves the HTTP address
+	// over TLS (see APITLS).
+	TLS APITLS
+	// NATSAuth and EtcdAuth authenticate the node's connections to NATS
+	// and etcd and check those servers' certificates. PostgreSQL's are
+	// in PostgresURL (sslmode, sslrootcert, sslcert, sslkey).
+	NATSAuth NATSAuth
+	EtcdAuth EtcdAuth
 	// Listener, if set, is used instead of listening on HTTPAddr.
 	Listener net.Listener
 	// Ready, if set, is closed once every role has started.
@@ -159,6 +168,10 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	tlsCfg, err := cfg.TLS.serverConfig()
+	if err != nil {
+		return err
+	}
 	st, err := storeFor(startCtx, &cfg, log)
 	if err != nil {
 		return err
@@ -169,7 +182,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err := checkAuth(startCtx, cfg, st, log); err != nil {
 		return err
 	}
-	nc, js, err := connectNATS(startCtx, cfg)
+	nc, js, err := connectNATS(startCtx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -206,9 +219,17 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 	}
 	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
-		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout}
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, TLSConfig: tlsCfg,
+		// Failed TLS handshakes, among others, are reported here.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	httpDone := make(chan error, 1)
-	go func() { httpDone <- httpSrv.Serve(ln) }()
+	go func() {
+		if tlsCfg != nil {
+			httpDone <- httpSrv.ServeTLS(ln, "", "") // the certificate is in TLSConfig
+			return
+		}
+		httpDone <- httpSrv.Serve(ln)
+	}()
 	if cfg.MetricsAddr != "" {
 		msrv, err := metricsServer(cfg, httpDone)
 		if err != nil {
@@ -218,7 +239,8 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 		defer msrv.Close()
 	}
-	log.Info("tockd started", "http", ln.Addr().String(), "roles", cfg.Roles, "buckets", cfg.Buckets)
+	log.Info("tockd started", "http", ln.Addr().String(), "tls", tlsCfg != nil, "client_certs", cfg.TLS.ClientCA != "",
+		"roles", cfg.Roles, "buckets", cfg.Buckets)
 	if cfg.Ready != nil {
 		close(cfg.Ready)
 	}
@@ -283,16 +305,27 @@ func storeFor(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store,
 // executors of cancellations and reads their handler states. It creates
 // the streams unless the node runs the API alone: an API-only node leaves
 // them to the other roles, so it starts (and serves jobs) while NATS is
-// down.
-func connectNATS(ctx context.Context, cfg Config) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(cfg.NATSURL,
-		nats.Name("tockd "+cfg.NodeID),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(true),
-	)
+// down. A server that refuses the node's credentials or certificates
+// fails the start at once.
+func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	auth, err := cfg.NATSAuth.options()
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS %s: %w", cfg.NATSURL, err)
+		return nil, nil, err
+	}
+	opts := append([]nats.Option{
+		nats.Name("tockd " + cfg.NodeID),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		// Permission violations, among others, arrive here and nowhere
+		// else: a publish NATS refuses returns no error.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS", "err", err) }),
+	}, auth...)
+	shown := redactURLs(cfg.NATSURL) // a password in the URL stays out of logs
+	nc, err := dialNATS(cfg.NATSURL, opts, func(err error) {
+		log.Warn("NATS not reachable yet; connecting in the background", "url", shown, "err", err)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS %s: %w", shown, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -302,7 +335,7 @@ func connectNATS(ctx context.Context, cfg Config) (*nats.Conn, jetstream.JetStre
 	if cfg.Roles[RoleScheduler] || cfg.Roles[RoleExecutor] || cfg.Roles[RoleRecorder] {
 		if err := wire.EnsureStreams(ctx, js); err != nil {
 			nc.Close()
-			return nil, nil, fmt.Errorf("create streams on %s: %w", cfg.NATSURL, err)
+			return nil, nil, fmt.Errorf("create streams on %s: %w", shown, err)
 		}
 	}
 	return nc, js, nil
@@ -312,18 +345,19 @@ func connectNATS(ctx context.Context, cfg Config) (*nats.Conn, jetstream.JetStre
 // keeps its membership and buckets in etcd, or the API role, which reads
 // them there for /v1/nodes and /v1/buckets; nil for other nodes. The
 // client dials lazily, so an API node starts (and serves jobs) with etcd
-// down.
+// down; but with a user and password it authenticates at once, so etcd
+// must answer at start then.
 func etcdClient(cfg Config) (*clientv3.Client, error) {
 	if !cfg.Roles[RoleAPI] && !cfg.Roles[RoleScheduler] {
 		return nil, nil
 	}
-	etcd, err := clientv3.New(clientv3.Config{
-		Endpoints:   cfg.EtcdEndpoints,
-		DialTimeout: 5 * time.Second,
-		Logger:      etcdLogger(),
-	})
+	ecfg, err := etcdConfig(cfg.EtcdEndpoints, cfg.EtcdAuth)
 	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
+		return nil, err
+	}
+	etcd, err := clientv3.New(ecfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd %s: %w", strings.Join(cfg.EtcdEndpoints, ","), err)
 	}
 	return etcd, nil
 }

@@ -7,6 +7,13 @@
 //
 //	go run ./examples/custom-executor -nats nats://127.0.0.1:4222
 //
+// On a NATS server with authentication or TLS, give its credentials in
+// the environment: NATS_USER and NATS_PASSWORD, NATS_NKEY_SEED (a seed
+// file) or NATS_CREDS (a .creds file); NATS_CA to trust a private CA,
+// NATS_CERT and NATS_KEY for a client certificate; and NATS_INBOX_PREFIX
+// (e.g. _INBOX_send-email) for a user whose permissions allow replies on
+// its own inbox prefix only, as deploy/nats/custom-executor.conf does.
+//
 // Delivery is at-least-once: a real handler should use the execution id
 // (the same on every attempt) to do its work only once. Retries, and
 // executions deferred by the handler's circuit breaker, come back through
@@ -46,7 +53,13 @@ func run(url, handler string, concurrency int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	nc, err := nats.Connect(url, nats.Name("tock custom executor "+handler))
+	opts, err := natsOptions()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(url, append(opts, nats.Name("tock custom executor "+handler),
+		// A refused publish or subscription is reported here only.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { slog.Warn("NATS", "err", err) }))...)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", url, err)
 	}
@@ -77,4 +90,33 @@ func run(url, handler string, concurrency int) error {
 	})
 	slog.Info("serving", "handler", handler, "nats", url, "executor_id", w.ID())
 	return w.Run(ctx)
+}
+
+// natsOptions reads the connection's credentials and TLS files from the
+// environment (see the package comment).
+func natsOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if user := os.Getenv("NATS_USER"); user != "" {
+		opts = append(opts, nats.UserInfo(user, os.Getenv("NATS_PASSWORD")))
+	}
+	if seed := os.Getenv("NATS_NKEY_SEED"); seed != "" {
+		o, err := nats.NkeyOptionFromSeed(seed)
+		if err != nil {
+			return nil, fmt.Errorf("NATS_NKEY_SEED: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if creds := os.Getenv("NATS_CREDS"); creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	if ca := os.Getenv("NATS_CA"); ca != "" {
+		opts = append(opts, nats.RootCAs(ca))
+	}
+	if cert, key := os.Getenv("NATS_CERT"), os.Getenv("NATS_KEY"); cert != "" || key != "" {
+		opts = append(opts, nats.ClientCert(cert, key))
+	}
+	if prefix := os.Getenv("NATS_INBOX_PREFIX"); prefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(prefix))
+	}
+	return opts, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -33,11 +34,22 @@ type Etcd struct {
 	Dir        string
 	ClientPort int // 0 picks a free port on first Start
 	PeerPort   int
-	e          *embed.Etcd
+	// CertFile and KeyFile, if set, serve clients over TLS (an https://
+	// endpoint) with this certificate; ClientCAFile, if set too, makes
+	// clients present a certificate one of its CAs signed.
+	CertFile, KeyFile, ClientCAFile string
+	e                               *embed.Etcd
 }
 
-// Endpoint is the client URL, e.g. http://127.0.0.1:23790.
-func (s *Etcd) Endpoint() string { return "http://127.0.0.1:" + strconv.Itoa(s.ClientPort) }
+// Endpoint is the client URL, e.g. http://127.0.0.1:23790 (https:// with
+// TLS).
+func (s *Etcd) Endpoint() string {
+	scheme := "http"
+	if s.CertFile != "" {
+		scheme = "https"
+	}
+	return scheme + "://127.0.0.1:" + strconv.Itoa(s.ClientPort)
+}
 
 // Start starts the server and waits until it serves clients.
 func (s *Etcd) Start() error {
@@ -66,6 +78,10 @@ func (s *Etcd) Start() error {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if s.CertFile != "" {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.CertFile, KeyFile: s.KeyFile,
+			TrustedCAFile: s.ClientCAFile, ClientCertAuth: s.ClientCAFile != ""}
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("start etcd on %s: %w", s.Endpoint(), err)
@@ -96,7 +112,10 @@ func (s *Etcd) Stop() {
 type NATS struct {
 	Dir  string
 	Port int // 0 picks a free port on first Start
-	s    *server.Server
+	// Configure, if set, changes the server's options before it starts
+	// (users, TLS, ...): Port and StoreDir are set already.
+	Configure func(*server.Options)
+	s         *server.Server
 }
 
 // URL is the client URL, e.g. nats://127.0.0.1:42222.
@@ -119,6 +138,9 @@ func (n *NATS) Start() error {
 		StoreDir:   filepath.Join(n.Dir, "nats"),
 		NoLog:      true,
 		NoSigs:     true,
+	}
+	if n.Configure != nil {
+		n.Configure(opts)
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
