@@ -150,8 +150,13 @@ func TestBackfillDoesNotDelayOnTimeRuns(t *testing.T) {
 	p := func(q float64) time.Duration { return lags[int(q*float64(len(lags)-1))] }
 	t.Logf("backfill of %d runs (%d fired) took %s (%.0f/s); on-time runs meanwhile: %d, fire-to-start lag p50 %s, p99 %s, max %s",
 		b.Total, done.Fired, took, float64(done.Fired)/took.Seconds(), len(lags), p(0.5), p(0.99), lags[len(lags)-1])
-	if p(0.99) >= time.Second {
-		t.Errorf("on-time runs' p99 fire-to-start lag %s during the backfill, want under 1s", p(0.99))
+	// Backfill runs queued ahead of the on-time ones would delay them by
+	// the backfill's whole length (about 20 s here); a lag under 5 s shows
+	// they went first. (1 s failed once on a machine running two other
+	// race-enabled test runs: 2.75 s.) docs/bench.md has the figures on
+	// an idle machine.
+	if p(0.99) >= 5*time.Second {
+		t.Errorf("on-time runs' p99 fire-to-start lag %s during the backfill, want under 5s", p(0.99))
 	}
 }
 
