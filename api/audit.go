@@ -174,13 +174,20 @@ func (h *endpoints) ListAudit(c echo.Context, p ListAuditParams) error {
 	out := AuditList{Items: make([]AuditEntry, 0, len(entries)), NextCursor: nonEmpty(next)}
 	for _, e := range entries {
 		item := AuditEntry{At: e.At, Id: e.ID, Actor: e.Actor, Namespace: e.Namespace, Action: e.Action, Resource: e.Resource}
-		if len(e.Before) > 0 {
-			item.Before = e.Before
-		}
-		if len(e.After) > 0 {
-			item.After = e.After
-		}
+		item.Before, item.After = jsonObject(e.Before), jsonObject(e.After)
 		out.Items = append(out.Items, item)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// jsonObject decodes a stored JSON object; nil for none.
+func jsonObject(b json.RawMessage) *map[string]any {
+	if len(b) == 0 {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		return nil
+	}
+	return &m
 }

@@ -66,9 +66,11 @@ func TestAuditTrail(t *testing.T) {
 	if upd.Actor != "key:"+editorKey.ID || upd.Resource != "job "+id {
 		t.Errorf("update entry: %+v", upd)
 	}
-	desc := func(v any) string {
-		m, _ := v.(map[string]any)
-		s, _ := m["description"].(string)
+	desc := func(v *map[string]any) string {
+		if v == nil {
+			return ""
+		}
+		s, _ := (*v)["description"].(string)
 		return s
 	}
 	if desc(upd.Before) != "first" || desc(upd.After) != "second" {

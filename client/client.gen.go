@@ -412,13 +412,13 @@ type AuditEntry struct {
 	Actor string `json:"actor"`
 
 	// After The resource after the change, as the API answered; absent for a deletion.
-	After interface{} `json:"after,omitempty"`
-	At    time.Time   `json:"at"`
+	After *map[string]interface{} `json:"after,omitempty"`
+	At    time.Time               `json:"at"`
 
 	// Before The resource before the change, as the API showed it; absent for a creation.
-	Before    interface{}        `json:"before,omitempty"`
-	Id        openapi_types.UUID `json:"id"`
-	Namespace string             `json:"namespace"`
+	Before    *map[string]interface{} `json:"before,omitempty"`
+	Id        openapi_types.UUID      `json:"id"`
+	Namespace string                  `json:"namespace"`
 
 	// Resource What changed (`job <id>`, `execution <id>`, `key <id>`, `namespace <name>`, `jobs` for a change by selector).
 	Resource string `json:"resource"`
