@@ -28,7 +28,7 @@ func TestJobsGetHidesSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Config{Store: storetest.New(t, 16), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Registry: prometheus.NewRegistry(), Secrets: keys})
+		Registry: prometheus.NewRegistry(), Secrets: keys, Open: true})
 	if err != nil {
 		t.Fatal(err)
 	}

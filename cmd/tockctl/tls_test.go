@@ -27,7 +27,7 @@ func TestTLSServer(t *testing.T) {
 	cert, key := ca.Server(t, "127.0.0.1")
 	clientCert, clientKey := ca.Client(t, "operator")
 	srv, err := api.New(api.Config{Store: storetest.New(t, 4), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Registry: prometheus.NewRegistry()})
+		Registry: prometheus.NewRegistry(), Open: true})
 	if err != nil {
 		t.Fatal(err)
 	}

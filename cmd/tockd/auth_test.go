@@ -104,7 +104,12 @@ func TestServeRequiresKeys(t *testing.T) {
 		t.Errorf("stderr %q", errOut)
 	}
 
-	base, _ := e.startProcess(t, "k", "--auth", "keys")
+	mport, err := embedded.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)
+	base, _ := e.startProcess(t, "k", "--auth", "keys", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mport))
 	status, h, body := callAPI(t, "", "GET", base+"/v1/jobs", nil)
 	if status != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") ||
 		h.Get("Content-Type") != "application/problem+json" {
@@ -123,6 +128,13 @@ func TestServeRequiresKeys(t *testing.T) {
 	}
 	if status, _, _ := callAPI(t, admin, "GET", base+"/metrics", nil); status != http.StatusOK {
 		t.Errorf("/metrics with a key for every namespace: %d", status)
+	}
+	// --metrics-addr serves them without a key, and the API nothing else.
+	if status, _, body := callAPI(t, "", "GET", metricsURL, nil); status != http.StatusOK || !strings.Contains(body, "tock_http_request_duration_seconds") {
+		t.Errorf("--metrics-addr /metrics: %d", status)
+	}
+	if status, _, _ := callAPI(t, "", "GET", strings.TrimSuffix(metricsURL, "metrics")+"v1/jobs", nil); status != http.StatusNotFound {
+		t.Errorf("--metrics-addr serves the API: %d", status)
 	}
 
 	status, _, body = callAPI(t, admin, "POST", base+"/v1/keys", map[string]any{"namespace": "team-a", "role": "reader"})
