@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -191,5 +193,23 @@ func TestDeployFilesRequireKeys(t *testing.T) {
 		if !strings.Contains(s, "TOCK_METRICS_ADDR") {
 			t.Errorf("%s does not serve /metrics on its own port", f)
 		}
+	}
+}
+
+// --auth none is said at every start, in the log; the profiler is not
+// served unauthenticated on an API that requires keys.
+func TestAuthNoneWarnsAndPprofNeedsMetricsAddr(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	cfg := Config{Roles: map[string]bool{RoleAPI: true}, AuthNone: true, HTTPAddr: "0.0.0.0:8080"}
+	if err := checkAuth(context.Background(), cfg, nil, log); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "the API is open") {
+		t.Errorf("no warning: %q", logs.String())
+	}
+	cfg = Config{Roles: map[string]bool{RoleAPI: true}, Pprof: true}
+	if err := checkAuth(context.Background(), cfg, nil, log); err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
+		t.Errorf("--pprof with keys and no --metrics-addr: %v", err)
 	}
 }
