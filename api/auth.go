@@ -169,7 +169,15 @@ func (s *Server) authenticate(c echo.Context) (*auth.Principal, error) {
 	if !strings.EqualFold(scheme, "Bearer") {
 		return nil, unauthorized(c, "invalid_request", "The Authorization header must be Bearer followed by an API key.")
 	}
-	k, err := auth.ParseKey(strings.TrimSpace(token))
+	token = strings.TrimSpace(token)
+	if s.jwt != nil && !strings.HasPrefix(token, auth.KeyPrefix) {
+		p, err := s.jwt.verifyJWT(token)
+		if err != nil {
+			return nil, unauthorized(c, "invalid_token", "The bearer token is not a valid JWT of this server's issuer: "+err.Error()+".")
+		}
+		return p, nil
+	}
+	k, err := auth.ParseKey(token)
 	if err != nil {
 		return nil, unauthorized(c, "invalid_token", "The bearer token is not a tock API key (tock_<id>_<secret>).")
 	}

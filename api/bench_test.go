@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tock-sched/tock/auth"
+	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -20,13 +23,19 @@ import (
 // cluster's count) and returns its URL and a client that keeps a
 // connection per concurrent request.
 func benchServer(b *testing.B) (string, *http.Client) {
+	url, client, _ := benchServerWith(b, true)
+	return url, client
+}
+
+// benchServerWith is benchServer, open or requiring keys, with its store.
+func benchServerWith(b *testing.B, open bool) (string, *http.Client, *store.Store) {
 	b.Helper()
 	st := storetest.New(b, 256)
 	srv, err := New(Config{
 		Store:    st,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registry: prometheus.NewRegistry(),
-		Open:     true,
+		Open:     open,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -35,7 +44,7 @@ func benchServer(b *testing.B) (string, *http.Client) {
 	b.Cleanup(hs.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.Cleanup(client.CloseIdleConnections)
-	return hs.URL, client
+	return hs.URL, client, st
 }
 
 // benchJob is job i of a benchmark: a cron job in a time zone, due on
@@ -110,4 +119,75 @@ func BenchmarkCreateJobBatch(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N*MaxBatchJobs)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkGetJob measures GET /v1/jobs/{id} from 16 concurrent clients:
+// on an open server, with a key for every namespace (authentication
+// only: a cached key), and with a namespace's key (plus the lookup of
+// the job's namespace before the handler reads the job).
+func BenchmarkGetJob(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		open  bool
+		keyNS string
+	}{{"open", true, ""}, {"key-every-namespace", false, "*"}, {"key-one-namespace", false, "default"}} {
+		b.Run(c.name, func(b *testing.B) {
+			url, client, st := benchServerWith(b, c.open)
+			header := ""
+			if !c.open {
+				k, err := auth.NewKey()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := st.CreateAPIKey(context.Background(), store.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: c.keyNS, Role: "admin"}); err != nil {
+					b.Fatal(err)
+				}
+				header = "Bearer " + k.String()
+			}
+			var ids []string
+			for i := range int64(100) {
+				req, _ := http.NewRequest("POST", url+"/v1/jobs", bytes.NewReader(must(json.Marshal(benchJob(i)))))
+				req.Header.Set("Content-Type", "application/json")
+				if header != "" {
+					req.Header.Set("Authorization", header)
+				}
+				res, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var j Job
+				_ = json.NewDecoder(res.Body).Decode(&j)
+				res.Body.Close()
+				ids = append(ids, j.Id.String())
+			}
+			var n atomic.Int64
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest("GET", url+"/v1/jobs/"+ids[n.Add(1)%int64(len(ids))], nil)
+					if header != "" {
+						req.Header.Set("Authorization", header)
+					}
+					res, err := client.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						b.Fatalf("GET: %d", res.StatusCode)
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

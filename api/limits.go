@@ -100,14 +100,14 @@ func tooMany(c echo.Context, field string, delay time.Duration, detail string) *
 // limitRequest applies the key's and its namespace's request rates to a
 // request by who (no limit for the open server's anonymous principal).
 func (s *Server) limitRequest(c echo.Context, who *auth.Principal) error {
-	if who.KeyID == "" {
+	if who == auth.Anonymous {
 		return nil
 	}
 	now := time.Now()
 	if r := s.limits.cfg.KeyRate; r > 0 {
-		if d := take(c, s.limits.get("key:"+who.KeyID, r, burstOf(r, s.limits.cfg.KeyBurst)), now); d > 0 {
-			return tooMany(c, "Authorization", d, fmt.Sprintf("key %s sent more than %g requests a second (tockd --rate-limit-key); retry in %s",
-				who.KeyID, r, d.Round(time.Millisecond)))
+		if d := take(c, s.limits.get(who.Subject, r, burstOf(r, s.limits.cfg.KeyBurst)), now); d > 0 {
+			return tooMany(c, "Authorization", d, fmt.Sprintf("%s sent more than %g requests a second (tockd --rate-limit-key); retry in %s",
+				who.Subject, r, d.Round(time.Millisecond)))
 		}
 	}
 	if r := s.limits.cfg.NamespaceRate; r > 0 {

@@ -132,6 +132,8 @@ type Config struct {
 	// Limits are the rate limits and quotas of keys and namespaces
 	// (limits.go); the zero value limits nothing.
 	Limits Limits
+	// JWT, if set, accepts JWT bearer tokens besides API keys (jwt.go).
+	JWT *JWTConfig
 	// Secrets seals the values of secret headers before jobs are stored
 	// (tockd --secret-key-file; see jobs.Config.Secrets). Nil: a job with
 	// secret headers is refused with a 400 naming handler.secret_headers.
@@ -215,6 +217,7 @@ type Server struct {
 	// open: no authentication (Config.Open). perms are the operations'
 	// permissions by operationId, keys the verified keys (auth.go).
 	open   bool
+	jwt    *JWTConfig
 	perms  map[string]permission
 	keys   keyCache
 	limits limiters
@@ -237,6 +240,7 @@ func New(cfg Config) (*Server, error) {
 		retention:    cfg.Retention,
 		open:         cfg.Open,
 		limits:       limiters{cfg: cfg.Limits},
+		jwt:          cfg.JWT,
 	}
 	if s.retention <= 0 {
 		s.retention = 90 * 24 * time.Hour

@@ -3,17 +3,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/tock-sched/tock/internal/embedded"
 )
@@ -211,5 +219,60 @@ func TestAuthNoneWarnsAndPprofNeedsMetricsAddr(t *testing.T) {
 	cfg = Config{Roles: map[string]bool{RoleAPI: true}, Pprof: true}
 	if err := checkAuth(context.Background(), cfg, nil, log); err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
 		t.Errorf("--pprof with keys and no --metrics-addr: %v", err)
+	}
+}
+
+// With --jwks-url (and its issuer and audience) serve starts without any
+// key, and the identity provider's tokens call the API with the roles
+// their claim gives; half the JWT flags, or a JWK Set over plain http to
+// another machine, stop it at start.
+func TestServeWithJWKS(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := func(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+	set, _ := json.Marshal(map[string]any{"keys": []any{map[string]any{"kty": "RSA", "kid": "k1", "alg": "RS256", "use": "sig",
+		"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes())}}})
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(set) }))
+	defer jwks.Close()
+
+	for _, bad := range [][]string{
+		{"--jwks-url", jwks.URL},
+		{"--jwt-issuer", "https://idp.test"},
+		{"--jwks-url", "http://idp.example.com/jwks.json", "--jwt-issuer", "https://idp.test", "--jwt-audience", "tock"},
+	} {
+		var c ServeCmd
+		parser, err := kong.New(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := parser.Parse(bad); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.config(); err == nil || !strings.Contains(err.Error(), "jwks") && !strings.Contains(err.Error(), "jwt") {
+			t.Errorf("serve %v: %v", bad, err)
+		}
+	}
+
+	e := newEnv(t)
+	base, _ := e.startProcess(t, "j", "--auth", "keys", "--jwks-url", jwks.URL, "--jwt-issuer", "https://idp.test", "--jwt-audience", "tock")
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": "https://idp.test", "aud": "tock", "sub": "ci",
+		"exp": time.Now().Add(time.Hour).Unix(), "tock_roles": map[string]any{"team-a": "editor"}})
+	tok.Header["kid"] = "k1"
+	signed, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := map[string]any{"namespace": "team-a", "name": "from-ci", "schedule": map[string]any{"cron": "0 0 * * * *"},
+		"handler": map[string]any{"type": "nats", "subject": "work.ci"}}
+	if status, _, body := callAPI(t, signed, "POST", base+"/v1/jobs", job); status != http.StatusCreated {
+		t.Fatalf("token create: %d %s", status, body)
+	}
+	if status, _, _ := callAPI(t, "", "GET", base+"/v1/jobs", nil); status != http.StatusUnauthorized {
+		t.Errorf("no token: %d", status)
+	}
+	if status, _, _ := callAPI(t, signed, "GET", base+"/v1/nodes", nil); status != http.StatusForbidden {
+		t.Errorf("team-a editor reading the nodes: %d", status)
 	}
 }

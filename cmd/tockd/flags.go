@@ -1,6 +1,10 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"net/url"
+
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/domain"
 
@@ -157,4 +161,35 @@ func (f ConnFlags) apply(cfg *Config) {
 		CredsFile: f.NATSCredsFile, TLS: TLSFiles{CA: f.NATSTLSCA, Cert: f.NATSTLSCert, Key: f.NATSTLSKey}}
 	cfg.EtcdAuth = EtcdAuth{User: f.EtcdUser, Password: f.EtcdPassword,
 		TLS: TLSFiles{CA: f.EtcdTLSCA, Cert: f.EtcdTLSCert, Key: f.EtcdTLSKey}}
+}
+
+// JWTFlags accept JWT bearer tokens from an identity provider besides
+// API keys (api.JWTConfig).
+type JWTFlags struct {
+	JWKSURL       string `name:"jwks-url" env:"TOCK_JWKS_URL" help:"Accept JWT bearer tokens signed by a key of this JWK Set (https://idp.example.com/.well-known/jwks.json), with --jwt-issuer and --jwt-audience; refreshed hourly and when a token names an unknown key."`
+	JWTIssuer     string `name:"jwt-issuer" env:"TOCK_JWT_ISSUER" help:"The iss a JWT must have."`
+	JWTAudience   string `name:"jwt-audience" env:"TOCK_JWT_AUDIENCE" help:"The aud a JWT must include."`
+	JWTRolesClaim string `name:"jwt-roles-claim" env:"TOCK_JWT_ROLES_CLAIM" default:"tock_roles" help:"The claim mapping namespaces to roles: {\"team-a\": \"editor\"} or [\"team-a:editor\"]."`
+}
+
+// apply copies the flags into cfg; a JWK Set URL needs an issuer and an
+// audience (a token of any issuer or audience would do otherwise).
+func (f JWTFlags) apply(cfg *Config) error {
+	if f.JWKSURL == "" {
+		if f.JWTIssuer != "" || f.JWTAudience != "" {
+			return errors.New("--jwt-issuer and --jwt-audience need --jwks-url")
+		}
+		return nil
+	}
+	if f.JWTIssuer == "" || f.JWTAudience == "" {
+		return errors.New("--jwks-url needs --jwt-issuer and --jwt-audience: without them a token of any issuer or audience signed by that JWK Set would do")
+	}
+	// Keys fetched in clear text could be swapped on the way, and with
+	// them any token forged: https, or http on this machine only.
+	u, err := url.Parse(f.JWKSURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackOnly(u.Host) == nil)) {
+		return fmt.Errorf("--jwks-url %q: want an https:// URL (http:// only on loopback)", f.JWKSURL)
+	}
+	cfg.JWT = JWTSettings{URL: f.JWKSURL, Issuer: f.JWTIssuer, Audience: f.JWTAudience, RolesClaim: f.JWTRolesClaim}
+	return nil
 }

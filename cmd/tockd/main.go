@@ -33,6 +33,7 @@ type ServeCmd struct {
 	ExecutionFlags
 	HTTPFlags
 	LimitFlags
+	JWTFlags
 	SecretFlags
 	APITLSFlags
 	ConnFlags
@@ -94,6 +95,9 @@ func (c *ServeCmd) config() (Config, error) {
 		return Config{}, err
 	}
 	c.LimitFlags.apply(&cfg)
+	if err := c.JWTFlags.apply(&cfg); err != nil {
+		return Config{}, err
+	}
 	c.APITLSFlags.apply(&cfg)
 	c.ConnFlags.apply(&cfg)
 	// Flags that cannot work fail here, before any connection is made.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/MicahParks/keyfunc/v3"
+
 	"github.com/tock-sched/tock/domain"
 
 	"context"
@@ -125,6 +127,9 @@ type Config struct {
 	MetricsAddr string
 	// Limits are the API's rate limits and quotas for keys.
 	Limits api.Limits
+	// JWT, when its URL is set, accepts JWT bearer tokens verified with
+	// the JWK Set at that URL (the api role).
+	JWT JWTSettings
 	// Secrets are the keys of --secret-key-file: the api role seals
 	// secret headers with them, the executor role opens them. Nil: no
 	// key (see secrets.go).
@@ -195,6 +200,12 @@ func Serve(ctx context.Context, cfg Config) error {
 		defer etcd.Close()
 	}
 	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy}
+	if cfg.Roles[RoleAPI] {
+		// The JWK Set is refreshed until Serve returns.
+		if d.jwt, err = jwtConfig(ctx, cfg.JWT); err != nil {
+			return err
+		}
+	}
 
 	r := &runner{parent: ctx, log: log, failed: make(chan error, 8)}
 	for _, c := range components(cfg, d) {
@@ -371,6 +382,9 @@ type deps struct {
 	log  *slog.Logger
 	// http is what the http handler may call (httpPolicy).
 	http *egress.Policy
+	// jwt verifies JWT bearer tokens (api role, --jwks-url); nil: keys
+	// only.
+	jwt *api.JWTConfig
 }
 
 // runFunc runs a component until its context ends.
@@ -620,7 +634,7 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 			Executors: api.JetStreamExecutors{JS: d.js}, DefaultRetry: cfg.Retry,
 			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
 			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Open: cfg.AuthNone,
-			Limits: cfg.Limits, Secrets: keys(cfg.Secrets)})
+			Limits: cfg.Limits, Secrets: keys(cfg.Secrets), JWT: d.jwt})
 		if err != nil {
 			return nil, err
 		}
@@ -758,6 +772,9 @@ func checkAuth(ctx context.Context, cfg Config, st *store.Store, log *slog.Logge
 	if cfg.Pprof && cfg.MetricsAddr == "" {
 		return errors.New("--pprof: the profiler has no authentication; with API keys required it is served only on --metrics-addr")
 	}
+	if cfg.JWT.URL != "" {
+		return nil // tokens of the identity provider can call it
+	}
 	n, err := st.UsableAPIKeys(ctx)
 	if err != nil {
 		return err
@@ -766,6 +783,29 @@ func checkAuth(ctx context.Context, cfg Config, st *store.Store, log *slog.Logge
 		return errNoKeys
 	}
 	return nil
+}
+
+// JWTSettings are where JWT bearer tokens' keys come from and what the
+// tokens must say (tockd --jwks-url, --jwt-issuer, --jwt-audience,
+// --jwt-roles-claim).
+type JWTSettings struct {
+	URL, Issuer, Audience, RolesClaim string
+}
+
+// jwtConfig fetches the JWK Set (and keeps it fresh, until ctx ends):
+// the API's JWT verification, or nil when no URL is set. A JWK Set that
+// cannot be fetched at start is an error: the node would refuse every
+// token.
+func jwtConfig(ctx context.Context, s JWTSettings) (*api.JWTConfig, error) {
+	if s.URL == "" {
+		return nil, nil
+	}
+	no := false
+	kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{s.URL}, keyfunc.Override{NoErrorReturnFirstHTTPReq: &no, HTTPTimeout: 10 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("--jwks-url %s: %w", s.URL, err)
+	}
+	return &api.JWTConfig{Keyfunc: kf.Keyfunc, Issuer: s.Issuer, Audience: s.Audience, RolesClaim: s.RolesClaim}, nil
 }
 
 // metricsServer serves /metrics, and the profiler when cfg asks for it,
