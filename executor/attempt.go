@@ -169,8 +169,15 @@ func (w *Worker) result(d *delivery, r ran, start *startReport) result {
 	e := d.e
 	switch {
 	case r.cancelled:
-		// Whatever the handler returned: the execution is cancelled.
+		// Whatever the handler returned: the execution is cancelled. The
+		// event carries the start even when a started event reported it:
+		// the API has made the execution final already, and a started
+		// event the recorder applies after this one (a retried publish)
+		// could no longer tell that the attempt began, so the attempt
+		// would stay without an outcome (seen once under load in CI).
 		ev.Type, res.verdict = domain.EventCancelled, verdictIgnore
+		at := start.at
+		ev.StartedAt = &at
 	case r.err == nil:
 		res.verdict = verdictSuccess
 	case r.timedOut:

@@ -1257,3 +1257,42 @@ func TestUnpublishableExecutionIsDead(t *testing.T) {
 		t.Fatalf("still in the outbox: %v", out)
 	}
 }
+
+// A cancelled attempt whose started event reaches the recorder after its
+// cancelled event (a retried publish) is recorded, cancelled, once the
+// cancelled event carries its start (as executors send it). Without the
+// start the attempt stayed with no outcome: TestCancelRunningAndQueuedExecutions
+// failed that way once in CI.
+func TestCancelledAttemptBeforeItsStartEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	t0 := baseTime()
+	j := testJob("cancel-order", &t0)
+	j.ID = idInBucket(5)
+	mustCreate(t, s, j)
+	x, err := s.RunNow(ctx, j.ID, t0.Add(-time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CancelExecution(ctx, x.ID); err != nil {
+		t.Fatal(err)
+	}
+	start := t0.Add(time.Second)
+	for _, ev := range []AttemptEvent{
+		{ID: x.ID, Attempt: 1, Executor: "e1", At: t0.Add(2 * time.Second), Type: domain.EventCancelled, StartedAt: &start, Error: "cancelled"},
+		{ID: x.ID, Attempt: 1, Executor: "e1", At: start, Type: domain.EventStarted},
+	} {
+		if res, err := s.RecordEvents(ctx, []AttemptEvent{ev}); err != nil || res[0] != nil {
+			t.Fatalf("record %s: %v %v", ev.Type, res, err)
+		}
+	}
+	e, err := s.GetExecution(ctx, x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.State != domain.ExecCancelled || len(e.AttemptList) != 1 || e.AttemptList[0].Outcome != domain.OutcomeCancelled ||
+		!e.AttemptList[0].StartedAt.Equal(start) {
+		t.Fatalf("execution %s, attempts %+v", e.State, e.AttemptList)
+	}
+}
