@@ -766,7 +766,7 @@ func checkAuth(ctx context.Context, cfg Config, st *store.Store, log *slog.Logge
 		return nil
 	}
 	if cfg.AuthNone {
-		log.Warn("the API is open: no authentication (--auth none); anyone who reaches " + cfg.HTTPAddr + " may create, run and delete any job")
+		log.Warn("the API is open: no authentication (tockd dev, or --auth none); anyone who reaches " + cfg.HTTPAddr + " may create, run and delete any job")
 		return nil
 	}
 	if cfg.Pprof && cfg.MetricsAddr == "" {
