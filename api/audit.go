@@ -24,16 +24,23 @@ import (
 // out. Entries are written after the change commits, by the node that
 // made it: a node that dies between the two loses the entry.
 
+// bulk are the changes by selector: their audit entry records the
+// selection from the request's body.
+var bulk = map[string]bool{"pauseJobs": true, "resumeJobs": true}
+
 // audited writes the audit entries of a successful change by op.
 func (s *Server) audited(op string, p permission) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
-			body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, MaxBatchBytes))
-			if err != nil {
-				return newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, "Request body too large", err.Error())
+			var body []byte // the selection of a bulk change, its only entry's record of what it changed
+			if bulk[op] {
+				var err error
+				if body, err = io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, maxBodyBytes)); err != nil {
+					return newProblem(http.StatusRequestEntityTooLarge, ProblemTooLarge, "Request body too large", err.Error())
+				}
+				req.Body = io.NopCloser(bytes.NewReader(body))
 			}
-			req.Body = io.NopCloser(bytes.NewReader(body))
 			before, ns, resource := s.auditBefore(c, p.Scope)
 			rec := &responseCopy{ResponseWriter: c.Response().Writer}
 			c.Response().Writer = rec
@@ -149,7 +156,7 @@ func (h *endpoints) ListAudit(c echo.Context, p ListAuditParams) error {
 	case ns != "":
 		f.Namespaces = []string{ns}
 	case !who.Allows(auth.AllNamespaces, auth.Admin):
-		f.Namespaces = grantsFor(who, auth.Admin)
+		f.Namespaces = who.NamespacesWith(auth.Admin)
 	}
 	for name, v := range map[string]string{"actor": f.Actor, "action": f.Action} {
 		if strings.ContainsRune(v, 0) || len(v) > 200 {

@@ -43,6 +43,7 @@ func TestAuditTrail(t *testing.T) {
 	mustStatus(t, made, http.StatusCreated)
 	var key KeyCreated
 	made.decode(t, &key)
+	mustStatus(t, a.as(editor, "POST", "/v1/jobs:resume", map[string]any{"namespace": "team-a"}), http.StatusOK)
 	mustStatus(t, a.as(editor, "DELETE", "/v1/jobs/"+id, nil), http.StatusNoContent)
 
 	r = a.as(adminA, "GET", "/v1/audit", nil)
@@ -59,10 +60,15 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("entry of namespace %s", e.Namespace)
 		}
 	}
-	if want := "jobs.delete keys.create jobs.pause jobs.update jobs.create"; strings.Join(actions, " ") != want {
+	if want := "jobs.delete jobs.resume keys.create jobs.pause jobs.update jobs.create"; strings.Join(actions, " ") != want {
 		t.Fatalf("actions %v, want %s", actions, want)
 	}
-	upd := l.Items[3]
+	// A change by selector records the selection and what it did.
+	if bulk := l.Items[1]; bulk.Resource != "jobs" || bulk.After == nil ||
+		!strings.Contains(string(mustJSON(t, *bulk.After)), `"selection":{"namespace":"team-a"}`) || !strings.Contains(string(mustJSON(t, *bulk.After)), `"changed":1`) {
+		t.Errorf("bulk entry %+v", bulk)
+	}
+	upd := l.Items[4]
 	if upd.Actor != "key:"+editorKey.ID || upd.Resource != "job "+id {
 		t.Errorf("update entry: %+v", upd)
 	}
@@ -76,8 +82,8 @@ func TestAuditTrail(t *testing.T) {
 	if desc(upd.Before) != "first" || desc(upd.After) != "second" {
 		t.Errorf("update before %v after %v", upd.Before, upd.After)
 	}
-	if l.Items[4].Before != nil || desc(l.Items[4].After) != "first" {
-		t.Errorf("create entry %+v", l.Items[4])
+	if l.Items[5].Before != nil || desc(l.Items[5].After) != "first" {
+		t.Errorf("create entry %+v", l.Items[5])
 	}
 	if l.Items[0].After != nil || desc(l.Items[0].Before) != "second" {
 		t.Errorf("delete entry %+v", l.Items[0])
@@ -128,7 +134,7 @@ func TestAuditTrail(t *testing.T) {
 		}
 		cursor = *page.NextCursor
 	}
-	if len(all) != 5 {
+	if len(all) != 6 {
 		t.Errorf("paged through %v", all)
 	}
 }

@@ -265,7 +265,7 @@ func (s *Server) guard(p permission) echo.MiddlewareFunc {
 					if !who.Allows(ns, p.Role) {
 						return forbidden("namespace", who.Denied(ns, p.Action))
 					}
-				} else if len(grantsFor(who, p.Role)) == 0 {
+				} else if len(who.NamespacesWith(p.Role)) == 0 {
 					return forbidden("Authorization", who.Denied(firstNamespace(who), p.Action))
 				}
 			case "cluster":
@@ -308,17 +308,6 @@ func (s *Server) serverError(c echo.Context, err error) error {
 	return internalProblem()
 }
 
-// grantsFor are the namespaces where who has at least role.
-func grantsFor(who *auth.Principal, role auth.Role) []string {
-	var out []string
-	for _, g := range who.Grants {
-		if g.Role >= role {
-			out = append(out, g.Namespace)
-		}
-	}
-	return out
-}
-
 // firstNamespace names a namespace of who's, for errors.
 func firstNamespace(who *auth.Principal) string {
 	if len(who.Grants) > 0 {
@@ -356,7 +345,7 @@ func (s *Server) listNamespace(c echo.Context, op, given string) (string, error)
 	if given != "" || who.Allows(auth.AllNamespaces, p.Role) {
 		return given, nil
 	}
-	mine := grantsFor(who, p.Role)
+	mine := who.NamespacesWith(p.Role)
 	if len(mine) != 1 {
 		return "", invalid("namespace", "is required: this key has roles in %d namespaces", len(mine))
 	}

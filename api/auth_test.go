@@ -345,6 +345,7 @@ func TestKeyLifecycle(t *testing.T) {
 		"schedule": map[string]any{"cron": "0 0 * * * *"}, "handler": map[string]any{"type": "nats", "subject": "work.x"}})
 	mustStatus(t, r, http.StatusCreated)
 
+	unused, _ := auth.ParseKey(a.key("team-a", "reader", nil))
 	r = a.as(adminA, "GET", "/v1/keys", nil)
 	mustStatus(t, r, http.StatusOK)
 	if strings.Contains(string(r.body), made.Key[len("tock_"+made.Id+"_"):]) {
@@ -358,9 +359,16 @@ func TestKeyLifecycle(t *testing.T) {
 		if k.Namespace != "team-a" {
 			t.Errorf("team-a admin lists a key of %s", k.Namespace)
 		}
+		// The new key was used (it created a job); the unused one never.
+		if k.Id == made.Id && (k.LastUsedAt == nil || time.Since(*k.LastUsedAt) > time.Minute) {
+			t.Errorf("the used key's last_used_at is %v", k.LastUsedAt)
+		}
+		if k.Id == unused.ID && k.LastUsedAt != nil {
+			t.Errorf("an unused key's last_used_at is %v", k.LastUsedAt)
+		}
 	}
-	if !slices.Contains(listed, made.Id) {
-		t.Errorf("keys %v do not include %s", listed, made.Id)
+	if !slices.Contains(listed, made.Id) || !slices.Contains(listed, unused.ID) {
+		t.Errorf("keys %v do not include %s and %s", listed, made.Id, unused.ID)
 	}
 
 	for _, c := range []struct {

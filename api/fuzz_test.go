@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/domain"
-	"github.com/tock-sched/tock/secret"
+	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
 )
@@ -40,14 +40,7 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 	st := storetest.New(f, 16)
 	logs := &syncBuffer{}
 	// With a key, so that secret headers are sealed, not refused.
-	line, err := secret.GenerateKey("fuzz")
-	if err != nil {
-		f.Fatal(err)
-	}
-	keys, err := secret.Parse([]byte(line))
-	if err != nil {
-		f.Fatal(err)
-	}
+	keys := testenv.Keyring(f)
 	srv, err := New(Config{Store: st, Logger: slog.New(slog.NewTextHandler(logs, nil)), Registry: prometheus.NewRegistry(), Secrets: keys, Open: true})
 	if err != nil {
 		f.Fatal(err)

@@ -99,6 +99,12 @@ func TestJWTBearerTokens(t *testing.T) {
 		!strings.Contains(string(r.body), "role reader in namespace team-a does not allow jobs.create") {
 		t.Errorf("reader create: %d %s", r.status, r.body)
 	}
+	// A token with roles in several namespaces names the one it lists.
+	two := p.token(t, jwt.MapClaims{"sub": "carol", "tock_roles": []any{"team-a:reader", "team-b:reader"}}, p.key)
+	if r := a.as(two, "GET", "/v1/jobs", nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), `"namespace"`) {
+		t.Errorf("two namespaces, none named: %d %s", r.status, r.body)
+	}
+	mustStatus(t, a.as(two, "GET", "/v1/jobs?namespace=team-b", nil), http.StatusOK)
 	// The audit trail names the token's subject.
 	r := a.as(a.admin, "GET", "/v1/audit?action=jobs.create&namespace=team-a", nil)
 	mustStatus(t, r, http.StatusOK)

@@ -111,7 +111,10 @@ func (s *Server) limitRequest(c echo.Context, who *auth.Principal) error {
 		}
 	}
 	if r := s.limits.cfg.NamespaceRate; r > 0 {
-		for _, ns := range who.Namespaces() {
+		for _, ns := range who.NamespacesWith(auth.Reader) {
+			if ns == auth.AllNamespaces {
+				continue // a key for every namespace has its own rate only
+			}
 			if d := take(c, s.limits.get("ns:"+ns, r, burstOf(r, s.limits.cfg.NamespaceBurst)), now); d > 0 {
 				return tooMany(c, "Authorization", d, fmt.Sprintf("the keys of namespace %s sent more than %g requests a second (tockd --rate-limit-namespace); retry in %s",
 					ns, r, d.Round(time.Millisecond)))

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tock-sched/tock/domain"
-	"github.com/tock-sched/tock/secret"
+	"github.com/tock-sched/tock/internal/testenv"
 )
 
 // The values the secrets tests give; none may appear in an answer, a
@@ -16,19 +16,6 @@ const (
 	secretValue      = "Bearer s3cret-api-5d1e"
 	plainSecretValue = "plain-tok-77aa"
 )
-
-func testKeys(t *testing.T) *secret.Keyring {
-	t.Helper()
-	line, err := secret.GenerateKey("k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := secret.Parse([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
 
 // noSecret fails the test if what holds a secret value, or the value of
 // the plain header named like a credential, which is hidden from answers
@@ -58,7 +45,7 @@ func noSealed(t *testing.T, where string, what []byte) {
 // with "***" keeps the stored value, null removes them.
 func TestSecretHeadersNeverShown(t *testing.T) {
 	t.Parallel()
-	k := testKeys(t)
+	k := testenv.Keyring(t)
 	st := openStore(t)
 	e := newEnvWith(t, st, func(c *Config) { c.Secrets = k })
 	e.store = st

@@ -101,12 +101,12 @@ func (p *Principal) Allows(ns string, need Role) bool { return p.Role(ns) >= nee
 // Everywhere reports whether p's grants cover every namespace.
 func (p *Principal) Everywhere() bool { return p.Role(AllNamespaces) > NoRole }
 
-// Namespaces are the namespaces p has a role in, when it has no grant
-// for every namespace.
-func (p *Principal) Namespaces() []string {
+// NamespacesWith are the namespaces of p's grants of at least role r
+// (AllNamespaces among them for a grant in every namespace).
+func (p *Principal) NamespacesWith(r Role) []string {
 	var out []string
 	for _, g := range p.Grants {
-		if g.Role > NoRole && g.Namespace != AllNamespaces {
+		if g.Role >= r && g.Role > NoRole {
 			out = append(out, g.Namespace)
 		}
 	}

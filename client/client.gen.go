@@ -2294,9 +2294,9 @@ type ClientInterface interface {
 	//
 	// Creates a key with a role in a namespace (or in every namespace,
 	// `*`), optionally expiring. The answer is the only time the key
-	// itself is shown: only a hash of it is stored. A key can give at
-	// most its creator's own role in that namespace; a key for every
-	// namespace needs an admin key for every namespace.
+	// itself is shown: only a hash of it is stored. Only an admin of the
+	// namespace makes its keys (of any role); a key for every namespace
+	// needs an admin key for every namespace.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2307,9 +2307,9 @@ type ClientInterface interface {
 	//
 	// Creates a key with a role in a namespace (or in every namespace,
 	// `*`), optionally expiring. The answer is the only time the key
-	// itself is shown: only a hash of it is stored. A key can give at
-	// most its creator's own role in that namespace; a key for every
-	// namespace needs an admin key for every namespace.
+	// itself is shown: only a hash of it is stored. Only an admin of the
+	// namespace makes its keys (of any role); a key for every namespace
+	// needs an admin key for every namespace.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3256,9 +3256,9 @@ func (c *Client) ListKeys(ctx context.Context, params *ListKeysParams, reqEditor
 //
 // Creates a key with a role in a namespace (or in every namespace,
 // `*`), optionally expiring. The answer is the only time the key
-// itself is shown: only a hash of it is stored. A key can give at
-// most its creator's own role in that namespace; a key for every
-// namespace needs an admin key for every namespace.
+// itself is shown: only a hash of it is stored. Only an admin of the
+// namespace makes its keys (of any role); a key for every namespace
+// needs an admin key for every namespace.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3279,9 +3279,9 @@ func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body
 //
 // Creates a key with a role in a namespace (or in every namespace,
 // `*`), optionally expiring. The answer is the only time the key
-// itself is shown: only a hash of it is stored. A key can give at
-// most its creator's own role in that namespace; a key for every
-// namespace needs an admin key for every namespace.
+// itself is shown: only a hash of it is stored. Only an admin of the
+// namespace makes its keys (of any role); a key for every namespace
+// needs an admin key for every namespace.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6008,9 +6008,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates a key with a role in a namespace (or in every namespace,
 	// `*`), optionally expiring. The answer is the only time the key
-	// itself is shown: only a hash of it is stored. A key can give at
-	// most its creator's own role in that namespace; a key for every
-	// namespace needs an admin key for every namespace.
+	// itself is shown: only a hash of it is stored. Only an admin of the
+	// namespace makes its keys (of any role); a key for every namespace
+	// needs an admin key for every namespace.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6021,9 +6021,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Creates a key with a role in a namespace (or in every namespace,
 	// `*`), optionally expiring. The answer is the only time the key
-	// itself is shown: only a hash of it is stored. A key can give at
-	// most its creator's own role in that namespace; a key for every
-	// namespace needs an admin key for every namespace.
+	// itself is shown: only a hash of it is stored. Only an admin of the
+	// namespace makes its keys (of any role); a key for every namespace
+	// needs an admin key for every namespace.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9832,9 +9832,9 @@ func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, params *
 //
 // Creates a key with a role in a namespace (or in every namespace,
 // `*`), optionally expiring. The answer is the only time the key
-// itself is shown: only a hash of it is stored. A key can give at
-// most its creator's own role in that namespace; a key for every
-// namespace needs an admin key for every namespace.
+// itself is shown: only a hash of it is stored. Only an admin of the
+// namespace makes its keys (of any role); a key for every namespace
+// needs an admin key for every namespace.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9851,9 +9851,9 @@ func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context,
 //
 // Creates a key with a role in a namespace (or in every namespace,
 // `*`), optionally expiring. The answer is the only time the key
-// itself is shown: only a hash of it is stored. A key can give at
-// most its creator's own role in that namespace; a key for every
-// namespace needs an admin key for every namespace.
+// itself is shown: only a hash of it is stored. Only an admin of the
+// namespace makes its keys (of any role); a key for every namespace
+// needs an admin key for every namespace.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -9,22 +9,9 @@ import (
 	"testing"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/secret"
 )
-
-// testKeys is a keyring of one new key, k1.
-func testKeys(t *testing.T) *secret.Keyring {
-	t.Helper()
-	line, err := secret.GenerateKey("k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := secret.Parse([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
 
 // sealed seals value for header name, as the API does.
 func sealed(t *testing.T, k *secret.Keyring, name, value string) domain.SealedSecret {
@@ -52,7 +39,7 @@ func secretExecution(t *testing.T, k *secret.Keyring, url string) *Execution {
 // The executor opens secret headers just before the request: the target
 // gets their values, beside the plain headers.
 func TestHTTPHandlerSendsSecretHeaders(t *testing.T) {
-	k := testKeys(t)
+	k := testenv.Keyring(t)
 	got := make(chan http.Header, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got <- r.Header.Clone()
@@ -72,7 +59,7 @@ func TestHTTPHandlerSendsSecretHeaders(t *testing.T) {
 // An execution whose secrets cannot be opened fails for good, without a
 // request, saying which header and why, and never showing a value.
 func TestHTTPHandlerSecretsThatCannotBeOpened(t *testing.T) {
-	k := testKeys(t)
+	k := testenv.Keyring(t)
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 	defer srv.Close()
@@ -94,7 +81,7 @@ func TestHTTPHandlerSecretsThatCannotBeOpened(t *testing.T) {
 		{"no key file", HTTPHandlerWith(HTTPOptions{Client: srv.Client()}), secretExecution(t, k, srv.URL),
 			"this executor has no --secret-key-file"},
 		{"HTTPHandler", HTTPHandler(srv.Client()), secretExecution(t, k, srv.URL), "no --secret-key-file"},
-		{"another key", HTTPHandlerWith(HTTPOptions{Client: srv.Client(), Secrets: testKeys(t)}), secretExecution(t, k, srv.URL),
+		{"another key", HTTPHandlerWith(HTTPOptions{Client: srv.Client(), Secrets: testenv.Keyring(t)}), secretExecution(t, k, srv.URL),
 			"cannot decrypt it: secret: key \"k1\": the ciphertext does not authenticate"},
 		{"values swapped between headers", HTTPHandlerWith(HTTPOptions{Client: srv.Client(), Secrets: k}), swapped,
 			"does not authenticate"},
@@ -121,7 +108,7 @@ func TestHTTPHandlerSecretsThatCannotBeOpened(t *testing.T) {
 // Secret headers follow a redirect to the same origin, never one to
 // another (another port is another origin).
 func TestHTTPHandlerSecretsStayWithTheirOrigin(t *testing.T) {
-	k := testKeys(t)
+	k := testenv.Keyring(t)
 	elsewhere := make(chan http.Header, 1)
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		elsewhere <- r.Header.Clone()

@@ -8,22 +8,10 @@ import (
 	"testing"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/secret"
 	"github.com/tock-sched/tock/store/storetest"
 )
-
-func testKeys(t *testing.T) *secret.Keyring {
-	t.Helper()
-	line, err := secret.GenerateKey("k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := secret.Parse([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
 
 // opened is the value of h's secret header name, opened with k.
 func opened(t *testing.T, k *secret.Keyring, h domain.Handler, name string) string {
@@ -53,7 +41,7 @@ func faultOf(err error, field string) string {
 // to the value given, for its header only.
 func TestBuildSealsSecretHeaders(t *testing.T) {
 	t.Parallel()
-	k := testKeys(t)
+	k := testenv.Keyring(t)
 	svc := newService(t, struct{ Store }{}, Config{Clock: &fakeClock{}, Secrets: k})
 	nj := validJob("sealed")
 	nj.Handler.Headers = map[string]string{"X-Team": "payments"}
@@ -78,7 +66,7 @@ func TestBuildSealsSecretHeaders(t *testing.T) {
 // a value.
 func TestSecretHeaderFaults(t *testing.T) {
 	t.Parallel()
-	k := testKeys(t)
+	k := testenv.Keyring(t)
 	withKey := newService(t, struct{ Store }{}, Config{Clock: &fakeClock{}, Secrets: k})
 	noKey := newService(t, struct{ Store }{}, Config{Clock: &fakeClock{}})
 	many := map[string]string{}
@@ -141,7 +129,7 @@ func TestSecretHeaderFaults(t *testing.T) {
 func TestUpdateSecretHeaders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	k := testKeys(t)
+	k := testenv.Keyring(t)
 	st := storetest.New(t, 16)
 	svc := newService(t, st, Config{Clock: &fakeClock{t: t0}, Secrets: k})
 	nj := validJob("secret-patch")
@@ -235,7 +223,7 @@ func TestUpdateSecretHeaders(t *testing.T) {
 func TestUpdateMovesAPlainHeaderIntoSecrets(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	k := testKeys(t)
+	k := testenv.Keyring(t)
 	st := storetest.New(t, 16)
 	noKey := newService(t, st, Config{Clock: &fakeClock{t: t0}})
 	nj := validJob("old-style")

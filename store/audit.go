@@ -43,7 +43,7 @@ func (s *Store) WriteAudit(ctx context.Context, entries []AuditEntry) error {
 		if e.ID == uuid.Nil {
 			e.ID = uuid.Must(uuid.NewV7())
 		}
-		rows[i] = []any{e.At, e.ID, e.Actor, e.Namespace, e.Action, e.Resource, jsonOrNil(e.Before), jsonOrNil(e.After)}
+		rows[i] = []any{e.At, e.ID, e.Actor, e.Namespace, e.Action, e.Resource, nullJSON(e.Before), nullJSON(e.After)}
 	}
 	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"audit_log"},
 		[]string{"at", "id", "actor", "namespace", "action", "resource", "before", "after"}, pgx.CopyFromRows(rows))
@@ -51,13 +51,6 @@ func (s *Store) WriteAudit(ctx context.Context, entries []AuditEntry) error {
 		return fmt.Errorf("store: write audit: %w", err)
 	}
 	return nil
-}
-
-func jsonOrNil(b json.RawMessage) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
 }
 
 // AuditFilter selects audit entries.

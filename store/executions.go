@@ -479,3 +479,18 @@ func inline(j *Job, v any) any {
 	}
 	return v
 }
+
+// ExecutionNamespace is the namespace of the execution with id;
+// ErrNotFound if there is none.
+func (s *Store) ExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error) {
+	var ns string
+	err := s.pool.QueryRow(ctx, `SELECT namespace FROM executions WHERE id = $1 AND scheduled_for = $2`,
+		id, domain.ExecutionTime(id)).Scan(&ns)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: execution %s namespace: %w", id, err)
+	}
+	return ns, nil
+}

@@ -2,8 +2,6 @@ package store
 
 import (
 	"bytes"
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // ErrBadCursor: a list cursor that this store did not hand out.
@@ -561,4 +561,34 @@ func selectorSQL(sel domain.Selector, arg func(any) string) string {
 		}
 	}
 	return b.String()
+}
+
+// JobNamespace is the namespace of the job with id (a job never moves);
+// ErrNotFound if there is none.
+func (s *Store) JobNamespace(ctx context.Context, id uuid.UUID) (string, error) {
+	if err := s.needBuckets(); err != nil {
+		return "", fmt.Errorf("store: job %s namespace: %w", id, err)
+	}
+	var ns string
+	err := s.pool.QueryRow(ctx, `SELECT namespace FROM jobs WHERE bucket = $1 AND id = $2`,
+		domain.BucketOf(id, s.buckets), id).Scan(&ns)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: job %s namespace: %w", id, err)
+	}
+	return ns, nil
+}
+
+// CountJobsUpTo counts the jobs of namespace, reading at most limit of
+// them (a quota check needs to know only whether there are that many).
+func (s *Store) CountJobsUpTo(ctx context.Context, namespace string, limit int) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM job_names WHERE namespace = $1 LIMIT $2) x`,
+		namespace, limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: count jobs of %s: %w", namespace, err)
+	}
+	return n, nil
 }

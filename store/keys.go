@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/tock-sched/tock/domain"
 )
 
 // APIKey is a stored API key: everything but its secret, of which only
@@ -114,39 +111,6 @@ func (s *Store) UsableAPIKeys(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// JobNamespace is the namespace of the job with id (a job never moves);
-// ErrNotFound if there is none.
-func (s *Store) JobNamespace(ctx context.Context, id uuid.UUID) (string, error) {
-	if err := s.needBuckets(); err != nil {
-		return "", fmt.Errorf("store: job %s namespace: %w", id, err)
-	}
-	var ns string
-	err := s.pool.QueryRow(ctx, `SELECT namespace FROM jobs WHERE bucket = $1 AND id = $2`,
-		domain.BucketOf(id, s.buckets), id).Scan(&ns)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("store: job %s namespace: %w", id, err)
-	}
-	return ns, nil
-}
-
-// ExecutionNamespace is the namespace of the execution with id;
-// ErrNotFound if there is none.
-func (s *Store) ExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error) {
-	var ns string
-	err := s.pool.QueryRow(ctx, `SELECT namespace FROM executions WHERE id = $1 AND scheduled_for = $2`,
-		id, domain.ExecutionTime(id)).Scan(&ns)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("store: execution %s namespace: %w", id, err)
-	}
-	return ns, nil
-}
-
 // GetAPIKey returns the key with id; ErrNotFound if there is none.
 func (s *Store) GetAPIKey(ctx context.Context, id string) (*APIKey, error) {
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = $1`, id))
@@ -157,16 +121,4 @@ func (s *Store) GetAPIKey(ctx context.Context, id string) (*APIKey, error) {
 		return nil, fmt.Errorf("store: API key %s: %w", id, err)
 	}
 	return k, nil
-}
-
-// CountJobsUpTo counts the jobs of namespace, reading at most limit of
-// them (a quota check needs to know only whether there are that many).
-func (s *Store) CountJobsUpTo(ctx context.Context, namespace string, limit int) (int, error) {
-	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM job_names WHERE namespace = $1 LIMIT $2) x`,
-		namespace, limit).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("store: count jobs of %s: %w", namespace, err)
-	}
-	return n, nil
 }

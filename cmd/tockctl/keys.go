@@ -9,7 +9,7 @@ import (
 
 type keysCreateCmd struct {
 	Namespace string `required:"" help:"The namespace the key's role holds in; '*' for every namespace."`
-	Role      string `required:"" enum:"reader,operator,editor,admin" help:"reader, operator, editor or admin (at most your own role in the namespace)."`
+	Role      string `required:"" enum:"reader,operator,editor,admin" help:"reader, operator, editor or admin (making keys needs admin in the namespace)."`
 	Expires   string `help:"How long the key is valid: days (90d) or a duration (12h); default: it never expires."`
 	Name      string `help:"What the key is for, shown in listings."`
 }

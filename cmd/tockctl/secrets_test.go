@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/api"
-	"github.com/tock-sched/tock/secret"
+	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -19,14 +19,7 @@ import (
 // name them, and -o json prints the API's "***".
 func TestJobsGetHidesSecrets(t *testing.T) {
 	t.Parallel()
-	line, err := secret.GenerateKey("k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := secret.Parse([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testenv.Keyring(t)
 	srv, err := api.New(api.Config{Store: storetest.New(t, 16), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registry: prometheus.NewRegistry(), Secrets: keys, Open: true})
 	if err != nil {

@@ -95,6 +95,15 @@ func (e *env) startNode(t *testing.T, node string) string {
 // startNodeWith is startNode with a change to the node's Config.
 func (e *env) startNodeWith(t *testing.T, node string, change func(*Config)) string {
 	t.Helper()
+	base, _ := e.startStoppable(t, node, change)
+	return base
+}
+
+// startStoppable is startNodeWith for a node the test stops itself: it
+// returns the API base URL and a stop that waits for the node's end
+// (also called at cleanup, if the test did not).
+func (e *env) startStoppable(t *testing.T, node string, change func(*Config)) (string, func()) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -115,13 +124,17 @@ func (e *env) startNodeWith(t *testing.T, node string, change func(*Config)) str
 	case <-time.After(60 * time.Second):
 		t.Fatalf("tockd %s not ready after 60s", node)
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("tockd %s: %v", node, err)
-		}
-	})
-	return "http://" + ln.Addr().String()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("tockd %s: %v", node, err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }
 
 // startProcess runs tockd as a child process (this test binary in child

@@ -21,18 +21,26 @@ func TestMaintainOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := "executions_" + now.AddDate(0, 0, -60).UTC().Format("20060102")
-	partitions := func() string {
+	partitionsOf := func(parent string) string {
 		var names string
-		if err := st.Pool().QueryRow(ctx, `SELECT string_agg(c.relname, ' ') FROM pg_inherits i
-			JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'executions'::regclass`).Scan(&names); err != nil {
+		if err := st.Pool().QueryRow(ctx, `SELECT coalesce(string_agg(c.relname, ' '), '') FROM pg_inherits i
+			JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass`, parent).Scan(&names); err != nil {
 			t.Fatal(err)
 		}
 		return names
 	}
+	partitions := func() string { return partitionsOf("executions") }
+	// An audit day past --audit-retention.
+	oldDay := now.AddDate(0, 0, -60).UTC().Truncate(24 * time.Hour)
+	oldAudit := store.DayPartition("audit_log", oldDay)
+	if _, err := st.Pool().Exec(ctx, "CREATE TABLE "+oldAudit+" PARTITION OF audit_log FOR VALUES FROM ('"+
+		oldDay.Format(time.RFC3339)+"') TO ('"+oldDay.AddDate(0, 0, 1).Format(time.RFC3339)+"')"); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(partitions(), old) {
 		t.Fatalf("setup: no %s in %s", old, partitions())
 	}
-	cmd := exec.Command(os.Args[0], "maintain", "--postgres-url", pg, "--once", "--retention", "30d", "--log-level", "warn")
+	cmd := exec.Command(os.Args[0], "maintain", "--postgres-url", pg, "--once", "--retention", "30d", "--audit-retention", "45d", "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "TOCKD_E2E_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -45,6 +53,11 @@ func TestMaintainOnce(t *testing.T) {
 	ahead := "executions_" + now.AddDate(0, 0, 7).UTC().Format("20060102")
 	if !strings.Contains(got, ahead) {
 		t.Errorf("no partition a week ahead (%s): %s", ahead, got)
+	}
+	// The audit trail's days too, by its own retention.
+	audit := partitionsOf("audit_log")
+	if strings.Contains(audit, oldAudit) || !strings.Contains(audit, store.DayPartition("audit_log", now.AddDate(0, 0, 7))) {
+		t.Errorf("audit partitions after maintain --once --audit-retention 45d: %s", audit)
 	}
 }
 

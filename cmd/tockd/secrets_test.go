@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -88,42 +87,6 @@ func loadKeys(t *testing.T, path string) *secret.Keyring {
 		t.Fatal(err)
 	}
 	return k
-}
-
-// startStoppable is startNodeWith for a node the test stops itself: it
-// returns the API base URL and a stop that waits for the node's end
-// (also called at cleanup, if the test did not).
-func (e *env) startStoppable(t *testing.T, node string, change func(*Config)) (string, func()) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	cfg := e.config(node, ln)
-	change(&cfg)
-	cfg.Ready = ready
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, cfg) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("tockd %s: %v", node, err)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("tockd %s not ready after 60s", node)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("tockd %s: %v", node, err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return "http://" + ln.Addr().String(), stop
 }
 
 // get is the body of GET url, which must answer 200.

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/internal/embedded"
+	"github.com/tock-sched/tock/secret"
 )
 
 // DefaultPostgresURL is the server tests create their databases on unless
@@ -131,4 +132,19 @@ func Deps(t testing.TB) []string {
 		t.Fatalf("go list -deps: %v\n%s", err, stderr)
 	}
 	return strings.Fields(string(out))
+}
+
+// Keyring is a keyring of one new key, k1, as a --secret-key-file of one
+// line gives: for tests of secret headers.
+func Keyring(t testing.TB) *secret.Keyring {
+	t.Helper()
+	line, err := secret.GenerateKey("k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := secret.Parse([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
