@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -376,7 +377,11 @@ func TestNATSConnectionTLSAndCredentials(t *testing.T) {
 		{"unknown nkey", ns.URL(), NATSAuth{NkeySeedFile: strangerSeed, TLS: tlsOK}, "authorization violation"},
 		{"server's CA not trusted", ns.URL(), NATSAuth{User: natsUser, Password: natsPassword,
 			TLS: TLSFiles{Cert: clientCert, Key: clientKey}}, "certificate signed by unknown authority"},
-		{"no client certificate", ns.URL(), NATSAuth{User: natsUser, Password: natsPassword, TLS: TLSFiles{CA: ca.CertFile}}, "certificate required"},
+		{"no client certificate", ns.URL(), NATSAuth{User: natsUser, Password: natsPassword, TLS: TLSFiles{CA: ca.CertFile}},
+			// In TLS 1.3 the server refuses the certificate after the
+			// client's handshake is done: the client reads the alert, or
+			// its first write finds the connection closed (once in CI).
+			"certificate required|connection closed by remote after tls handshake"},
 	} {
 		opts, err := tc.auth.options()
 		if err != nil {
@@ -400,7 +405,7 @@ func TestNATSConnectionTLSAndCredentials(t *testing.T) {
 			}
 		case err == nil:
 			t.Errorf("%s: connected, want an error saying %q", tc.name, tc.want)
-		case !strings.Contains(strings.ToLower(err.Error()), tc.want):
+		case !slices.ContainsFunc(strings.Split(tc.want, "|"), func(w string) bool { return strings.Contains(strings.ToLower(err.Error()), w) }):
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		case time.Since(start) > 5*time.Second:
 			t.Errorf("%s: failed after %s, want at once", tc.name, time.Since(start))
