@@ -72,6 +72,10 @@ type Report struct {
 	// Nodes is each scheduler node's part: with several nodes, it shows
 	// that all of them fired.
 	Nodes []NodeStats `json:"nodes"`
+	// CPU is the CPU time per execution of each process on this machine
+	// during the window (recurring mixes): Postgres, tockd, nats-server,
+	// the executors.
+	CPU *CPU `json:"cpu,omitempty"`
 }
 
 // Creation is how fast the jobs were stored.
@@ -291,6 +295,7 @@ func (r *Report) write(w io.Writer, format string) error {
 		p("  recorder       %.0f events/s written", r.RecorderPerSecond)
 	}
 	writeNodes(p, r.Nodes)
+	writeCPU(p, r.CPU)
 	if r.ZeroFired > 0 || r.MultiFired > 0 {
 		p("FAIL: some scheduled times did not fire exactly once")
 	}

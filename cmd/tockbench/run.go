@@ -51,7 +51,12 @@ func (b *bench) runWindow(ctx context.Context) error {
 		return err
 	}
 	atStart := b.backlog(ctx)
+	cpu := b.startCPU()
 	if err := b.progress(ctx, to); err != nil {
+		return err
+	}
+	var err error
+	if b.rep.CPU, err = b.finishCPU(ctx, cpu); err != nil {
 		return err
 	}
 	if during != nil {

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is the kernel's USER_HZ, the unit of utime and stime in
+// /proc/<pid>/stat: 100 on every Linux architecture Go builds for.
+const clockTicks = 100
+
+// CPU is the CPU time the processes on this machine spent during the
+// measured window, per execution recorded in it.
+type CPU struct {
+	// Seconds is the length of the sampled interval.
+	Seconds float64 `json:"seconds"`
+	// Executions is how many of the run's executions were recorded as
+	// finished (finished_at) during the interval.
+	Executions int64 `json:"executions"`
+	// Components are the processes by component, heaviest first.
+	Components []CPUComponent `json:"components"`
+	// TotalUS is the components' CPU per execution together, in µs.
+	TotalUS float64 `json:"total_us_per_execution"`
+}
+
+// CPUComponent is one component's share.
+type CPUComponent struct {
+	Name string `json:"name"`
+	// Processes is how many processes were counted (Postgres has one per
+	// connection plus its background workers).
+	Processes int `json:"processes"`
+	// Cores is the component's CPU time ÷ the interval: 1.0 is one core.
+	Cores float64 `json:"cores"`
+	// USPerExecution is its CPU time ÷ executions, in µs.
+	USPerExecution float64 `json:"us_per_execution"`
+}
+
+// procTimes is one reading of every process's utime + stime, in ticks,
+// with its command name.
+type procTimes map[int]procTime
+
+type procTime struct {
+	comm  string
+	ticks int64
+}
+
+// readProcs reads /proc/<pid>/stat of every process it may read.
+// Processes that end between two readings lose what they spent since
+// the first; Postgres backends and tockd live through a window.
+func readProcs() procTimes {
+	pt := procTimes{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			continue
+		}
+		comm, ticks, ok := parseStat(raw)
+		if ok {
+			pt[pid] = procTime{comm, ticks}
+		}
+	}
+	return pt
+}
+
+// parseStat reads the command name and utime + stime from a
+// /proc/<pid>/stat line: "pid (comm) state ppid ...", utime and stime
+// being fields 14 and 15. The name may hold spaces and parentheses, so
+// the fields are counted from its last ')'.
+func parseStat(raw []byte) (comm string, ticks int64, ok bool) {
+	open, end := bytes.IndexByte(raw, '('), bytes.LastIndexByte(raw, ')')
+	if open < 0 || end < open {
+		return "", 0, false
+	}
+	fields := strings.Fields(string(raw[end+1:]))
+	// fields[0] is field 3 (state): utime (14) is fields[11], stime fields[12].
+	if len(fields) < 13 {
+		return "", 0, false
+	}
+	u, err1 := strconv.ParseInt(fields[11], 10, 64)
+	s, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, false
+	}
+	return string(raw[open+1 : end]), u + s, true
+}
+
+// component names the component a process belongs to: tockbench itself
+// is the executors (its in-process workers are nearly all it does during
+// a window); "" for a process of none.
+func component(pid int, comm string) string {
+	switch {
+	case pid == os.Getpid():
+		return "executors (tockbench)"
+	case comm == "postgres" || strings.HasPrefix(comm, "postgres:"):
+		return "postgres"
+	case comm == "tockd":
+		return "tockd"
+	case comm == "nats-server":
+		return "nats-server"
+	case comm == "etcd":
+		return "etcd"
+	}
+	return ""
+}
+
+// cpuBetween is what each component spent from a to b, per execution.
+// A process in b but not in a started during the interval and counts
+// whole.
+func cpuBetween(a, b procTimes, seconds float64, executions int64) *CPU {
+	type acc struct {
+		procs int
+		ticks int64
+	}
+	by := map[string]*acc{}
+	for pid, t := range b {
+		name := component(pid, t.comm)
+		if name == "" {
+			continue
+		}
+		d := t.ticks
+		if old, ok := a[pid]; ok && old.comm == t.comm {
+			d -= old.ticks
+		}
+		c := by[name]
+		if c == nil {
+			c = &acc{}
+			by[name] = c
+		}
+		c.procs++
+		c.ticks += d
+	}
+	cpu := &CPU{Seconds: seconds, Executions: executions}
+	for name, c := range by {
+		secs := float64(c.ticks) / clockTicks
+		comp := CPUComponent{Name: name, Processes: c.procs, Cores: secs / seconds}
+		if executions > 0 {
+			comp.USPerExecution = secs * 1e6 / float64(executions)
+		}
+		cpu.TotalUS += comp.USPerExecution
+		cpu.Components = append(cpu.Components, comp)
+	}
+	slices.SortFunc(cpu.Components, func(x, y CPUComponent) int {
+		if x.Cores != y.Cores {
+			if x.Cores > y.Cores {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	return cpu
+}
+
+// cpuWindow samples the processes at the start of an interval; its
+// finish reads them again and divides by the run's executions recorded
+// as finished in between (by the database's clock).
+type cpuWindow struct {
+	start    procTimes
+	startAt  time.Time // local monotonic clock
+	dbFrom   time.Time
+	disabled bool
+}
+
+func (b *bench) startCPU() *cpuWindow {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		return &cpuWindow{disabled: true}
+	}
+	return &cpuWindow{start: readProcs(), startAt: time.Now(), dbFrom: b.dbNow()}
+}
+
+// finishCPU ends w and returns the CPU per execution, nil without /proc.
+func (b *bench) finishCPU(ctx context.Context, w *cpuWindow) (*CPU, error) {
+	if w.disabled {
+		return nil, nil
+	}
+	end, secs, dbTo := readProcs(), time.Since(w.startAt).Seconds(), b.dbNow()
+	// Executions recorded in the interval, whatever their scheduled time
+	// (under overload they are older than the interval); the bounds on
+	// scheduled_for let the planner prune the day partitions.
+	var n int64
+	err := b.st.Pool().QueryRow(ctx, `SELECT count(*) FROM executions
+		WHERE namespace = $1 AND finished_at >= $2 AND finished_at < $3
+			AND scheduled_for >= $2::timestamptz - interval '1 hour' AND scheduled_for < $3`,
+		b.ns, w.dbFrom, dbTo).Scan(&n)
+	if err != nil {
+		return nil, fmt.Errorf("count executions recorded: %w", err)
+	}
+	return cpuBetween(w.start, end, secs, n), nil
+}
+
+// writeCPU prints c, one line per component.
+func writeCPU(p func(string, ...any), c *CPU) {
+	if c == nil {
+		return
+	}
+	p("  CPU/execution  %.0f µs in all (%d executions recorded in %.0f s)", c.TotalUS, c.Executions, c.Seconds)
+	for _, comp := range c.Components {
+		p("                 %-22s %6.1f µs  %4.0f%% of a core  (%d processes)", comp.Name, comp.USPerExecution, comp.Cores*100, comp.Processes)
+	}
+}
