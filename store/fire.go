@@ -232,7 +232,14 @@ func (c *dueCodec) scanDue(r pgx.CollectableRow) (Due, error) {
 // job's next_run_at, then the executions of the jobs that won it. What an
 // execution runs is returned from its job's row (the values its spec_id
 // names), not looked up in job_specs column by column.
-// $6 (the unfenced buckets) lets the planner prune jobs partitions.
+//
+// One statement fires the whole batch, across all its buckets: with
+// fireJoinSettings the planner joins the firings to the jobs partitions
+// with a nested loop whose Append is pruned at run time to the firing's
+// own partition (one primary-key probe per firing), and the plan is
+// generic, made once per connection. One statement per bucket, as
+// before, paid a statement's set-up for every ~4 firings at 10,000/s
+// over 256 buckets (docs/bench.md, issue 20).
 var fireSQL = `
 WITH f AS (
 	SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::timestamptz[], $5::uuid[])
@@ -246,7 +253,7 @@ WITH f AS (
 		updated_at = ` + nowMS + `,
 		version = j.version + 1
 	FROM f
-	WHERE j.bucket = ANY($6) AND j.id = ANY($1) AND j.bucket = f.bucket AND j.id = f.job_id
+	WHERE j.bucket = f.bucket AND j.id = f.job_id
 		AND j.state = 'active' AND j.next_run_at = f.sched
 	RETURNING f.exec_id, j.id, j.bucket, j.namespace, j.name, f.sched, j.handler, j.payload, j.retry,
 		j.timeout_ms, j.priority, j.spec_id
@@ -256,7 +263,7 @@ INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, 
 SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
 	CASE WHEN spec_id IS NULL THEN handler END, CASE WHEN spec_id IS NULL THEN payload END,
 	CASE WHEN spec_id IS NULL THEN retry END, CASE WHEN spec_id IS NULL THEN timeout_ms END,
-	priority, ` + nowMS + `, $7, spec_id
+	priority, ` + nowMS + `, $6, spec_id
 FROM fired
 ON CONFLICT DO NOTHING
 RETURNING *
@@ -267,13 +274,19 @@ SELECT ` + prefixed("i.", "id, job_id, bucket, namespace, job_name, scheduled_fo
 	"priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered") + `
 FROM ins i JOIN fired f ON f.exec_id = i.id`
 
-// fireBucketSQL is fireSQL on bucket b's jobs partition itself: a
-// statement that names one small table plans in microseconds and can
-// keep its plan (no partition pruning to redo per call), and its
-// id = ANY looks up only that bucket's jobs.
-func fireBucketSQL(b int) string {
-	return strings.Replace(fireSQL, "UPDATE jobs j SET", "UPDATE "+jobsPartition(b)+" j SET", 1)
-}
+// fireJoinSettings shape fireSQL's plan for the rest of the statement's
+// transaction part, and fireJoinReset undoes them: index probes joined by
+// a nested loop (a hash or merge join would read every partition of
+// jobs whole), a generic plan (planning an update of 256 partitions
+// costs ~100 ms; the generic plan prunes at run time), and no JIT (the
+// disabled join methods' costs would otherwise trigger it: 1.7 s of
+// compilation per statement, seen with EXPLAIN ANALYZE).
+var (
+	fireJoinSettings = []string{"SET LOCAL enable_hashjoin = off", "SET LOCAL enable_mergejoin = off",
+		"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL jit = off"}
+	fireJoinReset = []string{"SET LOCAL enable_hashjoin = on", "SET LOCAL enable_mergejoin = on",
+		"SET LOCAL plan_cache_mode = auto"}
+)
 
 // Fire records a batch of firings in one transaction, in a few
 // statements whatever the batch size. node and epochs (bucket → epoch)
@@ -364,7 +377,7 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 			return nil
 		}
 		plain, policy := groupFirings(firings, owned)
-		res.Executions, res.Skipped, err = fireOwned(ctx, tx, node, owned, plain)
+		res.Executions, res.Skipped, err = fireOwned(ctx, tx, node, plain)
 		if err != nil {
 			return err
 		}
@@ -419,7 +432,7 @@ func ownedBuckets(ctx context.Context, tx pgx.Tx, node string, epochs map[int]in
 	return owned, fenced, nil
 }
 
-// fireGroup is one bucket's firings, as the arrays of its statement.
+// fireGroup is a batch's plain firings, as the arrays of fireSQL.
 type fireGroup struct {
 	ids, execIDs []uuid.UUID
 	bs           []int
@@ -427,14 +440,14 @@ type fireGroup struct {
 	nexts        []*time.Time
 }
 
-// groupFirings groups the firings of the owned buckets by bucket: the
-// plain ones, and the others.
-func groupFirings(firings []Firing, owned []int) (map[int]*fireGroup, map[int]*policyGroup) {
+// groupFirings splits the firings of the owned buckets into the plain
+// ones (one group for the batch) and the others, by bucket.
+func groupFirings(firings []Firing, owned []int) (*fireGroup, map[int]*policyGroup) {
 	ok := make(map[int]bool, len(owned))
 	for _, b := range owned {
 		ok[b] = true
 	}
-	groups := map[int]*fireGroup{}
+	g := &fireGroup{}
 	policy := map[int]*policyGroup{}
 	for _, f := range firings {
 		if !ok[f.Bucket] {
@@ -449,65 +462,54 @@ func groupFirings(firings []Firing, owned []int) (map[int]*fireGroup, map[int]*p
 			pg.firings = append(pg.firings, f)
 			continue
 		}
-		g := groups[f.Bucket]
-		if g == nil {
-			g = &fireGroup{}
-			groups[f.Bucket] = g
-		}
 		at := ms(f.ScheduledFor)
 		g.ids, g.bs, g.scheds = append(g.ids, f.JobID), append(g.bs, f.Bucket), append(g.scheds, at)
 		g.nexts, g.execIDs = append(g.nexts, msPtr(f.Next)), append(g.execIDs, domain.ExecutionID(f.JobID, at))
 	}
-	return groups, policy
+	return g, policy
 }
 
-// fireOwned fires the groups of the owned buckets with one statement per
-// bucket, all sent in one round trip: each touches one jobs partition and
-// looks up only that bucket's jobs. A single statement over every bucket
-// of the batch made each partition's index look up every id of the batch
-// (buckets × firings probes: 0.5 s per 1,000 firings over 256 buckets,
-// against 40 ms this way). It returns the executions created and how
+// fireOwned fires the plain firings of the owned buckets with one
+// statement, its plan settings before it and their reset after it, all
+// sent in one round trip. It returns the executions created and how
 // many firings were skipped (their job changed since it was read).
-func fireOwned(ctx context.Context, tx pgx.Tx, node string, owned []int, groups map[int]*fireGroup) ([]*Execution, int, error) {
+func fireOwned(ctx context.Context, tx pgx.Tx, node string, g *fireGroup) ([]*Execution, int, error) {
+	if len(g.ids) == 0 {
+		return nil, 0, nil
+	}
 	batch := &pgx.Batch{}
-	for _, set := range keyedPlanSettings {
+	before := append(slices.Clone(keyedPlanSettings), fireJoinSettings...)
+	for _, set := range before {
 		batch.Queue(set)
 	}
-	queued := 0
-	for _, b := range owned {
-		g := groups[b]
-		if g == nil {
-			continue
-		}
-		batch.Queue(fireBucketSQL(b), g.ids, g.bs, g.scheds, g.nexts, g.execIDs, []int{b}, node)
-		queued += len(g.ids)
+	batch.Queue(fireSQL, g.ids, g.bs, g.scheds, g.nexts, g.execIDs, node)
+	for _, set := range fireJoinReset {
+		batch.Queue(set)
 	}
 	br := tx.SendBatch(ctx, batch)
 	defer br.Close()
-	for range keyedPlanSettings {
+	for range before {
 		if _, err := br.Exec(); err != nil {
 			return nil, 0, err
 		}
 	}
-	var execs []*Execution
-	for _, b := range owned {
-		if groups[b] == nil {
-			continue
-		}
-		rows, err := br.Query()
-		if err != nil {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, 0, err
+	}
+	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+	if err != nil {
+		return nil, 0, err
+	}
+	for range fireJoinReset {
+		if _, err := br.Exec(); err != nil {
 			return nil, 0, err
 		}
-		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
-		if err != nil {
-			return nil, 0, err
-		}
-		execs = append(execs, got...)
 	}
 	if err := br.Close(); err != nil {
 		return nil, 0, err
 	}
-	return execs, queued - len(execs), nil
+	return execs, len(g.ids) - len(execs), nil
 }
 
 // keyedPlanSettings make the planner use index lookups for the rest of a
