@@ -257,7 +257,7 @@ WITH f AS (
 		AND j.state = 'active' AND j.next_run_at = f.sched
 	RETURNING f.exec_id, j.id, j.bucket, j.namespace, j.name, f.sched, j.handler, j.payload, j.retry,
 		j.timeout_ms, j.priority, j.spec_id
-), ins AS (
+)
 INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
 	handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id)
 SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
@@ -266,13 +266,59 @@ SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
 	priority, ` + nowMS + `, $6, spec_id
 FROM fired
 ON CONFLICT DO NOTHING
-RETURNING *
-)
-SELECT ` + prefixed("i.", "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts") + `,
-	f.handler, f.payload, f.retry, f.timeout_ms,
-	` + prefixed("i.", "dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, "+
-	"priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered") + `
-FROM ins i JOIN fired f ON f.exec_id = i.id`
+RETURNING ` + firedColumns
+
+// firedColumns are the columns of a fired execution that fireSQL
+// returns, as scanFired reads them: the execution's own handler, payload,
+// retry policy and timeout (NULL when spec_id names them) and its spec
+// id. Returning the job's values instead would take a join of the
+// inserted rows with the updated ones.
+const firedColumns = `id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts,
+	handler, payload, retry, timeout_ms, dispatched_at, started_at, finished_at, executor_id, error, output,
+	created_at, fired_by, priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered, spec_id`
+
+// scanFired reads a row of firedColumns: the execution, and its spec id
+// (nil when the execution carries its own copy, already decoded).
+func scanFired(r pgx.CollectableRow) (firedRow, error) {
+	var (
+		e                     Execution
+		spec                  *uuid.UUID
+		handler, retry, pload []byte
+		timeoutMS             *int64
+	)
+	err := r.Scan(&e.ID, &e.JobID, &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
+		&e.State, &e.Attempts, &handler, &pload, &retry, &timeoutMS, &e.DispatchedAt,
+		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy,
+		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered, &spec)
+	if err != nil {
+		return firedRow{}, err
+	}
+	if spec == nil {
+		if err := json.Unmarshal(handler, &e.Handler); err != nil {
+			return firedRow{}, fmt.Errorf("execution %s: handler: %w", e.ID, err)
+		}
+		if retry != nil {
+			if err := json.Unmarshal(retry, &e.Retry); err != nil {
+				return firedRow{}, fmt.Errorf("execution %s: retry: %w", e.ID, err)
+			}
+		}
+		if pload != nil {
+			e.Payload = json.RawMessage(pload)
+		}
+		if timeoutMS != nil {
+			e.Timeout = msDuration(*timeoutMS)
+		}
+	}
+	e.ScheduledFor, e.CreatedAt = e.ScheduledFor.UTC(), e.CreatedAt.UTC()
+	e.DispatchedAt, e.StartedAt, e.FinishedAt = utcPtr(e.DispatchedAt), utcPtr(e.StartedAt), utcPtr(e.FinishedAt)
+	e.NextAttemptAt, e.JitteredDue = utcPtr(e.NextAttemptAt), utcPtr(e.JitteredDue)
+	return firedRow{&e, spec}, nil
+}
+
+type firedRow struct {
+	e    *Execution
+	spec *uuid.UUID
+}
 
 // fireJoinSettings shape fireSQL's plan for the rest of the statement's
 // transaction part, and fireJoinReset undoes them: index probes joined by
@@ -377,7 +423,7 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 			return nil
 		}
 		plain, policy := groupFirings(firings, owned)
-		res.Executions, res.Skipped, err = fireOwned(ctx, tx, node, plain)
+		res.Executions, res.Skipped, err = fireOwned(ctx, tx, &s.specs, node, plain)
 		if err != nil {
 			return err
 		}
@@ -473,7 +519,7 @@ func groupFirings(firings []Firing, owned []int) (*fireGroup, map[int]*policyGro
 // statement, its plan settings before it and their reset after it, all
 // sent in one round trip. It returns the executions created and how
 // many firings were skipped (their job changed since it was read).
-func fireOwned(ctx context.Context, tx pgx.Tx, node string, g *fireGroup) ([]*Execution, int, error) {
+func fireOwned(ctx context.Context, tx pgx.Tx, sc *specCache, node string, g *fireGroup) ([]*Execution, int, error) {
 	if len(g.ids) == 0 {
 		return nil, 0, nil
 	}
@@ -497,7 +543,7 @@ func fireOwned(ctx context.Context, tx pgx.Tx, node string, g *fireGroup) ([]*Ex
 	if err != nil {
 		return nil, 0, err
 	}
-	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+	got, err := pgx.CollectRows(rows, scanFired)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -507,6 +553,13 @@ func fireOwned(ctx context.Context, tx pgx.Tx, node string, g *fireGroup) ([]*Ex
 		}
 	}
 	if err := br.Close(); err != nil {
+		return nil, 0, err
+	}
+	execs, specs := make([]*Execution, len(got)), make([]*uuid.UUID, len(got))
+	for i, r := range got {
+		execs[i], specs[i] = r.e, r.spec
+	}
+	if err := sc.fill(ctx, tx, execs, specs); err != nil {
 		return nil, 0, err
 	}
 	return execs, len(g.ids) - len(execs), nil

@@ -48,6 +48,7 @@ type Store struct {
 	buckets int
 	creates createCombiner
 	due     dueCodec
+	specs   specCache
 	days    sync.Map // time.Time (a UTC day) → true: its partitions exist (EnsureDays)
 }
 

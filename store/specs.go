@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/domain"
+)
+
+// spec is a job spec (job_specs) decoded: what an execution runs.
+type spec struct {
+	handler domain.Handler
+	payload json.RawMessage
+	retry   domain.RetryPolicy
+	timeout int64 // ms
+}
+
+// specCache keeps job specs decoded by id. A spec row never changes (its
+// id is a hash of its content), so a cached spec is never stale; the
+// cache only bounds its size, starting over when full. Firing fills
+// its executions from it rather than returning and decoding each one's
+// handler, payload and retry policy (thousands of executions share a
+// few specs). Safe for concurrent use.
+type specCache struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]*spec
+}
+
+const specCacheSize = 50_000
+
+// fill sets the handler, payload, retry policy and timeout of the
+// executions whose spec ids are given (specs[i] for execs[i]; nil where
+// the execution carries its own copy), reading the specs not cached in
+// one query through q.
+func (c *specCache) fill(ctx context.Context, q pgx.Tx, execs []*Execution, specs []*uuid.UUID) error {
+	var missing []uuid.UUID
+	c.mu.Lock()
+	for _, id := range specs {
+		if id != nil && c.m[*id] == nil && !containsUUID(missing, *id) {
+			missing = append(missing, *id)
+		}
+	}
+	c.mu.Unlock()
+	if len(missing) > 0 {
+		rows, err := q.Query(ctx, `SELECT id, handler, payload, retry, timeout_ms FROM job_specs WHERE id = ANY($1)`, missing)
+		if err != nil {
+			return fmt.Errorf("read job specs: %w", err)
+		}
+		loaded := map[uuid.UUID]*spec{}
+		var (
+			id uuid.UUID
+			sp spec
+		)
+		_, err = pgx.ForEachRow(rows, []any{&id, &sp.handler, &sp.payload, &sp.retry, &sp.timeout}, func() error {
+			s := sp
+			loaded[id] = &s
+			sp = spec{}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read job specs: %w", err)
+		}
+		c.mu.Lock()
+		if c.m == nil || len(c.m)+len(loaded) > specCacheSize {
+			c.m = make(map[uuid.UUID]*spec, len(loaded))
+		}
+		for id, sp := range loaded {
+			c.m[id] = sp
+		}
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, id := range specs {
+		if id == nil {
+			continue
+		}
+		sp := c.m[*id]
+		if sp == nil {
+			return fmt.Errorf("execution %s: job spec %s: %w", execs[i].ID, *id, ErrNotFound)
+		}
+		e := execs[i]
+		e.Handler, e.Payload, e.Retry, e.Timeout = sp.handler, sp.payload, sp.retry, msDuration(sp.timeout)
+	}
+	return nil
+}
+
+func containsUUID(ids []uuid.UUID, id uuid.UUID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
