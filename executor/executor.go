@@ -332,12 +332,39 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.awaitCancels(ctx, cancelsReady)
 
 	w.log.Info("executor running", "queues", len(queues), "concurrency", w.cfg.Concurrency)
-	var loops sync.WaitGroup
+	var loops, pool sync.WaitGroup
+	for _, q := range queues {
+		w.runPool(q, &attempts, &pool)
+	}
 	for _, p := range pullers {
 		loops.Go(func() { p.run(ctx) })
 	}
 	loops.Wait()
-	return w.drain(&attempts, cancelAttempts)
+	err = w.drain(&attempts, cancelAttempts)
+	for _, q := range queues {
+		close(q.work)
+	}
+	if err == nil {
+		pool.Wait()
+	}
+	return err
+}
+
+// runPool starts q's attempt goroutines, one per slot, which handle the
+// messages its puller sends on q.work until the channel is closed. A
+// fixed pool, rather than a goroutine per attempt, saves creating one per
+// execution and, above all, growing its stack again each time (decoding
+// an execution needs more than a new goroutine's stack).
+func (w *Worker) runPool(q *queue, attempts, pool *sync.WaitGroup) {
+	for range q.slots.size() {
+		pool.Go(func() {
+			for job := range q.work {
+				w.deliver(q, job.msg, job.ackWait)
+				q.slots.release()
+				attempts.Done()
+			}
+		})
+	}
 }
 
 // setUp creates the streams, buckets and the queues' consumers if needed,

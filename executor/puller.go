@@ -34,9 +34,8 @@ type puller struct {
 	pollEvery time.Duration // an idle queue's pull without a doorbell
 	log       *slog.Logger
 	depth     *prometheus.GaugeVec
-	// deliver handles one message to its end; it runs in a goroutine of
-	// attempts, holding one of the queue's slots.
-	deliver  func(q *queue, msg jetstream.Msg, ackWait time.Duration)
+	// attempts counts the messages handed to the queue's pool and not
+	// handled to their end yet.
 	attempts *sync.WaitGroup
 
 	// Set by ensureConsumers; only the pull loop changes them after Run's
@@ -49,7 +48,7 @@ func (w *Worker) newPuller(q *queue, attempts *sync.WaitGroup) *puller {
 	return &puller{
 		q: q, js: w.js, nc: w.cfg.NATS, opts: w.consumerOpts, pollEvery: w.pollEvery,
 		log: w.log.With("queue", q.name), depth: w.m.queueDepth,
-		deliver: w.deliver, attempts: attempts,
+		attempts: attempts,
 	}
 }
 
@@ -137,8 +136,9 @@ func (p *puller) pullOrRecover(ctx context.Context, free int, backoff *retry.Bac
 }
 
 // pull fetches up to free messages without waiting, from the consumers in
-// priority order, and starts an attempt for each; every attempt gives its
-// slot back when it ends. It returns how many it started.
+// priority order, and hands each to the queue's pool with a slot taken;
+// the pool gives the slot back when the message is handled. It returns
+// how many it handed over.
 func (p *puller) pull(free int) (int, error) {
 	got, ackWait := 0, p.ackWait
 	for _, c := range p.consumers {
@@ -154,10 +154,8 @@ func (p *puller) pull(free int) (int, error) {
 		for msg := range batch.Messages() {
 			got++
 			p.q.slots.take()
-			p.attempts.Go(func() {
-				defer p.q.slots.release()
-				p.deliver(p.q, msg, ackWait)
-			})
+			p.attempts.Add(1)
+			p.q.work <- work{msg: msg, ackWait: ackWait}
 		}
 		if err := batch.Error(); err != nil && !maxAckPending(err) {
 			return got, err
