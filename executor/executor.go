@@ -219,6 +219,7 @@ type Worker struct {
 	cancels     *cancels
 	cancelWatch *cancelWatcher
 	events      *eventBatcher
+	watch       *watcher // heartbeats and delayed start reports
 	journal     *journal // recent attempts' events, for a wipe of JetStream
 
 	// Seams for tests.
@@ -263,6 +264,7 @@ func New(cfg Config) (*Worker, error) {
 		depthEvery:   depthPoll,
 		cancels:      newCancels(),
 		events:       newEventBatcher(js),
+		watch:        newWatcher(),
 		journal:      newJournal(time.Now),
 		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait},
 	}
@@ -397,7 +399,8 @@ func (w *Worker) setUpOnce(ctx context.Context, pullers []*puller) error {
 
 // startBackground starts the work that lives until the last attempt is
 // done (a running attempt can still be cancelled during the shutdown
-// grace): the event batcher, the cancellation watch, which closes
+// grace): the event batcher, the watcher of running attempts, the
+// cancellation watch, which closes
 // cancelsReady once it has read the current cancellations, the handler
 // state writes, the queue depth polls and the wipe watch. stop ends them
 // and waits for them.
@@ -406,6 +409,7 @@ func (w *Worker) startBackground(ctx context.Context, pullers []*puller) (cancel
 	var wg sync.WaitGroup
 	ready := make(chan struct{})
 	wg.Go(func() { w.events.run(bgCtx) })
+	wg.Go(func() { w.watch.run(bgCtx, watchTickFor(&w.cfg)) })
 	wg.Go(func() { w.cancelWatch.run(bgCtx, ready) })
 	wg.Go(func() { w.breakers.writeStates(bgCtx, w.js, w.stateEvery) })
 	wg.Go(func() { pollDepths(bgCtx, pullers, w.depthEvery) })
