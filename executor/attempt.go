@@ -45,7 +45,7 @@ func (w *Worker) attempt(ctx context.Context, d *delivery, done func(verdict)) {
 	}
 	defer beat.stop()
 	if start.failedAtOnce() {
-		d.log.Error("cannot report attempt start; giving the execution back", "err", start.err)
+		d.log().Error("cannot report attempt start; giving the execution back", "err", start.err)
 		done(verdictIgnore)
 		w.unreported(d)
 		return
@@ -54,7 +54,7 @@ func (w *Worker) attempt(ctx context.Context, d *delivery, done func(verdict)) {
 	start.settle()
 	beat.stopEvents() // no heartbeat event after the finished one
 	if start.err != nil {
-		d.log.Warn("could not report attempt start; its end carries it", "err", start.err)
+		d.log().Warn("could not report attempt start; its end carries it", "err", start.err)
 	}
 	res := w.result(d, r, start)
 	done(res.verdict)
@@ -133,7 +133,7 @@ func (w *Worker) call(ctx context.Context, d *delivery) (output string, err erro
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			d.log.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
+			d.log().Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
 			output, err, timedOut = "", fmt.Errorf("handler panicked: %v", r), false
 		}
 	}()
@@ -212,15 +212,15 @@ func (w *Worker) logResult(d *delivery, r ran, res result) {
 	switch ev := res.ev; {
 	case ev.Type == domain.EventFailed && ev.Final:
 		w.m.deadLettersTotal.WithLabelValues(d.q.name).Inc()
-		d.log.Warn("attempt failed; execution is dead", "err", r.err, "permanent", IsPermanent(r.err), "timed_out", r.timedOut)
+		d.log().Warn("attempt failed; execution is dead", "err", r.err, "permanent", IsPermanent(r.err), "timed_out", r.timedOut)
 	case res.interrupted:
-		d.log.Info("attempt interrupted by shutdown; handed back", "err", r.err)
+		d.log().Info("attempt interrupted by shutdown; handed back", "err", r.err)
 	case ev.Type == domain.EventFailed:
 		w.m.retriesTotal.WithLabelValues(d.q.name).Inc()
-		d.log.Info("attempt failed; tock retries it", "err", r.err, "timed_out", r.timedOut, "retry_in", res.delay)
+		d.log().Info("attempt failed; tock retries it", "err", r.err, "timed_out", r.timedOut, "retry_in", res.delay)
 	case ev.Type == domain.EventCancelled:
-		d.log.Info("attempt cancelled", "err", r.err)
+		d.log().Info("attempt cancelled", "err", r.err)
 	default:
-		d.log.Debug("attempt succeeded")
+		d.log().Debug("attempt succeeded")
 	}
 }

@@ -153,7 +153,7 @@ func (wt *watcher) scan(now time.Time) (empty bool) {
 	// In-progress acks are publishes that do not wait for an answer.
 	for i, b := range due {
 		if err := b.d.msg.InProgress(); err != nil {
-			b.d.log.Warn("heartbeat (in-progress ack)", "err", err)
+			b.d.log().Warn("heartbeat (in-progress ack)", "err", err)
 		}
 		due[i] = nil
 	}
@@ -179,7 +179,7 @@ func (b *beat) publish(seq int) {
 	pctx, cancel := context.WithTimeout(w.abandonCtx, min(publishTimeout, max(w.cfg.HeartbeatInterval, 100*time.Millisecond)))
 	defer cancel()
 	if err := w.publishOnce(pctx, ev); err != nil {
-		b.d.log.Warn("heartbeat event", "seq", seq, "err", err)
+		b.d.log().Warn("heartbeat event", "seq", seq, "err", err)
 	}
 }
 
