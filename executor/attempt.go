@@ -34,11 +34,18 @@ var errTimedOut = errors.New("attempt timed out")
 // settled, so a crash in between means a redelivery, never a lost result.
 // done gets the attempt's breaker verdict as soon as the handler returns.
 func (w *Worker) attempt(ctx context.Context, d *delivery, done func(verdict)) {
-	beat := w.heartbeat(d)
+	start := &startReport{w: w, d: d, at: w.now().UTC()}
+	var beat *beat
+	if w.cfg.StartReportDelay < 0 {
+		beat = w.heartbeat(d, nil)
+		start.beat, start.atOnce = beat, true
+		start.report()
+	} else {
+		beat = w.heartbeat(d, start) // sets start.beat
+	}
 	defer beat.stop()
-	start := w.reportStart(d, beat)
 	if start.failedAtOnce() {
-		d.log.Error("cannot report attempt start; giving the execution back", "err", start.err)
+		d.log().Error("cannot report attempt start; giving the execution back", "err", start.err)
 		done(verdictIgnore)
 		w.unreported(d)
 		return
@@ -47,7 +54,7 @@ func (w *Worker) attempt(ctx context.Context, d *delivery, done func(verdict)) {
 	start.settle()
 	beat.stopEvents() // no heartbeat event after the finished one
 	if start.err != nil {
-		d.log.Warn("could not report attempt start; its end carries it", "err", start.err)
+		d.log().Warn("could not report attempt start; its end carries it", "err", start.err)
 	}
 	res := w.result(d, r, start)
 	done(res.verdict)
@@ -57,47 +64,39 @@ func (w *Worker) attempt(ctx context.Context, d *delivery, done func(verdict)) {
 }
 
 // startReport reports an attempt's start: at once, or only if the attempt
-// is still running after Config.StartReportDelay (see Config).
+// is still running after Config.StartReportDelay (see Config), when the
+// Worker's watcher calls report.
 type startReport struct {
-	at    time.Time
-	timer *time.Timer // nil if reported at once
-	once  sync.Once
-	// Final once settle returned (or at once without a timer).
+	w      *Worker
+	d      *delivery
+	beat   *beat // set before report can be called
+	at     time.Time
+	atOnce bool
+	once   sync.Once
+	// Final once settle returned (or at once).
 	err      error
 	reported bool
 }
 
-func (w *Worker) reportStart(d *delivery, beat *beat) *startReport {
-	s := &startReport{at: w.now().UTC()}
-	report := func() {
-		s.once.Do(func() {
-			// A delayed report still says when the attempt began.
-			ev := w.event(d, domain.EventStarted)
-			ev.At = s.at
-			s.err = w.publish(ev)
-			s.reported = s.err == nil
-			if s.reported {
-				beat.started()
-			}
-		})
-	}
-	if w.cfg.StartReportDelay < 0 {
-		report()
-	} else {
-		s.timer = time.AfterFunc(w.cfg.StartReportDelay, report)
-	}
-	return s
+// report publishes the started event, unless settle came first.
+func (s *startReport) report() {
+	s.once.Do(func() {
+		// A delayed report still says when the attempt began.
+		ev := s.w.event(s.d, domain.EventStarted)
+		ev.At = s.at
+		s.err = s.w.publish(ev)
+		s.reported = s.err == nil
+		if s.reported {
+			s.beat.started()
+		}
+	})
 }
 
 // failedAtOnce reports whether the start, reported at once, could not be.
-func (s *startReport) failedAtOnce() bool { return s.timer == nil && s.err != nil }
+func (s *startReport) failedAtOnce() bool { return s.atOnce && s.err != nil }
 
 // settle stops a delayed report not made yet, or waits for one under way.
-func (s *startReport) settle() {
-	if s.timer != nil && !s.timer.Stop() {
-		s.once.Do(func() {})
-	}
-}
+func (s *startReport) settle() { s.once.Do(func() {}) }
 
 // ran is what a handler did in one attempt.
 type ran struct {
@@ -124,17 +123,17 @@ func (w *Worker) runHandler(ctx context.Context, d *delivery) ran {
 // and turns a panic into an error. timedOut reports a failure at the
 // timeout.
 func (w *Worker) call(ctx context.Context, d *delivery) (output string, err error, timedOut bool) {
+	// Without a timeout the attempt's own context serves: process
+	// cancels it when the attempt ends.
 	timeout := time.Duration(d.e.TimeoutMS) * time.Millisecond
-	var cancel context.CancelFunc
 	if timeout > 0 {
+		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errTimedOut)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
 	}
-	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
-			d.log.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
+			d.log().Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
 			output, err, timedOut = "", fmt.Errorf("handler panicked: %v", r), false
 		}
 	}()
@@ -213,15 +212,15 @@ func (w *Worker) logResult(d *delivery, r ran, res result) {
 	switch ev := res.ev; {
 	case ev.Type == domain.EventFailed && ev.Final:
 		w.m.deadLettersTotal.WithLabelValues(d.q.name).Inc()
-		d.log.Warn("attempt failed; execution is dead", "err", r.err, "permanent", IsPermanent(r.err), "timed_out", r.timedOut)
+		d.log().Warn("attempt failed; execution is dead", "err", r.err, "permanent", IsPermanent(r.err), "timed_out", r.timedOut)
 	case res.interrupted:
-		d.log.Info("attempt interrupted by shutdown; handed back", "err", r.err)
+		d.log().Info("attempt interrupted by shutdown; handed back", "err", r.err)
 	case ev.Type == domain.EventFailed:
 		w.m.retriesTotal.WithLabelValues(d.q.name).Inc()
-		d.log.Info("attempt failed; tock retries it", "err", r.err, "timed_out", r.timedOut, "retry_in", res.delay)
+		d.log().Info("attempt failed; tock retries it", "err", r.err, "timed_out", r.timedOut, "retry_in", res.delay)
 	case ev.Type == domain.EventCancelled:
-		d.log.Info("attempt cancelled", "err", r.err)
+		d.log().Info("attempt cancelled", "err", r.err)
 	default:
-		d.log.Debug("attempt succeeded")
+		d.log().Debug("attempt succeeded")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,7 +21,24 @@ type delivery struct {
 	msg     jetstream.Msg
 	ackWait time.Duration // of the consumer it came from
 	e       *Execution
-	log     *slog.Logger // with the queue, execution, job, attempt and dispatch
+	base    *slog.Logger // the Worker's
+	logger  atomic.Pointer[slog.Logger]
+}
+
+// log returns the delivery's logger: with the queue, execution, job,
+// attempt and dispatch. It is made on first use, since almost no
+// delivery logs, and slog.With costs allocations even over lazyAttrs.
+// The attempt, the watcher and a start report may call it at once.
+func (d *delivery) log() *slog.Logger {
+	if l := d.logger.Load(); l != nil {
+		return l
+	}
+	l := d.base.With("queue", d.q.name, "execution_id", d.e.ExecutionID, "job_id", d.e.JobID,
+		"attempt", d.e.Attempt, "dispatch", d.e.Dispatch)
+	if d.logger.CompareAndSwap(nil, l) {
+		return l
+	}
+	return d.logger.Load()
 }
 
 // attempt names the attempt this delivery is.
@@ -40,10 +58,9 @@ func (w *Worker) deliver(q *queue, msg jetstream.Msg, ackWait time.Duration) {
 // decode reads msg into a delivery. A message that is no execution is
 // terminated, and decode reports false.
 func (w *Worker) decode(q *queue, msg jetstream.Msg, ackWait time.Duration) (*delivery, bool) {
-	log := w.log.With("queue", q.name)
 	md, err := msg.Metadata()
 	if err != nil {
-		log.Error("execution message without JetStream metadata; terminating it", "subject", msg.Subject(), "err", err)
+		w.log.Error("execution message without JetStream metadata; terminating it", "queue", q.name, "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
 		return nil, false
 	}
@@ -52,13 +69,12 @@ func (w *Worker) decode(q *queue, msg jetstream.Msg, ackWait time.Duration) (*de
 		if err == nil {
 			err = errors.New("no execution_id")
 		}
-		log.Error("undecodable execution; terminating it", "subject", msg.Subject(), "stream_seq", md.Sequence.Stream, "err", err)
+		w.log.Error("undecodable execution; terminating it", "queue", q.name, "subject", msg.Subject(), "stream_seq", md.Sequence.Stream, "err", err)
 		_ = msg.TermWithReason("tock: undecodable execution")
 		return nil, false
 	}
 	e := &Execution{Execution: ex, Attempt: ex.Attempt(int(md.NumDelivered)), PublishedAt: md.Timestamp.UTC()}
-	log = log.With("execution_id", ex.ExecutionID, "job_id", ex.JobID, "attempt", e.Attempt, "dispatch", ex.Dispatch)
-	return &delivery{q: q, msg: msg, ackWait: ackWait, e: e, log: log}, true
+	return &delivery{q: q, msg: msg, ackWait: ackWait, e: e, base: w.log}, true
 }
 
 // process handles one delivery of an execution: it is answered from the
@@ -105,13 +121,13 @@ func (w *Worker) deferDelivery(d *delivery, key string, retryIn time.Duration, r
 	ev.Handler = key
 	ev.RetryInMS = retryIn.Milliseconds()
 	if err := w.publish(ev); err != nil {
-		d.log.Error("cannot defer execution; giving it back to JetStream", "reason", reason, "err", err)
+		d.log().Error("cannot defer execution; giving it back to JetStream", "reason", reason, "err", err)
 		_ = d.msg.NakWithDelay(unreportedRetryDelay)
 		return
 	}
-	d.log.Debug("execution deferred", "handler", key, "reason", reason, "retry_in", retryIn)
+	d.log().Debug("execution deferred", "handler", key, "reason", reason, "retry_in", retryIn)
 	if err := d.msg.Ack(); err != nil {
-		d.log.Warn("ack deferred execution", "err", err)
+		d.log().Warn("ack deferred execution", "err", err)
 	}
 	w.m.deferredTotal.WithLabelValues(d.q.name, reason).Inc()
 }
@@ -124,14 +140,14 @@ func (w *Worker) deferDelivery(d *delivery, key string, retryIn time.Duration, r
 func (w *Worker) finish(d *delivery, ev wire.Event, interrupted bool) bool {
 	outcome := outcomeLabel(ev, interrupted)
 	if err := w.publish(ev); err != nil {
-		d.log.Error("cannot report attempt result; giving the execution back", "outcome", outcome, "err", err)
+		d.log().Error("cannot report attempt result; giving the execution back", "outcome", outcome, "err", err)
 		w.unreported(d)
 		return false
 	}
 	if err := settle(d.msg, ev); err != nil {
 		// The message will be redelivered after AckWait; tock already has
 		// this attempt's result.
-		d.log.Warn("settle execution message", "outcome", outcome, "err", err)
+		d.log().Warn("settle execution message", "outcome", outcome, "err", err)
 	}
 	w.m.attemptsTotal.WithLabelValues(d.q.name, outcome).Inc()
 	return true

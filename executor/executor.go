@@ -219,6 +219,7 @@ type Worker struct {
 	cancels     *cancels
 	cancelWatch *cancelWatcher
 	events      *eventBatcher
+	watch       *watcher // heartbeats and delayed start reports
 	journal     *journal // recent attempts' events, for a wipe of JetStream
 
 	// Seams for tests.
@@ -263,6 +264,7 @@ func New(cfg Config) (*Worker, error) {
 		depthEvery:   depthPoll,
 		cancels:      newCancels(),
 		events:       newEventBatcher(js),
+		watch:        newWatcher(),
 		journal:      newJournal(time.Now),
 		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait},
 	}
@@ -332,12 +334,39 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.awaitCancels(ctx, cancelsReady)
 
 	w.log.Info("executor running", "queues", len(queues), "concurrency", w.cfg.Concurrency)
-	var loops sync.WaitGroup
+	var loops, pool sync.WaitGroup
+	for _, q := range queues {
+		w.runPool(q, &attempts, &pool)
+	}
 	for _, p := range pullers {
 		loops.Go(func() { p.run(ctx) })
 	}
 	loops.Wait()
-	return w.drain(&attempts, cancelAttempts)
+	err = w.drain(&attempts, cancelAttempts)
+	for _, q := range queues {
+		close(q.work)
+	}
+	if err == nil {
+		pool.Wait()
+	}
+	return err
+}
+
+// runPool starts q's attempt goroutines, one per slot, which handle the
+// messages its puller sends on q.work until the channel is closed. A
+// fixed pool, rather than a goroutine per attempt, saves creating one per
+// execution and, above all, growing its stack again each time (decoding
+// an execution needs more than a new goroutine's stack).
+func (w *Worker) runPool(q *queue, attempts, pool *sync.WaitGroup) {
+	for range q.slots.size() {
+		pool.Go(func() {
+			for job := range q.work {
+				w.deliver(q, job.msg, job.ackWait)
+				q.slots.release()
+				attempts.Done()
+			}
+		})
+	}
 }
 
 // setUp creates the streams, buckets and the queues' consumers if needed,
@@ -370,7 +399,8 @@ func (w *Worker) setUpOnce(ctx context.Context, pullers []*puller) error {
 
 // startBackground starts the work that lives until the last attempt is
 // done (a running attempt can still be cancelled during the shutdown
-// grace): the event batcher, the cancellation watch, which closes
+// grace): the event batcher, the watcher of running attempts, the
+// cancellation watch, which closes
 // cancelsReady once it has read the current cancellations, the handler
 // state writes, the queue depth polls and the wipe watch. stop ends them
 // and waits for them.
@@ -379,6 +409,7 @@ func (w *Worker) startBackground(ctx context.Context, pullers []*puller) (cancel
 	var wg sync.WaitGroup
 	ready := make(chan struct{})
 	wg.Go(func() { w.events.run(bgCtx) })
+	wg.Go(func() { w.watch.run(bgCtx, watchTickFor(&w.cfg)) })
 	wg.Go(func() { w.cancelWatch.run(bgCtx, ready) })
 	wg.Go(func() { w.breakers.writeStates(bgCtx, w.js, w.stateEvery) })
 	wg.Go(func() { pollDepths(bgCtx, pullers, w.depthEvery) })

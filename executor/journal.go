@@ -256,20 +256,20 @@ func (w *Worker) answerFromJournal(d *delivery) bool {
 	}
 	w.m.journalAnswered.WithLabelValues(d.q.name).Inc()
 	if ev == nil {
-		d.log.Info("delivery of an attempt running here already (JetStream lost its stream); acknowledging the copy")
+		d.log().Info("delivery of an attempt running here already (JetStream lost its stream); acknowledging the copy")
 		if err := d.msg.Ack(); err != nil {
-			d.log.Warn("ack copy of a running attempt", "err", err)
+			d.log().Warn("ack copy of a running attempt", "err", err)
 		}
 		return true
 	}
-	d.log.Info("delivery of an attempt run here already (JetStream lost its stream); sending its result again", "event", ev.Type)
+	d.log().Info("delivery of an attempt run here already (JetStream lost its stream); sending its result again", "event", ev.Type)
 	if err := w.publish(*ev); err != nil {
-		d.log.Error("cannot send the attempt's result again; giving the execution back", "err", err)
+		d.log().Error("cannot send the attempt's result again; giving the execution back", "err", err)
 		_ = d.msg.NakWithDelay(unreportedRetryDelay)
 		return true
 	}
 	if err := settle(d.msg, *ev); err != nil {
-		d.log.Warn("settle execution message", "err", err)
+		d.log().Warn("settle execution message", "err", err)
 	}
 	return true
 }

@@ -34,22 +34,24 @@ type puller struct {
 	pollEvery time.Duration // an idle queue's pull without a doorbell
 	log       *slog.Logger
 	depth     *prometheus.GaugeVec
-	// deliver handles one message to its end; it runs in a goroutine of
-	// attempts, holding one of the queue's slots.
-	deliver  func(q *queue, msg jetstream.Msg, ackWait time.Duration)
+	// attempts counts the messages handed to the queue's pool and not
+	// handled to their end yet.
 	attempts *sync.WaitGroup
 
 	// Set by ensureConsumers; only the pull loop changes them after Run's
 	// set-up.
 	consumers []jetstream.Consumer // in domain.Priorities order
 	ackWait   time.Duration        // the shortest of the consumers'
+	// ackPendingFull says that the last pull met a consumer that holds
+	// back messages until some of those out with executors are acked.
+	ackPendingFull bool
 }
 
 func (w *Worker) newPuller(q *queue, attempts *sync.WaitGroup) *puller {
 	return &puller{
 		q: q, js: w.js, nc: w.cfg.NATS, opts: w.consumerOpts, pollEvery: w.pollEvery,
 		log: w.log.With("queue", q.name), depth: w.m.queueDepth,
-		deliver: w.deliver, attempts: attempts,
+		attempts: attempts,
 	}
 }
 
@@ -99,15 +101,36 @@ func (p *puller) run(ctx context.Context) {
 			timer.Reset(wake)
 			fallback = timer.C
 		}
+		// A freed slot is worth a pull only if the last one left messages
+		// behind: it filled every free slot, or a consumer refused to hand
+		// out more until some are acked. Otherwise the consumers were
+		// empty, and what arrives since rings the doorbell; waking for every
+		// ended attempt cost three pulls per execution.
+		var freed <-chan struct{}
+		if pace.saturated || p.ackPendingFull {
+			freed = p.q.slots.freed
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-p.q.slots.freed:
+		case <-freed:
 			if pace.saturated {
 				p.q.slots.gather(ctx)
 			}
 		case <-bell.rings:
 			pace.rang, pace.repoll = true, 0
+			// The ring comes before the stream has stored the message and
+			// its consumer has seen it: a pull now would find nothing.
+			// Waiting the first repoll pause also gathers the rings of the
+			// messages published meanwhile into one pull.
+			timer.Stop()
+			timer.Reset(ringRepolls[0])
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			bell.take()
 		case <-fallback:
 		}
 		timer.Stop()
@@ -137,10 +160,12 @@ func (p *puller) pullOrRecover(ctx context.Context, free int, backoff *retry.Bac
 }
 
 // pull fetches up to free messages without waiting, from the consumers in
-// priority order, and starts an attempt for each; every attempt gives its
-// slot back when it ends. It returns how many it started.
+// priority order, and hands each to the queue's pool with a slot taken;
+// the pool gives the slot back when the message is handled. It returns
+// how many it handed over.
 func (p *puller) pull(free int) (int, error) {
 	got, ackWait := 0, p.ackWait
+	p.ackPendingFull = false
 	for _, c := range p.consumers {
 		if got == free {
 			break
@@ -154,13 +179,14 @@ func (p *puller) pull(free int) (int, error) {
 		for msg := range batch.Messages() {
 			got++
 			p.q.slots.take()
-			p.attempts.Go(func() {
-				defer p.q.slots.release()
-				p.deliver(p.q, msg, ackWait)
-			})
+			p.attempts.Add(1)
+			p.q.work <- work{msg: msg, ackWait: ackWait}
 		}
-		if err := batch.Error(); err != nil && !maxAckPending(err) {
-			return got, err
+		if err := batch.Error(); err != nil {
+			if !maxAckPending(err) {
+				return got, err
+			}
+			p.ackPendingFull = true
 		}
 	}
 	return got, nil

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 var queueName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -67,7 +69,7 @@ func (r *registry) start(concurrency int) ([]*queue, error) {
 		if n == 0 {
 			n = concurrency
 		}
-		queues = append(queues, &queue{name: name, fn: reg.fn, slots: newSlots(n)})
+		queues = append(queues, &queue{name: name, fn: reg.fn, slots: newSlots(n), work: make(chan work, n)})
 	}
 	return queues, nil
 }
@@ -77,6 +79,17 @@ type queue struct {
 	name  string
 	fn    Func
 	slots *slots
+	// work carries pulled messages to the queue's pool of attempt
+	// goroutines, one per slot (see Worker.runPool). A message is sent
+	// only with a slot taken, so a send never blocks and a message never
+	// waits for a goroutine.
+	work chan work
+}
+
+// work is one pulled message for a queue's pool.
+type work struct {
+	msg     jetstream.Msg
+	ackWait time.Duration // of the consumer it came from
 }
 
 // slots bound the attempts of a queue in flight in this process. Only the
