@@ -265,8 +265,13 @@ SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
 	CASE WHEN spec_id IS NULL THEN retry END, CASE WHEN spec_id IS NULL THEN timeout_ms END,
 	priority, ` + nowMS + `, $6, spec_id
 FROM fired
-ON CONFLICT DO NOTHING
+ON CONFLICT (job_id, scheduled_for) DO NOTHING
 RETURNING ` + firedColumns
+
+// fireSQL names its conflict's arbiter, the (job_id, scheduled_for)
+// key: an execution's id is derived from those two (domain.ExecutionID),
+// so a conflict on the primary key is one on this key too, and Postgres
+// checks one unique index before each insert instead of both.
 
 // firedColumns are the columns of a fired execution that fireSQL
 // returns, as scanFired reads them: the execution's own handler, payload,
