@@ -108,7 +108,8 @@ type Config struct {
 	// Store.Now with clock.Options' defaults (a sync of five round trips
 	// every 30s, 5s after a failed one).
 	Clock Clock
-	// Lookahead is how far ahead due jobs are loaded; default 3s.
+	// Lookahead is how far ahead due jobs are loaded; default 6s. It
+	// bounds the adaptive fire lead (see MaxFireLead).
 	Lookahead time.Duration
 	// ScanInterval is how often owned buckets are scanned; default 1s.
 	ScanInterval time.Duration
@@ -130,6 +131,15 @@ type Config struct {
 	// changed or deleted less than FireLead before a run still has that
 	// run. Default 500ms; it must be below Lookahead.
 	FireLead time.Duration
+	// MaxFireLead bounds the adaptive fire lead. When more runs fall on
+	// the same seconds than firing can commit within FireLead (a burst:
+	// thousands of jobs at the top of the hour), those seconds are fired
+	// earlier, as early as the runs due up to them take to fire at the
+	// rate firing has been measured to sustain, so that all of them are
+	// committed, and held by the dispatcher, before their time. A job
+	// changed less than the lead before such a run still has that run.
+	// Default 5s; at least FireLead and below Lookahead.
+	MaxFireLead time.Duration
 	// Missed is the missed-run policy of jobs whose stored policy leaves
 	// fields empty (jobs stored before policies existed); its empty
 	// fields are domain.DefaultMissed's.
@@ -177,11 +187,14 @@ func (c Config) WithDefaults() Config {
 			*n = def
 		}
 	}
-	orDuration(&c.Lookahead, 3*time.Second)
+	orDuration(&c.Lookahead, 6*time.Second)
 	orDuration(&c.ScanInterval, time.Second)
 	orDuration(&c.OutboxInterval, 2*time.Second)
 	orInt(&c.BatchSize, 1000)
 	orInt(&c.FireConcurrency, 3)
+	if c.MaxFireLead == 0 {
+		c.MaxFireLead = max(5*time.Second, c.FireLead)
+	}
 	if c.FireLead == 0 {
 		c.FireLead = 500 * time.Millisecond
 	}
@@ -213,6 +226,9 @@ func (c *Config) validate() error {
 	}
 	if c.FireLead < 0 || c.FireLead >= c.Lookahead {
 		return fmt.Errorf("scanner: FireLead %s must be at least 0 and below Lookahead %s", c.FireLead, c.Lookahead)
+	}
+	if c.MaxFireLead < c.FireLead || c.MaxFireLead >= c.Lookahead {
+		return fmt.Errorf("scanner: MaxFireLead %s must be at least FireLead %s and below Lookahead %s", c.MaxFireLead, c.FireLead, c.Lookahead)
 	}
 	if c.LostAfter < 0 || c.LostInterval < 0 {
 		return fmt.Errorf("scanner: LostAfter %s and LostInterval %s must not be negative", c.LostAfter, c.LostInterval)
@@ -252,10 +268,22 @@ type Scanner struct {
 	results chan fireResult
 	flying  int
 	firing  map[uuid.UUID]bool
+	// The adaptive fire lead (Config.MaxFireLead): the heap's runs counted
+	// by second when it was last scanned, and the firing rate measured.
+	dueBy    []dueCount
+	fireRate float64 // runs per second, all transactions in flight together
+}
+
+// dueCount is how many runs in the heap were due at or before the end of
+// second at, when it was counted.
+type dueCount struct {
+	at  time.Time // a whole second
+	cum int
 }
 
 // fireResult is what a firing transaction in flight did.
 type fireResult struct {
+	started time.Time // local clock
 	batch   []*entry
 	firings []store.Firing
 	res     store.FireResult
@@ -410,8 +438,10 @@ func (s *Scanner) sleep() time.Duration {
 	if s.nextLost.Before(next) {
 		next = s.nextLost
 	}
-	if len(s.heap) > 0 && s.heap[0].due.Add(-s.cfg.FireLead).Before(next) {
-		next = s.heap[0].due.Add(-s.cfg.FireLead)
+	if len(s.heap) > 0 {
+		if at := s.fireAt(s.heap[0].due); at.Before(next) {
+			next = at
+		}
 	}
 	if len(s.pending) > 0 {
 		next = now.Add(s.claimPause) // retry recording ownership
@@ -509,6 +539,7 @@ func (s *Scanner) scan(ctx context.Context, now time.Time) {
 	} else {
 		s.fullNext = true
 	}
+	s.countDue()
 }
 
 // load puts the jobs of buckets due in (after, until] into the heap.
@@ -593,9 +624,10 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 	s.upsert(store.DueOf(j))
 }
 
-// fireDue fires every heap entry whose time has come, in batches.
+// fireDue fires every heap entry whose time has come (its time minus the
+// fire lead), in batches.
 func (s *Scanner) fireDue(ctx context.Context) {
-	now := s.clock.Now().Add(s.cfg.FireLead)
+	now := s.fireHorizon(s.clock.Now())
 	var batch []*entry
 	for len(s.heap) > 0 && !s.heap[0].due.After(now) {
 		e := heap.Pop(&s.heap).(*entry)
@@ -644,8 +676,9 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry) {
 	release := s.cfg.Dispatcher.Hold(s.clock.Passed())
 	s.flying++
 	go func() {
+		started := time.Now()
 		res, err := s.cfg.Store.Fire(ctx, s.cfg.NodeID, epochs, firings)
-		s.results <- fireResult{batch: batch, firings: firings, res: res, err: err, release: release}
+		s.results <- fireResult{started: started, batch: batch, firings: firings, res: res, err: err, release: release}
 	}()
 }
 
@@ -665,6 +698,9 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 	defer r.release()
 	for _, e := range r.batch {
 		delete(s.firing, e.job.ID)
+	}
+	if r.err == nil {
+		s.measureFire(len(r.batch), time.Since(r.started))
 	}
 	if r.err != nil {
 		if ctx.Err() != nil {

@@ -431,8 +431,9 @@ const (
 )
 
 // drainTimeout bounds the dispatcher's drain at shutdown. What the
-// scanner fired last is due at most its FireLead (500ms) ahead, so this
-// covers it and the publish acks. What is still waiting after it (retries
+// scanner fired last is usually due at most its FireLead (500ms) ahead,
+// so this covers it and the publish acks. What is still waiting after it
+// (runs of a burst fired up to MaxFireLead ahead, retries
 // read ahead of their backoff's end, publishes NATS does not acknowledge)
 // stays in the outbox, and the bucket's next owner publishes it.
 const drainTimeout = time.Second
