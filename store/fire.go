@@ -3,6 +3,7 @@ package store
 import (
 	"github.com/tock-sched/tock/domain"
 
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -215,7 +216,7 @@ func (c *dueCodec) scanDue(r pgx.CollectableRow) (Due, error) {
 		sched, policy string
 		err           error
 	)
-	if err := r.Scan(&d.ID, &d.Bucket, &d.NextRunAt, &sched, &d.Runs, &policy, &d.SkipBefore); err != nil {
+	if err := r.Scan(rawUUID(&d.ID), &d.Bucket, &d.NextRunAt, &sched, &d.Runs, &policy, &d.SkipBefore); err != nil {
 		return d, err
 	}
 	d.NextRunAt, d.SkipBefore = d.NextRunAt.UTC(), utcPtr(d.SkipBefore)
@@ -287,16 +288,21 @@ const firedColumns = `id, job_id, bucket, namespace, job_name, scheduled_for, ma
 func scanFired(r pgx.CollectableRow) (firedRow, error) {
 	var (
 		e                     Execution
-		spec                  *uuid.UUID
+		specID                pgtype.UUID
 		handler, retry, pload []byte
 		timeoutMS             *int64
 	)
-	err := r.Scan(&e.ID, &e.JobID, &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
+	err := r.Scan(rawUUID(&e.ID), rawUUID(&e.JobID), &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
 		&e.State, &e.Attempts, &handler, &pload, &retry, &timeoutMS, &e.DispatchedAt,
 		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy,
-		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered, &spec)
+		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered, &specID)
 	if err != nil {
 		return firedRow{}, err
+	}
+	var spec *uuid.UUID
+	if specID.Valid {
+		id := uuid.UUID(specID.Bytes)
+		spec = &id
 	}
 	if spec == nil {
 		if err := json.Unmarshal(handler, &e.Handler); err != nil {
@@ -500,7 +506,9 @@ func groupFirings(firings []Firing, owned []int) (*fireGroup, map[int]*policyGro
 	}
 	g := &fireGroup{}
 	policy := map[int]*policyGroup{}
-	for _, f := range firings {
+	var plain []*Firing
+	for i := range firings {
+		f := &firings[i]
 		if !ok[f.Bucket] {
 			continue
 		}
@@ -510,9 +518,22 @@ func groupFirings(firings []Firing, owned []int) (*fireGroup, map[int]*policyGro
 				pg = &policyGroup{}
 				policy[f.Bucket] = pg
 			}
-			pg.firings = append(pg.firings, f)
+			pg.firings = append(pg.firings, *f)
 			continue
 		}
+		plain = append(plain, f)
+	}
+	// In (bucket, id) order, the order in which a statement over the jobs
+	// table (a bulk pause, a namespace's deletion) meets the rows: firing
+	// locks them in the order of its arrays, and a batch in due-time order
+	// deadlocked with such statements.
+	slices.SortFunc(plain, func(a, b *Firing) int {
+		if a.Bucket != b.Bucket {
+			return a.Bucket - b.Bucket
+		}
+		return bytes.Compare(a.JobID[:], b.JobID[:])
+	})
+	for _, f := range plain {
 		at := ms(f.ScheduledFor)
 		g.ids, g.bs, g.scheds = append(g.ids, f.JobID), append(g.bs, f.Bucket), append(g.scheds, at)
 		g.nexts, g.execIDs = append(g.nexts, msPtr(f.Next)), append(g.execIDs, domain.ExecutionID(f.JobID, at))

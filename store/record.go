@@ -329,7 +329,7 @@ func scanRecExec(rows pgx.Rows) (*recExec, time.Time, error) {
 		attJSON                         []byte
 		now                             time.Time
 	)
-	err := rows.Scan(&e.id, &e.jobID, &e.sched, &e.bucket, &e.state, &e.attempts, &e.dispatches, &e.dispatchedAt,
+	err := rows.Scan(rawUUID(&e.id), rawUUID(&e.jobID), &e.sched, &e.bucket, &e.state, &e.attempts, &e.dispatches, &e.dispatchedAt,
 		&e.nextAttempt, &e.startedAt, &e.finishedAt, &e.executorID, &e.errText, &e.output,
 		&aExec, &aStarted, &aHeartbeat, &aFinished, &aOutcome, &aErr, &aOut, &attJSON, &now)
 	if err != nil {
