@@ -2,8 +2,8 @@ package executor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	json "github.com/segmentio/encoding/json"
 	"log/slog"
 	"sync/atomic"
 	"time"

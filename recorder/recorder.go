@@ -14,9 +14,9 @@ import (
 	"github.com/tock-sched/tock/domain"
 
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	json "github.com/segmentio/encoding/json"
 	"log/slog"
 	"sync"
 	"time"

@@ -7,8 +7,8 @@
 package wire
 
 import (
-	"encoding/json"
 	"fmt"
+	json "github.com/segmentio/encoding/json"
 	"strconv"
 	"time"
 
