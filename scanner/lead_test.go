@@ -97,3 +97,22 @@ func TestMeasureFire(t *testing.T) {
 		t.Fatalf("rate %v, want 14,000", s.rate())
 	}
 }
+
+func TestMaxFireLeadDefault(t *testing.T) {
+	for _, c := range []struct {
+		lookahead, fireLead, want time.Duration
+	}{
+		{0, 0, 5 * time.Second},                                             // the defaults: 6s and 500ms
+		{2 * time.Second, 0, 2 * time.Second * 5 / 6},                       // a short look-ahead
+		{3 * time.Second, 2900 * time.Millisecond, 2900 * time.Millisecond}, // never below FireLead
+	} {
+		cfg := Config{Lookahead: c.lookahead, FireLead: c.fireLead, NodeID: "n",
+			Store: struct{ Store }{}, Dispatcher: struct{ Dispatcher }{}, Clock: struct{ Clock }{}}.WithDefaults()
+		if cfg.MaxFireLead != c.want {
+			t.Errorf("Lookahead %s, FireLead %s: MaxFireLead %s, want %s", c.lookahead, c.fireLead, cfg.MaxFireLead, c.want)
+		}
+		if err := cfg.validate(); err != nil {
+			t.Errorf("Lookahead %s, FireLead %s: %v", c.lookahead, c.fireLead, err)
+		}
+	}
+}

@@ -138,7 +138,8 @@ type Config struct {
 	// rate firing has been measured to sustain, so that all of them are
 	// committed, and held by the dispatcher, before their time. A job
 	// changed less than the lead before such a run still has that run.
-	// Default 5s; at least FireLead and below Lookahead.
+	// Default 5s, or five sixths of Lookahead if that is less (but not
+	// below FireLead); at least FireLead and below Lookahead.
 	MaxFireLead time.Duration
 	// Missed is the missed-run policy of jobs whose stored policy leaves
 	// fields empty (jobs stored before policies existed); its empty
@@ -192,11 +193,11 @@ func (c Config) WithDefaults() Config {
 	orDuration(&c.OutboxInterval, 2*time.Second)
 	orInt(&c.BatchSize, 1000)
 	orInt(&c.FireConcurrency, 3)
-	if c.MaxFireLead == 0 {
-		c.MaxFireLead = max(5*time.Second, c.FireLead)
-	}
 	if c.FireLead == 0 {
 		c.FireLead = 500 * time.Millisecond
+	}
+	if c.MaxFireLead == 0 {
+		c.MaxFireLead = max(c.FireLead, min(5*time.Second, c.Lookahead*5/6))
 	}
 	c.Missed = c.Missed.WithDefaults(domain.DefaultMissed)
 	orInt(&c.ScanLimit, 500_000)
