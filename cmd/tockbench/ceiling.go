@@ -386,6 +386,9 @@ func (r *CeilingReport) write(w io.Writer, format string) error {
 		if len(rp.Nodes) > 0 {
 			p("  %8s nodes: %s", "", nodeSummary(rp.Nodes))
 		}
+		if rp.CPU != nil {
+			p("  %8s cpu: %s", "", cpuSummary(rp.CPU))
+		}
 	}
 	switch {
 	case !r.Complete:

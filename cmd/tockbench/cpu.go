@@ -210,3 +210,13 @@ func writeCPU(p func(string, ...any), c *CPU) {
 		p("                 %-22s %6.1f µs  %4.0f%% of a core  (%d processes)", comp.Name, comp.USPerExecution, comp.Cores*100, comp.Processes)
 	}
 }
+
+// cpuSummary is c on one line: the total and each component, in µs per
+// execution.
+func cpuSummary(c *CPU) string {
+	parts := make([]string, 0, len(c.Components))
+	for _, comp := range c.Components {
+		parts = append(parts, fmt.Sprintf("%s %.0f", comp.Name, comp.USPerExecution))
+	}
+	return fmt.Sprintf("%.0f µs/execution (%s)", c.TotalUS, strings.Join(parts, ", "))
+}
