@@ -26,7 +26,6 @@ type watcher struct {
 	sleeping bool  // run waits for wake: the list was empty
 	wake     chan struct{}
 	due      []*beat // scratch for run
-	tick     time.Duration
 }
 
 func newWatcher() *watcher { return &watcher{wake: make(chan struct{}, 1)} }
