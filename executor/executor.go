@@ -82,7 +82,11 @@ type Config struct {
 	// finished event alone, which carries its start time. That halves the
 	// events (and the recorder's writes) of short attempts, at the price of
 	// an execution showing queued, not running, for that long. Default
-	// DefaultStartReportDelay; negative reports every start at once.
+	// DefaultStartReportDelay; negative reports every start at once. The
+	// Worker's one watcher goroutine does this timed work (and heartbeats
+	// and in-progress acks) for every running attempt, on a tick of 25 ms
+	// or a quarter of the shortest interval, so it happens up to a tick
+	// late: no timer per attempt.
 	StartReportDelay time.Duration
 	// HeartbeatInterval is how often a running attempt whose start was
 	// reported publishes a heartbeat event, so that tock can show it is
