@@ -3,12 +3,12 @@ package executor
 import (
 	"context"
 	"errors"
-	json "github.com/segmentio/encoding/json"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/wire"

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	json "github.com/segmentio/encoding/json"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/retry"

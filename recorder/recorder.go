@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	json "github.com/segmentio/encoding/json"
 	"log/slog"
 	"sync"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -113,6 +114,40 @@ func TestMaxFireLeadDefault(t *testing.T) {
 		}
 		if err := cfg.validate(); err != nil {
 			t.Errorf("Lookahead %s, FireLead %s: %v", c.lookahead, c.fireLead, err)
+		}
+	}
+}
+
+// A burst is committed well before its second: with 10,000 runs due at
+// once and no firing measured yet (5,000/s assumed), the scanner starts
+// firing them about 2.5 s ahead, not FireLead (500ms) ahead as it fires
+// a lone job (TestFiresEverySecondOnTime).
+func TestBurstFiresAheadOfFireLead(t *testing.T) {
+	st := newFakeStore()
+	at := time.Now().Truncate(time.Second).Add(5 * time.Second)
+	const n = 10_000
+	for range n {
+		st.add(cronJob(1, at))
+	}
+	s, stop := newScanner(t, st, Config{})
+	defer stop()
+	s.Acquire(1, 10)
+	testenv.WaitFor(t, 15*time.Second, "the burst fired", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		got := 0
+		for _, x := range st.fired {
+			if x.ScheduledFor.Equal(at) {
+				got++
+			}
+		}
+		return got == n
+	})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, x := range st.fired {
+		if ahead := at.Sub(st.firedAt[i]); x.ScheduledFor.Equal(at) && ahead < time.Second {
+			t.Fatalf("a run of the burst committed %s ahead of its second, want at least 1s (the lead for 10,000 at 5,000/s is 2.5s)", ahead)
 		}
 	}
 }

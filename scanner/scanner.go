@@ -700,9 +700,6 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 	for _, e := range r.batch {
 		delete(s.firing, e.job.ID)
 	}
-	if r.err == nil {
-		s.measureFire(len(r.batch), time.Since(r.started))
-	}
 	if r.err != nil {
 		if ctx.Err() != nil {
 			return
@@ -714,6 +711,7 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 		s.fullNext = true
 		return
 	}
+	s.measureFire(len(r.batch), time.Since(r.started))
 	res := r.res
 	for _, b := range res.Fenced {
 		fenced.Inc()

@@ -241,6 +241,11 @@ func (c *dueCodec) scanDue(r pgx.CollectableRow) (Due, error) {
 // generic, made once per connection. One statement per bucket, as
 // before, paid a statement's set-up for every ~4 firings at 10,000/s
 // over 256 buckets (docs/bench.md, issue 20).
+//
+// It names its conflict's arbiter, the (job_id, scheduled_for) key: an
+// execution's id is derived from those two (domain.ExecutionID), so a
+// conflict on the primary key is one on this key too, and Postgres checks
+// one unique index before each insert instead of both.
 var fireSQL = `
 WITH f AS (
 	SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::timestamptz[], $5::uuid[])
@@ -268,11 +273,6 @@ SELECT exec_id, id, bucket, namespace, name, sched, false, 'queued',
 FROM fired
 ON CONFLICT (job_id, scheduled_for) DO NOTHING
 RETURNING ` + firedColumns
-
-// fireSQL names its conflict's arbiter, the (job_id, scheduled_for)
-// key: an execution's id is derived from those two (domain.ExecutionID),
-// so a conflict on the primary key is one on this key too, and Postgres
-// checks one unique index before each insert instead of both.
 
 // firedColumns are the columns of a fired execution that fireSQL
 // returns, as scanFired reads them: the execution's own handler, payload,
@@ -331,13 +331,14 @@ type firedRow struct {
 	spec *uuid.UUID
 }
 
-// fireJoinSettings shape fireSQL's plan for the rest of the statement's
-// transaction part, and fireJoinReset undoes them: index probes joined by
-// a nested loop (a hash or merge join would read every partition of
-// jobs whole), a generic plan (planning an update of 256 partitions
-// costs ~100 ms; the generic plan prunes at run time), and no JIT (the
-// disabled join methods' costs would otherwise trigger it: 1.7 s of
-// compilation per statement, seen with EXPLAIN ANALYZE).
+// fireJoinSettings shape fireSQL's plan, and fireJoinReset undoes them
+// after it, for the policy firings later in the same transaction: index
+// probes joined by a nested loop (a hash or merge join would read every
+// partition of jobs whole), a generic plan (planning an update of 256
+// partitions costs ~100 ms; the generic plan prunes at run time), and no
+// JIT (the disabled join methods' costs would otherwise trigger it: 1.7 s
+// of compilation per statement, seen with EXPLAIN ANALYZE; it stays off
+// for the rest of the transaction, which has no use for it either).
 var (
 	fireJoinSettings = []string{"SET LOCAL enable_hashjoin = off", "SET LOCAL enable_mergejoin = off",
 		"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL jit = off"}

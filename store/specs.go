@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/google/uuid"
@@ -41,7 +42,7 @@ func (c *specCache) fill(ctx context.Context, q pgx.Tx, execs []*Execution, spec
 	var missing []uuid.UUID
 	c.mu.Lock()
 	for _, id := range specs {
-		if id != nil && c.m[*id] == nil && !containsUUID(missing, *id) {
+		if id != nil && c.m[*id] == nil && !slices.Contains(missing, *id) {
 			missing = append(missing, *id)
 		}
 	}
@@ -88,15 +89,6 @@ func (c *specCache) fill(ctx context.Context, q pgx.Tx, execs []*Execution, spec
 		e.Handler, e.Payload, e.Retry, e.Timeout = sp.handler, sp.payload, sp.retry, msDuration(sp.timeout)
 	}
 	return nil
-}
-
-func containsUUID(ids []uuid.UUID, id uuid.UUID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // rawUUID is id as the [16]byte pgx decodes a uuid column into

@@ -8,11 +8,11 @@ package wire
 
 import (
 	"fmt"
-	json "github.com/segmentio/encoding/json"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	json "github.com/segmentio/encoding/json"
 
 	"github.com/tock-sched/tock/domain"
 )
