@@ -49,7 +49,15 @@ type procTimes map[int]procTime
 type procTime struct {
 	comm  string
 	ticks int64
+	// db is, for a Postgres client backend, the database it is connected
+	// to (from its process title); "" for any other process.
+	db string
 }
+
+// otherDatabases names the Postgres backends of databases other than the
+// run's (a test suite sharing the server, say): reported apart and left
+// out of the total, so that they do not count as the run's cost.
+const otherDatabases = "postgres (other databases)"
 
 // readProcs reads /proc/<pid>/stat of every process it may read.
 // Processes that end between two readings lose what they spent since
@@ -67,9 +75,16 @@ func readProcs() procTimes {
 			continue
 		}
 		comm, ticks, ok := parseStat(raw)
-		if ok {
-			pt[pid] = procTime{comm, ticks}
+		if !ok {
+			continue
 		}
+		t := procTime{comm: comm, ticks: ticks}
+		if comm == "postgres" {
+			if title, err := os.ReadFile(d + "/cmdline"); err == nil {
+				t.db = backendDatabase(string(title))
+			}
+		}
+		pt[pid] = t
 	}
 	return pt
 }
@@ -96,14 +111,39 @@ func parseStat(raw []byte) (comm string, ticks int64, ok bool) {
 	return string(raw[open+1 : end]), u + s, true
 }
 
+// backendDatabase is the database of a Postgres client backend from its
+// process title ("postgres: [cluster: ]user database host(port) activity",
+// as /proc/<pid>/cmdline shows it); "" for the postmaster and background
+// processes (checkpointer, WAL writer, …), which serve every database.
+func backendDatabase(title string) string {
+	title = strings.TrimRight(strings.ReplaceAll(title, "\x00", " "), " ")
+	rest, ok := strings.CutPrefix(title, "postgres: ")
+	if !ok {
+		return ""
+	}
+	f := strings.Fields(rest)
+	if len(f) > 0 && strings.HasSuffix(f[0], ":") { // Debian's cluster name, "15/main:"
+		f = f[1:]
+	}
+	if len(f) >= 3 && (strings.Contains(f[2], "(") || f[2] == "[local]") {
+		return f[1]
+	}
+	return ""
+}
+
 // component names the component a process belongs to: tockbench itself
 // is the executors (its in-process workers are nearly all it does during
-// a window); "" for a process of none.
-func component(pid int, comm string) string {
+// a window); "" for a process of none. A Postgres backend of a database
+// other than db is otherDatabases.
+func component(pid int, t procTime, db string) string {
+	comm := t.comm
 	switch {
 	case pid == os.Getpid():
 		return "executors (tockbench)"
 	case comm == "postgres" || strings.HasPrefix(comm, "postgres:"):
+		if t.db != "" && db != "" && t.db != db {
+			return otherDatabases
+		}
 		return "postgres"
 	case comm == "tockd":
 		return "tockd"
@@ -118,14 +158,17 @@ func component(pid int, comm string) string {
 // cpuBetween is what each component spent from a to b, per execution.
 // A process in b but not in a started during the interval and counts
 // whole.
-func cpuBetween(a, b procTimes, seconds float64, executions int64) *CPU {
+//
+// Postgres backends of databases other than db are reported apart
+// (otherDatabases) and left out of TotalUS.
+func cpuBetween(a, b procTimes, db string, seconds float64, executions int64) *CPU {
 	type acc struct {
 		procs int
 		ticks int64
 	}
 	by := map[string]*acc{}
 	for pid, t := range b {
-		name := component(pid, t.comm)
+		name := component(pid, t, db)
 		if name == "" {
 			continue
 		}
@@ -148,7 +191,9 @@ func cpuBetween(a, b procTimes, seconds float64, executions int64) *CPU {
 		if executions > 0 {
 			comp.USPerExecution = secs * 1e6 / float64(executions)
 		}
-		cpu.TotalUS += comp.USPerExecution
+		if name != otherDatabases {
+			cpu.TotalUS += comp.USPerExecution
+		}
 		cpu.Components = append(cpu.Components, comp)
 	}
 	slices.SortFunc(cpu.Components, func(x, y CPUComponent) int {
@@ -197,7 +242,7 @@ func (b *bench) finishCPU(ctx context.Context, w *cpuWindow) (*CPU, error) {
 	if err != nil {
 		return nil, fmt.Errorf("count executions recorded: %w", err)
 	}
-	return cpuBetween(w.start, end, secs, n), nil
+	return cpuBetween(w.start, end, b.st.Pool().Config().ConnConfig.Database, secs, n), nil
 }
 
 // writeCPU prints c, one line per component.
@@ -207,7 +252,11 @@ func writeCPU(p func(string, ...any), c *CPU) {
 	}
 	p("  CPU/execution  %.0f µs in all (%d executions recorded in %.0f s)", c.TotalUS, c.Executions, c.Seconds)
 	for _, comp := range c.Components {
-		p("                 %-22s %6.1f µs  %4.0f%% of a core  (%d processes)", comp.Name, comp.USPerExecution, comp.Cores*100, comp.Processes)
+		note := ""
+		if comp.Name == otherDatabases {
+			note = ", not counted"
+		}
+		p("                 %-22s %6.1f µs  %4.0f%% of a core  (%d processes%s)", comp.Name, comp.USPerExecution, comp.Cores*100, comp.Processes, note)
 	}
 }
 

@@ -20,11 +20,14 @@ func TestParseStat(t *testing.T) {
 
 func TestCPUBetween(t *testing.T) {
 	self := os.Getpid()
-	a := procTimes{10: {"postgres", 100}, 11: {"tockd", 50}, self: {"tockbench", 10}, 12: {"bash", 5}}
-	b := procTimes{10: {"postgres", 300}, 11: {"tockd", 150}, self: {"tockbench", 60}, 12: {"bash", 500},
-		13: {"postgres", 100}} // a backend that started during the interval counts whole
-	c := cpuBetween(a, b, 10, 1000)
-	want := map[string]float64{"postgres": 3000, "tockd": 1000, "executors (tockbench)": 500} // µs per execution
+	a := procTimes{10: {"postgres", 100, "tock"}, 11: {"tockd", 50, ""}, self: {"tockbench", 10, ""}, 12: {"bash", 5, ""},
+		14: {"postgres", 0, ""}, 15: {"postgres", 10, "tock_test_1"}}
+	b := procTimes{10: {"postgres", 300, "tock"}, 11: {"tockd", 150, ""}, self: {"tockbench", 60, ""}, 12: {"bash", 500, ""},
+		13: {"postgres", 100, "tock"},        // a backend that started during the interval counts whole
+		14: {"postgres", 100, ""},            // the WAL writer serves every database: counted
+		15: {"postgres", 710, "tock_test_1"}} // another database's backend: apart, not counted
+	c := cpuBetween(a, b, "tock", 10, 1000)
+	want := map[string]float64{"postgres": 4000, "tockd": 1000, "executors (tockbench)": 500, otherDatabases: 7000} // µs per execution
 	if len(c.Components) != len(want) {
 		t.Fatalf("components %+v, want %v", c.Components, want)
 	}
@@ -33,10 +36,26 @@ func TestCPUBetween(t *testing.T) {
 			t.Errorf("%s: %v µs, want %v", comp.Name, comp.USPerExecution, want[comp.Name])
 		}
 	}
-	if c.Components[0].Name != "postgres" || c.Components[0].Processes != 2 || c.Components[0].Cores != 0.3 {
-		t.Errorf("heaviest first, with its processes and cores: %+v", c.Components[0])
+	if c.Components[1].Name != "postgres" || c.Components[1].Processes != 3 || c.Components[1].Cores != 0.4 {
+		t.Errorf("heaviest first, with its processes and cores: %+v", c.Components[1])
 	}
-	if c.TotalUS != 4500 {
-		t.Errorf("total %v, want 4500", c.TotalUS)
+	if c.TotalUS != 5500 {
+		t.Errorf("total %v, want 5500 (other databases left out)", c.TotalUS)
+	}
+}
+
+func TestBackendDatabase(t *testing.T) {
+	for title, want := range map[string]string{
+		"postgres: 15/main: postgres tock 127.0.0.1(40930) idle\x00":           "tock",
+		"postgres: 15/main: postgres tock_test_ab 127.0.0.1(1) UPDATE\x00":     "tock_test_ab",
+		"postgres: app tock [local] idle in transaction":                       "tock",
+		"postgres: 15/main: checkpointer \x00":                                 "",
+		"postgres: 15/main: logical replication launcher \x00":                 "",
+		"postgres: walwriter   ":                                               "",
+		"/usr/lib/postgresql/15/bin/postgres\x00-D\x00/var/lib/postgresql\x00": "",
+	} {
+		if got := backendDatabase(title); got != want {
+			t.Errorf("backendDatabase(%q) = %q, want %q", title, got, want)
+		}
 	}
 }
