@@ -136,7 +136,7 @@ func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.T
 	if after.IsZero() {
 		lower = negInfinity
 	}
-	rows, err := s.pool.Query(ctx, dueSQL, buckets, lower, until.UTC(), limit)
+	rows, err := s.duePool.Query(ctx, dueSQL, buckets, lower, until.UTC(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: due jobs in %d buckets: %w", len(buckets), err)
 	}
@@ -424,7 +424,7 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 	buckets = slices.Compact(buckets)
 
 	var res FireResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.firePool, func(tx pgx.Tx) error {
 		res = FireResult{}
 		owned, fenced, err := ownedBuckets(ctx, tx, node, epochs, buckets)
 		if err != nil {

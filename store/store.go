@@ -44,12 +44,15 @@ const initDaysAhead = 7
 // Store is tock's PostgreSQL database. It is safe for concurrent use.
 // Open it, Migrate the schema, then Init it before using anything else.
 type Store struct {
-	pool    *pgxpool.Pool
-	buckets int
-	creates createCombiner
-	due     dueCodec
-	specs   specCache
-	days    sync.Map // time.Time (a UTC day) → true: its partitions exist (EnsureDays)
+	pool *pgxpool.Pool
+	// firePool and duePool are the scanner's own few connections, for firing
+	// and for the due-jobs read (see firePoolSize).
+	firePool, duePool *pgxpool.Pool
+	buckets           int
+	creates           createCombiner
+	due               dueCodec
+	specs             specCache
+	days              sync.Map // time.Time (a UTC day) → true: its partitions exist (EnsureDays)
 }
 
 // defaultMaxConns is the pool size when the database URL does not set
@@ -62,10 +65,27 @@ type Store struct {
 // Connections are opened only as concurrent work needs them.
 var defaultMaxConns = int32(max(16, 4*runtime.NumCPU()))
 
+// firePoolSize is how many of a pool's maxConns connections Open sets
+// apart for firing transactions: up to 3 (the default FireConcurrency),
+// a fifth of the pool on small ones; one more is the due-jobs read's.
+// Postgres plans each connection's statements on its own, and these two
+// name every jobs partition: the firing statement's generic plan takes
+// ~120 ms to plan over 256 partitions, a custom plan of the due read
+// ~70 ms, and every ANALYZE of executions or jobs (autovacuum's, or a
+// partition made for a new day) makes every connection plan them again.
+// Spread over the whole pool they were planned 30 and more times a
+// minute at 3,000 firings a second, about a quarter of Postgres's CPU
+// per execution (docs/bench.md, issue 20); on a few connections of their
+// own, a few times.
+func firePoolSize(maxConns int32) int32 {
+	return min(3, max(1, maxConns/5))
+}
+
 // Open connects a pool to the database at url (a postgres:// URL or a
 // key=value DSN; pool settings such as pool_max_conns are honoured; up to
 // defaultMaxConns connections otherwise) and pings it. It does not
-// migrate the schema.
+// migrate the schema. Of the pool's connections, firePoolSize and one
+// more are kept for the scanner's statements.
 func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -90,6 +110,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pgxuuid.Register(c.TypeMap())
 		return nil
 	}
+	fireCfg, dueCfg := cfg.Copy(), cfg.Copy()
+	fireCfg.MaxConns, dueCfg.MaxConns = firePoolSize(cfg.MaxConns), 1
+	fireCfg.MinConns, dueCfg.MinConns = 0, 0
+	cfg.MaxConns = max(1, cfg.MaxConns-fireCfg.MaxConns-1)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect to %s: %w", cfg.ConnConfig.Host, err)
@@ -98,7 +122,20 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: ping %s: %w", cfg.ConnConfig.Host, err)
 	}
-	return &Store{pool: pool}, nil
+	// pgxpool.NewWithConfig connects lazily: these fail only on a bad
+	// configuration, which the main pool's ping has ruled out.
+	fire, err := pgxpool.NewWithConfig(ctx, fireCfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: connect to %s: %w", cfg.ConnConfig.Host, err)
+	}
+	due, err := pgxpool.NewWithConfig(ctx, dueCfg)
+	if err != nil {
+		pool.Close()
+		fire.Close()
+		return nil, fmt.Errorf("store: connect to %s: %w", cfg.ConnConfig.Host, err)
+	}
+	return &Store{pool: pool, firePool: fire, duePool: due}, nil
 }
 
 // Pool is the store's connection pool, for callers that need a query the
@@ -107,7 +144,11 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close closes every connection. Listen calls return on their own (their
 // connections are not the pool's) when their contexts end.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.pool.Close()
+	s.firePool.Close()
+	s.duePool.Close()
+}
 
 // Buckets is the cluster's bucket count N, known after Init.
 func (s *Store) Buckets() int { return s.buckets }
