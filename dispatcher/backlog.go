@@ -27,7 +27,8 @@ const (
 // queue's executors take it, and what the dispatcher holds due but not
 // yet published.
 type Backlog struct {
-	// At is when it was read, by the local clock.
+	// At is when it began to be read, by the local clock: executions
+	// handed to the dispatcher after it may be missing from it.
 	At time.Time
 	// Queues are the exec stream's consumers, one per queue and priority
 	// class (wire.ConsumerName).
@@ -150,7 +151,9 @@ func (w *BacklogWatch) read(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, max(w.cfg.Interval, time.Second))
 	defer cancel()
 	// The dispatcher first: an execution published meanwhile is counted
-	// twice rather than not at all.
+	// twice rather than not at all. The reading is dated when it began:
+	// whatever the scanner fired after that may be missing from it.
+	start := time.Now()
 	unpublished := 0
 	if w.cfg.Dispatcher != nil {
 		unpublished = w.cfg.Dispatcher.Unpublished()
@@ -167,7 +170,7 @@ func (w *BacklogWatch) read(ctx context.Context) {
 		w.log.Info("exec queues' backlog read again")
 		w.failing = false
 	}
-	b := w.fold(time.Now(), infos)
+	b := w.fold(start, infos)
 	b.Unpublished = unpublished
 	w.mu.Lock()
 	w.last, w.ok = b, true
