@@ -19,7 +19,7 @@ const (
 	DefaultBacklogInterval = 250 * time.Millisecond
 	// DefaultRateWindow is how far back a queue's delivery rate is
 	// measured.
-	DefaultRateWindow = 5 * time.Second
+	DefaultRateWindow = 2 * time.Second
 )
 
 // Backlog is one reading of the executions fired and not yet taken by an
