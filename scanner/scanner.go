@@ -15,7 +15,8 @@
 // keeps fresh: it re-syncs it whenever a sync is due.
 //
 // Missed runs. A run that could not fire within its grace (the cluster was
-// down, a bucket moved, the scanner fell behind) is missed, and the job's
+// down, a bucket moved, the scanner fell behind, or firing was held back
+// because the executors were behind: Config.Backlog) is missed, and the job's
 // missed-run policy decides which missed runs fire (skip, latest, all up
 // to a maximum); the others are recorded as skipped. Every scheduled time
 // fires at most once either way (see plan).
@@ -176,8 +177,9 @@ type Config struct {
 	// and MinBacklog), further batches wait, and their runs stay due in
 	// Postgres until the executors catch up. They fire late, in due
 	// order, and the jobs' missed-run policies apply as after an outage:
-	// under the default (latest, 60s grace) a run held back fires, however
-	// late, unless a later run of the same job is due too. A queue counts
+	// under the default (latest, 60s grace) a run held back less than the
+	// grace fires; of a job's runs held back longer, only the newest
+	// fires, and the others are skipped as missed. A queue counts
 	// at most 2 x BacklogFor of its own delivery rate, so a queue far
 	// behind on its own (a slow custom handler, its executors down) does
 	// not hold back the others. Without a reading (NATS down, none yet)
