@@ -19,7 +19,10 @@ import (
 // them at, but at least MinBacklog. Over it, the batch waits, and the
 // runs stay due in Postgres (they fire late, in due order, and the jobs'
 // missed-run policies judge how late, as after an outage). Without a
-// reading it fires as if there were no backlog.
+// reading it fires as if there were no backlog. While firing is held
+// back, scans are put off: the heap holds the earliest due runs, and what
+// a scan would add is due after them; so each due job is read about once
+// however long the overload, not once a second.
 //
 // A queue counts at most 2 x BacklogFor of its own rate: a queue far
 // behind for reasons of its own (a slow custom handler, or executors that
@@ -114,6 +117,9 @@ func (s *Scanner) setHeld(held bool) {
 		heldSeconds.Add(now.Sub(s.heldAt).Seconds())
 	}
 	if !held {
+		if !s.heldAt.IsZero() {
+			s.nextScan = time.Time{} // scans were put off while held: scan now
+		}
 		s.heldAt = time.Time{}
 		return
 	}

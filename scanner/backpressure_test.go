@@ -157,3 +157,36 @@ func TestBurstFiredAheadIsNotHeldBack(t *testing.T) {
 		}
 	}
 }
+
+// While firing is held back, the heap already holds more due runs than
+// may fire, and a scan would only add later ones: scans are put off
+// until the held runs have fired, then one comes at once.
+func TestScansWaitWhileFiringIsHeldBack(t *testing.T) {
+	st := newFakeStore()
+	due := time.Now().Add(-time.Second)
+	for range 500 {
+		st.add(yearlyJob(1, due))
+	}
+	bl := &fakeBacklog{}
+	bl.read(5000, true)
+	s, stop := newScanner(t, st, Config{Backlog: bl, MinBacklog: 1000, ScanInterval: 100 * time.Millisecond, Lookahead: time.Second})
+	defer stop()
+	s.Acquire(1, 10)
+	waitHeld(t, 100*time.Millisecond)
+	st.mu.Lock()
+	scans := st.dueCalls
+	st.mu.Unlock()
+	waitHeld(t, 500*time.Millisecond) // five scan intervals
+	st.mu.Lock()
+	during := st.dueCalls - scans
+	st.mu.Unlock()
+	if during > 1 {
+		t.Fatalf("%d scans while firing was held back, want none (or the one under way)", during)
+	}
+	bl.read(0, true)
+	testenv.WaitFor(t, 10*time.Second, "the held runs fired and a scan after", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.fired) == 500 && st.dueCalls > scans+during
+	})
+}

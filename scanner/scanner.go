@@ -443,7 +443,16 @@ func (s *Scanner) step(ctx context.Context) {
 	s.syncClock(ctx)
 	now := s.clock.Now()
 	if !now.Before(s.nextScan) {
-		s.scan(ctx, now)
+		if s.heldAt.IsZero() {
+			s.scan(ctx, now)
+		} else {
+			// Firing is held back (Config.Backlog): the heap has more due
+			// than may fire, and whatever a scan would add is due later
+			// still. Re-reading the due jobs every second would cost more
+			// the longer the overload; the scan comes once the heap's due
+			// runs have fired (setHeld).
+			s.nextScan = now.Add(s.cfg.ScanInterval)
+		}
 	}
 	if !now.Before(s.nextOutbox) {
 		s.outbox(ctx, s.ownedBuckets())
