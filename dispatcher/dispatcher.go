@@ -309,6 +309,18 @@ func (d *Dispatcher) positions(buckets map[int]bool) map[int]time.Time {
 	return out
 }
 
+// Unpublished is how many executions wait here due, or are being
+// published, not yet acknowledged: the part of the backlog that has not
+// reached JetStream (see BacklogWatch). Executions fired ahead of their
+// time (the scanner's fire lead) and retries read ahead of their backoff's
+// end are not counted until they are due. It costs a walk of the due
+// executions only.
+func (d *Dispatcher) Unpublished() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.inflight) - len(d.pending) + d.pending.dueBy(0, d.cfg.Clock.Passed())
+}
+
 // busy is how many executions wait or are being published.
 func (d *Dispatcher) busy() int {
 	d.mu.Lock()
@@ -677,6 +689,17 @@ func (h execHeap) Len() int           { return len(h) }
 func (h execHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 func (h execHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *execHeap) Push(x any)        { *h = append(*h, x.(item)) }
+
+// dueBy counts the items at or before t in the subtree at i: a node later
+// than t has no earlier child, so only the due items (and their
+// children) are visited.
+func (h execHeap) dueBy(i int, t time.Time) int {
+	if i >= len(h) || h[i].at.After(t) {
+		return 0
+	}
+	return 1 + h.dueBy(2*i+1, t) + h.dueBy(2*i+2, t)
+}
+
 func (h *execHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]

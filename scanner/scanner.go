@@ -15,7 +15,8 @@
 // keeps fresh: it re-syncs it whenever a sync is due.
 //
 // Missed runs. A run that could not fire within its grace (the cluster was
-// down, a bucket moved, the scanner fell behind) is missed, and the job's
+// down, a bucket moved, the scanner fell behind, or firing was held back
+// because the executors were behind: Config.Backlog) is missed, and the job's
 // missed-run policy decides which missed runs fire (skip, latest, all up
 // to a maximum); the others are recorded as skipped. Every scheduled time
 // fires at most once either way (see plan).
@@ -167,6 +168,31 @@ type Config struct {
 	// database only: a running attempt goes on, and its result cannot
 	// revive it.
 	Cancel func(ctx context.Context, id uuid.UUID) error
+	// Backlog, if set, holds firing back while too much waits for
+	// executors (backpressure): the executions in the exec queues and
+	// those the dispatcher holds due and unpublished, as last read
+	// (dispatcher.BacklogWatch is the one to use; nil: firing is never
+	// held back). Before each batch the scanner adds the runs it fired
+	// since that reading; when the sum reaches the limit (see BacklogFor
+	// and MinBacklog), further batches wait, and their runs stay due in
+	// Postgres until the executors catch up. They fire late, in due
+	// order, and the jobs' missed-run policies apply as after an outage:
+	// under the default (latest, 60s grace) a run held back less than the
+	// grace fires; of a job's runs held back longer, only the newest
+	// fires, and the others are skipped as missed. A queue counts
+	// at most 2 x BacklogFor of its own delivery rate, so a queue far
+	// behind on its own (a slow custom handler, its executors down) does
+	// not hold back the others. Without a reading (NATS down, none yet)
+	// firing is not held back. Runs fired ahead of a burst (the adaptive
+	// lead, MaxFireLead) are not counted until they are due, so an empty
+	// backlog changes nothing.
+	Backlog Backlog
+	// BacklogFor sets the backlog limit: what the executors take in this
+	// long, at the delivery rate measured over all queues; default 3s.
+	BacklogFor time.Duration
+	// MinBacklog is the least backlog limit, whatever the rate; default
+	// 5000.
+	MinBacklog int
 	// LeaseValid, if set, is asked before every firing transaction; when
 	// it says no (the node cannot prove its etcd lease is alive), nothing
 	// fires. partition.Node.Valid is the one to use.
@@ -202,6 +228,8 @@ func (c Config) WithDefaults() Config {
 	c.Missed = c.Missed.WithDefaults(domain.DefaultMissed)
 	orInt(&c.ScanLimit, 500_000)
 	orInt(&c.FullScanEvery, 10)
+	orDuration(&c.BacklogFor, 3*time.Second)
+	orInt(&c.MinBacklog, 5000)
 	if c.LostAfter == 0 {
 		c.LostAfter = 5 * time.Minute
 	}
@@ -273,6 +301,14 @@ type Scanner struct {
 	// by second when it was last scanned, and the firing rate measured.
 	dueBy    []dueCount
 	fireRate float64 // runs per second, all transactions in flight together
+	// Backpressure (Config.Backlog): runs counted against the backlog in
+	// transactions in flight, and landed in the dispatcher since the
+	// oldest reading that may not include them; since when firing is held
+	// back (zero: it is not), and when that was last logged.
+	flyingCounted int
+	landed        []landing
+	heldAt        time.Time
+	heldLogged    time.Time
 }
 
 // dueCount is how many runs in the heap were due at or before the end of
@@ -285,6 +321,7 @@ type dueCount struct {
 // fireResult is what a firing transaction in flight did.
 type fireResult struct {
 	started time.Time // local clock
+	counted int       // runs counted against the backlog (mayFire)
 	batch   []*entry
 	firings []store.Firing
 	res     store.FireResult
@@ -406,7 +443,16 @@ func (s *Scanner) step(ctx context.Context) {
 	s.syncClock(ctx)
 	now := s.clock.Now()
 	if !now.Before(s.nextScan) {
-		s.scan(ctx, now)
+		if s.heldAt.IsZero() {
+			s.scan(ctx, now)
+		} else {
+			// Firing is held back (Config.Backlog): the heap has more due
+			// than may fire, and whatever a scan would add is due later
+			// still. Re-reading the due jobs every second would cost more
+			// the longer the overload; the scan comes once the heap's due
+			// runs have fired (setHeld).
+			s.nextScan = now.Add(s.cfg.ScanInterval)
+		}
 	}
 	if !now.Before(s.nextOutbox) {
 		s.outbox(ctx, s.ownedBuckets())
@@ -439,7 +485,11 @@ func (s *Scanner) sleep() time.Duration {
 	if s.nextLost.Before(next) {
 		next = s.nextLost
 	}
-	if len(s.heap) > 0 {
+	switch {
+	case !s.heldAt.IsZero():
+		// Held back: the top of the heap is due, so look again shortly.
+		next = minTime(next, now.Add(holdRecheck))
+	case len(s.heap) > 0:
 		if at := s.fireAt(s.heap[0].due); at.Before(next) {
 			next = at
 		}
@@ -630,7 +680,12 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 func (s *Scanner) fireDue(ctx context.Context) {
 	now := s.fireHorizon(s.clock.Now())
 	var batch []*entry
+	held := false
 	for len(s.heap) > 0 && !s.heap[0].due.After(now) {
+		if len(batch) == 0 && !s.mayFire() {
+			held = true // the rest stays in the heap, due
+			break
+		}
 		e := heap.Pop(&s.heap).(*entry)
 		if s.index[e.job.ID] != e {
 			continue // replaced or forgotten
@@ -648,6 +703,7 @@ func (s *Scanner) fireDue(ctx context.Context) {
 	if len(batch) > 0 {
 		s.fire(ctx, batch)
 	}
+	s.setHeld(held)
 }
 
 // fire starts a firing transaction for batch, once fewer than
@@ -665,7 +721,11 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry) {
 	firings := make([]store.Firing, 0, len(batch))
 	epochs := map[int]int64{}
 	clockNow := s.clock.Now()
+	counted := 0
 	for _, e := range batch {
+		if s.counts(e.due, clockNow) {
+			counted++
+		}
 		d := e.job
 		d.NextRunAt = e.due
 		firings = append(firings, plan(d, s.schedule(d), clockNow, s.cfg.Missed))
@@ -676,10 +736,11 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry) {
 	// clock: the dispatcher's publish positions wait for them.
 	release := s.cfg.Dispatcher.Hold(s.clock.Passed())
 	s.flying++
+	s.flyingCounted += counted
 	go func() {
 		started := time.Now()
 		res, err := s.cfg.Store.Fire(ctx, s.cfg.NodeID, epochs, firings)
-		s.results <- fireResult{started: started, batch: batch, firings: firings, res: res, err: err, release: release}
+		s.results <- fireResult{started: started, counted: counted, batch: batch, firings: firings, res: res, err: err, release: release}
 	}()
 }
 
@@ -696,6 +757,11 @@ func (s *Scanner) land(ctx context.Context) {
 // executions to the dispatcher.
 func (s *Scanner) fired(ctx context.Context, r fireResult) {
 	s.flying--
+	s.flyingCounted -= r.counted
+	if r.counted > 0 && s.cfg.Backlog != nil {
+		// Counted until a reading taken from now on includes them.
+		s.landed = append(s.landed, landing{at: time.Now(), n: r.counted})
+	}
 	defer r.release()
 	for _, e := range r.batch {
 		delete(s.firing, e.job.ID)

@@ -38,6 +38,7 @@ type fakeStore struct {
 	inFire    chan struct{} // signalled when Fire starts
 	notifyFn  func(channel, payload string)
 	fireCalls int
+	dueCalls  int // DueAfter calls (scans)
 	// outboxReads and lostCalls record Undispatched and RequeueLost calls.
 	outboxReads []outboxRead
 	lostCalls   []outboxRead
@@ -67,6 +68,7 @@ func (f *fakeStore) ClaimBucket(_ context.Context, b int, _ string, e int64) err
 func (f *fakeStore) DueAfter(_ context.Context, buckets []int, after, until time.Time, _ int) ([]store.Due, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.dueCalls++
 	in := map[int]bool{}
 	for _, b := range buckets {
 		in[b] = true

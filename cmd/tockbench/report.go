@@ -50,6 +50,15 @@ type Report struct {
 	HandlerLag         Lag     `json:"handler_lag_ms"`
 	Delivered          int64   `json:"delivered"`
 	DeliveredPerSecond float64 `json:"delivered_per_second,omitempty"`
+	// Intervals are the window's 10-s intervals as they went (recurring
+	// mixes): what the executors were handed and the recorder wrote per
+	// second in each, whatever its runs' scheduled times. Under overload
+	// it shows whether executed/s held up throughout, which the window's
+	// averages (of runs scheduled in it) cannot.
+	Intervals []Interval `json:"intervals,omitempty"`
+	// MinDeliveredPerSecond is the least DeliveredPerSecond of the
+	// intervals of at least 5 s (nil: none).
+	MinDeliveredPerSecond *float64 `json:"min_delivered_per_second,omitempty"`
 
 	// Exactly once: scheduled times that fired zero times or more than
 	// once, and executions at times that were not scheduled.
@@ -76,6 +85,39 @@ type Report struct {
 	// during the window (recurring mixes): Postgres, tockd, nats-server,
 	// the executors.
 	CPU *CPU `json:"cpu,omitempty"`
+}
+
+// Interval is a stretch of the window, by the database's clock.
+type Interval struct {
+	End     time.Time `json:"end"`
+	Seconds float64   `json:"seconds"`
+	// DeliveredPerSecond is the in-process executors' handler calls a
+	// second (0 with --executors 0); RecordedPerSecond the events the
+	// recorder wrote a second (-1: unknown).
+	DeliveredPerSecond float64 `json:"delivered_per_second"`
+	RecordedPerSecond  float64 `json:"recorded_per_second"`
+	// ExecPending is what waited in the handler's queue at its end (-1:
+	// unknown).
+	ExecPending int64 `json:"exec_pending"`
+}
+
+// minFullInterval is the shortest interval minDelivered counts: the
+// window's last one may be a sliver.
+const minFullInterval = 5 * time.Second
+
+// minDelivered is the least delivery rate of the intervals of at least
+// minFullInterval, nil if there are none.
+func minDelivered(ivs []Interval) *float64 {
+	var low *float64
+	for _, iv := range ivs {
+		if iv.Seconds < minFullInterval.Seconds() {
+			continue
+		}
+		if low == nil || iv.DeliveredPerSecond < *low {
+			low = ptr(iv.DeliveredPerSecond)
+		}
+	}
+	return low
 }
 
 // Creation is how fast the jobs were stored.
@@ -275,6 +317,17 @@ func (r *Report) write(w io.Writer, format string) error {
 		p("  window         %s → %s UTC (%.0f s)", r.Window.Start.Format(time.TimeOnly), r.Window.End.Format(time.TimeOnly), r.Window.Seconds)
 		p("  fires/s        %.1f (expected %.1f)", r.FiresPerSecond, r.ExpectedPerSecond)
 		p("  executed/s     %.1f (recorded succeeded); delivered/s %.1f (seen by the executors)", r.ExecutedPerSecond, r.DeliveredPerSecond)
+	}
+	if len(r.Intervals) > 0 {
+		rates := make([]string, len(r.Intervals))
+		for i, iv := range r.Intervals {
+			rates[i] = fmt.Sprintf("%.0f", iv.DeliveredPerSecond)
+		}
+		low := "-"
+		if r.MinDeliveredPerSecond != nil {
+			low = fmt.Sprintf("%.0f", *r.MinDeliveredPerSecond)
+		}
+		p("  per 10 s       delivered/s min %s: %s", low, strings.Join(rates, " "))
 	}
 	if bu := r.Burst; bu != nil {
 		p("  due at         %s UTC", bu.At.Format(time.TimeOnly))

@@ -47,15 +47,16 @@ func (b *bench) runWindow(ctx context.Context) error {
 		during = make(chan error, 1)
 		go func() { during <- b.duringWindow(ctx, from, to) }()
 	}
-	if err := b.progress(ctx, from); err != nil {
+	if _, err := b.progress(ctx, from); err != nil {
 		return err
 	}
 	atStart := b.backlog(ctx)
 	cpu := b.startCPU()
-	if err := b.progress(ctx, to); err != nil {
+	ivs, err := b.progress(ctx, to)
+	if err != nil {
 		return err
 	}
-	var err error
+	b.rep.Intervals, b.rep.MinDeliveredPerSecond = ivs, minDelivered(ivs)
 	if b.rep.CPU, err = b.finishCPU(ctx, cpu); err != nil {
 		return err
 	}
@@ -146,27 +147,42 @@ func (b *bench) runBurst(ctx context.Context) error {
 }
 
 // progress prints the executors' delivery rate and the queues' backlog
-// every 10 s until the database clock reaches until.
-func (b *bench) progress(ctx context.Context, until time.Time) error {
+// every 10 s until the database clock reaches until, and returns those
+// intervals (the last one cut short at until, if it lasted a second).
+func (b *bench) progress(ctx context.Context, until time.Time) ([]Interval, error) {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	end := time.NewTimer(time.Until(until.Add(-b.offset)))
 	defer end.Stop()
+	var ivs []Interval
 	last, lastAt, lastRec := b.tr.total.Load(), time.Now(), b.backlog(ctx).recorded
+	interval := func(now time.Time) (Interval, Backlog) {
+		n, bl := b.tr.total.Load(), b.backlog(ctx)
+		secs := now.Sub(lastAt).Seconds()
+		iv := Interval{End: b.dbNow(), Seconds: secs, DeliveredPerSecond: float64(n-last) / secs,
+			RecordedPerSecond: -1, ExecPending: bl.ExecPending}
+		if bl.recorded >= 0 && lastRec >= 0 {
+			iv.RecordedPerSecond = float64(bl.recorded-lastRec) / secs
+		}
+		last, lastAt, lastRec = n, now, bl.recorded
+		return iv, bl
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-end.C:
-			return nil
+			return ivs, ctx.Err()
+		case now := <-end.C:
+			if now.Sub(lastAt) >= time.Second {
+				iv, _ := interval(now)
+				ivs = append(ivs, iv)
+			}
+			return ivs, nil
 		case now := <-t.C:
-			n := b.tr.total.Load()
-			bl := b.backlog(ctx)
-			secs := now.Sub(lastAt).Seconds()
+			iv, bl := interval(now)
+			ivs = append(ivs, iv)
 			b.say("%s  delivered %d (%.0f/s)  exec queue %d pending + %d at executors  recorder backlog %d (%.0f events/s recorded)",
-				b.dbNow().Format(time.TimeOnly), n, float64(n-last)/secs,
-				bl.ExecPending, bl.ExecAckPending, bl.EventsPending, float64(bl.recorded-lastRec)/secs)
-			last, lastAt, lastRec = n, now, bl.recorded
+				iv.End.Format(time.TimeOnly), last, iv.DeliveredPerSecond,
+				bl.ExecPending, bl.ExecAckPending, bl.EventsPending, iv.RecordedPerSecond)
 		}
 	}
 }

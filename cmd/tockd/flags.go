@@ -27,6 +27,9 @@ type ExecutionFlags struct {
 	MissedMax    int           `name:"missed-max" env:"TOCK_MISSED_MAX" default:"100" help:"Default most missed runs the all policy fires at once, 1 to 1000 (api and scheduler roles)."`
 	Overlap      string        `name:"overlap" env:"TOCK_OVERLAP" default:"allow" enum:"allow,skip,buffer_one,cancel_running" help:"Default overlap policy for jobs that leave it out (api role)."`
 
+	FireBacklogFor time.Duration `name:"fire-backlog-for" env:"TOCK_FIRE_BACKLOG_FOR" default:"3s" help:"Backpressure: firing waits while more executions wait for executors than they take in this long (at their measured rate; at least --fire-backlog-min), and the runs held back fire late; a negative value turns it off (scheduler role)."`
+	FireBacklogMin int           `name:"fire-backlog-min" env:"TOCK_FIRE_BACKLOG_MIN" default:"5000" help:"The least backlog firing waits for, whatever the executors' rate (scheduler role)."`
+
 	BackfillRate float64 `name:"backfill-rate" env:"TOCK_BACKFILL_RATE" default:"200" help:"Most backfill runs a scheduler node creates per second, across all its backfills (low priority, paced so that on-time runs are never delayed)."`
 
 	Retention             retention `name:"retention" env:"TOCK_RETENTION" default:"90d" help:"How long execution history is kept, for namespaces without their own (PUT /v1/namespaces/{ns}): days (90d) or a duration."`
@@ -63,6 +66,7 @@ func (f ExecutionFlags) apply(cfg *Config) {
 	cfg.Missed = domain.MissedPolicy{Policy: f.MissedPolicy, Grace: f.MissedGrace.String(), Max: f.MissedMax}
 	cfg.Overlap = f.Overlap
 	cfg.BackfillRate = f.BackfillRate
+	cfg.FireBacklogFor, cfg.FireBacklogMin = f.FireBacklogFor, f.FireBacklogMin
 	cfg.ExecutorConcurrency = f.ExecutorConcurrency
 	cfg.ExecutorMaxPerHandler = f.ExecutorMaxPerHandler
 	cfg.ExecutorAckWait = f.ExecutorAckWait

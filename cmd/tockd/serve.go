@@ -100,6 +100,12 @@ type Config struct {
 	ExecutorMaxPerHandler int
 	ExecutorAckWait       time.Duration
 	Breaker               executor.BreakerConfig
+	// FireBacklogFor and FireBacklogMin bound how far firing runs ahead
+	// of execution (scanner.Config.BacklogFor and MinBacklog; 0: their
+	// defaults); a negative FireBacklogFor turns backpressure off, and
+	// firing then goes on at the due rate however much waits.
+	FireBacklogFor time.Duration
+	FireBacklogMin int
 	// BackfillRate is the most backfill runs a scheduler node creates per
 	// second (backfill.Config.Rate); 0 means backfill.DefaultRate.
 	BackfillRate float64
@@ -467,6 +473,8 @@ func components(cfg Config, d deps) []component {
 			start: part(func(s *scheduler) runFunc { return s.wipe.Run })},
 		{name: "scanner", on: sched, stage: stopScanner,
 			start: part(func(s *scheduler) runFunc { return s.scan.Run })},
+		{name: "backlog", on: sched && cfg.FireBacklogFor >= 0, stage: stopScanner,
+			start: part(func(s *scheduler) runFunc { return s.backlog.Run })},
 		{name: "backfill", on: sched, stage: stopScanner,
 			start: part(func(s *scheduler) runFunc { return s.back.Run })},
 		{name: "partition", on: sched, stage: stopBuckets,
@@ -502,6 +510,8 @@ type scheduler struct {
 	scan *scanner.Scanner
 	wipe *dispatcher.WipeRecovery
 	back *backfill.Runner
+	// backlog is read by the scanner (backpressure); nil when it is off.
+	backlog *dispatcher.BacklogWatch
 }
 
 func newScheduler(cfg Config, d deps) (*scheduler, error) {
@@ -519,11 +529,19 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	scan, err := scanner.New(scanner.Config{
+	scfg := scanner.Config{
 		Store: d.st, Dispatcher: disp, Clock: clk, NodeID: cfg.NodeID, Logger: d.log, LeaseValid: node.Valid,
 		Missed: cfg.Missed,
 		Cancel: func(ctx context.Context, id uuid.UUID) error { return wire.CancelExecution(ctx, d.js, id.String()) },
-	})
+	}
+	var backlog *dispatcher.BacklogWatch
+	if cfg.FireBacklogFor >= 0 {
+		if backlog, err = dispatcher.NewBacklogWatch(dispatcher.BacklogConfig{JS: d.js, Dispatcher: disp, Logger: d.log}); err != nil {
+			return nil, err
+		}
+		scfg.Backlog, scfg.BacklogFor, scfg.MinBacklog = backlog, cfg.FireBacklogFor, cfg.FireBacklogMin
+	}
+	scan, err := scanner.New(scfg)
 	if err != nil {
 		return nil, err
 	}
@@ -541,7 +559,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, back: back}, nil
+	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, back: back, backlog: backlog}, nil
 }
 
 func newExecutor(cfg Config, d deps) (runFunc, error) {
