@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -59,8 +60,8 @@ func (b *bench) createJobs(ctx context.Context) error {
 	start := time.Now()
 	err := b.storeJobs(ctx, 0, b.Jobs, func(i int, now time.Time) jobs.NewJob {
 		nj := jobs.NewJob{Namespace: b.ns, Name: jobName(i), Handler: handler}
-		if b.Mix == mixSameSecond {
-			// A placeholder: arm sets the instant once all exist.
+		if b.Mix == mixSameSecond || b.Mix == mixSpreadOnce {
+			// A placeholder: arm sets the instants once all exist.
 			at := now.Add(24 * time.Hour).Truncate(time.Second)
 			nj.Schedule, nj.Paused = schedule.Spec{At: &at}, true
 		} else {
@@ -174,6 +175,40 @@ func (b *bench) arm(ctx context.Context, at time.Time) error {
 			updated_at = date_trunc('milliseconds', now()), version = version + 1
 		WHERE namespace = $1 AND state = 'paused'`,
 		b.ns, schedule.Spec{At: &at}, at)
+	if err != nil {
+		return fmt.Errorf("arm the jobs: %w", err)
+	}
+	if int(tag.RowsAffected()) != b.Jobs {
+		return fmt.Errorf("armed %d jobs, want %d", tag.RowsAffected(), b.Jobs)
+	}
+	return nil
+}
+
+// onceSlots is how many seconds a spread-once run spreads its jobs over:
+// job i is due at the window's start plus i mod onceSlots seconds.
+func (b *bench) onceSlots() int { return int(b.Duration / time.Second) }
+
+// armSpread makes the paused spread-once jobs due in the window that
+// starts at from: job i at from + (i mod onceSlots) seconds, in one
+// statement, as resuming each would.
+func (b *bench) armSpread(ctx context.Context, from time.Time) error {
+	k := b.onceSlots()
+	specs, ats := make([]string, k), make([]time.Time, k)
+	for slot := range k {
+		at := from.Add(time.Duration(slot) * time.Second)
+		raw, err := json.Marshal(schedule.Spec{At: &at})
+		if err != nil {
+			return err
+		}
+		specs[slot], ats[slot] = string(raw), at
+	}
+	// Names are jobName(i): "job-" and i's digits.
+	tag, err := b.st.Pool().Exec(ctx, `
+		UPDATE jobs SET schedule = (($2::text[])[substr(name, 5)::bigint % $4 + 1])::jsonb,
+			next_run_at = ($3::timestamptz[])[substr(name, 5)::bigint % $4 + 1], state = 'active',
+			updated_at = date_trunc('milliseconds', now()), version = version + 1
+		WHERE namespace = $1 AND state = 'paused'`,
+		b.ns, specs, ats, k)
 	if err != nil {
 		return fmt.Errorf("arm the jobs: %w", err)
 	}

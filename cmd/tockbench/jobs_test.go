@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,5 +66,44 @@ func TestCreateJobs(t *testing.T) {
 				t.Errorf("%s: job %s %s, next run %v; want active, after %v", mix, j.Name, j.State, j.NextRunAt, before)
 			}
 		}
+	}
+}
+
+// spread-once arms each job once, at the window's start plus its index
+// mod the window's seconds, as the API would store a one-shot job: the
+// scheduler reads the schedule back, and the exactly-once check expects
+// the same instants.
+func TestArmSpread(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := &bench{st: storetest.New(t, 16), ns: "bench-once", rep: &Report{}}
+	b.Jobs, b.Mix, b.Handler, b.Duration = 7, mixSpreadOnce, "tockbench-test", 3*time.Second
+	if err := b.createJobs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
+	if err := b.armSpread(ctx, from); err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := b.st.ListJobs(ctx, store.JobFilter{Namespace: b.ns})
+	if err != nil || len(list) != b.Jobs {
+		t.Fatalf("%d jobs, %v", len(list), err)
+	}
+	for _, j := range list {
+		var i int
+		if _, err := fmt.Sscanf(j.Name, "job-%d", &i); err != nil {
+			t.Fatalf("job name %q: %v", j.Name, err)
+		}
+		want := from.Add(time.Duration(i%3) * time.Second)
+		switch {
+		case j.State != domain.JobActive || j.NextRunAt == nil || !j.NextRunAt.Equal(want):
+			t.Errorf("job %s %s, next run %v; want active at %v", j.Name, j.State, j.NextRunAt, want)
+		case j.Schedule.At == nil || !j.Schedule.At.Equal(want) || j.Schedule.Cron != "":
+			t.Errorf("job %s: schedule %+v, want at %v", j.Name, j.Schedule, want)
+		}
+	}
+	// Arming twice finds nothing paused: a clear error, not a silent no-op.
+	if err := b.armSpread(ctx, from); err == nil {
+		t.Error("armed the jobs a second time")
 	}
 }

@@ -41,6 +41,9 @@ const (
 	mixSpreadHour   = "spread-hour"
 	mixEverySecond  = "every-second"
 	mixSameSecond   = "same-second"
+	// mixSpreadOnce: one-shot jobs spread over the window's seconds,
+	// each due once: a load that lasts the window and then stops.
+	mixSpreadOnce = "spread-once"
 	// mixCreate measures creating jobs through the REST API; nothing
 	// fires.
 	mixCreate = "create"
@@ -58,7 +61,7 @@ type cli struct {
 	PostgresURL string        `name:"postgres-url" env:"TOCK_POSTGRES_URL" default:"postgres://postgres@127.0.0.1:5432/tock?sslmode=disable" help:"PostgreSQL URL of the cluster under test."`
 	NATSURL     string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS URL of the cluster under test (JetStream enabled)."`
 	Jobs        int           `default:"10000" help:"Number of jobs to create."`
-	Mix         string        `default:"spread-minute" enum:"spread-minute,spread-hour,every-second,same-second,create,history" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); spread-hour: each job fires once an hour, offsets spread evenly over its 3,600 seconds (jobs/3600 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires; history: load days of execution history (--history-*), time the search and statistics API over it, and drop its oldest day while --history-fire-jobs every-second jobs fire (docs/bench.md)."`
+	Mix         string        `default:"spread-minute" enum:"spread-minute,spread-hour,every-second,same-second,spread-once,create,history" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); spread-once: one-shot jobs spread evenly over the window's whole seconds, each due once (jobs/duration fires per second during the window, none after: an overload that ends, and how long its backlog takes to drain); spread-hour: each job fires once an hour, offsets spread evenly over its 3,600 seconds (jobs/3600 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires; history: load days of execution history (--history-*), time the search and statistics API over it, and drop its oldest day while --history-fire-jobs every-second jobs fire (docs/bench.md)."`
 	Duration    time.Duration `default:"60s" help:"Length of the measured window (not for same-second)."`
 	Warmup      time.Duration `default:"10s" help:"Time between the end of job creation and the start of the measured window (not for same-second)."`
 	Settle      time.Duration `default:"2m" help:"After the window (or the burst's instant), how long to wait at most for its executions to fire and be recorded."`
@@ -142,6 +145,8 @@ func (c *cli) validate() error {
 		return fmt.Errorf("--jobs %d: want at least 1", c.Jobs)
 	case c.Duration <= 0 && c.Mix != mixSameSecond:
 		return fmt.Errorf("--duration %s: want a positive duration", c.Duration)
+	case c.Mix == mixSpreadOnce && (c.Duration < time.Second || c.Duration%time.Second != 0):
+		return fmt.Errorf("--duration %s: --mix %s wants whole seconds", c.Duration, mixSpreadOnce)
 	case c.Warmup < 0:
 		return fmt.Errorf("--warmup %s: want 0 or more", c.Warmup)
 	case c.Settle <= 0:

@@ -134,6 +134,10 @@ type Window struct {
 	Start   time.Time `json:"start"`
 	End     time.Time `json:"end"`
 	Seconds float64   `json:"seconds"`
+	// LastSucceededAfterS is how long after End the last execution
+	// scheduled in the window succeeded (negative: before End; nil: none
+	// did).
+	LastSucceededAfterS *float64 `json:"last_succeeded_after_s,omitempty"`
 }
 
 // Burst is a same-second run's instant and the time from it until the
@@ -235,8 +239,15 @@ func (b *bench) stats(ctx context.Context, from, to time.Time) (last [4]*time.Du
 }
 
 func (b *bench) windowStats(ctx context.Context, from, to time.Time) error {
-	if _, err := b.stats(ctx, from, to); err != nil {
+	last, err := b.stats(ctx, from, to)
+	if err != nil {
 		return err
+	}
+	if last[3] != nil {
+		// How long after the window its last execution ended: under an
+		// overload that ends with the window (spread-once), the time its
+		// backlog took to drain.
+		b.rep.Window.LastSucceededAfterS = ptr((*last[3] - to.Sub(from)).Seconds())
 	}
 	secs := to.Sub(from).Seconds()
 	b.rep.FiresPerSecond = float64(b.rep.Fired) / secs
@@ -317,6 +328,9 @@ func (r *Report) write(w io.Writer, format string) error {
 		p("  window         %s → %s UTC (%.0f s)", r.Window.Start.Format(time.TimeOnly), r.Window.End.Format(time.TimeOnly), r.Window.Seconds)
 		p("  fires/s        %.1f (expected %.1f)", r.FiresPerSecond, r.ExpectedPerSecond)
 		p("  executed/s     %.1f (recorded succeeded); delivered/s %.1f (seen by the executors)", r.ExecutedPerSecond, r.DeliveredPerSecond)
+		if r.Window.LastSucceededAfterS != nil {
+			p("  last succeeded %.1f s after the window's end", *r.Window.LastSucceededAfterS)
+		}
 	}
 	if len(r.Intervals) > 0 {
 		rates := make([]string, len(r.Intervals))

@@ -29,13 +29,25 @@ func (b *bench) runWindow(ctx context.Context) error {
 	k := slots(b.Mix)
 	expected := int64(0)
 	exp := map[int][]time.Time{}
-	for slot := range min(k, b.Jobs) {
-		ts, err := expectedTimes(cronOf(b.Mix, slot), from, to)
-		if err != nil {
+	if b.Mix == mixSpreadOnce {
+		// Each job once, in the window; nothing after it.
+		k = b.onceSlots()
+		if err := b.armSpread(ctx, from); err != nil {
 			return err
 		}
-		exp[slot] = ts
-		expected += int64(len(ts) * jobsInSlot(b.Jobs, k, slot))
+		for slot := range min(k, b.Jobs) {
+			exp[slot] = []time.Time{from.Add(time.Duration(slot) * time.Second)}
+		}
+		expected = int64(b.Jobs)
+	} else {
+		for slot := range min(k, b.Jobs) {
+			ts, err := expectedTimes(cronOf(b.Mix, slot), from, to)
+			if err != nil {
+				return err
+			}
+			exp[slot] = ts
+			expected += int64(len(ts) * jobsInSlot(b.Jobs, k, slot))
+		}
 	}
 	b.rep.Expected = expected
 	b.rep.ExpectedPerSecond = float64(expected) / b.Duration.Seconds()
