@@ -81,11 +81,17 @@ func firePoolSize(maxConns int32) int32 {
 	return min(3, max(1, maxConns/5))
 }
 
+// minSplitConns is the smallest pool Open divides: a smaller one (a
+// deliberately tight pool_max_conns) stays whole, the scanner sharing it,
+// rather than leave the API and the recorder one or two connections.
+const minSplitConns = 8
+
 // Open connects a pool to the database at url (a postgres:// URL or a
 // key=value DSN; pool settings such as pool_max_conns are honoured; up to
 // defaultMaxConns connections otherwise) and pings it. It does not
 // migrate the schema. Of the pool's connections, firePoolSize and one
-// more are kept for the scanner's statements.
+// more are kept for the scanner's statements (in pools of minSplitConns
+// or more).
 func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -110,10 +116,13 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pgxuuid.Register(c.TypeMap())
 		return nil
 	}
+	split := cfg.MaxConns >= minSplitConns
 	fireCfg, dueCfg := cfg.Copy(), cfg.Copy()
-	fireCfg.MaxConns, dueCfg.MaxConns = firePoolSize(cfg.MaxConns), 1
-	fireCfg.MinConns, dueCfg.MinConns = 0, 0
-	cfg.MaxConns = max(1, cfg.MaxConns-fireCfg.MaxConns-1)
+	if split {
+		fireCfg.MaxConns, dueCfg.MaxConns = firePoolSize(cfg.MaxConns), 1
+		fireCfg.MinConns, dueCfg.MinConns = 0, 0
+		cfg.MaxConns -= fireCfg.MaxConns + 1
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect to %s: %w", cfg.ConnConfig.Host, err)
@@ -121,6 +130,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store: ping %s: %w", cfg.ConnConfig.Host, err)
+	}
+	if !split {
+		return &Store{pool: pool, firePool: pool, duePool: pool}, nil
 	}
 	// pgxpool.NewWithConfig connects lazily: these fail only on a bad
 	// configuration, which the main pool's ping has ruled out.
@@ -146,8 +158,10 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // connections are not the pool's) when their contexts end.
 func (s *Store) Close() {
 	s.pool.Close()
-	s.firePool.Close()
-	s.duePool.Close()
+	if s.firePool != s.pool {
+		s.firePool.Close()
+		s.duePool.Close()
+	}
 }
 
 // Buckets is the cluster's bucket count N, known after Init.
