@@ -24,6 +24,7 @@ import (
 	"github.com/tock-sched/tock/scanner"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -43,21 +44,8 @@ func runGroup(t *testing.T, fns ...func(context.Context) error) {
 // executes does not hold firing back, and once the executors catch up
 // every run fires, exactly once.
 func TestBackpressureHoldsFiringNearTheLimit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real Postgres and NATS")
-	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Init(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.New(t, 4)
 	nc, err := nats.Connect(testenv.NATS(t).URL())
 	if err != nil {
 		t.Fatal(err)

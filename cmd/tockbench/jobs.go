@@ -167,32 +167,15 @@ func (b *bench) analyzeLoop(ctx context.Context) {
 	}
 }
 
-// arm makes the paused same-second jobs due at at, all in one statement,
-// as resuming each would (state, next run, version).
-func (b *bench) arm(ctx context.Context, at time.Time) error {
-	tag, err := b.st.Pool().Exec(ctx, `
-		UPDATE jobs SET schedule = $2, next_run_at = $3, state = 'active',
-			updated_at = date_trunc('milliseconds', now()), version = version + 1
-		WHERE namespace = $1 AND state = 'paused'`,
-		b.ns, schedule.Spec{At: &at}, at)
-	if err != nil {
-		return fmt.Errorf("arm the jobs: %w", err)
-	}
-	if int(tag.RowsAffected()) != b.Jobs {
-		return fmt.Errorf("armed %d jobs, want %d", tag.RowsAffected(), b.Jobs)
-	}
-	return nil
-}
-
 // onceSlots is how many seconds a spread-once run spreads its jobs over:
 // job i is due at the window's start plus i mod onceSlots seconds.
 func (b *bench) onceSlots() int { return int(b.Duration / time.Second) }
 
-// armSpread makes the paused spread-once jobs due in the window that
-// starts at from: job i at from + (i mod onceSlots) seconds, in one
-// statement, as resuming each would.
-func (b *bench) armSpread(ctx context.Context, from time.Time) error {
-	k := b.onceSlots()
+// arm makes the paused one-shot jobs due, in one statement, as resuming
+// each would (schedule, state, next run, version): job i at from + (i mod
+// k) seconds. same-second arms them all at one instant (k = 1),
+// spread-once over the window's seconds.
+func (b *bench) arm(ctx context.Context, from time.Time, k int) error {
 	specs, ats := make([]string, k), make([]time.Time, k)
 	for slot := range k {
 		at := from.Add(time.Duration(slot) * time.Second)

@@ -73,7 +73,7 @@ func TestCreateJobs(t *testing.T) {
 // mod the window's seconds, as the API would store a one-shot job: the
 // scheduler reads the schedule back, and the exactly-once check expects
 // the same instants.
-func TestArmSpread(t *testing.T) {
+func TestArm(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := &bench{st: storetest.New(t, 16), ns: "bench-once", rep: &Report{}}
@@ -82,7 +82,7 @@ func TestArmSpread(t *testing.T) {
 		t.Fatal(err)
 	}
 	from := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
-	if err := b.armSpread(ctx, from); err != nil {
+	if err := b.arm(ctx, from, b.onceSlots()); err != nil {
 		t.Fatal(err)
 	}
 	list, _, err := b.st.ListJobs(ctx, store.JobFilter{Namespace: b.ns})
@@ -103,7 +103,7 @@ func TestArmSpread(t *testing.T) {
 		}
 	}
 	// Arming twice finds nothing paused: a clear error, not a silent no-op.
-	if err := b.armSpread(ctx, from); err == nil {
+	if err := b.arm(ctx, from, b.onceSlots()); err == nil {
 		t.Error("armed the jobs a second time")
 	}
 }

@@ -36,7 +36,7 @@ func (b *bench) runWindow(ctx context.Context) error {
 		// A minute ahead at least: time to vacuum and analyze a million
 		// jobs before the first is due.
 		from = b.dbNow().Add(max(b.Warmup, armAhead) + time.Second - 1).Truncate(time.Second)
-		if err := b.armSpread(ctx, from); err != nil {
+		if err := b.arm(ctx, from, b.onceSlots()); err != nil {
 			return err
 		}
 		// Arming rewrote every job: vacuumed, the tables are as if the
@@ -145,7 +145,7 @@ func (b *bench) runWindow(ctx context.Context) error {
 // wait for all to be fired and recorded, and fill in the report.
 func (b *bench) runBurst(ctx context.Context) error {
 	at := b.dbNow().Add(burstDelay + time.Second - 1).Truncate(time.Second)
-	if err := b.arm(ctx, at); err != nil {
+	if err := b.arm(ctx, at, 1); err != nil {
 		return err
 	}
 	if err := b.analyze(ctx); err != nil {
