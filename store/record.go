@@ -172,19 +172,19 @@ ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
 	executor_id = excluded.executor_id, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
 	finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error, output = excluded.output`
 
-// upsertSuccessesSQL moves jobs' last successes forward: $1 job ids (in
-// order, so that concurrent batches lock the rows in one order and never
-// deadlock), $2 when their successes finished, $3 the executions. A
-// success older than the recorded one (reported late) changes nothing.
-// A job that has been deleted (its name is gone) gets no row; the
-// scalar subquery probes job_names' job_id index once per row, whatever
-// recordSettings make of joins.
-const upsertSuccessesSQL = `
-INSERT INTO job_successes AS s (job_id, last_success_at, execution_id)
-SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[]) AS u(job_id, at, execution_id)
-WHERE (SELECT true FROM job_names n WHERE n.job_id = u.job_id)
-ON CONFLICT (job_id) DO UPDATE SET last_success_at = excluded.last_success_at, execution_id = excluded.execution_id
-WHERE s.last_success_at < excluded.last_success_at`
+// updateSuccessesSQL moves the last successes of tracked jobs forward:
+// $1 job ids (in order, so that concurrent batches lock the rows in one
+// order and never deadlock), $2 when their successes finished, $3 the
+// executions. Only jobs labelled AlertLabel=true have a row to move
+// (migration 22 keeps them); for the rest the statement probes
+// job_successes' key and writes nothing, and their last success is read
+// from their executions (jobRead). A success older than the recorded one
+// (reported late) changes nothing; a deleted job has no row.
+const updateSuccessesSQL = `
+UPDATE job_successes s SET last_success_at = u.at, execution_id = u.execution_id
+FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[]) AS u(job_id, at, execution_id)
+WHERE s.job_id = ANY($1) AND s.job_id = u.job_id
+	AND (s.last_success_at IS NULL OR s.last_success_at < u.at)`
 
 // notifySQL tells the scanners of buckets ($1) that their outbox changed.
 const notifySQL = `SELECT pg_notify('` + ExecChannel + `', b::text) FROM unnest($1::int[]) b`
@@ -307,7 +307,7 @@ func writeBack(ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) *
 			at.finished, at.outcome, at.errText, at.output)
 	}
 	if len(ok) > 0 {
-		b.Queue(upsertSuccessesSQL, ok.args()...)
+		b.Queue(updateSuccessesSQL, ok.args()...)
 	}
 	if len(buckets) > 0 {
 		bs := make([]int, 0, len(buckets))
@@ -405,7 +405,7 @@ func laterSuccess(a, b *recExec) bool {
 	return bytes.Compare(a.id[:], b.id[:]) > 0
 }
 
-// args are upsertSuccessesSQL's arrays, in job id order.
+// args are updateSuccessesSQL's arrays, in job id order.
 func (r successRows) args() []any {
 	jobs := slices.SortedFunc(maps.Keys(r), func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	at, execs := make([]time.Time, len(jobs)), make([]uuid.UUID, len(jobs))
