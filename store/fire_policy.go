@@ -57,7 +57,7 @@ WITH f AS (
 		version = j.version + 1
 	FROM f
 	WHERE j.bucket = $6 AND j.id = ANY($1) AND j.id = f.job_id
-		AND j.state = 'active' AND j.next_run_at = f.sched
+		AND (j.state = 'active') IS TRUE AND j.next_run_at = f.sched
 	RETURNING j.id, j.namespace, j.name, j.runs
 ), sk AS (
 	INSERT INTO skipped_runs (job_id, first_at, last_at, runs, reason, namespace, job_name)
