@@ -58,6 +58,8 @@ type CeilingReport struct {
 	Handler   string `json:"handler"`
 	Buckets   int    `json:"buckets"`
 	Executors int    `json:"executors"`
+	// StoredJobs are the jobs stored beside each step's that do not fire.
+	StoredJobs int `json:"stored_jobs,omitempty"`
 	// The search's settings; rates are executions per second.
 	StartRate     int           `json:"start_rate"`
 	MaxRate       int           `json:"max_rate"`
@@ -137,7 +139,7 @@ func (c *cli) runCeiling(ctx context.Context) (*CeilingReport, error) {
 	}
 	defer b.close()
 	rep := &CeilingReport{
-		Namespace: b.ns, Handler: b.Handler, Buckets: b.buckets, Executors: b.Executors,
+		Namespace: b.ns, Handler: b.Handler, Buckets: b.buckets, Executors: b.Executors, StoredJobs: b.StoredJobs,
 		StartRate: b.StartRate, MaxRate: b.MaxRate, RateStep: b.RateStep, Precision: b.Precision,
 		MaxFireLagMS: float64(b.MaxFireLag.Microseconds()) / 1000, WindowSeconds: b.Duration.Seconds(),
 		WarmupSeconds: b.Warmup.Seconds(), SettleSeconds: b.Settle.Seconds(),
@@ -159,6 +161,9 @@ func (c *cli) runCeiling(ctx context.Context) (*CeilingReport, error) {
 		b.Keep = keep
 		b.cleanup(cctx, stopExecutors, executorsDone)
 	}()
+	if err := b.createStored(ctx); err != nil {
+		return rep, err
+	}
 	actx, stopAnalyze := context.WithCancel(ctx)
 	analyzed := make(chan struct{})
 	go func() { defer close(analyzed); b.analyzeLoop(actx) }()
@@ -203,7 +208,7 @@ func (c *cli) runCeiling(ctx context.Context) (*CeilingReport, error) {
 func (b *bench) ceilingStep(ctx context.Context, rate int, phase string, have *int) (*CeilingStep, error) {
 	want := rate * 60
 	b.Jobs = want
-	b.rep = &Report{Mix: mixSpreadMinute, Jobs: want, Buckets: b.buckets, Namespace: b.ns, Handler: b.Handler, Executors: b.Executors}
+	b.rep = &Report{Mix: mixSpreadMinute, Jobs: want, StoredJobs: b.StoredJobs, Buckets: b.buckets, Namespace: b.ns, Handler: b.Handler, Executors: b.Executors}
 	b.say("step %d executions/s (%s): %d jobs", rate, phase, want)
 	switch {
 	case want > *have:
@@ -373,6 +378,9 @@ func (r *CeilingReport) write(w io.Writer, format string) error {
 		time.Duration(r.MaxFireLagMS*float64(time.Millisecond)), r.SettleSeconds)
 	p("  %d buckets, %d executors, windows of %.0f s after %.0f s warm-up (namespace %s)",
 		r.Buckets, r.Executors, r.WindowSeconds, r.WarmupSeconds, r.Namespace)
+	if r.StoredJobs > 0 {
+		p("  %d more jobs stored that do not fire during the search", r.StoredJobs)
+	}
 	p("  %8s %9s %-6s %9s %9s %9s %9s %9s %11s  %s", "rate/s", "jobs", "phase", "fires/s", "fire p50", "fire p99", "start p99", "handler p99", "zero/multi", "kept up")
 	for _, st := range r.Steps {
 		rp := st.Report

@@ -82,6 +82,31 @@ func (b *bench) createJobs(ctx context.Context) error {
 	return nil
 }
 
+// storedName is stored job i's name: it sorts before every jobName, so
+// that the ceiling search, which deletes the newest jobs by name, keeps
+// them.
+func storedName(i int) string { return fmt.Sprintf("idle-%07d", i) }
+
+// createStored stores --stored-jobs jobs that do not fire during the run:
+// active one-shot jobs due a year ahead, in the run's namespace (deleted
+// with its jobs).
+func (b *bench) createStored(ctx context.Context) error {
+	if b.StoredJobs <= 0 {
+		return nil
+	}
+	handler := domain.Handler{Type: domain.HandlerCustom, Name: b.Handler}
+	start := time.Now()
+	err := b.storeJobs(ctx, 0, b.StoredJobs, func(i int, now time.Time) jobs.NewJob {
+		at := now.AddDate(1, 0, 0).Truncate(time.Second)
+		return jobs.NewJob{Namespace: b.ns, Name: storedName(i), Handler: handler, Schedule: schedule.Spec{At: &at}}
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("stored jobs: %w", err)
+	}
+	b.say("stored %d jobs that do not fire in %s", b.StoredJobs, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
 // storeJobs stores jobs lo … hi-1, as describe says for each, with
 // CreateJobs, createBatch at a time, and calls progress (if not nil) with
 // the number stored after each batch. Each job is checked and built as

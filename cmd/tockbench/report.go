@@ -14,12 +14,14 @@ import (
 
 // Report is what a run measured. Lags are in milliseconds.
 type Report struct {
-	Mix       string `json:"mix"`
-	Jobs      int    `json:"jobs"`
-	Buckets   int    `json:"buckets"`
-	Namespace string `json:"namespace"`
-	Handler   string `json:"handler"`
-	Executors int    `json:"executors"`
+	Mix  string `json:"mix"`
+	Jobs int    `json:"jobs"`
+	// StoredJobs are the jobs stored beside Jobs that do not fire.
+	StoredJobs int    `json:"stored_jobs,omitempty"`
+	Buckets    int    `json:"buckets"`
+	Namespace  string `json:"namespace"`
+	Handler    string `json:"handler"`
+	Executors  int    `json:"executors"`
 
 	Create Creation `json:"create"`
 	// Window is the measured window (recurring mixes).
@@ -323,6 +325,9 @@ func (r *Report) write(w io.Writer, format string) error {
 	var s strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&s, format+"\n", args...) }
 	p("tockbench %s: %d jobs in %d buckets, %d executors (namespace %s)", r.Mix, r.Jobs, r.Buckets, r.Executors, r.Namespace)
+	if r.StoredJobs > 0 {
+		p("  stored         %d more jobs that do not fire during the run", r.StoredJobs)
+	}
 	p("  created        %.0f jobs/s (%.1f s; then ANALYZE %.1f s)", r.Create.JobsPerSecond, r.Create.Seconds, r.Create.AnalyzeSeconds)
 	if r.Window != nil {
 		p("  window         %s → %s UTC (%.0f s)", r.Window.Start.Format(time.TimeOnly), r.Window.End.Format(time.TimeOnly), r.Window.Seconds)
