@@ -752,14 +752,12 @@ type Job struct {
 	Labels    *Labels    `json:"labels,omitempty"`
 	LastRunAt *time.Time `json:"last_run_at"`
 
-	// LastSuccessAt When the job last succeeded. For a job labelled
-	// `tock.io/alert: "true"` it is kept as successes are recorded:
-	// the latest by end (a late report of an older success does not
-	// move it back), outliving the execution history; such jobs
-	// export it as the metric `tock_job_last_success_timestamp_seconds`.
-	// For any other job it is read from the history: when its
-	// latest-scheduled succeeded execution finished. Null when none
-	// has succeeded (or none that the history still keeps).
+	// LastSuccessAt When the job's latest succeeded execution finished (by its end,
+	// so a late report of an older success does not move it back).
+	// Null when none has succeeded since the job was created, or
+	// since the cluster began tracking successes. Jobs labelled
+	// `tock.io/alert: "true"` export it as the metric
+	// `tock_job_last_success_timestamp_seconds`.
 	LastSuccessAt *time.Time `json:"last_success_at"`
 
 	// Missed What a recurring job does with missed runs: runs that could not fire

@@ -97,6 +97,9 @@ func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time
 	if err := writeSpecs(ctx, tx, byBucket); err != nil {
 		return err
 	}
+	if err := insertSuccessRows(ctx, tx, byBucket); err != nil {
+		return err
+	}
 	if len(byBucket) <= maxInsertedJobs {
 		return insertJobs(ctx, tx, byBucket, created)
 	}
@@ -110,6 +113,17 @@ func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time
 				j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created, pgUUID(*j.SpecID),
 				labelsArg(j.Labels), nullText(j.Description), j.Policy}, nil
 		}))
+	return err
+}
+
+// insertSuccessRows gives each new job its job_successes row, with no
+// success yet: recording moves it forward with an update (migration 22).
+func insertSuccessRows(ctx context.Context, tx pgx.Tx, jobs []*Job) error {
+	ids := make([][16]byte, len(jobs))
+	for i, j := range jobs {
+		ids[i] = pgUUID(j.ID)
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO job_successes (job_id) SELECT unnest($1::uuid[])", ids)
 	return err
 }
 

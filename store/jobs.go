@@ -35,20 +35,12 @@ const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, sta
 	"policy, runs, paused_next_run_at, skip_before"
 
 // jobRead is the select list scanJob reads: jobColumns of the jobs row
-// named alias, and the job's last success. For a job labelled
-// AlertLabel=true that is its job_successes row, which the recorder moves
-// forward with every success; for any other job (and a labelled one
-// that has not succeeded since it was labelled) it is read from the
-// history: the end of its latest-scheduled succeeded execution, one
-// backward probe of (job_id, scheduled_for) per day partition (migration
-// 22, issue 20). Both are scalar subqueries rather than joins, so that
-// every plan evaluates them once per job returned, after a listing's
-// LIMIT.
+// named alias, and the job's last success. That comes from a scalar
+// subquery rather than a join, so that every plan reads it with one probe
+// of job_successes' key per job returned, after a listing's LIMIT.
 func jobRead(alias string) string {
 	return prefixed(alias+".", jobColumns) +
-		", COALESCE((SELECT s.last_success_at FROM job_successes s WHERE s.job_id = " + alias + ".id), " +
-		"(SELECT x.finished_at FROM executions x WHERE x.job_id = " + alias + ".id AND x.state = 'succeeded' " +
-		"ORDER BY x.scheduled_for DESC LIMIT 1))"
+		", (SELECT s.last_success_at FROM job_successes s WHERE s.job_id = " + alias + ".id)"
 }
 
 // nowMS is the transaction's time at the millisecond precision the store
@@ -116,6 +108,8 @@ func (s *Store) createOne(ctx context.Context, j *Job) error {
 			INSERT INTO job_names (namespace, name, job_id, bucket) VALUES ($3, $4, $1, $2)
 			ON CONFLICT DO NOTHING
 			RETURNING job_id
+		), success AS (
+			INSERT INTO job_successes (job_id) SELECT job_id FROM name
 		)
 		INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
 			next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description,

@@ -81,13 +81,10 @@ type Job struct {
 	// SkipBefore: runs before it are skipped as paused (a resume without
 	// catch-up sets it); nil for none.
 	SkipBefore *time.Time
-	// LastSuccessAt is when the job last succeeded; nil if it has not.
-	// For a job labelled AlertLabel=true it is kept as successes are
-	// recorded (the latest by end, so a late report of an older success
-	// does not move it back) and outlives the history. For any other job
-	// it is read from the history: the end of the latest-scheduled
-	// succeeded execution that retention has kept. The store ignores it
-	// on writes.
+	// LastSuccessAt is when the job's latest succeeded execution (by its
+	// end) finished; nil if none has succeeded since the job was created
+	// or since tock began tracking successes. The recorder maintains it;
+	// the store ignores it on writes.
 	LastSuccessAt *time.Time
 }
 

@@ -194,7 +194,7 @@ func TestRetentionDeletesCompletedOneShotJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, j := range []*Job{old, recent} {
-		if _, err := s.pool.Exec(ctx, "INSERT INTO job_successes VALUES ($1, now(), $1)", j.ID); err != nil {
+		if _, err := s.pool.Exec(ctx, "UPDATE job_successes SET last_success_at = now(), execution_id = $1 WHERE job_id = $1", j.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,36 +45,13 @@ func succeeded(e *Execution, at time.Time) AttemptEvent {
 	return AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventSucceeded}
 }
 
-// alerted is the label set that makes the recorder keep a job's last
-// success in job_successes; without it the last success is read from the
-// history.
-var alerted = domain.Labels{AlertLabel: "true"}
-
-// trackedJob is testJob("name"), labelled alerted when tracked.
-func trackedJob(name string, tracked bool) *Job {
-	j := testJob(name, nil)
-	if tracked {
-		j.Labels = alerted
-	}
-	return j
-}
-
 func TestJobLastSuccess(t *testing.T) {
 	t.Parallel()
-	for _, tracked := range []bool{false, true} {
-		t.Run(map[bool]string{false: "from history", true: "alerted"}[tracked], func(t *testing.T) {
-			t.Parallel()
-			testJobLastSuccess(t, tracked)
-		})
-	}
-}
-
-func testJobLastSuccess(t *testing.T, tracked bool) {
 	ctx := context.Background()
 	s := newStore(t)
 	t0 := baseTime()
-	j := mustCreate(t, s, trackedJob("nightly", tracked))
-	other := mustCreate(t, s, trackedJob("other", tracked))
+	j := mustCreate(t, s, testJob("nightly", nil))
+	other := mustCreate(t, s, testJob("other", nil))
 	if got := lastSuccess(t, s, j); got != nil {
 		t.Fatalf("before any success: %v", got)
 	}
@@ -95,8 +73,8 @@ func testJobLastSuccess(t *testing.T, tracked bool) {
 		t.Fatalf("after a failure: %v, want %v", got, end1)
 	}
 
-	// A success of an earlier run, reported late, does not move it back;
-	// nor does a repeated report of the newer one.
+	// A success that ended before the recorded one, reported late, does
+	// not move it back; nor does a repeated report of the newer one.
 	end3 := t0.Add(3 * time.Hour)
 	record(t, s, succeeded(e3, end3))
 	record(t, s, succeeded(e3, end3.Add(time.Hour)))
@@ -105,11 +83,8 @@ func testJobLastSuccess(t *testing.T, tracked bool) {
 	if got := lastSuccess(t, s, j); got == nil || !got.Equal(end3) {
 		t.Fatalf("after a late, older success: %v, want %v", got, end3)
 	}
-	// Only an alerted job has a row, and the recorder keeps it; the
-	// others' successes write nothing beside their executions.
-	rows := count(t, s, "SELECT count(*) FROM job_successes WHERE job_id = $1 AND execution_id = $2", j.ID, e3.ID)
-	if all := count(t, s, "SELECT count(*) FROM job_successes"); (tracked && (rows != 1 || all != 2)) || (!tracked && all != 0) {
-		t.Fatalf("alerted %v: %d rows in job_successes, %d naming execution %s", tracked, all, rows, e3.ID)
+	if n := count(t, s, "SELECT count(*) FROM job_successes WHERE job_id = $1 AND execution_id = $2", j.ID, e3.ID); n != 1 {
+		t.Fatalf("the row does not name execution %s", e3.ID)
 	}
 
 	// Pausing the job (an update) keeps it, and the update's result
@@ -135,50 +110,38 @@ func testJobLastSuccess(t *testing.T, tracked bool) {
 	}
 }
 
-// Several successes of one job in one batch: an alerted job keeps the one
-// that ended latest, whatever their order; a job read from its history
-// shows the end of its latest-scheduled success. The batch's other jobs
-// get theirs.
+// Several successes of one job in one batch keep the latest, whatever
+// their order; the batch's other jobs get theirs.
 func TestJobLastSuccessInOneBatch(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	t0 := baseTime()
-	for _, tracked := range []bool{false, true} {
-		name := map[bool]string{false: "h", true: "t"}[tracked]
-		a, b := mustCreate(t, s, trackedJob(name+"a", tracked)), mustCreate(t, s, trackedJob(name+"b", tracked))
-		a1, a2, a3 := runAt(t, s, a, t0), runAt(t, s, a, t0.Add(time.Second)), runAt(t, s, a, t0.Add(2*time.Second))
-		b1 := runAt(t, s, b, t0)
-		record(t, s,
-			succeeded(a2, t0.Add(5*time.Minute)),
-			AttemptEvent{ID: a3.ID, Attempt: 1, Executor: "x", At: t0.Add(9 * time.Minute), Type: domain.EventFailed, Final: true},
-			succeeded(a1, t0.Add(7*time.Minute)),
-			succeeded(b1, t0.Add(time.Minute)),
-			succeeded(a2, t0.Add(8*time.Minute)), // a repeat: ignored
-		)
-		want := t0.Add(5 * time.Minute) // a2's: the latest run that succeeded
-		if tracked {
-			want = t0.Add(7 * time.Minute) // a1's: the success that ended last
-		}
-		if got := lastSuccess(t, s, a); got == nil || !got.Equal(want) {
-			t.Fatalf("alerted %v: a: %v, want %v", tracked, got, want)
-		}
-		if got := lastSuccess(t, s, b); got == nil || !got.Equal(t0.Add(time.Minute)) {
-			t.Fatalf("alerted %v: b: %v", tracked, got)
-		}
+	a, b := mustCreate(t, s, testJob("a", nil)), mustCreate(t, s, testJob("b", nil))
+	a1, a2, a3 := runAt(t, s, a, t0), runAt(t, s, a, t0.Add(time.Second)), runAt(t, s, a, t0.Add(2*time.Second))
+	b1 := runAt(t, s, b, t0)
+	record(t, s,
+		succeeded(a2, t0.Add(5*time.Minute)),
+		AttemptEvent{ID: a3.ID, Attempt: 1, Executor: "x", At: t0.Add(9 * time.Minute), Type: domain.EventFailed, Final: true},
+		succeeded(a1, t0.Add(7*time.Minute)),
+		succeeded(b1, t0.Add(time.Minute)),
+		succeeded(a2, t0.Add(8*time.Minute)), // a repeat: ignored
+	)
+	if got := lastSuccess(t, s, a); got == nil || !got.Equal(t0.Add(7*time.Minute)) {
+		t.Fatalf("a: %v, want the latest success %v", got, t0.Add(7*time.Minute))
+	}
+	if got := lastSuccess(t, s, b); got == nil || !got.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("b: %v", got)
 	}
 }
 
-// A success of a deleted alerted job's execution, recorded after the
-// deletion, leaves no row behind.
+// A success of a deleted job's execution, recorded after the deletion,
+// leaves no row behind.
 func TestLastSuccessOfDeletedJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
-	j := mustCreate(t, s, trackedJob("gone", true))
+	j := mustCreate(t, s, testJob("gone", nil))
 	e := runAt(t, s, j, baseTime())
-	if n := count(t, s, "SELECT count(*) FROM job_successes"); n != 1 {
-		t.Fatalf("%d rows for an alerted job", n)
-	}
 	if err := s.DeleteJob(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -188,87 +151,6 @@ func TestLastSuccessOfDeletedJob(t *testing.T) {
 	}
 	if n := count(t, s, "SELECT count(*) FROM job_successes"); n != 0 {
 		t.Fatalf("%d rows for a deleted job", n)
-	}
-}
-
-// job_successes follows the alert label, however jobs are written: a job
-// gets its row when it is created or patched with the label (seeded from
-// its history), keeps it while labelled, and loses it with the label.
-func TestTrackedSuccessesFollowTheLabel(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := newStore(t)
-	t0 := baseTime()
-	rowOf := func(j *Job) (n int, at *time.Time) {
-		t.Helper()
-		err := s.pool.QueryRow(ctx, "SELECT count(*), max(last_success_at) FROM job_successes WHERE job_id = $1", j.ID).
-			Scan(&n, &at)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n, at
-	}
-	relabel := func(j *Job, l domain.Labels) {
-		t.Helper()
-		got, err := s.GetJob(ctx, j.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got.Labels = l
-		if err := s.UpdateJob(ctx, got); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	j := mustCreate(t, s, trackedJob("later", false))
-	end1 := t0.Add(time.Minute)
-	record(t, s, succeeded(runAt(t, s, j, t0), end1))
-	if n, _ := rowOf(j); n != 0 {
-		t.Fatalf("an unlabelled job has %d rows", n)
-	}
-	relabel(j, domain.Labels{AlertLabel: "true", "team": "a"})
-	if n, at := rowOf(j); n != 1 || at == nil || !at.Equal(end1) {
-		t.Fatalf("labelled: %d rows, last success %v, want the history's %v", n, at, end1)
-	}
-	end2 := t0.Add(2 * time.Hour)
-	record(t, s, succeeded(runAt(t, s, j, t0.Add(time.Hour)), end2))
-	if n, at := rowOf(j); n != 1 || at == nil || !at.Equal(end2) {
-		t.Fatalf("after a success: %d rows, %v, want %v", n, at, end2)
-	}
-	relabel(j, domain.Labels{AlertLabel: "true", "team": "b"}) // another label: the row stays
-	if n, at := rowOf(j); n != 1 || !at.Equal(end2) {
-		t.Fatalf("relabelled: %d rows, %v", n, at)
-	}
-	relabel(j, domain.Labels{AlertLabel: "false"})
-	if n, _ := rowOf(j); n != 0 {
-		t.Fatalf("unlabelled: %d rows", n)
-	}
-	if got := lastSuccess(t, s, j); got == nil || !got.Equal(end2) {
-		t.Fatalf("unlabelled, from history: %v, want %v", got, end2)
-	}
-
-	// Created with the label, one at a time and in batches of either
-	// size (an INSERT for a few, COPY for many): a row each, with no
-	// success yet.
-	one := mustCreate(t, s, trackedJob("one", true))
-	var few, many []*Job
-	for i := range 3 {
-		few = append(few, trackedJob(fmt.Sprintf("few%d", i), true))
-	}
-	for i := range maxInsertedJobs + 10 {
-		many = append(many, trackedJob(fmt.Sprintf("many%d", i), i%2 == 0))
-	}
-	for _, batch := range [][]*Job{few, many} {
-		if err := s.CreateJobs(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := 1 + len(few) + (len(many)+1)/2
-	if n := count(t, s, "SELECT count(*) FROM job_successes WHERE last_success_at IS NULL"); n != want {
-		t.Fatalf("%d empty rows for the jobs created labelled, want %d", n, want)
-	}
-	if got := lastSuccess(t, s, one); got != nil {
-		t.Fatalf("a new alerted job's last success: %v", got)
 	}
 }
 
@@ -368,5 +250,51 @@ func TestAlertedJobSuccessesUseTheIndex(t *testing.T) {
 	got, err := s.AlertedJobSuccesses(ctx)
 	if err != nil || len(got) != 20 {
 		t.Fatalf("%d alerted jobs, %v; want 20", len(got), err)
+	}
+}
+
+// Every job gets its job_successes row when it is created, however it is
+// created (one at a time, or in batches of either size: an INSERT for a
+// few, COPY for many), so that recording a success only ever updates a
+// row; a job that has not succeeded has one with no success.
+func TestJobsAreCreatedWithTheirSuccessRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	one := mustCreate(t, s, testJob("one", nil))
+	var few, many []*Job
+	for i := range 3 {
+		few = append(few, testJob(fmt.Sprintf("few%d", i), nil))
+	}
+	for i := range maxInsertedJobs + 10 {
+		many = append(many, testJob(fmt.Sprintf("many%d", i), nil))
+	}
+	for _, batch := range [][]*Job{few, many} {
+		if err := s.CreateJobs(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := 1 + len(few) + len(many)
+	if n := count(t, s, "SELECT count(*) FROM job_successes WHERE last_success_at IS NULL AND execution_id IS NULL"); n != want {
+		t.Fatalf("%d empty rows, want one for each of the %d jobs created", n, want)
+	}
+	if n := count(t, s, "SELECT count(*) FROM jobs j WHERE NOT EXISTS (SELECT 1 FROM job_successes s WHERE s.job_id = j.id)"); n != 0 {
+		t.Fatalf("%d jobs without a row", n)
+	}
+	// A name conflict creates neither the job nor a row.
+	if err := s.CreateJob(ctx, testJob("one", nil)); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a second job named one: %v, want ErrConflict", err)
+	}
+	if n := count(t, s, "SELECT count(*) FROM job_successes"); n != want {
+		t.Fatalf("%d rows after a conflicting create, want %d", n, want)
+	}
+	if got := lastSuccess(t, s, one); got != nil {
+		t.Fatalf("a new job's last success: %v", got)
+	}
+	end := baseTime().Add(time.Minute)
+	last := many[len(many)-1] // a name no other is a prefix of
+	record(t, s, succeeded(runAt(t, s, last, baseTime()), end))
+	if got := lastSuccess(t, s, last); got == nil || !got.Equal(end) {
+		t.Fatalf("after a success: %v, want %v", got, end)
 	}
 }
