@@ -97,11 +97,11 @@ func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time
 	if err := writeSpecs(ctx, tx, byBucket); err != nil {
 		return err
 	}
-	if err := insertSuccessRows(ctx, tx, byBucket); err != nil {
-		return err
-	}
 	if len(byBucket) <= maxInsertedJobs {
 		return insertJobs(ctx, tx, byBucket, created)
+	}
+	if err := insertSuccessRows(ctx, tx, byBucket); err != nil {
+		return err
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
 		[]string{"id", "bucket", "namespace", "name", "schedule", "handler", "payload", "state",
@@ -118,6 +118,7 @@ func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time
 
 // insertSuccessRows gives each new job its job_successes row, with no
 // success yet: recording moves it forward with an update (migration 22).
+// insertJobs does the same in its own statement.
 func insertSuccessRows(ctx context.Context, tx pgx.Tx, jobs []*Job) error {
 	ids := make([][16]byte, len(jobs))
 	for i, j := range jobs {
@@ -189,6 +190,9 @@ func insertJobs(ctx context.Context, tx pgx.Tx, jobs []*Job, created time.Time) 
 		next[i], last[i], timeouts[i] = j.NextRunAt, j.LastRunAt, j.Timeout.Milliseconds()
 	}
 	_, err := tx.Exec(ctx, `
+		WITH success AS (
+			INSERT INTO job_successes (job_id) SELECT unnest($1::uuid[])
+		)
 		INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
 			next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description,
 			policy)

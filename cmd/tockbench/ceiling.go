@@ -303,6 +303,8 @@ func (b *bench) removeJobsFrom(ctx context.Context, n int) error {
 	err := b.exec(ctx, `
 		WITH gone AS (
 			DELETE FROM job_names WHERE namespace = $1 AND name >= $2 RETURNING bucket, job_id
+		), successes AS (
+			DELETE FROM job_successes s USING gone WHERE s.job_id = gone.job_id
 		)
 		DELETE FROM jobs j USING gone WHERE j.bucket = gone.bucket AND j.id = gone.job_id`,
 		b.ns, jobName(n))

@@ -245,6 +245,7 @@ func expectedTimes(cron string, from, to time.Time) ([]time.Time, error) {
 func (b *bench) deleteJobs(ctx context.Context) error {
 	for _, sql := range []string{
 		"DELETE FROM jobs WHERE namespace = $1",
+		"DELETE FROM job_successes WHERE job_id IN (SELECT job_id FROM job_names WHERE namespace = $1)",
 		"DELETE FROM job_names WHERE namespace = $1",
 	} {
 		if err := b.exec(ctx, sql, b.ns); err != nil {

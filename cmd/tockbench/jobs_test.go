@@ -107,3 +107,50 @@ func TestArm(t *testing.T) {
 		t.Error("armed the jobs a second time")
 	}
 }
+
+// Stored jobs are active one-shots due a year ahead, so they do not fire
+// during a run; the ceiling search's removal of the newest jobs keeps
+// them, and the run's clean-up deletes them with every row they have.
+func TestStoredJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := &bench{st: storetest.New(t, 16), ns: "bench-stored", rep: &Report{}}
+	b.Jobs, b.StoredJobs, b.Mix, b.Handler = 4, 5, mixSpreadMinute, "tockbench-test"
+	if err := b.createStored(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.createJobs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.removeJobsFrom(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := b.st.ListJobs(ctx, store.JobFilter{Namespace: b.ns, NamePrefix: "idle-"})
+	if err != nil || len(list) != b.StoredJobs {
+		t.Fatalf("%d stored jobs after removing the newest, %v; want %d", len(list), err, b.StoredJobs)
+	}
+	soon := time.Now().Add(300 * 24 * time.Hour)
+	for _, j := range list {
+		if j.State != domain.JobActive || j.NextRunAt == nil || j.NextRunAt.Before(soon) {
+			t.Errorf("stored job %s %s, next run %v: want active, due a year ahead", j.Name, j.State, j.NextRunAt)
+		}
+	}
+	rows := func(table string) int {
+		var n int
+		if err := b.st.Pool().QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := rows("job_successes"); n != b.StoredJobs+2 {
+		t.Errorf("%d job_successes rows after removing jobs 2 on, want %d", n, b.StoredJobs+2)
+	}
+	if err := b.deleteJobs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"jobs", "job_names", "job_successes"} {
+		if n := rows(table); n != 0 {
+			t.Errorf("%d rows left in %s", n, table)
+		}
+	}
+}

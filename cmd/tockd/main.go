@@ -251,10 +251,15 @@ var cli struct {
 // Go's default; GOMEMLIMIT, if set, still bounds the heap.
 const defaultGOGC = 300
 
-func main() {
-	if os.Getenv("GOGC") == "" {
+// applyDefaultGOGC sets defaultGOGC unless getenv("GOGC") names a target.
+func applyDefaultGOGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGOGC)
 	}
+}
+
+func main() {
+	applyDefaultGOGC(os.Getenv)
 	k := kong.Parse(&cli,
 		kong.Name("tockd"),
 		kong.Description("tock: a distributed job scheduler on etcd, PostgreSQL and NATS JetStream."),
