@@ -51,7 +51,7 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./examples/...
 	$(GO) build -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
 
-## generate: regenerate committed generated code (OpenAPI server and models, Go client)
+## generate: regenerate committed generated code (API models, OpenAPI server, Go client)
 generate:
 	$(GO) generate ./...
 

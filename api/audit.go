@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/store"
 )
@@ -109,7 +110,7 @@ func auditEntries(op string, p permission, actor string, reqBody, resBody, befor
 	_ = json.Unmarshal(after, &fields)
 	switch op {
 	case "createJobBatch":
-		var res JobBatchResult
+		var res models.JobBatchResult
 		_ = json.Unmarshal(resBody, &res)
 		var out []store.AuditEntry
 		for _, it := range res.Items {
@@ -148,7 +149,7 @@ func auditEntries(op string, p permission, actor string, reqBody, resBody, befor
 }
 
 // ListAudit handles GET /v1/audit.
-func (h *endpoints) ListAudit(c echo.Context, p ListAuditParams) error {
+func (h *endpoints) ListAudit(c echo.Context, p models.ListAuditParams) error {
 	var errs fieldErrors
 	f := store.AuditFilter{Actor: deref(p.Actor), Action: deref(p.Action), Cursor: deref(p.Cursor), Limit: limitOf(p.Limit, &errs)}
 	who := principal(c)
@@ -178,9 +179,9 @@ func (h *endpoints) ListAudit(c echo.Context, p ListAuditParams) error {
 	if err != nil {
 		return h.storeError(c, err, "audit entry", uuid.Nil)
 	}
-	out := AuditList{Items: make([]AuditEntry, 0, len(entries)), NextCursor: nonEmpty(next)}
+	out := models.AuditList{Items: make([]models.AuditEntry, 0, len(entries)), NextCursor: nonEmpty(next)}
 	for _, e := range entries {
-		item := AuditEntry{At: e.At, Id: e.ID, Actor: e.Actor, Namespace: e.Namespace, Action: e.Action, Resource: e.Resource}
+		item := models.AuditEntry{At: e.At, Id: e.ID, Actor: e.Actor, Namespace: e.Namespace, Action: e.Action, Resource: e.Resource}
 		item.Before, item.After = jsonObject(e.Before), jsonObject(e.After)
 		out.Items = append(out.Items, item)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 )
 
@@ -26,7 +27,7 @@ func TestAuditTrail(t *testing.T) {
 	body["handler"] = map[string]any{"type": "http", "url": "https://example.com/hook", "headers": map[string]any{"Authorization": credential}}
 	r := a.as(editor, "POST", "/v1/jobs", body)
 	mustStatus(t, r, http.StatusCreated)
-	var j Job
+	var j models.Job
 	r.decode(t, &j)
 	id := j.Id.String()
 	mustStatus(t, a.as(editor, "PATCH", "/v1/jobs/"+id, map[string]any{"description": "second"}), http.StatusOK)
@@ -41,7 +42,7 @@ func TestAuditTrail(t *testing.T) {
 	}
 	made := a.as(adminA, "POST", "/v1/keys", map[string]any{"namespace": "team-a", "role": "reader"})
 	mustStatus(t, made, http.StatusCreated)
-	var key KeyCreated
+	var key models.KeyCreated
 	made.decode(t, &key)
 	mustStatus(t, a.as(editor, "POST", "/v1/jobs:resume", map[string]any{"namespace": "team-a"}), http.StatusOK)
 	mustStatus(t, a.as(editor, "DELETE", "/v1/jobs/"+id, nil), http.StatusNoContent)
@@ -51,7 +52,7 @@ func TestAuditTrail(t *testing.T) {
 	if strings.Contains(string(r.body), "s3cr3t") || strings.Contains(string(r.body), key.Key) {
 		t.Fatalf("the audit trail shows a secret: %s", r.body)
 	}
-	var l AuditList
+	var l models.AuditList
 	r.decode(t, &l)
 	var actions []string
 	for _, e := range l.Items {
@@ -122,7 +123,7 @@ func TestAuditTrail(t *testing.T) {
 	for range 10 {
 		r := a.as(a.admin, "GET", "/v1/audit?limit=2&cursor="+cursor, nil)
 		mustStatus(t, r, http.StatusOK)
-		var page AuditList
+		var page models.AuditList
 		if err := json.Unmarshal(r.body, &page); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
@@ -64,7 +65,7 @@ func (a *authEnv) fixtureJob(ns string) string {
 	b["namespace"] = ns
 	r := a.as(a.admin, "POST", "/v1/jobs", b)
 	mustStatus(a.t, r, http.StatusCreated)
-	var j Job
+	var j models.Job
 	r.decode(a.t, &j)
 	return j.Id.String()
 }
@@ -74,7 +75,7 @@ func (a *authEnv) fixtureExecution(ns string) string {
 	a.t.Helper()
 	r := a.as(a.admin, "POST", "/v1/jobs/"+a.fixtureJob(ns)+"/run", nil)
 	mustStatus(a.t, r, http.StatusAccepted)
-	var x Execution
+	var x models.Execution
 	r.decode(a.t, &x)
 	return x.Id.String()
 }
@@ -283,7 +284,7 @@ func TestKeyListsItsNamespace(t *testing.T) {
 
 	r := a.as(reader, "GET", "/v1/jobs", nil)
 	mustStatus(t, r, http.StatusOK)
-	var jl JobList
+	var jl models.JobList
 	r.decode(t, &jl)
 	var ids []string
 	for _, j := range jl.Items {
@@ -294,7 +295,7 @@ func TestKeyListsItsNamespace(t *testing.T) {
 	}
 	r = a.as(reader, "GET", "/v1/executions", nil)
 	mustStatus(t, r, http.StatusOK)
-	var el ExecutionList
+	var el models.ExecutionList
 	r.decode(t, &el)
 	if len(el.Items) == 0 {
 		t.Error("team-a reader lists no execution")
@@ -306,7 +307,7 @@ func TestKeyListsItsNamespace(t *testing.T) {
 	}
 	r = a.as(reader, "GET", "/v1/namespaces", nil)
 	mustStatus(t, r, http.StatusOK)
-	var nl NamespaceList
+	var nl models.NamespaceList
 	r.decode(t, &nl)
 	if len(nl.Items) != 1 || nl.Items[0].Name != "team-a" {
 		t.Errorf("team-a reader sees namespaces %+v", nl.Items)
@@ -335,7 +336,7 @@ func TestKeyLifecycle(t *testing.T) {
 
 	r := a.as(adminA, "POST", "/v1/keys", map[string]any{"namespace": "team-a", "role": "editor", "name": "deploy", "expires_in": "90d"})
 	mustStatus(t, r, http.StatusCreated)
-	var made KeyCreated
+	var made models.KeyCreated
 	r.decode(t, &made)
 	if !strings.HasPrefix(made.Key, "tock_"+made.Id+"_") || made.Role != "editor" || made.Namespace != "team-a" ||
 		made.CreatedBy == "" || made.ExpiresAt == nil || time.Until(*made.ExpiresAt) < 89*24*time.Hour {
@@ -351,7 +352,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if strings.Contains(string(r.body), made.Key[len("tock_"+made.Id+"_"):]) {
 		t.Fatal("the key list shows a secret")
 	}
-	var kl KeyList
+	var kl models.KeyList
 	r.decode(t, &kl)
 	var listed []string
 	for _, k := range kl.Items {
@@ -400,7 +401,7 @@ func TestKeyLifecycle(t *testing.T) {
 			t.Errorf("POST /v1/keys %s: %d, want 400", body, r.status)
 			continue
 		}
-		if pr := r.problem(t); pr.Errors == nil || !slices.ContainsFunc(*pr.Errors, func(e FieldError) bool { return e.Field == field }) {
+		if pr := r.problem(t); pr.Errors == nil || !slices.ContainsFunc(*pr.Errors, func(e models.FieldError) bool { return e.Field == field }) {
 			t.Errorf("POST /v1/keys %s: errors %s do not name %s", body, r.body, field)
 		}
 	}

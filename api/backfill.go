@@ -8,14 +8,15 @@ import (
 	"github.com/labstack/echo/v4"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
 )
 
 // BackfillJob handles POST /v1/jobs/{id}/backfill: the body's shape is
 // checked against BackfillRequest, its values by jobs.Service.Backfill.
-func (h *endpoints) BackfillJob(c echo.Context, id ID, _ BackfillJobParams) error {
-	var req BackfillRequest
+func (h *endpoints) BackfillJob(c echo.Context, id models.ID, _ models.BackfillJobParams) error {
+	var req models.BackfillRequest
 	_, shape, err := h.readBody(c, h.s.backfillSchema, &req)
 	if err != nil {
 		return err
@@ -36,7 +37,7 @@ func (h *endpoints) BackfillJob(c echo.Context, id ID, _ BackfillJobParams) erro
 }
 
 // ListJobBackfills handles GET /v1/jobs/{id}/backfills.
-func (h *endpoints) ListJobBackfills(c echo.Context, id ID, p ListJobBackfillsParams) error {
+func (h *endpoints) ListJobBackfills(c echo.Context, id models.ID, p models.ListJobBackfillsParams) error {
 	ctx := c.Request().Context()
 	var errs fieldErrors
 	limit := limitOf(p.Limit, &errs)
@@ -53,7 +54,7 @@ func (h *endpoints) ListJobBackfills(c echo.Context, id ID, p ListJobBackfillsPa
 			return h.storeError(c, err, "job", id)
 		}
 	}
-	out := BackfillList{Items: make([]Backfill, 0, len(bs)), NextCursor: nonEmpty(next)}
+	out := models.BackfillList{Items: make([]models.Backfill, 0, len(bs)), NextCursor: nonEmpty(next)}
 	for _, b := range bs {
 		out.Items = append(out.Items, backfillOf(b))
 	}
@@ -61,7 +62,7 @@ func (h *endpoints) ListJobBackfills(c echo.Context, id ID, p ListJobBackfillsPa
 }
 
 // StopJobBackfill handles DELETE /v1/jobs/{id}/backfills/{backfill_id}.
-func (h *endpoints) StopJobBackfill(c echo.Context, id ID, backfillID openapi_types.UUID) error {
+func (h *endpoints) StopJobBackfill(c echo.Context, id models.ID, backfillID openapi_types.UUID) error {
 	_, err := h.s.jobs.StopBackfill(c.Request().Context(), id, backfillID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -75,9 +76,9 @@ func (h *endpoints) StopJobBackfill(c echo.Context, id ID, backfillID openapi_ty
 }
 
 // backfillOf is the API's form of a backfill.
-func backfillOf(b *store.Backfill) Backfill {
-	return Backfill{
+func backfillOf(b *store.Backfill) models.Backfill {
+	return models.Backfill{
 		Id: b.ID, JobId: b.JobID, From: b.From, To: b.To, Total: b.Total, Fired: b.Fired, NextAt: b.NextAt,
-		State: BackfillState(b.State), Error: nonEmpty(b.Error), CreatedAt: b.CreatedAt, FinishedAt: b.FinishedAt,
+		State: models.BackfillState(b.State), Error: nonEmpty(b.Error), CreatedAt: b.CreatedAt, FinishedAt: b.FinishedAt,
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/api/models"
 )
 
 func TestBackfillValidation(t *testing.T) {
@@ -64,21 +66,21 @@ func TestBackfillAcceptedListedAndStopped(t *testing.T) {
 
 	r := e.do("POST", "/v1/jobs/"+j.Id.String()+"/backfill", map[string]any{"from": from, "to": to, "overlap": "allow"})
 	mustStatus(t, r, http.StatusAccepted)
-	var b Backfill
+	var b models.Backfill
 	r.decode(t, &b)
-	if b.Total != 60 || b.Fired != 0 || b.State != BackfillStateRunning || b.JobId != j.Id ||
+	if b.Total != 60 || b.Fired != 0 || b.State != models.BackfillStateRunning || b.JobId != j.Id ||
 		!b.From.Equal(from) || !b.To.Equal(to) || !b.NextAt.Equal(from) || b.FinishedAt != nil {
 		t.Fatalf("accepted %+v", b)
 	}
 	r = e.do("POST", "/v1/jobs/"+j.Id.String()+"/backfill", map[string]any{"from": from, "to": to})
 	mustStatus(t, r, http.StatusAccepted)
-	var b2 Backfill
+	var b2 models.Backfill
 	r.decode(t, &b2)
 
-	list := func() []Backfill {
+	list := func() []models.Backfill {
 		r := e.do("GET", "/v1/jobs/"+j.Id.String()+"/backfills", nil)
 		mustStatus(t, r, http.StatusOK)
-		var l BackfillList
+		var l models.BackfillList
 		r.decode(t, &l)
 		return l.Items
 	}
@@ -88,7 +90,7 @@ func TestBackfillAcceptedListedAndStopped(t *testing.T) {
 	stop := "/v1/jobs/" + j.Id.String() + "/backfills/" + b.Id.String()
 	mustStatus(t, e.do("DELETE", stop, nil), http.StatusNoContent)
 	mustStatus(t, e.do("DELETE", stop, nil), http.StatusNoContent) // again: nothing to do
-	if l := list(); l[1].State != BackfillStateStopped || l[1].FinishedAt == nil {
+	if l := list(); l[1].State != models.BackfillStateStopped || l[1].FinishedAt == nil {
 		t.Errorf("stopped backfill listed as %+v", l[1])
 	}
 	if _, err := e.store.Pool().Exec(e.ctx, "UPDATE backfills SET state = 'done' WHERE id = $1", b2.Id); err != nil {

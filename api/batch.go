@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -31,7 +32,7 @@ const (
 // every job gets its own result. A job that cannot be created does not
 // stop the others; only a request that is malformed as a whole, or a
 // database failure, creates nothing.
-func (h *endpoints) CreateJobBatch(c echo.Context, _ CreateJobBatchParams) error {
+func (h *endpoints) CreateJobBatch(c echo.Context, _ models.CreateJobBatchParams) error {
 	ctx := c.Request().Context()
 	_, members, err := readObject(c, MaxBatchBytes)
 	if err != nil {
@@ -74,7 +75,7 @@ func (h *endpoints) CreateJobBatch(c echo.Context, _ CreateJobBatchParams) error
 			i, j := index[k], built[k]
 			switch {
 			case err == nil:
-				items[i] = JobBatchItem{Status: http.StatusCreated, Job: ptr(jobOf(j))}
+				items[i] = models.JobBatchItem{Status: http.StatusCreated, Job: ptr(jobOf(j))}
 			case errors.Is(err, store.ErrConflict):
 				items[i] = problemItem(withField(nameTaken(j.Namespace, j.Name), "jobs["+strconv.Itoa(i)+"].name", "is taken"))
 			default:
@@ -87,7 +88,7 @@ func (h *endpoints) CreateJobBatch(c echo.Context, _ CreateJobBatchParams) error
 			}
 		}
 	}
-	out := JobBatchResult{Items: items}
+	out := models.JobBatchResult{Items: items}
 	for _, it := range items {
 		if it.Status == http.StatusCreated {
 			out.Created++
@@ -103,7 +104,7 @@ func (h *endpoints) CreateJobBatch(c echo.Context, _ CreateJobBatchParams) error
 // caller to fill in); built[k] is the job of items[index[k]]. A job whose
 // name an earlier job of the batch has is refused here. The error is the
 // database clock's: then the request fails.
-func (h *endpoints) buildBatch(ctx context.Context, raws []json.RawMessage) (items []JobBatchItem, built []*store.Job, index []int, err error) {
+func (h *endpoints) buildBatch(ctx context.Context, raws []json.RawMessage) (items []models.JobBatchItem, built []*store.Job, index []int, err error) {
 	// One reading of the database clock serves every job's first run, as
 	// if the jobs had been sent one by one in the same instant.
 	var (
@@ -118,7 +119,7 @@ func (h *endpoints) buildBatch(ctx context.Context, raws []json.RawMessage) (ite
 		}
 		return now, nowErr
 	}
-	items = make([]JobBatchItem, len(raws))
+	items = make([]models.JobBatchItem, len(raws))
 	built = make([]*store.Job, 0, len(raws))
 	index = make([]int, 0, len(raws))
 	type name struct{ ns, name string }
@@ -184,7 +185,7 @@ func (h *endpoints) batchJob(raw json.RawMessage, now func() (time.Time, error))
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, fieldErrors{{Field: "", Message: "must be a JSON object"}}, nil
 	}
-	var req JobCreate
+	var req models.JobCreate
 	shape, stopped := decodeChecked(raw, h.s.createSchema, &req)
 	if stopped {
 		return nil, shape, nil
@@ -212,11 +213,11 @@ func (fe fieldErrors) under(prefix string) fieldErrors {
 // withField adds a field error to a problem, so that a batch item's
 // conflict names the field as its validation problems do.
 func withField(p *apiError, field, message string) *apiError {
-	p.p.Errors = &[]FieldError{{Field: field, Message: message}}
+	p.p.Errors = &[]models.FieldError{{Field: field, Message: message}}
 	return p
 }
 
 // problemItem is the result of a job that was not created.
-func problemItem(p *apiError) JobBatchItem {
-	return JobBatchItem{Status: p.p.Status, Problem: &p.p}
+func problemItem(p *apiError) models.JobBatchItem {
+	return models.JobBatchItem{Status: p.p.Status, Problem: &p.p}
 }

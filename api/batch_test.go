@@ -13,15 +13,16 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/store"
 )
 
 // batch posts jobs to the batch endpoint and decodes its 200 answer.
-func (e *env) batch(jobs ...any) JobBatchResult {
+func (e *env) batch(jobs ...any) models.JobBatchResult {
 	e.t.Helper()
 	r := e.do("POST", "/v1/jobs:batch", map[string]any{"jobs": jobs})
 	mustStatus(e.t, r, http.StatusOK)
-	var res JobBatchResult
+	var res models.JobBatchResult
 	r.decode(e.t, &res)
 	if len(res.Items) != len(jobs) {
 		e.t.Fatalf("%d items for %d jobs: %s", len(res.Items), len(jobs), r.body)
@@ -86,7 +87,7 @@ func TestCreateJobBatch(t *testing.T) {
 // differs between any two jobs: id, bucket, namespace, times of creation.
 // A relative first run (now, or a delay) may differ by the time between
 // the two requests.
-func sameJob(a, b Job) bool {
+func sameJob(a, b models.Job) bool {
 	if a.NextRunAt == nil || b.NextRunAt == nil || a.NextRunAt.Sub(*b.NextRunAt).Abs() > 5*time.Second {
 		return false
 	}
@@ -164,7 +165,7 @@ func TestCreateJobBatchValidatesEachJobAsCreateJob(t *testing.T) {
 		t.Errorf("the valid item: %+v", last)
 	}
 	r := e.do("GET", "/v1/jobs", nil)
-	var list JobList
+	var list models.JobList
 	r.decode(t, &list)
 	if len(list.Items) != 1 || list.Items[0].Name != "the-valid-one" {
 		t.Errorf("%d jobs stored, want only the valid one", len(list.Items))
@@ -221,7 +222,7 @@ func TestCreateJobBatchNameConflicts(t *testing.T) {
 		t.Errorf("the stored job changed: %+v", got)
 	}
 	r := e.do("GET", "/v1/jobs", nil)
-	var list JobList
+	var list models.JobList
 	r.decode(t, &list)
 	if len(list.Items) != 4 {
 		t.Errorf("%d jobs stored, want 4 (taken, a, other/a, dup)", len(list.Items))

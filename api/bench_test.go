@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
@@ -109,7 +110,7 @@ func BenchmarkCreateJobBatch(b *testing.B) {
 			for k := range jobs {
 				jobs[k] = benchJob(n.Add(1))
 			}
-			var res JobBatchResult
+			var res models.JobBatchResult
 			if err := json.Unmarshal(post(b, client, url+"/v1/jobs:batch", map[string]any{"jobs": jobs}, http.StatusOK), &res); err != nil {
 				b.Fatal(err)
 			}
@@ -156,7 +157,7 @@ func BenchmarkGetJob(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var j Job
+				var j models.Job
 				_ = json.NewDecoder(res.Body).Decode(&j)
 				res.Body.Close()
 				ids = append(ids, j.Id.String())

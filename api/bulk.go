@@ -7,12 +7,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/jobs"
 )
 
 // PauseJobs handles POST /v1/jobs:pause.
 func (h *endpoints) PauseJobs(c echo.Context) error {
-	var req JobSelection
+	var req models.JobSelection
 	sel, err := h.readSelection(c, "pauseJobs", h.s.selectionSchema, &req, func() (string, *string) { return req.Namespace, req.Selector })
 	if err != nil {
 		return err
@@ -22,7 +23,7 @@ func (h *endpoints) PauseJobs(c echo.Context) error {
 
 // ResumeJobs handles POST /v1/jobs:resume.
 func (h *endpoints) ResumeJobs(c echo.Context) error {
-	var req JobResumeSelection
+	var req models.JobResumeSelection
 	sel, err := h.readSelection(c, "resumeJobs", h.s.resumeSelectionSchema, &req, func() (string, *string) { return req.Namespace, req.Selector })
 	if err != nil {
 		return err
@@ -62,6 +63,6 @@ func (h *endpoints) bulkDone(c echo.Context) func(jobs.BulkResult, error) error 
 		if err != nil {
 			return h.storeError(c, err, "job", uuid.Nil)
 		}
-		return c.JSON(http.StatusOK, BulkChange{Matched: res.Matched, Changed: res.Changed})
+		return c.JSON(http.StatusOK, models.BulkChange{Matched: res.Matched, Changed: res.Changed})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+
+	"github.com/tock-sched/tock/api/models"
 )
 
 // POST /v1/jobs:pause and :resume change the jobs of a namespace that
@@ -11,7 +13,7 @@ import (
 func TestBulkPauseAndResumeBySelector(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mk := func(ns, name string, labels map[string]any) Job {
+	mk := func(ns, name string, labels map[string]any) models.Job {
 		b := jobBody(name)
 		b["namespace"] = ns
 		if labels != nil {
@@ -19,18 +21,18 @@ func TestBulkPauseAndResumeBySelector(t *testing.T) {
 		}
 		return e.createJob(b)
 	}
-	var pay []Job
+	var pay []models.Job
 	for i := range 3 {
 		pay = append(pay, mk("maint", fmt.Sprintf("pay-%d", i), map[string]any{"team": "payments"}))
 	}
 	search := mk("maint", "search", map[string]any{"team": "search"})
 	elsewhere := mk("other", "pay-x", map[string]any{"team": "payments"})
 
-	bulk := func(op string, body map[string]any) BulkChange {
+	bulk := func(op string, body map[string]any) models.BulkChange {
 		t.Helper()
 		r := e.do("POST", "/v1/jobs:"+op, body)
 		mustStatus(t, r, http.StatusOK)
-		var res BulkChange
+		var res models.BulkChange
 		r.decode(t, &res)
 		return res
 	}
@@ -38,12 +40,12 @@ func TestBulkPauseAndResumeBySelector(t *testing.T) {
 		t.Fatalf("pause: %+v", res)
 	}
 	for _, j := range pay {
-		if got := e.getJob(j.Id); got.State != JobStatePaused || got.NextRunAt != nil {
+		if got := e.getJob(j.Id); got.State != models.JobStatePaused || got.NextRunAt != nil {
 			t.Errorf("%s after the bulk pause: %s, next %v", j.Name, got.State, got.NextRunAt)
 		}
 	}
-	for _, j := range []Job{search, elsewhere} {
-		if got := e.getJob(j.Id); got.State != JobStateActive {
+	for _, j := range []models.Job{search, elsewhere} {
+		if got := e.getJob(j.Id); got.State != models.JobStateActive {
 			t.Errorf("%s/%s was not selected but is %s", j.Namespace, j.Name, got.State)
 		}
 	}
@@ -55,7 +57,7 @@ func TestBulkPauseAndResumeBySelector(t *testing.T) {
 		t.Fatalf("resume: %+v", res)
 	}
 	for _, j := range pay {
-		if got := e.getJob(j.Id); got.State != JobStateActive || got.NextRunAt == nil {
+		if got := e.getJob(j.Id); got.State != models.JobStateActive || got.NextRunAt == nil {
 			t.Errorf("%s after the bulk resume: %s, next %v", j.Name, got.State, got.NextRunAt)
 		}
 	}

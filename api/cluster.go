@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/tock-sched/tock/api/models"
 )
 
 // noCluster answers the cluster endpoints of a server built without a
@@ -46,9 +48,9 @@ func (h *endpoints) ListBuckets(c echo.Context) error {
 	if err != nil {
 		return h.internal(c, err)
 	}
-	out := BucketList{Items: make([]Bucket, 0, len(stats))}
+	out := models.BucketList{Items: make([]models.Bucket, 0, len(stats))}
 	for _, st := range stats {
-		p := Bucket{
+		p := models.Bucket{
 			Bucket:     st.Bucket,
 			Jobs:       st.Jobs,
 			ActiveJobs: st.Active,
@@ -76,13 +78,13 @@ func (h *endpoints) ListNodes(c echo.Context) error {
 	if err != nil {
 		return h.etcdError(c, err)
 	}
-	out := NodeList{Items: make([]Node, 0, len(members))}
+	out := models.NodeList{Items: make([]models.Node, 0, len(members))}
 	for _, m := range members {
 		buckets := m.Buckets
 		if buckets == nil {
 			buckets = []int{}
 		}
-		out.Items = append(out.Items, Node{
+		out.Items = append(out.Items, models.Node{
 			Node:            m.Node,
 			Addr:            nonEmpty(m.Addr),
 			StartedAt:       m.StartedAt.UTC(),

@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
@@ -99,7 +100,7 @@ func TestClusterEndpoints(t *testing.T) {
 	paused := e.createJob(jobBody("paused"))
 	mustStatus(t, e.do("POST", "/v1/jobs/"+paused.Id.String()+"/pause", nil), http.StatusOK)
 
-	var parts BucketList
+	var parts models.BucketList
 	r := e.do("GET", "/v1/buckets", nil)
 	mustStatus(t, r, http.StatusOK)
 	r.decode(t, &parts)
@@ -133,7 +134,7 @@ func TestClusterEndpoints(t *testing.T) {
 		t.Errorf("jobs %d, active %d; want 2 and 1", jobs, active)
 	}
 
-	var nodes NodeList
+	var nodes models.NodeList
 	r = e.do("GET", "/v1/nodes", nil)
 	mustStatus(t, r, http.StatusOK)
 	r.decode(t, &nodes)

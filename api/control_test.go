@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/domain"
 
@@ -84,9 +85,9 @@ func TestCancelExecution(t *testing.T) {
 	queued := e.runNow("to-cancel")
 	r := e.do("POST", "/v1/executions/"+queued.String()+"/cancel", nil)
 	mustStatus(t, r, http.StatusOK)
-	var got Execution
+	var got models.Execution
 	r.decode(t, &got)
-	if got.State != ExecutionStateCancelled || got.FinishedAt == nil {
+	if got.State != models.ExecutionStateCancelled || got.FinishedAt == nil {
 		t.Errorf("cancelled execution: %s", r.body)
 	}
 	// Idempotent: a second cancel answers the same and tells executors
@@ -152,13 +153,13 @@ func TestDeadLettersAndRedrive(t *testing.T) {
 
 	r := e.do("GET", "/v1/executions?state=dead", nil)
 	mustStatus(t, r, http.StatusOK)
-	var list ExecutionList
+	var list models.ExecutionList
 	r.decode(t, &list)
 	if len(list.Items) != 2 {
 		t.Fatalf("dead letters: %s", r.body)
 	}
 	for _, it := range list.Items {
-		if it.State != ExecutionStateDead || (it.Id != dead1 && it.Id != dead2) {
+		if it.State != models.ExecutionStateDead || (it.Id != dead1 && it.Id != dead2) {
 			t.Errorf("dead letter %+v", it)
 		}
 	}
@@ -170,9 +171,9 @@ func TestDeadLettersAndRedrive(t *testing.T) {
 
 	r = e.do("POST", "/v1/executions/"+dead1.String()+"/retry", nil)
 	mustStatus(t, r, http.StatusAccepted)
-	var got Execution
+	var got models.Execution
 	r.decode(t, &got)
-	if got.State != ExecutionStateQueued || got.Attempts != 1 || got.FinishedAt != nil {
+	if got.State != models.ExecutionStateQueued || got.Attempts != 1 || got.FinishedAt != nil {
 		t.Errorf("re-driven: %s", r.body)
 	}
 	// Back in the outbox, due now, for a fresh series after attempt 1.
@@ -202,7 +203,7 @@ func TestDeadLettersAndRedrive(t *testing.T) {
 // containsOnly reports whether the execution list in r holds only id.
 func containsOnly(t *testing.T, r resp, id uuid.UUID) bool {
 	t.Helper()
-	var list ExecutionList
+	var list models.ExecutionList
 	r.decode(t, &list)
 	return len(list.Items) == 1 && list.Items[0].Id == id
 }
@@ -228,17 +229,17 @@ func TestListHandlers(t *testing.T) {
 	e := newControlEnv(t, x)
 	r := e.do("GET", "/v1/handlers", nil)
 	mustStatus(t, r, http.StatusOK)
-	var got HandlerList
+	var got models.HandlerList
 	r.decode(t, &got)
 	if len(got.Items) != 2 {
 		t.Fatalf("handlers: %s", r.body)
 	}
 	api, mail := got.Items[0], got.Items[1]
-	if api.Handler != "http:api.example.com" || api.Breaker != BreakerStateOpen || len(api.Executors) != 2 ||
+	if api.Handler != "http:api.example.com" || api.Breaker != models.BreakerStateOpen || len(api.Executors) != 2 ||
 		api.Executors[0].ExecutorId != "a" || api.Executors[0].Failures != 9 {
 		t.Errorf("http handler: %+v", api)
 	}
-	if mail.Breaker != BreakerStateHalfOpen || mail.Executors[0].Limit == nil || *mail.Executors[0].Limit != 4 {
+	if mail.Breaker != models.BreakerStateHalfOpen || mail.Executors[0].Limit == nil || *mail.Executors[0].Limit != 4 {
 		t.Errorf("custom handler: %+v", mail)
 	}
 }
@@ -247,19 +248,19 @@ func TestPriorityAndRetryDefaults(t *testing.T) {
 	t.Parallel()
 	e := newControlEnv(t, &fakeExecutors{})
 	j := e.createJob(jobBody("plain"))
-	if j.Priority == nil || *j.Priority != PriorityNormal {
+	if j.Priority == nil || *j.Priority != models.PriorityNormal {
 		t.Errorf("default priority: %v", j.Priority)
 	}
 	// The cluster's policy fills what the job leaves out.
 	if j.Retry == nil || deref(j.Retry.MaxAttempts) != 3 || deref(j.Retry.InitialBackoff) != "2s" ||
-		deref(j.Retry.Jitter) != RetryPolicyJitterEqual {
+		deref(j.Retry.Jitter) != models.RetryPolicyJitterEqual {
 		t.Errorf("default retry: %+v", j.Retry)
 	}
 	body := jobBody("urgent")
 	body["priority"] = "high"
 	body["retry"] = map[string]any{"max_attempts": 5}
 	u := e.createJob(body)
-	if deref(u.Priority) != PriorityHigh || deref(u.Retry.MaxAttempts) != 5 || deref(u.Retry.InitialBackoff) != "2s" {
+	if deref(u.Priority) != models.PriorityHigh || deref(u.Retry.MaxAttempts) != 5 || deref(u.Retry.InitialBackoff) != "2s" {
 		t.Errorf("urgent job: priority %v retry %+v", u.Priority, u.Retry)
 	}
 	// A run inherits the job's priority.
@@ -277,9 +278,9 @@ func TestPriorityAndRetryDefaults(t *testing.T) {
 
 	r := e.do("PATCH", "/v1/jobs/"+u.Id.String(), map[string]any{"priority": "low"})
 	mustStatus(t, r, http.StatusOK)
-	var patched Job
+	var patched models.Job
 	r.decode(t, &patched)
-	if deref(patched.Priority) != PriorityLow {
+	if deref(patched.Priority) != models.PriorityLow {
 		t.Errorf("patched priority %v", patched.Priority)
 	}
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 
 	"time"
@@ -10,13 +11,13 @@ import (
 )
 
 // jobOf is the API's view of a stored job.
-func jobOf(j *store.Job) Job {
-	out := Job{
+func jobOf(j *store.Job) models.Job {
+	out := models.Job{
 		Id:            j.ID,
 		Namespace:     j.Namespace,
 		Name:          j.Name,
 		Bucket:        j.Bucket,
-		State:         JobState(j.State),
+		State:         models.JobState(j.State),
 		Schedule:      scheduleOf(j.Schedule),
 		Handler:       handlerView(j.Handler),
 		Retry:         retryView(j.Retry),
@@ -35,27 +36,27 @@ func jobOf(j *store.Job) Job {
 		out.Timeout = ptr(formatDuration(j.Timeout))
 	}
 	if len(j.Labels) > 0 {
-		out.Labels = ptr(Labels(j.Labels))
+		out.Labels = ptr(models.Labels(j.Labels))
 	}
 	if j.Description != "" {
 		out.Description = ptr(j.Description)
 	}
 	if p := j.Policy; p != nil {
-		m := MissedPolicy{Policy: ptr(MissedPolicyPolicy(p.Missed.Policy)), Grace: nonEmpty(p.Missed.Grace)}
+		m := models.MissedPolicy{Policy: ptr(models.MissedPolicyPolicy(p.Missed.Policy)), Grace: nonEmpty(p.Missed.Grace)}
 		if p.Missed.Max != 0 {
 			m.Max = ptr(p.Missed.Max)
 		}
 		out.Missed = &m
 		if p.Overlap != "" {
-			out.Overlap = ptr(Overlap(p.Overlap))
+			out.Overlap = ptr(models.Overlap(p.Overlap))
 		}
 	}
 	out.Runs = ptr(j.Runs)
 	return out
 }
 
-func scheduleOf(s schedule.Spec) Schedule {
-	var out Schedule
+func scheduleOf(s schedule.Spec) models.Schedule {
+	var out models.Schedule
 	if s.Cron != "" {
 		out.Cron = ptr(s.Cron)
 	}
@@ -79,8 +80,8 @@ func scheduleOf(s schedule.Spec) Schedule {
 // (every secret header's value, and that of every plain header whose name
 // says it is a credential, is domain.SecretMask). Every answer that shows
 // a job shows its handler through here.
-func handlerView(h domain.Handler) Handler {
-	out := Handler{Type: HandlerType(h.Type)}
+func handlerView(h domain.Handler) models.Handler {
+	out := models.Handler{Type: models.HandlerType(h.Type)}
 	if h.URL != "" {
 		out.Url = ptr(h.URL)
 	}
@@ -116,11 +117,11 @@ func handlerView(h domain.Handler) Handler {
 	return out
 }
 
-func retryView(r domain.RetryPolicy) *RetryPolicy {
+func retryView(r domain.RetryPolicy) *models.RetryPolicy {
 	if r == (domain.RetryPolicy{}) {
 		return nil
 	}
-	var out RetryPolicy
+	var out models.RetryPolicy
 	if r.MaxAttempts != 0 {
 		out.MaxAttempts = ptr(r.MaxAttempts)
 	}
@@ -134,22 +135,22 @@ func retryView(r domain.RetryPolicy) *RetryPolicy {
 		out.Multiplier = ptr(r.Multiplier)
 	}
 	if r.Jitter != "" {
-		out.Jitter = ptr(RetryPolicyJitter(r.Jitter))
+		out.Jitter = ptr(models.RetryPolicyJitter(r.Jitter))
 	}
 	return &out
 }
 
 // executionOf is the API's view of a stored execution; withAttempts adds
 // its attempt list (GET /v1/executions/{id} only).
-func executionOf(e *store.Execution, withAttempts bool) Execution {
-	out := Execution{
+func executionOf(e *store.Execution, withAttempts bool) models.Execution {
+	out := models.Execution{
 		Id:            e.ID,
 		JobId:         e.JobID,
 		JobName:       e.JobName,
 		Namespace:     e.Namespace,
 		ScheduledFor:  e.ScheduledFor.UTC(),
 		Manual:        e.Manual,
-		State:         ExecutionState(e.State),
+		State:         models.ExecutionState(e.State),
 		Attempts:      e.Attempts,
 		Priority:      priorityView(e.Priority),
 		NextAttemptAt: utc(e.NextAttemptAt),
@@ -170,9 +171,9 @@ func executionOf(e *store.Execution, withAttempts bool) Execution {
 		out.Buffered, out.NextAttemptAt = ptr(true), nil
 	}
 	if withAttempts {
-		list := make([]Attempt, 0, len(e.AttemptList))
+		list := make([]models.Attempt, 0, len(e.AttemptList))
 		for _, a := range e.AttemptList {
-			at := Attempt{
+			at := models.Attempt{
 				Number:      a.Number,
 				ExecutorId:  nonEmpty(a.ExecutorID),
 				FinishedAt:  utc(a.FinishedAt),
@@ -184,7 +185,7 @@ func executionOf(e *store.Execution, withAttempts bool) Execution {
 				at.StartedAt = ptr(a.StartedAt.UTC())
 			}
 			if a.Outcome != "" {
-				at.Outcome = ptr(AttemptOutcome(a.Outcome))
+				at.Outcome = ptr(models.AttemptOutcome(a.Outcome))
 			}
 			list = append(list, at)
 		}
@@ -194,8 +195,8 @@ func executionOf(e *store.Execution, withAttempts bool) Execution {
 }
 
 // priorityView is a stored priority class; "" (never written) is normal.
-func priorityView(p domain.Priority) *Priority {
-	return ptr(Priority(p.OrNormal()))
+func priorityView(p domain.Priority) *models.Priority {
+	return ptr(models.Priority(p.OrNormal()))
 }
 
 func utc(t *time.Time) *time.Time {

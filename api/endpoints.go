@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 
 	"bytes"
@@ -160,9 +161,9 @@ func (h *endpoints) internal(c echo.Context, err error, args ...any) error {
 }
 
 // CreateJob handles POST /v1/jobs.
-func (h *endpoints) CreateJob(c echo.Context, _ CreateJobParams) error {
+func (h *endpoints) CreateJob(c echo.Context, _ models.CreateJobParams) error {
 	ctx := c.Request().Context()
-	var req JobCreate
+	var req models.JobCreate
 	_, shape, err := h.readBody(c, h.s.createSchema, &req)
 	if err != nil {
 		return err
@@ -216,7 +217,7 @@ func nameTaken(namespace, name string) *apiError {
 }
 
 // ListJobs handles GET /v1/jobs.
-func (h *endpoints) ListJobs(c echo.Context, p ListJobsParams) error {
+func (h *endpoints) ListJobs(c echo.Context, p models.ListJobsParams) error {
 	var errs fieldErrors
 	f := store.JobFilter{
 		NamePrefix: deref(p.NamePrefix),
@@ -254,7 +255,7 @@ func (h *endpoints) ListJobs(c echo.Context, p ListJobsParams) error {
 	if err != nil {
 		return h.storeError(c, err, "job", uuid.Nil)
 	}
-	out := JobList{Items: make([]Job, 0, len(jobs)), NextCursor: nonEmpty(next)}
+	out := models.JobList{Items: make([]models.Job, 0, len(jobs)), NextCursor: nonEmpty(next)}
 	for _, j := range jobs {
 		out.Items = append(out.Items, jobOf(j))
 	}
@@ -273,7 +274,7 @@ func limitOf(l *int, errs *fieldErrors) int {
 }
 
 // GetJob handles GET /v1/jobs/{id}.
-func (h *endpoints) GetJob(c echo.Context, id ID) error {
+func (h *endpoints) GetJob(c echo.Context, id models.ID) error {
 	j, err := h.s.store.GetJob(c.Request().Context(), id)
 	if err != nil {
 		return h.storeError(c, err, "job", id)
@@ -282,9 +283,9 @@ func (h *endpoints) GetJob(c echo.Context, id ID) error {
 }
 
 // UpdateJob handles PATCH /v1/jobs/{id}.
-func (h *endpoints) UpdateJob(c echo.Context, id ID) error {
+func (h *endpoints) UpdateJob(c echo.Context, id models.ID) error {
 	ctx := c.Request().Context()
-	var req JobPatch
+	var req models.JobPatch
 	members, shape, err := h.readBody(c, h.s.patchSchema, &req)
 	if err != nil {
 		return err
@@ -308,7 +309,7 @@ func (h *endpoints) UpdateJob(c echo.Context, id ID) error {
 }
 
 // DeleteJob handles DELETE /v1/jobs/{id}.
-func (h *endpoints) DeleteJob(c echo.Context, id ID) error {
+func (h *endpoints) DeleteJob(c echo.Context, id models.ID) error {
 	if err := h.s.jobs.Delete(c.Request().Context(), id); err != nil {
 		return h.storeError(c, err, "job", id)
 	}
@@ -316,7 +317,7 @@ func (h *endpoints) DeleteJob(c echo.Context, id ID) error {
 }
 
 // PauseJob handles POST /v1/jobs/{id}/pause.
-func (h *endpoints) PauseJob(c echo.Context, id ID) error {
+func (h *endpoints) PauseJob(c echo.Context, id models.ID) error {
 	j, err := h.s.jobs.Pause(c.Request().Context(), id)
 	if errors.Is(err, jobs.ErrCompleted) {
 		return conflict(fmt.Sprintf("Job %s has completed; there is nothing left to pause.", id))
@@ -329,8 +330,8 @@ func (h *endpoints) PauseJob(c echo.Context, id ID) error {
 
 // ResumeJob handles POST /v1/jobs/{id}/resume. Its body (ResumeOptions)
 // is optional.
-func (h *endpoints) ResumeJob(c echo.Context, id ID) error {
-	var opts ResumeOptions
+func (h *endpoints) ResumeJob(c echo.Context, id models.ID) error {
+	var opts models.ResumeOptions
 	if err := h.readOptional(c, h.s.resumeSchema, &opts); err != nil {
 		return err
 	}
@@ -348,7 +349,7 @@ func (h *endpoints) ResumeJob(c echo.Context, id ID) error {
 }
 
 // RunJob handles POST /v1/jobs/{id}/run.
-func (h *endpoints) RunJob(c echo.Context, id ID, _ RunJobParams) error {
+func (h *endpoints) RunJob(c echo.Context, id models.ID, _ models.RunJobParams) error {
 	if h.s.limits.cfg.RunsPerMinute > 0 {
 		ns, err := h.s.store.JobNamespace(c.Request().Context(), id)
 		if err != nil {
@@ -367,7 +368,7 @@ func (h *endpoints) RunJob(c echo.Context, id ID, _ RunJobParams) error {
 }
 
 // ListJobExecutions handles GET /v1/jobs/{id}/executions.
-func (h *endpoints) ListJobExecutions(c echo.Context, id ID, p ListJobExecutionsParams) error {
+func (h *endpoints) ListJobExecutions(c echo.Context, id models.ID, p models.ListJobExecutionsParams) error {
 	ctx := c.Request().Context()
 	var errs fieldErrors
 	f := store.ExecFilter{
@@ -394,7 +395,7 @@ func (h *endpoints) ListJobExecutions(c echo.Context, id ID, p ListJobExecutions
 }
 
 // GetExecution handles GET /v1/executions/{id}.
-func (h *endpoints) GetExecution(c echo.Context, id ID) error {
+func (h *endpoints) GetExecution(c echo.Context, id models.ID) error {
 	e, err := h.s.store.GetExecution(c.Request().Context(), id)
 	if err != nil {
 		return h.storeError(c, err, "execution", id)
@@ -404,7 +405,7 @@ func (h *endpoints) GetExecution(c echo.Context, id ID) error {
 
 // GetHealthz handles GET /healthz: the process is up.
 func (h *endpoints) GetHealthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, Health{Status: "ok"})
+	return c.JSON(http.StatusOK, models.Health{Status: "ok"})
 }
 
 // GetReadyz handles GET /readyz: PostgreSQL answers.
@@ -415,7 +416,7 @@ func (h *endpoints) GetReadyz(c echo.Context) error {
 		h.s.log.WarnContext(ctx, "not ready: database unreachable", "err", err)
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Not ready", "The database is unreachable.")
 	}
-	return c.JSON(http.StatusOK, Health{Status: "ok"})
+	return c.JSON(http.StatusOK, models.Health{Status: "ok"})
 }
 
 // GetMetrics handles GET /metrics.

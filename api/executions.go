@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
@@ -53,7 +54,7 @@ func noExecutors() *apiError {
 // ListExecutions handles GET /v1/executions: the execution search, such
 // as the dead letters (state=dead) or stuck work (state=running,
 // started_before=1h).
-func (h *endpoints) ListExecutions(c echo.Context, p ListExecutionsParams) error {
+func (h *endpoints) ListExecutions(c echo.Context, p models.ListExecutionsParams) error {
 	ctx := c.Request().Context()
 	ns, err := h.s.listNamespace(c, "listExecutions", deref(p.Namespace))
 	if err != nil {
@@ -104,7 +105,7 @@ func (h *endpoints) ListExecutions(c echo.Context, p ListExecutionsParams) error
 // they reach Postgres (which refuses a NUL): a namespace or job name
 // prefix that no name could hold, an error text with a NUL or invalid
 // UTF-8.
-func searchTextChecks(p ListExecutionsParams, errs *fieldErrors) {
+func searchTextChecks(p models.ListExecutionsParams, errs *fieldErrors) {
 	if ns := deref(p.Namespace); ns != "" {
 		if msg := jobs.NameProblem(ns); msg != "" {
 			errs.add("namespace", "%s", msg)
@@ -140,7 +141,7 @@ func timeParam(name string, v *string, now time.Time, errs *fieldErrors) *time.T
 }
 
 // stateFilter checks an optional state parameter.
-func stateFilter(st *ExecutionState, errs *fieldErrors) domain.ExecState {
+func stateFilter(st *models.ExecutionState, errs *fieldErrors) domain.ExecState {
 	if st == nil || *st == "" {
 		return ""
 	}
@@ -150,8 +151,8 @@ func stateFilter(st *ExecutionState, errs *fieldErrors) domain.ExecState {
 	return domain.ExecState(*st)
 }
 
-func executionListOf(execs []*store.Execution, next string) ExecutionList {
-	out := ExecutionList{Items: make([]Execution, 0, len(execs)), NextCursor: nonEmpty(next)}
+func executionListOf(execs []*store.Execution, next string) models.ExecutionList {
+	out := models.ExecutionList{Items: make([]models.Execution, 0, len(execs)), NextCursor: nonEmpty(next)}
 	for _, e := range execs {
 		out.Items = append(out.Items, executionOf(e, false))
 	}
@@ -162,7 +163,7 @@ func executionListOf(execs []*store.Execution, next string) ExecutionList {
 // cancellation is recorded in Postgres first, then announced to executors
 // (jobs.Service.Cancel); if that fails the answer is 503 and the client
 // repeats the request, which is idempotent.
-func (h *endpoints) CancelExecution(c echo.Context, id ID) error {
+func (h *endpoints) CancelExecution(c echo.Context, id models.ID) error {
 	ctx := c.Request().Context()
 	e, err := h.s.jobs.Cancel(ctx, id)
 	switch {
@@ -182,7 +183,7 @@ func (h *endpoints) CancelExecution(c echo.Context, id ID) error {
 
 // RetryExecution handles POST /v1/executions/{id}/retry: a dead execution
 // is queued again for a fresh series of attempts.
-func (h *endpoints) RetryExecution(c echo.Context, id ID) error {
+func (h *endpoints) RetryExecution(c echo.Context, id models.ID) error {
 	e, err := h.s.jobs.Redrive(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotDead) {
 		return conflict(fmt.Sprintf("Execution %s is not dead; only a dead execution can be re-driven.", id))
@@ -208,7 +209,7 @@ func (h *endpoints) ListHandlers(c echo.Context) error {
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Handler states unavailable",
 			"NATS did not answer; try again shortly.")
 	}
-	return c.JSON(http.StatusOK, HandlerList{Items: handlersOf(states)})
+	return c.JSON(http.StatusOK, models.HandlerList{Items: handlersOf(states)})
 }
 
 // breakerRank orders breaker states from best to worst.
@@ -216,20 +217,20 @@ var breakerRank = map[string]int{wire.BreakerClosed: 0, wire.BreakerHalfOpen: 1,
 
 // handlersOf groups executors' reports by handler, in handler order; a
 // handler's breaker is its worst executor's.
-func handlersOf(states []wire.HandlerState) []HandlerInfo {
-	byName := map[string]*HandlerInfo{}
+func handlersOf(states []wire.HandlerState) []models.HandlerInfo {
+	byName := map[string]*models.HandlerInfo{}
 	for _, s := range states {
 		hi := byName[s.Handler]
 		if hi == nil {
-			hi = &HandlerInfo{Handler: s.Handler, Queue: s.Queue, Breaker: BreakerStateClosed, Executors: []HandlerExecutor{}}
+			hi = &models.HandlerInfo{Handler: s.Handler, Queue: s.Queue, Breaker: models.BreakerStateClosed, Executors: []models.HandlerExecutor{}}
 			byName[s.Handler] = hi
 		}
 		if breakerRank[s.Breaker] > breakerRank[string(hi.Breaker)] {
-			hi.Breaker = BreakerState(s.Breaker)
+			hi.Breaker = models.BreakerState(s.Breaker)
 		}
-		x := HandlerExecutor{
+		x := models.HandlerExecutor{
 			ExecutorId: s.ExecutorID,
-			Breaker:    BreakerState(s.Breaker),
+			Breaker:    models.BreakerState(s.Breaker),
 			Since:      s.Since.UTC(),
 			Requests:   int64(s.Requests),
 			Failures:   int64(s.Failures),
@@ -241,11 +242,11 @@ func handlersOf(states []wire.HandlerState) []HandlerInfo {
 		}
 		hi.Executors = append(hi.Executors, x)
 	}
-	out := make([]HandlerInfo, 0, len(byName))
+	out := make([]models.HandlerInfo, 0, len(byName))
 	for _, hi := range byName {
-		slices.SortFunc(hi.Executors, func(a, b HandlerExecutor) int { return cmp.Compare(a.ExecutorId, b.ExecutorId) })
+		slices.SortFunc(hi.Executors, func(a, b models.HandlerExecutor) int { return cmp.Compare(a.ExecutorId, b.ExecutorId) })
 		out = append(out, *hi)
 	}
-	slices.SortFunc(out, func(a, b HandlerInfo) int { return cmp.Compare(a.Handler, b.Handler) })
+	slices.SortFunc(out, func(a, b models.HandlerInfo) int { return cmp.Compare(a.Handler, b.Handler) })
 	return out
 }

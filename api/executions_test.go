@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store/storetest"
 
@@ -24,10 +25,10 @@ func TestRunJob(t *testing.T) {
 
 	r := e.do("POST", "/v1/jobs/"+j.Id.String()+"/run", nil)
 	mustStatus(t, r, http.StatusAccepted)
-	var x Execution
+	var x models.Execution
 	r.decode(t, &x)
 	if x.JobId != j.Id || x.JobName != "run-me" || x.Namespace != "default" || !x.Manual ||
-		x.State != ExecutionStateQueued || x.Attempts != 0 || x.ScheduledFor.Before(before) ||
+		x.State != models.ExecutionStateQueued || x.Attempts != 0 || x.ScheduledFor.Before(before) ||
 		x.DispatchedAt != nil || x.AttemptList != nil {
 		t.Errorf("execution %s", r.body)
 	}
@@ -35,14 +36,14 @@ func TestRunJob(t *testing.T) {
 		t.Errorf("Location %q", loc)
 	}
 	// The job's schedule is untouched.
-	if g := e.getJob(j.Id); !g.NextRunAt.Equal(*j.NextRunAt) || g.State != JobStateActive {
+	if g := e.getJob(j.Id); !g.NextRunAt.Equal(*j.NextRunAt) || g.State != models.JobStateActive {
 		t.Errorf("job after run: %+v", g)
 	}
 
 	// Visible by id, with its (empty) attempt list.
 	r = e.do("GET", "/v1/executions/"+x.Id.String(), nil)
 	mustStatus(t, r, http.StatusOK)
-	var got Execution
+	var got models.Execution
 	r.decode(t, &got)
 	if got.Id != x.Id || !got.Manual || got.AttemptList == nil || len(*got.AttemptList) != 0 {
 		t.Errorf("GET execution: %s", r.body)
@@ -79,9 +80,9 @@ func TestExecutionWithAttempts(t *testing.T) {
 	}
 	r := e.do("GET", "/v1/executions/"+x.ID.String(), nil)
 	mustStatus(t, r, http.StatusOK)
-	var got Execution
+	var got models.Execution
 	r.decode(t, &got)
-	if got.State != ExecutionStateSucceeded || got.Attempts != 2 || got.StartedAt == nil || got.FinishedAt == nil {
+	if got.State != models.ExecutionStateSucceeded || got.Attempts != 2 || got.StartedAt == nil || got.FinishedAt == nil {
 		t.Errorf("execution %s", r.body)
 	}
 	if got.AttemptList == nil || len(*got.AttemptList) != 2 {
@@ -133,7 +134,7 @@ func TestListExecutions(t *testing.T) {
 		}
 		r := e.do("GET", q, nil)
 		mustStatus(t, r, http.StatusOK)
-		var page ExecutionList
+		var page models.ExecutionList
 		r.decode(t, &page)
 		pages++
 		for _, x := range page.Items {
@@ -159,11 +160,11 @@ func TestListExecutions(t *testing.T) {
 		}
 	}
 
-	list := func(path string) ExecutionList {
+	list := func(path string) models.ExecutionList {
 		t.Helper()
 		r := e.do("GET", path, nil)
 		mustStatus(t, r, http.StatusOK)
-		var page ExecutionList
+		var page models.ExecutionList
 		r.decode(t, &page)
 		return page
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
@@ -51,7 +52,7 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 		if rec.Code != http.StatusCreated {
 			f.Fatalf("create %s: %d %s", name, rec.Code, rec.Body)
 		}
-		var j Job
+		var j models.Job
 		if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil {
 			f.Fatal(err)
 		}
@@ -89,7 +90,7 @@ func (fe *fuzzEnv) check(t *testing.T, what string, rec *httptest.ResponseRecord
 	if ct := rec.Header().Get("Content-Type"); ct != ProblemContentType {
 		t.Fatalf("%s: status %d with content type %q: %s", what, rec.Code, ct, rec.Body)
 	}
-	var p Problem
+	var p models.Problem
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
 		t.Fatalf("%s: problem does not decode: %v: %s", what, err, rec.Body)
 	}
@@ -199,7 +200,7 @@ func FuzzListJobs(f *testing.F) {
 func FuzzCursor(f *testing.F) {
 	fe := newFuzzEnv(f)
 	rec := fe.serve(f, "GET", "/v1/jobs", "limit=1", "")
-	var page JobList
+	var page models.JobList
 	if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil || page.NextCursor == nil {
 		f.Fatalf("no cursor: %s", rec.Body)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
 )
@@ -110,12 +111,12 @@ func (r resp) decode(t *testing.T, v any) {
 	}
 }
 
-func (r resp) problem(t *testing.T) Problem {
+func (r resp) problem(t *testing.T) models.Problem {
 	t.Helper()
 	if ct := r.header.Get("Content-Type"); ct != ProblemContentType {
 		t.Fatalf("content type %q, want %q; body %s", ct, ProblemContentType, r.body)
 	}
-	var p Problem
+	var p models.Problem
 	r.decode(t, &p)
 	if p.Status != r.status {
 		t.Errorf("problem status %d, response status %d", p.Status, r.status)
@@ -218,11 +219,11 @@ func mustStatus(t *testing.T, r resp, want int) {
 }
 
 // createJob creates a job through the API and returns it.
-func (e *env) createJob(body map[string]any) Job {
+func (e *env) createJob(body map[string]any) models.Job {
 	e.t.Helper()
 	r := e.do("POST", "/v1/jobs", body)
 	mustStatus(e.t, r, http.StatusCreated)
-	var j Job
+	var j models.Job
 	r.decode(e.t, &j)
 	return j
 }
@@ -236,11 +237,11 @@ func jobBody(name string) map[string]any {
 	}
 }
 
-func (e *env) getJob(id uuid.UUID) Job {
+func (e *env) getJob(id uuid.UUID) models.Job {
 	e.t.Helper()
 	r := e.do("GET", "/v1/jobs/"+id.String(), nil)
 	mustStatus(e.t, r, http.StatusOK)
-	var j Job
+	var j models.Job
 	r.decode(e.t, &j)
 	return j
 }
@@ -264,7 +265,7 @@ func (b *syncBuffer) String() string {
 }
 
 // hasField reports whether the problem names field.
-func hasField(p Problem, field string) bool {
+func hasField(p models.Problem, field string) bool {
 	if p.Errors == nil {
 		return false
 	}
@@ -276,7 +277,7 @@ func hasField(p Problem, field string) bool {
 	return false
 }
 
-func fieldsOf(p Problem) string {
+func fieldsOf(p models.Problem) string {
 	if p.Errors == nil {
 		return "(none)"
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/jobs"
 )
 
@@ -71,7 +72,7 @@ func (s *Server) idempotent(ns func(c echo.Context, body []byte) string) echo.Mi
 			case held.Mismatch:
 				p := newProblem(http.StatusUnprocessableEntity, ProblemValidation, "Idempotency key reused",
 					"this Idempotency-Key was sent with a different request in the last 24 hours")
-				p.p.Errors = &[]FieldError{{Field: IdempotencyHeader, Message: "was used for a different request"}}
+				p.p.Errors = &[]models.FieldError{{Field: IdempotencyHeader, Message: "was used for a different request"}}
 				return p
 			case held.InProgress:
 				return conflict("a request with this Idempotency-Key is still in progress; retry later")

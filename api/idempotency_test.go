@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -27,7 +28,7 @@ func TestIdempotencyKey(t *testing.T) {
 	if !bytes.Equal(first.body, again.body) || again.header.Get(ReplayedHeader) != "true" || first.header.Get(ReplayedHeader) != "" {
 		t.Errorf("replay: %s (replayed %q), first %s", again.body, again.header.Get(ReplayedHeader), first.body)
 	}
-	var j Job
+	var j models.Job
 	first.decode(t, &j)
 	list, _, err := e.store.ListJobs(e.ctx, store.JobFilter{Namespace: "default"})
 	if err != nil || len(list) != 1 {

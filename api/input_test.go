@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/jobs"
 )
 
@@ -45,7 +46,7 @@ func TestUnstorableJSON(t *testing.T) {
 				r := e.do(req.method, req.path, req.body)
 				if req.path == "/v1/jobs:batch" {
 					mustStatus(t, r, http.StatusOK)
-					var res JobBatchResult
+					var res models.JobBatchResult
 					r.decode(t, &res)
 					if p := res.Items[0].Problem; res.Failed != 1 || p == nil || !hasField(*p, "jobs[0]."+tc.field) {
 						t.Errorf("batch: %s", r.body)
@@ -135,7 +136,7 @@ func TestForgedCursors(t *testing.T) {
 	j := e.createJob(jobBody("cursor-a"))
 	e.createJob(jobBody("cursor-b"))
 	r := e.do("GET", "/v1/jobs?limit=1", nil)
-	var page JobList
+	var page models.JobList
 	r.decode(t, &page)
 	if page.NextCursor == nil {
 		t.Fatal("no cursor")

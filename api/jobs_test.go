@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 
 	"fmt"
@@ -27,7 +28,7 @@ func TestCreateJob(t *testing.T) {
 	tests := []struct {
 		name  string
 		body  map[string]any
-		check func(t *testing.T, j Job)
+		check func(t *testing.T, j models.Job)
 	}{
 		{"cron in a zone, every field", map[string]any{
 			"name":      "nightly-report",
@@ -37,8 +38,8 @@ func TestCreateJob(t *testing.T) {
 			"payload":   map[string]any{"k": "v"},
 			"retry":     map[string]any{"max_attempts": 3, "initial_backoff": "1s", "max_backoff": "1m", "multiplier": 2, "jitter": "full"},
 			"timeout":   "90s",
-		}, func(t *testing.T, j Job) {
-			if j.Namespace != "reports" || j.Name != "nightly-report" || j.State != JobStateActive {
+		}, func(t *testing.T, j models.Job) {
+			if j.Namespace != "reports" || j.Name != "nightly-report" || j.State != models.JobStateActive {
 				t.Errorf("job %+v", j)
 			}
 			if j.NextRunAt == nil {
@@ -55,7 +56,7 @@ func TestCreateJob(t *testing.T) {
 			if j.Payload == nil || string(*j.Payload) != `{"k":"v"}` {
 				t.Errorf("payload %v", j.Payload)
 			}
-			if j.Retry == nil || *j.Retry.MaxAttempts != 3 || *j.Retry.Multiplier != 2 || *j.Retry.Jitter != RetryPolicyJitterFull ||
+			if j.Retry == nil || *j.Retry.MaxAttempts != 3 || *j.Retry.Multiplier != 2 || *j.Retry.Jitter != models.RetryPolicyJitterFull ||
 				*j.Retry.InitialBackoff != "1s" || *j.Retry.MaxBackoff != "1m" {
 				t.Errorf("retry %+v", j.Retry)
 			}
@@ -70,11 +71,11 @@ func TestCreateJob(t *testing.T) {
 			"name":     "once-at",
 			"schedule": map[string]any{"at": at.Format(time.RFC3339)},
 			"handler":  map[string]any{"type": "nats", "subject": "reports.nightly", "wait_reply": true},
-		}, func(t *testing.T, j Job) {
+		}, func(t *testing.T, j models.Job) {
 			if j.NextRunAt == nil || !j.NextRunAt.Equal(at) || j.Schedule.At == nil || !j.Schedule.At.Equal(at) {
 				t.Errorf("next_run_at %v, schedule %+v; want %v", j.NextRunAt, j.Schedule, at)
 			}
-			if j.Namespace != "default" || j.Handler.Type != HandlerTypeNats || !*j.Handler.WaitReply {
+			if j.Namespace != "default" || j.Handler.Type != models.HandlerTypeNats || !*j.Handler.WaitReply {
 				t.Errorf("job %+v", j)
 			}
 		}},
@@ -82,7 +83,7 @@ func TestCreateJob(t *testing.T) {
 			"name":     "every-anchored",
 			"schedule": map[string]any{"cron": "@every 36h", "anchor": at.In(berlin).Format(time.RFC3339)},
 			"handler":  map[string]any{"type": "custom", "name": "send-email"},
-		}, func(t *testing.T, j Job) {
+		}, func(t *testing.T, j models.Job) {
 			if j.NextRunAt == nil || !j.NextRunAt.Equal(at) || j.Schedule.Anchor == nil || !j.Schedule.Anchor.Equal(at) ||
 				j.Schedule.Anchor.Location() != time.UTC {
 				t.Errorf("next_run_at %v, schedule %+v; want both at %v in UTC", j.NextRunAt, j.Schedule, at)
@@ -92,7 +93,7 @@ func TestCreateJob(t *testing.T) {
 			"name":     "every-phase",
 			"schedule": map[string]any{"cron": "@every 1h", "anchor": "2020-01-01T00:20:17+01:00"},
 			"handler":  map[string]any{"type": "custom", "name": "send-email"},
-		}, func(t *testing.T, j Job) {
+		}, func(t *testing.T, j models.Job) {
 			if j.NextRunAt == nil || j.NextRunAt.Minute() != 20 || j.NextRunAt.Second() != 17 || !j.NextRunAt.After(before) ||
 				j.NextRunAt.After(time.Now().Add(time.Hour)) {
 				t.Errorf("next_run_at %v, want hh:20:17 within the hour", j.NextRunAt)
@@ -103,7 +104,7 @@ func TestCreateJob(t *testing.T) {
 			"schedule": map[string]any{"in": "90s"},
 			"handler":  map[string]any{"type": "custom", "name": "send-email"},
 			"payload":  []int{1, 2, 3},
-		}, func(t *testing.T, j Job) {
+		}, func(t *testing.T, j models.Job) {
 			lo, hi := before.Add(90*time.Second), time.Now().Add(91*time.Second)
 			if j.NextRunAt == nil || j.NextRunAt.Before(lo) || j.NextRunAt.After(hi) {
 				t.Errorf("next_run_at %v, want 90s from now", j.NextRunAt)
@@ -115,7 +116,7 @@ func TestCreateJob(t *testing.T) {
 		{"now, no schedule", map[string]any{
 			"name":    "once-now",
 			"handler": map[string]any{"type": "http", "url": "http://hooks.example.test:9/x"},
-		}, func(t *testing.T, j Job) {
+		}, func(t *testing.T, j models.Job) {
 			if j.NextRunAt == nil || j.NextRunAt.Before(before) || j.NextRunAt.After(time.Now().Add(time.Second)) {
 				t.Errorf("next_run_at %v, want now", j.NextRunAt)
 			}
@@ -131,7 +132,7 @@ func TestCreateJob(t *testing.T) {
 			"schedule": map[string]any{},
 			"handler":  map[string]any{"type": "custom", "name": "x_1"},
 			"payload":  nil,
-		}, func(t *testing.T, j Job) {
+		}, func(t *testing.T, j models.Job) {
 			if j.NextRunAt == nil || j.Payload != nil {
 				t.Errorf("job %+v", j)
 			}
@@ -141,7 +142,7 @@ func TestCreateJob(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.do("POST", "/v1/jobs", tc.body)
 			mustStatus(t, r, http.StatusCreated)
-			var j Job
+			var j models.Job
 			r.decode(t, &j)
 			if j.Id == uuid.Nil {
 				t.Fatal("no id")
@@ -316,7 +317,7 @@ func TestCreateJobValidation(t *testing.T) {
 	// Nothing was created by the rejected requests.
 	r := e.do("GET", "/v1/jobs", nil)
 	mustStatus(t, r, http.StatusOK)
-	var list JobList
+	var list models.JobList
 	r.decode(t, &list)
 	if len(list.Items) != 0 {
 		t.Errorf("%d jobs exist after invalid requests", len(list.Items))
@@ -440,7 +441,7 @@ func TestListJobsPagination(t *testing.T) {
 		}
 		r := e.do("GET", q, nil)
 		mustStatus(t, r, http.StatusOK)
-		var page JobList
+		var page models.JobList
 		r.decode(t, &page)
 		pages++
 		for _, j := range page.Items {
@@ -468,7 +469,7 @@ func TestListJobsPagination(t *testing.T) {
 		t.Helper()
 		r := e.do("GET", "/v1/jobs"+q, nil)
 		mustStatus(t, r, http.StatusOK)
-		var page JobList
+		var page models.JobList
 		r.decode(t, &page)
 		var out []string
 		for _, j := range page.Items {
@@ -487,7 +488,7 @@ func TestListJobsPagination(t *testing.T) {
 	}
 	// State filter: pause two.
 	r := e.do("GET", "/v1/jobs?name_prefix=job-0&limit=2", nil)
-	var page JobList
+	var page models.JobList
 	r.decode(t, &page)
 	for _, j := range page.Items {
 		mustStatus(t, e.do("POST", "/v1/jobs/"+j.Id.String()+"/pause", nil), http.StatusOK)
@@ -548,9 +549,9 @@ func TestPatchJob(t *testing.T) {
 		"timeout": "2m",
 	})
 	mustStatus(t, r, http.StatusOK)
-	var p Job
+	var p models.Job
 	r.decode(t, &p)
-	if p.Handler.Type != HandlerTypeCustom || *p.Handler.Name != "reports" || p.Handler.Url != nil ||
+	if p.Handler.Type != models.HandlerTypeCustom || *p.Handler.Name != "reports" || p.Handler.Url != nil ||
 		string(*p.Payload) != `["x"]` || *p.Retry.MaxAttempts != 5 || *p.Timeout != "2m" {
 		t.Errorf("patched job %+v", p)
 	}
@@ -567,7 +568,7 @@ func TestPatchJob(t *testing.T) {
 	// null removes payload and timeout; {} resets retry.
 	r = e.do("PATCH", path, `{"payload": null, "timeout": null, "retry": {}}`)
 	mustStatus(t, r, http.StatusOK)
-	p = Job{}
+	p = models.Job{}
 	r.decode(t, &p)
 	if p.Payload != nil || p.Timeout != nil || p.Retry != nil {
 		t.Errorf("after clearing: %s", r.body)
@@ -586,14 +587,14 @@ func TestPatchJob(t *testing.T) {
 	r = e.do("PATCH", path, map[string]any{"schedule": map[string]any{"cron": "*/5 * * * * *"}})
 	mustStatus(t, r, http.StatusOK)
 	r.decode(t, &p)
-	if p.State != JobStatePaused || p.NextRunAt != nil || *p.Schedule.Cron != "*/5 * * * * *" {
+	if p.State != models.JobStatePaused || p.NextRunAt != nil || *p.Schedule.Cron != "*/5 * * * * *" {
 		t.Errorf("paused job after schedule change: %s", r.body)
 	}
 	// ... and resumes on the new one.
 	r = e.do("POST", path+"/resume", nil)
 	mustStatus(t, r, http.StatusOK)
 	r.decode(t, &p)
-	if p.State != JobStateActive || p.NextRunAt == nil || p.NextRunAt.Second()%5 != 0 || time.Until(*p.NextRunAt) > 6*time.Second {
+	if p.State != models.JobStateActive || p.NextRunAt == nil || p.NextRunAt.Second()%5 != 0 || time.Until(*p.NextRunAt) > 6*time.Second {
 		t.Errorf("resumed job: %s", r.body)
 	}
 
@@ -644,13 +645,13 @@ func TestPauseResume(t *testing.T) {
 	for range 2 { // pausing twice is pausing once
 		r := e.do("POST", path+"/pause", nil)
 		mustStatus(t, r, http.StatusOK)
-		var p Job
+		var p models.Job
 		r.decode(t, &p)
-		if p.State != JobStatePaused || p.NextRunAt != nil {
+		if p.State != models.JobStatePaused || p.NextRunAt != nil {
 			t.Fatalf("paused: %s", r.body)
 		}
 	}
-	if g := e.getJob(j.Id); g.State != JobStatePaused || g.NextRunAt != nil {
+	if g := e.getJob(j.Id); g.State != models.JobStatePaused || g.NextRunAt != nil {
 		t.Errorf("GET after pause: %+v", g)
 	}
 	if !strings.Contains(string(e.do("GET", path, nil).body), `"next_run_at":null`) {
@@ -662,7 +663,7 @@ func TestPauseResume(t *testing.T) {
 		mustStatus(t, r, http.StatusOK)
 	}
 	g := e.getJob(j.Id)
-	if g.State != JobStateActive || g.NextRunAt == nil || g.NextRunAt.Second() != 0 ||
+	if g.State != models.JobStateActive || g.NextRunAt == nil || g.NextRunAt.Second() != 0 ||
 		g.NextRunAt.Before(time.Now().Add(-time.Second)) || time.Until(*g.NextRunAt) > time.Minute {
 		t.Errorf("GET after resume: %+v", g)
 	}
@@ -685,7 +686,7 @@ func TestPauseResume(t *testing.T) {
 	}
 	r := e.do("POST", "/v1/jobs/"+at.Id.String()+"/resume", nil)
 	mustStatus(t, r, http.StatusOK)
-	var p Job
+	var p models.Job
 	r.decode(t, &p)
 	if p.NextRunAt == nil || p.NextRunAt.Before(passed.Add(time.Minute-time.Second)) || time.Until(*p.NextRunAt) > time.Second {
 		t.Errorf("resumed past one-shot: next_run_at %v, want now", p.NextRunAt)
@@ -704,7 +705,7 @@ func TestPauseResume(t *testing.T) {
 	r = e.do("PATCH", "/v1/jobs/"+done.String(), map[string]any{"schedule": map[string]any{"in": "1m"}})
 	mustStatus(t, r, http.StatusOK)
 	r.decode(t, &p)
-	if p.State != JobStateActive || p.NextRunAt == nil {
+	if p.State != models.JobStateActive || p.NextRunAt == nil {
 		t.Errorf("completed job with a new schedule: %s", r.body)
 	}
 }
@@ -726,7 +727,7 @@ func (e *env) complete(id uuid.UUID) uuid.UUID {
 		e.t.Fatal(err)
 	}
 	_ = res
-	if g := e.getJob(id); g.State != JobStateCompleted {
+	if g := e.getJob(id); g.State != models.JobStateCompleted {
 		e.t.Fatalf("job %s is %s after firing, want completed", id, g.State)
 	}
 	return id

@@ -16,6 +16,7 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 )
 
@@ -108,7 +109,7 @@ func TestJWTBearerTokens(t *testing.T) {
 	// The audit trail names the token's subject.
 	r := a.as(a.admin, "GET", "/v1/audit?action=jobs.create&namespace=team-a", nil)
 	mustStatus(t, r, http.StatusOK)
-	var l AuditList
+	var l models.AuditList
 	r.decode(t, &l)
 	if len(l.Items) != 1 || l.Items[0].Actor != "jwt:alice" {
 		t.Errorf("audit: %s", r.body)

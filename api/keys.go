@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
@@ -17,7 +18,7 @@ import (
 
 // CreateKey handles POST /v1/keys.
 func (h *endpoints) CreateKey(c echo.Context) error {
-	var req KeyCreate
+	var req models.KeyCreate
 	_, shape, err := h.readBody(c, h.s.keySchema, &req)
 	if err != nil {
 		return err
@@ -68,12 +69,12 @@ func (h *endpoints) CreateKey(c echo.Context) error {
 		return h.internal(c, err)
 	}
 	out := keyOf(rec)
-	return c.JSON(http.StatusCreated, KeyCreated{Id: out.Id, Key: k.String(), Namespace: out.Namespace, Role: out.Role,
+	return c.JSON(http.StatusCreated, models.KeyCreated{Id: out.Id, Key: k.String(), Namespace: out.Namespace, Role: out.Role,
 		Name: out.Name, CreatedAt: out.CreatedAt, CreatedBy: out.CreatedBy, ExpiresAt: out.ExpiresAt})
 }
 
 // ListKeys handles GET /v1/keys.
-func (h *endpoints) ListKeys(c echo.Context, p ListKeysParams) error {
+func (h *endpoints) ListKeys(c echo.Context, p models.ListKeysParams) error {
 	ns := deref(p.Namespace)
 	if ns != "" && ns != auth.AllNamespaces {
 		if msg := jobs.NameProblem(ns); msg != "" {
@@ -92,7 +93,7 @@ func (h *endpoints) ListKeys(c echo.Context, p ListKeysParams) error {
 	if err != nil {
 		return h.internal(c, err)
 	}
-	out := KeyList{Items: make([]Key, 0, len(keys))}
+	out := models.KeyList{Items: make([]models.Key, 0, len(keys))}
 	for _, k := range keys {
 		out.Items = append(out.Items, keyOf(k))
 	}
@@ -128,8 +129,8 @@ func (h *endpoints) DeleteKey(c echo.Context, id string) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-func keyOf(k *store.APIKey) Key {
-	out := Key{Id: k.ID, Namespace: k.Namespace, Role: Role(k.Role), Name: k.Name, CreatedAt: k.CreatedAt.UTC(),
+func keyOf(k *store.APIKey) models.Key {
+	out := models.Key{Id: k.ID, Namespace: k.Namespace, Role: models.Role(k.Role), Name: k.Name, CreatedAt: k.CreatedAt.UTC(),
 		CreatedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt, LastUsedAt: k.LastUsedAt}
 	if out.ExpiresAt != nil {
 		t := out.ExpiresAt.UTC()

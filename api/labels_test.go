@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/tock-sched/tock/api/models"
 )
 
 // Labels and a description go in with a job, come back with it, can be
@@ -33,7 +35,7 @@ func TestLabelsDescriptionAndSelector(t *testing.T) {
 		t.Helper()
 		r := e.do("GET", "/v1/jobs?namespace=labels&selector="+url.QueryEscape(selector), nil)
 		mustStatus(t, r, http.StatusOK)
-		var list JobList
+		var list models.JobList
 		r.decode(t, &list)
 		var out []string
 		for _, j := range list.Items {

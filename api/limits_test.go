@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 )
 
@@ -79,7 +80,7 @@ func TestQuotas(t *testing.T) {
 	}
 	first := a.as(editor, "POST", "/v1/jobs", job("one"))
 	mustStatus(t, first, http.StatusCreated)
-	var j Job
+	var j models.Job
 	first.decode(t, &j)
 	r := a.as(editor, "POST", "/v1/jobs:batch", map[string]any{"jobs": []any{job("two"), job("three")}})
 	if r.status != http.StatusForbidden || !strings.Contains(string(r.body), "its limit is 2") {

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
@@ -19,7 +20,7 @@ func (h *endpoints) ListNamespaces(c echo.Context) error {
 	if err != nil {
 		return h.storeError(c, err, "namespace", uuid.Nil)
 	}
-	out := NamespaceList{Items: make([]Namespace, 0, len(all))}
+	out := models.NamespaceList{Items: make([]models.Namespace, 0, len(all))}
 	who := principal(c)
 	for _, n := range all {
 		// A key sees the namespaces it has a role in.
@@ -36,7 +37,7 @@ func (h *endpoints) PutNamespace(c echo.Context, namespace string) error {
 	if msg := jobs.NameProblem(namespace); msg != "" {
 		errs.add("namespace", "%s", msg)
 	}
-	var req NamespaceSettings
+	var req models.NamespaceSettings
 	_, shape, err := h.readBody(c, h.s.namespaceSchema, &req)
 	if err != nil {
 		return err
@@ -58,8 +59,8 @@ func (h *endpoints) PutNamespace(c echo.Context, namespace string) error {
 }
 
 // namespaceOf is the API's view of a namespace.
-func (h *endpoints) namespaceOf(n store.Namespace) Namespace {
-	out := Namespace{Name: n.Name, Jobs: n.Jobs, EffectiveRetention: domain.FormatRetention(h.s.retention)}
+func (h *endpoints) namespaceOf(n store.Namespace) models.Namespace {
+	out := models.Namespace{Name: n.Name, Jobs: n.Jobs, EffectiveRetention: domain.FormatRetention(h.s.retention)}
 	if n.Retention != nil {
 		out.Retention = ptr(domain.FormatRetention(*n.Retention))
 		out.EffectiveRetention = *out.Retention

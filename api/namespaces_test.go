@@ -3,6 +3,8 @@ package api
 import (
 	"net/http"
 	"testing"
+
+	"github.com/tock-sched/tock/api/models"
 )
 
 // PUT /v1/namespaces/{ns} sets and removes a namespace's retention; GET
@@ -17,16 +19,16 @@ func TestNamespaces(t *testing.T) {
 
 	r := e.do("PUT", "/v1/namespaces/team-b", map[string]any{"retention": "30d"})
 	mustStatus(t, r, http.StatusOK)
-	var n Namespace
+	var n models.Namespace
 	r.decode(t, &n)
 	if n.Name != "team-b" || n.Jobs != 0 || n.Retention == nil || *n.Retention != "30d" || n.EffectiveRetention != "30d" {
 		t.Errorf("set: %s", r.body)
 	}
 	r = e.do("GET", "/v1/namespaces", nil)
 	mustStatus(t, r, http.StatusOK)
-	var list NamespaceList
+	var list models.NamespaceList
 	r.decode(t, &list)
-	got := map[string]Namespace{}
+	got := map[string]models.Namespace{}
 	for _, it := range list.Items {
 		got[it.Name] = it
 	}

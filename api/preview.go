@@ -6,11 +6,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/jobs"
 )
 
 // PreviewJob handles GET /v1/jobs/{id}/preview.
-func (h *endpoints) PreviewJob(c echo.Context, id ID, p PreviewJobParams) error {
+func (h *endpoints) PreviewJob(c echo.Context, id models.ID, p models.PreviewJobParams) error {
 	n := jobs.DefaultPreviewCount
 	if p.Count != nil {
 		n = *p.Count
@@ -28,7 +29,7 @@ func (h *endpoints) PreviewJob(c echo.Context, id ID, p PreviewJobParams) error 
 
 // PreviewSchedule handles POST /v1/schedules:preview.
 func (h *endpoints) PreviewSchedule(c echo.Context) error {
-	var req PreviewRequest
+	var req models.PreviewRequest
 	_, shape, err := h.readBody(c, h.s.previewSchema, &req)
 	if err != nil {
 		return err
@@ -54,20 +55,20 @@ func (h *endpoints) PreviewSchedule(c echo.Context) error {
 }
 
 // previewOf is the API's view of a preview.
-func previewOf(pv *jobs.Preview) Preview {
-	out := Preview{
+func previewOf(pv *jobs.Preview) models.Preview {
+	out := models.Preview{
 		Schedule: scheduleOf(pv.Schedule),
 		Timezone: pv.Location.String(),
 		From:     pv.From.UTC(),
-		Fires:    make([]PreviewFire, 0, len(pv.Fires)),
+		Fires:    make([]models.PreviewFire, 0, len(pv.Fires)),
 	}
 	if pv.Job != nil {
 		out.JobId = ptr(pv.Job.ID)
-		out.State = ptr(JobState(pv.Job.State))
+		out.State = ptr(models.JobState(pv.Job.State))
 	}
 	for _, f := range pv.Fires {
 		zone, _ := f.Local.Zone()
-		pf := PreviewFire{
+		pf := models.PreviewFire{
 			At:      f.At.UTC(),
 			Local:   f.Local,
 			Zone:    nonEmpty(zone),
@@ -75,7 +76,7 @@ func previewOf(pv *jobs.Preview) Preview {
 			Note:    nonEmpty(f.Note),
 		}
 		if f.DST != "" {
-			pf.Dst = ptr(PreviewFireDst(f.DST))
+			pf.Dst = ptr(models.PreviewFireDst(f.DST))
 		}
 		if f.Occurrence != 0 {
 			pf.Occurrence = ptr(f.Occurrence)

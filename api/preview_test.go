@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/api/models"
 )
 
 // fireText is a run as the tests compare it: its local time and mark.
-func fireText(f PreviewFire) string {
+func fireText(f models.PreviewFire) string {
 	s := f.Local.Format(time.RFC3339)
 	if f.Dst != nil {
 		s += " " + string(*f.Dst)
@@ -23,7 +25,7 @@ func fireText(f PreviewFire) string {
 	return s
 }
 
-func firesText(p Preview) string {
+func firesText(p models.Preview) string {
 	var out []string
 	for _, f := range p.Fires {
 		out = append(out, fireText(f))
@@ -61,7 +63,7 @@ func TestPreviewSchedule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.do("POST", "/v1/schedules:preview", tc.body)
 			mustStatus(t, r, http.StatusOK)
-			var p Preview
+			var p models.Preview
 			r.decode(t, &p)
 			if got := firesText(p); got != tc.want {
 				t.Errorf("fires\n got %s\nwant %s", got, tc.want)
@@ -83,7 +85,7 @@ func TestPreviewSchedule(t *testing.T) {
 	before := time.Now().Add(-time.Second)
 	r := e.do("POST", "/v1/schedules:preview", map[string]any{"schedule": map[string]any{"cron": "@hourly"}})
 	mustStatus(t, r, http.StatusOK)
-	var p Preview
+	var p models.Preview
 	r.decode(t, &p)
 	if len(p.Fires) != 10 || p.Timezone != "UTC" || p.From.Before(before) || p.From.After(time.Now().Add(time.Second)) ||
 		!p.Fires[0].At.After(p.From) || p.Fires[0].At.Sub(p.From) > time.Hour {
@@ -101,7 +103,7 @@ func TestPreviewAgreesWithCreate(t *testing.T) {
 	j := e.createJob(b)
 	r := e.do("GET", "/v1/jobs/"+j.Id.String()+"/preview?count=3&from="+url.QueryEscape(j.CreatedAt.Format(time.RFC3339Nano)), nil)
 	mustStatus(t, r, http.StatusOK)
-	var p Preview
+	var p models.Preview
 	r.decode(t, &p)
 	if len(p.Fires) != 3 || !p.Fires[0].At.Equal(*j.NextRunAt) ||
 		p.Fires[1].At.Sub(p.Fires[0].At) != 10*time.Second || p.Fires[2].At.Sub(p.Fires[1].At) != 10*time.Second {
@@ -119,12 +121,12 @@ func TestPreviewJob(t *testing.T) {
 
 	r := e.do("GET", path+"?count=2&from="+url.QueryEscape("2026-10-31T12:00:00-04:00"), nil)
 	mustStatus(t, r, http.StatusOK)
-	var p Preview
+	var p models.Preview
 	r.decode(t, &p)
 	if got, want := firesText(p), "2026-11-01T01:30:00-04:00 repeated #1, 2026-11-02T01:30:00-05:00"; got != want {
 		t.Errorf("fires\n got %s\nwant %s", got, want)
 	}
-	if p.JobId == nil || *p.JobId != j.Id || p.State == nil || *p.State != JobStateActive ||
+	if p.JobId == nil || *p.JobId != j.Id || p.State == nil || *p.State != models.JobStateActive ||
 		p.Timezone != "America/New_York" || p.Schedule.Cron == nil || *p.Schedule.Cron != "0 30 1 * * *" {
 		t.Errorf("preview %+v", p)
 	}
@@ -145,7 +147,7 @@ func TestPreviewJob(t *testing.T) {
 	r = e.do("GET", path+"?count=1", nil)
 	mustStatus(t, r, http.StatusOK)
 	r.decode(t, &p)
-	if len(p.Fires) != 1 || p.State == nil || *p.State != JobStatePaused || !p.Fires[0].At.Equal(*j.NextRunAt) {
+	if len(p.Fires) != 1 || p.State == nil || *p.State != models.JobStatePaused || !p.Fires[0].At.Equal(*j.NextRunAt) {
 		t.Errorf("paused job's preview: %+v", p)
 	}
 

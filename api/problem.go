@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/tock-sched/tock/api/models"
 )
 
 // Problem type URIs: stable identifiers of the kinds of error the API
@@ -30,7 +32,7 @@ const ProblemContentType = "application/problem+json"
 
 // apiError is an error a handler returns to be answered as a problem.
 type apiError struct {
-	p Problem
+	p models.Problem
 }
 
 func (e *apiError) Error() string {
@@ -41,7 +43,7 @@ func (e *apiError) Error() string {
 }
 
 func newProblem(status int, typ, title, detail string) *apiError {
-	p := Problem{Type: typ, Title: title, Status: status}
+	p := models.Problem{Type: typ, Title: title, Status: status}
 	if detail != "" {
 		p.Detail = &detail
 	}
@@ -49,10 +51,10 @@ func newProblem(status int, typ, title, detail string) *apiError {
 }
 
 // fieldErrors collects what is wrong with a request, field by field.
-type fieldErrors []FieldError
+type fieldErrors []models.FieldError
 
 func (fe *fieldErrors) add(field, format string, args ...any) {
-	*fe = append(*fe, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	*fe = append(*fe, models.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 // merge adds to fe the faults in more that are not about a field fe
@@ -87,7 +89,7 @@ func (fe fieldErrors) err() error {
 	return validationProblem(fe...)
 }
 
-func validationProblem(errs ...FieldError) *apiError {
+func validationProblem(errs ...models.FieldError) *apiError {
 	detail := "The request is invalid."
 	if len(errs) == 1 {
 		detail = errs[0].Field + ": " + errs[0].Message
@@ -99,13 +101,13 @@ func validationProblem(errs ...FieldError) *apiError {
 		detail = fmt.Sprintf("%d fields are invalid: %s.", len(errs), strings.Join(fields, ", "))
 	}
 	p := newProblem(http.StatusBadRequest, ProblemValidation, "Invalid request", detail)
-	list := append([]FieldError(nil), errs...)
+	list := append([]models.FieldError(nil), errs...)
 	p.p.Errors = &list
 	return p
 }
 
 func invalid(field, format string, args ...any) *apiError {
-	return validationProblem(FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	return validationProblem(models.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 func notFound(detail string) *apiError {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 )
 
@@ -25,7 +26,7 @@ func TestSearchExecutionsThroughTheAPI(t *testing.T) {
 		t.Helper()
 		r := e.do("GET", "/v1/executions?"+query, nil)
 		mustStatus(t, r, http.StatusOK)
-		var list ExecutionList
+		var list models.ExecutionList
 		r.decode(t, &list)
 		if wantTotal >= 0 && (list.Total == nil || *list.Total != wantTotal) {
 			t.Errorf("%s: total %v, want %d", query, list.Total, wantTotal)
@@ -59,7 +60,7 @@ func TestSearchExecutionsThroughTheAPI(t *testing.T) {
 	}
 	// Without count=true there is no total.
 	r := e.do("GET", "/v1/executions?state=dead", nil)
-	var list ExecutionList
+	var list models.ExecutionList
 	r.decode(t, &list)
 	if list.Total != nil {
 		t.Errorf("a total without count=true: %d", *list.Total)
@@ -96,7 +97,7 @@ func TestStatsThroughTheAPI(t *testing.T) {
 
 	r := e.do("GET", "/v1/stats?group_by=namespace&since=1h", nil)
 	mustStatus(t, r, http.StatusOK)
-	var rep StatsReport
+	var rep models.StatsReport
 	r.decode(t, &rep)
 	if len(rep.Groups) != 1 || rep.Groups[0].Key != "default" || rep.Groups[0].Total != 3 ||
 		rep.Groups[0].Counts["succeeded"] != 2 || rep.Groups[0].Counts["dead"] != 1 ||

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
 )
@@ -57,7 +58,7 @@ func TestSecretHeadersNeverShown(t *testing.T) {
 	r := e.do("POST", "/v1/jobs", body)
 	mustStatus(t, r, http.StatusCreated)
 	noSecret(t, "POST /v1/jobs", r.body)
-	var j Job
+	var j models.Job
 	r.decode(t, &j)
 	if j.Handler.SecretHeaders == nil || (*j.Handler.SecretHeaders)["Authorization"] != "***" ||
 		(*j.Handler.Headers)["X-Api-Token"] != "***" || (*j.Handler.Headers)["X-Team"] != "payments" {
@@ -98,7 +99,7 @@ func TestSecretHeadersNeverShown(t *testing.T) {
 	// A run: its execution, as the API shows it and as stored.
 	run := e.do("POST", path+"/run", nil)
 	mustStatus(t, run, http.StatusAccepted)
-	var x Execution
+	var x models.Execution
 	run.decode(t, &x)
 	noSecret(t, "POST run", run.body)
 	got := e.do("GET", "/v1/executions/"+x.Id.String(), nil)

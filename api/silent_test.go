@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 
 	"context"
@@ -22,7 +23,7 @@ import (
 )
 
 // succeed runs job j now and records the run's success at end.
-func (e *env) succeed(j Job, end time.Time) {
+func (e *env) succeed(j models.Job, end time.Time) {
 	e.t.Helper()
 	x, err := e.store.RunNow(e.ctx, j.Id, time.Now())
 	if err != nil {
@@ -46,7 +47,7 @@ func TestJobLastSuccessAt(t *testing.T) {
 	if got := e.getJob(j.Id).LastSuccessAt; got == nil || !got.Equal(end) {
 		t.Fatalf("GET: last_success_at %v, want %v", got, end)
 	}
-	var list JobList
+	var list models.JobList
 	r = e.do("GET", "/v1/jobs?name_prefix=nightly", nil)
 	mustStatus(t, r, http.StatusOK)
 	r.decode(t, &list)
@@ -56,7 +57,7 @@ func TestJobLastSuccessAt(t *testing.T) {
 	// A write answers with the job as stored, its last success included.
 	r = e.do("POST", "/v1/jobs/"+j.Id.String()+"/pause", nil)
 	mustStatus(t, r, http.StatusOK)
-	var paused Job
+	var paused models.Job
 	r.decode(t, &paused)
 	if paused.LastSuccessAt == nil || !paused.LastSuccessAt.Equal(end) {
 		t.Fatalf("pause: %s", r.body)

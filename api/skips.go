@@ -4,10 +4,12 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/tock-sched/tock/api/models"
 )
 
 // ListJobSkips handles GET /v1/jobs/{id}/skips.
-func (h *endpoints) ListJobSkips(c echo.Context, id ID, p ListJobSkipsParams) error {
+func (h *endpoints) ListJobSkips(c echo.Context, id models.ID, p models.ListJobSkipsParams) error {
 	ctx := c.Request().Context()
 	var errs fieldErrors
 	limit := limitOf(p.Limit, &errs)
@@ -25,10 +27,10 @@ func (h *endpoints) ListJobSkips(c echo.Context, id ID, p ListJobSkipsParams) er
 			return h.storeError(c, err, "job", id)
 		}
 	}
-	out := SkippedRunList{Items: make([]SkippedRun, 0, len(skips)), NextCursor: nonEmpty(next)}
+	out := models.SkippedRunList{Items: make([]models.SkippedRun, 0, len(skips)), NextCursor: nonEmpty(next)}
 	for _, k := range skips {
-		out.Items = append(out.Items, SkippedRun{First: k.First, Last: k.Last, Runs: k.Runs,
-			Reason: SkippedRunReason(k.Reason), RecordedAt: k.RecordedAt})
+		out.Items = append(out.Items, models.SkippedRun{First: k.First, Last: k.Last, Runs: k.Runs,
+			Reason: models.SkippedRunReason(k.Reason), RecordedAt: k.RecordedAt})
 	}
 	return c.JSON(http.StatusOK, out)
 }

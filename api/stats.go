@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
@@ -16,7 +17,7 @@ import (
 const defaultStatsRange = 24 * time.Hour
 
 // GetStats handles GET /v1/stats.
-func (h *endpoints) GetStats(c echo.Context, p GetStatsParams) error {
+func (h *endpoints) GetStats(c echo.Context, p models.GetStatsParams) error {
 	ctx := c.Request().Context()
 	ns, err := h.s.listNamespace(c, "getStats", deref(p.Namespace))
 	if err != nil {
@@ -56,8 +57,8 @@ func (h *endpoints) GetStats(c echo.Context, p GetStatsParams) error {
 	if err != nil {
 		return h.storeError(c, err, "execution", uuid.Nil)
 	}
-	out := StatsReport{Since: f.Since.UTC(), Until: f.Until.UTC(), GroupBy: StatsReportGroupBy(f.GroupBy),
-		Groups: make([]StatsGroup, 0, len(groups))}
+	out := models.StatsReport{Since: f.Since.UTC(), Until: f.Until.UTC(), GroupBy: models.StatsReportGroupBy(f.GroupBy),
+		Groups: make([]models.StatsGroup, 0, len(groups))}
 	for _, g := range groups {
 		out.Groups = append(out.Groups, statsGroupOf(g))
 	}
@@ -65,18 +66,18 @@ func (h *endpoints) GetStats(c echo.Context, p GetStatsParams) error {
 }
 
 // statsGroupOf is the API's view of a group's statistics.
-func statsGroupOf(g store.ExecStats) StatsGroup {
+func statsGroupOf(g store.ExecStats) models.StatsGroup {
 	counts := make(map[string]int64, len(domain.ExecStates))
 	for _, st := range domain.ExecStates {
 		counts[string(st)] = g.Counts[st]
 	}
-	out := StatsGroup{Key: g.Key, JobName: nonEmpty(g.JobName), Counts: counts, Total: g.Total,
+	out := models.StatsGroup{Key: g.Key, JobName: nonEmpty(g.JobName), Counts: counts, Total: g.Total,
 		SuccessRate: g.SuccessRate, AttemptsPerExecution: g.AttemptsPerExecution}
 	if len(g.Duration) == 3 {
-		out.DurationMs = &Percentiles{P50: &g.Duration[0], P95: &g.Duration[1], P99: &g.Duration[2]}
+		out.DurationMs = &models.Percentiles{P50: &g.Duration[0], P95: &g.Duration[1], P99: &g.Duration[2]}
 	}
 	if len(g.Lag) == 2 {
-		out.LagMs = &Percentiles{P50: &g.Lag[0], P99: &g.Lag[1]}
+		out.LagMs = &models.Percentiles{P50: &g.Lag[0], P99: &g.Lag[1]}
 	}
 	return out
 }

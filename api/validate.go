@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/schedule"
@@ -15,7 +16,7 @@ import (
 // value checks are jobs'. It returns the request's own faults: a timeout
 // that is no duration. An absent namespace is the default one; an
 // explicit "" is passed on, and refused.
-func newJobOf(req *JobCreate) (jobs.NewJob, fieldErrors) {
+func newJobOf(req *models.JobCreate) (jobs.NewJob, fieldErrors) {
 	var syntax fieldErrors
 	nj := jobs.NewJob{
 		Namespace: jobs.DefaultNamespace,
@@ -47,7 +48,7 @@ func newJobOf(req *JobCreate) (jobs.NewJob, fieldErrors) {
 // member present (members are the body's) becomes a change, a null one
 // the removal of the payload or timeout. It returns the request's own
 // faults, as newJobOf does.
-func patchOf(req *JobPatch, members map[string]json.RawMessage) (jobs.Patch, fieldErrors) {
+func patchOf(req *models.JobPatch, members map[string]json.RawMessage) (jobs.Patch, fieldErrors) {
 	has := func(k string) bool { _, ok := members[k]; return ok }
 	var (
 		p      jobs.Patch
@@ -94,7 +95,7 @@ func patchOf(req *JobPatch, members map[string]json.RawMessage) (jobs.Patch, fie
 // missedOf is the domain's form of a missed-run policy (the zero policy,
 // all defaults, when absent). An explicit max of 0 is passed on as -1,
 // so that jobs refuses it (see retryOf).
-func missedOf(m *MissedPolicy) domain.MissedPolicy {
+func missedOf(m *models.MissedPolicy) domain.MissedPolicy {
 	var out domain.MissedPolicy
 	if m == nil {
 		return out
@@ -113,7 +114,7 @@ func missedOf(m *MissedPolicy) domain.MissedPolicy {
 }
 
 // labelsOf is the domain's form of the API's labels (nil for none).
-func labelsOf(l *Labels) domain.Labels {
+func labelsOf(l *models.Labels) domain.Labels {
 	if l == nil || len(*l) == 0 {
 		return nil
 	}
@@ -127,13 +128,13 @@ func fieldErrorsOf(faults []domain.FieldError) fieldErrors {
 	}
 	out := make(fieldErrors, len(faults))
 	for i, f := range faults {
-		out[i] = FieldError{Field: f.Field, Message: f.Message}
+		out[i] = models.FieldError{Field: f.Field, Message: f.Message}
 	}
 	return out
 }
 
 // specOf turns the API's schedule into the schedule package's.
-func specOf(s *Schedule) schedule.Spec {
+func specOf(s *models.Schedule) schedule.Spec {
 	var sp schedule.Spec
 	if s == nil {
 		return sp
@@ -158,7 +159,7 @@ func specOf(s *Schedule) schedule.Spec {
 
 // handlerOf turns the API's handler into the domain's, as sent: jobs
 // checks it and fills in its defaults.
-func handlerOf(h Handler) domain.Handler {
+func handlerOf(h models.Handler) domain.Handler {
 	out := domain.Handler{
 		Type:      string(h.Type),
 		URL:       deref(h.Url),
@@ -175,7 +176,7 @@ func handlerOf(h Handler) domain.Handler {
 
 // secretsOf is the secret headers h gives, in clear (nil for none, or
 // null).
-func secretsOf(h Handler) map[string]string {
+func secretsOf(h models.Handler) map[string]string {
 	if h.SecretHeaders == nil || len(*h.SecretHeaders) == 0 {
 		return nil
 	}
@@ -198,7 +199,7 @@ func memberSent(obj json.RawMessage, key string) bool {
 // spelling. In the domain, zero means "the default"; a client that sends
 // max_attempts or multiplier 0 explicitly is to be told it is out of
 // range, so an explicit 0 is passed on as -1.
-func retryOf(r *RetryPolicy) domain.RetryPolicy {
+func retryOf(r *models.RetryPolicy) domain.RetryPolicy {
 	var out domain.RetryPolicy
 	if r == nil {
 		return out
@@ -225,7 +226,7 @@ func retryOf(r *RetryPolicy) domain.RetryPolicy {
 
 // priorityOf is an optional priority class; absent (or null) is "", which
 // jobs reads as normal.
-func priorityOf(p *Priority) domain.Priority {
+func priorityOf(p *models.Priority) domain.Priority {
 	if p == nil {
 		return ""
 	}

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -253,7 +253,7 @@ func (b *bench) post(ctx context.Context, client *http.Client, url string, body 
 		return fmt.Errorf("POST %s: unexpected answer: %w", url, err)
 	}
 	if counts.Created != jobs {
-		var r api.JobBatchResult
+		var r models.JobBatchResult
 		if err := json.Unmarshal(out, &r); err != nil {
 			return fmt.Errorf("POST %s: unexpected answer: %w", url, err)
 		}

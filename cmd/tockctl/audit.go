@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 type auditCmd struct {
@@ -18,7 +18,7 @@ type auditCmd struct {
 
 // Run lists the audit trail, newest first.
 func (c *auditCmd) Run(a *app) error {
-	p := &client.ListAuditParams{Namespace: optional(c.Namespace), Actor: optional(c.Actor), Action: optional(c.Action),
+	p := &models.ListAuditParams{Namespace: optional(c.Namespace), Actor: optional(c.Actor), Action: optional(c.Action),
 		Since: optional(c.Since), Until: optional(c.Until), Limit: &c.Limit, Cursor: optional(c.Cursor)}
 	r, err := a.api.ListAuditWithResponse(a.ctx, p)
 	if err := check(r, err); err != nil {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 // jobBackfillCmd is tockctl jobs backfill.
@@ -20,7 +20,7 @@ func (c *jobBackfillCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	var body client.BackfillRequest
+	var body models.BackfillRequest
 	for _, f := range []struct {
 		flag, v string
 		to      *time.Time
@@ -29,7 +29,7 @@ func (c *jobBackfillCmd) Run(a *app) error {
 			return fmt.Errorf("%s %q is not an RFC 3339 time such as 2026-07-01T09:00:00Z", f.flag, f.v)
 		}
 	}
-	r, err := a.api.BackfillJobWithResponse(a.ctx, id, &client.BackfillJobParams{IdempotencyKey: c.key()}, body)
+	r, err := a.api.BackfillJobWithResponse(a.ctx, id, &models.BackfillJobParams{IdempotencyKey: c.key()}, body)
 	if err := check(r, err); err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (c *jobBackfillCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	a.backfillTable([]client.Backfill{b})
+	a.backfillTable([]models.Backfill{b})
 	return nil
 }
 
@@ -57,11 +57,11 @@ func (c *jobBackfillsCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	p := client.ListJobBackfillsParams{}
+	p := models.ListJobBackfillsParams{}
 	if c.Limit != 0 {
 		p.Limit = &c.Limit
 	}
-	items, raw, cursor, err := listPages(c.Cursor, c.All, func(cursor *string) ([]client.Backfill, *string, []byte, error) {
+	items, raw, cursor, err := listPages(c.Cursor, c.All, func(cursor *string) ([]models.Backfill, *string, []byte, error) {
 		p.Cursor = cursor
 		r, err := a.api.ListJobBackfillsWithResponse(a.ctx, id, &p)
 		if err := check(r, err); err != nil {
@@ -74,7 +74,7 @@ func (c *jobBackfillsCmd) Run(a *app) error {
 		return err
 	}
 	return printPage(a, c.All, raw, cursor, "backfills", items, a.backfillTable,
-		func(items []client.Backfill) any { return client.BackfillList{Items: items} })
+		func(items []models.Backfill) any { return models.BackfillList{Items: items} })
 }
 
 // jobBackfillStopCmd is tockctl jobs backfill-stop.
@@ -103,7 +103,7 @@ func (c *jobBackfillStopCmd) Run(a *app) error {
 }
 
 // backfillTable prints backfills, one a line.
-func (a *app) backfillTable(bs []client.Backfill) {
+func (a *app) backfillTable(bs []models.Backfill) {
 	w := a.table()
 	fmt.Fprintln(w, "ID\tSTATE\tFROM\tTO\tTOTAL\tFIRED\tNEXT\tCREATED\tFINISHED\tERROR")
 	for _, b := range bs {

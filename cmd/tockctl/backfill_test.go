@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/api/models"
 )
 
 // jobs backfill starts a backfill and prints it with its total; jobs
@@ -16,7 +16,7 @@ func TestBackfillCommands(t *testing.T) {
 	t.Parallel()
 	hs, _ := server(t)
 	u := hs.URL
-	var j api.Job
+	var j models.Job
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "create", "--name", "minutely", "--cron", "0 * * * * *", "--custom", "w")), &j); err != nil {
 		t.Fatal(err)
 	}
@@ -32,12 +32,12 @@ func TestBackfillCommands(t *testing.T) {
 	}
 	bid := uuidRE.FindString(r[0])
 
-	var b api.Backfill
+	var b models.Backfill
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "backfill", id, "--from", from.Format(time.RFC3339),
 		"--to", to.Format(time.RFC3339))), &b); err != nil {
 		t.Fatal(err)
 	}
-	if b.Total != 60 || b.State != api.BackfillStateRunning {
+	if b.Total != 60 || b.State != models.BackfillStateRunning {
 		t.Errorf("-o json: %+v", b)
 	}
 	if r := rows(t, ok(t, u, "jobs", "backfills", id), header); len(r) != 2 || !strings.HasPrefix(r[1], bid) {
@@ -46,11 +46,11 @@ func TestBackfillCommands(t *testing.T) {
 	if out := ok(t, u, "jobs", "backfill-stop", id, bid); out != "stopped backfill "+bid+"\n" {
 		t.Errorf("backfill-stop printed %q", out)
 	}
-	var list api.BackfillList
+	var list models.BackfillList
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "backfills", id, "--all")), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Items) != 2 || list.Items[1].State != api.BackfillStateStopped {
+	if len(list.Items) != 2 || list.Items[1].State != models.BackfillStateStopped {
 		t.Errorf("after stop: %+v", list.Items)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/client"
 )
 
@@ -24,8 +25,8 @@ const batchEnvelope = 64
 type fileItem struct {
 	Line    int             `json:"line"`
 	Status  int             `json:"status"`
-	Job     *client.Job     `json:"job,omitempty"`
-	Problem *client.Problem `json:"problem,omitempty"`
+	Job     *models.Job     `json:"job,omitempty"`
+	Problem *models.Problem `json:"problem,omitempty"`
 }
 
 // fileReport is what -o json prints for jobs create -f.
@@ -40,7 +41,7 @@ type fileReport struct {
 type entry struct {
 	line    int
 	job     json.RawMessage
-	problem *client.Problem
+	problem *models.Problem
 }
 
 // createFromFile creates the jobs of a JSON Lines file (one job per line,
@@ -134,7 +135,7 @@ func (b *fileBatcher) send() error {
 		return nil
 	}
 	var (
-		res    client.JobBatchResult
+		res    models.JobBatchResult
 		lineOf []int // the line of each job of the request
 	)
 	if b.jobs > 0 {
@@ -170,7 +171,7 @@ func (b *fileBatcher) send() error {
 				continue
 			}
 			if p = it.Problem; p == nil {
-				p = &client.Problem{Status: it.Status, Title: "Not created"}
+				p = &models.Problem{Status: it.Status, Title: "Not created"}
 			}
 			p = withLines(p, lineOf)
 		}
@@ -188,12 +189,12 @@ func (b *fileBatcher) send() error {
 // decodes the answer into res. The jobs go as they are, for the server
 // to check, so that a line that is not a job is refused as the API
 // refuses it.
-func (a *app) createBatch(jobs []json.RawMessage, res *client.JobBatchResult) error {
+func (a *app) createBatch(jobs []json.RawMessage, res *models.JobBatchResult) error {
 	body, err := json.Marshal(map[string]any{"jobs": jobs})
 	if err != nil {
 		return err
 	}
-	r, err := a.api.CreateJobBatchWithBodyWithResponse(a.ctx, &client.CreateJobBatchParams{}, "application/json", bytes.NewReader(body))
+	r, err := a.api.CreateJobBatchWithBodyWithResponse(a.ctx, &models.CreateJobBatchParams{}, "application/json", bytes.NewReader(body))
 	if err := check(r, err); err != nil {
 		return err
 	}
@@ -214,15 +215,15 @@ func (a *app) fileFailed(rep *fileReport, err error) error {
 
 // localProblem is a line tockctl refuses before sending it, in the
 // form of the server's problems.
-func localProblem(format string, args ...any) *client.Problem {
+func localProblem(format string, args ...any) *models.Problem {
 	detail := fmt.Sprintf(format, args...)
-	return &client.Problem{Type: client.ProblemValidation, Title: "Invalid request", Status: 400, Detail: &detail}
+	return &models.Problem{Type: client.ProblemValidation, Title: "Invalid request", Status: 400, Detail: &detail}
 }
 
 // printLineProblem prints why the job of a line was not created: a
 // validation problem's fields (as POST /v1/jobs names them), or the
 // problem's detail.
-func (a *app) printLineProblem(line int, p *client.Problem) {
+func (a *app) printLineProblem(line int, p *models.Problem) {
 	if p.Type == client.ProblemValidation && p.Errors != nil && len(*p.Errors) > 0 {
 		errs := *p.Errors
 		if len(errs) == 1 {
@@ -265,7 +266,7 @@ var jobsRef = regexp.MustCompile(`jobs\[(\d+)\]`)
 // withLines rewrites the references to jobs of the request in the
 // problem's detail ("comes earlier in this request (jobs[0])") as the
 // lines of the file they came from; field names are left to jobField.
-func withLines(p *client.Problem, lineOf []int) *client.Problem {
+func withLines(p *models.Problem, lineOf []int) *models.Problem {
 	if p.Detail == nil {
 		return p
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/client"
 )
 
@@ -106,7 +107,7 @@ func (e *sendError) Unwrap() error { return e.err }
 // (nil when the body was not a problem document).
 type problemError struct {
 	status  int
-	problem *client.Problem
+	problem *models.Problem
 	body    string
 }
 
@@ -151,7 +152,7 @@ func check(r response, err error) error {
 	}
 	pe := &problemError{status: r.StatusCode(), body: string(r.GetBody())}
 	if mt, _, _ := mime.ParseMediaType(r.ContentType()); mt == client.ProblemContentType {
-		var p client.Problem
+		var p models.Problem
 		if json.Unmarshal(r.GetBody(), &p) == nil {
 			pe.problem = &p
 		}

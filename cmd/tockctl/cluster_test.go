@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
@@ -102,7 +103,7 @@ func TestNodesAndBuckets(t *testing.T) {
 	})
 	ok(t, u, "jobs", "create", "--name", "soon", "--in", "1h", "--custom", "w")
 	ok(t, u, "jobs", "create", "--name", "paused", "--in", "1h", "--custom", "w")
-	var jobs api.JobList
+	var jobs models.JobList
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "list")), &jobs); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestNodesAndBuckets(t *testing.T) {
 		(f[3] != "1s" && f[3] != "2s") || !strings.HasPrefix(f[4], time.Now().UTC().Format("2006-01-02")) {
 		t.Errorf("nodes row %q", r[0])
 	}
-	var nodes api.NodeList
+	var nodes models.NodeList
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "nodes")), &nodes); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestNodesAndBuckets(t *testing.T) {
 			t.Errorf("buckets row %q, want %q", row, strings.Join(want, " "))
 		}
 	}
-	var parts api.BucketList
+	var parts models.BucketList
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "buckets")), &parts); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 // idempotency is the --idempotency-key of the writes that take one.
@@ -93,7 +93,7 @@ func (c *jobsCreateCmd) Run(a *app) error {
 		}
 		return c.createFromFile(a)
 	}
-	body := client.JobCreate{Name: c.Name, Namespace: optional(c.Namespace)}
+	body := models.JobCreate{Name: c.Name, Namespace: optional(c.Namespace)}
 	var err error
 	if body.Schedule, err = c.scheduleFlags().schedule(); err != nil {
 		return err
@@ -110,14 +110,14 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	}
 	body.Timeout = optional(c.Timeout)
 	body.Retry = retryOf(c.MaxAttempts, c.Backoff)
-	body.Priority = (*client.Priority)(optional(c.Priority))
+	body.Priority = (*models.Priority)(optional(c.Priority))
 	if len(c.Label) > 0 {
-		body.Labels = (*client.Labels)(&c.Label)
+		body.Labels = (*models.Labels)(&c.Label)
 	}
 	body.Description = optional(c.Description)
 	body.Missed = missedOf(c.Missed, c.Grace, c.MissedMax)
-	body.Overlap = (*client.Overlap)(optional(c.Overlap))
-	r, err := a.api.CreateJobWithResponse(a.ctx, &client.CreateJobParams{IdempotencyKey: c.key()}, body)
+	body.Overlap = (*models.Overlap)(optional(c.Overlap))
+	r, err := a.api.CreateJobWithResponse(a.ctx, &models.CreateJobParams{IdempotencyKey: c.key()}, body)
 	if err := check(r, err); err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (c *jobsCreateCmd) scheduleFlags() scheduleFlags {
 // schedule is the schedule of the flags; nil when none is set. --jitter
 // alone is a run once, now, with that jitter. The values are the
 // server's to check, but for the RFC 3339 times, which must parse.
-func (f scheduleFlags) schedule() (*client.Schedule, error) {
+func (f scheduleFlags) schedule() (*models.Schedule, error) {
 	for _, c := range []struct {
 		flag string
 		set  bool
@@ -156,7 +156,7 @@ func (f scheduleFlags) schedule() (*client.Schedule, error) {
 		}
 	}
 	var (
-		s   = &client.Schedule{Jitter: optional(f.jitter)}
+		s   = &models.Schedule{Jitter: optional(f.jitter)}
 		err error
 	)
 	switch {
@@ -198,16 +198,16 @@ func rfc3339(flag, value, example string) (*time.Time, error) {
 // missedOf is the missed-run policy of the --missed, --grace and
 // --missed-max flags; nil when none is set. What is not set takes the
 // cluster's default.
-func missedOf(policy, grace string, most *int) *client.MissedPolicy {
+func missedOf(policy, grace string, most *int) *models.MissedPolicy {
 	if policy == "" && grace == "" && most == nil {
 		return nil
 	}
-	return &client.MissedPolicy{Policy: (*client.MissedPolicyPolicy)(optional(policy)), Grace: optional(grace), Max: most}
+	return &models.MissedPolicy{Policy: (*models.MissedPolicyPolicy)(optional(policy)), Grace: optional(grace), Max: most}
 }
 
 // handlerOf is the handler of the --http (with --method and --header),
 // --nats (with --wait-reply) and --custom flags; nil when none is set.
-func handlerOf(httpURL, method string, header map[string]string, subject string, waitReply bool, custom string) (*client.Handler, error) {
+func handlerOf(httpURL, method string, header map[string]string, subject string, waitReply bool, custom string) (*models.Handler, error) {
 	if httpURL == "" && (method != "" || len(header) > 0) {
 		return nil, errors.New("--method and --header need --http")
 	}
@@ -216,19 +216,19 @@ func handlerOf(httpURL, method string, header map[string]string, subject string,
 	}
 	switch {
 	case httpURL != "":
-		h := &client.Handler{Type: client.HandlerTypeHttp, Url: &httpURL, Method: optional(method)}
+		h := &models.Handler{Type: models.HandlerTypeHttp, Url: &httpURL, Method: optional(method)}
 		if len(header) > 0 {
 			h.Headers = &header
 		}
 		return h, nil
 	case subject != "":
-		h := &client.Handler{Type: client.HandlerTypeNats, Subject: &subject}
+		h := &models.Handler{Type: models.HandlerTypeNats, Subject: &subject}
 		if waitReply {
 			h.WaitReply = &waitReply
 		}
 		return h, nil
 	case custom != "":
-		return &client.Handler{Type: client.HandlerTypeCustom, Name: &custom}, nil
+		return &models.Handler{Type: models.HandlerTypeCustom, Name: &custom}, nil
 	}
 	return nil, nil
 }
@@ -247,11 +247,11 @@ func payloadOf(s string) (*json.RawMessage, error) {
 
 // retryOf is the retry policy of the --max-attempts and --backoff flags;
 // nil when neither is set.
-func retryOf(maxAttempts int, backoff string) *client.RetryPolicy {
+func retryOf(maxAttempts int, backoff string) *models.RetryPolicy {
 	if maxAttempts == 0 && backoff == "" {
 		return nil
 	}
-	r := client.RetryPolicy{InitialBackoff: optional(backoff)}
+	r := models.RetryPolicy{InitialBackoff: optional(backoff)}
 	if maxAttempts != 0 {
 		r.MaxAttempts = &maxAttempts
 	}
@@ -269,16 +269,16 @@ type jobsListCmd struct {
 }
 
 func (c *jobsListCmd) Run(a *app) error {
-	p := client.ListJobsParams{
+	p := models.ListJobsParams{
 		Namespace:  optional(c.Namespace),
-		State:      (*client.JobState)(optional(c.State)),
+		State:      (*models.JobState)(optional(c.State)),
 		NamePrefix: optional(c.Prefix),
 		Selector:   optional(c.Selector),
 	}
 	if c.Limit != 0 {
 		p.Limit = &c.Limit
 	}
-	items, raw, cursor, err := listPages(c.Cursor, c.All, func(cursor *string) ([]client.Job, *string, []byte, error) {
+	items, raw, cursor, err := listPages(c.Cursor, c.All, func(cursor *string) ([]models.Job, *string, []byte, error) {
 		p.Cursor = cursor
 		r, err := a.api.ListJobsWithResponse(a.ctx, &p)
 		if err := check(r, err); err != nil {
@@ -291,7 +291,7 @@ func (c *jobsListCmd) Run(a *app) error {
 		return err
 	}
 	return printPage(a, c.All, raw, cursor, "jobs", items, a.jobTable,
-		func(items []client.Job) any { return client.JobList{Items: items} })
+		func(items []models.Job) any { return models.JobList{Items: items} })
 }
 
 // jobID is a command's job id argument.
@@ -323,7 +323,7 @@ type bulkFlags struct {
 // bulk runs a bulk pause or resume when the flags select jobs rather
 // than name one; done is false when they name one job.
 func (f *bulkFlags) bulk(a *app, verb string,
-	call func(client.JobSelection) (response, []byte, *client.BulkChange, error)) (done bool, err error) {
+	call func(models.JobSelection) (response, []byte, *models.BulkChange, error)) (done bool, err error) {
 	switch {
 	case f.ID != "" && (f.Namespace != "" || f.Selector != ""):
 		return true, errors.New("give a job id or --namespace (with --selector), not both")
@@ -332,7 +332,7 @@ func (f *bulkFlags) bulk(a *app, verb string,
 	case f.Namespace == "":
 		return true, fmt.Errorf("%s needs a job id, or --namespace to %s its jobs", verb, verb)
 	}
-	r0, raw, res, err := call(client.JobSelection{Namespace: f.Namespace, Selector: optional(f.Selector)})
+	r0, raw, res, err := call(models.JobSelection{Namespace: f.Namespace, Selector: optional(f.Selector)})
 	if err := check(r0, err); err != nil {
 		return true, err
 	}
@@ -350,8 +350,8 @@ func (f *bulkFlags) bulk(a *app, verb string,
 // run pauses or resumes (verb) the jobs the flags select with many, or
 // the one job they name with one.
 func (f *bulkFlags) run(a *app, verb string,
-	many func(client.JobSelection) (response, []byte, *client.BulkChange, error),
-	one func(uuid.UUID) ([]byte, *client.Job, error)) error {
+	many func(models.JobSelection) (response, []byte, *models.BulkChange, error),
+	one func(uuid.UUID) ([]byte, *models.Job, error)) error {
 	if done, err := f.bulk(a, verb, many); done {
 		return err
 	}
@@ -369,7 +369,7 @@ func (f *bulkFlags) run(a *app, verb string,
 type jobPauseCmd struct{ bulkFlags }
 
 func (c *jobPauseCmd) Run(a *app) error {
-	return c.run(a, "pause", func(sel client.JobSelection) (response, []byte, *client.BulkChange, error) {
+	return c.run(a, "pause", func(sel models.JobSelection) (response, []byte, *models.BulkChange, error) {
 		r, err := a.api.PauseJobsWithResponse(a.ctx, sel)
 		if err != nil {
 			return nil, nil, nil, err
@@ -384,18 +384,18 @@ type jobResumeCmd struct {
 }
 
 func (c *jobResumeCmd) Run(a *app) error {
-	return c.run(a, "resume", func(sel client.JobSelection) (response, []byte, *client.BulkChange, error) {
-		r, err := a.api.ResumeJobsWithResponse(a.ctx, client.JobResumeSelection{
+	return c.run(a, "resume", func(sel models.JobSelection) (response, []byte, *models.BulkChange, error) {
+		r, err := a.api.ResumeJobsWithResponse(a.ctx, models.JobResumeSelection{
 			Namespace: sel.Namespace, Selector: sel.Selector, CatchUp: trueOrNil(c.CatchUp)})
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return r, r.Body, r.JSON200, nil
-	}, func(id uuid.UUID) ([]byte, *client.Job, error) { return a.resume(id, c.CatchUp) })
+	}, func(id uuid.UUID) ([]byte, *models.Job, error) { return a.resume(id, c.CatchUp) })
 }
 
 // pause pauses job id, and returns the answer: its raw JSON, and the job.
-func (a *app) pause(id uuid.UUID) ([]byte, *client.Job, error) {
+func (a *app) pause(id uuid.UUID) ([]byte, *models.Job, error) {
 	r, err := a.api.PauseJobWithResponse(a.ctx, id)
 	if err := check(r, err); err != nil {
 		return nil, nil, err
@@ -405,8 +405,8 @@ func (a *app) pause(id uuid.UUID) ([]byte, *client.Job, error) {
 
 // resume resumes job id, with or without catch-up, and returns the
 // answer: its raw JSON, and the job.
-func (a *app) resume(id uuid.UUID, catchUp bool) ([]byte, *client.Job, error) {
-	r, err := a.api.ResumeJobWithResponse(a.ctx, id, client.ResumeOptions{CatchUp: trueOrNil(catchUp)})
+func (a *app) resume(id uuid.UUID, catchUp bool) ([]byte, *models.Job, error) {
+	r, err := a.api.ResumeJobWithResponse(a.ctx, id, models.ResumeOptions{CatchUp: trueOrNil(catchUp)})
 	if err := check(r, err); err != nil {
 		return nil, nil, err
 	}
@@ -423,7 +423,7 @@ func (c *jobRunCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	r, err := a.api.RunJobWithResponse(a.ctx, id, &client.RunJobParams{IdempotencyKey: c.key()})
+	r, err := a.api.RunJobWithResponse(a.ctx, id, &models.RunJobParams{IdempotencyKey: c.key()})
 	if err := check(r, err); err != nil {
 		return err
 	}
@@ -466,14 +466,14 @@ type execListCmd struct {
 }
 
 // search is the GET /v1/executions query of the flags.
-func (c *execListCmd) search() (*client.ListExecutionsParams, error) {
-	p := &client.ListExecutionsParams{Namespace: optional(c.Namespace), Job: optional(c.Name),
+func (c *execListCmd) search() (*models.ListExecutionsParams, error) {
+	p := &models.ListExecutionsParams{Namespace: optional(c.Namespace), Job: optional(c.Name),
 		Handler: optional(c.Handler), Since: optional(c.Since), Until: optional(c.Until),
 		StartedBefore: optional(c.StartedBefore), Error: optional(c.Error), Manual: c.Manual, Backfill: c.Backfill}
 	if c.State != "" {
-		var states []client.ExecutionState
+		var states []models.ExecutionState
 		for _, st := range strings.Split(c.State, ",") {
-			states = append(states, client.ExecutionState(strings.TrimSpace(st)))
+			states = append(states, models.ExecutionState(strings.TrimSpace(st)))
 		}
 		p.State = &states
 	}
@@ -502,7 +502,7 @@ func (c *execListCmd) Run(a *app) error {
 	params.Limit = limit
 	var total *int64
 	// page gets one page of the listing at cursor.
-	page := func(cursor *string) ([]client.Execution, *string, []byte, error) {
+	page := func(cursor *string) ([]models.Execution, *string, []byte, error) {
 		params.Cursor = cursor
 		r, err := a.api.ListExecutionsWithResponse(a.ctx, params)
 		if err := check(r, err); err != nil {
@@ -519,7 +519,7 @@ func (c *execListCmd) Run(a *app) error {
 		return err
 	}
 	err = printPage(a, c.All, raw, cursor, "executions", items, a.executionTable,
-		func(items []client.Execution) any { return client.ExecutionList{Items: items, Total: total} })
+		func(items []models.Execution) any { return models.ExecutionList{Items: items, Total: total} })
 	if err == nil && !a.json && total != nil {
 		fmt.Fprintf(a.stderr, "%d executions match\n", *total)
 	}
@@ -546,7 +546,7 @@ func (c *execGetCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	a.executionTable([]client.Execution{e})
+	a.executionTable([]models.Execution{e})
 	a.executionDetails(e)
 	if e.AttemptList != nil && len(*e.AttemptList) > 0 {
 		fmt.Fprintln(a.stdout)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 
 	"context"
@@ -16,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/api"
-	"github.com/tock-sched/tock/client"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
@@ -100,7 +100,7 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 		!strings.Contains(out, "default") {
 		t.Errorf("stats:\n%s", out)
 	}
-	var rep client.StatsReport
+	var rep models.StatsReport
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "stats", "--by", "namespace", "--since", "1h")), &rep); err != nil ||
 		len(rep.Groups) != 1 || rep.Groups[0].Counts["cancelled"] != 1 || rep.Groups[0].Total != 1 {
 		t.Errorf("stats as JSON: %+v, %v", rep, err)

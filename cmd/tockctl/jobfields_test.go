@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
@@ -22,7 +22,7 @@ func TestLabelsAndSelector(t *testing.T) {
 	t.Parallel()
 	hs, _ := server(t)
 	u := hs.URL
-	var created api.Job
+	var created models.Job
 	out := ok(t, u, "-o", "json", "jobs", "create", "--name", "pay", "--in", "1h", "--custom", "w",
 		"--label", "team=payments", "--label", "tier=web", "--description", "charges cards")
 	if err := json.Unmarshal([]byte(out), &created); err != nil {
@@ -36,7 +36,7 @@ func TestLabelsAndSelector(t *testing.T) {
 	ok(t, u, "jobs", "create", "--name", "plain", "--in", "1h", "--custom", "w")
 
 	names := func(args ...string) string {
-		var list api.JobList
+		var list models.JobList
 		if err := json.Unmarshal([]byte(ok(t, u, append([]string{"-o", "json", "jobs", "list"}, args...)...)), &list); err != nil {
 			t.Fatal(err)
 		}
@@ -71,14 +71,14 @@ func TestBulkPauseResume(t *testing.T) {
 	if out := ok(t, u, "jobs", "pause", "--namespace", "maint", "-l", "team=payments"); !strings.Contains(out, "paused 2 of 2 matching jobs") {
 		t.Errorf("pause: %q", out)
 	}
-	var list api.JobList
+	var list models.JobList
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "list", "--namespace", "maint", "--state", "paused")), &list); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Items) != 2 {
 		t.Errorf("%d paused jobs, want 2", len(list.Items))
 	}
-	var res api.BulkChange
+	var res models.BulkChange
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "resume", "--namespace", "maint")), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestCreateWithAnchor(t *testing.T) {
 	t.Parallel()
 	hs, _ := server(t)
 	u := hs.URL
-	var j api.Job
+	var j models.Job
 	out := ok(t, u, "-o", "json", "jobs", "create", "--name", "phased", "--cron", "@every 36h",
 		"--anchor", "2036-07-01T09:00:00+02:00", "--custom", "w")
 	if err := json.Unmarshal([]byte(out), &j); err != nil {

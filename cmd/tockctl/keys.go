@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 type keysCreateCmd struct {
@@ -17,7 +17,7 @@ type keysCreateCmd struct {
 // Run creates a key and prints it alone on stdout (-o json: the whole
 // answer), what it is on stderr.
 func (c *keysCreateCmd) Run(a *app) error {
-	body := client.KeyCreate{Namespace: c.Namespace, Role: client.Role(c.Role), ExpiresIn: optional(c.Expires), Name: optional(c.Name)}
+	body := models.KeyCreate{Namespace: c.Namespace, Role: models.Role(c.Role), ExpiresIn: optional(c.Expires), Name: optional(c.Name)}
 	r, err := a.api.CreateKeyWithResponse(a.ctx, body)
 	if err := check(r, err); err != nil {
 		return err
@@ -40,7 +40,7 @@ type keysListCmd struct {
 
 // Run lists keys.
 func (c *keysListCmd) Run(a *app) error {
-	r, err := a.api.ListKeysWithResponse(a.ctx, &client.ListKeysParams{Namespace: optional(c.Namespace)})
+	r, err := a.api.ListKeysWithResponse(a.ctx, &models.ListKeysParams{Namespace: optional(c.Namespace)})
 	if err := check(r, err); err != nil {
 		return err
 	}

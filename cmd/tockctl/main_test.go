@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
 )
@@ -130,7 +131,7 @@ func TestJobsLifecycle(t *testing.T) {
 	ok(t, u, "jobs", "create", "--name", "mail", "--namespace", "team-a", "--custom", "send-email")
 
 	// -o json prints the API's JSON.
-	var j api.Job
+	var j models.Job
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "get", id)), &j); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestJobsLifecycle(t *testing.T) {
 	if r := rows(t, out, execHeader); len(r) != 1 || !strings.Contains(r[0], execID) {
 		t.Errorf("executions get:\n%s", out)
 	}
-	var list api.ExecutionList
+	var list models.ExecutionList
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "executions", "list", "--job", id)), &list); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestListAllPages(t *testing.T) {
 	if r := rows(t, ok(t, u, "jobs", "list", "--limit", "2", "--all"), jobHeader); len(r) != 5 {
 		t.Errorf("--all: %d rows", len(r))
 	}
-	var all api.JobList
+	var all models.JobList
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "list", "--limit", "2", "--all")), &all); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 type nsListCmd struct{}
@@ -32,7 +32,7 @@ type nsSetCmd struct {
 
 // Run sets a namespace's retention.
 func (c *nsSetCmd) Run(a *app) error {
-	body := client.NamespaceSettings{Retention: optional(c.Retention)}
+	body := models.NamespaceSettings{Retention: optional(c.Retention)}
 	r, err := a.api.PutNamespaceWithResponse(a.ctx, c.Namespace, body)
 	if err := check(r, err); err != nil {
 		return err
@@ -50,7 +50,7 @@ func (c *nsSetCmd) Run(a *app) error {
 
 // namespaceTable prints namespaces: name, jobs, the retention that
 // applies, and whether it is the namespace's own.
-func (a *app) namespaceTable(ns ...client.Namespace) {
+func (a *app) namespaceTable(ns ...models.Namespace) {
 	w := a.table()
 	fmt.Fprintln(w, "NAMESPACE\tJOBS\tRETENTION\tOWN")
 	for _, n := range ns {

@@ -11,12 +11,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 // printJob prints what an endpoint answering with one job returned: its
 // raw JSON, and the job the generated client decoded from it.
-func (a *app) printJob(raw []byte, v *client.Job) error {
+func (a *app) printJob(raw []byte, v *models.Job) error {
 	if a.json {
 		return a.printRawJSON(raw)
 	}
@@ -24,7 +24,7 @@ func (a *app) printJob(raw []byte, v *client.Job) error {
 	if err != nil {
 		return err
 	}
-	a.jobTable([]client.Job{j})
+	a.jobTable([]models.Job{j})
 	a.jobDetails(j)
 	return nil
 }
@@ -32,7 +32,7 @@ func (a *app) printJob(raw []byte, v *client.Job) error {
 // jobDetails prints, below a single job's table, what does not fit in a
 // row: when it last succeeded, the names of its secret headers, its missed-run and overlap policies, the
 // runs it fired, and its schedule's window, max_runs and jitter when set.
-func (a *app) jobDetails(j client.Job) {
+func (a *app) jobDetails(j models.Job) {
 	var d details
 	if j.LastSuccessAt != nil {
 		d.add("last success", timeText(j.LastSuccessAt))
@@ -72,7 +72,7 @@ func (a *app) jobDetails(j client.Job) {
 
 // executionDetails prints, below a single execution's table, when a
 // jittered run was due to be published and whether a backfill made it.
-func (a *app) executionDetails(e client.Execution) {
+func (a *app) executionDetails(e models.Execution) {
 	var d details
 	if e.DueAt != nil {
 		d.add("due at", timeText(e.DueAt))
@@ -104,7 +104,7 @@ func (a *app) printDetails(d details) {
 }
 
 // missedText is a missed-run policy as "latest (grace 1m, max 100)".
-func missedText(m client.MissedPolicy) string {
+func missedText(m models.MissedPolicy) string {
 	s := orDash(string(deref(m.Policy)))
 	var opts []string
 	if m.Grace != nil {
@@ -121,7 +121,7 @@ func missedText(m client.MissedPolicy) string {
 
 // printExecution prints what an endpoint answering with one execution
 // returned (run, cancel, retry).
-func (a *app) printExecution(raw []byte, v *client.Execution) error {
+func (a *app) printExecution(raw []byte, v *models.Execution) error {
 	if a.json {
 		return a.printRawJSON(raw)
 	}
@@ -129,7 +129,7 @@ func (a *app) printExecution(raw []byte, v *client.Execution) error {
 	if err != nil {
 		return err
 	}
-	a.executionTable([]client.Execution{e})
+	a.executionTable([]models.Execution{e})
 	return nil
 }
 
@@ -158,7 +158,7 @@ func (a *app) table() *tabwriter.Writer {
 	return tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 }
 
-func (a *app) jobTable(jobs []client.Job) {
+func (a *app) jobTable(jobs []models.Job) {
 	w := a.table()
 	fmt.Fprintln(w, "ID\tNAME\tSTATE\tSCHEDULE\tHANDLER\tNEXT RUN")
 	for _, j := range jobs {
@@ -171,7 +171,7 @@ func (a *app) jobTable(jobs []client.Job) {
 	w.Flush()
 }
 
-func (a *app) executionTable(execs []client.Execution) {
+func (a *app) executionTable(execs []models.Execution) {
 	w := a.table()
 	fmt.Fprintln(w, "ID\tJOB\tSCHEDULED FOR\tSTATE\tATTEMPTS\tDISPATCHED\tSTARTED\tFINISHED")
 	for _, e := range execs {
@@ -183,7 +183,7 @@ func (a *app) executionTable(execs []client.Execution) {
 		if e.Manual {
 			state += " (manual)"
 		}
-		if e.NextAttemptAt != nil && e.State != client.ExecutionStateCancelled {
+		if e.NextAttemptAt != nil && e.State != models.ExecutionStateCancelled {
 			state += " (next " + timeText(e.NextAttemptAt) + ")"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Id, job, timeText(&e.ScheduledFor), state, e.Attempts,
@@ -192,7 +192,7 @@ func (a *app) executionTable(execs []client.Execution) {
 	w.Flush()
 }
 
-func (a *app) attemptTable(attempts []client.Attempt) {
+func (a *app) attemptTable(attempts []models.Attempt) {
 	w := a.table()
 	fmt.Fprintln(w, "ATTEMPT\tEXECUTOR\tSTARTED\tFINISHED\tOUTCOME\tERROR")
 	for _, t := range attempts {
@@ -206,7 +206,7 @@ func (a *app) attemptTable(attempts []client.Attempt) {
 	w.Flush()
 }
 
-func scheduleText(s client.Schedule) string {
+func scheduleText(s models.Schedule) string {
 	switch {
 	case s.Cron != nil:
 		if s.Timezone != nil {
@@ -221,17 +221,17 @@ func scheduleText(s client.Schedule) string {
 	return "now"
 }
 
-func handlerText(h client.Handler) string {
+func handlerText(h models.Handler) string {
 	switch h.Type {
-	case client.HandlerTypeHttp:
+	case models.HandlerTypeHttp:
 		return "http " + deref(h.Method) + " " + deref(h.Url)
-	case client.HandlerTypeNats:
+	case models.HandlerTypeNats:
 		s := "nats " + deref(h.Subject)
 		if deref(h.WaitReply) {
 			s += " (wait reply)"
 		}
 		return s
-	case client.HandlerTypeCustom:
+	case models.HandlerTypeCustom:
 		return "custom " + deref(h.Name)
 	}
 	return string(h.Type)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/api/models"
 )
 
 // jobs create takes the missed-run and overlap policies, the schedule's
@@ -19,7 +19,7 @@ func TestCreateWithPolicies(t *testing.T) {
 	t.Parallel()
 	hs, _ := server(t)
 	u := hs.URL
-	var j api.Job
+	var j models.Job
 	out := ok(t, u, "-o", "json", "jobs", "create", "--name", "bounded", "--cron", "0 0 * * * *", "--custom", "w",
 		"--missed", "all", "--grace", "5m", "--missed-max", "10", "--overlap", "skip",
 		"--start-at", "2036-01-01T00:00:00Z", "--end-at", "2036-12-31T00:00:00+01:00", "--max-runs", "5", "--jitter", "30s")
@@ -27,8 +27,8 @@ func TestCreateWithPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := j.Schedule
-	if j.Missed == nil || deref(j.Missed.Policy) != api.MissedPolicyPolicyAll || deref(j.Missed.Grace) != "5m" ||
-		deref(j.Missed.Max) != 10 || deref(j.Overlap) != api.OverlapSkip || j.Runs == nil || *j.Runs != 0 ||
+	if j.Missed == nil || deref(j.Missed.Policy) != models.MissedPolicyPolicyAll || deref(j.Missed.Grace) != "5m" ||
+		deref(j.Missed.Max) != 10 || deref(j.Overlap) != models.OverlapSkip || j.Runs == nil || *j.Runs != 0 ||
 		s.StartAt == nil || !s.StartAt.Equal(mustTime(t, "2036-01-01T00:00:00Z")) ||
 		s.EndAt == nil || !s.EndAt.Equal(mustTime(t, "2036-12-30T23:00:00Z")) ||
 		deref(s.MaxRuns) != 5 || deref(s.Jitter) != "30s" {
@@ -53,7 +53,7 @@ func TestCreateWithPolicies(t *testing.T) {
 
 	// A one-shot job takes --jitter; without a schedule flag it runs
 	// once, now, jittered.
-	var k api.Job
+	var k models.Job
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "create", "--name", "soon", "--jitter", "2s", "--custom", "w")), &k); err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +76,12 @@ func TestUpdatePolicies(t *testing.T) {
 		t.Errorf("update output:\n%s", out)
 	}
 	j := getJob(t, u, id)
-	if deref(j.Missed.Policy) != api.MissedPolicyPolicyLatest || deref(j.Missed.Grace) != "2m" || deref(j.Overlap) != api.OverlapBufferOne {
+	if deref(j.Missed.Policy) != models.MissedPolicyPolicyLatest || deref(j.Missed.Grace) != "2m" || deref(j.Overlap) != models.OverlapBufferOne {
 		t.Errorf("after --missed latest --grace 2m --overlap buffer_one: missed %+v overlap %v", deref(j.Missed), deref(j.Overlap))
 	}
 	ok(t, u, "jobs", "update", id, "--missed", "all")
 	j = getJob(t, u, id)
-	if deref(j.Missed.Policy) != api.MissedPolicyPolicyAll || deref(j.Missed.Grace) == "2m" || deref(j.Overlap) != api.OverlapBufferOne {
+	if deref(j.Missed.Policy) != models.MissedPolicyPolicyAll || deref(j.Missed.Grace) == "2m" || deref(j.Overlap) != models.OverlapBufferOne {
 		t.Errorf("after --missed all: missed %+v overlap %v; want the default grace and the overlap kept", deref(j.Missed), deref(j.Overlap))
 	}
 
@@ -195,11 +195,11 @@ func TestJobSkips(t *testing.T) {
 	if res.code != 0 || len(rows(t, res.stdout, skipHeader)) != 1 || !strings.Contains(res.stderr, "more skipped runs: --cursor ") {
 		t.Errorf("one page: %+v", res)
 	}
-	var all api.SkippedRunList
+	var all models.SkippedRunList
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "skips", id, "--limit", "1", "--all")), &all); err != nil {
 		t.Fatal(err)
 	}
-	if len(all.Items) != 2 || all.Items[1].Runs != 3 || all.Items[1].Reason != api.SkippedRunReasonMissed || all.NextCursor != nil {
+	if len(all.Items) != 2 || all.Items[1].Runs != 3 || all.Items[1].Reason != models.SkippedRunReasonMissed || all.NextCursor != nil {
 		t.Errorf("--all JSON: %+v", all)
 	}
 }

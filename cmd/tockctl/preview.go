@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 // previewFlags are the flags both preview commands take.
@@ -43,7 +43,7 @@ func (c *jobPreviewCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	r, err := a.api.PreviewJobWithResponse(a.ctx, id, &client.PreviewJobParams{Count: count, From: from})
+	r, err := a.api.PreviewJobWithResponse(a.ctx, id, &models.PreviewJobParams{Count: count, From: from})
 	if err := check(r, err); err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ type schedulesPreviewCmd struct {
 }
 
 func (c *schedulesPreviewCmd) Run(a *app) error {
-	body := client.PreviewRequest{Schedule: client.Schedule{Timezone: optional(c.Timezone)}}
+	body := models.PreviewRequest{Schedule: models.Schedule{Timezone: optional(c.Timezone)}}
 	switch {
 	case c.Cron != "":
 		body.Schedule.Cron = &c.Cron
@@ -90,7 +90,7 @@ func (c *schedulesPreviewCmd) Run(a *app) error {
 
 // printPreview prints a preview: the API's JSON, or a table of its runs
 // (in UTC, in the schedule's zone, and what a DST change did to each).
-func (a *app) printPreview(raw []byte, v *client.Preview) error {
+func (a *app) printPreview(raw []byte, v *models.Preview) error {
 	if a.json {
 		return a.printRawJSON(raw)
 	}
@@ -118,9 +118,9 @@ func (a *app) printPreview(raw []byte, v *client.Preview) error {
 	switch {
 	case len(p.Fires) == 0:
 		fmt.Fprintf(a.stderr, "no runs after %s\n", timeText(&p.From))
-	case p.State != nil && *p.State == client.JobStatePaused:
+	case p.State != nil && *p.State == models.JobStatePaused:
 		fmt.Fprintln(a.stderr, "the job is paused: it fires these runs only once resumed")
-	case p.State != nil && *p.State == client.JobStateCompleted:
+	case p.State != nil && *p.State == models.JobStateCompleted:
 		fmt.Fprintln(a.stderr, "the job has completed: it fires none of these unless given a new schedule")
 	}
 	return nil

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/api/models"
 )
 
 const previewHeader = "UTC LOCAL"
@@ -29,7 +29,7 @@ func TestSchedulesPreview(t *testing.T) {
 	// is --timezone's short name, and -o json is the API's answer.
 	out = ok(t, u, "-o", "json", "schedules", "preview", "--every", "30m", "--tz", "Australia/Lord_Howe",
 		"--from", "2026-04-04T14:20:00Z", "--count", "3")
-	var p api.Preview
+	var p models.Preview
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatal(err)
 	}

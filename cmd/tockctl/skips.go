@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 type jobSkipsCmd struct {
@@ -20,11 +20,11 @@ func (c *jobSkipsCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	p := client.ListJobSkipsParams{}
+	p := models.ListJobSkipsParams{}
 	if c.Limit != 0 {
 		p.Limit = &c.Limit
 	}
-	items, raw, cursor, err := listPages(c.Cursor, c.All, func(cursor *string) ([]client.SkippedRun, *string, []byte, error) {
+	items, raw, cursor, err := listPages(c.Cursor, c.All, func(cursor *string) ([]models.SkippedRun, *string, []byte, error) {
 		p.Cursor = cursor
 		r, err := a.api.ListJobSkipsWithResponse(a.ctx, id, &p)
 		if err := check(r, err); err != nil {
@@ -37,12 +37,12 @@ func (c *jobSkipsCmd) Run(a *app) error {
 		return err
 	}
 	return printPage(a, c.All, raw, cursor, "skipped runs", items, a.skipTable,
-		func(items []client.SkippedRun) any { return client.SkippedRunList{Items: items} })
+		func(items []models.SkippedRun) any { return models.SkippedRunList{Items: items} })
 }
 
 // skipTable prints skipped ranges: the first and last scheduled time
 // skipped, how many runs from one to the other, why, and when.
-func (a *app) skipTable(skips []client.SkippedRun) {
+func (a *app) skipTable(skips []models.SkippedRun) {
 	w := a.table()
 	fmt.Fprintln(w, "FIRST\tLAST\tRUNS\tREASON\tRECORDED")
 	for _, k := range skips {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 type statsCmd struct {
@@ -18,8 +18,8 @@ type statsCmd struct {
 // Run prints GET /v1/stats: per group, executions by state, success
 // rate, attempts per execution, duration and lag percentiles.
 func (c *statsCmd) Run(a *app) error {
-	by := client.GetStatsParamsGroupBy(c.By)
-	p := client.GetStatsParams{Namespace: optional(c.Namespace), Since: optional(c.Since), Until: optional(c.Until), GroupBy: &by}
+	by := models.GetStatsParamsGroupBy(c.By)
+	p := models.GetStatsParams{Namespace: optional(c.Namespace), Since: optional(c.Since), Until: optional(c.Until), GroupBy: &by}
 	if c.Job != "" {
 		id, err := parseID(c.Job)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/api/models"
 )
 
 type jobUpdateCmd struct {
@@ -74,7 +74,7 @@ func (c *jobUpdateCmd) Run(a *app) error {
 
 	var (
 		raw []byte
-		job *client.Job
+		job *models.Job
 	)
 	if len(body) > 0 {
 		b, err := json.Marshal(body)
@@ -90,7 +90,7 @@ func (c *jobUpdateCmd) Run(a *app) error {
 	if c.Pause || c.Resume {
 		change, what := a.pause, "pause"
 		if c.Resume {
-			change, what = func(id uuid.UUID) ([]byte, *client.Job, error) { return a.resume(id, false) }, "resume"
+			change, what = func(id uuid.UUID) ([]byte, *models.Job, error) { return a.resume(id, false) }, "resume"
 		}
 		if raw, job, err = change(id); err != nil {
 			if len(body) > 0 {
@@ -161,7 +161,7 @@ func (c *jobUpdateCmd) patch(stdin io.Reader) (map[string]any, error) {
 	case r != nil:
 		body["retry"] = r
 	case c.DefaultRetry:
-		body["retry"] = client.RetryPolicy{}
+		body["retry"] = models.RetryPolicy{}
 	}
 	if c.Priority != "" {
 		body["priority"] = c.Priority

@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/api/models"
 )
 
 // getJob is the job as -o json jobs get prints it.
-func getJob(t *testing.T, u, id string) api.Job {
+func getJob(t *testing.T, u, id string) models.Job {
 	t.Helper()
-	var j api.Job
+	var j models.Job
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "jobs", "get", id)), &j); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestJobsUpdate(t *testing.T) {
 	if r := rows(t, ok(t, u, "jobs", "update", id, "--no-timeout", "--pause"), jobHeader); !strings.Contains(r[0], "paused") {
 		t.Errorf("--pause: %v", r)
 	}
-	if j := getJob(t, u, id); j.Timeout != nil || j.State != api.JobStatePaused {
+	if j := getJob(t, u, id); j.Timeout != nil || j.State != models.JobStatePaused {
 		t.Errorf("after --no-timeout --pause: timeout %v, state %s", deref(j.Timeout), j.State)
 	}
 	if r := rows(t, ok(t, u, "jobs", "update", id, "--in", "1h"), jobHeader); !strings.Contains(r[0], "paused") || !strings.Contains(r[0], "in 1h") {
@@ -62,7 +62,7 @@ func TestJobsUpdate(t *testing.T) {
 	}
 	ok(t, u, "jobs", "update", id, "-f", path, "--custom", "other")
 	j = getJob(t, u, id)
-	if j.Payload != nil || *j.Retry.MaxAttempts != 7 || j.Handler.Type != api.HandlerTypeCustom || deref(j.Handler.Name) != "other" {
+	if j.Payload != nil || *j.Retry.MaxAttempts != 7 || j.Handler.Type != models.HandlerTypeCustom || deref(j.Handler.Name) != "other" {
 		t.Errorf("after -f: payload %s retry %+v handler %+v", deref(j.Payload), j.Retry, j.Handler)
 	}
 	// From standard input, and -o json prints the API's JSON; a retry of
@@ -71,7 +71,7 @@ func TestJobsUpdate(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("-f -: %+v", res)
 	}
-	var k api.Job
+	var k models.Job
 	if err := json.Unmarshal([]byte(res.stdout), &k); err != nil {
 		t.Fatalf("%v: %s", err, res.stdout)
 	}

@@ -1,0 +1,3 @@
+package models
+
+//go:generate go tool oapi-codegen -config oapi.yaml ../openapi.yaml
