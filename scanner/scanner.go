@@ -10,7 +10,7 @@
 // back in the outbox (retries, deferred deliveries, manual runs,
 // re-drives), which it reads at once and hands to the dispatcher to
 // publish when due. (Running executions that stopped giving signs of life
-// are re-queued by maintenance.LostWork, in the buckets Owned reports.)
+// are re-queued by maintenance.LostWorkRescuer, in the buckets Owned reports.)
 // Time is the database's clock (Config.Clock), which the scanner keeps
 // fresh: it re-syncs it whenever a sync is due.
 //
@@ -532,7 +532,7 @@ func (s *Scanner) drop(bucket int) {
 }
 
 // Owned returns the buckets the scanner fires in now (their epochs
-// recorded in Postgres), sorted; maintenance.LostWork re-queues lost work
+// recorded in Postgres), sorted; maintenance.LostWorkRescuer re-queues lost work
 // in them. It is safe to call from any goroutine.
 func (s *Scanner) Owned() []int {
 	s.ownedMu.Lock()

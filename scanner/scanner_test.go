@@ -358,8 +358,9 @@ func TestOutboxReadsAheadAndOnNotify(t *testing.T) {
 	}
 }
 
-// Owned reports the buckets whose epoch is recorded (maintenance.LostWork
-// re-queues lost work in them), and forgets a released one.
+// Owned reports the buckets whose epoch is recorded
+// (maintenance.LostWorkRescuer re-queues lost work in them), and forgets
+// a released one.
 func TestOwnedReportsClaimedBuckets(t *testing.T) {
 	st := newFakeStore()
 	s, stop := newScanner(t, st, Config{})
