@@ -521,7 +521,7 @@ type scheduler struct {
 
 func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	// One clock, the database's, for the scanner (which keeps it synced),
-	// the dispatcher and wipe recovery.
+	// the dispatcher, wipe recovery and lost-work rescue.
 	clk := clock.New(d.st.Now, clock.Options{})
 	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log, Registerer: d.reg})
 	if err != nil {
