@@ -26,16 +26,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
-
-var firedTotal = promauto.NewCounter(prometheus.CounterOpts{
-	Name: "tock_backfill_fired_total",
-	Help: "Executions created by backfills on this node.",
-})
 
 // Store is what the runner needs from Postgres; *store.Store is one.
 type Store interface {
@@ -82,6 +76,10 @@ type Config struct {
 	// default 1000.
 	MaxChunk int
 	Logger   *slog.Logger
+	// Registerer is where the runner's Prometheus metrics
+	// (tock_backfill_fired_total) are registered; nil registers them
+	// nowhere. tockd passes the node's registry.
+	Registerer prometheus.Registerer
 }
 
 // WithDefaults is c with the fields it leaves zero (or negative) set to
@@ -121,6 +119,7 @@ func (c *Config) validate() error {
 type Runner struct {
 	cfg      Config
 	log      *slog.Logger
+	m        *metrics
 	compiled schedule.Cache
 
 	// Owned by Run's goroutine: the runs that may be created now (a
@@ -141,7 +140,11 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID),
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("backfill: register metrics: %w", err)
+	}
+	return &Runner{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), m: m,
 		burst: max(1, 2*cfg.Rate*cfg.Tick.Seconds())}, nil
 }
 
@@ -216,7 +219,7 @@ func (r *Runner) advance(ctx context.Context, w *store.BackfillWork, epoch int64
 	}
 	if n := len(res.Executions); n > 0 {
 		r.tokens -= float64(n)
-		firedTotal.Add(float64(n))
+		r.m.firedTotal.Add(float64(n))
 		r.cfg.Dispatcher.Dispatch(ctx, res.Executions)
 	}
 	b := res.Backfill

@@ -27,35 +27,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"
-)
-
-var (
-	fireLag = promauto.NewHistogram(prometheus.HistogramOpts{
-		Name:    "tock_fire_lag_seconds",
-		Help:    "Time from an execution's scheduled time to the publish ack of its first dispatch from JetStream.",
-		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-	})
-	dispatched = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_dispatched_total",
-		Help: "Execution publishes acknowledged by JetStream (every dispatch).",
-	})
-	republished = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_republished_total",
-		Help: "Execution publishes after the first (retries, deferred deliveries, re-drives) acknowledged by JetStream.",
-	})
-	unpublishableTotal = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_unpublishable_total",
-		Help: "Executions made dead because they can never be published (their message is larger than NATS accepts, or cannot be encoded).",
-	})
-	dispatchErrors = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_dispatch_errors_total",
-		Help: "Execution publishes that failed or were not acknowledged in time (they are retried from the outbox).",
-	})
 )
 
 // Store is what the dispatcher needs from Postgres.
@@ -108,6 +83,11 @@ type Config struct {
 	// rather than publishing it again for ever while it holds its
 	// bucket's publish position back. Without one it is only logged.
 	Failer Failer
+	// Registerer is where the dispatcher's Prometheus metrics
+	// (tock_fire_lag_seconds, tock_dispatched_total and the others of
+	// metrics.go) are registered; nil registers them nowhere. tockd
+	// passes the node's registry.
+	Registerer prometheus.Registerer
 }
 
 // key names one dispatch of an execution.
@@ -122,6 +102,7 @@ func keyOf(e *store.Execution) key { return key{e.ID, e.Dispatches} }
 type Dispatcher struct {
 	cfg Config
 	log *slog.Logger
+	m   *metrics
 	// maxPending bounds the executions waiting here (back-pressure).
 	maxPending int
 
@@ -187,11 +168,16 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher: register metrics: %w", err)
+	}
 	idle := make(chan struct{})
 	close(idle)
 	return &Dispatcher{
 		cfg: cfg,
 		log: cfg.Logger,
+		m:   m,
 		// Room for a few seconds of firing at full speed, executions the
 		// scanner fired ahead of their time and retries read ahead of
 		// their due time included.
@@ -511,14 +497,14 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) []bo
 		msg, err := w.Msg()
 		if err != nil {
 			d.log.Error("encode execution", "execution_id", e.ID, "err", err)
-			dispatchErrors.Inc()
+			d.m.dispatchErrors.Inc()
 			unpublishable[i] = "tock could not encode the execution's message: " + err.Error()
 			continue
 		}
 		f, err := d.cfg.JS.PublishMsgAsync(msg, jetstream.WithMsgID(w.MsgID()))
 		if err != nil {
 			d.log.Warn("publish execution", "execution_id", e.ID, "dispatch", e.Dispatches, "err", err)
-			dispatchErrors.Inc()
+			d.m.dispatchErrors.Inc()
 			if tooLarge(err) {
 				unpublishable[i] = tooLargeError(len(msg.Data))
 			}
@@ -550,12 +536,12 @@ wait:
 			}
 		case err := <-f.Err():
 			d.log.Warn("publish execution not acknowledged", "execution_id", batch[i].ID, "dispatch", batch[i].Dispatches, "err", err)
-			dispatchErrors.Inc()
+			d.m.dispatchErrors.Inc()
 			if tooLarge(err) {
 				unpublishable[i] = tooLargeError(len(f.Msg().Data))
 			}
 		case <-timeout.C:
-			dispatchErrors.Add(float64(len(futures) - i))
+			d.m.dispatchErrors.Add(float64(len(futures) - i))
 			d.log.Warn("publish acks timed out", "waiting", len(futures)-i)
 			break wait
 		case <-ctx.Done():
@@ -564,9 +550,9 @@ wait:
 	}
 	d.fail(ctx, batch, unpublishable, ok)
 	for _, lag := range lags {
-		fireLag.Observe(max(lag, 0))
+		d.m.fireLag.Observe(max(lag, 0))
 	}
-	dispatched.Add(float64(n))
+	d.m.dispatched.Add(float64(n))
 	if len(marks) == 0 {
 		return ok
 	}
@@ -581,7 +567,7 @@ wait:
 	}
 	for _, m := range marks {
 		if m.Dispatch > 0 {
-			republished.Inc()
+			d.m.republished.Inc()
 		}
 	}
 	return ok
@@ -632,7 +618,7 @@ func (d *Dispatcher) fail(ctx context.Context, batch []*store.Execution, unpubli
 		}
 		d.log.Error("execution cannot be published: recorded as dead", "execution_id", batch[i].ID,
 			"job_id", batch[i].JobID, "err", evs[k].Error)
-		unpublishableTotal.Inc()
+		d.m.unpublishableTotal.Inc()
 		ok[i] = true
 	}
 }

@@ -94,8 +94,8 @@ type Config struct {
 	// being redelivered, go at a third of the consumer's ack wait
 	// regardless.) Default DefaultHeartbeatInterval; negative sends none,
 	// which is only safe for attempts shorter than the scheduler's
-	// LostAfter (5 minutes): a running execution silent for that long is
-	// re-queued.
+	// maintenance.DefaultLostAfter (5 minutes): a running execution
+	// silent for that long is re-queued.
 	HeartbeatInterval time.Duration
 	// AckWait is the ack wait of the queues' consumers: how long an
 	// attempt whose executor went silent (no in-progress ack) is kept

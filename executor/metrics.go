@@ -1,11 +1,10 @@
 package executor
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/internal/promreg"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -80,16 +79,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	var err error
-	m.attemptsTotal = register(reg, m.attemptsTotal, &err)
-	m.deferredTotal = register(reg, m.deferredTotal, &err)
-	m.retriesTotal = register(reg, m.retriesTotal, &err)
-	m.deadLettersTotal = register(reg, m.deadLettersTotal, &err)
-	m.attemptSeconds = register(reg, m.attemptSeconds, &err)
-	m.attemptsRunning = register(reg, m.attemptsRunning, &err)
-	m.queueDepth = register(reg, m.queueDepth, &err)
-	m.breakerState = register(reg, m.breakerState, &err)
-	m.journalResent = register(reg, m.journalResent, &err)
-	m.journalAnswered = register(reg, m.journalAnswered, &err)
+	m.attemptsTotal = promreg.Register(reg, m.attemptsTotal, &err)
+	m.deferredTotal = promreg.Register(reg, m.deferredTotal, &err)
+	m.retriesTotal = promreg.Register(reg, m.retriesTotal, &err)
+	m.deadLettersTotal = promreg.Register(reg, m.deadLettersTotal, &err)
+	m.attemptSeconds = promreg.Register(reg, m.attemptSeconds, &err)
+	m.attemptsRunning = promreg.Register(reg, m.attemptsRunning, &err)
+	m.queueDepth = promreg.Register(reg, m.queueDepth, &err)
+	m.breakerState = promreg.Register(reg, m.breakerState, &err)
+	m.journalResent = promreg.Register(reg, m.journalResent, &err)
+	m.journalAnswered = promreg.Register(reg, m.journalAnswered, &err)
 	return m, err
 }
 
@@ -116,23 +115,3 @@ func outcomeLabel(ev wire.Event, interrupted bool) string {
 }
 
 const outcomeUnreported = "unreported"
-
-// register registers c on reg and returns it, or the collector of the
-// same description already registered there. The first failure is kept
-// in *errp.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	if *errp == nil {
-		*errp = err
-	}
-	return c
-}

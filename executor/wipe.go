@@ -12,7 +12,7 @@ import (
 
 // wipeCheckEvery is how often an executor reads the incarnations of the
 // event stream and the cancel bucket. The scheduler waits
-// (dispatcher.DefaultWipeGrace) well beyond it before it publishes lost
+// (maintenance.DefaultWipeGrace) well beyond it before it publishes lost
 // executions again, so that the journal is sent first.
 const wipeCheckEvery = time.Second
 

@@ -65,16 +65,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tock-sched/tock/internal/retry"
 )
-
-var rebalances = promauto.NewCounter(prometheus.CounterOpts{
-	Name: "tock_rebalances_total",
-	Help: "Buckets this node acquired or gave up (each counts once).",
-})
 
 // Assignee is the part of a node that works the buckets assigned to it:
 // it is told which buckets this node fires. The scanner implements it.
@@ -105,6 +99,10 @@ type Config struct {
 	// revision of the owner key, and after etcd loses its data every
 	// claim is fenced until its revision passes the recorded epochs.
 	Fencing Fencing
+	// Registerer is where the node's Prometheus metrics
+	// (tock_rebalances_total) are registered; nil registers them nowhere.
+	// tockd passes the node's registry.
+	Registerer prometheus.Registerer
 }
 
 // WithDefaults is c with the fields it leaves zero set to their
@@ -185,6 +183,7 @@ type Owner struct {
 type Node struct {
 	cfg Config
 	log *slog.Logger
+	m   *metrics
 
 	mu      sync.Mutex
 	members map[string]Member
@@ -204,7 +203,11 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID)}, nil
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("partition: register metrics: %w", err)
+	}
+	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), m: m}, nil
 }
 
 // Valid reports whether this node's lease is surely alive now, by its
@@ -526,7 +529,7 @@ func (n *Node) claim(ctx context.Context, h Assignee, b int) error {
 		n.seen[b] = rev
 	}
 	n.rebal++
-	rebalances.Inc()
+	n.m.rebalances.Inc()
 	n.mu.Unlock()
 	n.log.Debug("acquired bucket", "bucket", b, "epoch", epoch)
 	h.Acquire(b, epoch)
@@ -542,7 +545,7 @@ func (n *Node) release(ctx context.Context, h Assignee, b int) {
 	epoch, lease := n.owned[b], n.lease.ID()
 	delete(n.owned, b)
 	n.rebal++
-	rebalances.Inc()
+	n.m.rebalances.Inc()
 	n.mu.Unlock()
 	key := OwnerKey(n.cfg.Cluster, b)
 	// Delete only our own key of this ownership, never a successor's.

@@ -24,27 +24,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	json "github.com/segmentio/encoding/json"
 
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"
-)
-
-var (
-	deadLetters = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_dead_letters_total",
-		Help: "Final failures recorded: executions that died after their last attempt or a permanent failure.",
-	})
-	retries = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_retries_total",
-		Help: "Failures recorded that a retry follows (re-published from Postgres after its backoff).",
-	})
-	deferrals = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_deferred_total",
-		Help: "Deliveries executors handed back unrun (circuit breaker open, concurrency limit), recorded.",
-	})
 )
 
 // Store is what the recorder writes to; *store.Store is one. RecordEvents
@@ -89,6 +73,11 @@ type Config struct {
 	// MaxRetryDelay.
 	RetryDelay time.Duration
 	Logger     *slog.Logger
+	// Registerer is where the recorder's Prometheus metrics
+	// (tock_retries_total, tock_dead_letters_total, tock_deferred_total)
+	// are registered; nil registers them nowhere. tockd passes the node's
+	// registry.
+	Registerer prometheus.Registerer
 }
 
 // WithDefaults is c with the fields it leaves zero (or negative) set to
@@ -121,6 +110,7 @@ type Recorder struct {
 	log        *slog.Logger
 	writers    int
 	retryDelay time.Duration
+	m          *metrics
 }
 
 // New checks cfg (with its defaults) and returns a Recorder.
@@ -129,8 +119,12 @@ func New(cfg Config) (*Recorder, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("recorder: register metrics: %w", err)
+	}
 	return &Recorder{js: cfg.JS, st: cfg.Store, log: cfg.Logger.With("role", "recorder"),
-		writers: cfg.Writers, retryDelay: cfg.RetryDelay}, nil
+		writers: cfg.Writers, retryDelay: cfg.RetryDelay, m: m}, nil
 }
 
 // Run creates the streams and the recorder's durable consumer if needed
@@ -270,7 +264,7 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 		for i := from; i < ends[m]; i++ {
 			switch {
 			case results[i] == nil:
-				count(evs[i])
+				r.m.count(evs[i])
 				if !batch {
 					if err := msg.Ack(); err != nil {
 						r.log.Warn("ack event", "execution_id", evs[i].ID, "err", err)
@@ -339,19 +333,6 @@ func (r *Recorder) delay(msg jetstream.Msg) time.Duration {
 		}
 	}
 	return min(delay, MaxRetryDelay)
-}
-
-// count counts a recorded event in the metrics.
-func count(ev store.AttemptEvent) {
-	switch {
-	case ev.Type == domain.EventDeferred:
-		deferrals.Inc()
-	case ev.Type != domain.EventFailed:
-	case ev.Final:
-		deadLetters.Inc()
-	default:
-		retries.Inc()
-	}
 }
 
 // decode turns msg into an event to record. A message that is not one is

@@ -399,10 +399,10 @@ func TestRecordsExecutorEvents(t *testing.T) {
 }
 
 // counters reads tock_retries_total, tock_dead_letters_total and
-// tock_deferred_total.
-func counters(t *testing.T) []float64 {
+// tock_deferred_total from reg.
+func counters(t *testing.T, reg prometheus.Gatherer) []float64 {
 	t.Helper()
-	families, err := prometheus.DefaultGatherer.Gather()
+	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +419,12 @@ func counters(t *testing.T) []float64 {
 }
 
 func TestCountsRetriesDeadLettersAndDeferrals(t *testing.T) {
-	before := counters(t)
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := counters(t, reg)
 	for _, ev := range []store.AttemptEvent{
 		{Type: domain.EventFailed},
 		{Type: domain.EventFailed, TimedOut: true},
@@ -429,9 +434,9 @@ func TestCountsRetriesDeadLettersAndDeferrals(t *testing.T) {
 		{Type: domain.EventHeartbeat},
 		{Type: domain.EventCancelled},
 	} {
-		count(ev)
+		m.count(ev)
 	}
-	after := counters(t)
+	after := counters(t, reg)
 	if d := []float64{after[0] - before[0], after[1] - before[1], after[2] - before[2]}; d[0] != 2 || d[1] != 1 || d[2] != 1 {
 		t.Fatalf("retries, dead letters, deferrals counted %v, want [2 1 1]", d)
 	}

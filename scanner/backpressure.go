@@ -3,9 +3,6 @@ package scanner
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-
 	"github.com/tock-sched/tock/dispatcher"
 )
 
@@ -27,21 +24,6 @@ import (
 // A queue counts at most 2 x BacklogFor of its own rate: a queue far
 // behind for reasons of its own (a slow custom handler, or executors that
 // are down, rate 0) does not hold back the firing of every other queue.
-
-var (
-	backlogSeen = promauto.NewGauge(prometheus.GaugeOpts{
-		Name: "tock_fire_backlog",
-		Help: "Executions fired and waiting for executors, as the scanner counts them against tock_fire_backlog_limit (-1: unknown, firing is not held back).",
-	})
-	backlogLimit = promauto.NewGauge(prometheus.GaugeOpts{
-		Name: "tock_fire_backlog_limit",
-		Help: "The backlog over which firing is held back: BacklogFor of the executors' measured rate, at least MinBacklog.",
-	})
-	heldSeconds = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_fire_held_seconds_total",
-		Help: "Time due runs waited to fire because the execution backlog was over its limit.",
-	})
-)
 
 // Backlog reports the executions fired and not yet taken by executors;
 // *dispatcher.BacklogWatch is one. ok is false when it cannot tell.
@@ -81,7 +63,7 @@ func (s *Scanner) mayFire() bool {
 	}
 	b, ok := s.cfg.Backlog.Backlog()
 	if !ok {
-		backlogSeen.Set(-1)
+		s.m.backlogSeen.Set(-1)
 		s.landed = s.landed[:0] // the next reading has them
 		return true
 	}
@@ -96,8 +78,8 @@ func (s *Scanner) mayFire() bool {
 	for _, l := range s.landed {
 		waiting += l.n
 	}
-	backlogSeen.Set(float64(waiting))
-	backlogLimit.Set(float64(limit))
+	s.m.backlogSeen.Set(float64(waiting))
+	s.m.backlogLimit.Set(float64(limit))
 	return waiting < limit
 }
 
@@ -114,7 +96,7 @@ func (s *Scanner) counts(due, now time.Time) bool {
 func (s *Scanner) setHeld(held bool) {
 	now := time.Now()
 	if !s.heldAt.IsZero() {
-		heldSeconds.Add(now.Sub(s.heldAt).Seconds())
+		s.m.heldSeconds.Add(now.Sub(s.heldAt).Seconds())
 	}
 	if !held {
 		if !s.heldAt.IsZero() {

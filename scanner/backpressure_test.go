@@ -73,11 +73,11 @@ func (f *fakeStore) firedCount() int {
 }
 
 // waitHeld waits until firing has been held back for d more.
-func waitHeld(t *testing.T, d time.Duration) {
+func waitHeld(t *testing.T, s *Scanner, d time.Duration) {
 	t.Helper()
-	from := testutil.ToFloat64(heldSeconds)
+	from := testutil.ToFloat64(s.m.heldSeconds)
 	testenv.WaitFor(t, 10*time.Second, "firing held back for "+d.String(), func() bool {
-		return testutil.ToFloat64(heldSeconds)-from >= d.Seconds()
+		return testutil.ToFloat64(s.m.heldSeconds)-from >= d.Seconds()
 	})
 }
 
@@ -97,21 +97,21 @@ func TestFiringIsHeldBackByTheBacklog(t *testing.T) {
 	s, stop := newScanner(t, st, Config{Backlog: bl, MinBacklog: 1000, BatchSize: 100})
 	defer stop()
 	s.Acquire(1, 10)
-	waitHeld(t, 300*time.Millisecond)
+	waitHeld(t, s, 300*time.Millisecond)
 	if got := st.firedCount(); got != 0 {
 		t.Fatalf("fired %d with the backlog over its limit", got)
 	}
 
 	bl.read(0, true)
 	testenv.WaitFor(t, 10*time.Second, "a limit's worth fired", func() bool { return st.firedCount() >= 1000 })
-	waitHeld(t, 300*time.Millisecond)
+	waitHeld(t, s, 300*time.Millisecond)
 	if got := st.firedCount(); got != 1000 {
 		t.Fatalf("fired %d on one reading of an empty backlog, want the limit, 1000", got)
 	}
 
 	bl.read(0, true)
 	testenv.WaitFor(t, 10*time.Second, "another limit's worth fired", func() bool { return st.firedCount() >= 2000 })
-	waitHeld(t, 300*time.Millisecond)
+	waitHeld(t, s, 300*time.Millisecond)
 	if got := st.firedCount(); got != 2000 {
 		t.Fatalf("fired %d after two readings, want 2000", got)
 	}
@@ -172,11 +172,11 @@ func TestScansWaitWhileFiringIsHeldBack(t *testing.T) {
 	s, stop := newScanner(t, st, Config{Backlog: bl, MinBacklog: 1000, ScanInterval: 100 * time.Millisecond, Lookahead: time.Second})
 	defer stop()
 	s.Acquire(1, 10)
-	waitHeld(t, 100*time.Millisecond)
+	waitHeld(t, s, 100*time.Millisecond)
 	st.mu.Lock()
 	scans := st.dueCalls
 	st.mu.Unlock()
-	waitHeld(t, 500*time.Millisecond) // five scan intervals
+	waitHeld(t, s, 500*time.Millisecond) // five scan intervals
 	st.mu.Lock()
 	during := st.dueCalls - scans
 	st.mu.Unlock()

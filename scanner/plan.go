@@ -3,18 +3,10 @@ package scanner
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
-
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 )
-
-var skippedRuns = promauto.NewCounterVec(prometheus.CounterOpts{
-	Name: "tock_skipped_total",
-	Help: "Scheduled runs not fired, by reason: missed (a missed-run policy), overlap, paused (resumed without catch-up).",
-}, []string{"reason"})
 
 // defaultGrace is the grace of a policy whose Grace cannot be read.
 const defaultGrace = time.Minute

@@ -9,10 +9,10 @@
 // look-ahead does not wait for the next scan; and about executions put
 // back in the outbox (retries, deferred deliveries, manual runs,
 // re-drives), which it reads at once and hands to the dispatcher to
-// publish when due. It also re-queues running executions that stopped
-// giving signs of life long ago (LostAfter): a backstop for messages NATS
-// lost. Time is the database's clock (Config.Clock), which the scanner
-// keeps fresh: it re-syncs it whenever a sync is due.
+// publish when due. (Running executions that stopped giving signs of life
+// are re-queued by maintenance.LostWorkRescuer, in the buckets Owned reports.)
+// Time is the database's clock (Config.Clock), which the scanner keeps
+// fresh: it re-syncs it whenever a sync is due.
 //
 // Missed runs. A run that could not fire within its grace (the cluster was
 // down, a bucket moved, the scanner fell behind, or firing was held back
@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,35 +39,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
-)
-
-var (
-	bucketsOwned = promauto.NewGauge(prometheus.GaugeOpts{
-		Name: "tock_buckets_owned",
-		Help: "Buckets this node fires in (fencing epoch recorded).",
-	})
-	fired = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_fired_total",
-		Help: "Executions created by firing scheduled jobs.",
-	})
-	leaseHolds = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_fire_lease_holds_total",
-		Help: "Firing batches held back because the node could not prove its etcd lease alive.",
-	})
-	fenced = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_fenced_total",
-		Help: "Firings refused because the bucket is owned at a newer epoch.",
-	})
-	lostRequeued = promauto.NewCounter(prometheus.CounterOpts{
-		Name: "tock_lost_requeued_total",
-		Help: "Running executions silent for longer than LostAfter, re-queued by the backstop for lost work.",
-	})
 )
 
 // Store is what the scanner needs from Postgres.
@@ -78,7 +55,6 @@ type Store interface {
 	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
 	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (store.FireResult, error)
 	Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*store.Execution, error)
-	RequeueLost(ctx context.Context, buckets []int, olderThan time.Time) (int, error)
 	Listen(ctx context.Context, fn func(channel, payload string), channels ...string) error
 }
 
@@ -153,15 +129,6 @@ type Config struct {
 	// between read only the slice that came into the look-ahead since the
 	// last one. Default 10.
 	FullScanEvery int
-	// LostAfter is the backstop for lost work: a running execution whose
-	// newest attempt has given no sign of life (start, heartbeat) for this
-	// long is re-queued (store.RequeueLost). JetStream hands a silent
-	// executor's message to another after its ack wait (30s), so this only
-	// catches messages NATS itself lost. Default 5m.
-	LostAfter time.Duration
-	// LostInterval is how often owned buckets are checked for lost work;
-	// default 10s.
-	LostInterval time.Duration
 	// Cancel, if set, tells the executors to stop an execution that an
 	// overlap policy (cancel_running) cancelled; wire.CancelExecution is
 	// the one to use. Without it the execution is cancelled in the
@@ -198,6 +165,11 @@ type Config struct {
 	// fires. partition.Node.Valid is the one to use.
 	LeaseValid func() bool
 	Logger     *slog.Logger
+	// Registerer is where the scanner's Prometheus metrics (tock_fired_total,
+	// tock_buckets_owned, tock_skipped_total, tock_fire_backlog and the
+	// others of metrics.go) are registered; nil registers them nowhere.
+	// tockd passes the node's registry.
+	Registerer prometheus.Registerer
 }
 
 // WithDefaults is c with the durations and sizes it leaves zero (or
@@ -230,12 +202,6 @@ func (c Config) WithDefaults() Config {
 	orInt(&c.FullScanEvery, 10)
 	orDuration(&c.BacklogFor, 3*time.Second)
 	orInt(&c.MinBacklog, 5000)
-	if c.LostAfter == 0 {
-		c.LostAfter = 5 * time.Minute
-	}
-	if c.LostInterval == 0 {
-		c.LostInterval = 10 * time.Second
-	}
 	if c.Clock == nil && c.Store != nil {
 		c.Clock = clock.New(c.Store.Now, clock.Options{})
 	}
@@ -259,9 +225,6 @@ func (c *Config) validate() error {
 	if c.MaxFireLead < c.FireLead || c.MaxFireLead >= c.Lookahead {
 		return fmt.Errorf("scanner: MaxFireLead %s must be at least FireLead %s and below Lookahead %s", c.MaxFireLead, c.FireLead, c.Lookahead)
 	}
-	if c.LostAfter < 0 || c.LostInterval < 0 {
-		return fmt.Errorf("scanner: LostAfter %s and LostInterval %s must not be negative", c.LostAfter, c.LostInterval)
-	}
 	return nil
 }
 
@@ -269,6 +232,7 @@ func (c *Config) validate() error {
 type Scanner struct {
 	cfg Config
 	log *slog.Logger
+	m   *metrics
 
 	acquire chan ownership
 	release chan releaseReq
@@ -283,7 +247,6 @@ type Scanner struct {
 	loaded     time.Time // jobs due up to here are in the heap
 	nextScan   time.Time
 	nextOutbox time.Time
-	nextLost   time.Time
 	outboxDue  map[int]bool  // buckets whose outbox changed (ExecChannel)
 	pending    []ownership   // acquired but not yet recorded in Postgres
 	claimRetry retry.Backoff // paces claimPending while a claim fails
@@ -309,6 +272,11 @@ type Scanner struct {
 	landed        []landing
 	heldAt        time.Time
 	heldLogged    time.Time
+
+	// ownedList is owned's buckets, sorted, for Owned, which other
+	// goroutines call; Run's goroutine replaces it when owned changes.
+	ownedMu   sync.Mutex
+	ownedList []int
 }
 
 // dueCount is how many runs in the heap were due at or before the end of
@@ -345,9 +313,14 @@ func New(cfg Config) (*Scanner, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("scanner: register metrics: %w", err)
+	}
 	return &Scanner{
 		cfg:       cfg,
 		log:       cfg.Logger.With("node", cfg.NodeID),
+		m:         m,
 		acquire:   make(chan ownership, 4096),
 		release:   make(chan releaseReq),
 		notify:    make(chan string, 4096),
@@ -403,7 +376,8 @@ func (s *Scanner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			s.land(ctx)
-			bucketsOwned.Sub(float64(len(s.owned)))
+			s.m.bucketsOwned.Sub(float64(len(s.owned)))
+			s.setOwnedList(nil)
 			return nil
 		case o := <-s.acquire:
 			s.pending = append(s.pending, o)
@@ -435,7 +409,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 }
 
 // step does whatever is due: record new ownerships, sync the clock, scan,
-// re-dispatch the outbox, re-queue lost work, fire.
+// re-dispatch the outbox, fire.
 func (s *Scanner) step(ctx context.Context) {
 	if len(s.pending) > 0 {
 		s.claimPending(ctx)
@@ -469,10 +443,6 @@ func (s *Scanner) step(ctx context.Context) {
 		sort.Ints(buckets)
 		s.outbox(ctx, buckets)
 	}
-	if !now.Before(s.nextLost) {
-		s.requeueLost(ctx, now)
-		s.nextLost = now.Add(s.cfg.LostInterval)
-	}
 	s.fireDue(ctx)
 }
 
@@ -481,9 +451,6 @@ func (s *Scanner) sleep() time.Duration {
 	next := s.nextScan
 	if s.nextOutbox.Before(next) {
 		next = s.nextOutbox
-	}
-	if s.nextLost.Before(next) {
-		next = s.nextLost
 	}
 	switch {
 	case !s.heldAt.IsZero():
@@ -523,7 +490,7 @@ func (s *Scanner) claimPending(ctx context.Context) {
 		switch {
 		case err == nil:
 			if _, had := s.owned[o.bucket]; !had {
-				bucketsOwned.Inc()
+				s.m.bucketsOwned.Inc()
 			}
 			s.owned[o.bucket] = o.epoch
 			added = append(added, o.bucket)
@@ -543,6 +510,7 @@ func (s *Scanner) claimPending(ctx context.Context) {
 		s.claimRetry.Reset()
 	}
 	if len(added) > 0 {
+		s.setOwnedList(s.ownedBuckets())
 		s.load(ctx, added, time.Time{}, s.loaded)
 		s.outbox(ctx, added)
 	}
@@ -557,9 +525,26 @@ func (s *Scanner) drop(bucket int) {
 	}
 	if _, ok := s.owned[bucket]; ok {
 		delete(s.owned, bucket)
-		bucketsOwned.Dec()
+		s.m.bucketsOwned.Dec()
+		s.setOwnedList(s.ownedBuckets())
 	}
 	// Heap entries of the bucket are skipped lazily when popped.
+}
+
+// Owned returns the buckets the scanner fires in now (their epochs
+// recorded in Postgres), sorted; maintenance.LostWorkRescuer re-queues lost work
+// in them. It is safe to call from any goroutine.
+func (s *Scanner) Owned() []int {
+	s.ownedMu.Lock()
+	defer s.ownedMu.Unlock()
+	return slices.Clone(s.ownedList)
+}
+
+// setOwnedList publishes buckets (owned's, sorted) to Owned.
+func (s *Scanner) setOwnedList(buckets []int) {
+	s.ownedMu.Lock()
+	s.ownedList = buckets
+	s.ownedMu.Unlock()
 }
 
 func (s *Scanner) ownedBuckets() []int {
@@ -712,7 +697,7 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry) {
 	if s.cfg.LeaseValid != nil && !s.cfg.LeaseValid() {
 		// The partition node is about to release every bucket; the next
 		// owner loads these jobs again (their next run did not move).
-		leaseHolds.Inc()
+		s.m.leaseHolds.Inc()
 		return
 	}
 	for s.flying >= s.cfg.FireConcurrency {
@@ -780,11 +765,11 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 	s.measureFire(len(r.batch), time.Since(r.started))
 	res := r.res
 	for _, b := range res.Fenced {
-		fenced.Inc()
+		s.m.fenced.Inc()
 		s.log.Warn("bucket fenced: another node owns it now", "bucket", b)
 		s.drop(b)
 	}
-	fired.Add(float64(len(res.Executions)))
+	s.m.fired.Add(float64(len(res.Executions)))
 	// Put each fired job back at its next run if that is already loaded.
 	moved := make(map[uuid.UUID]bool, len(res.Executions)+len(res.Moved))
 	for _, x := range res.Executions {
@@ -794,7 +779,7 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 		moved[id] = true
 	}
 	for reason, n := range res.SkippedRuns {
-		skippedRuns.WithLabelValues(reason).Add(float64(n))
+		s.m.skippedRuns.WithLabelValues(reason).Add(float64(n))
 	}
 	s.cancel(ctx, res.Cancelled)
 	for i, e := range r.batch {
@@ -871,25 +856,6 @@ func (s *Scanner) outbox(ctx context.Context, buckets []int) {
 		return
 	}
 	s.cfg.Dispatcher.Dispatch(ctx, execs)
-}
-
-// requeueLost re-queues the owned buckets' running executions that have
-// been silent for LostAfter: the backstop for messages NATS lost.
-func (s *Scanner) requeueLost(ctx context.Context, now time.Time) {
-	if len(s.owned) == 0 {
-		return
-	}
-	n, err := s.cfg.Store.RequeueLost(ctx, s.ownedBuckets(), now.Add(-s.cfg.LostAfter))
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("re-queue lost executions", "err", err)
-		}
-		return
-	}
-	if n > 0 {
-		lostRequeued.Add(float64(n))
-		s.log.Warn("re-queued running executions that gave no sign of life", "count", n, "lost_after", s.cfg.LostAfter)
-	}
 }
 
 func (s *Scanner) listen(ctx context.Context) {

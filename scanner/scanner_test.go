@@ -39,13 +39,12 @@ type fakeStore struct {
 	notifyFn  func(channel, payload string)
 	fireCalls int
 	dueCalls  int // DueAfter calls (scans)
-	// outboxReads and lostCalls record Undispatched and RequeueLost calls.
+	// outboxReads records Undispatched calls.
 	outboxReads []outboxRead
-	lostCalls   []outboxRead
 }
 
-// outboxRead is one Undispatched or RequeueLost call: its buckets, its
-// time bound, and when it was made.
+// outboxRead is one Undispatched call: its buckets, its time bound, and
+// when it was made.
 type outboxRead struct {
 	buckets  []int
 	bound    time.Time
@@ -141,17 +140,10 @@ func (f *fakeStore) Undispatched(_ context.Context, buckets []int, _ int, until 
 	return nil, nil
 }
 
-func (f *fakeStore) RequeueLost(_ context.Context, buckets []int, olderThan time.Time) (int, error) {
+func (f *fakeStore) reads() []outboxRead {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.lostCalls = append(f.lostCalls, outboxRead{slices.Clone(buckets), olderThan, time.Now()})
-	return 0, nil
-}
-
-func (f *fakeStore) reads() (outbox, lost []outboxRead) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.outboxReads), slices.Clone(f.lostCalls)
+	return slices.Clone(f.outboxReads)
 }
 
 func (f *fakeStore) notify(channel, payload string) {
@@ -340,10 +332,10 @@ func TestOutboxReadsAheadAndOnNotify(t *testing.T) {
 	s.Acquire(3, 1)
 	s.Acquire(5, 1)
 	testenv.WaitFor(t, 5*time.Second, "outbox read of the acquired buckets", func() bool {
-		reads, _ := st.reads()
+		reads := st.reads()
 		return len(reads) >= 1
 	})
-	reads, _ := st.reads()
+	reads := st.reads()
 	r := reads[0]
 	if ahead := r.bound.Sub(r.calledAt); ahead < time.Hour || ahead > time.Hour+2*time.Second {
 		t.Fatalf("outbox read up to %s ahead, want OutboxInterval + 1s", ahead)
@@ -357,37 +349,28 @@ func TestOutboxReadsAheadAndOnNotify(t *testing.T) {
 	st.notify(store.ExecChannel, "5")
 	st.notify(store.ExecChannel, "7") // not ours
 	testenv.WaitFor(t, 5*time.Second, "outbox read after the notification", func() bool {
-		reads, _ := st.reads()
+		reads := st.reads()
 		return len(reads) > n
 	})
-	reads, _ = st.reads()
+	reads = st.reads()
 	if got := reads[n].buckets; !slices.Equal(got, []int{5}) {
 		t.Fatalf("notified outbox read of buckets %v, want [5]", got)
 	}
 }
 
-func TestLostWorkBackstop(t *testing.T) {
+// Owned reports the buckets whose epoch is recorded
+// (maintenance.LostWorkRescuer re-queues lost work in them), and forgets
+// a released one.
+func TestOwnedReportsClaimedBuckets(t *testing.T) {
 	st := newFakeStore()
-	s, stop := newScanner(t, st, Config{LostAfter: time.Minute, LostInterval: 50 * time.Millisecond})
+	s, stop := newScanner(t, st, Config{})
 	defer stop()
 	s.Acquire(2, 1)
-	testenv.WaitFor(t, 5*time.Second, "two lost-work checks", func() bool {
-		_, lost := st.reads()
-		n := 0
-		for _, l := range lost {
-			if slices.Equal(l.buckets, []int{2}) {
-				n++
-			}
-		}
-		return n >= 2
-	})
-	_, lost := st.reads()
-	l := lost[len(lost)-1]
-	if back := l.calledAt.Sub(l.bound); back < time.Minute-time.Second || back > time.Minute+time.Second {
-		t.Fatalf("re-queued what was silent since %s ago, want LostAfter (1m)", back)
-	}
-	if _, err := New(Config{Store: st, Dispatcher: nopDispatcher{}, NodeID: "n", LostAfter: -time.Second}); err == nil {
-		t.Fatal("a negative LostAfter was accepted")
+	s.Acquire(5, 1)
+	testenv.WaitFor(t, 5*time.Second, "buckets 2 and 5 owned", func() bool { return slices.Equal(s.Owned(), []int{2, 5}) })
+	s.Release(2)
+	if got := s.Owned(); !slices.Equal(got, []int{5}) {
+		t.Fatalf("owned after releasing bucket 2: %v, want [5]", got)
 	}
 }
 

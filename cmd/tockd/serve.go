@@ -27,12 +27,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tock-sched/tock/api"
-	"github.com/tock-sched/tock/archive"
 	"github.com/tock-sched/tock/backfill"
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/maintenance"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/recorder"
 	"github.com/tock-sched/tock/scanner"
@@ -205,7 +205,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if etcd != nil {
 		defer etcd.Close()
 	}
-	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy}
+	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer}
 	if cfg.Roles[RoleAPI] {
 		// The JWK Set is refreshed until Serve returns.
 		if d.jwt, err = jwtConfig(ctx, cfg.JWT); err != nil {
@@ -391,6 +391,9 @@ type deps struct {
 	// jwt verifies JWT bearer tokens (api role, --jwks-url); nil: keys
 	// only.
 	jwt *api.JWTConfig
+	// reg is where the components register their metrics: the default
+	// registry, which /metrics serves.
+	reg prometheus.Registerer
 }
 
 // runFunc runs a component until its context ends.
@@ -420,8 +423,8 @@ const (
 	// The partition node hands its buckets back: for each, the scanner
 	// stops firing in it, then the owner key is deleted; then the node
 	// deletes its member key and revokes its lease. So the node has left
-	// etcd before the scanner stops. Partition maintenance and wipe
-	// recovery stop alongside it.
+	// etcd before the scanner stops. Partition maintenance, wipe
+	// recovery and lost-work rescue stop alongside it.
 	stopBuckets stopStage = iota
 	// The scanner, which now fires in no bucket.
 	stopScanner
@@ -471,6 +474,8 @@ func components(cfg Config, d deps) []component {
 			}},
 		{name: "wipe-recovery", on: sched, stage: stopBuckets,
 			start: part(func(s *scheduler) runFunc { return s.wipe.Run })},
+		{name: "lost-work", on: sched, stage: stopBuckets,
+			start: part(func(s *scheduler) runFunc { return s.lost.Run })},
 		{name: "scanner", on: sched, stage: stopScanner,
 			start: part(func(s *scheduler) runFunc { return s.scan.Run })},
 		{name: "backlog", on: sched && cfg.FireBacklogFor >= 0, stage: stopScanner,
@@ -483,16 +488,15 @@ func components(cfg Config, d deps) []component {
 			})},
 		{name: "maintenance", on: sched, stage: stopBuckets,
 			start: func() (runFunc, error) {
-				if cfg.ArchiveDir != "" {
-					if err := archive.CheckDir(cfg.ArchiveDir); err != nil {
-						return nil, err
-					}
+				p, err := maintenancePass(d.st, d.log, cfg, d.reg, false)
+				if err != nil {
+					return nil, err
 				}
-				return func(ctx context.Context) error { return maintain(ctx, d.st, d.log, cfg) }, nil
+				return p.Run, nil
 			}},
 		{name: "recorder", on: cfg.Roles[RoleRecorder], stage: stopRecorder,
 			start: func() (runFunc, error) {
-				r, err := recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log})
+				r, err := recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg})
 				if err != nil {
 					return nil, err
 				}
@@ -508,7 +512,8 @@ type scheduler struct {
 	disp *dispatcher.Dispatcher
 	node *partition.Node
 	scan *scanner.Scanner
-	wipe *dispatcher.WipeRecovery
+	wipe *maintenance.WipeRecovery
+	lost *maintenance.LostWorkRescuer
 	back *backfill.Runner
 	// backlog is read by the scanner (backpressure); nil when it is off.
 	backlog *dispatcher.BacklogWatch
@@ -516,22 +521,22 @@ type scheduler struct {
 
 func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	// One clock, the database's, for the scanner (which keeps it synced),
-	// the dispatcher and wipe recovery.
+	// the dispatcher, wipe recovery and lost-work rescue.
 	clk := clock.New(d.st.Now, clock.Options{})
-	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log})
+	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log, Registerer: d.reg})
 	if err != nil {
 		return nil, err
 	}
 	node, err := partition.New(partition.Config{
 		Client: d.etcd, Cluster: cfg.Cluster, NodeID: cfg.NodeID, Addr: cfg.HTTPAddr,
-		Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: d.log, Fencing: d.st,
+		Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: d.log, Fencing: d.st, Registerer: d.reg,
 	})
 	if err != nil {
 		return nil, err
 	}
 	scfg := scanner.Config{
 		Store: d.st, Dispatcher: disp, Clock: clk, NodeID: cfg.NodeID, Logger: d.log, LeaseValid: node.Valid,
-		Missed: cfg.Missed,
+		Missed: cfg.Missed, Registerer: d.reg,
 		Cancel: func(ctx context.Context, id uuid.UUID) error { return wire.CancelExecution(ctx, d.js, id.String()) },
 	}
 	var backlog *dispatcher.BacklogWatch
@@ -545,21 +550,27 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	wipe, err := dispatcher.NewWipeRecovery(dispatcher.WipeConfig{
+	wipe, err := maintenance.NewWipeRecovery(maintenance.WipeRecoveryConfig{
 		JS: d.js, Store: d.st, Buckets: func() []int { return slices.Sorted(maps.Keys(node.Owned())) },
-		Now: clk.Now, Logger: d.log,
+		Now: clk.Now, Logger: d.log, Registerer: d.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	lost, err := maintenance.NewLostWorkRescuer(maintenance.LostWorkRescuerConfig{
+		Store: d.st, Buckets: scan.Owned, Now: clk.Now, Logger: d.log, Registerer: d.reg,
 	})
 	if err != nil {
 		return nil, err
 	}
 	back, err := backfill.New(backfill.Config{
 		Store: d.st, Dispatcher: disp, NodeID: cfg.NodeID, Owned: node.Owned, LeaseValid: node.Valid,
-		Rate: cfg.BackfillRate, Logger: d.log,
+		Rate: cfg.BackfillRate, Logger: d.log, Registerer: d.reg,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, back: back, backlog: backlog}, nil
+	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, lost: lost, back: back, backlog: backlog}, nil
 }
 
 func newExecutor(cfg Config, d deps) (runFunc, error) {
@@ -567,7 +578,7 @@ func newExecutor(cfg Config, d deps) (runFunc, error) {
 		NATS: d.nc, ExecutorID: cfg.NodeID, Logger: d.log,
 		Concurrency: cfg.ExecutorConcurrency, MaxPerHandler: cfg.ExecutorMaxPerHandler,
 		AckWait: cfg.ExecutorAckWait, Breaker: cfg.Breaker,
-		Registerer: prometheus.DefaultRegisterer, // served on /metrics
+		Registerer: d.reg, // served on /metrics
 	})
 	if err != nil {
 		return nil, err
@@ -680,90 +691,60 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 	return handler, nil
 }
 
-// maintainEvery is how often a node runs a maintenance pass.
-const maintainEvery = 5 * time.Minute
+// maintenancePass is the cluster-wide maintenance services (package
+// maintenance) in one pass under the cluster's maintenance lock: the
+// daily partitions of the next 7 days, expired idempotency keys, the
+// audit trail's days, and retention, archiving each day before it is
+// dropped when cfg.ArchiveDir is set. With wait false, a node that finds
+// another one running a pass skips its own. Metrics go to reg (nil: none).
+func maintenancePass(st *store.Store, log *slog.Logger, cfg Config, reg prometheus.Registerer, wait bool) (*maintenance.Pass, error) {
+	parts, err := maintenance.NewPartitionsAhead(maintenance.PartitionsAheadConfig{Store: st, Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	keys, err := maintenance.NewIdempotencyPruner(maintenance.IdempotencyPrunerConfig{Store: st, Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	audit, err := maintenance.NewAuditPruner(maintenance.AuditPrunerConfig{Store: st, Retention: cfg.AuditRetention,
+		Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	var arch *maintenance.Archiver
+	if cfg.ArchiveDir != "" {
+		if arch, err = maintenance.NewArchiver(maintenance.ArchiverConfig{DB: st.Pool(), Dir: cfg.ArchiveDir,
+			Logger: log, Registerer: reg}); err != nil {
+			return nil, err
+		}
+	}
+	ret, err := maintenance.NewRetention(maintenance.RetentionConfig{Store: st, Default: cfg.Retention,
+		CompletedJobs: cfg.CompletedJobRetention, Archiver: arch, Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	return maintenance.NewPass(maintenance.PassConfig{Lock: st, Services: []maintenance.Service{parts, keys, audit, ret},
+		Wait: wait, Logger: log})
+}
 
-// maintain runs a maintenance pass (maintainOnce) now and every
-// maintainEvery until ctx ends. Every node runs it: a pass that finds
-// nothing to do reads a few catalog rows, and concurrent passes are
-// serialised in the database.
+// maintain runs a maintenance pass (maintenancePass) now and every 5
+// minutes until ctx ends (tockd maintain).
 func maintain(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config) error {
-	t := time.NewTicker(maintainEvery)
-	defer t.Stop()
-	for {
-		if err := maintainOnce(ctx, st, log, cfg, false); err != nil && ctx.Err() == nil {
-			log.Warn("maintenance", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// maintainOnce runs a maintenance pass (maintainPass) under the
-// cluster's maintenance lock (store.Maintenance): with wait false, a node
-// that finds another one doing it skips its pass.
-func maintainOnce(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config, wait bool) error {
-	ran, err := st.Maintenance(ctx, wait, func(ctx context.Context) error { return maintainPass(ctx, st, log, cfg) })
-	if !ran && err == nil {
-		log.Debug("maintenance: another node is running a pass")
-	}
-	return err
-}
-
-// maintainPass creates the daily partitions of the next 7 days and
-// applies retention (store.ApplyRetention), archiving each day before it
-// is dropped when cfg.ArchiveDir is set, and logs what it did.
-func maintainPass(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config) error {
-	now, err := st.Now(ctx)
+	p, err := maintenancePass(st, log, cfg, nil, false)
 	if err != nil {
 		return err
 	}
-	if err := st.MaintainPartitions(ctx, now, 7); err != nil {
-		return err
-	}
-	if _, err := st.ExpireIdempotencyKeys(ctx, now); err != nil {
-		return err
-	}
-	if n, err := st.MaintainAudit(ctx, now, 7, cfg.AuditRetention); err != nil {
-		return err
-	} else if n > 0 {
-		log.Info("audit retention", "days_dropped", n)
-	}
-	if cfg.Retention <= 0 {
-		return nil
-	}
-	res, err := st.ApplyRetention(ctx, now, store.RetentionPolicy{
-		Default:       cfg.Retention,
-		CompletedJobs: cfg.CompletedJobRetention,
-		Archive:       archiver(st, log, cfg.ArchiveDir),
-	})
-	if len(res.Dropped) > 0 || res.CompletedJobs > 0 || res.SkippedRanges > 0 {
-		log.Info("retention", "days_dropped", len(res.Dropped), "days_archived", len(res.Archived),
-			"days_kept_longer", len(res.Kept), "completed_jobs_deleted", res.CompletedJobs,
-			"skipped_ranges_deleted", res.SkippedRanges)
-	}
-	return err
+	return p.Run(ctx)
 }
 
-// archiver is the retention hook that writes a day to Parquet files in
-// dir (archive.Day) before its partitions are dropped; nil, no
-// archiving, when dir is empty.
-func archiver(st *store.Store, log *slog.Logger, dir string) func(context.Context, time.Time) error {
-	if dir == "" {
-		return nil
+// maintainOnce runs one maintenance pass (tockd maintain --once); with
+// wait, it waits for another node's pass to end rather than skip.
+func maintainOnce(ctx context.Context, st *store.Store, log *slog.Logger, cfg Config, wait bool) error {
+	p, err := maintenancePass(st, log, cfg, nil, wait)
+	if err != nil {
+		return err
 	}
-	return func(ctx context.Context, day time.Time) error {
-		res, err := archive.Day(ctx, st.Pool(), dir, day)
-		if err != nil {
-			return err
-		}
-		log.Info("archived", "day", day.Format(time.DateOnly), "executions", res.Executions.Rows,
-			"attempts", res.Attempts.Rows, "files", []string{res.Executions.Path, res.Attempts.Path})
-		return nil
-	}
+	return p.RunOnce(ctx)
 }
 
 // etcdLogger keeps the etcd client's own log to errors: its warnings

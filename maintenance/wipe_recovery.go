@@ -1,22 +1,18 @@
-package dispatcher
+package maintenance
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/tock-sched/tock/internal/promreg"
 	"github.com/tock-sched/tock/wire"
 )
-
-var wipeRequeued = promauto.NewCounter(prometheus.CounterOpts{
-	Name: "tock_wipe_requeued_total",
-	Help: "Executions put back in the outbox because JetStream lost the stream they had been published to.",
-})
 
 // Wipe defaults.
 const (
@@ -51,9 +47,9 @@ type WipeStore interface {
 	RequeueAfterWipe(ctx context.Context, buckets []int, before time.Time) (int, error)
 }
 
-// WipeConfig configures a WipeRecovery. JS, Store and Buckets are
+// WipeRecoveryConfig configures a WipeRecovery. JS, Store and Buckets are
 // required.
-type WipeConfig struct {
+type WipeRecoveryConfig struct {
 	JS    jetstream.JetStream
 	Store WipeStore
 	// Buckets are the buckets this node owns now; only their executions
@@ -67,6 +63,10 @@ type WipeConfig struct {
 	CheckEvery time.Duration
 	Grace      time.Duration
 	Logger     *slog.Logger
+	// Registerer is where tock_wipe_requeued_total and
+	// tock_maintenance_last_success_timestamp_seconds are registered;
+	// nil registers them nowhere.
+	Registerer prometheus.Registerer
 }
 
 // WipeRecovery puts back in the outbox what JetStream lost with its exec
@@ -80,9 +80,11 @@ type WipeConfig struct {
 // also creates the streams when they are missing, so that a node with the
 // scheduler role alone brings them back.
 type WipeRecovery struct {
-	cfg   WipeConfig
-	log   *slog.Logger
-	watch *wire.IncarnationWatch
+	cfg      WipeRecoveryConfig
+	log      *slog.Logger
+	watch    *wire.IncarnationWatch
+	requeued prometheus.Counter
+	last     prometheus.Gauge
 	// Owned by Run's goroutine.
 	lastLate time.Time // the last re-queue outside the duplicate window
 }
@@ -90,7 +92,7 @@ type WipeRecovery struct {
 // WithDefaults is c with the fields it leaves zero (or negative) set to
 // their defaults: the local clock, DefaultWipeCheckEvery,
 // DefaultWipeGrace and the default logger.
-func (c WipeConfig) WithDefaults() WipeConfig {
+func (c WipeRecoveryConfig) WithDefaults() WipeRecoveryConfig {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -107,20 +109,31 @@ func (c WipeConfig) WithDefaults() WipeConfig {
 }
 
 // validate rejects a configuration that cannot work.
-func (c *WipeConfig) validate() error {
+func (c *WipeRecoveryConfig) validate() error {
 	if c.JS == nil || c.Store == nil || c.Buckets == nil {
-		return errors.New("dispatcher: WipeConfig.JS, Store and Buckets are required")
+		return errors.New("maintenance: WipeRecoveryConfig.JS, Store and Buckets are required")
 	}
 	return nil
 }
 
 // NewWipeRecovery checks cfg and returns a WipeRecovery.
-func NewWipeRecovery(cfg WipeConfig) (*WipeRecovery, error) {
+func NewWipeRecovery(cfg WipeRecoveryConfig) (*WipeRecovery, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &WipeRecovery{cfg: cfg, log: cfg.Logger, watch: wire.NewIncarnationWatch(cfg.JS, wire.ExecStream)}, nil
+	var err error
+	r := &WipeRecovery{cfg: cfg, log: cfg.Logger, watch: wire.NewIncarnationWatch(cfg.JS, wire.ExecStream),
+		requeued: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tock_wipe_requeued_total",
+			Help: "Executions put back in the outbox because JetStream lost the stream they had been published to.",
+		}), &err),
+		last: lastSuccess(cfg.Registerer, &err).WithLabelValues("wipe_recovery"),
+	}
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: register wipe-recovery metrics: %w", err)
+	}
+	return r, nil
 }
 
 // Run checks the exec stream every CheckEvery until ctx ends.
@@ -128,7 +141,7 @@ func (r *WipeRecovery) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.CheckEvery)
 	defer t.Stop()
 	for {
-		r.check(ctx)
+		_ = r.RunOnce(ctx) // logged there, at the level each failure deserves
 		select {
 		case <-ctx.Done():
 			return nil
@@ -137,22 +150,30 @@ func (r *WipeRecovery) Run(ctx context.Context) error {
 	}
 }
 
-func (r *WipeRecovery) check(ctx context.Context) {
+// RunOnce reads the exec stream's incarnation once and re-queues what a
+// new stream lost, if it is due; it creates the streams if they are
+// missing. It logs what it did and what failed (a stream it cannot read,
+// as when NATS is down, at debug level), and returns the failure.
+func (r *WipeRecovery) RunOnce(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.CheckEvery)
 	defer cancel()
 	inc, isNew, err := r.watch.Check(cctx)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		r.log.Warn("JetStream stream missing; creating the streams again", "stream", wire.ExecStream)
-		if err := wire.EnsureStreams(cctx, r.cfg.JS); err != nil && ctx.Err() == nil {
-			r.log.Warn("create streams", "err", err)
+		if err := wire.EnsureStreams(cctx, r.cfg.JS); err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("create streams", "err", err)
+			}
+			return fmt.Errorf("create streams: %w", err)
 		}
-		return
+		r.last.SetToCurrentTime()
+		return nil
 	}
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Debug("read exec stream", "err", err)
 		}
-		return
+		return fmt.Errorf("read exec stream: %w", err)
 	}
 	// The creation on the cluster clock, whatever the server's offset.
 	now := r.cfg.Now()
@@ -164,28 +185,33 @@ func (r *WipeRecovery) check(ctx context.Context) {
 	var before time.Time
 	switch {
 	case inc.Age < r.cfg.Grace:
-		return
+		r.last.SetToCurrentTime()
+		return nil
 	case inc.Age < dedupWithin:
 		before = created.Add(clockSlack)
 	case now.Sub(r.lastLate) >= lateCheckEvery:
 		before = created.Add(-clockSlack)
 		r.lastLate = now
 	default:
-		return
+		r.last.SetToCurrentTime()
+		return nil
 	}
 	buckets := r.cfg.Buckets()
 	if len(buckets) == 0 {
-		return
+		r.last.SetToCurrentTime()
+		return nil
 	}
 	n, err := r.cfg.Store.RequeueAfterWipe(cctx, buckets, before)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("re-queue executions lost with the exec stream", "err", err)
 		}
-		return
+		return err
 	}
 	if n > 0 {
-		wipeRequeued.Add(float64(n))
+		r.requeued.Add(float64(n))
 		r.log.Warn("re-queued executions lost with the exec stream", "count", n, "published_before", before)
 	}
+	r.last.SetToCurrentTime()
+	return nil
 }

@@ -1,0 +1,89 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tock-sched/tock/archive"
+	"github.com/tock-sched/tock/internal/promreg"
+)
+
+// ArchiverConfig configures an Archiver. DB and Dir are required.
+type ArchiverConfig struct {
+	// DB is where the days are read; store.Store.Pool is one.
+	DB archive.DB
+	// Dir is where each day's Parquet files are written (archive.Day).
+	Dir    string
+	Logger *slog.Logger
+	// Registerer is where tock_archived_days_total is registered; nil
+	// registers it nowhere.
+	Registerer prometheus.Registerer
+}
+
+// WithDefaults is c with the default logger if it has none.
+func (c ArchiverConfig) WithDefaults() ArchiverConfig {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c *ArchiverConfig) validate() error {
+	if c.DB == nil || c.Dir == "" {
+		return errors.New("maintenance: ArchiverConfig.DB and Dir are required")
+	}
+	return nil
+}
+
+// Archiver writes a day of execution history to Parquet files before
+// Retention drops it. It has no loop of its own: archiving is a step of
+// Retention's pass (RetentionConfig.Archiver), taken for each day just
+// before the day is dropped, and a day it could not write is not dropped.
+type Archiver struct {
+	cfg      ArchiverConfig
+	log      *slog.Logger
+	archived prometheus.Counter
+}
+
+// NewArchiver checks cfg (with its defaults) and that cfg.Dir can be
+// written (archive.CheckDir), so that a node with a directory it cannot
+// write refuses to start rather than keep every day.
+func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := archive.CheckDir(cfg.Dir); err != nil {
+		return nil, err
+	}
+	var err error
+	a := &Archiver{cfg: cfg, log: cfg.Logger,
+		archived: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tock_archived_days_total",
+			Help: "Days of execution history written to Parquet files before retention dropped them.",
+		}), &err),
+	}
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: register archive metrics: %w", err)
+	}
+	return a, nil
+}
+
+// Archive writes day (archive.Day) and logs the files; it returns only
+// once they are complete and durable. It is Retention's
+// store.RetentionPolicy.Archive.
+func (a *Archiver) Archive(ctx context.Context, day time.Time) error {
+	res, err := archive.Day(ctx, a.cfg.DB, a.cfg.Dir, day)
+	if err != nil {
+		return err
+	}
+	a.archived.Inc()
+	a.log.Info("archived", "day", day.Format(time.DateOnly), "executions", res.Executions.Rows,
+		"attempts", res.Attempts.Rows, "files", []string{res.Executions.Path, res.Attempts.Path})
+	return nil
+}

@@ -1,0 +1,139 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tock-sched/tock/internal/promreg"
+	"github.com/tock-sched/tock/store"
+)
+
+// RetentionStore is what Retention needs from Postgres; *store.Store is
+// one.
+type RetentionStore interface {
+	Now(ctx context.Context) (time.Time, error)
+	ApplyRetention(ctx context.Context, now time.Time, p store.RetentionPolicy) (store.RetentionResult, error)
+}
+
+// RetentionConfig configures a Retention. Store is required.
+type RetentionConfig struct {
+	Store RetentionStore
+	// Default is how long execution history is kept for namespaces
+	// without their own; 0 (or less) turns retention off: nothing is
+	// dropped, nor are completed jobs deleted.
+	Default time.Duration
+	// CompletedJobs is how long a completed one-shot job is kept; 0 keeps
+	// them.
+	CompletedJobs time.Duration
+	// Archiver, if set, writes each day out before it is dropped.
+	Archiver *Archiver
+	// Interval is how often Run runs a pass; default DefaultInterval.
+	Interval time.Duration
+	// Lock, if set, is the cluster's maintenance lock, which Run takes for
+	// each pass (a Pass takes it for all its services instead).
+	Lock   Locker
+	Logger *slog.Logger
+	// Registerer is where tock_retention_days_dropped_total,
+	// tock_retention_completed_jobs_deleted_total and
+	// tock_maintenance_last_success_timestamp_seconds are registered; nil
+	// registers them nowhere.
+	Registerer prometheus.Registerer
+}
+
+// WithDefaults is c with the fields it leaves zero (or negative) set to
+// their defaults. A zero Default stays zero (retention off).
+func (c RetentionConfig) WithDefaults() RetentionConfig {
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c *RetentionConfig) validate() error {
+	if c.Store == nil {
+		return errors.New("maintenance: RetentionConfig.Store is required")
+	}
+	if c.CompletedJobs < 0 {
+		return fmt.Errorf("maintenance: CompletedJobs %s must not be negative", c.CompletedJobs)
+	}
+	return nil
+}
+
+// Retention bounds history (store.ApplyRetention): it drops the whole day
+// partitions of executions and attempts past retention (a namespace's
+// own, or Default), each after the Archiver wrote it out when one is
+// set, and deletes completed one-shot jobs after CompletedJobs.
+type Retention struct {
+	cfg         RetentionConfig
+	log         *slog.Logger
+	daysDropped prometheus.Counter
+	jobsDeleted prometheus.Counter
+	last        prometheus.Gauge
+}
+
+// NewRetention checks cfg (with its defaults) and returns a Retention.
+func NewRetention(cfg RetentionConfig) (*Retention, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var err error
+	r := &Retention{cfg: cfg, log: cfg.Logger,
+		daysDropped: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tock_retention_days_dropped_total",
+			Help: "Days of execution history (executions and attempts partitions) dropped by retention.",
+		}), &err),
+		jobsDeleted: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tock_retention_completed_jobs_deleted_total",
+			Help: "Completed one-shot jobs deleted by retention.",
+		}), &err),
+		last: lastSuccess(cfg.Registerer, &err).WithLabelValues("retention"),
+	}
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: register retention metrics: %w", err)
+	}
+	return r, nil
+}
+
+// RunOnce applies retention by the database's clock, and logs what it
+// did (also when it stopped at a day it could not archive).
+func (r *Retention) RunOnce(ctx context.Context) error {
+	if r.cfg.Default <= 0 {
+		r.last.SetToCurrentTime()
+		return nil
+	}
+	now, err := r.cfg.Store.Now(ctx)
+	if err != nil {
+		return err
+	}
+	p := store.RetentionPolicy{Default: r.cfg.Default, CompletedJobs: r.cfg.CompletedJobs}
+	if r.cfg.Archiver != nil {
+		p.Archive = r.cfg.Archiver.Archive
+	}
+	res, err := r.cfg.Store.ApplyRetention(ctx, now, p)
+	r.daysDropped.Add(float64(len(res.Dropped)))
+	r.jobsDeleted.Add(float64(res.CompletedJobs))
+	if len(res.Dropped) > 0 || res.CompletedJobs > 0 || res.SkippedRanges > 0 {
+		r.log.Info("retention", "days_dropped", len(res.Dropped), "days_archived", len(res.Archived),
+			"days_kept_longer", len(res.Kept), "completed_jobs_deleted", res.CompletedJobs,
+			"skipped_ranges_deleted", res.SkippedRanges)
+	}
+	if err != nil {
+		return err
+	}
+	r.last.SetToCurrentTime()
+	return nil
+}
+
+// Run runs a pass now and every Interval until ctx ends.
+func (r *Retention) Run(ctx context.Context) error {
+	return every(ctx, r.cfg.Interval, r.log, "retention", locked(r.cfg.Lock, r.RunOnce))
+}
