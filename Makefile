@@ -1,6 +1,9 @@
 # tock: the two commands a fresh machine needs are `make dev` and `make test`.
 GO            ?= go
 STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GCI           ?= github.com/daixiang0/gci@v0.14.0
+# Import blocks: the standard library, then third-party modules, then tock's own packages.
+GCI_SECTIONS  := -s standard -s default -s 'prefix(github.com/tock-sched/tock)' --skip-generated
 TEST_FLAGS    ?= -race -count=1 -timeout 12m -p 2
 BIN           := bin
 NODES         ?= 3
@@ -55,11 +58,16 @@ build:
 generate:
 	$(GO) generate ./...
 
-## lint: gofmt, go vet, staticcheck (fetched through the Go module proxy) and the
-## OpenAPI document's lint (Spectral, pinned in tools/spectral, rules in api/.spectral.yaml)
+## lint: gofmt, import grouping (gci), go vet, staticcheck (both fetched through the Go
+## module proxy) and the OpenAPI document's lint (Spectral, pinned in tools/spectral,
+## rules in api/.spectral.yaml)
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@misgrouped=$$($(GO) run $(GCI) list $(GCI_SECTIONS) $$(git ls-files '*.go')) || exit 1; \
+	  if [ -n "$$misgrouped" ]; then \
+	    echo "imports not grouped as standard library, third-party, github.com/tock-sched/tock"; \
+	    echo "(fix: $(GO) run $(GCI) write $(GCI_SECTIONS) FILE...):"; echo "$$misgrouped"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	./scripts/lint-openapi.sh

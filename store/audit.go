@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -70,12 +69,9 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, str
 	limit := pageSize(f.Limit)
 	var (
 		where []string
-		args  []any
+		args  sqlArgs
 	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	arg := args.add
 	if f.Namespaces != nil {
 		where = append(where, "namespace = ANY("+arg(f.Namespaces)+")")
 	}

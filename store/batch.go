@@ -193,9 +193,3 @@ func notifyBatch(ctx context.Context, tx pgx.Tx, jobs []*Job, horizon time.Time)
 	_, err := tx.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", JobsChannel, payloads)
 	return err
 }
-
-// pgUUID is id as pgx encodes it natively. A uuid.UUID is a
-// driver.Valuer that pgx encodes through its text form, after first
-// failing to encode that text in binary (and formatting an error for
-// it): a third of CreateJobBatch's own CPU time, for the ids alone.
-func pgUUID(id uuid.UUID) [16]byte { return id }

@@ -111,7 +111,7 @@ func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time
 			j := byBucket[i]
 			return []any{pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
 				j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, created, created, pgUUID(*j.SpecID),
-				labelsArg(j.Labels), nullText(j.Description), j.Policy}, nil
+				nullLabels(j.Labels), nullText(j.Description), j.Policy}, nil
 		}))
 	return err
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -132,11 +131,8 @@ func (s *Store) ExecutionStats(ctx context.Context, f StatsFilter) ([]ExecStats,
 	if !ok {
 		return nil, fmt.Errorf("store: execution stats: unknown grouping %q, want one of %v", f.GroupBy, GroupBys)
 	}
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	var args sqlArgs
+	arg := args.add
 	where := []string{"scheduled_for >= " + arg(f.Since.UTC()), "scheduled_for < " + arg(f.Until.UTC())}
 	if f.Namespace != "" {
 		where = append(where, "namespace = "+arg(f.Namespace))

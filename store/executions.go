@@ -217,7 +217,7 @@ func (s *Store) MarkDispatched(ctx context.Context, ds []Dispatched, at time.Tim
 			t := domain.ExecutionTime(d.ID)
 			lo, hi = minTime(lo, t), maxTime(hi, t)
 		}
-		b.Queue(markDispatchedSQL, ids, lo, hi, group[0].Dispatch, msOrNil(at))
+		b.Queue(markDispatchedSQL, ids, lo, hi, group[0].Dispatch, nullTime(at))
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("store: mark %d executions dispatched: %w", total, err)
@@ -419,15 +419,6 @@ func cleanText(s string) string {
 	s = strings.ReplaceAll(s, "\x00", "")
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return domain.Truncate(s)
-}
-
-// msOrNil is t at millisecond precision, or SQL NULL for the zero time.
-func msOrNil(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = ms(t)
-	return &t
 }
 
 // Positional reports whether e's current dispatch is covered by its

@@ -119,7 +119,7 @@ func (s *Store) createOne(ctx context.Context, j *Job) error {
 		RETURNING created_at, updated_at`,
 		pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
 		j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, pgUUID(*j.SpecID),
-		labelsArg(j.Labels), nullText(j.Description), j.Policy, msPtr(j.PausedNextRunAt),
+		nullLabels(j.Labels), nullText(j.Description), j.Policy, msPtr(j.PausedNextRunAt),
 	).Scan(&j.CreatedAt, &j.UpdatedAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), isUniqueViolation(err):
@@ -180,12 +180,9 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 	limit := pageSize(f.Limit)
 	var (
 		where []string
-		args  []any
+		args  sqlArgs
 	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	arg := args.add
 	if f.Namespace != "" {
 		where = append(where, "n.namespace = "+arg(f.Namespace))
 	}
@@ -313,7 +310,7 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 			WHERE bucket = $1 AND id = $2 AND version = $10
 			RETURNING `+jobRead("jobs"),
 			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
-			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID, labelsArg(j.Labels), nullText(j.Description),
+			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID, nullLabels(j.Labels), nullText(j.Description),
 			j.Policy, msPtr(j.PausedNextRunAt), msPtr(j.SkipBefore))
 		var err error
 		if got, err = scanJob(row); errors.Is(err, pgx.ErrNoRows) {
@@ -467,14 +464,6 @@ func writeSpecs(ctx context.Context, tx pgx.Tx, jobs []*Job) error {
 	return nil
 }
 
-// nullJSON makes an empty payload SQL NULL rather than invalid JSON.
-func nullJSON(p json.RawMessage) any {
-	if len(p) == 0 {
-		return nil
-	}
-	return []byte(p)
-}
-
 // prefixed qualifies every column of a comma-separated list.
 func prefixed(prefix, columns string) string {
 	cols := strings.Split(columns, ", ")
@@ -527,22 +516,6 @@ func decodeCursor(c string, v any) error {
 		return fmt.Errorf("%w %q", ErrBadCursor, c)
 	}
 	return nil
-}
-
-// labelsArg is a job's labels as stored: NULL when it has none.
-func labelsArg(l domain.Labels) any {
-	if len(l) == 0 {
-		return nil
-	}
-	return l
-}
-
-// nullText is s, or NULL when it is empty.
-func nullText(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 // selectorSQL is the condition (" AND ...") a jobs row must meet to match

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -218,11 +217,8 @@ func (f ExecFilter) windows(now time.Time) []ExecFilter {
 // listExecutions reads up to limit executions matching f, in one
 // statement.
 func (s *Store) listExecutions(ctx context.Context, f ExecFilter, limit int) ([]*Execution, error) {
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	var args sqlArgs
+	arg := args.add
 	states := f.states()
 	var split []string // each branch's state condition
 	switch {
@@ -288,11 +284,8 @@ func (s *Store) listExecutions(ctx context.Context, f ExecFilter, limit int) ([]
 // CountExecutions counts the executions matching f (its cursor and limit
 // aside).
 func (s *Store) CountExecutions(ctx context.Context, f ExecFilter) (int64, error) {
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	var args sqlArgs
+	arg := args.add
 	where, err := f.where(arg, false, false)
 	if err != nil {
 		return 0, fmt.Errorf("store: count executions: %w", err)

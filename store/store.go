@@ -167,15 +167,24 @@ func (s *Store) Close() {
 // Buckets is the cluster's bucket count N, known after Init.
 func (s *Store) Buckets() int { return s.buckets }
 
+// Migrations are the migration files Migrate applies (00001_init.sql
+// and on). Tests name their template databases after a hash of them
+// (store/storetest), so that a changed migration is never served from a
+// stale template.
+func Migrations() fs.FS {
+	fsys, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // fs.Sub fails only on an invalid path, and this one is constant
+	}
+	return fsys
+}
+
 // Migrate brings the schema up to date with the migrations embedded in
 // the binary. Several tockd may call it at once: goose holds a Postgres
 // session advisory lock while it migrates, so the others wait and then
 // find nothing to do.
 func (s *Store) Migrate(ctx context.Context) error {
-	fsys, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		return fmt.Errorf("store: migrations: %w", err)
-	}
+	fsys := Migrations()
 	// Wait for another migrator for up to 5 minutes, checking every second.
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 	if err != nil {

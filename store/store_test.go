@@ -29,19 +29,27 @@ func newStore(t testing.TB) *Store { return newStoreWith(t, testBuckets) }
 func newStoreWith(t testing.TB, buckets int) *Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, testenv.Postgres(t))
+	s, err := Open(ctx, testenv.PostgresFrom(t, testSchema))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if n, err := s.Init(ctx, buckets); err != nil || n != buckets {
 		t.Fatalf("Init = %d, %v; want %d", n, err, buckets)
 	}
 	return s
 }
+
+// testSchema is storetest.Schema, which this package's own tests cannot
+// import: newStore's databases are copies of a template migrated once.
+var testSchema = testenv.Schema{Migrations: Migrations(), Migrate: func(ctx context.Context, url string) error {
+	s, err := Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.Migrate(ctx)
+}}
 
 // idInBucket is a new job id that falls in bucket b.
 func idInBucket(b int) uuid.UUID {

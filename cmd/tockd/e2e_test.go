@@ -33,6 +33,7 @@ import (
 	"github.com/tock-sched/tock/internal/embedded"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 )
 
 // TestMain lets the test binary play tockd: a test re-runs it with
@@ -54,7 +55,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return &env{pg: testenv.Postgres(t), etcd: testenv.Etcd(t), nats: testenv.NATS(t)}
+	// A migrated database: tockd's own Migrate then finds nothing to do
+	// (TestServeFlagsSecureAPINATSAndEtcd starts one on an empty one).
+	return &env{pg: storetest.Postgres(t), etcd: testenv.Etcd(t), nats: testenv.NATS(t)}
 }
 
 func (e *env) config(node string, ln net.Listener) Config {

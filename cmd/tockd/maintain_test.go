@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 )
 
 // tockd maintain --once runs one pass, partitions ahead and retention,
@@ -66,16 +66,13 @@ func TestMaintainOnce(t *testing.T) {
 // maintenance commands.
 func maintainedStore(t *testing.T) (string, *store.Store, time.Time) {
 	t.Helper()
-	pg := testenv.Postgres(t)
+	pg := storetest.Postgres(t)
 	ctx := context.Background()
 	st, err := store.Open(ctx, pg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := st.Init(ctx, 16); err != nil {
 		t.Fatal(err)
 	}

@@ -1,69 +1,17 @@
 package testenv
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/internal/embedded"
 	"github.com/tock-sched/tock/secret"
 )
-
-// DefaultPostgresURL is the server tests create their databases on unless
-// TOCK_TEST_POSTGRES_URL says otherwise.
-const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-// Postgres creates an empty database for this test and returns its URL.
-// The database is dropped when the test ends.
-func Postgres(t testing.TB) string {
-	t.Helper()
-	admin := os.Getenv("TOCK_TEST_POSTGRES_URL")
-	if admin == "" {
-		admin = DefaultPostgresURL
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connect to test postgres %s (set TOCK_TEST_POSTGRES_URL, or run make test which starts it): %v", admin, err)
-	}
-	defer conn.Close(ctx)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "tock_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Logf("drop test database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop test database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(admin)
-	if err != nil {
-		t.Fatalf("parse %s: %v", admin, err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
 
 // Etcd starts an embedded etcd for this test; it is stopped when the test
 // ends. The test may Stop and Start it again.
