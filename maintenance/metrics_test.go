@@ -17,6 +17,7 @@ import (
 	"github.com/tock-sched/tock/recorder"
 	"github.com/tock-sched/tock/scanner"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 )
 
 // describing is a Registerer that remembers every metric registered on
@@ -101,7 +102,7 @@ var schedulerMetrics = []string{
 // process), and a set given no registry works too.
 func TestComponentsRegisterEveryMetric(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.Postgres(t))
+	st, err := store.Open(ctx, storetest.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tock-sched/tock/archive"
-	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 )
 
 // maintainedStore is a new cluster's store (16 buckets; closed when the
@@ -23,7 +23,7 @@ import (
 func maintainedStore(t *testing.T) (*store.Store, time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.Postgres(t))
+	st, err := store.Open(ctx, storetest.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
