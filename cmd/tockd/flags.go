@@ -5,8 +5,8 @@ import (
 
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/domain"
-	"github.com/tock-sched/tock/node"
 	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/node"
 )
 
 // ExecutionFlags tune how executions are retried and run; serve and dev
