@@ -203,3 +203,45 @@ func Scrape(t testing.TB, base, name string) float64 {
 	}
 	return sum
 }
+
+// ExecutionsIn is every execution of the cluster in state (GET
+// /v1/executions?state=...), following the pages.
+func (n *Node) ExecutionsIn(t testing.TB, state string) []client.Execution {
+	t.Helper()
+	var all []client.Execution
+	limit := 500
+	states := []client.ExecutionState{client.ExecutionState(state)}
+	params := &client.ListExecutionsParams{State: &states, Limit: &limit}
+	for {
+		resp, err := n.Client.ListExecutionsWithResponse(context.Background(), params)
+		if err != nil {
+			t.Fatalf("list %s executions: %v", state, err)
+		}
+		if resp.JSON200 == nil {
+			t.Fatalf("list %s executions: status %d %s", state, resp.StatusCode(), resp.Body)
+		}
+		all = append(all, resp.JSON200.Items...)
+		if resp.JSON200.NextCursor == nil {
+			return all
+		}
+		params.Cursor = resp.JSON200.NextCursor
+	}
+}
+
+// Attempts is the execution's attempts, as GET /v1/executions/{id} lists
+// them; none in a listing.
+func Attempts(x client.Execution) []client.Attempt {
+	if x.AttemptList == nil {
+		return nil
+	}
+	return *x.AttemptList
+}
+
+// Code is the status of a generated client's answer, or 0 if the request
+// failed: for tests that only check the status of a call.
+func Code(resp interface{ StatusCode() int }, err error) int {
+	if err != nil {
+		return 0
+	}
+	return resp.StatusCode()
+}
