@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -114,4 +115,29 @@ func AssertExactlyOnce(t testing.TB, pg string, jobs []uuid.UUID, from, to time.
 		t.Logf("%d jobs × %d seconds (%s to %s): every scheduled time fired exactly once",
 			len(jobs), secs, from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"))
 	}
+}
+
+// MigratedStore is a new cluster's database (Buckets buckets), migrated:
+// its URL, its store (closed at cleanup) and the database's clock, for
+// tests of the commands that maintain it (tockd maintain, tockd archive).
+func MigratedStore(t testing.TB) (string, *store.Store, time.Time) {
+	t.Helper()
+	pg := testenv.Postgres(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Init(ctx, Buckets); err != nil {
+		t.Fatal(err)
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pg, st, now
 }
