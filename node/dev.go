@@ -25,7 +25,7 @@ type Dev struct {
 	// Node is the node's configuration. RunDev sets its connections
 	// (etcd, NATS: the embedded servers), its identity ("dev"), its
 	// roles (all), authentication (none: the API listens on loopback
-	// only) and its egress rules (devHTTPPolicy); Node.AllowedHosts
+	// only) and its egress rules (DevHTTPPolicy); Node.AllowedHosts
 	// defaults to the loopback names.
 	Node Config
 	// DataDir is where the embedded etcd and NATS keep their data, so

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,11 +39,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	tlsCfg, err := cfg.TLS.ServerConfig()
+	tlsCfg, err := cfg.checkFiles()
 	if err != nil {
-		return err
-	}
-	if err := cfg.CheckFiles(); err != nil {
 		return err
 	}
 	log := cfg.Logger.With("node", cfg.NodeID)
@@ -147,16 +145,24 @@ func Run(ctx context.Context, cfg Config) error {
 // tockd refuses its flags before it connects anywhere. Run checks them
 // too.
 func (c Config) CheckFiles() error {
-	if _, err := c.TLS.ServerConfig(); err != nil {
-		return err
+	_, err := c.checkFiles()
+	return err
+}
+
+// checkFiles is CheckFiles, returning the API listener's TLS
+// configuration too (nil: plain HTTP).
+func (c Config) checkFiles() (*tls.Config, error) {
+	tlsCfg, err := c.TLS.ServerConfig()
+	if err != nil {
+		return nil, err
 	}
 	if _, err := c.NATSAuth.options(); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := etcdConfig(c.EtcdEndpoints, c.EtcdAuth); err != nil {
-		return err
+		return nil, err
 	}
-	return nil
+	return tlsCfg, nil
 }
 
 // waitForEnd waits until ctx ends (nil), a component fails (its error) or

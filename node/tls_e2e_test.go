@@ -103,7 +103,7 @@ func TestServeFlagsSecureAPINATSAndEtcd(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := nodetest.Command(t, "serve", "--node-id", "tls", "--http-addr", addr, "--postgres-url", pg,
 		"--cluster", "tls", "--buckets", "16", "--lease-ttl", "2s", "--log-level", "warn",
-		"--tls-cert", cert, "--tls-key", key, "--auth", "none", // keys: auth_test.go
+		"--tls-cert", cert, "--tls-key", key, "--auth", "none", // keys: auth_e2e_test.go
 		"--nats-url", ns.URL(), "--nats-tls-ca", ca.CertFile,
 		"--etcd-endpoints", etcd.Endpoint(), "--etcd-user", testenv.EtcdUser, "--etcd-tls-ca", ca.CertFile)
 	// Secrets by environment, as a deployment would pass them.
