@@ -185,29 +185,39 @@ var (
 )
 
 // Tockd is the path of a tockd binary built from this module, once per
-// test binary (with the race detector when the test binary has it), in a
-// directory of its own under the OS's temporary directory.
+// test binary (with the race detector when the test binary has it). It is
+// built beside the test binary, in the work directory go test removes
+// when it is done, or in a directory of its own under the OS's temporary
+// directory if that one cannot be written.
 func Tockd(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tockd-e2e-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		built = filepath.Join(dir, "tockd")
-		cmd := exec.Command("go", "build", "-race", "-o", built, "github.com/tock-sched/tock/cmd/tockd")
-		if !raceEnabled {
-			cmd = exec.Command("go", "build", "-o", built, "github.com/tock-sched/tock/cmd/tockd")
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build tockd: %w\n%s", err, out)
-		}
-	})
+	buildOnce.Do(func() { built, buildErr = buildTockd() })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return built
+}
+
+// buildTockd builds tockd for Tockd and returns its path.
+func buildTockd() (string, error) {
+	dir := filepath.Dir(os.Args[0])
+	if f, err := os.CreateTemp(dir, "probe"); err == nil {
+		f.Close()
+		os.Remove(f.Name())
+	} else if dir, err = os.MkdirTemp("", "tockd-e2e-"); err != nil {
+		return "", fmt.Errorf("build tockd: %w", err)
+	}
+	path := filepath.Join(dir, "tockd")
+	args := []string{"build", "-o", path}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	// go test puts its own GOROOT/bin first on PATH, so "go" is the
+	// toolchain running the test.
+	if out, err := exec.Command("go", append(args, "github.com/tock-sched/tock/cmd/tockd")...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build tockd: %w\n%s", err, out)
+	}
+	return path, nil
 }
 
 // Command is tockd run with args (tockd keys create ..., tockd maintain
