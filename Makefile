@@ -42,7 +42,7 @@ fuzz: postgres
 ## chaos: the long chaos test (3 nodes, 2,000 every-second jobs, 3 minutes of kill -9,
 ## SIGSTOP and SIGTERM); `make test` runs a short form of the same test
 chaos: postgres
-	TOCK_CHAOS_JOBS=2000 TOCK_CHAOS_DURATION=3m $(GO) test -count=1 -timeout 20m -run TestChaos -v ./cmd/tockd/
+	TOCK_CHAOS_JOBS=2000 TOCK_CHAOS_DURATION=3m $(GO) test -count=1 -timeout 20m -run TestChaos -v ./node/
 
 ## bench-cluster: NODES tockd nodes on this machine (default 3): tockd dev plus NODES-1
 ## tockd serve sharing its Postgres, etcd and NATS; Ctrl-C stops them all (docs/bench.md)

@@ -1,7 +1,8 @@
 package scanner
 
 // Unit tests with an in-memory store. The real-Postgres, real-NATS path is
-// covered end to end in cmd/tockd.
+// covered end to end in policy_e2e_test.go and window_e2e_test.go,
+// and in package node.
 
 import (
 	"github.com/tock-sched/tock/domain"

@@ -171,7 +171,7 @@ func TestEnsureStreamsFixesDriftedSettings(t *testing.T) {
 
 // EnsureStreams puts a recorder consumer someone changed back to tock's
 // settings. (A right one it only reads, which is all a custom executor's
-// NATS user may do: cmd/tockd's TestNATSPermissionsExample.)
+// NATS user may do: node's TestNATSPermissionsExample.)
 func TestEnsureStreamsFixesTheRecorderConsumer(t *testing.T) {
 	ctx := context.Background()
 	js := testenv.JetStream(t)

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"net/url"
+	"time"
 
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/domain"
-
-	"time"
-
 	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/node"
 )
 
 // ExecutionFlags tune how executions are retried and run; serve and dev
@@ -52,7 +48,7 @@ type ExecutionFlags struct {
 }
 
 // apply copies the flags into cfg.
-func (f ExecutionFlags) apply(cfg *Config) {
+func (f ExecutionFlags) apply(cfg *node.Config) {
 	cfg.Retry = domain.RetryPolicy{
 		MaxAttempts:    f.RetryMaxAttempts,
 		InitialBackoff: f.RetryInitialBackoff.String(),
@@ -101,17 +97,10 @@ type HTTPFlags struct {
 	CORSOrigins  []string `name:"cors-origins" env:"TOCK_CORS_ORIGINS" sep:"," help:"Browser origins (https://console.example.com) allowed to call the API from their pages, comma separated; * allows any. Default: none, and no CORS headers are sent."`
 }
 
-// devHosts are the hosts tockd dev answers for when --allowed-hosts is
-// not given: its API listens on loopback.
-var devHosts = []string{"localhost", "127.0.0.1", "[::1]"}
-
 // apply copies the flags into cfg; dev's API answers only for loopback
-// names unless told otherwise.
-func (f HTTPFlags) apply(cfg *Config, dev bool) {
+// names unless told otherwise (node.RunDev).
+func (f HTTPFlags) apply(cfg *node.Config) {
 	cfg.AllowedHosts, cfg.CORSOrigins = f.AllowedHosts, f.CORSOrigins
-	if dev && len(cfg.AllowedHosts) == 0 {
-		cfg.AllowedHosts = devHosts
-	}
 }
 
 // LimitFlags are the API's rate limits and quotas (api.Limits), for the
@@ -124,7 +113,7 @@ type LimitFlags struct {
 }
 
 // apply copies the flags into cfg.
-func (f LimitFlags) apply(cfg *Config) {
+func (f LimitFlags) apply(cfg *node.Config) {
 	cfg.Limits = api.Limits{KeyRate: f.RateLimitKey, NamespaceRate: f.RateLimitNamespace,
 		MaxJobs: f.MaxJobsPerNamespace, RunsPerMinute: f.MaxRunsPerMinute}
 }
@@ -137,8 +126,8 @@ type APITLSFlags struct {
 }
 
 // apply copies the flags into cfg.
-func (f APITLSFlags) apply(cfg *Config) {
-	cfg.TLS = APITLS{Cert: f.TLSCert, Key: f.TLSKey, ClientCA: f.TLSClientCA}
+func (f APITLSFlags) apply(cfg *node.Config) {
+	cfg.TLS = node.APITLS{Cert: f.TLSCert, Key: f.TLSKey, ClientCA: f.TLSClientCA}
 }
 
 // ConnFlags authenticate tockd serve to NATS and etcd and check their
@@ -160,11 +149,11 @@ type ConnFlags struct {
 }
 
 // apply copies the flags into cfg.
-func (f ConnFlags) apply(cfg *Config) {
-	cfg.NATSAuth = NATSAuth{User: f.NATSUser, Password: f.NATSPassword, NkeySeedFile: f.NATSNkeySeedFile,
-		CredsFile: f.NATSCredsFile, TLS: TLSFiles{CA: f.NATSTLSCA, Cert: f.NATSTLSCert, Key: f.NATSTLSKey}}
-	cfg.EtcdAuth = EtcdAuth{User: f.EtcdUser, Password: f.EtcdPassword,
-		TLS: TLSFiles{CA: f.EtcdTLSCA, Cert: f.EtcdTLSCert, Key: f.EtcdTLSKey}}
+func (f ConnFlags) apply(cfg *node.Config) {
+	cfg.NATSAuth = node.NATSAuth{User: f.NATSUser, Password: f.NATSPassword, NkeySeedFile: f.NATSNkeySeedFile,
+		CredsFile: f.NATSCredsFile, TLS: node.TLSFiles{CA: f.NATSTLSCA, Cert: f.NATSTLSCert, Key: f.NATSTLSKey}}
+	cfg.EtcdAuth = node.EtcdAuth{User: f.EtcdUser, Password: f.EtcdPassword,
+		TLS: node.TLSFiles{CA: f.EtcdTLSCA, Cert: f.EtcdTLSCert, Key: f.EtcdTLSKey}}
 }
 
 // JWTFlags accept JWT bearer tokens from an identity provider besides
@@ -177,23 +166,14 @@ type JWTFlags struct {
 }
 
 // apply copies the flags into cfg; a JWK Set URL needs an issuer and an
-// audience (a token of any issuer or audience would do otherwise).
-func (f JWTFlags) apply(cfg *Config) error {
-	if f.JWKSURL == "" {
-		if f.JWTIssuer != "" || f.JWTAudience != "" {
-			return errors.New("--jwt-issuer and --jwt-audience need --jwks-url")
-		}
-		return nil
+// audience, and https (node.JWTSettings.Check).
+func (f JWTFlags) apply(cfg *node.Config) error {
+	s := node.JWTSettings{URL: f.JWKSURL, Issuer: f.JWTIssuer, Audience: f.JWTAudience, RolesClaim: f.JWTRolesClaim}
+	if err := s.Check(); err != nil {
+		return err
 	}
-	if f.JWTIssuer == "" || f.JWTAudience == "" {
-		return errors.New("--jwks-url needs --jwt-issuer and --jwt-audience: without them a token of any issuer or audience signed by that JWK Set would do")
+	if s.URL != "" {
+		cfg.JWT = s
 	}
-	// Keys fetched in clear text could be swapped on the way, and with
-	// them any token forged: https, or http on this machine only.
-	u, err := url.Parse(f.JWKSURL)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackOnly(u.Host) == nil)) {
-		return fmt.Errorf("--jwks-url %q: want an https:// URL (http:// only on loopback)", f.JWKSURL)
-	}
-	cfg.JWT = JWTSettings{URL: f.JWKSURL, Issuer: f.JWTIssuer, Audience: f.JWTAudience, RolesClaim: f.JWTRolesClaim}
 	return nil
 }

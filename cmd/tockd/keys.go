@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -76,8 +75,3 @@ func (c *KeysCreateCmd) Run() error {
 		rec.ID, rec.Role, where, until)
 	return nil
 }
-
-// errNoKeys is why serve does not start open by accident.
-var errNoKeys = errors.New("no API key exists, so nobody could use the API: create the first one with " +
-	"`tockd keys create --postgres-url ... --namespace '*' --role admin`, " +
-	"or start with --auth none to serve the API without authentication (only where nobody else can reach it)")

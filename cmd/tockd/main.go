@@ -19,6 +19,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/tock-sched/tock/archive"
+	"github.com/tock-sched/tock/node"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -60,20 +61,17 @@ func (c *ServeCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	return Serve(ctx, cfg)
+	return node.Run(ctx, cfg)
 }
 
-func (c *ServeCmd) config() (Config, error) {
-	roles := map[string]bool{}
-	for _, r := range c.Roles {
-		switch r {
-		case RoleAPI, RoleScheduler, RoleExecutor, RoleRecorder:
-			roles[r] = true
-		default:
-			return Config{}, fmt.Errorf("--roles: unknown role %q (want api, scheduler, executor, recorder)", r)
-		}
+// config turns the flags into the node's configuration, refusing flags
+// that cannot work before any connection is made.
+func (c *ServeCmd) config() (node.Config, error) {
+	roles, err := node.ParseRoles(c.Roles)
+	if err != nil {
+		return node.Config{}, err
 	}
-	cfg := Config{
+	cfg := node.Config{
 		NodeID:        c.NodeID,
 		HTTPAddr:      c.HTTPAddr,
 		PostgresURL:   c.PostgresURL,
@@ -90,26 +88,19 @@ func (c *ServeCmd) config() (Config, error) {
 		MetricsAddr:   c.MetricsAddr,
 	}
 	c.ExecutionFlags.apply(&cfg)
-	c.HTTPFlags.apply(&cfg, false)
-	var err error
+	c.HTTPFlags.apply(&cfg)
 	if cfg.Secrets, err = c.SecretFlags.load(); err != nil {
-		return Config{}, err
+		return node.Config{}, err
 	}
 	c.LimitFlags.apply(&cfg)
 	if err := c.JWTFlags.apply(&cfg); err != nil {
-		return Config{}, err
+		return node.Config{}, err
 	}
 	c.APITLSFlags.apply(&cfg)
 	c.ConnFlags.apply(&cfg)
 	// Flags that cannot work fail here, before any connection is made.
-	if _, err := cfg.TLS.serverConfig(); err != nil {
-		return Config{}, err
-	}
-	if _, err := cfg.NATSAuth.options(); err != nil {
-		return Config{}, err
-	}
-	if _, err := etcdConfig(cfg.EtcdEndpoints, cfg.EtcdAuth); err != nil {
-		return Config{}, err
+	if err := cfg.CheckFiles(); err != nil {
+		return node.Config{}, err
 	}
 	return cfg, nil
 }
@@ -183,13 +174,49 @@ func (c *MaintainCmd) Run() error {
 			return err
 		}
 	}
-	cfg := Config{Retention: time.Duration(c.Retention), CompletedJobRetention: time.Duration(c.CompletedJobRetention),
+	cfg := node.Config{Retention: time.Duration(c.Retention), CompletedJobRetention: time.Duration(c.CompletedJobRetention),
 		ArchiveDir: c.ArchiveDir, AuditRetention: time.Duration(c.AuditRetention)}
 	log := newLogger(c.LogLevel)
 	if c.Once {
-		return maintainOnce(ctx, st, log, cfg, true)
+		return node.MaintainOnce(ctx, st, log, cfg, true)
 	}
-	return maintain(ctx, st, log, cfg)
+	return node.Maintain(ctx, st, log, cfg)
+}
+
+// DevCmd runs every role in one process with etcd and NATS JetStream
+// embedded (node.RunDev). Their data lives under --data-dir, so a restart
+// keeps state.
+type DevCmd struct {
+	Common
+	ExecutionFlags
+	HTTPFlags
+	SecretFlags
+	APITLSFlags
+	DataDir  string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
+	HTTPAddr string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
+	EtcdPort int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
+	NATSPort int    `name:"nats-port" default:"4222" help:"Preferred NATS port (a free one is used if it is taken)."`
+	Buckets  int    `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets of a new cluster."`
+	Pprof    bool   `name:"pprof" env:"TOCK_PPROF" help:"Serve Go's profiler under /debug/pprof/ on the HTTP address."`
+}
+
+// Run starts embedded etcd and NATS, makes sure the database exists, and
+// serves every role until SIGINT or SIGTERM.
+func (c *DevCmd) Run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := node.Config{
+		HTTPAddr:    c.HTTPAddr,
+		PostgresURL: c.PostgresURL,
+		Buckets:     c.Buckets,
+		Pprof:       c.Pprof,
+		Logger:      newLogger(c.LogLevel),
+	}
+	c.ExecutionFlags.apply(&cfg)
+	c.HTTPFlags.apply(&cfg)
+	c.APITLSFlags.apply(&cfg)
+	return node.RunDev(ctx, node.Dev{Node: cfg, DataDir: c.DataDir, EtcdPort: c.EtcdPort, NATSPort: c.NATSPort,
+		SecretKeyFile: c.SecretKeyFile})
 }
 
 // ArchiveCmd writes one day of execution history to Parquet files, as

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/node"
 	"github.com/tock-sched/tock/secret"
 )
 
@@ -18,51 +18,7 @@ type SecretFlags struct {
 }
 
 // load reads the key file; nil when none is named.
-func (f SecretFlags) load() (*secret.Keyring, error) {
-	if f.SecretKeyFile == "" {
-		return nil, nil
-	}
-	k, err := secret.LoadFile(f.SecretKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--secret-key-file: %w", err)
-	}
-	return k, nil
-}
-
-// devKeys are tockd dev's keys: those of --secret-key-file, or when it
-// names none, of secret.keys in the data directory, created with one new
-// key if missing. It returns the file's path too.
-func (f SecretFlags) devKeys(dataDir string) (*secret.Keyring, string, error) {
-	if f.SecretKeyFile != "" {
-		k, err := f.load()
-		return k, f.SecretKeyFile, err
-	}
-	path := filepath.Join(dataDir, "secret.keys")
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, "", err
-	}
-	if err := secret.WriteNewFile(path, "dev1"); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, "", err
-	}
-	k, err := SecretFlags{SecretKeyFile: path}.load()
-	return k, path, err
-}
-
-// keyring is what the api (jobs.Sealer) and executor
-// (executor.SecretOpener) roles take of a *secret.Keyring.
-type keyring interface {
-	Seal(plaintext, ad []byte) (string, []byte, error)
-	Open(keyID string, sealed, ad []byte) ([]byte, error)
-}
-
-// keys is k as those roles take it: a nil interface, not a nil pointer in
-// one, when there is no key.
-func keys(k *secret.Keyring) keyring {
-	if k == nil {
-		return nil
-	}
-	return k
-}
+func (f SecretFlags) load() (*secret.Keyring, error) { return node.LoadKeyring(f.SecretKeyFile) }
 
 // SecretsCmd groups the commands of secret keys.
 type SecretsCmd struct {

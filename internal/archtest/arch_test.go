@@ -74,5 +74,5 @@ func TestArchitectureArrowsMatchImports(t *testing.T) {
 // example.
 func undocumented(pkg string) bool {
 	return strings.HasPrefix(pkg, "internal/testenv") || strings.HasPrefix(pkg, "internal/embedded") ||
-		strings.HasPrefix(pkg, "store/storetest") || strings.HasPrefix(pkg, "examples/") || strings.HasPrefix(pkg, "internal/archtest")
+		strings.HasPrefix(pkg, "store/storetest") || strings.HasPrefix(pkg, "node/nodetest") || strings.HasPrefix(pkg, "examples/") || strings.HasPrefix(pkg, "internal/archtest")
 }

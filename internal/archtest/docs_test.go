@@ -27,11 +27,6 @@ func TestReadmeFits(t *testing.T) {
 	}
 }
 
-// pendingPackages are packages that other branches of issue 21 add; the
-// layout table names them already, and the test accepts them before they
-// exist. Once merged they are ordinary packages and this list can go.
-var pendingPackages = []string{"node", "node/nodetest", "maintenance", "api/models"}
-
 // layoutRow is a row of a layout table: "| `scanner/` | owns ... |".
 var layoutRow = regexp.MustCompile("^\\|\\s*`([^`]+)`\\s*\\|")
 
@@ -89,7 +84,7 @@ func TestLayoutTableNamesEveryPackage(t *testing.T) {
 			t.Errorf("docs/architecture.md: layout table names %s twice", r)
 		}
 		named[r] = true
-		if !packages[r] && r != "cmd" && !slices.Contains(pendingPackages, r) {
+		if !packages[r] && r != "cmd" {
 			t.Errorf("docs/architecture.md: layout table names %s, which is not a package (go list ./...)", r)
 		}
 	}

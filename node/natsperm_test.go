@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestNATSPermissionsExample(t *testing.T) {
 	const execPassword = "send-email-secret"
 	t.Setenv("TOCKD_NATS_PASSWORD", "tockd-secret")
 	t.Setenv("SEND_EMAIL_NATS_PASSWORD", execPassword)
-	conf := filepath.Join("..", "..", "deploy", "nats", "custom-executor.conf")
+	conf := filepath.Join("..", "deploy", "nats", "custom-executor.conf")
 	url := natsFromConfig(t, conf)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -221,7 +221,7 @@ func natsFromConfig(t *testing.T, conf string) string {
 // the streams), until the test ends.
 func tockdNATS(t *testing.T, ctx context.Context, url string) jetstream.JetStream {
 	t.Helper()
-	nc, js, err := connectNATS(ctx, Config{NATSURL: url, NodeID: "perm-tockd", Roles: map[string]bool{RoleScheduler: true},
+	nc, js, err := connectNATS(ctx, Config{NATSURL: url, NodeID: "perm-tockd", Roles: RolesOf(RoleScheduler),
 		NATSAuth: NATSAuth{User: "tockd", Password: "tockd-secret"}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

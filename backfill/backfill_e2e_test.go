@@ -1,4 +1,4 @@
-package main
+package backfill_test
 
 import (
 	"context"
@@ -7,42 +7,41 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/node"
+	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/store"
 )
 
-// backfillInfo is a backfill as the API shows it.
-type backfillInfo struct {
-	ID     string    `json:"id"`
-	Total  int64     `json:"total"`
-	Fired  int64     `json:"fired"`
-	State  string    `json:"state"`
-	NextAt time.Time `json:"next_at"`
-}
-
 // startBackfill asks for a backfill of job over [from, to) and returns it.
-func startBackfill(t *testing.T, base, job string, from, to time.Time) backfillInfo {
+func startBackfill(t *testing.T, n *nodetest.Node, job uuid.UUID, from, to time.Time) models.Backfill {
 	t.Helper()
-	var b backfillInfo
-	if code := call(t, "POST", base+"/v1/jobs/"+job+"/backfill", map[string]any{"from": from, "to": to}, &b); code != http.StatusAccepted {
-		t.Fatalf("backfill: status %d", code)
+	resp, err := n.Client.BackfillJobWithResponse(context.Background(), job, nil, models.BackfillRequest{From: from, To: to})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return b
+	if resp.StatusCode() != http.StatusAccepted {
+		t.Fatalf("backfill: status %d %s", resp.StatusCode(), resp.Body)
+	}
+	return *resp.JSON202
 }
 
 // waitBackfillDone waits until backfill id of job is done and returns it.
-func waitBackfillDone(t *testing.T, base, job, id string, within time.Duration) backfillInfo {
+func waitBackfillDone(t *testing.T, n *nodetest.Node, job, id uuid.UUID, within time.Duration) models.Backfill {
 	t.Helper()
-	var got backfillInfo
-	testenv.WaitFor(t, within, "backfill "+id+" done", func() bool {
-		var l struct {
-			Items []backfillInfo `json:"items"`
+	var got models.Backfill
+	nodetest.WaitFor(t, within, "backfill "+id.String()+" done", func() bool {
+		resp, err := n.Client.ListJobBackfillsWithResponse(context.Background(), job, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if code := call(t, "GET", base+"/v1/jobs/"+job+"/backfills", nil, &l); code != http.StatusOK {
-			t.Fatalf("list backfills: status %d", code)
+		if resp.StatusCode() != http.StatusOK {
+			t.Fatalf("list backfills: status %d", resp.StatusCode())
 		}
-		for _, b := range l.Items {
-			if b.ID == id {
+		for _, b := range resp.JSON200.Items {
+			if b.Id == id {
 				got = b
 			}
 		}
@@ -52,7 +51,7 @@ func waitBackfillDone(t *testing.T, base, job, id string, within time.Duration) 
 }
 
 // countWhere counts job's executions matching cond (SQL over executions).
-func countWhere(t *testing.T, st *store.Store, job, cond string, args ...any) int {
+func countWhere(t *testing.T, st *store.Store, job uuid.UUID, cond string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := st.Pool().QueryRow(context.Background(),
@@ -63,77 +62,75 @@ func countWhere(t *testing.T, st *store.Store, job, cond string, args ...any) in
 }
 
 func TestBackfillOfAPastHourFiresEachMinuteOnce(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNode(t, "n1")
-	st := openStore(t, e.pg)
-	seen := e.runExecutor(t, "bf-echo")
-	j := createJob(t, base, map[string]any{
+	t.Parallel()
+	e := nodetest.New(t)
+	n := e.Start(t, "n1")
+	st := nodetest.OpenStore(t, e.PG)
+	seen := e.Echo(t, "bf-echo")
+	j := n.CreateJob(t, map[string]any{
 		"name":     "every-minute",
 		"schedule": map[string]any{"cron": "0 * * * * *"},
 		"handler":  map[string]any{"type": "custom", "name": "bf-echo"},
 	})
 	to := time.Now().UTC().Truncate(time.Minute)
 	from := to.Add(-time.Hour).Add(-30 * time.Second) // the first run is on the minute after
-	b := startBackfill(t, base, j.ID, from, to)
+	b := startBackfill(t, n, j.Id, from, to)
 	if b.Total != 60 {
 		t.Fatalf("total %d, want 60", b.Total)
 	}
-	done := waitBackfillDone(t, base, j.ID, b.ID, 30*time.Second)
+	done := waitBackfillDone(t, n, j.Id, b.Id, 30*time.Second)
 	if done.Fired != 60 || !done.NextAt.Equal(to) {
 		t.Fatalf("backfill done as %+v, want 60 fired", done)
 	}
-	testenv.WaitFor(t, 30*time.Second, "60 backfill runs succeeded", func() bool {
-		return countWhere(t, st, j.ID, "backfill AND state = 'succeeded'") == 60
+	nodetest.WaitFor(t, 30*time.Second, "60 backfill runs succeeded", func() bool {
+		return countWhere(t, st, j.Id, "backfill AND state = 'succeeded'") == 60
 	})
-	if n := countWhere(t, st, j.ID, "backfill AND priority = 'low' AND fired_by = 'n1' AND scheduled_for >= $2 AND scheduled_for < $3 "+
-		"AND extract(second FROM scheduled_for) = 0 AND attempts = 1", from, to); n != 60 {
-		t.Errorf("%d low-priority backfill executions on whole minutes of the range, want 60", n)
+	if c := countWhere(t, st, j.Id, "backfill AND priority = 'low' AND fired_by = 'n1' AND scheduled_for >= $2 AND scheduled_for < $3 "+
+		"AND extract(second FROM scheduled_for) = 0 AND attempts = 1", from, to); c != 60 {
+		t.Errorf("%d low-priority backfill executions on whole minutes of the range, want 60", c)
 	}
-	if n := countWhere(t, st, j.ID, "scheduled_for < $2", to); n != 60 {
-		t.Errorf("%d executions before %s, want 60", n, to)
+	if c := countWhere(t, st, j.Id, "scheduled_for < $2", to); c != 60 {
+		t.Errorf("%d executions before %s, want 60", c, to)
 	}
-	if n := len(seen()); n < 60 {
-		t.Errorf("the executor ran %d executions, want at least 60", n)
+	if c := len(seen()); c < 60 {
+		t.Errorf("the executor ran %d executions, want at least 60", c)
 	}
 
 	// The same range again: its total is the same, but it fires nothing.
-	again := startBackfill(t, base, j.ID, from, to)
-	done = waitBackfillDone(t, base, j.ID, again.ID, 30*time.Second)
+	again := startBackfill(t, n, j.Id, from, to)
+	done = waitBackfillDone(t, n, j.Id, again.Id, 30*time.Second)
 	if again.Total != 60 || done.Fired != 0 {
 		t.Fatalf("second backfill: total %d, fired %d; want 60, 0", again.Total, done.Fired)
 	}
-	if n := countWhere(t, st, j.ID, "backfill"); n != 60 {
-		t.Errorf("%d backfill executions after the second backfill, want 60", n)
+	if c := countWhere(t, st, j.Id, "backfill"); c != 60 {
+		t.Errorf("%d backfill executions after the second backfill, want 60", c)
 	}
 	// The job's own count of runs and its next run are the schedule's.
-	var jj struct {
-		NextRunAt time.Time `json:"next_run_at"`
-	}
-	call(t, "GET", base+"/v1/jobs/"+j.ID, nil, &jj)
-	if !jj.NextRunAt.After(to) {
+	jj := n.Job(t, j.Id)
+	if jj.NextRunAt == nil || !jj.NextRunAt.After(to) {
 		t.Errorf("job's next run %s, want after %s", jj.NextRunAt, to)
 	}
 }
 
 func TestBackfillDoesNotDelayOnTimeRuns(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNodeWith(t, "n1", func(c *Config) { c.BackfillRate = 1000 })
-	st := openStore(t, e.pg)
-	e.runExecutor(t, "bf-lag")
-	j := createJob(t, base, map[string]any{
+	e := nodetest.New(t)
+	n := e.StartWith(t, "n1", func(c *node.Config) { c.BackfillRate = 1000 })
+	st := nodetest.OpenStore(t, e.PG)
+	e.Echo(t, "bf-lag")
+	j := n.CreateJob(t, map[string]any{
 		"name":     "every-second",
 		"schedule": map[string]any{"cron": "* * * * * *"},
 		"handler":  map[string]any{"type": "custom", "name": "bf-lag"},
 	})
-	testenv.WaitFor(t, 20*time.Second, "the job firing", func() bool {
-		return countWhere(t, st, j.ID, "state = 'succeeded'") >= 3
+	nodetest.WaitFor(t, 20*time.Second, "the job firing", func() bool {
+		return countWhere(t, st, j.Id, "state = 'succeeded'") >= 3
 	})
 	// 10,000 past seconds, up to now.
 	to := time.Now().UTC().Truncate(time.Second)
 	from := to.Add(-10_000 * time.Second)
 	start := time.Now()
-	b := startBackfill(t, base, j.ID, from, to)
-	done := waitBackfillDone(t, base, j.ID, b.ID, 90*time.Second)
+	b := startBackfill(t, n, j.Id, from, to)
+	done := waitBackfillDone(t, n, j.Id, b.Id, 90*time.Second)
 	took := time.Since(start)
 	end := time.Now()
 	if b.Total != 10_000 || done.Fired < 9_900 {
@@ -142,8 +139,8 @@ func TestBackfillDoesNotDelayOnTimeRuns(t *testing.T) {
 	// Every second of the backfill's time had its on-time run, started.
 	var lags []time.Duration
 	want := int(end.Sub(start)/time.Second) - 1
-	testenv.WaitFor(t, 10*time.Second, "the on-time runs of the backfill's time started", func() bool {
-		lags = onTimeLags(t, st, j.ID, start, end)
+	nodetest.WaitFor(t, 10*time.Second, "the on-time runs of the backfill's time started", func() bool {
+		lags = onTimeLags(t, st, j.Id, start, end)
 		return len(lags) >= want
 	})
 	slices.Sort(lags)
@@ -162,7 +159,7 @@ func TestBackfillDoesNotDelayOnTimeRuns(t *testing.T) {
 
 // onTimeLags are the fire-to-start lags (an attempt's start − its
 // scheduled time) of job's on-time executions scheduled in [from, to].
-func onTimeLags(t *testing.T, st *store.Store, job string, from, to time.Time) []time.Duration {
+func onTimeLags(t *testing.T, st *store.Store, job uuid.UUID, from, to time.Time) []time.Duration {
 	t.Helper()
 	rows, err := st.Pool().Query(context.Background(), `
 		SELECT extract(epoch FROM started_at - scheduled_for)::float8 FROM executions

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"crypto/tls"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // This file turns the node's TLS and credential settings into what each
@@ -32,11 +33,20 @@ type TLSFiles struct {
 // set reports whether any file is named.
 func (f TLSFiles) set() bool { return f.CA != "" || f.Cert != "" || f.Key != "" }
 
+// check rejects a certificate without its key, or a key without its
+// certificate; flag is the flags' common prefix (--nats-tls), for errors.
+func (f TLSFiles) check(flag string) error {
+	if (f.Cert == "") != (f.Key == "") {
+		return fmt.Errorf("%s-cert and %s-key go together: give both or neither", flag, flag)
+	}
+	return nil
+}
+
 // clientConfig is the TLS configuration the files describe; flag is the
 // flags' common prefix (--nats-tls), for errors.
 func (f TLSFiles) clientConfig(flag string) (*tls.Config, error) {
-	if (f.Cert == "") != (f.Key == "") {
-		return nil, fmt.Errorf("%s-cert and %s-key go together: give both or neither", flag, flag)
+	if err := f.check(flag); err != nil {
+		return nil, err
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if f.CA != "" {
@@ -76,16 +86,28 @@ type APITLS struct {
 	Cert, Key, ClientCA string
 }
 
-// serverConfig is the listener's TLS configuration; nil when TLS is off.
-func (t APITLS) serverConfig() (*tls.Config, error) {
+// check rejects settings that name half of what TLS needs.
+func (t APITLS) check() error {
 	if t.Cert == "" && t.Key == "" {
 		if t.ClientCA != "" {
-			return nil, errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked over TLS only")
+			return errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates are checked over TLS only")
 		}
-		return nil, nil
+		return nil
 	}
 	if t.Cert == "" || t.Key == "" {
-		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
+		return errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
+	return nil
+}
+
+// ServerConfig is the listener's TLS configuration, its files read;
+// nil when TLS is off.
+func (t APITLS) ServerConfig() (*tls.Config, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	if t.Cert == "" {
+		return nil, nil
 	}
 	pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
 	if err != nil {
@@ -112,20 +134,39 @@ type NATSAuth struct {
 	TLS            TLSFiles
 }
 
-// options are the nats.Options that authenticate the connection and set
-// up its TLS. Every NATS connection tockd makes uses them.
-func (a NATSAuth) options() ([]nats.Option, error) {
-	var opts []nats.Option
-	var given []string
+// check rejects a password without a user, and more than one way to
+// authenticate.
+func (a NATSAuth) check() error {
 	if a.Password != "" && a.User == "" {
-		return nil, errors.New("--nats-password needs --nats-user")
+		return errors.New("--nats-password needs --nats-user")
 	}
+	var given []string
+	for _, g := range []struct {
+		flag string
+		set  bool
+	}{{"--nats-user", a.User != ""}, {"--nats-nkey-seed-file", a.NkeySeedFile != ""}, {"--nats-creds-file", a.CredsFile != ""}} {
+		if g.set {
+			given = append(given, g.flag)
+		}
+	}
+	if len(given) > 1 {
+		return fmt.Errorf("%s: give one way to authenticate to NATS", strings.Join(given, ", "))
+	}
+	return a.TLS.check("--nats-tls")
+}
+
+// options are the nats.Options that authenticate the connection and set
+// up its TLS, their files read. Every NATS connection tockd makes uses
+// them.
+func (a NATSAuth) options() ([]nats.Option, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	var opts []nats.Option
 	if a.User != "" {
-		given = append(given, "--nats-user")
 		opts = append(opts, nats.UserInfo(a.User, a.Password))
 	}
 	if a.NkeySeedFile != "" {
-		given = append(given, "--nats-nkey-seed-file")
 		o, err := nats.NkeyOptionFromSeed(a.NkeySeedFile)
 		if err != nil {
 			return nil, fmt.Errorf("--nats-nkey-seed-file: %w", err)
@@ -133,16 +174,12 @@ func (a NATSAuth) options() ([]nats.Option, error) {
 		opts = append(opts, o)
 	}
 	if a.CredsFile != "" {
-		given = append(given, "--nats-creds-file")
 		// nats.go reads the file at each connect; read it now too, so
 		// that a wrong path fails the start, not every reconnect.
 		if _, err := os.ReadFile(a.CredsFile); err != nil {
 			return nil, fmt.Errorf("--nats-creds-file: %w", err)
 		}
 		opts = append(opts, nats.UserCredentials(a.CredsFile))
-	}
-	if len(given) > 1 {
-		return nil, fmt.Errorf("%s: give one way to authenticate to NATS", strings.Join(given, ", "))
 	}
 	if a.TLS.set() {
 		cfg, err := a.TLS.clientConfig("--nats-tls")
@@ -198,8 +235,27 @@ type EtcdAuth struct {
 	TLS            TLSFiles
 }
 
+// check rejects half a user and password, and TLS settings for plain
+// http endpoints.
+func (a EtcdAuth) check(endpoints []string) error {
+	// clientv3 ignores a user without a password, and a password
+	// without a user: both would connect unauthenticated.
+	if (a.User == "") != (a.Password == "") {
+		return errors.New("--etcd-user and --etcd-password go together: give both or neither")
+	}
+	if a.TLS.set() {
+		for _, e := range endpoints {
+			if strings.HasPrefix(e, "http://") {
+				return fmt.Errorf("--etcd-tls-*: endpoint %s is plain http; write it https://", e)
+			}
+		}
+	}
+	return a.TLS.check("--etcd-tls")
+}
+
 // etcdConfig is the client configuration for endpoints, authenticated and
-// secured as a says. Every etcd client tockd makes uses it.
+// secured as a says, its files read. Every etcd client tockd makes uses
+// it.
 func etcdConfig(endpoints []string, a EtcdAuth) (clientv3.Config, error) {
 	// DialTimeout bounds the log-in at start (with a user; connections
 	// are otherwise made lazily). clientv3 also waits this long plus a
@@ -207,18 +263,11 @@ func etcdConfig(endpoints []string, a EtcdAuth) (clientv3.Config, error) {
 	// keep-alive up, so it shapes the scheduler's lease handling too:
 	// it stays what it was before etcd credentials existed.
 	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: etcdLogger()}
-	// clientv3 ignores a user without a password, and a password
-	// without a user: both would connect unauthenticated.
-	if (a.User == "") != (a.Password == "") {
-		return cfg, errors.New("--etcd-user and --etcd-password go together: give both or neither")
+	if err := a.check(endpoints); err != nil {
+		return cfg, err
 	}
 	cfg.Username, cfg.Password = a.User, a.Password
 	if a.TLS.set() {
-		for _, e := range endpoints {
-			if strings.HasPrefix(e, "http://") {
-				return cfg, fmt.Errorf("--etcd-tls-*: endpoint %s is plain http; write it https://", e)
-			}
-		}
 		tlsCfg, err := a.TLS.clientConfig("--etcd-tls")
 		if err != nil {
 			return cfg, err
@@ -226,4 +275,15 @@ func etcdConfig(endpoints []string, a EtcdAuth) (clientv3.Config, error) {
 		cfg.TLS = tlsCfg
 	}
 	return cfg, nil
+}
+
+// etcdLogger keeps the etcd client's own log to errors: its warnings
+// (retried calls, cancelled requests at shutdown) are noise next to what
+// tock logs about etcd itself.
+func etcdLogger() *zap.Logger {
+	lg, err := zap.NewProduction(zap.IncreaseLevel(zap.ErrorLevel))
+	if err != nil {
+		return zap.NewNop()
+	}
+	return lg
 }

@@ -1,4 +1,4 @@
-package main
+package scanner_test
 
 // Schedule policies end to end: missed runs after the scheduler was
 // stopped or a node's buckets failed over, and accounting for every
@@ -7,39 +7,35 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"os/exec"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/store"
 )
 
 // missedJobs creates an every-second job per missed-run policy (skip,
 // latest, all with max 5), each with a grace of 2s, copies of them, and
 // returns their ids by policy.
-func missedJobs(t *testing.T, base, handler string, copies int) map[string][]string {
+func missedJobs(t *testing.T, n *nodetest.Node, handler string, copies int) map[string][]uuid.UUID {
 	t.Helper()
-	out := map[string][]string{}
+	out := map[string][]uuid.UUID{}
 	for _, p := range []string{"skip", "latest", "all"} {
 		for i := 0; i < copies; i++ {
-			j := createJob(t, base, map[string]any{
+			j := n.CreateJob(t, map[string]any{
 				"name":     fmt.Sprintf("%s-%s-%d", handler, p, i),
 				"schedule": map[string]any{"cron": "* * * * * *"},
 				"handler":  map[string]any{"type": "custom", "name": handler},
 				"missed":   map[string]any{"policy": p, "grace": "2s", "max": 5},
 			})
-			out[p] = append(out[p], j.ID)
+			out[p] = append(out[p], j.Id)
 		}
 	}
 	return out
@@ -60,10 +56,10 @@ type accounting struct {
 
 // account checks every second of job's schedule in [from, to]: each has
 // exactly one execution or lies in exactly one skipped range.
-func account(t *testing.T, pg, job string, from, to time.Time) accounting {
+func account(t *testing.T, pg string, job uuid.UUID, from, to time.Time) accounting {
 	t.Helper()
 	ctx := context.Background()
-	st := openStore(t, pg)
+	st := nodetest.OpenStore(t, pg)
 	var a accounting
 	rows, err := st.Pool().Query(ctx, `
 		SELECT s.at,
@@ -112,7 +108,7 @@ func account(t *testing.T, pg, job string, from, to time.Time) accounting {
 // checkMissed asserts that each policy's jobs fired as many missed runs
 // as it should (skip 0, latest 1, all 5 of max 5), skipped the rest of an
 // outage of at least minMissed seconds, and accounted for every second.
-func checkMissed(t *testing.T, pg string, jobs map[string][]string, from, to time.Time, minMissed int64) {
+func checkMissed(t *testing.T, pg string, jobs map[string][]uuid.UUID, from, to time.Time, minMissed int64) {
 	t.Helper()
 	want := map[string]int{"skip": 0, "latest": 1, "all": 5}
 	for policy, ids := range jobs {
@@ -141,77 +137,55 @@ func checkMissed(t *testing.T, pg string, jobs map[string][]string, from, to tim
 // latest and all (max 5) fire 0, 1 and 5 of the missed seconds when it
 // returns; the rest are recorded as skipped and nothing fires twice.
 func TestMissedRunsAfterSchedulerStopped(t *testing.T) {
-	e := newEnv(t)
-	base, proc := e.startProcess(t, "n1")
-	e.runExecutor(t, "missed")
-	jobs := missedJobs(t, base, "missed", 1)
+	t.Parallel()
+	e := nodetest.New(t)
+	n := e.StartProcess(t, "n1")
+	e.Echo(t, "missed")
+	jobs := missedJobs(t, n, "missed", 1)
 	from := time.Now().Add(2 * time.Second)
-	testenv.WaitFor(t, 15*time.Second, "the jobs to fire", func() bool {
-		return countExecutions(t, e.pg, jobs["all"][0]) >= 3
+	nodetest.WaitFor(t, 15*time.Second, "the jobs to fire", func() bool {
+		return nodetest.CountExecutions(t, e.PG, jobs["all"][0]) >= 3
 	})
-	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = proc.Wait()
+	n.Kill(t)
 	time.Sleep(10 * time.Second)
-	base, _ = e.startProcess(t, "n1")
+	n = e.StartProcess(t, "n1")
 	time.Sleep(4 * time.Second)
 	// Ten seconds down, less the grace: at least 7 missed.
-	checkMissed(t, e.pg, jobs, from, time.Now().Add(-2*time.Second), 7)
+	checkMissed(t, e.PG, jobs, from, time.Now().Add(-2*time.Second), 7)
 
 	// The restarted node skipped them all, and counted them.
 	var want int64
 	for _, ids := range jobs {
 		for _, id := range ids {
-			want += account(t, e.pg, id, from, time.Now()).skipped
+			want += account(t, e.PG, id, from, time.Now()).skipped
 		}
 	}
-	if got := metricValue(t, base, `tock_skipped_total{reason="missed"}`); got != float64(want) {
+	if got := n.Metric(t, `tock_skipped_total{reason="missed"}`); got != float64(want) {
 		t.Errorf("tock_skipped_total{reason=\"missed\"} = %v, want the %d runs recorded as skipped", got, want)
 	}
-}
-
-// metricValue reads one sample of the node's /metrics; 0 if absent.
-func metricValue(t *testing.T, base, sample string) float64 {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, sample+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f
-		}
-	}
-	return 0
 }
 
 // The same when a node is killed and its buckets fail over to the other
 // once its lease (TTL 12 s) expires: the jobs in the dead node's buckets apply
 // their policies; the other node's jobs miss nothing.
 func TestMissedRunsAfterFailover(t *testing.T) {
-	e := newEnv(t)
-	cli := e.etcdClient(t)
-	_, a := e.startProcess(t, "a", "--lease-ttl", "12s")
-	baseB, _ := e.startProcess(t, "b", "--lease-ttl", "12s")
-	testenv.WaitFor(t, 30*time.Second, "a and b to share the buckets", func() bool {
-		o := owners(t, cli)
+	t.Parallel()
+	e := nodetest.New(t)
+	cli := e.EtcdClient(t)
+	a := e.StartProcess(t, "a", "--lease-ttl", "12s")
+	b := e.StartProcess(t, "b", "--lease-ttl", "12s")
+	nodetest.WaitFor(t, 30*time.Second, "a and b to share the buckets", func() bool {
+		o := nodetest.Owners(t, cli)
 		return o["a"] > 0 && o["b"] > 0 && o["a"]+o["b"] == 16
 	})
-	e.runExecutor(t, "failover")
-	jobs := missedJobs(t, baseB, "failover", 3)
+	e.Echo(t, "failover")
+	jobs := missedJobs(t, b, "failover", 3)
 	from := time.Now().Add(2 * time.Second)
 	time.Sleep(4 * time.Second)
 
 	// Which jobs a fires: their buckets' recorded owner.
-	st := openStore(t, e.pg)
-	ofA := map[string]bool{}
+	st := nodetest.OpenStore(t, e.PG)
+	ofA := map[uuid.UUID]bool{}
 	for _, ids := range jobs {
 		for _, id := range ids {
 			var node string
@@ -222,15 +196,12 @@ func TestMissedRunsAfterFailover(t *testing.T) {
 			ofA[id] = node == "a"
 		}
 	}
-	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = a.Wait()
-	testenv.WaitFor(t, 30*time.Second, "b to own every bucket", func() bool { return owners(t, cli)["b"] == 16 })
+	a.Kill(t)
+	nodetest.WaitFor(t, 30*time.Second, "b to own every bucket", func() bool { return nodetest.Owners(t, cli)["b"] == 16 })
 	time.Sleep(4 * time.Second)
 	to := time.Now().Add(-2 * time.Second)
 
-	onA, onB := map[string][]string{}, map[string][]string{}
+	onA, onB := map[string][]uuid.UUID{}, map[string][]uuid.UUID{}
 	for policy, ids := range jobs {
 		for _, id := range ids {
 			if ofA[id] {
@@ -247,10 +218,10 @@ func TestMissedRunsAfterFailover(t *testing.T) {
 	// every TTL/3, may have come just before it), less the 2 s grace: at
 	// least 6 missed. (9 failed under load when the keepalive had just
 	// gone out: 8 missed.)
-	checkMissed(t, e.pg, onA, from, to, 6)
+	checkMissed(t, e.PG, onA, from, to, 6)
 	for policy, ids := range onB {
 		for _, id := range ids {
-			a := account(t, e.pg, id, from, to)
+			a := account(t, e.PG, id, from, to)
 			if len(a.bad) > 0 || a.skipped > 0 || a.policyFired > 0 {
 				t.Errorf("%s job %s on the surviving node: %+v, want every second fired on time", policy, id, a)
 			}
@@ -267,11 +238,11 @@ type span struct {
 
 // runSlowExecutor serves handler with attempts that take d (or end when
 // cancelled), and returns what it saw.
-func (e *env) runSlowExecutor(t *testing.T, handler string, d time.Duration) func() []span {
+func runSlowExecutor(t *testing.T, e *nodetest.Env, handler string, d time.Duration) func() []span {
 	t.Helper()
 	var mu sync.Mutex
 	var seen []span
-	e.serveHandler(t, handler, func(ctx context.Context, x *executor.Execution) (string, error) {
+	e.Serve(t, handler, func(ctx context.Context, x *executor.Execution) (string, error) {
 		s := span{job: x.JobID, start: time.Now()}
 		select {
 		case <-time.After(d):
@@ -297,25 +268,26 @@ func (e *env) runSlowExecutor(t *testing.T, handler string, d time.Duration) fun
 // overlap, under cancel_running every run but the newest is cancelled
 // by the next, and every scheduled second is fired once or skipped.
 func TestOverlapPoliciesAcrossFailover(t *testing.T) {
-	e := newEnv(t)
-	cli := e.etcdClient(t)
-	_, a := e.startProcess(t, "a")
-	baseB, b := e.startProcess(t, "b")
-	nodes := map[string]*exec.Cmd{"a": a, "b": b}
-	testenv.WaitFor(t, 30*time.Second, "a and b to share the buckets", func() bool {
-		o := owners(t, cli)
+	t.Parallel()
+	e := nodetest.New(t)
+	cli := e.EtcdClient(t)
+	a := e.StartProcess(t, "a")
+	b := e.StartProcess(t, "b")
+	nodes := map[string]*nodetest.Node{"a": a, "b": b}
+	nodetest.WaitFor(t, 30*time.Second, "a and b to share the buckets", func() bool {
+		o := nodetest.Owners(t, cli)
 		return o["a"] > 0 && o["b"] > 0 && o["a"]+o["b"] == 16
 	})
-	seen := e.runSlowExecutor(t, "slow", 3500*time.Millisecond)
-	st := openStore(t, e.pg)
-	jobs := map[string]string{}
+	seen := runSlowExecutor(t, e, "slow", 3500*time.Millisecond)
+	st := nodetest.OpenStore(t, e.PG)
+	jobs := map[string]uuid.UUID{}
 	for _, p := range []string{"skip", "buffer_one", "cancel_running"} {
-		jobs[p] = createJob(t, baseB, map[string]any{
+		jobs[p] = b.CreateJob(t, map[string]any{
 			"name":     "overlap-" + p,
 			"schedule": map[string]any{"cron": "* * * * * *"},
 			"handler":  map[string]any{"type": "custom", "name": "slow"},
 			"overlap":  p,
-		}).ID
+		}).Id
 	}
 	from := time.Now().Add(2 * time.Second)
 	time.Sleep(8 * time.Second)
@@ -325,16 +297,13 @@ func TestOverlapPoliciesAcrossFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	survivor := map[string]string{"a": "b", "b": "a"}[owner]
-	if err := nodes[owner].Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = nodes[owner].Wait()
-	testenv.WaitFor(t, 15*time.Second, survivor+" to own every bucket", func() bool { return owners(t, cli)[survivor] == 16 })
+	nodes[owner].Kill(t)
+	nodetest.WaitFor(t, 15*time.Second, survivor+" to own every bucket", func() bool { return nodetest.Owners(t, cli)[survivor] == 16 })
 	time.Sleep(10 * time.Second)
 	to := time.Now().Add(-2 * time.Second)
 
 	for policy, id := range jobs {
-		acc := account(t, e.pg, id, from, to)
+		acc := account(t, e.PG, id, from, to)
 		for _, bad := range acc.bad {
 			t.Errorf("%s: %s", policy, bad)
 		}
@@ -344,7 +313,7 @@ func TestOverlapPoliciesAcrossFailover(t *testing.T) {
 		spans[s.job] = append(spans[s.job], s)
 	}
 	for _, policy := range []string{"skip", "buffer_one"} {
-		list := spans[jobs[policy]]
+		list := spans[jobs[policy].String()]
 		sort.Slice(list, func(i, j int) bool { return list[i].start.Before(list[j].start) })
 		for i := 1; i < len(list); i++ {
 			if list[i].start.Before(list[i-1].end) {
@@ -386,7 +355,7 @@ func TestOverlapPoliciesAcrossFailover(t *testing.T) {
 	// The executors were told: the handlers of cancelled runs stopped
 	// early, with their context cancelled.
 	stopped := 0
-	for _, sp := range spans[jobs["cancel_running"]] {
+	for _, sp := range spans[jobs["cancel_running"].String()] {
 		if sp.cancelled && sp.end.Sub(sp.start) < 3*time.Second {
 			stopped++
 		}
@@ -398,7 +367,7 @@ func TestOverlapPoliciesAcrossFailover(t *testing.T) {
 }
 
 // skippedFor counts a job's scheduled times skipped for reason.
-func skippedFor(t *testing.T, st *store.Store, job, reason string) int64 {
+func skippedFor(t *testing.T, st *store.Store, job uuid.UUID, reason string) int64 {
 	t.Helper()
 	var n int64
 	if err := st.Pool().QueryRow(context.Background(),

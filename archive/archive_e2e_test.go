@@ -1,9 +1,7 @@
-package main
+package archive_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/tock-sched/tock/archive"
+	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -20,8 +19,9 @@ import (
 // wrote; a bad day or a dropped one is a clear error. tockd maintain
 // --archive-dir archives the day it drops.
 func TestArchiveCommands(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pg, st, now := maintainedStore(t)
+	pg, st, now := nodetest.MigratedStore(t)
 	at := now.AddDate(0, 0, -60).UTC().Truncate(time.Hour)
 	day := at.Format(time.DateOnly)
 	if err := st.EnsureDays(ctx, at); err != nil {
@@ -34,8 +34,7 @@ func TestArchiveCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	tockd := func(args ...string) (string, error) {
-		cmd := exec.Command(os.Args[0], args...)
-		cmd.Env = append(os.Environ(), "TOCKD_E2E_CHILD=1")
+		cmd := nodetest.Command(t, args...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}

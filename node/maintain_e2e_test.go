@@ -1,22 +1,21 @@
-package main
+package node_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/store"
-	"github.com/tock-sched/tock/store/storetest"
 )
 
 // tockd maintain --once runs one pass, partitions ahead and retention,
 // and exits.
 func TestMaintainOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	pg, st, now := maintainedStore(t)
+	pg, st, now := nodetest.MigratedStore(t)
 	if err := st.MaintainPartitions(ctx, now.AddDate(0, 0, -60), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +39,7 @@ func TestMaintainOnce(t *testing.T) {
 	if !strings.Contains(partitions(), old) {
 		t.Fatalf("setup: no %s in %s", old, partitions())
 	}
-	cmd := exec.Command(os.Args[0], "maintain", "--postgres-url", pg, "--once", "--retention", "30d", "--audit-retention", "45d", "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "TOCKD_E2E_CHILD=1")
+	cmd := nodetest.Command(t, "maintain", "--postgres-url", pg, "--once", "--retention", "30d", "--audit-retention", "45d", "--log-level", "warn")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("tockd maintain --once: %v\n%s", err, out)
@@ -59,26 +57,4 @@ func TestMaintainOnce(t *testing.T) {
 	if strings.Contains(audit, oldAudit) || !strings.Contains(audit, store.DayPartition("audit_log", now.AddDate(0, 0, 7))) {
 		t.Errorf("audit partitions after maintain --once --audit-retention 45d: %s", audit)
 	}
-}
-
-// maintainedStore is a new cluster's database (16 buckets), its store
-// (closed when the test ends) and the database's clock, for tests of the
-// maintenance commands.
-func maintainedStore(t *testing.T) (string, *store.Store, time.Time) {
-	t.Helper()
-	pg := storetest.Postgres(t)
-	ctx := context.Background()
-	st, err := store.Open(ctx, pg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if _, err := st.Init(ctx, 16); err != nil {
-		t.Fatal(err)
-	}
-	now, err := st.Now(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pg, st, now
 }

@@ -1,4 +1,4 @@
-package main
+package node_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/tock-sched/tock/internal/embedded"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/node"
 	"github.com/tock-sched/tock/store"
 )
 
@@ -48,7 +49,7 @@ func TestPostgresSSL(t *testing.T) {
 	verify := []string{"sslmode=verify-full", "sslrootcert=" + url.QueryEscape(ca.CertFile)}
 
 	// tockd dev creates its database this way.
-	if err := ensureDatabase(ctx, pgURL("postgres", "tock", verify...)); err != nil {
+	if err := node.EnsureDatabase(ctx, pgURL("postgres", "tock", verify...)); err != nil {
 		t.Fatalf("create the database over TLS: %v", err)
 	}
 	st, err := store.Open(ctx, pgURL("postgres", "tock", verify...))

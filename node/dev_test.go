@@ -1,4 +1,4 @@
-package main
+package node_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/node"
 )
 
 // tockd dev creates its database even when --postgres-url carries pool
@@ -49,7 +50,7 @@ func TestEnsureDatabaseWithPoolSettings(t *testing.T) {
 		}
 	})
 	for range 2 { // the second time, it exists already
-		if err := ensureDatabase(ctx, u.String()); err != nil {
+		if err := node.EnsureDatabase(ctx, u.String()); err != nil {
 			t.Fatal(err)
 		}
 	}

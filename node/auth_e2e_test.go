@@ -1,37 +1,37 @@
-package main
+package node_test
+
+// API authentication end to end: tockd serve requires keys, tockd keys
+// create makes the first, and JWT bearer tokens of an identity provider.
+// These tests call the API as raw HTTP: they check statuses, headers and
+// problem bodies that the generated client would decode away.
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alecthomas/kong"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/tock-sched/tock/internal/embedded"
+	"github.com/tock-sched/tock/node/nodetest"
 )
 
 // keysCreate runs tockd keys create as a child process and returns its
 // stdout and stderr.
 func keysCreate(t *testing.T, pg string, args ...string) (string, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"keys", "create", "--postgres-url", pg}, args...)...)
-	cmd.Env = append(os.Environ(), "TOCKD_E2E_CHILD=1")
+	cmd := nodetest.Command(t, append([]string{"keys", "create", "--postgres-url", pg}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -40,6 +40,7 @@ func keysCreate(t *testing.T, pg string, args ...string) (string, string) {
 	return stdout.String(), stderr.String()
 }
 
+// keyLine is an API key alone on a line, as tockd keys create prints it.
 var keyLine = regexp.MustCompile(`^tock_[0-9A-Za-z]{12}_[0-9A-Za-z]{32}\n$`)
 
 // callAPI sends a request with key (none when "") and returns the status
@@ -76,13 +77,13 @@ func callAPI(t *testing.T, key, method, url string, body any) (int, http.Header,
 // it 401, and the keys it makes are limited to their role; health checks
 // need no key.
 func TestServeRequiresKeys(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := nodetest.New(t)
 	port, err := embedded.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], e.serveArgs("k", fmt.Sprintf("127.0.0.1:%d", port), "--auth", "keys")...)
-	cmd.Env = append(os.Environ(), "TOCKD_E2E_CHILD=1")
+	cmd := nodetest.Command(t, e.ServeArgs("k", fmt.Sprintf("127.0.0.1:%d", port), "--auth", "keys")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -105,7 +106,7 @@ func TestServeRequiresKeys(t *testing.T) {
 		}
 	}
 
-	out, errOut := keysCreate(t, e.pg, "--namespace", "*", "--role", "admin", "--name", "bootstrap")
+	out, errOut := keysCreate(t, e.PG, "--namespace", "*", "--role", "admin", "--name", "bootstrap")
 	if !keyLine.MatchString(out) {
 		t.Fatalf("stdout %q is not one key alone on a line", out)
 	}
@@ -119,7 +120,7 @@ func TestServeRequiresKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)
-	base, _ := e.startProcess(t, "k", "--auth", "keys", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mport))
+	base := e.StartProcess(t, "k", "--auth", "keys", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mport)).URL
 	status, h, body := callAPI(t, "", "GET", base+"/v1/jobs", nil)
 	if status != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") ||
 		h.Get("Content-Type") != "application/problem+json" {
@@ -169,64 +170,13 @@ func TestServeRequiresKeys(t *testing.T) {
 	}
 }
 
-// tockd dev serves without keys, so it listens on loopback only.
-func TestDevListensOnLoopbackOnly(t *testing.T) {
-	for addr, ok := range map[string]bool{"127.0.0.1:8080": true, "[::1]:8080": true, "localhost:8080": true,
-		"0.0.0.0:8080": false, ":8080": false, "10.0.0.5:8080": false, "example.com:8080": false} {
-		if err := loopbackOnly(addr); (err == nil) != ok {
-			t.Errorf("loopbackOnly(%s) = %v", addr, err)
-		}
-	}
-	d := &DevCmd{HTTPAddr: "0.0.0.0:0"}
-	if err := d.Run(); err == nil || !strings.Contains(err.Error(), "loopback") {
-		t.Errorf("tockd dev --http-addr 0.0.0.0:0: %v", err)
-	}
-}
-
-// The deploy files run tockd with API keys required, and serve /metrics
-// on a port of their own.
-func TestDeployFilesRequireKeys(t *testing.T) {
-	for _, f := range []string{"../../deploy/compose.yaml", "../../deploy/kubernetes/tockd.yaml"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := string(b)
-		if regexp.MustCompile(`(?i)auth[^\n]*none`).MatchString(s) {
-			t.Errorf("%s turns authentication off", f)
-		}
-		if !regexp.MustCompile(`TOCK_AUTH(:|, value:) "?keys"?`).MatchString(s) || !strings.Contains(s, "keys create") {
-			t.Errorf("%s does not require keys (TOCK_AUTH keys) or say how to create the first", f)
-		}
-		if !strings.Contains(s, "TOCK_METRICS_ADDR") {
-			t.Errorf("%s does not serve /metrics on its own port", f)
-		}
-	}
-}
-
-// --auth none is said at every start, in the log; the profiler is not
-// served unauthenticated on an API that requires keys.
-func TestAuthNoneWarnsAndPprofNeedsMetricsAddr(t *testing.T) {
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	cfg := Config{Roles: map[string]bool{RoleAPI: true}, AuthNone: true, HTTPAddr: "0.0.0.0:8080"}
-	if err := checkAuth(context.Background(), cfg, nil, log); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "the API is open") {
-		t.Errorf("no warning: %q", logs.String())
-	}
-	cfg = Config{Roles: map[string]bool{RoleAPI: true}, Pprof: true}
-	if err := checkAuth(context.Background(), cfg, nil, log); err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
-		t.Errorf("--pprof with keys and no --metrics-addr: %v", err)
-	}
-}
-
 // With --jwks-url (and its issuer and audience) serve starts without any
 // key, and the identity provider's tokens call the API with the roles
-// their claim gives; half the JWT flags, or a JWK Set over plain http to
-// another machine, stop it at start.
+// their claim gives. (That half the JWT flags, or a JWK Set over plain
+// http to another machine, stop it at start is cmd/tockd's
+// TestServeRefusesHalfJWTFlags.)
 func TestServeWithJWKS(t *testing.T) {
+	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -237,26 +187,8 @@ func TestServeWithJWKS(t *testing.T) {
 	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(set) }))
 	defer jwks.Close()
 
-	for _, bad := range [][]string{
-		{"--jwks-url", jwks.URL},
-		{"--jwt-issuer", "https://idp.test"},
-		{"--jwks-url", "http://idp.example.com/jwks.json", "--jwt-issuer", "https://idp.test", "--jwt-audience", "tock"},
-	} {
-		var c ServeCmd
-		parser, err := kong.New(&c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := parser.Parse(bad); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.config(); err == nil || !strings.Contains(err.Error(), "jwks") && !strings.Contains(err.Error(), "jwt") {
-			t.Errorf("serve %v: %v", bad, err)
-		}
-	}
-
-	e := newEnv(t)
-	base, _ := e.startProcess(t, "j", "--auth", "keys", "--jwks-url", jwks.URL, "--jwt-issuer", "https://idp.test", "--jwt-audience", "tock")
+	e := nodetest.New(t)
+	base := e.StartProcess(t, "j", "--auth", "keys", "--jwks-url", jwks.URL, "--jwt-issuer", "https://idp.test", "--jwt-audience", "tock").URL
 	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": "https://idp.test", "aud": "tock", "sub": "ci",
 		"exp": time.Now().Add(time.Hour).Unix(), "tock_roles": map[string]any{"team-a": "editor"}})
 	tok.Header["kid"] = "k1"

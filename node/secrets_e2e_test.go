@@ -1,4 +1,7 @@
-package main
+package node_test
+
+// Secret headers end to end: sealed by the api role, opened by the
+// executor role only, shown to nobody else.
 
 import (
 	"bytes"
@@ -15,8 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/tock-sched/tock/node"
+	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/secret"
 )
 
@@ -32,12 +38,14 @@ type logBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write appends p.
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
+// Bytes is what was written so far.
 func (b *logBuffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -71,6 +79,7 @@ func writeKeys(t *testing.T, dir, name string, lines ...string) string {
 	return path
 }
 
+// newKey is a new key line of id.
 func newKey(t *testing.T, id string) string {
 	t.Helper()
 	line, err := secret.GenerateKey(id)
@@ -80,9 +89,10 @@ func newKey(t *testing.T, id string) string {
 	return line
 }
 
+// loadKeys reads the key file at path.
 func loadKeys(t *testing.T, path string) *secret.Keyring {
 	t.Helper()
-	k, err := SecretFlags{SecretKeyFile: path}.load()
+	k, err := node.LoadKeyring(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +118,7 @@ func get(t *testing.T, url string) []byte {
 // database, as JSON text.
 func storedRows(t *testing.T, pg string) []byte {
 	t.Helper()
-	st := openStore(t, pg)
+	st := nodetest.OpenStore(t, pg)
 	var b bytes.Buffer
 	for _, table := range []string{"jobs", "job_specs", "executions", "attempts"} {
 		rows, err := st.Pool().Query(context.Background(), "SELECT to_jsonb(r)::text FROM "+table+" r")
@@ -135,27 +145,29 @@ func storedRows(t *testing.T, pg string) []byte {
 // attempt for good; after a rotation (a new key first, tockd secrets
 // reencrypt), an executor holding only the new key sends it.
 func TestSecretHeadersEndToEnd(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := nodetest.New(t)
 	dir := t.TempDir()
 	k1 := newKey(t, "k1")
 	keys1 := writeKeys(t, dir, "keys1", k1)
 
 	var logs logBuffer
 	debug := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	base, _ := e.startStoppable(t, "api", func(c *Config) {
-		c.Roles = map[string]bool{RoleAPI: true, RoleScheduler: true, RoleRecorder: true}
+	n := e.StartWith(t, "api", func(c *node.Config) {
+		c.Roles = node.RolesOf(node.RoleAPI, node.RoleScheduler, node.RoleRecorder)
 		c.Logger, c.Secrets = debug, loadKeys(t, keys1)
 	})
-	startExecutor := func(node string, keys *secret.Keyring) (string, func()) {
-		return e.startStoppable(t, node, func(c *Config) {
-			c.Roles = map[string]bool{RoleExecutor: true}
+	base := n.URL
+	startExecutor := func(id string, keys *secret.Keyring) *nodetest.Node {
+		return e.StartWith(t, id, func(c *node.Config) {
+			c.Roles = node.RolesOf(node.RoleExecutor)
 			c.Logger, c.Secrets = debug, keys
 		})
 	}
-	x1, stopX1 := startExecutor("x1", loadKeys(t, keys1))
+	x1 := startExecutor("x1", loadKeys(t, keys1))
 
 	// Every execution message, as NATS carries it.
-	nc, err := nats.Connect(e.nats.URL())
+	nc, err := nats.Connect(e.NATS.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,18 +197,18 @@ func TestSecretHeadersEndToEnd(t *testing.T) {
 	}))
 	defer target.Close()
 
-	xid := runOnce(t, base, map[string]any{"name": "secret-hook", "retry": map[string]any{"max_attempts": 3},
+	xid := n.RunOnce(t, map[string]any{"name": "secret-hook", "retry": map[string]any{"max_attempts": 3},
 		"handler": map[string]any{"type": "http", "url": target.URL + "/hook",
 			"headers":        map[string]string{"X-Team": "payments", "X-Api-Token": e2ePlainSecret},
 			"secret_headers": map[string]string{"Authorization": e2eSecret}}})
-	x := waitState(t, base, xid, "succeeded", 20*time.Second)
+	x := n.WaitState(t, xid, "succeeded", 20*time.Second)
 	if h := <-hits; h.auth != e2eSecret || h.plain != e2ePlainSecret || h.team != "payments" {
 		t.Fatalf("the target got %+v", h)
 	}
 
 	// The API's answers: "***".
-	jobPath := base + "/v1/jobs/" + x.JobID
-	for _, url := range []string{jobPath, base + "/v1/jobs", base + "/v1/executions/" + xid, base + "/v1/jobs/" + x.JobID + "/executions"} {
+	jobPath := base + "/v1/jobs/" + x.JobId.String()
+	for _, url := range []string{jobPath, base + "/v1/jobs", base + "/v1/executions/" + xid.String(), base + "/v1/jobs/" + x.JobId.String() + "/executions"} {
 		noE2ESecret(t, "GET "+url, get(t, url), true)
 	}
 	if j := get(t, jobPath); !bytes.Contains(j, []byte(`"secret_headers":{"Authorization":"***"}`)) ||
@@ -204,22 +216,26 @@ func TestSecretHeadersEndToEnd(t *testing.T) {
 		t.Errorf("GET job: %s", j)
 	}
 	// PATCH with "***" keeps the value: the next run sends it.
-	if code := call(t, "PATCH", jobPath, map[string]any{"handler": map[string]any{"type": "http", "url": target.URL + "/hook2",
+	if code := nodetest.Call(t, "PATCH", jobPath, map[string]any{"handler": map[string]any{"type": "http", "url": target.URL + "/hook2",
 		"headers":        map[string]string{"X-Team": "ops", "X-Api-Token": "***"},
 		"secret_headers": map[string]string{"Authorization": "***"}}}, nil); code != http.StatusOK {
 		t.Fatalf("PATCH: %d", code)
 	}
-	var run execution
-	if code := call(t, "POST", jobPath+"/run", nil, &run); code != http.StatusAccepted {
-		t.Fatalf("run: %d", code)
+	run := func() uuid.UUID {
+		t.Helper()
+		resp, err := n.Client.RunJobWithResponse(context.Background(), x.JobId, nil)
+		if err != nil || resp.StatusCode() != http.StatusAccepted {
+			t.Fatalf("run: %v %d", err, nodetest.Code(resp, err))
+		}
+		return resp.JSON202.Id
 	}
-	waitState(t, base, run.ID, "succeeded", 20*time.Second)
+	n.WaitState(t, run(), "succeeded", 20*time.Second)
 	if h := <-hits; h.auth != e2eSecret || h.plain != e2ePlainSecret || h.team != "ops" {
 		t.Fatalf("after PATCH with ***, the target got %+v", h)
 	}
 
 	// The rows, the messages, the logs and the metrics.
-	rows := storedRows(t, e.pg)
+	rows := storedRows(t, e.PG)
 	noE2ESecret(t, "PostgreSQL", rows, false)
 	if !bytes.Contains(rows, []byte(`"secret_headers": {"Authorization": {"ct": "`)) {
 		t.Errorf("no sealed header in the rows:\n%s", rows)
@@ -232,40 +248,33 @@ func TestSecretHeadersEndToEnd(t *testing.T) {
 		t.Errorf("no sealed header in the NATS messages:\n%s", wire)
 	}
 	noE2ESecret(t, "/metrics of the API node", get(t, base+"/metrics"), true)
-	noE2ESecret(t, "/metrics of the executor", get(t, x1+"/metrics"), true)
-	if !bytes.Contains(get(t, x1+"/metrics"), []byte(`tock_breaker_state{handler="http:127.0.0.1:`)) {
+	noE2ESecret(t, "/metrics of the executor", get(t, x1.URL+"/metrics"), true)
+	if !bytes.Contains(get(t, x1.URL+"/metrics"), []byte(`tock_breaker_state{handler="http:127.0.0.1:`)) {
 		t.Error("the executor's breaker metric does not name the target by host")
 	}
 
 	// An executor without the key: the attempt fails for good.
-	stopX1()
-	_, stopX0 := startExecutor("x0", nil)
-	if code := call(t, "POST", jobPath+"/run", nil, &run); code != http.StatusAccepted {
-		t.Fatalf("run: %d", code)
+	x1.Stop()
+	x0 := startExecutor("x0", nil)
+	dead := n.WaitState(t, run(), "dead", 20*time.Second)
+	if dead.Attempts != 1 || !strings.Contains(nodetest.Str(dead.Error), "this executor has no --secret-key-file") {
+		t.Errorf("without the key: %d attempts, error %q", dead.Attempts, nodetest.Str(dead.Error))
 	}
-	dead := waitState(t, base, run.ID, "dead", 20*time.Second)
-	if dead.Attempts != 1 || !strings.Contains(dead.Error, "this executor has no --secret-key-file") {
-		t.Errorf("without the key: %d attempts, error %q", dead.Attempts, dead.Error)
-	}
-	stopX0()
+	x0.Stop()
 
 	// Rotation: k2 first, k1 still there; reencrypt; then k2 alone opens
 	// everything stored.
 	k2 := newKey(t, "k2")
 	keys21 := writeKeys(t, dir, "keys21", k2, k1)
-	rc := &ReencryptCmd{Common: Common{PostgresURL: e.pg}, SecretFlags: SecretFlags{SecretKeyFile: keys21}, Batch: 1}
-	if err := rc.Run(); err != nil {
-		t.Fatal(err)
+	if out, err := nodetest.Command(t, "secrets", "reencrypt", "--postgres-url", e.PG, "--secret-key-file", keys21, "--batch", "1").CombinedOutput(); err != nil {
+		t.Fatalf("tockd secrets reencrypt: %v\n%s", err, out)
 	}
-	rows = storedRows(t, e.pg)
+	rows = storedRows(t, e.PG)
 	if bytes.Contains(rows, []byte(`"kid": "k1"`)) || !bytes.Contains(rows, []byte(`"kid": "k2"`)) {
 		t.Errorf("after reencrypt, rows still under k1 (or none under k2):\n%s", rows)
 	}
-	_, _ = startExecutor("x2", loadKeys(t, writeKeys(t, dir, "keys2", k2)))
-	if code := call(t, "POST", jobPath+"/run", nil, &run); code != http.StatusAccepted {
-		t.Fatalf("run: %d", code)
-	}
-	waitState(t, base, run.ID, "succeeded", 20*time.Second)
+	startExecutor("x2", loadKeys(t, writeKeys(t, dir, "keys2", k2)))
+	n.WaitState(t, run(), "succeeded", 20*time.Second)
 	if h := <-hits; h.auth != e2eSecret || h.plain != e2ePlainSecret {
 		t.Fatalf("after the rotation, the target got %+v", h)
 	}
@@ -274,57 +283,5 @@ func TestSecretHeadersEndToEnd(t *testing.T) {
 		t.Errorf("the nodes' logs were not captured: %s", l)
 	} else {
 		noE2ESecret(t, "the nodes' logs", l, true)
-	}
-}
-
-// tockd refuses, at start, a key file others may read, saying how to fix
-// it; and one it can read gives the api and executor roles their keys.
-func TestServeSecretKeyFile(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := writeKeys(t, dir, "keys", newKey(t, "k1"))
-	cfg, err := (&ServeCmd{Roles: []string{RoleAPI}, SecretFlags: SecretFlags{SecretKeyFile: path}}).config()
-	if err != nil || cfg.Secrets == nil || cfg.Secrets.Primary() != "k1" {
-		t.Fatalf("config with a 0600 key file: %v", err)
-	}
-	if err := os.Chmod(path, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err = (&ServeCmd{Roles: []string{RoleAPI}, SecretFlags: SecretFlags{SecretKeyFile: path}}).config()
-	if err == nil || !strings.Contains(err.Error(), "--secret-key-file") || !strings.Contains(err.Error(), "chmod 600") {
-		t.Errorf("a key file others may read: %v", err)
-	}
-	if cfg, err := (&ServeCmd{Roles: []string{RoleAPI}}).config(); err != nil || cfg.Secrets != nil || keys(cfg.Secrets) != nil {
-		t.Errorf("no key file: %v, %v", cfg.Secrets, err)
-	}
-}
-
-// tockd dev makes a key file in its data directory once, and keeps using
-// it: what it sealed before a restart opens after.
-func TestDevKeyFile(t *testing.T) {
-	t.Parallel()
-	dir := filepath.Join(t.TempDir(), ".dev")
-	k, path, err := SecretFlags{}.devKeys(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 || filepath.Dir(path) != dir {
-		t.Fatalf("dev key file %s: %v %v", path, info.Mode(), err)
-	}
-	kid, ct, err := k.Seal([]byte("v"), []byte("h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, _, err := SecretFlags{}.devKeys(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := again.Open(kid, ct, []byte("h")); err != nil || string(v) != "v" {
-		t.Errorf("after a restart: %q, %v", v, err)
-	}
-	// --secret-key-file wins.
-	own := writeKeys(t, t.TempDir(), "keys", newKey(t, "mine"))
-	if k, p, err := (SecretFlags{SecretKeyFile: own}).devKeys(dir); err != nil || p != own || k.Primary() != "mine" {
-		t.Errorf("dev with --secret-key-file: %s %v", p, err)
 	}
 }

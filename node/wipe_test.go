@@ -1,4 +1,4 @@
-package main
+package node_test
 
 // Wiping NATS JetStream or etcd while every-second jobs run. tock keeps
 // the truth in Postgres, so neither wipe may lose, double or re-run a
@@ -12,20 +12,19 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -129,12 +128,12 @@ func (h *handlerCalls) of(id string) []handlerCall {
 // role), a custom executor in this process (the SDK, as a user's program)
 // recording every handler call, and wipeJobs every-second jobs on it.
 type wipeCluster struct {
-	e        *env
+	e        *nodetest.Env
 	cli      *clientv3.Client
-	base     string
+	api      *nodetest.Node
 	bases    []string // both scheduler nodes' API addresses
-	recorder *exec.Cmd
-	jobs     []string
+	recorder *nodetest.Node
+	jobs     []uuid.UUID
 	calls    *handlerCalls
 	from     time.Time // the window's first scheduled time
 	// A second handler, <handler>-cancel, runs until its execution is
@@ -149,20 +148,20 @@ type wipeCluster struct {
 
 func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 	t.Helper()
-	e := newEnv(t)
-	cli := e.etcdClient(t)
-	base, _ := e.startProcess(t, "a", "--roles", "api,scheduler,executor")
-	baseB, _ := e.startProcess(t, "b", "--roles", "api,scheduler,executor")
-	_, r := e.startProcess(t, "r", "--roles", "recorder")
-	testenv.WaitFor(t, 20*time.Second, "a and b to share the buckets", func() bool {
-		o := owners(t, cli)
+	e := nodetest.New(t)
+	cli := e.EtcdClient(t)
+	a := e.StartProcess(t, "a", "--roles", "api,scheduler,executor")
+	b := e.StartProcess(t, "b", "--roles", "api,scheduler,executor")
+	r := e.StartProcess(t, "r", "--roles", "recorder")
+	nodetest.WaitFor(t, 20*time.Second, "a and b to share the buckets", func() bool {
+		o := nodetest.Owners(t, cli)
 		return o["a"] > 0 && o["b"] > 0 && o["a"]+o["b"] == 16
 	})
-	c := &wipeCluster{e: e, cli: cli, base: base, bases: []string{base, baseB}, recorder: r,
+	c := &wipeCluster{e: e, cli: cli, api: a, bases: []string{a.URL, b.URL}, recorder: r,
 		calls: &handlerCalls{calls: map[string][]handlerCall{}}, cancelHandler: handler + "-cancel",
 		started: make(chan string, 10), stopped: make(chan error, 10)}
 
-	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := nats.Connect(e.NATS.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +191,7 @@ func startWipeCluster(t *testing.T, handler string) *wipeCluster {
 		nc.Close()
 	})
 
-	c.jobs = createJobsConcurrently(t, base, handler, wipeJobs)
+	c.jobs = createJobsConcurrently(t, a, handler, wipeJobs)
 	c.from = time.Now().Add(2 * time.Second).Truncate(time.Second)
 	c.waitFinished(t, c.from.Add(time.Second), 20*time.Second, "the first seconds of the window to run")
 	t.Cleanup(c.calls.release)
@@ -213,10 +212,7 @@ func (c *wipeCluster) wipeInFlight(t *testing.T, recorderLate bool, wipe func())
 	second := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	reached := c.calls.watch(second, wipeJobs/2, wipeJobs/4, wipeJobs/2)
 	await(t, reached[0], 15*time.Second, "the handler to run a quarter of a second's executions")
-	if err := c.recorder.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.recorder.Wait()
+	c.recorder.Kill(t)
 	await(t, reached[1], 15*time.Second, "the handler to run half of a second's executions")
 	wiped := time.Now()
 	wipe()
@@ -227,13 +223,13 @@ func (c *wipeCluster) wipeInFlight(t *testing.T, recorderLate bool, wipe func())
 		// and a recorder started at the first of them could record the
 		// executor's resent events before the rest are published, so
 		// that none it had run reaches it again.
-		testenv.WaitFor(t, 30*time.Second, "the nodes to publish the lost executions again, and one the executor "+
+		nodetest.WaitFor(t, 30*time.Second, "the nodes to publish the lost executions again, and one the executor "+
 			"had run to reach it again", func() bool {
 			r := c.counters(t)
 			return r.requeued > 0 && r.answered > 0
 		})
 	}
-	_, c.recorder = c.e.startProcess(t, "r", "--roles", "recorder")
+	c.recorder = c.e.StartProcess(t, "r", "--roles", "recorder")
 	return wiped
 }
 
@@ -248,7 +244,7 @@ func (c *wipeCluster) counters(t *testing.T) recoveryCounters {
 	t.Helper()
 	var r recoveryCounters
 	for _, base := range c.bases {
-		r.requeued += scrape(t, base, "tock_wipe_requeued_total")
+		r.requeued += nodetest.Scrape(t, base, "tock_wipe_requeued_total")
 	}
 	r.resent = counter(t, c.metrics, "tock_executor_events_resent_total")
 	r.answered = counter(t, c.metrics, "tock_executor_redeliveries_answered_total")
@@ -259,7 +255,7 @@ func (c *wipeCluster) counters(t *testing.T) recoveryCounters {
 // second of the window up to to.
 func (c *wipeCluster) waitFinished(t *testing.T, to time.Time, d time.Duration, what string) {
 	t.Helper()
-	st := openStore(t, c.e.pg)
+	st := nodetest.OpenStore(t, c.e.PG)
 	deadline := time.Now().Add(d)
 	for {
 		var n int
@@ -286,7 +282,7 @@ func (c *wipeCluster) waitFinished(t *testing.T, to time.Time, d time.Duration, 
 // succeeded, with what the handler saw of them.
 func (c *wipeCluster) logUnfinished(t *testing.T, to time.Time) {
 	t.Helper()
-	rows, err := openStore(t, c.e.pg).Pool().Query(context.Background(), `
+	rows, err := nodetest.OpenStore(t, c.e.PG).Pool().Query(context.Background(), `
 		SELECT e.id, e.state, e.attempts, e.dispatches, e.dispatched_at, e.next_attempt_at, e.error
 		FROM executions e WHERE e.job_id = ANY($1) AND e.scheduled_for BETWEEN $2 AND $3
 			AND e.state <> 'succeeded'
@@ -319,9 +315,9 @@ func (c *wipeCluster) check(t *testing.T, wiped, to time.Time) {
 	t.Helper()
 	c.waitFinished(t, to, 30*time.Second, "every execution of the window to succeed")
 	t.Logf("every execution of the window succeeded %s after the wipe", time.Since(wiped).Round(time.Millisecond))
-	assertExactlyOnce(t, c.e.pg, c.jobs, c.from, to)
+	nodetest.AssertExactlyOnce(t, c.e.PG, c.jobs, c.from, to)
 
-	rows, err := openStore(t, c.e.pg).Pool().Query(context.Background(), `
+	rows, err := nodetest.OpenStore(t, c.e.PG).Pool().Query(context.Background(), `
 		SELECT id, attempts, dispatches FROM executions
 		WHERE job_id = ANY($1) AND scheduled_for BETWEEN $2 AND $3 ORDER BY scheduled_for, id`, c.jobs, c.from, to)
 	if err != nil {
@@ -399,36 +395,13 @@ func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	return sum
 }
 
-// scrape is the sum of metric name's series on the node at base.
-func scrape(t *testing.T, base, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Logf("scrape %s: %v", base, err)
-		return 0
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
-			f := strings.Fields(rest[strings.LastIndex(rest, "}")+1:])
-			if len(f) > 0 {
-				v, _ := strconv.ParseFloat(f[0], 64)
-				sum += v
-			}
-		}
-	}
-	return sum
-}
-
 // waitRecovered waits until the jobs run again after a wipe at wiped,
 // and returns the end of the window to check: a few seconds later.
 func (c *wipeCluster) waitRecovered(t *testing.T, wiped time.Time) time.Time {
 	t.Helper()
 	// The first second that fires after the wipe, then two more.
 	first := wiped.Truncate(time.Second).Add(time.Second)
-	st := openStore(t, c.e.pg)
+	st := nodetest.OpenStore(t, c.e.PG)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var n int
@@ -439,7 +412,7 @@ func (c *wipeCluster) waitRecovered(t *testing.T, wiped time.Time) time.Time {
 		}
 		if time.Now().After(deadline) {
 			c.logUnfinished(t, time.Now())
-			logConsumers(t, c.e.nats.URL())
+			logConsumers(t, c.e.NATS.URL())
 			t.Fatalf("timed out after 30s waiting for the jobs to run again after the wipe")
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -453,18 +426,18 @@ func (c *wipeCluster) waitRecovered(t *testing.T, wiped time.Time) time.Time {
 // TOCK_CANCELLED key-value bucket, which a JetStream wipe takes too.
 func (c *wipeCluster) assertCancelStops(t *testing.T) {
 	t.Helper()
-	id := runOnce(t, c.base, map[string]any{"name": "cancelled-after-the-wipe",
+	id := c.api.RunOnce(t, map[string]any{"name": "cancelled-after-the-wipe",
 		"handler": map[string]any{"type": "custom", "name": c.cancelHandler}})
 	select {
 	case got := <-c.started:
-		if got != id {
+		if got != id.String() {
 			t.Fatalf("the cancel handler started %s, want %s", got, id)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the execution to cancel never started")
 	}
 	asked := time.Now()
-	if code := call(t, "POST", c.base+"/v1/executions/"+id+"/cancel", nil, nil); code != http.StatusOK {
+	if code := nodetest.Code(c.api.Client.CancelExecutionWithResponse(context.Background(), id)); code != http.StatusOK {
 		t.Fatalf("cancel: %d", code)
 	}
 	select {
@@ -483,7 +456,7 @@ func (c *wipeCluster) assertCancelStops(t *testing.T) {
 func assertStreamsBack(t *testing.T, url string) {
 	t.Helper()
 	js := jsFor(t, url)
-	testenv.WaitFor(t, 15*time.Second, "tock's streams and key-value buckets to exist again", func() bool {
+	nodetest.WaitFor(t, 15*time.Second, "tock's streams and key-value buckets to exist again", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		for _, s := range []string{wire.ExecStream, wire.EventStream, "KV_" + wire.CancelBucket, "KV_" + wire.HandlerBucket} {
@@ -514,7 +487,7 @@ func jsFor(t *testing.T, url string) jetstream.JetStream {
 // those it had run are not published at all.
 func TestWipeJetStreamStreamsDeleted(t *testing.T) {
 	c := startWipeCluster(t, "wipe-streams")
-	js := jsFor(t, c.e.nats.URL())
+	js := jsFor(t, c.e.NATS.URL())
 
 	// Delete every stream tock uses, as `nats stream rm` would: the
 	// events waiting for the recorders, the executions waiting for
@@ -531,7 +504,7 @@ func TestWipeJetStreamStreamsDeleted(t *testing.T) {
 		t.Logf("deleted the streams in %s", time.Since(began).Round(time.Millisecond))
 	})
 	to := c.waitRecovered(t, wiped)
-	assertStreamsBack(t, c.e.nats.URL())
+	assertStreamsBack(t, c.e.NATS.URL())
 	c.check(t, wiped, to)
 	if r := c.counters(t); r.requeued == 0 || r.resent == 0 {
 		t.Errorf("the wipe lost no execution or no event (%+v): the test no longer wipes work in flight", r)
@@ -550,15 +523,15 @@ func TestWipeJetStreamRestartedEmpty(t *testing.T) {
 	dir := t.TempDir()
 	wiped := c.wipeInFlight(t, true, func() {
 		began := time.Now()
-		c.e.nats.Stop()
-		c.e.nats.Dir = dir
-		if err := c.e.nats.Start(); err != nil {
+		c.e.NATS.Stop()
+		c.e.NATS.Dir = dir
+		if err := c.e.NATS.Start(); err != nil {
 			t.Error(err)
 		}
 		t.Logf("NATS restarted empty in %s", time.Since(began).Round(time.Millisecond))
 	})
 	to := c.waitRecovered(t, wiped)
-	assertStreamsBack(t, c.e.nats.URL())
+	assertStreamsBack(t, c.e.NATS.URL())
 	c.check(t, wiped, to)
 	c.assertCancelStops(t)
 }
@@ -572,17 +545,17 @@ func TestWipeEtcdRestartedEmpty(t *testing.T) {
 	reached := c.calls.watch(time.Now().Truncate(time.Second).Add(2*time.Second), 0, wipeJobs/4)
 	await(t, reached[0], 15*time.Second, "the handler to run a quarter of a second's executions")
 	wiped := time.Now()
-	c.e.etcd.Stop()
-	c.e.etcd.Dir = t.TempDir()
-	if err := c.e.etcd.Start(); err != nil {
+	c.e.Etcd.Stop()
+	c.e.Etcd.Dir = t.TempDir()
+	if err := c.e.Etcd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("etcd restarted empty in %s", time.Since(wiped).Round(time.Millisecond))
-	testenv.WaitFor(t, 30*time.Second, "a and b to own every bucket again", func() bool {
-		o := owners(t, c.cli)
+	nodetest.WaitFor(t, 30*time.Second, "a and b to own every bucket again", func() bool {
+		o := nodetest.Owners(t, c.cli)
 		return o["a"] > 0 && o["b"] > 0 && o["a"]+o["b"] == 16
 	})
-	t.Logf("every bucket owned again %s after the wipe (%s)", time.Since(wiped).Round(time.Millisecond), sortedKeys(owners(t, c.cli)))
+	t.Logf("every bucket owned again %s after the wipe (%s)", time.Since(wiped).Round(time.Millisecond), sortedKeys(nodetest.Owners(t, c.cli)))
 	to := c.waitRecovered(t, wiped)
 	c.check(t, wiped, to)
 }

@@ -1,4 +1,4 @@
-package main
+package node_test
 
 // End-to-end tests of execution under failure (retries, error classes,
 // timeouts, crashed executors, cancellation, dead letters, priorities,
@@ -6,16 +6,12 @@ package main
 // embedded etcd and NATS.
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,120 +19,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/node"
+	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/wire"
 )
-
-// attempt is an attempt as GET /v1/executions/{id} shows it.
-type attempt struct {
-	Number     int        `json:"number"`
-	ExecutorID string     `json:"executor_id"`
-	StartedAt  *time.Time `json:"started_at"`
-	FinishedAt *time.Time `json:"finished_at"`
-	Outcome    string     `json:"outcome"`
-	Error      string     `json:"error"`
-	Output     string     `json:"output"`
-}
-
-// executionDetail is GET /v1/executions/{id}.
-type executionDetail struct {
-	execution
-	Error       string    `json:"error"`
-	AttemptList []attempt `json:"attempt_list"`
-}
-
-func getExecution(t *testing.T, base, id string) executionDetail {
-	t.Helper()
-	var x executionDetail
-	if code := call(t, "GET", base+"/v1/executions/"+id, nil, &x); code != http.StatusOK {
-		t.Fatalf("GET execution %s: status %d", id, code)
-	}
-	return x
-}
-
-// waitState waits until execution id is in state and returns it.
-func waitState(t *testing.T, base, id, state string, within time.Duration) executionDetail {
-	t.Helper()
-	var x executionDetail
-	testenv.WaitFor(t, within, "execution "+id+" "+state, func() bool {
-		x = getExecution(t, base, id)
-		return x.State == state
-	})
-	return x
-}
-
-// runOnce creates a job that runs once, now, and returns its only
-// execution's id.
-func runOnce(t *testing.T, base string, body map[string]any) string {
-	t.Helper()
-	j := createJob(t, base, body)
-	var id string
-	testenv.WaitFor(t, 10*time.Second, "the job's execution", func() bool {
-		xs := executions(t, base, j.ID)
-		if len(xs) > 0 {
-			id = xs[0].ID
-		}
-		return id != ""
-	})
-	return id
-}
-
-// listExecutions follows every page of an execution listing; url has a
-// query already ("...?" at least).
-func listExecutions(t *testing.T, url string) []execution {
-	t.Helper()
-	var all []execution
-	cursor := ""
-	for {
-		var page struct {
-			Items      []execution `json:"items"`
-			NextCursor string      `json:"next_cursor"`
-		}
-		u := url + "&limit=500"
-		if cursor != "" {
-			u += "&cursor=" + cursor
-		}
-		if code := call(t, "GET", u, nil, &page); code != http.StatusOK {
-			t.Fatalf("GET %s: status %d", u, code)
-		}
-		all = append(all, page.Items...)
-		if page.NextCursor == "" {
-			return all
-		}
-		cursor = page.NextCursor
-	}
-}
-
-// worker runs a custom executor with the SDK, as a user's program would.
-func (e *env) worker(t *testing.T, cfg executor.Config, handler string, fn executor.Func) {
-	t.Helper()
-	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.NATS = nc
-	if cfg.ExecutorID == "" {
-		cfg.ExecutorID = "e2e-" + handler
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := executor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Handle(handler, fn)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		nc.Close()
-	})
-}
 
 // calls records when a handler was called, per execution.
 type calls struct {
@@ -144,6 +37,7 @@ type calls struct {
 	at map[string][]time.Time
 }
 
+// add records a call of execution id and returns how many it has had.
 func (c *calls) add(id string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -154,43 +48,45 @@ func (c *calls) add(id string) int {
 	return len(c.at[id])
 }
 
-func (c *calls) of(id string) []time.Time {
+// of is when execution id was called.
+func (c *calls) of(id uuid.UUID) []time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.at[id])
+	return slices.Clone(c.at[id.String()])
 }
 
 func TestFailingTwiceThenSucceedingFollowsTheBackoff(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNode(t, "n1")
+	t.Parallel()
+	e := nodetest.New(t)
+	n1 := e.Start(t, "n1")
 	var seen calls
-	e.worker(t, executor.Config{}, "flaky", func(ctx context.Context, x *executor.Execution) (string, error) {
+	e.Worker(t, executor.Config{}, "flaky", func(ctx context.Context, x *executor.Execution) (string, error) {
 		if n := seen.add(x.ExecutionID); n <= 2 {
 			return "", fmt.Errorf("failure %d", n)
 		}
 		return "third time lucky", nil
 	})
-	id := runOnce(t, base, map[string]any{
+	id := n1.RunOnce(t, map[string]any{
 		"name":    "flaky",
 		"handler": map[string]any{"type": "custom", "name": "flaky"},
 		"retry": map[string]any{"max_attempts": 5, "initial_backoff": "1s", "multiplier": 2,
 			"max_backoff": "1m", "jitter": "equal"},
 	})
-	x := waitState(t, base, id, "succeeded", 30*time.Second)
-	if x.Attempts != 3 || len(x.AttemptList) != 3 || x.Output != "third time lucky" {
-		t.Fatalf("execution: attempts %d, list %+v, output %q", x.Attempts, x.AttemptList, x.Output)
+	x := n1.WaitState(t, id, "succeeded", 30*time.Second)
+	if x.Attempts != 3 || len(nodetest.Attempts(x)) != 3 || nodetest.Str(x.Output) != "third time lucky" {
+		t.Fatalf("execution: attempts %d, list %+v, output %q", x.Attempts, nodetest.Attempts(x), nodetest.Str(x.Output))
 	}
-	for i, a := range x.AttemptList {
+	for i, a := range nodetest.Attempts(x) {
 		want := "failed"
 		if i == 2 {
 			want = "succeeded"
 		}
-		if a.Number != i+1 || a.Outcome != want || a.ExecutorID != "e2e-flaky" || a.StartedAt == nil || a.FinishedAt == nil {
+		if a.Number != i+1 || nodetest.Str(a.Outcome) != want || nodetest.Str(a.ExecutorId) != "e2e-flaky" || a.StartedAt == nil || a.FinishedAt == nil {
 			t.Errorf("attempt %d: %+v", i+1, a)
 		}
 	}
-	if x.AttemptList[0].Error != "failure 1" {
-		t.Errorf("attempt 1 error %q", x.AttemptList[0].Error)
+	if nodetest.Str(nodetest.Attempts(x)[0].Error) != "failure 1" {
+		t.Errorf("attempt 1 error %q", nodetest.Str(nodetest.Attempts(x)[0].Error))
 	}
 	// Equal jitter: the wait before attempt n+1 is in [d/2, d) with d =
 	// 1s * 2^(n-1); allow for the trip through Postgres and NATS above.
@@ -208,16 +104,17 @@ func TestFailingTwiceThenSucceedingFollowsTheBackoff(t *testing.T) {
 }
 
 func TestErrorClasses(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNode(t, "n1")
+	t.Parallel()
+	e := nodetest.New(t)
+	n1 := e.Start(t, "n1")
 
 	// A handler that fails permanently: dead after one attempt, despite
 	// a policy of five.
-	e.worker(t, executor.Config{}, "broken", func(ctx context.Context, x *executor.Execution) (string, error) {
+	e.Worker(t, executor.Config{}, "broken", func(ctx context.Context, x *executor.Execution) (string, error) {
 		return "", executor.Permanent(errors.New("malformed payload"))
 	})
 	retry5 := map[string]any{"max_attempts": 5, "initial_backoff": "10s"}
-	perm := runOnce(t, base, map[string]any{"name": "broken", "retry": retry5,
+	perm := n1.RunOnce(t, map[string]any{"name": "broken", "retry": retry5,
 		"handler": map[string]any{"type": "custom", "name": "broken"}})
 
 	// HTTP: a 400 is permanent; a 503 with Retry-After: 1 is retried
@@ -242,18 +139,18 @@ func TestErrorClasses(t *testing.T) {
 		}
 	}))
 	defer target.Close()
-	bad := runOnce(t, base, map[string]any{"name": "bad-request", "retry": retry5,
+	bad := n1.RunOnce(t, map[string]any{"name": "bad-request", "retry": retry5,
 		"handler": map[string]any{"type": "http", "url": target.URL + "/bad"}})
-	busy := runOnce(t, base, map[string]any{"name": "busy", "retry": retry5,
+	busy := n1.RunOnce(t, map[string]any{"name": "busy", "retry": retry5,
 		"handler": map[string]any{"type": "http", "url": target.URL + "/busy"}})
 
-	for _, id := range []string{perm, bad} {
-		x := waitState(t, base, id, "dead", 20*time.Second)
-		if x.Attempts != 1 || len(x.AttemptList) != 1 || x.AttemptList[0].Outcome != "failed" {
-			t.Errorf("execution %s: attempts %d, %+v", id, x.Attempts, x.AttemptList)
+	for _, id := range []uuid.UUID{perm, bad} {
+		x := n1.WaitState(t, id, "dead", 20*time.Second)
+		if x.Attempts != 1 || len(nodetest.Attempts(x)) != 1 || nodetest.Str(nodetest.Attempts(x)[0].Outcome) != "failed" {
+			t.Errorf("execution %s: attempts %d, %+v", id, x.Attempts, nodetest.Attempts(x))
 		}
 	}
-	x := waitState(t, base, busy, "succeeded", 20*time.Second)
+	x := n1.WaitState(t, busy, "succeeded", 20*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if x.Attempts != 2 || len(hits) != 2 {
@@ -267,11 +164,12 @@ func TestErrorClasses(t *testing.T) {
 }
 
 func TestHangingHandlerIsCutAtItsTimeoutAndRetried(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNode(t, "n1")
+	t.Parallel()
+	e := nodetest.New(t)
+	n1 := e.Start(t, "n1")
 	var seen calls
 	var cut atomic.Bool
-	e.worker(t, executor.Config{}, "hangs", func(ctx context.Context, x *executor.Execution) (string, error) {
+	e.Worker(t, executor.Config{}, "hangs", func(ctx context.Context, x *executor.Execution) (string, error) {
 		if seen.add(x.ExecutionID) == 1 {
 			<-ctx.Done() // hang until the deadline
 			cut.Store(errors.Is(ctx.Err(), context.DeadlineExceeded))
@@ -279,27 +177,28 @@ func TestHangingHandlerIsCutAtItsTimeoutAndRetried(t *testing.T) {
 		}
 		return "quick this time", nil
 	})
-	id := runOnce(t, base, map[string]any{"name": "hangs", "timeout": "500ms",
+	id := n1.RunOnce(t, map[string]any{"name": "hangs", "timeout": "500ms",
 		"retry":   map[string]any{"max_attempts": 3, "initial_backoff": "100ms"},
 		"handler": map[string]any{"type": "custom", "name": "hangs"}})
-	x := waitState(t, base, id, "succeeded", 20*time.Second)
+	x := n1.WaitState(t, id, "succeeded", 20*time.Second)
 	if !cut.Load() {
 		t.Error("the hanging attempt's context did not end at its deadline")
 	}
-	if len(x.AttemptList) != 2 || x.AttemptList[0].Outcome != "timed_out" || x.AttemptList[1].Outcome != "succeeded" {
-		t.Fatalf("attempts: %+v", x.AttemptList)
+	if len(nodetest.Attempts(x)) != 2 || nodetest.Str(nodetest.Attempts(x)[0].Outcome) != "timed_out" || nodetest.Str(nodetest.Attempts(x)[1].Outcome) != "succeeded" {
+		t.Fatalf("attempts: %+v", nodetest.Attempts(x))
 	}
-	a := x.AttemptList[0]
+	a := nodetest.Attempts(x)[0]
 	if d := a.FinishedAt.Sub(*a.StartedAt); d < 450*time.Millisecond || d > 2*time.Second {
 		t.Errorf("the timed-out attempt ran %s, want about 500ms", d)
 	}
 }
 
 func TestExecutorKilledMidAttemptIsFinishedByAnother(t *testing.T) {
-	e := newEnv(t)
+	t.Parallel()
+	e := nodetest.New(t)
 	// The scheduler, API and recorder in this process; two executor
 	// processes with a short ack wait, so a dead one's attempt lapses fast.
-	base := e.startNodeWith(t, "n1", func(c *Config) { delete(c.Roles, RoleExecutor) })
+	n1 := e.StartWith(t, "n1", func(c *node.Config) { c.Roles = node.RolesOf(node.RoleAPI, node.RoleScheduler, node.RoleRecorder) })
 	var hits atomic.Int32
 	release := make(chan struct{})
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -314,43 +213,44 @@ func TestExecutorKilledMidAttemptIsFinishedByAnother(t *testing.T) {
 	}))
 	defer target.Close()
 	defer close(release)
-	procs := map[string]*exec.Cmd{}
+	procs := map[string]*nodetest.Node{}
 	for _, name := range []string{"x1", "x2"} {
-		_, procs[name] = e.startProcess(t, name, "--roles", "executor", "--executor-ack-wait", "2s")
+		procs[name] = e.StartProcess(t, name, "--roles", "executor", "--executor-ack-wait", "2s")
 	}
-	id := runOnce(t, base, map[string]any{"name": "long", "retry": map[string]any{"max_attempts": 3},
+	id := n1.RunOnce(t, map[string]any{"name": "long", "retry": map[string]any{"max_attempts": 3},
 		"handler": map[string]any{"type": "http", "url": target.URL}})
-	x := waitState(t, base, id, "running", 15*time.Second)
-	victim := x.ExecutorID
+	x := n1.WaitState(t, id, "running", 15*time.Second)
+	victim := nodetest.Str(x.ExecutorId)
 	p := procs[victim]
 	if p == nil {
 		t.Fatalf("running on %q, not on one of the executor processes", victim)
 	}
 	killed := time.Now()
-	if err := p.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	x = waitState(t, base, id, "succeeded", 30*time.Second)
+	x = n1.WaitState(t, id, "succeeded", 30*time.Second)
 	t.Logf("finished %s after the kill", time.Since(killed))
-	if x.Attempts != 2 || len(x.AttemptList) != 2 {
-		t.Fatalf("attempts %d: %+v", x.Attempts, x.AttemptList)
+	if x.Attempts != 2 || len(nodetest.Attempts(x)) != 2 {
+		t.Fatalf("attempts %d: %+v", x.Attempts, nodetest.Attempts(x))
 	}
-	lost, second := x.AttemptList[0], x.AttemptList[1]
-	if lost.Outcome != "lost" || lost.ExecutorID != victim {
+	lost, second := nodetest.Attempts(x)[0], nodetest.Attempts(x)[1]
+	if nodetest.Str(lost.Outcome) != "lost" || nodetest.Str(lost.ExecutorId) != victim {
 		t.Errorf("attempt 1: %+v, want lost on %s", lost, victim)
 	}
-	if second.Outcome != "succeeded" || second.ExecutorID == victim || second.ExecutorID == "" {
+	if nodetest.Str(second.Outcome) != "succeeded" || nodetest.Str(second.ExecutorId) == victim || nodetest.Str(second.ExecutorId) == "" {
 		t.Errorf("attempt 2: %+v, want succeeded on the other executor", second)
 	}
 }
 
 func TestCancelRunningAndQueuedExecutions(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNode(t, "n1")
+	t.Parallel()
+	e := nodetest.New(t)
+	n1 := e.Start(t, "n1")
 	started := make(chan string, 10)
 	stopped := make(chan time.Time, 10)
 	var seen calls
-	e.worker(t, executor.Config{Concurrency: 1}, "slow", func(ctx context.Context, x *executor.Execution) (string, error) {
+	e.Worker(t, executor.Config{Concurrency: 1}, "slow", func(ctx context.Context, x *executor.Execution) (string, error) {
 		seen.add(x.ExecutionID)
 		started <- x.ExecutionID
 		<-ctx.Done()
@@ -360,25 +260,25 @@ func TestCancelRunningAndQueuedExecutions(t *testing.T) {
 		}
 		return "", context.Cause(ctx)
 	})
-	running := runOnce(t, base, map[string]any{"name": "running", "handler": map[string]any{"type": "custom", "name": "slow"}})
+	running := n1.RunOnce(t, map[string]any{"name": "running", "handler": map[string]any{"type": "custom", "name": "slow"}})
 	select {
 	case got := <-started:
-		if got != running {
+		if got != running.String() {
 			t.Fatalf("started %s, want %s", got, running)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first execution never started")
 	}
 	// The only slot is taken: the second execution waits in the queue.
-	queued := runOnce(t, base, map[string]any{"name": "queued", "handler": map[string]any{"type": "custom", "name": "slow"}})
-	testenv.WaitFor(t, 10*time.Second, "the second execution published", func() bool {
-		return getExecution(t, base, queued).DispatchedAt != nil
+	queued := n1.RunOnce(t, map[string]any{"name": "queued", "handler": map[string]any{"type": "custom", "name": "slow"}})
+	nodetest.WaitFor(t, 10*time.Second, "the second execution published", func() bool {
+		return n1.Execution(t, queued).DispatchedAt != nil
 	})
-	if code := call(t, "POST", base+"/v1/executions/"+queued+"/cancel", nil, nil); code != http.StatusOK {
+	if code := nodetest.Code(n1.Client.CancelExecutionWithResponse(context.Background(), queued)); code != http.StatusOK {
 		t.Fatalf("cancel queued: %d", code)
 	}
 	asked := time.Now()
-	if code := call(t, "POST", base+"/v1/executions/"+running+"/cancel", nil, nil); code != http.StatusOK {
+	if code := nodetest.Code(n1.Client.CancelExecutionWithResponse(context.Background(), running)); code != http.StatusOK {
 		t.Fatalf("cancel running: %d", code)
 	}
 	select {
@@ -392,21 +292,21 @@ func TestCancelRunningAndQueuedExecutions(t *testing.T) {
 	}
 	// The API recorded the cancellation at once; the executor's report of
 	// the stopped attempt follows.
-	var x executionDetail
+	var x models.Execution
 	// Wait for its end: its start may be recorded a moment before.
-	testenv.WaitFor(t, 10*time.Second, "the cancelled attempt recorded", func() bool {
-		x = getExecution(t, base, running)
-		return len(x.AttemptList) > 0 && x.AttemptList[0].Outcome != ""
+	nodetest.WaitFor(t, 10*time.Second, "the cancelled attempt recorded", func() bool {
+		x = n1.Execution(t, running)
+		return len(nodetest.Attempts(x)) > 0 && nodetest.Str(nodetest.Attempts(x)[0].Outcome) != ""
 	})
-	if x.State != "cancelled" || len(x.AttemptList) != 1 || x.AttemptList[0].Outcome != "cancelled" {
-		t.Errorf("running execution: %s, attempts %+v", x.State, x.AttemptList)
+	if x.State != "cancelled" || len(nodetest.Attempts(x)) != 1 || nodetest.Str(nodetest.Attempts(x)[0].Outcome) != "cancelled" {
+		t.Errorf("running execution: %s, attempts %+v", x.State, nodetest.Attempts(x))
 	}
 	// The slot is free now; the cancelled queued execution must not use it.
 	// A third one shows the executor is pulling again.
-	third := runOnce(t, base, map[string]any{"name": "third", "handler": map[string]any{"type": "custom", "name": "slow"}})
+	third := n1.RunOnce(t, map[string]any{"name": "third", "handler": map[string]any{"type": "custom", "name": "slow"}})
 	select {
 	case got := <-started:
-		if got != third {
+		if got != third.String() {
 			t.Fatalf("started %s after the cancellations, want only %s", got, third)
 		}
 	case <-time.After(10 * time.Second):
@@ -415,64 +315,64 @@ func TestCancelRunningAndQueuedExecutions(t *testing.T) {
 	if n := len(seen.of(queued)); n != 0 {
 		t.Errorf("the cancelled queued execution started %d times", n)
 	}
-	q := getExecution(t, base, queued)
-	if q.State != "cancelled" || len(q.AttemptList) != 0 {
-		t.Errorf("queued execution: %s with attempts %+v", q.State, q.AttemptList)
+	q := n1.Execution(t, queued)
+	if q.State != "cancelled" || len(nodetest.Attempts(q)) != 0 {
+		t.Errorf("queued execution: %s with attempts %+v", q.State, nodetest.Attempts(q))
 	}
 	// Cancelling again is harmless.
 	for range 2 {
-		if code := call(t, "POST", base+"/v1/executions/"+third+"/cancel", nil, nil); code != http.StatusOK {
+		if code := nodetest.Code(n1.Client.CancelExecutionWithResponse(context.Background(), third)); code != http.StatusOK {
 			t.Errorf("cancel of the third execution: %d", code)
 		}
 	}
 }
 
 func TestDeadLettersAndRedrive(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNode(t, "n1")
+	t.Parallel()
+	e := nodetest.New(t)
+	n1 := e.Start(t, "n1")
 	var healthy atomic.Bool
 	var seen calls
-	e.worker(t, executor.Config{}, "picky", func(ctx context.Context, x *executor.Execution) (string, error) {
+	e.Worker(t, executor.Config{}, "picky", func(ctx context.Context, x *executor.Execution) (string, error) {
 		seen.add(x.ExecutionID)
 		if !healthy.Load() {
 			return "", errors.New("downstream is down")
 		}
 		return fmt.Sprintf("attempt %d ok", x.Attempt), nil
 	})
-	id := runOnce(t, base, map[string]any{"name": "picky", "retry": map[string]any{"max_attempts": 2, "initial_backoff": "100ms"},
+	id := n1.RunOnce(t, map[string]any{"name": "picky", "retry": map[string]any{"max_attempts": 2, "initial_backoff": "100ms"},
 		"handler": map[string]any{"type": "custom", "name": "picky"}})
-	x := waitState(t, base, id, "dead", 20*time.Second)
+	x := n1.WaitState(t, id, "dead", 20*time.Second)
 	if x.Attempts != 2 {
 		t.Errorf("dead after %d attempts, want 2", x.Attempts)
 	}
-	var dead struct {
-		Items []execution `json:"items"`
-	}
-	if code := call(t, "GET", base+"/v1/executions?state=dead", nil, &dead); code != 200 || len(dead.Items) != 1 || dead.Items[0].ID != id {
-		t.Fatalf("dead letters: %d %+v", code, dead.Items)
+	if dead := n1.ExecutionsIn(t, "dead"); len(dead) != 1 || dead[0].Id != id {
+		t.Fatalf("dead letters: %+v", dead)
 	}
 
 	healthy.Store(true)
-	if code := call(t, "POST", base+"/v1/executions/"+id+"/retry", nil, nil); code != http.StatusAccepted {
+	if code := nodetest.Code(n1.Client.RetryExecutionWithResponse(context.Background(), id)); code != http.StatusAccepted {
 		t.Fatalf("re-drive: %d", code)
 	}
-	x = waitState(t, base, id, "succeeded", 20*time.Second)
-	if x.Attempts != 3 || len(x.AttemptList) != 3 || x.AttemptList[2].Outcome != "succeeded" || x.Output != "attempt 3 ok" {
-		t.Errorf("after re-drive: attempts %d, list %+v, output %q", x.Attempts, x.AttemptList, x.Output)
+	x = n1.WaitState(t, id, "succeeded", 20*time.Second)
+	if x.Attempts != 3 || len(nodetest.Attempts(x)) != 3 || nodetest.Str(nodetest.Attempts(x)[2].Outcome) != "succeeded" || nodetest.Str(x.Output) != "attempt 3 ok" {
+		t.Errorf("after re-drive: attempts %d, list %+v, output %q", x.Attempts, nodetest.Attempts(x), nodetest.Str(x.Output))
 	}
-	if code := call(t, "GET", base+"/v1/executions?state=dead", nil, &dead); code != 200 || len(dead.Items) != 0 {
-		t.Errorf("dead letters after the re-drive: %+v", dead.Items)
+	if dead := n1.ExecutionsIn(t, "dead"); len(dead) != 0 {
+		t.Errorf("dead letters after the re-drive: %+v", dead)
 	}
-	if code := call(t, "POST", base+"/v1/executions/"+id+"/retry", nil, nil); code != http.StatusConflict {
+	if code := nodetest.Code(n1.Client.RetryExecutionWithResponse(context.Background(), id)); code != http.StatusConflict {
 		t.Errorf("re-drive of a succeeded execution: %d, want 409", code)
 	}
 }
 
 func TestBackoffFloodDoesNotDelayAHealthyJob(t *testing.T) {
-	e := newEnv(t)
+	// Not parallel: its healthy job's lag bound (1s) is about this node
+	// alone under a thousand executions in backoff.
+	e := nodetest.New(t)
 	// Breakers off: this test is about backoff, not about the breaker
 	// that would otherwise stop the failing host being tried at all.
-	base := e.startNodeWith(t, "n1", func(c *Config) { c.Breaker.Disabled = true })
+	n1 := e.StartWith(t, "n1", func(c *node.Config) { c.Breaker.Disabled = true })
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "down", http.StatusInternalServerError)
 	}))
@@ -493,15 +393,15 @@ func TestBackoffFloodDoesNotDelayAHealthyJob(t *testing.T) {
 	// all on the same queue (http) as the healthy job.
 	const flood = 1000
 	for i := range flood {
-		createJob(t, base, map[string]any{"name": fmt.Sprintf("flood-%04d", i),
+		n1.CreateJob(t, map[string]any{"name": fmt.Sprintf("flood-%04d", i),
 			"retry":   map[string]any{"max_attempts": 3, "initial_backoff": "10m", "jitter": "none"},
 			"handler": map[string]any{"type": "http", "url": failing.URL}})
 	}
-	testenv.WaitFor(t, 60*time.Second, "1000 executions waiting out their backoff", func() bool {
-		return len(listExecutions(t, base+"/v1/executions?state=failed")) >= flood
+	nodetest.WaitFor(t, 60*time.Second, "1000 executions waiting out their backoff", func() bool {
+		return len(n1.ExecutionsIn(t, "failed")) >= flood
 	})
 	// None of them holds a JetStream slot.
-	nc, err := nats.Connect(e.nats.URL())
+	nc, err := nats.Connect(e.NATS.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,9 +419,9 @@ func TestBackoffFloodDoesNotDelayAHealthyJob(t *testing.T) {
 		t.Errorf("the http consumer holds %d ack-pending and %d pending messages during the backoff", info.NumAckPending, info.NumPending)
 	}
 
-	j := createJob(t, base, map[string]any{"name": "healthy", "schedule": map[string]any{"cron": "* * * * * *"},
+	j := n1.CreateJob(t, map[string]any{"name": "healthy", "schedule": map[string]any{"cron": "* * * * * *"},
 		"handler": map[string]any{"type": "http", "url": healthy.URL}})
-	testenv.WaitFor(t, 30*time.Second, "ten healthy runs", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "ten healthy runs", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(lags) >= 10
@@ -535,16 +435,17 @@ func TestBackoffFloodDoesNotDelayAHealthyJob(t *testing.T) {
 			t.Errorf("healthy execution %s started %s after its time, want under 1s", id, lag)
 		}
 	}
-	t.Logf("healthy job %s: %d runs, worst fire-to-start lag %s, with %d executions in backoff", j.ID, len(lags), worst, flood)
+	t.Logf("healthy job %s: %d runs, worst fire-to-start lag %s, with %d executions in backoff", j.Id, len(lags), worst, flood)
 }
 
 func TestHighPriorityRunsFirstWhenSaturated(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNode(t, "n1")
+	t.Parallel()
+	e := nodetest.New(t)
+	n1 := e.Start(t, "n1")
 	block := make(chan struct{})
 	var mu sync.Mutex
 	var order []string
-	e.worker(t, executor.Config{Concurrency: 1}, "busy", func(ctx context.Context, x *executor.Execution) (string, error) {
+	e.Worker(t, executor.Config{Concurrency: 1}, "busy", func(ctx context.Context, x *executor.Execution) (string, error) {
 		if x.JobName == "blocker" {
 			<-block
 			return "", nil
@@ -555,26 +456,26 @@ func TestHighPriorityRunsFirstWhenSaturated(t *testing.T) {
 		return "", nil
 	})
 	handler := map[string]any{"type": "custom", "name": "busy"}
-	blocker := runOnce(t, base, map[string]any{"name": "blocker", "handler": handler})
-	waitState(t, base, blocker, "running", 10*time.Second)
+	blocker := n1.RunOnce(t, map[string]any{"name": "blocker", "handler": handler})
+	n1.WaitState(t, blocker, "running", 10*time.Second)
 
 	// Queued oldest first: low, then normal, then high.
-	var ids []string
+	var ids []uuid.UUID
 	for _, p := range []string{"low", "normal", "high"} {
 		for i := range 3 {
-			ids = append(ids, runOnce(t, base, map[string]any{"name": fmt.Sprintf("%s-%d", p, i), "priority": p, "handler": handler}))
+			ids = append(ids, n1.RunOnce(t, map[string]any{"name": fmt.Sprintf("%s-%d", p, i), "priority": p, "handler": handler}))
 		}
 	}
-	testenv.WaitFor(t, 10*time.Second, "all nine published", func() bool {
+	nodetest.WaitFor(t, 10*time.Second, "all nine published", func() bool {
 		for _, id := range ids {
-			if getExecution(t, base, id).DispatchedAt == nil {
+			if n1.Execution(t, id).DispatchedAt == nil {
 				return false
 			}
 		}
 		return true
 	})
 	close(block)
-	testenv.WaitFor(t, 20*time.Second, "all nine run", func() bool {
+	nodetest.WaitFor(t, 20*time.Second, "all nine run", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 9
@@ -591,8 +492,9 @@ func TestHighPriorityRunsFirstWhenSaturated(t *testing.T) {
 }
 
 func TestBreakerOpensOnAFailingHandlerAndClosesWhenItRecovers(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNodeWith(t, "n1", func(c *Config) {
+	t.Parallel()
+	e := nodetest.New(t)
+	n1 := e.StartWith(t, "n1", func(c *node.Config) {
 		c.Breaker = executor.BreakerConfig{FailureRate: 0.5, MinRequests: 4, Window: 30 * time.Second, OpenFor: 2 * time.Second}
 	})
 	var down atomic.Bool
@@ -607,31 +509,28 @@ func TestBreakerOpensOnAFailingHandlerAndClosesWhenItRecovers(t *testing.T) {
 	defer target.Close()
 
 	const n = 20
-	var ids []string
+	var ids []uuid.UUID
 	for i := range n {
-		ids = append(ids, runOnce(t, base, map[string]any{"name": fmt.Sprintf("call-%02d", i),
+		ids = append(ids, n1.RunOnce(t, map[string]any{"name": fmt.Sprintf("call-%02d", i),
 			"retry":   map[string]any{"max_attempts": 50, "initial_backoff": "200ms", "max_backoff": "1s"},
 			"handler": map[string]any{"type": "http", "url": target.URL}}))
 	}
-	type handlers struct {
-		Items []struct {
-			Handler string `json:"handler"`
-			Breaker string `json:"breaker"`
-		} `json:"items"`
-	}
 	breaker := func() string {
-		var h handlers
-		if code := call(t, "GET", base+"/v1/handlers", nil, &h); code != http.StatusOK {
-			t.Fatalf("GET /v1/handlers: %d", code)
+		h, err := n1.Client.ListHandlersWithResponse(context.Background())
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, it := range h.Items {
+		if h.StatusCode() != http.StatusOK {
+			t.Fatalf("GET /v1/handlers: %d", h.StatusCode())
+		}
+		for _, it := range h.JSON200.Items {
 			if it.Handler == "http:"+target.Listener.Addr().String() {
-				return it.Breaker
+				return string(it.Breaker)
 			}
 		}
 		return ""
 	}
-	testenv.WaitFor(t, 20*time.Second, "the breaker open", func() bool { return breaker() == "open" })
+	nodetest.WaitFor(t, 20*time.Second, "the breaker open", func() bool { return breaker() == "open" })
 	// While open, the host is left alone: executions wait, not fail.
 	before := hits.Load()
 	time.Sleep(time.Second)
@@ -640,21 +539,22 @@ func TestBreakerOpensOnAFailingHandlerAndClosesWhenItRecovers(t *testing.T) {
 	}
 	down.Store(false)
 	for _, id := range ids {
-		x := waitState(t, base, id, "succeeded", 60*time.Second)
+		x := n1.WaitState(t, id, "succeeded", 60*time.Second)
 		if x.State != "succeeded" {
 			t.Errorf("execution %s ended %s", id, x.State)
 		}
 	}
-	testenv.WaitFor(t, 20*time.Second, "the breaker closed", func() bool { return breaker() == "closed" })
+	nodetest.WaitFor(t, 20*time.Second, "the breaker closed", func() bool { return breaker() == "closed" })
 }
 
 func TestDeletingAJobLetsItsRunningExecutionFinish(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNode(t, "n1")
+	t.Parallel()
+	e := nodetest.New(t)
+	n1 := e.Start(t, "n1")
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	var cut atomic.Bool
-	e.worker(t, executor.Config{}, "long", func(ctx context.Context, x *executor.Execution) (string, error) {
+	e.Worker(t, executor.Config{}, "long", func(ctx context.Context, x *executor.Execution) (string, error) {
 		started <- struct{}{}
 		select {
 		case <-release:
@@ -664,26 +564,26 @@ func TestDeletingAJobLetsItsRunningExecutionFinish(t *testing.T) {
 			return "", ctx.Err()
 		}
 	})
-	j := createJob(t, base, map[string]any{"name": "to-delete", "handler": map[string]any{"type": "custom", "name": "long"}})
+	j := n1.CreateJob(t, map[string]any{"name": "to-delete", "handler": map[string]any{"type": "custom", "name": "long"}})
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the execution never started")
 	}
-	var id string
-	testenv.WaitFor(t, 10*time.Second, "the execution listed", func() bool {
-		if xs := executions(t, base, j.ID); len(xs) == 1 {
-			id = xs[0].ID
+	var id uuid.UUID
+	nodetest.WaitFor(t, 10*time.Second, "the execution listed", func() bool {
+		if xs := n1.Executions(t, j.Id); len(xs) == 1 {
+			id = xs[0].Id
 		}
-		return id != ""
+		return id != uuid.Nil
 	})
-	if code := call(t, "DELETE", base+"/v1/jobs/"+j.ID, nil, nil); code != http.StatusNoContent {
+	if code := nodetest.Code(n1.Client.DeleteJobWithResponse(context.Background(), j.Id)); code != http.StatusNoContent {
 		t.Fatalf("delete job: %d", code)
 	}
 	time.Sleep(300 * time.Millisecond) // give a wrong implementation time to cut it
 	close(release)
-	x := waitState(t, base, id, "succeeded", 10*time.Second)
-	if cut.Load() || x.Output != "finished anyway" {
+	x := n1.WaitState(t, id, "succeeded", 10*time.Second)
+	if cut.Load() || nodetest.Str(x.Output) != "finished anyway" {
 		t.Errorf("after the job was deleted: cut %v, execution %+v", cut.Load(), x)
 	}
 }

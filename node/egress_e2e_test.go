@@ -1,4 +1,4 @@
-package main
+package node_test
 
 import (
 	"bytes"
@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/node"
+	"github.com/tock-sched/tock/node/nodetest"
 )
 
 // tockd dev calls a developer's local targets, but never tock's own
@@ -18,11 +21,13 @@ import (
 // it is created (400, handler.url), and a job that reaches one by a
 // redirect fails for good, saying why.
 func TestDevRefusesTocksOwnAddresses(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNodeWith(t, "dev", func(c *Config) {
+	t.Parallel()
+	e := nodetest.New(t)
+	n := e.StartWith(t, "dev", func(c *node.Config) {
 		c.HTTPAllow = nil // dev's own rules only
-		devHTTPPolicy(c, e.etcd)
+		node.DevHTTPPolicy(c, e.Etcd.PeerPort)
 	})
+	base := n.URL
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if to := r.URL.Query().Get("to"); to != "" {
 			http.Redirect(w, r, to, http.StatusFound)
@@ -32,15 +37,22 @@ func TestDevRefusesTocksOwnAddresses(t *testing.T) {
 	}))
 	defer target.Close()
 
-	local := runOnce(t, base, map[string]any{"name": "local",
+	local := n.RunOnce(t, map[string]any{"name": "local",
 		"handler": map[string]any{"type": "http", "url": target.URL + "/hook"}})
 
-	etcd := strings.TrimPrefix(e.etcd.Endpoint(), "http://")
+	etcd := strings.TrimPrefix(e.Etcd.Endpoint(), "http://")
+	pg, err := url.Parse(e.PG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg.Port() == "" {
+		pg.Host += ":5432" // PostgreSQL's default port, as tockd takes it
+	}
 	for what, addr := range map[string]string{
 		"etcd":       etcd,
-		"etcd peer":  "127.0.0.1:" + strconv.Itoa(e.etcd.PeerPort),
-		"NATS":       strings.TrimPrefix(e.nats.URL(), "nats://"),
-		"PostgreSQL": hostPort(e.pg, defaultPostgresPort),
+		"etcd peer":  "127.0.0.1:" + strconv.Itoa(e.Etcd.PeerPort),
+		"NATS":       strings.TrimPrefix(e.NATS.URL(), "nats://"),
+		"PostgreSQL": pg.Host,
 		"API":        strings.TrimPrefix(base, "http://"),
 	} {
 		body, _ := json.Marshal(map[string]any{"name": "own-" + strings.ReplaceAll(what, " ", "-"), "schedule": map[string]any{"in": "1h"},
@@ -57,13 +69,13 @@ func TestDevRefusesTocksOwnAddresses(t *testing.T) {
 		}
 	}
 
-	redirected := runOnce(t, base, map[string]any{"name": "redirected", "retry": map[string]any{"max_attempts": 3},
-		"handler": map[string]any{"type": "http", "url": target.URL + "/?to=" + url.QueryEscape(e.etcd.Endpoint()+"/v3/kv/range")}})
-	x := waitState(t, base, redirected, "dead", 20*time.Second)
-	if want := "refused: " + etcd + " is tock's own etcd"; x.Attempts != 1 || !strings.Contains(x.Error, want) {
-		t.Errorf("redirected to etcd: %d attempts, error %q; want 1 attempt refused with %q", x.Attempts, x.Error, want)
+	redirected := n.RunOnce(t, map[string]any{"name": "redirected", "retry": map[string]any{"max_attempts": 3},
+		"handler": map[string]any{"type": "http", "url": target.URL + "/?to=" + url.QueryEscape(e.Etcd.Endpoint()+"/v3/kv/range")}})
+	x := n.WaitState(t, redirected, "dead", 20*time.Second)
+	if want := "refused: " + etcd + " is tock's own etcd"; x.Attempts != 1 || !strings.Contains(nodetest.Str(x.Error), want) {
+		t.Errorf("redirected to etcd: %d attempts, error %q; want 1 attempt refused with %q", x.Attempts, nodetest.Str(x.Error), want)
 	}
-	if x := waitState(t, base, local, "succeeded", 20*time.Second); x.Output != "local ok" {
-		t.Errorf("local target: output %q", x.Output)
+	if x := n.WaitState(t, local, "succeeded", 20*time.Second); nodetest.Str(x.Output) != "local ok" {
+		t.Errorf("local target: output %q", nodetest.Str(x.Output))
 	}
 }

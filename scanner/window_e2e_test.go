@@ -1,36 +1,38 @@
-package main
+package scanner_test
 
 // Schedule windows, max_runs, jitter, resume with and without catch-up
 // and bulk pause by selector, end to end on one node.
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/schedule"
 )
 
 // jobState reads a job's state and run count through the API.
-func jobState(t *testing.T, base, id string) (string, int64) {
+func jobState(t *testing.T, n *nodetest.Node, id uuid.UUID) (string, int64) {
 	t.Helper()
-	var j struct {
-		State string `json:"state"`
-		Runs  int64  `json:"runs"`
+	j := n.Job(t, id)
+	var runs int64
+	if j.Runs != nil {
+		runs = *j.Runs
 	}
-	if code := call(t, "GET", base+"/v1/jobs/"+id, nil, &j); code != http.StatusOK {
-		t.Fatalf("get job %s: %d", id, code)
-	}
-	return j.State, j.Runs
+	return string(j.State), runs
 }
 
 func TestWindowsMaxRunsJitterResumeBulk(t *testing.T) {
-	e := newEnv(t)
-	base := e.startNode(t, "n1")
-	e.runExecutor(t, "win")
+	t.Parallel()
+	ctx := context.Background()
+	e := nodetest.New(t)
+	n := e.Start(t, "n1")
+	e.Echo(t, "win")
 	every := func(name string, extra map[string]any) map[string]any {
 		body := map[string]any{
 			"name":     name,
@@ -45,13 +47,13 @@ func TestWindowsMaxRunsJitterResumeBulk(t *testing.T) {
 
 	t.Run("max_runs", func(t *testing.T) {
 		t.Parallel()
-		j := createJob(t, base, every("max3", map[string]any{"schedule": map[string]any{"cron": "* * * * * *", "max_runs": 3}}))
-		testenv.WaitFor(t, 15*time.Second, "the job to complete", func() bool { s, _ := jobState(t, base, j.ID); return s == "completed" })
+		j := n.CreateJob(t, every("max3", map[string]any{"schedule": map[string]any{"cron": "* * * * * *", "max_runs": 3}}))
+		nodetest.WaitFor(t, 15*time.Second, "the job to complete", func() bool { s, _ := jobState(t, n, j.Id); return s == "completed" })
 		time.Sleep(2 * time.Second)
-		if n := countExecutions(t, e.pg, j.ID); n != 3 {
+		if n := nodetest.CountExecutions(t, e.PG, j.Id); n != 3 {
 			t.Errorf("max_runs 3: %d executions", n)
 		}
-		if _, runs := jobState(t, base, j.ID); runs != 3 {
+		if _, runs := jobState(t, n, j.Id); runs != 3 {
 			t.Errorf("max_runs 3: runs %d", runs)
 		}
 	})
@@ -60,10 +62,10 @@ func TestWindowsMaxRunsJitterResumeBulk(t *testing.T) {
 		t.Parallel()
 		start := time.Now().Add(3 * time.Second).Truncate(time.Second)
 		end := start.Add(3 * time.Second)
-		j := createJob(t, base, every("window", map[string]any{"schedule": map[string]any{"cron": "* * * * * *",
+		j := n.CreateJob(t, every("window", map[string]any{"schedule": map[string]any{"cron": "* * * * * *",
 			"start_at": start.Format(time.RFC3339), "end_at": end.Format(time.RFC3339)}}))
-		testenv.WaitFor(t, 20*time.Second, "the window's job to complete", func() bool { s, _ := jobState(t, base, j.ID); return s == "completed" })
-		xs := executions(t, base, j.ID)
+		nodetest.WaitFor(t, 20*time.Second, "the window's job to complete", func() bool { s, _ := jobState(t, n, j.Id); return s == "completed" })
+		xs := n.Executions(t, j.Id)
 		if len(xs) != 4 {
 			t.Errorf("window [%s, %s]: %d executions, want 4", start.Format(time.TimeOnly), end.Format(time.TimeOnly), len(xs))
 		}
@@ -76,24 +78,16 @@ func TestWindowsMaxRunsJitterResumeBulk(t *testing.T) {
 
 	t.Run("jitter", func(t *testing.T) {
 		t.Parallel()
-		j := createJob(t, base, every("jitter", map[string]any{"schedule": map[string]any{"cron": "* * * * * *", "jitter": "1500ms"}}))
-		testenv.WaitFor(t, 20*time.Second, "5 jittered runs to succeed", func() bool { return len(succeeded(executions(t, base, j.ID))) >= 5 })
+		j := n.CreateJob(t, every("jitter", map[string]any{"schedule": map[string]any{"cron": "* * * * * *", "jitter": "1500ms"}}))
+		nodetest.WaitFor(t, 20*time.Second, "5 jittered runs to succeed", func() bool { return len(nodetest.Succeeded(n.Executions(t, j.Id))) >= 5 })
 		sch, err := schedule.Compile(schedule.Spec{Cron: "* * * * * *", Jitter: "1500ms"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var page struct {
-			Items []struct {
-				ScheduledFor time.Time  `json:"scheduled_for"`
-				DueAt        *time.Time `json:"due_at"`
-				DispatchedAt *time.Time `json:"dispatched_at"`
-				State        string     `json:"state"`
-			} `json:"items"`
-		}
-		call(t, "GET", base+"/v1/jobs/"+j.ID+"/executions?limit=500", nil, &page)
-		id := uuid.MustParse(j.ID)
+		items := n.Executions(t, j.Id)
+		id := j.Id
 		distinct := map[time.Duration]bool{}
-		for _, x := range page.Items {
+		for _, x := range items {
 			if x.DueAt == nil {
 				t.Errorf("run %s has no due_at", x.ScheduledFor.Format(time.TimeOnly))
 				continue
@@ -117,23 +111,23 @@ func TestWindowsMaxRunsJitterResumeBulk(t *testing.T) {
 	})
 
 	resume := func(t *testing.T, name string, catchUp bool) {
-		j := createJob(t, base, every(name, map[string]any{"missed": map[string]any{"policy": "all", "grace": "1s"}}))
-		testenv.WaitFor(t, 15*time.Second, "the job to fire", func() bool { return countExecutions(t, e.pg, j.ID) >= 2 })
+		j := n.CreateJob(t, every(name, map[string]any{"missed": map[string]any{"policy": "all", "grace": "1s"}}))
+		nodetest.WaitFor(t, 15*time.Second, "the job to fire", func() bool { return nodetest.CountExecutions(t, e.PG, j.Id) >= 2 })
 		from := time.Now().Add(time.Second)
-		if code := call(t, "POST", base+"/v1/jobs/"+j.ID+"/pause", nil, nil); code != http.StatusOK {
-			t.Fatalf("pause: %d", code)
+		if resp, err := n.Client.PauseJobWithResponse(ctx, j.Id); err != nil || resp.StatusCode() != http.StatusOK {
+			t.Fatalf("pause: %v %v", err, resp.Status())
 		}
 		time.Sleep(5 * time.Second)
-		if code := call(t, "POST", base+"/v1/jobs/"+j.ID+"/resume", map[string]any{"catch_up": catchUp}, nil); code != http.StatusOK {
-			t.Fatalf("resume: %d", code)
+		if resp, err := n.Client.ResumeJobWithResponse(ctx, j.Id, models.ResumeOptions{CatchUp: &catchUp}); err != nil || resp.StatusCode() != http.StatusOK {
+			t.Fatalf("resume: %v %v", err, resp.Status())
 		}
 		time.Sleep(4 * time.Second)
-		acc := account(t, e.pg, j.ID, from, time.Now().Add(-2*time.Second))
+		acc := account(t, e.PG, j.Id, from, time.Now().Add(-2*time.Second))
 		for _, b := range acc.bad {
 			t.Error(b)
 		}
-		st := openStore(t, e.pg)
-		paused := skippedFor(t, st, j.ID, "paused")
+		st := nodetest.OpenStore(t, e.PG)
+		paused := skippedFor(t, st, j.Id, "paused")
 		if catchUp && paused != 0 {
 			t.Errorf("resumed with catch-up: %d runs skipped as paused, want 0 (policy all fires them)", paused)
 		}
@@ -147,22 +141,23 @@ func TestWindowsMaxRunsJitterResumeBulk(t *testing.T) {
 
 	t.Run("bulk pause by selector", func(t *testing.T) {
 		t.Parallel()
-		a := createJob(t, base, every("team-a", map[string]any{"namespace": "bulk", "labels": map[string]any{"team": "a"}}))
-		b := createJob(t, base, every("team-b", map[string]any{"namespace": "bulk", "labels": map[string]any{"team": "b"}}))
-		testenv.WaitFor(t, 15*time.Second, "both jobs to fire", func() bool {
-			return countExecutions(t, e.pg, a.ID) >= 1 && countExecutions(t, e.pg, b.ID) >= 1
+		a := n.CreateJob(t, every("team-a", map[string]any{"namespace": "bulk", "labels": map[string]any{"team": "a"}}))
+		b := n.CreateJob(t, every("team-b", map[string]any{"namespace": "bulk", "labels": map[string]any{"team": "b"}}))
+		nodetest.WaitFor(t, 15*time.Second, "both jobs to fire", func() bool {
+			return nodetest.CountExecutions(t, e.PG, a.Id) >= 1 && nodetest.CountExecutions(t, e.PG, b.Id) >= 1
 		})
-		var res struct{ Matched, Changed int }
-		if code := call(t, "POST", base+"/v1/jobs:pause", map[string]any{"namespace": "bulk", "selector": "team=a"}, &res); code != http.StatusOK || res.Changed != 1 {
-			t.Fatalf("bulk pause: %d %+v", code, res)
+		sel := "team=a"
+		res, err := n.Client.PauseJobsWithResponse(ctx, models.JobSelection{Namespace: "bulk", Selector: &sel})
+		if err != nil || res.StatusCode() != http.StatusOK || res.JSON200.Changed != 1 {
+			t.Fatalf("bulk pause: %v %v %s", err, res.Status(), res.Body)
 		}
 		time.Sleep(1500 * time.Millisecond)
-		na, nb := countExecutions(t, e.pg, a.ID), countExecutions(t, e.pg, b.ID)
+		na, nb := nodetest.CountExecutions(t, e.PG, a.Id), nodetest.CountExecutions(t, e.PG, b.Id)
 		time.Sleep(3 * time.Second)
-		if got := countExecutions(t, e.pg, a.ID); got != na {
+		if got := nodetest.CountExecutions(t, e.PG, a.Id); got != na {
 			t.Errorf("paused team=a job fired %d more times", got-na)
 		}
-		if got := countExecutions(t, e.pg, b.ID); got < nb+2 {
+		if got := nodetest.CountExecutions(t, e.PG, b.Id); got < nb+2 {
 			t.Errorf("team=b job fired %d times in 3 s, want it left running", got-nb)
 		}
 	})

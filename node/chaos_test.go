@@ -1,15 +1,12 @@
-package main
+package node_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/executor"
-	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -57,7 +55,7 @@ func (d *deliveries) handle(_ context.Context, x *executor.Execution) (string, e
 
 type chaosNode struct {
 	id    string
-	cmd   *exec.Cmd
+	proc  *nodetest.Node
 	state string // running, paused, down
 	until time.Time
 }
@@ -68,19 +66,18 @@ func TestChaosKillRestartPause(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 	t.Logf("chaos: %d jobs every second, %s of kills, restarts and pauses across 3 nodes (seed %d)", nJobs, duration, seed)
 
-	e := newEnv(t)
-	cli := e.etcdClient(t)
+	e := nodetest.New(t)
+	cli := e.EtcdClient(t)
 	nodes := []*chaosNode{{id: "n1"}, {id: "n2"}, {id: "n3"}}
-	var base string
 	for _, n := range nodes {
-		base, n.cmd = e.startProcess(t, n.id)
+		n.proc = e.StartProcess(t, n.id)
 		n.state = "running"
 	}
-	testenv.WaitFor(t, 30*time.Second, "3 nodes to share the buckets", func() bool { return len(owners(t, cli)) == 3 })
+	nodetest.WaitFor(t, 30*time.Second, "3 nodes to share the buckets", func() bool { return len(nodetest.Owners(t, cli)) == 3 })
 
 	// The custom executor, as a user would run it, counting deliveries.
 	seen := &deliveries{first: map[string]int{}, total: map[string]int{}}
-	nc, err := nats.Connect(e.nats.URL(), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(e.NATS.URL(), nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +92,7 @@ func TestChaosKillRestartPause(t *testing.T) {
 	go func() { wdone <- w.Run(wctx) }()
 	defer func() { wcancel(); <-wdone }()
 
-	jobs := createJobsConcurrently(t, base, "chaos", nJobs)
+	jobs := createJobsConcurrently(t, nodes[len(nodes)-1].proc, "chaos", nJobs)
 	start := time.Now()
 
 	// Chaos: every 2-5 s one node is killed (-9), stopped (SIGSTOP) past
@@ -109,9 +106,9 @@ func TestChaosKillRestartPause(t *testing.T) {
 			if n.state != "running" && now.After(n.until) {
 				switch n.state {
 				case "paused":
-					_ = n.cmd.Process.Signal(syscall.SIGCONT)
+					_ = n.proc.Cmd.Process.Signal(syscall.SIGCONT)
 				case "down":
-					_, n.cmd = e.startProcess(t, n.id)
+					n.proc = e.StartProcess(t, n.id)
 				}
 				n.state = "running"
 			}
@@ -122,17 +119,17 @@ func TestChaosKillRestartPause(t *testing.T) {
 		}
 		switch rng.IntN(3) {
 		case 0:
-			_ = n.cmd.Process.Signal(syscall.SIGKILL)
-			_ = n.cmd.Wait()
+			_ = n.proc.Cmd.Process.Signal(syscall.SIGKILL)
+			_ = n.proc.Cmd.Wait()
 			n.state, n.until = "down", now.Add(time.Duration(1000+rng.IntN(3000))*time.Millisecond)
 			actions["kill -9"]++
 		case 1:
-			_ = n.cmd.Process.Signal(syscall.SIGSTOP)
+			_ = n.proc.Cmd.Process.Signal(syscall.SIGSTOP)
 			n.state, n.until = "paused", now.Add(testTTL+time.Duration(500+rng.IntN(2500))*time.Millisecond)
 			actions["pause"]++
 		case 2:
-			_ = n.cmd.Process.Signal(syscall.SIGTERM)
-			_ = n.cmd.Wait()
+			_ = n.proc.Cmd.Process.Signal(syscall.SIGTERM)
+			_ = n.proc.Cmd.Wait()
 			n.state, n.until = "down", now.Add(time.Duration(1000+rng.IntN(2000))*time.Millisecond)
 			actions["terminate"]++
 		}
@@ -140,25 +137,25 @@ func TestChaosKillRestartPause(t *testing.T) {
 	for _, n := range nodes {
 		switch n.state {
 		case "paused":
-			_ = n.cmd.Process.Signal(syscall.SIGCONT)
+			_ = n.proc.Cmd.Process.Signal(syscall.SIGCONT)
 		case "down":
-			_, n.cmd = e.startProcess(t, n.id)
+			n.proc = e.StartProcess(t, n.id)
 		}
 	}
 	t.Logf("chaos actions: %s", sortedKeys(actions))
-	testenv.WaitFor(t, 30*time.Second, "3 nodes to share the buckets again", func() bool {
-		o := owners(t, cli)
+	nodetest.WaitFor(t, 30*time.Second, "3 nodes to share the buckets again", func() bool {
+		o := nodetest.Owners(t, cli)
 		return len(o) == 3 && o["n1"]+o["n2"]+o["n3"] == 16
 	})
 	time.Sleep(5 * time.Second)
 	stop := time.Now().Add(-3 * time.Second)
 
 	// Every job, every second after the first 10 s: exactly one execution.
-	assertExactlyOnce(t, e.pg, jobs, start.Add(10*time.Second), stop)
+	nodetest.AssertExactlyOnce(t, e.PG, jobs, start.Add(10*time.Second), stop)
 
 	// The executor saw each execution once, except redeliveries, which
 	// carry a higher attempt number.
-	st := openStore(t, e.pg)
+	st := nodetest.OpenStore(t, e.PG)
 	unfinished := func() int {
 		var n int
 		_ = st.Pool().QueryRow(context.Background(),
@@ -188,7 +185,7 @@ func TestChaosKillRestartPause(t *testing.T) {
 				}
 				rows.Close()
 			}
-			logConsumers(t, e.nats.URL())
+			logConsumers(t, e.NATS.URL())
 			t.Fatalf("%d executions of the window still unfinished 30 s after the chaos", n)
 		}
 		time.Sleep(time.Second)
@@ -211,9 +208,9 @@ func TestChaosKillRestartPause(t *testing.T) {
 }
 
 // createJobsConcurrently creates n every-second jobs through the API.
-func createJobsConcurrently(t *testing.T, base, handler string, n int) []string {
+func createJobsConcurrently(t *testing.T, node *nodetest.Node, handler string, n int) []uuid.UUID {
 	t.Helper()
-	ids := make([]string, n)
+	ids := make([]uuid.UUID, n)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	work := make(chan int)
@@ -223,19 +220,16 @@ func createJobsConcurrently(t *testing.T, base, handler string, n int) []string 
 			defer wg.Done()
 			for i := range work {
 				body := fmt.Sprintf(`{"name":"%s-%05d","schedule":{"cron":"* * * * * *"},"handler":{"type":"custom","name":%q}}`, handler, i, handler)
-				resp, err := http.Post(base+"/v1/jobs", "application/json", strings.NewReader(body))
+				resp, err := node.Client.CreateJobWithBodyWithResponse(context.Background(), nil, "application/json", strings.NewReader(body))
 				if err != nil {
 					errs <- err
 					continue
 				}
-				var j job
-				err = json.NewDecoder(resp.Body).Decode(&j)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != http.StatusCreated {
-					errs <- fmt.Errorf("create job %d: status %d: %v", i, resp.StatusCode, err)
+				if resp.JSON201 == nil {
+					errs <- fmt.Errorf("create job %d: status %d: %s", i, resp.StatusCode(), resp.Body)
 					continue
 				}
-				ids[i] = j.ID
+				ids[i] = resp.JSON201.Id
 			}
 		}()
 	}

@@ -1,0 +1,283 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/backfill"
+	"github.com/tock-sched/tock/clock"
+	"github.com/tock-sched/tock/dispatcher"
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/maintenance"
+	"github.com/tock-sched/tock/partition"
+	"github.com/tock-sched/tock/recorder"
+	"github.com/tock-sched/tock/scanner"
+	"github.com/tock-sched/tock/wire"
+)
+
+// runFunc runs a component until its context ends.
+type runFunc func(ctx context.Context) error
+
+// component is one long-running part of a node: a role, or one of the
+// scheduler role's parts.
+type component struct {
+	name string
+	// on says whether this node runs it (from Config.Roles).
+	on bool
+	// stage is its place in the stop order.
+	stage stopStage
+	// start builds it and returns what runs it.
+	start func() (runFunc, error)
+	// drain, if set, is called before the component is stopped, with a
+	// context that ends after drainTimeout.
+	drain func(ctx context.Context) error
+}
+
+// stopStage is a place in the stop order. Stages stop one after another
+// in the order declared here; the components of one stage stop together,
+// each given 15s before Run gives up on it with a warning.
+type stopStage int
+
+const (
+	// The partition node hands its buckets back: for each, the scanner
+	// stops firing in it, then the owner key is deleted; then the node
+	// deletes its member key and revokes its lease. So the node has left
+	// etcd before the scanner stops. Partition maintenance, wipe
+	// recovery and lost-work rescue stop alongside it.
+	stopBuckets stopStage = iota
+	// The scanner, which now fires in no bucket.
+	stopScanner
+	// The dispatcher, once it has published what the scanner fired last
+	// (see drainTimeout).
+	stopDispatcher
+	// Executors, once their attempts in flight have finished.
+	stopExecutor
+	// The recorder, last.
+	stopRecorder
+
+	stopStages // how many stages there are
+)
+
+// drainTimeout bounds the dispatcher's drain at shutdown. What the
+// scanner fired last is usually due at most its FireLead (500ms) ahead,
+// so this covers it and the publish acks. What is still waiting after it
+// (runs of a burst fired up to MaxFireLead ahead, retries
+// read ahead of their backoff's end, publishes NATS does not acknowledge)
+// stays in the outbox, and the bucket's next owner publishes it.
+const drainTimeout = time.Second
+
+// components is the table of what a node runs, in start order.
+func components(cfg Config, d deps) []component {
+	sched := cfg.Roles.Has(RoleScheduler)
+	// The scheduler's parts are wired to one another: they are built
+	// together, when the first of them starts.
+	parts := sync.OnceValues(func() (*scheduler, error) { return newScheduler(cfg, d) })
+	part := func(run func(s *scheduler) runFunc) func() (runFunc, error) {
+		return func() (runFunc, error) {
+			s, err := parts()
+			if err != nil {
+				return nil, err
+			}
+			return run(s), nil
+		}
+	}
+	return []component{
+		{name: "dispatcher", on: sched, stage: stopDispatcher,
+			start: part(func(s *scheduler) runFunc { return s.disp.Run }),
+			drain: func(ctx context.Context) error {
+				s, err := parts()
+				if err != nil {
+					return err
+				}
+				return s.disp.Drain(ctx)
+			}},
+		{name: "wipe-recovery", on: sched, stage: stopBuckets,
+			start: part(func(s *scheduler) runFunc { return s.wipe.Run })},
+		{name: "lost-work", on: sched, stage: stopBuckets,
+			start: part(func(s *scheduler) runFunc { return s.lost.Run })},
+		{name: "scanner", on: sched, stage: stopScanner,
+			start: part(func(s *scheduler) runFunc { return s.scan.Run })},
+		{name: "backlog", on: sched && cfg.FireBacklogFor >= 0, stage: stopScanner,
+			start: part(func(s *scheduler) runFunc { return s.backlog.Run })},
+		{name: "backfill", on: sched, stage: stopScanner,
+			start: part(func(s *scheduler) runFunc { return s.back.Run })},
+		{name: "partition", on: sched, stage: stopBuckets,
+			start: part(func(s *scheduler) runFunc {
+				return func(ctx context.Context) error { return s.node.Run(ctx, s.scan) }
+			})},
+		{name: "maintenance", on: sched, stage: stopBuckets,
+			start: func() (runFunc, error) {
+				p, err := maintenancePass(d.st, d.log, cfg, d.reg, false)
+				if err != nil {
+					return nil, err
+				}
+				return p.Run, nil
+			}},
+		{name: "recorder", on: cfg.Roles.Has(RoleRecorder), stage: stopRecorder,
+			start: func() (runFunc, error) {
+				r, err := recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg})
+				if err != nil {
+					return nil, err
+				}
+				return r.Run, nil
+			}},
+		{name: "executor", on: cfg.Roles.Has(RoleExecutor), stage: stopExecutor,
+			start: func() (runFunc, error) { return newExecutor(cfg, d) }},
+	}
+}
+
+// scheduler is the scheduler role's parts.
+type scheduler struct {
+	disp *dispatcher.Dispatcher
+	node *partition.Node
+	scan *scanner.Scanner
+	wipe *maintenance.WipeRecovery
+	lost *maintenance.LostWorkRescuer
+	back *backfill.Runner
+	// backlog is read by the scanner (backpressure); nil when it is off.
+	backlog *dispatcher.BacklogWatch
+}
+
+func newScheduler(cfg Config, d deps) (*scheduler, error) {
+	// One clock, the database's, for the scanner (which keeps it synced),
+	// the dispatcher, wipe recovery and lost-work rescue.
+	clk := clock.New(d.st.Now, clock.Options{})
+	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log, Registerer: d.reg})
+	if err != nil {
+		return nil, err
+	}
+	node, err := partition.New(partition.Config{
+		Client: d.etcd, Cluster: cfg.Cluster, NodeID: cfg.NodeID, Addr: cfg.HTTPAddr,
+		Buckets: cfg.Buckets, TTL: cfg.LeaseTTL, Logger: d.log, Fencing: d.st, Registerer: d.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	scfg := scanner.Config{
+		Store: d.st, Dispatcher: disp, Clock: clk, NodeID: cfg.NodeID, Logger: d.log, LeaseValid: node.Valid,
+		Missed: cfg.Missed, Registerer: d.reg,
+		Cancel: func(ctx context.Context, id uuid.UUID) error { return wire.CancelExecution(ctx, d.js, id.String()) },
+	}
+	var backlog *dispatcher.BacklogWatch
+	if cfg.FireBacklogFor >= 0 {
+		if backlog, err = dispatcher.NewBacklogWatch(dispatcher.BacklogConfig{JS: d.js, Dispatcher: disp, Logger: d.log}); err != nil {
+			return nil, err
+		}
+		scfg.Backlog, scfg.BacklogFor, scfg.MinBacklog = backlog, cfg.FireBacklogFor, cfg.FireBacklogMin
+	}
+	scan, err := scanner.New(scfg)
+	if err != nil {
+		return nil, err
+	}
+	wipe, err := maintenance.NewWipeRecovery(maintenance.WipeRecoveryConfig{
+		JS: d.js, Store: d.st, Buckets: func() []int { return slices.Sorted(maps.Keys(node.Owned())) },
+		Now: clk.Now, Logger: d.log, Registerer: d.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	lost, err := maintenance.NewLostWorkRescuer(maintenance.LostWorkRescuerConfig{
+		Store: d.st, Buckets: scan.Owned, Now: clk.Now, Logger: d.log, Registerer: d.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	back, err := backfill.New(backfill.Config{
+		Store: d.st, Dispatcher: disp, NodeID: cfg.NodeID, Owned: node.Owned, LeaseValid: node.Valid,
+		Rate: cfg.BackfillRate, Logger: d.log, Registerer: d.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, lost: lost, back: back, backlog: backlog}, nil
+}
+
+func newExecutor(cfg Config, d deps) (runFunc, error) {
+	w, err := executor.New(executor.Config{
+		NATS: d.nc, ExecutorID: cfg.NodeID, Logger: d.log,
+		Concurrency: cfg.ExecutorConcurrency, MaxPerHandler: cfg.ExecutorMaxPerHandler,
+		AckWait: cfg.ExecutorAckWait, Breaker: cfg.Breaker,
+		Registerer: d.reg, // served on /metrics
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.Handle(domain.HandlerHTTP, executor.HTTPHandlerWith(executor.HTTPOptions{Client: d.http.Client(), Secrets: keys(cfg.Secrets)}))
+	w.Handle(domain.HandlerNATS, executor.NATSHandler(d.nc))
+	return w.Run, nil
+}
+
+// runner runs components, each under its own context, so that they stop
+// in order, whether or not the parent context has ended.
+type runner struct {
+	parent  context.Context
+	log     *slog.Logger
+	running []*running
+	// failed receives the first errors of components that stopped by
+	// themselves; more are dropped.
+	failed chan error
+}
+
+// running is a started component.
+type running struct {
+	component
+	cancel   context.CancelFunc
+	finished chan struct{}
+}
+
+// start builds c and runs it in a goroutine of its own.
+func (r *runner) start(c component) error {
+	run, err := c.start()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.parent))
+	rc := &running{component: c, cancel: cancel, finished: make(chan struct{})}
+	r.running = append(r.running, rc)
+	go func() {
+		defer close(rc.finished)
+		if err := run(ctx); err != nil && ctx.Err() == nil {
+			select {
+			case r.failed <- fmt.Errorf("%s: %w", c.name, err):
+			default:
+			}
+		}
+	}()
+	return nil
+}
+
+// stop stops the started components, stage by stage.
+func (r *runner) stop() {
+	for stage := range stopStages {
+		var wg sync.WaitGroup
+		for _, rc := range r.running {
+			if rc.stage == stage {
+				wg.Go(func() { r.stopOne(rc) })
+			}
+		}
+		wg.Wait()
+	}
+}
+
+// stopOne drains rc if it drains, cancels it and waits for it to finish.
+func (r *runner) stopOne(rc *running) {
+	if rc.drain != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		_ = rc.drain(ctx) // what is left stays in the outbox
+		cancel()
+	}
+	rc.cancel()
+	select {
+	case <-rc.finished:
+	case <-time.After(15 * time.Second):
+		r.log.Warn("role did not stop in time", "role", rc.name)
+	}
+}

@@ -1,0 +1,291 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/egress"
+	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/wire"
+)
+
+// Run runs the configured roles until ctx ends, then shuts down in
+// order: the HTTP server first, then the components stage by stage (see
+// stopStage): the scheduler hands its buckets back (its scanner stops
+// firing in each before the owner key is deleted), the scanner stops, the
+// dispatcher publishes what was fired (bounded by drainTimeout) and
+// stops, then executors finish their attempts, and the recorder stops
+// last. If a component fails to start, or the HTTP address cannot be
+// listened on, the components already started are stopped the same way
+// before Run returns the error.
+//
+// cfg is taken with its defaults (Config.WithDefaults); a configuration
+// that cannot work, or names a certificate, key or credentials file that
+// cannot be read, fails before any connection is made.
+func Run(ctx context.Context, cfg Config) error {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	tlsCfg, err := cfg.checkFiles()
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger.With("node", cfg.NodeID)
+
+	startCtx, cancelStart := context.WithTimeout(ctx, time.Minute)
+	defer cancelStart()
+	policy, err := httpPolicy(startCtx, cfg)
+	if err != nil {
+		return err
+	}
+	st, err := storeFor(startCtx, &cfg, log)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.Close()
+	}
+	if err := checkAuth(startCtx, cfg, st, log); err != nil {
+		return err
+	}
+	nc, js, err := connectNATS(startCtx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	etcd, err := etcdClient(cfg)
+	if err != nil {
+		return err
+	}
+	if etcd != nil {
+		defer etcd.Close()
+	}
+	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer}
+	if cfg.Roles.Has(RoleAPI) {
+		// The JWK Set is refreshed until Run returns.
+		if d.jwt, err = jwtConfig(ctx, cfg.JWT); err != nil {
+			return err
+		}
+	}
+
+	r := &runner{parent: ctx, log: log, failed: make(chan error, 8)}
+	for _, c := range components(cfg, d) {
+		if !c.on {
+			continue
+		}
+		if err := r.start(c); err != nil {
+			r.stop()
+			return err
+		}
+	}
+	handler, err := httpHandler(cfg, d)
+	if err != nil {
+		r.stop()
+		return err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			r.stop()
+			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		}
+	}
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, TLSConfig: tlsCfg,
+		// Failed TLS handshakes, among others, are reported here.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	httpDone := make(chan error, 1)
+	go func() {
+		if tlsCfg != nil {
+			httpDone <- httpSrv.ServeTLS(ln, "", "") // the certificate is in TLSConfig
+			return
+		}
+		httpDone <- httpSrv.Serve(ln)
+	}()
+	if cfg.MetricsAddr != "" {
+		msrv, err := metricsServer(cfg, httpDone)
+		if err != nil {
+			_ = httpSrv.Close()
+			r.stop()
+			return err
+		}
+		defer msrv.Close()
+	}
+	log.Info("tockd started", "http", ln.Addr().String(), "tls", tlsCfg != nil, "client_certs", cfg.TLS.ClientCA != "",
+		"roles", cfg.Roles.String(), "buckets", cfg.Buckets)
+	if cfg.Ready != nil {
+		close(cfg.Ready)
+	}
+
+	runErr := waitForEnd(ctx, r.failed, httpDone, log)
+	log.Info("tockd shutting down")
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = httpSrv.Shutdown(sctx)
+	scancel()
+	r.stop()
+	log.Info("tockd stopped")
+	return runErr
+}
+
+// CheckFiles reads the certificates, keys and credentials c names (TLS,
+// NATSAuth, EtcdAuth) and reports the first that cannot be used, so that
+// tockd refuses its flags before it connects anywhere. Run checks them
+// too.
+func (c Config) CheckFiles() error {
+	_, err := c.checkFiles()
+	return err
+}
+
+// checkFiles is CheckFiles, returning the API listener's TLS
+// configuration too (nil: plain HTTP).
+func (c Config) checkFiles() (*tls.Config, error) {
+	tlsCfg, err := c.TLS.ServerConfig()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.NATSAuth.options(); err != nil {
+		return nil, err
+	}
+	if _, err := etcdConfig(c.EtcdEndpoints, c.EtcdAuth); err != nil {
+		return nil, err
+	}
+	return tlsCfg, nil
+}
+
+// waitForEnd waits until ctx ends (nil), a component fails (its error) or
+// the HTTP server stops by itself (its error).
+func waitForEnd(ctx context.Context, failed <-chan error, httpDone <-chan error, log *slog.Logger) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-failed:
+		log.Error("role failed; shutting down", "err", err)
+		return err
+	case err := <-httpDone:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	}
+}
+
+// storeFor opens Postgres for the roles that need it (api, scheduler,
+// recorder; nil for the others), migrates it if cfg says so, and sets
+// cfg.Buckets to the cluster's stored bucket count.
+func storeFor(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
+	if !cfg.Roles.needsStore() {
+		return nil, nil
+	}
+	st, err := store.Open(ctx, cfg.PostgresURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Migrate {
+		if err := st.Migrate(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	n, err := st.Init(ctx, cfg.Buckets)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if n != cfg.Buckets {
+		log.Info("cluster bucket count is fixed at creation; using the stored value", "buckets", n)
+	}
+	cfg.Buckets = n
+	return st, nil
+}
+
+// connectNATS connects to NATS, which every role uses: the API tells
+// executors of cancellations and reads their handler states. It creates
+// the streams unless the node runs the API alone: an API-only node leaves
+// them to the other roles, so it starts (and serves jobs) while NATS is
+// down. A server that refuses the node's credentials or certificates
+// fails the start at once.
+func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	auth, err := cfg.NATSAuth.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := append([]nats.Option{
+		nats.Name("tockd " + cfg.NodeID),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		// Permission violations, among others, arrive here and nowhere
+		// else: a publish NATS refuses returns no error.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS", "err", err) }),
+	}, auth...)
+	shown := redactURLs(cfg.NATSURL) // a password in the URL stays out of logs
+	nc, err := dialNATS(cfg.NATSURL, opts, func(err error) {
+		log.Warn("NATS not reachable yet; connecting in the background", "url", shown, "err", err)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS %s: %w", shown, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if cfg.Roles.Has(RoleScheduler) || cfg.Roles.Has(RoleExecutor) || cfg.Roles.Has(RoleRecorder) {
+		if err := wire.EnsureStreams(ctx, js); err != nil {
+			nc.Close()
+			return nil, nil, fmt.Errorf("create streams on %s: %w", shown, err)
+		}
+	}
+	return nc, js, nil
+}
+
+// etcdClient is the etcd client of a node with the scheduler role, which
+// keeps its membership and buckets in etcd, or the API role, which reads
+// them there for /v1/nodes and /v1/buckets; nil for other nodes. The
+// client dials lazily, so an API node starts (and serves jobs) with etcd
+// down; but with a user and password it authenticates at once, so etcd
+// must answer at start then.
+func etcdClient(cfg Config) (*clientv3.Client, error) {
+	if !cfg.Roles.needsEtcd() {
+		return nil, nil
+	}
+	ecfg, err := etcdConfig(cfg.EtcdEndpoints, cfg.EtcdAuth)
+	if err != nil {
+		return nil, err
+	}
+	etcd, err := clientv3.New(ecfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd %s: %w", strings.Join(cfg.EtcdEndpoints, ","), err)
+	}
+	return etcd, nil
+}
+
+// deps are the connections a node's components share.
+type deps struct {
+	st   *store.Store // nil unless the api, scheduler or recorder role runs
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	etcd *clientv3.Client // nil unless the api or scheduler role runs
+	log  *slog.Logger
+	// http is what the http handler may call (httpPolicy).
+	http *egress.Policy
+	// jwt verifies JWT bearer tokens (api role, --jwks-url); nil: keys
+	// only.
+	jwt *api.JWTConfig
+	// reg is where the components register their metrics: the default
+	// registry, which /metrics serves.
+	reg prometheus.Registerer
+}
