@@ -1,10 +1,6 @@
 package api
 
 import (
-	"github.com/tock-sched/tock/api/models"
-	"github.com/tock-sched/tock/dispatcher"
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"net/http"
@@ -14,6 +10,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/dispatcher"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"
 )

@@ -1,9 +1,6 @@
 package api
 
 import (
-	"github.com/tock-sched/tock/api/models"
-	"github.com/tock-sched/tock/domain"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"

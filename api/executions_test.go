@@ -1,10 +1,6 @@
 package api
 
 import (
-	"github.com/tock-sched/tock/api/models"
-	"github.com/tock-sched/tock/domain"
-	"github.com/tock-sched/tock/store/storetest"
-
 	"context"
 	"errors"
 	"net/http"
@@ -14,7 +10,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/storetest"
 )
 
 func TestRunJob(t *testing.T) {

@@ -1,9 +1,6 @@
 package api
 
 import (
-	"github.com/tock-sched/tock/api/models"
-	"github.com/tock-sched/tock/domain"
-
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
 )
 

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/partition"

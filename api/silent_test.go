@@ -1,9 +1,6 @@
 package api
 
 import (
-	"github.com/tock-sched/tock/api/models"
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
 )

@@ -1,8 +1,6 @@
 package dispatcher
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"

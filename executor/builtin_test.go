@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/wire"
 )

@@ -1,14 +1,13 @@
 package executor
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/wire"
 )
 

@@ -1,14 +1,13 @@
 package executor
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/wire"
 )
 

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/wire"
 )
 

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"io"
@@ -16,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/wire"
 )
 

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/wire"
 )

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"container/list"
 	"context"
 	"encoding/json"
@@ -14,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/wire"
 )
 

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/wire"
 )
 

@@ -9,14 +9,11 @@
 package recorder
 
 import (
-	"slices"
-
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	json "github.com/segmentio/encoding/json"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"

@@ -1,8 +1,6 @@
 package recorder
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"

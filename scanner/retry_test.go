@@ -1,8 +1,6 @@
 package scanner
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"io"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/dispatcher"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"

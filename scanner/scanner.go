@@ -23,8 +23,6 @@
 package scanner
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"container/heap"
 	"context"
 	"errors"
@@ -41,6 +39,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/clock"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"

@@ -5,8 +5,6 @@ package scanner
 // and in package node.
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"io"
 	"log/slog"
@@ -19,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"cmp"
 	"context"
 	"errors"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // Notifications of CreateJobBatch. A scanner loads the jobs due within its

@@ -1,13 +1,13 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // BenchmarkFire fires 1,000 jobs per Fire call, each job once per call

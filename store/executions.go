@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"bytes"
 	"cmp"
 	"context"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // execColumns are the columns scanExecution reads, in its order.

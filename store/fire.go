@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
 )
 

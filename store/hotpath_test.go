@@ -1,14 +1,14 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"bytes"
 	"context"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // A fired execution stays in the outbox until its bucket's publish

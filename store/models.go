@@ -1,14 +1,13 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
 )
 

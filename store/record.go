@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // AttemptEvent is one executor report about an attempt, for RecordEvents.

@@ -1,12 +1,12 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 func TestBucketStats(t *testing.T) {

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 // runAt is a manual execution of job j scheduled for at.

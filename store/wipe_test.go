@@ -1,11 +1,11 @@
 package store
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/domain"
 )
 
 func TestRequeueAfterWipe(t *testing.T) {

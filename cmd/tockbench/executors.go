@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/executor"
 )
 

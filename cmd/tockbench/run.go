@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/wire"
 )
 

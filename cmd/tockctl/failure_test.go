@@ -1,9 +1,6 @@
 package main
 
 import (
-	"github.com/tock-sched/tock/api/models"
-	"github.com/tock-sched/tock/domain"
-
 	"context"
 	"encoding/json"
 	"io"
@@ -17,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/storetest"
