@@ -13,10 +13,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -46,11 +48,20 @@ const LeaseTTL = 2 * time.Second
 // addresses, on loopback too, stay refused.
 const Targets = "127.0.0.1"
 
+// PoolConns is the pool size of every node the harness starts (and of
+// stores opened on Env.PG). go test runs two packages at once and two
+// tests of each in parallel, each with up to three nodes: at tockd's
+// default of 16 connections a node they passed Postgres's default
+// max_connections (100), and a test failed with "too many clients". 8
+// keeps the production path (the scanner's own connections split off,
+// see store.Open).
+const PoolConns = 8
+
 // Env is one test's dependencies: a fresh database, and embedded etcd and
 // NATS servers the test may stop and restart. Everything ends with the
 // test.
 type Env struct {
-	// PG is the database's URL.
+	// PG is the database's URL, with pool_max_conns=PoolConns.
 	PG   string
 	Etcd *embedded.Etcd
 	NATS *embedded.NATS
@@ -59,7 +70,20 @@ type Env struct {
 // New starts a test's dependencies.
 func New(t testing.TB) *Env {
 	t.Helper()
-	return &Env{PG: storetest.Postgres(t), Etcd: testenv.Etcd(t), NATS: testenv.NATS(t)}
+	return &Env{PG: withPoolConns(t, storetest.Postgres(t)), Etcd: testenv.Etcd(t), NATS: testenv.NATS(t)}
+}
+
+// withPoolConns is the database URL pg with pool_max_conns=PoolConns.
+func withPoolConns(t testing.TB, pg string) string {
+	t.Helper()
+	u, err := url.Parse(pg)
+	if err != nil {
+		t.Fatalf("test database URL %q: %v", pg, err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(PoolConns))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // Config is the configuration of an in-process node named id, listening
