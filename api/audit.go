@@ -15,6 +15,7 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // The audit trail: every change made through the API (the operations
@@ -97,7 +98,7 @@ func (s *Server) auditBefore(c echo.Context, scope string) (before json.RawMessa
 
 // auditEntries are the entries of a change: one per job a batch
 // created, one otherwise.
-func auditEntries(op string, p permission, actor string, reqBody, resBody, before json.RawMessage, ns, resource, pathNS string) []store.AuditEntry {
+func auditEntries(op string, p permission, actor string, reqBody, resBody, before json.RawMessage, ns, resource, pathNS string) []model.AuditEntry {
 	at := time.Now()
 	after := json.RawMessage(nil)
 	if len(bytes.TrimSpace(resBody)) > 0 && json.Valid(resBody) {
@@ -112,13 +113,13 @@ func auditEntries(op string, p permission, actor string, reqBody, resBody, befor
 	case "createJobBatch":
 		var res models.JobBatchResult
 		_ = json.Unmarshal(resBody, &res)
-		var out []store.AuditEntry
+		var out []model.AuditEntry
 		for _, it := range res.Items {
 			if it.Job == nil {
 				continue
 			}
 			b, _ := json.Marshal(it.Job)
-			out = append(out, store.AuditEntry{At: at, Actor: actor, Namespace: it.Job.Namespace, Action: p.Action,
+			out = append(out, model.AuditEntry{At: at, Actor: actor, Namespace: it.Job.Namespace, Action: p.Action,
 				Resource: "job " + it.Job.Id.String(), After: b})
 		}
 		return out
@@ -145,7 +146,7 @@ func auditEntries(op string, p permission, actor string, reqBody, resBody, befor
 	if ns == "" {
 		ns = auth.AllNamespaces
 	}
-	return []store.AuditEntry{{At: at, Actor: actor, Namespace: ns, Action: p.Action, Resource: resource, Before: before, After: after}}
+	return []model.AuditEntry{{At: at, Actor: actor, Namespace: ns, Action: p.Action, Resource: resource, Before: before, After: after}}
 }
 
 // ListAudit handles GET /v1/audit.

@@ -14,7 +14,7 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/internal/testenv"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // authEnv is an API server that requires keys, over a real store.
@@ -40,7 +40,7 @@ func (a *authEnv) key(ns, role string, expires *time.Time) string {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	if _, err := a.store.CreateAPIKey(context.Background(), store.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: ns,
+	if _, err := a.store.CreateAPIKey(context.Background(), model.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: ns,
 		Role: role, CreatedBy: "test", ExpiresAt: expires}); err != nil {
 		a.t.Fatal(err)
 	}

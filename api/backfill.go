@@ -11,6 +11,7 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // BackfillJob handles POST /v1/jobs/{id}/backfill: the body's shape is
@@ -76,7 +77,7 @@ func (h *endpoints) StopJobBackfill(c echo.Context, id models.ID, backfillID ope
 }
 
 // backfillOf is the API's form of a backfill.
-func backfillOf(b *store.Backfill) models.Backfill {
+func backfillOf(b *model.Backfill) models.Backfill {
 	return models.Backfill{
 		Id: b.ID, JobId: b.JobID, From: b.From, To: b.To, Total: b.Total, Fired: b.Fired, NextAt: b.NextAt,
 		State: models.BackfillState(b.State), Error: nonEmpty(b.Error), CreatedAt: b.CreatedAt, FinishedAt: b.FinishedAt,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Limits of POST /v1/jobs:batch.
@@ -104,7 +105,7 @@ func (h *endpoints) CreateJobBatch(c echo.Context, _ models.CreateJobBatchParams
 // caller to fill in); built[k] is the job of items[index[k]]. A job whose
 // name an earlier job of the batch has is refused here. The error is the
 // database clock's: then the request fails.
-func (h *endpoints) buildBatch(ctx context.Context, raws []json.RawMessage) (items []models.JobBatchItem, built []*store.Job, index []int, err error) {
+func (h *endpoints) buildBatch(ctx context.Context, raws []json.RawMessage) (items []models.JobBatchItem, built []*model.Job, index []int, err error) {
 	// One reading of the database clock serves every job's first run, as
 	// if the jobs had been sent one by one in the same instant.
 	var (
@@ -120,7 +121,7 @@ func (h *endpoints) buildBatch(ctx context.Context, raws []json.RawMessage) (ite
 		return now, nowErr
 	}
 	items = make([]models.JobBatchItem, len(raws))
-	built = make([]*store.Job, 0, len(raws))
+	built = make([]*model.Job, 0, len(raws))
 	index = make([]int, 0, len(raws))
 	type name struct{ ns, name string }
 	first := make(map[name]int, len(raws))
@@ -180,7 +181,7 @@ func batchJobs(members map[string]json.RawMessage) ([]json.RawMessage, error) {
 // batchJob checks one job of a batch as CreateJob checks a request body.
 // Its faults name fields as CreateJob's do; the caller puts them under
 // the job's place in the batch.
-func (h *endpoints) batchJob(raw json.RawMessage, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
+func (h *endpoints) batchJob(raw json.RawMessage, now func() (time.Time, error)) (*model.Job, fieldErrors, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, fieldErrors{{Field: "", Message: "must be a JSON object"}}, nil

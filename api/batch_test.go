@@ -15,6 +15,7 @@ import (
 
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // batch posts jobs to the batch endpoint and decodes its 200 answer.
@@ -327,7 +328,7 @@ func TestCreateJobBatchRouting(t *testing.T) {
 // brokenBatchStore fails every batch as a database outage would.
 type brokenBatchStore struct{ *store.Store }
 
-func (brokenBatchStore) CreateJobBatch(context.Context, []*store.Job) ([]error, error) {
+func (brokenBatchStore) CreateJobBatch(context.Context, []*model.Job) ([]error, error) {
 	return nil, fmt.Errorf("store: create job batch of 1: %w", context.DeadlineExceeded)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -142,7 +143,7 @@ func BenchmarkGetJob(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := st.CreateAPIKey(context.Background(), store.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: c.keyNS, Role: "admin"}); err != nil {
+				if _, err := st.CreateAPIKey(context.Background(), model.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: c.keyNS, Role: "admin"}); err != nil {
 					b.Fatal(err)
 				}
 				header = "Bearer " + k.String()

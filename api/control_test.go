@@ -13,7 +13,7 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/domain"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -68,7 +68,7 @@ func (e *env) runNow(name string) uuid.UUID {
 // finish records attempt 1 of id as ended with outcome.
 func (e *env) finish(id uuid.UUID, outcome domain.EventType, final bool) {
 	e.t.Helper()
-	res, err := e.store.RecordEvents(e.ctx, []store.AttemptEvent{{
+	res, err := e.store.RecordEvents(e.ctx, []model.AttemptEvent{{
 		ID: id, Attempt: 1, Executor: "exec-a", At: time.Now(), Type: outcome, Final: final, Error: "boom",
 	}})
 	if err != nil || res[0] != nil {

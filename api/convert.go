@@ -6,11 +6,11 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // jobOf is the API's view of a stored job.
-func jobOf(j *store.Job) models.Job {
+func jobOf(j *model.Job) models.Job {
 	out := models.Job{
 		Id:            j.ID,
 		Namespace:     j.Namespace,
@@ -141,7 +141,7 @@ func retryView(r domain.RetryPolicy) *models.RetryPolicy {
 
 // executionOf is the API's view of a stored execution; withAttempts adds
 // its attempt list (GET /v1/executions/{id} only).
-func executionOf(e *store.Execution, withAttempts bool) models.Execution {
+func executionOf(e *model.Execution, withAttempts bool) models.Execution {
 	out := models.Execution{
 		Id:            e.ID,
 		JobId:         e.JobID,

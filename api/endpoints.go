@@ -19,6 +19,7 @@ import (
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Page sizes of the list endpoints.
@@ -198,7 +199,7 @@ func (h *endpoints) CreateJob(c echo.Context, _ models.CreateJobParams) error {
 // from now, which is called only when the schedule is valid. It returns
 // every fault — the shape's, then the use case's, then the syntax's — or
 // an error when now fails.
-func (h *endpoints) newJob(nj jobs.NewJob, shape, syntax fieldErrors, now func() (time.Time, error)) (*store.Job, fieldErrors, error) {
+func (h *endpoints) newJob(nj jobs.NewJob, shape, syntax fieldErrors, now func() (time.Time, error)) (*model.Job, fieldErrors, error) {
 	j, err := h.s.jobs.Build(nj, now)
 	faults := fieldErrorsOf(jobs.Faults(err))
 	if err != nil && len(faults) == 0 {

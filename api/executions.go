@@ -19,6 +19,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -151,7 +152,7 @@ func stateFilter(st *models.ExecutionState, errs *fieldErrors) domain.ExecState 
 	return domain.ExecState(*st)
 }
 
-func executionListOf(execs []*store.Execution, next string) models.ExecutionList {
+func executionListOf(execs []*model.Execution, next string) models.ExecutionList {
 	out := models.ExecutionList{Items: make([]models.Execution, 0, len(execs)), NextCursor: nonEmpty(next)}
 	for _, e := range execs {
 		out.Items = append(out.Items, executionOf(e, false))

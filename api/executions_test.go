@@ -13,6 +13,7 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -69,7 +70,7 @@ func TestExecutionWithAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t1 := now.Add(time.Second)
-	for _, ev := range []store.AttemptEvent{
+	for _, ev := range []model.AttemptEvent{
 		{ID: x.ID, Attempt: 1, Executor: "exec-a", At: t1, Type: domain.EventStarted},
 		{ID: x.ID, Attempt: 1, Executor: "exec-a", At: t1.Add(time.Second), Type: domain.EventFailed, Error: "HTTP 503"},
 		{ID: x.ID, Attempt: 2, Executor: "exec-b", At: t1.Add(3 * time.Second), Type: domain.EventStarted},
@@ -119,7 +120,7 @@ func TestListExecutions(t *testing.T) {
 		}
 		ids = append(ids, x.ID)
 	}
-	storetest.Record(t, e.store, store.AttemptEvent{ID: ids[2], Attempt: 1, Executor: "exec-a", At: now, Type: domain.EventStarted})
+	storetest.Record(t, e.store, model.AttemptEvent{ID: ids[2], Attempt: 1, Executor: "exec-a", At: now, Type: domain.EventStarted})
 	other := e.createJob(map[string]any{"name": "fired", "handler": map[string]any{"type": "custom", "name": "c"}})
 	e.complete(other.Id)
 
@@ -252,10 +253,10 @@ type brokenStore struct{ Store }
 var errSecret = errors.New("dial tcp 10.1.2.3:5432: password authentication failed for user \"tock\"")
 
 func (brokenStore) Now(context.Context) (time.Time, error) { return time.Time{}, errSecret }
-func (brokenStore) GetJob(context.Context, uuid.UUID) (*store.Job, error) {
+func (brokenStore) GetJob(context.Context, uuid.UUID) (*model.Job, error) {
 	return nil, errSecret
 }
-func (brokenStore) ListJobs(context.Context, store.JobFilter) ([]*store.Job, string, error) {
+func (brokenStore) ListJobs(context.Context, store.JobFilter) ([]*model.Job, string, error) {
 	return nil, "", errSecret
 }
 func (brokenStore) DeleteJob(context.Context, uuid.UUID) error { return errSecret }
@@ -263,7 +264,7 @@ func (brokenStore) DeleteJob(context.Context, uuid.UUID) error { return errSecre
 // panickyStore panics, as a bug would.
 type panickyStore struct{ Store }
 
-func (panickyStore) GetJob(context.Context, uuid.UUID) (*store.Job, error) { panic("boom") }
+func (panickyStore) GetJob(context.Context, uuid.UUID) (*model.Job, error) { panic("boom") }
 
 func TestStoreFailuresAreOpaque500s(t *testing.T) {
 	t.Parallel()

@@ -14,6 +14,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // CreateKey handles POST /v1/keys.
@@ -63,7 +64,7 @@ func (h *endpoints) CreateKey(c echo.Context) error {
 	if err != nil {
 		return h.internal(c, err)
 	}
-	rec, err := h.s.store.CreateAPIKey(c.Request().Context(), store.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: req.Namespace,
+	rec, err := h.s.store.CreateAPIKey(c.Request().Context(), model.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: req.Namespace,
 		Role: role.String(), Name: deref(req.Name), CreatedBy: who.Subject, ExpiresAt: expires})
 	if err != nil {
 		return h.internal(c, err)
@@ -129,7 +130,7 @@ func (h *endpoints) DeleteKey(c echo.Context, id string) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-func keyOf(k *store.APIKey) models.Key {
+func keyOf(k *model.APIKey) models.Key {
 	out := models.Key{Id: k.ID, Namespace: k.Namespace, Role: models.Role(k.Role), Name: k.Name, CreatedAt: k.CreatedAt.UTC(),
 		CreatedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt, LastUsedAt: k.LastUsedAt}
 	if out.ExpiresAt != nil {

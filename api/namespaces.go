@@ -11,7 +11,7 @@ import (
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // ListNamespaces handles GET /v1/namespaces.
@@ -59,7 +59,7 @@ func (h *endpoints) PutNamespace(c echo.Context, namespace string) error {
 }
 
 // namespaceOf is the API's view of a namespace.
-func (h *endpoints) namespaceOf(n store.Namespace) models.Namespace {
+func (h *endpoints) namespaceOf(n model.Namespace) models.Namespace {
 	out := models.Namespace{Name: n.Name, Jobs: n.Jobs, EffectiveRetention: domain.FormatRetention(h.s.retention)}
 	if n.Retention != nil {
 		out.Retention = ptr(domain.FormatRetention(*n.Retention))

@@ -22,6 +22,7 @@ import (
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Store is what the API needs of tock's database, itself and through
@@ -29,32 +30,32 @@ import (
 type Store interface {
 	// jobs.Store is what the use cases write through.
 	jobs.Store
-	GetExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
-	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*store.Execution, string, error)
+	GetExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
+	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*model.Execution, string, error)
 	CountExecutions(ctx context.Context, f store.ExecFilter) (int64, error)
-	ExecutionStats(ctx context.Context, f store.StatsFilter) ([]store.ExecStats, error)
-	ListNamespaces(ctx context.Context) ([]store.Namespace, error)
-	SetNamespaceRetention(ctx context.Context, ns string, d time.Duration) (*store.Namespace, error)
-	BucketStats(ctx context.Context) ([]store.BucketStat, error)
-	SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]store.SkippedRange, string, error)
-	ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, cursor string) ([]*store.Backfill, string, error)
+	ExecutionStats(ctx context.Context, f store.StatsFilter) ([]model.ExecStats, error)
+	ListNamespaces(ctx context.Context) ([]model.Namespace, error)
+	SetNamespaceRetention(ctx context.Context, ns string, d time.Duration) (*model.Namespace, error)
+	BucketStats(ctx context.Context) ([]model.BucketStat, error)
+	SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]model.SkippedRange, string, error)
+	ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, cursor string) ([]*model.Backfill, string, error)
 	// AlertedJobSuccesses feeds tock_job_last_success_timestamp_seconds.
-	AlertedJobSuccesses(ctx context.Context) ([]store.JobLastSuccess, error)
+	AlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuccess, error)
 	// The Idempotency-Key of writes (idempotent).
-	ClaimIdempotencyKey(ctx context.Context, namespace, key string, hash []byte) (store.Idempotent, error)
+	ClaimIdempotencyKey(ctx context.Context, namespace, key string, hash []byte) (model.Idempotent, error)
 	SaveIdempotentResponse(ctx context.Context, namespace, key string, status int, contentType string, body []byte) error
 	ReleaseIdempotencyKey(ctx context.Context, namespace, key string) error
 	// API keys, and the namespaces requests are authorised in (auth.go).
-	CreateAPIKey(ctx context.Context, k store.APIKey) (*store.APIKey, error)
-	UseAPIKey(ctx context.Context, id string) (*store.APIKey, error)
-	GetAPIKey(ctx context.Context, id string) (*store.APIKey, error)
-	ListAPIKeys(ctx context.Context, namespaces []string) ([]*store.APIKey, error)
+	CreateAPIKey(ctx context.Context, k model.APIKey) (*model.APIKey, error)
+	UseAPIKey(ctx context.Context, id string) (*model.APIKey, error)
+	GetAPIKey(ctx context.Context, id string) (*model.APIKey, error)
+	ListAPIKeys(ctx context.Context, namespaces []string) ([]*model.APIKey, error)
 	DeleteAPIKey(ctx context.Context, id string) error
 	JobNamespace(ctx context.Context, id uuid.UUID) (string, error)
 	CountJobsUpTo(ctx context.Context, namespace string, limit int) (int, error)
 	// The audit trail (audit.go).
-	WriteAudit(ctx context.Context, entries []store.AuditEntry) error
-	ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEntry, string, error)
+	WriteAudit(ctx context.Context, entries []model.AuditEntry) error
+	ListAudit(ctx context.Context, f store.AuditFilter) ([]model.AuditEntry, string, error)
 	ExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // The silent-job gauge: how long a scrape waits for the database, and
@@ -22,7 +23,7 @@ const (
 
 // successSource is what the silent-job gauge reads; Store is one.
 type successSource interface {
-	AlertedJobSuccesses(ctx context.Context) ([]store.JobLastSuccess, error)
+	AlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuccess, error)
 }
 
 // lastSuccesses is a prometheus.Collector exporting
@@ -52,7 +53,7 @@ type lastSuccesses struct {
 	mu     sync.Mutex
 	src    successSource
 	readAt time.Time // zero: never read
-	jobs   []store.JobLastSuccess
+	jobs   []model.JobLastSuccess
 }
 
 func newLastSuccesses(src successSource, log *slog.Logger) *lastSuccesses {
@@ -98,7 +99,7 @@ func (c *lastSuccesses) Collect(ch chan<- prometheus.Metric) {
 }
 
 // read is the jobs' last successes, from the cache while it is fresh.
-func (c *lastSuccesses) read() []store.JobLastSuccess {
+func (c *lastSuccesses) read() []model.JobLastSuccess {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()

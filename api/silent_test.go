@@ -18,6 +18,7 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -28,7 +29,7 @@ func (e *env) succeed(j models.Job, end time.Time) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	storetest.Record(e.t, e.store, store.AttemptEvent{ID: x.ID, Attempt: 1, Executor: "x", At: end, Type: domain.EventSucceeded})
+	storetest.Record(e.t, e.store, model.AttemptEvent{ID: x.ID, Attempt: 1, Executor: "x", At: end, Type: domain.EventSucceeded})
 }
 
 func TestJobLastSuccessAt(t *testing.T) {
@@ -101,11 +102,11 @@ tock_job_last_success_timestamp_seconds{job_name="ok",job_namespace="default"} %
 type fakeSuccesses struct {
 	mu    sync.Mutex
 	reads int
-	jobs  []store.JobLastSuccess
+	jobs  []model.JobLastSuccess
 	err   error
 }
 
-func (f *fakeSuccesses) AlertedJobSuccesses(context.Context) ([]store.JobLastSuccess, error) {
+func (f *fakeSuccesses) AlertedJobSuccesses(context.Context) ([]model.JobLastSuccess, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
@@ -123,7 +124,7 @@ func (f *fakeSuccesses) count() int {
 func TestLastSuccessMetricCache(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	src := &fakeSuccesses{jobs: []store.JobLastSuccess{{Namespace: "default", Name: "a", At: at}}}
+	src := &fakeSuccesses{jobs: []model.JobLastSuccess{{Namespace: "default", Name: "a", At: at}}}
 	logs := &syncBuffer{}
 	c := newLastSuccesses(src, slog.New(slog.NewTextHandler(logs, nil)))
 	now := at
@@ -158,7 +159,7 @@ func TestLastSuccessMetricCache(t *testing.T) {
 	}
 	now = now.Add(6 * time.Second)
 	src.mu.Lock()
-	src.jobs, src.err = []store.JobLastSuccess{{Namespace: "default", Name: "a", At: at}}, nil
+	src.jobs, src.err = []model.JobLastSuccess{{Namespace: "default", Name: "a", At: at}}, nil
 	src.mu.Unlock()
 	if n := scrape(); n != 1 || src.count() != 3 {
 		t.Fatalf("after recovery: %d series, %d reads", n, src.count())

@@ -11,6 +11,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // defaultStatsRange is how far back GET /v1/stats looks without since.
@@ -66,7 +67,7 @@ func (h *endpoints) GetStats(c echo.Context, p models.GetStatsParams) error {
 }
 
 // statsGroupOf is the API's view of a group's statistics.
-func statsGroupOf(g store.ExecStats) models.StatsGroup {
+func statsGroupOf(g model.ExecStats) models.StatsGroup {
 	counts := make(map[string]int64, len(domain.ExecStates))
 	for _, st := range domain.ExecStates {
 		counts[string(st)] = g.Counts[st]

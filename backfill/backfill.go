@@ -1,7 +1,7 @@
 // Package backfill fires the past scheduled times of cron jobs that users
 // asked for (POST /v1/jobs/{id}/backfill), in the buckets this node owns.
 //
-// A backfill lives in Postgres (store.Backfill) with its progress, so it
+// A backfill lives in Postgres (model.Backfill) with its progress, so it
 // survives restarts and failovers: whichever node owns the job's bucket
 // works on it, one step at a time. A step fires the next scheduled times
 // of the range, oldest first, in one transaction that checks the
@@ -29,17 +29,18 @@ import (
 
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Store is what the runner needs from Postgres; *store.Store is one.
 type Store interface {
-	RunningBackfills(ctx context.Context, buckets []int) ([]store.BackfillWork, error)
-	StepBackfill(ctx context.Context, node string, epoch int64, step store.BackfillStep) (store.BackfillResult, error)
+	RunningBackfills(ctx context.Context, buckets []int) ([]model.BackfillWork, error)
+	StepBackfill(ctx context.Context, node string, epoch int64, step model.BackfillStep) (model.BackfillResult, error)
 }
 
 // Dispatcher publishes executions; dispatcher.Dispatcher is one.
 type Dispatcher interface {
-	Dispatch(ctx context.Context, execs []*store.Execution)
+	Dispatch(ctx context.Context, execs []*model.Execution)
 }
 
 // DefaultRate is the default Config.Rate: backfill runs created per
@@ -208,7 +209,7 @@ func (r *Runner) tick(ctx context.Context) bool {
 
 // advance takes one step of w and reports whether w may take another
 // now: it is still running and moved.
-func (r *Runner) advance(ctx context.Context, w *store.BackfillWork, epoch int64) bool {
+func (r *Runner) advance(ctx context.Context, w *model.BackfillWork, epoch int64) bool {
 	step := r.plan(w, min(int(r.tokens), r.cfg.MaxChunk))
 	res, err := r.cfg.Store.StepBackfill(ctx, r.cfg.NodeID, epoch, step)
 	if err != nil {
@@ -223,7 +224,7 @@ func (r *Runner) advance(ctx context.Context, w *store.BackfillWork, epoch int64
 		r.cfg.Dispatcher.Dispatch(ctx, res.Executions)
 	}
 	b := res.Backfill
-	if b.State != store.BackfillRunning {
+	if b.State != model.BackfillRunning {
 		r.log.Info("backfill ended", "backfill_id", b.ID, "job_id", b.JobID, "state", b.State,
 			"fired", b.Fired, "total", b.Total, "error", b.Error)
 		return false
@@ -235,8 +236,8 @@ func (r *Runner) advance(ctx context.Context, w *store.BackfillWork, epoch int64
 
 // plan is w's next step: up to n of its scheduled times from its
 // progress on, or its failure when its job is gone or no longer recurs.
-func (r *Runner) plan(w *store.BackfillWork, n int) store.BackfillStep {
-	step := store.BackfillStep{ID: w.ID, Bucket: w.Bucket, From: w.NextAt}
+func (r *Runner) plan(w *model.BackfillWork, n int) model.BackfillStep {
+	step := model.BackfillStep{ID: w.ID, Bucket: w.Bucket, From: w.NextAt}
 	if w.Schedule == nil {
 		step.Fail = "the job was deleted"
 		return step

@@ -14,6 +14,7 @@ import (
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -24,28 +25,28 @@ func TestMain(m *testing.M) {
 // dispatched collects what the runner hands to the dispatcher.
 type dispatched struct {
 	mu    sync.Mutex
-	execs []*store.Execution
+	execs []*model.Execution
 }
 
-func (d *dispatched) Dispatch(_ context.Context, execs []*store.Execution) {
+func (d *dispatched) Dispatch(_ context.Context, execs []*model.Execution) {
 	d.mu.Lock()
 	d.execs = append(d.execs, execs...)
 	d.mu.Unlock()
 }
 
-func (d *dispatched) all() []*store.Execution {
+func (d *dispatched) all() []*model.Execution {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]*store.Execution(nil), d.execs...)
+	return append([]*model.Execution(nil), d.execs...)
 }
 
 // setup stores an every-second job owned by node n1 at epoch 1 and
 // returns it with the store.
-func setup(t *testing.T) (*store.Store, *store.Job) {
+func setup(t *testing.T) (*store.Store, *model.Job) {
 	t.Helper()
 	st := storetest.New(t, 4)
 	next := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
-	j := &store.Job{Name: "every-second", Schedule: schedule.Spec{Cron: "* * * * * *"},
+	j := &model.Job{Name: "every-second", Schedule: schedule.Spec{Cron: "* * * * * *"},
 		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "h"}, NextRunAt: &next}
 	if err := st.CreateJob(context.Background(), j); err != nil {
 		t.Fatal(err)
@@ -88,14 +89,14 @@ func TestRunnerFiresTheRangeOnceAtItsRate(t *testing.T) {
 	run(t, Config{Store: st, Dispatcher: d, NodeID: "n1", Rate: rate, Refresh: 100 * time.Millisecond,
 		Owned:  func() map[int]int64 { return map[int]int64{j.Bucket: 1} },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	var got *store.Backfill
+	var got *model.Backfill
 	testenv.WaitFor(t, 20*time.Second, "backfill done", func() bool {
 		l, _, err := st.ListBackfills(ctx, j.ID, 1, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		got = l[0]
-		return got.State == store.BackfillDone
+		return got.State == model.BackfillDone
 	})
 	took := time.Since(start)
 	if got.ID != b.ID || got.Fired != 60 || !got.NextAt.Equal(from.Add(60*time.Second)) {
@@ -154,7 +155,7 @@ func TestRunnerFailsABackfillOfADeletedJobAndSkipsUnownedBuckets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return l[0].ID == b.ID && l[0].State == store.BackfillFailed && l[0].Error == "the job was deleted"
+		return l[0].ID == b.ID && l[0].State == model.BackfillFailed && l[0].Error == "the job was deleted"
 	})
 	if n := len(d.all()); n != 0 {
 		t.Fatalf("dispatched %d executions of a deleted job", n)

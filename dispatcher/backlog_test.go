@@ -13,7 +13,7 @@ import (
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -31,12 +31,12 @@ func TestUnpublishedCountsWhatIsDue(t *testing.T) {
 		t.Fatalf("empty dispatcher: Unpublished %d", n)
 	}
 	now := time.Now()
-	var execs []*store.Execution
+	var execs []*model.Execution
 	for i := range 40 {
 		// Half due (up to 20s ago), half ahead (up to 20s on).
 		at := now.Add(time.Duration(i-20) * time.Second).Add(-time.Millisecond)
 		job := uuid.New()
-		execs = append(execs, &store.Execution{ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at,
+		execs = append(execs, &model.Execution{ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at,
 			CreatedAt: now, Handler: domain.Handler{Type: domain.HandlerCustom, Name: "q"}})
 	}
 	d.Dispatch(context.Background(), execs)

@@ -30,12 +30,13 @@ import (
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/wire"
 )
 
 // Store is what the dispatcher needs from Postgres.
 type Store interface {
-	MarkDispatched(ctx context.Context, ds []store.Dispatched, at time.Time) error
+	MarkDispatched(ctx context.Context, ds []model.Dispatched, at time.Time) error
 	Published(ctx context.Context, positions map[int]time.Time) error
 }
 
@@ -43,7 +44,7 @@ type Store interface {
 // is larger than NATS takes (its max_payload, 1 MiB by default) or cannot
 // be encoded. *store.Store is one.
 type Failer interface {
-	RecordEvents(ctx context.Context, evs []store.AttemptEvent) ([]error, error)
+	RecordEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error)
 }
 
 // FailedBy is the executor an unpublishable execution's failed attempt is
@@ -74,7 +75,7 @@ type Config struct {
 	AckTimeout time.Duration
 	// Clock is the cluster clock, the scanner's (the database's): nothing
 	// is published before its Passed reaches the execution's due time
-	// (store.Execution.DueAt), and the fire-lag metric and dispatch marks
+	// (model.Execution.DueAt), and the fire-lag metric and dispatch marks
 	// use Passed too. Default: the local clock.
 	Clock  Clock
 	Logger *slog.Logger
@@ -96,7 +97,7 @@ type key struct {
 	dispatch int
 }
 
-func keyOf(e *store.Execution) key { return key{e.ID, e.Dispatches} }
+func keyOf(e *model.Execution) key { return key{e.ID, e.Dispatches} }
 
 // Dispatcher publishes executions. Create it with New and run it with Run.
 type Dispatcher struct {
@@ -196,12 +197,12 @@ func New(cfg Config) (*Dispatcher, error) {
 }
 
 // Dispatch queues executions for publishing, each when it is due
-// (store.Execution.DueAt) and as its dispatch number Dispatches. A
+// (model.Execution.DueAt) and as its dispatch number Dispatches. A
 // dispatch already waiting or being published is skipped, so the outbox
 // may hand the same execution again safely. It blocks only while too many
 // executions wait (back-pressure), or until ctx ends; executions it did
 // not take stay in the outbox.
-func (d *Dispatcher) Dispatch(ctx context.Context, execs []*store.Execution) {
+func (d *Dispatcher) Dispatch(ctx context.Context, execs []*model.Execution) {
 	for _, e := range execs {
 		for {
 			d.mu.Lock()
@@ -254,7 +255,7 @@ func (d *Dispatcher) Hold(floor time.Time) (release func()) {
 
 // count adds n to the unacknowledged first dispatches of e's bucket
 // created at e.CreatedAt. Called with mu held.
-func (d *Dispatcher) count(e *store.Execution, n int) {
+func (d *Dispatcher) count(e *model.Execution, n int) {
 	m := d.unacked[e.Bucket]
 	if m == nil {
 		m = map[time.Time]int{}
@@ -416,11 +417,11 @@ func (d *Dispatcher) work(ctx context.Context) {
 // take removes up to BatchSize due executions from pending, earliest
 // first. With none due it returns how long until the next one is (an
 // hour when nothing waits).
-func (d *Dispatcher) take() ([]*store.Execution, time.Duration) {
+func (d *Dispatcher) take() ([]*model.Execution, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.cfg.Clock.Passed()
-	var batch []*store.Execution
+	var batch []*model.Execution
 	for len(d.pending) > 0 && len(batch) < d.cfg.BatchSize && !d.pending[0].at.After(now) {
 		batch = append(batch, heap.Pop(&d.pending).(item).e)
 	}
@@ -442,7 +443,7 @@ func (d *Dispatcher) take() ([]*store.Execution, time.Duration) {
 // position, and is handed back to pending to be tried again after a
 // pause; the rest are left to the outbox (they are marked one by one).
 // It returns the positions that moved.
-func (d *Dispatcher) done(batch []*store.Execution, acked []bool) map[int]time.Time {
+func (d *Dispatcher) done(batch []*model.Execution, acked []bool) map[int]time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	touched := map[int]bool{}
@@ -488,7 +489,7 @@ const retryPause = time.Second
 // one call (first dispatches of fired executions are covered by their
 // bucket's publish position instead, see done) and reports which
 // publishes were acknowledged, or are done with for good (see fail).
-func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) []bool {
+func (d *Dispatcher) publish(ctx context.Context, batch []*model.Execution) []bool {
 	ok := make([]bool, len(batch))
 	futures := make([]jetstream.PubAckFuture, len(batch))
 	unpublishable := map[int]string{} // batch index → why
@@ -515,7 +516,7 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*store.Execution) []bo
 	timeout := time.NewTimer(d.cfg.AckTimeout)
 	defer timeout.Stop()
 	var (
-		marks []store.Dispatched
+		marks []model.Dispatched
 		lags  []float64
 		n     int
 	)
@@ -532,7 +533,7 @@ wait:
 			if e.Positional() {
 				lags = append(lags, d.cfg.Clock.Passed().Sub(e.ScheduledFor).Seconds())
 			} else {
-				marks = append(marks, store.Dispatched{ID: e.ID, Dispatch: e.Dispatches})
+				marks = append(marks, model.Dispatched{ID: e.ID, Dispatch: e.Dispatches})
 			}
 		case err := <-f.Err():
 			d.log.Warn("publish execution not acknowledged", "execution_id", batch[i].ID, "dispatch", batch[i].Dispatches, "err", err)
@@ -590,17 +591,17 @@ func tooLargeError(size int) string {
 // for those recorded, so that done forgets them and their buckets'
 // publish positions move past them. Without a Failer, or if recording
 // fails, they stay as any failed publish: published again later.
-func (d *Dispatcher) fail(ctx context.Context, batch []*store.Execution, unpublishable map[int]string, ok []bool) {
+func (d *Dispatcher) fail(ctx context.Context, batch []*model.Execution, unpublishable map[int]string, ok []bool) {
 	if len(unpublishable) == 0 || d.cfg.Failer == nil {
 		return
 	}
 	idx := make([]int, 0, len(unpublishable))
-	evs := make([]store.AttemptEvent, 0, len(unpublishable))
+	evs := make([]model.AttemptEvent, 0, len(unpublishable))
 	at := d.cfg.Clock.Passed()
 	for i, why := range unpublishable {
 		e := batch[i]
 		idx = append(idx, i)
-		evs = append(evs, store.AttemptEvent{ID: e.ID, Attempt: e.Attempts + 1, Executor: FailedBy, At: at,
+		evs = append(evs, model.AttemptEvent{ID: e.ID, Attempt: e.Attempts + 1, Executor: FailedBy, At: at,
 			Type: domain.EventFailed, Final: true, Error: why, Dispatch: e.Dispatches})
 	}
 	// Like marking, this must survive our own shutdown.
@@ -643,7 +644,7 @@ func (d *Dispatcher) store(ctx context.Context, pos map[int]time.Time) {
 
 // Wire is the message body of e's dispatch e.Dispatches: attempts
 // continue from e.Attempts.
-func Wire(e *store.Execution) *wire.Execution {
+func Wire(e *model.Execution) *wire.Execution {
 	return &wire.Execution{
 		ExecutionID:  e.ID.String(),
 		JobID:        e.JobID.String(),
@@ -664,7 +665,7 @@ func Wire(e *store.Execution) *wire.Execution {
 // item is an execution waiting in pending, to be published at at: its
 // due time, or later after a failed publish.
 type item struct {
-	e  *store.Execution
+	e  *model.Execution
 	at time.Time
 }
 

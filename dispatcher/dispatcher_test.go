@@ -15,13 +15,13 @@ import (
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/wire"
 )
 
 type marks struct {
 	mu  sync.Mutex
-	ds  []store.Dispatched
+	ds  []model.Dispatched
 	ats []time.Time
 	pos map[int]time.Time
 }
@@ -47,7 +47,7 @@ func (m *marks) reached(bucket int, t time.Time) bool {
 	return !m.pos[bucket].Before(t)
 }
 
-func (m *marks) MarkDispatched(_ context.Context, ds []store.Dispatched, at time.Time) error {
+func (m *marks) MarkDispatched(_ context.Context, ds []model.Dispatched, at time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ds = append(m.ds, ds...)
@@ -107,10 +107,10 @@ func TestPublishesOncePerExecutionAndMarksAcked(t *testing.T) {
 
 	job := uuid.New()
 	base := time.Now().Truncate(time.Second).UTC().Add(-time.Minute)
-	var execs []*store.Execution
+	var execs []*model.Execution
 	for i := range 50 {
 		at := base.Add(time.Duration(i) * time.Second)
-		execs = append(execs, &store.Execution{
+		execs = append(execs, &model.Execution{
 			ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at, JobName: "j", Namespace: "default",
 			Handler: domain.Handler{Type: domain.HandlerCustom, Name: "disp"}, Payload: json.RawMessage(`{"i":1}`),
 			Bucket: i % 3, CreatedAt: at,
@@ -161,7 +161,7 @@ func TestPublishesNothingBeforeItsTime(t *testing.T) {
 	due := time.Now().Add(700 * time.Millisecond)
 	job := uuid.New()
 	created := time.Now()
-	d.Dispatch(ctx, []*store.Execution{{ID: domain.ExecutionID(job, due), JobID: job, ScheduledFor: due,
+	d.Dispatch(ctx, []*model.Execution{{ID: domain.ExecutionID(job, due), JobID: job, ScheduledFor: due,
 		CreatedAt: created, Handler: domain.Handler{Type: domain.HandlerCustom, Name: "later"}}})
 	testenv.WaitFor(t, 5*time.Second, "the publish position past the execution", func() bool { return m.reached(0, created) })
 	stream, _ := js.Stream(ctx, wire.ExecStream)
@@ -200,9 +200,9 @@ func TestPublishesOnItsPrioritySubject(t *testing.T) {
 
 	job := uuid.New()
 	at := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
-	e := &store.Execution{ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at, Priority: domain.PriorityHigh,
+	e := &model.Execution{ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at, Priority: domain.PriorityHigh,
 		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "urgent"}, Attempts: 2, SeriesBase: 1, Dispatches: 3}
-	d.Dispatch(ctx, []*store.Execution{e})
+	d.Dispatch(ctx, []*model.Execution{e})
 	testenv.WaitFor(t, 5*time.Second, "the execution marked dispatched", func() bool { return m.count() == 1 })
 	if _, ok := m.find(e.ID, 3); !ok {
 		t.Fatalf("dispatch 3 of %s not marked", e.ID)
@@ -229,14 +229,14 @@ func TestHoldsRetryUntilItsNextAttempt(t *testing.T) {
 	job := uuid.New()
 	sched := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
 	next := time.Now().Add(time.Second)
-	retry := &store.Execution{ID: domain.ExecutionID(job, sched), JobID: job, ScheduledFor: sched, NextAttemptAt: &next,
+	retry := &model.Execution{ID: domain.ExecutionID(job, sched), JobID: job, ScheduledFor: sched, NextAttemptAt: &next,
 		Attempts: 1, Dispatches: 1, Handler: domain.Handler{Type: domain.HandlerCustom, Name: "retry"}}
 	now := sched.Add(time.Second)
-	fresh := &store.Execution{ID: domain.ExecutionID(job, now), JobID: job, ScheduledFor: now, CreatedAt: now,
+	fresh := &model.Execution{ID: domain.ExecutionID(job, now), JobID: job, ScheduledFor: now, CreatedAt: now,
 		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "fresh"}}
-	d.Dispatch(ctx, []*store.Execution{retry, fresh})
+	d.Dispatch(ctx, []*model.Execution{retry, fresh})
 	// The outbox hands the retry again meanwhile: still one publish.
-	d.Dispatch(ctx, []*store.Execution{retry})
+	d.Dispatch(ctx, []*model.Execution{retry})
 
 	testenv.WaitFor(t, 5*time.Second, "the due execution published", func() bool { return m.reached(0, fresh.CreatedAt) })
 	if _, ok := m.find(retry.ID, 1); ok || time.Now().After(next) {
@@ -269,7 +269,7 @@ func TestPositionStaysBehindWhatIsNotPublished(t *testing.T) {
 		holds: map[int]time.Time{}, stored: map[int]time.Time{}}
 	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	ahead := &store.Execution{Bucket: 1, CreatedAt: at(1)}
+	ahead := &model.Execution{Bucket: 1, CreatedAt: at(1)}
 	d.count(ahead, 1)
 	d.acked[1] = at(5) // a later one, due sooner, went out first
 	if got := d.positions(map[int]bool{1: true})[1]; !got.Equal(at(1).Add(-time.Millisecond)) {
@@ -301,7 +301,7 @@ func TestDrainWaitsUntilNothingWaits(t *testing.T) {
 
 	job := uuid.New()
 	due := time.Now().Add(300 * time.Millisecond)
-	d.Dispatch(ctx, []*store.Execution{{ID: domain.ExecutionID(job, due), JobID: job, ScheduledFor: due,
+	d.Dispatch(ctx, []*model.Execution{{ID: domain.ExecutionID(job, due), JobID: job, ScheduledFor: due,
 		CreatedAt: time.Now(), Handler: domain.Handler{Type: domain.HandlerCustom, Name: "soon"}}})
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -316,7 +316,7 @@ func TestDrainWaitsUntilNothingWaits(t *testing.T) {
 	}
 
 	later := due.Add(time.Hour)
-	d.Dispatch(ctx, []*store.Execution{{ID: domain.ExecutionID(job, later), JobID: job, ScheduledFor: later,
+	d.Dispatch(ctx, []*model.Execution{{ID: domain.ExecutionID(job, later), JobID: job, ScheduledFor: later,
 		CreatedAt: time.Now(), Handler: domain.Handler{Type: domain.HandlerCustom, Name: "later"}}})
 	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
@@ -332,7 +332,7 @@ func TestDrainWaitsUntilNothingWaits(t *testing.T) {
 func TestWireContinuesAttempts(t *testing.T) {
 	t.Parallel()
 	sched := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
-	e := &store.Execution{ID: uuid.New(), JobID: uuid.New(), ScheduledFor: sched, Priority: domain.PriorityHigh,
+	e := &model.Execution{ID: uuid.New(), JobID: uuid.New(), ScheduledFor: sched, Priority: domain.PriorityHigh,
 		Handler:  domain.Handler{Type: domain.HandlerCustom, Name: "w"},
 		Attempts: 5, SeriesBase: 3, Dispatches: 4, Retry: domain.RetryPolicy{MaxAttempts: 3}}
 	w := Wire(e)
@@ -362,20 +362,20 @@ func TestWireContinuesAttempts(t *testing.T) {
 // failures records what the dispatcher reports as unpublishable.
 type failures struct {
 	mu  sync.Mutex
-	evs []store.AttemptEvent
+	evs []model.AttemptEvent
 }
 
-func (f *failures) RecordEvents(_ context.Context, evs []store.AttemptEvent) ([]error, error) {
+func (f *failures) RecordEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.evs = append(f.evs, evs...)
 	return make([]error, len(evs)), nil
 }
 
-func (f *failures) all() []store.AttemptEvent {
+func (f *failures) all() []model.AttemptEvent {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]store.AttemptEvent(nil), f.evs...)
+	return append([]model.AttemptEvent(nil), f.evs...)
 }
 
 // An execution whose message is larger than NATS takes is recorded as a
@@ -389,14 +389,14 @@ func TestUnpublishableExecutionFailsAndDoesNotBlock(t *testing.T) {
 	job := uuid.New()
 	base := time.Now().Truncate(time.Second).UTC().Add(-time.Minute)
 	huge := json.RawMessage(`"` + strings.Repeat("<", 400<<10) + `"`) // 2.4 MB escaped
-	mk := func(i int, payload json.RawMessage) *store.Execution {
+	mk := func(i int, payload json.RawMessage) *model.Execution {
 		at := base.Add(time.Duration(i) * time.Second)
-		return &store.Execution{ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at, JobName: "j",
+		return &model.Execution{ID: domain.ExecutionID(job, at), JobID: job, ScheduledFor: at, JobName: "j",
 			Namespace: "default", Handler: domain.Handler{Type: domain.HandlerCustom, Name: "big"}, Payload: payload,
 			Bucket: 4, CreatedAt: at, Attempts: 2}
 	}
 	big, small := mk(0, huge), mk(1, json.RawMessage(`1`))
-	d.Dispatch(ctx, []*store.Execution{big, small})
+	d.Dispatch(ctx, []*model.Execution{big, small})
 	testenv.WaitFor(t, 10*time.Second, "the position past both executions", func() bool {
 		return m.reached(4, small.CreatedAt)
 	})

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/schedule"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // MaxBackfillRuns is the most scheduled times one backfill may cover:
@@ -43,7 +43,7 @@ type BackfillRequest struct {
 //
 // It fails with store.ErrNotFound when there is no such job, and with an
 // *InvalidError for the faults.
-func (s *Service) Backfill(ctx context.Context, id uuid.UUID, req BackfillRequest) (*store.Backfill, error) {
+func (s *Service) Backfill(ctx context.Context, id uuid.UUID, req BackfillRequest) (*model.Backfill, error) {
 	var f faults
 	if req.Overlap != "" && req.Overlap != "allow" {
 		f.add("overlap", "must be allow (backfill runs do not wait for each other), not %q", req.Overlap)
@@ -86,6 +86,6 @@ func (s *Service) Backfill(ctx context.Context, id uuid.UUID, req BackfillReques
 // execution (those it created run). Stopping a stopped backfill does
 // nothing; one that is done or failed fails with store.ErrBackfillEnded,
 // an unknown one with store.ErrNotFound.
-func (s *Service) StopBackfill(ctx context.Context, id, backfillID uuid.UUID) (*store.Backfill, error) {
+func (s *Service) StopBackfill(ctx context.Context, id, backfillID uuid.UUID) (*model.Backfill, error) {
 	return s.store.StopBackfill(ctx, id, backfillID)
 }

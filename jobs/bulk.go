@@ -8,6 +8,7 @@ import (
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Selection picks the jobs a bulk operation changes: those of Namespace
@@ -32,7 +33,7 @@ const bulkPage = 500
 // missed, and on an error the jobs before it stay paused (the result
 // counts them).
 func (s *Service) PauseMatching(ctx context.Context, sel Selection) (BulkResult, error) {
-	return s.eachMatching(ctx, sel, domain.JobActive, func(id uuid.UUID) (*store.Job, error) {
+	return s.eachMatching(ctx, sel, domain.JobActive, func(id uuid.UUID) (*model.Job, error) {
 		return s.Pause(ctx, id)
 	}, domain.JobPaused)
 }
@@ -42,7 +43,7 @@ func (s *Service) PauseMatching(ctx context.Context, sel Selection) (BulkResult,
 // run left stays paused and is not counted as changed. Not atomic, like
 // PauseMatching.
 func (s *Service) ResumeMatching(ctx context.Context, sel Selection, catchUp bool) (BulkResult, error) {
-	return s.eachMatching(ctx, sel, domain.JobPaused, func(id uuid.UUID) (*store.Job, error) {
+	return s.eachMatching(ctx, sel, domain.JobPaused, func(id uuid.UUID) (*model.Job, error) {
 		return s.Resume(ctx, id, catchUp)
 	}, domain.JobActive)
 }
@@ -52,7 +53,7 @@ func (s *Service) ResumeMatching(ctx context.Context, sel Selection, catchUp boo
 // A job deleted, completed or left without a next run meanwhile is
 // skipped; any other error stops it.
 func (s *Service) eachMatching(ctx context.Context, sel Selection, from domain.JobState,
-	change func(uuid.UUID) (*store.Job, error), to domain.JobState) (BulkResult, error) {
+	change func(uuid.UUID) (*model.Job, error), to domain.JobState) (BulkResult, error) {
 	var res BulkResult
 	if p := NameProblem(sel.Namespace); p != "" {
 		return res, &InvalidError{Faults: []domain.FieldError{{Field: "namespace", Message: p}}}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // DefaultNamespace is the namespace of a job whose creator names none.
@@ -62,7 +62,7 @@ type NewJob struct {
 // paused, so a batch can share one reading of the clock. What is wrong
 // with nj comes back as an *InvalidError listing every fault; any other
 // error is now's.
-func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*store.Job, error) {
+func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*model.Job, error) {
 	var f faults
 	checkName("name", nj.Name, &f)
 	checkName("namespace", nj.Namespace, &f)
@@ -84,7 +84,7 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*store.Job, e
 	checkLabels(nj.Labels, &f)
 	checkDescription(nj.Description, &f)
 	policy := s.checkPolicy(nj.Missed, nj.Overlap, &f)
-	j := &store.Job{
+	j := &model.Job{
 		Policy:    policy,
 		Namespace: nj.Namespace,
 		Name:      nj.Name,
@@ -124,7 +124,7 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*store.Job, e
 // stores the job. It fails with an *InvalidError when nj is not a valid
 // job, and with an error wrapping store.ErrConflict when its name is
 // taken in its namespace.
-func (s *Service) Create(ctx context.Context, nj NewJob) (*store.Job, error) {
+func (s *Service) Create(ctx context.Context, nj NewJob) (*model.Job, error) {
 	j, err := s.Build(nj, func() (time.Time, error) { return s.Now(ctx) })
 	if err != nil {
 		return nil, err
@@ -140,6 +140,6 @@ func (s *Service) Create(ctx context.Context, nj NewJob) (*store.Job, error) {
 // why not (wrapping store.ErrConflict when its name is taken); the others
 // are stored all the same. The error returned is for the call as a whole:
 // then nothing was stored.
-func (s *Service) CreateBatch(ctx context.Context, jobs []*store.Job) ([]error, error) {
+func (s *Service) CreateBatch(ctx context.Context, jobs []*model.Job) ([]error, error) {
 	return s.store.CreateJobBatch(ctx, jobs)
 }

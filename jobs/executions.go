@@ -6,13 +6,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // RunNow queues a manual execution of job id, whatever its state, for
 // the database's present moment (a millisecond or so later if that time
 // is taken); it fails with store.ErrNotFound when there is no such job.
-func (s *Service) RunNow(ctx context.Context, id uuid.UUID) (*store.Execution, error) {
+func (s *Service) RunNow(ctx context.Context, id uuid.UUID) (*model.Execution, error) {
 	now, err := s.Now(ctx)
 	if err != nil {
 		return nil, err
@@ -30,7 +30,7 @@ func (s *Service) RunNow(ctx context.Context, id uuid.UUID) (*store.Execution, e
 // Without Config.Executors it fails with ErrNoExecutors and records
 // nothing. A finished execution fails with store.ErrFinished, an unknown
 // one with store.ErrNotFound.
-func (s *Service) Cancel(ctx context.Context, id uuid.UUID) (*store.Execution, error) {
+func (s *Service) Cancel(ctx context.Context, id uuid.UUID) (*model.Execution, error) {
 	if s.executors == nil {
 		return nil, ErrNoExecutors
 	}
@@ -47,6 +47,6 @@ func (s *Service) Cancel(ctx context.Context, id uuid.UUID) (*store.Execution, e
 // Redrive queues dead execution id again, for a fresh series of attempts
 // under its retry policy. An execution that is not dead fails with
 // store.ErrNotDead, an unknown one with store.ErrNotFound.
-func (s *Service) Redrive(ctx context.Context, id uuid.UUID) (*store.Execution, error) {
+func (s *Service) Redrive(ctx context.Context, id uuid.UUID) (*model.Execution, error) {
 	return s.store.RedriveExecution(ctx, id)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -205,7 +206,7 @@ func TestCreate(t *testing.T) {
 	// A batch: the jobs Build made, each with its own result.
 	a, _ := svc.Build(validJob("batch-a"), fixed(t0))
 	b, _ := svc.Build(validJob("hourly"), fixed(t0))
-	errs, err := svc.CreateBatch(ctx, []*store.Job{a, b})
+	errs, err := svc.CreateBatch(ctx, []*model.Job{a, b})
 	if err != nil || errs[0] != nil || !errors.Is(errs[1], store.ErrConflict) {
 		t.Errorf("batch: %v, %v", errs, err)
 	}
@@ -270,7 +271,7 @@ type staleStore struct {
 	n, calls int
 }
 
-func (s *staleStore) UpdateJob(ctx context.Context, j *store.Job) error {
+func (s *staleStore) UpdateJob(ctx context.Context, j *model.Job) error {
 	s.mu.Lock()
 	s.calls++
 	stale := s.calls <= s.n
@@ -447,7 +448,7 @@ func TestExecutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.Record(t, st, store.AttemptEvent{ID: done.ID, Attempt: 1, Executor: "x", At: time.Now(), Type: domain.EventSucceeded})
+	storetest.Record(t, st, model.AttemptEvent{ID: done.ID, Attempt: 1, Executor: "x", At: time.Now(), Type: domain.EventSucceeded})
 	if _, err := svc.Cancel(ctx, done.ID); !errors.Is(err, store.ErrFinished) {
 		t.Errorf("cancel of a succeeded execution: %v", err)
 	}
@@ -458,7 +459,7 @@ func TestExecutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.Record(t, st, store.AttemptEvent{ID: dead.ID, Attempt: 1, Executor: "x", At: time.Now(),
+	storetest.Record(t, st, model.AttemptEvent{ID: dead.ID, Attempt: 1, Executor: "x", At: time.Now(),
 		Type: domain.EventFailed, Final: true, Error: "boom"})
 	if r, err := svc.Redrive(ctx, dead.ID); err != nil || r.State != domain.ExecQueued {
 		t.Errorf("re-drive of a dead execution: %+v, %v", r, err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Limits of a schedule preview.
@@ -26,7 +26,7 @@ const (
 // clock and daylight saving mark.
 type Preview struct {
 	// Job is the job previewed; nil for PreviewSpec.
-	Job *store.Job
+	Job *model.Job
 	// Schedule is the schedule previewed.
 	Schedule schedule.Spec
 	// Location is its time zone: UTC unless the schedule names one.
@@ -92,7 +92,7 @@ func (s *Service) Preview(ctx context.Context, id uuid.UUID, from time.Time, n i
 // oneShotRun is the single run of one-shot job j: its next run while it
 // is active, its last once it completed, and while it is paused the run
 // Resume at from would give it.
-func oneShotRun(j *store.Job, from time.Time) (time.Time, error) {
+func oneShotRun(j *model.Job, from time.Time) (time.Time, error) {
 	switch {
 	case j.NextRunAt != nil:
 		return *j.NextRunAt, nil

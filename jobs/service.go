@@ -14,6 +14,7 @@ import (
 	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Store is what the use cases need of tock's database; *store.Store is
@@ -21,17 +22,17 @@ import (
 type Store interface {
 	// Now reads the database's clock; the default Clock measures it.
 	Now(ctx context.Context) (time.Time, error)
-	CreateJob(ctx context.Context, j *store.Job) error
-	CreateJobBatch(ctx context.Context, jobs []*store.Job) ([]error, error)
-	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
-	ListJobs(ctx context.Context, f store.JobFilter) ([]*store.Job, string, error)
-	UpdateJob(ctx context.Context, j *store.Job) error
+	CreateJob(ctx context.Context, j *model.Job) error
+	CreateJobBatch(ctx context.Context, jobs []*model.Job) ([]error, error)
+	GetJob(ctx context.Context, id uuid.UUID) (*model.Job, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]*model.Job, string, error)
+	UpdateJob(ctx context.Context, j *model.Job) error
 	DeleteJob(ctx context.Context, id uuid.UUID) error
-	RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*store.Execution, error)
-	CancelExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
-	RedriveExecution(ctx context.Context, id uuid.UUID) (*store.Execution, error)
-	CreateBackfill(ctx context.Context, jobID uuid.UUID, from, to time.Time, total int64) (*store.Backfill, error)
-	StopBackfill(ctx context.Context, jobID, id uuid.UUID) (*store.Backfill, error)
+	RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*model.Execution, error)
+	CancelExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
+	RedriveExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
+	CreateBackfill(ctx context.Context, jobID uuid.UUID, from, to time.Time, total int64) (*model.Backfill, error)
+	StopBackfill(ctx context.Context, jobID, id uuid.UUID) (*model.Backfill, error)
 }
 
 // Clock is the database's clock, from which first runs are computed (the

@@ -12,6 +12,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // maxStale is how many times a change is redone after a firing or another
@@ -142,7 +143,7 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 // apply writes the change to j. It fails, changing nothing, with an
 // *InvalidError when the change keeps stored header values it may not
 // (see resolveSecrets).
-func (c *checkedPatch) apply(j *store.Job) error {
+func (c *checkedPatch) apply(j *model.Job) error {
 	var handler domain.Handler
 	if c.Handler != nil {
 		var err error
@@ -200,12 +201,12 @@ func (c *checkedPatch) apply(j *store.Job) error {
 // Update checks p (as CheckPatch does, before the job is read, so that an
 // invalid change is refused whether or not the job exists) and applies it
 // to job id. It fails with an *InvalidError, or with store.ErrNotFound.
-func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*store.Job, error) {
+func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*model.Job, error) {
 	c, err := s.checkPatch(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	return s.modify(ctx, id, func(j *store.Job) (bool, error) {
+	return s.modify(ctx, id, func(j *model.Job) (bool, error) {
 		if c.empty() {
 			return false, nil
 		}
@@ -219,8 +220,8 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*store.Job
 // Pause stops job id firing until Resume: it has no next run meanwhile.
 // Pausing a paused job changes nothing; a completed one fails with
 // ErrCompleted.
-func (s *Service) Pause(ctx context.Context, id uuid.UUID) (*store.Job, error) {
-	return s.modify(ctx, id, func(j *store.Job) (bool, error) {
+func (s *Service) Pause(ctx context.Context, id uuid.UUID) (*model.Job, error) {
+	return s.modify(ctx, id, func(j *model.Job) (bool, error) {
 		switch j.State {
 		case domain.JobCompleted:
 			return false, fmt.Errorf("pause job %s: %w", id, ErrCompleted)
@@ -241,12 +242,12 @@ func (s *Service) Pause(ctx context.Context, id uuid.UUID) (*store.Job, error) {
 // job whose moment passed meanwhile runs now. Resuming an active job
 // changes nothing; a completed one fails with ErrCompleted, one whose
 // schedule has no run left with ErrNoNextRun.
-func (s *Service) Resume(ctx context.Context, id uuid.UUID, catchUp bool) (*store.Job, error) {
+func (s *Service) Resume(ctx context.Context, id uuid.UUID, catchUp bool) (*model.Job, error) {
 	now, err := s.Now(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.modify(ctx, id, func(j *store.Job) (bool, error) {
+	return s.modify(ctx, id, func(j *model.Job) (bool, error) {
 		switch j.State {
 		case domain.JobCompleted:
 			return false, fmt.Errorf("resume job %s: %w", id, ErrCompleted)
@@ -299,7 +300,7 @@ func (s *Service) Delete(ctx context.Context, id uuid.UUID) error {
 // says so. When a firing or another change got to the job in between
 // (store.ErrStale), it starts over from a fresh read, so that it never
 // writes back an old next run. An error from change is returned as is.
-func (s *Service) modify(ctx context.Context, id uuid.UUID, change func(j *store.Job) (bool, error)) (*store.Job, error) {
+func (s *Service) modify(ctx context.Context, id uuid.UUID, change func(j *model.Job) (bool, error)) (*model.Job, error) {
 	for attempt := 0; ; attempt++ {
 		j, err := s.store.GetJob(ctx, id)
 		if err != nil {

@@ -76,7 +76,7 @@ func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
 
 // Archive writes day (archive.Day) and logs the files; it returns only
 // once they are complete and durable. It is Retention's
-// store.RetentionPolicy.Archive.
+// model.RetentionPolicy.Archive.
 func (a *Archiver) Archive(ctx context.Context, day time.Time) error {
 	res, err := archive.Day(ctx, a.cfg.DB, a.cfg.Dir, day)
 	if err != nil {

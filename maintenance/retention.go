@@ -10,14 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/internal/promreg"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // RetentionStore is what Retention needs from Postgres; *store.Store is
 // one.
 type RetentionStore interface {
 	Now(ctx context.Context) (time.Time, error)
-	ApplyRetention(ctx context.Context, now time.Time, p store.RetentionPolicy) (store.RetentionResult, error)
+	ApplyRetention(ctx context.Context, now time.Time, p model.RetentionPolicy) (model.RetentionResult, error)
 }
 
 // RetentionConfig configures a Retention. Store is required.
@@ -114,7 +114,7 @@ func (r *Retention) RunOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := store.RetentionPolicy{Default: r.cfg.Default, CompletedJobs: r.cfg.CompletedJobs}
+	p := model.RetentionPolicy{Default: r.cfg.Default, CompletedJobs: r.cfg.CompletedJobs}
 	if r.cfg.Archiver != nil {
 		p.Archive = r.cfg.Archiver.Archive
 	}

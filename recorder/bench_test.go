@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/domain"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -64,7 +64,7 @@ func cpuTime() time.Duration {
 // nopStore records nothing and reports every event written.
 type nopStore struct{}
 
-func (nopStore) RecordEvents(_ context.Context, evs []store.AttemptEvent) ([]error, error) {
+func (nopStore) RecordEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
 	return make([]error, len(evs)), nil
 }
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/promreg"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // metrics are a Recorder's Prometheus metrics. Importing the package
@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 // count counts a recorded event in the metrics.
-func (m *metrics) count(ev store.AttemptEvent) {
+func (m *metrics) count(ev model.AttemptEvent) {
 	switch {
 	case ev.Type == domain.EventDeferred:
 		m.deferrals.Inc()

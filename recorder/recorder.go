@@ -26,6 +26,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -35,7 +36,7 @@ import (
 // execution is gone, e.g. dropped by retention) drops that event; a batch
 // error has the whole batch retried.
 type Store interface {
-	RecordEvents(ctx context.Context, evs []store.AttemptEvent) ([]error, error)
+	RecordEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error)
 }
 
 // Tuning. The consumer's AckWait must outlast a slow Store write.
@@ -227,7 +228,7 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 // message holds one event, or several (wire.EventBatchSubject); it is
 // acknowledged once all of its events are written.
 func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
-	evs := make([]store.AttemptEvent, 0, len(msgs))
+	evs := make([]model.AttemptEvent, 0, len(msgs))
 	held := make([]jetstream.Msg, 0, len(msgs))
 	ends := make([]int, 0, len(msgs)) // held[i]'s events end before evs[ends[i]]
 	for _, msg := range msgs {
@@ -292,13 +293,13 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 // decodeMsg turns msg into the events to record: one, or a batch's. A
 // message that holds none is settled here (terminated) and ok is false;
 // an invalid event inside a batch is dropped with a log line.
-func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []store.AttemptEvent, ok bool) {
+func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []model.AttemptEvent, ok bool) {
 	if msg.Subject() != wire.EventBatchSubject {
 		ev, ok := r.decode(msg)
 		if !ok {
 			return nil, false
 		}
-		return []store.AttemptEvent{ev}, true
+		return []model.AttemptEvent{ev}, true
 	}
 	var wes []wire.Event
 	if err := json.Unmarshal(msg.Data(), &wes); err != nil {
@@ -335,7 +336,7 @@ func (r *Recorder) delay(msg jetstream.Msg) time.Duration {
 
 // decode turns msg into an event to record. A message that is not one is
 // settled here (terminated) and ok is false.
-func (r *Recorder) decode(msg jetstream.Msg) (ev store.AttemptEvent, ok bool) {
+func (r *Recorder) decode(msg jetstream.Msg) (ev model.AttemptEvent, ok bool) {
 	var we wire.Event
 	if err := json.Unmarshal(msg.Data(), &we); err != nil {
 		r.log.Error("undecodable event; dropping it", "subject", msg.Subject(), "err", err)
@@ -353,18 +354,18 @@ func (r *Recorder) decode(msg jetstream.Msg) (ev store.AttemptEvent, ok bool) {
 }
 
 // toEvent is the store's view of a wire event.
-func toEvent(we wire.Event) (store.AttemptEvent, error) {
+func toEvent(we wire.Event) (model.AttemptEvent, error) {
 	id, err := uuid.Parse(we.ExecutionID)
 	if err != nil {
-		return store.AttemptEvent{}, fmt.Errorf("execution_id: %w", err)
+		return model.AttemptEvent{}, fmt.Errorf("execution_id: %w", err)
 	}
 	if we.Attempt < 1 || we.Dispatch < 0 {
-		return store.AttemptEvent{}, fmt.Errorf("attempt %d, dispatch %d: attempts count from 1, dispatches from 0", we.Attempt, we.Dispatch)
+		return model.AttemptEvent{}, fmt.Errorf("attempt %d, dispatch %d: attempts count from 1, dispatches from 0", we.Attempt, we.Dispatch)
 	}
 	if !slices.Contains(domain.EventTypes, we.Type) {
-		return store.AttemptEvent{}, fmt.Errorf("unknown event type %q", we.Type)
+		return model.AttemptEvent{}, fmt.Errorf("unknown event type %q", we.Type)
 	}
-	ev := store.AttemptEvent{ID: id, Type: we.Type, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At,
+	ev := model.AttemptEvent{ID: id, Type: we.Type, Attempt: we.Attempt, Executor: we.ExecutorID, At: we.At,
 		Dispatch: we.Dispatch, PublishedAt: we.PublishedAt}
 	switch we.Type {
 	case domain.EventSucceeded:

@@ -22,6 +22,7 @@ import (
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -88,7 +89,7 @@ func (s *fakeStore) add(c call) error {
 
 // RecordEvents records the batch as calls, in order; a failure fails the
 // whole batch, like a rolled-back transaction.
-func (s *fakeStore) RecordEvents(_ context.Context, evs []store.AttemptEvent) ([]error, error) {
+func (s *fakeStore) RecordEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
 	s.mu.Lock()
 	if s.fails > 0 {
 		s.fails--
@@ -296,7 +297,7 @@ type notFoundStore struct {
 	calls atomic.Int32
 }
 
-func (s *notFoundStore) RecordEvents(_ context.Context, evs []store.AttemptEvent) ([]error, error) {
+func (s *notFoundStore) RecordEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
 	res := make([]error, len(evs))
 	for i, ev := range evs {
 		s.calls.Add(1)
@@ -424,7 +425,7 @@ func TestCountsRetriesDeadLettersAndDeferrals(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := counters(t, reg)
-	for _, ev := range []store.AttemptEvent{
+	for _, ev := range []model.AttemptEvent{
 		{Type: domain.EventFailed},
 		{Type: domain.EventFailed, TimedOut: true},
 		{Type: domain.EventFailed, Final: true},

@@ -23,7 +23,7 @@ import (
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/scanner"
 	"github.com/tock-sched/tock/schedule"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 	"github.com/tock-sched/tock/wire"
 )
@@ -74,9 +74,9 @@ func TestBackpressureHoldsFiringNearTheLimit(t *testing.T) {
 		minLimit  = 500
 	)
 	start := time.Now().Truncate(time.Second).Add(4 * time.Second)
-	var jobs []*store.Job
-	job := func(i int, queue string, at time.Time) *store.Job {
-		return &store.Job{Name: fmt.Sprintf("%s-%05d", queue, i), Schedule: schedule.Spec{Cron: "0 0 0 1 1 *"},
+	var jobs []*model.Job
+	job := func(i int, queue string, at time.Time) *model.Job {
+		return &model.Job{Name: fmt.Sprintf("%s-%05d", queue, i), Schedule: schedule.Spec{Cron: "0 0 0 1 1 *"},
 			Handler: domain.Handler{Type: domain.HandlerCustom, Name: queue}, NextRunAt: &at}
 	}
 	for i := range perSecond * seconds {

@@ -10,7 +10,7 @@ import (
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/schedule"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 func TestBacklogCounted(t *testing.T) {
@@ -60,7 +60,7 @@ func (f *fakeBacklog) read(unpublished int, ok bool) {
 }
 
 // yearlyJob is a job due at next whose run after is a year away.
-func yearlyJob(bucket int, next time.Time) *store.Job {
+func yearlyJob(bucket int, next time.Time) *model.Job {
 	j := cronJob(bucket, next)
 	j.Schedule = schedule.Spec{Cron: "0 0 0 1 1 *"}
 	return j

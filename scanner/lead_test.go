@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/internal/testenv"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // leadScanner is a Scanner with n runs due at each of the given times,
@@ -19,7 +19,7 @@ func leadScanner(t *testing.T, rate float64, due map[time.Time]int) *Scanner {
 		Lookahead: 6 * time.Second, FireConcurrency: 3}, index: map[uuid.UUID]*entry{}, fireRate: rate}
 	for at, n := range due {
 		for range n {
-			e := &entry{job: store.Due{ID: uuid.New(), NextRunAt: at}, due: at}
+			e := &entry{job: model.Due{ID: uuid.New(), NextRunAt: at}, due: at}
 			s.index[e.job.ID] = e
 			heap.Push(&s.heap, e)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // defaultGrace is the grace of a policy whose Grace cannot be read.
@@ -36,7 +37,7 @@ const skipChunk = 10_000
 // Every scheduled time from d.NextRunAt up to the returned Next is
 // either fired or skipped, in one decision that depends only on d, the
 // schedule and now, so any node makes the same one.
-func plan(d store.Due, sch *schedule.Schedule, now time.Time, def domain.MissedPolicy) store.Firing {
+func plan(d model.Due, sch *schedule.Schedule, now time.Time, def domain.MissedPolicy) store.Firing {
 	f := store.Firing{JobID: d.ID, Bucket: d.Bucket, ScheduledFor: d.NextRunAt}
 	t := d.NextRunAt
 	if sch == nil || !sch.Recurring() {
@@ -69,7 +70,7 @@ func plan(d store.Due, sch *schedule.Schedule, now time.Time, def domain.MissedP
 		// The store applies the overlap policy to the runs.
 		f.Overlap = o
 		if f.Runs == nil {
-			f.Runs = []store.Run{{At: t}}
+			f.Runs = []model.Run{{At: t}}
 		}
 	}
 	return f
@@ -77,7 +78,7 @@ func plan(d store.Due, sch *schedule.Schedule, now time.Time, def domain.MissedP
 
 // missed applies policy p to the job's runs from d.NextRunAt missed
 // before cutoff: which fire, which are skipped, and the next run.
-func missed(d store.Due, sch *schedule.Schedule, cutoff time.Time, p domain.MissedPolicy) ([]time.Time, []store.Skip, *time.Time) {
+func missed(d model.Due, sch *schedule.Schedule, cutoff time.Time, p domain.MissedPolicy) ([]time.Time, []model.Skip, *time.Time) {
 	keep := 0
 	switch p.Policy {
 	case domain.MissedLatest:
@@ -114,32 +115,32 @@ func collect(sch *schedule.Schedule, first, bound time.Time, limit int) ([]time.
 }
 
 // skipsOf is the skipped range of times (none when empty).
-func skipsOf(times []time.Time, reason string) []store.Skip {
+func skipsOf(times []time.Time, reason string) []model.Skip {
 	if len(times) == 0 {
 		return nil
 	}
-	return []store.Skip{{First: times[0], Last: times[len(times)-1], Runs: int64(len(times)), Reason: reason}}
+	return []model.Skip{{First: times[0], Last: times[len(times)-1], Runs: int64(len(times)), Reason: reason}}
 }
 
 // jittered makes runs of times, each published at its jitter offset
 // (schedule.Schedule.Offset). It is nil for the plain case (one run at
 // the job's next run, without jitter), and never nil otherwise, even
 // when times is empty.
-func jittered(sch *schedule.Schedule, d store.Due, times []time.Time) []store.Run {
+func jittered(sch *schedule.Schedule, d model.Due, times []time.Time) []model.Run {
 	if sch == nil || sch.Jitter() == 0 {
 		if len(times) == 1 && times[0].Equal(d.NextRunAt) {
 			return nil
 		}
-		runs := make([]store.Run, len(times))
+		runs := make([]model.Run, len(times))
 		for i, t := range times {
-			runs[i] = store.Run{At: t}
+			runs[i] = model.Run{At: t}
 		}
 		return runs
 	}
-	runs := make([]store.Run, len(times))
+	runs := make([]model.Run, len(times))
 	for i, t := range times {
 		due := t.Add(sch.Offset(d.ID, t))
-		runs[i] = store.Run{At: t, Due: &due}
+		runs[i] = model.Run{At: t, Due: &due}
 	}
 	return runs
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // summary is what a firing does, in numbers a table can state.
@@ -48,38 +49,38 @@ func TestPlan(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		due  store.Due
+		due  model.Due
 		want summary
 	}{
-		{"on time", store.Due{NextRunAt: sec(0), Schedule: every},
+		{"on time", model.Due{NextRunAt: sec(0), Schedule: every},
 			summary{fired: 1, first: sec(0), next: sec(1), plainFire: true}},
-		{"late within grace fires", store.Due{NextRunAt: sec(-59), Schedule: every},
+		{"late within grace fires", model.Due{NextRunAt: sec(-59), Schedule: every},
 			summary{fired: 1, first: sec(-59), next: sec(-58), plainFire: true}},
 		// Ten missed seconds (-12 .. -3) before a grace of 2s.
-		{"skip", store.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("skip", "2s", 0)},
+		{"skip", model.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("skip", "2s", 0)},
 			summary{skipped: 10, reason: "missed", next: sec(-2)}},
-		{"latest", store.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("latest", "2s", 0)},
+		{"latest", model.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("latest", "2s", 0)},
 			summary{fired: 1, first: sec(-3), skipped: 9, reason: "missed", next: sec(-2)}},
-		{"all up to max", store.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("all", "2s", 5)},
+		{"all up to max", model.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("all", "2s", 5)},
 			summary{fired: 5, first: sec(-7), skipped: 5, reason: "missed", next: sec(-2)}},
-		{"all within max", store.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("all", "2s", 100)},
+		{"all within max", model.Due{NextRunAt: sec(-12), Schedule: every, Policy: policy("all", "2s", 100)},
 			summary{fired: 10, first: sec(-12), next: sec(-2)}},
-		{"one missed under latest fires plainly", store.Due{NextRunAt: sec(-3), Schedule: every, Policy: policy("latest", "2s", 0)},
+		{"one missed under latest fires plainly", model.Due{NextRunAt: sec(-3), Schedule: every, Policy: policy("latest", "2s", 0)},
 			summary{fired: 1, first: sec(-3), next: sec(-2), plainFire: true}},
-		{"cluster default: latest after a minute", store.Due{NextRunAt: sec(-70), Schedule: every},
+		{"cluster default: latest after a minute", model.Due{NextRunAt: sec(-70), Schedule: every},
 			summary{fired: 1, first: sec(-61), skipped: 9, reason: "missed", next: sec(-60)}},
-		{"one-shot fires however late", store.Due{NextRunAt: sec(-86400), Policy: policy("skip", "1s", 0)},
+		{"one-shot fires however late", model.Due{NextRunAt: sec(-86400), Policy: policy("skip", "1s", 0)},
 			summary{fired: 1, first: sec(-86400), plainFire: true}},
-		{"paused runs skipped", store.Due{NextRunAt: sec(-30), Schedule: every, SkipBefore: ptr(sec(-5))},
+		{"paused runs skipped", model.Due{NextRunAt: sec(-30), Schedule: every, SkipBefore: ptr(sec(-5))},
 			summary{skipped: 25, reason: "paused", next: sec(-5)}},
-		{"max_runs: the last run completes the job", store.Due{NextRunAt: sec(0), Runs: 2, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
+		{"max_runs: the last run completes the job", model.Due{NextRunAt: sec(0), Runs: 2, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
 			summary{fired: 1, first: sec(0), plainFire: true}},
-		{"max_runs caps a catch-up", store.Due{NextRunAt: sec(-12), Runs: 1, Policy: policy("all", "2s", 100),
+		{"max_runs caps a catch-up", model.Due{NextRunAt: sec(-12), Runs: 1, Policy: policy("all", "2s", 100),
 			Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 4}},
 			summary{fired: 3, first: sec(-12)}},
-		{"max_runs already reached", store.Due{NextRunAt: sec(0), Runs: 3, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
+		{"max_runs already reached", model.Due{NextRunAt: sec(0), Runs: 3, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
 			summary{}},
-		{"end of the window completes the job", store.Due{NextRunAt: sec(0), Schedule: schedule.Spec{Cron: "* * * * * *", EndAt: ptr(sec(0))}},
+		{"end of the window completes the job", model.Due{NextRunAt: sec(0), Schedule: schedule.Spec{Cron: "* * * * * *", EndAt: ptr(sec(0))}},
 			summary{fired: 1, first: sec(0), plainFire: true}},
 	}
 	for _, tt := range tests {
@@ -102,7 +103,7 @@ func TestPlan(t *testing.T) {
 func TestPlanChunks(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	sch, _ := schedule.Compile(schedule.Spec{Cron: "* * * * * *"})
-	d := store.Due{ID: uuid.New(), NextRunAt: now.Add(-25 * time.Hour), Schedule: schedule.Spec{Cron: "* * * * * *"}}
+	d := model.Due{ID: uuid.New(), NextRunAt: now.Add(-25 * time.Hour), Schedule: schedule.Spec{Cron: "* * * * * *"}}
 	var skipped int64
 	fired := 0
 	for i := 0; ; i++ {
@@ -132,7 +133,7 @@ func TestPlanJitter(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	spec := schedule.Spec{Cron: "0 * * * * *", Jitter: "30s"}
 	sch, _ := schedule.Compile(spec)
-	d := store.Due{ID: uuid.New(), NextRunAt: now, Schedule: spec}
+	d := model.Due{ID: uuid.New(), NextRunAt: now, Schedule: spec}
 	f := plan(d, sch, now, domain.DefaultMissed)
 	if len(f.Runs) != 1 || f.Runs[0].Due == nil {
 		t.Fatalf("a jittered run: %+v", f.Runs)

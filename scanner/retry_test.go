@@ -17,6 +17,7 @@ import (
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 	"github.com/tock-sched/tock/wire"
 )
@@ -27,7 +28,7 @@ type countingStore struct {
 	reads atomic.Int64
 }
 
-func (c *countingStore) Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*store.Execution, error) {
+func (c *countingStore) Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error) {
 	defer c.reads.Add(1)
 	return c.Store.Undispatched(ctx, buckets, limit, until)
 }
@@ -73,7 +74,7 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 
 	// Paused: it runs only by hand (the store creates no active job
 	// without a next run).
-	j := &store.Job{Name: "flaky", Schedule: schedule.Spec{In: "1h"}, Priority: domain.PriorityLow,
+	j := &model.Job{Name: "flaky", Schedule: schedule.Spec{In: "1h"}, Priority: domain.PriorityLow,
 		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "flaky"}, State: domain.JobPaused}
 	if err := st.CreateJob(ctx, j); err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 
 	// Attempt 1 fails; the retry is due in 1.5 s.
 	at := time.Now()
-	res, err := st.RecordEvents(ctx, []store.AttemptEvent{
+	res, err := st.RecordEvents(ctx, []model.AttemptEvent{
 		{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventFailed, StartedAt: &at, RetryIn: 1500 * time.Millisecond},
 	})
 	if err != nil || res[0] != nil {
@@ -134,7 +135,7 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 
 	// Attempt 2 fails with a long backoff: nothing is published meanwhile.
 	at = time.Now()
-	if _, err := st.RecordEvents(ctx, []store.AttemptEvent{
+	if _, err := st.RecordEvents(ctx, []model.AttemptEvent{
 		{ID: e.ID, Attempt: 2, Executor: "x", At: at, Type: domain.EventFailed, StartedAt: &at, RetryIn: time.Hour,
 			Dispatch: 1},
 	}); err != nil {

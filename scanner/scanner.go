@@ -43,6 +43,7 @@ import (
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Store is what the scanner needs from Postgres.
@@ -50,10 +51,10 @@ type Store interface {
 	Now(ctx context.Context) (time.Time, error)
 	ClaimBucket(ctx context.Context, bucket int, node string, epoch int64) error
 	ReleaseBuffered(ctx context.Context, buckets []int) (int, error)
-	DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]store.Due, error)
-	GetJob(ctx context.Context, id uuid.UUID) (*store.Job, error)
-	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (store.FireResult, error)
-	Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*store.Execution, error)
+	DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]model.Due, error)
+	GetJob(ctx context.Context, id uuid.UUID) (*model.Job, error)
+	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (model.FireResult, error)
+	Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error)
 	Listen(ctx context.Context, fn func(channel, payload string), channels ...string) error
 }
 
@@ -61,7 +62,7 @@ type Store interface {
 // Hold keeps its publish positions (see store.Published) at or before
 // floor while a firing transaction is in flight, until release.
 type Dispatcher interface {
-	Dispatch(ctx context.Context, execs []*store.Execution)
+	Dispatch(ctx context.Context, execs []*model.Execution)
 	Hold(floor time.Time) (release func())
 }
 
@@ -291,7 +292,7 @@ type fireResult struct {
 	counted int       // runs counted against the backlog (mayFire)
 	batch   []*entry
 	firings []store.Firing
-	res     store.FireResult
+	res     model.FireResult
 	err     error
 	release func()
 }
@@ -602,7 +603,7 @@ func (s *Scanner) load(ctx context.Context, buckets []int, after, until time.Tim
 // upsert puts job d in the heap at its next run, replacing any entry of
 // the same job at another time. A job being fired is left alone: its
 // firing's result puts it back at its next run.
-func (s *Scanner) upsert(d store.Due) {
+func (s *Scanner) upsert(d model.Due) {
 	if s.firing[d.ID] {
 		return
 	}
@@ -656,7 +657,7 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 		delete(s.index, id)
 		return
 	}
-	s.upsert(store.DueOf(j))
+	s.upsert(model.DueOf(j))
 }
 
 // fireDue fires every heap entry whose time has come (its time minus the
@@ -821,7 +822,7 @@ func (s *Scanner) cancel(ctx context.Context, ids []uuid.UUID) {
 // schedule compiles j's schedule, from the cache: thousands of jobs
 // share a handful of expressions. It is nil (the run fires and the job
 // completes) if the stored schedule does not compile.
-func (s *Scanner) schedule(j store.Due) *schedule.Schedule {
+func (s *Scanner) schedule(j model.Due) *schedule.Schedule {
 	c, err := s.compiled.Compile(j.Schedule)
 	if err != nil {
 		s.log.Error("stored job has an invalid schedule", "job_id", j.ID, "err", err)
@@ -880,7 +881,7 @@ func (s *Scanner) listen(ctx context.Context) {
 }
 
 type entry struct {
-	job store.Due
+	job model.Due
 	due time.Time
 	idx int
 }

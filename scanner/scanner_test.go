@@ -21,6 +21,7 @@ import (
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // and fencing rules as the real store.
 type fakeStore struct {
 	mu        sync.Mutex
-	jobs      map[uuid.UUID]*store.Job
+	jobs      map[uuid.UUID]*model.Job
 	epochs    map[int]int64
 	fired     []store.Firing
 	firedAt   []time.Time   // when each firing was committed
@@ -52,7 +53,7 @@ type outboxRead struct {
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{jobs: map[uuid.UUID]*store.Job{}, epochs: map[int]int64{}, fence: map[int]bool{}}
+	return &fakeStore{jobs: map[uuid.UUID]*model.Job{}, epochs: map[int]int64{}, fence: map[int]bool{}}
 }
 
 func (f *fakeStore) Now(context.Context) (time.Time, error) { return time.Now(), nil }
@@ -64,7 +65,7 @@ func (f *fakeStore) ClaimBucket(_ context.Context, b int, _ string, e int64) err
 	return nil
 }
 
-func (f *fakeStore) DueAfter(_ context.Context, buckets []int, after, until time.Time, _ int) ([]store.Due, error) {
+func (f *fakeStore) DueAfter(_ context.Context, buckets []int, after, until time.Time, _ int) ([]model.Due, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dueCalls++
@@ -72,17 +73,17 @@ func (f *fakeStore) DueAfter(_ context.Context, buckets []int, after, until time
 	for _, b := range buckets {
 		in[b] = true
 	}
-	var out []store.Due
+	var out []model.Due
 	for _, j := range f.jobs {
 		if in[j.Bucket] && j.State == domain.JobActive && j.NextRunAt != nil && !j.NextRunAt.After(until) &&
 			(after.IsZero() || j.NextRunAt.After(after)) {
-			out = append(out, store.DueOf(j))
+			out = append(out, model.DueOf(j))
 		}
 	}
 	return out, nil
 }
 
-func (f *fakeStore) GetJob(_ context.Context, id uuid.UUID) (*store.Job, error) {
+func (f *fakeStore) GetJob(_ context.Context, id uuid.UUID) (*model.Job, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	j, ok := f.jobs[id]
@@ -93,7 +94,7 @@ func (f *fakeStore) GetJob(_ context.Context, id uuid.UUID) (*store.Job, error) 
 	return &c, nil
 }
 
-func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firings []store.Firing) (store.FireResult, error) {
+func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firings []store.Firing) (model.FireResult, error) {
 	if f.inFire != nil {
 		f.inFire <- struct{}{}
 	}
@@ -103,7 +104,7 @@ func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firi
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fireCalls++
-	var res store.FireResult
+	var res model.FireResult
 	fencedSeen := map[int]bool{}
 	for _, x := range firings {
 		if f.fence[x.Bucket] || f.epochs[x.Bucket] != epochs[x.Bucket] {
@@ -124,7 +125,7 @@ func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firi
 		}
 		f.fired = append(f.fired, x)
 		f.firedAt = append(f.firedAt, time.Now())
-		res.Executions = append(res.Executions, &store.Execution{
+		res.Executions = append(res.Executions, &model.Execution{
 			ID: domain.ExecutionID(j.ID, x.ScheduledFor), JobID: j.ID, Bucket: j.Bucket, ScheduledFor: x.ScheduledFor,
 		})
 	}
@@ -133,7 +134,7 @@ func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firi
 
 func (f *fakeStore) ReleaseBuffered(context.Context, []int) (int, error) { return 0, nil }
 
-func (f *fakeStore) Undispatched(_ context.Context, buckets []int, _ int, until time.Time) ([]*store.Execution, error) {
+func (f *fakeStore) Undispatched(_ context.Context, buckets []int, _ int, until time.Time) ([]*model.Execution, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.outboxReads = append(f.outboxReads, outboxRead{slices.Clone(buckets), until, time.Now()})
@@ -163,7 +164,7 @@ func (f *fakeStore) Listen(ctx context.Context, fn func(channel, payload string)
 	return ctx.Err()
 }
 
-func (f *fakeStore) add(j *store.Job) {
+func (f *fakeStore) add(j *model.Job) {
 	f.mu.Lock()
 	f.jobs[j.ID] = j
 	fn := f.notifyFn
@@ -187,7 +188,7 @@ func (f *fakeStore) firedFor(id uuid.UUID) []time.Time {
 
 type nopDispatcher struct{}
 
-func (nopDispatcher) Dispatch(context.Context, []*store.Execution) {}
+func (nopDispatcher) Dispatch(context.Context, []*model.Execution) {}
 
 func (nopDispatcher) Hold(time.Time) func() { return func() {} }
 
@@ -208,8 +209,8 @@ func newScanner(t *testing.T, st *fakeStore, cfg Config) (*Scanner, func()) {
 	return s, func() { cancel(); <-done }
 }
 
-func cronJob(bucket int, next time.Time) *store.Job {
-	return &store.Job{
+func cronJob(bucket int, next time.Time) *model.Job {
+	return &model.Job{
 		ID: uuid.New(), Bucket: bucket, State: domain.JobActive, NextRunAt: &next,
 		Schedule: schedule.Spec{Cron: "* * * * * *"},
 	}
@@ -387,7 +388,7 @@ func (h *holdLog) add(s string) {
 	h.log = append(h.log, s)
 }
 
-func (h *holdLog) Dispatch(_ context.Context, execs []*store.Execution) {
+func (h *holdLog) Dispatch(_ context.Context, execs []*model.Execution) {
 	if len(execs) > 0 { // an empty outbox read hands over nothing
 		h.add("dispatch")
 	}

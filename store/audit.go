@@ -2,35 +2,18 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
-// AuditEntry is one change in the audit trail.
-type AuditEntry struct {
-	At time.Time
-	ID uuid.UUID
-	// Actor made the change: key:<id>, anonymous (an open API).
-	Actor     string
-	Namespace string
-	// Action is the operation's action (jobs.create, keys.delete, …).
-	Action string
-	// Resource names what changed: job <id>, execution <id>, key <id>,
-	// namespace <name>, jobs (a bulk change).
-	Resource string
-	// Before and After are the resource as the API showed it (secrets
-	// masked); nil where there is none (a creation's before, a deletion's
-	// after).
-	Before, After json.RawMessage
-}
-
 // WriteAudit stores entries, giving each its time and id if it has none.
-func (s *Store) WriteAudit(ctx context.Context, entries []AuditEntry) error {
+func (s *Store) WriteAudit(ctx context.Context, entries []model.AuditEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -65,7 +48,7 @@ type AuditFilter struct {
 
 // ListAudit lists entries matching f, newest first, a page at a time,
 // and the cursor of the next page ("" after the last).
-func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, string, error) {
+func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]model.AuditEntry, string, error) {
 	limit := pageSize(f.Limit)
 	var (
 		where []string
@@ -106,8 +89,8 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEntry, str
 	if err != nil {
 		return nil, "", fmt.Errorf("store: list audit: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEntry, error) {
-		var e AuditEntry
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.AuditEntry, error) {
+		var e model.AuditEntry
 		var before, after []byte
 		err := r.Scan(&e.At, &e.ID, &e.Actor, &e.Namespace, &e.Action, &e.Resource, &before, &after)
 		e.Before, e.After = before, after

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Maintenance makes the audit trail's days ahead (moving a day's rows
@@ -14,7 +16,7 @@ func TestMaintainAudit(t *testing.T) {
 	s := newStore(t)
 	now := time.Now().UTC()
 	old, recent := now.AddDate(0, 0, -40), now.Add(-time.Hour)
-	if err := s.WriteAudit(ctx, []AuditEntry{
+	if err := s.WriteAudit(ctx, []model.AuditEntry{
 		{At: old, Actor: "key:a", Namespace: "n", Action: "jobs.create", Resource: "job 1"},
 		{At: recent, Actor: "key:a", Namespace: "n", Action: "jobs.update", Resource: "job 1"},
 	}); err != nil {

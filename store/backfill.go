@@ -10,52 +10,18 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
-	"github.com/tock-sched/tock/schedule"
-)
-
-// Backfill states.
-const (
-	// BackfillRunning: the bucket's owner is firing the range.
-	BackfillRunning = "running"
-	// BackfillDone: every scheduled time of the range was handled.
-	BackfillDone = "done"
-	// BackfillStopped: a user stopped it (StopBackfill).
-	BackfillStopped = "stopped"
-	// BackfillFailed: it could not go on (Backfill.Error says why).
-	BackfillFailed = "failed"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // ErrBackfillEnded: the backfill is done or failed, so it cannot be
 // stopped.
 var ErrBackfillEnded = errors.New("the backfill has ended")
 
-// Backfill is a request to fire every scheduled time of a cron job in
-// [From, To) that has no execution yet (see the backfill package).
-type Backfill struct {
-	ID     uuid.UUID
-	JobID  uuid.UUID
-	Bucket int
-	From   time.Time
-	To     time.Time
-	// Total is how many scheduled times the range held when the backfill
-	// was created.
-	Total int64
-	// Fired counts the executions the backfill created; times that had
-	// an execution already are passed over and not counted.
-	Fired int64
-	// NextAt is the progress: every scheduled time before it is handled.
-	NextAt     time.Time
-	State      string
-	Error      string
-	CreatedAt  time.Time
-	FinishedAt *time.Time
-}
-
 // backfillCols are the columns scanBackfill reads.
 const backfillCols = "id, job_id, bucket, from_at, to_at, total, fired, next_at, state, error, created_at, finished_at"
 
-func scanBackfill(row pgx.Row) (*Backfill, error) {
-	var b Backfill
+func scanBackfill(row pgx.Row) (*model.Backfill, error) {
+	var b model.Backfill
 	err := row.Scan(&b.ID, &b.JobID, &b.Bucket, &b.From, &b.To, &b.Total, &b.Fired, &b.NextAt, &b.State,
 		&b.Error, &b.CreatedAt, &b.FinishedAt)
 	if err != nil {
@@ -71,7 +37,7 @@ func scanBackfill(row pgx.Row) (*Backfill, error) {
 // job's bucket, and returns it. It fails with ErrNotFound when there is
 // no such job; it checks nothing else (the caller does: see
 // jobs.Service.Backfill).
-func (s *Store) CreateBackfill(ctx context.Context, jobID uuid.UUID, from, to time.Time, total int64) (*Backfill, error) {
+func (s *Store) CreateBackfill(ctx context.Context, jobID uuid.UUID, from, to time.Time, total int64) (*model.Backfill, error) {
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: backfill job %s: %w", jobID, err)
 	}
@@ -98,7 +64,7 @@ func (s *Store) CreateBackfill(ctx context.Context, jobID uuid.UUID, from, to ti
 // limit (50 when 0, at most 500) at a time; cursor continues where the
 // page that returned it ended. The next cursor is "" after the last page.
 // A job without backfills, or no such job, gives an empty list.
-func (s *Store) ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, cursor string) ([]*Backfill, string, error) {
+func (s *Store) ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, cursor string) ([]*model.Backfill, string, error) {
 	limit = pageSize(limit)
 	before := uuid.Max
 	if cursor != "" {
@@ -111,7 +77,7 @@ func (s *Store) ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, c
 	if err != nil {
 		return nil, "", fmt.Errorf("store: backfills of %s: %w", jobID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Backfill, error) { return scanBackfill(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Backfill, error) { return scanBackfill(r) })
 	if err != nil {
 		return nil, "", fmt.Errorf("store: backfills of %s: %w", jobID, err)
 	}
@@ -128,7 +94,7 @@ func (s *Store) ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, c
 // a stopped backfill returns it unchanged; one that is done or failed
 // fails with ErrBackfillEnded, an unknown one (or one of another job)
 // with ErrNotFound.
-func (s *Store) StopBackfill(ctx context.Context, jobID, id uuid.UUID) (*Backfill, error) {
+func (s *Store) StopBackfill(ctx context.Context, jobID, id uuid.UUID) (*model.Backfill, error) {
 	b, err := scanBackfill(s.pool.QueryRow(ctx, `
 		UPDATE backfills SET state = 'stopped', finished_at = `+nowMS+`
 		WHERE id = $1 AND job_id = $2 AND state = 'running'
@@ -146,23 +112,15 @@ func (s *Store) StopBackfill(ctx context.Context, jobID, id uuid.UUID) (*Backfil
 		return nil, fmt.Errorf("store: stop backfill %s: %w", id, ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("store: stop backfill %s: %w", id, err)
-	case b.State == BackfillStopped:
+	case b.State == model.BackfillStopped:
 		return b, nil
 	}
 	return b, fmt.Errorf("store: stop backfill %s (%s): %w", id, b.State, ErrBackfillEnded)
 }
 
-// BackfillWork is a running backfill with the schedule of its job, as
-// the backfill runner needs it.
-type BackfillWork struct {
-	Backfill
-	// Schedule is the job's schedule now; nil when the job is gone.
-	Schedule *schedule.Spec
-}
-
 // RunningBackfills reads the running backfills of buckets, oldest first
 // (at most 1,000), each with its job's current schedule.
-func (s *Store) RunningBackfills(ctx context.Context, buckets []int) ([]BackfillWork, error) {
+func (s *Store) RunningBackfills(ctx context.Context, buckets []int) ([]model.BackfillWork, error) {
 	if len(buckets) == 0 {
 		return nil, nil
 	}
@@ -173,8 +131,8 @@ func (s *Store) RunningBackfills(ctx context.Context, buckets []int) ([]Backfill
 	if err != nil {
 		return nil, fmt.Errorf("store: running backfills of %d buckets: %w", len(buckets), err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BackfillWork, error) {
-		var w BackfillWork
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.BackfillWork, error) {
+		var w model.BackfillWork
 		b := &w.Backfill
 		err := r.Scan(&b.ID, &b.JobID, &b.Bucket, &b.From, &b.To, &b.Total, &b.Fired, &b.NextAt, &b.State,
 			&b.Error, &b.CreatedAt, &b.FinishedAt, &w.Schedule)

@@ -10,36 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
-
-// BackfillStep is one step of a running backfill, for StepBackfill: the
-// next scheduled times of its range, oldest first.
-type BackfillStep struct {
-	ID     uuid.UUID
-	Bucket int
-	// From is the backfill's NextAt as the caller read it: the step does
-	// nothing if it has moved since (compare and set).
-	From time.Time
-	// Times are the scheduled times to fire, ascending, each at or after
-	// From and before the backfill's To.
-	Times []time.Time
-	// Next is the backfill's progress after Times: the next scheduled
-	// time of the range after them, or To when none is left.
-	Next time.Time
-	// Done: no scheduled time of the range is left after Times.
-	Done bool
-	// Fail, when not "", ends the backfill as failed with this reason,
-	// firing nothing.
-	Fail string
-}
-
-// BackfillResult is what StepBackfill did.
-type BackfillResult struct {
-	// Executions are the executions created, to be dispatched.
-	Executions []*Execution
-	// Backfill is the backfill as the step left it.
-	Backfill *Backfill
-}
 
 // backfillRunsSQL inserts the executions of a backfill's scheduled times
 // ($1, their ids $2) of job $4 from its bucket's jobs partition, as
@@ -87,13 +59,13 @@ SELECT ` + execCols("ins.") + ` FROM ins`
 // and every time was handled. A backfill that is not running, or whose
 // progress is not step.From any more, is returned unchanged; a job that
 // is gone fails it. An unknown backfill fails with ErrNotFound.
-func (s *Store) StepBackfill(ctx context.Context, node string, epoch int64, step BackfillStep) (BackfillResult, error) {
+func (s *Store) StepBackfill(ctx context.Context, node string, epoch int64, step model.BackfillStep) (model.BackfillResult, error) {
 	// Runs of days before the partitions made ahead go to their own day.
 	if err := s.EnsureDays(ctx, step.Times...); err != nil {
-		return BackfillResult{}, fmt.Errorf("store: backfill %s: %w", step.ID, err)
+		return model.BackfillResult{}, fmt.Errorf("store: backfill %s: %w", step.ID, err)
 	}
 	for attempt := 0; ; attempt++ {
-		var res BackfillResult
+		var res model.BackfillResult
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var err error
 			res, err = stepBackfill(ctx, tx, node, epoch, step)
@@ -103,43 +75,43 @@ func (s *Store) StepBackfill(ctx context.Context, node string, epoch int64, step
 			return res, nil
 		}
 		if !isRetryable(err) || attempt == fireRetries || ctx.Err() != nil {
-			return BackfillResult{}, fmt.Errorf("store: backfill %s step at %s: %w", step.ID,
+			return model.BackfillResult{}, fmt.Errorf("store: backfill %s step at %s: %w", step.ID,
 				step.From.UTC().Format(time.RFC3339), err)
 		}
 	}
 }
 
-func stepBackfill(ctx context.Context, tx pgx.Tx, node string, epoch int64, step BackfillStep) (BackfillResult, error) {
+func stepBackfill(ctx context.Context, tx pgx.Tx, node string, epoch int64, step model.BackfillStep) (model.BackfillResult, error) {
 	owned, _, err := ownedBuckets(ctx, tx, node, map[int]int64{step.Bucket: epoch}, []int{step.Bucket})
 	if err != nil {
-		return BackfillResult{}, err
+		return model.BackfillResult{}, err
 	}
 	if len(owned) == 0 {
-		return BackfillResult{}, ErrFenced
+		return model.BackfillResult{}, ErrFenced
 	}
 	b, err := scanBackfill(tx.QueryRow(ctx, `SELECT `+backfillCols+` FROM backfills
 		WHERE id = $1 AND bucket = $2 FOR UPDATE`, step.ID, step.Bucket))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return BackfillResult{}, ErrNotFound
+		return model.BackfillResult{}, ErrNotFound
 	}
 	if err != nil {
-		return BackfillResult{}, err
+		return model.BackfillResult{}, err
 	}
-	if b.State != BackfillRunning || !b.NextAt.Equal(ms(step.From)) {
-		return BackfillResult{Backfill: b}, nil
+	if b.State != model.BackfillRunning || !b.NextAt.Equal(ms(step.From)) {
+		return model.BackfillResult{Backfill: b}, nil
 	}
 	if step.Fail != "" {
 		b, err = failBackfill(ctx, tx, b.ID, step.Fail)
-		return BackfillResult{Backfill: b}, err
+		return model.BackfillResult{Backfill: b}, err
 	}
 	var nextRun *time.Time
 	err = tx.QueryRow(ctx, "SELECT next_run_at FROM "+jobsPartition(step.Bucket)+" WHERE id = $1", b.JobID).Scan(&nextRun)
 	if errors.Is(err, pgx.ErrNoRows) {
 		b, err = failBackfill(ctx, tx, b.ID, "the job was deleted")
-		return BackfillResult{Backfill: b}, err
+		return model.BackfillResult{Backfill: b}, err
 	}
 	if err != nil {
-		return BackfillResult{}, err
+		return model.BackfillResult{}, err
 	}
 	times, next, done := step.Times, ms(step.Next), step.Done
 	for i, t := range times {
@@ -148,10 +120,10 @@ func stepBackfill(ctx context.Context, tx pgx.Tx, node string, epoch int64, step
 			break
 		}
 	}
-	var res BackfillResult
+	var res model.BackfillResult
 	if len(times) > 0 {
 		if res.Executions, err = insertBackfillRuns(ctx, tx, node, step.Bucket, b.JobID, times); err != nil {
-			return BackfillResult{}, err
+			return model.BackfillResult{}, err
 		}
 	}
 	res.Backfill, err = scanBackfill(tx.QueryRow(ctx, `UPDATE backfills SET next_at = $2, fired = fired + $3,
@@ -163,7 +135,7 @@ func stepBackfill(ctx context.Context, tx pgx.Tx, node string, epoch int64, step
 
 // insertBackfillRuns inserts the executions of job's times (backfillRunsSQL)
 // and returns those created.
-func insertBackfillRuns(ctx context.Context, tx pgx.Tx, node string, bucket int, job uuid.UUID, times []time.Time) ([]*Execution, error) {
+func insertBackfillRuns(ctx context.Context, tx pgx.Tx, node string, bucket int, job uuid.UUID, times []time.Time) ([]*model.Execution, error) {
 	ats := make([]time.Time, len(times))
 	ids := make([]uuid.UUID, len(times))
 	for i, t := range times {
@@ -174,11 +146,11 @@ func insertBackfillRuns(ctx context.Context, tx pgx.Tx, node string, bucket int,
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Execution, error) { return scanExecution(r) })
 }
 
 // failBackfill ends backfill id as failed, for reason.
-func failBackfill(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (*Backfill, error) {
+func failBackfill(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (*model.Backfill, error) {
 	return scanBackfill(tx.QueryRow(ctx, `UPDATE backfills SET state = 'failed', error = $2, finished_at = `+nowMS+`
 		WHERE id = $1 RETURNING `+backfillCols, id, reason))
 }

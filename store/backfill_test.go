@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // fiveSeconds are n scheduled times 5 s apart from from.
@@ -20,7 +21,7 @@ func fiveSeconds(from time.Time, n int) []time.Time {
 	return out
 }
 
-func mustStep(t *testing.T, s *Store, node string, epoch int64, step BackfillStep) BackfillResult {
+func mustStep(t *testing.T, s *Store, node string, epoch int64, step model.BackfillStep) model.BackfillResult {
 	t.Helper()
 	res, err := s.StepBackfill(context.Background(), node, epoch, step)
 	if err != nil {
@@ -43,12 +44,12 @@ func TestBackfillStepFiresEachTimeOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.State != BackfillRunning || !b.NextAt.Equal(from) || b.Total != 12 || b.Bucket != j.Bucket {
+	if b.State != model.BackfillRunning || !b.NextAt.Equal(from) || b.Total != 12 || b.Bucket != j.Bucket {
 		t.Fatalf("created %+v", b)
 	}
 	times := fiveSeconds(from, 12)
-	res := mustStep(t, s, "n1", 7, BackfillStep{ID: b.ID, Bucket: j.Bucket, From: from, Times: times[:6], Next: times[6]})
-	if len(res.Executions) != 6 || res.Backfill.Fired != 6 || !res.Backfill.NextAt.Equal(times[6]) || res.Backfill.State != BackfillRunning {
+	res := mustStep(t, s, "n1", 7, model.BackfillStep{ID: b.ID, Bucket: j.Bucket, From: from, Times: times[:6], Next: times[6]})
+	if len(res.Executions) != 6 || res.Backfill.Fired != 6 || !res.Backfill.NextAt.Equal(times[6]) || res.Backfill.State != model.BackfillRunning {
 		t.Fatalf("first step: %d executions, backfill %+v", len(res.Executions), res.Backfill)
 	}
 	for i, x := range res.Executions {
@@ -59,11 +60,11 @@ func TestBackfillStepFiresEachTimeOnce(t *testing.T) {
 		}
 	}
 	// A step from a progress that moved since does nothing.
-	if res := mustStep(t, s, "n1", 7, BackfillStep{ID: b.ID, Bucket: j.Bucket, From: from, Times: times, Next: to, Done: true}); len(res.Executions) != 0 || !res.Backfill.NextAt.Equal(times[6]) {
+	if res := mustStep(t, s, "n1", 7, model.BackfillStep{ID: b.ID, Bucket: j.Bucket, From: from, Times: times, Next: to, Done: true}); len(res.Executions) != 0 || !res.Backfill.NextAt.Equal(times[6]) {
 		t.Fatalf("stale step: %d executions, %+v", len(res.Executions), res.Backfill)
 	}
-	res = mustStep(t, s, "n1", 7, BackfillStep{ID: b.ID, Bucket: j.Bucket, From: times[6], Times: times[6:], Next: to, Done: true})
-	if len(res.Executions) != 6 || res.Backfill.Fired != 12 || res.Backfill.State != BackfillDone || res.Backfill.FinishedAt == nil {
+	res = mustStep(t, s, "n1", 7, model.BackfillStep{ID: b.ID, Bucket: j.Bucket, From: times[6], Times: times[6:], Next: to, Done: true})
+	if len(res.Executions) != 6 || res.Backfill.Fired != 12 || res.Backfill.State != model.BackfillDone || res.Backfill.FinishedAt == nil {
 		t.Fatalf("last step: %d executions, backfill %+v", len(res.Executions), res.Backfill)
 	}
 
@@ -72,8 +73,8 @@ func TestBackfillStepFiresEachTimeOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = mustStep(t, s, "n1", 7, BackfillStep{ID: b2.ID, Bucket: j.Bucket, From: from, Times: times, Next: to, Done: true})
-	if len(res.Executions) != 0 || res.Backfill.Fired != 0 || res.Backfill.State != BackfillDone {
+	res = mustStep(t, s, "n1", 7, model.BackfillStep{ID: b2.ID, Bucket: j.Bucket, From: from, Times: times, Next: to, Done: true})
+	if len(res.Executions) != 0 || res.Backfill.Fired != 0 || res.Backfill.State != model.BackfillDone {
 		t.Fatalf("second backfill: %d executions, %+v", len(res.Executions), res.Backfill)
 	}
 	if n := count(t, s, "SELECT count(*) FROM executions WHERE job_id = $1", j.ID); n != 12 {
@@ -99,7 +100,7 @@ func TestBackfillStepIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step := BackfillStep{ID: b.ID, Bucket: j.Bucket, From: from, Times: fiveSeconds(from, 12), Next: from.Add(time.Minute), Done: true}
+	step := model.BackfillStep{ID: b.ID, Bucket: j.Bucket, From: from, Times: fiveSeconds(from, 12), Next: from.Add(time.Minute), Done: true}
 	// Never claimed, then claimed by n1 at 7 and taken over by n2 at 8.
 	for _, c := range []struct {
 		claim func()
@@ -136,16 +137,16 @@ func TestBackfillStepLeavesTheSchedulersRunsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := mustStep(t, s, "n1", 7, BackfillStep{ID: b.ID, Bucket: j.Bucket, From: from, Times: times, Next: from.Add(time.Minute), Done: true})
-	if len(res.Executions) != 4 || !res.Backfill.NextAt.Equal(next) || res.Backfill.State != BackfillRunning {
+	res := mustStep(t, s, "n1", 7, model.BackfillStep{ID: b.ID, Bucket: j.Bucket, From: from, Times: times, Next: from.Add(time.Minute), Done: true})
+	if len(res.Executions) != 4 || !res.Backfill.NextAt.Equal(next) || res.Backfill.State != model.BackfillRunning {
 		t.Fatalf("step: %d executions, %+v; want 4, waiting at %s", len(res.Executions), res.Backfill, next)
 	}
 	// Once the job is gone, the backfill fails.
 	if err := s.DeleteJob(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
-	res = mustStep(t, s, "n1", 7, BackfillStep{ID: b.ID, Bucket: j.Bucket, From: next, Times: times[4:], Next: from.Add(time.Minute), Done: true})
-	if len(res.Executions) != 0 || res.Backfill.State != BackfillFailed || res.Backfill.Error == "" || res.Backfill.FinishedAt == nil {
+	res = mustStep(t, s, "n1", 7, model.BackfillStep{ID: b.ID, Bucket: j.Bucket, From: next, Times: times[4:], Next: from.Add(time.Minute), Done: true})
+	if len(res.Executions) != 0 || res.Backfill.State != model.BackfillFailed || res.Backfill.Error == "" || res.Backfill.FinishedAt == nil {
 		t.Fatalf("step after delete: %d executions, %+v", len(res.Executions), res.Backfill)
 	}
 }
@@ -178,18 +179,18 @@ func TestBackfillListStopAndRunning(t *testing.T) {
 	}
 
 	stopped, err := s.StopBackfill(ctx, j.ID, ids[0])
-	if err != nil || stopped.State != BackfillStopped || stopped.FinishedAt == nil {
+	if err != nil || stopped.State != model.BackfillStopped || stopped.FinishedAt == nil {
 		t.Fatalf("stop: %+v %v", stopped, err)
 	}
-	if again, err := s.StopBackfill(ctx, j.ID, ids[0]); err != nil || again.State != BackfillStopped {
+	if again, err := s.StopBackfill(ctx, j.ID, ids[0]); err != nil || again.State != model.BackfillStopped {
 		t.Errorf("stop again: %+v %v", again, err)
 	}
 	// A stopped backfill takes no step.
-	res := mustStep(t, s, "n1", 7, BackfillStep{ID: ids[0], Bucket: j.Bucket, From: from, Times: []time.Time{from}, Next: from.Add(time.Second)})
-	if len(res.Executions) != 0 || res.Backfill.State != BackfillStopped {
+	res := mustStep(t, s, "n1", 7, model.BackfillStep{ID: ids[0], Bucket: j.Bucket, From: from, Times: []time.Time{from}, Next: from.Add(time.Second)})
+	if len(res.Executions) != 0 || res.Backfill.State != model.BackfillStopped {
 		t.Errorf("step of a stopped backfill: %d executions, %+v", len(res.Executions), res.Backfill)
 	}
-	mustStep(t, s, "n1", 7, BackfillStep{ID: ids[1], Bucket: j.Bucket, From: from.Add(time.Minute), Next: from.Add(30 * time.Minute), Done: true})
+	mustStep(t, s, "n1", 7, model.BackfillStep{ID: ids[1], Bucket: j.Bucket, From: from.Add(time.Minute), Next: from.Add(30 * time.Minute), Done: true})
 	if _, err := s.StopBackfill(ctx, j.ID, ids[1]); !errors.Is(err, ErrBackfillEnded) {
 		t.Errorf("stop a done backfill: %v, want ErrBackfillEnded", err)
 	}

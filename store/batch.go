@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Notifications of CreateJobBatch. A scanner loads the jobs due within its
@@ -51,7 +52,7 @@ const (
 // notifyHorizon, so they fire on time: one by one when there are few, as
 // CreateJob does, or with one full-scan request on JobsChannel, in which
 // case they may fire up to a scan interval (a second) late.
-func (s *Store) CreateJobBatch(ctx context.Context, jobs []*Job) ([]error, error) {
+func (s *Store) CreateJobBatch(ctx context.Context, jobs []*model.Job) ([]error, error) {
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: create job batch: %w", err)
 	}
@@ -75,13 +76,13 @@ func (s *Store) CreateJobBatch(ctx context.Context, jobs []*Job) ([]error, error
 		if inserted, created, err = insertNames(ctx, tx, jobs, todo); err != nil || len(inserted) == 0 {
 			return err
 		}
-		stored := make([]*Job, 0, len(inserted))
+		stored := make([]*model.Job, 0, len(inserted))
 		for _, i := range todo {
 			if inserted[jobs[i].ID] {
 				stored = append(stored, jobs[i])
 			}
 		}
-		slices.SortStableFunc(stored, func(a, b *Job) int { return cmp.Compare(a.Bucket, b.Bucket) })
+		slices.SortStableFunc(stored, func(a, b *model.Job) int { return cmp.Compare(a.Bucket, b.Bucket) })
 		if err := copyJobs(ctx, tx, stored, created); err != nil {
 			return conflictOr(err)
 		}
@@ -105,7 +106,7 @@ func (s *Store) CreateJobBatch(ctx context.Context, jobs []*Job) ([]error, error
 // prepareBatch checks and completes each job of a batch (prepare) and
 // refuses a second job with a name or an id the batch already has. It
 // returns each job's error and the indexes of the jobs to insert.
-func (s *Store) prepareBatch(jobs []*Job) (errs []error, todo []int) {
+func (s *Store) prepareBatch(jobs []*model.Job) (errs []error, todo []int) {
 	errs = make([]error, len(jobs))
 	type key struct{ ns, name string }
 	names := make(map[key]int, len(jobs))
@@ -139,7 +140,7 @@ func (s *Store) prepareBatch(jobs []*Job) (errs []error, todo []int) {
 // the ids whose name (and id) was free, and the database's time of the
 // insert. A taken name (or id) is skipped, not an error; a name another
 // transaction is inserting makes this one wait for its outcome.
-func insertNames(ctx context.Context, tx pgx.Tx, jobs []*Job, todo []int) (map[uuid.UUID]bool, time.Time, error) {
+func insertNames(ctx context.Context, tx pgx.Tx, jobs []*model.Job, todo []int) (map[uuid.UUID]bool, time.Time, error) {
 	var (
 		nsArg, nameArg []string
 		idArg          [][16]byte // see pgUUID
@@ -175,7 +176,7 @@ func insertNames(ctx context.Context, tx pgx.Tx, jobs []*Job, todo []int) (map[u
 // notifyBatch tells JobsChannel listeners, on commit, about the active
 // jobs of a batch due before horizon: each one when there are at most
 // notifyEach, else a full scan.
-func notifyBatch(ctx context.Context, tx pgx.Tx, jobs []*Job, horizon time.Time) error {
+func notifyBatch(ctx context.Context, tx pgx.Tx, jobs []*model.Job, horizon time.Time) error {
 	var payloads []string
 	for _, j := range jobs {
 		if j.State != domain.JobActive || j.NextRunAt == nil || j.NextRunAt.After(horizon) {

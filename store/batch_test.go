@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 func TestCreateJobBatch(t *testing.T) {
@@ -20,7 +21,7 @@ func TestCreateJobBatch(t *testing.T) {
 	taken := mustCreate(t, s, testJob("taken", nil))
 	next := baseTime().Add(time.Hour)
 
-	jobs := []*Job{
+	jobs := []*model.Job{
 		testJob("b-0", &next),
 		testJob("taken", &next), // a stored job's name
 		testJob("b-2", nil),
@@ -78,7 +79,7 @@ func TestCreateJobBatch(t *testing.T) {
 	}
 
 	// Nothing to store is not an error.
-	if errs, err := s.CreateJobBatch(ctx, []*Job{testJob("taken", nil)}); err != nil || !errors.Is(errs[0], ErrConflict) {
+	if errs, err := s.CreateJobBatch(ctx, []*model.Job{testJob("taken", nil)}); err != nil || !errors.Is(errs[0], ErrConflict) {
 		t.Errorf("a batch of one taken name: %v, %v", errs, err)
 	}
 	if errs, err := s.CreateJobBatch(ctx, nil); err != nil || len(errs) != 0 {
@@ -97,7 +98,7 @@ func TestCreateJobBatchConcurrentNames(t *testing.T) {
 	results := make([][]error, batches)
 	failures := make([]error, batches)
 	for b := range batches {
-		jobs := make([]*Job, names)
+		jobs := make([]*model.Job, names)
 		for i, k := range rand.Perm(names) {
 			jobs[i] = testJob(fmt.Sprintf("race-%03d", k), nil)
 		}
@@ -151,8 +152,8 @@ func TestCreateJobBatchNotifies(t *testing.T) {
 			return ""
 		}
 	}
-	batch := func(prefix string, n int, at *time.Time) []*Job {
-		jobs := make([]*Job, n)
+	batch := func(prefix string, n int, at *time.Time) []*model.Job {
+		jobs := make([]*model.Job, n)
 		for i := range jobs {
 			jobs[i] = testJob(fmt.Sprintf("%s-%03d", prefix, i), at)
 		}
@@ -176,7 +177,7 @@ func TestCreateJobBatchNotifies(t *testing.T) {
 	batch("later", 3, &later)
 	paused := testJob("paused", &soon)
 	paused.State, paused.NextRunAt = domain.JobPaused, nil
-	if errs, err := s.CreateJobBatch(ctx, []*Job{paused}); err != nil || errs[0] != nil {
+	if errs, err := s.CreateJobBatch(ctx, []*model.Job{paused}); err != nil || errs[0] != nil {
 		t.Fatal(err, errs)
 	}
 	batch("many", notifyEach+1, &soon)
@@ -218,7 +219,7 @@ func BenchmarkCreateJobBatch(b *testing.B) {
 	round := 0
 	for b.Loop() {
 		b.StopTimer()
-		jobs := make([]*Job, batch)
+		jobs := make([]*model.Job, batch)
 		for i := range jobs {
 			jobs[i] = testJob(fmt.Sprintf("bench-%04d-%04d", round, i), &next)
 		}
@@ -247,7 +248,7 @@ func TestCreateJobConcurrentCallsKeepTheirOwnOutcomes(t *testing.T) {
 	mustCreate(t, s, existing)
 
 	type call struct {
-		job  *Job
+		job  *model.Job
 		want string // "stored", "conflict" or "refused"
 	}
 	var calls []call

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // BenchmarkFire fires 1,000 jobs per Fire call, each job once per call
@@ -32,18 +33,18 @@ func BenchmarkFireJittered(b *testing.B) {
 	epochs, jobs := benchJobs(b, s, batch, t0)
 	fireLoopWith(b, s, epochs, jobs, t0, func(f *Firing, i int) {
 		due := f.ScheduledFor.Add(time.Duration(i*29) * time.Millisecond)
-		f.Runs = []Run{{At: f.ScheduledFor, Due: &due}}
+		f.Runs = []model.Run{{At: f.ScheduledFor, Due: &due}}
 	})
 }
 
 // fireLoop fires every job of jobs once per op, at successive seconds
 // from t0, and reports firings/s.
-func fireLoop(b *testing.B, s *Store, epochs map[int]int64, jobs []*Job, t0 time.Time) {
+func fireLoop(b *testing.B, s *Store, epochs map[int]int64, jobs []*model.Job, t0 time.Time) {
 	fireLoopWith(b, s, epochs, jobs, t0, nil)
 }
 
 // fireLoopWith is fireLoop with each firing (of job i) changed by change.
-func fireLoopWith(b *testing.B, s *Store, epochs map[int]int64, jobs []*Job, t0 time.Time, change func(f *Firing, i int)) {
+func fireLoopWith(b *testing.B, s *Store, epochs map[int]int64, jobs []*model.Job, t0 time.Time, change func(f *Firing, i int)) {
 	ctx := context.Background()
 	firings := make([]Firing, len(jobs))
 	at := t0
@@ -80,7 +81,7 @@ func BenchmarkRecordEvents(b *testing.B) {
 	t0 := baseTime()
 	epochs, jobs := benchJobs(b, s, batch*writers, t0)
 	at := t0
-	starts, ends := make([]AttemptEvent, batch*writers), make([]AttemptEvent, batch*writers)
+	starts, ends := make([]model.AttemptEvent, batch*writers), make([]model.AttemptEvent, batch*writers)
 	for b.Loop() {
 		b.StopTimer()
 		next := at.Add(time.Second)
@@ -93,12 +94,12 @@ func BenchmarkRecordEvents(b *testing.B) {
 			b.Fatalf("fire: %d executions, %v", len(res.Executions), err)
 		}
 		for i, e := range res.Executions {
-			starts[i] = AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: at}
-			ends[i] = AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventSucceeded, Output: "ok"}
+			starts[i] = model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: at}
+			ends[i] = model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventSucceeded, Output: "ok"}
 		}
 		at = next
 		b.StartTimer()
-		for _, evs := range [][]AttemptEvent{starts, ends} {
+		for _, evs := range [][]model.AttemptEvent{starts, ends} {
 			var wg sync.WaitGroup
 			for w := range writers {
 				wg.Go(func() {
@@ -115,13 +116,13 @@ func BenchmarkRecordEvents(b *testing.B) {
 
 // benchJobs claims every test bucket for node "bench" at epoch 1 and
 // creates n jobs due at t0.
-func benchJobs(b testing.TB, s *Store, n int, t0 time.Time) (map[int]int64, []*Job) {
+func benchJobs(b testing.TB, s *Store, n int, t0 time.Time) (map[int]int64, []*model.Job) {
 	epochs := map[int]int64{}
 	for bk := range testBuckets {
 		claim(b, s, "bench", 1, bk)
 		epochs[bk] = 1
 	}
-	jobs := make([]*Job, n)
+	jobs := make([]*model.Job, n)
 	for i := range jobs {
 		jobs[i] = mustCreate(b, s, testJob(fmt.Sprintf("bench-%04d", i), &t0))
 	}
@@ -145,7 +146,7 @@ func BenchmarkFireSpread(b *testing.B) {
 	}
 	t0 := baseTime()
 	later := t0.Add(24 * time.Hour)
-	jobs := make([]*Job, stored)
+	jobs := make([]*model.Job, stored)
 	for i := range jobs {
 		next := &t0
 		if i >= batch {

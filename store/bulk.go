@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
 // CreateJobs stores many new jobs at once: what CreateJob does for each
@@ -36,7 +38,7 @@ import (
 // jobs (autovacuum does, a minute or so later): until the statistics
 // catch up, Postgres may keep plans made for nearly empty partitions, and
 // firing a batch then compares it with every job of its buckets.
-func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
+func (s *Store) CreateJobs(ctx context.Context, jobs []*model.Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create jobs: %w", err)
 	}
@@ -57,11 +59,11 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 	// over; jobs by bucket, so COPY routes runs of rows to one partition
 	// at a time.
 	byName := slices.Clone(jobs)
-	slices.SortFunc(byName, func(a, b *Job) int {
+	slices.SortFunc(byName, func(a, b *model.Job) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	byBucket := slices.Clone(jobs)
-	slices.SortStableFunc(byBucket, func(a, b *Job) int { return cmp.Compare(a.Bucket, b.Bucket) })
+	slices.SortStableFunc(byBucket, func(a, b *model.Job) int { return cmp.Compare(a.Bucket, b.Bucket) })
 
 	var created time.Time
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -93,7 +95,7 @@ func (s *Store) CreateJobs(ctx context.Context, jobs []*Job) error {
 // copyJobs writes the jobs rows of prepared jobs (sorted by bucket, so
 // that COPY routes runs of rows to one partition at a time), stamped
 // created.
-func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time) error {
+func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*model.Job, created time.Time) error {
 	if err := writeSpecs(ctx, tx, byBucket); err != nil {
 		return err
 	}
@@ -119,7 +121,7 @@ func copyJobs(ctx context.Context, tx pgx.Tx, byBucket []*Job, created time.Time
 // insertSuccessRows gives each new job its job_successes row, with no
 // success yet: recording moves it forward with an update (migration 22).
 // insertJobs does the same in its own statement.
-func insertSuccessRows(ctx context.Context, tx pgx.Tx, jobs []*Job) error {
+func insertSuccessRows(ctx context.Context, tx pgx.Tx, jobs []*model.Job) error {
 	ids := make([][16]byte, len(jobs))
 	for i, j := range jobs {
 		ids[i] = pgUUID(j.ID)
@@ -147,7 +149,7 @@ func conflictOr(err error) error {
 const maxInsertedJobs = 64
 
 // insertJobs is copyJobs's INSERT for a few jobs.
-func insertJobs(ctx context.Context, tx pgx.Tx, jobs []*Job, created time.Time) error {
+func insertJobs(ctx context.Context, tx pgx.Tx, jobs []*model.Job, created time.Time) error {
 	n := len(jobs)
 	var (
 		ids, specs                     = make([][16]byte, n), make([][16]byte, n)

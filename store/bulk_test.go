@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 func TestBulkCreateJobs(t *testing.T) {
@@ -26,7 +27,7 @@ func TestBulkCreateJobs(t *testing.T) {
 	c := testJob("bulk-c", &next)
 	c.Schedule.Cron, c.Timeout = "0 * * * * *", 0
 	before := time.Now().Add(-time.Second)
-	if err := s.CreateJobs(ctx, []*Job{a, b, c}); err != nil {
+	if err := s.CreateJobs(ctx, []*model.Job{a, b, c}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -36,7 +37,7 @@ func TestBulkCreateJobs(t *testing.T) {
 	if b.ID != given || b.Namespace != "team" || b.State != domain.JobPaused {
 		t.Errorf("b: id %s, namespace %q, state %q; want the given %s, team, paused", b.ID, b.Namespace, b.State, given)
 	}
-	for _, j := range []*Job{a, b, c} {
+	for _, j := range []*model.Job{a, b, c} {
 		if j.Bucket != domain.BucketOf(j.ID, testBuckets) {
 			t.Errorf("%s: bucket %d, want %d", j.Name, j.Bucket, domain.BucketOf(j.ID, testBuckets))
 		}
@@ -76,22 +77,22 @@ func TestBulkCreateJobsConflictRollsBackAll(t *testing.T) {
 	s := newStore(t)
 	taken := mustCreate(t, s, testJob("taken", nil))
 
-	batch := func(names ...string) []*Job {
-		var js []*Job
+	batch := func(names ...string) []*model.Job {
+		var js []*model.Job
 		for _, n := range names {
 			js = append(js, testJob(n, nil))
 		}
 		return js
 	}
-	cases := map[string][]*Job{
+	cases := map[string][]*model.Job{
 		"name taken by a stored job": batch("x1", "x2", "taken", "x3"),
 		"name twice in the batch":    batch("y1", "y2", "y1"),
-		"id of a stored job": func() []*Job {
+		"id of a stored job": func() []*model.Job {
 			js := batch("z1", "z2")
 			js[1].ID = taken.ID
 			return js
 		}(),
-		"id twice in the batch": func() []*Job {
+		"id twice in the batch": func() []*model.Job {
 			js := batch("w1", "w2")
 			js[1].ID = uuid.Must(uuid.NewV7())
 			js[0].ID = js[1].ID
@@ -116,7 +117,7 @@ func TestBulkCreateJobsConflictRollsBackAll(t *testing.T) {
 		t.Errorf("%d job names stored, want only the first one", n)
 	}
 
-	if err := s.CreateJobs(ctx, []*Job{testJob("ok", nil), testJob("", nil)}); err == nil || errors.Is(err, ErrConflict) {
+	if err := s.CreateJobs(ctx, []*model.Job{testJob("ok", nil), testJob("", nil)}); err == nil || errors.Is(err, ErrConflict) {
 		t.Errorf("empty name: %v, want a plain error", err)
 	}
 	if n := count(t, s, "SELECT count(*) FROM jobs"); n != 1 {
@@ -130,7 +131,7 @@ func TestBulkCreateJobsTenThousand(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	next := baseTime().Add(time.Hour)
-	jobs := make([]*Job, n)
+	jobs := make([]*model.Job, n)
 	for i := range jobs {
 		jobs[i] = testJob(fmt.Sprintf("many-%05d", i), &next)
 	}
@@ -163,7 +164,7 @@ func BenchmarkBulkCreateJobs(b *testing.B) {
 	round := 0
 	for b.Loop() {
 		b.StopTimer()
-		jobs := make([]*Job, batch)
+		jobs := make([]*model.Job, batch)
 		for i := range jobs {
 			jobs[i] = testJob(fmt.Sprintf("bench-%03d-%05d", round, i), &next)
 		}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Concurrent CreateJob calls are combined into CreateJobBatch calls, the
@@ -42,12 +44,12 @@ type createCombiner struct {
 
 type createCall struct {
 	ctx  context.Context
-	job  *Job
+	job  *model.Job
 	done chan error // buffered: the flusher never waits on a caller
 }
 
 // createJob stores j through the combiner.
-func (s *Store) createJob(ctx context.Context, j *Job) error {
+func (s *Store) createJob(ctx context.Context, j *model.Job) error {
 	c := &s.creates
 	call := &createCall{ctx: ctx, job: j, done: make(chan error, 1)}
 	c.mu.Lock()
@@ -127,7 +129,7 @@ func (s *Store) flushCreates(batch []*createCall) {
 		live[0].done <- s.createOne(live[0].ctx, live[0].job)
 		return
 	}
-	jobs := make([]*Job, len(live))
+	jobs := make([]*model.Job, len(live))
 	for i, call := range live {
 		jobs[i] = call.job
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
 // BenchmarkDueAfter reads 10,000 due jobs spread over 256 buckets, as a
@@ -14,7 +16,7 @@ func BenchmarkDueAfter(b *testing.B) {
 	ctx := context.Background()
 	s := newStoreWith(b, buckets)
 	t0 := baseTime().Add(time.Hour)
-	jobs := make([]*Job, n)
+	jobs := make([]*model.Job, n)
 	for i := range jobs {
 		next := t0.Add(time.Duration(i%60) * time.Second)
 		jobs[i] = testJob(fmt.Sprintf("due-%05d", i), &next)

@@ -3,16 +3,18 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
 // dueJobs is the scanner's full read (DueAfter without a lower bound),
 // with each job read whole, for assertions by name.
-func (s *Store) dueJobs(ctx context.Context, buckets []int, until time.Time, limit int) ([]*Job, error) {
+func (s *Store) dueJobs(ctx context.Context, buckets []int, until time.Time, limit int) ([]*model.Job, error) {
 	due, err := s.DueAfter(ctx, buckets, time.Time{}, until, limit)
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]*Job, 0, len(due))
+	jobs := make([]*model.Job, 0, len(due))
 	for _, d := range due {
 		j, err := s.GetJob(ctx, d.ID)
 		if err != nil {

@@ -8,11 +8,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // record records one event with RecordEvents and returns its result.
-func (s *Store) recordOne(ctx context.Context, ev AttemptEvent) error {
-	res, err := s.RecordEvents(ctx, []AttemptEvent{ev})
+func (s *Store) recordOne(ctx context.Context, ev model.AttemptEvent) error {
+	res, err := s.RecordEvents(ctx, []model.AttemptEvent{ev})
 	if err != nil {
 		return err
 	}
@@ -21,14 +22,14 @@ func (s *Store) recordOne(ctx context.Context, ev AttemptEvent) error {
 
 // attemptStarted records a started event about the first dispatch.
 func (s *Store) attemptStarted(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time) error {
-	return s.recordOne(ctx, AttemptEvent{ID: id, Attempt: attempt, Executor: executor, At: at, Type: domain.EventStarted})
+	return s.recordOne(ctx, model.AttemptEvent{ID: id, Attempt: attempt, Executor: executor, At: at, Type: domain.EventStarted})
 }
 
 // attemptFinished records the end of an attempt with outcome succeeded,
 // failed or timed_out, about the first dispatch.
 func (s *Store) attemptFinished(ctx context.Context, id uuid.UUID, attempt int, executor string, at time.Time,
 	outcome domain.Outcome, final bool, errMsg, output string) error {
-	ev := AttemptEvent{ID: id, Attempt: attempt, Executor: executor, At: at, Final: final, Error: errMsg, Output: output}
+	ev := model.AttemptEvent{ID: id, Attempt: attempt, Executor: executor, At: at, Final: final, Error: errMsg, Output: output}
 	switch outcome {
 	case domain.OutcomeSucceeded:
 		ev.Type = domain.EventSucceeded

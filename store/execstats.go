@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Ways to group execution statistics (StatsFilter.GroupBy).
@@ -34,32 +35,6 @@ type StatsFilter struct {
 	JobID        *uuid.UUID
 	Since, Until time.Time
 	GroupBy      string
-}
-
-// ExecStats is the statistics of one group of executions.
-type ExecStats struct {
-	// Key names the group: a job id, a handler queue, a namespace, or an
-	// hour (RFC 3339, UTC).
-	Key string
-	// JobName is the job's name when grouped by job.
-	JobName string
-	// Counts are the executions by state; Total their sum.
-	Counts map[domain.ExecState]int64
-	Total  int64
-	// SuccessRate is succeeded / (succeeded + dead): the share of the
-	// executions that ended and were not cancelled that succeeded; nil
-	// when none ended so.
-	SuccessRate *float64
-	// AttemptsPerExecution is the mean attempts of the ended executions;
-	// nil when none ended.
-	AttemptsPerExecution *float64
-	// Duration is the p50, p95 and p99 of the finished executions' last
-	// attempt (finished − started), in milliseconds; nil when none.
-	Duration []float64
-	// Lag is the p50 and p99 of how late executions started: from when
-	// they were due (scheduled_for, or due_at for a jittered run) to
-	// their (latest) attempt's start, in milliseconds; nil when none.
-	Lag []float64
 }
 
 // statsKey is the SQL of each grouping's key, and of the job name.
@@ -126,7 +101,7 @@ const jobNameSQL = `COALESCE((SELECT e.job_name FROM executions e
 // ExecutionStats computes statistics of the executions f selects, per
 // group, in SQL over the day partitions of f's range (at most 1,000
 // groups, in key order). It fails on an unknown GroupBy.
-func (s *Store) ExecutionStats(ctx context.Context, f StatsFilter) ([]ExecStats, error) {
+func (s *Store) ExecutionStats(ctx context.Context, f StatsFilter) ([]model.ExecStats, error) {
 	key, ok := statsKey[f.GroupBy]
 	if !ok {
 		return nil, fmt.Errorf("store: execution stats: unknown grouping %q, want one of %v", f.GroupBy, GroupBys)
@@ -145,7 +120,7 @@ func (s *Store) ExecutionStats(ctx context.Context, f StatsFilter) ([]ExecStats,
 		name = jobNameSQL
 	}
 	sql := fmt.Sprintf(statsSQL, statsKeyText[f.GroupBy], name, key, strings.Join(where, " AND "), maxStatGroups)
-	var out []ExecStats
+	var out []model.ExecStats
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, strings.Join(statsSettings, "; "), pgx.QueryExecModeSimpleProtocol); err != nil {
 			return err
@@ -164,9 +139,9 @@ func (s *Store) ExecutionStats(ctx context.Context, f StatsFilter) ([]ExecStats,
 }
 
 // scanStats reads a row of statsSQL.
-func scanStats(r pgx.CollectableRow) (ExecStats, error) {
+func scanStats(r pgx.CollectableRow) (model.ExecStats, error) {
 	var (
-		g                                   ExecStats
+		g                                   model.ExecStats
 		queued, running, ok, failed, cx, dd int64
 	)
 	if err := r.Scan(&g.Key, &queued, &running, &ok, &failed, &cx, &dd, &g.AttemptsPerExecution,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // percentileCont is Postgres's percentile_cont: linear interpolation
@@ -74,7 +75,7 @@ func TestExecutionStats(t *testing.T) {
 }
 
 // checkGroup compares a group's statistics with its rows.
-func checkGroup(t *testing.T, by string, g ExecStats, rows []row) {
+func checkGroup(t *testing.T, by string, g model.ExecStats, rows []row) {
 	t.Helper()
 	counts := map[domain.ExecState]int64{}
 	var durations, lags []float64

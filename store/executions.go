@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // execColumns are the columns scanExecution reads, in its order.
@@ -60,12 +61,12 @@ const runNowTries = 1000
 // (by another execution, or by the job's next scheduled run, which would
 // otherwise be lost) the execution moves 1 ms later until a time is
 // free. Its id is domain.ExecutionID(job, that time).
-func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*Execution, error) {
+func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*model.Execution, error) {
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: run job %s: %w", jobID, err)
 	}
 	bucket := domain.BucketOf(jobID, s.buckets)
-	var e *Execution
+	var e *model.Execution
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// FOR SHARE: the job's next_run_at cannot move while we avoid it.
 		j, err := scanJob(tx.QueryRow(ctx, "SELECT "+jobRead("jobs")+
@@ -143,7 +144,7 @@ UNION ALL
 // executions created after their bucket's publish position (see
 // Published) that no executor has reported on yet — up to limit of each
 // kind, earliest first. The caller holds each until its due time.
-func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*Execution, error) {
+func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error) {
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
 	}
@@ -151,19 +152,11 @@ func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int, unti
 	if err != nil {
 		return nil, fmt.Errorf("store: undispatched in %d buckets: %w", len(buckets), err)
 	}
-	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Execution, error) { return scanExecution(r) })
 	if err != nil {
 		return nil, fmt.Errorf("store: undispatched in %d buckets: %w", len(buckets), err)
 	}
 	return execs, nil
-}
-
-// Dispatched is one publish of an execution that JetStream acknowledged,
-// for MarkDispatched: the execution's id and the Dispatch number the
-// message carried (Execution.Dispatches when it was read).
-type Dispatched struct {
-	ID       uuid.UUID
-	Dispatch int
 }
 
 // markDispatchedSQL: $1 ids (sorted), $2 and $3 the bounds of their
@@ -186,7 +179,7 @@ WHERE (id, scheduled_for) IN (
 // marked keep their first dispatch time; unknown ids are ignored, and so
 // are rows locked by an event being recorded (which marks them itself).
 // It takes one round trip.
-func (s *Store) MarkDispatched(ctx context.Context, ds []Dispatched, at time.Time) error {
+func (s *Store) MarkDispatched(ctx context.Context, ds []model.Dispatched, at time.Time) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -199,7 +192,7 @@ func (s *Store) MarkDispatched(ctx context.Context, ds []Dispatched, at time.Tim
 	// with, recording.
 	total := len(ds)
 	ds = slices.Clone(ds)
-	slices.SortFunc(ds, func(a, b Dispatched) int {
+	slices.SortFunc(ds, func(a, b model.Dispatched) int {
 		return cmp.Or(cmp.Compare(a.Dispatch, b.Dispatch), bytes.Compare(a.ID[:], b.ID[:]))
 	})
 	b := &pgx.Batch{}
@@ -246,7 +239,7 @@ func maxTime(a, b time.Time) time.Time {
 // or dead one fails with ErrFinished, an unknown one with ErrNotFound.
 // Stopping a running attempt is the caller's business
 // (wire.CancelExecution).
-func (s *Store) CancelExecution(ctx context.Context, id uuid.UUID) (*Execution, error) {
+func (s *Store) CancelExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error) {
 	e, err := s.changeExecution(ctx, id, func(state domain.ExecState) (string, error) {
 		switch state {
 		case domain.ExecQueued, domain.ExecRunning, domain.ExecFailed:
@@ -270,7 +263,7 @@ func (s *Store) CancelExecution(ctx context.Context, id uuid.UUID) (*Execution, 
 // again. The execution is published at once (ExecChannel tells its
 // bucket's scanner), as its next dispatch. An execution that is not dead
 // fails with ErrNotDead, an unknown one with ErrNotFound.
-func (s *Store) RedriveExecution(ctx context.Context, id uuid.UUID) (*Execution, error) {
+func (s *Store) RedriveExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error) {
 	e, err := s.changeExecution(ctx, id, func(state domain.ExecState) (string, error) {
 		if state != domain.ExecDead {
 			return "", fmt.Errorf("%w: it is %s", ErrNotDead, state)
@@ -290,9 +283,9 @@ func (s *Store) RedriveExecution(ctx context.Context, id uuid.UUID) (*Execution,
 // runs it and returns the execution as it is then. A changed execution
 // still waiting for dispatch is announced on ExecChannel, so that its
 // bucket's scanner reads the outbox at once.
-func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(state domain.ExecState) (string, error)) (*Execution, error) {
+func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(state domain.ExecState) (string, error)) (*model.Execution, error) {
 	sched := domain.ExecutionTime(id)
-	var e *Execution
+	var e *model.Execution
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var state domain.ExecState
 		err := tx.QueryRow(ctx, "SELECT state FROM executions WHERE id = $1 AND scheduled_for = $2 FOR UPDATE",
@@ -323,7 +316,7 @@ func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(s
 // GetExecution reads an execution with its attempts (AttemptList, by
 // number), or fails with ErrNotFound. It reads one day's partitions,
 // found from the id.
-func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, error) {
+func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error) {
 	sched := domain.ExecutionTime(id)
 	e, err := scanExecution(s.pool.QueryRow(ctx, "SELECT "+execRead+
 		" FROM executions WHERE id = $1 AND scheduled_for = $2", id, sched))
@@ -339,9 +332,9 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, err
 	if err != nil {
 		return nil, fmt.Errorf("store: get execution %s: attempts: %w", id, err)
 	}
-	e.AttemptList, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+	e.AttemptList, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.Attempt, error) {
 		var (
-			a       Attempt
+			a       model.Attempt
 			started *time.Time
 		)
 		err := r.Scan(&a.Number, &a.ExecutorID, &started, &a.FinishedAt, &a.HeartbeatAt, &a.Outcome, &a.Error, &a.Output)
@@ -357,7 +350,7 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, err
 	if len(e.AttemptList) == 0 {
 		// A single attempt lives in the execution's row (attempt_*).
 		var (
-			a             Attempt
+			a             model.Attempt
 			started       *time.Time
 			outcome       *string
 			errText, outp string
@@ -376,16 +369,16 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*Execution, err
 				a.StartedAt = started.UTC()
 			}
 			a.FinishedAt, a.HeartbeatAt = utcPtr(a.FinishedAt), utcPtr(a.HeartbeatAt)
-			e.AttemptList = []Attempt{a}
+			e.AttemptList = []model.Attempt{a}
 		}
 	}
 	return e, nil
 }
 
 // scanExecution reads a row of execColumns.
-func scanExecution(row pgx.Row) (*Execution, error) {
+func scanExecution(row pgx.Row) (*model.Execution, error) {
 	var (
-		e         Execution
+		e         model.Execution
 		timeoutMS *int64
 		payload   []byte
 		retry     *domain.RetryPolicy
@@ -419,13 +412,6 @@ func cleanText(s string) string {
 	s = strings.ReplaceAll(s, "\x00", "")
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	return domain.Truncate(s)
-}
-
-// Positional reports whether e's current dispatch is covered by its
-// bucket's publish position (see Published) rather than marked one by one
-// (MarkDispatched): the first dispatch of a fired execution.
-func (e *Execution) Positional() bool {
-	return e.Dispatches == 0 && e.NextAttemptAt == nil && !e.Manual
 }
 
 // Published advances the publish positions of buckets (bucket → time):
@@ -464,7 +450,7 @@ func (s *Store) Published(ctx context.Context, positions map[int]time.Time) erro
 
 // inline is v when j has no spec (a job stored before specs existed, whose
 // executions carry their own copy), else SQL NULL.
-func inline(j *Job, v any) any {
+func inline(j *model.Job, v any) any {
 	if j.SpecID != nil {
 		return nil
 	}

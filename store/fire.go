@@ -16,32 +16,8 @@ import (
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store/model"
 )
-
-// FireResult is what one Fire call did.
-type FireResult struct {
-	// Executions are the executions inserted, to be dispatched.
-	Executions []*Execution
-	// Fenced are the buckets whose epoch check failed (ascending): the
-	// caller no longer owns them, and nothing fired there.
-	Fenced []int
-	// Skipped counts firings in unfenced buckets that did nothing because
-	// the compare-and-set lost: the job was changed, deleted, paused or
-	// already fired for that time (by a retry or another node).
-	Skipped int
-	// Moved lists the jobs of firings that are not plain (Firing.Runs or
-	// Skips set, or an overlap policy) whose compare-and-set won, whether
-	// or not they fired a run.
-	Moved []uuid.UUID
-	// SkippedRuns counts the scheduled times the moved jobs skipped, by
-	// reason (domain.SkipMissed, SkipOverlap, SkipPaused).
-	SkippedRuns map[string]int64
-	// Runs are the moved jobs' run counts after the firing.
-	Runs map[uuid.UUID]int64
-	// Cancelled lists the executions an overlap policy (cancel_running)
-	// cancelled: the caller tells their executors.
-	Cancelled []uuid.UUID
-}
 
 // fireRetries is how many times Fire re-runs a transaction that
 // Postgres aborted as a deadlock victim (two batches locking the same
@@ -88,38 +64,6 @@ const dueSQL = `SELECT id, bucket, next_run_at, schedule::text, runs, coalesce(p
 	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
 	ORDER BY next_run_at LIMIT $4`
 
-// Due is a job due to fire, as the scanner needs it: only what firing
-// and computing the next run take (Fire copies the rest in SQL).
-type Due struct {
-	ID        uuid.UUID
-	Bucket    int
-	NextRunAt time.Time
-	// Schedule is the job's schedule, without At and In: Cron is "" for
-	// one-shot jobs (at, in, now).
-	Schedule schedule.Spec
-	// Runs is how many runs the job has fired (Schedule.MaxRuns bounds
-	// it).
-	Runs int64
-	// Policy is the job's policies as stored (empty fields: the
-	// scanner's defaults).
-	Policy domain.JobPolicy
-	// SkipBefore: runs before it are skipped as paused; nil for none.
-	SkipBefore *time.Time
-}
-
-// DueOf is job j as the scanner needs it.
-func DueOf(j *Job) Due {
-	d := Due{ID: j.ID, Bucket: j.Bucket, Schedule: j.Schedule, Runs: j.Runs, SkipBefore: j.SkipBefore}
-	d.Schedule.At, d.Schedule.In = nil, ""
-	if j.NextRunAt != nil {
-		d.NextRunAt = *j.NextRunAt
-	}
-	if j.Policy != nil {
-		d.Policy = *j.Policy
-	}
-	return d
-}
-
 var negInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 
 // DueAfter reads, for the scanner, up to limit active jobs in buckets
@@ -127,7 +71,7 @@ var negInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, 
 // bound) and at or before until, earliest first: a scanner that already
 // holds the jobs due up to after reads just the new slice of its
 // look-ahead. It reads only those buckets' partitions.
-func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]Due, error) {
+func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]model.Due, error) {
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
 	}
@@ -209,9 +153,9 @@ func (c *dueCodec) policy(text string) (domain.JobPolicy, error) {
 }
 
 // scanDue reads a row of dueSQL.
-func (c *dueCodec) scanDue(r pgx.CollectableRow) (Due, error) {
+func (c *dueCodec) scanDue(r pgx.CollectableRow) (model.Due, error) {
 	var (
-		d             Due
+		d             model.Due
 		sched, policy string
 		err           error
 	)
@@ -297,7 +241,7 @@ const firedColumns = `id, job_id, bucket, namespace, job_name, scheduled_for, ma
 // (nil when the execution carries its own copy, already decoded).
 func scanFired(r pgx.CollectableRow) (firedRow, error) {
 	var (
-		e                     Execution
+		e                     model.Execution
 		specID                pgtype.UUID
 		handler, retry, pload []byte
 		timeoutMS             *int64
@@ -337,7 +281,7 @@ func scanFired(r pgx.CollectableRow) (firedRow, error) {
 }
 
 type firedRow struct {
-	e    *Execution
+	e    *model.Execution
 	spec *uuid.UUID
 }
 
@@ -377,12 +321,12 @@ var (
 //
 // The error is nil even when everything was fenced or skipped; it
 // reports only a failed transaction, after which nothing was written.
-func (s *Store) Fire(ctx context.Context, node string, epochs map[int]int64, firings []Firing) (FireResult, error) {
+func (s *Store) Fire(ctx context.Context, node string, epochs map[int]int64, firings []Firing) (model.FireResult, error) {
 	if len(firings) == 0 {
-		return FireResult{}, nil
+		return model.FireResult{}, nil
 	}
 	if err := s.EnsureDays(ctx, pastDays(firings, time.Now())...); err != nil {
-		return FireResult{}, err
+		return model.FireResult{}, err
 	}
 	for attempt := 0; ; attempt++ {
 		res, err := s.fire(ctx, node, epochs, firings)
@@ -390,7 +334,7 @@ func (s *Store) Fire(ctx context.Context, node string, epochs map[int]int64, fir
 			return res, nil
 		}
 		if !isRetryable(err) || attempt == fireRetries || ctx.Err() != nil {
-			return FireResult{}, fmt.Errorf("store: fire %d jobs: %w", len(firings), err)
+			return model.FireResult{}, fmt.Errorf("store: fire %d jobs: %w", len(firings), err)
 		}
 	}
 }
@@ -425,7 +369,7 @@ func pastDays(firings []Firing, now time.Time) []time.Time {
 	return days
 }
 
-func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, firings []Firing) (FireResult, error) {
+func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, firings []Firing) (model.FireResult, error) {
 	var buckets []int
 	for _, f := range firings {
 		buckets = append(buckets, f.Bucket)
@@ -433,9 +377,9 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 	slices.Sort(buckets)
 	buckets = slices.Compact(buckets)
 
-	var res FireResult
+	var res model.FireResult
 	err := pgx.BeginFunc(ctx, s.firePool, func(tx pgx.Tx) error {
-		res = FireResult{}
+		res = model.FireResult{}
 		owned, fenced, err := ownedBuckets(ctx, tx, node, epochs, buckets)
 		if err != nil {
 			return err
@@ -462,7 +406,7 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 		return nil
 	})
 	if err != nil {
-		return FireResult{}, err
+		return model.FireResult{}, err
 	}
 	return res, nil
 }
@@ -556,7 +500,7 @@ func groupFirings(firings []Firing, owned []int) (*fireGroup, map[int]*policyGro
 // statement, its plan settings before it and their reset after it, all
 // sent in one round trip. It returns the executions created and how
 // many firings were skipped (their job changed since it was read).
-func fireOwned(ctx context.Context, tx pgx.Tx, sc *specCache, node string, g *fireGroup) ([]*Execution, int, error) {
+func fireOwned(ctx context.Context, tx pgx.Tx, sc *specCache, node string, g *fireGroup) ([]*model.Execution, int, error) {
 	if len(g.ids) == 0 {
 		return nil, 0, nil
 	}
@@ -592,7 +536,7 @@ func fireOwned(ctx context.Context, tx pgx.Tx, sc *specCache, node string, g *fi
 	if err := br.Close(); err != nil {
 		return nil, 0, err
 	}
-	execs, specs := make([]*Execution, len(got)), make([]*uuid.UUID, len(got))
+	execs, specs := make([]*model.Execution, len(got)), make([]*uuid.UUID, len(got))
 	for i, r := range got {
 		execs[i], specs[i] = r.e, r.spec
 	}

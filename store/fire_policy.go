@@ -9,27 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
-
-// Run is one scheduled time a Firing fires.
-type Run struct {
-	At time.Time
-	// Due, when set, is when the run is to be published (a jittered run:
-	// At plus the job's offset); nil publishes it at At.
-	Due *time.Time
-	// Buffered: the run waits until the job's earlier executions end
-	// (overlap policy buffer_one; set by the store).
-	Buffered bool
-}
-
-// Skip is a range of a job's scheduled times that a Firing skips: Runs
-// times from First through Last, for Reason (domain.SkipMissed,
-// SkipOverlap or SkipPaused).
-type Skip struct {
-	First, Last time.Time
-	Runs        int64
-	Reason      string
-}
 
 // plain reports whether f fires exactly its ScheduledFor, unjittered,
 // skipping nothing, whatever else the job runs: the common case, which
@@ -154,7 +135,7 @@ func onPartition(sql, b string) string {
 
 // policyResult is what firePolicy did.
 type policyResult struct {
-	execs []*Execution
+	execs []*model.Execution
 	// moved are the jobs whose compare-and-set won, runs their run counts
 	// after it.
 	moved []uuid.UUID
@@ -240,7 +221,7 @@ func advance(ctx context.Context, tx pgx.Tx, owned []int, groups map[int]*policy
 
 // insertRuns inserts the runs of the moved jobs, one statement per
 // bucket in one round trip, and returns the executions to dispatch.
-func insertRuns(ctx context.Context, tx pgx.Tx, node string, owned []int, groups map[int]*policyGroup, won map[uuid.UUID]int64) ([]*Execution, error) {
+func insertRuns(ctx context.Context, tx pgx.Tx, node string, owned []int, groups map[int]*policyGroup, won map[uuid.UUID]int64) ([]*model.Execution, error) {
 	batch := &pgx.Batch{}
 	queued := 0
 	for _, b := range owned {
@@ -256,13 +237,13 @@ func insertRuns(ctx context.Context, tx pgx.Tx, node string, owned []int, groups
 	}
 	br := tx.SendBatch(ctx, batch)
 	defer br.Close()
-	var execs []*Execution
+	var execs []*model.Execution
 	for range queued {
 		rows, err := br.Query()
 		if err != nil {
 			return nil, err
 		}
-		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Execution, error) { return scanExecution(r) })
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // A firing that is not plain fires several runs (jittered ones wait in
@@ -23,8 +24,8 @@ func TestFirePolicy(t *testing.T) {
 	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * 5 * time.Second) }
 	due := sec(6).Add(1234 * time.Millisecond)
 	f := Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: sec(0), Next: ptr(sec(7)),
-		Runs:  []Run{{At: sec(5)}, {At: sec(6), Due: &due}},
-		Skips: []Skip{{First: sec(0), Last: sec(4), Runs: 5, Reason: domain.SkipMissed}}}
+		Runs:  []model.Run{{At: sec(5)}, {At: sec(6), Due: &due}},
+		Skips: []model.Skip{{First: sec(0), Last: sec(4), Runs: 5, Reason: domain.SkipMissed}}}
 	p := Firing{JobID: plainJob.ID, Bucket: plainJob.Bucket, ScheduledFor: t0, Next: ptr(sec(1))}
 	res, err := s.Fire(ctx, "n1", epochs, []Firing{f, p})
 	if err != nil {
@@ -33,7 +34,7 @@ func TestFirePolicy(t *testing.T) {
 	if len(res.Executions) != 3 || res.Skipped != 0 || len(res.Moved) != 1 || res.Moved[0] != j.ID {
 		t.Fatalf("fire: %d executions, skipped %d, moved %v", len(res.Executions), res.Skipped, res.Moved)
 	}
-	byTime := map[time.Time]*Execution{}
+	byTime := map[time.Time]*model.Execution{}
 	for _, e := range res.Executions {
 		byTime[e.ScheduledFor] = e
 	}
@@ -67,8 +68,8 @@ func TestFirePolicy(t *testing.T) {
 	}
 
 	// Firing nothing, completing the job (max_runs reached).
-	res, err = s.Fire(ctx, "n1", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: sec(7), Runs: []Run{},
-		Skips: []Skip{{First: sec(7), Last: sec(7), Runs: 1, Reason: domain.SkipOverlap}}}})
+	res, err = s.Fire(ctx, "n1", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: sec(7), Runs: []model.Run{},
+		Skips: []model.Skip{{First: sec(7), Last: sec(7), Runs: 1, Reason: domain.SkipOverlap}}}})
 	if err != nil || len(res.Executions) != 0 || len(res.Moved) != 1 {
 		t.Fatalf("skip-only firing: %+v, %v", res, err)
 	}

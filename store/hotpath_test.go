@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // A fired execution stays in the outbox until its bucket's publish
@@ -72,7 +73,7 @@ func TestExecutionsKeepTheSpecTheyFired(t *testing.T) {
 		t.Fatalf("jobs with the same handler and payload: specs %v and %v, want one", j.SpecID, twin.SpecID)
 	}
 	epochs := claim(t, s, "n", 1, j.Bucket)
-	fire := func(at time.Time) *Execution {
+	fire := func(at time.Time) *model.Execution {
 		t.Helper()
 		next := at.Add(time.Second)
 		res, err := s.Fire(ctx, "n", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at, Next: &next}})
@@ -120,7 +121,7 @@ func TestEventRecordsWhenItsMessageWasPublished(t *testing.T) {
 	s := newStore(t)
 	e := fired(t, s)
 	published := dbNow(t, s).Add(-3 * time.Second).Truncate(time.Millisecond)
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: published.Add(time.Second),
+	record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: published.Add(time.Second),
 		Type: domain.EventSucceeded, PublishedAt: &published})
 	if got := get(t, s, e.ID); got.DispatchedAt == nil || !got.DispatchedAt.Equal(published) {
 		t.Fatalf("dispatched_at %v, want the message's publish time %v", got.DispatchedAt, published)

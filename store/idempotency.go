@@ -8,37 +8,22 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
 // IdempotencyTTL is how long a write's Idempotency-Key and its first
 // response are kept.
 const IdempotencyTTL = 24 * time.Hour
 
-// Idempotent is what ClaimIdempotencyKey found for a key.
-type Idempotent struct {
-	// Claimed: the key was free (or expired) and is now this request's,
-	// in progress until SaveIdempotentResponse or ReleaseIdempotencyKey.
-	Claimed bool
-	// Mismatch: the key was used by a different request (its hash
-	// differs).
-	Mismatch bool
-	// InProgress: the same request holds the key and has not answered
-	// yet.
-	InProgress bool
-	// The first response, to replay (Status > 0).
-	Status      int
-	ContentType string
-	Response    []byte
-}
-
 // ClaimIdempotencyKey claims key in namespace for a request whose hash is
 // hash, or reports what holds it: the same request's response (to
 // replay), the same request still in progress, or another request. A key
 // older than IdempotencyTTL is free again.
-func (s *Store) ClaimIdempotencyKey(ctx context.Context, namespace, key string, hash []byte) (Idempotent, error) {
-	var out Idempotent
+func (s *Store) ClaimIdempotencyKey(ctx context.Context, namespace, key string, hash []byte) (model.Idempotent, error) {
+	var out model.Idempotent
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		out = Idempotent{}
+		out = model.Idempotent{}
 		if _, err := tx.Exec(ctx, `DELETE FROM idempotency_keys WHERE namespace = $1 AND key = $2
 			AND created_at < now() - $3::bigint * interval '1 ms'`, namespace, key, IdempotencyTTL.Milliseconds()); err != nil {
 			return err
@@ -79,7 +64,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, namespace, key string, 
 		return nil
 	})
 	if err != nil {
-		return Idempotent{}, fmt.Errorf("store: idempotency key: %w", err)
+		return model.Idempotent{}, fmt.Errorf("store: idempotency key: %w", err)
 	}
 	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
 // A key is claimed once, reports what holds it, and is free again once
@@ -12,7 +14,7 @@ func TestIdempotencyKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
-	claim := func(ns, key, hash string) Idempotent {
+	claim := func(ns, key, hash string) model.Idempotent {
 		t.Helper()
 		got, err := s.ClaimIdempotencyKey(ctx, ns, key, []byte(hash))
 		if err != nil {

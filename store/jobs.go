@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // ErrBadCursor: a list cursor that this store did not hand out.
@@ -79,7 +80,7 @@ type JobFilter struct {
 //
 // Concurrent calls are stored together, in one transaction per group
 // (see combine.go); each still gets its own outcome.
-func (s *Store) CreateJob(ctx context.Context, j *Job) error {
+func (s *Store) CreateJob(ctx context.Context, j *model.Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create job: %w", err)
 	}
@@ -87,7 +88,7 @@ func (s *Store) CreateJob(ctx context.Context, j *Job) error {
 }
 
 // createOne stores one job in one statement.
-func (s *Store) createOne(ctx context.Context, j *Job) error {
+func (s *Store) createOne(ctx context.Context, j *model.Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create job: %w", err)
 	}
@@ -157,7 +158,7 @@ func (s *Store) notifyCommitted(ctx context.Context, bucket int, id uuid.UUID) {
 
 // GetJob reads the job with this id, or fails with ErrNotFound. It reads
 // only the job's own partition.
-func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*Job, error) {
+func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*model.Job, error) {
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: get job %s: %w", id, err)
 	}
@@ -176,7 +177,7 @@ func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*Job, error) {
 // ListJobs lists jobs matching f in (namespace, name) order, one page at
 // a time. It returns the cursor of the next page, "" after the last one.
 // An unknown cursor fails with ErrBadCursor.
-func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, error) {
+func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*model.Job, string, error) {
 	limit := pageSize(f.Limit)
 	var (
 		where []string
@@ -220,7 +221,7 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 	if err != nil {
 		return nil, "", fmt.Errorf("store: list jobs: %w", err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Job, error) { return scanJob(r) })
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Job, error) { return scanJob(r) })
 	if err != nil {
 		return nil, "", fmt.Errorf("store: list jobs: %w", err)
 	}
@@ -241,7 +242,7 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*Job, string, erro
 // of an unknown priority or state, or whose state and next run disagree
 // (an active job needs a next run, or no scanner would ever fire it; a
 // paused or completed one has none, or a scanner would take it for due).
-func (s *Store) prepare(j *Job) error {
+func (s *Store) prepare(j *model.Job) error {
 	if j.Name == "" {
 		return fmt.Errorf("%w: empty name", ErrInvalidJob)
 	}
@@ -289,7 +290,7 @@ func (s *Store) prepare(j *Job) error {
 // one read: if anything (a firing, another update) changed the job since,
 // it fails with ErrStale and the caller reads the job again. It fails
 // with ErrNotFound when there is no such job.
-func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
+func (s *Store) UpdateJob(ctx context.Context, j *model.Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: update job %s: %w", j.ID, err)
 	}
@@ -297,9 +298,9 @@ func (s *Store) UpdateJob(ctx context.Context, j *Job) error {
 		return fmt.Errorf("store: update job %s: priority %q is not one of %v", j.ID, j.Priority, domain.Priorities)
 	}
 	bucket := domain.BucketOf(j.ID, s.buckets)
-	var got *Job
+	var got *model.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := writeSpecs(ctx, tx, []*Job{j}); err != nil {
+		if err := writeSpecs(ctx, tx, []*model.Job{j}); err != nil {
 			return err
 		}
 		row := tx.QueryRow(ctx, `
@@ -373,9 +374,9 @@ func notifyJob(ctx context.Context, tx pgx.Tx, bucket int, id uuid.UUID) error {
 }
 
 // scanJob reads a row of jobRead.
-func scanJob(row pgx.Row) (*Job, error) {
+func scanJob(row pgx.Row) (*model.Job, error) {
 	var (
-		j           Job
+		j           model.Job
 		timeoutMS   int64
 		payload     []byte
 		description *string
@@ -407,7 +408,7 @@ var specNamespace = uuid.MustParse("6f2b1c3e-8d4a-5b7c-9e0f-1a2b3c4d5e6f")
 // specOf sets j.SpecID: the id of what j's executions run (handler,
 // payload, retry policy, timeout), a hash of that content, so that equal
 // specs share one job_specs row and a spec row never changes.
-func specOf(j *Job) error {
+func specOf(j *model.Job) error {
 	h, err := json.Marshal(j.Handler)
 	if err != nil {
 		return fmt.Errorf("encode handler: %w", err)
@@ -429,7 +430,7 @@ func specOf(j *Job) error {
 
 // writeSpecs stores the specs of jobs (setting each SpecID), one row per
 // distinct spec; rows that exist are left alone: a spec is immutable.
-func writeSpecs(ctx context.Context, tx pgx.Tx, jobs []*Job) error {
+func writeSpecs(ctx context.Context, tx pgx.Tx, jobs []*model.Job) error {
 	seen := map[uuid.UUID]bool{}
 	var (
 		ids             []uuid.UUID

@@ -4,33 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// APIKey is a stored API key: everything but its secret, of which only
-// a hash is kept (auth.Key.Hash).
-type APIKey struct {
-	ID         string
-	SecretHash []byte
-	// Namespace is the namespace its role holds in, or "*" for every one.
-	Namespace string
-	Role      string
-	// Name describes the key (who or what uses it); optional.
-	Name string
-	// CreatedBy is the principal that made it ("tockd keys create" for
-	// the command line).
-	CreatedBy  string
-	CreatedAt  time.Time
-	ExpiresAt  *time.Time
-	LastUsedAt *time.Time
-}
+	"github.com/tock-sched/tock/store/model"
+)
 
 const apiKeyColumns = `id, secret_hash, namespace, role, name, created_by, created_at, expires_at, last_used_at`
 
-func scanAPIKey(row pgx.Row) (*APIKey, error) {
-	var k APIKey
+func scanAPIKey(row pgx.Row) (*model.APIKey, error) {
+	var k model.APIKey
 	err := row.Scan(&k.ID, &k.SecretHash, &k.Namespace, &k.Role, &k.Name, &k.CreatedBy, &k.CreatedAt, &k.ExpiresAt, &k.LastUsedAt)
 	if err != nil {
 		return nil, err
@@ -40,7 +23,7 @@ func scanAPIKey(row pgx.Row) (*APIKey, error) {
 
 // CreateAPIKey stores k (its CreatedAt is set from the database's clock)
 // and returns it as stored.
-func (s *Store) CreateAPIKey(ctx context.Context, k APIKey) (*APIKey, error) {
+func (s *Store) CreateAPIKey(ctx context.Context, k model.APIKey) (*model.APIKey, error) {
 	out, err := scanAPIKey(s.pool.QueryRow(ctx, `INSERT INTO api_keys (id, secret_hash, namespace, role, name, created_by, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+apiKeyColumns,
 		k.ID, k.SecretHash, k.Namespace, k.Role, k.Name, k.CreatedBy, k.ExpiresAt))
@@ -53,7 +36,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k APIKey) (*APIKey, error) {
 // UseAPIKey returns the key with id and notes that it was used now
 // (last_used_at, kept to the minute so that a busy key does not write on
 // every request). ErrNotFound if there is none.
-func (s *Store) UseAPIKey(ctx context.Context, id string) (*APIKey, error) {
+func (s *Store) UseAPIKey(ctx context.Context, id string) (*model.APIKey, error) {
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, `UPDATE api_keys SET last_used_at = now()
 		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
 		RETURNING `+apiKeyColumns, id))
@@ -71,7 +54,7 @@ func (s *Store) UseAPIKey(ctx context.Context, id string) (*APIKey, error) {
 
 // ListAPIKeys lists the keys of namespaces (every key when namespaces is
 // nil), oldest first.
-func (s *Store) ListAPIKeys(ctx context.Context, namespaces []string) ([]*APIKey, error) {
+func (s *Store) ListAPIKeys(ctx context.Context, namespaces []string) ([]*model.APIKey, error) {
 	sql := `SELECT ` + apiKeyColumns + ` FROM api_keys`
 	var args []any
 	if namespaces != nil {
@@ -82,7 +65,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, namespaces []string) ([]*APIKey
 	if err != nil {
 		return nil, fmt.Errorf("store: list API keys: %w", err)
 	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*APIKey, error) { return scanAPIKey(r) })
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.APIKey, error) { return scanAPIKey(r) })
 	if err != nil {
 		return nil, fmt.Errorf("store: list API keys: %w", err)
 	}
@@ -112,7 +95,7 @@ func (s *Store) UsableAPIKeys(ctx context.Context) (int, error) {
 }
 
 // GetAPIKey returns the key with id; ErrNotFound if there is none.
-func (s *Store) GetAPIKey(ctx context.Context, id string) (*APIKey, error) {
+func (s *Store) GetAPIKey(ctx context.Context, id string) (*model.APIKey, error) {
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound

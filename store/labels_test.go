@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Labels and a description are stored and read back, by every way of
@@ -21,10 +22,10 @@ func TestLabelsAndSelector(t *testing.T) {
 	mustCreate(t, s, pay)
 	batch := testJob("batch", &at)
 	batch.Namespace, batch.Labels = "sel", domain.Labels{"team": "payments", "tier": "batch"}
-	if errs, err := s.CreateJobBatch(ctx, []*Job{batch}); err != nil || errs[0] != nil {
+	if errs, err := s.CreateJobBatch(ctx, []*model.Job{batch}); err != nil || errs[0] != nil {
 		t.Fatalf("batch: %v %v", err, errs)
 	}
-	var many []*Job // more than insertJobs takes, so COPY writes them
+	var many []*model.Job // more than insertJobs takes, so COPY writes them
 	for i := range maxInsertedJobs + 1 {
 		j := testJob("bulk-"+string(rune('a'+i%26))+string(rune('a'+i/26)), &at)
 		j.Namespace, j.Labels, j.Description = "bulk", domain.Labels{"team": "search"}, "bulk"

@@ -16,13 +16,14 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Tests of an execution's life after it fires: retries and deferrals
 // waiting in the outbox, lost attempts, cancellation and re-drive.
 
 // record records events in one batch and fails on any error.
-func record(t testing.TB, s *Store, evs ...AttemptEvent) {
+func record(t testing.TB, s *Store, evs ...model.AttemptEvent) {
 	t.Helper()
 	res, err := s.RecordEvents(context.Background(), evs)
 	if err != nil {
@@ -35,7 +36,7 @@ func record(t testing.TB, s *Store, evs ...AttemptEvent) {
 	}
 }
 
-func get(t testing.TB, s *Store, id uuid.UUID) *Execution {
+func get(t testing.TB, s *Store, id uuid.UUID) *model.Execution {
 	t.Helper()
 	e, err := s.GetExecution(context.Background(), id)
 	if err != nil {
@@ -55,7 +56,7 @@ func dbNow(t testing.TB, s *Store) time.Time {
 
 // attemptText is a compact view of an execution's attempts, e.g.
 // "1:lost 2:failed 3:".
-func attemptText(e *Execution) string {
+func attemptText(e *model.Execution) string {
 	var parts []string
 	for _, a := range e.AttemptList {
 		parts = append(parts, fmt.Sprintf("%d:%s", a.Number, a.Outcome))
@@ -72,7 +73,7 @@ func within(t testing.TB, what string, got *time.Time, lo, hi time.Time) {
 }
 
 // inOutbox reports whether id is in buckets' outbox due by until.
-func inOutbox(t testing.TB, s *Store, e *Execution, until time.Time) bool {
+func inOutbox(t testing.TB, s *Store, e *model.Execution, until time.Time) bool {
 	t.Helper()
 	out, err := s.Undispatched(context.Background(), []int{e.Bucket}, 1000, until)
 	if err != nil {
@@ -109,7 +110,7 @@ func listenExec(t *testing.T, s *Store) <-chan string {
 }
 
 // firedIn is one fresh queued execution of a new job in bucket.
-func firedIn(t testing.TB, s *Store, bucket int) *Execution {
+func firedIn(t testing.TB, s *Store, bucket int) *model.Execution {
 	t.Helper()
 	at := baseTime()
 	j := testJob("job-"+uuid.NewString(), &at)
@@ -140,7 +141,7 @@ func TestMigrationDownAndUp(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	e := fired(t, s)
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed, TimedOut: true, Final: true})
+	record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed, TimedOut: true, Final: true})
 
 	fsys, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
@@ -216,7 +217,7 @@ func TestJobPriority(t *testing.T) {
 		t.Fatal("update to priority urgent accepted")
 	}
 
-	bulk := []*Job{testJob("bulk-a", nil), testJob("bulk-b", nil)}
+	bulk := []*model.Job{testJob("bulk-a", nil), testJob("bulk-b", nil)}
 	bulk[1].Priority = domain.PriorityHigh
 	if err := s.CreateJobs(ctx, bulk); err != nil {
 		t.Fatal(err)
@@ -257,7 +258,7 @@ func TestDueAt(t *testing.T) {
 	t.Parallel()
 	sched := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
 	next := sched.Add(time.Minute)
-	e := &Execution{ID: uuid.New(), JobID: uuid.New(), ScheduledFor: sched}
+	e := &model.Execution{ID: uuid.New(), JobID: uuid.New(), ScheduledFor: sched}
 	if !e.DueAt().Equal(sched) {
 		t.Fatalf("DueAt = %v without a next attempt, want the scheduled time", e.DueAt())
 	}
@@ -278,11 +279,11 @@ func TestOnlyNewerAttemptsTakeExecutionOutOfOutbox(t *testing.T) {
 	if !inOutbox(t, s, e, far) {
 		t.Fatal("a fired execution is not in the outbox")
 	}
-	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
+	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
 	if got := get(t, s, e.ID); got.DispatchedAt == nil || inOutbox(t, s, e, far) {
 		t.Fatalf("a start did not take the execution out of the outbox: %+v", got)
 	}
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Type: domain.EventFailed,
+	record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Type: domain.EventFailed,
 		Error: "503", RetryIn: time.Minute})
 	got := get(t, s, e.ID)
 	if got.State != domain.ExecFailed || got.DispatchedAt != nil || got.Dispatches != 1 || !inOutbox(t, s, e, far) {
@@ -290,9 +291,9 @@ func TestOnlyNewerAttemptsTakeExecutionOutOfOutbox(t *testing.T) {
 	}
 	// Late or repeated events of attempt 1.
 	record(t, s,
-		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(500 * time.Millisecond), Type: domain.EventHeartbeat},
-		AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0},
-		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Type: domain.EventFailed, Error: "503",
+		model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(500 * time.Millisecond), Type: domain.EventHeartbeat},
+		model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0},
+		model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Type: domain.EventFailed, Error: "503",
 			RetryIn: time.Minute},
 	)
 	got = get(t, s, e.ID)
@@ -300,7 +301,7 @@ func TestOnlyNewerAttemptsTakeExecutionOutOfOutbox(t *testing.T) {
 		t.Fatalf("old events touched the waiting retry: %+v", got)
 	}
 	// Attempt 2 (the retry) starts: out of the outbox, even unmarked.
-	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Minute), Dispatch: 1})
+	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Minute), Dispatch: 1})
 	if got := get(t, s, e.ID); got.State != domain.ExecRunning || got.DispatchedAt == nil || got.NextAttemptAt != nil ||
 		inOutbox(t, s, e, far) {
 		t.Fatalf("the retry's start: %+v", got)
@@ -316,8 +317,8 @@ func TestLostAttempts(t *testing.T) {
 
 	t.Run("unfinished attempt", func(t *testing.T) {
 		e := fired(t, s)
-		record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
-		record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(30 * time.Second)})
+		record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
+		record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(30 * time.Second)})
 		got := get(t, s, e.ID)
 		if attemptText(got) != "1:lost 2:" || got.State != domain.ExecRunning || got.Attempts != 2 || got.ExecutorID != "x2" {
 			t.Fatalf("after attempt 2 started: %s, %+v", attemptText(got), got)
@@ -329,7 +330,7 @@ func TestLostAttempts(t *testing.T) {
 		}
 		// Its own late report, if it ever comes, replaces the inference,
 		// and changes nothing else.
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(40 * time.Second),
+		record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(40 * time.Second),
 			Type: domain.EventFailed, Error: "late"})
 		got = get(t, s, e.ID)
 		if attemptText(got) != "1:failed 2:" || got.AttemptList[0].Error != "late" || got.State != domain.ExecRunning ||
@@ -341,7 +342,7 @@ func TestLostAttempts(t *testing.T) {
 	t.Run("deliveries that never reported", func(t *testing.T) {
 		e := fired(t, s)
 		end := t0.Add(time.Minute)
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 3, Executor: "x3", At: end, Type: domain.EventSucceeded,
+		record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 3, Executor: "x3", At: end, Type: domain.EventSucceeded,
 			StartedAt: &t0})
 		got := get(t, s, e.ID)
 		if attemptText(got) != "1:lost 2:lost 3:succeeded" || got.State != domain.ExecSucceeded || got.Attempts != 3 {
@@ -357,9 +358,9 @@ func TestLostAttempts(t *testing.T) {
 	t.Run("finished attempts stay", func(t *testing.T) {
 		e := fired(t, s)
 		record(t, s,
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, StartedAt: &t0},
-			AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Second), Dispatch: 1},
-			AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 3, Executor: "x3", At: t0.Add(2 * time.Second), Dispatch: 1},
+			model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, StartedAt: &t0},
+			model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Second), Dispatch: 1},
+			model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 3, Executor: "x3", At: t0.Add(2 * time.Second), Dispatch: 1},
 		)
 		if got := get(t, s, e.ID); attemptText(got) != "1:failed 2:lost 3:" {
 			t.Fatalf("attempts %s", attemptText(got))
@@ -372,8 +373,8 @@ func TestHeartbeats(t *testing.T) {
 	s := newStore(t)
 	e := fired(t, s)
 	t0 := baseTime()
-	beat := func(at time.Time) AttemptEvent {
-		return AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: at, Type: domain.EventHeartbeat}
+	beat := func(at time.Time) model.AttemptEvent {
+		return model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: at, Type: domain.EventHeartbeat}
 	}
 	// A heartbeat whose attempt's start was not recorded (yet) starts it.
 	record(t, s, beat(t0.Add(10*time.Second)))
@@ -387,14 +388,14 @@ func TestHeartbeats(t *testing.T) {
 		t.Fatalf("attempt after the first heartbeat: %+v", a)
 	}
 	// Heartbeats only move forward; the start fills in the start time.
-	record(t, s, beat(t0.Add(5*time.Second)), AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0},
+	record(t, s, beat(t0.Add(5*time.Second)), model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0},
 		beat(t0.Add(20*time.Second)))
 	a = get(t, s, e.ID).AttemptList[0]
 	if !a.HeartbeatAt.Equal(t0.Add(20*time.Second)) || !a.StartedAt.Equal(t0) {
 		t.Fatalf("attempt after more heartbeats: %+v", a)
 	}
 	// A heartbeat that arrives after the end changes no state.
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(25 * time.Second), Type: domain.EventSucceeded},
+	record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(25 * time.Second), Type: domain.EventSucceeded},
 		beat(t0.Add(24*time.Second)))
 	if got := get(t, s, e.ID); got.State != domain.ExecSucceeded || got.AttemptList[0].Outcome != domain.OutcomeSucceeded {
 		t.Fatalf("after the end: %+v", got)
@@ -410,9 +411,9 @@ func TestFailureRequeuesFromPostgres(t *testing.T) {
 	for _, outcome := range []domain.Outcome{domain.OutcomeFailed, domain.OutcomeTimedOut} {
 		t.Run(string(outcome), func(t *testing.T) {
 			e := fired(t, s)
-			record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
+			record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x1", At: t0})
 			before := dbNow(t, s)
-			record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Type: domain.EventFailed,
+			record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0.Add(time.Second), Type: domain.EventFailed,
 				TimedOut: outcome == domain.OutcomeTimedOut, Error: "HTTP 503", Output: "busy", RetryIn: 10 * time.Minute})
 			after := dbNow(t, s)
 			expectNotify(t, notes, e.Bucket)
@@ -439,12 +440,12 @@ func TestFailureRequeuesFromPostgres(t *testing.T) {
 
 	t.Run("stale dispatch", func(t *testing.T) {
 		e := fired(t, s)
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, StartedAt: &t0})
+		record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, StartedAt: &t0})
 		expectNotify(t, notes, e.Bucket)
-		record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Second), Dispatch: 1})
+		record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Second), Dispatch: 1})
 		// Attempt 2 reported by a delivery of dispatch 0 (a redelivered
 		// duplicate of the first message): only the attempt is recorded.
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(2 * time.Second), Type: domain.EventFailed,
+		record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(2 * time.Second), Type: domain.EventFailed,
 			Error: "dup", RetryIn: time.Millisecond, Dispatch: 0})
 		got := get(t, s, e.ID)
 		if got.State != domain.ExecRunning || got.Dispatches != 1 || got.DispatchedAt == nil || attemptText(got) != "1:failed 2:failed" {
@@ -455,8 +456,8 @@ func TestFailureRequeuesFromPostgres(t *testing.T) {
 	t.Run("final", func(t *testing.T) {
 		e := fired(t, s)
 		record(t, s,
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, StartedAt: &t0, RetryIn: time.Second},
-			AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(2 * time.Second), Type: domain.EventFailed, TimedOut: true,
+			model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, StartedAt: &t0, RetryIn: time.Second},
+			model.AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(2 * time.Second), Type: domain.EventFailed, TimedOut: true,
 				Final: true, Error: "timed out", StartedAt: &t0, Dispatch: 1},
 		)
 		got := get(t, s, e.ID)
@@ -470,8 +471,8 @@ func TestFailureRequeuesFromPostgres(t *testing.T) {
 	t.Run("older attempt", func(t *testing.T) {
 		e := fired(t, s)
 		record(t, s,
-			AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0},
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, RetryIn: time.Second},
+			model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 2, Executor: "x2", At: t0},
+			model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, RetryIn: time.Second},
 		)
 		if got := get(t, s, e.ID); got.State != domain.ExecRunning || got.Dispatches != 0 {
 			t.Fatalf("an older attempt's failure re-queued: %+v", got)
@@ -481,11 +482,11 @@ func TestFailureRequeuesFromPostgres(t *testing.T) {
 	t.Run("success while a retry waits", func(t *testing.T) {
 		e := fired(t, s)
 		record(t, s,
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, RetryIn: time.Hour},
-			AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventSucceeded}, // repeat: ignored
+			model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventFailed, RetryIn: time.Hour},
+			model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x1", At: t0, Type: domain.EventSucceeded}, // repeat: ignored
 		)
 		expectNotify(t, notes, e.Bucket)
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Hour), Type: domain.EventSucceeded,
+		record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x2", At: t0.Add(time.Hour), Type: domain.EventSucceeded,
 			Dispatch: 1})
 		got := get(t, s, e.ID)
 		if got.State != domain.ExecSucceeded || got.DispatchedAt == nil || got.NextAttemptAt != nil || got.Error != "" {
@@ -498,13 +499,13 @@ func TestCancelledEvents(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	t0 := baseTime()
-	cancelled := func(e *Execution, attempt int, started *time.Time) AttemptEvent {
-		return AttemptEvent{ID: e.ID, Attempt: attempt, Executor: "x", At: t0.Add(time.Minute), Type: domain.EventCancelled,
+	cancelled := func(e *model.Execution, attempt int, started *time.Time) model.AttemptEvent {
+		return model.AttemptEvent{ID: e.ID, Attempt: attempt, Executor: "x", At: t0.Add(time.Minute), Type: domain.EventCancelled,
 			StartedAt: started}
 	}
 
 	e := fired(t, s)
-	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: t0}, cancelled(e, 1, nil))
+	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: t0}, cancelled(e, 1, nil))
 	got := get(t, s, e.ID)
 	if got.State != domain.ExecCancelled || got.FinishedAt == nil || !got.FinishedAt.Equal(t0.Add(time.Minute)) ||
 		got.Error != "cancelled" || attemptText(got) != "1:cancelled" {
@@ -528,7 +529,7 @@ func TestCancelledEvents(t *testing.T) {
 
 	// A finished execution stays as it is.
 	e = fired(t, s)
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded}, cancelled(e, 1, &t0))
+	record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded}, cancelled(e, 1, &t0))
 	if got := get(t, s, e.ID); got.State != domain.ExecSucceeded || attemptText(got) != "1:succeeded" {
 		t.Fatalf("a succeeded execution after a cancellation: %s %+v", attemptText(got), got)
 	}
@@ -540,13 +541,13 @@ func TestDeferredDeliveries(t *testing.T) {
 	s := newStore(t)
 	notes := listenExec(t, s)
 	t0 := baseTime()
-	deferred := func(e *Execution, attempt, dispatch int) AttemptEvent {
-		return AttemptEvent{ID: e.ID, Attempt: attempt, Executor: "x", At: t0, Type: domain.EventDeferred,
+	deferred := func(e *model.Execution, attempt, dispatch int) model.AttemptEvent {
+		return model.AttemptEvent{ID: e.ID, Attempt: attempt, Executor: "x", At: t0, Type: domain.EventDeferred,
 			RetryIn: 5 * time.Second, Dispatch: dispatch}
 	}
 
 	e := fired(t, s)
-	if err := s.MarkDispatched(ctx, []Dispatched{{ID: e.ID, Dispatch: 0}}, time.Time{}); err != nil {
+	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: e.ID, Dispatch: 0}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	before := dbNow(t, s)
@@ -567,10 +568,10 @@ func TestDeferredDeliveries(t *testing.T) {
 		t.Fatalf("after a repeated deferral: %+v", again)
 	}
 	// Dispatch 1 runs attempt 1 (a deferral is no attempt).
-	if err := s.MarkDispatched(ctx, []Dispatched{{ID: e.ID, Dispatch: 1}}, time.Time{}); err != nil {
+	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: e.ID, Dispatch: 1}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: t0, Dispatch: 1})
+	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: t0, Dispatch: 1})
 	if got := get(t, s, e.ID); got.State != domain.ExecRunning || got.NextAttemptAt != nil || attemptText(got) != "1:" {
 		t.Fatalf("after the deferred delivery ran: %s %+v", attemptText(got), got)
 	}
@@ -587,7 +588,7 @@ func TestDeferredDeliveries(t *testing.T) {
 
 	// A retry that is deferred stays failed.
 	e = fired(t, s)
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed, Error: "boom"})
+	record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed, Error: "boom"})
 	expectNotify(t, notes, e.Bucket)
 	record(t, s, deferred(e, 2, 1))
 	expectNotify(t, notes, e.Bucket)
@@ -598,7 +599,7 @@ func TestDeferredDeliveries(t *testing.T) {
 	// Stale or late deferrals change nothing.
 	e = fired(t, s)
 	record(t, s, deferred(e, 1, 3)) // not the current dispatch
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded})
+	record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded})
 	record(t, s, deferred(e, 2, 0)) // the execution is over
 	if got := get(t, s, e.ID); got.State != domain.ExecSucceeded || got.Dispatches != 0 || got.DispatchedAt == nil {
 		t.Fatalf("after stale deferrals: %+v", got)
@@ -673,16 +674,16 @@ func TestMarkDispatchedChecksTheDispatch(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	a, b := fired(t, s), fired(t, s)
-	record(t, s, AttemptEvent{ID: a.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed})
+	record(t, s, model.AttemptEvent{ID: a.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed})
 	// a is at dispatch 1 now, b at 0; marks of dispatch 0 arrive late for
 	// a, and one of dispatch 1 for b that never was.
-	if err := s.MarkDispatched(ctx, []Dispatched{{ID: a.ID, Dispatch: 0}, {ID: b.ID, Dispatch: 1}}, time.Time{}); err != nil {
+	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: a.ID, Dispatch: 0}, {ID: b.ID, Dispatch: 1}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if ga, gb := get(t, s, a.ID), get(t, s, b.ID); ga.DispatchedAt != nil || gb.DispatchedAt != nil {
 		t.Fatalf("marked by the wrong dispatch: %v %v", ga.DispatchedAt, gb.DispatchedAt)
 	}
-	if err := s.MarkDispatched(ctx, []Dispatched{{ID: b.ID, Dispatch: 0}, {ID: a.ID, Dispatch: 1}}, time.Time{}); err != nil {
+	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: b.ID, Dispatch: 0}, {ID: a.ID, Dispatch: 1}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if ga, gb := get(t, s, a.ID), get(t, s, b.ID); ga.DispatchedAt == nil || gb.DispatchedAt == nil {
@@ -695,7 +696,7 @@ func TestCancelExecution(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	t0 := baseTime()
-	cancel := func(e *Execution) *Execution {
+	cancel := func(e *model.Execution) *model.Execution {
 		t.Helper()
 		got, err := s.CancelExecution(ctx, e.ID)
 		if err != nil {
@@ -714,23 +715,23 @@ func TestCancelExecution(t *testing.T) {
 		t.Fatalf("a second cancel changed the execution: %v then %v", first.FinishedAt, again.FinishedAt)
 	}
 	// A result reported later cannot revive it.
-	record(t, s, AttemptEvent{ID: queued.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded})
+	record(t, s, model.AttemptEvent{ID: queued.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded})
 	if got := get(t, s, queued.ID); got.State != domain.ExecCancelled {
 		t.Fatalf("a late success revived a cancelled execution: %+v", got)
 	}
 
 	running := fired(t, s)
-	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: running.ID, Attempt: 1, Executor: "x", At: t0})
+	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: running.ID, Attempt: 1, Executor: "x", At: t0})
 	cancel(running)
 
 	waiting := fired(t, s)
-	record(t, s, AttemptEvent{ID: waiting.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed})
+	record(t, s, model.AttemptEvent{ID: waiting.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed})
 	cancel(waiting)
 	if inOutbox(t, s, waiting, dbNow(t, s).Add(time.Hour)) {
 		t.Fatal("a cancelled retry is still in the outbox")
 	}
 
-	for _, final := range []AttemptEvent{
+	for _, final := range []model.AttemptEvent{
 		{Attempt: 1, Executor: "x", At: t0, Type: domain.EventSucceeded},
 		{Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed, Final: true},
 	} {
@@ -754,9 +755,9 @@ func TestRedriveExecution(t *testing.T) {
 	t0 := baseTime()
 	e := fired(t, s)
 	record(t, s,
-		AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed, Error: "1"},
-		AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x", At: t0, Type: domain.EventFailed, Error: "2", Dispatch: 1},
-		AttemptEvent{ID: e.ID, Attempt: 3, Executor: "x", At: t0, Type: domain.EventFailed, Error: "3", Final: true,
+		model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: t0, Type: domain.EventFailed, Error: "1"},
+		model.AttemptEvent{ID: e.ID, Attempt: 2, Executor: "x", At: t0, Type: domain.EventFailed, Error: "2", Dispatch: 1},
+		model.AttemptEvent{ID: e.ID, Attempt: 3, Executor: "x", At: t0, Type: domain.EventFailed, Error: "3", Final: true,
 			Output: "out", Dispatch: 2},
 	)
 	expectNotify(t, notes, e.Bucket)
@@ -787,7 +788,7 @@ func TestRedriveExecution(t *testing.T) {
 	if _, err := s.RedriveExecution(ctx, e.ID); !errors.Is(err, ErrNotDead) {
 		t.Fatalf("re-drive of a queued execution: %v, want ErrNotDead", err)
 	}
-	record(t, s, AttemptEvent{ID: e.ID, Attempt: 4, Executor: "x", At: t0, Type: domain.EventSucceeded, Dispatch: 3})
+	record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 4, Executor: "x", At: t0, Type: domain.EventSucceeded, Dispatch: 3})
 	if got := get(t, s, e.ID); got.State != domain.ExecSucceeded || attemptText(got) != "1:failed 2:failed 3:failed 4:succeeded" {
 		t.Fatalf("after the re-drive: %s %+v", attemptText(got), got)
 	}
@@ -807,7 +808,7 @@ func TestListDeadExecutionsAcrossJobs(t *testing.T) {
 	for i := range 5 {
 		e := fired(t, s) // each of its own job
 		final := i != 2
-		record(t, s, AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed, Final: final})
+		record(t, s, model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed, Final: final})
 		if final {
 			dead = append(dead, e.ID)
 		}
@@ -853,13 +854,13 @@ func TestRequeueLost(t *testing.T) {
 	old, recent := now.Add(-10*time.Minute), now.Add(-time.Minute)
 
 	silent := firedIn(t, s, 1)
-	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: silent.ID, Attempt: 1, Executor: "x", At: old})
+	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: silent.ID, Attempt: 1, Executor: "x", At: old})
 	beating := firedIn(t, s, 2)
-	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: beating.ID, Attempt: 1, Executor: "x", At: old},
-		AttemptEvent{ID: beating.ID, Attempt: 1, Executor: "x", At: recent, Type: domain.EventHeartbeat})
+	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: beating.ID, Attempt: 1, Executor: "x", At: old},
+		model.AttemptEvent{ID: beating.ID, Attempt: 1, Executor: "x", At: recent, Type: domain.EventHeartbeat})
 	queued := firedIn(t, s, 3)
 	elsewhere := firedIn(t, s, 4)
-	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: elsewhere.ID, Attempt: 1, Executor: "x", At: old})
+	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: elsewhere.ID, Attempt: 1, Executor: "x", At: old})
 	buckets := []int{1, 2, 3}
 
 	n, err := s.RequeueLost(ctx, buckets, now.Add(-5*time.Minute))
@@ -886,7 +887,7 @@ func TestRequeueLost(t *testing.T) {
 	}
 	// The lost attempt reports after all, about the old dispatch: recorded,
 	// not re-queued a second time.
-	record(t, s, AttemptEvent{ID: silent.ID, Attempt: 1, Executor: "x", At: now, Type: domain.EventFailed, Error: "late"})
+	record(t, s, model.AttemptEvent{ID: silent.ID, Attempt: 1, Executor: "x", At: now, Type: domain.EventFailed, Error: "late"})
 	if g := get(t, s, silent.ID); g.Dispatches != 1 || attemptText(g) != "1:failed" {
 		t.Fatalf("after the late report: %s %+v", attemptText(g), g)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // bufferedUntil is the next_attempt_at of a buffered run: beyond every
@@ -91,7 +92,7 @@ func applyOverlap(ctx context.Context, tx pgx.Tx, groups map[int]*policyGroup) e
 // The runs that neither fire nor wait are skipped, as one range.
 func decideOverlap(f *Firing, a unended) {
 	runs := slices.Clone(f.Runs) // the caller's firing may be retried
-	var keep []Run
+	var keep []model.Run
 	switch f.Overlap {
 	case domain.OverlapSkip:
 		if a.running+a.buffered == 0 {
@@ -101,7 +102,7 @@ func decideOverlap(f *Firing, a unended) {
 		switch {
 		case a.buffered > 0:
 		case a.running > 0:
-			keep = []Run{runs[0]}
+			keep = []model.Run{runs[0]}
 			keep[0].Buffered = true
 		default:
 			keep = runs[:min(2, len(runs))]
@@ -117,16 +118,16 @@ func decideOverlap(f *Firing, a unended) {
 		return
 	}
 	// What is kept is a prefix of runs; the rest are skipped.
-	f.Runs = append([]Run{}, keep...)
+	f.Runs = append([]model.Run{}, keep...)
 	f.Skips = append(f.Skips, overlapSkip(runs[len(keep):])...)
 }
 
 // overlapSkip is the skipped range of runs, none when empty.
-func overlapSkip(runs []Run) []Skip {
+func overlapSkip(runs []model.Run) []model.Skip {
 	if len(runs) == 0 {
 		return nil
 	}
-	return []Skip{{First: runs[0].At, Last: runs[len(runs)-1].At, Runs: int64(len(runs)), Reason: domain.SkipOverlap}}
+	return []model.Skip{{First: runs[0].At, Last: runs[len(runs)-1].At, Runs: int64(len(runs)), Reason: domain.SkipOverlap}}
 }
 
 // cancelRunning cancels the unended executions of the moved jobs whose

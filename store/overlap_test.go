@@ -5,14 +5,15 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 func TestDecideOverlap(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	runs := func(n int) []Run {
-		out := make([]Run, n)
+	runs := func(n int) []model.Run {
+		out := make([]model.Run, n)
 		for i := range out {
-			out[i] = Run{At: t0.Add(time.Duration(i) * time.Second)}
+			out[i] = model.Run{At: t0.Add(time.Duration(i) * time.Second)}
 		}
 		return out
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // The store creates no job that could not behave: every way of creating
@@ -23,7 +24,7 @@ func TestCreateRefusesImpossibleJobs(t *testing.T) {
 		name  string
 		state domain.JobState
 		next  *time.Time
-		edit  func(j *Job)
+		edit  func(j *model.Job)
 		says  string
 	}{
 		{name: "active-without-next-run", state: domain.JobActive, says: "an active job needs a next run"},
@@ -31,11 +32,11 @@ func TestCreateRefusesImpossibleJobs(t *testing.T) {
 		{name: "paused-with-next-run", state: domain.JobPaused, next: &next, says: "a paused job has no next run"},
 		{name: "completed-with-next-run", state: domain.JobCompleted, next: &next, says: "a completed job has no next run"},
 		{name: "unknown-state", state: "sleeping", next: &next, says: `state "sleeping" is not one of`},
-		{name: "negative-timeout", next: &next, edit: func(j *Job) { j.Timeout = -time.Second }, says: "timeout -1s is negative"},
+		{name: "negative-timeout", next: &next, edit: func(j *model.Job) { j.Timeout = -time.Second }, says: "timeout -1s is negative"},
 		{name: "", next: &next, says: "empty name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bad := func(name string) *Job {
+			bad := func(name string) *model.Job {
 				j := testJob(name, nil)
 				j.State, j.NextRunAt = tc.state, tc.next
 				if tc.edit != nil {
@@ -52,13 +53,13 @@ func TestCreateRefusesImpossibleJobs(t *testing.T) {
 			check("CreateJob", s.CreateJob(ctx, bad(tc.name)))
 
 			good := testJob("batch-ok-"+tc.name, &next)
-			errs, err := s.CreateJobBatch(ctx, []*Job{good, bad(withPrefix("batch-", tc.name))})
+			errs, err := s.CreateJobBatch(ctx, []*model.Job{good, bad(withPrefix("batch-", tc.name))})
 			if err != nil || errs[0] != nil {
 				t.Fatalf("CreateJobBatch: %v, %v; want the valid job stored", err, errs)
 			}
 			check("CreateJobBatch", errs[1])
 
-			check("CreateJobs", s.CreateJobs(ctx, []*Job{testJob("bulk-ok-"+tc.name, &next), bad(withPrefix("bulk-", tc.name))}))
+			check("CreateJobs", s.CreateJobs(ctx, []*model.Job{testJob("bulk-ok-"+tc.name, &next), bad(withPrefix("bulk-", tc.name))}))
 			if n := count(t, s, "SELECT count(*) FROM jobs WHERE name IN ($1, $2, $3)",
 				tc.name, withPrefix("batch-", tc.name), withPrefix("bulk-", tc.name)); n != 0 {
 				t.Errorf("%d refused jobs stored", n)

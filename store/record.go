@@ -13,36 +13,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
-// AttemptEvent is one executor report about an attempt, for RecordEvents.
-type AttemptEvent struct {
-	ID       uuid.UUID
-	Attempt  int // from 1
-	Executor string
-	At       time.Time
-	// Type is what the executor reports.
-	Type domain.EventType
-	// TimedOut marks a failure cut at the job's timeout.
-	TimedOut bool
-	// Final says a failure will not be retried (the execution is dead).
-	Final         bool
-	Error, Output string
-	// StartedAt is the attempt's start, on an end event whose start was
-	// not reported on its own (see executor.Config.StartReportDelay).
-	StartedAt *time.Time
-	// RetryIn is, on a failure that is not final and on a deferral, how
-	// long the execution waits before it is published again.
-	RetryIn time.Duration
-	// Dispatch is the dispatch number (wire.Execution.Dispatch) of the
-	// message the event is about.
-	Dispatch int
-	// PublishedAt, if known, is when JetStream stored that message: the
-	// execution's dispatch time, recorded if none is yet.
-	PublishedAt *time.Time
-}
-
-func (ev *AttemptEvent) check() error {
+// checkEvent refuses an event RecordEvents cannot record: attempt and
+// dispatch numbers out of range, an unknown type, a timeout on a
+// non-failure.
+func checkEvent(ev *model.AttemptEvent) error {
 	if ev.Attempt < 1 {
 		return fmt.Errorf("attempt %d: attempts count from 1", ev.Attempt)
 	}
@@ -58,23 +35,6 @@ func (ev *AttemptEvent) check() error {
 	return nil
 }
 
-// Outcome is the attempt outcome an end event records; "" for the
-// other events.
-func (ev *AttemptEvent) Outcome() domain.Outcome {
-	switch ev.Type {
-	case domain.EventSucceeded:
-		return domain.OutcomeSucceeded
-	case domain.EventCancelled:
-		return domain.OutcomeCancelled
-	case domain.EventFailed:
-		if ev.TimedOut {
-			return domain.OutcomeTimedOut
-		}
-		return domain.OutcomeFailed
-	}
-	return ""
-}
-
 // RecordEvents records events in order, in one transaction and one round
 // trip. The result has one entry per event: nil, ErrNotFound (no such
 // execution: the event changed nothing), or the event's validation
@@ -84,11 +44,11 @@ func (ev *AttemptEvent) Outcome() domain.Outcome {
 // How each event changes its execution and attempts is written once, in
 // rules.go. A retry or a deferral tells the execution's bucket on
 // ExecChannel.
-func (s *Store) RecordEvents(ctx context.Context, evs []AttemptEvent) ([]error, error) {
+func (s *Store) RecordEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error) {
 	results := make([]error, len(evs))
 	var queued []int
 	for i := range evs {
-		if err := evs[i].check(); err != nil {
+		if err := checkEvent(&evs[i]); err != nil {
 			results[i] = fmt.Errorf("store: execution %s: %w", evs[i].ID, err)
 			continue
 		}
@@ -193,7 +153,7 @@ const notifySQL = `SELECT pg_notify('` + ExecChannel + `', b::text) FROM unnest(
 // every execution they are about, the rules (rules.go) apply each event
 // in order, and at most four statements write what changed. It returns
 // the ids it found.
-func recordTx(ctx context.Context, tx pgx.Tx, evs []AttemptEvent, queued []int) (map[uuid.UUID]bool, error) {
+func recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEvent, queued []int) (map[uuid.UUID]bool, error) {
 	ids, lo, hi := eventExecutions(evs, queued)
 	if err := keyedPlans(ctx, tx, recordSettings...); err != nil {
 		return nil, err
@@ -222,7 +182,7 @@ func recordTx(ctx context.Context, tx pgx.Tx, evs []AttemptEvent, queued []int) 
 // once each, in id order (the order rows are locked in, so concurrent
 // batches never deadlock), and the range of their scheduled times (which
 // prunes the executions partitions).
-func eventExecutions(evs []AttemptEvent, queued []int) (ids []uuid.UUID, lo, hi time.Time) {
+func eventExecutions(evs []model.AttemptEvent, queued []int) (ids []uuid.UUID, lo, hi time.Time) {
 	ids = make([]uuid.UUID, 0, len(queued))
 	seen := make(map[uuid.UUID]bool, len(queued))
 	lo, hi = domain.ExecutionTime(evs[queued[0]].ID), domain.ExecutionTime(evs[queued[0]].ID)

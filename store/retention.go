@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Maintenance runs fn (a maintenance pass: partitions ahead, retention,
@@ -49,19 +51,9 @@ func (s *Store) Maintenance(ctx context.Context, wait bool, fn func(context.Cont
 	return true, err
 }
 
-// Namespace is a namespace as GET /v1/namespaces shows it: its jobs and
-// its settings.
-type Namespace struct {
-	Name string
-	// Jobs counts its jobs, whatever their state.
-	Jobs int64
-	// Retention is its own retention; nil when the cluster's applies.
-	Retention *time.Duration
-}
-
 // SetNamespaceRetention sets namespace ns's retention (0 removes it: the
 // cluster's applies again) and returns the namespace.
-func (s *Store) SetNamespaceRetention(ctx context.Context, ns string, d time.Duration) (*Namespace, error) {
+func (s *Store) SetNamespaceRetention(ctx context.Context, ns string, d time.Duration) (*model.Namespace, error) {
 	var ms *int64
 	if d > 0 {
 		v := d.Milliseconds()
@@ -81,12 +73,12 @@ func (s *Store) SetNamespaceRetention(ctx context.Context, ns string, d time.Dur
 			return &n, nil
 		}
 	}
-	return &Namespace{Name: ns}, nil
+	return &model.Namespace{Name: ns}, nil
 }
 
 // ListNamespaces lists the namespaces that have jobs or settings, by
 // name, with their job counts and settings.
-func (s *Store) ListNamespaces(ctx context.Context) ([]Namespace, error) {
+func (s *Store) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT COALESCE(j.namespace, n.name), COALESCE(j.jobs, 0), n.retention_ms
 		FROM (SELECT namespace, count(*) AS jobs FROM job_names GROUP BY namespace) j
@@ -95,8 +87,8 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]Namespace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: list namespaces: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Namespace, error) {
-		var n Namespace
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.Namespace, error) {
+		var n model.Namespace
 		var ms *int64
 		err := r.Scan(&n.Name, &n.Jobs, &ms)
 		if ms != nil {
@@ -109,41 +101,6 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]Namespace, error) {
 		return nil, fmt.Errorf("store: list namespaces: %w", err)
 	}
 	return out, nil
-}
-
-// RetentionPolicy is what ApplyRetention keeps, and what it does with a
-// day before it drops it.
-type RetentionPolicy struct {
-	// Default is the cluster's retention of execution history, for
-	// namespaces without their own.
-	Default time.Duration
-	// CompletedJobs is how long a completed one-shot job is kept after it
-	// completed; 0 keeps them.
-	CompletedJobs time.Duration
-	// Archive, if set, is called with a day (UTC midnight) before its
-	// partitions are dropped; the day is dropped only once it returned
-	// nil, so it must return only when the day is safely written
-	// elsewhere (package archive's Parquet files, synced). The partitions
-	// are still there, and still written to in the rare case of a late
-	// event, while it runs.
-	Archive func(ctx context.Context, day time.Time) error
-}
-
-// RetentionResult is what ApplyRetention did.
-type RetentionResult struct {
-	// Dropped are the days (UTC midnight) whose executions and attempts
-	// partitions were dropped.
-	Dropped []time.Time
-	// Archived are the days the policy's Archive wrote out: each dropped
-	// day when it is set.
-	Archived []time.Time
-	// Kept are the days past the cluster's retention kept because a
-	// namespace with rows in them keeps its history longer.
-	Kept []time.Time
-	// CompletedJobs counts the completed one-shot jobs deleted.
-	CompletedJobs int64
-	// SkippedRanges counts the skipped-run records deleted.
-	SkippedRanges int64
 }
 
 // ApplyRetention drops history past its retention, as of now:
@@ -168,8 +125,8 @@ type RetentionResult struct {
 // firing or recording behind it for long; a day it could not drop is
 // dropped by a later pass. tockd runs passes under Maintenance, one at a
 // time in the cluster.
-func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p RetentionPolicy) (RetentionResult, error) {
-	var res RetentionResult
+func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p model.RetentionPolicy) (model.RetentionResult, error) {
+	var res model.RetentionResult
 	archiveErr, err := s.dropDays(ctx, now, p, &res)
 	if err != nil {
 		return res, err
@@ -196,7 +153,7 @@ func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p RetentionPo
 // retention, recording them in res. It stops at the first day it could
 // not archive and returns that error as archiveErr, apart from the
 // errors that end the pass.
-func (s *Store) dropDays(ctx context.Context, now time.Time, p RetentionPolicy, res *RetentionResult) (archiveErr, err error) {
+func (s *Store) dropDays(ctx context.Context, now time.Time, p model.RetentionPolicy, res *model.RetentionResult) (archiveErr, err error) {
 	retentions, err := s.namespaceRetentions(ctx)
 	if err != nil {
 		return nil, err

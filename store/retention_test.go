@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Retention drops exactly the day partitions past every namespace's
@@ -52,7 +53,7 @@ func TestApplyRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, err := s.ApplyRetention(ctx, now, RetentionPolicy{Default: 30 * 24 * time.Hour})
+	res, err := s.ApplyRetention(ctx, now, model.RetentionPolicy{Default: 30 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestApplyRetention(t *testing.T) {
 	}
 
 	// A second pass finds nothing more to drop.
-	again, err := s.ApplyRetention(ctx, now, RetentionPolicy{Default: 30 * 24 * time.Hour})
+	again, err := s.ApplyRetention(ctx, now, model.RetentionPolicy{Default: 30 * 24 * time.Hour})
 	if err != nil || len(again.Dropped) != 0 {
 		t.Errorf("second pass: %+v, %v", again, err)
 	}
@@ -116,7 +117,7 @@ func TestRetentionArchivesBeforeDropping(t *testing.T) {
 		}
 		return have[DayPartition("attempts", d)]
 	}
-	policy := RetentionPolicy{Default: 30 * 24 * time.Hour}
+	policy := model.RetentionPolicy{Default: 30 * 24 * time.Hour}
 	var archived []time.Time
 	failOn := day(-38)
 	policy.Archive = func(_ context.Context, d time.Time) error {
@@ -185,7 +186,7 @@ func TestRetentionDeletesCompletedOneShotJobs(t *testing.T) {
 	s := newStore(t)
 	old, recent, cron := testJob("old-once", nil), testJob("recent-once", nil), testJob("cron-done", nil)
 	old.Schedule.Cron, recent.Schedule.Cron = "", ""
-	for _, j := range []*Job{old, recent, cron} {
+	for _, j := range []*model.Job{old, recent, cron} {
 		mustCreate(t, s, j)
 		setState(t, s, j.ID, domain.JobCompleted, nil)
 	}
@@ -193,19 +194,19 @@ func TestRetentionDeletesCompletedOneShotJobs(t *testing.T) {
 		[]uuid.UUID{old.ID, cron.ID}); err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range []*Job{old, recent} {
+	for _, j := range []*model.Job{old, recent} {
 		if _, err := s.pool.Exec(ctx, "UPDATE job_successes SET last_success_at = now(), execution_id = $1 WHERE job_id = $1", j.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := s.ApplyRetention(ctx, time.Now(), RetentionPolicy{Default: 90 * 24 * time.Hour, CompletedJobs: 7 * 24 * time.Hour})
+	res, err := s.ApplyRetention(ctx, time.Now(), model.RetentionPolicy{Default: 90 * 24 * time.Hour, CompletedJobs: 7 * 24 * time.Hour})
 	if err != nil || res.CompletedJobs != 1 {
 		t.Fatalf("retention: %+v, %v", res, err)
 	}
 	if _, err := s.GetJob(ctx, old.ID); err == nil {
 		t.Error("the old completed one-shot job is still there")
 	}
-	for _, j := range []*Job{recent, cron} {
+	for _, j := range []*model.Job{recent, cron} {
 		if _, err := s.GetJob(ctx, j.ID); err != nil {
 			t.Errorf("%s: %v", j.Name, err)
 		}
@@ -328,7 +329,7 @@ func TestDropDoesNotQueueWrites(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		res, err := s.ApplyRetention(ctx, now, RetentionPolicy{Default: 30 * 24 * time.Hour})
+		res, err := s.ApplyRetention(ctx, now, model.RetentionPolicy{Default: 30 * 24 * time.Hour})
 		if err == nil && !slices.ContainsFunc(res.Dropped, old.Equal) {
 			err = fmt.Errorf("dropped %v, want %s", res.Dropped, old.Format(time.DateOnly))
 		}

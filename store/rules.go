@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // The rules by which executor events change an execution and its
@@ -144,7 +145,7 @@ func (e *recExec) loseBefore(a int, at time.Time) {
 
 // apply applies one valid event to e; now is the database's clock (the
 // recording transaction's start). It marks what it changed dirty.
-func (e *recExec) apply(ev *AttemptEvent, now time.Time) {
+func (e *recExec) apply(ev *model.AttemptEvent, now time.Time) {
 	at := ms(ev.At)
 	// A delivery's dispatch time is when JetStream stored its message,
 	// if the executor said; else when its first event is recorded.
@@ -178,7 +179,7 @@ type prior struct {
 // start applies a start or a heartbeat: the execution runs, unless the
 // attempt is older than the newest known or finished already (the events
 // came out of order), or the execution is over.
-func (e *recExec) start(ev *AttemptEvent, p prior) {
+func (e *recExec) start(ev *model.AttemptEvent, p prior) {
 	a, at, disp, prevState, prevAttempts := ev.Attempt, p.at, p.disp, p.state, p.attempts
 	hb := ev.Type == domain.EventHeartbeat
 	e.loseBefore(a, at)
@@ -213,7 +214,7 @@ func (e *recExec) start(ev *AttemptEvent, p prior) {
 // deferred applies a delivery handed back unrun, which is no attempt. If
 // it is about the current dispatch and the execution still waits to run,
 // it goes back into the outbox as its next dispatch.
-func (e *recExec) deferred(ev *AttemptEvent, p prior, now time.Time) {
+func (e *recExec) deferred(ev *model.AttemptEvent, p prior, now time.Time) {
 	a, at, prevState, prevAttempts := ev.Attempt, p.at, p.state, p.attempts
 	e.loseBefore(a, at)
 	requeue := a > prevAttempts && ev.Dispatch == e.dispatches &&
@@ -234,7 +235,7 @@ func (e *recExec) deferred(ev *AttemptEvent, p prior, now time.Time) {
 // cancelled applies a cancellation. The attempt is recorded only if it
 // began (a start time is given, or it has a row); the execution becomes
 // cancelled unless it is over already.
-func (e *recExec) cancelled(ev *AttemptEvent, p prior) {
+func (e *recExec) cancelled(ev *model.AttemptEvent, p prior) {
 	a, at, disp, started, prevState := ev.Attempt, p.at, p.disp, p.started, p.state
 	began := started != nil || e.att[a] != nil
 	e.loseBefore(a, at)
@@ -277,7 +278,7 @@ func (e *recExec) cancelled(ev *AttemptEvent, p prior) {
 // end applies an attempt's end: a success or a failure. The first report
 // of it wins (one that only the lost rule inferred gives way to it); a
 // repeat changes nothing.
-func (e *recExec) end(ev *AttemptEvent, p prior, now time.Time) {
+func (e *recExec) end(ev *model.AttemptEvent, p prior, now time.Time) {
 	a, at, disp, started, prevState, prevAttempts := ev.Attempt, p.at, p.disp, p.started, p.state, p.attempts
 	outcome := ev.Outcome()
 	e.loseBefore(a, at)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Table tests of the execution state rules (rules.go). They need no
@@ -64,8 +65,8 @@ func ruleExec(state domain.ExecState) *recExec {
 
 // ruleEvent is an event of kind about attempt a of e's dispatch d. The
 // kinds are the event types, and "failed final" and "timed out".
-func ruleEvent(e *recExec, kind string, a, d int) AttemptEvent {
-	ev := AttemptEvent{ID: e.id, Attempt: a, Dispatch: d, Executor: fmt.Sprintf("x%d", a), At: ruleAt, RetryIn: ruleRetry}
+func ruleEvent(e *recExec, kind string, a, d int) model.AttemptEvent {
+	ev := model.AttemptEvent{ID: e.id, Attempt: a, Dispatch: d, Executor: fmt.Sprintf("x%d", a), At: ruleAt, RetryIn: ruleRetry}
 	switch kind {
 	case "failed final":
 		ev.Type, ev.Final, ev.Error = domain.EventFailed, true, "gave up"
@@ -570,22 +571,22 @@ func TestRuleLeastGreatest(t *testing.T) {
 // RecordEvents refuses before the rules see them.
 func TestRuleEventOutcomeAndCheck(t *testing.T) {
 	for _, tc := range []struct {
-		ev   AttemptEvent
+		ev   model.AttemptEvent
 		want domain.Outcome
 		bad  bool
 	}{
-		{ev: AttemptEvent{Type: domain.EventStarted}},
-		{ev: AttemptEvent{Type: domain.EventHeartbeat}},
-		{ev: AttemptEvent{Type: domain.EventDeferred}},
-		{ev: AttemptEvent{Type: domain.EventSucceeded}, want: domain.OutcomeSucceeded},
-		{ev: AttemptEvent{Type: domain.EventFailed}, want: domain.OutcomeFailed},
-		{ev: AttemptEvent{Type: domain.EventFailed, Final: true}, want: domain.OutcomeFailed},
-		{ev: AttemptEvent{Type: domain.EventFailed, TimedOut: true}, want: domain.OutcomeTimedOut},
-		{ev: AttemptEvent{Type: domain.EventCancelled}, want: domain.OutcomeCancelled},
-		{ev: AttemptEvent{Type: domain.EventSucceeded, TimedOut: true}, want: domain.OutcomeSucceeded, bad: true},
-		{ev: AttemptEvent{Type: "exploded"}, bad: true},
-		{ev: AttemptEvent{Type: domain.EventStarted, Attempt: -1}, bad: true},
-		{ev: AttemptEvent{Type: domain.EventStarted, Dispatch: -1}, bad: true},
+		{ev: model.AttemptEvent{Type: domain.EventStarted}},
+		{ev: model.AttemptEvent{Type: domain.EventHeartbeat}},
+		{ev: model.AttemptEvent{Type: domain.EventDeferred}},
+		{ev: model.AttemptEvent{Type: domain.EventSucceeded}, want: domain.OutcomeSucceeded},
+		{ev: model.AttemptEvent{Type: domain.EventFailed}, want: domain.OutcomeFailed},
+		{ev: model.AttemptEvent{Type: domain.EventFailed, Final: true}, want: domain.OutcomeFailed},
+		{ev: model.AttemptEvent{Type: domain.EventFailed, TimedOut: true}, want: domain.OutcomeTimedOut},
+		{ev: model.AttemptEvent{Type: domain.EventCancelled}, want: domain.OutcomeCancelled},
+		{ev: model.AttemptEvent{Type: domain.EventSucceeded, TimedOut: true}, want: domain.OutcomeSucceeded, bad: true},
+		{ev: model.AttemptEvent{Type: "exploded"}, bad: true},
+		{ev: model.AttemptEvent{Type: domain.EventStarted, Attempt: -1}, bad: true},
+		{ev: model.AttemptEvent{Type: domain.EventStarted, Dispatch: -1}, bad: true},
 	} {
 		ev := tc.ev
 		if ev.Attempt == 0 {
@@ -594,7 +595,7 @@ func TestRuleEventOutcomeAndCheck(t *testing.T) {
 		if got := ev.Outcome(); got != tc.want {
 			t.Errorf("%+v: outcome %q, want %q", ev, got, tc.want)
 		}
-		if err := ev.check(); (err != nil) != tc.bad {
+		if err := checkEvent(&ev); (err != nil) != tc.bad {
 			t.Errorf("%+v: check = %v, want an error: %v", ev, err, tc.bad)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // ExecFilter selects executions for ListExecutions and CountExecutions.
@@ -153,9 +154,9 @@ func (f *ExecFilter) where(arg func(any) string, withCursor, withoutStates bool)
 // key backwards, with one it walks the (job_id, scheduled_for) or the
 // partial (state, scheduled_for) index, or scans the day partitions
 // between Since and Until.
-func (s *Store) ListExecutions(ctx context.Context, f ExecFilter) ([]*Execution, string, error) {
+func (s *Store) ListExecutions(ctx context.Context, f ExecFilter) ([]*model.Execution, string, error) {
 	limit := pageSize(f.Limit)
-	var execs []*Execution
+	var execs []*model.Execution
 	for _, g := range f.windows(time.Now()) {
 		page, err := s.listExecutions(ctx, g, limit+1-len(execs))
 		if err != nil {
@@ -216,7 +217,7 @@ func (f ExecFilter) windows(now time.Time) []ExecFilter {
 
 // listExecutions reads up to limit executions matching f, in one
 // statement.
-func (s *Store) listExecutions(ctx context.Context, f ExecFilter, limit int) ([]*Execution, error) {
+func (s *Store) listExecutions(ctx context.Context, f ExecFilter, limit int) ([]*model.Execution, error) {
 	var args sqlArgs
 	arg := args.add
 	states := f.states()
@@ -274,7 +275,7 @@ func (s *Store) listExecutions(ctx context.Context, f ExecFilter, limit int) ([]
 	if err != nil {
 		return nil, fmt.Errorf("store: list executions: %w", err)
 	}
-	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Execution, error) { return scanExecution(r) })
+	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Execution, error) { return scanExecution(r) })
 	if err != nil {
 		return nil, fmt.Errorf("store: list executions: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // row is one execution of the search data set.
@@ -265,7 +266,7 @@ func TestSearchJobAcrossWindows(t *testing.T) {
 	}
 }
 
-func ids(execs []*Execution) []uuid.UUID {
+func ids(execs []*model.Execution) []uuid.UUID {
 	out := make([]uuid.UUID, len(execs))
 	for i, e := range execs {
 		out[i] = e.ID

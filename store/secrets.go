@@ -9,24 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
-
-// ResealFailure is a stored handler ResealSecrets could not re-seal.
-type ResealFailure struct {
-	// Table is job_specs or jobs; ID the row's id.
-	Table string
-	ID    uuid.UUID
-	Err   error
-}
-
-// ResealResult counts what ResealSecrets did.
-type ResealResult struct {
-	// Specs and Jobs count the rows rewritten; Seen counts the rows with
-	// secret headers it read.
-	Specs, Jobs, Seen int64
-	// Failed are the rows reseal refused; they are left as they were.
-	Failed []ResealFailure
-}
 
 // DefaultResealBatch is ResealSecrets' batch size when it is given 0.
 const DefaultResealBatch = 500
@@ -44,11 +28,11 @@ const DefaultResealBatch = 500
 // Executions hold no handler of their own since job specs exist
 // (migration 7; every job has had a spec since), and secret headers came
 // after them: the executions table holds no secret.
-func (s *Store) ResealSecrets(ctx context.Context, batch int, reseal func(h *domain.Handler) (bool, error)) (ResealResult, error) {
+func (s *Store) ResealSecrets(ctx context.Context, batch int, reseal func(h *domain.Handler) (bool, error)) (model.ResealResult, error) {
 	if batch <= 0 {
 		batch = DefaultResealBatch
 	}
-	var res ResealResult
+	var res model.ResealResult
 	var last uuid.UUID
 	for {
 		n, next, err := s.resealSpecs(ctx, last, batch, reseal, &res)
@@ -76,7 +60,7 @@ func (s *Store) ResealSecrets(ctx context.Context, batch int, reseal func(h *dom
 
 // resealSpecs does one batch of job specs after id after; it returns
 // how many rows it read and the last one's id.
-func (s *Store) resealSpecs(ctx context.Context, after uuid.UUID, batch int, reseal func(*domain.Handler) (bool, error), res *ResealResult) (int, uuid.UUID, error) {
+func (s *Store) resealSpecs(ctx context.Context, after uuid.UUID, batch int, reseal func(*domain.Handler) (bool, error), res *model.ResealResult) (int, uuid.UUID, error) {
 	n, last := 0, after
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
@@ -114,7 +98,7 @@ func (s *Store) resealSpecs(ctx context.Context, after uuid.UUID, batch int, res
 
 // resealJobs does one batch of jobs after (bucket, id), their rows
 // locked; it returns how many rows it read and the last one's key.
-func (s *Store) resealJobs(ctx context.Context, afterBucket int, after uuid.UUID, batch int, reseal func(*domain.Handler) (bool, error), res *ResealResult) (int, int, uuid.UUID, error) {
+func (s *Store) resealJobs(ctx context.Context, afterBucket int, after uuid.UUID, batch int, reseal func(*domain.Handler) (bool, error), res *model.ResealResult) (int, int, uuid.UUID, error) {
 	n, lastBucket, last := 0, afterBucket, after
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
@@ -154,7 +138,7 @@ func (s *Store) resealJobs(ctx context.Context, afterBucket int, after uuid.UUID
 
 // resealOne reseals h, the handler of row id of table, and returns its
 // new JSON if it changed; a failure is recorded in res.
-func resealOne(h *domain.Handler, table string, id uuid.UUID, reseal func(*domain.Handler) (bool, error), res *ResealResult) ([]byte, bool) {
+func resealOne(h *domain.Handler, table string, id uuid.UUID, reseal func(*domain.Handler) (bool, error), res *model.ResealResult) ([]byte, bool) {
 	res.Seen++
 	changed, err := reseal(h)
 	if err == nil && changed {
@@ -165,7 +149,7 @@ func resealOne(h *domain.Handler, table string, id uuid.UUID, reseal func(*domai
 		err = merr
 	}
 	if err != nil {
-		res.Failed = append(res.Failed, ResealFailure{Table: table, ID: id, Err: err})
+		res.Failed = append(res.Failed, model.ResealFailure{Table: table, ID: id, Err: err})
 	}
 	return nil, false
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // ResealSecrets rewrites, batch by batch, the job specs and jobs whose
@@ -18,7 +19,7 @@ func TestResealSecrets(t *testing.T) {
 	sealedBy := func(kid string) map[string]domain.SealedSecret {
 		return map[string]domain.SealedSecret{"Authorization": {KeyID: kid, Data: []byte("ct-" + kid)}}
 	}
-	var jobs []*Job
+	var jobs []*model.Job
 	for i, kid := range []string{"old", "old", "new", "bad", "old", ""} {
 		j := testJob("reseal-"+string(rune('a'+i)), nil)
 		if kid != "" {

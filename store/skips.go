@@ -7,25 +7,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-)
 
-// SkippedRange is a range of a job's scheduled times that was not fired
-// (see Skip), as recorded.
-type SkippedRange struct {
-	JobID      uuid.UUID
-	Namespace  string
-	JobName    string
-	First      time.Time
-	Last       time.Time
-	Runs       int64
-	Reason     string
-	RecordedAt time.Time
-}
+	"github.com/tock-sched/tock/store/model"
+)
 
 // SkippedRuns lists job id's skipped ranges, newest first, a page of
 // limit (50 when 0, at most 500) at a time; cursor continues where the
 // page that returned it ended. The next cursor is "" after the last page.
-func (s *Store) SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]SkippedRange, string, error) {
+func (s *Store) SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]model.SkippedRange, string, error) {
 	limit = pageSize(limit)
 	before := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	if cursor != "" {
@@ -40,8 +29,8 @@ func (s *Store) SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor
 	if err != nil {
 		return nil, "", fmt.Errorf("store: skipped runs of %s: %w", id, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SkippedRange, error) {
-		var k SkippedRange
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.SkippedRange, error) {
+		var k model.SkippedRange
 		err := r.Scan(&k.JobID, &k.Namespace, &k.JobName, &k.First, &k.Last, &k.Runs, &k.Reason, &k.RecordedAt)
 		k.First, k.Last, k.RecordedAt = k.First.UTC(), k.Last.UTC(), k.RecordedAt.UTC()
 		return k, err

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // spec is a job spec (job_specs) decoded: what an execution runs.
@@ -38,7 +39,7 @@ const specCacheSize = 50_000
 // executions whose spec ids are given (specs[i] for execs[i]; nil where
 // the execution carries its own copy), reading the specs not cached in
 // one query through q.
-func (c *specCache) fill(ctx context.Context, q pgx.Tx, execs []*Execution, specs []*uuid.UUID) error {
+func (c *specCache) fill(ctx context.Context, q pgx.Tx, execs []*model.Execution, specs []*uuid.UUID) error {
 	var missing []uuid.UUID
 	c.mu.Lock()
 	for _, id := range specs {

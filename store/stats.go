@@ -3,25 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// BucketStat is one bucket as the database sees it.
-type BucketStat struct {
-	Bucket int
-	Jobs   int64 // every job in the bucket, whatever its state
-	Active int64 // active jobs
-	// NextDue is the earliest next run of the bucket's active jobs; nil
-	// when it has none.
-	NextDue *time.Time
-	// Node and Epoch are the ownership recorded in bucket_owners, the one
-	// every firing transaction checks: "" and 0 if no node ever claimed
-	// the bucket. It can trail etcd's owner key during a hand-over.
-	Node  string
-	Epoch int64
-}
+	"github.com/tock-sched/tock/store/model"
+)
 
 // bucketStatsSQL counts every bucket's jobs and joins them to the
 // bucket's recorded owner. The series makes buckets without jobs show.
@@ -41,7 +27,7 @@ const bucketStatsSQL = `
 // BucketStats returns one row per bucket, 0 to N-1 in order, buckets
 // without jobs included. It counts every job in one query that reads
 // all of the jobs table, so it is for operators, not for a hot path.
-func (s *Store) BucketStats(ctx context.Context) ([]BucketStat, error) {
+func (s *Store) BucketStats(ctx context.Context) ([]model.BucketStat, error) {
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: bucket stats: %w", err)
 	}
@@ -49,8 +35,8 @@ func (s *Store) BucketStats(ctx context.Context) ([]BucketStat, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: bucket stats: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BucketStat, error) {
-		var b BucketStat
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.BucketStat, error) {
+		var b model.BucketStat
 		err := r.Scan(&b.Bucket, &b.Jobs, &b.Active, &b.NextDue, &b.Node, &b.Epoch)
 		b.NextDue = utcPtr(b.NextDue)
 		return b, err

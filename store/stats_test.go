@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 func TestBucketStats(t *testing.T) {
@@ -44,14 +45,14 @@ func TestBucketStats(t *testing.T) {
 		t.Fatalf("%d rows, want one per bucket (%d)", len(stats), testBuckets)
 	}
 	for i, st := range stats {
-		want := BucketStat{Bucket: i}
+		want := model.BucketStat{Bucket: i}
 		switch i {
 		case 2:
-			want = BucketStat{Bucket: 2, Jobs: 3, Active: 2, NextDue: ptr(base.Add(30 * time.Second)), Node: "n1", Epoch: 7}
+			want = model.BucketStat{Bucket: 2, Jobs: 3, Active: 2, NextDue: ptr(base.Add(30 * time.Second)), Node: "n1", Epoch: 7}
 		case 5:
-			want = BucketStat{Bucket: 5, Jobs: 1}
+			want = model.BucketStat{Bucket: 5, Jobs: 1}
 		case 9:
-			want = BucketStat{Bucket: 9, Node: "n2", Epoch: 11}
+			want = model.BucketStat{Bucket: 9, Node: "n2", Epoch: 11}
 		}
 		if got, w := statText(st), statText(want); got != w {
 			t.Errorf("row %d: %s, want %s", i, got, w)
@@ -76,7 +77,7 @@ func TestBucketStatsNeedsInit(t *testing.T) {
 	}
 }
 
-func statText(s BucketStat) string {
+func statText(s model.BucketStat) string {
 	due := "-"
 	if s.NextDue != nil {
 		due = s.NextDue.Format(time.RFC3339Nano)

@@ -17,6 +17,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store/model"
 )
 
 const testBuckets = 16
@@ -63,11 +64,11 @@ func idInBucket(b int) uuid.UUID {
 // testJob is a job due at next (nil: not scheduled), not yet stored.
 // testJob is an active job due at next; nil is a run a year ahead, which
 // no test reaches (the store creates no active job without a next run).
-func testJob(name string, next *time.Time) *Job {
+func testJob(name string, next *time.Time) *model.Job {
 	if next == nil {
 		next = ptr(baseTime().Add(365 * 24 * time.Hour))
 	}
-	return &Job{
+	return &model.Job{
 		Name:      name,
 		Schedule:  schedule.Spec{Cron: "*/5 * * * * *", Timezone: "Europe/Berlin"},
 		Handler:   domain.Handler{Type: domain.HandlerHTTP, URL: "http://example.test/hook", Headers: map[string]string{"X-A": "b"}},
@@ -89,7 +90,7 @@ func setState(t testing.TB, s *Store, id uuid.UUID, state domain.JobState, next 
 	}
 }
 
-func mustCreate(t testing.TB, s *Store, j *Job) *Job {
+func mustCreate(t testing.TB, s *Store, j *model.Job) *model.Job {
 	t.Helper()
 	if err := s.CreateJob(context.Background(), j); err != nil {
 		t.Fatal(err)
@@ -205,7 +206,7 @@ func TestJobCRUD(t *testing.T) {
 	if again.State != domain.JobPaused || again.NextRunAt != nil || again.Payload != nil || !again.UpdatedAt.Equal(got.UpdatedAt) {
 		t.Fatalf("after update: %+v", again)
 	}
-	if err := s.UpdateJob(ctx, &Job{ID: uuid.Must(uuid.NewV7()), State: domain.JobActive}); !errors.Is(err, ErrNotFound) {
+	if err := s.UpdateJob(ctx, &model.Job{ID: uuid.Must(uuid.NewV7()), State: domain.JobActive}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("update of a missing job: %v, want ErrNotFound", err)
 	}
 
@@ -283,7 +284,7 @@ func TestListJobs(t *testing.T) {
 		mustCreate(t, s, j)
 		want = append(want, "ops/"+j.Name)
 	}
-	mustCreate(t, s, &Job{Namespace: "ops", Name: "backupz", Handler: domain.Handler{Type: "nats", Subject: "x"},
+	mustCreate(t, s, &model.Job{Namespace: "ops", Name: "backupz", Handler: domain.Handler{Type: "nats", Subject: "x"},
 		NextRunAt: ptr(baseTime().Add(time.Hour))})
 	want = append(want, "ops/backupz")
 
@@ -384,7 +385,7 @@ func TestDueJobs(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	now := baseTime()
-	mk := func(name string, bucket int, next time.Time, state domain.JobState) *Job {
+	mk := func(name string, bucket int, next time.Time, state domain.JobState) *model.Job {
 		j := testJob(name, &next)
 		j.ID = idInBucket(bucket)
 		mustCreate(t, s, j)
@@ -398,7 +399,7 @@ func TestDueJobs(t *testing.T) {
 	mk("other-bucket", 4, now.Add(-time.Second), domain.JobActive)
 	mk("paused", 3, now.Add(-time.Second), domain.JobPaused)
 	mk("future", 5, now.Add(time.Minute), domain.JobActive)
-	mustCreate(t, s, &Job{ID: idInBucket(3), Name: "unscheduled", Handler: domain.Handler{Type: "http"}, State: domain.JobCompleted})
+	mustCreate(t, s, &model.Job{ID: idInBucket(3), Name: "unscheduled", Handler: domain.Handler{Type: "http"}, State: domain.JobCompleted})
 
 	jobs, err := s.dueJobs(ctx, []int{3, 5}, now, 10)
 	if err != nil {
@@ -432,7 +433,7 @@ func TestDueJobs(t *testing.T) {
 	}
 }
 
-func names(jobs []*Job) []string {
+func names(jobs []*model.Job) []string {
 	var n []string
 	for _, j := range jobs {
 		n = append(n, j.Name)
@@ -748,7 +749,7 @@ func TestOutbox(t *testing.T) {
 	if len(out) != 2 || out[0].ID != manual.ID || out[1].JobID != a.ID {
 		t.Fatalf("outbox of bucket 1: %v", out)
 	}
-	if err := s.MarkDispatched(ctx, []Dispatched{{ID: out[0].ID}, {ID: out[1].ID}, {ID: uuid.New()}}, time.Time{}); err != nil {
+	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: out[0].ID}, {ID: out[1].ID}, {ID: uuid.New()}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ = s.Undispatched(ctx, []int{1, 2}, 10, soon); len(out) != 1 || out[0].JobID != b.ID {
@@ -766,7 +767,7 @@ func TestOutbox(t *testing.T) {
 		t.Fatal("dispatched_at not set")
 	}
 	first := *e.DispatchedAt
-	if err := s.MarkDispatched(ctx, []Dispatched{{ID: manual.ID}}, baseTime().Add(time.Minute)); err != nil {
+	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: manual.ID}}, baseTime().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if e, _ := s.GetExecution(ctx, manual.ID); !e.DispatchedAt.Equal(first) {
@@ -775,7 +776,7 @@ func TestOutbox(t *testing.T) {
 	// The dispatcher's ack time is what is recorded, when given.
 	x := fired(t, s)
 	acked := baseTime().Add(1234 * time.Millisecond)
-	if err := s.MarkDispatched(ctx, []Dispatched{{ID: x.ID}}, acked); err != nil {
+	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: x.ID}}, acked); err != nil {
 		t.Fatal(err)
 	}
 	if e, _ := s.GetExecution(ctx, x.ID); e.DispatchedAt == nil || !e.DispatchedAt.Equal(acked) {
@@ -784,7 +785,7 @@ func TestOutbox(t *testing.T) {
 }
 
 // fired is one fresh queued execution.
-func fired(t testing.TB, s *Store) *Execution {
+func fired(t testing.TB, s *Store) *model.Execution {
 	t.Helper()
 	at := baseTime()
 	j := mustCreate(t, s, testJob("job-"+uuid.NewString(), &at))
@@ -830,9 +831,9 @@ func TestAttemptTransitions(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/batched=%v", c.name, batched), func(t *testing.T) {
 				e := fired(t, s)
 				at := baseTime()
-				var evs []AttemptEvent
+				var evs []model.AttemptEvent
 				for i, ev := range c.events {
-					x := AttemptEvent{ID: e.ID, Attempt: ev.attempt, Executor: fmt.Sprintf("x%d", ev.attempt),
+					x := model.AttemptEvent{ID: e.ID, Attempt: ev.attempt, Executor: fmt.Sprintf("x%d", ev.attempt),
 						At: at.Add(time.Duration(i) * time.Second), Type: domain.EventStarted}
 					switch ev.typ {
 					case "succeeded":
@@ -847,7 +848,7 @@ func TestAttemptTransitions(t *testing.T) {
 				if batched {
 					// All events in one pipelined transaction, plus one for an
 					// execution that does not exist.
-					ghost := AttemptEvent{ID: domain.ExecutionID(uuid.New(), at), Attempt: 1, Executor: "x", At: at, Type: domain.EventStarted}
+					ghost := model.AttemptEvent{ID: domain.ExecutionID(uuid.New(), at), Attempt: 1, Executor: "x", At: at, Type: domain.EventStarted}
 					res, err := s.RecordEvents(ctx, append(evs, ghost))
 					if err != nil {
 						t.Fatal(err)
@@ -945,7 +946,7 @@ func TestListExecutions(t *testing.T) {
 	mustCreate(t, s, a)
 	mustCreate(t, s, b)
 	epochs := claim(t, s, "n", 1, a.Bucket, b.Bucket)
-	var all []*Execution
+	var all []*model.Execution
 	for i := range 12 {
 		at := t0.Add(time.Duration(i) * time.Second)
 		next := at.Add(time.Second)
@@ -966,9 +967,9 @@ func TestListExecutions(t *testing.T) {
 			}
 		}
 	}
-	list := func(f ExecFilter) []*Execution {
+	list := func(f ExecFilter) []*model.Execution {
 		t.Helper()
-		var out []*Execution
+		var out []*model.Execution
 		for {
 			page, next, err := s.ListExecutions(ctx, f)
 			if err != nil {
@@ -981,7 +982,7 @@ func TestListExecutions(t *testing.T) {
 			f.Cursor = next
 		}
 	}
-	check := func(name string, got []*Execution, want int, keep func(*Execution) bool) {
+	check := func(name string, got []*model.Execution, want int, keep func(*model.Execution) bool) {
 		t.Helper()
 		if len(got) != want {
 			t.Fatalf("%s: %d executions, want %d", name, len(got), want)
@@ -998,14 +999,14 @@ func TestListExecutions(t *testing.T) {
 			}
 		}
 	}
-	check("all", list(ExecFilter{Limit: 5}), 24, func(*Execution) bool { return true })
+	check("all", list(ExecFilter{Limit: 5}), 24, func(*model.Execution) bool { return true })
 	check("succeeded", list(ExecFilter{State: domain.ExecSucceeded, Limit: 3}), 8,
-		func(e *Execution) bool { return e.State == domain.ExecSucceeded })
-	check("job a", list(ExecFilter{JobID: &a.ID, Limit: 5}), 12, func(e *Execution) bool { return e.JobID == a.ID })
+		func(e *model.Execution) bool { return e.State == domain.ExecSucceeded })
+	check("job a", list(ExecFilter{JobID: &a.ID, Limit: 5}), 12, func(e *model.Execution) bool { return e.JobID == a.ID })
 	check("job a queued", list(ExecFilter{JobID: &a.ID, State: domain.ExecQueued, Limit: 2}), 8,
-		func(e *Execution) bool { return e.JobID == a.ID && e.State == domain.ExecQueued })
+		func(e *model.Execution) bool { return e.JobID == a.ID && e.State == domain.ExecQueued })
 	check("queued", list(ExecFilter{State: domain.ExecQueued, Limit: 5}), 16,
-		func(e *Execution) bool { return e.State == domain.ExecQueued })
+		func(e *model.Execution) bool { return e.State == domain.ExecQueued })
 	if _, _, err := s.ListExecutions(ctx, ExecFilter{State: "done'; --"}); err == nil {
 		t.Fatal("an unknown state listed executions")
 	}
@@ -1167,7 +1168,7 @@ func TestUpdateJobRefusesStaleRead(t *testing.T) {
 	if !fresh.NextRunAt.Equal(t1) || string(fresh.Payload) != `{"n": 2}` {
 		t.Fatalf("after update: next %v payload %s, want %v and the new payload", fresh.NextRunAt, fresh.Payload, t1)
 	}
-	gone := &Job{ID: idInBucket(0)}
+	gone := &model.Job{ID: idInBucket(0)}
 	if err := s.UpdateJob(ctx, gone); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("update of a missing job: %v, want ErrNotFound", err)
 	}
@@ -1181,7 +1182,7 @@ func TestFinishedEventCarriesStart(t *testing.T) {
 	e := fired(t, s)
 	start := baseTime()
 	end := start.Add(150 * time.Millisecond)
-	res, err := s.RecordEvents(ctx, []AttemptEvent{{ID: e.ID, Attempt: 1, Executor: "x1", At: end,
+	res, err := s.RecordEvents(ctx, []model.AttemptEvent{{ID: e.ID, Attempt: 1, Executor: "x1", At: end,
 		Type: domain.EventSucceeded, Final: true, Output: "ok", StartedAt: &start}})
 	if err != nil || res[0] != nil {
 		t.Fatalf("record: %v %v", err, res)
@@ -1254,7 +1255,7 @@ func TestUnpublishableExecutionIsDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	const why = "the execution's message is 2000000 bytes, more than the NATS server accepts (its max_payload)"
-	res, err := s.RecordEvents(ctx, []AttemptEvent{{ID: manual.ID, Attempt: manual.Attempts + 1, Executor: "dispatcher",
+	res, err := s.RecordEvents(ctx, []model.AttemptEvent{{ID: manual.ID, Attempt: manual.Attempts + 1, Executor: "dispatcher",
 		At: t0, Type: domain.EventFailed, Final: true, Error: why, Dispatch: manual.Dispatches}})
 	if err != nil || res[0] != nil {
 		t.Fatalf("record: %v %v", res, err)
@@ -1292,11 +1293,11 @@ func TestCancelledAttemptBeforeItsStartEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := t0.Add(time.Second)
-	for _, ev := range []AttemptEvent{
+	for _, ev := range []model.AttemptEvent{
 		{ID: x.ID, Attempt: 1, Executor: "e1", At: t0.Add(2 * time.Second), Type: domain.EventCancelled, StartedAt: &start, Error: "cancelled"},
 		{ID: x.ID, Attempt: 1, Executor: "e1", At: start, Type: domain.EventStarted},
 	} {
-		if res, err := s.RecordEvents(ctx, []AttemptEvent{ev}); err != nil || res[0] != nil {
+		if res, err := s.RecordEvents(ctx, []model.AttemptEvent{ev}); err != nil || res[0] != nil {
 			t.Fatalf("record %s: %v %v", ev.Type, res, err)
 		}
 	}

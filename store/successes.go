@@ -3,24 +3,15 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/store/model"
 )
 
 // AlertLabel is the job label that, set to "true", asks for a job's last
 // success to be exported as a metric (see AlertedJobSuccesses).
 const AlertLabel = "tock.io/alert"
-
-// JobLastSuccess is when a job last succeeded, as
-// tock_job_last_success_timestamp_seconds exports it.
-type JobLastSuccess struct {
-	Namespace, Name string
-	// At is when the job's latest succeeded execution finished; for a job
-	// with none recorded, when it was created, or when tock began
-	// tracking successes if that is later.
-	At time.Time
-}
 
 // alertedSuccessesSQL reads the last successes of the jobs labelled
 // AlertLabel=true. Its label condition is the jobs_alert index's
@@ -44,13 +35,13 @@ WHERE j.labels @> '{"` + AlertLabel + `": "true"}' AND j.state <> 'completed'`
 // "not succeeded for so long" holds. A paused job stays listed (pausing
 // stops its successes too); a completed job, which has nothing left to
 // run, is not.
-func (s *Store) AlertedJobSuccesses(ctx context.Context) ([]JobLastSuccess, error) {
+func (s *Store) AlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuccess, error) {
 	rows, err := s.pool.Query(ctx, alertedSuccessesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("store: alerted jobs' last successes: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (JobLastSuccess, error) {
-		var j JobLastSuccess
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.JobLastSuccess, error) {
+		var j model.JobLastSuccess
 		err := r.Scan(&j.Namespace, &j.Name, &j.At)
 		j.At = j.At.UTC()
 		return j, err

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // runAt is a manual execution of job j scheduled for at.
-func runAt(t testing.TB, s *Store, j *Job, at time.Time) *Execution {
+func runAt(t testing.TB, s *Store, j *model.Job, at time.Time) *model.Execution {
 	t.Helper()
 	e, err := s.RunNow(context.Background(), j.ID, at)
 	if err != nil {
@@ -24,7 +25,7 @@ func runAt(t testing.TB, s *Store, j *Job, at time.Time) *Execution {
 
 // lastSuccess is job id's LastSuccessAt as GetJob and ListJobs read it
 // (failing unless they agree).
-func lastSuccess(t testing.TB, s *Store, j *Job) *time.Time {
+func lastSuccess(t testing.TB, s *Store, j *model.Job) *time.Time {
 	t.Helper()
 	ctx := context.Background()
 	got, err := s.GetJob(ctx, j.ID)
@@ -41,8 +42,8 @@ func lastSuccess(t testing.TB, s *Store, j *Job) *time.Time {
 	return got.LastSuccessAt
 }
 
-func succeeded(e *Execution, at time.Time) AttemptEvent {
-	return AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventSucceeded}
+func succeeded(e *model.Execution, at time.Time) model.AttemptEvent {
+	return model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventSucceeded}
 }
 
 func TestJobLastSuccess(t *testing.T) {
@@ -67,7 +68,7 @@ func TestJobLastSuccess(t *testing.T) {
 	}
 
 	// A failure, final or not, leaves it.
-	record(t, s, AttemptEvent{ID: e2.ID, Attempt: 1, Executor: "x", At: t0.Add(time.Hour), Type: domain.EventFailed,
+	record(t, s, model.AttemptEvent{ID: e2.ID, Attempt: 1, Executor: "x", At: t0.Add(time.Hour), Type: domain.EventFailed,
 		Final: true, Error: "boom"})
 	if got := lastSuccess(t, s, j); got == nil || !got.Equal(end1) {
 		t.Fatalf("after a failure: %v, want %v", got, end1)
@@ -121,7 +122,7 @@ func TestJobLastSuccessInOneBatch(t *testing.T) {
 	b1 := runAt(t, s, b, t0)
 	record(t, s,
 		succeeded(a2, t0.Add(5*time.Minute)),
-		AttemptEvent{ID: a3.ID, Attempt: 1, Executor: "x", At: t0.Add(9 * time.Minute), Type: domain.EventFailed, Final: true},
+		model.AttemptEvent{ID: a3.ID, Attempt: 1, Executor: "x", At: t0.Add(9 * time.Minute), Type: domain.EventFailed, Final: true},
 		succeeded(a1, t0.Add(7*time.Minute)),
 		succeeded(b1, t0.Add(time.Minute)),
 		succeeded(a2, t0.Add(8*time.Minute)), // a repeat: ignored
@@ -164,12 +165,12 @@ func TestAlertedJobSuccesses(t *testing.T) {
 	ok.Labels, never.Labels, done.Labels = alert, alert, alert
 	never.Namespace = "etl"
 	off.Labels = domain.Labels{AlertLabel: "false"}
-	for _, j := range []*Job{ok, never, plain, done, off} {
+	for _, j := range []*model.Job{ok, never, plain, done, off} {
 		mustCreate(t, s, j)
 	}
 	setState(t, s, done.ID, domain.JobCompleted, nil)
 	end := baseTime().Add(time.Minute)
-	for _, j := range []*Job{ok, plain} {
+	for _, j := range []*model.Job{ok, plain} {
 		record(t, s, succeeded(runAt(t, s, j, baseTime()), end))
 	}
 
@@ -177,8 +178,8 @@ func TestAlertedJobSuccesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(got, func(a, b JobLastSuccess) int { return strings.Compare(a.Name, b.Name) })
-	want := []JobLastSuccess{{Namespace: "etl", Name: "never", At: never.CreatedAt}, {Namespace: "default", Name: "ok", At: end}}
+	slices.SortFunc(got, func(a, b model.JobLastSuccess) int { return strings.Compare(a.Name, b.Name) })
+	want := []model.JobLastSuccess{{Namespace: "etl", Name: "never", At: never.CreatedAt}, {Namespace: "default", Name: "ok", At: end}}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
@@ -262,14 +263,14 @@ func TestJobsAreCreatedWithTheirSuccessRow(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	one := mustCreate(t, s, testJob("one", nil))
-	var few, many []*Job
+	var few, many []*model.Job
 	for i := range 3 {
 		few = append(few, testJob(fmt.Sprintf("few%d", i), nil))
 	}
 	for i := range maxInsertedJobs + 10 {
 		many = append(many, testJob(fmt.Sprintf("many%d", i), nil))
 	}
-	for _, batch := range [][]*Job{few, many} {
+	for _, batch := range [][]*model.Job{few, many} {
 		if err := s.CreateJobs(ctx, batch); err != nil {
 			t.Fatal(err)
 		}

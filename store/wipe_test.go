@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
 )
 
 func TestRequeueAfterWipe(t *testing.T) {
@@ -17,9 +18,9 @@ func TestRequeueAfterWipe(t *testing.T) {
 	// When the new stream came to be: after the executions' scheduled
 	// times (now, to the second), as a dispatch never precedes those.
 	created := now.Add(3 * time.Second)
-	markAt := func(e *Execution, dispatch int, at time.Time) {
+	markAt := func(e *model.Execution, dispatch int, at time.Time) {
 		t.Helper()
-		if err := s.MarkDispatched(ctx, []Dispatched{{ID: e.ID, Dispatch: dispatch}}, at); err != nil {
+		if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: e.ID, Dispatch: dispatch}}, at); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -27,7 +28,7 @@ func TestRequeueAfterWipe(t *testing.T) {
 	lost := firedIn(t, s, 1) // published into the old stream, never run
 	markAt(lost, 0, created.Add(-2*time.Second))
 	retry := firedIn(t, s, 1) // its retry published into the old stream
-	record(t, s, AttemptEvent{ID: retry.ID, Attempt: 1, Executor: "x", At: now.Add(-time.Minute), Type: domain.EventFailed,
+	record(t, s, model.AttemptEvent{ID: retry.ID, Attempt: 1, Executor: "x", At: now.Add(-time.Minute), Type: domain.EventFailed,
 		Error: "boom", RetryIn: 10 * time.Millisecond})
 	retryDue := *get(t, s, retry.ID).NextAttemptAt
 	markAt(retry, 1, created.Add(-time.Second))
@@ -36,10 +37,10 @@ func TestRequeueAfterWipe(t *testing.T) {
 	markAt(fresh, 0, created.Add(10*time.Millisecond))
 	running := firedIn(t, s, 1)
 	markAt(running, 0, created.Add(-2*time.Second))
-	record(t, s, AttemptEvent{Type: domain.EventStarted, ID: running.ID, Attempt: 1, Executor: "x", At: created.Add(-time.Second)})
+	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: running.ID, Attempt: 1, Executor: "x", At: created.Add(-time.Second)})
 	done := firedIn(t, s, 1)
 	markAt(done, 0, created.Add(-2*time.Second))
-	record(t, s, AttemptEvent{ID: done.ID, Attempt: 1, Executor: "x", At: created.Add(-time.Second), Type: domain.EventSucceeded, Final: true})
+	record(t, s, model.AttemptEvent{ID: done.ID, Attempt: 1, Executor: "x", At: created.Add(-time.Second), Type: domain.EventSucceeded, Final: true})
 	elsewhere := firedIn(t, s, 2)
 	markAt(elsewhere, 0, created.Add(-2*time.Second))
 
@@ -63,7 +64,7 @@ func TestRequeueAfterWipe(t *testing.T) {
 		!g.NextAttemptAt.Equal(retryDue) || !inOutbox(t, s, g, after) {
 		t.Fatalf("lost retry after the re-queue: %+v (its retry was due %s)", g, retryDue)
 	}
-	for _, x := range []*Execution{unpublished, fresh, running, done, elsewhere} {
+	for _, x := range []*model.Execution{unpublished, fresh, running, done, elsewhere} {
 		before := x.DispatchedAt
 		g := get(t, s, x.ID)
 		if g.NextAttemptAt != nil || (g.DispatchedAt == nil) != (x == unpublished) {

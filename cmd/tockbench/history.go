@@ -23,6 +23,7 @@ import (
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // mixHistory loads days of execution history with COPY, times the
@@ -342,7 +343,7 @@ func (h *history) createJobs(ctx context.Context, d *HistoryData) error {
 	}
 	gen := newHistGen(d.Jobs, d.Namespaces, d.PerDay, h.buckets)
 	for off := 0; off < d.Jobs; off += createBatch {
-		batch := make([]*store.Job, min(createBatch, d.Jobs-off))
+		batch := make([]*model.Job, min(createBatch, d.Jobs-off))
 		for k := range batch {
 			j := off + k
 			var hd domain.Handler
@@ -723,7 +724,7 @@ func (h *history) dropWhileFiring(ctx context.Context, d HistoryData) (*HistoryD
 		ret := now.Sub(d.From.AddDate(0, 0, 1))
 		dropFrom = now
 		start := time.Now()
-		res, err := h.st.ApplyRetention(ctx, now, store.RetentionPolicy{Default: ret})
+		res, err := h.st.ApplyRetention(ctx, now, model.RetentionPolicy{Default: ret})
 		drop.Seconds = time.Since(start).Seconds()
 		dropTo = h.dbNow()
 		if err != nil {

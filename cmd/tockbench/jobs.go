@@ -12,7 +12,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/schedule"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // slots is how many schedules a mix's jobs have: job i has the schedule
@@ -122,7 +122,7 @@ func (b *bench) storeJobs(ctx context.Context, lo, hi int, describe func(i int, 
 		n := min(createBatch, hi-off)
 		now := b.dbNow()
 		ahead := func() (time.Time, error) { return now.Add(time.Second), nil }
-		batch := make([]*store.Job, n)
+		batch := make([]*model.Job, n)
 		for k := range batch {
 			if batch[k], err = svc.Build(describe(off+k, now), ahead); err != nil {
 				return fmt.Errorf("job %d: %w", off+k, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 	"github.com/tock-sched/tock/wire"
 )
@@ -76,7 +76,7 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := st.RecordEvents(ctx, []store.AttemptEvent{{ID: y.ID, Attempt: 1, Executor: "x", At: now,
+	if res, err := st.RecordEvents(ctx, []model.AttemptEvent{{ID: y.ID, Attempt: 1, Executor: "x", At: now,
 		Type: domain.EventFailed, Final: true, Error: "boom"}}); err != nil || res[0] != nil {
 		t.Fatalf("record: %v %v", err, res)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/domain"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -140,7 +140,7 @@ func TestLastSuccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
-	storetest.Record(t, st, store.AttemptEvent{ID: x.ID, Attempt: 1, Executor: "x", At: end, Type: domain.EventSucceeded})
+	storetest.Record(t, st, model.AttemptEvent{ID: x.ID, Attempt: 1, Executor: "x", At: end, Type: domain.EventSucceeded})
 	if out := ok(t, u, "jobs", "get", id); !strings.Contains(out, "\nlast success:  2031-05-06T07:08:09Z\n") {
 		t.Errorf("after a success:\n%s", out)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/auth"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -31,7 +31,7 @@ func TestKeysCommands(t *testing.T) {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	k, _ := auth.NewKey()
-	if _, err := st.CreateAPIKey(context.Background(), store.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: "*", Role: "admin"}); err != nil {
+	if _, err := st.CreateAPIKey(context.Background(), model.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: "*", Role: "admin"}); err != nil {
 		t.Fatal(err)
 	}
 	admin := k.String()

@@ -8,7 +8,7 @@ import (
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
-	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // KeysCmd manages API keys straight in the database: the first admin
@@ -57,7 +57,7 @@ func (c *KeysCreateCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	rec, err := st.CreateAPIKey(ctx, store.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: c.Namespace, Role: role.String(),
+	rec, err := st.CreateAPIKey(ctx, model.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: c.Namespace, Role: role.String(),
 		Name: c.Name, CreatedBy: "tockd keys create", ExpiresAt: expires})
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // Schema is tock's schema as store.Migrate builds it, for
@@ -56,7 +57,7 @@ func New(t testing.TB, buckets int) *store.Store {
 
 // Record records events with RecordEvents and fails t on any error,
 // whole or per event.
-func Record(t testing.TB, st *store.Store, evs ...store.AttemptEvent) {
+func Record(t testing.TB, st *store.Store, evs ...model.AttemptEvent) {
 	t.Helper()
 	res, err := st.RecordEvents(context.Background(), evs)
 	if err != nil {
