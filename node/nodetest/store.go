@@ -3,6 +3,7 @@ package nodetest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,19 +13,45 @@ import (
 	"github.com/tock-sched/tock/store/storetest"
 )
 
+// storeKey names a test's store of one database.
+type storeKey struct {
+	t  testing.TB
+	pg string
+}
+
+// stores are the stores OpenStore opened, one per test and database:
+// the helpers below call it on every poll of a condition, and a pool per
+// call, each kept until the test ended, held enough connections to run
+// Postgres out of them (max_connections) with end-to-end tests in
+// parallel.
+var stores sync.Map // storeKey → *store.Store
+
 // OpenStore opens the database at pg (a cluster of Buckets buckets, if
 // new), closed at cleanup: for tests that check what was stored, or set
-// up what a crash leaves behind.
+// up what a crash leaves behind. A test gets one store per database,
+// however often it calls OpenStore.
 func OpenStore(t testing.TB, pg string) *store.Store {
 	t.Helper()
+	key := storeKey{t, pg}
+	if st, ok := stores.Load(key); ok {
+		return st.(*store.Store)
+	}
 	st, err := store.Open(context.Background(), pg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(st.Close)
 	if _, err := st.Init(context.Background(), Buckets); err != nil {
+		st.Close()
 		t.Fatal(err)
 	}
+	if prev, loaded := stores.LoadOrStore(key, st); loaded {
+		st.Close() // another goroutine of the test opened it first
+		return prev.(*store.Store)
+	}
+	t.Cleanup(func() {
+		stores.Delete(key)
+		st.Close()
+	})
 	return st
 }
 
