@@ -54,7 +54,7 @@ const Targets = "127.0.0.1"
 // restarts: at tockd's default of 16 connections a node they came near
 // Postgres's default max_connections (100). 8 keeps the production path
 // (the scanner's own connections split off, see store.Open); the
-// suite's peak is about 40 connections.
+// suite's peak is about 50 connections.
 const PoolConns = 8
 
 // Env is one test's dependencies: a fresh database, and embedded etcd and
