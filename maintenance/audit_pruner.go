@@ -28,12 +28,7 @@ type AuditPrunerConfig struct {
 	// DaysAhead is how many days after today get their partitions;
 	// default DefaultDaysAhead.
 	DaysAhead int
-	// Interval is how often Run runs a pass; default DefaultInterval.
-	Interval time.Duration
-	// Lock, if set, is the cluster's maintenance lock, which Run takes for
-	// each pass (a Pass takes it for all its services instead).
-	Lock   Locker
-	Logger *slog.Logger
+	Logger    *slog.Logger
 	// Registerer is where tock_audit_days_dropped_total and
 	// tock_maintenance_last_success_timestamp_seconds are registered; nil
 	// registers them nowhere.
@@ -41,13 +36,10 @@ type AuditPrunerConfig struct {
 }
 
 // WithDefaults is c with the fields it leaves zero (or negative, for
-// DaysAhead and Interval) set to their defaults.
+// DaysAhead) set to their defaults.
 func (c AuditPrunerConfig) WithDefaults() AuditPrunerConfig {
 	if c.DaysAhead <= 0 {
 		c.DaysAhead = DefaultDaysAhead
-	}
-	if c.Interval <= 0 {
-		c.Interval = DefaultInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -113,9 +105,4 @@ func (p *AuditPruner) RunOnce(ctx context.Context) error {
 	}
 	p.last.SetToCurrentTime()
 	return nil
-}
-
-// Run runs a pass now and every Interval until ctx ends.
-func (p *AuditPruner) Run(ctx context.Context) error {
-	return every(ctx, p.cfg.Interval, p.log, "audit retention", locked(p.cfg.Lock, p.RunOnce))
 }

@@ -22,12 +22,7 @@ type IdempotencyStore interface {
 // IdempotencyPrunerConfig configures an IdempotencyPruner. Store is
 // required.
 type IdempotencyPrunerConfig struct {
-	Store IdempotencyStore
-	// Interval is how often Run runs a pass; default DefaultInterval.
-	Interval time.Duration
-	// Lock, if set, is the cluster's maintenance lock, which Run takes for
-	// each pass (a Pass takes it for all its services instead).
-	Lock   Locker
+	Store  IdempotencyStore
 	Logger *slog.Logger
 	// Registerer is where tock_idempotency_keys_expired_total and
 	// tock_maintenance_last_success_timestamp_seconds are registered; nil
@@ -38,9 +33,6 @@ type IdempotencyPrunerConfig struct {
 // WithDefaults is c with the fields it leaves zero (or negative) set to
 // their defaults.
 func (c IdempotencyPrunerConfig) WithDefaults() IdempotencyPrunerConfig {
-	if c.Interval <= 0 {
-		c.Interval = DefaultInterval
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -96,9 +88,4 @@ func (p *IdempotencyPruner) RunOnce(ctx context.Context) error {
 	p.expired.Add(float64(n))
 	p.last.SetToCurrentTime()
 	return nil
-}
-
-// Run runs a pass now and every Interval until ctx ends.
-func (p *IdempotencyPruner) Run(ctx context.Context) error {
-	return every(ctx, p.cfg.Interval, p.cfg.Logger, "expire idempotency keys", locked(p.cfg.Lock, p.RunOnce))
 }

@@ -16,15 +16,16 @@
 //     when one is set.
 //
 // Each service has a Config with WithDefaults and a validate that New
-// calls, a RunOnce that does one pass (tests call it directly), a Run
-// that repeats it until its context ends, and its metrics registered on
-// the Config's Registerer (nil: kept, registered nowhere).
+// calls, a RunOnce that does one pass (tests call it directly), and its
+// metrics registered on the Config's Registerer (nil: kept, registered
+// nowhere).
 //
-// The first two are per node: each node works its own buckets. The others
-// are cluster-wide and need only one node at a time: tockd runs them in a
-// Pass, one after another under the cluster's maintenance lock (a
-// Postgres advisory lock), and a node that finds another node's pass
-// under way skips its own.
+// The first two are per node: each node works its own buckets, and each
+// has a Run that repeats RunOnce until its context ends. The others are
+// cluster-wide and need only one node at a time, so they have no Run of
+// their own: they run in a Pass, one after another under the cluster's
+// maintenance lock (a Postgres advisory lock), and a node that finds
+// another node's pass under way skips its own.
 package maintenance
 
 import (
@@ -149,18 +150,6 @@ func every(ctx context.Context, interval time.Duration, log *slog.Logger, what s
 			return nil
 		case <-t.C:
 		}
-	}
-}
-
-// locked is once under lock, when one is given (a cluster-wide service's
-// Run on its own): a node that finds the lock held skips the pass.
-func locked(lock Locker, once func(context.Context) error) func(context.Context) error {
-	if lock == nil {
-		return once
-	}
-	return func(ctx context.Context) error {
-		_, err := lock.Maintenance(ctx, false, once)
-		return err
 	}
 }
 

@@ -4,12 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/tock-sched/tock/internal/testenv"
 )
 
 // fakeLock is a Locker that another node may hold.
@@ -77,59 +72,4 @@ func TestPassRunsServicesInOrderUnderTheLock(t *testing.T) {
 	if _, err := NewPass(PassConfig{}); err == nil {
 		t.Fatal("a pass without a lock was accepted")
 	}
-}
-
-// keyStore is an IdempotencyStore that counts its passes.
-type keyStore struct{ passes atomic.Int32 }
-
-func (*keyStore) Now(context.Context) (time.Time, error) { return time.Now(), nil }
-
-func (k *keyStore) ExpireIdempotencyKeys(context.Context, time.Time) (int64, error) {
-	k.passes.Add(1)
-	return 0, nil
-}
-
-// A cluster-wide service run on its own takes the lock for each pass, and
-// skips the pass while another node holds it.
-func TestServiceRunTakesTheLock(t *testing.T) {
-	for _, held := range []bool{false, true} {
-		st := &keyStore{}
-		lock := &syncLock{fakeLock: fakeLock{held: held}}
-		p, err := NewIdempotencyPruner(IdempotencyPrunerConfig{Store: st, Lock: lock, Interval: 10 * time.Millisecond, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = p.Run(ctx); close(done) }()
-		testenv.WaitFor(t, 5*time.Second, "three tries of the lock", func() bool { return lock.tries() >= 3 })
-		cancel()
-		<-done
-		if n := st.passes.Load(); held != (n == 0) {
-			t.Errorf("lock held elsewhere %t: %d passes", held, n)
-		}
-	}
-}
-
-// syncLock is a fakeLock safe for Run's goroutine and the test's.
-type syncLock struct {
-	mu sync.Mutex
-	fakeLock
-}
-
-func (l *syncLock) Maintenance(ctx context.Context, wait bool, fn func(context.Context) error) (bool, error) {
-	l.mu.Lock()
-	held := l.held
-	l.waits = append(l.waits, wait)
-	l.mu.Unlock()
-	if held && !wait {
-		return false, nil
-	}
-	return true, fn(ctx)
-}
-
-func (l *syncLock) tries() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.waits)
 }

@@ -27,12 +27,7 @@ type PartitionsAheadConfig struct {
 	// DaysAhead is how many days after today get their partitions;
 	// default DefaultDaysAhead.
 	DaysAhead int
-	// Interval is how often Run runs a pass; default DefaultInterval.
-	Interval time.Duration
-	// Lock, if set, is the cluster's maintenance lock, which Run takes for
-	// each pass (a Pass takes it for all its services instead).
-	Lock   Locker
-	Logger *slog.Logger
+	Logger    *slog.Logger
 	// Registerer is where tock_maintenance_last_success_timestamp_seconds
 	// is registered; nil registers it nowhere.
 	Registerer prometheus.Registerer
@@ -43,9 +38,6 @@ type PartitionsAheadConfig struct {
 func (c PartitionsAheadConfig) WithDefaults() PartitionsAheadConfig {
 	if c.DaysAhead <= 0 {
 		c.DaysAhead = DefaultDaysAhead
-	}
-	if c.Interval <= 0 {
-		c.Interval = DefaultInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -95,9 +87,4 @@ func (p *PartitionsAhead) RunOnce(ctx context.Context) error {
 	}
 	p.last.SetToCurrentTime()
 	return nil
-}
-
-// Run runs a pass now and every Interval until ctx ends.
-func (p *PartitionsAhead) Run(ctx context.Context) error {
-	return every(ctx, p.cfg.Interval, p.cfg.Logger, "partitions ahead", locked(p.cfg.Lock, p.RunOnce))
 }

@@ -32,12 +32,7 @@ type RetentionConfig struct {
 	CompletedJobs time.Duration
 	// Archiver, if set, writes each day out before it is dropped.
 	Archiver *Archiver
-	// Interval is how often Run runs a pass; default DefaultInterval.
-	Interval time.Duration
-	// Lock, if set, is the cluster's maintenance lock, which Run takes for
-	// each pass (a Pass takes it for all its services instead).
-	Lock   Locker
-	Logger *slog.Logger
+	Logger   *slog.Logger
 	// Registerer is where tock_retention_days_dropped_total,
 	// tock_retention_completed_jobs_deleted_total and
 	// tock_maintenance_last_success_timestamp_seconds are registered; nil
@@ -48,9 +43,6 @@ type RetentionConfig struct {
 // WithDefaults is c with the fields it leaves zero (or negative) set to
 // their defaults. A zero Default stays zero (retention off).
 func (c RetentionConfig) WithDefaults() RetentionConfig {
-	if c.Interval <= 0 {
-		c.Interval = DefaultInterval
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -131,9 +123,4 @@ func (r *Retention) RunOnce(ctx context.Context) error {
 	}
 	r.last.SetToCurrentTime()
 	return nil
-}
-
-// Run runs a pass now and every Interval until ctx ends.
-func (r *Retention) Run(ctx context.Context) error {
-	return every(ctx, r.cfg.Interval, r.log, "retention", locked(r.cfg.Lock, r.RunOnce))
 }
