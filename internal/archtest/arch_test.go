@@ -4,6 +4,10 @@
 package archtest
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,18 +47,10 @@ func TestArchitectureArrowsMatchImports(t *testing.T) {
 		t.Fatal("docs/architecture.md has no package arrows")
 	}
 
-	// go test puts its own GOROOT/bin first on PATH.
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
-		pkg := strings.TrimPrefix(fields[0], module)
+	for _, p := range goList(t, "./...") {
+		pkg := strings.TrimPrefix(p.ImportPath, module)
 		var imports []string
-		for _, imp := range fields[1:] {
+		for _, imp := range p.Imports {
 			if rest, ok := strings.CutPrefix(imp, module); ok {
 				imports = append(imports, rest)
 			}
@@ -75,4 +71,40 @@ func TestArchitectureArrowsMatchImports(t *testing.T) {
 func undocumented(pkg string) bool {
 	return strings.HasPrefix(pkg, "internal/testenv") || strings.HasPrefix(pkg, "internal/embedded") ||
 		strings.HasPrefix(pkg, "store/storetest") || strings.HasPrefix(pkg, "node/nodetest") || strings.HasPrefix(pkg, "examples/") || strings.HasPrefix(pkg, "internal/archtest")
+}
+
+// listedPackage is the part of `go list -json` these tests read.
+type listedPackage struct {
+	ImportPath string
+	Imports    []string
+}
+
+// goList runs go list -json with args in the module's root and decodes the
+// stream of packages it prints.
+func goList(t *testing.T, args ...string) []listedPackage {
+	t.Helper()
+	// go test puts its own GOROOT/bin first on PATH.
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("go list %v: %v\n%s", args, err, exit.Stderr)
+		}
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	var pkgs []listedPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listedPackage
+		err := dec.Decode(&p)
+		if errors.Is(err, io.EOF) {
+			return pkgs
+		}
+		if err != nil {
+			t.Fatalf("decode go list %v: %v", args, err)
+		}
+		pkgs = append(pkgs, p)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -67,15 +66,9 @@ func TestLayoutTableNamesEveryPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := layoutTable(t, string(doc), "### Packages")
-	cmd := exec.Command("go", "list", "./...")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	packages := map[string]bool{}
-	for _, p := range strings.Fields(string(out)) {
-		packages[strings.TrimPrefix(p, module)] = true
+	for _, p := range goList(t, "./...") {
+		packages[strings.TrimPrefix(p.ImportPath, module)] = true
 	}
 	named := map[string]bool{}
 	for _, r := range rows {
