@@ -18,7 +18,7 @@ import (
 // docFlagRow is a row of docs/configuration.md's tockctl table:
 // "| `--server` | `TOCK_SERVER` | `http://...` | what |"; its first
 // three cells.
-var docFlagRow = regexp.MustCompile("^\\|([^|]*)\\|([^|]*)\\|([^|]*)\\|")
+var docFlagRow = regexp.MustCompile(`^\|([^|]*)\|([^|]*)\|([^|]*)\|`)
 
 // docNames are the backquoted flags of a cell: "`--client-cert`,
 // `--client-key`" gives client-cert and client-key; "`-o`" gives the
