@@ -55,7 +55,7 @@ func (s *Server) audited(op string, p permission) echo.MiddlewareFunc {
 			}
 			entries := auditEntries(op, p, principal(c).Subject, body, rec.body.Bytes(), before, ns, resource, c.Param("namespace"))
 			ctx := context.WithoutCancel(req.Context())
-			if err := s.store.WriteAudit(ctx, entries); err != nil {
+			if err := s.store.CreateAuditEntries(ctx, entries); err != nil {
 				s.log.ErrorContext(ctx, "audit entry not written", "action", p.Action, "path", req.URL.Path, "err", err)
 			}
 			return nil
@@ -176,7 +176,7 @@ func (h *endpoints) ListAudit(c echo.Context, p models.ListAuditParams) error {
 	if err := errs.err(); err != nil {
 		return err
 	}
-	entries, next, err := h.s.store.ListAudit(c.Request().Context(), f)
+	entries, next, err := h.s.store.ListAuditEntries(c.Request().Context(), f)
 	if err != nil {
 		return h.storeError(c, err, "audit entry", uuid.Nil)
 	}

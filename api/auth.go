@@ -279,9 +279,9 @@ func (s *Server) guard(p permission) echo.MiddlewareFunc {
 				if err != nil {
 					return next(c) // the handler refuses the id
 				}
-				lookup := s.store.JobNamespace
+				lookup := s.store.GetJobNamespace
 				if p.Scope == "execution" {
-					lookup = s.store.ExecutionNamespace
+					lookup = s.store.GetExecutionNamespace
 				}
 				ns, err := lookup(r.Context(), id)
 				if errors.Is(err, store.ErrNotFound) {

@@ -44,7 +44,7 @@ func (h *endpoints) ListBuckets(c echo.Context) error {
 	if err != nil {
 		return h.etcdError(c, err)
 	}
-	stats, err := h.s.store.BucketStats(ctx)
+	stats, err := h.s.store.ListBucketStats(ctx)
 	if err != nil {
 		return h.internal(c, err)
 	}

@@ -81,7 +81,7 @@ func TestClusterEndpoints(t *testing.T) {
 
 	n1 := runNode(t, cli, st, "n1", true)
 	testenv.WaitFor(t, 10*time.Second, "n1 owns and has recorded every bucket", func() bool {
-		stats, err := st.BucketStats(e.ctx)
+		stats, err := st.ListBucketStats(e.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,7 +58,7 @@ func (e *env) runNow(name string) uuid.UUID {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	x, err := e.store.RunNow(e.ctx, j.Id, now)
+	x, err := e.store.CreateManualExecution(e.ctx, j.Id, now)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func (e *env) runNow(name string) uuid.UUID {
 // finish records attempt 1 of id as ended with outcome.
 func (e *env) finish(id uuid.UUID, outcome domain.EventType, final bool) {
 	e.t.Helper()
-	res, err := e.store.RecordEvents(e.ctx, []model.AttemptEvent{{
+	res, err := e.store.RecordAttemptEvents(e.ctx, []model.AttemptEvent{{
 		ID: id, Attempt: 1, Executor: "exec-a", At: time.Now(), Type: outcome, Final: final, Error: "boom",
 	}})
 	if err != nil || res[0] != nil {
@@ -96,7 +96,7 @@ func TestCancelExecution(t *testing.T) {
 		t.Errorf("executors told of %v, want %s twice", x.cancelled, queued)
 	}
 	// Gone from the outbox: it is never published.
-	undispatched, err := e.store.Undispatched(e.ctx, allBuckets(16), 100, time.Now().Add(time.Hour))
+	undispatched, err := e.store.ListUndispatchedExecutions(e.ctx, allBuckets(16), 100, time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestDeadLettersAndRedrive(t *testing.T) {
 		t.Errorf("re-driven: %s", r.body)
 	}
 	// Back in the outbox, due now, for a fresh series after attempt 1.
-	undispatched, err := e.store.Undispatched(e.ctx, allBuckets(16), 100, time.Now().Add(time.Second))
+	undispatched, err := e.store.ListUndispatchedExecutions(e.ctx, allBuckets(16), 100, time.Now().Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestPriorityAndRetryDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := e.store.RunNow(e.ctx, u.Id, now)
+	x, err := e.store.CreateManualExecution(e.ctx, u.Id, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -351,7 +351,7 @@ func (h *endpoints) ResumeJob(c echo.Context, id models.ID) error {
 // RunJob handles POST /v1/jobs/{id}/run.
 func (h *endpoints) RunJob(c echo.Context, id models.ID, _ models.RunJobParams) error {
 	if h.s.limits.cfg.RunsPerMinute > 0 {
-		ns, err := h.s.store.JobNamespace(c.Request().Context(), id)
+		ns, err := h.s.store.GetJobNamespace(c.Request().Context(), id)
 		if err != nil {
 			return h.storeError(c, err, "job", id)
 		}
@@ -359,7 +359,7 @@ func (h *endpoints) RunJob(c echo.Context, id models.ID, _ models.RunJobParams) 
 			return err
 		}
 	}
-	e, err := h.s.jobs.RunNow(c.Request().Context(), id)
+	e, err := h.s.jobs.CreateManualExecution(c.Request().Context(), id)
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}

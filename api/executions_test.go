@@ -65,7 +65,7 @@ func TestExecutionWithAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := e.store.RunNow(e.ctx, j.Id, now)
+	x, err := e.store.CreateManualExecution(e.ctx, j.Id, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestListExecutions(t *testing.T) {
 	// scheduled (not manual) firing of another job.
 	var ids []uuid.UUID
 	for i := range 7 {
-		x, err := e.store.RunNow(e.ctx, j.Id, now.Add(time.Duration(i-10)*time.Second))
+		x, err := e.store.CreateManualExecution(e.ctx, j.Id, now.Add(time.Duration(i-10)*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,7 +92,7 @@ func (s *Server) idempotent(ns func(c echo.Context, body []byte) string) echo.Mi
 			if status >= 500 || !c.Response().Committed {
 				return s.store.ReleaseIdempotencyKey(context.WithoutCancel(ctx), namespace, key)
 			}
-			return s.store.SaveIdempotentResponse(context.WithoutCancel(ctx), namespace, key, status,
+			return s.store.SaveIdempotencyResponse(context.WithoutCancel(ctx), namespace, key, status,
 				c.Response().Header().Get(echo.HeaderContentType), rec.body.Bytes())
 		}
 	}

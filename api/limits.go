@@ -130,7 +130,7 @@ func (s *Server) checkJobQuota(c echo.Context, field, ns string, n int) error {
 	if max <= 0 {
 		return nil
 	}
-	have, err := s.store.CountJobsUpTo(c.Request().Context(), ns, max+1)
+	have, err := s.store.CountJobs(c.Request().Context(), ns, max+1)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func (h *endpoints) PutNamespace(c echo.Context, namespace string) error {
 	if all := shape.merge(errs); len(all) > 0 {
 		return all.err()
 	}
-	n, err := h.s.store.SetNamespaceRetention(c.Request().Context(), namespace, d)
+	n, err := h.s.store.UpdateNamespaceRetention(c.Request().Context(), namespace, d)
 	if err != nil {
 		return h.storeError(c, err, "namespace", uuid.Nil)
 	}

@@ -33,17 +33,17 @@ type Store interface {
 	GetExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*model.Execution, string, error)
 	CountExecutions(ctx context.Context, f store.ExecFilter) (int64, error)
-	ExecutionStats(ctx context.Context, f store.StatsFilter) ([]model.ExecStats, error)
+	ListExecutionStats(ctx context.Context, f store.StatsFilter) ([]model.ExecStats, error)
 	ListNamespaces(ctx context.Context) ([]model.Namespace, error)
-	SetNamespaceRetention(ctx context.Context, ns string, d time.Duration) (*model.Namespace, error)
-	BucketStats(ctx context.Context) ([]model.BucketStat, error)
-	SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]model.SkippedRange, string, error)
+	UpdateNamespaceRetention(ctx context.Context, ns string, d time.Duration) (*model.Namespace, error)
+	ListBucketStats(ctx context.Context) ([]model.BucketStat, error)
+	ListSkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]model.SkippedRange, string, error)
 	ListBackfills(ctx context.Context, jobID uuid.UUID, limit int, cursor string) ([]*model.Backfill, string, error)
-	// AlertedJobSuccesses feeds tock_job_last_success_timestamp_seconds.
-	AlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuccess, error)
+	// ListAlertedJobSuccesses feeds tock_job_last_success_timestamp_seconds.
+	ListAlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuccess, error)
 	// The Idempotency-Key of writes (idempotent).
 	ClaimIdempotencyKey(ctx context.Context, namespace, key string, hash []byte) (model.Idempotent, error)
-	SaveIdempotentResponse(ctx context.Context, namespace, key string, status int, contentType string, body []byte) error
+	SaveIdempotencyResponse(ctx context.Context, namespace, key string, status int, contentType string, body []byte) error
 	ReleaseIdempotencyKey(ctx context.Context, namespace, key string) error
 	// API keys, and the namespaces requests are authorised in (auth.go).
 	CreateAPIKey(ctx context.Context, k model.APIKey) (*model.APIKey, error)
@@ -51,12 +51,12 @@ type Store interface {
 	GetAPIKey(ctx context.Context, id string) (*model.APIKey, error)
 	ListAPIKeys(ctx context.Context, namespaces []string) ([]*model.APIKey, error)
 	DeleteAPIKey(ctx context.Context, id string) error
-	JobNamespace(ctx context.Context, id uuid.UUID) (string, error)
-	CountJobsUpTo(ctx context.Context, namespace string, limit int) (int, error)
+	GetJobNamespace(ctx context.Context, id uuid.UUID) (string, error)
+	CountJobs(ctx context.Context, namespace string, limit int) (int, error)
 	// The audit trail (audit.go).
-	WriteAudit(ctx context.Context, entries []model.AuditEntry) error
-	ListAudit(ctx context.Context, f store.AuditFilter) ([]model.AuditEntry, string, error)
-	ExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
+	CreateAuditEntries(ctx context.Context, entries []model.AuditEntry) error
+	ListAuditEntries(ctx context.Context, f store.AuditFilter) ([]model.AuditEntry, string, error)
+	GetExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
 }
 
 // Cluster is the live view of the scheduler nodes and bucket owners in

@@ -23,13 +23,13 @@ const (
 
 // successSource is what the silent-job gauge reads; Store is one.
 type successSource interface {
-	AlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuccess, error)
+	ListAlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuccess, error)
 }
 
 // lastSuccesses is a prometheus.Collector exporting
 // tock_job_last_success_timestamp_seconds{job_namespace, job_name}: when
 // each job labelled tock.io/alert=true last succeeded (see
-// store.AlertedJobSuccesses, which also says what a job that never
+// store.ListAlertedJobSuccesses, which also says what a job that never
 // succeeded reports), read from the database when scraped.
 //
 // One read serves the scrapes of the next ttl, so that several
@@ -108,7 +108,7 @@ func (c *lastSuccesses) read() []model.JobLastSuccess {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	jobs, err := c.src.AlertedJobSuccesses(ctx)
+	jobs, err := c.src.ListAlertedJobSuccesses(ctx)
 	if err != nil {
 		c.log.Warn("metrics: read the last successes of alerted jobs; tock_job_last_success_timestamp_seconds left out",
 			"err", err)

@@ -25,7 +25,7 @@ import (
 // succeed runs job j now and records the run's success at end.
 func (e *env) succeed(j models.Job, end time.Time) {
 	e.t.Helper()
-	x, err := e.store.RunNow(e.ctx, j.Id, time.Now())
+	x, err := e.store.CreateManualExecution(e.ctx, j.Id, time.Now())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ type fakeSuccesses struct {
 	err   error
 }
 
-func (f *fakeSuccesses) AlertedJobSuccesses(context.Context) ([]model.JobLastSuccess, error) {
+func (f *fakeSuccesses) ListAlertedJobSuccesses(context.Context) ([]model.JobLastSuccess, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++

@@ -16,7 +16,7 @@ func (h *endpoints) ListJobSkips(c echo.Context, id models.ID, p models.ListJobS
 	if err := errs.err(); err != nil {
 		return err
 	}
-	skips, next, err := h.s.store.SkippedRuns(ctx, id, limit, deref(p.Cursor))
+	skips, next, err := h.s.store.ListSkippedRuns(ctx, id, limit, deref(p.Cursor))
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}

@@ -54,7 +54,7 @@ func (h *endpoints) GetStats(c echo.Context, p models.GetStatsParams) error {
 	if err := errs.err(); err != nil {
 		return err
 	}
-	groups, err := h.s.store.ExecutionStats(ctx, f)
+	groups, err := h.s.store.ListExecutionStats(ctx, f)
 	if err != nil {
 		return h.storeError(c, err, "execution", uuid.Nil)
 	}

@@ -24,7 +24,7 @@ func TestArchiveCommands(t *testing.T) {
 	pg, st, now := nodetest.MigratedStore(t)
 	at := now.AddDate(0, 0, -60).UTC().Truncate(time.Hour)
 	day := at.Format(time.DateOnly)
-	if err := st.EnsureDays(ctx, at); err != nil {
+	if err := st.EnsureHistoryPartitions(ctx, at); err != nil {
 		t.Fatal(err)
 	}
 	id := uuid.New()

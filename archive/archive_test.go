@@ -62,7 +62,7 @@ type fixture struct {
 func insert(t *testing.T, st *store.Store) fixture {
 	t.Helper()
 	ctx := context.Background()
-	if err := st.EnsureDays(ctx, day, next); err != nil {
+	if err := st.EnsureHistoryPartitions(ctx, day, next); err != nil {
 		t.Fatal(err)
 	}
 	db := st.Pool()

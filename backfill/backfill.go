@@ -34,7 +34,7 @@ import (
 
 // Store is what the runner needs from Postgres; *store.Store is one.
 type Store interface {
-	RunningBackfills(ctx context.Context, buckets []int) ([]model.BackfillWork, error)
+	ListRunningBackfills(ctx context.Context, buckets []int) ([]model.BackfillWork, error)
 	StepBackfill(ctx context.Context, node string, epoch int64, step model.BackfillStep) (model.BackfillResult, error)
 }
 
@@ -183,7 +183,7 @@ func (r *Runner) tick(ctx context.Context) bool {
 	if len(owned) == 0 {
 		return false
 	}
-	work, err := r.cfg.Store.RunningBackfills(ctx, slices.Sorted(maps.Keys(owned)))
+	work, err := r.cfg.Store.ListRunningBackfills(ctx, slices.Sorted(maps.Keys(owned)))
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("read running backfills", "err", err)

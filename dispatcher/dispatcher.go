@@ -4,7 +4,7 @@
 // The executions table is the outbox: a fired execution is committed first
 // and published after; so is a retry, a deferred delivery or a re-drive,
 // which Postgres puts back in the outbox as the execution's next dispatch
-// (see store.RecordEvents). Each message carries Nats-Msg-Id =
+// (see store.RecordAttemptEvents). Each message carries Nats-Msg-Id =
 // wire.ExecMsgID(execution id, dispatch), so a re-publish of the same
 // dispatch inside the stream's duplicate window (2 minutes) is dropped by
 // JetStream; one whose ack was lost stays undispatched and the scanner
@@ -36,15 +36,15 @@ import (
 
 // Store is what the dispatcher needs from Postgres.
 type Store interface {
-	MarkDispatched(ctx context.Context, ds []model.Dispatched, at time.Time) error
-	Published(ctx context.Context, positions map[int]time.Time) error
+	MarkExecutionsDispatched(ctx context.Context, ds []model.Dispatched, at time.Time) error
+	AdvancePublishPositions(ctx context.Context, positions map[int]time.Time) error
 }
 
 // Failer records executions that can never be published: their message
 // is larger than NATS takes (its max_payload, 1 MiB by default) or cannot
 // be encoded. *store.Store is one.
 type Failer interface {
-	RecordEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error)
+	RecordAttemptEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error)
 }
 
 // FailedBy is the executor an unpublishable execution's failed attempt is
@@ -66,7 +66,7 @@ func (localClock) Passed() time.Time { return time.Now() }
 type Config struct {
 	JS    jetstream.JetStream
 	Store Store
-	// BatchSize caps the executions published before one MarkDispatched;
+	// BatchSize caps the executions published before one MarkExecutionsDispatched;
 	// default 1000.
 	BatchSize int
 	// Workers publish batches in parallel; default 2.
@@ -116,7 +116,7 @@ type Dispatcher struct {
 	// the first execution comes in (see Drain).
 	idle chan struct{}
 
-	// Publish positions (see store.Published). unacked counts, per bucket
+	// Publish positions (see store.AdvancePublishPositions). unacked counts, per bucket
 	// and creation time, the first dispatches of fired executions taken
 	// by Dispatch and not yet acknowledged; acked is the newest creation
 	// time acknowledged per bucket; holds are the floors of firing
@@ -560,7 +560,7 @@ wait:
 	// Marking must survive our own shutdown: the messages are out already.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := d.cfg.Store.MarkDispatched(mctx, marks, d.cfg.Clock.Passed()); err != nil {
+	if err := d.cfg.Store.MarkExecutionsDispatched(mctx, marks, d.cfg.Clock.Passed()); err != nil {
 		// Not lost: the outbox re-publishes, and JetStream drops the
 		// duplicate inside its window.
 		d.log.Warn("mark dispatched", "count", len(marks), "err", err)
@@ -607,7 +607,7 @@ func (d *Dispatcher) fail(ctx context.Context, batch []*model.Execution, unpubli
 	// Like marking, this must survive our own shutdown.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	results, err := d.cfg.Failer.RecordEvents(fctx, evs)
+	results, err := d.cfg.Failer.RecordAttemptEvents(fctx, evs)
 	if err != nil {
 		d.log.Warn("record unpublishable executions", "count", len(evs), "err", err)
 		return
@@ -629,7 +629,7 @@ func (d *Dispatcher) fail(ctx context.Context, batch []*model.Execution, unpubli
 func (d *Dispatcher) store(ctx context.Context, pos map[int]time.Time) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := d.cfg.Store.Published(sctx, pos); err != nil {
+	if err := d.cfg.Store.AdvancePublishPositions(sctx, pos); err != nil {
 		d.log.Warn("advance publish positions", "buckets", len(pos), "err", err)
 		return
 	}

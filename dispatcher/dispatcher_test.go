@@ -26,7 +26,7 @@ type marks struct {
 	pos map[int]time.Time
 }
 
-func (m *marks) Published(_ context.Context, pos map[int]time.Time) error {
+func (m *marks) AdvancePublishPositions(_ context.Context, pos map[int]time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pos == nil {
@@ -47,7 +47,7 @@ func (m *marks) reached(bucket int, t time.Time) bool {
 	return !m.pos[bucket].Before(t)
 }
 
-func (m *marks) MarkDispatched(_ context.Context, ds []model.Dispatched, at time.Time) error {
+func (m *marks) MarkExecutionsDispatched(_ context.Context, ds []model.Dispatched, at time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ds = append(m.ds, ds...)
@@ -365,7 +365,7 @@ type failures struct {
 	evs []model.AttemptEvent
 }
 
-func (f *failures) RecordEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
+func (f *failures) RecordAttemptEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.evs = append(f.evs, evs...)

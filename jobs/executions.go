@@ -9,15 +9,15 @@ import (
 	"github.com/tock-sched/tock/store/model"
 )
 
-// RunNow queues a manual execution of job id, whatever its state, for
+// CreateManualExecution queues a manual execution of job id, whatever its state, for
 // the database's present moment (a millisecond or so later if that time
 // is taken); it fails with store.ErrNotFound when there is no such job.
-func (s *Service) RunNow(ctx context.Context, id uuid.UUID) (*model.Execution, error) {
+func (s *Service) CreateManualExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error) {
 	now, err := s.Now(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.store.RunNow(ctx, id, now)
+	return s.store.CreateManualExecution(ctx, id, now)
 }
 
 // Cancel cancels execution id in two steps. The cancellation is recorded

@@ -413,11 +413,11 @@ func TestExecutions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := bare.RunNow(ctx, j.ID)
+	e, err := bare.CreateManualExecution(ctx, j.ID)
 	if err != nil || !e.Manual || e.State != domain.ExecQueued || e.JobID != j.ID {
 		t.Fatalf("run now: %+v, %v", e, err)
 	}
-	if _, err := bare.RunNow(ctx, uuid.New()); !errors.Is(err, store.ErrNotFound) {
+	if _, err := bare.CreateManualExecution(ctx, uuid.New()); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("run of a missing job: %v", err)
 	}
 
@@ -444,7 +444,7 @@ func TestExecutions(t *testing.T) {
 	}
 
 	// Only the dead are re-driven; a succeeded execution is not cancelled.
-	done, err := svc.RunNow(ctx, j.ID)
+	done, err := svc.CreateManualExecution(ctx, j.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +455,7 @@ func TestExecutions(t *testing.T) {
 	if _, err := svc.Redrive(ctx, done.ID); !errors.Is(err, store.ErrNotDead) {
 		t.Errorf("re-drive of a succeeded execution: %v", err)
 	}
-	dead, err := svc.RunNow(ctx, j.ID)
+	dead, err := svc.CreateManualExecution(ctx, j.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ type Store interface {
 	ListJobs(ctx context.Context, f store.JobFilter) ([]*model.Job, string, error)
 	UpdateJob(ctx context.Context, j *model.Job) error
 	DeleteJob(ctx context.Context, id uuid.UUID) error
-	RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*model.Execution, error)
+	CreateManualExecution(ctx context.Context, jobID uuid.UUID, at time.Time) (*model.Execution, error)
 	CancelExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
 	RedriveExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
 	CreateBackfill(ctx context.Context, jobID uuid.UUID, from, to time.Time, total int64) (*model.Backfill, error)

@@ -16,7 +16,7 @@ import (
 // one.
 type AuditStore interface {
 	Now(ctx context.Context) (time.Time, error)
-	MaintainAudit(ctx context.Context, now time.Time, daysAhead int, retention time.Duration) (int, error)
+	MaintainAuditPartitions(ctx context.Context, now time.Time, daysAhead int, retention time.Duration) (int, error)
 }
 
 // AuditPrunerConfig configures an AuditPruner. Store is required.
@@ -57,7 +57,7 @@ func (c *AuditPrunerConfig) validate() error {
 	return nil
 }
 
-// AuditPruner keeps the audit trail's day partitions (store.MaintainAudit):
+// AuditPruner keeps the audit trail's day partitions (store.MaintainAuditPartitions):
 // it makes those of yesterday through DaysAhead days after today, and
 // drops the days past Retention.
 type AuditPruner struct {
@@ -95,7 +95,7 @@ func (p *AuditPruner) RunOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := p.cfg.Store.MaintainAudit(ctx, now, p.cfg.DaysAhead, p.cfg.Retention)
+	n, err := p.cfg.Store.MaintainAuditPartitions(ctx, now, p.cfg.DaysAhead, p.cfg.Retention)
 	if err != nil {
 		return err
 	}

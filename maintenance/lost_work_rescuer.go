@@ -26,7 +26,7 @@ const (
 // LostWorkStore is what LostWorkRescuer needs from Postgres;
 // *store.Store is one.
 type LostWorkStore interface {
-	RequeueLost(ctx context.Context, buckets []int, olderThan time.Time) (int, error)
+	RequeueLostExecutions(ctx context.Context, buckets []int, olderThan time.Time) (int, error)
 }
 
 // LostWorkRescuerConfig configures a LostWorkRescuer. Store and Buckets
@@ -42,7 +42,7 @@ type LostWorkRescuerConfig struct {
 	Now func() time.Time
 	// LostAfter: a running execution whose newest attempt has given no
 	// sign of life (start, heartbeat) for this long is re-queued
-	// (store.RequeueLost). Default DefaultLostAfter; it must not be
+	// (store.RequeueLostExecutions). Default DefaultLostAfter; it must not be
 	// negative.
 	LostAfter time.Duration
 	// Interval is how often Run checks; default DefaultLostInterval; it
@@ -85,7 +85,7 @@ func (c *LostWorkRescuerConfig) validate() error {
 
 // LostWorkRescuer is the backstop for work NATS lost: it re-queues the
 // running executions of this node's buckets that have been silent for
-// LostAfter (store.RequeueLost puts them back in the outbox, failed, due
+// LostAfter (store.RequeueLostExecutions puts them back in the outbox, failed, due
 // now, and the scanner hands them to the dispatcher).
 type LostWorkRescuer struct {
 	cfg      LostWorkRescuerConfig
@@ -123,7 +123,7 @@ func (r *LostWorkRescuer) RunOnce(ctx context.Context) error {
 		r.last.SetToCurrentTime()
 		return nil
 	}
-	n, err := r.cfg.Store.RequeueLost(ctx, buckets, r.cfg.Now().Add(-r.cfg.LostAfter))
+	n, err := r.cfg.Store.RequeueLostExecutions(ctx, buckets, r.cfg.Now().Add(-r.cfg.LostAfter))
 	if err != nil {
 		return err
 	}

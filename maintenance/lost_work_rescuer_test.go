@@ -18,14 +18,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// lostStore records RequeueLost calls.
+// lostStore records RequeueLostExecutions calls.
 type lostStore struct {
 	mu    sync.Mutex
 	calls []lostCall
 	n     int // what each call reports re-queued
 }
 
-// lostCall is one RequeueLost call: its buckets, its time bound, and
+// lostCall is one RequeueLostExecutions call: its buckets, its time bound, and
 // when it was made.
 type lostCall struct {
 	buckets  []int
@@ -33,7 +33,7 @@ type lostCall struct {
 	calledAt time.Time
 }
 
-func (f *lostStore) RequeueLost(_ context.Context, buckets []int, olderThan time.Time) (int, error) {
+func (f *lostStore) RequeueLostExecutions(_ context.Context, buckets []int, olderThan time.Time) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, lostCall{slices.Clone(buckets), olderThan, time.Now()})
@@ -89,6 +89,6 @@ func TestLostWorkWithoutBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if calls := st.lost(); len(calls) != 0 {
-		t.Fatalf("RequeueLost called without buckets: %+v", calls)
+		t.Fatalf("RequeueLostExecutions called without buckets: %+v", calls)
 	}
 }

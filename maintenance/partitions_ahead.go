@@ -18,7 +18,7 @@ const DefaultDaysAhead = 7
 // *store.Store is one.
 type PartitionsStore interface {
 	Now(ctx context.Context) (time.Time, error)
-	MaintainPartitions(ctx context.Context, now time.Time, daysAhead int) error
+	MaintainHistoryPartitions(ctx context.Context, now time.Time, daysAhead int) error
 }
 
 // PartitionsAheadConfig configures a PartitionsAhead. Store is required.
@@ -54,7 +54,7 @@ func (c *PartitionsAheadConfig) validate() error {
 
 // PartitionsAhead creates the daily partitions of executions and attempts
 // from yesterday through DaysAhead days after today
-// (store.MaintainPartitions), so that they exist well before rows arrive.
+// (store.MaintainHistoryPartitions), so that they exist well before rows arrive.
 type PartitionsAhead struct {
 	cfg  PartitionsAheadConfig
 	last prometheus.Gauge
@@ -82,7 +82,7 @@ func (p *PartitionsAhead) RunOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.cfg.Store.MaintainPartitions(ctx, now, p.cfg.DaysAhead); err != nil {
+	if err := p.cfg.Store.MaintainHistoryPartitions(ctx, now, p.cfg.DaysAhead); err != nil {
 		return err
 	}
 	p.last.SetToCurrentTime()

@@ -62,7 +62,7 @@ func TestPassOnPostgres(t *testing.T) {
 	// A day of history past retention, with one execution.
 	at := now.AddDate(0, 0, -60).UTC().Truncate(time.Hour)
 	day := at.Format(time.DateOnly)
-	if err := st.EnsureDays(ctx, at); err != nil {
+	if err := st.EnsureHistoryPartitions(ctx, at); err != nil {
 		t.Fatal(err)
 	}
 	old := store.DayPartition("executions", at)

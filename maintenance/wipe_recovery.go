@@ -44,7 +44,7 @@ const (
 
 // WipeStore is what WipeRecovery needs from Postgres; *store.Store is one.
 type WipeStore interface {
-	RequeueAfterWipe(ctx context.Context, buckets []int, before time.Time) (int, error)
+	RequeueWipedExecutions(ctx context.Context, buckets []int, before time.Time) (int, error)
 }
 
 // WipeRecoveryConfig configures a WipeRecovery. JS, Store and Buckets are
@@ -76,7 +76,7 @@ type WipeRecoveryConfig struct {
 // waiting in it would never run. WipeRecovery reads the stream's
 // incarnation (wire.Incarnation) and, once a new one is Grace old, has
 // the store re-queue the owned buckets' executions that were published
-// before it existed and have not started (store.RequeueAfterWipe). It
+// before it existed and have not started (store.RequeueWipedExecutions). It
 // also creates the streams when they are missing, so that a node with the
 // scheduler role alone brings them back.
 type WipeRecovery struct {
@@ -201,7 +201,7 @@ func (r *WipeRecovery) RunOnce(ctx context.Context) error {
 		r.last.SetToCurrentTime()
 		return nil
 	}
-	n, err := r.cfg.Store.RequeueAfterWipe(cctx, buckets, before)
+	n, err := r.cfg.Store.RequeueWipedExecutions(cctx, buckets, before)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("re-queue executions lost with the exec stream", "err", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/tock-sched/tock/wire"
 )
 
-// wipeStore records RequeueAfterWipe calls and re-queues n each time.
+// wipeStore records RequeueWipedExecutions calls and re-queues n each time.
 type wipeStore struct {
 	mu     sync.Mutex
 	calls  []lostCall
@@ -22,7 +22,7 @@ type wipeStore struct {
 	failed error
 }
 
-func (f *wipeStore) RequeueAfterWipe(_ context.Context, buckets []int, before time.Time) (int, error) {
+func (f *wipeStore) RequeueWipedExecutions(_ context.Context, buckets []int, before time.Time) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, lostCall{slices.Clone(buckets), before, time.Now()})

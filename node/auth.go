@@ -27,7 +27,7 @@ func checkAuth(ctx context.Context, cfg Config, st *store.Store, log *slog.Logge
 	if cfg.JWT.URL != "" {
 		return nil // tokens of the identity provider can call it
 	}
-	n, err := st.UsableAPIKeys(ctx)
+	n, err := st.CountUsableAPIKeys(ctx)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ func TestMaintainOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pg, st, now := nodetest.MigratedStore(t)
-	if err := st.MaintainPartitions(ctx, now.AddDate(0, 0, -60), 0); err != nil {
+	if err := st.MaintainHistoryPartitions(ctx, now.AddDate(0, 0, -60), 0); err != nil {
 		t.Fatal(err)
 	}
 	old := "executions_" + now.AddDate(0, 0, -60).UTC().Format("20060102")

@@ -35,8 +35,8 @@ func GenerationKey(cluster string) string { return Prefix(cluster) + "generation
 // (Postgres; *store.Store is one) to keep epochs growing when etcd starts
 // over with revisions near 1.
 type Fencing interface {
-	// MaxEpoch is the highest epoch recorded for any bucket; 0 if none.
-	MaxEpoch(ctx context.Context) (int64, error)
+	// GetMaxEpoch is the highest epoch recorded for any bucket; 0 if none.
+	GetMaxEpoch(ctx context.Context) (int64, error)
 	// NextGeneration allocates and returns a generation greater than
 	// above and than every generation it returned before, so that two
 	// etcd lives never share one, even when no epoch of the first was
@@ -75,7 +75,7 @@ func (n *Node) generation(ctx context.Context) (int64, error) {
 				gen = 0
 			}
 		}
-		floor, err := n.cfg.Fencing.MaxEpoch(ctx)
+		floor, err := n.cfg.Fencing.GetMaxEpoch(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("read highest recorded epoch: %w", err)
 		}

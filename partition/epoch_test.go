@@ -23,7 +23,7 @@ type fencingTable struct {
 	lastGen int64
 }
 
-func (f *fencingTable) MaxEpoch(context.Context) (int64, error) {
+func (f *fencingTable) GetMaxEpoch(context.Context) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var m int64

@@ -64,7 +64,7 @@ func cpuTime() time.Duration {
 // nopStore records nothing and reports every event written.
 type nopStore struct{}
 
-func (nopStore) RecordEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
+func (nopStore) RecordAttemptEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
 	return make([]error, len(evs)), nil
 }
 

@@ -30,13 +30,13 @@ import (
 	"github.com/tock-sched/tock/wire"
 )
 
-// Store is what the recorder writes to; *store.Store is one. RecordEvents
+// Store is what the recorder writes to; *store.Store is one. RecordAttemptEvents
 // records a batch in order and must be idempotent per event: an event can
 // be delivered twice. Its per-event result store.ErrNotFound (the
 // execution is gone, e.g. dropped by retention) drops that event; a batch
 // error has the whole batch retried.
 type Store interface {
-	RecordEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error)
+	RecordAttemptEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error)
 }
 
 // Tuning. The consumer's AckWait must outlast a slow Store write.
@@ -243,7 +243,7 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 	if len(evs) == 0 {
 		return
 	}
-	results, err := r.st.RecordEvents(ctx, evs)
+	results, err := r.st.RecordAttemptEvents(ctx, evs)
 	if err != nil {
 		for _, msg := range held {
 			if ctx.Err() != nil {

@@ -87,9 +87,9 @@ func (s *fakeStore) add(c call) error {
 	return nil
 }
 
-// RecordEvents records the batch as calls, in order; a failure fails the
+// RecordAttemptEvents records the batch as calls, in order; a failure fails the
 // whole batch, like a rolled-back transaction.
-func (s *fakeStore) RecordEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
+func (s *fakeStore) RecordAttemptEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
 	s.mu.Lock()
 	if s.fails > 0 {
 		s.fails--
@@ -297,7 +297,7 @@ type notFoundStore struct {
 	calls atomic.Int32
 }
 
-func (s *notFoundStore) RecordEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
+func (s *notFoundStore) RecordAttemptEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
 	res := make([]error, len(evs))
 	for i, ev := range evs {
 		s.calls.Add(1)

@@ -85,7 +85,7 @@ func TestBackpressureHoldsFiringNearTheLimit(t *testing.T) {
 	for i := range dead {
 		jobs = append(jobs, job(i, "nobody", start))
 	}
-	if err := st.CreateJobs(ctx, jobs); err != nil {
+	if err := st.CopyJobs(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Pool().Exec(ctx, "ANALYZE jobs"); err != nil {

@@ -28,9 +28,9 @@ type countingStore struct {
 	reads atomic.Int64
 }
 
-func (c *countingStore) Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error) {
+func (c *countingStore) ListUndispatchedExecutions(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error) {
 	defer c.reads.Add(1)
-	return c.Store.Undispatched(ctx, buckets, limit, until)
+	return c.Store.ListUndispatchedExecutions(ctx, buckets, limit, until)
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -83,7 +83,7 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := st.RunNow(ctx, j.ID, now)
+	e, err := st.CreateManualExecution(ctx, j.ID, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 
 	// Attempt 1 fails; the retry is due in 1.5 s.
 	at := time.Now()
-	res, err := st.RecordEvents(ctx, []model.AttemptEvent{
+	res, err := st.RecordAttemptEvents(ctx, []model.AttemptEvent{
 		{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventFailed, StartedAt: &at, RetryIn: 1500 * time.Millisecond},
 	})
 	if err != nil || res[0] != nil {
@@ -135,7 +135,7 @@ func TestRetryIsPublishedFromPostgresWhenDue(t *testing.T) {
 
 	// Attempt 2 fails with a long backoff: nothing is published meanwhile.
 	at = time.Now()
-	if _, err := st.RecordEvents(ctx, []model.AttemptEvent{
+	if _, err := st.RecordAttemptEvents(ctx, []model.AttemptEvent{
 		{ID: e.ID, Attempt: 2, Executor: "x", At: at, Type: domain.EventFailed, StartedAt: &at, RetryIn: time.Hour,
 			Dispatch: 1},
 	}); err != nil {

@@ -50,16 +50,16 @@ import (
 type Store interface {
 	Now(ctx context.Context) (time.Time, error)
 	ClaimBucket(ctx context.Context, bucket int, node string, epoch int64) error
-	ReleaseBuffered(ctx context.Context, buckets []int) (int, error)
-	DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]model.Due, error)
+	ReleaseBufferedExecutions(ctx context.Context, buckets []int) (int, error)
+	ListDueJobs(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]model.Due, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*model.Job, error)
 	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (model.FireResult, error)
-	Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error)
+	ListUndispatchedExecutions(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error)
 	Listen(ctx context.Context, fn func(channel, payload string), channels ...string) error
 }
 
 // Dispatcher publishes fired executions; dispatcher.Dispatcher is one.
-// Hold keeps its publish positions (see store.Published) at or before
+// Hold keeps its publish positions (see store.AdvancePublishPositions) at or before
 // floor while a firing transaction is in flight, until release.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, execs []*model.Execution)
@@ -583,7 +583,7 @@ func (s *Scanner) load(ctx context.Context, buckets []int, after, until time.Tim
 	if len(buckets) == 0 || until.IsZero() {
 		return true
 	}
-	jobs, err := s.cfg.Store.DueAfter(ctx, buckets, after, until, s.cfg.ScanLimit)
+	jobs, err := s.cfg.Store.ListDueJobs(ctx, buckets, after, until, s.cfg.ScanLimit)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("scan due jobs", "err", err)
@@ -842,13 +842,13 @@ func (s *Scanner) outbox(ctx context.Context, buckets []int) {
 	}
 	// Buffered runs (overlap buffer_one) whose job has nothing else left
 	// running start now.
-	if _, err := s.cfg.Store.ReleaseBuffered(ctx, buckets); err != nil && ctx.Err() == nil {
+	if _, err := s.cfg.Store.ReleaseBufferedExecutions(ctx, buckets); err != nil && ctx.Err() == nil {
 		s.log.Warn("release buffered runs", "err", err)
 	}
 	// One page per pass: the dispatcher skips what it already holds, so
 	// looping here would spin on executions being published right now.
 	until := s.clock.Now().Add(s.cfg.OutboxInterval + time.Second)
-	execs, err := s.cfg.Store.Undispatched(ctx, buckets, 5000, until)
+	execs, err := s.cfg.Store.ListUndispatchedExecutions(ctx, buckets, 5000, until)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("read outbox", "err", err)

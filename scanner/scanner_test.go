@@ -39,12 +39,12 @@ type fakeStore struct {
 	inFire    chan struct{} // signalled when Fire starts
 	notifyFn  func(channel, payload string)
 	fireCalls int
-	dueCalls  int // DueAfter calls (scans)
-	// outboxReads records Undispatched calls.
+	dueCalls  int // ListDueJobs calls (scans)
+	// outboxReads records ListUndispatchedExecutions calls.
 	outboxReads []outboxRead
 }
 
-// outboxRead is one Undispatched call: its buckets, its time bound, and
+// outboxRead is one ListUndispatchedExecutions call: its buckets, its time bound, and
 // when it was made.
 type outboxRead struct {
 	buckets  []int
@@ -65,7 +65,7 @@ func (f *fakeStore) ClaimBucket(_ context.Context, b int, _ string, e int64) err
 	return nil
 }
 
-func (f *fakeStore) DueAfter(_ context.Context, buckets []int, after, until time.Time, _ int) ([]model.Due, error) {
+func (f *fakeStore) ListDueJobs(_ context.Context, buckets []int, after, until time.Time, _ int) ([]model.Due, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dueCalls++
@@ -132,9 +132,9 @@ func (f *fakeStore) Fire(_ context.Context, _ string, epochs map[int]int64, firi
 	return res, nil
 }
 
-func (f *fakeStore) ReleaseBuffered(context.Context, []int) (int, error) { return 0, nil }
+func (f *fakeStore) ReleaseBufferedExecutions(context.Context, []int) (int, error) { return 0, nil }
 
-func (f *fakeStore) Undispatched(_ context.Context, buckets []int, _ int, until time.Time) ([]*model.Execution, error) {
+func (f *fakeStore) ListUndispatchedExecutions(_ context.Context, buckets []int, _ int, until time.Time) ([]*model.Execution, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.outboxReads = append(f.outboxReads, outboxRead{slices.Clone(buckets), until, time.Now()})

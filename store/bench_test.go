@@ -71,7 +71,7 @@ func fireLoopWith(b *testing.B, s *Store, epochs map[int]int64, jobs []*model.Jo
 // BenchmarkRecordEvents records batches of 500 events as the recorder
 // writes them, three batches in flight at once (recorder.Writers): each
 // op fires 3×500 executions (not timed), then records a start for each
-// (three concurrent RecordEvents calls) and then an end (quick attempts
+// (three concurrent RecordAttemptEvents calls) and then an end (quick attempts
 // report only the end, with its start; this records both to count the
 // slower life). Report events/s.
 func BenchmarkRecordEvents(b *testing.B) {
@@ -103,7 +103,7 @@ func BenchmarkRecordEvents(b *testing.B) {
 			var wg sync.WaitGroup
 			for w := range writers {
 				wg.Go(func() {
-					if _, err := s.RecordEvents(ctx, evs[w*batch:(w+1)*batch]); err != nil {
+					if _, err := s.RecordAttemptEvents(ctx, evs[w*batch:(w+1)*batch]); err != nil {
 						b.Error(err)
 					}
 				})
@@ -155,7 +155,7 @@ func BenchmarkFireSpread(b *testing.B) {
 		jobs[i] = testJob(fmt.Sprintf("spread-%06d", i), next)
 	}
 	for i := 0; i < len(jobs); i += 10_000 {
-		if err := s.CreateJobs(ctx, jobs[i:min(i+10_000, len(jobs))]); err != nil {
+		if err := s.CopyJobs(ctx, jobs[i:min(i+10_000, len(jobs))]); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -21,7 +21,7 @@ func BenchmarkDueAfter(b *testing.B) {
 		next := t0.Add(time.Duration(i%60) * time.Second)
 		jobs[i] = testJob(fmt.Sprintf("due-%05d", i), &next)
 	}
-	if err := s.CreateJobs(ctx, jobs); err != nil {
+	if err := s.CopyJobs(ctx, jobs); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, "VACUUM ANALYZE jobs"); err != nil {
@@ -32,7 +32,7 @@ func BenchmarkDueAfter(b *testing.B) {
 		all[i] = i
 	}
 	for b.Loop() {
-		due, err := s.DueAfter(ctx, all, time.Time{}, t0.Add(time.Minute), n+1)
+		due, err := s.ListDueJobs(ctx, all, time.Time{}, t0.Add(time.Minute), n+1)
 		if err != nil || len(due) != n {
 			b.Fatalf("%d due, %v", len(due), err)
 		}

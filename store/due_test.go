@@ -7,10 +7,10 @@ import (
 	"github.com/tock-sched/tock/store/model"
 )
 
-// dueJobs is the scanner's full read (DueAfter without a lower bound),
+// dueJobs is the scanner's full read (ListDueJobs without a lower bound),
 // with each job read whole, for assertions by name.
 func (s *Store) dueJobs(ctx context.Context, buckets []int, until time.Time, limit int) ([]*model.Job, error) {
-	due, err := s.DueAfter(ctx, buckets, time.Time{}, until, limit)
+	due, err := s.ListDueJobs(ctx, buckets, time.Time{}, until, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/tock-sched/tock/store/model"
 )
 
-// record records one event with RecordEvents and returns its result.
+// record records one event with RecordAttemptEvents and returns its result.
 func (s *Store) recordOne(ctx context.Context, ev model.AttemptEvent) error {
-	res, err := s.RecordEvents(ctx, []model.AttemptEvent{ev})
+	res, err := s.RecordAttemptEvents(ctx, []model.AttemptEvent{ev})
 	if err != nil {
 		return err
 	}

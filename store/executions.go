@@ -37,7 +37,7 @@ func execCols(a string) string {
 }
 
 // execRead is execColumns for reads shown to users: a fired execution's
-// first dispatch is not marked one by one (see Published), so until an
+// first dispatch is not marked one by one (see AdvancePublishPositions), so until an
 // executor reports on it, its dispatched_at is derived from its bucket's
 // publish position: once the position covers it, it went out at its
 // scheduled time (or, fired late, at its creation), the time the
@@ -48,20 +48,20 @@ var execRead = strings.Replace(execColumns, "dispatched_at", `COALESCE(dispatche
 		SELECT o.published_through FROM publish_positions o WHERE o.bucket = executions.bucket)
 	THEN GREATEST(scheduled_for, created_at) END)`, 1)
 
-// runNowTries bounds RunNow's search for a free millisecond.
+// runNowTries bounds CreateManualExecution's search for a free millisecond.
 const runNowTries = 1000
 
-// RunNow queues a manual execution of the job for at (truncated to the
+// CreateManualExecution queues a manual execution of the job for at (truncated to the
 // millisecond), in the job's priority class, or fails with ErrNotFound.
 // The job may be in any state.
-// It is not dispatched here: it waits in the outbox (Undispatched), and
+// It is not dispatched here: it waits in the outbox (ListUndispatchedExecutions), and
 // ExecChannel tells its bucket's dispatcher.
 //
 // Executions are unique per (job, scheduled time), so when at is taken
 // (by another execution, or by the job's next scheduled run, which would
 // otherwise be lost) the execution moves 1 ms later until a time is
 // free. Its id is domain.ExecutionID(job, that time).
-func (s *Store) RunNow(ctx context.Context, jobID uuid.UUID, at time.Time) (*model.Execution, error) {
+func (s *Store) CreateManualExecution(ctx context.Context, jobID uuid.UUID, at time.Time) (*model.Execution, error) {
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: run job %s: %w", jobID, err)
 	}
@@ -138,13 +138,13 @@ UNION ALL
 	ORDER BY x.scheduled_for LIMIT $2)
 ) o ORDER BY COALESCE(next_attempt_at, scheduled_for)`
 
-// Undispatched reads the outbox of some buckets: executions waiting to be
+// ListUndispatchedExecutions reads the outbox of some buckets: executions waiting to be
 // published that are due (see Execution.DueAt) at or before until —
 // re-dispatches and manual runs not yet marked dispatched, and fired
 // executions created after their bucket's publish position (see
-// Published) that no executor has reported on yet — up to limit of each
+// AdvancePublishPositions) that no executor has reported on yet — up to limit of each
 // kind, earliest first. The caller holds each until its due time.
-func (s *Store) Undispatched(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error) {
+func (s *Store) ListUndispatchedExecutions(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error) {
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
 	}
@@ -170,7 +170,7 @@ WHERE (id, scheduled_for) IN (
 	ORDER BY id
 	FOR UPDATE SKIP LOCKED)`
 
-// MarkDispatched records that JetStream acknowledged these publishes at
+// MarkExecutionsDispatched records that JetStream acknowledged these publishes at
 // time at (the dispatcher's cluster clock; zero means the database's
 // now), taking the executions out of the outbox. Only a row still at the
 // dispatch number that was published is marked: once a retry has
@@ -179,7 +179,7 @@ WHERE (id, scheduled_for) IN (
 // marked keep their first dispatch time; unknown ids are ignored, and so
 // are rows locked by an event being recorded (which marks them itself).
 // It takes one round trip.
-func (s *Store) MarkDispatched(ctx context.Context, ds []model.Dispatched, at time.Time) error {
+func (s *Store) MarkExecutionsDispatched(ctx context.Context, ds []model.Dispatched, at time.Time) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -414,10 +414,10 @@ func cleanText(s string) string {
 	return domain.Truncate(s)
 }
 
-// Published advances the publish positions of buckets (bucket → time):
+// AdvancePublishPositions advances the publish positions of buckets (bucket → time):
 // every fired execution of the bucket created (CreatedAt) at or before the
 // time has had its first dispatch acknowledged by JetStream. A position
-// never moves back. The outbox (Undispatched) holds the bucket's fired
+// never moves back. The outbox (ListUndispatchedExecutions) holds the bucket's fired
 // executions created after it; so after a crash the bucket's next owner
 // publishes those again, and JetStream drops the ones it has inside its
 // duplicate window. It takes one statement.
@@ -425,7 +425,7 @@ func cleanText(s string) string {
 // A caller that no longer owns a bucket may still advance its position:
 // it only ever reports executions it fired while it owned the bucket,
 // which were created before the next owner fired anything.
-func (s *Store) Published(ctx context.Context, positions map[int]time.Time) error {
+func (s *Store) AdvancePublishPositions(ctx context.Context, positions map[int]time.Time) error {
 	if len(positions) == 0 {
 		return nil
 	}
@@ -457,9 +457,9 @@ func inline(j *model.Job, v any) any {
 	return v
 }
 
-// ExecutionNamespace is the namespace of the execution with id;
+// GetExecutionNamespace is the namespace of the execution with id;
 // ErrNotFound if there is none.
-func (s *Store) ExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error) {
+func (s *Store) GetExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error) {
 	var ns string
 	err := s.pool.QueryRow(ctx, `SELECT namespace FROM executions WHERE id = $1 AND scheduled_for = $2`,
 		id, domain.ExecutionTime(id)).Scan(&ns)

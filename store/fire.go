@@ -66,12 +66,12 @@ const dueSQL = `SELECT id, bucket, next_run_at, schedule::text, runs, coalesce(p
 
 var negInfinity = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 
-// DueAfter reads, for the scanner, up to limit active jobs in buckets
+// ListDueJobs reads, for the scanner, up to limit active jobs in buckets
 // whose next run is after after (exclusive; the zero time means no lower
 // bound) and at or before until, earliest first: a scanner that already
 // holds the jobs due up to after reads just the new slice of its
 // look-ahead. It reads only those buckets' partitions.
-func (s *Store) DueAfter(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]model.Due, error) {
+func (s *Store) ListDueJobs(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]model.Due, error) {
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
 	}
@@ -325,7 +325,7 @@ func (s *Store) Fire(ctx context.Context, node string, epochs map[int]int64, fir
 	if len(firings) == 0 {
 		return model.FireResult{}, nil
 	}
-	if err := s.EnsureDays(ctx, pastDays(firings, time.Now())...); err != nil {
+	if err := s.EnsureHistoryPartitions(ctx, pastDays(firings, time.Now())...); err != nil {
 		return model.FireResult{}, err
 	}
 	for attempt := 0; ; attempt++ {
@@ -342,9 +342,9 @@ func (s *Store) Fire(ctx context.Context, node string, epochs map[int]int64, fir
 // pastDays are the days (UTC midnight) before yesterday that the
 // firings' executions fall on, once each: usually none. A late catch-up
 // (a scheduler down for days, a missed-run policy of all) fires times
-// older than the days MaintainPartitions keeps ready (yesterday to a
+// older than the days MaintainHistoryPartitions keeps ready (yesterday to a
 // week ahead), and Fire makes sure those days have their partitions
-// (EnsureDays, which remembers the days it made sure of), so that the
+// (EnsureHistoryPartitions, which remembers the days it made sure of), so that the
 // runs land in their own day rather than in the DEFAULT partition, and
 // retention drops them with it.
 func pastDays(firings []Firing, now time.Time) []time.Time {

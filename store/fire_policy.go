@@ -55,7 +55,7 @@ SELECT id, runs FROM fired`
 // bucket $5's jobs partition, as fireSQL does for a plain firing; a
 // jittered run waits in the outbox until its publish time (due_at, and
 // next_attempt_at until it is dispatched); a buffered one ($7) until
-// ReleaseBuffered ($8 is bufferedUntil). It returns the executions to
+// ReleaseBufferedExecutions ($8 is bufferedUntil). It returns the executions to
 // dispatch: all but the buffered ones.
 var policyRunsSQL = `
 WITH r AS (

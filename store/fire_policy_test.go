@@ -52,7 +52,7 @@ func TestFirePolicy(t *testing.T) {
 	if got, _ := s.GetJob(ctx, plainJob.ID); got.Runs != 1 {
 		t.Fatalf("plain job after one firing: runs %d", got.Runs)
 	}
-	skips, next, err := s.SkippedRuns(ctx, j.ID, 0, "")
+	skips, next, err := s.ListSkippedRuns(ctx, j.ID, 0, "")
 	if err != nil || next != "" || len(skips) != 1 || skips[0].Runs != 5 || !skips[0].First.Equal(sec(0)) ||
 		!skips[0].Last.Equal(sec(4)) || skips[0].Reason != "missed" || skips[0].JobName != "policy" {
 		t.Fatalf("skipped runs: %+v, %q, %v", skips, next, err)
@@ -77,7 +77,7 @@ func TestFirePolicy(t *testing.T) {
 	if got.State != domain.JobCompleted || got.NextRunAt != nil || got.Runs != 2 {
 		t.Fatalf("job after a skip-only last firing: %s next %v runs %d", got.State, got.NextRunAt, got.Runs)
 	}
-	skips, _, _ = s.SkippedRuns(ctx, j.ID, 1, "")
+	skips, _, _ = s.ListSkippedRuns(ctx, j.ID, 1, "")
 	if len(skips) != 1 || skips[0].Reason != "overlap" {
 		t.Fatalf("newest skipped range: %+v", skips)
 	}

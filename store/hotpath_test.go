@@ -22,7 +22,7 @@ func TestPublishPositionCoversFiredExecutions(t *testing.T) {
 	e := firedIn(t, s, 3)
 	far := dbNow(t, s).Add(time.Hour)
 	inOutbox := func() bool {
-		out, err := s.Undispatched(ctx, []int{3}, 100, far)
+		out, err := s.ListUndispatchedExecutions(ctx, []int{3}, 100, far)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,13 +36,13 @@ func TestPublishPositionCoversFiredExecutions(t *testing.T) {
 	if !inOutbox() || get(t, s, e.ID).DispatchedAt != nil {
 		t.Fatal("a fired execution not yet published: want it in the outbox, not dispatched")
 	}
-	if err := s.Published(ctx, map[int]time.Time{3: e.CreatedAt.Add(-time.Millisecond)}); err != nil {
+	if err := s.AdvancePublishPositions(ctx, map[int]time.Time{3: e.CreatedAt.Add(-time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	if !inOutbox() {
 		t.Fatal("a position before the execution took it out of the outbox")
 	}
-	if err := s.Published(ctx, map[int]time.Time{3: e.CreatedAt}); err != nil {
+	if err := s.AdvancePublishPositions(ctx, map[int]time.Time{3: e.CreatedAt}); err != nil {
 		t.Fatal(err)
 	}
 	if inOutbox() {
@@ -51,7 +51,7 @@ func TestPublishPositionCoversFiredExecutions(t *testing.T) {
 	if got := get(t, s, e.ID); got.DispatchedAt == nil || got.DispatchedAt.Before(e.ScheduledFor) {
 		t.Fatalf("dispatched_at %v, want at or after its scheduled time %v", got.DispatchedAt, e.ScheduledFor)
 	}
-	if err := s.Published(ctx, map[int]time.Time{3: e.CreatedAt.Add(-time.Hour)}); err != nil {
+	if err := s.AdvancePublishPositions(ctx, map[int]time.Time{3: e.CreatedAt.Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if inOutbox() {

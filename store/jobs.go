@@ -79,7 +79,7 @@ type JobFilter struct {
 // is found by the scanners' ordinary scans.
 //
 // Concurrent calls are stored together, in one transaction per group
-// (see combine.go); each still gets its own outcome.
+// (see jobs_combine.go); each still gets its own outcome.
 func (s *Store) CreateJob(ctx context.Context, j *model.Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create job: %w", err)
@@ -235,7 +235,7 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*model.Job, string
 }
 
 // prepare fills in what a new job gets from the store, for CreateJob,
-// CreateJobBatch and CreateJobs: an id (UUIDv7) if it has none, its
+// CreateJobBatch and CopyJobs: an id (UUIDv7) if it has none, its
 // bucket, the default namespace, state and priority, and millisecond
 // times. It refuses, with an error wrapping ErrInvalidJob, a job that
 // could not be stored as it is or would never behave: one without a name,
@@ -539,9 +539,9 @@ func selectorSQL(sel domain.Selector, arg func(any) string) string {
 	return b.String()
 }
 
-// JobNamespace is the namespace of the job with id (a job never moves);
+// GetJobNamespace is the namespace of the job with id (a job never moves);
 // ErrNotFound if there is none.
-func (s *Store) JobNamespace(ctx context.Context, id uuid.UUID) (string, error) {
+func (s *Store) GetJobNamespace(ctx context.Context, id uuid.UUID) (string, error) {
 	if err := s.needBuckets(); err != nil {
 		return "", fmt.Errorf("store: job %s namespace: %w", id, err)
 	}
@@ -557,9 +557,9 @@ func (s *Store) JobNamespace(ctx context.Context, id uuid.UUID) (string, error) 
 	return ns, nil
 }
 
-// CountJobsUpTo counts the jobs of namespace, reading at most limit of
+// CountJobs counts the jobs of namespace, reading at most limit of
 // them (a quota check needs to know only whether there are that many).
-func (s *Store) CountJobsUpTo(ctx context.Context, namespace string, limit int) (int, error) {
+func (s *Store) CountJobs(ctx context.Context, namespace string, limit int) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM job_names WHERE namespace = $1 LIMIT $2) x`,
 		namespace, limit).Scan(&n)

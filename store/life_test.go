@@ -25,7 +25,7 @@ import (
 // record records events in one batch and fails on any error.
 func record(t testing.TB, s *Store, evs ...model.AttemptEvent) {
 	t.Helper()
-	res, err := s.RecordEvents(context.Background(), evs)
+	res, err := s.RecordAttemptEvents(context.Background(), evs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func within(t testing.TB, what string, got *time.Time, lo, hi time.Time) {
 // inOutbox reports whether id is in buckets' outbox due by until.
 func inOutbox(t testing.TB, s *Store, e *model.Execution, until time.Time) bool {
 	t.Helper()
-	out, err := s.Undispatched(context.Background(), []int{e.Bucket}, 1000, until)
+	out, err := s.ListUndispatchedExecutions(context.Background(), []int{e.Bucket}, 1000, until)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestJobPriority(t *testing.T) {
 
 	bulk := []*model.Job{testJob("bulk-a", nil), testJob("bulk-b", nil)}
 	bulk[1].Priority = domain.PriorityHigh
-	if err := s.CreateJobs(ctx, bulk); err != nil {
+	if err := s.CopyJobs(ctx, bulk); err != nil {
 		t.Fatal(err)
 	}
 	list, _, err := s.ListJobs(ctx, JobFilter{})
@@ -248,7 +248,7 @@ func TestJobPriority(t *testing.T) {
 			t.Fatalf("execution of %s has priority %q, want %q", e.JobName, e.Priority, want)
 		}
 	}
-	manual, err := s.RunNow(ctx, urgent.ID, at.Add(time.Hour))
+	manual, err := s.CreateManualExecution(ctx, urgent.ID, at.Add(time.Hour))
 	if err != nil || manual.Priority != domain.PriorityHigh {
 		t.Fatalf("run now: %v, priority %q", err, manual.Priority)
 	}
@@ -547,7 +547,7 @@ func TestDeferredDeliveries(t *testing.T) {
 	}
 
 	e := fired(t, s)
-	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: e.ID, Dispatch: 0}}, time.Time{}); err != nil {
+	if err := s.MarkExecutionsDispatched(ctx, []model.Dispatched{{ID: e.ID, Dispatch: 0}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	before := dbNow(t, s)
@@ -568,7 +568,7 @@ func TestDeferredDeliveries(t *testing.T) {
 		t.Fatalf("after a repeated deferral: %+v", again)
 	}
 	// Dispatch 1 runs attempt 1 (a deferral is no attempt).
-	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: e.ID, Dispatch: 1}}, time.Time{}); err != nil {
+	if err := s.MarkExecutionsDispatched(ctx, []model.Dispatched{{ID: e.ID, Dispatch: 1}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: t0, Dispatch: 1})
@@ -641,7 +641,7 @@ func TestOutboxByDueTime(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, "ANALYZE executions"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := s.Undispatched(ctx, []int{j.Bucket}, 100, now.Add(3*time.Second))
+	out, err := s.ListUndispatchedExecutions(ctx, []int{j.Bucket}, 100, now.Add(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -677,13 +677,13 @@ func TestMarkDispatchedChecksTheDispatch(t *testing.T) {
 	record(t, s, model.AttemptEvent{ID: a.ID, Attempt: 1, Executor: "x", At: baseTime(), Type: domain.EventFailed})
 	// a is at dispatch 1 now, b at 0; marks of dispatch 0 arrive late for
 	// a, and one of dispatch 1 for b that never was.
-	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: a.ID, Dispatch: 0}, {ID: b.ID, Dispatch: 1}}, time.Time{}); err != nil {
+	if err := s.MarkExecutionsDispatched(ctx, []model.Dispatched{{ID: a.ID, Dispatch: 0}, {ID: b.ID, Dispatch: 1}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if ga, gb := get(t, s, a.ID), get(t, s, b.ID); ga.DispatchedAt != nil || gb.DispatchedAt != nil {
 		t.Fatalf("marked by the wrong dispatch: %v %v", ga.DispatchedAt, gb.DispatchedAt)
 	}
-	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: b.ID, Dispatch: 0}, {ID: a.ID, Dispatch: 1}}, time.Time{}); err != nil {
+	if err := s.MarkExecutionsDispatched(ctx, []model.Dispatched{{ID: b.ID, Dispatch: 0}, {ID: a.ID, Dispatch: 1}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if ga, gb := get(t, s, a.ID), get(t, s, b.ID); ga.DispatchedAt == nil || gb.DispatchedAt == nil {
@@ -863,7 +863,7 @@ func TestRequeueLost(t *testing.T) {
 	record(t, s, model.AttemptEvent{Type: domain.EventStarted, ID: elsewhere.ID, Attempt: 1, Executor: "x", At: old})
 	buckets := []int{1, 2, 3}
 
-	n, err := s.RequeueLost(ctx, buckets, now.Add(-5*time.Minute))
+	n, err := s.RequeueLostExecutions(ctx, buckets, now.Add(-5*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -891,7 +891,7 @@ func TestRequeueLost(t *testing.T) {
 	if g := get(t, s, silent.ID); g.Dispatches != 1 || attemptText(g) != "1:failed" {
 		t.Fatalf("after the late report: %s %+v", attemptText(g), g)
 	}
-	if n, err := s.RequeueLost(ctx, buckets, now.Add(-5*time.Minute)); err != nil || n != 0 {
+	if n, err := s.RequeueLostExecutions(ctx, buckets, now.Add(-5*time.Minute)); err != nil || n != 0 {
 		t.Fatalf("second pass re-queued %d, %v", n, err)
 	}
 }

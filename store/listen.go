@@ -23,8 +23,8 @@ const (
 	// announces one by one, asking every scanner for a full scan.
 	JobsChannel = "tock_jobs"
 	// ExecChannel carries "<bucket>" when an execution is put in the
-	// outbox outside firing: a manual run (RunNow), a retry or a deferral
-	// recorded by RecordEvents, a re-drive, a lost execution re-queued. The
+	// outbox outside firing: a manual run (CreateManualExecution), a retry or a deferral
+	// recorded by RecordAttemptEvents, a re-drive, a lost execution re-queued. The
 	// bucket's scanner then reads its outbox without waiting for the next
 	// pass.
 	ExecChannel = "tock_exec"

@@ -13,7 +13,7 @@ import (
 // use them, so maintenance cannot deadlock with them.
 var dailyTables = []string{"executions", "attempts"}
 
-// MaintainPartitions makes sure executions and attempts have a daily
+// MaintainHistoryPartitions makes sure executions and attempts have a daily
 // partition (executions_YYYYMMDD, attempts_YYYYMMDD; UTC days) for every
 // day from the day before now through daysAhead days after it. Days
 // already covered are left alone, so it is idempotent and cheap when
@@ -22,12 +22,12 @@ var dailyTables = []string{"executions", "attempts"}
 //
 // A row whose day had no partition when it was written lands in the
 // DEFAULT partition. Creating that day's partition later would fail while
-// such rows sit in the default, so MaintainPartitions moves them into the
+// such rows sit in the default, so MaintainHistoryPartitions moves them into the
 // new partition in the same transaction. It holds the parents' locks only
 // briefly and gives up (returning an error, to be retried later) rather
 // than queue the firing path behind a long query for more than a few
 // seconds. Concurrent calls are serialised by an advisory lock.
-func (s *Store) MaintainPartitions(ctx context.Context, now time.Time, daysAhead int) error {
+func (s *Store) MaintainHistoryPartitions(ctx context.Context, now time.Time, daysAhead int) error {
 	if daysAhead < 0 {
 		daysAhead = 0
 	}
@@ -39,13 +39,13 @@ func (s *Store) MaintainPartitions(ctx context.Context, now time.Time, daysAhead
 	return s.ensureDays(ctx, days)
 }
 
-// EnsureDays makes sure the days (UTC) of times have their executions
+// EnsureHistoryPartitions makes sure the days (UTC) of times have their executions
 // and attempts partitions, creating any that is missing (as
-// MaintainPartitions does), so that executions scheduled on them — a
+// MaintainHistoryPartitions does), so that executions scheduled on them — a
 // backfill's, a late catch-up's — land in their own day, which retention
 // drops like any other, rather than in the DEFAULT partition. Days it
 // made sure of are remembered, so a later call for them costs nothing.
-func (s *Store) EnsureDays(ctx context.Context, times ...time.Time) error {
+func (s *Store) EnsureHistoryPartitions(ctx context.Context, times ...time.Time) error {
 	seen := map[time.Time]bool{}
 	var days []time.Time
 	for _, t := range times {

@@ -59,13 +59,13 @@ func TestCreateRefusesImpossibleJobs(t *testing.T) {
 			}
 			check("CreateJobBatch", errs[1])
 
-			check("CreateJobs", s.CreateJobs(ctx, []*model.Job{testJob("bulk-ok-"+tc.name, &next), bad(withPrefix("bulk-", tc.name))}))
+			check("CopyJobs", s.CopyJobs(ctx, []*model.Job{testJob("bulk-ok-"+tc.name, &next), bad(withPrefix("bulk-", tc.name))}))
 			if n := count(t, s, "SELECT count(*) FROM jobs WHERE name IN ($1, $2, $3)",
 				tc.name, withPrefix("batch-", tc.name), withPrefix("bulk-", tc.name)); n != 0 {
 				t.Errorf("%d refused jobs stored", n)
 			}
 			if n := count(t, s, "SELECT count(*) FROM jobs WHERE name = $1", "bulk-ok-"+tc.name); n != 0 {
-				t.Errorf("CreateJobs stored part of a call it refused")
+				t.Errorf("CopyJobs stored part of a call it refused")
 			}
 		})
 	}

@@ -51,58 +51,6 @@ func (s *Store) Maintenance(ctx context.Context, wait bool, fn func(context.Cont
 	return true, err
 }
 
-// SetNamespaceRetention sets namespace ns's retention (0 removes it: the
-// cluster's applies again) and returns the namespace.
-func (s *Store) SetNamespaceRetention(ctx context.Context, ns string, d time.Duration) (*model.Namespace, error) {
-	var ms *int64
-	if d > 0 {
-		v := d.Milliseconds()
-		ms = &v
-	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO namespaces (name, retention_ms) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET retention_ms = excluded.retention_ms, updated_at = now()`, ns, ms)
-	if err != nil {
-		return nil, fmt.Errorf("store: set retention of namespace %s: %w", ns, err)
-	}
-	all, err := s.ListNamespaces(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range all {
-		if n.Name == ns {
-			return &n, nil
-		}
-	}
-	return &model.Namespace{Name: ns}, nil
-}
-
-// ListNamespaces lists the namespaces that have jobs or settings, by
-// name, with their job counts and settings.
-func (s *Store) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT COALESCE(j.namespace, n.name), COALESCE(j.jobs, 0), n.retention_ms
-		FROM (SELECT namespace, count(*) AS jobs FROM job_names GROUP BY namespace) j
-		FULL JOIN namespaces n ON n.name = j.namespace
-		ORDER BY 1`)
-	if err != nil {
-		return nil, fmt.Errorf("store: list namespaces: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.Namespace, error) {
-		var n model.Namespace
-		var ms *int64
-		err := r.Scan(&n.Name, &n.Jobs, &ms)
-		if ms != nil {
-			d := time.Duration(*ms) * time.Millisecond
-			n.Retention = &d
-		}
-		return n, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: list namespaces: %w", err)
-	}
-	return out, nil
-}
-
 // ApplyRetention drops history past its retention, as of now:
 //
 //   - A day's executions and attempts partitions are dropped, whole, once
@@ -162,7 +110,7 @@ func (s *Store) dropDays(ctx context.Context, now time.Time, p model.RetentionPo
 	for _, d := range retentions {
 		shortest = min(shortest, d)
 	}
-	days, err := s.HistoryDays(ctx)
+	days, err := s.ListHistoryDays(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -224,9 +172,9 @@ func (s *Store) namespaceRetentions(ctx context.Context) (map[string]time.Durati
 	return out, nil
 }
 
-// HistoryDays are the days of the executions table's day partitions,
+// ListHistoryDays are the days of the executions table's day partitions,
 // oldest first.
-func (s *Store) HistoryDays(ctx context.Context) ([]time.Time, error) {
+func (s *Store) ListHistoryDays(ctx context.Context) ([]time.Time, error) {
 	have, err := partitionsOf(ctx, s.pool, "executions")
 	if err != nil {
 		return nil, fmt.Errorf("store: retention: %w", err)

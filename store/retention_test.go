@@ -23,10 +23,10 @@ func TestApplyRetention(t *testing.T) {
 	s := newStore(t)
 	now := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
 	day := func(n int) time.Time { return now.Truncate(24*time.Hour).AddDate(0, 0, n) }
-	if err := s.MaintainPartitions(ctx, day(-80), 80); err != nil {
+	if err := s.MaintainHistoryPartitions(ctx, day(-80), 80); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SetNamespaceRetention(ctx, "long", 60*24*time.Hour); err != nil {
+	if _, err := s.UpdateNamespaceRetention(ctx, "long", 60*24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	put := func(n int, ns string) {
@@ -99,7 +99,7 @@ func TestRetentionArchivesBeforeDropping(t *testing.T) {
 	s := newStore(t)
 	now := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
 	day := func(n int) time.Time { return now.Truncate(24*time.Hour).AddDate(0, 0, n) }
-	if err := s.MaintainPartitions(ctx, day(-40), 9); err != nil { // days -41 to -31
+	if err := s.MaintainHistoryPartitions(ctx, day(-40), 9); err != nil { // days -41 to -31
 		t.Fatal(err)
 	}
 	// An execution each day: an empty day is not archived (see the end).
@@ -166,7 +166,7 @@ func TestRetentionArchivesBeforeDropping(t *testing.T) {
 	// A day emptied by a pass whose drop did not get its lock is dropped
 	// by the next pass without being archived again: that would replace
 	// its files with empty ones.
-	if err := s.MaintainPartitions(ctx, day(-35), 0); err != nil { // days -36 and -35
+	if err := s.MaintainHistoryPartitions(ctx, day(-35), 0); err != nil { // days -36 and -35
 		t.Fatal(err)
 	}
 	archived = nil
@@ -222,7 +222,7 @@ func TestRetentionDeletesCompletedOneShotJobs(t *testing.T) {
 	}
 }
 
-// EnsureDays creates the partitions of old days on demand, moving the
+// EnsureHistoryPartitions creates the partitions of old days on demand, moving the
 // rows that waited in the DEFAULT partition into their day.
 func TestEnsureDaysCreatesOldDaysOnDemand(t *testing.T) {
 	t.Parallel()
@@ -238,7 +238,7 @@ func TestEnsureDaysCreatesOldDaysOnDemand(t *testing.T) {
 	if n := count(t, s, "SELECT count(*) FROM executions_default"); n != 1 {
 		t.Fatalf("setup: %d rows in the default partition", n)
 	}
-	if err := s.EnsureDays(ctx, at, at.Add(time.Minute)); err != nil {
+	if err := s.EnsureHistoryPartitions(ctx, at, at.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	part := DayPartition("executions", at)
@@ -249,7 +249,7 @@ func TestEnsureDaysCreatesOldDaysOnDemand(t *testing.T) {
 		t.Errorf("%d rows left in the default partition", n)
 	}
 	// Known now: a second call does not look again.
-	if err := s.EnsureDays(ctx, at); err != nil {
+	if err := s.EnsureHistoryPartitions(ctx, at); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -314,7 +314,7 @@ func TestDropDoesNotQueueWrites(t *testing.T) {
 	s := newStore(t)
 	now := time.Now().UTC()
 	old := now.Truncate(24*time.Hour).AddDate(0, 0, -40)
-	if err := s.EnsureDays(ctx, old); err != nil {
+	if err := s.EnsureHistoryPartitions(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	// A reader of today's executions, holding the parent table's lock

@@ -11,7 +11,7 @@ import (
 
 // The rules by which executor events change an execution and its
 // attempts, written once, here, as pure functions over an execution read
-// (and locked) by RecordEvents. RecordEvents reads a whole batch's
+// (and locked) by RecordAttemptEvents. RecordAttemptEvents reads a whole batch's
 // executions in one statement, applies each event in order with apply,
 // and writes back what changed in a few set-based statements; the rules
 // themselves never touch the database, so they are tested without it.

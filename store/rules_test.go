@@ -15,7 +15,7 @@ import (
 )
 
 // Table tests of the execution state rules (rules.go). They need no
-// database: they build the execution RecordEvents would have read, apply
+// database: they build the execution RecordAttemptEvents would have read, apply
 // events to it and look at what the rules changed, so they pass with
 // Postgres stopped (go test -run '^TestRule' ./store/). They stay in
 // package store rather than a package of their own because the rules
@@ -568,7 +568,7 @@ func TestRuleLeastGreatest(t *testing.T) {
 }
 
 // What each event records as its attempt's outcome, and which events
-// RecordEvents refuses before the rules see them.
+// RecordAttemptEvents refuses before the rules see them.
 func TestRuleEventOutcomeAndCheck(t *testing.T) {
 	for _, tc := range []struct {
 		ev   model.AttemptEvent

@@ -1,6 +1,3 @@
-// Package store is tock's PostgreSQL layer: the schema and its
-// migrations, every query, and the maintenance of the tables' partitions.
-// Jobs are partitioned by bucket; executions and attempts by day.
 package store
 
 import (
@@ -32,7 +29,7 @@ var migrationFiles embed.FS
 // migrations.
 const (
 	lockInit       int64 = 0x746f636b_0001 // "tock" 1: Init
-	lockPartitions int64 = 0x746f636b_0002 // "tock" 2: MaintainPartitions
+	lockPartitions int64 = 0x746f636b_0002 // "tock" 2: MaintainHistoryPartitions
 	// lockMaintenance is a session lock (Maintenance): one maintenance
 	// pass at a time in the cluster.
 	lockMaintenance int64 = 0x746f636b_0003 // "tock" 3: Maintenance
@@ -52,7 +49,7 @@ type Store struct {
 	creates           createCombiner
 	due               dueCodec
 	specs             specCache
-	days              sync.Map // time.Time (a UTC day) → true: its partitions exist (EnsureDays)
+	days              sync.Map // time.Time (a UTC day) → true: its partitions exist (EnsureHistoryPartitions)
 }
 
 // defaultMaxConns is the pool size when the database URL does not set
@@ -254,7 +251,7 @@ func (s *Store) Init(ctx context.Context, buckets int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("store: init: %w", err)
 	}
-	if err := s.MaintainPartitions(ctx, now, initDaysAhead); err != nil {
+	if err := s.MaintainHistoryPartitions(ctx, now, initDaysAhead); err != nil {
 		return 0, fmt.Errorf("store: init: %w", err)
 	}
 	return n, nil

@@ -416,11 +416,11 @@ func TestDueJobs(t *testing.T) {
 	}
 
 	// The incremental form: only what became due after a point.
-	if due, _ := s.DueAfter(ctx, []int{3, 5}, now, now.Add(time.Hour), 10); len(due) != 1 || due[0].Schedule.Cron != "*/5 * * * * *" ||
+	if due, _ := s.ListDueJobs(ctx, []int{3, 5}, now, now.Add(time.Hour), 10); len(due) != 1 || due[0].Schedule.Cron != "*/5 * * * * *" ||
 		due[0].Schedule.Timezone != "Europe/Berlin" || !due[0].NextRunAt.After(now) {
 		t.Fatalf("after now until +1h: %+v, want only the future job, with its schedule", due)
 	}
-	if due, _ := s.DueAfter(ctx, []int{3, 5}, time.Time{}, now, 10); len(due) != 2 {
+	if due, _ := s.ListDueJobs(ctx, []int{3, 5}, time.Time{}, now, 10); len(due) != 2 {
 		t.Fatalf("no lower bound until now: %+v, want the 2 due jobs", due)
 	}
 
@@ -695,7 +695,7 @@ func TestRunNow(t *testing.T) {
 	setState(t, s, j.ID, domain.JobPaused, &next)
 	at := baseTime().Add(123456 * time.Microsecond)
 
-	e1, err := s.RunNow(ctx, j.ID, at)
+	e1, err := s.CreateManualExecution(ctx, j.ID, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -703,7 +703,7 @@ func TestRunNow(t *testing.T) {
 		e1.ID != domain.ExecutionID(j.ID, e1.ScheduledFor) || e1.DispatchedAt != nil || e1.Handler.URL != j.Handler.URL {
 		t.Fatalf("manual execution %+v", e1)
 	}
-	e2, err := s.RunNow(ctx, j.ID, at)
+	e2, err := s.CreateManualExecution(ctx, j.ID, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -711,11 +711,11 @@ func TestRunNow(t *testing.T) {
 		t.Fatalf("second run at the same time scheduled for %v, want 1 ms after %v", e2.ScheduledFor, e1.ScheduledFor)
 	}
 	// The job's next scheduled time is kept free for its scheduled run.
-	e3, err := s.RunNow(ctx, j.ID, next)
+	e3, err := s.CreateManualExecution(ctx, j.ID, next)
 	if err != nil || !e3.ScheduledFor.Equal(next.Add(time.Millisecond)) {
 		t.Fatalf("run at next_run_at: %v, %v", e3, err)
 	}
-	if _, err := s.RunNow(ctx, uuid.Must(uuid.NewV7()), at); !errors.Is(err, ErrNotFound) {
+	if _, err := s.CreateManualExecution(ctx, uuid.Must(uuid.NewV7()), at); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("run of a missing job: %v, want ErrNotFound", err)
 	}
 }
@@ -737,29 +737,29 @@ func TestOutbox(t *testing.T) {
 	if err != nil || len(res.Executions) != 2 {
 		t.Fatalf("fire: %+v %v", res, err)
 	}
-	manual, err := s.RunNow(ctx, a.ID, t0.Add(-time.Second))
+	manual, err := s.CreateManualExecution(ctx, a.ID, t0.Add(-time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	soon := time.Now().Add(time.Hour)
-	out, err := s.Undispatched(ctx, []int{1}, 10, soon)
+	out, err := s.ListUndispatchedExecutions(ctx, []int{1}, 10, soon)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 2 || out[0].ID != manual.ID || out[1].JobID != a.ID {
 		t.Fatalf("outbox of bucket 1: %v", out)
 	}
-	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: out[0].ID}, {ID: out[1].ID}, {ID: uuid.New()}}, time.Time{}); err != nil {
+	if err := s.MarkExecutionsDispatched(ctx, []model.Dispatched{{ID: out[0].ID}, {ID: out[1].ID}, {ID: uuid.New()}}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ = s.Undispatched(ctx, []int{1, 2}, 10, soon); len(out) != 1 || out[0].JobID != b.ID {
+	if out, _ = s.ListUndispatchedExecutions(ctx, []int{1, 2}, 10, soon); len(out) != 1 || out[0].JobID != b.ID {
 		t.Fatalf("outbox after dispatch: %v", out)
 	}
 	// An executor starting it proves it was delivered, ack or not.
 	if err := s.attemptStarted(ctx, out[0].ID, 1, "x", t0); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := s.Undispatched(ctx, []int{1, 2}, 10, soon); len(out) != 0 {
+	if out, _ := s.ListUndispatchedExecutions(ctx, []int{1, 2}, 10, soon); len(out) != 0 {
 		t.Fatalf("outbox after start: %v", out)
 	}
 	e, _ := s.GetExecution(ctx, manual.ID)
@@ -767,7 +767,7 @@ func TestOutbox(t *testing.T) {
 		t.Fatal("dispatched_at not set")
 	}
 	first := *e.DispatchedAt
-	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: manual.ID}}, baseTime().Add(time.Minute)); err != nil {
+	if err := s.MarkExecutionsDispatched(ctx, []model.Dispatched{{ID: manual.ID}}, baseTime().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if e, _ := s.GetExecution(ctx, manual.ID); !e.DispatchedAt.Equal(first) {
@@ -776,7 +776,7 @@ func TestOutbox(t *testing.T) {
 	// The dispatcher's ack time is what is recorded, when given.
 	x := fired(t, s)
 	acked := baseTime().Add(1234 * time.Millisecond)
-	if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: x.ID}}, acked); err != nil {
+	if err := s.MarkExecutionsDispatched(ctx, []model.Dispatched{{ID: x.ID}}, acked); err != nil {
 		t.Fatal(err)
 	}
 	if e, _ := s.GetExecution(ctx, x.ID); e.DispatchedAt == nil || !e.DispatchedAt.Equal(acked) {
@@ -849,7 +849,7 @@ func TestAttemptTransitions(t *testing.T) {
 					// All events in one pipelined transaction, plus one for an
 					// execution that does not exist.
 					ghost := model.AttemptEvent{ID: domain.ExecutionID(uuid.New(), at), Attempt: 1, Executor: "x", At: at, Type: domain.EventStarted}
-					res, err := s.RecordEvents(ctx, append(evs, ghost))
+					res, err := s.RecordAttemptEvents(ctx, append(evs, ghost))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -1060,7 +1060,7 @@ func TestMaintainPartitions(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			if err := s.MaintainPartitions(ctx, far, 2); err != nil {
+			if err := s.MaintainHistoryPartitions(ctx, far, 2); err != nil {
 				t.Error(err)
 			}
 		})
@@ -1076,7 +1076,7 @@ func TestMaintainPartitions(t *testing.T) {
 		t.Fatalf("moved execution: %+v %v", got, err)
 	}
 	before := count(t, s, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'executions'::regclass")
-	if err := s.MaintainPartitions(ctx, far, 2); err != nil {
+	if err := s.MaintainHistoryPartitions(ctx, far, 2); err != nil {
 		t.Fatal(err)
 	}
 	if after := count(t, s, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'executions'::regclass"); after != before {
@@ -1125,16 +1125,16 @@ func TestListenJobs(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no notification")
 	}
-	if _, err := s.RunNow(context.Background(), j.ID, baseTime()); err != nil {
+	if _, err := s.CreateManualExecution(context.Background(), j.ID, baseTime()); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case n := <-got:
 		if n != fmt.Sprintf("%s %d", ExecChannel, j.Bucket) {
-			t.Fatalf("notification %q after RunNow", n)
+			t.Fatalf("notification %q after CreateManualExecution", n)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("no notification after RunNow")
+		t.Fatal("no notification after CreateManualExecution")
 	}
 }
 
@@ -1182,7 +1182,7 @@ func TestFinishedEventCarriesStart(t *testing.T) {
 	e := fired(t, s)
 	start := baseTime()
 	end := start.Add(150 * time.Millisecond)
-	res, err := s.RecordEvents(ctx, []model.AttemptEvent{{ID: e.ID, Attempt: 1, Executor: "x1", At: end,
+	res, err := s.RecordAttemptEvents(ctx, []model.AttemptEvent{{ID: e.ID, Attempt: 1, Executor: "x1", At: end,
 		Type: domain.EventSucceeded, Final: true, Output: "ok", StartedAt: &start}})
 	if err != nil || res[0] != nil {
 		t.Fatalf("record: %v %v", err, res)
@@ -1250,12 +1250,12 @@ func TestUnpublishableExecutionIsDead(t *testing.T) {
 	a := testJob("too-big", &t0)
 	a.ID = idInBucket(3)
 	mustCreate(t, s, a)
-	manual, err := s.RunNow(ctx, a.ID, t0.Add(-time.Second))
+	manual, err := s.CreateManualExecution(ctx, a.ID, t0.Add(-time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const why = "the execution's message is 2000000 bytes, more than the NATS server accepts (its max_payload)"
-	res, err := s.RecordEvents(ctx, []model.AttemptEvent{{ID: manual.ID, Attempt: manual.Attempts + 1, Executor: "dispatcher",
+	res, err := s.RecordAttemptEvents(ctx, []model.AttemptEvent{{ID: manual.ID, Attempt: manual.Attempts + 1, Executor: "dispatcher",
 		At: t0, Type: domain.EventFailed, Final: true, Error: why, Dispatch: manual.Dispatches}})
 	if err != nil || res[0] != nil {
 		t.Fatalf("record: %v %v", res, err)
@@ -1267,7 +1267,7 @@ func TestUnpublishableExecutionIsDead(t *testing.T) {
 	if e.State != domain.ExecDead || e.Error != why || len(e.AttemptList) != 1 || e.AttemptList[0].ExecutorID != "dispatcher" {
 		t.Fatalf("execution %+v", e)
 	}
-	if out, _ := s.Undispatched(ctx, []int{3}, 10, time.Now().Add(time.Hour)); len(out) != 0 {
+	if out, _ := s.ListUndispatchedExecutions(ctx, []int{3}, 10, time.Now().Add(time.Hour)); len(out) != 0 {
 		t.Fatalf("still in the outbox: %v", out)
 	}
 }
@@ -1285,7 +1285,7 @@ func TestCancelledAttemptBeforeItsStartEvent(t *testing.T) {
 	j := testJob("cancel-order", &t0)
 	j.ID = idInBucket(5)
 	mustCreate(t, s, j)
-	x, err := s.RunNow(ctx, j.ID, t0.Add(-time.Second))
+	x, err := s.CreateManualExecution(ctx, j.ID, t0.Add(-time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1297,7 +1297,7 @@ func TestCancelledAttemptBeforeItsStartEvent(t *testing.T) {
 		{ID: x.ID, Attempt: 1, Executor: "e1", At: t0.Add(2 * time.Second), Type: domain.EventCancelled, StartedAt: &start, Error: "cancelled"},
 		{ID: x.ID, Attempt: 1, Executor: "e1", At: start, Type: domain.EventStarted},
 	} {
-		if res, err := s.RecordEvents(ctx, []model.AttemptEvent{ev}); err != nil || res[0] != nil {
+		if res, err := s.RecordAttemptEvents(ctx, []model.AttemptEvent{ev}); err != nil || res[0] != nil {
 			t.Fatalf("record %s: %v %v", ev.Type, res, err)
 		}
 	}

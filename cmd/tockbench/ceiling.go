@@ -275,7 +275,7 @@ func keptUp(r *Report, bound time.Duration) (ok bool, whyNot []string) {
 }
 
 // createSpreadMinute stores jobs lo … hi-1 of the spread-minute mix with
-// CreateJobs, createBatch at a time, and records the creation in the
+// CopyJobs, createBatch at a time, and records the creation in the
 // step's report. Like createJobs, each job's first run is a second or
 // more after its batch is built.
 func (b *bench) createSpreadMinute(ctx context.Context, lo, hi int) error {

@@ -211,7 +211,7 @@ func (h *history) load(ctx context.Context) (HistoryData, error) {
 		return d, err
 	}
 	if reuse {
-		have, err := h.st.HistoryDays(ctx)
+		have, err := h.st.ListHistoryDays(ctx)
 		if err != nil {
 			return d, err
 		}
@@ -260,7 +260,7 @@ func (h *history) loadAll(ctx context.Context, d *HistoryData) error {
 	if _, err := pool.Exec(ctx, "DELETE FROM tockbench_history"); err != nil {
 		return err
 	}
-	old, err := h.st.HistoryDays(ctx)
+	old, err := h.st.ListHistoryDays(ctx)
 	if err != nil {
 		return err
 	}
@@ -314,7 +314,7 @@ func (h *history) loadAll(ctx context.Context, d *HistoryData) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := h.st.EnsureDays(ctx, today); err != nil {
+	if err := h.st.EnsureHistoryPartitions(ctx, today); err != nil {
 		return err
 	}
 	if err := h.loadDay(ctx, gen, today, now, false); err != nil {
@@ -359,7 +359,7 @@ func (h *history) createJobs(ctx context.Context, d *HistoryData) error {
 			job.ID, job.Bucket = gen.ids[j], gen.buckets[j]
 			batch[k] = job
 		}
-		if err := h.st.CreateJobs(ctx, batch); err != nil {
+		if err := h.st.CopyJobs(ctx, batch); err != nil {
 			return err
 		}
 	}

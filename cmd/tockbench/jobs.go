@@ -52,7 +52,7 @@ func jobsInSlot(n, k, s int) int {
 // jobName is job i's name; the exactly-once check relies on it.
 func jobName(i int) string { return fmt.Sprintf("job-%07d", i) }
 
-// createJobs stores the run's jobs with CreateJobs, createBatch at a
+// createJobs stores the run's jobs with CopyJobs, createBatch at a
 // time. Recurring jobs get their first run after the moment their batch
 // is stored; same-second jobs are stored paused, and armed later.
 func (b *bench) createJobs(ctx context.Context) error {
@@ -108,7 +108,7 @@ func (b *bench) createStored(ctx context.Context) error {
 }
 
 // storeJobs stores jobs lo … hi-1, as describe says for each, with
-// CreateJobs, createBatch at a time, and calls progress (if not nil) with
+// CopyJobs, createBatch at a time, and calls progress (if not nil) with
 // the number stored after each batch. Each job is checked and built as
 // the API builds one (jobs.Service.Build); its first run is computed from
 // a second after its batch is built, since the scanners find bulk-created
@@ -128,7 +128,7 @@ func (b *bench) storeJobs(ctx context.Context, lo, hi int, describe func(i int, 
 				return fmt.Errorf("job %d: %w", off+k, err)
 			}
 		}
-		if err := b.st.CreateJobs(ctx, batch); err != nil {
+		if err := b.st.CopyJobs(ctx, batch); err != nil {
 			return err
 		}
 		if progress != nil {

@@ -49,7 +49,7 @@ const (
 	mixCreate = "create"
 )
 
-// createBatch is how many jobs one CreateJobs call stores.
+// createBatch is how many jobs one CopyJobs call stores.
 const createBatch = 10_000
 
 // burstDelay is how long after the jobs are created a same-second burst

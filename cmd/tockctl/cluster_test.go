@@ -90,7 +90,7 @@ func TestNodesAndBuckets(t *testing.T) {
 	u, st, n1, stop := clusterServer(t)
 	buckets := st.Buckets()
 	testenv.WaitFor(t, 10*time.Second, "n1 owns and has recorded every bucket", func() bool {
-		stats, err := st.BucketStats(context.Background())
+		stats, err := st.ListBucketStats(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

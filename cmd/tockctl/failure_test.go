@@ -54,7 +54,7 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 		t.Errorf("created job: priority %q retry %+v", j.Priority, j.Retry)
 	}
 	now, _ := st.Now(ctx)
-	x, err := st.RunNow(ctx, j.ID, now)
+	x, err := st.CreateManualExecution(ctx, j.ID, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +72,11 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 	}
 
 	// A dead letter, listed across jobs and re-driven.
-	y, err := st.RunNow(ctx, j.ID, now.Add(time.Minute))
+	y, err := st.CreateManualExecution(ctx, j.ID, now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := st.RecordEvents(ctx, []model.AttemptEvent{{ID: y.ID, Attempt: 1, Executor: "x", At: now,
+	if res, err := st.RecordAttemptEvents(ctx, []model.AttemptEvent{{ID: y.ID, Attempt: 1, Executor: "x", At: now,
 		Type: domain.EventFailed, Final: true, Error: "boom"}}); err != nil || res[0] != nil {
 		t.Fatalf("record: %v %v", err, res)
 	}

@@ -135,7 +135,7 @@ func TestLastSuccess(t *testing.T) {
 	if out := ok(t, u, "jobs", "get", id); strings.Contains(out, "last success") {
 		t.Errorf("before a success:\n%s", out)
 	}
-	x, err := st.RunNow(ctx, uuid.MustParse(id), time.Now())
+	x, err := st.CreateManualExecution(ctx, uuid.MustParse(id), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

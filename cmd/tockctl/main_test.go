@@ -239,7 +239,7 @@ func TestListAllPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if _, err := st.RunNow(context.Background(), id, now.Add(time.Duration(i)*time.Second)); err != nil {
+		if _, err := st.CreateManualExecution(context.Background(), id, now.Add(time.Duration(i)*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -216,7 +216,7 @@ func TestExecutionDueAtAndBackfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := st.RunNow(ctx, uuid.MustParse(id), now)
+	e, err := st.CreateManualExecution(ctx, uuid.MustParse(id), now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,8 +69,8 @@ func (e *Execution) DueAt() time.Time {
 }
 
 // Positional reports whether e's current dispatch is covered by its
-// bucket's publish position (see store.Published) rather than marked one by one
-// (store.MarkDispatched): the first dispatch of a fired execution.
+// bucket's publish position (see store.AdvancePublishPositions) rather than marked one by one
+// (store.MarkExecutionsDispatched): the first dispatch of a fired execution.
 func (e *Execution) Positional() bool {
 	return e.Dispatches == 0 && e.NextAttemptAt == nil && !e.Manual
 }
@@ -90,7 +90,7 @@ type Attempt struct {
 	Output  string
 }
 
-// AttemptEvent is one executor report about an attempt, for store.RecordEvents.
+// AttemptEvent is one executor report about an attempt, for store.RecordAttemptEvents.
 type AttemptEvent struct {
 	ID       uuid.UUID
 	Attempt  int // from 1
@@ -135,7 +135,7 @@ func (ev *AttemptEvent) Outcome() domain.Outcome {
 }
 
 // Dispatched is one publish of an execution that JetStream acknowledged,
-// for store.MarkDispatched: the execution's id and the Dispatch number the
+// for store.MarkExecutionsDispatched: the execution's id and the Dispatch number the
 // message carried (Execution.Dispatches when it was read).
 type Dispatched struct {
 	ID       uuid.UUID

@@ -151,7 +151,7 @@ type FireResult struct {
 	// Skips set, or an overlap policy) whose compare-and-set won, whether
 	// or not they fired a run.
 	Moved []uuid.UUID
-	// SkippedRuns counts the scheduled times the moved jobs skipped, by
+	// ListSkippedRuns counts the scheduled times the moved jobs skipped, by
 	// reason (domain.SkipMissed, SkipOverlap, SkipPaused).
 	SkippedRuns map[string]int64
 	// Runs are the moved jobs' run counts after the firing.

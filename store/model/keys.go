@@ -23,7 +23,7 @@ type APIKey struct {
 // Idempotent is what store.ClaimIdempotencyKey found for a key.
 type Idempotent struct {
 	// Claimed: the key was free (or expired) and is now this request's,
-	// in progress until store.SaveIdempotentResponse or store.ReleaseIdempotencyKey.
+	// in progress until store.SaveIdempotencyResponse or store.ReleaseIdempotencyKey.
 	Claimed bool
 	// Mismatch: the key was used by a different request (its hash
 	// differs).

@@ -55,11 +55,11 @@ func New(t testing.TB, buckets int) *store.Store {
 	return st
 }
 
-// Record records events with RecordEvents and fails t on any error,
+// Record records events with RecordAttemptEvents and fails t on any error,
 // whole or per event.
 func Record(t testing.TB, st *store.Store, evs ...model.AttemptEvent) {
 	t.Helper()
-	res, err := st.RecordEvents(context.Background(), evs)
+	res, err := st.RecordAttemptEvents(context.Background(), evs)
 	if err != nil {
 		t.Fatal(err)
 	}

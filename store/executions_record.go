@@ -16,7 +16,7 @@ import (
 	"github.com/tock-sched/tock/store/model"
 )
 
-// checkEvent refuses an event RecordEvents cannot record: attempt and
+// checkEvent refuses an event RecordAttemptEvents cannot record: attempt and
 // dispatch numbers out of range, an unknown type, a timeout on a
 // non-failure.
 func checkEvent(ev *model.AttemptEvent) error {
@@ -35,7 +35,7 @@ func checkEvent(ev *model.AttemptEvent) error {
 	return nil
 }
 
-// RecordEvents records events in order, in one transaction and one round
+// RecordAttemptEvents records events in order, in one transaction and one round
 // trip. The result has one entry per event: nil, ErrNotFound (no such
 // execution: the event changed nothing), or the event's validation
 // error. The returned error is about the whole batch (nothing was
@@ -44,7 +44,7 @@ func checkEvent(ev *model.AttemptEvent) error {
 // How each event changes its execution and attempts is written once, in
 // rules.go. A retry or a deferral tells the execution's bucket on
 // ExecChannel.
-func (s *Store) RecordEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error) {
+func (s *Store) RecordAttemptEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error) {
 	results := make([]error, len(evs))
 	var queued []int
 	for i := range evs {

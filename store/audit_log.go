@@ -12,8 +12,8 @@ import (
 	"github.com/tock-sched/tock/store/model"
 )
 
-// WriteAudit stores entries, giving each its time and id if it has none.
-func (s *Store) WriteAudit(ctx context.Context, entries []model.AuditEntry) error {
+// CreateAuditEntries stores entries, giving each its time and id if it has none.
+func (s *Store) CreateAuditEntries(ctx context.Context, entries []model.AuditEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
@@ -46,9 +46,9 @@ type AuditFilter struct {
 	Limit        int
 }
 
-// ListAudit lists entries matching f, newest first, a page at a time,
+// ListAuditEntries lists entries matching f, newest first, a page at a time,
 // and the cursor of the next page ("" after the last).
-func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]model.AuditEntry, string, error) {
+func (s *Store) ListAuditEntries(ctx context.Context, f AuditFilter) ([]model.AuditEntry, string, error) {
 	limit := pageSize(f.Limit)
 	var (
 		where []string
@@ -112,12 +112,12 @@ func (s *Store) ListAudit(ctx context.Context, f AuditFilter) ([]model.AuditEntr
 	return out, next, nil
 }
 
-// MaintainAudit makes the audit trail's day partitions from yesterday
+// MaintainAuditPartitions makes the audit trail's day partitions from yesterday
 // through daysAhead days after now, and drops the days that ended more
 // than retention before now (0: keep everything); it returns the days it
 // dropped. The audit trail is written only by API requests, so its locks
 // never hold up firing or recording.
-func (s *Store) MaintainAudit(ctx context.Context, now time.Time, daysAhead int, retention time.Duration) (int, error) {
+func (s *Store) MaintainAuditPartitions(ctx context.Context, now time.Time, daysAhead int, retention time.Duration) (int, error) {
 	have, err := partitionsOf(ctx, s.pool, "audit_log")
 	if err != nil {
 		return 0, fmt.Errorf("store: maintain audit: %w", err)

@@ -84,8 +84,8 @@ func (s *Store) DeleteAPIKey(ctx context.Context, id string) error {
 	return nil
 }
 
-// UsableAPIKeys counts the keys that have not expired.
-func (s *Store) UsableAPIKeys(ctx context.Context) (int, error) {
+// CountUsableAPIKeys counts the keys that have not expired.
+func (s *Store) CountUsableAPIKeys(ctx context.Context) (int, error) {
 	var n int
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE expires_at IS NULL OR expires_at > now()`).Scan(&n)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // AlertLabel is the job label that, set to "true", asks for a job's last
-// success to be exported as a metric (see AlertedJobSuccesses).
+// success to be exported as a metric (see ListAlertedJobSuccesses).
 const AlertLabel = "tock.io/alert"
 
 // alertedSuccessesSQL reads the last successes of the jobs labelled
@@ -26,7 +26,7 @@ SELECT j.namespace, j.name, COALESCE(
 FROM jobs j CROSS JOIN cluster c
 WHERE j.labels @> '{"` + AlertLabel + `": "true"}' AND j.state <> 'completed'`
 
-// AlertedJobSuccesses lists the last success of every job labelled
+// ListAlertedJobSuccesses lists the last success of every job labelled
 // AlertLabel=true that is not completed, in no order.
 //
 // A job that has not succeeded since it was created (or since tracking
@@ -35,7 +35,7 @@ WHERE j.labels @> '{"` + AlertLabel + `": "true"}' AND j.state <> 'completed'`
 // "not succeeded for so long" holds. A paused job stays listed (pausing
 // stops its successes too); a completed job, which has nothing left to
 // run, is not.
-func (s *Store) AlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuccess, error) {
+func (s *Store) ListAlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuccess, error) {
 	rows, err := s.pool.Query(ctx, alertedSuccessesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("store: alerted jobs' last successes: %w", err)

@@ -27,7 +27,7 @@ var GroupBys = []string{GroupByJob, GroupByHandler, GroupByNamespace, GroupByHou
 // maxStatGroups caps the groups one statistics query returns.
 const maxStatGroups = 1000
 
-// StatsFilter selects the executions ExecutionStats counts: those
+// StatsFilter selects the executions ListExecutionStats counts: those
 // scheduled in [Since, Until), of one namespace and one job when set,
 // grouped by GroupBy.
 type StatsFilter struct {
@@ -98,10 +98,10 @@ const jobNameSQL = `COALESCE((SELECT e.job_name FROM executions e
 	WHERE e.job_id = g.k::uuid AND e.scheduled_for >= $1 AND e.scheduled_for < $2
 	ORDER BY e.scheduled_for DESC LIMIT 1), '')`
 
-// ExecutionStats computes statistics of the executions f selects, per
+// ListExecutionStats computes statistics of the executions f selects, per
 // group, in SQL over the day partitions of f's range (at most 1,000
 // groups, in key order). It fails on an unknown GroupBy.
-func (s *Store) ExecutionStats(ctx context.Context, f StatsFilter) ([]model.ExecStats, error) {
+func (s *Store) ListExecutionStats(ctx context.Context, f StatsFilter) ([]model.ExecStats, error) {
 	key, ok := statsKey[f.GroupBy]
 	if !ok {
 		return nil, fmt.Errorf("store: execution stats: unknown grouping %q, want one of %v", f.GroupBy, GroupBys)

@@ -48,7 +48,7 @@ const (
 // The returned error is for the call as a whole (the database failed):
 // then nothing was stored.
 //
-// Unlike CreateJobs it tells the scanners about jobs due within
+// Unlike CopyJobs it tells the scanners about jobs due within
 // notifyHorizon, so they fire on time: one by one when there are few, as
 // CreateJob does, or with one full-scan request on JobsChannel, in which
 // case they may fire up to a scan interval (a second) late.

@@ -11,10 +11,10 @@ import (
 	"github.com/tock-sched/tock/store/model"
 )
 
-// SkippedRuns lists job id's skipped ranges, newest first, a page of
+// ListSkippedRuns lists job id's skipped ranges, newest first, a page of
 // limit (50 when 0, at most 500) at a time; cursor continues where the
 // page that returned it ended. The next cursor is "" after the last page.
-func (s *Store) SkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]model.SkippedRange, string, error) {
+func (s *Store) ListSkippedRuns(ctx context.Context, id uuid.UUID, limit int, cursor string) ([]model.SkippedRange, string, error) {
 	limit = pageSize(limit)
 	before := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	if cursor != "" {

@@ -8,13 +8,13 @@ import (
 func TestGenerationsGrowAndEpochsAreReadBack(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	if e, err := s.MaxEpoch(ctx); err != nil || e != 0 {
-		t.Fatalf("MaxEpoch of a new cluster = %d, %v; want 0", e, err)
+	if e, err := s.GetMaxEpoch(ctx); err != nil || e != 0 {
+		t.Fatalf("GetMaxEpoch of a new cluster = %d, %v; want 0", e, err)
 	}
 	claim(t, s, "n1", 7, 1, 2)
 	claim(t, s, "n2", 1<<40|3, 3)
-	if e, err := s.MaxEpoch(ctx); err != nil || e != 1<<40|3 {
-		t.Fatalf("MaxEpoch = %d, %v; want %d", e, err, int64(1<<40|3))
+	if e, err := s.GetMaxEpoch(ctx); err != nil || e != 1<<40|3 {
+		t.Fatalf("GetMaxEpoch = %d, %v; want %d", e, err, int64(1<<40|3))
 	}
 
 	// Each allocation is above every one before and above what it is

@@ -198,7 +198,7 @@ func TestBackfillListStopAndRunning(t *testing.T) {
 		t.Errorf("stop another job's backfill: %v, want ErrNotFound", err)
 	}
 
-	running, err := s.RunningBackfills(ctx, []int{j.Bucket})
+	running, err := s.ListRunningBackfills(ctx, []int{j.Bucket})
 	if err != nil || len(running) != 1 || running[0].ID != ids[2] || running[0].Schedule == nil ||
 		running[0].Schedule.Cron != j.Schedule.Cron {
 		t.Fatalf("running: %+v %v", running, err)

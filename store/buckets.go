@@ -24,10 +24,10 @@ const bucketStatsSQL = `
 	LEFT JOIN bucket_owners o ON o.bucket = g.bucket
 	ORDER BY g.bucket`
 
-// BucketStats returns one row per bucket, 0 to N-1 in order, buckets
+// ListBucketStats returns one row per bucket, 0 to N-1 in order, buckets
 // without jobs included. It counts every job in one query that reads
 // all of the jobs table, so it is for operators, not for a hot path.
-func (s *Store) BucketStats(ctx context.Context) ([]model.BucketStat, error) {
+func (s *Store) ListBucketStats(ctx context.Context) ([]model.BucketStat, error) {
 	if err := s.needBuckets(); err != nil {
 		return nil, fmt.Errorf("store: bucket stats: %w", err)
 	}

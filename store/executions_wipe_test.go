@@ -20,7 +20,7 @@ func TestRequeueAfterWipe(t *testing.T) {
 	created := now.Add(3 * time.Second)
 	markAt := func(e *model.Execution, dispatch int, at time.Time) {
 		t.Helper()
-		if err := s.MarkDispatched(ctx, []model.Dispatched{{ID: e.ID, Dispatch: dispatch}}, at); err != nil {
+		if err := s.MarkExecutionsDispatched(ctx, []model.Dispatched{{ID: e.ID, Dispatch: dispatch}}, at); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,7 +44,7 @@ func TestRequeueAfterWipe(t *testing.T) {
 	elsewhere := firedIn(t, s, 2)
 	markAt(elsewhere, 0, created.Add(-2*time.Second))
 
-	n, err := s.RequeueAfterWipe(ctx, []int{1, 3}, created)
+	n, err := s.RequeueWipedExecutions(ctx, []int{1, 3}, created)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestRequeueAfterWipe(t *testing.T) {
 			t.Errorf("execution %s (%s, dispatched %v) was touched: %+v", x.ID, g.State, before, g)
 		}
 	}
-	if n, err := s.RequeueAfterWipe(ctx, []int{1, 3}, created); err != nil || n != 0 {
+	if n, err := s.RequeueWipedExecutions(ctx, []int{1, 3}, created); err != nil || n != 0 {
 		t.Fatalf("a second pass re-queued %d, %v; want 0", n, err)
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// MaxEpoch is the highest fencing epoch recorded for any bucket
+// GetMaxEpoch is the highest fencing epoch recorded for any bucket
 // (ClaimBucket), 0 when none is. A partition node compares it with what
 // etcd can give to tell that etcd started over.
-func (s *Store) MaxEpoch(ctx context.Context) (int64, error) {
+func (s *Store) GetMaxEpoch(ctx context.Context) (int64, error) {
 	var epoch int64
 	if err := s.pool.QueryRow(ctx, "SELECT coalesce(max(epoch), 0) FROM bucket_owners").Scan(&epoch); err != nil {
 		return 0, fmt.Errorf("store: highest recorded epoch: %w", err)

@@ -16,7 +16,7 @@ import (
 // runAt is a manual execution of job j scheduled for at.
 func runAt(t testing.TB, s *Store, j *model.Job, at time.Time) *model.Execution {
 	t.Helper()
-	e, err := s.RunNow(context.Background(), j.ID, at)
+	e, err := s.CreateManualExecution(context.Background(), j.ID, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestAlertedJobSuccesses(t *testing.T) {
 		record(t, s, succeeded(runAt(t, s, j, baseTime()), end))
 	}
 
-	got, err := s.AlertedJobSuccesses(ctx)
+	got, err := s.ListAlertedJobSuccesses(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestAlertedJobSuccesses(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, "UPDATE cluster SET successes_since = $1", since); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.AlertedJobSuccesses(ctx)
+	got, err = s.ListAlertedJobSuccesses(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestAlertedJobSuccessesUseTheIndex(t *testing.T) {
 	if scans == 0 || t.Failed() {
 		t.Fatalf("plan:\n%s", strings.Join(plan, "\n"))
 	}
-	got, err := s.AlertedJobSuccesses(ctx)
+	got, err := s.ListAlertedJobSuccesses(ctx)
 	if err != nil || len(got) != 20 {
 		t.Fatalf("%d alerted jobs, %v; want 20", len(got), err)
 	}
@@ -271,7 +271,7 @@ func TestJobsAreCreatedWithTheirSuccessRow(t *testing.T) {
 		many = append(many, testJob(fmt.Sprintf("many%d", i), nil))
 	}
 	for _, batch := range [][]*model.Job{few, many} {
-		if err := s.CreateJobs(ctx, batch); err != nil {
+		if err := s.CopyJobs(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
 	}

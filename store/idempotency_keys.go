@@ -69,9 +69,9 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, namespace, key string, 
 	return out, nil
 }
 
-// SaveIdempotentResponse records the response to the request that
+// SaveIdempotencyResponse records the response to the request that
 // claimed key, for replay.
-func (s *Store) SaveIdempotentResponse(ctx context.Context, namespace, key string, status int, contentType string, body []byte) error {
+func (s *Store) SaveIdempotencyResponse(ctx context.Context, namespace, key string, status int, contentType string, body []byte) error {
 	_, err := s.pool.Exec(ctx, `UPDATE idempotency_keys SET status = $3, content_type = $4, response = $5
 		WHERE namespace = $1 AND key = $2`, namespace, key, status, contentType, body)
 	if err != nil {

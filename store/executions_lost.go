@@ -46,7 +46,7 @@ WITH c AS (
 )
 SELECT (SELECT count(*) FROM u) + 0 * (SELECT count(*) FROM n) + 0 * (SELECT count(*) FROM lost)`
 
-// RequeueLost is the backstop for work that NATS itself lost: in buckets,
+// RequeueLostExecutions is the backstop for work that NATS itself lost: in buckets,
 // every running execution whose newest attempt gave its last sign of
 // life (heartbeat, start, or end) before olderThan has its unfinished
 // attempts marked lost and is put back in the outbox, failed, due now,
@@ -57,7 +57,7 @@ SELECT (SELECT count(*) FROM u) + 0 * (SELECT count(*) FROM n) + 0 * (SELECT cou
 // its message to another executor after the ack wait; olderThan should
 // be well beyond that (minutes), so that only a message JetStream no
 // longer has is re-queued here.
-func (s *Store) RequeueLost(ctx context.Context, buckets []int, olderThan time.Time) (int, error) {
+func (s *Store) RequeueLostExecutions(ctx context.Context, buckets []int, olderThan time.Time) (int, error) {
 	if len(buckets) == 0 {
 		return 0, nil
 	}

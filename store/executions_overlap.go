@@ -13,7 +13,7 @@ import (
 )
 
 // bufferedUntil is the next_attempt_at of a buffered run: beyond every
-// outbox read, until ReleaseBuffered sets it to now.
+// outbox read, until ReleaseBufferedExecutions sets it to now.
 var bufferedUntil = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 // activeSQL counts, per job, the executions that have not ended (queued,
@@ -152,10 +152,10 @@ func cancelRunning(ctx context.Context, tx pgx.Tx, groups map[int]*policyGroup, 
 	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 }
 
-// ReleaseBuffered starts the buffered runs (overlap buffer_one) of
+// ReleaseBufferedExecutions starts the buffered runs (overlap buffer_one) of
 // buckets whose job has no other unended execution left: each is due now,
 // for the outbox to publish. It returns how many it released.
-func (s *Store) ReleaseBuffered(ctx context.Context, buckets []int) (int, error) {
+func (s *Store) ReleaseBufferedExecutions(ctx context.Context, buckets []int) (int, error) {
 	if len(buckets) == 0 {
 		return 0, nil
 	}

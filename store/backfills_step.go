@@ -39,7 +39,7 @@ SELECT ` + execCols("ins.") + ` FROM ins`
 
 // StepBackfill carries out one step of a backfill in one transaction, for
 // node, which claimed the backfill's bucket at epoch (see ClaimBucket).
-// The days of the step's times get their partitions first (EnsureDays).
+// The days of the step's times get their partitions first (EnsureHistoryPartitions).
 //
 // Fencing: it reads the bucket's ownership row FOR SHARE, as Fire does,
 // and fails with ErrFenced, writing nothing, unless node owns the bucket
@@ -61,7 +61,7 @@ SELECT ` + execCols("ins.") + ` FROM ins`
 // is gone fails it. An unknown backfill fails with ErrNotFound.
 func (s *Store) StepBackfill(ctx context.Context, node string, epoch int64, step model.BackfillStep) (model.BackfillResult, error) {
 	// Runs of days before the partitions made ahead go to their own day.
-	if err := s.EnsureDays(ctx, step.Times...); err != nil {
+	if err := s.EnsureHistoryPartitions(ctx, step.Times...); err != nil {
 		return model.BackfillResult{}, fmt.Errorf("store: backfill %s: %w", step.ID, err)
 	}
 	for attempt := 0; ; attempt++ {

@@ -28,7 +28,7 @@ func TestIdempotencyKeys(t *testing.T) {
 	if got := claim("a", "k", "h1"); !got.InProgress {
 		t.Errorf("while in progress: %+v", got)
 	}
-	if err := s.SaveIdempotentResponse(ctx, "a", "k", 201, "application/json", []byte(`{"x":1}`)); err != nil {
+	if err := s.SaveIdempotencyResponse(ctx, "a", "k", 201, "application/json", []byte(`{"x":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got := claim("a", "k", "h1"); got.Claimed || got.Status != 201 || string(got.Response) != `{"x":1}` || got.ContentType != "application/json" {

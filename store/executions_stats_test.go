@@ -37,7 +37,7 @@ func TestExecutionStats(t *testing.T) {
 		GroupByHour:      func(r row) string { return r.at.UTC().Truncate(time.Hour).Format("2006-01-02T15:04:05Z") },
 	}
 	for _, by := range GroupBys {
-		got, err := s.ExecutionStats(ctx, StatsFilter{Since: since, Until: until, GroupBy: by})
+		got, err := s.ListExecutionStats(ctx, StatsFilter{Since: since, Until: until, GroupBy: by})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestExecutionStats(t *testing.T) {
 	}
 	// Filters: one namespace, one job, a range.
 	job := rows[2].job
-	got, err := s.ExecutionStats(ctx, StatsFilter{Namespace: "team-b", JobID: &job, Since: rows[10].at, Until: until, GroupBy: GroupByJob})
+	got, err := s.ListExecutionStats(ctx, StatsFilter{Namespace: "team-b", JobID: &job, Since: rows[10].at, Until: until, GroupBy: GroupByJob})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestExecutionStats(t *testing.T) {
 		t.Fatalf("one job's stats: %+v", got)
 	}
 	checkGroup(t, "job, filtered", got[0], want)
-	if _, err := s.ExecutionStats(ctx, StatsFilter{Since: since, Until: until, GroupBy: "day"}); err == nil {
+	if _, err := s.ListExecutionStats(ctx, StatsFilter{Since: since, Until: until, GroupBy: "day"}); err == nil {
 		t.Error("grouping by day accepted")
 	}
 }

@@ -118,9 +118,9 @@ func (s *Store) StopBackfill(ctx context.Context, jobID, id uuid.UUID) (*model.B
 	return b, fmt.Errorf("store: stop backfill %s (%s): %w", id, b.State, ErrBackfillEnded)
 }
 
-// RunningBackfills reads the running backfills of buckets, oldest first
+// ListRunningBackfills reads the running backfills of buckets, oldest first
 // (at most 1,000), each with its job's current schedule.
-func (s *Store) RunningBackfills(ctx context.Context, buckets []int) ([]model.BackfillWork, error) {
+func (s *Store) ListRunningBackfills(ctx context.Context, buckets []int) ([]model.BackfillWork, error) {
 	if len(buckets) == 0 {
 		return nil, nil
 	}

@@ -228,7 +228,7 @@ func TestSearchJobAcrossWindows(t *testing.T) {
 	for _, back := range []time.Duration{-36 * time.Hour, 0, time.Hour, 47 * time.Hour, 49 * time.Hour,
 		5 * 24 * time.Hour, 15*24*time.Hour + time.Hour, 17 * 24 * time.Hour, 40 * 24 * time.Hour} {
 		at := now.Add(-back)
-		if err := s.EnsureDays(ctx, at); err != nil {
+		if err := s.EnsureHistoryPartitions(ctx, at); err != nil {
 			t.Fatal(err)
 		}
 		id := domain.ExecutionID(job, at)

@@ -35,7 +35,7 @@ WITH c AS (
 )
 SELECT (SELECT count(*) FROM u) + 0 * (SELECT count(*) FROM n)`
 
-// RequeueAfterWipe puts back in the outbox the executions of buckets
+// RequeueWipedExecutions puts back in the outbox the executions of buckets
 // that JetStream lost with a stream: those still waiting to run (queued,
 // or failed and waiting for the retry already published: no attempt of
 // their current dispatch started) that were published before before, the
@@ -52,7 +52,7 @@ SELECT (SELECT count(*) FROM u) + 0 * (SELECT count(*) FROM n)`
 // package executor: executors re-send the events of their recent
 // attempts into a new event stream, and answer a delivery of an attempt
 // they have already run with its result instead of running it again).
-func (s *Store) RequeueAfterWipe(ctx context.Context, buckets []int, before time.Time) (int, error) {
+func (s *Store) RequeueWipedExecutions(ctx context.Context, buckets []int, before time.Time) (int, error) {
 	if len(buckets) == 0 {
 		return 0, nil
 	}

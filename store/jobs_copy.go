@@ -15,7 +15,7 @@ import (
 	"github.com/tock-sched/tock/store/model"
 )
 
-// CreateJobs stores many new jobs at once: what CreateJob does for each
+// CopyJobs stores many new jobs at once: what CreateJob does for each
 // of them, in one transaction and two COPY statements, so it costs a
 // small fraction of as many CreateJob calls. Each job gets its ID (a
 // UUIDv7) when zero, its Bucket, CreatedAt and UpdatedAt (the
@@ -38,7 +38,7 @@ import (
 // jobs (autovacuum does, a minute or so later): until the statistics
 // catch up, Postgres may keep plans made for nearly empty partitions, and
 // firing a batch then compares it with every job of its buckets.
-func (s *Store) CreateJobs(ctx context.Context, jobs []*model.Job) error {
+func (s *Store) CopyJobs(ctx context.Context, jobs []*model.Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create jobs: %w", err)
 	}

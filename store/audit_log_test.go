@@ -16,7 +16,7 @@ func TestMaintainAudit(t *testing.T) {
 	s := newStore(t)
 	now := time.Now().UTC()
 	old, recent := now.AddDate(0, 0, -40), now.Add(-time.Hour)
-	if err := s.WriteAudit(ctx, []model.AuditEntry{
+	if err := s.CreateAuditEntries(ctx, []model.AuditEntry{
 		{At: old, Actor: "key:a", Namespace: "n", Action: "jobs.create", Resource: "job 1"},
 		{At: recent, Actor: "key:a", Namespace: "n", Action: "jobs.update", Resource: "job 1"},
 	}); err != nil {
@@ -24,7 +24,7 @@ func TestMaintainAudit(t *testing.T) {
 	}
 	// Both rows are in the default partition; a pass makes today's and
 	// moves the recent row into it, and the old one stays in the default.
-	if _, err := s.MaintainAudit(ctx, now, 2, 0); err != nil {
+	if _, err := s.MaintainAuditPartitions(ctx, now, 2, 0); err != nil {
 		t.Fatal(err)
 	}
 	where := func(action string) string {
@@ -42,11 +42,11 @@ func TestMaintainAudit(t *testing.T) {
 		FOR VALUES FROM ('`+old.AddDate(0, 0, -1).Truncate(24*time.Hour).Format(time.RFC3339)+`') TO ('`+old.Truncate(24*time.Hour).Format(time.RFC3339)+`')`); err != nil {
 		t.Fatal(err)
 	}
-	dropped, err := s.MaintainAudit(ctx, now, 2, 30*24*time.Hour)
+	dropped, err := s.MaintainAuditPartitions(ctx, now, 2, 30*24*time.Hour)
 	if err != nil || dropped != 1 {
 		t.Fatalf("dropped %d, %v", dropped, err)
 	}
-	entries, _, err := s.ListAudit(ctx, AuditFilter{})
+	entries, _, err := s.ListAuditEntries(ctx, AuditFilter{})
 	if err != nil || len(entries) != 1 || entries[0].Action != "jobs.update" {
 		t.Fatalf("after retention: %+v %v", entries, err)
 	}

@@ -27,7 +27,7 @@ func TestBulkCreateJobs(t *testing.T) {
 	c := testJob("bulk-c", &next)
 	c.Schedule.Cron, c.Timeout = "0 * * * * *", 0
 	before := time.Now().Add(-time.Second)
-	if err := s.CreateJobs(ctx, []*model.Job{a, b, c}); err != nil {
+	if err := s.CopyJobs(ctx, []*model.Job{a, b, c}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -66,8 +66,8 @@ func TestBulkCreateJobs(t *testing.T) {
 		t.Errorf("DueJobs = %d jobs, %v; want 2 (b is paused)", len(due), err)
 	}
 
-	if err := s.CreateJobs(ctx, nil); err != nil {
-		t.Errorf("CreateJobs(nil) = %v", err)
+	if err := s.CopyJobs(ctx, nil); err != nil {
+		t.Errorf("CopyJobs(nil) = %v", err)
 	}
 }
 
@@ -100,7 +100,7 @@ func TestBulkCreateJobsConflictRollsBackAll(t *testing.T) {
 		}(),
 	}
 	for name, jobs := range cases {
-		err := s.CreateJobs(ctx, jobs)
+		err := s.CopyJobs(ctx, jobs)
 		if !errors.Is(err, ErrConflict) {
 			t.Errorf("%s: %v, want ErrConflict", name, err)
 		}
@@ -117,7 +117,7 @@ func TestBulkCreateJobsConflictRollsBackAll(t *testing.T) {
 		t.Errorf("%d job names stored, want only the first one", n)
 	}
 
-	if err := s.CreateJobs(ctx, []*model.Job{testJob("ok", nil), testJob("", nil)}); err == nil || errors.Is(err, ErrConflict) {
+	if err := s.CopyJobs(ctx, []*model.Job{testJob("ok", nil), testJob("", nil)}); err == nil || errors.Is(err, ErrConflict) {
 		t.Errorf("empty name: %v, want a plain error", err)
 	}
 	if n := count(t, s, "SELECT count(*) FROM jobs"); n != 1 {
@@ -136,7 +136,7 @@ func TestBulkCreateJobsTenThousand(t *testing.T) {
 		jobs[i] = testJob(fmt.Sprintf("many-%05d", i), &next)
 	}
 	start := time.Now()
-	if err := s.CreateJobs(ctx, jobs); err != nil {
+	if err := s.CopyJobs(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
@@ -154,7 +154,7 @@ func TestBulkCreateJobsTenThousand(t *testing.T) {
 	}
 }
 
-// BenchmarkBulkCreateJobs stores 10,000 jobs per CreateJobs call.
+// BenchmarkBulkCreateJobs stores 10,000 jobs per CopyJobs call.
 // Report jobs/s.
 func BenchmarkBulkCreateJobs(b *testing.B) {
 	const batch = 10_000
@@ -170,7 +170,7 @@ func BenchmarkBulkCreateJobs(b *testing.B) {
 		}
 		round++
 		b.StartTimer()
-		if err := s.CreateJobs(ctx, jobs); err != nil {
+		if err := s.CopyJobs(ctx, jobs); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -37,7 +37,7 @@ func TestBucketStats(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stats, err := s.BucketStats(ctx)
+	stats, err := s.ListBucketStats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,14 +66,14 @@ func TestBucketStats(t *testing.T) {
 	if err := s.ClaimBucket(ctx, 2, "n3", 20); err != nil {
 		t.Fatal(err)
 	}
-	if stats, err = s.BucketStats(ctx); err != nil || stats[2].Node != "n3" || stats[2].Epoch != 20 {
+	if stats, err = s.ListBucketStats(ctx); err != nil || stats[2].Node != "n3" || stats[2].Epoch != 20 {
 		t.Fatalf("after a new claim: %+v, %v", stats[2], err)
 	}
 }
 
 func TestBucketStatsNeedsInit(t *testing.T) {
-	if _, err := (&Store{}).BucketStats(context.Background()); err == nil {
-		t.Fatal("BucketStats before Init succeeded")
+	if _, err := (&Store{}).ListBucketStats(context.Background()); err == nil {
+		t.Fatal("ListBucketStats before Init succeeded")
 	}
 }
 
