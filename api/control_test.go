@@ -22,7 +22,7 @@ type fakeExecutors struct {
 	mu        sync.Mutex
 	cancelled []uuid.UUID
 	cancelErr error
-	states    []wire.HandlerState
+	states    []wire.BreakerState
 }
 
 func (f *fakeExecutors) Cancel(_ context.Context, id uuid.UUID) error {
@@ -35,7 +35,7 @@ func (f *fakeExecutors) Cancel(_ context.Context, id uuid.UUID) error {
 	return nil
 }
 
-func (f *fakeExecutors) HandlerStates(context.Context) ([]wire.HandlerState, error) {
+func (f *fakeExecutors) BreakerStates(context.Context) ([]wire.BreakerState, error) {
 	return f.states, nil
 }
 
@@ -218,11 +218,11 @@ func allBuckets(n int) []int {
 func TestListHandlers(t *testing.T) {
 	t.Parallel()
 	now := time.Now().UTC()
-	x := &fakeExecutors{states: []wire.HandlerState{
-		{Handler: "http:api.example.com", Queue: "http", ExecutorID: "b", Breaker: wire.BreakerClosed, Since: now, UpdatedAt: now},
-		{Handler: "http:api.example.com", Queue: "http", ExecutorID: "a", Breaker: wire.BreakerOpen, Since: now,
+	x := &fakeExecutors{states: []wire.BreakerState{
+		{Key: "http:api.example.com", Queue: "http", ExecutorID: "b", Breaker: wire.BreakerClosed, Since: now, UpdatedAt: now},
+		{Key: "http:api.example.com", Queue: "http", ExecutorID: "a", Breaker: wire.BreakerOpen, Since: now,
 			Requests: 12, Failures: 9, UpdatedAt: now},
-		{Handler: "send-email", Queue: "send-email", ExecutorID: "a", Breaker: wire.BreakerHalfOpen, Since: now,
+		{Key: "send-email", Queue: "send-email", ExecutorID: "a", Breaker: wire.BreakerHalfOpen, Since: now,
 			InFlight: 2, Limit: 4, UpdatedAt: now},
 	}}
 	e := newControlEnv(t, x)

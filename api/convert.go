@@ -50,7 +50,7 @@ func jobOf(j *model.Job) models.Job {
 			out.Overlap = ptr(models.Overlap(p.Overlap))
 		}
 	}
-	out.Runs = ptr(j.Runs)
+	out.Runs = ptr(j.FiredCount)
 	return out
 }
 

@@ -350,7 +350,7 @@ func (h *endpoints) ResumeJob(c echo.Context, id models.ID) error {
 
 // RunJob handles POST /v1/jobs/{id}/run.
 func (h *endpoints) RunJob(c echo.Context, id models.ID, _ models.RunJobParams) error {
-	if h.s.limits.cfg.RunsPerMinute > 0 {
+	if h.s.limits.cfg.ManualPerMinute > 0 {
 		ns, err := h.s.store.GetJobNamespace(c.Request().Context(), id)
 		if err != nil {
 			return h.storeError(c, err, "job", id)

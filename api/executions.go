@@ -28,11 +28,11 @@ import (
 // JetStreamExecutors is the real one.
 type Executors interface {
 	Cancel(ctx context.Context, executionID uuid.UUID) error
-	HandlerStates(ctx context.Context) ([]wire.HandlerState, error)
+	BreakerStates(ctx context.Context) ([]wire.BreakerState, error)
 }
 
 // JetStreamExecutors reaches executors through tock's JetStream key-value
-// buckets (wire.CancelBucket, wire.HandlerBucket).
+// buckets (wire.CancelBucket, wire.BreakerBucket).
 type JetStreamExecutors struct{ JS jetstream.JetStream }
 
 // Cancel puts the execution in wire.CancelBucket, which executors watch.
@@ -40,9 +40,9 @@ func (x JetStreamExecutors) Cancel(ctx context.Context, id uuid.UUID) error {
 	return wire.CancelExecution(ctx, x.JS, id.String())
 }
 
-// HandlerStates reads wire.HandlerBucket.
-func (x JetStreamExecutors) HandlerStates(ctx context.Context) ([]wire.HandlerState, error) {
-	return wire.HandlerStates(ctx, x.JS)
+// BreakerStates reads wire.BreakerBucket.
+func (x JetStreamExecutors) BreakerStates(ctx context.Context) ([]wire.BreakerState, error) {
+	return wire.BreakerStates(ctx, x.JS)
 }
 
 // noExecutors answers the endpoints that need NATS on a server built
@@ -204,7 +204,7 @@ func (h *endpoints) ListHandlers(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), h.s.clusterWait)
 	defer cancel()
-	states, err := h.s.executors.HandlerStates(ctx)
+	states, err := h.s.executors.BreakerStates(ctx)
 	if err != nil {
 		h.s.log.WarnContext(ctx, "read handler states", "err", err)
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Handler states unavailable",
@@ -218,13 +218,13 @@ var breakerRank = map[string]int{wire.BreakerClosed: 0, wire.BreakerHalfOpen: 1,
 
 // handlersOf groups executors' reports by handler, in handler order; a
 // handler's breaker is its worst executor's.
-func handlersOf(states []wire.HandlerState) []models.HandlerInfo {
+func handlersOf(states []wire.BreakerState) []models.HandlerInfo {
 	byName := map[string]*models.HandlerInfo{}
 	for _, s := range states {
-		hi := byName[s.Handler]
+		hi := byName[s.Key]
 		if hi == nil {
-			hi = &models.HandlerInfo{Handler: s.Handler, Queue: s.Queue, Breaker: models.BreakerStateClosed, Executors: []models.HandlerExecutor{}}
-			byName[s.Handler] = hi
+			hi = &models.HandlerInfo{Handler: s.Key, Queue: s.Queue, Breaker: models.BreakerStateClosed, Executors: []models.HandlerExecutor{}}
+			byName[s.Key] = hi
 		}
 		if breakerRank[s.Breaker] > breakerRank[string(hi.Breaker)] {
 			hi.Breaker = models.BreakerState(s.Breaker)

@@ -31,9 +31,9 @@ type Limits struct {
 	// refused (checked as jobs are created: concurrent creates may pass
 	// it by as many as they are).
 	MaxJobs int
-	// RunsPerMinute is the most manual runs (POST /v1/jobs/{id}/run) a
+	// ManualPerMinute is the most manual executions (POST /v1/jobs/{id}/run) a
 	// namespace may ask for per minute.
-	RunsPerMinute int
+	ManualPerMinute int
 }
 
 // ProblemTooManyRequests and ProblemQuota are the problem types of a
@@ -144,7 +144,7 @@ func (s *Server) checkJobQuota(c echo.Context, field, ns string, n int) error {
 
 // checkRunQuota takes one of namespace ns's manual runs of the minute.
 func (s *Server) checkRunQuota(c echo.Context, ns string) error {
-	per := s.limits.cfg.RunsPerMinute
+	per := s.limits.cfg.ManualPerMinute
 	if per <= 0 {
 		return nil
 	}

@@ -68,10 +68,10 @@ func TestRateLimits(t *testing.T) {
 }
 
 // A namespace holds at most MaxJobs jobs (one by one, and in batches),
-// and asks for at most RunsPerMinute manual runs a minute.
+// and asks for at most ManualPerMinute manual executions a minute.
 func TestQuotas(t *testing.T) {
 	t.Parallel()
-	a := newLimitedEnv(t, Limits{MaxJobs: 2, RunsPerMinute: 2})
+	a := newLimitedEnv(t, Limits{MaxJobs: 2, ManualPerMinute: 2})
 	editor := a.key("team-a", "editor", nil)
 	job := func(name string) map[string]any {
 		b := jobBody(name)

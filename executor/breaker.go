@@ -131,7 +131,7 @@ type handlerKey struct {
 // breaker per cfg.Breaker (none if disabled) whose state changes go to
 // changed.
 func newHandlerKey(key string, q *queue, cfg *Config, now time.Time, changed func(*handlerKey, gobreaker.State, gobreaker.State)) *handlerKey {
-	hk := &handlerKey{key: key, queue: q.name, limit: cfg.MaxPerHandler, state: wire.BreakerClosed, since: now, lastUsed: now}
+	hk := &handlerKey{key: key, queue: q.name, limit: cfg.MaxPerKey, state: wire.BreakerClosed, since: now, lastUsed: now}
 	if n := q.slots.size(); key == q.name && (hk.limit == 0 || n < hk.limit) {
 		// A custom handler's key is its queue: the queue's limit is the
 		// key's too.
@@ -227,8 +227,8 @@ func (hk *handlerKey) allow(now time.Time) (done func(verdict), retryIn time.Dur
 	}, 0, true
 }
 
-// snapshot is the key's wire.HandlerState as seen by executor.
-func (hk *handlerKey) snapshot(executor string, now time.Time) wire.HandlerState {
+// snapshot is the key's wire.BreakerState as seen by executor.
+func (hk *handlerKey) snapshot(executor string, now time.Time) wire.BreakerState {
 	var counts gobreaker.Counts
 	if hk.cb != nil {
 		hk.cb.State() // moves an open breaker whose time is up to half-open
@@ -236,8 +236,8 @@ func (hk *handlerKey) snapshot(executor string, now time.Time) wire.HandlerState
 	}
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
-	return wire.HandlerState{
-		Handler:    hk.key,
+	return wire.BreakerState{
+		Key:        hk.key,
 		Queue:      hk.queue,
 		ExecutorID: executor,
 		Breaker:    hk.state,

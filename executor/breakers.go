@@ -17,9 +17,9 @@ import (
 
 // breakers is a Worker's set of handler keys, each with its breaker and
 // load (see handlerKey), and the writer of their states to
-// wire.HandlerBucket.
+// wire.BreakerBucket.
 type breakers struct {
-	// cfg is the Worker's: MaxPerHandler, Breaker and ExecutorID are read
+	// cfg is the Worker's: MaxPerKey, Breaker and ExecutorID are read
 	// when a key is first served.
 	cfg   *Config
 	now   func() time.Time
@@ -81,7 +81,7 @@ func (b *breakers) stateChanged(hk *handlerKey, from, to gobreaker.State) {
 	}
 }
 
-// live returns the keys served within wire.HandlerStateTTL, forgetting
+// live returns the keys served within wire.BreakerStateTTL, forgetting
 // the others (unless their breaker is open: a key that failed stays
 // refused until its breaker half-opens, however long that is).
 func (b *breakers) live(now time.Time) []*handlerKey {
@@ -90,7 +90,7 @@ func (b *breakers) live(now time.Time) []*handlerKey {
 	live := make([]*handlerKey, 0, len(b.keys))
 	for key, hk := range b.keys {
 		hk.mu.Lock()
-		stale := hk.inFlight == 0 && now.Sub(hk.lastUsed) > wire.HandlerStateTTL &&
+		stale := hk.inFlight == 0 && now.Sub(hk.lastUsed) > wire.BreakerStateTTL &&
 			(hk.state != wire.BreakerOpen || now.After(hk.halfOpenAt))
 		hk.mu.Unlock()
 		if stale {
@@ -104,18 +104,18 @@ func (b *breakers) live(now time.Time) []*handlerKey {
 	return live
 }
 
-// states returns the live keys' states (see Worker.HandlerStates).
-func (b *breakers) states() []wire.HandlerState {
+// states returns the live keys' states (see Worker.BreakerStates).
+func (b *breakers) states() []wire.BreakerState {
 	now := b.now()
 	keys := b.live(now)
-	states := make([]wire.HandlerState, 0, len(keys))
+	states := make([]wire.BreakerState, 0, len(keys))
 	for _, hk := range keys {
 		states = append(states, hk.snapshot(b.cfg.ExecutorID, now))
 	}
 	return states
 }
 
-// writeStates writes the live keys' states to wire.HandlerBucket every
+// writeStates writes the live keys' states to wire.BreakerBucket every
 // interval, at once when a breaker changes state, and when an open
 // breaker is due to half-open, until ctx ends; it then deletes this
 // executor's entries.
@@ -137,7 +137,7 @@ func (b *breakers) writeStates(ctx context.Context, js jetstream.JetStream, inte
 		}
 		if kv == nil {
 			var err error
-			if kv, err = js.KeyValue(ctx, wire.HandlerBucket); err != nil {
+			if kv, err = js.KeyValue(ctx, wire.BreakerBucket); err != nil {
 				b.log.Warn("write handler states", "err", err)
 				kv = nil
 				continue
@@ -164,7 +164,7 @@ func (b *breakers) writeOnce(ctx context.Context, kv jetstream.KeyValue, written
 	live := map[string]bool{}
 	for _, hk := range b.live(now) {
 		s := hk.snapshot(b.cfg.ExecutorID, now)
-		live[s.Handler] = true
+		live[s.Key] = true
 		if s.Breaker == wire.BreakerOpen {
 			hk.mu.Lock()
 			if d := hk.halfOpenAt.Sub(now); next < 0 || d < next {
@@ -173,13 +173,13 @@ func (b *breakers) writeOnce(ctx context.Context, kv jetstream.KeyValue, written
 			hk.mu.Unlock()
 		}
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		err := wire.PutHandlerState(pctx, kv, s)
+		err := wire.PutBreakerState(pctx, kv, s)
 		cancel()
 		if err != nil {
 			failed++
 			continue
 		}
-		written[s.Handler] = s.Key()
+		written[s.Key] = s.EntryKey()
 	}
 	for handler := range written {
 		if !live[handler] {

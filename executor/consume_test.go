@@ -27,7 +27,7 @@ func TestPriorityOrderWhenSaturated(t *testing.T) {
 			<-release
 		}
 		return "", nil
-	}, HandlerOptions{Concurrency: 1})
+	}, QueueOptions{Concurrency: 1})
 	e.run(w)
 
 	publish := func(name string, priority domain.Priority) {

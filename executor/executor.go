@@ -67,12 +67,12 @@ type Config struct {
 	// handler serves all its hosts from one). HandleWith overrides it for
 	// one queue. Default DefaultConcurrency.
 	Concurrency int
-	// MaxPerHandler is the most attempts in flight per handler key
+	// MaxPerKey is the most attempts in flight per handler key
 	// (domain.Handler.Key: one HTTP host, one NATS subject) in this
 	// process; 0 means no limit beyond Concurrency. A delivery whose key
 	// is at its limit does not wait for a slot: it is deferred, handed
 	// back to tock to be published again a second later.
-	MaxPerHandler int
+	MaxPerKey int
 	// ShutdownTimeout is how long Run lets running attempts finish after
 	// its context ends before it cancels their contexts. Default
 	// DefaultShutdownTimeout.
@@ -118,7 +118,7 @@ type Config struct {
 // defaults: a generated executor id, the Default constants, the
 // breaker's defaults and the default logger. A zero AckWait stays zero
 // (wire.EnsureConsumer applies wire.DefaultAckWait), and a zero
-// MaxPerHandler means no per-handler limit.
+// MaxPerKey means no per-handler limit.
 func (c Config) WithDefaults() Config {
 	if c.ExecutorID == "" {
 		c.ExecutorID = defaultExecutorID()
@@ -150,8 +150,8 @@ func (c *Config) validate() error {
 	if c.Concurrency < 0 {
 		return fmt.Errorf("executor: Config.Concurrency %d is negative", c.Concurrency)
 	}
-	if c.MaxPerHandler < 0 {
-		return fmt.Errorf("executor: Config.MaxPerHandler %d is negative", c.MaxPerHandler)
+	if c.MaxPerKey < 0 {
+		return fmt.Errorf("executor: Config.MaxPerKey %d is negative", c.MaxPerKey)
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("executor: Config.ShutdownTimeout %s is negative", c.ShutdownTimeout)
@@ -195,12 +195,18 @@ type Execution struct {
 // recovered and counts as a retryable failure.
 type Func func(ctx context.Context, e *Execution) (output string, err error)
 
-// HandlerOptions tunes one queue's handler (see Worker.HandleWith).
-type HandlerOptions struct {
+// QueueOptions tunes how a Worker serves one queue (see Worker.HandleWith).
+type QueueOptions struct {
 	// Concurrency is the most attempts of the queue in flight in this
 	// process; 0 means Config.Concurrency.
 	Concurrency int
 }
+
+// HandlerOptions is the old name of QueueOptions.
+//
+// Deprecated: use QueueOptions; "handler" names a job's target, not a
+// queue (see the glossary in docs/architecture.md).
+type HandlerOptions = QueueOptions
 
 // Worker pulls executions for its handlers' queues and runs them. It is
 // one of: tockd's built-in executor (queues "http" and "nats") or a custom
@@ -264,7 +270,7 @@ func New(cfg Config) (*Worker, error) {
 		now:          time.Now,
 		rand:         mathrand.Float64,
 		pollEvery:    idlePoll,
-		stateEvery:   wire.HandlerStateEvery,
+		stateEvery:   wire.BreakerStateEvery,
 		depthEvery:   depthPoll,
 		cancels:      newCancels(),
 		events:       newEventBatcher(js),
@@ -292,18 +298,18 @@ func (w *Worker) ID() string { return w.cfg.ExecutorID }
 // domain.HandlerHTTP / domain.HandlerNATS for the built-ins. Like
 // http.ServeMux, it panics on an invalid or duplicate queue, a nil fn, or
 // a call after Run started: those are programming errors.
-func (w *Worker) Handle(queue string, fn Func) { w.HandleWith(queue, fn, HandlerOptions{}) }
+func (w *Worker) Handle(queue string, fn Func) { w.HandleWith(queue, fn, QueueOptions{}) }
 
 // HandleWith is Handle with options for the queue. It also panics on a
 // negative opts.Concurrency.
-func (w *Worker) HandleWith(queue string, fn Func, opts HandlerOptions) {
+func (w *Worker) HandleWith(queue string, fn Func, opts QueueOptions) {
 	w.handlers.add(queue, fn, opts)
 }
 
-// HandlerStates returns this Worker's view of each handler key it served
-// within wire.HandlerStateTTL: its breaker state and load, as it also
-// writes them to wire.HandlerBucket.
-func (w *Worker) HandlerStates() []wire.HandlerState { return w.breakers.states() }
+// BreakerStates returns this Worker's view of each handler key it served
+// within wire.BreakerStateTTL: its breaker state and load, as it also
+// writes them to wire.BreakerBucket.
+func (w *Worker) BreakerStates() []wire.BreakerState { return w.breakers.states() }
 
 // Run creates the streams, buckets and the consumers of the registered
 // queues if needed, then runs executions until ctx ends. It then stops

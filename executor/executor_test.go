@@ -28,7 +28,7 @@ func TestNewValidates(t *testing.T) {
 	nc := &nats.Conn{}
 	for name, cfg := range map[string]Config{
 		"negative concurrency":     {NATS: nc, Concurrency: -1},
-		"negative max per handler": {NATS: nc, MaxPerHandler: -1},
+		"negative max per handler": {NATS: nc, MaxPerKey: -1},
 		"failure rate above 1":     {NATS: nc, Breaker: BreakerConfig{FailureRate: 1.5}},
 		"negative failure rate":    {NATS: nc, Breaker: BreakerConfig{FailureRate: -0.1}},
 		"negative window":          {NATS: nc, Breaker: BreakerConfig{Window: -time.Second}},
@@ -44,7 +44,7 @@ func TestNewValidates(t *testing.T) {
 	}
 	want := BreakerConfig{FailureRate: 0.5, MinRequests: 10, Window: time.Minute, OpenFor: 30 * time.Second, HalfOpenRequests: 1}
 	if w.cfg.Concurrency != DefaultConcurrency || w.cfg.ShutdownTimeout != DefaultShutdownTimeout || w.ID() == "" ||
-		w.cfg.HeartbeatInterval != 10*time.Second || w.cfg.Breaker != want || w.cfg.MaxPerHandler != 0 {
+		w.cfg.HeartbeatInterval != 10*time.Second || w.cfg.Breaker != want || w.cfg.MaxPerKey != 0 {
 		t.Errorf("defaults not filled in: %+v", w.cfg)
 	}
 }
@@ -62,7 +62,7 @@ func TestHandlePanicsOnMisuse(t *testing.T) {
 		"nil func":  func() { w.Handle("x", nil) },
 		"duplicate": func() { w.Handle("send-email", ok) },
 		"negative concurrency": func() {
-			w.HandleWith("y", ok, HandlerOptions{Concurrency: -1})
+			w.HandleWith("y", ok, QueueOptions{Concurrency: -1})
 		},
 	} {
 		func() {
@@ -386,7 +386,7 @@ func TestConcurrencyLimit(t *testing.T) {
 		<-release
 		running.Add(-1)
 		return "", nil
-	}, HandlerOptions{Concurrency: 2})
+	}, QueueOptions{Concurrency: 2})
 	e.run(w)
 	for range 5 {
 		e.publish(execution("limited"))

@@ -37,30 +37,30 @@ func gaugeValue(t *testing.T, g interface{ Write(*dto.Metric) error }) float64 {
 }
 
 // localState returns w's view of handler key.
-func localState(w *Worker, key string) (wire.HandlerState, bool) {
-	for _, s := range w.HandlerStates() {
-		if s.Handler == key {
+func localState(w *Worker, key string) (wire.BreakerState, bool) {
+	for _, s := range w.BreakerStates() {
+		if s.Key == key {
 			return s, true
 		}
 	}
-	return wire.HandlerState{}, false
+	return wire.BreakerState{}, false
 }
 
 // kvState returns the state of handler key that executor wrote to the
 // handler bucket.
-func (e *env) kvState(key, executor string) (wire.HandlerState, bool) {
+func (e *env) kvState(key, executor string) (wire.BreakerState, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	states, err := wire.HandlerStates(ctx, e.js)
+	states, err := wire.BreakerStates(ctx, e.js)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	for _, s := range states {
-		if s.Handler == key && s.ExecutorID == executor {
+		if s.Key == key && s.ExecutorID == executor {
 			return s, true
 		}
 	}
-	return wire.HandlerState{}, false
+	return wire.BreakerState{}, false
 }
 
 // The breaker opens after failures and defers deliveries unrun; after
@@ -99,7 +99,7 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 		// A state change starts a new count.
 		t.Fatalf("after 2 failures of 2: state %+v, want open", s)
 	}
-	var kv wire.HandlerState
+	var kv wire.BreakerState
 	if !waitUntil(func() bool {
 		var ok bool
 		kv, ok = e.kvState("fragile", "exec-1")
@@ -167,9 +167,9 @@ func TestBreakerDefersThenProbes(t *testing.T) {
 	}
 }
 
-// A handler key at MaxPerHandler defers its further deliveries, while
+// A handler key at MaxPerKey defers its further deliveries, while
 // other keys of the same queue run.
-func TestMaxPerHandlerDefers(t *testing.T) {
+func TestMaxPerKeyDefers(t *testing.T) {
 	e := newEnv(t)
 	evs := e.events()
 	entered := make(chan struct{}, 1)
@@ -187,7 +187,7 @@ func TestMaxPerHandlerDefers(t *testing.T) {
 	defer fast.Close()
 
 	w := e.worker(e.nc, "exec-1")
-	w.cfg.MaxPerHandler = 1
+	w.cfg.MaxPerKey = 1
 	w.Handle(domain.HandlerHTTP, HTTPHandler(nil))
 	limitBefore := counterValue(t, w.m.deferredTotal.WithLabelValues(domain.HandlerHTTP, "limit"))
 	e.run(w)

@@ -23,13 +23,13 @@ type registry struct {
 
 type registration struct {
 	fn   Func
-	opts HandlerOptions
+	opts QueueOptions
 }
 
 func newRegistry() *registry { return &registry{handlers: make(map[string]registration)} }
 
 // add registers fn for queue; it panics on what HandleWith documents.
-func (r *registry) add(queue string, fn Func, opts HandlerOptions) {
+func (r *registry) add(queue string, fn Func, opts QueueOptions) {
 	if !queueName.MatchString(queue) {
 		panic(fmt.Sprintf("executor: invalid queue name %q (letters, digits, '-' and '_')", queue))
 	}

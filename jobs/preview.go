@@ -74,7 +74,7 @@ func (s *Service) Preview(ctx context.Context, id uuid.UUID, from time.Time, n i
 	if sched.Recurring() {
 		// A job with max_runs has only the runs it has left.
 		if m := j.Schedule.MaxRuns; m > 0 {
-			n = int(min(int64(n), max(m-j.Runs, 0)))
+			n = int(min(int64(n), max(m-j.FiredCount, 0)))
 		}
 		// The only failure of a cron schedule's preview is having no run
 		// within the search horizon: nothing to list.

@@ -203,7 +203,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 func newExecutor(cfg Config, d deps) (runFunc, error) {
 	w, err := executor.New(executor.Config{
 		NATS: d.nc, ExecutorID: cfg.NodeID, Logger: d.log,
-		Concurrency: cfg.ExecutorConcurrency, MaxPerHandler: cfg.ExecutorMaxPerHandler,
+		Concurrency: cfg.ExecutorConcurrency, MaxPerKey: cfg.ExecutorMaxPerKey,
 		AckWait: cfg.ExecutorAckWait, Breaker: cfg.Breaker,
 		Registerer: d.reg, // served on /metrics
 	})

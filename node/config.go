@@ -142,10 +142,10 @@ type Config struct {
 	Overlap string
 	// Executor role: attempts in flight per queue and per handler, the
 	// ack wait of the queues' consumers, and the per-handler breakers.
-	ExecutorConcurrency   int
-	ExecutorMaxPerHandler int
-	ExecutorAckWait       time.Duration
-	Breaker               executor.BreakerConfig
+	ExecutorConcurrency int
+	ExecutorMaxPerKey   int
+	ExecutorAckWait     time.Duration
+	Breaker             executor.BreakerConfig
 	// FireBacklogFor and FireBacklogMin bound how far firing runs ahead
 	// of execution (scanner.Config.BacklogFor and MinBacklog; 0: their
 	// defaults); a negative FireBacklogFor turns backpressure off, and
@@ -242,7 +242,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("roles %s need a PostgreSQL URL", c.Roles)
 	case c.Roles.needsEtcd() && len(c.EtcdEndpoints) == 0:
 		return fmt.Errorf("roles %s need etcd endpoints", c.Roles)
-	case c.ExecutorConcurrency < 0 || c.ExecutorMaxPerHandler < 0 || c.FireBacklogMin < 0 || c.BackfillRate < 0:
+	case c.ExecutorConcurrency < 0 || c.ExecutorMaxPerKey < 0 || c.FireBacklogMin < 0 || c.BackfillRate < 0:
 		return errors.New("executor concurrency, max per handler, fire backlog min and backfill rate may not be negative")
 	}
 	if err := c.TLS.check(); err != nil {

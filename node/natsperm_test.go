@@ -109,11 +109,11 @@ func TestNATSPermissionsExample(t *testing.T) {
 		t.Errorf("publish an event: %v", err)
 	}
 	events.await(t, id, "started")
-	kv, err := exJS.KeyValue(ctx, wire.HandlerBucket)
+	kv, err := exJS.KeyValue(ctx, wire.BreakerBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := wire.PutHandlerState(ctx, kv, wire.HandlerState{Handler: "send-email", Queue: "send-email", ExecutorID: "by-hand"}); err != nil {
+	if err := wire.PutBreakerState(ctx, kv, wire.BreakerState{Key: "send-email", Queue: "send-email", ExecutorID: "by-hand"}); err != nil {
 		t.Errorf("write its handler state: %v", err)
 	}
 	if errs := drain(refused); len(errs) > 0 {

@@ -459,7 +459,7 @@ func assertStreamsBack(t *testing.T, url string) {
 	nodetest.WaitFor(t, 15*time.Second, "tock's streams and key-value buckets to exist again", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		for _, s := range []string{wire.ExecStream, wire.EventStream, "KV_" + wire.CancelBucket, "KV_" + wire.HandlerBucket} {
+		for _, s := range []string{wire.ExecStream, wire.EventStream, "KV_" + wire.CancelBucket, "KV_" + wire.BreakerBucket} {
 			if _, err := js.Stream(ctx, s); err != nil {
 				return false
 			}
@@ -496,7 +496,7 @@ func TestWipeJetStreamStreamsDeleted(t *testing.T) {
 	defer cancel()
 	wiped := c.wipeInFlight(t, false, func() {
 		began := time.Now()
-		for _, s := range []string{wire.EventStream, wire.ExecStream, "KV_" + wire.CancelBucket, "KV_" + wire.HandlerBucket} {
+		for _, s := range []string{wire.EventStream, wire.ExecStream, "KV_" + wire.CancelBucket, "KV_" + wire.BreakerBucket} {
 			if err := js.DeleteStream(ctx, s); err != nil {
 				t.Errorf("delete stream %s: %v", s, err)
 			}

@@ -61,7 +61,7 @@ func plan(d model.Due, sch *schedule.Schedule, now time.Time, def domain.MissedP
 		}
 	}
 	if m := d.Schedule.MaxRuns; m > 0 {
-		if left := max(m-d.Runs, 0); int64(len(runs)) >= left {
+		if left := max(m-d.FiredCount, 0); int64(len(runs)) >= left {
 			runs, f.Next = runs[:left], nil
 		}
 	}
@@ -119,7 +119,7 @@ func skipsOf(times []time.Time, reason string) []model.Skip {
 	if len(times) == 0 {
 		return nil
 	}
-	return []model.Skip{{First: times[0], Last: times[len(times)-1], Runs: int64(len(times)), Reason: reason}}
+	return []model.Skip{{First: times[0], Last: times[len(times)-1], Count: int64(len(times)), Reason: reason}}
 }
 
 // jittered makes runs of times, each published at its jitter offset

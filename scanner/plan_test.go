@@ -31,7 +31,7 @@ func summarize(f store.Firing) summary {
 		s.fired, s.first = len(f.Runs), f.Runs[0].At
 	}
 	for _, k := range f.Skips {
-		s.skipped += k.Runs
+		s.skipped += k.Count
 		s.reason = k.Reason
 	}
 	if f.Next != nil {
@@ -73,12 +73,12 @@ func TestPlan(t *testing.T) {
 			summary{fired: 1, first: sec(-86400), plainFire: true}},
 		{"paused runs skipped", model.Due{NextRunAt: sec(-30), Schedule: every, SkipBefore: ptr(sec(-5))},
 			summary{skipped: 25, reason: "paused", next: sec(-5)}},
-		{"max_runs: the last run completes the job", model.Due{NextRunAt: sec(0), Runs: 2, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
+		{"max_runs: the last run completes the job", model.Due{NextRunAt: sec(0), FiredCount: 2, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
 			summary{fired: 1, first: sec(0), plainFire: true}},
-		{"max_runs caps a catch-up", model.Due{NextRunAt: sec(-12), Runs: 1, Policy: policy("all", "2s", 100),
+		{"max_runs caps a catch-up", model.Due{NextRunAt: sec(-12), FiredCount: 1, Policy: policy("all", "2s", 100),
 			Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 4}},
 			summary{fired: 3, first: sec(-12)}},
-		{"max_runs already reached", model.Due{NextRunAt: sec(0), Runs: 3, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
+		{"max_runs already reached", model.Due{NextRunAt: sec(0), FiredCount: 3, Schedule: schedule.Spec{Cron: "* * * * * *", MaxRuns: 3}},
 			summary{}},
 		{"end of the window completes the job", model.Due{NextRunAt: sec(0), Schedule: schedule.Spec{Cron: "* * * * * *", EndAt: ptr(sec(0))}},
 			summary{fired: 1, first: sec(0), plainFire: true}},
@@ -112,7 +112,7 @@ func TestPlanChunks(t *testing.T) {
 		}
 		f := plan(d, sch, now, domain.DefaultMissed)
 		for _, k := range f.Skips {
-			skipped += k.Runs
+			skipped += k.Count
 		}
 		if f.Runs == nil {
 			fired++

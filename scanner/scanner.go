@@ -795,10 +795,10 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 		}
 		d := e.job
 		d.NextRunAt = *f.Next
-		if n, ok := res.Runs[d.ID]; ok {
-			d.Runs = n
+		if n, ok := res.FiredCounts[d.ID]; ok {
+			d.FiredCount = n
 		} else {
-			d.Runs++ // a plain firing fires its one run
+			d.FiredCount++ // a plain firing fires its one run
 		}
 		s.upsert(d)
 	}

@@ -85,8 +85,8 @@ func TestBackfillStepFiresEachTimeOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Runs != 0 || !got.NextRunAt.Equal(next) || got.Version != j.Version {
-		t.Errorf("job after backfill: runs %d, next %v, version %d (was %d)", got.Runs, got.NextRunAt, got.Version, j.Version)
+	if got.FiredCount != 0 || !got.NextRunAt.Equal(next) || got.Version != j.Version {
+		t.Errorf("job after backfill: runs %d, next %v, version %d (was %d)", got.FiredCount, got.NextRunAt, got.Version, j.Version)
 	}
 }
 

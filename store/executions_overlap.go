@@ -127,7 +127,7 @@ func overlapSkip(runs []model.Run) []model.Skip {
 	if len(runs) == 0 {
 		return nil
 	}
-	return []model.Skip{{First: runs[0].At, Last: runs[len(runs)-1].At, Runs: int64(len(runs)), Reason: domain.SkipOverlap}}
+	return []model.Skip{{First: runs[0].At, Last: runs[len(runs)-1].At, Count: int64(len(runs)), Reason: domain.SkipOverlap}}
 }
 
 // cancelRunning cancels the unended executions of the moved jobs whose

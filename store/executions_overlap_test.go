@@ -51,7 +51,7 @@ func TestDecideOverlap(t *testing.T) {
 		}
 		var skipped int64
 		for _, k := range f.Skips {
-			skipped += k.Runs
+			skipped += k.Count
 			if k.Reason != domain.SkipOverlap {
 				t.Errorf("%s: skip reason %q", tt.policy, k.Reason)
 			}

@@ -159,7 +159,7 @@ func (c *dueCodec) scanDue(r pgx.CollectableRow) (model.Due, error) {
 		sched, policy string
 		err           error
 	)
-	if err := r.Scan(rawUUID(&d.ID), &d.Bucket, &d.NextRunAt, &sched, &d.Runs, &policy, &d.SkipBefore); err != nil {
+	if err := r.Scan(rawUUID(&d.ID), &d.Bucket, &d.NextRunAt, &sched, &d.FiredCount, &policy, &d.SkipBefore); err != nil {
 		return d, err
 	}
 	d.NextRunAt, d.SkipBefore = d.NextRunAt.UTC(), utcPtr(d.SkipBefore)
@@ -398,7 +398,7 @@ func (s *Store) fire(ctx context.Context, node string, epochs map[int]int64, fir
 			return err
 		}
 		res.Executions, res.Moved = append(res.Executions, pr.execs...), pr.moved
-		res.Cancelled, res.SkippedRuns, res.Runs = pr.cancelled, pr.skipped, pr.runs
+		res.Cancelled, res.SkippedRuns, res.FiredCounts = pr.cancelled, pr.skipped, pr.runs
 		for _, g := range policy {
 			res.Skipped += len(g.firings)
 		}

@@ -101,7 +101,7 @@ func (g *policyGroup) advanceArgs(b int) []any {
 		lastRuns = append(lastRuns, last)
 		for _, s := range f.Skips {
 			skipJobs, firsts, lasts = append(skipJobs, f.JobID), append(firsts, ms(s.First)), append(lasts, ms(s.Last))
-			skipRuns, reasons = append(skipRuns, s.Runs), append(reasons, s.Reason)
+			skipRuns, reasons = append(skipRuns, s.Count), append(reasons, s.Reason)
 		}
 	}
 	return []any{ids, scheds, nexts, nruns, lastRuns, b, skipJobs, firsts, lasts, skipRuns, reasons}
@@ -170,7 +170,7 @@ func firePolicy(ctx context.Context, tx pgx.Tx, node string, owned []int, groups
 			if _, ok := won[f.JobID]; ok {
 				res.moved = append(res.moved, f.JobID)
 				for _, k := range f.Skips {
-					res.skipped[k.Reason] += k.Runs
+					res.skipped[k.Reason] += k.Count
 				}
 			}
 		}

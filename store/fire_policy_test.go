@@ -25,7 +25,7 @@ func TestFirePolicy(t *testing.T) {
 	due := sec(6).Add(1234 * time.Millisecond)
 	f := Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: sec(0), Next: ptr(sec(7)),
 		Runs:  []model.Run{{At: sec(5)}, {At: sec(6), Due: &due}},
-		Skips: []model.Skip{{First: sec(0), Last: sec(4), Runs: 5, Reason: domain.SkipMissed}}}
+		Skips: []model.Skip{{First: sec(0), Last: sec(4), Count: 5, Reason: domain.SkipMissed}}}
 	p := Firing{JobID: plainJob.ID, Bucket: plainJob.Bucket, ScheduledFor: t0, Next: ptr(sec(1))}
 	res, err := s.Fire(ctx, "n1", epochs, []Firing{f, p})
 	if err != nil {
@@ -46,14 +46,14 @@ func TestFirePolicy(t *testing.T) {
 		t.Fatalf("jittered run: %+v", e)
 	}
 	got, _ := s.GetJob(ctx, j.ID)
-	if got.Runs != 2 || !got.NextRunAt.Equal(sec(7)) || !got.LastRunAt.Equal(sec(6)) {
-		t.Fatalf("job after: runs %d next %v last %v", got.Runs, got.NextRunAt, got.LastRunAt)
+	if got.FiredCount != 2 || !got.NextRunAt.Equal(sec(7)) || !got.LastRunAt.Equal(sec(6)) {
+		t.Fatalf("job after: runs %d next %v last %v", got.FiredCount, got.NextRunAt, got.LastRunAt)
 	}
-	if got, _ := s.GetJob(ctx, plainJob.ID); got.Runs != 1 {
-		t.Fatalf("plain job after one firing: runs %d", got.Runs)
+	if got, _ := s.GetJob(ctx, plainJob.ID); got.FiredCount != 1 {
+		t.Fatalf("plain job after one firing: runs %d", got.FiredCount)
 	}
 	skips, next, err := s.ListSkippedRuns(ctx, j.ID, 0, "")
-	if err != nil || next != "" || len(skips) != 1 || skips[0].Runs != 5 || !skips[0].First.Equal(sec(0)) ||
+	if err != nil || next != "" || len(skips) != 1 || skips[0].Count != 5 || !skips[0].First.Equal(sec(0)) ||
 		!skips[0].Last.Equal(sec(4)) || skips[0].Reason != "missed" || skips[0].JobName != "policy" {
 		t.Fatalf("skipped runs: %+v, %q, %v", skips, next, err)
 	}
@@ -69,13 +69,13 @@ func TestFirePolicy(t *testing.T) {
 
 	// Firing nothing, completing the job (max_runs reached).
 	res, err = s.Fire(ctx, "n1", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: sec(7), Runs: []model.Run{},
-		Skips: []model.Skip{{First: sec(7), Last: sec(7), Runs: 1, Reason: domain.SkipOverlap}}}})
+		Skips: []model.Skip{{First: sec(7), Last: sec(7), Count: 1, Reason: domain.SkipOverlap}}}})
 	if err != nil || len(res.Executions) != 0 || len(res.Moved) != 1 {
 		t.Fatalf("skip-only firing: %+v, %v", res, err)
 	}
 	got, _ = s.GetJob(ctx, j.ID)
-	if got.State != domain.JobCompleted || got.NextRunAt != nil || got.Runs != 2 {
-		t.Fatalf("job after a skip-only last firing: %s next %v runs %d", got.State, got.NextRunAt, got.Runs)
+	if got.State != domain.JobCompleted || got.NextRunAt != nil || got.FiredCount != 2 {
+		t.Fatalf("job after a skip-only last firing: %s next %v runs %d", got.State, got.NextRunAt, got.FiredCount)
 	}
 	skips, _, _ = s.ListSkippedRuns(ctx, j.ID, 1, "")
 	if len(skips) != 1 || skips[0].Reason != "overlap" {

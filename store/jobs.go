@@ -383,7 +383,7 @@ func scanJob(row pgx.Row) (*model.Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
 		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version,
-		&j.Priority, &j.SpecID, &j.Labels, &description, &j.Policy, &j.Runs, &j.PausedNextRunAt, &j.SkipBefore,
+		&j.Priority, &j.SpecID, &j.Labels, &description, &j.Policy, &j.FiredCount, &j.PausedNextRunAt, &j.SkipBefore,
 		&j.LastSuccessAt)
 	if err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ func (s *Store) ListSkippedRuns(ctx context.Context, id uuid.UUID, limit int, cu
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.SkippedRange, error) {
 		var k model.SkippedRange
-		err := r.Scan(&k.JobID, &k.Namespace, &k.JobName, &k.First, &k.Last, &k.Runs, &k.Reason, &k.RecordedAt)
+		err := r.Scan(&k.JobID, &k.Namespace, &k.JobName, &k.First, &k.Last, &k.Count, &k.Reason, &k.RecordedAt)
 		k.First, k.Last, k.RecordedAt = k.First.UTC(), k.Last.UTC(), k.RecordedAt.UTC()
 		return k, err
 	})

@@ -21,21 +21,21 @@ const (
 	// CancelTTL.
 	CancelBucket = "TOCK_CANCELLED"
 	CancelTTL    = 24 * time.Hour
-	// HandlerBucket holds each executor's view of each handler it has
-	// served: one HandlerState per (handler, executor), refreshed every
-	// HandlerStateEvery and expiring HandlerStateTTL after the executor's
+	// BreakerBucket holds each executor's view of each handler it has
+	// served: one BreakerState per (handler, executor), refreshed every
+	// BreakerStateEvery and expiring BreakerStateTTL after the executor's
 	// last write, so a dead executor's entries vanish.
-	HandlerBucket     = "TOCK_HANDLERS"
-	HandlerStateEvery = 10 * time.Second
-	HandlerStateTTL   = time.Minute
+	BreakerBucket     = "TOCK_HANDLERS"
+	BreakerStateEvery = 10 * time.Second
+	BreakerStateTTL   = time.Minute
 )
 
 func ensureKV(ctx context.Context, js jetstream.JetStream) error {
 	buckets := []jetstream.KeyValueConfig{
 		{Bucket: CancelBucket, Description: "tock: cancelled executions", TTL: CancelTTL,
 			Storage: jetstream.FileStorage},
-		{Bucket: HandlerBucket, Description: "tock: circuit breaker and load of each handler, per executor",
-			TTL: HandlerStateTTL, Storage: jetstream.MemoryStorage},
+		{Bucket: BreakerBucket, Description: "tock: circuit breaker and load of each handler, per executor",
+			TTL: BreakerStateTTL, Storage: jetstream.MemoryStorage},
 	}
 	for _, cfg := range buckets {
 		// Created if missing, never updated (see ensureStream for why).
@@ -74,10 +74,10 @@ const (
 	BreakerOpen     = "open"
 )
 
-// HandlerState is one executor's view of one handler.
-type HandlerState struct {
-	// Handler is the handler key (Handler.Key); Queue its queue.
-	Handler    string `json:"handler"`
+// BreakerState is one executor's view of one handler.
+type BreakerState struct {
+	// Key is the handler key (Key.Key); Queue its queue.
+	Key        string `json:"handler"`
 	Queue      string `json:"queue"`
 	ExecutorID string `json:"executor_id"`
 	// Breaker is closed, half-open or open; Since is when it became so.
@@ -95,28 +95,28 @@ type HandlerState struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// Key is the HandlerBucket key of s: handler and executor id, each
+// EntryKey is the BreakerBucket key of s: handler and executor id, each
 // base64url-encoded (keys allow few characters).
-func (s HandlerState) Key() string {
+func (s BreakerState) EntryKey() string {
 	enc := base64.RawURLEncoding
-	return enc.EncodeToString([]byte(s.Handler)) + "." + enc.EncodeToString([]byte(s.ExecutorID))
+	return enc.EncodeToString([]byte(s.Key)) + "." + enc.EncodeToString([]byte(s.ExecutorID))
 }
 
-// PutHandlerState writes s to kv (the HandlerBucket).
-func PutHandlerState(ctx context.Context, kv jetstream.KeyValue, s HandlerState) error {
+// PutBreakerState writes s to kv (the BreakerBucket).
+func PutBreakerState(ctx context.Context, kv jetstream.KeyValue, s BreakerState) error {
 	data, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, s.Key(), data); err != nil {
-		return fmt.Errorf("put handler state %s: %w", s.Handler, err)
+	if _, err := kv.Put(ctx, s.EntryKey(), data); err != nil {
+		return fmt.Errorf("put handler state %s: %w", s.Key, err)
 	}
 	return nil
 }
 
-// HandlerStates reads every live entry of the HandlerBucket.
-func HandlerStates(ctx context.Context, js jetstream.JetStream) ([]HandlerState, error) {
-	kv, err := js.KeyValue(ctx, HandlerBucket)
+// BreakerStates reads every live entry of the BreakerBucket.
+func BreakerStates(ctx context.Context, js jetstream.JetStream) ([]BreakerState, error) {
+	kv, err := js.KeyValue(ctx, BreakerBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}
@@ -128,7 +128,7 @@ func HandlerStates(ctx context.Context, js jetstream.JetStream) ([]HandlerState,
 		return nil, fmt.Errorf("handler states: %w", err)
 	}
 	defer func() { _ = lister.Stop() }()
-	var states []HandlerState
+	var states []BreakerState
 	for key := range lister.Keys() {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -137,7 +137,7 @@ func HandlerStates(ctx context.Context, js jetstream.JetStream) ([]HandlerState,
 		if err != nil {
 			return nil, fmt.Errorf("handler state %s: %w", key, err)
 		}
-		var s HandlerState
+		var s BreakerState
 		if err := json.Unmarshal(e.Value(), &s); err != nil {
 			continue // not ours
 		}

@@ -129,20 +129,20 @@ func TestKVBuckets(t *testing.T) {
 		t.Errorf("cancelled key: %v", err)
 	}
 
-	hkv, err := js.KeyValue(ctx, wire.HandlerBucket)
+	hkv, err := js.KeyValue(ctx, wire.BreakerBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := wire.HandlerState{Handler: "http:api.example.com:8443", Queue: "http", ExecutorID: "host.a-1-ff",
+	want := wire.BreakerState{Key: "http:api.example.com:8443", Queue: "http", ExecutorID: "host.a-1-ff",
 		Breaker: wire.BreakerOpen, Requests: 10, Failures: 7}
-	if err := wire.PutHandlerState(ctx, hkv, want); err != nil {
+	if err := wire.PutBreakerState(ctx, hkv, want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := wire.HandlerStates(ctx, js)
+	got, err := wire.BreakerStates(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Handler != want.Handler || got[0].Breaker != wire.BreakerOpen || got[0].Failures != 7 {
+	if len(got) != 1 || got[0].Key != want.Key || got[0].Breaker != wire.BreakerOpen || got[0].Failures != 7 {
 		t.Errorf("handler states: %+v", got)
 	}
 }

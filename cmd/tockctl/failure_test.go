@@ -112,11 +112,11 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 	}
 
 	// Handlers as executors report them.
-	hkv, err := js.KeyValue(ctx, wire.HandlerBucket)
+	hkv, err := js.KeyValue(ctx, wire.BreakerBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := wire.PutHandlerState(ctx, hkv, wire.HandlerState{Handler: "send-email", Queue: "send-email", ExecutorID: "x1",
+	if err := wire.PutBreakerState(ctx, hkv, wire.BreakerState{Key: "send-email", Queue: "send-email", ExecutorID: "x1",
 		Breaker: wire.BreakerOpen, Since: now, Requests: 10, Failures: 8, InFlight: 1, Limit: 4, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}

@@ -33,9 +33,9 @@ type ExecutionFlags struct {
 	AuditRetention        retention `name:"audit-retention" env:"TOCK_AUDIT_RETENTION" default:"400d" help:"How long the audit trail (GET /v1/audit) is kept: days (400d) or a duration."`
 	ArchiveDir            string    `name:"archive-dir" env:"TOCK_ARCHIVE_DIR" help:"Write each day of execution history to Parquet files in this directory before retention drops it (set it on every node, to the same shared directory)."`
 
-	ExecutorConcurrency   int           `name:"executor-concurrency" env:"TOCK_EXECUTOR_CONCURRENCY" default:"16" help:"Attempts in flight per queue (http, nats) in this executor process."`
-	ExecutorMaxPerHandler int           `name:"executor-max-per-handler" env:"TOCK_EXECUTOR_MAX_PER_HANDLER" default:"0" help:"Attempts in flight per handler (HTTP host, NATS subject) in this process; 0: no limit beyond --executor-concurrency."`
-	ExecutorAckWait       time.Duration `name:"executor-ack-wait" env:"TOCK_EXECUTOR_ACK_WAIT" default:"30s" help:"How long a silent executor keeps an attempt before it is given to another (heartbeats go every third of it)."`
+	ExecutorConcurrency int           `name:"executor-concurrency" env:"TOCK_EXECUTOR_CONCURRENCY" default:"16" help:"Attempts in flight per queue (http, nats) in this executor process."`
+	ExecutorMaxPerKey   int           `name:"executor-max-per-handler" env:"TOCK_EXECUTOR_MAX_PER_HANDLER" default:"0" help:"Attempts in flight per handler (HTTP host, NATS subject) in this process; 0: no limit beyond --executor-concurrency."`
+	ExecutorAckWait     time.Duration `name:"executor-ack-wait" env:"TOCK_EXECUTOR_ACK_WAIT" default:"30s" help:"How long a silent executor keeps an attempt before it is given to another (heartbeats go every third of it)."`
 
 	BreakerDisabled    bool          `name:"breaker-disabled" env:"TOCK_BREAKER_DISABLED" help:"Turn the executors' per-handler circuit breakers off."`
 	BreakerFailureRate float64       `name:"breaker-failure-rate" env:"TOCK_BREAKER_FAILURE_RATE" default:"0.5" help:"Failure rate that opens a handler's breaker."`
@@ -64,7 +64,7 @@ func (f ExecutionFlags) apply(cfg *node.Config) {
 	cfg.BackfillRate = f.BackfillRate
 	cfg.FireBacklogFor, cfg.FireBacklogMin = f.FireBacklogFor, f.FireBacklogMin
 	cfg.ExecutorConcurrency = f.ExecutorConcurrency
-	cfg.ExecutorMaxPerHandler = f.ExecutorMaxPerHandler
+	cfg.ExecutorMaxPerKey = f.ExecutorMaxPerKey
 	cfg.ExecutorAckWait = f.ExecutorAckWait
 	cfg.HTTPAllow, cfg.HTTPDeny = f.HTTPAllow, f.HTTPDeny
 	cfg.Breaker = executor.BreakerConfig{
@@ -115,7 +115,7 @@ type LimitFlags struct {
 // apply copies the flags into cfg.
 func (f LimitFlags) apply(cfg *node.Config) {
 	cfg.Limits = api.Limits{KeyRate: f.RateLimitKey, NamespaceRate: f.RateLimitNamespace,
-		MaxJobs: f.MaxJobsPerNamespace, RunsPerMinute: f.MaxRunsPerMinute}
+		MaxJobs: f.MaxJobsPerNamespace, ManualPerMinute: f.MaxRunsPerMinute}
 }
 
 // APITLSFlags serve the HTTP address over TLS; serve and dev share them.

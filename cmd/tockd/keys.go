@@ -1,14 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/tock-sched/tock/auth"
-	"github.com/tock-sched/tock/domain"
-	"github.com/tock-sched/tock/jobs"
-	"github.com/tock-sched/tock/store/model"
+	"github.com/tock-sched/tock/node"
 )
 
 // KeysCmd manages API keys straight in the database: the first admin
@@ -30,39 +29,18 @@ type KeysCreateCmd struct {
 // Run makes the key, stores its hash, prints the key on stdout and what
 // it is on stderr.
 func (c *KeysCreateCmd) Run() error {
-	if c.Namespace != auth.AllNamespaces {
-		if msg := jobs.NameProblem(c.Namespace); msg != "" {
-			return fmt.Errorf("--namespace %q: %s (or '*' for every namespace)", c.Namespace, msg)
-		}
-	}
-	role, err := auth.ParseRole(c.Role)
-	if err != nil {
-		return fmt.Errorf("--role: %w", err)
-	}
-	var expires *time.Time
-	if c.Expires != "" {
-		d, err := domain.ParseRetention(c.Expires)
-		if err != nil {
-			return fmt.Errorf("--expires: %w", err)
-		}
-		t := time.Now().Add(d).UTC().Truncate(time.Second)
-		expires = &t
-	}
 	ctx, st, done, err := commandStore(c.PostgresURL, true)
 	if err != nil {
 		return err
 	}
 	defer done()
-	k, err := auth.NewKey()
-	if err != nil {
+	key, rec, err := node.CreateKey(ctx, st, node.KeySpec{Namespace: c.Namespace, Role: c.Role, Expires: c.Expires, Name: c.Name}, time.Now())
+	if se := (*node.KeySpecError)(nil); errors.As(err, &se) {
+		return fmt.Errorf("--%s: %w", se.Field, se.Err)
+	} else if err != nil {
 		return err
 	}
-	rec, err := st.CreateAPIKey(ctx, model.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: c.Namespace, Role: role.String(),
-		Name: c.Name, CreatedBy: "tockd keys create", ExpiresAt: expires})
-	if err != nil {
-		return err
-	}
-	fmt.Println(k.String())
+	fmt.Println(key)
 	until := "never expires"
 	if rec.ExpiresAt != nil {
 		until = "expires " + rec.ExpiresAt.UTC().Format(time.RFC3339)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/node"
 	"github.com/tock-sched/tock/secret"
 )
@@ -68,7 +67,7 @@ func (c *ReencryptCmd) Run() error {
 		return err
 	}
 	defer done()
-	res, err := st.ResealSecrets(ctx, c.Batch, reseal(k))
+	res, err := node.ReencryptSecrets(ctx, st, k, c.Batch)
 	fmt.Printf("re-encrypted under key %s: %d job specs and %d jobs (of %d with secret headers)\n", k.Primary(), res.Specs, res.Jobs, res.Seen)
 	for _, f := range res.Failed {
 		fmt.Fprintf(os.Stderr, "not re-encrypted: %s %s: %v\n", f.Table, f.ID, f.Err)
@@ -80,29 +79,4 @@ func (c *ReencryptCmd) Run() error {
 		return fmt.Errorf("%d rows could not be re-encrypted: their keys are not in %s", len(res.Failed), c.SecretKeyFile)
 	}
 	return nil
-}
-
-// reseal re-seals, under k's first key, the secret headers of a handler
-// sealed under another, and says whether it changed any.
-func reseal(k *secret.Keyring) func(h *domain.Handler) (bool, error) {
-	return func(h *domain.Handler) (bool, error) {
-		changed := false
-		for name, s := range h.SecretHeaders {
-			if s.KeyID == k.Primary() {
-				continue
-			}
-			ad := domain.SecretHeaderAD(name)
-			plain, err := k.Open(s.KeyID, s.Data, ad)
-			if err != nil {
-				return false, fmt.Errorf("secret header %s: %w", name, err)
-			}
-			kid, ct, err := k.Seal(plain, ad)
-			if err != nil {
-				return false, err
-			}
-			h.SecretHeaders[name] = domain.SealedSecret{KeyID: kid, Data: ct}
-			changed = true
-		}
-		return changed, nil
-	}
 }

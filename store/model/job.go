@@ -45,9 +45,9 @@ type Job struct {
 	// Policy is the job's missed-run and overlap policies; nil on jobs
 	// stored before policies existed (the scanner's defaults apply).
 	Policy *domain.JobPolicy
-	// Runs counts the runs fired so far (Schedule.MaxRuns completes the
+	// FiredCount counts the runs fired so far (Schedule.MaxRuns completes the
 	// job); firing maintains it.
-	Runs int64
+	FiredCount int64
 	// PausedNextRunAt is, while the job is paused, the next run it had
 	// when it was paused (nil if it had none); resuming reads it.
 	PausedNextRunAt *time.Time
@@ -70,9 +70,9 @@ type Due struct {
 	// Schedule is the job's schedule, without At and In: Cron is "" for
 	// one-shot jobs (at, in, now).
 	Schedule schedule.Spec
-	// Runs is how many runs the job has fired (Schedule.MaxRuns bounds
+	// FiredCount is how many runs the job has fired (Schedule.MaxRuns bounds
 	// it).
-	Runs int64
+	FiredCount int64
 	// Policy is the job's policies as stored (empty fields: the
 	// scanner's defaults).
 	Policy domain.JobPolicy
@@ -82,7 +82,7 @@ type Due struct {
 
 // DueOf is job j as the scanner needs it.
 func DueOf(j *Job) Due {
-	d := Due{ID: j.ID, Bucket: j.Bucket, Schedule: j.Schedule, Runs: j.Runs, SkipBefore: j.SkipBefore}
+	d := Due{ID: j.ID, Bucket: j.Bucket, Schedule: j.Schedule, FiredCount: j.FiredCount, SkipBefore: j.SkipBefore}
 	d.Schedule.At, d.Schedule.In = nil, ""
 	if j.NextRunAt != nil {
 		d.NextRunAt = *j.NextRunAt
@@ -104,12 +104,12 @@ type Run struct {
 	Buffered bool
 }
 
-// Skip is a range of a job's scheduled times that a Firing skips: Runs
+// Skip is a range of a job's scheduled times that a Firing skips: Count
 // times from First through Last, for Reason (domain.SkipMissed,
 // SkipOverlap or SkipPaused).
 type Skip struct {
 	First, Last time.Time
-	Runs        int64
+	Count       int64
 	Reason      string
 }
 
@@ -121,7 +121,7 @@ type SkippedRange struct {
 	JobName    string
 	First      time.Time
 	Last       time.Time
-	Runs       int64
+	Count      int64
 	Reason     string
 	RecordedAt time.Time
 }
@@ -151,11 +151,11 @@ type FireResult struct {
 	// Skips set, or an overlap policy) whose compare-and-set won, whether
 	// or not they fired a run.
 	Moved []uuid.UUID
-	// ListSkippedRuns counts the scheduled times the moved jobs skipped, by
+	// SkippedRuns counts the scheduled times the moved jobs skipped, by
 	// reason (domain.SkipMissed, SkipOverlap, SkipPaused).
 	SkippedRuns map[string]int64
-	// Runs are the moved jobs' run counts after the firing.
-	Runs map[uuid.UUID]int64
+	// FiredCounts are the moved jobs' run counts after the firing.
+	FiredCounts map[uuid.UUID]int64
 	// Cancelled lists the executions an overlap policy (cancel_running)
 	// cancelled: the caller tells their executors.
 	Cancelled []uuid.UUID
