@@ -181,9 +181,9 @@ func (b *breakers) writeOnce(ctx context.Context, kv jetstream.KeyValue, written
 		}
 		written[s.Key] = s.EntryKey()
 	}
-	for handler := range written {
-		if !live[handler] {
-			delete(written, handler) // its entry expires with the bucket's TTL
+	for key := range written {
+		if !live[key] {
+			delete(written, key) // its entry expires with the bucket's TTL
 		}
 	}
 	if failed > 0 && ctx.Err() == nil {
