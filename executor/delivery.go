@@ -154,9 +154,15 @@ func (w *Worker) finish(d *delivery, ev wire.Event, interrupted bool) bool {
 }
 
 // unreported gives a delivery whose event could not be published back to
-// JetStream, to be delivered again (as the next attempt).
+// JetStream, to be delivered again (as the next attempt): after
+// unreportedRetryDelay, or at once when the Worker is stopping, since
+// the next delivery goes to another executor then.
 func (w *Worker) unreported(d *delivery) {
 	w.m.attemptsTotal.WithLabelValues(d.q.name, outcomeUnreported).Inc()
+	if w.stopping.Load() {
+		_ = d.msg.Nak()
+		return
+	}
 	_ = d.msg.NakWithDelay(unreportedRetryDelay)
 }
 

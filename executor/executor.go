@@ -73,9 +73,13 @@ type Config struct {
 	// is at its limit does not wait for a slot: it is deferred, handed
 	// back to tock to be published again a second later.
 	MaxPerKey int
-	// ShutdownTimeout is how long Run lets running attempts finish after
-	// its context ends before it cancels their contexts. Default
-	// DefaultShutdownTimeout.
+	// ShutdownTimeout is the shutdown grace: how long Run lets running
+	// attempts finish after its context ends (it pulls nothing new
+	// meanwhile) before it cancels their contexts. An attempt whose
+	// handler then returns is interrupted, not failed: its failed event
+	// says "interrupted by executor shutdown", its message is acked, and
+	// tock publishes the execution again at once, for another executor,
+	// whatever its attempts so far. Default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	// StartReportDelay: an attempt still running after this long is
 	// reported by a started event; a quicker one is reported by its
@@ -244,6 +248,9 @@ type Worker struct {
 	attemptCtx context.Context // handlers' parent; cancelled at the end of the shutdown grace
 	abandonCtx context.Context // heartbeats and event publishing; cancelled when Run returns
 	inFlight   atomic.Int64
+	// stopping: Run's context ended; what cannot be reported from now on
+	// is handed back to JetStream at once (see unreported).
+	stopping atomic.Bool
 }
 
 // New returns a Worker for cfg with defaults filled in. Register handlers
@@ -314,11 +321,12 @@ func (w *Worker) BreakerStates() []wire.BreakerState { return w.breakers.states(
 // Run creates the streams, buckets and the consumers of the registered
 // queues if needed, then runs executions until ctx ends. It then stops
 // pulling, lets running attempts finish for up to Config.ShutdownTimeout,
-// cancels the contexts of those still running and waits for them briefly.
+// cancels the contexts of those still running (they are interrupted and
+// handed back: see Config.ShutdownTimeout) and waits for them briefly.
 // While NATS is unreachable at start it keeps trying. It returns nil
 // after such a shutdown, or an error if no handler is registered or some
-// attempts never returned (their executions are redelivered once their
-// heartbeats lapse). Run may be called once.
+// attempts never returned (their messages are handed back to JetStream,
+// unreported, for another executor at once). Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	queues, err := w.handlers.start(w.cfg.Concurrency)
 	if err != nil {
@@ -352,6 +360,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		loops.Go(func() { p.run(ctx) })
 	}
 	loops.Wait()
+	w.stopping.Store(true)
 	err = w.drain(&attempts, cancelAttempts)
 	for _, q := range queues {
 		close(q.work)
@@ -465,7 +474,8 @@ func (w *Worker) drain(attempts *sync.WaitGroup, cancelAttempts context.CancelFu
 	case <-done:
 		return nil
 	case <-abandonWait.C:
-		return fmt.Errorf("executor: %d attempts ignored cancellation at shutdown and were abandoned", w.inFlight.Load())
+		n := w.watch.handBack()
+		return fmt.Errorf("executor: %d attempts ignored cancellation at shutdown; %d handed back unreported", w.inFlight.Load(), n)
 	}
 }
 

@@ -477,6 +477,51 @@ func TestShutdownInterruptsSlowAttempt(t *testing.T) {
 	e.settled("q")
 }
 
+// A handler that ignores the cancellation of its context at shutdown is
+// given up abandonAfter later: its message is handed back to JetStream
+// unreported and at once, so that another executor runs it then, not
+// after the consumer's ack wait (30s here).
+func TestShutdownHandsBackIgnoredCancellation(t *testing.T) {
+	e := newEnv(t)
+	evs := e.events()
+	w := e.worker(e.nc, "exec-1")
+	w.cfg.ShutdownTimeout = 100 * time.Millisecond
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	w.Handle("q", func(ctx context.Context, x *Execution) (string, error) {
+		close(entered)
+		<-release // ignores ctx
+		return "", nil
+	})
+	// Not e.run, whose cleanup fails the test on Run's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	ex := execution("q")
+	e.publish(ex)
+	<-entered
+	stopAt := time.Now()
+	cancel()
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "1 handed back") {
+		t.Fatalf("Run: %v, want an error saying the attempt was handed back", err)
+	}
+	w2 := e.worker(e.nc, "exec-2")
+	w2.Handle("q", func(ctx context.Context, x *Execution) (string, error) { return "ok", nil })
+	e.run(w2)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	evs.expect(ex, domain.EventStarted, 2, false)
+	ev := evs.expect(ex, domain.EventSucceeded, 2, false)
+	if ev.ExecutorID != "exec-2" {
+		t.Errorf("attempt 2 ran on %s", ev.ExecutorID)
+	}
+	took := time.Since(stopAt)
+	t.Logf("attempt 2 finished on another executor %s after the stop began (grace 100ms, abandon wait %s)", took.Round(time.Millisecond), abandonAfter)
+	if took > abandonAfter+10*time.Second {
+		t.Errorf("attempt 2 finished %s after the stop began; want about the abandon wait, %s, far below the ack wait", took, abandonAfter)
+	}
+}
+
 // An executor that stops heartbeating without settling its message (it
 // died, or lost NATS) has its execution redelivered after AckWait.
 func TestRedeliveryWhenExecutorDies(t *testing.T) {

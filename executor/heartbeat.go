@@ -222,3 +222,26 @@ func (b *beat) stop() {
 	}
 	b.prev, b.next, b.listed, b.start = nil, nil, false, nil
 }
+
+// handBack gives the messages of the attempts still running back to
+// JetStream, unreported, to be delivered at once to another executor, and
+// stops their in-progress acks. Run calls it at shutdown for attempts
+// whose handlers ignored the cancellation of their contexts; it returns
+// how many it handed back.
+func (wt *watcher) handBack() int {
+	wt.mu.Lock()
+	var running []*beat
+	for b := wt.head; b != nil; b = b.next {
+		running = append(running, b)
+	}
+	wt.mu.Unlock()
+	for _, b := range running {
+		b.stop()
+		if err := b.d.msg.Nak(); err != nil {
+			b.d.log().Warn("hand back abandoned attempt", "err", err)
+			continue
+		}
+		b.d.log().Warn("attempt ignored its cancellation at shutdown; handed back unreported")
+	}
+	return len(running)
+}

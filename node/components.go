@@ -39,7 +39,25 @@ type component struct {
 	// drain, if set, is called before the component is stopped, with a
 	// context that ends after drainTimeout.
 	drain func(ctx context.Context) error
+	// early: its context ends as soon as the node stops, before the
+	// first stage, though Run waits for it only at its own stage. The
+	// executor stops pulling at once, and its grace for running attempts
+	// starts with the shutdown.
+	early bool
+	// wait is how long its stage waits for it to return; 0 means
+	// stopWait.
+	wait time.Duration
 }
+
+// stopWait is how long a stage waits for a component to return before
+// Run gives up on it with a warning.
+const stopWait = 15 * time.Second
+
+// handBackWait is how long, past its shutdown grace, a stopping
+// executor's stage waits for it: the interrupted attempts' handlers
+// return, their events are published, or they are abandoned (and handed
+// back unreported) after executor's abandon wait of 5s.
+const handBackWait = 10 * time.Second
 
 // stopStage is a place in the stop order. Stages stop one after another
 // in the order declared here; the components of one stage stop together,
@@ -58,9 +76,13 @@ const (
 	// The dispatcher, once it has published what the scanner fired last
 	// (see drainTimeout).
 	stopDispatcher
-	// Executors, once their attempts in flight have finished.
+	// Executors, once their attempts in flight have finished or, at the
+	// end of the shutdown grace, been interrupted and handed back. Their
+	// context ended at the start of the shutdown (component.early), so
+	// they pulled nothing new meanwhile.
 	stopExecutor
-	// The recorder, last.
+	// The recorder, last: once it has been delivered what the executors
+	// reported (Recorder.WaitDelivered), it records what it holds and stops.
 	stopRecorder
 
 	stopStages // how many stages there are
@@ -89,6 +111,7 @@ func components(cfg Config, d deps) []component {
 			return run(s), nil
 		}
 	}
+	var rec *recorder.Recorder
 	return []component{
 		{name: "dispatcher", on: sched, stage: stopDispatcher,
 			start: part(func(s *scheduler) runFunc { return s.disp.Run }),
@@ -123,13 +146,20 @@ func components(cfg Config, d deps) []component {
 			}},
 		{name: "recorder", on: cfg.Roles.Has(RoleRecorder), stage: stopRecorder,
 			start: func() (runFunc, error) {
-				r, err := recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg})
-				if err != nil {
+				var err error
+				if rec, err = recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg}); err != nil {
 					return nil, err
 				}
-				return r.Run, nil
+				return rec.Run, nil
+			},
+			drain: func(ctx context.Context) error {
+				if rec == nil {
+					return nil
+				}
+				return rec.WaitDelivered(ctx)
 			}},
-		{name: "executor", on: cfg.Roles.Has(RoleExecutor), stage: stopExecutor,
+		{name: "executor", on: cfg.Roles.Has(RoleExecutor), stage: stopExecutor, early: true,
+			wait:  cfg.ShutdownGrace + handBackWait,
 			start: func() (runFunc, error) { return newExecutor(cfg, d) }},
 	}
 }
@@ -204,7 +234,7 @@ func newExecutor(cfg Config, d deps) (runFunc, error) {
 	w, err := executor.New(executor.Config{
 		NATS: d.nc, ExecutorID: cfg.NodeID, Logger: d.log,
 		Concurrency: cfg.ExecutorConcurrency, MaxPerKey: cfg.ExecutorMaxPerKey,
-		AckWait: cfg.ExecutorAckWait, Breaker: cfg.Breaker,
+		AckWait: cfg.ExecutorAckWait, Breaker: cfg.Breaker, ShutdownTimeout: cfg.ShutdownGrace,
 		Registerer: d.reg, // served on /metrics
 	})
 	if err != nil {
@@ -254,8 +284,20 @@ func (r *runner) start(c component) error {
 	return nil
 }
 
-// stop stops the started components, stage by stage.
+// stopEarly ends the contexts of the early components (see
+// component.early); stop does it too.
+func (r *runner) stopEarly() {
+	for _, rc := range r.running {
+		if rc.early {
+			rc.cancel()
+		}
+	}
+}
+
+// stop stops the started components, stage by stage, after ending the
+// contexts of the early ones.
 func (r *runner) stop() {
+	r.stopEarly()
 	for stage := range stopStages {
 		var wg sync.WaitGroup
 		for _, rc := range r.running {
@@ -275,9 +317,15 @@ func (r *runner) stopOne(rc *running) {
 		cancel()
 	}
 	rc.cancel()
+	wait := rc.wait
+	if wait <= 0 {
+		wait = stopWait
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	select {
 	case <-rc.finished:
-	case <-time.After(15 * time.Second):
-		r.log.Warn("role did not stop in time", "role", rc.name)
+	case <-t.C:
+		r.log.Warn("role did not stop in time", "role", rc.name, "waited", wait)
 	}
 }

@@ -146,6 +146,11 @@ type Config struct {
 	ExecutorMaxPerKey   int
 	ExecutorAckWait     time.Duration
 	Breaker             executor.BreakerConfig
+	// ShutdownGrace is how long, once Run's context ends, the executor
+	// lets its running attempts finish before it interrupts them and
+	// hands them back (executor.Config.ShutdownTimeout); 0 means
+	// DefaultShutdownGrace.
+	ShutdownGrace time.Duration
 	// FireBacklogFor and FireBacklogMin bound how far firing runs ahead
 	// of execution (scanner.Config.BacklogFor and MinBacklog; 0: their
 	// defaults); a negative FireBacklogFor turns backpressure off, and
@@ -224,8 +229,15 @@ func (c Config) WithDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
 	return c
 }
+
+// DefaultShutdownGrace is Config.ShutdownGrace's default, that of
+// --shutdown-grace.
+const DefaultShutdownGrace = 30 * time.Second
 
 // validate rejects, before any connection is made, a configuration that
 // cannot work. It reads no file: the certificates and credentials named
@@ -242,6 +254,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("roles %s need a PostgreSQL URL", c.Roles)
 	case c.Roles.needsEtcd() && len(c.EtcdEndpoints) == 0:
 		return fmt.Errorf("roles %s need etcd endpoints", c.Roles)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("--shutdown-grace %s: want a positive duration", c.ShutdownGrace)
 	case c.ExecutorConcurrency < 0 || c.ExecutorMaxPerKey < 0 || c.FireBacklogMin < 0 || c.BackfillRate < 0:
 		return errors.New("executor concurrency, max per handler, fire backlog min and backfill rate may not be negative")
 	}

@@ -23,12 +23,17 @@ import (
 )
 
 // Run runs the configured roles until ctx ends, then shuts down in
-// order: the HTTP server first, then the components stage by stage (see
-// stopStage): the scheduler hands its buckets back (its scanner stops
-// firing in each before the owner key is deleted), the scanner stops, the
-// dispatcher publishes what was fired (bounded by drainTimeout) and
-// stops, then executors finish their attempts, and the recorder stops
-// last. If a component fails to start, or the HTTP address cannot be
+// order: the executor stops pulling at once (its shutdown grace,
+// Config.ShutdownGrace, starts), the HTTP server stops, then the
+// components stop stage by stage (see stopStage): the scheduler hands its
+// buckets back (its scanner stops firing in each before the owner key is
+// deleted), the scanner stops, the dispatcher publishes what was fired
+// (bounded by drainTimeout) and stops, then the executor's attempts
+// finish, or are interrupted and handed back at the end of the grace,
+// and the recorder records what the executor reported and stops last.
+// The NATS connection is flushed before it closes, so that the last acks
+// and naks reach the server. Run thus returns within the grace and a few
+// seconds. If a component fails to start, or the HTTP address cannot be
 // listened on, the components already started are stopped the same way
 // before Run returns the error.
 //
@@ -66,7 +71,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer closeNATS(nc, log)
 	etcd, err := etcdClient(cfg)
 	if err != nil {
 		return err
@@ -132,13 +137,29 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	runErr := waitForEnd(ctx, r.failed, httpDone, log)
-	log.Info("tockd shutting down")
+	log.Info("tockd shutting down", "grace", cfg.ShutdownGrace)
+	r.stopEarly()
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = httpSrv.Shutdown(sctx)
 	scancel()
 	r.stop()
 	log.Info("tockd stopped")
 	return runErr
+}
+
+// closeFlush bounds the flush of the NATS connection when a node stops.
+const closeFlush = 2 * time.Second
+
+// closeNATS flushes nc, so that the acks and naks of the last attempts
+// (published without waiting for an answer) reach the server, then
+// closes it.
+func closeNATS(nc *nats.Conn, log *slog.Logger) {
+	if nc.IsConnected() {
+		if err := nc.FlushTimeout(closeFlush); err != nil {
+			log.Warn("flush NATS at shutdown", "err", err)
+		}
+	}
+	nc.Close()
 }
 
 // CheckFiles reads the certificates, keys and credentials c names (TLS,

@@ -127,7 +127,9 @@ func New(cfg Config) (*Recorder, error) {
 }
 
 // Run creates the streams and the recorder's durable consumer if needed
-// and records events, in batches, until ctx ends. It returns nil then. If
+// and records events, in batches, until ctx ends. It then stops pulling,
+// records the events it was delivered already (for up to shutdownWrite)
+// and returns nil. If
 // NATS is unreachable at start, fails later or is wiped, it keeps trying
 // (re-creating the streams and consumer) and carries on.
 func (r *Recorder) Run(ctx context.Context) error {
@@ -151,6 +153,31 @@ func (r *Recorder) Run(ctx context.Context) error {
 			r.log.Warn("re-create event consumer", "err", err)
 		} else {
 			cons = c
+		}
+	}
+}
+
+// WaitDelivered waits until the recorders' consumer has delivered every
+// event in the stream (none waits undelivered), or ctx ends. A node that
+// stops calls it before it stops its recorder, which then records what
+// it was delivered (see Run): the events its own executor published last
+// are recorded before it exits, not half a minute later by the next
+// recorder.
+func (r *Recorder) WaitDelivered(ctx context.Context) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c, err := r.js.Consumer(ctx, wire.EventStream, wire.RecorderConsumer)
+		if err == nil && c.CachedInfo().NumPending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("recorder: read consumer %s: %w", wire.RecorderConsumer, err)
+			}
+			return ctx.Err()
+		case <-tick.C:
 		}
 	}
 }
@@ -180,8 +207,18 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 		return err
 	}
 	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
+	// At shutdown the iterator stops pulling but hands out what it holds
+	// already: those events are recorded before Run returns. Stopped
+	// outright, it dropped them, and JetStream gave them to the next
+	// recorder only when their ack wait (30s) ran out: an execution
+	// whose last event a stopping node had pulled stayed running that
+	// long, and with overlap skip its job fired nothing meanwhile.
+	stop := context.AfterFunc(ctx, it.Drain)
 	defer stop()
+	// The writes of those last events outlive ctx, by up to
+	// shutdownWrite.
+	wctx, cancelWrites := shutdownContext(ctx)
+	defer cancelWrites()
 
 	work := make(chan []jetstream.Msg)
 	var wg sync.WaitGroup
@@ -190,7 +227,7 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 	for range r.writers {
 		wg.Go(func() {
 			for batch := range work {
-				r.handle(ctx, batch)
+				r.handle(wctx, batch)
 			}
 		})
 	}
@@ -222,6 +259,21 @@ func (r *Recorder) consume(ctx context.Context, cons jetstream.Consumer) error {
 		}
 		work <- batch
 	}
+}
+
+// shutdownWrite bounds the writes of the events a recorder still holds
+// when it stops.
+const shutdownWrite = 5 * time.Second
+
+// shutdownContext returns a context for event writes: it ends
+// shutdownWrite after ctx ends (or when cancel is called).
+func shutdownContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(shutdownWrite, cancel)
+		context.AfterFunc(wctx, func() { t.Stop() })
+	})
+	return wctx, func() { stop(); cancel() }
 }
 
 // handle records a batch of events and settles their messages. A

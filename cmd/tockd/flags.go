@@ -36,6 +36,7 @@ type ExecutionFlags struct {
 	ExecutorConcurrency int           `name:"executor-concurrency" env:"TOCK_EXECUTOR_CONCURRENCY" default:"16" help:"Attempts in flight per queue (http, nats) in this executor process."`
 	ExecutorMaxPerKey   int           `name:"executor-max-per-handler" env:"TOCK_EXECUTOR_MAX_PER_HANDLER" default:"0" help:"Attempts in flight per handler (HTTP host, NATS subject) in this process; 0: no limit beyond --executor-concurrency."`
 	ExecutorAckWait     time.Duration `name:"executor-ack-wait" env:"TOCK_EXECUTOR_ACK_WAIT" default:"30s" help:"How long a silent executor keeps an attempt before it is given to another (heartbeats go every third of it)."`
+	ShutdownGrace       time.Duration `name:"shutdown-grace" env:"TOCK_SHUTDOWN_GRACE" default:"30s" help:"At SIGTERM, how long running attempts may finish before they are interrupted and handed back to other executors (executor role); keep Kubernetes' terminationGracePeriodSeconds above it."`
 
 	BreakerDisabled    bool          `name:"breaker-disabled" env:"TOCK_BREAKER_DISABLED" help:"Turn the executors' per-handler circuit breakers off."`
 	BreakerFailureRate float64       `name:"breaker-failure-rate" env:"TOCK_BREAKER_FAILURE_RATE" default:"0.5" help:"Failure rate that opens a handler's breaker."`
@@ -66,6 +67,7 @@ func (f ExecutionFlags) apply(cfg *node.Config) {
 	cfg.ExecutorConcurrency = f.ExecutorConcurrency
 	cfg.ExecutorMaxPerKey = f.ExecutorMaxPerKey
 	cfg.ExecutorAckWait = f.ExecutorAckWait
+	cfg.ShutdownGrace = f.ShutdownGrace
 	cfg.HTTPAllow, cfg.HTTPDeny = f.HTTPAllow, f.HTTPDeny
 	cfg.Breaker = executor.BreakerConfig{
 		Disabled:    f.BreakerDisabled,
