@@ -244,7 +244,7 @@ func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn,
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	if cfg.Roles.Has(RoleScheduler) || cfg.Roles.Has(RoleExecutor) || cfg.Roles.Has(RoleRecorder) {
-		if err := wire.EnsureStreams(ctx, js); err != nil {
+		if err := wire.EnsureStreamsReplicas(ctx, js, cfg.StreamReplicas); err != nil {
 			nc.Close()
 			return nil, nil, fmt.Errorf("create streams on %s: %w", shown, err)
 		}
