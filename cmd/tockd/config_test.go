@@ -36,7 +36,6 @@ func TestServeRefusesIncompleteTLSAndCredentialFlags(t *testing.T) {
 		{"client CA without TLS", func(c *ServeCmd) { c.TLSClientCA = ca.CertFile }, "--tls-client-ca needs --tls-cert and --tls-key"},
 		{"cert and key swapped", func(c *ServeCmd) { c.TLSCert, c.TLSKey = key, cert }, "--tls-cert, --tls-key:"},
 		{"missing client CA file", func(c *ServeCmd) { c.TLSCert, c.TLSKey, c.TLSClientCA = cert, key, "/nonexistent/ca.pem" }, "--tls-client-ca: open /nonexistent/ca.pem"},
-		{"six stream replicas", func(c *ServeCmd) { c.StreamReplicas = 6 }, "--stream-replicas 6: want 1 to 5"},
 		{"NATS password without user", func(c *ServeCmd) { c.NATSPassword = "x" }, "--nats-password needs --nats-user"},
 		{"two NATS credentials", func(c *ServeCmd) { c.NATSUser, c.NATSCredsFile = "u", cert }, "--nats-user, --nats-creds-file: give one way"},
 		{"missing creds file", func(c *ServeCmd) { c.NATSCredsFile = "/nonexistent/tock.creds" }, "--nats-creds-file: open /nonexistent/tock.creds"},
