@@ -83,6 +83,17 @@ func (c *NATSCluster) URL() string {
 	return strings.Join(urls, ",")
 }
 
+// StreamLeader is the index of the server that leads the stream of the
+// global account ($G), or -1 if none does.
+func (c *NATSCluster) StreamLeader(stream string) int {
+	for i, n := range c.Servers {
+		if s := n.Server(); s != nil && s.JetStreamIsStreamLeader("$G", stream) {
+			return i
+		}
+	}
+	return -1
+}
+
 // Stop stops server i; Start(i) starts it again.
 func (c *NATSCluster) Stop(i int) { c.Servers[i].Stop() }
 
@@ -165,6 +176,17 @@ func (c *EtcdCluster) Endpoints() []string {
 		eps[i] = m.Endpoint()
 	}
 	return eps
+}
+
+// Leader is the index of the member the running members follow as
+// leader, or -1 if none is known.
+func (c *EtcdCluster) Leader() int {
+	for i, m := range c.Members {
+		if m.e != nil && m.e.Server.Leader() == m.e.Server.MemberID() {
+			return i
+		}
+	}
+	return -1
 }
 
 // Stop stops member i; Start(i) starts it again.
