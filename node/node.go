@@ -249,7 +249,7 @@ func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn,
 	if cfg.Roles.Has(RoleScheduler) || cfg.Roles.Has(RoleExecutor) || cfg.Roles.Has(RoleRecorder) {
 		if err := wire.EnsureStreamsReplicas(ctx, js, cfg.StreamReplicas); err != nil {
 			nc.Close()
-			return nil, nil, fmt.Errorf("create streams on %s: %w", shown, err)
+			return nil, nil, fmt.Errorf("create streams on %s with --stream-replicas %d: %w", shown, cfg.StreamReplicas, err)
 		}
 	}
 	return nc, js, nil
