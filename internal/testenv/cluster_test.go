@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,10 +63,11 @@ func TestNATSClusterServerRestartsWithItsPorts(t *testing.T) {
 	}
 	port := c.Servers[1].Port
 	c.Stop(1)
-	for range 3 {
-		if _, err := js.Publish(ctx, "t.a", []byte("x")); err != nil {
-			t.Fatalf("publish with one server of three down: %v", err)
-		}
+	// A publish caught in the stream's leader election gets no ack: it
+	// is sent again, with its message id, as tock's dispatcher does, and
+	// JetStream keeps one copy.
+	for i := range 3 {
+		publishUntilAcked(ctx, t, js, "t.a", strconv.Itoa(i))
 	}
 	if err := c.Start(1); err != nil {
 		t.Fatal(err)
@@ -83,5 +85,22 @@ func TestNATSClusterServerRestartsWithItsPorts(t *testing.T) {
 	}
 	if info, err := st.Info(ctx); err != nil || info.State.Msgs != 3 {
 		t.Fatalf("stream after the restart: %v, %+v", err, info)
+	}
+}
+
+// publishUntilAcked publishes a message with id until JetStream
+// acknowledges it, waiting 5 s for each ack.
+func publishUntilAcked(ctx context.Context, t *testing.T, js jetstream.JetStream, subject, id string) {
+	t.Helper()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.Publish(pctx, subject, []byte("x"), jetstream.WithMsgID(id))
+		cancel()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("publish %s with one server of three down: %v", id, err)
+		}
 	}
 }
