@@ -15,6 +15,7 @@ import (
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/secret"
+	"github.com/tock-sched/tock/wire"
 )
 
 // Role is one part of what a node does; a node runs any set of them.
@@ -104,7 +105,16 @@ type Config struct {
 	HTTPAddr      string
 	PostgresURL   string
 	EtcdEndpoints []string
-	NATSURL       string
+	// NATSURL is one NATS server's URL, or several comma separated (the
+	// servers of a cluster): the node connects to any that answers and
+	// moves to another when it goes.
+	NATSURL string
+	// StreamReplicas is how many copies JetStream keeps of each of tock's
+	// streams, their consumers and key-value buckets, 1 to 5 (default 1;
+	// 3 on a NATS cluster). A change is applied to the existing streams in
+	// place when a node with the scheduler, executor or recorder role
+	// starts.
+	StreamReplicas int
 	// Cluster names the cluster: etcd keys live under /tock/<Cluster>/
 	// (default "default").
 	Cluster string
@@ -226,6 +236,9 @@ func (c Config) WithDefaults() Config {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 5 * time.Second
 	}
+	if c.StreamReplicas == 0 {
+		c.StreamReplicas = 1
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -250,6 +263,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("lease TTL %s: want a positive duration", c.LeaseTTL)
 	case c.NATSURL == "":
 		return errors.New("the NATS URL is required: every role uses NATS")
+	case c.StreamReplicas < 1 || c.StreamReplicas > wire.MaxReplicas:
+		return fmt.Errorf("--stream-replicas %d: want 1 to %d (3 on a NATS cluster of 3)", c.StreamReplicas, wire.MaxReplicas)
 	case c.Roles.needsStore() && c.PostgresURL == "":
 		return fmt.Errorf("roles %s need a PostgreSQL URL", c.Roles)
 	case c.Roles.needsEtcd() && len(c.EtcdEndpoints) == 0:

@@ -40,7 +40,7 @@ func validConfig() Config {
 func TestWithDefaults(t *testing.T) {
 	c := Config{}.WithDefaults()
 	if c.NodeID == "" || c.HTTPAddr != "127.0.0.1:8080" || c.Cluster != "default" || c.Roles != AllRoles ||
-		c.Buckets != 256 || c.LeaseTTL.Seconds() != 5 || c.Logger == nil {
+		c.Buckets != 256 || c.LeaseTTL.Seconds() != 5 || c.StreamReplicas != 1 || c.Logger == nil {
 		t.Errorf("defaults: %+v", c)
 	}
 	if c := (Config{NodeID: "n1", Roles: RolesOf(RoleExecutor), Buckets: 16}).WithDefaults(); c.NodeID != "n1" ||
@@ -62,6 +62,8 @@ func TestValidate(t *testing.T) {
 		{"no Postgres for the api", func(c *Config) { c.PostgresURL = "" }, "need a PostgreSQL URL"},
 		{"no etcd for the scheduler", func(c *Config) { c.Roles, c.EtcdEndpoints = RolesOf(RoleScheduler), nil }, "need etcd endpoints"},
 		{"no buckets", func(c *Config) { c.Buckets = -1 }, "want at least 1"},
+		{"6 stream replicas", func(c *Config) { c.StreamReplicas = 6 }, "--stream-replicas 6: want 1 to 5"},
+		{"negative stream replicas", func(c *Config) { c.StreamReplicas = -1 }, "--stream-replicas -1: want 1 to 5"},
 		{"negative concurrency", func(c *Config) { c.ExecutorConcurrency = -1 }, "may not be negative"},
 		{"TLS cert without key", func(c *Config) { c.TLS.Cert = "c.pem" }, "--tls-cert and --tls-key go together"},
 		{"NATS password without user", func(c *Config) { c.NATSAuth.Password = "x" }, "--nats-password needs --nats-user"},

@@ -285,3 +285,16 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 		}
 	}
 }
+
+func TestNATSReconnectDelayBacksOffWithJitter(t *testing.T) {
+	for _, tc := range []struct {
+		attempts int
+		base     time.Duration
+	}{{0, 250 * time.Millisecond}, {1, 250 * time.Millisecond}, {2, 500 * time.Millisecond}, {4, 2 * time.Second}, {100, 2 * time.Second}} {
+		for range 50 {
+			if d := natsReconnectDelay(tc.attempts); d < tc.base || d >= tc.base*3/2 {
+				t.Errorf("attempt %d: waits %s, want [%s, %s)", tc.attempts, d, tc.base, tc.base*3/2)
+			}
+		}
+	}
+}

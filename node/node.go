@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -246,8 +247,10 @@ func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn,
 	}
 	opts := append([]nats.Option{
 		nats.Name("tockd " + cfg.NodeID),
+		// Reconnect for ever; with several URLs (a cluster's servers),
+		// to any that answers.
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
+		nats.CustomReconnectDelay(natsReconnectDelay),
 		// Permission violations, among others, arrive here and nowhere
 		// else: a publish NATS refuses returns no error.
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS", "err", err) }),
@@ -265,12 +268,21 @@ func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn,
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	if cfg.Roles.Has(RoleScheduler) || cfg.Roles.Has(RoleExecutor) || cfg.Roles.Has(RoleRecorder) {
-		if err := wire.EnsureStreams(ctx, js); err != nil {
+		if err := wire.EnsureStreamsReplicas(ctx, js, cfg.StreamReplicas); err != nil {
 			nc.Close()
-			return nil, nil, fmt.Errorf("create streams on %s: %w", shown, err)
+			return nil, nil, fmt.Errorf("create streams on %s with --stream-replicas %d: %w", shown, cfg.StreamReplicas, err)
 		}
 	}
 	return nc, js, nil
+}
+
+// natsReconnectDelay is how long a node waits after trying every NATS
+// server in vain for the attempts-th time: 250 ms, doubling up to 2 s,
+// plus up to half of it at random, so that a cluster's nodes do not all
+// knock at once on a server that comes back.
+func natsReconnectDelay(attempts int) time.Duration {
+	d := 250 * time.Millisecond << min(max(attempts-1, 0), 3)
+	return d + rand.N(d/2)
 }
 
 // etcdClient is the etcd client of a node with the scheduler role, which

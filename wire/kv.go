@@ -30,7 +30,9 @@ const (
 	BreakerStateTTL   = time.Minute
 )
 
-func ensureKV(ctx context.Context, js jetstream.JetStream) error {
+// ensureKV creates the buckets with replicas copies (at least one), or
+// updates an existing bucket whose count differs (replicas 0: never).
+func ensureKV(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	buckets := []jetstream.KeyValueConfig{
 		{Bucket: CancelBucket, Description: "tock: cancelled executions", TTL: CancelTTL,
 			Storage: jetstream.FileStorage},
@@ -38,19 +40,38 @@ func ensureKV(ctx context.Context, js jetstream.JetStream) error {
 			TTL: BreakerStateTTL, Storage: jetstream.MemoryStorage},
 	}
 	for _, cfg := range buckets {
-		// Created if missing, never updated (see ensureStream for why).
-		_, err := js.KeyValue(ctx, cfg.Bucket)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			_, err = js.CreateKeyValue(ctx, cfg)
-			if errors.Is(err, jetstream.ErrBucketExists) {
-				err = nil // created by another process meanwhile
-			}
-		}
-		if err != nil {
+		cfg.Replicas = max(replicas, 1)
+		if err := ensureBucket(ctx, js, cfg, replicas != 0); err != nil {
 			return fmt.Errorf("ensure key-value bucket %s: %w", cfg.Bucket, err)
 		}
 	}
 	return nil
+}
+
+// ensureBucket creates the bucket if it is missing; an existing one is
+// updated only if scale is set and its replica count differs (see
+// ensureStream for why not otherwise).
+func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig, scale bool) error {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			err = nil // created by another process meanwhile
+		}
+		return err
+	}
+	if err != nil || !scale {
+		return err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo().Config.Replicas == cfg.Replicas {
+		return nil
+	}
+	_, err = js.UpdateKeyValue(ctx, cfg)
+	return err
 }
 
 // CancelExecution tells executors that the execution is cancelled. It is

@@ -40,8 +40,25 @@ func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
 // EnsureStreams creates ExecStream and EventStream, or updates them to
 // tock's settings if they exist. It is safe to call from every process at
-// start-up.
+// start-up. Streams and buckets it creates have one replica; existing
+// ones keep theirs (see EnsureStreamsReplicas).
 func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
+	return EnsureStreamsReplicas(ctx, js, 0)
+}
+
+// MaxReplicas is the most replicas JetStream keeps of a stream.
+const MaxReplicas = 5
+
+// EnsureStreamsReplicas is EnsureStreams with replicas copies of each
+// stream and key-value bucket (1..MaxReplicas): an existing stream or
+// bucket with another count is updated in place, its messages kept, and
+// its consumers, which inherit the stream's count, follow. 0 creates with
+// one replica and leaves existing ones as they are (processes that do
+// not own the setting, such as a custom executor).
+func EnsureStreamsReplicas(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	if replicas < 0 || replicas > MaxReplicas {
+		return fmt.Errorf("stream replicas %d: want 1 to %d", replicas, MaxReplicas)
+	}
 	streams := []jetstream.StreamConfig{
 		{
 			Name:        ExecStream,
@@ -69,6 +86,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 		},
 	}
 	for _, cfg := range streams {
+		cfg.Replicas = replicas
 		if err := ensureStream(ctx, js, cfg); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
@@ -76,7 +94,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 	if err := ensureRecorderConsumer(ctx, js); err != nil {
 		return fmt.Errorf("ensure consumer %s on %s: %w", RecorderConsumer, EventStream, err)
 	}
-	return ensureKV(ctx, js)
+	return ensureKV(ctx, js, replicas)
 }
 
 // ensureRecorderConsumer creates the recorder's consumer, or updates it
@@ -110,6 +128,7 @@ func ensureRecorderConsumer(ctx context.Context, js jetstream.JetStream) error {
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		cfg.Replicas = max(cfg.Replicas, 1)
 		_, err = js.CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil // created by another process meanwhile, with the same settings
@@ -119,9 +138,13 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	if err != nil {
 		return err
 	}
-	if have := s.CachedInfo().Config; have.Description == cfg.Description && slices.Equal(have.Subjects, cfg.Subjects) &&
+	have := s.CachedInfo().Config
+	if cfg.Replicas == 0 {
+		cfg.Replicas = have.Replicas // not ours to change
+	}
+	if have.Description == cfg.Description && slices.Equal(have.Subjects, cfg.Subjects) &&
 		have.Retention == cfg.Retention && have.Storage == cfg.Storage && have.MaxAge == cfg.MaxAge &&
-		have.Duplicates == cfg.Duplicates {
+		have.Duplicates == cfg.Duplicates && have.Replicas == cfg.Replicas {
 		return nil
 	}
 	_, err = js.UpdateStream(ctx, cfg)

@@ -39,18 +39,19 @@ type ServeCmd struct {
 	SecretFlags
 	APITLSFlags
 	ConnFlags
-	NodeID        string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
-	HTTPAddr      string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
-	EtcdEndpoints []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
-	NATSURL       string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server URL (JetStream enabled)."`
-	Cluster       string        `name:"cluster" env:"TOCK_CLUSTER" default:"default" help:"Cluster name: etcd keys live under /tock/<cluster>/."`
-	Roles         []string      `name:"roles" env:"TOCK_ROLES" default:"api,scheduler,executor,recorder" sep:"," help:"Roles to run: api, scheduler, executor, recorder."`
-	Buckets       int           `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets, used only when the cluster is created (then stored)."`
-	LeaseTTL      time.Duration `name:"lease-ttl" env:"TOCK_LEASE_TTL" default:"5s" help:"etcd lease TTL of a scheduler node."`
-	NoMigrate     bool          `name:"no-migrate" env:"TOCK_NO_MIGRATE" help:"Do not run database migrations at start."`
-	Pprof         bool          `name:"pprof" env:"TOCK_PPROF" help:"Serve Go's profiler under /debug/pprof/ on the HTTP address."`
-	MetricsAddr   string        `name:"metrics-addr" env:"TOCK_METRICS_ADDR" help:"Also serve /metrics (and the profiler, with --pprof) on this address, without authentication, for Prometheus on a network API clients cannot reach."`
-	Auth          string        `name:"auth" env:"TOCK_AUTH" default:"keys" enum:"keys,none" help:"keys: every API call needs an API key (the node refuses to start while none exists); none: the API is open to anyone who reaches it (a warning is logged at every start)."`
+	NodeID         string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
+	HTTPAddr       string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
+	EtcdEndpoints  []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
+	NATSURL        string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server URL (JetStream enabled), or the URLs of a cluster's servers, comma separated."`
+	StreamReplicas int           `name:"stream-replicas" env:"TOCK_STREAM_REPLICAS" default:"1" help:"Copies JetStream keeps of tock's streams, consumers and key-value buckets, 1 to 5; 3 on a NATS cluster. A change updates the existing streams in place."`
+	Cluster        string        `name:"cluster" env:"TOCK_CLUSTER" default:"default" help:"Cluster name: etcd keys live under /tock/<cluster>/."`
+	Roles          []string      `name:"roles" env:"TOCK_ROLES" default:"api,scheduler,executor,recorder" sep:"," help:"Roles to run: api, scheduler, executor, recorder."`
+	Buckets        int           `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets, used only when the cluster is created (then stored)."`
+	LeaseTTL       time.Duration `name:"lease-ttl" env:"TOCK_LEASE_TTL" default:"5s" help:"etcd lease TTL of a scheduler node."`
+	NoMigrate      bool          `name:"no-migrate" env:"TOCK_NO_MIGRATE" help:"Do not run database migrations at start."`
+	Pprof          bool          `name:"pprof" env:"TOCK_PPROF" help:"Serve Go's profiler under /debug/pprof/ on the HTTP address."`
+	MetricsAddr    string        `name:"metrics-addr" env:"TOCK_METRICS_ADDR" help:"Also serve /metrics (and the profiler, with --pprof) on this address, without authentication, for Prometheus on a network API clients cannot reach."`
+	Auth           string        `name:"auth" env:"TOCK_AUTH" default:"keys" enum:"keys,none" help:"keys: every API call needs an API key (the node refuses to start while none exists); none: the API is open to anyone who reaches it (a warning is logged at every start)."`
 }
 
 // Run starts the server and blocks until SIGINT or SIGTERM.
@@ -72,20 +73,21 @@ func (c *ServeCmd) config() (node.Config, error) {
 		return node.Config{}, err
 	}
 	cfg := node.Config{
-		NodeID:        c.NodeID,
-		HTTPAddr:      c.HTTPAddr,
-		PostgresURL:   c.PostgresURL,
-		EtcdEndpoints: c.EtcdEndpoints,
-		NATSURL:       c.NATSURL,
-		Cluster:       c.Cluster,
-		Roles:         roles,
-		Buckets:       c.Buckets,
-		LeaseTTL:      c.LeaseTTL,
-		Migrate:       !c.NoMigrate,
-		Pprof:         c.Pprof,
-		Logger:        newLogger(c.LogLevel),
-		AuthNone:      c.Auth == "none",
-		MetricsAddr:   c.MetricsAddr,
+		NodeID:         c.NodeID,
+		HTTPAddr:       c.HTTPAddr,
+		PostgresURL:    c.PostgresURL,
+		EtcdEndpoints:  c.EtcdEndpoints,
+		NATSURL:        c.NATSURL,
+		StreamReplicas: c.StreamReplicas,
+		Cluster:        c.Cluster,
+		Roles:          roles,
+		Buckets:        c.Buckets,
+		LeaseTTL:       c.LeaseTTL,
+		Migrate:        !c.NoMigrate,
+		Pprof:          c.Pprof,
+		Logger:         newLogger(c.LogLevel),
+		AuthNone:       c.Auth == "none",
+		MetricsAddr:    c.MetricsAddr,
 	}
 	c.ExecutionFlags.apply(&cfg)
 	c.HTTPFlags.apply(&cfg)

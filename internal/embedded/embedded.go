@@ -38,7 +38,11 @@ type Etcd struct {
 	// endpoint) with this certificate; ClientCAFile, if set too, makes
 	// clients present a certificate one of its CAs signed.
 	CertFile, KeyFile, ClientCAFile string
-	e                               *embed.Etcd
+	// Name and InitialCluster make the server a member of a cluster
+	// (EtcdCluster sets them): its member name, and every member's
+	// name=peer URL, comma separated. Empty: a single member, tock-dev.
+	Name, InitialCluster string
+	e                    *embed.Etcd
 }
 
 // Endpoint is the client URL, e.g. http://127.0.0.1:23790 (https:// with
@@ -69,6 +73,9 @@ func (s *Etcd) Start() error {
 	}
 	cfg := embed.NewConfig()
 	cfg.Name = "tock-dev"
+	if s.Name != "" {
+		cfg.Name = s.Name
+	}
 	cfg.Dir = filepath.Join(s.Dir, "etcd")
 	// etcd's own log is noise here (it reports its shutdown as errors);
 	// tock logs what matters about etcd from the client side.
@@ -78,6 +85,11 @@ func (s *Etcd) Start() error {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if s.InitialCluster != "" {
+		// A restarted member reads its cluster from its data directory
+		// and ignores this.
+		cfg.InitialCluster = s.InitialCluster
+	}
 	if s.CertFile != "" {
 		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: s.CertFile, KeyFile: s.KeyFile,
 			TrustedCAFile: s.ClientCAFile, ClientCertAuth: s.ClientCAFile != ""}
@@ -99,6 +111,9 @@ func (s *Etcd) Start() error {
 	return nil
 }
 
+// PeerURL is the URL other members reach this one at.
+func (s *Etcd) PeerURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.PeerPort) }
+
 // Stop stops the server; Start starts it again with the same data.
 func (s *Etcd) Stop() {
 	if s.e != nil {
@@ -115,7 +130,14 @@ type NATS struct {
 	// Configure, if set, changes the server's options before it starts
 	// (users, TLS, ...): Port and StoreDir are set already.
 	Configure func(*server.Options)
-	s         *server.Server
+	// Name, ClusterPort and Routes make the server one of a cluster
+	// (NATSCluster sets them): its server name, the port of its cluster
+	// listener and the route URLs of every server of the cluster
+	// (nats://127.0.0.1:port). Empty: a single server, tock-dev.
+	Name        string
+	ClusterPort int
+	Routes      []string
+	s           *server.Server
 }
 
 // URL is the client URL, e.g. nats://127.0.0.1:42222.
@@ -139,6 +161,9 @@ func (n *NATS) Start() error {
 		NoLog:      true,
 		NoSigs:     true,
 	}
+	if err := n.cluster(opts); err != nil {
+		return err
+	}
 	if n.Configure != nil {
 		n.Configure(opts)
 	}
@@ -154,6 +179,31 @@ func (n *NATS) Start() error {
 	n.s = s
 	return nil
 }
+
+// cluster sets opts up for a server of a cluster, if n is one.
+func (n *NATS) cluster(opts *server.Options) error {
+	if n.Name != "" {
+		opts.ServerName = n.Name
+	}
+	if n.ClusterPort == 0 {
+		return nil
+	}
+	opts.Cluster = server.ClusterOpts{Name: "tock", Host: "127.0.0.1", Port: n.ClusterPort}
+	for _, r := range n.Routes {
+		u, err := url.Parse(r)
+		if err != nil {
+			return fmt.Errorf("nats route %s: %w", r, err)
+		}
+		opts.Routes = append(opts.Routes, u)
+	}
+	return nil
+}
+
+// Running reports whether the server runs (started and not stopped).
+func (n *NATS) Running() bool { return n.s != nil }
+
+// Server is the running server, nil when it is stopped.
+func (n *NATS) Server() *server.Server { return n.s }
 
 // Stop shuts the server down; Start starts it again with the same data.
 func (n *NATS) Stop() {

@@ -37,6 +37,37 @@ func NATS(t testing.TB) *embedded.NATS {
 	return n
 }
 
+// EtcdCluster starts an embedded etcd cluster of 3 members for this test;
+// it is stopped when the test ends. The test may Stop and Start members.
+func EtcdCluster(t testing.TB) *embedded.EtcdCluster {
+	t.Helper()
+	c, err := embedded.NewEtcdCluster(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.StopAll)
+	return c
+}
+
+// NATSCluster starts an embedded cluster of 3 NATS servers with
+// clustered JetStream for this test; it is stopped when the test ends.
+// The test may Stop and Start servers.
+func NATSCluster(t testing.TB) *embedded.NATSCluster {
+	t.Helper()
+	c, err := embedded.NewNATSCluster(t.TempDir(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.StopAll)
+	return c
+}
+
 // JetStream starts an embedded NATS server for the test and returns a
 // JetStream handle on a connection to it; both end with the test.
 func JetStream(t testing.TB) jetstream.JetStream {

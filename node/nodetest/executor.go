@@ -20,7 +20,7 @@ import (
 // are the harness's; its ExecutorID defaults to "e2e-" + handler.
 func (e *Env) Worker(t testing.TB, cfg executor.Config, handler string, fn executor.Func) {
 	t.Helper()
-	nc, err := nats.Connect(e.NATS.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := nats.Connect(e.NATSURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,6 +66,37 @@ type Env struct {
 	PG   string
 	Etcd *embedded.Etcd
 	NATS *embedded.NATS
+	// EtcdCluster and NATSCluster are set by NewClusters: then Etcd and
+	// NATS are their first member, and nodes and executors are given
+	// every member's address.
+	EtcdCluster *embedded.EtcdCluster
+	NATSCluster *embedded.NATSCluster
+}
+
+// NewClusters starts a test's dependencies with a 3-member etcd and a
+// 3-server NATS cluster in place of single servers.
+func NewClusters(t testing.TB) *Env {
+	t.Helper()
+	e := &Env{PG: withPoolConns(t, storetest.Postgres(t)), EtcdCluster: testenv.EtcdCluster(t), NATSCluster: testenv.NATSCluster(t)}
+	e.Etcd, e.NATS = e.EtcdCluster.Members[0], e.NATSCluster.Servers[0]
+	return e
+}
+
+// NATSURL is the NATS URL nodes and executors are given: every server's,
+// comma separated, with NewClusters.
+func (e *Env) NATSURL() string {
+	if e.NATSCluster != nil {
+		return e.NATSCluster.URL()
+	}
+	return e.NATS.URL()
+}
+
+// EtcdEndpoints are the etcd endpoints nodes and clients are given.
+func (e *Env) EtcdEndpoints() []string {
+	if e.EtcdCluster != nil {
+		return e.EtcdCluster.Endpoints()
+	}
+	return []string{e.Etcd.Endpoint()}
 }
 
 // New starts a test's dependencies.
@@ -95,8 +127,8 @@ func (e *Env) Config(id string, ln net.Listener) node.Config {
 		HTTPAddr:      ln.Addr().String(),
 		Listener:      ln,
 		PostgresURL:   e.PG,
-		EtcdEndpoints: []string{e.Etcd.Endpoint()},
-		NATSURL:       e.NATS.URL(),
+		EtcdEndpoints: e.EtcdEndpoints(),
+		NATSURL:       e.NATSURL(),
 		Cluster:       Cluster,
 		Roles:         node.AllRoles,
 		Buckets:       Buckets,
@@ -295,7 +327,7 @@ func (e *Env) StartProcess(t testing.TB, id string, extra ...string) *Node {
 func (e *Env) ServeArgs(id, addr string, extra ...string) []string {
 	args := []string{"serve",
 		"--node-id", id, "--http-addr", addr, "--postgres-url", e.PG,
-		"--etcd-endpoints", e.Etcd.Endpoint(), "--nats-url", e.NATS.URL(),
+		"--etcd-endpoints", strings.Join(e.EtcdEndpoints(), ","), "--nats-url", e.NATSURL(),
 		"--cluster", Cluster, "--buckets", fmt.Sprint(Buckets), "--lease-ttl", LeaseTTL.String(), "--log-level", "warn",
 		"--http-allow", Targets}
 	if !slices.Contains(extra, "--auth") {
@@ -307,7 +339,7 @@ func (e *Env) ServeArgs(id, addr string, extra ...string) []string {
 // EtcdClient is a client of the test's etcd, closed at cleanup.
 func (e *Env) EtcdClient(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Etcd.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.EtcdEndpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
