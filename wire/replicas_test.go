@@ -54,7 +54,7 @@ func TestEnsureStreamsReplicasScalesInPlace(t *testing.T) {
 		if err := wire.EnsureStreams(ctx, js); err != nil {
 			t.Fatal(err)
 		}
-		for _, name := range []string{wire.ExecStream, wire.EventStream, "KV_" + wire.CancelBucket, "KV_" + wire.HandlerBucket} {
+		for _, name := range []string{wire.ExecStream, wire.EventStream, "KV_" + wire.CancelBucket, "KV_" + wire.BreakerBucket} {
 			si := streamInfo(ctx, t, js, name)
 			if si.Config.Replicas != want {
 				t.Errorf("%s: %d replicas, want %d", name, si.Config.Replicas, want)
