@@ -82,6 +82,10 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	if d.pg, err = watchPostgres(ctx, st, d.reg, log); err != nil {
+		return err
+	}
+
 	r := &runner{parent: ctx, log: log, failed: make(chan error, 8)}
 	for _, c := range components(cfg, d) {
 		if !c.on {
@@ -288,4 +292,7 @@ type deps struct {
 	// reg is where the components register their metrics: the default
 	// registry, which /metrics serves.
 	reg prometheus.Registerer
+	// pg is the state of the PostgreSQL connection (non-API nodes'
+	// /readyz; the API's checks the database itself).
+	pg *pgState
 }
