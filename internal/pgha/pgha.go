@@ -306,7 +306,7 @@ func (c *Cluster) State(ctx context.Context) (State, error) {
 	return st, last
 }
 
-// Leader is the member that leads (is primary and running), or nil.
+// Leader is the member that leads and takes writes, or nil.
 func (c *Cluster) Leader(ctx context.Context) *Member {
 	st, err := c.State(ctx)
 	if err != nil {
@@ -314,7 +314,12 @@ func (c *Cluster) Leader(ctx context.Context) *Member {
 	}
 	for _, sm := range st.Members {
 		if sm.Role == "leader" && sm.State == "running" {
-			return c.member(sm.Name)
+			m := c.member(sm.Name)
+			// Patroni names the leader before its promotion ends; GET
+			// /primary answers 200 once its Postgres takes writes.
+			if m != nil && c.call(ctx, http.MethodGet, m.API()+"/primary", nil, nil) == nil {
+				return m
+			}
 		}
 	}
 	return nil
