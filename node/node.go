@@ -82,9 +82,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	if d.pg, err = watchPostgres(ctx, st, d.reg, log); err != nil {
+	pgCtx, pgStop := context.WithCancel(ctx)
+	if d.pg, err = watchPostgres(pgCtx, st, d.reg, log); err != nil {
+		pgStop()
 		return err
 	}
+	// Before the store closes (deferred above).
+	defer func() { pgStop(); d.pg.wait() }()
 
 	r := &runner{parent: ctx, log: log, failed: make(chan error, 8)}
 	for _, c := range components(cfg, d) {

@@ -115,7 +115,8 @@ func watchReadyz(ctx context.Context, base string) *readyzWatch {
 	go func() {
 		for ctx.Err() == nil {
 			code := 0
-			if resp, err := cl.Get(base + "/readyz"); err == nil {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+			if resp, err := cl.Do(req); err == nil {
 				code = resp.StatusCode
 				resp.Body.Close()
 			}

@@ -25,17 +25,20 @@ const (
 // that takes writes when the URL says target_session_attrs=read-write,
 // so after a failover it is up again once the new primary answers).
 type pgState struct {
+	done    chan struct{} // closed when the check's goroutine ends
 	up      atomic.Bool
 	upG     prometheus.Gauge
 	outages prometheus.Counter
 }
 
-// watchPostgres checks st every pgProbeInterval until ctx ends, keeping
-// tock_postgres_up and tock_postgres_outages_total and logging each
-// outage and its end. A nil st (a node without a store) is always up.
+// watchPostgres checks st every pgProbeInterval until ctx ends (wait
+// then waits for the end), keeping tock_postgres_up and
+// tock_postgres_outages_total and logging each outage and its end. A nil
+// st (a node without a store) is always up.
 func watchPostgres(ctx context.Context, st *store.Store, reg prometheus.Registerer, log *slog.Logger) (*pgState, error) {
 	var err error
 	p := &pgState{
+		done: make(chan struct{}),
 		upG: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "tock_postgres_up",
 			Help: "1 if the last check (every second) reached the PostgreSQL primary, else 0."}), &err),
 		outages: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "tock_postgres_outages_total",
@@ -46,11 +49,18 @@ func watchPostgres(ctx context.Context, st *store.Store, reg prometheus.Register
 	}
 	p.set(true)
 	if st == nil {
+		close(p.done)
 		return p, nil
 	}
-	go p.watch(ctx, st, log)
+	go func() {
+		defer close(p.done)
+		p.watch(ctx, st, log)
+	}()
 	return p, nil
 }
+
+// wait waits until the check's goroutine has ended (its ctx is done).
+func (p *pgState) wait() { <-p.done }
 
 func (p *pgState) set(up bool) {
 	p.up.Store(up)

@@ -42,6 +42,7 @@ func TestPostgresStateFollowsTheDatabase(t *testing.T) {
 		t.Fatalf("database up: /readyz %d, tock_postgres_up %v; want 200, 1", code, up)
 	}
 	st.Close()
+	defer func() { cancel(); p.wait() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for readyz() != http.StatusServiceUnavailable {
 		if time.Now().After(deadline) {
