@@ -21,6 +21,8 @@ import (
 // time fired exactly once (none lost with synchronous replication, none
 // twice when a firing's commit was cut off), firing resumed within a
 // bound, and /readyz said not ready during the outage and ready after.
+// A switchover back to the restarted member follows, with the same
+// checks of exactly once.
 func TestPostgresFailoverDuringFiring(t *testing.T) {
 	etcd := testenv.Etcd(t)
 	c := pgha.Test(t, pgha.Config{Etcd: etcd.Endpoint(), TTL: 6})
@@ -57,6 +59,23 @@ func TestPostgresFailoverDuringFiring(t *testing.T) {
 	if !ready.saw(http.StatusServiceUnavailable) {
 		t.Errorf("/readyz never answered 503 while the primary was down (codes %v)", ready.codes())
 	}
+	// The killed member rejoins as a standby; a switchover then makes it
+	// the primary again: the other member, still up, now takes only
+	// read-only sessions, which target_session_attrs=read-write skips.
+	if err := c.Restart(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	switched := time.Now()
+	if _, err := c.Switchover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := time.Now()
+	resumed = done.Sub(switched) + waitFiring(t, ctx, c.URL("tock"), done)
+	t.Logf("switchover: the new primary took writes %v after the request, firing resumed %v after it",
+		done.Sub(switched).Round(time.Millisecond), resumed.Round(time.Millisecond))
 	time.Sleep(4 * time.Second)
 	stop := time.Now().Add(-2 * time.Second)
 	nodetest.AssertExactlyOnce(t, e.PG, jobs, start, stop)
