@@ -45,7 +45,7 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.Handler())
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("/readyz", d.pg.readyz)
 		handler = mux
 	}
 	// The profiler has no authentication: with keys required it is served

@@ -88,6 +88,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	pgCtx, pgStop := context.WithCancel(ctx)
+	if d.pg, err = watchPostgres(pgCtx, st, d.reg, log); err != nil {
+		pgStop()
+		return err
+	}
+	// Before the store closes (deferred above).
+	defer func() { pgStop(); d.pg.wait() }()
+
 	r := &runner{parent: ctx, log: log, failed: make(chan error, 8)}
 	for _, c := range components(cfg, d) {
 		if !c.on {
@@ -321,4 +329,7 @@ type deps struct {
 	// reg is where the components register their metrics: the default
 	// registry, which /metrics serves.
 	reg prometheus.Registerer
+	// pg is the state of the PostgreSQL connection (non-API nodes'
+	// /readyz; the API's checks the database itself).
+	pg *pgState
 }
