@@ -8,7 +8,7 @@ TEST_FLAGS    ?= -race -count=1 -timeout 12m -p 2
 BIN           := bin
 NODES         ?= 3
 
-.PHONY: dev test fuzz chaos bench-cluster build generate lint postgres tools clean
+.PHONY: dev test fuzz chaos chaos-cluster bench-cluster build generate lint postgres tools clean
 
 ## dev: start tock on this machine (local Postgres; etcd and NATS embedded)
 dev: postgres build
@@ -43,6 +43,17 @@ fuzz: postgres
 ## SIGSTOP and SIGTERM); `make test` runs a short form of the same test
 chaos: postgres
 	TOCK_CHAOS_JOBS=2000 TOCK_CHAOS_DURATION=3m $(GO) test -count=1 -timeout 20m -run TestChaos -v ./node/
+
+## chaos-cluster: the cluster chaos test (3 tockd, 3 etcd members, 3 NATS servers with
+## R3 streams, a Patroni primary and synchronous standby; kill -9, SIGSTOP, SIGTERM,
+## member and server stops, Postgres failovers and one etcd quorum loss) for
+## CHAOS_DURATION (default 30m) with CHAOS_JOBS every-second jobs (default 200);
+## `make test` runs a short form (docs/operations.md)
+CHAOS_DURATION ?= 30m
+CHAOS_JOBS     ?= 200
+chaos-cluster: postgres
+	./scripts/ensure-patroni.sh
+	TOCK_CHAOS_JOBS=$(CHAOS_JOBS) TOCK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -timeout 90m -run TestChaosClusterEverythingFails -v ./node/
 
 ## bench-cluster: NODES tockd nodes on this machine (default 3): tockd dev plus NODES-1
 ## tockd serve sharing its Postgres, etcd and NATS; Ctrl-C stops them all (docs/bench.md)
