@@ -48,12 +48,14 @@ chaos: postgres
 ## R3 streams, a Patroni primary and synchronous standby; kill -9, SIGSTOP, SIGTERM,
 ## member and server stops, Postgres failovers and one etcd quorum loss) for
 ## CHAOS_DURATION (default 30m) with CHAOS_JOBS every-second jobs (default 200);
-## `make test` runs a short form (docs/operations.md)
+## `make test` runs a short form (docs/operations.md). CHAOS_PG_ASYNC=1 makes the
+## standby asynchronous, to show what the synchronous one buys.
 CHAOS_DURATION ?= 30m
 CHAOS_JOBS     ?= 200
+CHAOS_PG_ASYNC ?=
 chaos-cluster: postgres
 	./scripts/ensure-patroni.sh
-	TOCK_CHAOS_JOBS=$(CHAOS_JOBS) TOCK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -timeout 90m -run TestChaosClusterEverythingFails -v ./node/
+	TOCK_CHAOS_JOBS=$(CHAOS_JOBS) TOCK_CHAOS_DURATION=$(CHAOS_DURATION) TOCK_CHAOS_PG_ASYNC=$(CHAOS_PG_ASYNC) $(GO) test -count=1 -timeout 90m -run TestChaosClusterEverythingFails -v ./node/
 
 ## bench-cluster: NODES tockd nodes on this machine (default 3): tockd dev plus NODES-1
 ## tockd serve sharing its Postgres, etcd and NATS; Ctrl-C stops them all (docs/bench.md)

@@ -74,7 +74,11 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 	t.Logf("cluster chaos: %d jobs every second, %s (seed %d)", nJobs, duration, seed)
 
 	e := nodetest.NewClusters(t)
-	pg := pgha.Test(t, pgha.Config{Etcd: strings.Join(e.EtcdEndpoints(), ","), TTL: 6})
+	// TOCK_CHAOS_PG_ASYNC=1: the standby replicates asynchronously, to
+	// show what the synchronous one buys.
+	async := os.Getenv("TOCK_CHAOS_PG_ASYNC") != ""
+	pg := pgha.Test(t, pgha.Config{Etcd: strings.Join(e.EtcdEndpoints(), ","), TTL: 6, Async: async})
+	t.Logf("Postgres: a primary and a standby replicating %s", map[bool]string{false: "synchronously", true: "asynchronously"}[async])
 	ctx, cancel := context.WithTimeout(context.Background(), duration+10*time.Minute)
 	defer cancel()
 	createDatabase(t, ctx, pg.URL("postgres"), "tock")
@@ -168,8 +172,8 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 		t.Errorf("an execution finished %s after the end of a fault (%s); want within 30s", worst, worstKind)
 	}
 
-	// Fire lag outside the faults: scheduled at least 30 s after the end
-	// of the last fault before it, and before the next began.
+	// Fire lag outside the faults: scheduled neither during a fault nor in
+	// the 5 s after one ended.
 	var lags []time.Duration
 	rows, err := st.Pool().Query(ctx, `SELECT scheduled_for, dispatched_at FROM executions
 		WHERE job_id = ANY($1) AND scheduled_for BETWEEN $2 AND $3 AND dispatched_at IS NOT NULL`, jobs, from, to)
@@ -181,7 +185,7 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 		if err := rows.Scan(&at, &disp); err != nil {
 			t.Fatal(err)
 		}
-		if !c.nearFault(at, 30*time.Second) {
+		if !c.nearFault(at, 5*time.Second) {
 			lags = append(lags, disp.Sub(at))
 		}
 	}
@@ -194,12 +198,23 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 			t.Errorf("fire lag p99 outside faults %s; want under 2s (5s allowed on a loaded machine)", p99)
 		}
 	} else {
-		t.Logf("fire lag outside faults: no execution was scheduled 30 s clear of every fault")
+		t.Logf("fire lag outside faults: no execution was scheduled 5 s clear of every fault")
 	}
-	worstAPI := api.worst()
-	t.Logf("API: worst 10 s window %.1f%% 2xx (%s)", 100*worstAPI, api.summary())
-	if worstAPI < 0.5 {
-		t.Errorf("the API answered 2xx to %.0f%% of requests in its worst 10 s window; want most", 100*worstAPI)
+	// The API needs Postgres: while the primary fails over, it answers
+	// 503. Elsewhere a balancer in front of the nodes finds one that
+	// answers.
+	pgFault := func(from, to time.Time) bool {
+		for _, f := range c.faults {
+			if strings.HasPrefix(f.kind, "Postgres") && f.start.Before(to) && from.Before(f.end.Add(3*time.Second)) {
+				return true
+			}
+		}
+		return false
+	}
+	worstAPI, worstOther := api.worst(func(time.Time, time.Time) bool { return true }), api.worst(func(from, to time.Time) bool { return !pgFault(from, to) })
+	t.Logf("API: worst 10 s window %.1f%% 2xx; worst without a Postgres failover in it %.1f%% (%s)", 100*worstAPI, 100*worstOther, api.summary())
+	if worstOther < 0.9 {
+		t.Errorf("the API answered 2xx to %.0f%% of requests in its worst 10 s window without a Postgres failover; want at least 90%%", 100*worstOther)
 	}
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
@@ -429,13 +444,15 @@ func (c *clusterChaos) watchAPI(ctx context.Context) *apiWatch {
 
 func (w *apiWatch) stop() { w.cancel(); <-w.done }
 
-// worst is the lowest share of 2xx answers in a 10 s window.
-func (w *apiWatch) worst() float64 {
+// worst is the lowest share of 2xx answers in a 10 s window that counts
+// (with at least 10 requests).
+func (w *apiWatch) worst(counts func(from, to time.Time) bool) float64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	worst := 1.0
 	for win, n := range w.n {
-		if n >= 10 {
+		from := time.Unix(win*10, 0)
+		if n >= 10 && counts(from, from.Add(10*time.Second)) {
 			worst = min(worst, float64(w.ok[win])/float64(n))
 		}
 	}

@@ -212,6 +212,10 @@ bootstrap:
     maximum_lag_on_failover: 1048576
     synchronous_mode: %[6]s
     synchronous_mode_strict: false
+    # While etcd has no quorum, the primary stays primary as long as it
+    # reaches every other member (tock's etcd is Patroni's DCS too: an
+    # etcd outage must not take Postgres down with it).
+    failsafe_mode: true
     postgresql:
       use_pg_rewind: true
       use_slots: true
