@@ -22,14 +22,7 @@ import (
 // `make test`, and TOCK_CHAOS_JOBS / TOCK_CHAOS_DURATION for `make
 // chaos-cluster` (30 minutes for the figures in docs/operations.md).
 func chaosClusterSize() (jobs int, d time.Duration) {
-	jobs, d = 30, 75*time.Second
-	if v, err := strconv.Atoi(os.Getenv("TOCK_CHAOS_JOBS")); err == nil && v > 0 {
-		jobs = v
-	}
-	if v, err := time.ParseDuration(os.Getenv("TOCK_CHAOS_DURATION")); err == nil && v > 0 {
-		d = v
-	}
-	return jobs, d
+	return chaosEnvSize(30, 75*time.Second)
 }
 
 // fault is one fault the cluster chaos test injected: what, and when it

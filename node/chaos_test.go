@@ -26,7 +26,12 @@ import (
 // chaosSize is the chaos test's size: a short form in `make test`, the
 // full one (TOCK_CHAOS_JOBS=2000 TOCK_CHAOS_DURATION=3m) in `make chaos`.
 func chaosSize() (jobs int, d time.Duration) {
-	jobs, d = 200, 30*time.Second
+	return chaosEnvSize(200, 30*time.Second)
+}
+
+// chaosEnvSize is jobs and d unless TOCK_CHAOS_JOBS and
+// TOCK_CHAOS_DURATION say otherwise.
+func chaosEnvSize(jobs int, d time.Duration) (int, time.Duration) {
 	if v, err := strconv.Atoi(os.Getenv("TOCK_CHAOS_JOBS")); err == nil && v > 0 {
 		jobs = v
 	}

@@ -7,8 +7,6 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -19,45 +17,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/node/nodetest"
 )
-
-// stoppableWorker runs a custom executor for handler, like
-// nodetest.Env.Worker, and returns a function that stops it (its
-// context ends, it drains and closes its connection) and returns Run's
-// error. It also stops at cleanup.
-func stoppableWorker(t *testing.T, e *nodetest.Env, cfg executor.Config, handler string, fn executor.Func) func() error {
-	t.Helper()
-	nc, err := nats.Connect(e.NATS.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.NATS = nc
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := executor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Handle(handler, fn)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop := func() error {
-		once.Do(func() {
-			cancel()
-			runErr = <-done
-			nc.Close()
-		})
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
-}
 
 // marks records when things happened, by name.
 type marks struct {
@@ -93,7 +56,7 @@ func TestGracefulStopHandsBackLongAttempt(t *testing.T) {
 	n1 := e.Start(t, "n1")
 	var m marks
 	const grace = time.Second
-	stop1 := stoppableWorker(t, e, executor.Config{ExecutorID: "first", ShutdownTimeout: grace}, "long",
+	stop1 := e.StoppableWorker(t, executor.Config{ExecutorID: "first", ShutdownTimeout: grace}, "long",
 		func(ctx context.Context, x *executor.Execution) (string, error) {
 			m.set("first started")
 			<-ctx.Done() // longer than the grace
@@ -105,7 +68,7 @@ func TestGracefulStopHandsBackLongAttempt(t *testing.T) {
 		_, ok := m.get("first started")
 		return ok
 	})
-	stoppableWorker(t, e, executor.Config{ExecutorID: "second"}, "long",
+	e.StoppableWorker(t, executor.Config{ExecutorID: "second"}, "long",
 		func(ctx context.Context, x *executor.Execution) (string, error) {
 			m.set("second started")
 			return "finished elsewhere", nil
@@ -155,7 +118,7 @@ func TestGracefulStopFinishesShortAttempt(t *testing.T) {
 	var m marks
 	var mu sync.Mutex
 	var ran []string
-	stop := stoppableWorker(t, e, executor.Config{ExecutorID: "only", ShutdownTimeout: 20 * time.Second}, "short",
+	stop := e.StoppableWorker(t, executor.Config{ExecutorID: "only", ShutdownTimeout: 20 * time.Second}, "short",
 		func(ctx context.Context, x *executor.Execution) (string, error) {
 			mu.Lock()
 			ran = append(ran, x.ExecutionID)

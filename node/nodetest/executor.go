@@ -20,6 +20,14 @@ import (
 // are the harness's; its ExecutorID defaults to "e2e-" + handler.
 func (e *Env) Worker(t testing.TB, cfg executor.Config, handler string, fn executor.Func) {
 	t.Helper()
+	e.StoppableWorker(t, cfg, handler, fn)
+}
+
+// StoppableWorker is Worker, and returns a function that stops the
+// executor (its context ends: it drains, then its connection closes)
+// and returns Run's error. It stops at cleanup too.
+func (e *Env) StoppableWorker(t testing.TB, cfg executor.Config, handler string, fn executor.Func) func() error {
+	t.Helper()
 	nc, err := nats.Connect(e.NATSURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -37,11 +45,18 @@ func (e *Env) Worker(t testing.TB, cfg executor.Config, handler string, fn execu
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		nc.Close()
-	})
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+			nc.Close()
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
 
 // Serve serves handler with fn through the SDK (Worker with its
