@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/egress"
+	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/wire"
 )
@@ -215,11 +218,24 @@ func waitForEnd(ctx context.Context, failed <-chan error, httpDone <-chan error,
 
 // storeFor opens Postgres for the roles that need it (api, scheduler,
 // recorder; nil for the others), migrates it if cfg says so, and sets
-// cfg.Buckets to the cluster's stored bucket count.
+// cfg.Buckets to the cluster's stored bucket count. While no Postgres
+// server answers, or none takes writes yet (a failover in progress), it
+// retries until ctx ends; a server that refuses the node (a wrong
+// password, no such database) fails the start at once.
 func storeFor(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
 	if !cfg.Roles.needsStore() {
 		return nil, nil
 	}
+	var b retry.Backoff
+	for {
+		st, err := openStore(ctx, cfg, log)
+		if err == nil || !pgUnreachable(err) || !b.Wait(ctx, log, "PostgreSQL not reachable yet; retrying", "err", err) {
+			return st, err
+		}
+	}
+}
+
+func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
 	st, err := store.Open(ctx, cfg.PostgresURL)
 	if err != nil {
 		return nil, err
@@ -240,6 +256,24 @@ func storeFor(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store,
 	}
 	cfg.Buckets = n
 	return st, nil
+}
+
+// pgUnreachable reports whether err says that no PostgreSQL server could
+// be used for now (none answered, one is starting or shutting down, or
+// none takes writes yet), rather than that one refused the node.
+func pgUnreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "08", "57": // connection exception; operator intervention (starting, shutting down)
+			return true
+		case "25": // invalid transaction state: a read-only server
+			return pgErr.Code == "25006"
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // connectNATS connects to NATS, which every role uses: the API tells
