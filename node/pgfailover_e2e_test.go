@@ -24,7 +24,6 @@ import (
 // A switchover back to the restarted member follows, with the same
 // checks of exactly once.
 func TestPostgresFailoverDuringFiring(t *testing.T) {
-	t.Parallel()
 	etcd := testenv.Etcd(t)
 	c := pgha.Test(t, pgha.Config{Etcd: etcd.Endpoint(), TTL: 6})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

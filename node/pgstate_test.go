@@ -21,7 +21,6 @@ import (
 // it no longer does (here: its pool closed). Ready again after a
 // failover is TestPostgresFailoverDuringFiring's.
 func TestPostgresStateFollowsTheDatabase(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	st, err := store.Open(ctx, testenv.Postgres(t)+"&pool_max_conns=2")
