@@ -276,6 +276,15 @@ func (c *clusterChaos) inject() {
 		if c.pgDown != nil {
 			return
 		}
+		// Only with a standby streaming again: the member killed last
+		// may still be recovering, and killing the primary then would
+		// take both down, which is two faults, not one.
+		hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
+		healthy := c.pg.WaitHealthy(hctx) == nil
+		hcancel()
+		if !healthy {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		m, err := c.pg.KillPrimary(ctx)
