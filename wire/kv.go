@@ -95,9 +95,9 @@ const (
 	BreakerOpen     = "open"
 )
 
-// BreakerState is one executor's view of one handler.
+// BreakerState is one executor's view of one handler key: its breaker and load.
 type BreakerState struct {
-	// Key is the handler key (Key.Key); Queue its queue.
+	// Key is the handler key (domain.Handler.Key); Queue its queue.
 	Key        string `json:"handler"`
 	Queue      string `json:"queue"`
 	ExecutorID string `json:"executor_id"`
