@@ -141,6 +141,9 @@ func (h *endpoints) storeError(c echo.Context, err error, what string, id uuid.U
 	case errors.Is(err, store.ErrBadCursor):
 		return invalid("cursor", "is not a cursor this server handed out")
 	}
+	if store.Unavailable(err) {
+		return h.s.databaseUnavailable(c, err)
+	}
 	args := []any{"method", c.Request().Method, "path", c.Request().URL.Path, "err", err}
 	if id != uuid.Nil {
 		key := "job_id"
@@ -153,8 +156,12 @@ func (h *endpoints) storeError(c echo.Context, err error, what string, id uuid.U
 	return internalProblem()
 }
 
-// internal logs err and answers a bare 500.
+// internal logs err and answers a bare 500 (503 when Postgres is
+// unavailable).
 func (h *endpoints) internal(c echo.Context, err error, args ...any) error {
+	if store.Unavailable(err) {
+		return h.s.databaseUnavailable(c, err)
+	}
 	args = append([]any{"method", c.Request().Method, "path", c.Request().URL.Path, "err", err}, args...)
 	h.s.log.ErrorContext(c.Request().Context(), "request failed", args...)
 	return internalProblem()

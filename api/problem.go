@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/store"
 )
 
 // Problem type URIs: stable identifiers of the kinds of error the API
@@ -118,6 +119,17 @@ func conflict(detail string) *apiError {
 	return newProblem(http.StatusConflict, ProblemConflict, "Conflict", detail)
 }
 
+// databaseUnavailable logs a request that found no usable Postgres (down,
+// or failing over) and answers 503 with Retry-After: the client may retry
+// the same request, and a load balancer may send it to another node.
+func (s *Server) databaseUnavailable(c echo.Context, err error) *apiError {
+	s.log.WarnContext(c.Request().Context(), "request failed: PostgreSQL unavailable",
+		"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	c.Response().Header().Set("Retry-After", "1")
+	return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Database unavailable",
+		"PostgreSQL is unreachable or failing over; retry the request.")
+}
+
 func internalProblem() *apiError {
 	return newProblem(http.StatusInternalServerError, ProblemInternal, "Internal server error",
 		"The server failed to handle the request; the failure has been logged.")
@@ -142,6 +154,8 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	case errors.As(err, &ae):
 	case errors.As(err, &he) && he.Code < 500:
 		ae = s.fromHTTPError(he, c)
+	case store.Unavailable(err):
+		ae = s.databaseUnavailable(c, err)
 	default:
 		s.log.ErrorContext(c.Request().Context(), "request failed",
 			"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)

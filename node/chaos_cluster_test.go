@@ -366,7 +366,9 @@ func (c *clusterChaos) healNode(n *chaosNode) {
 		if _, ok := c.open["tockd SIGTERM\x00"+n.id]; ok {
 			kind = "tockd SIGTERM"
 		}
-		n.proc = c.e.StartProcess(c.t, n.id, "--stream-replicas", "3")
+		// The same address: the API watch, like a load balancer, keeps
+		// asking the node where it was.
+		n.proc = c.e.StartProcessAt(c.t, n.id, strings.TrimPrefix(n.proc.URL, "http://"), "--stream-replicas", "3")
 	}
 	n.state = "running"
 	c.finish(kind, n.id)
@@ -409,13 +411,14 @@ func (c *clusterChaos) nearFault(at time.Time, after time.Duration) bool {
 type apiWatch struct {
 	mu     sync.Mutex
 	ok, n  map[int64]int
+	failed map[string]int // the answers that were not 2xx: status code, or "no node answered"
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func (c *clusterChaos) watchAPI(ctx context.Context) *apiWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &apiWatch{ok: map[int64]int{}, n: map[int64]int{}, cancel: cancel, done: make(chan struct{})}
+	w := &apiWatch{ok: map[int64]int{}, n: map[int64]int{}, failed: map[string]int{}, cancel: cancel, done: make(chan struct{})}
 	urls := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		urls[i] = n.proc.URL
@@ -432,20 +435,22 @@ func (c *clusterChaos) watchAPI(ctx context.Context) *apiWatch {
 			case <-tick.C:
 			}
 			win := time.Now().Unix() / 10
-			ok := false
+			answer := "no node answered"
 			for j := range urls {
 				resp, err := hc.Get(urls[(i+j)%len(urls)] + "/v1/jobs?limit=1")
 				if err != nil {
 					continue // refused or timed out: the balancer tries the next
 				}
 				resp.Body.Close()
-				ok = resp.StatusCode/100 == 2
+				answer = strconv.Itoa(resp.StatusCode)
 				break
 			}
 			w.mu.Lock()
 			w.n[win]++
-			if ok {
+			if answer[0] == '2' {
 				w.ok[win]++
+			} else {
+				w.failed[answer]++
 			}
 			w.mu.Unlock()
 		}
@@ -477,5 +482,5 @@ func (w *apiWatch) summary() string {
 	for win := range w.n {
 		ok, n = ok+w.ok[win], n+w.n[win]
 	}
-	return fmt.Sprintf("%d of %d requests 2xx over %d windows", ok, n, len(w.n))
+	return fmt.Sprintf("%d of %d requests 2xx over %d windows; the others: %v", ok, n, len(w.n), w.failed)
 }

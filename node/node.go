@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -229,7 +227,7 @@ func storeFor(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store,
 	var b retry.Backoff
 	for {
 		st, err := openStore(ctx, cfg, log)
-		if err == nil || !pgUnreachable(err) || !b.Wait(ctx, log, "PostgreSQL not reachable yet; retrying", "err", err) {
+		if err == nil || !store.Unavailable(err) || !b.Wait(ctx, log, "PostgreSQL not reachable yet; retrying", "err", err) {
 			return st, err
 		}
 	}
@@ -256,24 +254,6 @@ func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store
 	}
 	cfg.Buckets = n
 	return st, nil
-}
-
-// pgUnreachable reports whether err says that no PostgreSQL server could
-// be used for now (none answered, one is starting or shutting down, or
-// none takes writes yet), rather than that one refused the node.
-func pgUnreachable(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code[:2] {
-		case "08", "57": // connection exception; operator intervention (starting, shutting down)
-			return true
-		case "25": // invalid transaction state: a read-only server
-			return pgErr.Code == "25006"
-		}
-		return false
-	}
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // connectNATS connects to NATS, which every role uses: the API tells

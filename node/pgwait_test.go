@@ -2,15 +2,12 @@ package node
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/internal/testenv"
 	"github.com/tock-sched/tock/store/storetest"
 )
 
@@ -24,8 +21,8 @@ func TestStoreWaitsForPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := newPostgresGate(t, u.Host)
-	u.Host = gate.addr
+	gate := testenv.NewProxy(t, u.Host, false) // Postgres down until gate.SetUp(true)
+	u.Host = gate.Addr
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -46,7 +43,7 @@ func TestStoreWaitsForPostgres(t *testing.T) {
 
 	// Postgres "comes up" only after the node has been turned away three
 	// times: the node must still be waiting then.
-	for gate.refused.Load() < 3 {
+	for gate.Refused() < 3 {
 		select {
 		case r := <-done:
 			t.Fatalf("storeFor returned (err %v) while no Postgres answered", r.err)
@@ -54,7 +51,7 @@ func TestStoreWaitsForPostgres(t *testing.T) {
 		}
 	}
 	opened := time.Now()
-	gate.open()
+	gate.SetUp(true)
 	select {
 	case r := <-done:
 		if r.err != nil {
@@ -80,56 +77,4 @@ func TestStoreWaitsForPostgres(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("storeFor on a database that does not exist took %v, want an error at once", d)
 	}
-}
-
-// postgresGate listens where the node looks for Postgres. Until open, it
-// accepts each connection and closes it at once, as a server going down
-// or not up yet does; after open it forwards connections to target.
-type postgresGate struct {
-	addr    string
-	refused atomic.Int64
-	up      atomic.Bool
-}
-
-func newPostgresGate(t *testing.T, target string) *postgresGate {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &postgresGate{addr: ln.Addr().String()}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if !g.up.Load() {
-				g.refused.Add(1)
-				c.Close()
-				continue
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); forward(c, target) }()
-		}
-	}()
-	return g
-}
-
-func (g *postgresGate) open() { g.up.Store(true) }
-
-func forward(c net.Conn, target string) {
-	defer c.Close()
-	s, err := net.Dial("tcp", target)
-	if err != nil {
-		return
-	}
-	defer s.Close()
-	copied := make(chan error, 2)
-	go func() { _, err := io.Copy(s, c); copied <- err }()
-	go func() { _, err := io.Copy(c, s); copied <- err }()
-	<-copied // either side closing ends both (the deferred Closes)
 }

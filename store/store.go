@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"runtime"
@@ -341,3 +342,23 @@ func utcPtr(t *time.Time) *time.Time {
 
 // msDuration is a count of milliseconds as a Duration.
 func msDuration(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// Unavailable reports whether err says that no PostgreSQL server could be
+// used for now (none answered, one is starting or shutting down, or the
+// one reached takes no writes: a failover in progress), rather than that
+// a server refused the request. A starting node waits out such an error;
+// the API answers it with 503, not 500.
+func Unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "08", "57": // connection exception; operator intervention (starting, shutting down)
+			return true
+		case "25": // invalid transaction state: a read-only server
+			return pgErr.Code == "25006"
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, io.ErrUnexpectedEOF)
+}

@@ -293,7 +293,13 @@ func (e *Env) StartProcess(t testing.TB, id string, extra ...string) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	return e.StartProcessAt(t, id, fmt.Sprintf("127.0.0.1:%d", port), extra...)
+}
+
+// StartProcessAt is StartProcess with its API on addr (host:port): a node
+// restarted where a load balancer in front of it still looks.
+func (e *Env) StartProcessAt(t testing.TB, id, addr string, extra ...string) *Node {
+	t.Helper()
 	cmd := Command(t, e.ServeArgs(id, addr, extra...)...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr

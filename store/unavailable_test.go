@@ -1,4 +1,4 @@
-package node
+package store
 
 import (
 	"errors"
@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// TestPgUnreachable: a node starting while no Postgres server can be used
+// TestUnavailable: a node starting while no Postgres server can be used
 // (down, starting, read-only during a failover) waits for one; a server
 // that refuses it (wrong password, no such database) fails the start.
-func TestPgUnreachable(t *testing.T) {
+func TestUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		want bool
@@ -27,8 +27,8 @@ func TestPgUnreachable(t *testing.T) {
 		{&pgconn.PgError{Code: "42P01"}, false},
 		{errors.New("--postgres-url: cannot parse"), false},
 	} {
-		if got := pgUnreachable(fmt.Errorf("store: ping: %w", tc.err)); got != tc.want {
-			t.Errorf("pgUnreachable(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := Unavailable(fmt.Errorf("store: ping: %w", tc.err)); got != tc.want {
+			t.Errorf("Unavailable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }
