@@ -602,6 +602,18 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// Grant defines model for Grant.
+type Grant struct {
+	// Namespace A namespace, or `*` for every namespace.
+	Namespace string `json:"namespace"`
+
+	// Role reader: reads; operator: also runs, pauses, resumes, cancels,
+	// retries and backfills; editor: also creates, changes and deletes
+	// jobs; admin: also keys and namespace settings (and, in every
+	// namespace, the cluster's views).
+	Role Role `json:"role"`
+}
+
 // Handler Who runs the job's executions. `http`: `url` (absolute http or
 // https), `method` (default POST), `headers`, `secret_headers`; the
 // body sent is the job's payload. `nats`: publish the payload to
@@ -1458,6 +1470,30 @@ type StatsReport struct {
 
 // StatsReportGroupBy defines model for StatsReport.GroupBy.
 type StatsReportGroupBy string
+
+// Whoami defines model for Whoami.
+type Whoami struct {
+	// Actions For each action (the `action` of an operation's
+	// `x-tock-permission`, such as `jobs.create`), the namespaces
+	// where the caller may take it: `*` for every namespace, none if
+	// nowhere.
+	//
+	//
+	// Example: {"jobs.create":[],"jobs.list":["payments"]}
+	Actions map[string][]string `json:"actions"`
+	Grants  []Grant             `json:"grants"`
+
+	// KeyId The API key's id, when the caller used one.
+	KeyId *string `json:"key_id,omitempty"`
+
+	// Open The server asks no credential (`tockd dev`, `--auth none`).
+	Open bool `json:"open"`
+
+	// Subject `key:<id>` for an API key, the subject of a token, or `anonymous` on an open server.
+	//
+	// Example: key:3fa85f64
+	Subject string `json:"subject"`
+}
 
 // Cursor defines model for Cursor.
 type Cursor = string

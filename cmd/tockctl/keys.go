@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tock-sched/tock/api/models"
@@ -79,4 +82,48 @@ func expiry(t *time.Time) string {
 		return "never expires"
 	}
 	return "expires " + t.Format(time.RFC3339)
+}
+
+type whoamiCmd struct{}
+
+// Run shows the caller's subject, grants and, per action, where it may
+// take it (GET /v1/whoami).
+func (c *whoamiCmd) Run(a *app) error {
+	r, err := a.api.WhoamiWithResponse(a.ctx)
+	if err := check(r, err); err != nil {
+		return err
+	}
+	if a.json {
+		return a.printRawJSON(r.Body)
+	}
+	w, err := decoded(r.JSON200)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "subject: %s\n", w.Subject)
+	if w.Open {
+		fmt.Fprintln(a.stdout, "the server asks no credential (--auth none)")
+	}
+	for _, g := range w.Grants {
+		fmt.Fprintf(a.stdout, "grant:   %s in %s\n", g.Role, namespaceText(g.Namespace))
+	}
+	t := a.table()
+	fmt.Fprintln(t, "ACTION\tALLOWED IN")
+	for _, action := range slices.Sorted(maps.Keys(w.Actions)) {
+		ns := w.Actions[action]
+		where := strings.Join(ns, ",")
+		if len(ns) == 0 {
+			where = "-"
+		}
+		fmt.Fprintf(t, "%s\t%s\n", action, where)
+	}
+	return t.Flush()
+}
+
+// namespaceText names a grant's namespace: "*" reads as every namespace.
+func namespaceText(ns string) string {
+	if ns == "*" {
+		return "every namespace"
+	}
+	return "namespace " + ns
 }

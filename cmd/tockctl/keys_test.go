@@ -19,7 +19,8 @@ import (
 
 // tockctl against an API that needs keys: --token sends one; keys
 // create prints the new key alone, keys list shows it without its
-// secret, keys delete makes it useless; without a token the error says
+// secret, whoami shows its grant and what it allows, keys delete makes
+// it useless; without a token the error says
 // what is missing.
 func TestKeysCommands(t *testing.T) {
 	t.Parallel()
@@ -51,6 +52,17 @@ func TestKeysCommands(t *testing.T) {
 		t.Errorf("keys list:\n%s", list)
 	}
 	ok(t, hs.URL, "--token", reader, "jobs", "list")
+	who := ok(t, hs.URL, "--token", reader, "whoami")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^subject: key:` + made.ID + `$`),
+		regexp.MustCompile(`(?m)^grant: +reader in namespace team-a$`),
+		regexp.MustCompile(`(?m)^jobs\.list +team-a$`),
+		regexp.MustCompile(`(?m)^jobs\.create +-$`),
+	} {
+		if !want.MatchString(who) {
+			t.Errorf("whoami as a reader of team-a: no line matching %s in\n%s", want, who)
+		}
+	}
 	tockctl(t, hs.URL, "--token", reader, "keys", "create", "--namespace", "team-a", "--role", "reader").
 		failed(t, 1, "role reader in namespace team-a does not allow keys.create")
 

@@ -90,6 +90,7 @@ type cli struct {
 		List   keysListCmd   `cmd:"" default:"1" help:"List API keys (without their secrets)."`
 		Delete keysDeleteCmd `cmd:"" help:"Delete an API key."`
 	} `cmd:"" help:"API keys: who may call the API, in which namespace, with which role."`
+	Whoami whoamiCmd `cmd:"" help:"Who the server takes you for: your grants, and the namespaces where you may take each action."`
 }
 
 // exitCode carries kong's exit requests (after --help) out of its parser.
