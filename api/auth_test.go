@@ -105,7 +105,9 @@ func operationCases(a *authEnv) map[string]func() request {
 		"createJob": func() request { return request{"POST", "/v1/jobs", jobBodyIn(), false} },
 		"listJobs":  func() request { return request{"GET", "/v1/jobs?namespace=team-a", nil, false} },
 		"whoami":    func() request { return request{"GET", "/v1/whoami", nil, false} },
-		"pauseJobs": func() request { return request{"POST", "/v1/jobs:pause", map[string]any{"namespace": "team-a"}, false} },
+		// No change feed in this server: an allowed watch is a 503.
+		"watchChanges": func() request { return request{"GET", "/v1/changes?namespace=team-a", nil, false} },
+		"pauseJobs":    func() request { return request{"POST", "/v1/jobs:pause", map[string]any{"namespace": "team-a"}, false} },
 		"resumeJobs": func() request {
 			return request{"POST", "/v1/jobs:resume", map[string]any{"namespace": "team-a"}, false}
 		},

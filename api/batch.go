@@ -77,6 +77,7 @@ func (h *endpoints) CreateJobBatch(c echo.Context, _ models.CreateJobBatchParams
 			switch {
 			case err == nil:
 				items[i] = models.JobBatchItem{Status: http.StatusCreated, Job: ptr(jobOf(j))}
+				h.s.jobChanged(j)
 			case errors.Is(err, store.ErrConflict):
 				items[i] = problemItem(withField(nameTaken(j.Namespace, j.Name), "jobs["+strconv.Itoa(i)+"].name", "is taken"))
 			default:

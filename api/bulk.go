@@ -2,12 +2,14 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/jobs"
 )
 
@@ -18,7 +20,7 @@ func (h *endpoints) PauseJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.bulkDone(c)(h.s.jobs.PauseMatching(c.Request().Context(), sel))
+	return h.bulkDone(c, sel)(h.s.jobs.PauseMatching(c.Request().Context(), sel))
 }
 
 // ResumeJobs handles POST /v1/jobs:resume.
@@ -28,7 +30,7 @@ func (h *endpoints) ResumeJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.bulkDone(c)(h.s.jobs.ResumeMatching(c.Request().Context(), sel, deref(req.CatchUp)))
+	return h.bulkDone(c, sel)(h.s.jobs.ResumeMatching(c.Request().Context(), sel, deref(req.CatchUp)))
 }
 
 // readSelection reads a request body of schema into req and returns the
@@ -58,10 +60,14 @@ func (h *endpoints) readSelection(c echo.Context, op string, schema *openapi3.Sc
 // bulkDone answers a bulk operation with what it did. A failure part way
 // is the problem of the failure; the jobs changed before it stay changed
 // (the operations are not atomic).
-func (h *endpoints) bulkDone(c echo.Context) func(jobs.BulkResult, error) error {
+func (h *endpoints) bulkDone(c echo.Context, sel jobs.Selection) func(jobs.BulkResult, error) error {
 	return func(res jobs.BulkResult, err error) error {
 		if err != nil {
 			return h.storeError(c, err, "job", uuid.Nil)
+		}
+		if res.Changed > 0 {
+			// Many jobs at once: one change without a job, "reload".
+			h.s.changes.Publish(changes.Change{Kind: changes.KindJob, Namespace: sel.Namespace, At: time.Now().UTC()})
 		}
 		return c.JSON(http.StatusOK, models.BulkChange{Matched: res.Matched, Changed: res.Changed})
 	}

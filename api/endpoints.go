@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/schedule"
@@ -197,6 +198,7 @@ func (h *endpoints) CreateJob(c echo.Context, _ models.CreateJobParams) error {
 	if err != nil {
 		return h.storeError(c, err, "job", uuid.Nil)
 	}
+	h.s.jobChanged(j)
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/jobs/"+j.ID.String())
 	return c.JSON(http.StatusCreated, jobOf(j))
 }
@@ -312,13 +314,27 @@ func (h *endpoints) UpdateJob(c echo.Context, id models.ID) error {
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
+	h.s.jobChanged(j)
 	return c.JSON(http.StatusOK, jobOf(j))
 }
 
 // DeleteJob handles DELETE /v1/jobs/{id}.
 func (h *endpoints) DeleteJob(c echo.Context, id models.ID) error {
-	if err := h.s.jobs.Delete(c.Request().Context(), id); err != nil {
+	ctx := c.Request().Context()
+	var ns string
+	if h.s.changes != nil {
+		// The feed files the change by namespace, which the deleted job
+		// no longer tells.
+		var err error
+		if ns, err = h.s.store.GetJobNamespace(ctx, id); err != nil {
+			return h.storeError(c, err, "job", id)
+		}
+	}
+	if err := h.s.jobs.Delete(ctx, id); err != nil {
 		return h.storeError(c, err, "job", id)
+	}
+	if ns != "" {
+		h.s.changes.Publish(changes.Change{Kind: changes.KindJob, Namespace: ns, JobID: id.String(), State: changes.StateDeleted, At: time.Now().UTC()})
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -332,6 +348,7 @@ func (h *endpoints) PauseJob(c echo.Context, id models.ID) error {
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
+	h.s.jobChanged(j)
 	return c.JSON(http.StatusOK, jobOf(j))
 }
 
@@ -352,6 +369,7 @@ func (h *endpoints) ResumeJob(c echo.Context, id models.ID) error {
 	case err != nil:
 		return h.storeError(c, err, "job", id)
 	}
+	h.s.jobChanged(j)
 	return c.JSON(http.StatusOK, jobOf(j))
 }
 
@@ -370,6 +388,7 @@ func (h *endpoints) RunJob(c echo.Context, id models.ID, _ models.RunJobParams) 
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
+	h.s.executionChanged(e)
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/executions/"+e.ID.String())
 	return c.JSON(http.StatusAccepted, executionOf(e, false))
 }

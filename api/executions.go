@@ -179,6 +179,7 @@ func (h *endpoints) CancelExecution(c echo.Context, id models.ID) error {
 	case err != nil:
 		return h.storeError(c, err, "execution", id)
 	}
+	h.s.executionChanged(e)
 	return c.JSON(http.StatusOK, executionOf(e, false))
 }
 
@@ -192,6 +193,7 @@ func (h *endpoints) RetryExecution(c echo.Context, id models.ID) error {
 	if err != nil {
 		return h.storeError(c, err, "execution", id)
 	}
+	h.s.executionChanged(e)
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/executions/"+e.ID.String())
 	return c.JSON(http.StatusAccepted, executionOf(e, false))
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/jobs"
@@ -95,6 +97,14 @@ type Config struct {
 	// /v1/handlers. Optional: when nil (a server without a NATS
 	// connection) they answer 503.
 	Executors Executors
+	// Changes is the change feed: GET /v1/changes reads it, and the
+	// changes made through the API (jobs created, changed, paused,
+	// resumed, deleted; executions run, cancelled, re-driven) are
+	// published to it. Optional: when nil, GET /v1/changes answers 503.
+	Changes *changes.Feed
+	// ChangeBuffer is how many batches of changes a GET /v1/changes
+	// client may fall behind before it is told to resync; 256 when zero.
+	ChangeBuffer int
 	// DefaultRetry is the cluster's retry policy: fields a job leaves out
 	// are filled from it when the job is created or its retry replaced.
 	// The zero value means one attempt; New refuses an invalid policy.
@@ -195,6 +205,8 @@ type Server struct {
 	cluster         Cluster
 	clusterWait     time.Duration
 	executors       Executors
+	changes         *changes.Feed
+	changeBuffer    int
 	jobs            *jobs.Service
 	echo            *echo.Echo
 	duration        *prometheus.HistogramVec
@@ -237,6 +249,8 @@ func New(cfg Config) (*Server, error) {
 		cluster:      cfg.Cluster,
 		clusterWait:  cfg.ClusterTimeout,
 		executors:    cfg.Executors,
+		changes:      cfg.Changes,
+		changeBuffer: cmp.Or(cfg.ChangeBuffer, watchBuffer),
 		retention:    cfg.Retention,
 		open:         cfg.Open,
 		limits:       limiters{cfg: cfg.Limits},

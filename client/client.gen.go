@@ -149,6 +149,30 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/buckets (the `ListBuckets` operationId).
 	ListBuckets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// WatchChanges Watch executions and jobs change, live (server-sent events)
+	//
+	// A `text/event-stream` of the changes committed from now on (or,
+	// with `Last-Event-ID`, from after that event): an `execution` event
+	// when an execution is created by a manual run, starts, finishes,
+	// fails and waits to retry, dies, is cancelled or re-driven; a `job`
+	// event when a job is created, changed, paused, resumed or deleted
+	// (a bulk pause or resume is one event without `job_id`: reload the
+	// namespace's jobs). Each event's `data` is a `Change`; the last
+	// event of each batch carries an `id`, the position to resume after.
+	//
+	// It reads the namespace of `namespace`, or the key's own, like the
+	// lists it mirrors. The stream ends after 10 minutes (the client
+	// reconnects with `Last-Event-ID`, as `EventSource` does by itself,
+	// and is authenticated again). An `event: resync` tells the client
+	// that it missed changes (it fell 256 batches behind, and the stream
+	// ends; or its `Last-Event-ID` is older than the hour the feed
+	// keeps): reload the lists, then watch again without
+	// `Last-Event-ID`. A change can also be lost when NATS is down; the
+	// lists are the truth. An idle stream sends a comment every 15 s.
+	//
+	// Corresponds with GET /v1/changes (the `WatchChanges` operationId).
+	WatchChanges(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListExecutions Search executions across jobs, newest first
 	//
 	// Every filter given narrows the list (they combine with AND); newest
@@ -813,6 +837,40 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 // Corresponds with GET /v1/buckets (the `ListBuckets` operationId).
 func (c *Client) ListBuckets(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListBucketsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WatchChanges Watch executions and jobs change, live (server-sent events)
+//
+// A `text/event-stream` of the changes committed from now on (or,
+// with `Last-Event-ID`, from after that event): an `execution` event
+// when an execution is created by a manual run, starts, finishes,
+// fails and waits to retry, dies, is cancelled or re-driven; a `job`
+// event when a job is created, changed, paused, resumed or deleted
+// (a bulk pause or resume is one event without `job_id`: reload the
+// namespace's jobs). Each event's `data` is a `Change`; the last
+// event of each batch carries an `id`, the position to resume after.
+//
+// It reads the namespace of `namespace`, or the key's own, like the
+// lists it mirrors. The stream ends after 10 minutes (the client
+// reconnects with `Last-Event-ID`, as `EventSource` does by itself,
+// and is authenticated again). An `event: resync` tells the client
+// that it missed changes (it fell 256 batches behind, and the stream
+// ends; or its `Last-Event-ID` is older than the hour the feed
+// keeps): reload the lists, then watch again without
+// `Last-Event-ID`. A change can also be lost when NATS is down; the
+// lists are the truth. An idle stream sends a comment every 15 s.
+//
+// Corresponds with GET /v1/changes (the `WatchChanges` operationId).
+func (c *Client) WatchChanges(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWatchChangesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2054,6 +2112,99 @@ func NewListBucketsRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewWatchChangesRequest constructs an http.Request for the WatchChanges method
+func NewWatchChangesRequest(server string, params *WatchChangesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/changes")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Namespace != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "namespace", *params.Namespace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "job_id", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Kind != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "kind", *params.Kind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -3892,6 +4043,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/buckets (the `ListBuckets` operationId).
 	ListBucketsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListBucketsResponse, error)
 
+	// WatchChangesWithResponse Watch executions and jobs change, live (server-sent events)
+	//
+	// A `text/event-stream` of the changes committed from now on (or,
+	// with `Last-Event-ID`, from after that event): an `execution` event
+	// when an execution is created by a manual run, starts, finishes,
+	// fails and waits to retry, dies, is cancelled or re-driven; a `job`
+	// event when a job is created, changed, paused, resumed or deleted
+	// (a bulk pause or resume is one event without `job_id`: reload the
+	// namespace's jobs). Each event's `data` is a `Change`; the last
+	// event of each batch carries an `id`, the position to resume after.
+	//
+	// It reads the namespace of `namespace`, or the key's own, like the
+	// lists it mirrors. The stream ends after 10 minutes (the client
+	// reconnects with `Last-Event-ID`, as `EventSource` does by itself,
+	// and is authenticated again). An `event: resync` tells the client
+	// that it missed changes (it fell 256 batches behind, and the stream
+	// ends; or its `Last-Event-ID` is older than the hour the feed
+	// keeps): reload the lists, then watch again without
+	// `Last-Event-ID`. A change can also be lost when NATS is down; the
+	// lists are the truth. An idle stream sends a comment every 15 s.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/changes (the `WatchChanges` operationId).
+	WatchChangesWithResponse(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*WatchChangesResponse, error)
+
 	// ListExecutionsWithResponse Search executions across jobs, newest first
 	//
 	// Every filter given narrows the list (they combine with AND); newest
@@ -4824,6 +5001,82 @@ func (r ListBucketsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListBucketsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// WatchChangesResponse401Headers the declared response headers of an HTTP 401 response for WatchChanges
+type WatchChangesResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type WatchChangesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *WatchChangesResponse401Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WatchChangesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r WatchChangesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WatchChangesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r WatchChangesResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r WatchChangesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r WatchChangesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WatchChangesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WatchChangesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WatchChangesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7619,6 +7872,38 @@ func (c *ClientWithResponses) ListBucketsWithResponse(ctx context.Context, reqEd
 	return ParseListBucketsResponse(rsp)
 }
 
+// WatchChangesWithResponse Watch executions and jobs change, live (server-sent events)
+//
+// A `text/event-stream` of the changes committed from now on (or,
+// with `Last-Event-ID`, from after that event): an `execution` event
+// when an execution is created by a manual run, starts, finishes,
+// fails and waits to retry, dies, is cancelled or re-driven; a `job`
+// event when a job is created, changed, paused, resumed or deleted
+// (a bulk pause or resume is one event without `job_id`: reload the
+// namespace's jobs). Each event's `data` is a `Change`; the last
+// event of each batch carries an `id`, the position to resume after.
+//
+// It reads the namespace of `namespace`, or the key's own, like the
+// lists it mirrors. The stream ends after 10 minutes (the client
+// reconnects with `Last-Event-ID`, as `EventSource` does by itself,
+// and is authenticated again). An `event: resync` tells the client
+// that it missed changes (it fell 256 batches behind, and the stream
+// ends; or its `Last-Event-ID` is older than the hour the feed
+// keeps): reload the lists, then watch again without
+// `Last-Event-ID`. A change can also be lost when NATS is down; the
+// lists are the truth. An idle stream sends a comment every 15 s.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/changes (the `WatchChanges` operationId).
+func (c *ClientWithResponses) WatchChangesWithResponse(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*WatchChangesResponse, error) {
+	rsp, err := c.WatchChanges(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWatchChangesResponse(rsp)
+}
+
 // ListExecutionsWithResponse Search executions across jobs, newest first
 //
 // Every filter given narrows the list (they combine with AND); newest
@@ -8723,6 +9008,73 @@ func ParseListBucketsResponse(rsp *http.Response) (*ListBucketsResponse, error) 
 	switch {
 	case rsp.StatusCode == 401:
 		var headers ListBucketsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseWatchChangesResponse parses an HTTP response from a WatchChangesWithResponse call
+func ParseWatchChangesResponse(rsp *http.Response) (*WatchChangesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WatchChangesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers WatchChangesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

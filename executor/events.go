@@ -159,6 +159,8 @@ func (w *Worker) event(d *delivery, typ domain.EventType) wire.Event {
 		Dispatch:     e.Dispatch,
 		ExecutorID:   w.cfg.ExecutorID,
 		At:           w.now().UTC(),
+		Namespace:    e.Namespace,
+		JobID:        e.JobID,
 	}
 	if !e.PublishedAt.IsZero() {
 		ev.PublishedAt = &e.PublishedAt

@@ -147,7 +147,7 @@ func components(cfg Config, d deps) []component {
 		{name: "recorder", on: cfg.Roles.Has(RoleRecorder), stage: stopRecorder,
 			start: func() (runFunc, error) {
 				var err error
-				if rec, err = recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg}); err != nil {
+				if rec, err = recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg, Changes: d.changes.Publisher()}); err != nil {
 					return nil, err
 				}
 				return rec.Run, nil

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/tock-sched/tock/api"
+	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
@@ -81,7 +82,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if etcd != nil {
 		defer etcd.Close()
 	}
-	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer}
+	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer,
+		changes: changes.NewFeed(js, log)}
 	if cfg.Roles.Has(RoleAPI) {
 		// The JWK Set is refreshed until Run returns.
 		if d.jwt, err = jwtConfig(ctx, cfg.JWT); err != nil {
@@ -346,4 +348,7 @@ type deps struct {
 	// pg is the state of the PostgreSQL connection (non-API nodes'
 	// /readyz; the API's checks the database itself).
 	pg *pgState
+	// changes is the change feed: the recorder and the API publish to it,
+	// the API's GET /v1/changes reads it.
+	changes *changes.Feed
 }

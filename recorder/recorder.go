@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	json "github.com/segmentio/encoding/json"
 
+	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
@@ -77,6 +78,10 @@ type Config struct {
 	// are registered; nil registers them nowhere. tockd passes the node's
 	// registry.
 	Registerer prometheus.Registerer
+	// Changes, if not nil, is where the recorder reports the state of
+	// each execution it recorded an event of (the change feed), after
+	// the write.
+	Changes *changes.Publisher
 }
 
 // WithDefaults is c with the fields it leaves zero (or negative) set to
@@ -110,6 +115,7 @@ type Recorder struct {
 	writers    int
 	retryDelay time.Duration
 	m          *metrics
+	changes    *changes.Publisher
 }
 
 // New checks cfg (with its defaults) and returns a Recorder.
@@ -123,7 +129,7 @@ func New(cfg Config) (*Recorder, error) {
 		return nil, fmt.Errorf("recorder: register metrics: %w", err)
 	}
 	return &Recorder{js: cfg.JS, st: cfg.Store, log: cfg.Logger.With("role", "recorder"),
-		writers: cfg.Writers, retryDelay: cfg.RetryDelay, m: m}, nil
+		writers: cfg.Writers, retryDelay: cfg.RetryDelay, m: m, changes: cfg.Changes}, nil
 }
 
 // Run creates the streams and the recorder's durable consumer if needed
@@ -281,14 +287,16 @@ func shutdownContext(ctx context.Context) (context.Context, context.CancelFunc) 
 // acknowledged once all of its events are written.
 func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 	evs := make([]model.AttemptEvent, 0, len(msgs))
+	origins := make([]origin, 0, len(msgs))
 	held := make([]jetstream.Msg, 0, len(msgs))
 	ends := make([]int, 0, len(msgs)) // held[i]'s events end before evs[ends[i]]
 	for _, msg := range msgs {
-		got, ok := r.decodeMsg(msg)
+		got, of, ok := r.decodeMsg(msg)
 		if !ok {
 			continue
 		}
 		evs = append(evs, got...)
+		origins = append(origins, of...)
 		held = append(held, msg)
 		ends = append(ends, len(evs))
 	}
@@ -309,13 +317,18 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 		}
 		return
 	}
+	var feed []changes.Change
 	from := 0
+	defer func() { r.changes.Publish(feed...) }()
 	for m, msg := range held {
 		batch := msg.Subject() == wire.EventBatchSubject
 		for i := from; i < ends[m]; i++ {
 			switch {
 			case results[i] == nil:
 				r.m.count(evs[i])
+				if c, ok := changeOf(&evs[i], origins[i]); ok && r.changes != nil {
+					feed = append(feed, c)
+				}
 				if !batch {
 					if err := msg.Ack(); err != nil {
 						r.log.Warn("ack event", "execution_id", evs[i].ID, "err", err)
@@ -345,19 +358,19 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 // decodeMsg turns msg into the events to record: one, or a batch's. A
 // message that holds none is settled here (terminated) and ok is false;
 // an invalid event inside a batch is dropped with a log line.
-func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []model.AttemptEvent, ok bool) {
+func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []model.AttemptEvent, of []origin, ok bool) {
 	if msg.Subject() != wire.EventBatchSubject {
-		ev, ok := r.decode(msg)
+		ev, o, ok := r.decode(msg)
 		if !ok {
-			return nil, false
+			return nil, nil, false
 		}
-		return []model.AttemptEvent{ev}, true
+		return []model.AttemptEvent{ev}, []origin{o}, true
 	}
 	var wes []wire.Event
 	if err := json.Unmarshal(msg.Data(), &wes); err != nil {
 		r.log.Error("undecodable event batch; dropping it", "subject", msg.Subject(), "err", err)
 		_ = msg.TermWithReason("tock: undecodable event batch")
-		return nil, false
+		return nil, nil, false
 	}
 	for _, we := range wes {
 		ev, err := toEvent(we)
@@ -366,12 +379,46 @@ func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []model.AttemptEvent, ok bo
 			continue
 		}
 		evs = append(evs, ev)
+		of = append(of, origin{we.Namespace, we.JobID})
 	}
 	if len(evs) == 0 {
 		_ = msg.TermWithReason("tock: no valid event in batch")
-		return nil, false
+		return nil, nil, false
 	}
-	return evs, true
+	return evs, of, true
+}
+
+// origin is an event's execution's namespace and job, as the executor
+// reported them (empty if it did not), for the change feed.
+type origin struct{ namespace, jobID string }
+
+// changeOf is the change feed's view of a recorded event: the state the
+// execution is in after it. Heartbeats change no state, and an event
+// without a namespace cannot be filed in the feed: ok is false.
+func changeOf(ev *model.AttemptEvent, o origin) (c changes.Change, ok bool) {
+	var state domain.ExecState
+	switch ev.Type {
+	case domain.EventStarted:
+		state = domain.ExecRunning
+	case domain.EventSucceeded:
+		state = domain.ExecSucceeded
+	case domain.EventFailed:
+		state = domain.ExecFailed
+		if ev.Final {
+			state = domain.ExecDead
+		}
+	case domain.EventCancelled:
+		state = domain.ExecCancelled
+	case domain.EventDeferred:
+		state = domain.ExecQueued
+	default:
+		return c, false
+	}
+	if o.namespace == "" {
+		return c, false
+	}
+	return changes.Change{Kind: changes.KindExecution, Namespace: o.namespace, JobID: o.jobID,
+		ExecutionID: ev.ID.String(), State: string(state), Attempt: ev.Attempt, At: ev.At}, true
 }
 
 // delay is how long a message whose write failed waits: RetryDelay,
@@ -388,21 +435,21 @@ func (r *Recorder) delay(msg jetstream.Msg) time.Duration {
 
 // decode turns msg into an event to record. A message that is not one is
 // settled here (terminated) and ok is false.
-func (r *Recorder) decode(msg jetstream.Msg) (ev model.AttemptEvent, ok bool) {
+func (r *Recorder) decode(msg jetstream.Msg) (ev model.AttemptEvent, o origin, ok bool) {
 	var we wire.Event
 	if err := json.Unmarshal(msg.Data(), &we); err != nil {
 		r.log.Error("undecodable event; dropping it", "subject", msg.Subject(), "err", err)
 		_ = msg.TermWithReason("tock: undecodable event")
-		return ev, false
+		return ev, o, false
 	}
 	ev, err := toEvent(we)
 	if err != nil {
 		r.log.Error("invalid event; dropping it", "subject", msg.Subject(), "execution_id", we.ExecutionID,
 			"attempt", we.Attempt, "dispatch", we.Dispatch, "type", we.Type, "err", err)
 		_ = msg.TermWithReason("tock: invalid event")
-		return ev, false
+		return ev, o, false
 	}
-	return ev, true
+	return ev, origin{we.Namespace, we.JobID}, true
 }
 
 // toEvent is the store's view of a wire event.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/internal/testenv"
@@ -513,4 +515,59 @@ func mustNew(t *testing.T, cfg Config) *Recorder {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestPublishesChanges: once it has recorded them, the recorder tells the
+// change feed each execution's new state, filed under the namespace the
+// executor reported (a heartbeat changes nothing; an event without a
+// namespace is recorded but not in the feed; a write that failed is not
+// in the feed until it succeeds).
+func TestPublishesChanges(t *testing.T) {
+	e := newEnv(t)
+	st := newFakeStore()
+	feed := changes.NewFeed(e.js, quiet())
+	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet(), Changes: feed.Publisher()}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var w *changes.Watch
+	testenv.WaitFor(t, waitFor, "the change feed", func() bool {
+		var err error
+		w, err = feed.Watch(ctx, []string{"pay.ments"}, 0, 16)
+		return err == nil // the recorder creates the stream as it starts
+	})
+	defer w.Stop()
+
+	id, job := uuid.NewString(), uuid.NewString()
+	now := time.Now().UTC()
+	evs := []wire.Event{
+		{Type: domain.EventStarted, ExecutionID: id, Attempt: 1, ExecutorID: "x1", At: now, Namespace: "pay.ments", JobID: job},
+		{Type: domain.EventHeartbeat, ExecutionID: id, Attempt: 1, ExecutorID: "x1", At: now, Seq: 1, Namespace: "pay.ments", JobID: job},
+		{Type: domain.EventFailed, ExecutionID: id, Attempt: 1, ExecutorID: "x1", At: now, Final: true, Error: "boom", Namespace: "pay.ments", JobID: job},
+		{Type: domain.EventSucceeded, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: now}, // no namespace
+	}
+	data, err := json.Marshal(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publishRaw(wire.EventBatchSubject, data, "batch-changes")
+	select {
+	case b := <-w.Batches():
+		var got []string
+		for _, c := range b.Changes {
+			if c.ExecutionID != id || c.JobID != job || c.Kind != changes.KindExecution {
+				t.Errorf("change %+v, want execution %s of job %s", c, id, job)
+			}
+			got = append(got, fmt.Sprintf("%s/%d", c.State, c.Attempt))
+		}
+		if want := []string{"running/1", "dead/1"}; !slices.Equal(got, want) {
+			t.Errorf("changes %v, want %v", got, want)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("no change published")
+	}
+	select {
+	case b := <-w.Batches():
+		t.Errorf("another batch: %+v", b.Changes)
+	case <-time.After(200 * time.Millisecond):
+	}
 }

@@ -22,6 +22,10 @@ const (
 	// EventMaxAge is how long events stay in EventStream if the recorder
 	// does not consume them.
 	EventMaxAge = 24 * time.Hour
+	// ChangeMaxAge and ChangeMaxBytes bound the change feed: a reader
+	// that comes back after more than this is told to resync.
+	ChangeMaxAge   = time.Hour
+	ChangeMaxBytes = 256 << 20
 	// DefaultAckWait is how long an executor may stay silent (no ack, no
 	// in-progress heartbeat) before its attempt is handed to another one.
 	DefaultAckWait = 30 * time.Second
@@ -84,6 +88,23 @@ func EnsureStreamsReplicas(ctx context.Context, js jetstream.JetStream, replicas
 			MaxAge:     EventMaxAge,
 			Duplicates: DuplicateWindow,
 		},
+		{
+			Name:        ChangeStream,
+			Description: "tock's change feed: executions and jobs that changed, for live views",
+			Subjects:    []string{ChangeSubjectPrefix + ">"},
+			// A notification feed read from any point by any number of
+			// readers (each an ordered consumer): kept for a while, the
+			// oldest dropped first, whoever has read it.
+			Retention: jetstream.LimitsPolicy,
+			Storage:   jetstream.FileStorage,
+			MaxAge:    ChangeMaxAge,
+			MaxBytes:  ChangeMaxBytes,
+			Discard:   jetstream.DiscardOld,
+			// Changes carry no Nats-Msg-Id; the server's default window,
+			// written out so that the stream compares equal at the next
+			// start.
+			Duplicates: DuplicateWindow,
+		},
 	}
 	for _, cfg := range streams {
 		cfg.Replicas = replicas
@@ -144,7 +165,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	}
 	if have.Description == cfg.Description && slices.Equal(have.Subjects, cfg.Subjects) &&
 		have.Retention == cfg.Retention && have.Storage == cfg.Storage && have.MaxAge == cfg.MaxAge &&
-		have.Duplicates == cfg.Duplicates && have.Replicas == cfg.Replicas {
+		have.Duplicates == cfg.Duplicates && have.Replicas == cfg.Replicas && (cfg.MaxBytes == 0 || have.MaxBytes == cfg.MaxBytes) {
 		return nil
 	}
 	_, err = js.UpdateStream(ctx, cfg)

@@ -38,6 +38,14 @@ const (
 	// RecorderConsumer is the durable consumer of EventStream that the
 	// recorder role reads.
 	RecorderConsumer = "tock_recorder"
+	// ChangeStream is the change feed (package changes): what happened to
+	// executions and jobs, once committed, for live views. It keeps
+	// ChangeMaxAge of changes, or ChangeMaxBytes.
+	ChangeStream = "TOCK_CHANGES"
+	// ChangeSubjectPrefix is followed by the namespace (each '.' written
+	// as '~': NATS splits subjects at dots) and the kind of change:
+	// tock.changes.<namespace>.<kind>, e.g. tock.changes.payments.execution.
+	ChangeSubjectPrefix = "tock.changes."
 )
 
 // Headers set on every execution message (besides Nats-Msg-Id, which is
@@ -181,6 +189,12 @@ type Event struct {
 	// delivery came from (its metadata timestamp): tock records it as the
 	// execution's dispatch time. Optional.
 	PublishedAt *time.Time `json:"published_at,omitempty"`
+	// Namespace and JobID are the execution's (Execution.Namespace and
+	// JobID), for the change feed the recorder publishes once the event
+	// is recorded. Optional: an event without them is recorded all the
+	// same and left out of the feed.
+	Namespace string `json:"namespace,omitempty"`
+	JobID     string `json:"job_id,omitempty"`
 }
 
 // Subject is the subject an event is published on on its own:

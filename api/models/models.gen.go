@@ -343,6 +343,24 @@ func (e StatsReportGroupBy) Valid() bool {
 	}
 }
 
+// Defines values for WatchChangesParamsKind.
+const (
+	WatchChangesParamsKindExecution WatchChangesParamsKind = "execution"
+	WatchChangesParamsKindJob       WatchChangesParamsKind = "job"
+)
+
+// Valid indicates whether the value is a known member of the WatchChangesParamsKind enum.
+func (e WatchChangesParamsKind) Valid() bool {
+	switch e {
+	case WatchChangesParamsKindExecution:
+		return true
+	case WatchChangesParamsKindJob:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetStatsParamsGroupBy.
 const (
 	GetStatsParamsGroupByHandler   GetStatsParamsGroupBy = "handler"
@@ -1566,6 +1584,24 @@ type ListAuditParams struct {
 	// Cursor The `next_cursor` of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// WatchChangesParams defines parameters for WatchChanges.
+type WatchChangesParams struct {
+	// Namespace The namespace to watch; default the key's own (every namespace for a key of `*`).
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+
+	// JobId Only this job's changes (and the bulk changes of its namespace).
+	JobId *openapi_types.UUID `form:"job_id,omitempty" json:"job_id,omitempty"`
+
+	// Kind Only changes of this kind.
+	Kind *WatchChangesParamsKind `form:"kind,omitempty" json:"kind,omitempty"`
+
+	// LastEventID Resume after this event (the `id` of an event of this stream).
+	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
+// WatchChangesParamsKind defines parameters for WatchChanges.
+type WatchChangesParamsKind string
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
