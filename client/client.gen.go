@@ -157,8 +157,12 @@ type ClientInterface interface {
 	// fails and waits to retry, dies, is cancelled or re-driven; a `job`
 	// event when a job is created, changed, paused, resumed or deleted
 	// (a bulk pause or resume is one event without `job_id`: reload the
-	// namespace's jobs). Each event's `data` is a `Change`; the last
-	// event of each batch carries an `id`, the position to resume after.
+	// namespace's jobs). Each event's `data` is a JSON object: `kind`
+	// (`execution` or `job`), `namespace`, `job_id` (absent on a change
+	// of many jobs), `execution_id`, `state` (the state after the change:
+	// an execution's, a job's, or `deleted`), `attempt` (from 1) and
+	// `at`. The last event of each batch carries an `id`, the position
+	// to resume after.
 	//
 	// It reads the namespace of `namespace`, or the key's own, like the
 	// lists it mirrors. The stream ends after 10 minutes (the client
@@ -855,8 +859,12 @@ func (c *Client) ListBuckets(ctx context.Context, reqEditors ...RequestEditorFn)
 // fails and waits to retry, dies, is cancelled or re-driven; a `job`
 // event when a job is created, changed, paused, resumed or deleted
 // (a bulk pause or resume is one event without `job_id`: reload the
-// namespace's jobs). Each event's `data` is a `Change`; the last
-// event of each batch carries an `id`, the position to resume after.
+// namespace's jobs). Each event's `data` is a JSON object: `kind`
+// (`execution` or `job`), `namespace`, `job_id` (absent on a change
+// of many jobs), `execution_id`, `state` (the state after the change:
+// an execution's, a job's, or `deleted`), `attempt` (from 1) and
+// `at`. The last event of each batch carries an `id`, the position
+// to resume after.
 //
 // It reads the namespace of `namespace`, or the key's own, like the
 // lists it mirrors. The stream ends after 10 minutes (the client
@@ -4051,8 +4059,12 @@ type ClientWithResponsesInterface interface {
 	// fails and waits to retry, dies, is cancelled or re-driven; a `job`
 	// event when a job is created, changed, paused, resumed or deleted
 	// (a bulk pause or resume is one event without `job_id`: reload the
-	// namespace's jobs). Each event's `data` is a `Change`; the last
-	// event of each batch carries an `id`, the position to resume after.
+	// namespace's jobs). Each event's `data` is a JSON object: `kind`
+	// (`execution` or `job`), `namespace`, `job_id` (absent on a change
+	// of many jobs), `execution_id`, `state` (the state after the change:
+	// an execution's, a job's, or `deleted`), `attempt` (from 1) and
+	// `at`. The last event of each batch carries an `id`, the position
+	// to resume after.
 	//
 	// It reads the namespace of `namespace`, or the key's own, like the
 	// lists it mirrors. The stream ends after 10 minutes (the client
@@ -7880,8 +7892,12 @@ func (c *ClientWithResponses) ListBucketsWithResponse(ctx context.Context, reqEd
 // fails and waits to retry, dies, is cancelled or re-driven; a `job`
 // event when a job is created, changed, paused, resumed or deleted
 // (a bulk pause or resume is one event without `job_id`: reload the
-// namespace's jobs). Each event's `data` is a `Change`; the last
-// event of each batch carries an `id`, the position to resume after.
+// namespace's jobs). Each event's `data` is a JSON object: `kind`
+// (`execution` or `job`), `namespace`, `job_id` (absent on a change
+// of many jobs), `execution_id`, `state` (the state after the change:
+// an execution's, a job's, or `deleted`), `attempt` (from 1) and
+// `at`. The last event of each batch carries an `id`, the position
+// to resume after.
 //
 // It reads the namespace of `namespace`, or the key's own, like the
 // lists it mirrors. The stream ends after 10 minutes (the client

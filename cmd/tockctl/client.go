@@ -79,7 +79,9 @@ type doer struct {
 }
 
 func (d doer) Do(req *http.Request) (*http.Response, error) {
-	req.Header.Set("Accept", "application/json, "+client.ProblemContentType)
+	if req.Header.Get("Accept") == "" { // executions watch asks for text/event-stream
+		req.Header.Set("Accept", "application/json, "+client.ProblemContentType)
+	}
 	if d.token != "" {
 		req.Header.Set("Authorization", "Bearer "+d.token)
 	}

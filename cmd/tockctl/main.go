@@ -27,7 +27,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 
 	"github.com/alecthomas/kong"
 
@@ -35,7 +37,12 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	// Ctrl-C ends a command that runs until interrupted (executions
+	// watch) with exit code 0.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runContext(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // cli is tockctl's command line.
@@ -70,6 +77,7 @@ type cli struct {
 
 	Executions struct {
 		List   execListCmd   `cmd:"" help:"List executions, newest first: a job's, or every job's (--state dead: the dead letters)."`
+		Watch  execWatchCmd  `cmd:"" help:"Print executions and jobs as they change, live (GET /v1/changes), until interrupted."`
 		Get    execGetCmd    `cmd:"" help:"Show an execution and its attempts."`
 		Cancel execCancelCmd `cmd:"" help:"Cancel a queued or running execution."`
 		Retry  execRetryCmd  `cmd:"" help:"Re-drive a dead execution as a fresh series of attempts."`
@@ -100,6 +108,11 @@ type exitCode int
 // process's exit code: 0 on success, 1 when a request fails, 2 for a bad
 // command line.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	return runContext(context.Background(), args, stdin, stdout, stderr)
+}
+
+// runContext is run until ctx ends.
+func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	var c cli
 	parser, err := kong.New(&c,
 		kong.Name("tockctl"),
@@ -128,7 +141,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		return 2
 	}
 	a := &app{
-		ctx:    context.Background(),
+		ctx:    ctx,
 		json:   c.Output == "json",
 		stdin:  stdin,
 		stdout: stdout,
@@ -138,6 +151,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	hc, err = httpClient(c.CACert, c.ClientCert, c.ClientKey)
 	if err == nil {
 		a.api, err = newClient(c.Server, hc, c.Token)
+	}
+	if err == nil {
+		// The same client without its 30 s timeout, for streams.
+		streams := *hc
+		streams.Timeout = 0
+		a.stream, err = newClient(c.Server, &streams, c.Token)
 	}
 	if err == nil {
 		err = kctx.Run(a)
@@ -153,7 +172,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 type app struct {
 	ctx    context.Context
 	api    *client.ClientWithResponses
-	json   bool // -o json
+	stream *client.ClientWithResponses // api without a timeout: executions watch
+	json   bool                        // -o json
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
