@@ -125,6 +125,15 @@ func (p *Publisher) Publish(changes ...Change) {
 	}
 }
 
+// Flush waits until NATS has what Publish sent (for tests and
+// benchmarks; Publish itself never waits).
+func (p *Publisher) Flush() error {
+	if p == nil {
+		return nil
+	}
+	return p.nc.Flush()
+}
+
 // Batch is one message of the feed: changes of one namespace and kind,
 // at position Seq.
 type Batch struct {
