@@ -237,8 +237,13 @@ func (f *Feed) Publish(changes ...Change) {
 	}
 }
 
-// Publisher is the feed's publisher.
-func (f *Feed) Publisher() *Publisher { return f.pub }
+// Publisher is the feed's publisher; nil for a nil Feed.
+func (f *Feed) Publisher() *Publisher {
+	if f == nil {
+		return nil
+	}
+	return f.pub
+}
 
 // Watch is NewWatch on the feed's JetStream.
 func (f *Feed) Watch(ctx context.Context, namespaces []string, after uint64, buffer int) (*Watch, error) {

@@ -115,6 +115,9 @@ type Config struct {
 	// place when a node with the scheduler, executor or recorder role
 	// starts.
 	StreamReplicas int
+	// NoChangeFeed turns the change feed off: nothing is published to it
+	// and GET /v1/changes answers 503 (package changes).
+	NoChangeFeed bool
 	// Cluster names the cluster: etcd keys live under /tock/<Cluster>/
 	// (default "default").
 	Cluster string

@@ -82,8 +82,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if etcd != nil {
 		defer etcd.Close()
 	}
-	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer,
-		changes: changes.NewFeed(js, log)}
+	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer}
+	if !cfg.NoChangeFeed {
+		d.changes = changes.NewFeed(js, log)
+	}
 	if cfg.Roles.Has(RoleAPI) {
 		// The JWK Set is refreshed until Run returns.
 		if d.jwt, err = jwtConfig(ctx, cfg.JWT); err != nil {

@@ -1,0 +1,84 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/node/nodetest"
+)
+
+// TestChangesFeedShowsExecutionsLive: with a real node (executor reports,
+// recorder, API), GET /v1/changes streams each execution of a job as it
+// runs and ends, without polling: what the web UI and tockctl executions
+// watch show.
+func TestChangesFeedShowsExecutionsLive(t *testing.T) {
+	t.Parallel()
+	e := nodetest.New(t)
+	n := e.Start(t, "n1")
+	e.Echo(t, "live-echo")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/v1/changes?namespace=live", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/changes: %d", resp.StatusCode)
+	}
+
+	j := n.CreateJob(t, map[string]any{
+		"namespace": "live",
+		"name":      "every-second",
+		"schedule":  map[string]any{"cron": "* * * * * *"},
+		"handler":   map[string]any{"type": "custom", "name": "live-echo"},
+	})
+	type change struct {
+		Kind, Namespace, State string
+		JobID                  string `json:"job_id"`
+		ExecutionID            string `json:"execution_id"`
+	}
+	created, succeeded := false, map[string]bool{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && len(succeeded) < 3 {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var c change
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("event data %q: %v", data, err)
+		}
+		if c.Namespace != "live" || c.JobID != j.Id.String() {
+			t.Errorf("change %+v, want job %s of namespace live", c, j.Id)
+			continue
+		}
+		switch {
+		case c.Kind == "job" && c.State == "active":
+			created = true
+		case c.Kind == "execution" && c.State == "succeeded":
+			succeeded[c.ExecutionID] = true
+		}
+	}
+	if len(succeeded) < 3 {
+		t.Fatalf("the stream ended (%v) after %d succeeded executions, want 3", sc.Err(), len(succeeded))
+	}
+	if !created {
+		t.Error("no event of the job's creation")
+	}
+	// What the stream said is what the API lists.
+	for id := range succeeded {
+		if x := n.Execution(t, uuid.MustParse(id)); x.State != "succeeded" || x.JobId != j.Id {
+			t.Errorf("execution %s: %s of job %s, the stream said succeeded of %s", id, x.State, x.JobId, j.Id)
+		}
+	}
+}
