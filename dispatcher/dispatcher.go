@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
@@ -89,6 +90,9 @@ type Config struct {
 	// metrics.go) are registered; nil registers them nowhere. tockd
 	// passes the node's registry.
 	Registerer prometheus.Registerer
+	// Changes, if not nil, is told of each execution published (queued,
+	// for an executor), after JetStream has it: the change feed.
+	Changes *changes.Publisher
 }
 
 // key names one dispatch of an execution.
@@ -490,6 +494,7 @@ const retryPause = time.Second
 // bucket's publish position instead, see done) and reports which
 // publishes were acknowledged, or are done with for good (see fail).
 func (d *Dispatcher) publish(ctx context.Context, batch []*model.Execution) []bool {
+	sent := time.Now().UTC() // before any executor can have it: the feed orders by it
 	ok := make([]bool, len(batch))
 	futures := make([]jetstream.PubAckFuture, len(batch))
 	unpublishable := map[int]string{} // batch index → why
@@ -550,6 +555,7 @@ wait:
 		}
 	}
 	d.fail(ctx, batch, unpublishable, ok)
+	d.queued(batch, ok, sent)
 	for _, lag := range lags {
 		d.m.fireLag.Observe(max(lag, 0))
 	}
@@ -572,6 +578,25 @@ wait:
 		}
 	}
 	return ok
+}
+
+// queued tells the change feed of the executions of batch that JetStream
+// took: they wait for an executor. The change is published after the
+// acks, so an executor's report of the start can reach the feed first;
+// its time, sent, is from before the publish, so that ordering an
+// execution's changes by time puts it first.
+func (d *Dispatcher) queued(batch []*model.Execution, ok []bool, now time.Time) {
+	if d.cfg.Changes == nil {
+		return
+	}
+	feed := make([]changes.Change, 0, len(batch))
+	for i, e := range batch {
+		if ok[i] {
+			feed = append(feed, changes.Change{Kind: changes.KindExecution, Namespace: e.Namespace, JobID: e.JobID.String(),
+				ExecutionID: e.ID.String(), State: string(domain.ExecQueued), Attempt: e.Attempts, At: now})
+		}
+	}
+	d.cfg.Changes.Publish(feed...)
 }
 
 // tooLarge reports whether a publish failed for good because its message

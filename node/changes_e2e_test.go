@@ -44,12 +44,26 @@ func TestChangesFeedShowsExecutionsLive(t *testing.T) {
 	})
 	type change struct {
 		Kind, Namespace, State string
-		JobID                  string `json:"job_id"`
-		ExecutionID            string `json:"execution_id"`
+		JobID                  string    `json:"job_id"`
+		ExecutionID            string    `json:"execution_id"`
+		At                     time.Time `json:"at"`
 	}
-	created, succeeded := false, map[string]bool{}
+	created, succeeded, queued := false, map[string]time.Time{}, map[string]time.Time{}
+	// Until 3 executions have succeeded and each one's queued change is
+	// in too (the dispatcher's may come after the recorder's).
+	enough := func() bool {
+		if len(succeeded) < 3 {
+			return false
+		}
+		for id := range succeeded {
+			if _, ok := queued[id]; !ok {
+				return false
+			}
+		}
+		return true
+	}
 	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() && len(succeeded) < 3 {
+	for !enough() && sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
 			continue
@@ -66,14 +80,24 @@ func TestChangesFeedShowsExecutionsLive(t *testing.T) {
 		case c.Kind == "job" && c.State == "active":
 			created = true
 		case c.Kind == "execution" && c.State == "succeeded":
-			succeeded[c.ExecutionID] = true
+			succeeded[c.ExecutionID] = c.At
+		case c.Kind == "execution" && c.State == "queued":
+			queued[c.ExecutionID] = c.At
 		}
 	}
-	if len(succeeded) < 3 {
-		t.Fatalf("the stream ended (%v) after %d succeeded executions, want 3", sc.Err(), len(succeeded))
+	if !enough() {
+		t.Fatalf("the stream ended (%v) after %d succeeded executions (%d queued), want 3 and each queued", sc.Err(), len(succeeded), len(queued))
 	}
 	if !created {
 		t.Error("no event of the job's creation")
+	}
+	// Each execution was queued (by the dispatcher) before it succeeded
+	// (recorded from the executor's report): the feed's times order an
+	// execution's changes, whichever arrived first.
+	for id, done := range succeeded {
+		if q, ok := queued[id]; !ok || !q.Before(done) {
+			t.Errorf("execution %s: queued at %v (seen %v), succeeded at %v; want queued first", id, q, ok, done)
+		}
 	}
 	// What the stream said is what the API lists.
 	for id := range succeeded {

@@ -180,7 +180,8 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	// One clock, the database's, for the scanner (which keeps it synced),
 	// the dispatcher, wipe recovery and lost-work rescue.
 	clk := clock.New(d.st.Now, clock.Options{})
-	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log, Registerer: d.reg})
+	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log, Registerer: d.reg,
+		Changes: d.changes.Publisher()})
 	if err != nil {
 		return nil, err
 	}
