@@ -33,9 +33,11 @@ type Kind string
 
 // The kinds of change.
 const (
-	// KindExecution: an execution's state changed (it started running,
-	// finished, failed and waits to retry, died, was cancelled or
-	// re-driven, or was created by a manual run).
+	// KindExecution: an execution's state changed (it was queued for an
+	// executor, started running, finished, failed and waits to retry,
+	// died, was cancelled or re-driven, or was created by a manual run).
+	// One execution's changes come from several processes and can arrive
+	// out of order: At orders them.
 	KindExecution Kind = "execution"
 	// KindJob: a job was created, changed, paused, resumed or deleted.
 	// A change of many jobs at once (a bulk pause) is one change with no
