@@ -44,7 +44,7 @@ type ServeCmd struct {
 	EtcdEndpoints  []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
 	NATSURL        string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server URL (JetStream enabled), or the URLs of a cluster's servers, comma separated."`
 	StreamReplicas int           `name:"stream-replicas" env:"TOCK_STREAM_REPLICAS" default:"1" help:"Copies JetStream keeps of tock's streams, consumers and key-value buckets, 1 to 5; 3 on a NATS cluster. A change updates the existing streams in place."`
-	NoChangeFeed   bool          `name:"no-change-feed" env:"TOCK_NO_CHANGE_FEED" help:"Publish no change feed (GET /v1/changes then answers 503): saves the recorder about 2 us of CPU and the stream about 250 bytes per execution event."`
+	NoChangeFeed   bool          `name:"no-change-feed" env:"TOCK_NO_CHANGE_FEED" help:"Publish no change feed (GET /v1/changes then answers 503): saves a few microseconds of CPU per execution (docs/bench.md) and the stream about 250 bytes per change."`
 	Cluster        string        `name:"cluster" env:"TOCK_CLUSTER" default:"default" help:"Cluster name: etcd keys live under /tock/<cluster>/."`
 	Roles          []string      `name:"roles" env:"TOCK_ROLES" default:"api,scheduler,executor,recorder" sep:"," help:"Roles to run: api, scheduler, executor, recorder."`
 	Buckets        int           `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets, used only when the cluster is created (then stored)."`
