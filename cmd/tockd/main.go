@@ -196,12 +196,13 @@ type DevCmd struct {
 	HTTPFlags
 	SecretFlags
 	APITLSFlags
-	DataDir  string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
-	HTTPAddr string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
-	EtcdPort int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
-	NATSPort int    `name:"nats-port" default:"4222" help:"Preferred NATS port (a free one is used if it is taken)."`
-	Buckets  int    `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets of a new cluster."`
-	Pprof    bool   `name:"pprof" env:"TOCK_PPROF" help:"Serve Go's profiler under /debug/pprof/ on the HTTP address."`
+	DataDir      string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
+	HTTPAddr     string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
+	EtcdPort     int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
+	NATSPort     int    `name:"nats-port" default:"4222" help:"Preferred NATS port (a free one is used if it is taken)."`
+	Buckets      int    `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets of a new cluster."`
+	Pprof        bool   `name:"pprof" env:"TOCK_PPROF" help:"Serve Go's profiler under /debug/pprof/ on the HTTP address."`
+	NoChangeFeed bool   `name:"no-change-feed" env:"TOCK_NO_CHANGE_FEED" help:"Publish no change feed (GET /v1/changes then answers 503)."`
 }
 
 // Run starts embedded etcd and NATS, makes sure the database exists, and
@@ -210,11 +211,12 @@ func (c *DevCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg := node.Config{
-		HTTPAddr:    c.HTTPAddr,
-		PostgresURL: c.PostgresURL,
-		Buckets:     c.Buckets,
-		Pprof:       c.Pprof,
-		Logger:      newLogger(c.LogLevel),
+		HTTPAddr:     c.HTTPAddr,
+		PostgresURL:  c.PostgresURL,
+		Buckets:      c.Buckets,
+		Pprof:        c.Pprof,
+		NoChangeFeed: c.NoChangeFeed,
+		Logger:       newLogger(c.LogLevel),
 	}
 	c.ExecutionFlags.apply(&cfg)
 	c.HTTPFlags.apply(&cfg)
