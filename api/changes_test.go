@@ -120,7 +120,7 @@ func newChangesEnv(t *testing.T, buffer int) *authEnv {
 	js := testenv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := wire.EnsureStreamsReplicas(ctx, js, 1); err != nil {
+	if err := wire.EnsureChangeStream(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
 	st := openStore(t)

@@ -223,6 +223,11 @@ func (w *Watch) Stop() { w.cc.Stop() }
 // Feed is the change feed over one NATS connection: its Publisher, and
 // Watch to read it. A nil *Feed publishes nothing.
 type Feed struct {
+	// Replicas is the replica count Watch creates the feed's stream with
+	// when it is missing (an API-only node started first, or NATS was
+	// wiped); 0 is 1.
+	Replicas int
+
 	pub *Publisher
 	js  jetstream.JetStream
 }
@@ -247,7 +252,15 @@ func (f *Feed) Publisher() *Publisher {
 	return f.pub
 }
 
-// Watch is NewWatch on the feed's JetStream.
+// Watch is NewWatch on the feed's JetStream. It creates the feed's stream
+// when it is missing (wire.EnsureChangeStream).
 func (f *Feed) Watch(ctx context.Context, namespaces []string, after uint64, buffer int) (*Watch, error) {
-	return NewWatch(ctx, f.js, namespaces, after, buffer)
+	w, err := NewWatch(ctx, f.js, namespaces, after, buffer)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if err := wire.EnsureChangeStream(ctx, f.js, f.Replicas); err != nil {
+			return nil, fmt.Errorf("changes: create the feed: %w", err)
+		}
+		w, err = NewWatch(ctx, f.js, namespaces, after, buffer)
+	}
+	return w, err
 }

@@ -23,7 +23,7 @@ func feed(t *testing.T) (*changes.Feed, jetstream.JetStream) {
 	js := testenv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := wire.EnsureStreamsReplicas(ctx, js, 1); err != nil {
+	if err := wire.EnsureChangeStream(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
 	return changes.NewFeed(js, slog.New(slog.DiscardHandler)), js

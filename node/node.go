@@ -85,6 +85,7 @@ func Run(ctx context.Context, cfg Config) error {
 	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer}
 	if !cfg.NoChangeFeed {
 		d.changes = changes.NewFeed(js, log)
+		d.changes.Replicas = cfg.StreamReplicas
 	}
 	if cfg.Roles.Has(RoleAPI) {
 		// The JWK Set is refreshed until Run returns.
@@ -297,6 +298,12 @@ func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn,
 		if err := wire.EnsureStreamsReplicas(ctx, js, cfg.StreamReplicas); err != nil {
 			nc.Close()
 			return nil, nil, fmt.Errorf("create streams on %s with --stream-replicas %d: %w", shown, cfg.StreamReplicas, err)
+		}
+		if !cfg.NoChangeFeed {
+			if err := wire.EnsureChangeStream(ctx, js, cfg.StreamReplicas); err != nil {
+				nc.Close()
+				return nil, nil, fmt.Errorf("create the change feed's stream on %s: %w", shown, err)
+			}
 		}
 	}
 	return nc, js, nil

@@ -48,7 +48,7 @@ func BenchmarkDecodeMsg(b *testing.B) {
 			cfg := Config{JS: nopJS{}, Store: nopStore{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			if feed {
 				js := testenv.JetStream(b)
-				if err := wire.EnsureStreamsReplicas(context.Background(), js, 1); err != nil {
+				if err := wire.EnsureChangeStream(context.Background(), js, 1); err != nil {
 					b.Fatal(err)
 				}
 				cfg.Changes = changes.NewPublisher(js.Conn(), cfg.Logger)

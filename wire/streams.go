@@ -88,23 +88,6 @@ func EnsureStreamsReplicas(ctx context.Context, js jetstream.JetStream, replicas
 			MaxAge:     EventMaxAge,
 			Duplicates: DuplicateWindow,
 		},
-		{
-			Name:        ChangeStream,
-			Description: "tock's change feed: executions and jobs that changed, for live views",
-			Subjects:    []string{ChangeSubjectPrefix + ">"},
-			// A notification feed read from any point by any number of
-			// readers (each an ordered consumer): kept for a while, the
-			// oldest dropped first, whoever has read it.
-			Retention: jetstream.LimitsPolicy,
-			Storage:   jetstream.FileStorage,
-			MaxAge:    ChangeMaxAge,
-			MaxBytes:  ChangeMaxBytes,
-			Discard:   jetstream.DiscardOld,
-			// Changes carry no Nats-Msg-Id; the server's default window,
-			// written out so that the stream compares equal at the next
-			// start.
-			Duplicates: DuplicateWindow,
-		},
 	}
 	for _, cfg := range streams {
 		cfg.Replicas = replicas
@@ -116,6 +99,39 @@ func EnsureStreamsReplicas(ctx context.Context, js jetstream.JetStream, replicas
 		return fmt.Errorf("ensure consumer %s on %s: %w", RecorderConsumer, EventStream, err)
 	}
 	return ensureKV(ctx, js, replicas)
+}
+
+// EnsureChangeStream creates ChangeStream (the change feed of package
+// changes) with replicas copies, or updates it to tock's settings. Only
+// tockd needs it: custom executors neither publish nor read it, so
+// EnsureStreams leaves it out (and their NATS permissions need not name
+// it).
+func EnsureChangeStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	if replicas < 0 || replicas > MaxReplicas {
+		return fmt.Errorf("stream replicas %d: want 1 to %d", replicas, MaxReplicas)
+	}
+	cfg := jetstream.StreamConfig{
+		Name:        ChangeStream,
+		Description: "tock's change feed: executions and jobs that changed, for live views",
+		Subjects:    []string{ChangeSubjectPrefix + ">"},
+		// A notification feed read from any point by any number of
+		// readers (each an ordered consumer): kept for a while, the
+		// oldest dropped first, whoever has read it.
+		Retention: jetstream.LimitsPolicy,
+		Storage:   jetstream.FileStorage,
+		MaxAge:    ChangeMaxAge,
+		MaxBytes:  ChangeMaxBytes,
+		Discard:   jetstream.DiscardOld,
+		// Changes carry no Nats-Msg-Id; the server's default window,
+		// written out so that the stream compares equal at the next
+		// start.
+		Duplicates: DuplicateWindow,
+	}
+	cfg.Replicas = replicas
+	if err := ensureStream(ctx, js, cfg); err != nil {
+		return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	return nil
 }
 
 // ensureRecorderConsumer creates the recorder's consumer, or updates it

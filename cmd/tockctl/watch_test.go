@@ -47,7 +47,7 @@ func TestExecutionsWatch(t *testing.T) {
 	js := testenv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := wire.EnsureStreamsReplicas(ctx, js, 1); err != nil {
+	if err := wire.EnsureChangeStream(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
 	st := storetest.New(t, 16)
