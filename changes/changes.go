@@ -161,22 +161,26 @@ type Watch struct {
 // reader drains what is buffered, then resyncs). A position the feed no
 // longer holds is ErrExpired.
 func NewWatch(ctx context.Context, js jetstream.JetStream, namespaces []string, after uint64, buffer int) (*Watch, error) {
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy}
 	for _, ns := range namespaces {
 		cfg.FilterSubjects = append(cfg.FilterSubjects, NamespaceFilter(ns))
 	}
+	s, err := js.Stream(ctx, wire.ChangeStream)
+	if err != nil {
+		return nil, fmt.Errorf("changes: read the feed's state: %w", err)
+	}
+	st := s.CachedInfo().State
+	// "From now" is from the position after the last one: the consumer
+	// is made on the server after this returns, and a change published
+	// meanwhile must not be missed.
+	cfg.OptStartSeq = st.LastSeq + 1
 	if after > 0 {
-		s, err := js.Stream(ctx, wire.ChangeStream)
-		if err != nil {
-			return nil, fmt.Errorf("changes: read the feed's state: %w", err)
-		}
-		st := s.CachedInfo().State
 		// A position past the end is one from before the stream was
 		// wiped and made again: resync too.
 		if after+1 < st.FirstSeq || after > st.LastSeq {
 			return nil, ErrExpired
 		}
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+		cfg.OptStartSeq = after + 1
 	}
 	cons, err := js.OrderedConsumer(ctx, wire.ChangeStream, cfg)
 	if err != nil {
@@ -255,12 +259,12 @@ func (f *Feed) Publisher() *Publisher {
 // Watch is NewWatch on the feed's JetStream. It creates the feed's stream
 // when it is missing (wire.EnsureChangeStream).
 func (f *Feed) Watch(ctx context.Context, namespaces []string, after uint64, buffer int) (*Watch, error) {
-	w, err := NewWatch(ctx, f.js, namespaces, after, buffer)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	// An ordered consumer made before its stream exists never delivers:
+	// make the stream first.
+	if _, err := f.js.Stream(ctx, wire.ChangeStream); errors.Is(err, jetstream.ErrStreamNotFound) {
 		if err := wire.EnsureChangeStream(ctx, f.js, f.Replicas); err != nil {
 			return nil, fmt.Errorf("changes: create the feed: %w", err)
 		}
-		w, err = NewWatch(ctx, f.js, namespaces, after, buffer)
 	}
-	return w, err
+	return NewWatch(ctx, f.js, namespaces, after, buffer)
 }
