@@ -305,11 +305,7 @@ func (s *Server) guard(p permission) echo.MiddlewareFunc {
 // serverError logs an unexpected failure and answers a bare 500, or 503
 // when Postgres is unavailable.
 func (s *Server) serverError(c echo.Context, err error) error {
-	if store.Unavailable(err) {
-		return s.databaseUnavailable(c, err)
-	}
-	s.log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-	return internalProblem()
+	return s.failure(c, err, "request failed")
 }
 
 // firstNamespace names a namespace of who's, for errors.

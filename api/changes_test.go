@@ -190,6 +190,13 @@ func TestChangesStream(t *testing.T) {
 	if run.change.JobID != job.ID || run.change.State != "queued" {
 		t.Errorf("second event after reconnecting: %+v, want an execution of the job, queued", run)
 	}
+	// A bulk resume of the namespace: one change without a job, which a
+	// watcher of one job gets too (reload).
+	mustStatus(t, a.as(a.admin, http.MethodPost, "/v1/jobs:resume", map[string]any{"namespace": "team-a"}), http.StatusOK)
+	bulk, _ := back.until(t, "the bulk resume", func(ev sseEvent) bool { return ev.event == "job" })
+	if bulk.change.JobID != "" || bulk.change.Namespace != "team-a" {
+		t.Errorf("event of a bulk resume: %+v, want one of team-a without a job", bulk)
+	}
 	mustStatus(t, a.as(a.admin, http.MethodDelete, "/v1/jobs/"+job.ID, nil), http.StatusNoContent)
 	gone, _ := back.until(t, "the delete", func(ev sseEvent) bool { return ev.event == "job" })
 	if gone.change.State != changes.StateDeleted || gone.change.JobID != job.ID {

@@ -142,10 +142,7 @@ func (h *endpoints) storeError(c echo.Context, err error, what string, id uuid.U
 	case errors.Is(err, store.ErrBadCursor):
 		return invalid("cursor", "is not a cursor this server handed out")
 	}
-	if store.Unavailable(err) {
-		return h.s.databaseUnavailable(c, err)
-	}
-	args := []any{"method", c.Request().Method, "path", c.Request().URL.Path, "err", err}
+	var args []any
 	if id != uuid.Nil {
 		key := "job_id"
 		if what == "execution" {
@@ -153,19 +150,13 @@ func (h *endpoints) storeError(c echo.Context, err error, what string, id uuid.U
 		}
 		args = append(args, key, id.String())
 	}
-	h.s.log.ErrorContext(c.Request().Context(), "store call failed", args...)
-	return internalProblem()
+	return h.s.failure(c, err, "store call failed", args...)
 }
 
 // internal logs err and answers a bare 500 (503 when Postgres is
 // unavailable).
 func (h *endpoints) internal(c echo.Context, err error, args ...any) error {
-	if store.Unavailable(err) {
-		return h.s.databaseUnavailable(c, err)
-	}
-	args = append([]any{"method", c.Request().Method, "path", c.Request().URL.Path, "err", err}, args...)
-	h.s.log.ErrorContext(c.Request().Context(), "request failed", args...)
-	return internalProblem()
+	return h.s.failure(c, err, "request failed", args...)
 }
 
 // CreateJob handles POST /v1/jobs.
@@ -320,22 +311,11 @@ func (h *endpoints) UpdateJob(c echo.Context, id models.ID) error {
 
 // DeleteJob handles DELETE /v1/jobs/{id}.
 func (h *endpoints) DeleteJob(c echo.Context, id models.ID) error {
-	ctx := c.Request().Context()
-	var ns string
-	if h.s.changes != nil {
-		// The feed files the change by namespace, which the deleted job
-		// no longer tells.
-		var err error
-		if ns, err = h.s.store.GetJobNamespace(ctx, id); err != nil {
-			return h.storeError(c, err, "job", id)
-		}
-	}
-	if err := h.s.jobs.Delete(ctx, id); err != nil {
+	ns, err := h.s.jobs.Delete(c.Request().Context(), id)
+	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
-	if ns != "" {
-		h.s.changes.Publish(changes.Change{Kind: changes.KindJob, Namespace: ns, JobID: id.String(), State: changes.StateDeleted, At: time.Now().UTC()})
-	}
+	h.s.changes.Publish(changes.Change{Kind: changes.KindJob, Namespace: ns, JobID: id.String(), State: changes.StateDeleted, At: time.Now().UTC()})
 	return c.NoContent(http.StatusNoContent)
 }
 

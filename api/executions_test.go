@@ -259,7 +259,7 @@ func (brokenStore) GetJob(context.Context, uuid.UUID) (*model.Job, error) {
 func (brokenStore) ListJobs(context.Context, store.JobFilter) ([]*model.Job, string, error) {
 	return nil, "", errSecret
 }
-func (brokenStore) DeleteJob(context.Context, uuid.UUID) error { return errSecret }
+func (brokenStore) DeleteJob(context.Context, uuid.UUID) (string, error) { return "", errSecret }
 
 // panickyStore panics, as a bug would.
 type panickyStore struct{ Store }

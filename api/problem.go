@@ -119,15 +119,21 @@ func conflict(detail string) *apiError {
 	return newProblem(http.StatusConflict, ProblemConflict, "Conflict", detail)
 }
 
-// databaseUnavailable logs a request that found no usable Postgres (down,
-// or failing over) and answers 503 with Retry-After: the client may retry
-// the same request, and a load balancer may send it to another node.
-func (s *Server) databaseUnavailable(c echo.Context, err error) *apiError {
-	s.log.WarnContext(c.Request().Context(), "request failed: PostgreSQL unavailable",
-		"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-	c.Response().Header().Set("Retry-After", "1")
-	return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Database unavailable",
-		"PostgreSQL is unreachable or failing over; retry the request.")
+// failure logs an unexpected failure of the request with msg and args
+// and answers a bare 500, never with err's text; or, when err says that
+// no usable Postgres answered (down, or failing over), 503 with
+// Retry-After: the client may retry the same request, and a load balancer
+// may send it to another node.
+func (s *Server) failure(c echo.Context, err error, msg string, args ...any) *apiError {
+	args = append([]any{"method", c.Request().Method, "path", c.Request().URL.Path, "err", err}, args...)
+	if store.Unavailable(err) {
+		s.log.WarnContext(c.Request().Context(), msg+": PostgreSQL unavailable", args...)
+		c.Response().Header().Set("Retry-After", "1")
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Database unavailable",
+			"PostgreSQL is unreachable or failing over; retry the request.")
+	}
+	s.log.ErrorContext(c.Request().Context(), msg, args...)
+	return internalProblem()
 }
 
 func internalProblem() *apiError {
@@ -154,12 +160,8 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	case errors.As(err, &ae):
 	case errors.As(err, &he) && he.Code < 500:
 		ae = s.fromHTTPError(he, c)
-	case store.Unavailable(err):
-		ae = s.databaseUnavailable(c, err)
 	default:
-		s.log.ErrorContext(c.Request().Context(), "request failed",
-			"method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-		ae = internalProblem()
+		ae = s.failure(c, err, "request failed")
 	}
 	writeProblem(c, ae)
 }

@@ -144,7 +144,7 @@ func TestRunnerFailsABackfillOfADeletedJobAndSkipsUnownedBuckets(t *testing.T) {
 	if n := len(d.all()); n != 0 {
 		t.Fatalf("fenced runner dispatched %d executions", n)
 	}
-	if err := st.DeleteJob(ctx, j.ID); err != nil {
+	if _, err := st.DeleteJob(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -154,13 +154,13 @@ type Watch struct {
 	behind chan struct{}
 }
 
-// NewWatch reads the feed's batches of the namespaces (none: every
+// newWatch reads the feed's batches of the namespaces (none: every
 // namespace) after position after (0: from now on) into a buffer of
-// buffer batches, until Stop or ctx ends. A reader that lets the buffer
+// buffer batches, until Stop; ctx bounds only the start. A reader that lets the buffer
 // fill is behind: Behind is closed and no batch is added after it (the
 // reader drains what is buffered, then resyncs). A position the feed no
 // longer holds is ErrExpired.
-func NewWatch(ctx context.Context, js jetstream.JetStream, namespaces []string, after uint64, buffer int) (*Watch, error) {
+func newWatch(ctx context.Context, js jetstream.JetStream, namespaces []string, after uint64, buffer int) (*Watch, error) {
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy}
 	for _, ns := range namespaces {
 		cfg.FilterSubjects = append(cfg.FilterSubjects, NamespaceFilter(ns))
@@ -211,7 +211,6 @@ func NewWatch(ctx context.Context, js jetstream.JetStream, namespaces []string, 
 	if err != nil {
 		return nil, fmt.Errorf("changes: read the feed: %w", err)
 	}
-	go func() { <-ctx.Done(); w.cc.Stop() }()
 	return w, nil
 }
 
@@ -256,15 +255,17 @@ func (f *Feed) Publisher() *Publisher {
 	return f.pub
 }
 
-// Watch is NewWatch on the feed's JetStream. It creates the feed's stream
+// Watch is newWatch on the feed's JetStream. It creates the feed's stream
 // when it is missing (wire.EnsureChangeStream).
 func (f *Feed) Watch(ctx context.Context, namespaces []string, after uint64, buffer int) (*Watch, error) {
-	// An ordered consumer made before its stream exists never delivers:
-	// make the stream first.
-	if _, err := f.js.Stream(ctx, wire.ChangeStream); errors.Is(err, jetstream.ErrStreamNotFound) {
+	// newWatch reads the stream's state before it makes a consumer, so a
+	// missing stream is found before any consumer is made.
+	w, err := newWatch(ctx, f.js, namespaces, after, buffer)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if err := wire.EnsureChangeStream(ctx, f.js, f.Replicas); err != nil {
 			return nil, fmt.Errorf("changes: create the feed: %w", err)
 		}
+		w, err = newWatch(ctx, f.js, namespaces, after, buffer)
 	}
-	return NewWatch(ctx, f.js, namespaces, after, buffer)
+	return w, err
 }

@@ -151,3 +151,26 @@ func TestSlowWatchFallsBehindAlone(t *testing.T) {
 		t.Errorf("slow watch holds %d batches, want its buffer of 4", got)
 	}
 }
+
+// TestWatchMakesTheFeed: a watch on a NATS without the feed's stream (an
+// API-only node that started first, or NATS wiped) makes it, with the
+// Feed's replicas, and then reads what is published.
+func TestWatchMakesTheFeed(t *testing.T) {
+	t.Parallel()
+	js := testenv.JetStream(t)
+	f := changes.NewFeed(js, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := f.Watch(ctx, nil, 0, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := js.Stream(ctx, wire.ChangeStream); err != nil {
+		t.Fatalf("the feed's stream after a watch: %v", err)
+	}
+	f.Publish(execChange("a", "1"))
+	if b := next(t, w); len(b.Changes) != 1 || b.Changes[0].ExecutionID != "1" {
+		t.Fatalf("batch %+v, want execution 1", b.Changes)
+	}
+}

@@ -465,10 +465,10 @@ func TestExecutions(t *testing.T) {
 		t.Errorf("re-drive of a dead execution: %+v, %v", r, err)
 	}
 
-	if err := svc.Delete(ctx, j.ID); err != nil {
-		t.Fatal(err)
+	if ns, err := svc.Delete(ctx, j.ID); err != nil || ns != j.Namespace {
+		t.Fatalf("delete: namespace %q, %v; want %q", ns, err, j.Namespace)
 	}
-	if err := svc.Delete(ctx, j.ID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := svc.Delete(ctx, j.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("delete twice: %v", err)
 	}
 }

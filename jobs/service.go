@@ -27,7 +27,7 @@ type Store interface {
 	GetJob(ctx context.Context, id uuid.UUID) (*model.Job, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]*model.Job, string, error)
 	UpdateJob(ctx context.Context, j *model.Job) error
-	DeleteJob(ctx context.Context, id uuid.UUID) error
+	DeleteJob(ctx context.Context, id uuid.UUID) (namespace string, err error)
 	CreateManualExecution(ctx context.Context, jobID uuid.UUID, at time.Time) (*model.Execution, error)
 	CancelExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
 	RedriveExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)

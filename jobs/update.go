@@ -290,9 +290,10 @@ func resumeAt(sp schedule.Spec, now time.Time) (time.Time, error) {
 	return next, nil
 }
 
-// Delete deletes job id, or fails with store.ErrNotFound. Its executions
-// stay: they carry a snapshot of what they run.
-func (s *Service) Delete(ctx context.Context, id uuid.UUID) error {
+// Delete deletes job id and returns its namespace, or fails with
+// store.ErrNotFound. Its executions stay: they carry a snapshot of what
+// they run.
+func (s *Service) Delete(ctx context.Context, id uuid.UUID) (namespace string, err error) {
 	return s.store.DeleteJob(ctx, id)
 }
 

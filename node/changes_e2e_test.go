@@ -4,14 +4,19 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/node"
 	"github.com/tock-sched/tock/node/nodetest"
+	"github.com/tock-sched/tock/wire"
 )
 
 // TestChangesFeedShowsExecutionsLive: with a real node (executor reports,
@@ -104,5 +109,35 @@ func TestChangesFeedShowsExecutionsLive(t *testing.T) {
 		if x := n.Execution(t, uuid.MustParse(id)); x.State != "succeeded" || x.JobId != j.Id {
 			t.Errorf("execution %s: %s of job %s, the stream said succeeded of %s", id, x.State, x.JobId, j.Id)
 		}
+	}
+}
+
+// TestNoChangeFeed: a node started with --no-change-feed answers GET
+// /v1/changes with 503 and makes no feed stream.
+func TestNoChangeFeed(t *testing.T) {
+	t.Parallel()
+	e := nodetest.New(t)
+	n := e.StartWith(t, "n1", func(c *node.Config) { c.NoChangeFeed = true })
+	resp, err := http.Get(n.URL + "/v1/changes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("GET /v1/changes with --no-change-feed: %d, want 503", resp.StatusCode)
+	}
+	nc, err := nats.Connect(e.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.Stream(ctx, wire.ChangeStream); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("the feed's stream with --no-change-feed: %v, want none", err)
 	}
 }

@@ -142,7 +142,7 @@ func TestBackfillStepLeavesTheSchedulersRunsAlone(t *testing.T) {
 		t.Fatalf("step: %d executions, %+v; want 4, waiting at %s", len(res.Executions), res.Backfill, next)
 	}
 	// Once the job is gone, the backfill fails.
-	if err := s.DeleteJob(ctx, j.ID); err != nil {
+	if _, err := s.DeleteJob(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	res = mustStep(t, s, "n1", 7, model.BackfillStep{ID: b.ID, Bucket: j.Bucket, From: next, Times: times[4:], Next: from.Add(time.Minute), Done: true})

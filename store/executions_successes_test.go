@@ -103,7 +103,7 @@ func TestJobLastSuccess(t *testing.T) {
 	}
 
 	// Deleting the job deletes its row.
-	if err := s.DeleteJob(ctx, j.ID); err != nil {
+	if _, err := s.DeleteJob(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, s, "SELECT count(*) FROM job_successes WHERE job_id = $1", j.ID); n != 0 {
@@ -143,7 +143,7 @@ func TestLastSuccessOfDeletedJob(t *testing.T) {
 	s := newStore(t)
 	j := mustCreate(t, s, testJob("gone", nil))
 	e := runAt(t, s, j, baseTime())
-	if err := s.DeleteJob(ctx, j.ID); err != nil {
+	if _, err := s.DeleteJob(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	record(t, s, succeeded(e, baseTime()))

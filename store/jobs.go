@@ -337,21 +337,21 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job) error {
 	return nil
 }
 
-// DeleteJob deletes the job with this id, or fails with ErrNotFound. Its
-// executions stay: they carry a snapshot of what they run. Its last
-// success goes with it.
-func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) error {
+// DeleteJob deletes the job with this id and returns its namespace, or
+// fails with ErrNotFound. Its executions stay: they carry a snapshot of
+// what they run. Its last success goes with it.
+func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (namespace string, err error) {
 	if err := s.needBuckets(); err != nil {
-		return fmt.Errorf("store: delete job %s: %w", id, err)
+		return "", fmt.Errorf("store: delete job %s: %w", id, err)
 	}
 	bucket := domain.BucketOf(id, s.buckets)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, "DELETE FROM jobs WHERE bucket = $1 AND id = $2", bucket, id)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, "DELETE FROM jobs WHERE bucket = $1 AND id = $2 RETURNING namespace", bucket, id).Scan(&namespace)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
 		if err != nil {
 			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return ErrNotFound
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM job_names WHERE job_id = $1", id); err != nil {
 			return err
@@ -362,9 +362,9 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) error {
 		return notifyJob(ctx, tx, bucket, id)
 	})
 	if err != nil {
-		return fmt.Errorf("store: delete job %s: %w", id, err)
+		return "", fmt.Errorf("store: delete job %s: %w", id, err)
 	}
-	return nil
+	return namespace, nil
 }
 
 // notifyJob tells JobsChannel listeners, on commit, that a job changed.

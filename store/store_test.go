@@ -210,13 +210,13 @@ func TestJobCRUD(t *testing.T) {
 		t.Fatalf("update of a missing job: %v, want ErrNotFound", err)
 	}
 
-	if err := s.DeleteJob(ctx, j.ID); err != nil {
+	if _, err := s.DeleteJob(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetJob(ctx, j.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get after delete: %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteJob(ctx, j.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.DeleteJob(ctx, j.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("delete twice: %v, want ErrNotFound", err)
 	}
 	// The name is free again.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -14,12 +13,15 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/client"
 )
 
 type execWatchCmd struct {
 	Namespace string `help:"The namespace to watch (default: the key's own)." placeholder:"NS"`
 	Job       string `help:"Only this job's executions and changes." placeholder:"ID"`
 	Kind      string `enum:"execution,job," default:"" help:"Only changes of this kind: execution or job (default both)."`
+
+	headed bool // the table's header is out: once, when the first stream opens
 }
 
 // Run prints each change of GET /v1/changes as a line (or, with -o
@@ -40,9 +42,6 @@ func (c *execWatchCmd) Run(a *app) error {
 	if c.Kind != "" {
 		k := models.WatchChangesParamsKind(c.Kind)
 		p.Kind = &k
-	}
-	if !a.json {
-		fmt.Fprintln(a.stdout, "AT                        KIND       STATE      ATTEMPT  JOB                                   EXECUTION")
 	}
 	lastID := ""
 	for {
@@ -77,13 +76,12 @@ func (c *execWatchCmd) stream(a *app, p models.WatchChangesParams, lastID string
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-		pe := &problemError{status: res.StatusCode, body: string(body)}
-		var prob models.Problem
-		if json.Unmarshal(body, &prob) == nil && prob.Title != "" {
-			pe.problem = &prob
-		}
-		return lastID, pe
+		// A refusal is a problem like any other command's.
+		return lastID, check(client.ParseWatchChangesResponse(res))
+	}
+	if !a.json && !c.headed {
+		fmt.Fprintln(a.stdout, "AT                        KIND       STATE      ATTEMPT  JOB                                   EXECUTION")
+		c.headed = true
 	}
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -41,7 +41,7 @@ func (l *lockedBuffer) String() string {
 
 // TestExecutionsWatch: tockctl executions watch prints the changes of its
 // namespace as they happen, one line each, and ends cleanly when
-// interrupted; a watch of a namespace it may not read fails at once.
+// interrupted; a watch the server refuses fails at once.
 func TestExecutionsWatch(t *testing.T) {
 	t.Parallel()
 	js := testenv.JetStream(t)
@@ -104,5 +104,23 @@ func TestExecutionsWatch(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watch did not end when interrupted")
+	}
+
+	// A server that refuses the watch (no key) ends it at once, exit 1,
+	// with the problem's detail, rather than reconnecting for ever.
+	closed, err := api.New(api.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: prometheus.NewRegistry(),
+		Changes: changes.NewFeed(js, slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := httptest.NewServer(closed.Handler())
+	t.Cleanup(hc.Close)
+	refused := make(chan result, 1)
+	go func() { refused <- tockctl(t, hc.URL, "executions", "watch") }()
+	select {
+	case r := <-refused:
+		r.failed(t, 1, "This operation needs an API key")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a refused watch did not end")
 	}
 }
