@@ -118,6 +118,9 @@ type Config struct {
 	// NoChangeFeed turns the change feed off: nothing is published to it
 	// and GET /v1/changes answers 503 (package changes).
 	NoChangeFeed bool
+	// NoUI turns the web dashboard off: an api node then answers /ui/
+	// with 404 (package ui).
+	NoUI bool
 	// Cluster names the cluster: etcd keys live under /tock/<Cluster>/
 	// (default "default").
 	Cluster string

@@ -93,6 +93,9 @@ func RunDev(ctx context.Context, d Dev) error {
 	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
 		return err
 	}
+	if !d.Node.NoUI {
+		fmt.Fprintf(out, "tock dev: dashboard %s://%s/ui/\n", scheme, d.Node.HTTPAddr)
+	}
 	fmt.Fprintf(out, "tock dev: API %s://%s  etcd %s  NATS %s\n  (source %s to point tockctl, etcdctl and executors at them)\n  secret keys: %s\n"+
 		"  The API is open (no API keys) and listens on loopback only; tockd serve requires keys.\n",
 		scheme, d.Node.HTTPAddr, etcd.Endpoint(), ns.URL(), envFile, keyFile)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/partition"
+	"github.com/tock-sched/tock/ui"
 )
 
 // Timeouts of the HTTP server, so that slow or idle clients do not hold
@@ -41,6 +42,9 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 			return nil, err
 		}
 		handler = srv.Handler()
+		if !cfg.NoUI {
+			handler = withUI(handler)
+		}
 	} else {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.Handler())
@@ -57,6 +61,16 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 		handler = mux
 	}
 	return handler, nil
+}
+
+// withUI serves the web dashboard at /ui/ beside the API, and sends a
+// browser that asks for / to it.
+func withUI(apiHandler http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(ui.Path, ui.Handler())
+	mux.Handle("GET /{$}", http.RedirectHandler(ui.Path, http.StatusFound))
+	mux.Handle("/", apiHandler)
+	return mux
 }
 
 // metricsServer serves /metrics, and the profiler when cfg asks for it,

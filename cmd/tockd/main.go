@@ -45,6 +45,7 @@ type ServeCmd struct {
 	NATSURL        string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS server URL (JetStream enabled), or the URLs of a cluster's servers, comma separated."`
 	StreamReplicas int           `name:"stream-replicas" env:"TOCK_STREAM_REPLICAS" default:"1" help:"Copies JetStream keeps of tock's streams, consumers and key-value buckets, 1 to 5; 3 on a NATS cluster. A change updates the existing streams in place."`
 	NoChangeFeed   bool          `name:"no-change-feed" env:"TOCK_NO_CHANGE_FEED" help:"Publish no change feed (GET /v1/changes then answers 503): saves a few microseconds of CPU per execution (docs/bench.md) and the stream about 250 bytes per change."`
+	NoUI           bool          `name:"no-ui" env:"TOCK_NO_UI" help:"Serve no web dashboard at /ui/ (api role); the API stays."`
 	Cluster        string        `name:"cluster" env:"TOCK_CLUSTER" default:"default" help:"Cluster name: etcd keys live under /tock/<cluster>/."`
 	Roles          []string      `name:"roles" env:"TOCK_ROLES" default:"api,scheduler,executor,recorder" sep:"," help:"Roles to run: api, scheduler, executor, recorder."`
 	Buckets        int           `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets, used only when the cluster is created (then stored)."`
@@ -81,6 +82,7 @@ func (c *ServeCmd) config() (node.Config, error) {
 		NATSURL:        c.NATSURL,
 		StreamReplicas: c.StreamReplicas,
 		NoChangeFeed:   c.NoChangeFeed,
+		NoUI:           c.NoUI,
 		Cluster:        c.Cluster,
 		Roles:          roles,
 		Buckets:        c.Buckets,
@@ -203,6 +205,7 @@ type DevCmd struct {
 	Buckets      int    `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets of a new cluster."`
 	Pprof        bool   `name:"pprof" env:"TOCK_PPROF" help:"Serve Go's profiler under /debug/pprof/ on the HTTP address."`
 	NoChangeFeed bool   `name:"no-change-feed" env:"TOCK_NO_CHANGE_FEED" help:"Publish no change feed (GET /v1/changes then answers 503)."`
+	NoUI         bool   `name:"no-ui" env:"TOCK_NO_UI" help:"Serve no web dashboard at /ui/."`
 }
 
 // Run starts embedded etcd and NATS, makes sure the database exists, and
@@ -216,6 +219,7 @@ func (c *DevCmd) Run() error {
 		Buckets:      c.Buckets,
 		Pprof:        c.Pprof,
 		NoChangeFeed: c.NoChangeFeed,
+		NoUI:         c.NoUI,
 		Logger:       newLogger(c.LogLevel),
 	}
 	c.ExecutionFlags.apply(&cfg)

@@ -1,0 +1,190 @@
+// Pieces every page uses: the frame, states, times, errors, paging.
+import type { ComponentChildren } from "preact";
+import { useCallback, useEffect, useState } from "preact/hooks";
+import { api, ApiError, can, me, must, myNamespaces, setKey, signInNeeded } from "./api";
+import { connected, paused } from "./live";
+import { href, route } from "./router";
+
+export function Frame({ children }: { children: ComponentChildren }) {
+  const w = me.value;
+  const path = route.value.path;
+  const link = (to: string, label: string) => (
+    <li>
+      <a href={href(to)} aria-current={path === to || (to !== "/" && path.startsWith(to)) ? "page" : undefined}>
+        {label}
+      </a>
+    </li>
+  );
+  return (
+    <>
+      <header class="top">
+        <a class="brand" href={href("/")}>tock</a>
+        <nav aria-label="Pages">
+          <ul>
+            {link("/", "Overview")}
+            {link("/jobs", "Jobs")}
+            {link("/executions", "Executions")}
+            {can("nodes.list") && link("/cluster", "Cluster")}
+            {can("keys.list") && link("/keys", "Keys")}
+            {can("audit.list") && link("/audit", "Audit")}
+          </ul>
+        </nav>
+        <div class="who">
+          <label class="switch">
+            <input type="checkbox" checked={!paused.value} onChange={(e) => (paused.value = !e.currentTarget.checked)} />
+            Live
+            <span class={"dot " + (paused.value ? "off" : connected.value ? "on" : "wait")} aria-hidden="true" />
+          </label>
+          <span title={w?.key_id ? "key " + w.key_id : ""}>{w?.open ? "open (no keys)" : w?.subject}</span>
+          {!w?.open && (
+            <button class="link" onClick={() => { setKey(""); me.value = null; signInNeeded.value = true; }}>
+              Sign out
+            </button>
+          )}
+        </div>
+      </header>
+      <main id="main">{children}</main>
+    </>
+  );
+}
+
+export function StateBadge({ state }: { state: string }) {
+  return <span class={"state s-" + state}>{state}</span>;
+}
+
+const rtf = new Intl.RelativeTimeFormat("en", { numeric: "auto" });
+
+/** ago says how long before (or after) now t is, in words. */
+export function ago(t: string | number | Date): string {
+  const s = (new Date(t).getTime() - Date.now()) / 1000;
+  const a = Math.abs(s);
+  if (a < 60) return rtf.format(Math.round(s), "second");
+  if (a < 3600) return rtf.format(Math.round(s / 60), "minute");
+  if (a < 86400) return rtf.format(Math.round(s / 3600), "hour");
+  return rtf.format(Math.round(s / 86400), "day");
+}
+
+export function Time({ t }: { t?: string | null }) {
+  if (!t) return <span class="muted">—</span>;
+  return <time dateTime={t} title={new Date(t).toISOString()}>{ago(t)}</time>;
+}
+
+/** ErrorBox shows a failed call: a 403 says what the role lacks. */
+export function ErrorBox({ error }: { error: unknown }) {
+  if (!error) return null;
+  if (error instanceof ApiError) {
+    const p = error.problem;
+    return (
+      <div class={"error" + (error.status === 403 ? " forbidden" : "")} role="alert">
+        <strong>{error.status === 403 ? "Not allowed" : p.title}</strong>
+        {p.detail && <span> — {p.detail}</span>}
+        {p.errors && p.errors.length > 0 && (
+          <ul>
+            {p.errors.map((e) => (
+              <li key={e.field}>
+                <code>{e.field}</code>: {e.message}
+              </li>
+            ))}
+          </ul>
+        )}
+      </div>
+    );
+  }
+  return <div class="error" role="alert">{String(error)}</div>;
+}
+
+/**
+ * useLoad runs load on mount and whenever deps change, keeping its result,
+ * error and a reload function; a later load wins over an earlier one.
+ */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
+  const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    let live = true;
+    setState((s) => ({ ...s, loading: true }));
+    load().then(
+      (data) => live && setState({ data, loading: false }),
+      (error) => live && setState({ error, loading: false }),
+    );
+    return () => { live = false; };
+  }, [...deps, tick]);
+  const reload = useCallback(() => setTick((t) => t + 1), []);
+  return { ...state, reload, set: (data: T) => setState({ data, loading: false }) };
+}
+
+/** Pager moves through a cursor-paged list: the first page, or the next. */
+export function Pager({ next, cursor, onCursor }: { next?: string; cursor?: string; onCursor: (c?: string) => void }) {
+  if (!next && !cursor) return null;
+  return (
+    <nav class="pager" aria-label="Pages of results">
+      {cursor && <button onClick={() => onCursor(undefined)}>First page</button>}
+      {next && <button onClick={() => onCursor(next)}>Next page</button>}
+    </nav>
+  );
+}
+
+/** Field is a labelled form control with the server's error for it. */
+export function Field({ label, name, error, hint, children }: {
+  label: string; name: string; error?: string; hint?: ComponentChildren; children: ComponentChildren;
+}) {
+  return (
+    <div class={"field" + (error ? " invalid" : "")} data-field={name}>
+      <label for={"f-" + name}>{label}</label>
+      {children}
+      {hint && <div class="hint" id={"h-" + name}>{hint}</div>}
+      {error && <div class="field-error" id={"e-" + name} role="alert">{error}</div>}
+    </div>
+  );
+}
+
+/** Confirm asks before a destructive action (a native dialog keeps focus right). */
+export const confirmed = (what: string) => window.confirm(what);
+
+/** busy wraps an action: errors land in setError, and the button disables meanwhile. */
+export function useAction() {
+  const [error, setError] = useState<unknown>(null);
+  const [running, setRunning] = useState(false);
+  const run = async (f: () => Promise<unknown>) => {
+    setRunning(true);
+    setError(null);
+    try {
+      await f();
+    } catch (e) {
+      setError(e);
+    } finally {
+      setRunning(false);
+    }
+  };
+  return { error, running, run, setError };
+}
+
+let namespaceCache: Promise<string[]> | null = null;
+
+/** namespaces are the ones the caller may pick: its grants', or every one. */
+export function useNamespaces(): string[] {
+  const mine = myNamespaces();
+  const [all, setAll] = useState<string[]>([]);
+  useEffect(() => {
+    if (!mine.includes("*")) return;
+    namespaceCache ??= must(api.GET("/v1/namespaces")).then((l) => l.items.map((n) => n.name)).catch(() => []);
+    namespaceCache.then(setAll);
+  }, []);
+  return mine.includes("*") ? all : mine;
+}
+
+/** NamespaceSelect picks one namespace, or every one the caller may see. */
+export function NamespaceSelect({ value, onChange, id = "f-namespace", any = true }: {
+  value: string; onChange: (ns: string) => void; id?: string; any?: boolean;
+}) {
+  const names = useNamespaces();
+  const all = myNamespaces().includes("*") || names.length === 1;
+  return (
+    <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+      {any && all && <option value="">every namespace</option>}
+      {!all && !value && <option value="">choose…</option>}
+      {names.map((n) => <option key={n} value={n}>{n}</option>)}
+      {value && !names.includes(value) && <option value={value}>{value}</option>}
+    </select>
+  );
+}

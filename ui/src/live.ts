@@ -1,0 +1,120 @@
+// The change feed (GET /v1/changes) read with fetch, not EventSource:
+// EventSource cannot send the Authorization header. A watch reconnects
+// after a dropped stream with Last-Event-ID, so nothing between is lost;
+// told to resync (it fell too far behind, or the feed no longer holds its
+// position), it reloads and watches again from now.
+import { signal } from "@preact/signals";
+import { useEffect, useRef } from "preact/hooks";
+import { authHeaders } from "./api";
+
+export type Change = {
+  kind: "execution" | "job";
+  namespace: string;
+  job_id?: string;
+  execution_id?: string;
+  state?: string;
+  attempt?: number;
+  at: string;
+};
+
+/** paused stops applying live changes everywhere (the header's switch). */
+export const paused = signal(false);
+/** connected says whether the change stream is open. */
+export const connected = signal(false);
+
+export type WatchFilter = { namespace?: string; job_id?: string; kind?: string };
+
+/**
+ * watch streams changes matching f to onChange (a batch at a time) until
+ * the returned function is called; onResync is called when changes were
+ * missed and lists must be reloaded.
+ */
+export function watch(f: WatchFilter, onChange: (cs: Change[]) => void, onResync: () => void): () => void {
+  const stop = new AbortController();
+  let last = "";
+  const run = async () => {
+    let delay = 500;
+    while (!stop.signal.aborted) {
+      try {
+        const q = new URLSearchParams();
+        for (const [k, v] of Object.entries(f)) if (v) q.set(k, v);
+        const headers: Record<string, string> = { ...authHeaders(), Accept: "text/event-stream" };
+        if (last) headers["Last-Event-ID"] = last;
+        const resp = await fetch("/v1/changes?" + q.toString(), { headers, signal: stop.signal });
+        if (resp.status === 401 || resp.status === 403) return; // the lists show the refusal
+        if (!resp.ok || !resp.body) throw new Error("change feed: " + resp.status);
+        connected.value = true;
+        delay = 500;
+        await read(resp.body, (ev, data, id) => {
+          if (id) last = id;
+          if (ev === "resync") {
+            last = "";
+            onResync();
+          } else if (ev === "execution" || ev === "job") {
+            onChange([JSON.parse(data) as Change]);
+          }
+        });
+      } catch (e) {
+        if (stop.signal.aborted) return;
+      } finally {
+        connected.value = false;
+      }
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 10_000);
+    }
+  };
+  void run();
+  return () => stop.abort();
+}
+
+/** read parses a server-sent event stream (text/event-stream) into events. */
+async function read(body: ReadableStream<Uint8Array>, emit: (event: string, data: string, id: string) => void) {
+  const reader = body.getReader();
+  const text = new TextDecoder();
+  let buf = "";
+  let event = "message", data = "", id = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += text.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).replace(/\r$/, "");
+      buf = buf.slice(nl + 1);
+      if (line === "") {
+        if (data !== "" || event === "resync") emit(event, data, id);
+        event = "message"; data = ""; id = "";
+      } else if (line.startsWith(":")) {
+        // a keepalive comment
+      } else {
+        const c = line.indexOf(":");
+        const field = c < 0 ? line : line.slice(0, c);
+        const val = c < 0 ? "" : line.slice(c + 1).replace(/^ /, "");
+        if (field === "event") event = val;
+        else if (field === "data") data = data ? data + "\n" + val : val;
+        else if (field === "id") id = val;
+      }
+    }
+  }
+}
+
+/**
+ * useLive calls onChange for live changes matching f while the page is
+ * mounted and live updates are not paused; changes that arrive while
+ * paused are dropped, and resuming reloads (onResync).
+ */
+export function useLive(f: WatchFilter, onChange: (cs: Change[]) => void, onResync: () => void) {
+  const cb = useRef({ onChange, onResync });
+  cb.current = { onChange, onResync };
+  const isPaused = paused.value;
+  const wasPaused = useRef(false);
+  useEffect(() => {
+    if (isPaused) {
+      wasPaused.current = true;
+      return;
+    }
+    if (wasPaused.current) cb.current.onResync();
+    wasPaused.current = false;
+    return watch(f, (cs) => cb.current.onChange(cs), () => cb.current.onResync());
+  }, [f.namespace, f.job_id, f.kind, isPaused]);
+}
