@@ -170,7 +170,8 @@ export function useNamespaces(): string[] {
     namespaceCache ??= must(api.GET("/v1/namespaces")).then((l) => l.items.map((n) => n.name)).catch(() => []);
     namespaceCache.then(setAll);
   }, []);
-  return mine.includes("*") ? all : mine;
+  if (!mine.includes("*")) return mine;
+  return all.includes("default") ? all : ["default", ...all];
 }
 
 /** NamespaceSelect picks one namespace, or every one the caller may see. */

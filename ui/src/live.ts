@@ -5,7 +5,7 @@
 // position), it reloads and watches again from now.
 import { signal } from "@preact/signals";
 import { useEffect, useRef } from "preact/hooks";
-import { authHeaders } from "./api";
+import { authHeaders, myNamespaces } from "./api";
 
 export type Change = {
   kind: "execution" | "job";
@@ -98,6 +98,56 @@ async function read(body: ReadableStream<Uint8Array>, emit: (event: string, data
   }
 }
 
+// One stream per tab, shared by every page that shows live changes, each
+// filtering for itself: a browser keeps at most six HTTP/1.1 connections
+// to a server, and a stream per list would take them all.
+type Sub = { f: WatchFilter; onChange: (cs: Change[]) => void; onResync: () => void };
+const subs = new Set<Sub>();
+let stream: { ns: string; stop: () => void } | null = null;
+
+/** streamNamespace is the namespace the shared stream must be filtered by: none for a caller who may see every one. */
+function streamNamespace(f: WatchFilter): string {
+  return myNamespaces().includes("*") ? "" : f.namespace ?? "";
+}
+
+function matches(f: WatchFilter, c: Change): boolean {
+  return (!f.namespace || c.namespace === f.namespace) &&
+    (!f.job_id || !c.job_id || c.job_id === f.job_id) &&
+    (!f.kind || c.kind === f.kind);
+}
+
+// A page that is left closes its stream at once: a stream left to the
+// browser may hold one of its six connections to the server after the
+// page is gone.
+addEventListener("pagehide", () => {
+  stream?.stop();
+  stream = null;
+});
+
+function subscribe(sub: Sub): () => void {
+  subs.add(sub);
+  const ns = streamNamespace(sub.f);
+  if (!stream || stream.ns !== ns) {
+    stream?.stop();
+    stream = {
+      ns,
+      stop: watch({ namespace: ns }, (cs) => {
+        for (const s of subs) {
+          const mine = cs.filter((c) => matches(s.f, c));
+          if (mine.length) s.onChange(mine);
+        }
+      }, () => { for (const s of subs) s.onResync(); }),
+    };
+  }
+  return () => {
+    subs.delete(sub);
+    if (subs.size === 0) {
+      stream?.stop();
+      stream = null;
+    }
+  };
+}
+
 /**
  * useLive calls onChange for live changes matching f while the page is
  * mounted and live updates are not paused; changes that arrive while
@@ -115,6 +165,6 @@ export function useLive(f: WatchFilter, onChange: (cs: Change[]) => void, onResy
     }
     if (wasPaused.current) cb.current.onResync();
     wasPaused.current = false;
-    return watch(f, (cs) => cb.current.onChange(cs), () => cb.current.onResync());
+    return subscribe({ f, onChange: (cs) => cb.current.onChange(cs), onResync: () => cb.current.onResync() });
   }, [f.namespace, f.job_id, f.kind, isPaused]);
 }

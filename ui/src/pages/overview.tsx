@@ -10,6 +10,12 @@ import { href } from "../router";
 const outcomes = ["succeeded", "failed", "dead", "cancelled", "running", "queued"] as const;
 const window5m = 300;
 
+/** perSecond is n executions over the 5-minute window as a rate, to two significant digits. */
+function perSecond(n: number): string {
+  const r = n / window5m;
+  return r === 0 ? "0" : r >= 10 ? r.toFixed(0) : r.toPrecision(2);
+}
+
 /** silentAfter: an alerting job that has not succeeded for this long needs attention. */
 const silentAfterMs = 25 * 3600 * 1000;
 
@@ -47,13 +53,13 @@ export function Overview() {
     <>
       <h1>Overview</h1>
       <section aria-labelledby="rates">
-        <h2 id="rates">Executions per second, last 5 minutes</h2>
+        <h2 id="rates">Executions per second over the last 5 minutes (and their count)</h2>
         <ErrorBox error={stats.error} />
         <dl class="tiles">
           {outcomes.map((o) => (
             <div class={"tile s-" + o} key={o}>
               <dt>{o}</dt>
-              <dd>{stats.data ? ((totals[o] ?? 0) / window5m).toFixed(1) : "…"}</dd>
+              <dd>{stats.data ? perSecond(totals[o] ?? 0) : "…"}<span class="muted small"> {stats.data ? `(${totals[o] ?? 0})` : ""}</span></dd>
             </div>
           ))}
           <div class="tile">

@@ -1,0 +1,384 @@
+package ui_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/auth"
+	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/node"
+	"github.com/tock-sched/tock/node/nodetest"
+	"github.com/tock-sched/tock/store/model"
+	"github.com/tock-sched/tock/ui"
+)
+
+// site is a tockd that requires keys, with an admin's and a reader's.
+type site struct {
+	env           *nodetest.Env
+	node          *nodetest.Node
+	admin, reader string
+}
+
+func startSite(t *testing.T) *site {
+	t.Helper()
+	env := nodetest.New(t)
+	st := nodetest.OpenStore(t, env.PG)
+	s := &site{env: env, admin: makeKey(t, st, "admin"), reader: makeKey(t, st, "reader")}
+	s.node = env.StartWith(t, "ui", func(c *node.Config) { c.AuthNone, c.Pprof = false, false })
+	return s
+}
+
+// makeKey stores a new API key with role in every namespace, as tockd keys
+// create does, and returns it.
+func makeKey(t *testing.T, st interface {
+	CreateAPIKey(context.Context, model.APIKey) (*model.APIKey, error)
+}, role string) string {
+	t.Helper()
+	k, err := auth.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateAPIKey(context.Background(), model.APIKey{ID: k.ID, SecretHash: k.Hash(), Namespace: "*",
+		Role: role, Name: role + " of the browser tests", CreatedBy: "test", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	return k.String()
+}
+
+// call sends a JSON request with key to the site's API, decodes a 2xx
+// answer into out, and returns the status.
+func (s *site) call(t *testing.T, key, method, path string, body, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.node.URL+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Logf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	} else if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (s *site) createJob(t *testing.T, body map[string]any) models.Job {
+	t.Helper()
+	var j models.Job
+	if code := s.call(t, s.admin, "POST", "/v1/jobs", body, &j); code != http.StatusCreated {
+		t.Fatalf("create job: %d", code)
+	}
+	return j
+}
+
+func (s *site) job(t *testing.T, id string) models.Job {
+	t.Helper()
+	var j models.Job
+	if code := s.call(t, s.admin, "GET", "/v1/jobs/"+id, nil, &j); code != http.StatusOK {
+		t.Fatalf("get job %s: %d", id, code)
+	}
+	return j
+}
+
+func (s *site) execution(t *testing.T, id string) models.Execution {
+	t.Helper()
+	var x models.Execution
+	if code := s.call(t, s.admin, "GET", "/v1/executions/"+id, nil, &x); code != http.StatusOK {
+		t.Fatalf("get execution %s: %d", id, code)
+	}
+	return x
+}
+
+// signIn signs the tab in with key from the sign-in page.
+func (b *browser) signIn(key string) {
+	b.t.Helper()
+	b.open("/")
+	b.waitText("main h1", "Sign in")
+	b.fill("key", key)
+	b.click("Sign in")
+}
+
+// TestDashboard drives the dashboard in Chromium as its users would: a
+// stranger is asked to sign in, an admin creates a job through the form
+// (and sees the field error first), watches its executions arrive live,
+// re-drives a dead execution and pauses jobs by a label selector; a reader
+// sees no write action and is told when the API refuses; every page passes
+// an accessibility check.
+func TestDashboard(t *testing.T) {
+	s := startSite(t)
+	b := newBrowser(t, s.node.URL)
+	var jobID string
+	var runs atomic.Int64
+	s.env.Serve(t, "ui-live", func(ctx context.Context, x *executor.Execution) (string, error) {
+		runs.Add(1)
+		return "ok", nil
+	})
+	s.env.Serve(t, "ui-fail", func(ctx context.Context, x *executor.Execution) (string, error) {
+		return "", errors.New("payments-api refused the connection")
+	})
+	// The steps build on each other: the first to fail ends the test,
+	// with a screenshot of its page.
+	step := func(name string, f func(t *testing.T)) {
+		if !t.Run(name, f) {
+			b.t = t
+			b.screenshot(filepath.Join("testdata", "failures", safeName(t.Name()+"/"+name)+".png"))
+			t.FailNow()
+		}
+	}
+
+	step("an unknown key is asked to sign in", func(t *testing.T) {
+		b.t = t
+		b.open("/jobs")
+		b.waitText("main h1", "Sign in")
+		b.fill("key", "tock_AAAAAAAAAAAA_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB")
+		b.click("Sign in")
+		b.waitText(".error", "Unauthorized")
+		if got := b.text("main h1"); got != "Sign in to tock" {
+			t.Fatalf("an unknown key got past the sign-in page to %q", got)
+		}
+		b.fill("key", s.admin)
+		b.click("Sign in")
+		b.waitText("main h1", "Jobs")
+		b.waitText("header .who", "Sign out")
+		b.checkClean()
+	})
+
+	step("create a job through the form", func(t *testing.T) {
+		b.t = t
+		b.open("/jobs")
+		b.click("New job")
+		b.waitText("main h1", "New job")
+		b.fill("f-name", "every-second")
+		b.fill("f-schedule.cron", "0 0 25 * * *") // there is no hour 25
+		b.choose("f-handler.type", "custom")
+		b.fill("f-handler.name", "ui-live")
+		b.click("Create job")
+		b.waitText(`[data-field="schedule.cron"] .field-error`, "25")
+		if b.text("main h1") != "New job" {
+			t.Fatal("an invalid job left the form")
+		}
+		b.fill("f-schedule.cron", "* * * * * *")
+		b.waitText(".preview .words", "Every second")
+		b.click("Create job")
+		b.waitText("main h1", "default/every-second")
+		if err := b.eval(`location.pathname.split("/").pop()`, &jobID); err != nil {
+			t.Fatal(err)
+		}
+		j := s.job(t, jobID)
+		if nodetest.Str(j.Schedule.Cron) != "* * * * * *" || j.Handler.Type != "custom" {
+			t.Fatalf("the job stored is %+v", j)
+		}
+		b.checkClean()
+	})
+
+	step("executions appear live", func(t *testing.T) {
+		b.t = t
+		b.open("/jobs/" + jobID)
+		b.waitText("main h1", "every-second")
+		// A mark on the page's window: a reload would lose it.
+		_ = b.eval(`window.__noReload = 1`, nil)
+		var first string
+		b.waitFor("an execution listed", `document.querySelector("tr[data-execution]")`, 15*time.Second)
+		_ = b.eval(`document.querySelector("tr[data-execution]").dataset.execution`, &first)
+		b.waitFor("newer executions on top", fmt.Sprintf(`document.querySelector("tr[data-execution]").dataset.execution !== %q`, first), 15*time.Second)
+		b.waitFor("executions that succeeded", `document.querySelectorAll('tr[data-state="succeeded"]').length >= 2`, 15*time.Second)
+		if runs.Load() == 0 {
+			t.Fatal("the page shows executions that the executor never ran")
+		}
+		var mark int
+		if err := b.eval(`window.__noReload`, &mark); err != nil || mark != 1 {
+			t.Fatalf("the page was reloaded (mark %d, %v)", mark, err)
+		}
+		if s.call(t, s.admin, "POST", "/v1/jobs/"+jobID+"/pause", nil, nil) != http.StatusOK {
+			t.Fatal("pause")
+		}
+		b.waitText("main h1", "paused") // the job's change arrives live too
+		b.checkClean()
+	})
+
+	step("re-drive a dead execution", func(t *testing.T) {
+		b.t = t
+		j := s.createJob(t, map[string]any{"name": "always-fails", "schedule": map[string]any{},
+			"handler": map[string]any{"type": "custom", "name": "ui-fail"}, "retry": map[string]any{"max_attempts": 1}})
+		var dead models.Execution
+		nodetest.WaitFor(t, 20*time.Second, "a dead execution", func() bool {
+			var l models.ExecutionList
+			s.call(t, s.admin, "GET", "/v1/executions?state=dead&job_id="+j.Id.String(), nil, &l)
+			if len(l.Items) > 0 {
+				dead = l.Items[0]
+			}
+			return len(l.Items) > 0
+		})
+		b.open("/executions?state=dead")
+		b.waitFor("the dead execution listed", fmt.Sprintf(`document.querySelector('tr[data-execution=%q] input[type=checkbox]')`, dead.Id.String()), 15*time.Second)
+		if err := b.eval(fmt.Sprintf(`document.querySelector('tr[data-execution=%q] input[type=checkbox]').click()`, dead.Id.String()), nil); err != nil {
+			t.Fatal(err)
+		}
+		b.click("Re-drive 1 selected")
+		b.waitText(`[role="status"]`, "Re-drove 1 execution")
+		nodetest.WaitFor(t, 20*time.Second, "a second attempt", func() bool { return s.execution(t, dead.Id.String()).Attempts >= 2 })
+		b.checkClean()
+	})
+
+	step("bulk pause by a label selector", func(t *testing.T) {
+		b.t = t
+		var ids []string
+		for i, team := range []string{"checkout", "checkout", "checkout", "search"} {
+			j := s.createJob(t, map[string]any{"name": fmt.Sprintf("nightly-%d", i), "namespace": "shop",
+				"schedule": map[string]any{"cron": "0 0 3 * * *"}, "labels": map[string]string{"team": team},
+				"handler": map[string]any{"type": "custom", "name": "ui-live"}})
+			ids = append(ids, j.Id.String())
+		}
+		b.open("/jobs?namespace=shop&selector=team%3Dcheckout")
+		b.waitFor("three jobs listed", `document.querySelectorAll("tbody tr").length === 3 && document.body.innerText.includes("nightly-2")`, 15*time.Second)
+		b.click("Pause matching")
+		b.waitText(`[role="status"]`, "Paused 3 of 3 matching jobs")
+		for i, id := range ids {
+			want := models.JobStatePaused
+			if i == 3 {
+				want = models.JobStateActive
+			}
+			if got := s.job(t, id).State; got != want {
+				t.Errorf("job nightly-%d is %s, want %s", i, got, want)
+			}
+		}
+		b.waitFor("the list shows them paused", `[...document.querySelectorAll("tbody .state")].every(e => e.innerText === "paused")`, 15*time.Second)
+		b.checkClean()
+	})
+
+	step("every page passes the accessibility check", func(t *testing.T) {
+		b.t = t
+		var l models.ExecutionList
+		s.call(t, s.admin, "GET", "/v1/executions?limit=1", nil, &l)
+		if len(l.Items) == 0 || jobID == "" {
+			t.Fatal("no execution to show")
+		}
+		pages := map[string]string{
+			"overview": "/", "jobs": "/jobs", "new job": "/jobs/new", "job": "/jobs/" + jobID,
+			"executions": "/executions", "execution": "/executions/" + l.Items[0].Id.String(),
+			"cluster": "/cluster", "keys": "/keys", "audit": "/audit",
+		}
+		shots := os.Getenv("TOCK_UI_SCREENSHOTS")
+		for name, path := range pages {
+			b.open(path)
+			b.waitFor(name+" loaded", `document.querySelector("main h1") && !document.querySelector('[aria-busy="true"]')`, 15*time.Second)
+			b.axe(name)
+			if shots != "" {
+				b.screenshot(filepath.Join(shots, strings.ReplaceAll(name, " ", "-")+".png"))
+			}
+		}
+		b.checkClean()
+	})
+
+	step("a reader sees no write action", func(t *testing.T) {
+		b.t = t
+		b.open("/")
+		b.click("Sign out")
+		b.waitText("main h1", "Sign in")
+		b.axe("sign-in")
+		b.fill("key", s.reader)
+		b.click("Sign in")
+		b.waitText("main h1", "Overview")
+		for _, link := range []string{"Keys", "Cluster", "Audit"} {
+			if strings.Contains(b.text("header nav"), link) {
+				t.Errorf("a reader's navigation offers %s", link)
+			}
+		}
+		b.open("/jobs?namespace=shop")
+		b.waitText("tbody", "nightly-0")
+		for _, action := range []string{"New job", "Pause matching", "Resume matching"} {
+			if b.offers(action) {
+				t.Errorf("a reader is offered %q on the jobs page", action)
+			}
+		}
+		b.open("/jobs/" + jobID)
+		b.waitText("main h1", "every-second")
+		for _, action := range []string{"Run now", "Pause", "Resume", "Edit", "Delete", "Start backfill"} {
+			if b.offers(action) {
+				t.Errorf("a reader is offered %q on the job page", action)
+			}
+		}
+		b.open("/executions?state=dead")
+		b.waitFor("the dead executions listed", `document.querySelector("tr[data-execution]")`, 15*time.Second)
+		if b.has(`tr[data-execution] input[type=checkbox]`) || strings.Contains(b.text("main"), "Re-drive") {
+			t.Error("a reader is offered re-drive")
+		}
+		// A page the role may not see: the API's 403, shown as such.
+		b.open("/keys")
+		b.waitText(".error.forbidden", "Not allowed")
+		b.checkClean()
+	})
+}
+
+// TestDashboardOpen: with the API open (tockd dev), the dashboard needs no
+// key; tockd sends a browser from / to it, serves it with its security
+// headers, and not at all with --no-ui.
+func TestDashboardOpen(t *testing.T) {
+	env := nodetest.New(t)
+	n := env.Start(t, "open")
+	noClient := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noClient.Get(n.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/ui/" {
+		t.Errorf("GET / = %d to %q, want 302 to /ui/", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for _, path := range []string{"/ui/", "/ui/executions?state=dead", "/ui/app.js"} {
+		resp, err := http.Get(n.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Security-Policy") != ui.CSP ||
+			resp.Header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("GET %s = %d, CSP %q, X-Frame-Options %q", path, resp.StatusCode,
+				resp.Header.Get("Content-Security-Policy"), resp.Header.Get("X-Frame-Options"))
+		}
+	}
+	if resp, err := http.Get(n.URL + "/ui/missing.js"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /ui/missing.js: %v %v, want 404", resp.StatusCode, err)
+	}
+
+	b := newBrowser(t, n.URL)
+	b.open("/")
+	b.waitText("main h1", "Overview")
+	b.waitText("header .who", "open (no keys)")
+	b.checkClean()
+
+	off := env.StartWith(t, "no-ui", func(c *node.Config) { c.NoUI = true })
+	resp, err = http.Get(off.URL + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("with --no-ui, GET /ui/ = %d, want 404", resp.StatusCode)
+	}
+}
