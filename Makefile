@@ -14,8 +14,10 @@ NODES         ?= 3
 dev: postgres build
 	$(BIN)/tockd dev
 
-## test: go vet and the whole test suite with the race detector
+## test: go vet and the whole test suite with the race detector (the dashboard's
+## browser tests install Debian's Chromium and ui/node_modules when missing)
 test: postgres
+	./scripts/ensure-ui.sh --browser
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 
@@ -67,13 +69,17 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./examples/...
 	$(GO) build -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
 
-## generate: regenerate committed generated code (API models, OpenAPI server, Go client)
+## generate: regenerate committed generated code (API models, OpenAPI server, Go client,
+## the dashboard's API types) and rebuild the dashboard (ui/dist, embedded in tockd)
 generate:
 	$(GO) generate ./...
+	./scripts/ensure-ui.sh
+	cd ui && npm run --silent generate && npm run --silent check && npm run --silent build
 
 ## lint: gofmt, import grouping (gci), go vet, staticcheck (both fetched through the Go
-## module proxy) and the OpenAPI document's lint (Spectral, pinned in tools/spectral,
-## rules in api/.spectral.yaml)
+## module proxy), the OpenAPI document's lint (Spectral, pinned in tools/spectral,
+## rules in api/.spectral.yaml), and the dashboard: TypeScript checks, and the
+## committed build and API types match their sources (scripts/lint-ui.sh)
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
@@ -84,10 +90,11 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	./scripts/lint-openapi.sh
+	./scripts/lint-ui.sh
 
 ## postgres: make sure PostgreSQL runs on 127.0.0.1:5432 (installs it if missing)
 postgres:
 	@./scripts/ensure-postgres.sh
 
 clean:
-	rm -rf $(BIN) .dev
+	rm -rf $(BIN) .dev ui/node_modules

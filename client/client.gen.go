@@ -153,8 +153,10 @@ type ClientInterface interface {
 	//
 	// A `text/event-stream` of the changes committed from now on (or,
 	// with `Last-Event-ID`, from after that event): an `execution` event
-	// when an execution is created by a manual run, starts, finishes,
-	// fails and waits to retry, dies, is cancelled or re-driven; a `job`
+	// when an execution is queued for an executor (fired, run by hand,
+	// retried, re-driven), starts, finishes, fails and waits to retry,
+	// dies or is cancelled (one execution's events come from several
+	// processes and may arrive out of order: order them by `at`); a `job`
 	// event when a job is created, changed, paused, resumed or deleted
 	// (a bulk pause or resume is one event without `job_id`: reload the
 	// namespace's jobs). Each event's `data` is a JSON object: `kind`
@@ -855,8 +857,10 @@ func (c *Client) ListBuckets(ctx context.Context, reqEditors ...RequestEditorFn)
 //
 // A `text/event-stream` of the changes committed from now on (or,
 // with `Last-Event-ID`, from after that event): an `execution` event
-// when an execution is created by a manual run, starts, finishes,
-// fails and waits to retry, dies, is cancelled or re-driven; a `job`
+// when an execution is queued for an executor (fired, run by hand,
+// retried, re-driven), starts, finishes, fails and waits to retry,
+// dies or is cancelled (one execution's events come from several
+// processes and may arrive out of order: order them by `at`); a `job`
 // event when a job is created, changed, paused, resumed or deleted
 // (a bulk pause or resume is one event without `job_id`: reload the
 // namespace's jobs). Each event's `data` is a JSON object: `kind`
@@ -4055,8 +4059,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// A `text/event-stream` of the changes committed from now on (or,
 	// with `Last-Event-ID`, from after that event): an `execution` event
-	// when an execution is created by a manual run, starts, finishes,
-	// fails and waits to retry, dies, is cancelled or re-driven; a `job`
+	// when an execution is queued for an executor (fired, run by hand,
+	// retried, re-driven), starts, finishes, fails and waits to retry,
+	// dies or is cancelled (one execution's events come from several
+	// processes and may arrive out of order: order them by `at`); a `job`
 	// event when a job is created, changed, paused, resumed or deleted
 	// (a bulk pause or resume is one event without `job_id`: reload the
 	// namespace's jobs). Each event's `data` is a JSON object: `kind`
@@ -7888,8 +7894,10 @@ func (c *ClientWithResponses) ListBucketsWithResponse(ctx context.Context, reqEd
 //
 // A `text/event-stream` of the changes committed from now on (or,
 // with `Last-Event-ID`, from after that event): an `execution` event
-// when an execution is created by a manual run, starts, finishes,
-// fails and waits to retry, dies, is cancelled or re-driven; a `job`
+// when an execution is queued for an executor (fired, run by hand,
+// retried, re-driven), starts, finishes, fails and waits to retry,
+// dies or is cancelled (one execution's events come from several
+// processes and may arrive out of order: order them by `at`); a `job`
 // event when a job is created, changed, paused, resumed or deleted
 // (a bulk pause or resume is one event without `job_id`: reload the
 // namespace's jobs). Each event's `data` is a JSON object: `kind`
