@@ -26,7 +26,7 @@ import (
 
 // chromium is the browser's path: $TOCK_CHROMIUM, or chromium on $PATH
 // (make test installs Debian's when it is missing).
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("TOCK_CHROMIUM"); p != "" {
 		return p
@@ -42,7 +42,7 @@ func chromium(t *testing.T) string {
 
 // browser is one headless Chromium and its one tab.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	base string
 	mu   sync.Mutex
@@ -52,7 +52,7 @@ type browser struct {
 
 // newBrowser starts Chromium for the test, its pages at base (a tockd's
 // URL). It is closed at cleanup, after a screenshot if the test failed.
-func newBrowser(t *testing.T, base string) *browser {
+func newBrowser(t testing.TB, base string) *browser {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromium(t)),
