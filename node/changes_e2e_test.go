@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/node"
 	"github.com/tock-sched/tock/node/nodetest"
 	"github.com/tock-sched/tock/wire"
@@ -140,4 +142,78 @@ func TestNoChangeFeed(t *testing.T) {
 	if _, err := js.Stream(ctx, wire.ChangeStream); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("the feed's stream with --no-change-feed: %v, want none", err)
 	}
+}
+
+// TestChangesFeedCancelAndRedrive: cancelling an execution and re-driving
+// a dead one reach the feed, as the dashboard's lists need: a cancelled
+// change for the one, a queued change and then its new end for the other.
+func TestChangesFeedCancelAndRedrive(t *testing.T) {
+	t.Parallel()
+	e := nodetest.New(t)
+	n := e.Start(t, "n1")
+	e.Serve(t, "feed-fail", func(ctx context.Context, x *executor.Execution) (string, error) {
+		return "", errors.New("refused")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL+"/v1/changes?namespace=feed&kind=execution", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	// next reads changes until one of execution id is in state.
+	next := func(id, state string) {
+		t.Helper()
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var c struct {
+				State       string
+				ExecutionID string `json:"execution_id"`
+			}
+			if err := json.Unmarshal([]byte(data), &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.ExecutionID == id && c.State == state {
+				return
+			}
+		}
+		t.Fatalf("the stream ended (%v) before execution %s was %s", sc.Err(), id, state)
+	}
+
+	// A run nobody serves waits queued; cancelled, the feed says so.
+	waits := n.CreateJob(t, map[string]any{"namespace": "feed", "name": "nobody-serves",
+		"schedule": map[string]any{"cron": "0 0 0 1 1 *"}, "handler": map[string]any{"type": "custom", "name": "feed-nobody"}})
+	var run models.Execution
+	if code := nodetest.Call(t, "POST", n.URL+"/v1/jobs/"+waits.Id.String()+"/run", nil, &run); code != http.StatusAccepted {
+		t.Fatalf("run: %d", code)
+	}
+	next(run.Id.String(), "queued")
+	if code := nodetest.Call(t, "POST", n.URL+"/v1/executions/"+run.Id.String()+"/cancel", nil, nil); code != http.StatusOK {
+		t.Fatalf("cancel: %d", code)
+	}
+	next(run.Id.String(), "cancelled")
+
+	// One that dies, re-driven: queued again, then dead again.
+	fails := n.CreateJob(t, map[string]any{"namespace": "feed", "name": "fails", "schedule": map[string]any{},
+		"handler": map[string]any{"type": "custom", "name": "feed-fail"}, "retry": map[string]any{"max_attempts": 1}})
+	var dead models.Execution
+	nodetest.WaitFor(t, 30*time.Second, "a dead execution", func() bool {
+		xs := n.Executions(t, fails.Id)
+		if len(xs) == 1 && xs[0].State == "dead" {
+			dead = xs[0]
+			return true
+		}
+		return false
+	})
+	next(dead.Id.String(), "dead")
+	if code := nodetest.Call(t, "POST", n.URL+"/v1/executions/"+dead.Id.String()+"/retry", nil, nil); code != http.StatusAccepted {
+		t.Fatalf("re-drive: %d", code)
+	}
+	next(dead.Id.String(), "queued")
+	next(dead.Id.String(), "dead")
 }
