@@ -50,14 +50,21 @@ type ExecFilter struct {
 	Cursor string
 }
 
-// filtered reports whether f narrows the listing beyond a cursor, in
-// which case it is ordered by (scheduled_for, id) rather than by id alone.
+// filtered reports whether f narrows the listing by a column that an
+// index orders by scheduled time (the job's, the states', the
+// namespace's), in which case the listing is ordered by (scheduled_for,
+// id) to walk that index. Other listings, narrowed or not, are ordered by
+// id alone, which is the same order (an id begins with its scheduled
+// time), and walk the primary key newest first, testing each row: a
+// handler's, a day's or a job name prefix's first page reads about as
+// many rows as it skips, where ordering by time sorted every match (a
+// handler's first page over 30 days of 5.5 million executions took 15 s,
+// a day's 120 ms; by id, 8 ms and 0.5 ms). An error text search reads
+// the executions_error trigram index and sorts its few matches.
 func (f *ExecFilter) filtered() bool {
 	states := f.states()
 	onlySucceeded := len(states) == 1 && states[0] == domain.ExecSucceeded
-	return f.JobID != nil || (len(states) > 0 && !onlySucceeded) || f.Namespace != "" || f.JobPrefix != "" ||
-		f.Handler != "" || f.Since != nil || f.Until != nil || f.StartedBefore != nil || f.Error != "" ||
-		f.Manual != nil || f.Backfill != nil
+	return f.JobID != nil || (len(states) > 0 && !onlySucceeded) || f.Namespace != "" || f.Error != ""
 }
 
 func (f *ExecFilter) states() []domain.ExecState {
@@ -74,9 +81,26 @@ func (f *ExecFilter) states() []domain.ExecState {
 const endedStates = "state IN ('succeeded', 'failed', 'dead', 'cancelled')"
 
 // handlerKey is the handler queue an execution goes to: its handler's
-// type, or a custom handler's name (from the row, or its job spec).
+// type, or a custom handler's name (from the row, or its job spec); per
+// row, for grouping (a filter uses handlerIs).
 const handlerKey = `(SELECT CASE WHEN h->>'type' = 'custom' THEN h->>'name' ELSE h->>'type' END
 	FROM (SELECT COALESCE(executions.handler, (SELECT sp.handler FROM job_specs sp WHERE sp.id = executions.spec_id))) AS x(h))`
+
+// handlerKeyOf is the handler queue of the handler JSON h.
+func handlerKeyOf(h string) string {
+	return "CASE WHEN " + h + "->>'type' = 'custom' THEN " + h + "->>'name' ELSE " + h + "->>'type' END"
+}
+
+// handlerIs is the condition that an execution goes to the handler queue
+// q (a parameter): its handler's type, or a custom handler's name, from
+// the row or else its job spec. The specs of q are found once, as an
+// array (an InitPlan): as a subquery (IN) each day partition's scan built
+// its own hash of them, 60 ms apiece.
+func handlerIs(q string) string {
+	key := handlerKeyOf
+	return "(CASE WHEN executions.handler IS NOT NULL THEN " + key("executions.handler") + " = " + q +
+		" ELSE spec_id = ANY ((SELECT array_agg(sp.id) FROM job_specs sp WHERE " + key("sp.handler") + " = " + q + ")::uuid[]) END)"
+}
 
 // where is f's conditions (the cursor's but for count; the states' but
 // with withoutStates), with their arguments added by arg.
@@ -105,7 +129,7 @@ func (f *ExecFilter) where(arg func(any) string, withCursor, withoutStates bool)
 		add("job_name LIKE " + arg(likePrefix(f.JobPrefix)))
 	}
 	if f.Handler != "" {
-		add(handlerKey + " = " + arg(f.Handler))
+		add(handlerIs(arg(f.Handler)))
 	}
 	if f.Since != nil {
 		add("scheduled_for >= " + arg(f.Since.UTC()))
@@ -117,6 +141,8 @@ func (f *ExecFilter) where(arg func(any) string, withCursor, withoutStates bool)
 		add("started_at < " + arg(f.StartedBefore.UTC()))
 	}
 	if f.Error != "" {
+		// error <> '' is what the partial trigram index holds.
+		add("error <> ''")
 		add("error ILIKE " + arg("%"+strings.TrimSuffix(likePrefix(f.Error), "%")+"%"))
 	}
 	if f.Manual != nil {
@@ -287,13 +313,28 @@ func (s *Store) listExecutions(ctx context.Context, f ExecFilter, limit int) ([]
 func (s *Store) CountExecutions(ctx context.Context, f ExecFilter) (int64, error) {
 	var args sqlArgs
 	arg := args.add
+	handler := f.Handler
+	f.Handler = "" // counted in two parts, below
 	where, err := f.where(arg, false, false)
 	if err != nil {
 		return 0, fmt.Errorf("store: count executions: %w", err)
 	}
-	sql := "SELECT count(*) FROM executions"
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
+	count := func(more ...string) string {
+		sql := "SELECT count(*) FROM executions"
+		if w := append(slices.Clone(where), more...); len(w) > 0 {
+			sql += " WHERE " + strings.Join(w, " AND ")
+		}
+		return sql
+	}
+	sql := count()
+	if handler != "" {
+		// The executions that name their handler, plus those of the specs
+		// that do, as a semi-join: one hash of the specs for the whole
+		// scan (handlerIs tests an array per row: 43,000 specs times 5.5
+		// million rows did not end).
+		q := arg(handler)
+		sql = "SELECT (" + count("executions.handler IS NOT NULL", handlerKeyOf("executions.handler")+" = "+q) + ") + (" +
+			count("executions.handler IS NULL", "spec_id IN (SELECT sp.id FROM job_specs sp WHERE "+handlerKeyOf("sp.handler")+" = "+q+")") + ")"
 	}
 	var n int64
 	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {

@@ -80,6 +80,8 @@ func pagesAtScale(b *testing.B, base string) []benchPage {
 		{"executions", "/executions"},
 		{"executions-dead-7d", "/executions?state=dead&since=168h"},
 		{"executions-error-text", "/executions?error=needle"},
+		{"executions-by-handler", "/executions?handler=invoice-run"},
+		{"executions-by-job-prefix", "/executions?job=job-0001"},
 		{"execution", "/executions/" + xs.Items[0].ID},
 		{"cluster", "/cluster"},
 		{"keys", "/keys"},

@@ -1,6 +1,6 @@
 // Pieces every page uses: the frame, states, times, errors, paging.
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, can, me, must, myNamespaces, setKey, signInNeeded } from "./api";
 import { connected, paused } from "./live";
 import { href, route } from "./router";
@@ -111,6 +111,29 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
   }, [...deps, tick]);
   const reload = useCallback(() => setTick((t) => t + 1), []);
   return { ...state, reload, set: (data: T) => setState({ data, loading: false }) };
+}
+
+/**
+ * useThrottled is f called at most once a second: the first call at once,
+ * the last of those that follow within the second after it. A list that
+ * reloads when live changes name executions it does not show would
+ * otherwise reload on every change at thousands a second.
+ */
+export function useThrottled(f: () => void, ms = 1000): () => void {
+  const state = useRef({ last: 0, timer: 0 as ReturnType<typeof setTimeout> | 0, f });
+  state.current.f = f;
+  useEffect(() => () => { if (state.current.timer) clearTimeout(state.current.timer); }, []);
+  return useCallback(() => {
+    const s = state.current;
+    if (s.timer) return;
+    const wait = s.last + ms - Date.now();
+    if (wait <= 0) {
+      s.last = Date.now();
+      s.f();
+      return;
+    }
+    s.timer = setTimeout(() => { s.timer = 0; s.last = Date.now(); s.f(); }, wait);
+  }, [ms]);
 }
 
 /** Pager moves through a cursor-paged list: the first page, or the next. */

@@ -45,14 +45,21 @@ export function watch(f: WatchFilter, onChange: (cs: Change[]) => void, onResync
         if (!resp.ok || !resp.body) throw new Error("change feed: " + resp.status);
         connected.value = true;
         delay = 500;
+        // The changes of each chunk read go out together: at thousands
+        // a second, a page renders once per chunk, not once per change.
+        let batch: Change[] = [];
         await read(resp.body, (ev, data, id) => {
           if (id) last = id;
           if (ev === "resync") {
             last = "";
+            batch = [];
             onResync();
           } else if (ev === "execution" || ev === "job") {
-            onChange([JSON.parse(data) as Change]);
+            batch.push(JSON.parse(data) as Change);
           }
+        }, () => {
+          if (batch.length) onChange(batch);
+          batch = [];
         });
       } catch (e) {
         if (stop.signal.aborted) return;
@@ -68,7 +75,7 @@ export function watch(f: WatchFilter, onChange: (cs: Change[]) => void, onResync
 }
 
 /** read parses a server-sent event stream (text/event-stream) into events. */
-async function read(body: ReadableStream<Uint8Array>, emit: (event: string, data: string, id: string) => void) {
+async function read(body: ReadableStream<Uint8Array>, emit: (event: string, data: string, id: string) => void, flush: () => void) {
   const reader = body.getReader();
   const text = new TextDecoder();
   let buf = "";
@@ -95,6 +102,7 @@ async function read(body: ReadableStream<Uint8Array>, emit: (event: string, data
         else if (field === "id") id = val;
       }
     }
+    flush();
   }
 }
 

@@ -1,9 +1,9 @@
 // Executions: search by state, time range, job, handler and error text,
 // with the filters in the URL; a count of every match; re-drive of dead
 // executions one by one or every one selected.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api, can, must, type Execution } from "../api";
-import { ErrorBox, NamespaceSelect, Pager, StateBadge, Time, useAction, useLoad } from "../components";
+import { ErrorBox, NamespaceSelect, Pager, StateBadge, Time, useAction, useLoad, useThrottled } from "../components";
 import type { Change } from "../live";
 import { useLive } from "../live";
 import { href, route, setQuery } from "../router";
@@ -74,17 +74,30 @@ export function Executions() {
   const cursor = q.get("cursor") ?? "";
   const [form, setForm] = useState(f);
   const list = useLoad(() => {
-    const query: Record<string, unknown> = { limit: 50, count: true, cursor: cursor || undefined };
+    const query: Record<string, unknown> = { limit: 50, cursor: cursor || undefined };
     for (const n of filterNames) if (f[n]) query[n] = f[n];
     return must(api.GET("/v1/executions", { params: { query: query as any } }));
   }, [...filterNames.map((n) => f[n]), cursor]);
+  // The count of every match comes after the page: over 30 days of
+  // history it can take a second or more, and the page need not wait.
+  // It starts once the page is in, so as not to slow the page down.
+  const key = filterNames.map((n) => f[n]).join("\u0000");
+  const [countKey, setCountKey] = useState<string | null>(null);
+  useEffect(() => { if (!list.loading) setCountKey(key); }, [list.loading, key]);
+  const total = useLoad(() => {
+    if (countKey !== key) return new Promise<number | undefined>(() => {});
+    const query: Record<string, unknown> = { limit: 1, count: true };
+    for (const n of filterNames) if (f[n]) query[n] = f[n];
+    return must(api.GET("/v1/executions", { params: { query: query as any } })).then((l) => l.total);
+  }, [countKey === key ? key : null]);
+  const reloadSoon = useThrottled(list.reload);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const redrive = useAction();
   const [done, setDone] = useState("");
   useLive({ namespace: f.namespace, job_id: f.job_id, kind: "execution" }, (cs) => {
     if (!list.data) return;
     const { list: items, unknown } = applyChanges(list.data.items, cs);
-    if (unknown && !cursor) list.reload();
+    if (unknown && !cursor) reloadSoon();
     else list.set({ ...list.data, items });
   }, list.reload);
 
@@ -105,7 +118,7 @@ export function Executions() {
   const dead = (list.data?.items ?? []).filter((x) => x.state === "dead" && can("executions.retry", x.namespace));
   return (
     <>
-      <h1>Executions{list.data?.total !== undefined && <span class="count"> {list.data.total.toLocaleString("en")} matching</span>}</h1>
+      <h1>Executions <span class="count" aria-live="polite">{total.data !== undefined ? `${total.data.toLocaleString("en")} matching` : total.error ? "" : "counting…"}</span></h1>
       <form class="filters" role="search" aria-label="Find executions" onSubmit={(e) => { e.preventDefault(); setQuery({ ...form }); }}>
         <div>
           <label for="f-namespace">Namespace</label>

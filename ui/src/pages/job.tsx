@@ -2,7 +2,7 @@
 // ranges, backfills (start and stop); run now, pause, resume, delete.
 import { useState } from "preact/hooks";
 import { api, can, must } from "../api";
-import { ErrorBox, Pager, StateBadge, Time, useAction, useLoad } from "../components";
+import { ErrorBox, Pager, StateBadge, Time, useAction, useLoad, useThrottled } from "../components";
 import { useLive } from "../live";
 import { go, href } from "../router";
 import { ExecutionsTable, applyChanges } from "./executions";
@@ -20,13 +20,14 @@ export function JobDetail({ id }: { id: string }) {
   const skips = useLoad(() => must(api.GET("/v1/jobs/{id}/skips", { params: { path: { id }, query: { limit: 10 } } })), [id]);
   const backfills = useLoad(() => must(api.GET("/v1/jobs/{id}/backfills", { params: { path: { id }, query: { limit: 10 } } })), [id]);
   const act = useAction();
+  const reloadSoon = useThrottled(xs.reload);
   const ns = job.data?.namespace ?? "";
   useLive({ namespace: ns, job_id: id }, (cs) => {
     if (cs.some((c) => c.kind === "job")) job.reload();
     const ex = cs.filter((c) => c.kind === "execution");
     if (ex.length && xs.data) {
       const { list, unknown } = applyChanges(xs.data.items, ex);
-      if (unknown && !cursor) xs.reload();
+      if (unknown && !cursor) reloadSoon();
       else xs.set({ ...xs.data, items: list });
     }
   }, () => { job.reload(); xs.reload(); });
