@@ -184,6 +184,11 @@ func TestDashboard(t *testing.T) {
 		}
 		b.fill("f-schedule.cron", "* * * * * *")
 		b.waitText(".preview .words", "Every second")
+		b.waitFor("the next 5 runs", `document.querySelectorAll(".preview ol.fires li").length === 5`, 15*time.Second)
+		var ns string
+		if err := b.eval(`document.querySelector("#f-namespace").value`, &ns); err != nil || ns != "default" {
+			t.Errorf("the form's namespace is %q (%v), want default", ns, err)
+		}
 		b.click("Create job")
 		b.waitText("main h1", "default/every-second")
 		if err := b.eval(`location.pathname.split("/").pop()`, &jobID); err != nil {

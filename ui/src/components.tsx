@@ -203,6 +203,10 @@ export function NamespaceSelect({ value, onChange, id = "f-namespace", any = tru
 }) {
   const names = useNamespaces();
   const all = myNamespaces().includes("*") || names.length === 1;
+  // A choice is required (a form's): start from default, or the only one.
+  useEffect(() => {
+    if (!any && !value && names.length) onChange(names.includes("default") ? "default" : names[0]);
+  }, [any, value, names.join("\u0000")]);
   return (
     <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
       {any && all && <option value="">every namespace</option>}
