@@ -114,15 +114,6 @@ func (s *site) execution(t *testing.T, id string) models.Execution {
 	return x
 }
 
-// signIn signs the tab in with key from the sign-in page.
-func (b *browser) signIn(key string) {
-	b.t.Helper()
-	b.open("/")
-	b.waitText("main h1", "Sign in")
-	b.fill("key", key)
-	b.click("Sign in")
-}
-
 // TestDashboard drives the dashboard in Chromium as its users would: a
 // stranger is asked to sign in, an admin creates a job through the form
 // (and sees the field error first), watches its executions arrive live,
