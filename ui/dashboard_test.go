@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/auth"
 	"github.com/tock-sched/tock/executor"
@@ -238,6 +240,71 @@ func TestDashboard(t *testing.T) {
 		b.click("Re-drive 1 selected")
 		b.waitText(`[role="status"]`, "Re-drove 1 execution")
 		nodetest.WaitFor(t, 20*time.Second, "a second attempt", func() bool { return s.execution(t, dead.Id.String()).Attempts >= 2 })
+		b.checkClean()
+	})
+
+	step("edit a job, run it now, pause live updates", func(t *testing.T) {
+		b.t = t
+		b.open("/jobs/" + jobID)
+		b.click("Edit")
+		b.waitText("main h1", "Edit default/every-second")
+		b.fill("f-schedule.cron", "*/2 * * * * *")
+		b.fill("f-labels", "team=ui, tier=gold")
+		b.waitText(".preview .words", "Every 2 seconds")
+		b.click("Save")
+		b.waitFor("the job's page", fmt.Sprintf(`location.pathname === %q`, "/ui/jobs/"+jobID), 15*time.Second)
+		j := s.job(t, jobID)
+		if nodetest.Str(j.Schedule.Cron) != "*/2 * * * * *" || j.Labels == nil || (*j.Labels)["tier"] != "gold" {
+			t.Fatalf("after the edit the job is %+v", j)
+		}
+		if j.Handler.Type != "custom" || nodetest.Str(j.Handler.Name) != "ui-live" {
+			t.Errorf("the edit changed the handler to %+v", j.Handler)
+		}
+		// Run now: a manual execution, shown on its own page.
+		b.click("Run now")
+		b.waitText("main h1", "Execution")
+		b.waitText("main", "manual")
+		b.waitFor("the manual run succeeded", `document.querySelector("main h1 .state").innerText === "succeeded"`, 15*time.Second)
+
+		// With Live off, the job's list stands still; on again, it reloads.
+		if s.call(t, s.admin, "POST", "/v1/jobs/"+jobID+"/resume", map[string]any{"catch_up": false}, nil) != http.StatusOK {
+			t.Fatal("resume")
+		}
+		b.open("/jobs/" + jobID)
+		b.waitText("main h1", "active")
+		b.run("switch Live off", chromedp.Click(chromedp.CSS(`header .switch input`)))
+		var first string
+		_ = b.eval(`document.querySelector("tr[data-execution]").dataset.execution`, &first)
+		time.Sleep(4 * time.Second) // two runs, at least, while paused
+		var still string
+		_ = b.eval(`document.querySelector("tr[data-execution]").dataset.execution`, &still)
+		if still != first {
+			t.Errorf("with Live off the list changed: %s on top, then %s", first, still)
+		}
+		b.run("switch Live on", chromedp.Click(chromedp.CSS(`header .switch input`)))
+		b.waitFor("the list reloaded", fmt.Sprintf(`document.querySelector("tr[data-execution]").dataset.execution !== %q`, first), 15*time.Second)
+		if s.call(t, s.admin, "POST", "/v1/jobs/"+jobID+"/pause", nil, nil) != http.StatusOK {
+			t.Fatal("pause")
+		}
+		b.checkClean()
+	})
+
+	step("create a key, its secret shown once", func(t *testing.T) {
+		b.t = t
+		b.open("/keys")
+		b.waitText("main h1", "API keys")
+		b.fill("f-namespace", "shop")
+		b.choose("f-role", "operator")
+		b.fill("f-name", "deploy bot")
+		b.click("Create key")
+		b.waitText(".notice", "not shown again")
+		secret := strings.TrimSpace(b.text(".notice pre"))
+		var who models.Whoami
+		if code := s.call(t, secret, "GET", "/v1/whoami", nil, &who); code != http.StatusOK || len(who.Grants) != 1 ||
+			who.Grants[0].Namespace != "shop" || who.Grants[0].Role != "operator" {
+			t.Fatalf("the key the page showed: %d %+v", code, who)
+		}
+		b.waitText("tbody", "deploy bot")
 		b.checkClean()
 	})
 
