@@ -33,9 +33,10 @@ import (
 
 // Store is what the recorder writes to; *store.Store is one. RecordAttemptEvents
 // records a batch in order and must be idempotent per event: an event can
-// be delivered twice. Its per-event result store.ErrNotFound (the
-// execution is gone, e.g. dropped by retention) drops that event; a batch
-// error has the whole batch retried.
+// be delivered twice. Its per-event result store.ErrNotFound (no such
+// execution) has the event's message delivered again later, until it is
+// Config.UnknownGrace old, then dropped; a batch error has the whole
+// batch retried.
 type Store interface {
 	RecordAttemptEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error)
 }
@@ -59,6 +60,15 @@ const (
 	// pullHeartbeat is how often JetStream tells a waiting pull it is
 	// still there; two missed mean the consumer is gone.
 	pullHeartbeat = 2 * time.Second
+	// UnknownGrace is how long an event for an execution the store does
+	// not hold is kept, delivered again with RetryDelay's backoff, before
+	// it is dropped. A failover to a standby that had not yet received
+	// the execution's firing loses its row; the scheduler fires it again
+	// under the same id (its publish is then a JetStream duplicate, so no
+	// executor runs it again), and its executor's events, kept, then
+	// finish it. Dropped at once, they left it queued for good (docs/postgres.md).
+	// An execution that retention dropped waits this long for nothing.
+	UnknownGrace = 5 * time.Minute
 )
 
 // Config configures a Recorder.
@@ -82,6 +92,10 @@ type Config struct {
 	// each execution it recorded an event of (the change feed), after
 	// the write.
 	Changes *changes.Publisher
+	// UnknownGrace is how long an event for an unknown execution is kept
+	// before it is dropped; default UnknownGrace, negative to drop it at
+	// once.
+	UnknownGrace time.Duration
 }
 
 // WithDefaults is c with the fields it leaves zero (or negative) set to
@@ -95,6 +109,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.UnknownGrace == 0 {
+		c.UnknownGrace = UnknownGrace
 	}
 	return c
 }
@@ -116,6 +133,7 @@ type Recorder struct {
 	retryDelay time.Duration
 	m          *metrics
 	changes    *changes.Publisher
+	grace      time.Duration
 }
 
 // New checks cfg (with its defaults) and returns a Recorder.
@@ -129,7 +147,7 @@ func New(cfg Config) (*Recorder, error) {
 		return nil, fmt.Errorf("recorder: register metrics: %w", err)
 	}
 	return &Recorder{js: cfg.JS, st: cfg.Store, log: cfg.Logger.With("role", "recorder"),
-		writers: cfg.Writers, retryDelay: cfg.RetryDelay, m: m, changes: cfg.Changes}, nil
+		writers: cfg.Writers, retryDelay: cfg.RetryDelay, m: m, changes: cfg.Changes, grace: cfg.UnknownGrace}, nil
 }
 
 // Run creates the streams and the recorder's durable consumer if needed
@@ -322,8 +340,17 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 	defer func() { r.changes.Publish(feed...) }()
 	for m, msg := range held {
 		batch := msg.Subject() == wire.EventBatchSubject
+		// A message with an event for an unknown execution is delivered
+		// again, whole, while it is young (UnknownGrace): its other events
+		// are recorded again then, which changes nothing, and counted and
+		// announced then, once.
+		keep := false
+		for i := from; i < ends[m] && !keep; i++ {
+			keep = errors.Is(results[i], store.ErrNotFound) && r.young(msg)
+		}
 		for i := from; i < ends[m]; i++ {
 			switch {
+			case results[i] == nil && keep:
 			case results[i] == nil:
 				r.m.count(evs[i])
 				if c, ok := changeOf(&evs[i], origins[i]); ok && r.changes != nil {
@@ -334,6 +361,9 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 						r.log.Warn("ack event", "execution_id", evs[i].ID, "err", err)
 					}
 				}
+			case errors.Is(results[i], store.ErrNotFound) && keep:
+				r.log.Warn("event for an unknown execution; keeping it a while", "execution_id", evs[i].ID,
+					"attempt", evs[i].Attempt, "retry_in", r.delay(msg))
 			case errors.Is(results[i], store.ErrNotFound):
 				r.log.Error("event for an unknown execution; dropping it", "execution_id", evs[i].ID, "attempt", evs[i].Attempt)
 				if !batch {
@@ -346,13 +376,26 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 				}
 			}
 		}
-		if batch {
+		switch {
+		case keep:
+			_ = msg.NakWithDelay(r.delay(msg))
+		case batch:
 			if err := msg.Ack(); err != nil {
 				r.log.Warn("ack event batch", "events", ends[m]-from, "err", err)
 			}
 		}
 		from = ends[m]
 	}
+}
+
+// young says whether msg was stored in the stream less than the grace
+// for unknown executions ago.
+func (r *Recorder) young(msg jetstream.Msg) bool {
+	if r.grace < 0 {
+		return false
+	}
+	md, err := msg.Metadata()
+	return err == nil && time.Since(md.Timestamp) < r.grace
 }
 
 // decodeMsg turns msg into the events to record: one, or a batch's. A

@@ -285,7 +285,7 @@ func TestRetriesFailedWrites(t *testing.T) {
 func TestDropsEventsOfUnknownExecutions(t *testing.T) {
 	e := newEnv(t)
 	st := &notFoundStore{fakeStore: newFakeStore()}
-	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet()}))
+	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet(), UnknownGrace: -1}))
 	gone := wire.Event{Type: domain.EventStarted, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: time.Now()}
 	e.publish(gone)
 	e.settled()
@@ -294,15 +294,53 @@ func TestDropsEventsOfUnknownExecutions(t *testing.T) {
 	}
 }
 
+// An event for an execution the store does not hold yet (its firing was
+// lost with a failover and fired again under the same id) is delivered
+// again until the row is there; one still unknown after UnknownGrace is
+// dropped.
+func TestKeepsEventsOfUnknownExecutionsAWhile(t *testing.T) {
+	e := newEnv(t)
+	st := &notFoundStore{fakeStore: newFakeStore()}
+	st.known.Store(3) // known from the third call on
+	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet(), RetryDelay: 50 * time.Millisecond, UnknownGrace: 2 * time.Second}))
+	late := uuid.New()
+	e.publish(wire.Event{Type: domain.EventSucceeded, ExecutionID: late.String(), Attempt: 1, ExecutorID: "x1", At: time.Now()})
+	if c := st.next(t); c.Kind != "succeeded" || c.ID != late {
+		t.Errorf("recorded %v, want the succeeded event of %s", c, late)
+	}
+	e.settled()
+	if n := st.calls.Load(); n != 3 {
+		t.Errorf("store called %d times, want 3 (twice unknown, then recorded)", n)
+	}
+
+	st.calls.Store(0)
+	st.known.Store(1000) // never
+	start := time.Now()
+	e.publish(wire.Event{Type: domain.EventStarted, ExecutionID: uuid.NewString(), Attempt: 1, ExecutorID: "x1", At: time.Now()})
+	time.Sleep(500 * time.Millisecond)
+	e.settled()
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("an unknown execution's event was dropped after %v, before the grace of 2 s", took)
+	}
+	if n := st.calls.Load(); n < 2 {
+		t.Errorf("store called %d times for an event kept 2 s, want it delivered again", n)
+	}
+}
+
+// notFoundStore answers ErrNotFound for every event, or, with known set,
+// until its known-th call, then records them.
 type notFoundStore struct {
 	*fakeStore
 	calls atomic.Int32
+	known atomic.Int32
 }
 
-func (s *notFoundStore) RecordAttemptEvents(_ context.Context, evs []model.AttemptEvent) ([]error, error) {
+func (s *notFoundStore) RecordAttemptEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error) {
 	res := make([]error, len(evs))
 	for i, ev := range evs {
-		s.calls.Add(1)
+		if n, k := s.calls.Add(1), s.known.Load(); k > 0 && n >= k {
+			return s.fakeStore.RecordAttemptEvents(ctx, evs)
+		}
 		res[i] = fmt.Errorf("store: execution %s: %w", ev.ID, store.ErrNotFound)
 	}
 	return res, nil
