@@ -94,7 +94,7 @@ export function can(action: string, ns = ""): boolean {
   return where.includes("*") || (ns === "" ? where.length > 0 : where.includes(ns));
 }
 
-/** namespacesOf are the namespaces where the caller has a role, or ["*"]. */
+/** myNamespaces are the namespaces where the caller has a role, or ["*"] for every one. */
 export function myNamespaces(): string[] {
   const w = me.value;
   if (!w) return [];
