@@ -83,8 +83,8 @@ const endedStates = "state IN ('succeeded', 'failed', 'dead', 'cancelled')"
 // handlerKey is the handler queue an execution goes to: its handler's
 // type, or a custom handler's name (from the row, or its job spec); per
 // row, for grouping (a filter uses handlerIs).
-const handlerKey = `(SELECT CASE WHEN h->>'type' = 'custom' THEN h->>'name' ELSE h->>'type' END
-	FROM (SELECT COALESCE(executions.handler, (SELECT sp.handler FROM job_specs sp WHERE sp.id = executions.spec_id))) AS x(h))`
+var handlerKey = "(SELECT " + handlerKeyOf("h") +
+	" FROM (SELECT COALESCE(executions.handler, (SELECT sp.handler FROM job_specs sp WHERE sp.id = executions.spec_id))) AS x(h))"
 
 // handlerKeyOf is the handler queue of the handler JSON h.
 func handlerKeyOf(h string) string {
@@ -97,9 +97,8 @@ func handlerKeyOf(h string) string {
 // array (an InitPlan): as a subquery (IN) each day partition's scan built
 // its own hash of them, 60 ms apiece.
 func handlerIs(q string) string {
-	key := handlerKeyOf
-	return "(CASE WHEN executions.handler IS NOT NULL THEN " + key("executions.handler") + " = " + q +
-		" ELSE spec_id = ANY ((SELECT array_agg(sp.id) FROM job_specs sp WHERE " + key("sp.handler") + " = " + q + ")::uuid[]) END)"
+	return "(CASE WHEN executions.handler IS NOT NULL THEN " + handlerKeyOf("executions.handler") + " = " + q +
+		" ELSE spec_id = ANY ((SELECT array_agg(sp.id) FROM job_specs sp WHERE " + handlerKeyOf("sp.handler") + " = " + q + ")::uuid[]) END)"
 }
 
 // where is f's conditions (the cursor's but for count; the states' but

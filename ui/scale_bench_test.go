@@ -35,7 +35,7 @@ func BenchmarkFirstRender(b *testing.B) {
 	env := &nodetest.Env{PG: u.String(), Etcd: testenv.Etcd(b), NATS: testenv.NATS(b)}
 	n := env.Start(b, "bench")
 	pages := pagesAtScale(b, n.URL)
-	br := newBenchBrowser(b, n.URL)
+	br := newBrowser(b, n.URL)
 	for _, p := range pages {
 		b.Run(p.name, func(b *testing.B) {
 			var took []float64
@@ -89,16 +89,9 @@ func pagesAtScale(b *testing.B, base string) []benchPage {
 	}
 }
 
-// benchBrowser is the browser harness for a benchmark.
-type benchBrowser struct{ *browser }
-
-func newBenchBrowser(b *testing.B, base string) benchBrowser {
-	return benchBrowser{newBrowser(b, base)}
-}
-
 // firstRender loads path and returns the milliseconds from navigation
 // start until the page shows its content.
-func (b benchBrowser) firstRender(path string) float64 {
+func (b *browser) firstRender(path string) float64 {
 	b.t.Helper()
 	b.open(path)
 	deadline := time.Now().Add(30 * time.Second)

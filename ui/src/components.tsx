@@ -161,9 +161,6 @@ export function Field({ label, name, error, hint, children }: {
   );
 }
 
-/** Confirm asks before a destructive action (a native dialog keeps focus right). */
-export const confirmed = (what: string) => window.confirm(what);
-
 /** busy wraps an action: errors land in setError, and the button disables meanwhile. */
 export function useAction() {
   const [error, setError] = useState<unknown>(null);

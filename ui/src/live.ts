@@ -29,7 +29,7 @@ export type WatchFilter = { namespace?: string; job_id?: string; kind?: string }
  * the returned function is called; onResync is called when changes were
  * missed and lists must be reloaded.
  */
-export function watch(f: WatchFilter, onChange: (cs: Change[]) => void, onResync: () => void): () => void {
+function watch(f: WatchFilter, onChange: (cs: Change[]) => void, onResync: () => void): () => void {
   const stop = new AbortController();
   let last = "";
   const run = async () => {

@@ -1,14 +1,14 @@
 // Keys (admin): the API keys, a new key (its secret shown once), deletion.
 import { useState } from "preact/hooks";
-import { api, must, type Schemas } from "../api";
-import { ErrorBox, Field, NamespaceSelect, Time, useAction, useLoad } from "../components";
+import { api, ApiError, must, type Schemas } from "../api";
+import { ErrorBox, Field, Time, useAction, useLoad } from "../components";
 
 export function Keys() {
   const keys = useLoad(() => must(api.GET("/v1/keys")), []);
   const [form, setForm] = useState({ namespace: "*", role: "reader" as Schemas["Role"], name: "", expires_in: "" });
   const [created, setCreated] = useState<Schemas["KeyCreated"] | null>(null);
   const act = useAction();
-  const errs = act.error && (act.error as any).fieldErrors ? (act.error as any).fieldErrors() : {};
+  const errs = act.error instanceof ApiError ? act.error.fieldErrors() : {};
   return (
     <>
       <h1>API keys</h1>
@@ -71,5 +71,3 @@ export function Keys() {
 function NamespaceHint() {
   return <p class="muted">Roles: reader sees; operator also runs, pauses, cancels and re-drives; editor also creates, edits and deletes jobs; admin also manages keys and sees the cluster.</p>;
 }
-
-export { NamespaceSelect };
