@@ -27,9 +27,10 @@ export type WatchFilter = { namespace?: string; job_id?: string; kind?: string }
 /**
  * watch streams changes matching f to onChange (a batch at a time) until
  * the returned function is called; onResync is called when changes were
- * missed and lists must be reloaded.
+ * missed and lists must be reloaded, and onOpen when a stream starts from
+ * now (not resumed): what changed before it opened is not in it.
  */
-function watch(f: WatchFilter, onChange: (cs: Change[]) => void, onResync: () => void): () => void {
+function watch(f: WatchFilter, onChange: (cs: Change[]) => void, onResync: () => void, onOpen: () => void): () => void {
   const stop = new AbortController();
   let last = "";
   const run = async () => {
@@ -45,6 +46,7 @@ function watch(f: WatchFilter, onChange: (cs: Change[]) => void, onResync: () =>
         if (!resp.ok || !resp.body) throw new Error("change feed: " + resp.status);
         connected.value = true;
         delay = 500;
+        if (!last) onOpen();
         // The changes of each chunk read go out together: at thousands
         // a second, a page renders once per chunk, not once per change.
         let batch: Change[] = [];
@@ -112,6 +114,12 @@ async function read(body: ReadableStream<Uint8Array>, emit: (event: string, data
 type Sub = { f: WatchFilter; onChange: (cs: Change[]) => void; onResync: () => void };
 const subs = new Set<Sub>();
 let stream: { ns: string; stop: () => void } | null = null;
+let closing: ReturnType<typeof setTimeout> | undefined;
+
+// A stream no page uses is closed a little later, not at once: the next
+// page, mounted a moment after the last one left, goes on reading it
+// rather than opening another.
+const closeDelay = 3000;
 
 /** streamNamespace is the namespace the shared stream must be filtered by: none for a caller who may see every one. */
 function streamNamespace(f: WatchFilter): string {
@@ -128,30 +136,39 @@ function matches(f: WatchFilter, c: Change): boolean {
 // browser may hold one of its six connections to the server after the
 // page is gone.
 addEventListener("pagehide", () => {
+  clearTimeout(closing);
   stream?.stop();
   stream = null;
 });
 
 function subscribe(sub: Sub): () => void {
+  clearTimeout(closing);
   subs.add(sub);
   const ns = streamNamespace(sub.f);
   if (!stream || stream.ns !== ns) {
     stream?.stop();
+    const resync = () => { for (const s of subs) s.onResync(); };
     stream = {
       ns,
+      // A page loads its data as it mounts, and a new stream opens a
+      // moment later: a change between the two would be lost, so the
+      // pages reload once the stream is open.
       stop: watch({ namespace: ns }, (cs) => {
         for (const s of subs) {
           const mine = cs.filter((c) => matches(s.f, c));
           if (mine.length) s.onChange(mine);
         }
-      }, () => { for (const s of subs) s.onResync(); }),
+      }, resync, resync),
     };
   }
   return () => {
     subs.delete(sub);
     if (subs.size === 0) {
-      stream?.stop();
-      stream = null;
+      clearTimeout(closing);
+      closing = setTimeout(() => {
+        stream?.stop();
+        stream = null;
+      }, closeDelay);
     }
   };
 }
