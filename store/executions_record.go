@@ -60,7 +60,7 @@ func (s *Store) RecordAttemptEvents(ctx context.Context, evs []model.AttemptEven
 	var found map[uuid.UUID]bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		found, err = recordTx(ctx, tx, evs, queued)
+		found, err = recordTx(ctx, tx, evs, queued, &s.rules)
 		return err
 	})
 	if err != nil {
@@ -80,7 +80,7 @@ func (s *Store) RecordAttemptEvents(ctx context.Context, evs []model.AttemptEven
 // are two or more. $1 ids, $2 and $3 the bounds of their scheduled times
 // (so that the planner prunes partitions).
 const lockExecsSQL = `
-SELECT x.id, x.job_id, x.scheduled_for, x.bucket, x.state, x.attempts, x.dispatches, x.dispatched_at,
+SELECT x.id, x.job_id, x.namespace, x.scheduled_for, x.bucket, x.state, x.attempts, x.dispatches, x.dispatched_at,
 	x.next_attempt_at, x.started_at, x.finished_at, x.executor_id, x.error, x.output,
 	x.attempt_executor, x.attempt_started_at, x.attempt_heartbeat_at, x.attempt_finished_at,
 	x.attempt_outcome, x.attempt_error, x.attempt_output,
@@ -151,9 +151,10 @@ const notifySQL = `SELECT pg_notify('` + ExecChannel + `', b::text) FROM unnest(
 
 // recordTx records evs[queued] in tx: one statement reads and locks
 // every execution they are about, the rules (rules.go) apply each event
-// in order, and at most four statements write what changed. It returns
-// the ids it found.
-func recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEvent, queued []int) (map[uuid.UUID]bool, error) {
+// in order, and at most four statements write what changed; then what
+// the changes mean for notification rules is decided (notifyTx). It
+// returns the ids it found.
+func recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEvent, queued []int, rules *ruleCache) (map[uuid.UUID]bool, error) {
 	ids, lo, hi := eventExecutions(evs, queued)
 	if err := keyedPlans(ctx, tx, recordSettings...); err != nil {
 		return nil, err
@@ -174,6 +175,9 @@ func recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEvent, queued [
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
+	}
+	if err := notifyTx(ctx, tx, ids, byID, rules); err != nil {
+		return nil, err
 	}
 	return found, nil
 }
@@ -289,12 +293,13 @@ func scanRecExec(rows pgx.Rows) (*recExec, time.Time, error) {
 		attJSON                         []byte
 		now                             time.Time
 	)
-	err := rows.Scan(rawUUID(&e.id), rawUUID(&e.jobID), &e.sched, &e.bucket, &e.state, &e.attempts, &e.dispatches, &e.dispatchedAt,
+	err := rows.Scan(rawUUID(&e.id), rawUUID(&e.jobID), &e.namespace, &e.sched, &e.bucket, &e.state, &e.attempts, &e.dispatches, &e.dispatchedAt,
 		&e.nextAttempt, &e.startedAt, &e.finishedAt, &e.executorID, &e.errText, &e.output,
 		&aExec, &aStarted, &aHeartbeat, &aFinished, &aOutcome, &aErr, &aOut, &attJSON, &now)
 	if err != nil {
 		return nil, now, err
 	}
+	e.was.state, e.was.attempts, e.was.startedAt = e.state, e.attempts, e.startedAt
 	e.att = map[int]*recAttempt{}
 	if aOutcome != nil {
 		e.inline = true

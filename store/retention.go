@@ -59,7 +59,8 @@ func (s *Store) Maintenance(ctx context.Context, wait bool, fn func(context.Cont
 //     namespace with a longer retention keeps its rows, and those of the
 //     namespaces sharing its days, until it is past; never a row-by-row
 //     DELETE over a big table. The DEFAULT partitions are left alone.
-//   - Skipped-run records are deleted past their namespace's retention.
+//   - Skipped-run records are deleted past their namespace's retention,
+//     and so are notifications (sent or given up) and their events.
 //   - Completed one-shot jobs are deleted p.CompletedJobs (if above 0)
 //     after they completed, with their last successes.
 //
@@ -80,6 +81,9 @@ func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p model.Reten
 		return res, err
 	}
 	if res.SkippedRanges, err = s.expireSkips(ctx, now, p.Default); err != nil {
+		return res, err
+	}
+	if res.Notifications, err = s.expireNotifications(ctx, now, p.Default); err != nil {
 		return res, err
 	}
 	if p.CompletedJobs > 0 {
@@ -336,6 +340,23 @@ func (s *Store) expireSkips(ctx context.Context, now time.Time, def time.Duratio
 		now, def.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("store: expire skipped runs: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// expireNotifications deletes the notifications that are over (sent or
+// failed) past their namespace's retention (def when it has none), and
+// the events they were made of.
+func (s *Store) expireNotifications(ctx context.Context, now time.Time, def time.Duration) (int64, error) {
+	const past = `$1::timestamptz - COALESCE((SELECT n.retention_ms FROM namespaces n WHERE n.name = x.namespace), $2::bigint) * interval '1 ms'`
+	tag, err := s.pool.Exec(ctx, `DELETE FROM notifications x WHERE x.state <> 'pending' AND x.created_at < `+past,
+		now, def.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("store: expire notifications: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM notification_events x WHERE x.grouped_at IS NOT NULL AND x.at < `+past,
+		now, def.Milliseconds()); err != nil {
+		return 0, fmt.Errorf("store: expire notification events: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }

@@ -63,6 +63,7 @@ type recAttempt struct {
 type recExec struct {
 	id           uuid.UUID
 	jobID        uuid.UUID
+	namespace    string
 	sched        time.Time
 	bucket       int
 	state        domain.ExecState
@@ -88,6 +89,13 @@ type recExec struct {
 	// succeeded: an event made the execution succeed (finishedAt is
 	// then its end), so its job's last success may move.
 	succeeded bool
+	// was is the execution as read, before the batch's events: what
+	// notifications compare it with (notify_record.go).
+	was struct {
+		state     domain.ExecState
+		attempts  int
+		startedAt *time.Time
+	}
 }
 
 // maxAttempt is the highest attempt number with a row.

@@ -51,6 +51,7 @@ type Store struct {
 	due               dueCodec
 	specs             specCache
 	days              sync.Map // time.Time (a UTC day) → true: its partitions exist (EnsureHistoryPartitions)
+	rules             ruleCache
 }
 
 // defaultMaxConns is the pool size when the database URL does not set

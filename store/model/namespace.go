@@ -48,4 +48,6 @@ type RetentionResult struct {
 	CompletedJobs int64
 	// SkippedRanges counts the skipped-run records deleted.
 	SkippedRanges int64
+	// Notifications counts the notifications deleted.
+	Notifications int64
 }
