@@ -44,6 +44,7 @@ type successSource interface {
 // would be renamed exported_job or exported_namespace.
 type lastSuccesses struct {
 	desc         *prometheus.Desc
+	failures     *prometheus.Desc // tock_job_consecutive_failures
 	log          *slog.Logger
 	timeout, ttl time.Duration
 	now          func() time.Time
@@ -61,6 +62,10 @@ func newLastSuccesses(src successSource, log *slog.Logger) *lastSuccesses {
 		desc: prometheus.NewDesc("tock_job_last_success_timestamp_seconds",
 			"When the job's latest succeeded execution finished, as a Unix time, for jobs labelled "+
 				store.AlertLabel+"=true; for a job that has not succeeded, when it was created.",
+			[]string{"job_namespace", "job_name"}, nil),
+		failures: prometheus.NewDesc("tock_job_consecutive_failures",
+			"How many of the job's executions in a row went dead, up to now (0 since its last success), for jobs labelled "+
+				store.AlertLabel+"=true.",
 			[]string{"job_namespace", "job_name"}, nil),
 		log: log, timeout: lastSuccessTimeout, ttl: lastSuccessTTL, now: time.Now, src: src,
 	}
@@ -88,12 +93,14 @@ func registerLastSuccesses(reg prometheus.Registerer, src successSource, log *sl
 }
 
 // Describe implements prometheus.Collector.
-func (c *lastSuccesses) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *lastSuccesses) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.failures }
 
 // Collect implements prometheus.Collector.
 func (c *lastSuccesses) Collect(ch chan<- prometheus.Metric) {
 	for _, j := range c.read() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(j.At.UnixMilli())/1e3,
+			j.Namespace, j.Name)
+		ch <- prometheus.MustNewConstMetric(c.failures, prometheus.GaugeValue, float64(j.ConsecutiveFailures),
 			j.Namespace, j.Name)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/maintenance"
+	"github.com/tock-sched/tock/notify"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/recorder"
 	"github.com/tock-sched/tock/scanner"
@@ -144,6 +145,14 @@ func components(cfg Config, d deps) []component {
 				}
 				return p.Run, nil
 			}},
+		{name: "notify", on: sched, stage: stopBuckets,
+			start: func() (runFunc, error) {
+				n, err := newNotifier(cfg, d)
+				if err != nil {
+					return nil, err
+				}
+				return n.Run, nil
+			}},
 		{name: "recorder", on: cfg.Roles.Has(RoleRecorder), stage: stopRecorder,
 			start: func() (runFunc, error) {
 				var err error
@@ -229,6 +238,18 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 		return nil, err
 	}
 	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, lost: lost, back: back, backlog: backlog}, nil
+}
+
+// newNotifier is the node's notification service: the scheduler role
+// runs it (grouping, delivery, silence, breakers); the api role uses it
+// to send tests.
+func newNotifier(cfg Config, d deps) (*notify.Service, error) {
+	c := notify.Config{Store: d.st, Egress: d.http, JetStream: d.js, Node: cfg.NodeID, Logger: d.log,
+		Registerer: d.reg, MaxBackoff: cfg.NotifyMaxBackoff}
+	if k := keys(cfg.Secrets); k != nil {
+		c.Keys = k
+	}
+	return notify.New(c)
 }
 
 func newExecutor(cfg Config, d deps) (runFunc, error) {

@@ -176,6 +176,9 @@ type Config struct {
 	// BackfillRate is the most backfill runs a scheduler node creates per
 	// second (backfill.Config.Rate); 0 means backfill.DefaultRate.
 	BackfillRate float64
+	// NotifyMaxBackoff caps the wait between attempts to deliver a
+	// notification (notify.Config.MaxBackoff); 0 means its default.
+	NotifyMaxBackoff time.Duration
 	// HTTPAllowPrivate, HTTPAllow and HTTPDeny are the rules of what the
 	// http handler may call (egress.Rules), for the api role (a job's URL
 	// is checked when it is created) and the executor role (every

@@ -22,12 +22,14 @@ const AlertLabel = "tock.io/alert"
 const alertedSuccessesSQL = `
 SELECT j.namespace, j.name, COALESCE(
 	(SELECT s.last_success_at FROM job_successes s WHERE s.job_id = j.id),
-	GREATEST(j.created_at, c.successes_since))
+	GREATEST(j.created_at, c.successes_since)),
+	COALESCE((SELECT f.consecutive FROM job_failures f WHERE f.job_id = j.id), 0)
 FROM jobs j CROSS JOIN cluster c
 WHERE j.labels @> '{"` + AlertLabel + `": "true"}' AND j.state <> 'completed'`
 
-// ListAlertedJobSuccesses lists the last success of every job labelled
-// AlertLabel=true that is not completed, in no order.
+// ListAlertedJobSuccesses lists the last success, and the current run of
+// dead executions, of every job labelled AlertLabel=true that is not
+// completed, in no order.
 //
 // A job that has not succeeded since it was created (or since tracking
 // began, for a job older than that) is reported as succeeding then: a
@@ -42,7 +44,7 @@ func (s *Store) ListAlertedJobSuccesses(ctx context.Context) ([]model.JobLastSuc
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.JobLastSuccess, error) {
 		var j model.JobLastSuccess
-		err := r.Scan(&j.Namespace, &j.Name, &j.At)
+		err := r.Scan(&j.Namespace, &j.Name, &j.At, &j.ConsecutiveFailures)
 		j.At = j.At.UTC()
 		return j, err
 	})

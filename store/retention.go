@@ -23,27 +23,40 @@ import (
 // goes with its connection if the node dies; a connection whose unlock
 // failed is closed rather than returned to the pool still holding it.
 func (s *Store) Maintenance(ctx context.Context, wait bool, fn func(context.Context) error) (ran bool, err error) {
+	return s.sessionLocked(ctx, "maintenance", lockMaintenance, wait, fn)
+}
+
+// SilenceSweep runs fn (a sweep for silent jobs, package notify) while
+// this node holds the cluster's silence lock, as Maintenance does with
+// its own: ran is false when another node's sweep is under way.
+func (s *Store) SilenceSweep(ctx context.Context, fn func(context.Context) error) (ran bool, err error) {
+	return s.sessionLocked(ctx, "silence", lockSilence, false, fn)
+}
+
+// sessionLocked runs fn under the session advisory lock key (named what)
+// on a connection of its own; see Maintenance.
+func (s *Store) sessionLocked(ctx context.Context, what string, key int64, wait bool, fn func(context.Context) error) (ran bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return false, fmt.Errorf("store: maintenance lock: %w", err)
+		return false, fmt.Errorf("store: %s lock: %w", what, err)
 	}
 	got := true
 	if wait {
-		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockMaintenance)
+		_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key)
 	} else {
-		err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", lockMaintenance).Scan(&got)
+		err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got)
 	}
 	if err != nil || !got {
 		conn.Release()
 		if err != nil {
-			return false, fmt.Errorf("store: maintenance lock: %w", err)
+			return false, fmt.Errorf("store: %s lock: %w", what, err)
 		}
 		return false, nil
 	}
 	err = fn(ctx)
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, uerr := conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", lockMaintenance); uerr != nil {
+	if _, uerr := conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", key); uerr != nil {
 		_ = conn.Hijack().Close(uctx)
 		return true, err
 	}

@@ -34,6 +34,9 @@ const (
 	// lockMaintenance is a session lock (Maintenance): one maintenance
 	// pass at a time in the cluster.
 	lockMaintenance int64 = 0x746f636b_0003 // "tock" 3: Maintenance
+	// lockSilence is a session lock (SilenceSweep): one sweep for silent
+	// jobs at a time in the cluster.
+	lockSilence int64 = 0x746f636b_0004 // "tock" 4: SilenceSweep
 )
 
 // initDaysAhead is how many days of execution partitions Init creates.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tock-sched/tock/domain"
@@ -60,6 +61,9 @@ func (b *bench) createJobs(ctx context.Context) error {
 	start := time.Now()
 	err := b.storeJobs(ctx, 0, b.Jobs, func(i int, now time.Time) jobs.NewJob {
 		nj := jobs.NewJob{Namespace: b.ns, Name: jobName(i), Handler: handler}
+		if i < b.NotifyJobs {
+			nj.Labels = domain.Labels{notifyLabel: "yes"}
+		}
 		if b.Mix == mixSameSecond || b.Mix == mixSpreadOnce {
 			// A placeholder: arm sets the instants once all exist.
 			at := now.Add(24 * time.Hour).Truncate(time.Second)
@@ -244,6 +248,11 @@ func expectedTimes(cron string, from, to time.Time) ([]time.Time, error) {
 // table: they stop firing.
 func (b *bench) deleteJobs(ctx context.Context) error {
 	for _, sql := range []string{
+		"DELETE FROM notification_rules WHERE namespace = $1",
+		"DELETE FROM notification_channels WHERE namespace = $1",
+		"DELETE FROM notification_events WHERE namespace = $1",
+		"DELETE FROM notifications WHERE namespace = $1",
+		"DELETE FROM job_failures WHERE job_id IN (SELECT job_id FROM job_names WHERE namespace = $1)",
 		"DELETE FROM jobs WHERE namespace = $1",
 		"DELETE FROM job_successes WHERE job_id IN (SELECT job_id FROM job_names WHERE namespace = $1)",
 		"DELETE FROM job_names WHERE namespace = $1",
@@ -285,4 +294,32 @@ func (b *bench) deleteExecutions(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// notifyLabel is the label of the jobs under tockbench's notification
+// rule (--notify-jobs).
+const notifyLabel = "tockbench/notify"
+
+// createRule puts the first --notify-jobs jobs under a notification rule
+// that asks for every job and execution event, to a webhook channel. In
+// a run where every execution succeeds on time, the rule sends nothing:
+// what it costs is recording's checks and the silence sweeps.
+func (b *bench) createRule(ctx context.Context) error {
+	if b.NotifyJobs <= 0 {
+		return nil
+	}
+	c, err := b.st.CreateChannel(ctx, model.Channel{Namespace: b.ns, Name: "tockbench", Type: model.ChannelWebhook,
+		URL: "https://notify.invalid/tockbench"})
+	if err != nil {
+		return err
+	}
+	_, err = b.st.CreateRule(ctx, model.Rule{Namespace: b.ns, Name: "tockbench", Selector: notifyLabel + "=yes",
+		Events: []string{domain.NotifyExecutionDead, domain.NotifyExecutionFailed, domain.NotifyJobFailing,
+			domain.NotifyJobRecovered, domain.NotifyJobSilent, domain.NotifyExecutionLate, domain.NotifyExecutionSlow},
+		Channels: []uuid.UUID{c.ID}, FailingAfter: 3, SilentGrace: time.Minute, LateAfter: time.Hour, SlowAfter: time.Hour,
+		GroupInterval: time.Minute})
+	if err == nil {
+		b.say("%d jobs under a notification rule", min(b.NotifyJobs, b.Jobs))
+	}
+	return err
 }

@@ -67,6 +67,7 @@ type cli struct {
 	Settle      time.Duration `default:"2m" help:"After the window (or the burst's instant), how long to wait at most for its executions to fire and be recorded."`
 	Handler     string        `help:"Custom handler name the jobs use (default tockbench-<random>)."`
 	Executors   int           `default:"2" help:"In-process no-op executors (Concurrency 256 each); 0 to use executors of your own."`
+	NotifyJobs  int           `name:"notify-jobs" help:"Label this many of the jobs and put them under a notification rule asking for every job and execution event (late and slow with thresholds of an hour), to a webhook channel, so that the run measures what rules cost the hot path (docs/bench.md). Deleted with the jobs."`
 	Keep        bool          `help:"Keep the jobs (still firing), their executions and the handler's consumer when done."`
 	StoredJobs  int           `name:"stored-jobs" help:"Jobs stored beside the measured ones, created first: active, each a one-shot due a year ahead, so that the run fires and scans in tables of that size (the issue-20 ceiling is measured with 1,000,000 stored jobs in all). Deleted with the rest unless --keep."`
 	NoAnalyze   bool          `name:"no-analyze" help:"Do not ANALYZE the jobs tables after creating the jobs, nor (when the server's autovacuum is off) the executions tables every ${analyze_every} during the run, nor VACUUM the jobs tables after --mix create."`
@@ -274,6 +275,9 @@ func (b *bench) runRecurring(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	if err := b.createJobs(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.createRule(ctx); err != nil {
 		return nil, err
 	}
 	actx, stopAnalyze := context.WithCancel(ctx)

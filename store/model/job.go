@@ -134,6 +134,9 @@ type JobLastSuccess struct {
 	// with none recorded, when it was created, or when tock began
 	// tracking successes if that is later.
 	At time.Time
+	// ConsecutiveFailures is the job's current run of dead executions
+	// (0 since its last success).
+	ConsecutiveFailures int
 }
 
 // FireResult is what one store.Fire call did.
