@@ -17,7 +17,7 @@ import (
 // some executor's breaker for it is open or half-open, and closed when
 // none is (an executor's entry expires with it). Each node reads the
 // bucket every breakerPoll and records what it sees in the database
-// (store.SetHandlerBreaker): the node whose write changes the record
+// (store.SaveHandlerBreaker): the node whose write changes the record
 // says so, once, to the rules that choose a job running on the handler.
 // One notification per handler, however many jobs wait behind it.
 
@@ -93,7 +93,7 @@ func (s *Service) breakerIs(ctx context.Context, key string, h *handlerBreaker) 
 		delete(s.openHandlers, key)
 	}
 	s.mu.Unlock()
-	changed, known, err := s.cfg.Store.SetHandlerBreaker(ctx, key, h.open, h.since)
+	changed, known, err := s.cfg.Store.SaveHandlerBreaker(ctx, key, h.open, h.since)
 	if err != nil || !changed || (!h.open && !known) {
 		return err
 	}
@@ -101,7 +101,7 @@ func (s *Service) breakerIs(ctx context.Context, key string, h *handlerBreaker) 
 	if h.open {
 		kind = domain.NotifyHandlerOpen
 	}
-	rules, err := s.cfg.Store.HandlerRules(ctx, kind, key)
+	rules, err := s.cfg.Store.ListHandlerRules(ctx, kind, key)
 	if err != nil || len(rules) == 0 {
 		return err
 	}
@@ -113,6 +113,6 @@ func (s *Service) breakerIs(ctx context.Context, key string, h *handlerBreaker) 
 			Kind: kind, Handler: key, At: since, Detail: detail,
 			DedupKey: r.ID.String() + "/" + kind + "/" + key + "/" + since.Format(time.RFC3339Nano)})
 	}
-	_, err = s.cfg.Store.AddNotifyEvents(ctx, evs)
+	_, err = s.cfg.Store.CreateNotifyEvents(ctx, evs)
 	return err
 }

@@ -64,13 +64,13 @@ type Store interface {
 	Listen(ctx context.Context, fn func(channel, payload string), channels ...string) error
 	GroupNotifications(ctx context.Context, limit int, build store.BuildMessage) (int, error)
 	ClaimNotifications(ctx context.Context, limit int, lease time.Duration) ([]store.Delivery, error)
-	FinishDelivery(ctx context.Context, id uuid.UUID, a model.DeliveryAttempt, sent bool, next *time.Time) error
-	ActiveRules(ctx context.Context, ns string) ([]*model.Rule, error)
+	RecordDelivery(ctx context.Context, id uuid.UUID, a model.DeliveryAttempt, sent bool, next *time.Time) error
+	ListActiveRules(ctx context.Context, ns string) ([]*model.Rule, error)
 	SilenceSweep(ctx context.Context, fn func(context.Context) error) (bool, error)
-	SilentCandidates(ctx context.Context, r *model.Rule) ([]store.SilentCandidate, error)
-	AddNotifyEvents(ctx context.Context, evs []model.NotifyEvent) (int, error)
-	SetHandlerBreaker(ctx context.Context, handler string, open bool, since time.Time) (changed, known bool, err error)
-	HandlerRules(ctx context.Context, kind, handler string) ([]*model.Rule, error)
+	ListSilenceCandidates(ctx context.Context, r *model.Rule) ([]store.SilentCandidate, error)
+	CreateNotifyEvents(ctx context.Context, evs []model.NotifyEvent) (int, error)
+	SaveHandlerBreaker(ctx context.Context, handler string, open bool, since time.Time) (changed, known bool, err error)
+	ListHandlerRules(ctx context.Context, kind, handler string) ([]*model.Rule, error)
 }
 
 // Config configures a Service. Store and Egress are required.
@@ -257,7 +257,7 @@ func (s *Service) deliver(ctx context.Context, d store.Delivery) {
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.cfg.Store.FinishDelivery(fctx, n.ID, a, sent, next); err != nil {
+	if err := s.cfg.Store.RecordDelivery(fctx, n.ID, a, sent, next); err != nil {
 		// The lease runs out and the message is delivered again, under
 		// its id.
 		s.log.Error("record notification attempt", "notification", n.ID, "err", err)

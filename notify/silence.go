@@ -43,7 +43,7 @@ func (s *Service) silenceLoop(ctx context.Context) {
 // SweepSilence writes a job.silent event for every job a job.silent rule
 // chooses that is silent now.
 func (s *Service) SweepSilence(ctx context.Context) error {
-	rules, err := s.cfg.Store.ActiveRules(ctx, "")
+	rules, err := s.cfg.Store.ListActiveRules(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (s *Service) SweepSilence(ctx context.Context) error {
 		if !slices.Contains(r.Events, domain.NotifyJobSilent) {
 			continue
 		}
-		jobs, err := s.cfg.Store.SilentCandidates(ctx, r)
+		jobs, err := s.cfg.Store.ListSilenceCandidates(ctx, r)
 		if err != nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func (s *Service) SweepSilence(ctx context.Context) error {
 					j.Since.UTC().Format(time.RFC3339Nano)})
 		}
 	}
-	_, err = s.cfg.Store.AddNotifyEvents(ctx, evs)
+	_, err = s.cfg.Store.CreateNotifyEvents(ctx, evs)
 	return err
 }
 

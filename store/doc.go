@@ -14,10 +14,10 @@
 //   - a verb of the domain for a change of state that the domain names:
 //     Fire, Claim, Release, Expire, Save, Use, Stop, Step, Cancel,
 //     Redrive, Requeue, Mark, Advance, Record, Reseal, Apply, Maintain,
-//     Ensure and Next.
+//     Ensure, Next and Group.
 //
 // The methods that are about no table (Open, Pool, Close, Buckets,
-// Migrate, Init, Now, Listen, Maintenance) are exempt. A test
+// Migrate, Init, Now, Listen, Maintenance, SilenceSweep) are exempt. A test
 // (TestMethodNames) holds every exported method to this scheme and to
 // the index below.
 //
@@ -55,6 +55,15 @@
 //     ExpireIdempotencyKeys.
 //   - namespaces (namespaces.go): ListNamespaces,
 //     UpdateNamespaceRetention.
+//   - notification_channels, notification_rules, notification_events,
+//     notifications, job_failures, handler_breakers (notify*.go):
+//     CreateChannel, GetChannel, ListChannels, UpdateChannel,
+//     DeleteChannel, CreateRule, GetRule, ListRules, UpdateRule,
+//     DeleteRule, ListActiveRules, CreateNotifyEvents,
+//     GroupNotifications, ClaimNotifications, RecordDelivery,
+//     ListNotifications, GetNotification, ListSilenceCandidates,
+//     SaveHandlerBreaker, ListHandlerRules; job_failures is written by
+//     RecordAttemptEvents.
 //   - the day partitions of executions and attempts (partitions.go,
 //     retention.go): MaintainHistoryPartitions, EnsureHistoryPartitions,
 //     ListHistoryDays, ApplyRetention.

@@ -209,10 +209,10 @@ func channelCols(a string) string {
 		a + ".secret, " + a + ".paused, " + a + ".created_at, " + a + ".updated_at, " + a + ".version"
 }
 
-// FinishDelivery records attempt a of notification id, which the caller
+// RecordDelivery records attempt a of notification id, which the caller
 // claimed: sent; or, when next is set, to be tried again then; or failed
 // for good (next nil and sent false).
-func (s *Store) FinishDelivery(ctx context.Context, id uuid.UUID, a model.DeliveryAttempt, sent bool, next *time.Time) error {
+func (s *Store) RecordDelivery(ctx context.Context, id uuid.UUID, a model.DeliveryAttempt, sent bool, next *time.Time) error {
 	state := model.NotificationPending
 	switch {
 	case sent:
@@ -322,10 +322,10 @@ type SilentCandidate struct {
 	Since time.Time
 }
 
-// SilentCandidates lists the active jobs of rule r's namespace that its
+// ListSilenceCandidates lists the active jobs of rule r's namespace that its
 // selector chooses, with when each last succeeded (or started being
 // watched). A paused or completed job is never silent.
-func (s *Store) SilentCandidates(ctx context.Context, r *model.Rule) ([]SilentCandidate, error) {
+func (s *Store) ListSilenceCandidates(ctx context.Context, r *model.Rule) ([]SilentCandidate, error) {
 	sel, err := domain.ParseSelector(r.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("store: rule %s selector: %w", r.ID, err)
@@ -354,12 +354,12 @@ func (s *Store) SilentCandidates(ctx context.Context, r *model.Rule) ([]SilentCa
 	return out, nil
 }
 
-// SetHandlerBreaker records that handler's circuit breaker is open (on
+// SaveHandlerBreaker records that handler's circuit breaker is open (on
 // some executor) or closed (on all), as of since. It reports whether
 // this call changed what was recorded, and whether the handler was
 // recorded before: of several nodes seeing the same change, one is told
 // it changed it.
-func (s *Store) SetHandlerBreaker(ctx context.Context, handler string, open bool, since time.Time) (changed, known bool, err error) {
+func (s *Store) SaveHandlerBreaker(ctx context.Context, handler string, open bool, since time.Time) (changed, known bool, err error) {
 	var inserted bool
 	err = s.pool.QueryRow(ctx, `INSERT INTO handler_breakers AS h (handler, open, since) VALUES ($1, $2, $3)
 		ON CONFLICT (handler) DO UPDATE SET open = excluded.open, since = excluded.since
@@ -374,11 +374,11 @@ func (s *Store) SetHandlerBreaker(ctx context.Context, handler string, open bool
 	return true, !inserted, nil
 }
 
-// HandlerRules lists the active rules that ask for event kind and choose
+// ListHandlerRules lists the active rules that ask for event kind and choose
 // at least one job, not completed, that runs on handler (its key,
 // domain.Handler.Key).
-func (s *Store) HandlerRules(ctx context.Context, kind, handler string) ([]*model.Rule, error) {
-	rules, err := s.ActiveRules(ctx, "")
+func (s *Store) ListHandlerRules(ctx context.Context, kind, handler string) ([]*model.Rule, error) {
+	rules, err := s.ListActiveRules(ctx, "")
 	if err != nil {
 		return nil, err
 	}

@@ -96,9 +96,9 @@ func (c *ruleCache) get(ctx context.Context, q querier) (map[string][]*activeRul
 	return byNS, nil
 }
 
-// ActiveRules returns the active rules of namespace ns (all namespaces
+// ListActiveRules returns the active rules of namespace ns (all namespaces
 // when ns is ""), as recording sees them (at most ruleCacheTTL old).
-func (s *Store) ActiveRules(ctx context.Context, ns string) ([]*model.Rule, error) {
+func (s *Store) ListActiveRules(ctx context.Context, ns string) ([]*model.Rule, error) {
 	byNS, err := s.rules.get(ctx, s.pool)
 	if err != nil {
 		return nil, fmt.Errorf("store: active rules: %w", err)
@@ -516,10 +516,10 @@ func queueNotifyEvents(b *pgx.Batch, evs []model.NotifyEvent) {
 	b.Queue(`SELECT pg_notify('` + NotifyChannel + `', '')`)
 }
 
-// AddNotifyEvents writes events decided outside recording (job.silent,
+// CreateNotifyEvents writes events decided outside recording (job.silent,
 // handler.open and handler.close): those whose DedupKey is already
 // written are left alone. It returns how many were new.
-func (s *Store) AddNotifyEvents(ctx context.Context, evs []model.NotifyEvent) (int, error) {
+func (s *Store) CreateNotifyEvents(ctx context.Context, evs []model.NotifyEvent) (int, error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}
