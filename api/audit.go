@@ -22,9 +22,10 @@ import (
 // with a role of operator or more that are not GETs) is written to the
 // audit_log table once it has succeeded: who (the key), the action, the
 // namespace, the resource, and the resource before and after as the API
-// shows it, so with secret values masked; a created key's secret is left
-// out. Entries are written after the change commits, by the node that
-// made it: a node that dies between the two loses the entry.
+// shows it, so with secret values masked (a notification channel's
+// secret is never in it); a created key's secret is left out. Entries
+// are written after the change commits, by the node that made it: a node
+// that dies between the two loses the entry.
 
 // bulk are the changes by selector: their audit entry records the
 // selection from the request's body.
@@ -87,6 +88,24 @@ func (s *Server) auditBefore(c echo.Context, scope string) (before json.RawMessa
 			b, _ := json.Marshal(executionOf(e, false))
 			return b, e.Namespace, "execution " + u.String()
 		}
+	case "channel":
+		u, err := uuid.Parse(id)
+		if err != nil {
+			return nil, "", ""
+		}
+		if ch, err := s.store.GetChannel(ctx, u); err == nil {
+			b, _ := json.Marshal(channelOf(ch)) // its secret is never in the API's form
+			return b, ch.Namespace, "channel " + u.String()
+		}
+	case "rule":
+		u, err := uuid.Parse(id)
+		if err != nil {
+			return nil, "", ""
+		}
+		if r, err := s.store.GetRule(ctx, u); err == nil {
+			b, _ := json.Marshal(ruleOf(r))
+			return b, r.Namespace, "rule " + u.String()
+		}
 	case "key":
 		if k, err := s.store.GetAPIKey(ctx, c.Param("key_id")); err == nil {
 			b, _ := json.Marshal(keyOf(k))
@@ -126,6 +145,10 @@ func auditEntries(op string, p permission, actor string, reqBody, resBody, befor
 	case "createJob":
 		resource = "job " + fields.ID
 		ns = fields.Namespace
+	case "createChannel":
+		resource, ns = "channel "+fields.ID, fields.Namespace
+	case "createRule":
+		resource, ns = "rule "+fields.ID, fields.Namespace
 	case "createKey":
 		// The key itself is shown once, to its creator, never kept.
 		var k map[string]any

@@ -29,9 +29,10 @@ import (
 //   - public: no key (health checks, the document itself);
 //   - any: a key with the role in some namespace (schedule previews);
 //   - cluster: the role in every namespace ("*"): the cluster's views;
-//   - job, execution: the namespace of the job or execution the path
-//     names, looked up before the handler runs; one the key cannot read
-//     answers 404 as if it did not exist;
+//   - job, execution, channel, rule, notification: the namespace of the
+//     job, execution, notification channel or rule, or notification the
+//     path names, looked up before the handler runs; one the key cannot
+//     read answers 404 as if it did not exist;
 //   - namespace: the path's namespace;
 //   - query: the namespace query parameter; without one, the handler
 //     lists the key's own namespace (listNamespace);
@@ -55,7 +56,7 @@ type permission struct {
 	Scope  string
 }
 
-var scopes = []string{"public", "any", "cluster", "job", "execution", "namespace", "query", "body", "key"}
+var scopes = []string{"public", "any", "cluster", "job", "execution", "channel", "rule", "notification", "namespace", "query", "body", "key"}
 
 // permissions reads every operation's x-tock-permission from doc.
 func permissions(doc *openapi3.T) (map[string]permission, error) {
@@ -274,16 +275,12 @@ func (s *Server) guard(p permission) echo.MiddlewareFunc {
 				if ns := c.Param("namespace"); !who.Allows(ns, p.Role) {
 					return forbidden("namespace", who.Denied(ns, p.Action))
 				}
-			case "job", "execution":
+			case "job", "execution", "channel", "rule", "notification":
 				id, err := uuid.Parse(strings.TrimSpace(c.Param("id")))
 				if err != nil {
 					return next(c) // the handler refuses the id
 				}
-				lookup := s.store.GetJobNamespace
-				if p.Scope == "execution" {
-					lookup = s.store.GetExecutionNamespace
-				}
-				ns, err := lookup(r.Context(), id)
+				ns, err := s.namespaceOf(r.Context(), p.Scope, id)
 				if errors.Is(err, store.ErrNotFound) {
 					return next(c) // the handler answers 404
 				}
@@ -291,7 +288,7 @@ func (s *Server) guard(p permission) echo.MiddlewareFunc {
 					return s.serverError(c, err)
 				}
 				if who.Role(ns) == auth.NoRole {
-					return notFound(fmt.Sprintf("No %s with id %s.", p.Scope, id))
+					return notFound(fmt.Sprintf("No %s with id %s.", scopeNoun(p.Scope), id))
 				}
 				if !who.Allows(ns, p.Role) {
 					return forbidden("id", who.Denied(ns, p.Action))
@@ -300,6 +297,48 @@ func (s *Server) guard(p permission) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// namespaceOf is the namespace of the resource of scope (job,
+// execution, channel, rule, notification) with id; store.ErrNotFound if
+// there is none.
+func (s *Server) namespaceOf(ctx context.Context, scope string, id uuid.UUID) (string, error) {
+	switch scope {
+	case "job":
+		return s.store.GetJobNamespace(ctx, id)
+	case "execution":
+		return s.store.GetExecutionNamespace(ctx, id)
+	case "channel":
+		c, err := s.store.GetChannel(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return c.Namespace, nil
+	case "rule":
+		r, err := s.store.GetRule(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return r.Namespace, nil
+	case "notification":
+		n, err := s.store.GetNotification(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return n.Namespace, nil
+	}
+	return "", fmt.Errorf("api: no lookup of scope %s", scope)
+}
+
+// scopeNoun names the resource of a scope in a 404's detail.
+func scopeNoun(scope string) string {
+	switch scope {
+	case "channel":
+		return "notification channel"
+	case "rule":
+		return "notification rule"
+	}
+	return scope
 }
 
 // serverError logs an unexpected failure and answers a bare 500, or 503

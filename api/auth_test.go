@@ -23,10 +23,16 @@ type authEnv struct {
 	admin string // a key with admin in every namespace
 }
 
-func newAuthEnv(t *testing.T) *authEnv {
+// newAuthEnv serves the API with keys required, a keyring (so that
+// notification channels can be made) and a notifier that delivers every
+// test message; opts change the server's Config further.
+func newAuthEnv(t *testing.T, opts ...func(*Config)) *authEnv {
 	t.Helper()
 	st := openStore(t)
-	e := newEnvWith(t, st, func(c *Config) { c.Open = false })
+	keys := testenv.Keyring(t)
+	e := newEnvWith(t, st, append([]func(*Config){func(c *Config) {
+		c.Open, c.Secrets, c.Notifier = false, keys, &fakeNotifier{}
+	}}, opts...)...)
 	e.store = st
 	a := &authEnv{env: e}
 	a.admin = a.key(auth.AllNamespaces, "admin", nil)
@@ -165,6 +171,41 @@ func operationCases(a *authEnv) map[string]func() request {
 			k, _ := auth.ParseKey(a.key("team-a", "reader", nil))
 			return request{"DELETE", "/v1/keys/" + k.ID, nil, false}
 		},
+		"createChannel": func() request {
+			return request{"POST", "/v1/notification-channels", channelBody("team-a", "c-"+uuid.NewString()[:8]), false}
+		},
+		"listChannels": func() request { return request{"GET", "/v1/notification-channels?namespace=team-a", nil, false} },
+		"getChannel": func() request {
+			return request{"GET", "/v1/notification-channels/" + a.fixtureChannel("team-a"), nil, false}
+		},
+		"updateChannel": func() request {
+			return request{"PATCH", "/v1/notification-channels/" + a.fixtureChannel("team-a"), map[string]any{"paused": true}, false}
+		},
+		"deleteChannel": func() request {
+			return request{"DELETE", "/v1/notification-channels/" + a.fixtureChannel("team-a"), nil, false}
+		},
+		"testChannel": func() request {
+			return request{"POST", "/v1/notification-channels/" + a.fixtureChannel("team-a") + "/test", nil, false}
+		},
+		"createRule": func() request {
+			return request{"POST", "/v1/notification-rules", ruleBody("team-a", "r-"+uuid.NewString()[:8], a.fixtureChannel("team-a")), false}
+		},
+		"listRules": func() request { return request{"GET", "/v1/notification-rules?namespace=team-a", nil, false} },
+		"getRule":   func() request { return request{"GET", "/v1/notification-rules/" + a.fixtureRule("team-a"), nil, false} },
+		"updateRule": func() request {
+			return request{"PATCH", "/v1/notification-rules/" + a.fixtureRule("team-a"), map[string]any{"paused": true}, false}
+		},
+		"deleteRule": func() request {
+			return request{"DELETE", "/v1/notification-rules/" + a.fixtureRule("team-a"), nil, false}
+		},
+		"testRule": func() request {
+			return request{"POST", "/v1/notification-rules/" + a.fixtureRule("team-a") + "/test", nil, false}
+		},
+		"listNotifications": func() request { return request{"GET", "/v1/notifications?namespace=team-a", nil, false} },
+		"getNotification": func() request {
+			n := insertNotification(a.t, a.store, model.Notification{Namespace: "team-a", State: model.NotificationPending})
+			return request{"GET", "/v1/notifications/" + n.ID.String(), nil, false}
+		},
 	}
 }
 
@@ -244,9 +285,9 @@ func TestEveryOperationChecksItsPermission(t *testing.T) {
 						(r.status == http.StatusNotFound && !req.missing) || r.status >= 500 && r.status != http.StatusServiceUnavailable {
 						t.Errorf("%s as %s: %d, want it allowed: %s", op, c.name, r.status, r.body)
 					}
-				case c.ns == "team-b" && (p.Scope == "job" || p.Scope == "execution" || p.Scope == "key"):
-					// Another namespace's job, execution or key does
-					// not exist for this key.
+				case c.ns == "team-b" && slices.Contains([]string{"job", "execution", "key", "channel", "rule", "notification"}, p.Scope):
+					// Another namespace's job, execution, key, channel,
+					// rule or notification does not exist for this key.
 					if r.status != http.StatusNotFound {
 						t.Errorf("%s as %s: %d, want 404: %s", op, c.name, r.status, r.body)
 					}

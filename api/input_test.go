@@ -155,7 +155,7 @@ func TestForgedCursors(t *testing.T) {
 		"!!",
 	} {
 		for _, path := range []string{"/v1/jobs", "/v1/executions", "/v1/jobs/" + j.Id.String() + "/executions",
-			"/v1/jobs/" + j.Id.String() + "/skips", "/v1/jobs/" + j.Id.String() + "/backfills"} {
+			"/v1/jobs/" + j.Id.String() + "/skips", "/v1/jobs/" + j.Id.String() + "/backfills", "/v1/notifications"} {
 			r := e.do("GET", path+"?cursor="+c, nil)
 			mustStatus(t, r, http.StatusBadRequest)
 			if p := r.problem(t); !hasField(p, "cursor") {

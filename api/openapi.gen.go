@@ -127,6 +127,48 @@ type ServerInterface interface {
 	// ListNodes List the live scheduler nodes
 	// (GET /v1/nodes)
 	ListNodes(ctx echo.Context) error
+	// ListChannels List notification channels, by namespace and name
+	// (GET /v1/notification-channels)
+	ListChannels(ctx echo.Context, params ListChannelsParams) error
+	// CreateChannel Create a notification channel
+	// (POST /v1/notification-channels)
+	CreateChannel(ctx echo.Context) error
+	// DeleteChannel Delete a notification channel
+	// (DELETE /v1/notification-channels/{id})
+	DeleteChannel(ctx echo.Context, id ID) error
+	// GetChannel Get a notification channel
+	// (GET /v1/notification-channels/{id})
+	GetChannel(ctx echo.Context, id ID) error
+	// UpdateChannel Change a notification channel
+	// (PATCH /v1/notification-channels/{id})
+	UpdateChannel(ctx echo.Context, id ID) error
+	// TestChannel Send a sample message through a notification channel, now
+	// (POST /v1/notification-channels/{id}/test)
+	TestChannel(ctx echo.Context, id ID) error
+	// ListRules List notification rules, by namespace and name
+	// (GET /v1/notification-rules)
+	ListRules(ctx echo.Context, params ListRulesParams) error
+	// CreateRule Create a notification rule
+	// (POST /v1/notification-rules)
+	CreateRule(ctx echo.Context) error
+	// DeleteRule Delete a notification rule
+	// (DELETE /v1/notification-rules/{id})
+	DeleteRule(ctx echo.Context, id ID) error
+	// GetRule Get a notification rule
+	// (GET /v1/notification-rules/{id})
+	GetRule(ctx echo.Context, id ID) error
+	// UpdateRule Change, pause or resume a notification rule
+	// (PATCH /v1/notification-rules/{id})
+	UpdateRule(ctx echo.Context, id ID) error
+	// TestRule Send a sample message of a notification rule through each of its channels, now
+	// (POST /v1/notification-rules/{id}/test)
+	TestRule(ctx echo.Context, id ID) error
+	// ListNotifications List notifications, newest first
+	// (GET /v1/notifications)
+	ListNotifications(ctx echo.Context, params ListNotificationsParams) error
+	// GetNotification Get a notification with its attempts
+	// (GET /v1/notifications/{id})
+	GetNotification(ctx echo.Context, id ID) error
 	// ListPartitions List every bucket (the old name of GET /v1/buckets)
 	// (GET /v1/partitions)
 	//
@@ -985,6 +1027,257 @@ func (w *ServerInterfaceWrapper) ListNodes(ctx echo.Context) error {
 	return err
 }
 
+// ListChannels converts echo context to params.
+func (w *ServerInterfaceWrapper) ListChannels(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListChannelsParams
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", ctx.QueryParams(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter namespace: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListChannels(ctx, params)
+	return err
+}
+
+// CreateChannel converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateChannel(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateChannel(ctx)
+	return err
+}
+
+// DeleteChannel converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteChannel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteChannel(ctx, id)
+	return err
+}
+
+// GetChannel converts echo context to params.
+func (w *ServerInterfaceWrapper) GetChannel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetChannel(ctx, id)
+	return err
+}
+
+// UpdateChannel converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateChannel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateChannel(ctx, id)
+	return err
+}
+
+// TestChannel converts echo context to params.
+func (w *ServerInterfaceWrapper) TestChannel(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TestChannel(ctx, id)
+	return err
+}
+
+// ListRules converts echo context to params.
+func (w *ServerInterfaceWrapper) ListRules(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListRulesParams
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", ctx.QueryParams(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter namespace: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListRules(ctx, params)
+	return err
+}
+
+// CreateRule converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateRule(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateRule(ctx)
+	return err
+}
+
+// DeleteRule converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteRule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteRule(ctx, id)
+	return err
+}
+
+// GetRule converts echo context to params.
+func (w *ServerInterfaceWrapper) GetRule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetRule(ctx, id)
+	return err
+}
+
+// UpdateRule converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateRule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateRule(ctx, id)
+	return err
+}
+
+// TestRule converts echo context to params.
+func (w *ServerInterfaceWrapper) TestRule(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.TestRule(ctx, id)
+	return err
+}
+
+// ListNotifications converts echo context to params.
+func (w *ServerInterfaceWrapper) ListNotifications(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListNotificationsParams
+	// ------------- Optional query parameter "namespace" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "namespace", ctx.QueryParams(), &params.Namespace, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter namespace: %s", err))
+	}
+
+	// ------------- Optional query parameter "rule_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "rule_id", ctx.QueryParams(), &params.RuleId, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter rule_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "job_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "job_id", ctx.QueryParams(), &params.JobId, runtime.BindQueryParameterOptions{Type: "string", Format: "uuid"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter job_id: %s", err))
+	}
+
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListNotifications(ctx, params)
+	return err
+}
+
+// GetNotification converts echo context to params.
+func (w *ServerInterfaceWrapper) GetNotification(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetNotification(ctx, id)
+	return err
+}
+
 // ListPartitions converts echo context to params.
 func (w *ServerInterfaceWrapper) ListPartitions(ctx echo.Context) error {
 	var err error
@@ -1142,6 +1435,20 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/keys", wrapper.ListKeys, options.OperationMiddlewares["listKeys"]...)
 	router.POST(options.BaseURL+"/v1/keys", wrapper.CreateKey, options.OperationMiddlewares["createKey"]...)
 	router.DELETE(options.BaseURL+"/v1/keys/:key_id", wrapper.DeleteKey, options.OperationMiddlewares["deleteKey"]...)
+	router.GET(options.BaseURL+"/v1/notification-channels", wrapper.ListChannels, options.OperationMiddlewares["listChannels"]...)
+	router.POST(options.BaseURL+"/v1/notification-channels", wrapper.CreateChannel, options.OperationMiddlewares["createChannel"]...)
+	router.DELETE(options.BaseURL+"/v1/notification-channels/:id", wrapper.DeleteChannel, options.OperationMiddlewares["deleteChannel"]...)
+	router.GET(options.BaseURL+"/v1/notification-channels/:id", wrapper.GetChannel, options.OperationMiddlewares["getChannel"]...)
+	router.PATCH(options.BaseURL+"/v1/notification-channels/:id", wrapper.UpdateChannel, options.OperationMiddlewares["updateChannel"]...)
+	router.POST(options.BaseURL+"/v1/notification-channels/:id/test", wrapper.TestChannel, options.OperationMiddlewares["testChannel"]...)
+	router.GET(options.BaseURL+"/v1/notification-rules", wrapper.ListRules, options.OperationMiddlewares["listRules"]...)
+	router.POST(options.BaseURL+"/v1/notification-rules", wrapper.CreateRule, options.OperationMiddlewares["createRule"]...)
+	router.DELETE(options.BaseURL+"/v1/notification-rules/:id", wrapper.DeleteRule, options.OperationMiddlewares["deleteRule"]...)
+	router.GET(options.BaseURL+"/v1/notification-rules/:id", wrapper.GetRule, options.OperationMiddlewares["getRule"]...)
+	router.PATCH(options.BaseURL+"/v1/notification-rules/:id", wrapper.UpdateRule, options.OperationMiddlewares["updateRule"]...)
+	router.POST(options.BaseURL+"/v1/notification-rules/:id/test", wrapper.TestRule, options.OperationMiddlewares["testRule"]...)
+	router.GET(options.BaseURL+"/v1/notifications", wrapper.ListNotifications, options.OperationMiddlewares["listNotifications"]...)
+	router.GET(options.BaseURL+"/v1/notifications/:id", wrapper.GetNotification, options.OperationMiddlewares["getNotification"]...)
 	router.GET(options.BaseURL+"/v1/changes", wrapper.WatchChanges, options.OperationMiddlewares["watchChanges"]...)
 	router.GET(options.BaseURL+"/v1/whoami", wrapper.Whoami, options.OperationMiddlewares["whoami"]...)
 
@@ -1152,353 +1459,421 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3rkhtHki+Iv0oMZswIqBMgqlhiD1HWdqZEUS2qKYpDUn/ZmU4dZgAZKAQrEYHOiCwQrT/N9uN+3n2S",
-	"fYV9lPMka36JyEwggUIVL+rWqM1aLAB5iYu7h19//ktvZpcra5Txrjf5pbeSpVwqr0r89LgqnS3hr1y5",
-	"WalXXlvTm/ReL5TIjHrn38zwikzYufALJValuta2cmIlL9Wol/Q0XP63SpWbXtIzcql6kx7d00t6brZQ",
-	"SwmP95sV/OJ8qc1l7/37pPf0a/geb19Jv6jv1nkv6ZXqb5UuVd6b+LJSzSfNbbmUvjfpVRVe2fHkXC1X",
-	"1isz2/xFbXYn9728Ug5nsy61V8LJuRLeilL5cjPBH+a6dF7AIJTzYq39QkhxpTairIwT0uSp0R7+cGtV",
-	"ir40G+G89JUTU1XYtfhyPB4I7cSVWnkxt6U4PRMLW5UuEW5mVyqH9/mFSg1M2q3kjAbjlRHenuMYnFwq",
-	"fCe+Pn6zVH5h80TAotFIpjbfiEvlYU7Sh0HJS6mN6OPNWVwSP3ypVoXcqHwiYGWzQULjaL9NGusXqowr",
-	"IMXZ6WkCr6sHEldnoQtFD6Flc14XBa+UOBs/GokLL5bWeXH65ZdiVWrj5bRQ4uLV46dPxWwhSzkDghyl",
-	"JhDUQslclTVNNLZ0CHvaJIilfPdMmUu/6E1Ov/yyiyCe6aX2u3TwQl4q4fTf99Jxgfc135WruawK35t8",
-	"OU7gxXpZLeEDfNKGPp3EIWjj1aUqcQwvgHHU+rGtTMdQvrVrsQQqwlXzVhTa+b3shc/oHNZJc1gn4+PH",
-	"9U1pl7vDeqadxw2nzZx7VQq/0E54vVSi//Kbx+LBgwePBueCRyCMXSdiusGbcunlVDp1z4lZYWdX++Yz",
-	"h3d3snguvRrCuzr4/D0ICbeyxikUZV/J/CVRJHyaWQPUDn/K1arQMwlTur8q7bRQyz+8dTC/Xxrv/LdS",
-	"zXuT3r/er8XlffrV3X9Bd9FLdwVlYATthDbXstD5uchUWdrSZQL5Wyg5W4ipzMVcqyIf9d4nvcfWzAs9",
-	"+9VGO+P3u1q+vLVT2KuqLJXxKNCUsCVOAYf8BOb0Ocd7YTaCBBEuJw7iG1tOdZ4r87kX7kpt7jlR2kKJ",
-	"3ConjPVCFiDtYe3sSpX4cqENfhEFO0nzXHmpCyYHZClbqKR9ZZSvcgZPwuk+t/4bW5n8c872uRWumi2A",
-	"HmD/1Ts1q+KAXlv7TJaX6teiWzztQARZKwoYCI7qRyMrv7Cl/rv63EuFh6Z0winjE1gvT8QCg1zKAoSZ",
-	"yhNRmStj14YWdAW6DchDOuhQgP3000/Di8ovlPEwXLUrjrOvlCzxVJbF8k9pz9vZVdrLEuJgEjl/Snss",
-	"hN54e6VM2svEeqEM6y9hoKOD2tl7WtFrqQs4qT/3Vs+KysFRAwcTrGJVD2VC549T5bUqxUICGwrlZ3lq",
-	"ZtYYhYyDuwBfilznxKeoE4GCgTNblXamnPs15ralyeCGVE7lQcnM9XyuUP4ywTN5u2q1sqVX+fcq1/I1",
-	"btivw4Cw6JLYEPVNTaLwu1c/PBf9rDkMeH02GKGewS+BMVx4r5YrHPSqBLnpNR3hKpwv7Zc/rjyoRGfj",
-	"Rw/FdOOVG+2qA0mPpJQt3+i8g6ST3lwb7RYqfyP9Xh3DVAUTPFkdOw9ZKFn6qZKen7K7SoWEJQqXgdkk",
-	"RWHNpZA0axj73d5tquVUdS0PqINOgBYlToS9ViSBotS+58R6AadWoecqEaUa5qW+VqCszIoqJzm0rRkm",
-	"PVv5mV2qm4iGN/MHvppuXFX+rtvovAQq71zf51VRoDUFSwpWCb0bpueUwDuRn4y6RilJDHPXFX/ftEL/",
-	"Gpa/NcI2Vf0cH2Gnb9XMw3S2lmdnSjCPSWO/bCmctyuwECMRaXMp+tqLXKt8EHWEuL+pWYO48DZabdYo",
-	"sqWUAcX/rz1XzWZK5Qrs5bnUBf4Bq5C/sRVMYybNTBX0PQypMZd6ay6qXPsnxpebXdYljQWZ+J1crmBR",
-	"e2/t1I2qFSx5107Lme/i9p8WVixljhYlGIfmUol+dqU2k7Qajx/MdI7/qgylfCaNNZulrVwmrBHSgCJm",
-	"xMWLp4NO8kIbBgec5xreKIsXjYkQIXTJPmerEjQ0toHC0BIhSZ27ePGUTxmVnws5hUOWaTVXhSL1aS/N",
-	"1QRzQDrtTGaq5rZUHzAbesC+6biFXatcaL81n1mp5NHzIWl8g9OGTEHUgTtldxhwF7VIz2PPRT8DjXWH",
-	"TLLIKh2/gVK0+22tktNv8Ln+FQg7C4tBFDrdCKcKBSTdRXhbsgRFBy4EMUFz/kngpca0OyULcCMY6LvM",
-	"qL1atv84KMFrtn4f3yPLUuLnhhOw+8Cj34J/EC5H32CkmZpj4Gi8eW1ozF0z/krOrua6KHYnjBR5+Gjf",
-	"1Re6lY2fFhshBQlJMeU38uc4JxSza+1Up4zZ0jS2n6+M0F4ok8MDgX/Yg6Y9ulnuriDMaQm7NilygCP9",
-	"OU6MV044K+ayHInXmuxTCbZtqWS+Sc1C5iBYay6SpRIr6UBrRXUDjiRQAdExBbaOs0IKp2YW3ZPhXagL",
-	"lcguMFQnxnRKxdlq4x+edSojc3ZPHbe1R8qct3b65ljxBFywT+VblfayVM6dC9A7NgIYK6+AftBNxpxB",
-	"E2eJq0mNniplxEKavDigpnSpSJ3WYVkZo81lJirjdcGD2R2CduGVop/l1qAPWKamcoqUDwfD62esh8Cv",
-	"toSvZtLALl9aOGn7GfFENiHXL0he0L3wsAPCKMEyA80XVTGQEsErlgknN6CUbgZtNYUn0Et6MCxUtXAI",
-	"tdbSpZZ4ezxleOtl0b2L7V1zwY1Da4YWNHyMxAxzZeYZHUPD21IOJsUEmAQPqLe9MMTAzTXphX1PmtLu",
-	"ZgU0CM2PcVJEAXzbc+KCxaaJ50CMH33oYdDw+XYrQXNZOJVszXve6e5+HSM/WyzsrZhZ43SuStEPZtPg",
-	"eI4FKVnIVctV30PfYS/piAREIqNoQImGpFFRvw8mAPlr8bvU1CJ+JH4wxUZk+ALSU4xdT7Yem1uU2Wup",
-	"Ua9LDfqo6QV9Y0u8zxqcE94xSMR6Ib0KBia/fW1Sw/MTK1vo2abN1DTN/YzbcViZvC2x+uodL/k5eXNQ",
-	"pTB2fewObFFVzW6dlFUqeaXKV0HKhonMCuuQIxeymA/BzOglPfyna3JfVbMr1XFg/GCUmOJvMEfQJBOh",
-	"Pa4j7+wanSpeLGyRozawa2ldqzdwZ0vu7T88p3Eou7+plZ0turcBR+QWenXPibkyMzBD8XLR97WT7p4j",
-	"T9ulMsEBTioz/VecjcX/n+xVuKpU19qhCoFxwxnFHWjuwT3J4m0QlCPtF3RFp5zdoxU1phhWqj3D7+w0",
-	"ynhaoDZ565ICIKPjFBQUf3ml9lC0LAutnCf1uKxMoG968z0naFeRHqJSSIoi+TiNurteiIvXPTBjc94Z",
-	"Ckyw9UcbYuy6ORZj6XK7Nq4x+NExQyjVzJa5yt8coDeirXAl7M0L6/xlqV7957OEqYV0mrmG5wpfSuPI",
-	"WBKzhZpduSbJxFd+CO20H3KAT/aMmwek53H1kL5mhdRLld9uFbeEGHN12N7Ayjtj3ll85oikJUkaFNwp",
-	"E/FlH0WHoGHvaBDHH/xVcfUYje4OO5AcAXu4vR2mi04DiXEu33QkxNBnU6NdKmnYUnNiKT2oCGJaeTJ9",
-	"6M5Bty+Vr94zrmA6R58DiyUaRdeoneizwPBWrGTlVEL/5JTH4qqlGtCU8NX0OPZPjG7WTsN4k7iiXTvx",
-	"JGgcHe5Acnu+KZhi2rN+glzM1ySscnmLiuG5sKC8aCP+/OS1uH99cr9WbO7/ovP3mEVwlF+Dwwwdyiq/",
-	"2nWfidOGn2E7cyhHV4+MulRjMafWFkoaOnExiNOx4T9J7bW5TMTfKlVRWBBstVqfoqOibFrsoA/1WcVK",
-	"DelYIqN3vEH77RwOCu3EqpoWaA2gCGQyspWf2ncCJlheyyI1/VPhBrVfZiNySyrb7kRy7VZECx8UNskr",
-	"1Wk9f4MuND4PiQ8plBn079Fb7b0qsyQeh8iRFRL+VDUm3I/35G/mYGOuiso19dT53Ck/6Hbh3NJj9OvE",
-	"ntAgfDPdHDZfSzpmkPfxjnawoOXKXUpTySJ6nT6DHwUupayfjlWi4XRQCU5juhEvfnhFIgGOLBQG94F2",
-	"SolGi19IE1KPIv10UvVhZzMb3CTAul14nPDWcIlpF3yGfXSW4LGhUc7RGTJXZanyQU3ILXbFZL0P0PBi",
-	"yG3np1Wpban95ubgL1/HsdrIScc7V9qhu7vNJPq2Do01Hjxkox32rUSSazvZ23OMxFd7WeIZsS0FbxkB",
-	"jIP9GNpTfeR+OhfMXi/ZTyia0cn7J8wdTcQi5C02jqta45jrwqvSiT6p7fC+BLWltxXmFWonrFGDO/nP",
-	"9uqHW8SxMws6eCfo+AArAsM4pg6/9tn1ATxMmgmz6eBcsINykhppYvQZxOc5c/+kXt3wM4sFsOwlpRjj",
-	"q11qbOXxLaBL2Pn8XMQwbSJiQBZvzJXMyepuPjo19OwBOuTn2sii7XqhqYIFEB2rnZHgZvQXXtXp0PhG",
-	"qyKPGYBb7jT4bXepv7YeFGfMVA4GrwQLaVX5RKjR5agW1CAg/m6NQmfz1OYb/EOKmK9+z3EiYsfYlso5",
-	"eam6E81bnh8caH1DFwH9uZSmg1Fbh8YWb9W6OwWlvyCvG5F9/K1z6KUtbpR3L+GanXyEhjDDh3TN5Vt0",
-	"9Jc3ekd3Q/DkeqzV0oZ3MVt4v8omIqvKIhN9OXW2qLwS8LWwZWrgDzdIREa56pnoh/RgOMHhB057yxKR",
-	"OTUrlX8TvjmncAKmF6HE0s1hrOSmsDIficxI77JJ4E2qTaAfhbepyVyFi5BR0jpplcB3b0q1KjZZ9Hsi",
-	"U66KzUhks8p5u8wmTV+quLScqi/o5ygoOEqGmWgUMM5GqUnNa46eUxKKW9i1o2BYqfyESeJaFhVGZbZn",
-	"n1BGP7wuXkO30BVgF8XF47wXeLUorL1yotBXSsjUzEqVK+O1LET/gvMiJWXGvSjtu81w68vH1l5pxRyH",
-	"sW4zs8ZLbdDPYq+USXgKCUb+1rbM+a88EXKlh1dqg3/Av6mRK/0Gv2mMxJbCKee0NYMEdhWWxgjpRPbF",
-	"F19kJLnaLNdIjuym3g59Z8ubTk8gSop5zpzJluD+EzWPxP8P1huNcX5taur1dbjAtL71lBwK3vY8JvCu",
-	"PDWYQMtPwl3b2mmhjfMKSPmpEVK8uHj9+NuEHiGk2yIBfJgMNHClFMbonHDegmqM17VMuFoCEAu2E3OA",
-	"C/clYbSvhLkM1VJq0IxWcO6UsKz/668Xw/+Sw7+Ph4/eDH/+5SR5ePb+3zpVwtakP8JG0pZc017h6jNV",
-	"1ls5CcuizKzcrLzKU9O/ePJqePrlw+GfH38PNncekniiEzsbDulRQMnDuS4wLAp0k5r4oCAKogwIfslc",
-	"4RXw45K0Gwr00j5GesNAeZQLRvQx5kLbrJmABoko7OUlhlAxKJsLTLhcKl/qmSjkVBV1Rc3Jw3PReMhJ",
-	"yLBLDabYIc2DngHsXNqiUW1zzqwulnKDSlmpViHQZOepqcVMXxsBOt5MOjUYiYuQfRue3bF0qSnVvHKU",
-	"6r4U/bPxGF4G0iSj4HM52mKIwUi8XqgNbGqKcWbiWUpdLlWuSzXzolAyd61ct1JfatPkIhw9LDu/KIGb",
-	"rvHV2zwIoyduIn8bkE1qrFEuEdkv7zOMYldFIUq1tNc8G9rGwKlC8tLjc+DF0jOj3mszKGiWidDzcJyh",
-	"Zx8MQdNY7CRQLR8veOcE9KBCatMUpzSghYLlCjsxVSivN6tgUg5gl1uDCEVp6GVDdyYt1o8vn91zvJqi",
-	"j5qHAv0e1E2Ti5Ut/UA4LzcuVoCxshmExS+91qnSm/Q4Xf3h/GT2KD9VlMR6Q74Yn9ttMUSpnG5k9OXC",
-	"F5tOm4UzooPuC6IATT604Ojs7tRrq3JPQsCPL59h4FcWRVu8BIUnCRoP/uuSwBDN89eJPshQYoPm4U3k",
-	"HlPdI7vY1MAbhbNLJWSel8o5IEeyH2BMlIkhvCoKQRYUK9dL+ChT08VsoKpNwM55+iI8NWZvF9auwAZJ",
-	"UrMq9bWEmRXaXA0LO5MFiEv9t0qFT24hS3JcupWa6blWeZKaZVV4PZMg5EqF8iEnbWJW2CoH4SVz6SWK",
-	"Dj1T91yQKik8pijQJ/r0xfXZcCkx+/Xpi+uHMUN5kICwqpYKJCDSZCPzPDWBOxpz62cnp38cnYCCOX73",
-	"x/kY/neCiS4dY6EqzERkOEV4PquN3s6uKMaNQbJEPL94/SppxHfwqosXT1MTt2okfsIjgfbEKTylaHvz",
-	"oMzWxw55c1PTh1flIEqBloYUuk/i51yZTXYuMroqV9cZlR7B5s1k0Xg9RSQoihlHj1Ib1w0lvnbibZXD",
-	"EcPOqNRoh4QOG8sutLCS2mO+aIHiz3JuF4gvIELQANGQTw1G4HA9QDNpaNBUDgrGJrHRpbV50lTGpLNm",
-	"S5Yg+7rJ/fv8zWhml/cX1l51sX6t1jcUieju2zKb8OcDptITPtq7I/fh4L/nqDgF3daBx3b01yllEtwY",
-	"EmsmHBzjTZa6qEp1bPhfmzfzAgRnd7Sj6C6Ofb1ozXZmDdUFzjYC78CtbJyy0bHMsWKjukNhrAt1ROQ5",
-	"XuNCGmGMztPyNCoT19rkW8kf+6fvtOlOHFatxwtlvCpVznr1duT/oOOTctxvk366RZTNHU8i2YSxNxat",
-	"sfnNjW0N4QBxPzVzu+vZ+EAyPd57uc1iHT7MRe2waAuDiVzpUUMadO0D+rtudgKFd4QbmiteT+rAMn4M",
-	"T25zR+4eDP9WycIvdsdCYATtVewSnlsv4tu63vSdnXZQzoHMorvkZLdYtEPyNajjiLW9RQgLraob9+wZ",
-	"XYXXO/+mrMwHxTrwIeiQdW5/rnjt/CqkV87XXuJG+CkEIUR/uqHz14BWhmc13MbFUHheGWELsH/5zXUx",
-	"M1gUcNyDLjgYpeZ5I/XHKDRX6nejaIqmTCNvK0G7tf45aLhTdQlaaylnV6CZ8ttBX8IkCNyBAswvVHJG",
-	"2t6XhSr9RKQ9WL+0lwn1DiehfchTIpuYb3nz1k7ftNYUE3m9XK7eUC66y7YSzm+1XUvtHIX0D9HI93jV",
-	"C1Trmj6VW1a8YCynJrCOOrh1gzgwmEj5H7YUMCpMWfmAgGKdsHposj/wZe+THjtf4Y53w0s75Ee+Bd3u",
-	"pVx/zw73O0YkMW5yo5scLqpXvqxMh5bxsjKOA+NbsWKugRB9TMCsUxCW8h3shMtIMXGDYxUPfsBNw34V",
-	"rjs2/PmdncZDGDbU7gn9frBagrKyGWfgOGpMPQux0jjVpHG4Nkm4LTF3Rd9WUvsN2sx3dvqV9LPFY7zn",
-	"lqnf3emgr4mR0LVEQ0nIryZdO+1AeEQP0v7oPKTv7JQHijkO757STRGdJXy+QQnAcR9aDXjOngxFqj4F",
-	"6Q+CHGEd5pjE5GeLicjo2M/E6fgk5pbzfqQme2unWcQ1YJQj9IBxlXm2tUBrWxW5WMhrlZpQEckRVXIE",
-	"Mj5BIs7Gj8gghTU1g64QwFtSO25YXxIrVL1+bJF70qUknY5Pbgw9H1aScCteKoc5/nvq1PbkATbKSToq",
-	"oChY230nZiDS3eecvIykKWayLDcM3IXz7n54pONdi7fEqYiVKgPdtDza2lD2epmTAXwsR9QUe5zyGwVE",
-	"Vy1QawPuJBS2FM+t/KNSKeHVO7J5V8quCiX6MmBajcdjqmfHg6GJRoUc/hGU2Ntqpx+mqbQn/yM6/5r5",
-	"hK14dnu6KM/C55M9EaPRm+HPf/i3G4uAt1IJKICM8jkNRTRp76MP4YMUn13wIgTFQMd7go6SOoTEVEB+",
-	"MArxRnV+IqRPDSOmPRR/0V+J/unD0+Tk7IwpDY6lOhBdqpnSqLuHeBQ65OxyJWeeXW0EX+Aiyhwmnxgx",
-	"B1Wyf6IegAoJR1IEGEhNHSviko6E/iWcIvjz9KFQbiZXYHg4/Y4Gh+fmYCSeW/HjH8bAA6kp4NxxVVna",
-	"S86stpUf2vmQCnxocKLvlBJPzary5GNyQk7tteKDYVtp/QdRM++i5jW0ti3ANWsuEW+vTi9aSkSFE30p",
-	"/mxFXpUcs4/y52yBgqc29B+M3Y2qHWtyQRbtkaUfw9HBx/OvXS/4nZ2+gDPnlqkwVBKoCgo6UjY8R1yB",
-	"pFelcoTVsyrkTDVSVUbigrK9UmPn4pf3GBbx8YKYVBIjASFFhiIC52QQu9Two4UsipYvAH4VfXxwHZsk",
-	"Rz+LljAoCvARBkyMiap3M7Wi/DOKioZkhYlwSqVmO1bapZwdPDVfNpek8dO5SHtpL46aFOl/3lPzEx4Y",
-	"MUTCwhB1dqPW7VyoqImkJhwWew6HUFHXIJiYUPXfRsJeNKVox4LwjcfVY3VJmZdYffMKi22YMW6hiM5A",
-	"Rr2p2qXCnZLpAtOKulLicQBHZL53lAPWYLSYZ4P2HD1P9IOcxRAgxl+NrdEkuS6JNJmGpcACbvDRNbVQ",
-	"ztS1xcj6seAJQW0aBUVUZBnqQEqSR3RxxwRa6m59yHoll39ayc0SgZWPOW5p3fecTXell7tsaABV+n1D",
-	"P+WGbpePU8EeptFVVEce/bSdeSkMXf3hQDfhnq7KoQi2hYgfe0G2KO3gSm2CkyIb7MHgW+lSuQ+KiuwJ",
-	"eqPHEBbuIKrOWjpSF+HKJChZS20q/wEF1Hf04d85tXvH74pPiu7Xlqu0sbtdlPgXtbmTQyTspDbdYNUI",
-	"adgAOmWPXi43TvSzR+M8G1D+TzhqMSNnwaWKlJ/C7+Acv2mAJa1Z8tE4P5Sm2oEE1hjR3IJBiWmW2iCe",
-	"tjaXbstUytWqsBux0itVaISc2RZpt3FStCWub2MGI5yD0Ob8UHlAWxwN5eevGIgEg2woi+KHeW/y18Nv",
-	"A1H1PtmWVVdqT6kiJoZTyK4tbfgjWR4sgM45VTZUBWPVEMO53iilYQi7k/yZpvkxjFua+V2j98+ihXLH",
-	"rOi/qM19Sutke3COSfaoSphLOu37WfOY/B/hDP1TNkgw9fQv1VSVRnnlwim7MV6+mzBgMK62sCsanfj6",
-	"+auhq6a5XUptwPyd63epwXDA/QzhrE3IKwZzhX0UDx+IQoEy4BKR60vtXSKyYZaI7E1GFQ/ZKEsIwRMG",
-	"Ds9TJoc/GRaXbgeRgvefx7Rb7YRarjyY2WXIk8c6oZgi/fCMV2cnXxV4DNtP8KHfpdG37L3bltFIj7nL",
-	"s6oseT8o2o6TInsTC20modxGIohaQXBqcx1ye7UR2WUpZyr04dAlQ/A3I+xYaGrXJmn4CShURxhuxhJW",
-	"RdIKe9J9U7XQJo9hnhDTJ92f6mdSg8bJsFoNRiJzV3qVMY6baeSgnouM8hQyYlk8fy0205gp489Tk8mi",
-	"yNiFMueMalvkoHRivV2CKYx4KCwJnVIakS3lu0ysMduZFy4+3qg13IyXUFYtrmZYwpwzMBmfQ7rUwODR",
-	"aUnJhyKjR2aDkfjBqKFbWE/MI4s1nGjwGCx2xHML5jdKzTfkFirU3KM31csr1e3TcYLTO4dDetGQnDxJ",
-	"auI3uL1JfcVSvhvU1QXkGkJ1BqFuUSQuVKm63DL4qDbW1EN0CR6whJlbCwXK04lrn0UPuxyKeFRuNZ+4",
-	"XfeJpLeKbFUPlainCV57pVcYMubvZVF0KMxdvPu8eVRv6TfzuSL4k1J5ZbpdWISVyj8zKOJqVWjMhEWV",
-	"mZGbIt/Ere/Wj7tjz0+9YyCoDwEg2qejHpjfUxp9Pcd2Emeblnnmo2Ndywwr07XQPx/aq49xLNcbf/fD",
-	"OT7jlfKoOt5Sgz6w7l+TlvygU0t+8HCBeeqBGaXBzkFUABCqfsZio2TptvxX2m8HAvK7ubGe27yzzLXQ",
-	"19tIE2iLl+pSO06fpVT5DtyyPN8DoITQybEmgUGpZH4N9zrlDmYWN8CQ8aR7MwsNdvbhoO1J/uAf2U9S",
-	"I5KFhh1Ya0DTnZFq0gp3775tO+ABu6neeF+EZLSOccCRTueJiSsRANbwfgy48/101OFilcqotUuN9sKB",
-	"/JAFg1iuVClev36GtV5wIc0OH0WHJBxchXVIPC41vArbaXK2mhYN3wJDoYPU6SSUOC6dj+4IFHGDiIHX",
-	"buEw7K5vveNb1PHzHpL/KKIHhnZ3qfPD8UiRqF4u5GqljIt1cpURMws7n1eKcYWl2QUVYs2LYFt1qNEg",
-	"vACQSAwYAAqSLzUSEqnjsSJnEvAlU4OEpEFSbdZycx50Q/gvQckGLYtjJdngvAVflJpQ0RpBGUDY4e7S",
-	"t+E0CvMAfVOZ3CX4kpU2l2CDbMS8KqltWWVquK5zkRHAwZsIkEufXfOZjaJv0W8mfW3BT92ne1GPp1h5",
-	"rJQ3ao3FgyPB2QqTrSM0aoG8EIMkgnRWpgDx55TvQs9MghJUr1qEbQiz6nQivlAlaN266AjYNX8EsbLU",
-	"RaGZdyYiC0fSm6WL3f9awBZ2jlXOnA8cYSoalT/9mJb8v//P/0swtw7QQrjEx85Lu0wNbi/aA/UWBJgn",
-	"1LDaaKwMR+wEYUOpPDUICKUR88ziTzxGrMCUpR+Ji7ZeUyouHltQgXtqlkq6qlufXn05bsupveJw9ejL",
-	"o698dNSVXaczt2zrguEo1Z7jDYg0qXEo0dA6F3O1DsBJhOuShbpQZriYG8uddtAg60tgQLKSWhcEMJej",
-	"BGVoPKdL1XVc7kfoJUTeYOXNLXDI8bU6NVhVZwIoNbhU660mDlEahPm6CV/YevO+8oLPlgr8d5AMnXN7",
-	"evH8gpYOronrd4+LHjNWGMBU1kb0f3z9OMikFh2QOhQ2ulY1L7A2U95/rtZv/qctjyg1qVOG48AjEDYR",
-	"8s/7aR+ppjtfsTIjkeXOZ+i6avStMMKWuTYSAXiKgmVJBqpznkWST82stEaod6uSwCoCMmp9E0t1O7ty",
-	"IngSLi1jCa1lmaemL8Vcv1M5oSc3HoYOMuqm6BudRrVxXjabJaTmUq7O8aAj7JIvspBrSSI64agGlh+D",
-	"fYBZKoFPy8pg1kep4Iyhyv7mLOGCe64xpaBH+LWeKS6vSA1P8tJiTYjYOytSJU1jQivpHByGxSYREkdP",
-	"ANa5yP4D/d7YrmVq/aIz7Xcf1D4c7PhybcSPrx/HdiXNZkfbQIBrUG2mtyjny0kLDEcwEggW4dEqdh60",
-	"yER7kPmw5JY3WLfl6j1X8yQnfFCmx9ypLWPudHz6cDh+MBz/++vxg8l4PBmPh+OzyXh89LyMXWrTCbCH",
-	"NijOE1aY/INtct/ihzy6prjBmnqnQ1V2LjeiDwOhTELkMmMDAOP+SZ1OHoxpOh0j93vE2tevXoulLK9g",
-	"Yde2zLc8V/jQrUH2marXLBmAY6l71vh0Mh6DCoELTHhfNzGquJSrzkTSGdfLqr2wl0xPTWlEixqrqpHe",
-	"teNQOznSTm9yqu0/A+CXeyAUpyBFyeEgQy09Tay9fE++fn1cLxsi/wMC+24w/bO6W26jwe2RrXNv5Yns",
-	"Vjd48JhuUON2rEF9DI1TpK874h7fBvdIQMVbqw37DtnunanTtzqi6XUGGcLsSA/2ADD+Ql8u2vX9sgx4",
-	"N8LAxArCUOG+MPBF+LmwazgIXDSRcMfomrbhA2/pAefDT0hh3U0EXtRlH1v5h988Fo/OvvxjqHzgDqwd",
-	"iPr0QzewK3bxPdr4b2Dkdai0xGJ7kgXqYpQOV5L2RfddAfWkPfVX1F9bIwbJHA1mot4rTa0VGsUgu5AL",
-	"WH6Zq+vQRdLdx+C+5KZUtbJb6huFA/4aJpAcKp2htLkfcAru0yXNrVYcNKLwGAdbQMwyrjKnjJBGwz3v",
-	"ZeVUwOtCOC52OmDwqivR7n3nBOukxtvFEUHC2blXBhlqYdfCWZDcAVqyhULrSx3AfyY1UKT5wwmhTgpt",
-	"tNeyeMOgk+ILgdAtq0Kr8n/1zfBkkIgZQbBgEYJ8Fy7l6G6wukV/XhXFRFRGA0nAAfzXcSLAvld/q2T9",
-	"S2rgp/z+Kf1o0HgQt4ieRXSU4RDTR4dfiHkhL91gpwY2CGV2EBDapq6TqPMuXXNrRbpqTwq5afbKIw08",
-	"OkLamflbGs5JZ+iMFrGpZcJiwo1/IxRaWKVOeQcb0oQvb55yNx1yjc3cX3qQ82z9WqlYheBumGQnHENN",
-	"WN2ujo7BHnJ7vOS8l/awS8xPnwj4150zUr4tJ0IWzrLbAxnYJRzNdgFd1SVAGOTfBM4KmO7uXKhc1w8h",
-	"qoLbOCeSfF2F8sqhB9WdC5kvkeHgesyTw7Mv5gI5jiGJvgTTTRtK/iHgIQYObRM/6B1uuz8WzpW6zuAs",
-	"4TccaS/p4Qg6SeZVQ424VfoCupSBtRAhXLxSPkagOOKfgbGcJSKTPiPrTpvsPCQEoAm6RERdY2sfAvaW",
-	"KwbooSUV15oZGgnrTlvQzBbdeDzFho1jHIVIe2RacrVSoFVKJEp7k4B25Ei6s2fw9UJtUjMHHZw1fXoh",
-	"JaHg8wJ0Pmv92nPGrNog6htOkzMynJCz0jrMnCD/NTyG6pmBTEx4umZvw0o6L7AyJOQz6FKsFtKpkfgJ",
-	"SzbYJVsrlwjXZvS71HA7npNHfxwPxyfD8clrtAsn4/F/DbYRlcjU+iNe9Igu+gMaPEero11G+UvevZYe",
-	"HOyYZeWoO8ZCXoeOgcdrv7CpHbqNfscFOZMgh9kRgl6QXG6Gdj5cWuMXgv7LX62VukpSg6jDaW8sHozF",
-	"I/GF+EJ8/8Pz4Tcvn6a9czg35vpaRd8Ku0mBGFITxmFL0f8PeFmxScR/5FLjv0Qpj8YuEaPRCOtwwBDG",
-	"oaYmZjZFZ44tRfY/MloiQsyWYJICFXKnEr9Q5XlqYqMCoTQGN5ZyMxJfyw3wH80QpQ7VpWfPMtFHN30u",
-	"N4MkNdmzoWHWND9lom+UBNIUsBxwyTkO087xC5F9ffE//9VkqenjOmXf//D8X08yinPAb/B0+uWbl0+f",
-	"ZTtEtrusnWnCpjuLd5ujJ+zKitY20xccRvg1YoFg7Co16DMcnEd1IGRXu8i1nBpcVuYADMhuPrI5RPX1",
-	"wOjcPHhMPhrfoAxsWZ+MbYyhEZhvtSL1VDuxxEy3OLGwKs0KwdScLNG8Oj1bDNAalYa9MCJXpb5W7PYI",
-	"KxZK/6P/LDX4XFmgd4pEHrmzcPUpN+oyVLU5SvrD58Ojlojuh2lUeYUCgpYMrMlVidC32666Gl+SfVU0",
-	"gvNdHx91FEEfb7MzSOyosE2YD/amML3pxgnZpcVdwrKEcYPtgIIDgnAPKO+sT+cMu4ixbwxbGdx8D/0b",
-	"580+HPxLavCnwZ4GqYfVPBQ2t2OwqNwyhx0vpfdHHToiDtuude1Qb8OIQzjdfnz9eIttnlSgD9z/SpWF",
-	"Nr2jElhe0Zq/rExnlMz5WzR/5P07fklAynQ/H+XPhz6eouktDzVVLtbFiLHI5OdDvdhuU0TSzSTR97bd",
-	"PBXlSobLmQm/KG11uRAZTJ+SODtnfWTrB9o/XmYeWVyV9vR+PkgaHyPdo0Fo/wBFzq+89O7PpSVXSGdL",
-	"Lvdmpco3qtm6a6vHlZINs49dINituhXab/SqyJVsdqzY6ou6NwROaEqHst+PSHvcaixWD3C6qdMnd9ap",
-	"kdtwY5i6kUGx1cCoM4DMbSq4z88l7AXJ/rd22pkMtbdMAu+958i3kSexrBuzdJKtlhOo/PZffvNYPHjw",
-	"4FESpWiHcLq8/awDUlPZ2VGlTgK536AL8QckjMF2+l7DXUVU5eyRBBPb0txWYsASR3oLz9nLPy8RKm+X",
-	"gXA/uIouSN63dtrGvGqU2MCWdApgfNAtREzN1B0iJsKbHglVCpt6x6y7gEZKz0jqBYlT6lrTnxZWLnWH",
-	"PJrd4Or9ZSe7ctvvXa/CbnyNwLuoOShWSWT0IQsYiKGl4j2Xmuzd0NvZ1XClSjhLNfo0qJjEiQxU2FGo",
-	"e0zaNaTYJUKxXxARlNFAI3em9pN9xV4J+Uj0PDXGrutM/kZ1SuO1vclff6aM6hF1VPxrXbTyc5f+c1lK",
-	"lq1HkRi1vOlY1yu12Zstc/HiKde36TxpZIzTIhAY4Z5cXeya3B0sp9YC0l1hHkOzkUkD/BqBsWXlF7iK",
-	"rWLURrF7A0p+q1N+R6FryBHhWXGNDD2BkBe4DQoY7tJYs1naymEWA1GT4bG3dVd404O5/Pcv501BtY/B",
-	"eMC8QHEbk8gsuwxGTTaqUvvNKwTtJ2BWRN7vgpioJ3hsBV5c+Wb9byKymBMF39MeUNsA2AV6fxwtovG/",
-	"f4/mNEEQY38Z2hw6T3uIvmBnV2IpNfaewdZhTqmAXwYTvufEyycXX3//ZLDL9nizdkKKXMMKTyuvcjw+",
-	"Y8o6g42CyYMh2uC6kiGz0MxUasiulmTS445juAWtl+jF7HNlGrvnyNODrl1pMNuKree/U7zjSbNzcex2",
-	"SdV1je6MJCZ8uSEx1cxKJQM+9imjW1lRo85DMYMr6AGcJjMSX7PCQz83vARO9NPeo7FLe4lIeyfLB/hn",
-	"atLe6SLtwbgxAhqf2hVRFf0Mi0Nm+MQQNvzDW2dNNqACNuxCgUHJDCgiEz++fHou6rhieKTD6D2vwlTm",
-	"nNWELTIoFktNlkB1p0GBypxPQsqEEllD584C4iFchKI8fO+tuFSegHHgBvTMYh0hOvtIYWk/irzVlDsq",
-	"MdKN2ZA4nCZmFQH/EIgCdrFaUjsYgnZpLxUuEQHmhn4mrd+/oEXEjh4JbeY3w38HlcpsuFV/rIZVOS/1",
-	"2cmXI3qZjg1IpGs0LbgHZ5qzZprRzy54tCUOODW139YWjAYZoMAY0kv0sxTEw3hMPRUQ3wsGd/IwNTXO",
-	"F4GDJQHxkYYf2kwR5hdRB3oF8FASU7WxJk/N//v/nOCLbNkoAzx5cDL+4ynXkDZDcrma6aUsxMpqwoA4",
-	"efjg3x8wKw/OQWkuN9TJRPpF3VXOxe3BscWeNjTNkXgiGU1NikZbDR9QoeBN8Vmw821oHu1qmK4vH6bm",
-	"ADhPo68OJ0qzo2ZIzSBUPlxY510WQDWdODvFdj8ykhtVd2TfWs5+hC1slWY+/uHlq7q9FbVPMtwLhgPf",
-	"1AEGDb9sOJzZ0g35K+K8i8ov4EQmCg1yrW5QPa28yO4vEJf873BM3C+VzDd/D3W+9+Fokys9Iso2SuWu",
-	"ce7yYXPEsTSgsUtQ31qNZyaC+87QTVdqEw8yWyYkyjtWOjXZcPh2feWGVVlg/w9OoPAbkE7Xmjr6fPfT",
-	"67DOONDSFspl1NFdLOXKNWJ66H3FC7APD6qW5jIRS1mA+k1dVK4MlrcHOIS81b0NT7Oz8QnTwk8//TRs",
-	"bIAKU82AemD1CGQA9hwxB0Buwoe2rRiij434ZD/7IhtMREYRxgxLNnKH8YMQa8xE/5iQqmhEVFMTQ6qD",
-	"RGQUqgzPORRVxXLIAVMMBjbDXQdiq+cdE0tCHutWWJX4umEDiA4TgDN/sTCKFDDSCqkujxbYRwrGZios",
-	"jerBUTHOvLTLUWouGmbHNjxERGFHbg8b/4BpjU5aei73FLOF2rJFogOfBnvOOoZt1v2AetKg0AiYMZOG",
-	"eoCx1BJn47OE8960b2dQwoPhmK77TklqgIiPzPA315hfjXBBRzedkrgD8Gowl7BHkrPsR+duF1G5IinH",
-	"5XehPyJSAkGi1bOxlwpPxfCooLoOhyWYuXhCD6/UJkuQ3Rtf1uMfnAsMymLsuhauGOc4O30UhAXm8wwv",
-	"4HzJQE1FLXCQNMLGUSyTAkTLXAJzwO3SK1yKIf4XJGX91Uu1pN6LHLlr/uKUB3ZvbiJxfThpsuFwKd8N",
-	"gYWAmhszY0AIybyH08SiwUhtcFJsVkr8rbJeDtU7duU0jj1cLQoIopGGZlNAK+VXg4jAV1MYNWsFOGQI",
-	"rvbPTh8N6Ey5lrqQU11ov2mqT9zEHLTrRsulypRg3IM2ieIMaHYIR1hK9V5Ar3PUSy11QQotXUw+3SQ0",
-	"1y8bc80qI2kA2LiOJG337p6HJnmgMCG3s23AyhuQKNnxhZ4p41TDvLlYydlCDU9H40ZKH9osvaR3rUpH",
-	"RszJaExX8DnZm/QejMajB9R/cYHWXThe0SulukDuWEM4HY+5CJBNqBkVmZXXyolvX79+MYrJJNqap3lv",
-	"0vuz8t/y08E4dStrHNmUp+NxMNwUZeVuq7LYeQRdCjfCNFLfErQId50AYaDaiWo1atm45Alx1XIpy01v",
-	"0numr5VRDt168tKBFR3ng+byjlivfU9gl+I4RpeEZj+zaKxiEHFGg7tPLSbc3qXmJlukDHyRcUsKF2Xx",
-	"n/HEBEvwnqP+Vy9KuwQpVVG3Nzcr5YqpZmcrvue337gVXr3z97ELWnsTth0OO+vNbwiFCc3BqXce1XKn",
-	"qccIegxHQJtn45N9OxzHef9HI1ktUznd9ODmm76x5VTnuaIkynqfG+NaxjW5y47z3bzlhKVUJ1YFEmCF",
-	"gWmgqbLuJQQg3B9WyoAim9tZtQTt1NcuLURZqXThgzbQtd/8gA9lvW0fUSeXbQ/2MKO9xhwHvhQ1AzAx",
-	"77gJYUEP8B1ZDUdKOGWaBwRFlcMJgaI+5NB0yruX9KpfRdzhu+GMQipB5vqS+GTPi5veleMHELse7I7g",
-	"Oat9m8P7DwPVn1TSXp/cl1VOveg695xMTUavRNTCEFn27I7uo2KDNhZehn+BqQJ/pAaNFfyOa6YTMjgC",
-	"VtZ5CGKGEvRSDfNSX2N9eR38PG9minbZIaCaDijdMAEFHgMQqaEW2U50uZ85rtA0M7ZSQ0vlbFXOmipw",
-	"+Co4QlApI9+li2viFnaNbe1QjamBnlMTuihz4+Fz0lHvRUBoROkbjMQFGGA7ujaiRFOrKTT4OAfW1S3L",
-	"W9eCXTMSTwwbh6XCNrTcugkUdNz7YURNaTSNPxuPEVhw0CU0n2nnL5BsQEEKXh2ErOvIfeGxkkdEuzb4",
-	"HpydPXQUBazFSSugt/9UTQ6+DOuAQO2cYe5g5/bvez/e8wHvDhMNkTAKZlE+6sG3UrHHXV8r0Qe3k7YX",
-	"/NIDwkvC3rPAapdW9LPTs8X+EYXY4533YCvB6dBY9o0hxD0PjqFLCtd0eR+tuN4RFz6mrJH3P3/CYwn5",
-	"BrNgOs6FH4LfHPiZVpF1v/HNatxXMg8Vf59LXUzq0p+b7uIKrfdtQ8Jx9jcsivAl9qtlaLmQchQOPhDw",
-	"Nx95+CQK2EZNk7L06xOQSCwegA2Ios4jEDZFe7VEYB+6GOMC9Ce14UlqLCN2zwDPpyZAt4xEhvBG7FvA",
-	"HPIMJTI2PkOwISc3Thi7ptA5Pe+eS03ERRqciyxmWjUfF7/cem5qGhraAjGj6MK6ZQm/vxko86U0jhaU",
-	"Oww7bhOf6/lcleR+EEuL2nZe4U3UkRdBViYB+MjjEOC92J1/zQ64GueJhuOoeSKm1bPI0IQi6PjclWGt",
-	"jcXojl0bWqmAYROyjAPeIL6CsJre2ikndnLeY92XgVuLTQu175D7KmIZfTJ5QK/YJxBI/aLZjz4jW395",
-	"zB0/1j6cjyMKVGO2jcJ8pJfQ5Joh7oJUCEbjjYIhoGwdFg1tG/T65D47yvfbRCJDN4C6VsYPnS+VXEbo",
-	"nuBln9nlUnsfcr8NFuRiZCS4vp5J54dP8BlPv84Sui4c5cSgxg+wmXwWleKMvmYwn2ZMGxibgaU4xSKG",
-	"sPtzgp/HDOQNcm0syYKvSftWZsDQsC4JjU7hL3Txod8dCxu9pXq/JDU5aj4YG41ZiaJvTTuHHAeMC6Jo",
-	"jgydlhr2P3FMYik3QpYwECxUtHMSsxP6h9zE0w2WQGGYBxvmpQYfH3C52vWJIeaRcxwlTyLQqi05BkIg",
-	"ItOquOL6U/R0YicGbvrPL2AZnxGwTTYRpcLYI5ocUX29xzEV9rvjvZhHL70kpBQKGZPLYCKyK23yLDX9",
-	"5hbbkiY3SJr+/iS+W/RlzGmVPEdsf4O+eHx/0qAZuCWh7oMqo5MG/26AK9AzJqlpUtQ9kMUUaaV0HF4x",
-	"HBcnRGSij3t6EqNInrFhUTrT2oFmA6uBfRCDbx7pGkeGPlP2fqUG6QvXH4dHcX8ynd1WHMbO2+vD4KBk",
-	"XCFcaKGp2jU1FCzRXiw15jfQIIl5EeOMV+NkzH5zF0B/NfIbnDPGYKeDbvYF8w4/vkJbMaNIE7UJVsU8",
-	"IfRmoIBGYJEriMH4Ay6H24Gw3MbMMuFVwdhpYRCEIOEDpHGQNX04O1VRYBczXGRVIw3HahOcamoU1rhx",
-	"5e7WLJDkizxgVWH/NFvRqs4V8AqevoMm8VMYiouW11RhBXMKHJOarZeMxEVwLsykoaKqqRKFdczGzy9e",
-	"vxKaMJbPm7snOezny8ovcMl0XsRNdLSLKHmB6uhkOflSuK6j/idsbMqS/gaTdgtv3tI024WCkehEf9sq",
-	"J90JlB8g2C/2G18fYgSjZUVZEZEswtajdAvf2jnufHzX3tEwgldzKDcAcO0ZWuPNOEoQefteCr+1Xhky",
-	"gOtMekzQ7EQm3m2NVcsRejXJI8pTBUFKOapRSuE1RE71siyC05qH2KLmgzv183HhhKYe0W4lr/OJODvl",
-	"M25SS+bUwHkyEb+kuGBpb5LWC5T2krQmJfwt9nFMUt5W/Ho0GuFXzZOi9QMeE/hNTDfH7wPeQW9ygp/w",
-	"Eix8PTkZnv4xFr6Oxien/5X23oMMP7hSnY5zWpFJlIv1CZnE7+CYxLOpLTu5qTBKajxv6QD+BzesP7sG",
-	"jkKwWW4CEqPRuyghJOI+hVaGjsWq8W7Q0Mfr+29WyVkWjFCCHggMbdnrjVcc9lrPdQHMfgnqrDCyLO3a",
-	"xVMKGX8DB8RUB8C3i+dfD87Z/5CarZoxxsnH3MdQz0dpiiPRqIEJcBgYAgbTlbugULt4uDc40Kkhi1vo",
-	"ucdcNFLK/pQrmePhi4cdfBpyIwZ40qS5Q4ws3AQIZXiSvi3Z/OYvYAskkEGxwYg6afk11t2LH169Tk0X",
-	"9ioq+HF07MSnRqQBC5is9j+dLDgPJTXOV7Mrsbbl1UhQimw/Q3cisCv69FgLbdyfDVp5tNhcolVdi+mg",
-	"lBMhPXkOIwLSOjoz95jy9RYd57SuV1mbRkKfY33ZiT7oFnLoFDwMDQwq0qYFT3AbuahyVSBkMyM+dLpa",
-	"G03dSSoeVUMQJ1UDUm6XqvgNMhWc1r19/tp6rjs+erZhPrGWUo/gkysg7clS83RkI+yfwvgR3AVSHxrO",
-	"XRzj9bvnwQHeqjCbiGzh/SpDW8+7jNN2Z5Xzdhku5eyufUOrC6M+YHi17LshqpBsYenXDIl9PYoAx7YR",
-	"K1l6HTmKehBTkxCZbwEUni0+dkSia2b7wxOHJvUhcYobRsaJsXceVwMbaO8CtiTuh42X2AYrBARWlmjD",
-	"CIqgyXJVxkbMpNtLq3jzHUbRzG3r+7JSA0oKK5pV0QiH10ehu3fb6EFdI2jginUOIYSjtwfR7Mtz09vD",
-	"M275/gtM5bVVtGsRywQOxgaceoYVl9ngXMws5XXSHZZbnRAH7hsZgUDeNKx/prhbPCqPir01zqPfbvjt",
-	"lZLllspPOErUGGdPHO42Gn5jHdt+9+N1fFRCD8bmGi381+wTKyUXoJJ6ERtwhxoRyjPx5YaxQdiFzmGn",
-	"fJCE9FWvmsnFQclu+tOXMmcU4QBJZSuPGegJyUYypGzlV5Xfk4H2pOHP+PQMsM/Ejuv4D07zZ+Ozm+94",
-	"bv03tjL5BzPJn5Vvh1ZiXCoiAn4wbxzOi1SNjdsxXW6QrE+/ptaL+5tqYJH47Z+Z9FbWdcbDOO7UOIos",
-	"NQ8JfUaoeIHYj5ERB2QMM2aXO6euKmjrBZ5bSAr01kowcsU7X4ebYt++UMNAfv0W9oELjUkKlWcj8biR",
-	"e5aaOnBV30P+6+C25O4VMMAadAHjRxIVDnyGsVjc1giDnY0fdRqm9Pp/DPbvmPxvTRCcjR/dfMNja+aF",
-	"ppL+z+6EI4JoCZwPFy/M6FHCNJAsu2TMHnGBDPuRpcV/gqzA4vFWFxtmOgm/zEvlFlEKOFVq5SY10mxq",
-	"6AS/V8tjBscGRfc83kiVryQ0tKlUs+sD4WYXmJCL5zlbrtutdWYSTK46RL6fr7GS5QBbn34+ti7VcFsi",
-	"/7dn6w9i0ZfBd7pNtR/OqMRit+RTPhCPzF8L7qZ+26fE+EnofeI82YV1EY3ClqlBjxT/xqAZsSoYHbLO",
-	"LhXFCKJyjLGCPNS5FFj6RhF1brzR6EBl4UyflkpecbYPaOojcVGf+KnJ+PfgHxdrWzofwpixxPveBMFB",
-	"OA69kMV8iJ9RQzdiVlgX0Ap3HcXfhvX8lLUJ9I7DWV9ha5xS5ref+xXIOPhewZKa6XJWaR+o4k55X+G5",
-	"t038Cm1jO1nqhbzEBpUUyCFzObTrLjYBAaNRTMAxBLYobckGIxU7t4FqJXf43kef31EC3M0hDPRth+7t",
-	"jbJzWRQNLCXOlsIcok+SjNAaRoSHOy4IclwbrkMvvoNvH/55Q3tw1+mGwBz2hyekYZo+N4KfCIYgQjip",
-	"1MQgkphiSHIpHUetsyu1+RMWjSCUAn3mLxAq4Ept/iVe4EvsQKmCvJ2qotGRy1s7SPAJGVfH0BVYYO7Q",
-	"e5n9C/2qfSyOH1BJuhF10/pRal4pP5xK7KXemInoZxoj8sZ6bTigB+aQq1YrW/pdjFiv5PJPAVcr8VqV",
-	"//KnKceDO2mEV/C3VBLwnZ0e45SkONxvvBqAZWmZY7uL6WYLaYH7XIdTAIX0jUdAjeF2s/9xn6XymJAz",
-	"QlqpaedNjcRT7xjJltpHIWJxxc2KEPGK+m42W2vu7VYUUCSwn2xwaXAFP+LiGGMrM1N5AJBxM2kQugvx",
-	"oskHign0iHSqlypgxjTgnahDBzJlOJ7OxuNzrjdDMD0TNLd6Exi14FGnNwPX6DsMjd7SSMzVcmW9MrPN",
-	"X9SGuQ2J9yubbz4mo9EYidVqGDiQm+93OPzkY754n32Gza1kzBv5h7fNbmlqnZ18ecy44vnwvcq1fA3y",
-	"HG4+PT3mZk4d/zgOGELpQP67m6Bh9MgoamKzkCBqpkDSLT0zxjgoqboD1tvXtTuteA2XdO6WWH+NTyJe",
-	"3CLrs/2NWLEDMCV2/x4EaFAFreaHUAXv7H6qeIsiItmPc4DdAgK4HHnA6oNkO8KVtMJbCendlHVu1Dvq",
-	"FdBuzLATlOqknfFnEom/U992COrupHc4uhTo7m5eXdTUd1t1UOcvRyYM6RurUqERwhoFCMFzbipTNyS7",
-	"UmpFtj9Xyo/EhTBqXSOAghRExcoxVGRZGWxKESqrQIGhAh8q/aP2FqHkB6v1YzcJAiql/FDZfs9UYQyX",
-	"QMiuFXmkuzjlRyzrDszySXSWF7jKR6ksn4U/uZDqt8inH6SufJjiQVUwH8DnBDBw4xGzrXfcj1lIHze2",
-	"8w3aH5Q4sZVKbeu+rtqIv2bAuxmCIwdfMrXUbiLxbpRPhHonZ77YoEE1YQBhuiGEb7glvuhLhGGkrtnY",
-	"X5naF3GRB/bkL2MS14Cys7GQyl7DOeqskKlhKLyY68UDp3Y8uF9kZXFYGEQIxZxjY3cCDaE0lEYD6j4c",
-	"39udWULr5kZnam3IZFxrk9s1Z0yDvPvf/8f/nVFLp2yQUNYKVmuFhB0slXtZFcqJPklhrE5qIapqzwjK",
-	"gwnlzuGAKOUfQ101liTITky+FBKWd+gWFm31GJZ32lwW1KOon+k8G5wL2lZGtp1GwBTYZUxPw2vgQ4S+",
-	"nYawXKOVL5W3NK3jMJLQexiLSUM5WESdhkWmlzBuCyPYEF5nBO47ScbjMfx/p50K3T1KzQs6TWB36oNj",
-	"e6lEvVLCW0vY0Au1lSYYDj85u7osQeaETiRx2M3KeSxzr8mH66L72gtXldf6Wm11vJtLXQD1ugHogTOV",
-	"p6bhD6ByA4TXBhaJnMHR1C2rIjZ1wk6iWCNV2HUmVtzAWMwK6Qg9QIWMQq4OxXwpIDmYCiKrkuckQCUG",
-	"8JmwNIgImcWcyQhAGbBoUnM6Hg8YggDGtpTllcpFFh4wEXAYZkmrw5Pwdi3L3KUmNrwahc5TGQ2SL1/a",
-	"a9VY5pZacU6A4tvgKrHrCOjS2JerVKTFRIdM2M++rLmIki+5ESJ8RgcPVlJTPrhaDkbiG0topFwC/+cn",
-	"XJixK7HdOZgDq3jp10+ePXn9ZO/V938Jf77R+fsuZeYr/v0f2IcThhiViWPUotOP/vp9ulFY4UTI2Uyt",
-	"vMpRyHlZxJglg3Db+Y7IYU7jzNz/5kH6s5MjxvTa2meyvFT/jK6mQEqhy0GAMSer3N1NCWyklO/PIrhB",
-	"Ebyprm5bHXprpxHdDZGPDUHMhETJVWkvQccZ7YtnfhVffFuh8w8VxwnTOCaYE9f6d0/HdghIBn0nLNHe",
-	"VPTj+KJe6htiQB/gCtnPS+1D95CTt6UuBq3JWDGvSgQ6bnQs8Rhf1j5Wm5aVSU2fEv1IjQIjaLoR1PAI",
-	"AdPFVA1G4pW31Edfou6AjdL4pakJMV/KcaUOktIT/oJBOBQuJ62zXMND9ubCwQsbPH60PzouBXXUoM6F",
-	"/wy88vlARKldFopfG9VStp3r9eOEB9jHsIKPPuc4W5sJg6MWdP02SQ1GH17PArqwFI0j8K6CAujtiBP0",
-	"LqIiOUTr2Ncr5qWspF/sFotRGWxb471NWeyurDqioL6d8NTqDOxCuhPQHgI+rVS54/EpU1MX7Q2iRO+u",
-	"sW+kUjUTpw5kRH1QdffHzkzarsr+vVTuv7kmU6/RZ66q+5gaDYZQPnq1UB2qqbuxzHWpBBZUC+qTwUBt",
-	"I/GCYKVbIR7RVFp2TQz03v16scx6nL9n3X8IP+E2fkh0hMj3DlbxqlTXWq0P9iBoeAMz9D5m3HcF/YUh",
-	"vhFTwjjta1a7eimMAIo7531SE0FCvWy7iO+5RoN3wkosr7D4jWAPc7kp9OXCCyevgVcYXs0t5AobK01E",
-	"trTXKmf0v7UsihBHQW9tOyZBGcpr2WqpTzB0dnblxKWFd8xtuZZlnghn2dteGfSrxgw1yo3TxnlpfMOP",
-	"eilXlHhKTV4U4h+2x7WQq5UyTvi1nqmAsh5fj7rTucjsbFaVpTIzlaUGoXQJ4habFMJmDKJPvh2NwdAP",
-	"7THC9rBDOxYAT2ppA4uTGpA5dbsl8ut7sbZVkZPo0vMgsZJWsBlzwq0BPeaiHUXpZxK7EWkCfDR2PRAB",
-	"pLAVWwnDSw0RFYIGE+o9eYEp0iD6FLYeJPEnLImOYxlQA8R4Hw4eMxfj2IX0TLmiT/MfjMRzDnRplxoO",
-	"A3dpZS9oPe/iRuZbHyMAwREKEV//TWmXn1Yr4hcdSFppBAR+V4bajWRw6aI+hKuErIJ+7zsKdN6Pz6P9",
-	"EFN8dPUnOH6DhKHGUZxzstIg4qoVcGItQzmKjdIa7xqJnwIe7Uz62eJNtWLZzps2qAUVdfdSGHoqscWG",
-	"D0oKxrBYyPMhRDHTmHiIjoRSSWeNyGjAIK3//IRaEteLBU9xg/OAksaD4jBdHT5LDWGXDmFKlKmGPUVz",
-	"FYR3iAkCrSBUaFgu9nvxCuRUUoNOsSjWQ5YKLWm4DjvK6ZCsTQcvHTMx8gwvaknnRkYCLf9GhfRq6Sk+",
-	"T+06ZRFaGpcx7VvP6/spwwAn0sxAahaNB+FL7jTxkrunYNthooodlbez/hSe8umSkuj5P6zIYHnPMbjP",
-	"r12H1fpdvf41U5cCtGrD2LmbSGchewclvazMpypNZ7dVy/vepUNi5gGrRLsMWZmPFlP/tSrJfy8j3+a4",
-	"zx8zflkFZHtqpV95p3PVSga/I+tV5i58hyf9XtP41VZ+Q4hQhM62cIZidSEqGm7S1DoIcD81oBCgJdqX",
-	"Yldd4M5bBlZCXiJYEybZFHIVct9TIwOIfMDtR41kWK0GnNSFzUGaNnYYMNVsZagrZNH9nRXSIbJ96Hwb",
-	"SpZ33H3w5SY1ckYpSXNbdiZEHnBsv8IF/qcOi78infJldZQ/ObgZiCR+N6P2+ZTjOlXmQwPkyMSfx5U8",
-	"mYaKgcNllsQl17LQ5OO1c2x44bIQEApJoc1uRdwsiLtUIlNiV3blqsJjVApDpdrEZsdYZ8rtOahdCHc8",
-	"wnOOco2lQ3DkaOIIaomE7Ygj42NGMG+uozqb+DVuCgotcgASdie1yqDxyRwzZ+btfFfycYXMQO5ZxCMf",
-	"hFYYOjYwJ8cRmgQTPiNC8F4bXMmGlYQlnjBbKvPsTzeUD1CS+oZXwnd1qjTvQp3+zANJUhOUH85FCJ16",
-	"eN1Diw/uhjwt1LK9oKkh99NCXitBuwcGkPPSVw7zlW0pzsaPEpERoF7W7I2NCcypkY4I5K8Pfh7FfE8w",
-	"F7PBOVMTtYtud4XBpt48lWGhrlURx9iXWKQSFxGm+N2rH54nwlgmxkQsCalVmtRgJjHXL/OtmO558lB8",
-	"r78acO+cnZ0kGqJZpubs5AGdSTH9g3MxnCWjT9aUDw+sSiX6X47HtXOTFhAGHNq0xvzc8EZqQoJO3bUq",
-	"CmwyjDb/tTKp0XOY4FZZ6oR6Z2X8kfuOUeSeUIrJa+3VEnFaaPOykfgOOKarjlli78ydOmZOm3W4o22+",
-	"C1eTn5y9C3EDxIPTmA4RMLvj1uI5jMnfFFtaUXf7kGiMEeaZNEIbr8prWQxEsSfeHGucv2KQgn/UQmcc",
-	"322qnccf/e0vUQDst92Z/qULzcdVfl7TkWAnPqlY3Prrt10q/RtPeOXaauK+WlyGI50J4rNVXU/qiHZ3",
-	"AROiu4JIMBLrjfB6LmpsOOPanada2C+pIfCXLMCWZKEjUPv+NsZCAHAp6Yg21igCYWnJw0ZUnuI3SczC",
-	"kZ5rozBgkxrp7VLPglYQzmlbRh/pUklDflKQkVPFlhbXS1ITCThqVrIEht2IQsnr2qBzjb6N5AM6Fxk/",
-	"m0JUqVnYNbUkg+N9JF5WxoXekW0XdDAMuwNLHM13n67a8hVuVfSDfD6x+VVVXFEVYJfI/DasH643khXr",
-	"Wq2V5fX/R5eNv5qvkvIIuniw2Wcbdb4lN0+TogE69EkyDzpkUyPe1CmcyOfKwqiRDHNAGNGEQDnbFkbt",
-	"+w8II0GyaFc5awbJgjQiA6ysuyXG6NQoNc/BaEGxxI35Wo8j0XwwsvEJJQC9459cDoScqd8FwcGgRRcD",
-	"fDJJcER8oy0KsOf1ocQjuGCHZzlDRhYFGYKIdQhX9TlTl8AHG3JikLSKh5PIs4TD6NSsVN7tc1P+BUZ5",
-	"TNptPdo2ImH2RRbdHOGarcaJHwhN+Cn9m39Rm32OzbBFv3nYtosXT3Git+7XjqtzXLv2m6HZrtQmYGjC",
-	"s7ADTZPObAlfbVFWkprsC+SAOutcvVthL3Qq5q9dKti+HJsaccIcvBIzAFQxx0KVhV0brqaXYiHdgsBp",
-	"uYgFtFrClpamZst212CxlFeKchSQF/oIWbDBGWGvY5hlHUmomzsao1Tu6ifvuW6/V+MvavOJDtW/qM2v",
-	"A7wWX5wfYM+Eto3EEiVtGILJ/P30vAEmzQTOvxvjb1vt26y/exre/+VKbW6qpCO4LhcYdELHY8i2FSFC",
-	"UKo5GvTah2ydhAHhQd91wWV5MmZHoeOekYhSJMW1KvVcqxwZLbYkHKBLmRv8tjWJeCZzug+6VBlQ8ayL",
-	"LWkegS2PKZpDCbgD4vYbRmT7QALchmXbJkB4cEfUq3PhsXiLEu/QTzJVfq2UIcCLN1ndfJu8ztmbRvPn",
-	"dqkXkfjBKq99VV21EnhDEfeWiruQ1PZJIGq799pcuiTgryIKV33OEF4wJ9bp+t7zeGcARSFoLXIO7dMe",
-	"n9cj/oRKWnzLIVWtXrzRP5X21UTzrtHT0ddHuQ1AemFv7gKi3liY2/Xxqm+8/0v8+31HqtaBzdjud9nm",
-	"lab+fwt2SXqrqoM3slIBrWlrEK4DTGrsM+u3BlTjUi006HUbuPpKrXxq+rncOApFSSeyB+M82+7bWP/4",
-	"cJGdw+FTKGzia7DF/uA8NaaiiC5Dd5dqaYPDtTkOUFvikBOC/1Wp4Y1lDCSC26lnNhDIR8qNxLf16PPS",
-	"hvoODFCmpt21MyHVaLuhPbVxaNVTYg0Kuq4RzIJ7tdDLJ60zkZV1twD1pKyv4pAqn8NuIcuAV4WLCwcw",
-	"acjY0plKxXyAB8KXEgbTrv+4quXNJ9J14/NfBYb7zP6jeoI3ibkaoiMIh98V3pvg+Zrc95FE6jZw37YS",
-	"YtobinLV5uqwZ2ipqOFRqS41jIhQvpWf5XSsgzas82ZvfEQmQ4wxlxpyHNu1USUqlVQHpv3eUxwH9Cmp",
-	"2ubqcL8UbD3TBlL77bdNoXb2OxO/G0nCjbftk1IfEC1yXJVqhmY3H8W7BIpZROxagbMwlJEwCWaJqEzO",
-	"kX9MV8KEKdIlqWwFNH9gQWr2K9Ie3Zr2ojOxMhq7AyEdu4VeiT6oQnRQp704dr7lhXX+slSv/vPZPSc8",
-	"bFLj/BuMxFOusJtiZgnWN56Lyqndwe9jkxf1an3SCAKM4jC30Eh/+wyiGrMl48wW1EcCCGNr3wZ3YRu+",
-	"97aMExjWTRoVxt0eztex+KtdXUwZMVhkFZ6WbRWiao/hoADD2KjqnCDJM/ZYXcjgG0WM7frl1NANsTaq",
-	"dVNdpEpO02ZpREiplC41e3IpRZ/mQQWncy6CbTbfja0rMOGwo3VFgruac7cayYW1W8mAOLjU0OxK1WjT",
-	"ESup4QG7NW28SeEGTvKEOygfrVkbG1y9+ytjX9XJ+p9CB+W33Aoj8bNVyjYK2f8ZKmV/vVSFWDXbWLHO",
-	"qtkoSo7I9Q6XHlE/K03Dknde+v0a52PyM0w3ocUZdsd1TpTUQju05lw1ccySaBEzNxUyZEE3Lcq6VgLB",
-	"ohH8N0tEhmZfNkjgoam5LG21amAsaCNe/eezut1925gNr6Fak770qanhgAU+y2GmODpyy1yVIDkCqLN4",
-	"+c1j8eDBg0dtuz41nAZl7HpPU4VXuIrHxErbMdJWVcmn6NKGr9suX9n3ord2Sv7J41Gndt76ipq0Nreh",
-	"AxE1YACL07OFqFcXHad1E7E/5vtwm4BWbrcaT0zeGlUi1Ds4u0HHjqMJQ+h6J5Ll7d75rV0Lb4nstqk/",
-	"vvOtne59J975ZrppvVaZaskJCr0k9EHkewKZLGyFGs7njJcjD7zE83vvEeGl187rmUPuppX5LQfRY/Fl",
-	"Y+p1xUrs7lJ7bmyJrsI7IkihML+hMciWJ3e9sHKpD7ocKLp1zwluD5ugYnhZSuwMyDH5FTebpawOULsS",
-	"UPdSU+fkWROTRC5ePE22k1vWmIzWCKct5QbblaVg7fWzL7LJtpfyHCtZliu/QViVCTAwPGWAtfiFVsYH",
-	"pyyZlms1FT8+FQvGImAAhsb7jPUit+cc0CkR1zuGE+E026zlRvTPxg8GI/EDtaQv6SySXkh3hRiNs1Ll",
-	"yngti+iozdU1qNrZcAgEiQl32WAroSeTxprN0laIZI7B/t28hq4T6CfaxE/I3PyGvT3mYQr/NMGVnxZ2",
-	"O5XK5JEcqKAkt7eOPK7jLhxWvGAsalaV2m9QS5gqWaqyN/nrzyCfiZ72RU+ImNDLBxdSmjXiuM6qJZB7",
-	"Xxr2Akbnn1xpyjKBY6Yqi96kdx9LVHh62+/5zk4Re0gi7D3BDsWuxdRph9tRBRyifq3Lkm1HeeFwt/Ll",
-	"ZiQoryDhxPSEEvMSTmZEkGlgXULvpwgw2l5I6rVy4jpgNoPF5bjlgi6FXZskKBWcUYmxTHjkRDjFya+Y",
-	"MQdGNaGFtF5Wa94dmkQUyBOxDxZzHuxUrDVo4GMqOVukJvrngwI9Ei+VzBPBSL+wDqEd/e5KNE6EbtjR",
-	"LZ8hU7dlbBOCYCHvBspoEfIVHdV1pQZ04YV0C9S3saRqrt+pvAFxz84RruthN4zGwBXFmqLqDUvU4cls",
-	"FDM05xbdKTsTC6loE5wKsOgMocTIYYhKPc2s0Z4Z15m+BQZAgC7Q/ENGFyeHBLisun7wvDvVC3vyNYeL",
-	"gqFD8VOy8IuES0CVc4lYKl/C4U/ZAg2O3dqCkE6gS+GtLVBX55dFme96739+//8FAAD//w==",
+	"7L37chtH0i/4KvXhOxECPA0IpC4zAmPifLR8k0eW9YnyOs7n9mEX0AWixEYVpquaEMariP1z/959kn2F",
+	"fZTzJCcqM6u6utEAQVKUPR5PxFgE0Je6ZGbl9Ze/9GZ6udJKKGt6k196K17ypbCihE/Pq9Lo0v2VCzMr",
+	"5cpKrXqT3tuFYJkS7+35DK7ImJ4zuxBsVYorqSvDVvxCjHpJT7rL/16JctNLeoovRW/Sw3t6Sc/MFmLJ",
+	"3ePtZuV+MbaU6qL34UPSe/GF+x5uX3G7qO+WeS/pleLvlSxF3pvYshLxk+a6XHLbm/SqCq7seHIulitt",
+	"hZpt/iY225P7jl8KA7NZl9IKZvhcMKtZKWy5mcAPc1kay9wghLFsLe2CcXYpNqyslGFc5amS1v1h1qJk",
+	"fa42zFhuK8OmotBr9mQ8HjBp2KVYWTbXJTt+zBa6Kk3CzEyvRO7eZxciVW7SZsVnOBgrFLP6BMZg+FLA",
+	"O+H14ZulsAudJ8wtGo5kqvMNuxDWzYlbPyh+waVifbg5C0tih2/EquAbkU+YW9lskOA4mm/jStuFKMMK",
+	"cPb4+Dhxr6sHElZnIQuBD8FlM1YWBa0Uezx+NmKnli21sez4yRO2KqWyfFoIdnr2/MULNlvwks8cQY5S",
+	"5QlqIXguypomoi0duj2NCWLJ378U6sIuepPjJ0+6COKlXEq7TQev+YVgRv5jJx0XcF/8rlzMeVXY3uTJ",
+	"OHEvlstq6T64T1Lhp6MwBKmsuBAljOG1Yxyxfq4r1TGUb/SaLR0VwapZzQpp7E72gmd0DusoHtbR+PBx",
+	"fVXq5fawXkpjYcNxM+dWlMwupGFWLgXrv/nqOXv06NGzwQmjETCl1wmbbuCmnFs+5UY8MGxW6NnlrvnM",
+	"3bs7WTznVgzduzr4/IMTEmallREgyj7n+RukSPdpppWjdvcnX60KOeNuSg9XpZ4WYvmnd8bN75fonf+t",
+	"FPPepPfvD2tx+RB/NQ9f41340m1B6RlBGibVFS9kfsIyUZa6NBkD/maCzxZsynM2l6LIR70PSe+5VvNC",
+	"zn610c7o/aaWL+/01O1VVZZCWRBogukSpgBD/tLN6VOO91RtGAoiWE4YxFe6nMo8F+pTL9yl2DwwrNSF",
+	"YLkWhiltGS+ctHdrp1eihJczqeCLINhRmufCclkQOQBL6UIkzSuDfOUz9ySY7ittv9KVyj/lbF9pZqrZ",
+	"wtFDwsR7MavcD4kT1UqJImFlVSBlaCvnNAzW1yXTSjhNgUdzsrh0bMaVW7FS8HwAM3ur9UteXohfiwHg",
+	"2HSyTGtWuIHAqH5QvLILXcp/iE+95nD6csOMUDZxy+uXThq25IWTiiJPWKUulV4rd4F4v3JKkhOseGKC",
+	"JPzxxx+Hp5VdCGXdcMW2XM8+F7yE450Xy7+mPatnl2kvS1AUoOz6a9ojaXZu9aVQaS9j64VQpAj5gY72",
+	"qnkfcEWvuCzckf+pt3pWVMadWe6Ec6tY1UOZ4EFmRHklSrbgjp+ZsLM8VTOtlJghybtFtrOc5TJHhgfl",
+	"ymkqMLNVqWfCmF9jbi2VCDakMiL32mou53MBgpwInsjbVKuVLq3IvxO55G9hw34dBnSLzpENQXGVKFO/",
+	"Pfv+Fetn8TDc6zMnNT54YgNCP7VWLFcw6FXpBLCVqAsIf1A1X/68sk63ejx+9pRNN1aY0bZekfRQ4Ony",
+	"XOYdJJ305lJJsxD5Obc7lRVVFUTwaL5sPWQheGmnglt6yvYqFdwtkb8MpWqh1QXjOGs39tu9W1XLqeha",
+	"HqdXGubUMXbE9JVACRQOgAeGrRfu+CvkXCSsFMO8lFfCaT2zospRDrVVzKSnKzvTS3Ed0dBmfk9X442r",
+	"yt52G43ljso71/dVVRRglrkldeYNvttNzwgGdwI/KXEFUhIZ5rYr/iE2Z3/yy98YYZOqfg6P0NN3Ymbd",
+	"dFrLszUlN49JtF+6ZMbqlTM1AxFJdcH60rJcinwQlI2wv6laO3FhdTD/tBJolAnlLIifeqaazYTIhTO8",
+	"51wW8IdbhfxcV24aM65mosDv3ZCiudRbc1rl0n6pbLnZZl1UfYCJ3/Plyi1q752emlG1ckvetdN8Zru4",
+	"/ceFZkueowbiVJcLwfrZpdhM0mo8fjSTOfwrMpDyGVdabZa6MhnTinHlNDrFTl+/GHSSFxhDMOA8l+6N",
+	"vHgdTQQJoUv2GV2VTtUjY8oPLWEc9cLT1y/olBH5CeNTd8gSreaiEKgY7qS5mmD2SKetyUzFXJfiDrPB",
+	"B+yajlnotciZtK35zErBD54PSuNrvD9oU4Li2Sm7/YC7qIVbGnvO+tk7PWVbZJIFVun4zSlF29/WejD+",
+	"5j7Xv5JC3XEfaNjbXztOyPzqIUlPN8yIQjge6KLUlvABWQMrh1wTL1jimS9ap05R5Nj3pTQdB6+0Ytn8",
+	"Y6/Ir+XAh/AeXpYcPkfux+4TEn/znkl3OXglA5HVLObO0uvXBsfcNePP+exyLotie8JAwvt1gW0Fo1s7",
+	"+XGxYZyhVGVTeiN9DnMCubyWRnQKpZZq0n6+UExaJlTuHugYjnx30oKD5/YaxRyXsGuTAssYVLjDxGjl",
+	"mNFszssReyvRMubOqnZW4iZVC547SVyzHS8FW3Hj1FzQT9wZ5nRGcIk548hoxpkRMw2OUf8uUJ5KYBc3",
+	"VMPGeKyF2Uplnz7u1F7m5Bg7bGsPFFLv9PT8UHnmuGCXjrgq9UUpjDlhTlHZMMdYeeXoBxx0xBk4cRLR",
+	"EvXuqRCKLbjKiz16TZdO1WlOlpVSUl1krFJWFjSY7SFI41/J+lmuFXifeaoqI1BbMW54/YwUF/erLt1X",
+	"5Du40O5o7mfIE9kEnc5OVDtlDU5HRxilM+Wcqgy6m5MS3h+XMcM3TovdDJp6DU2gl/TcsEA3gyHUak6X",
+	"HmP14ZRhteVF9y42d814BxKuGZjc7mMgZjdXYp7RITTclnJuUkSAife9Wt3zQ/TcXJOe3/cklnbXa6xe",
+	"aH6MkyII4JueE6ckNlU4B0Lk6q6HQeRt7taa5rwwImnNe97paH8bYk4tFraazbQyMhcl63s7a3A4xzop",
+	"WfBVI0jQA69lL+mIQQQiwzhECZanEsEg8DYDeorhu1TVIn7EvlfFhmXwAtRTlF5PWo/NNcjsNZegCKYK",
+	"vOP4gr7SJdynFcwJ7hgkbL3gVniLlN6+Vqmi+bGVLuRs02RqnOZuxu04rFTelFh98Z6W/ATdP6BSKL0+",
+	"dAdaVFWzWydllYJfivLMS1k/kVmhDXDkghfzobNLekkP/uma3OfV7FJ0HBjfK8Gm8Jubo9MkEyYtrCPt",
+	"7Bq8MJYtdJGDNrBtml2Jc3dnQ+7tPjynYSjbv4mVni26twFGZBZy9cCwuVAzZ7fC5axva6/eA4OuuQuh",
+	"vOsdFWb8L3s8Zv8nGrjuqlJcSQMqBEQsZxjxwLl7fyaJt4FXjqRd4BWdcnaHVhRN0a9Uc4bf6mmQ8bhA",
+	"TfKWJYZeRocpKCD+8krsoGheFlIYi+pxWSlP3/jmB4bhrgI9BKUQFUV0iipxe70QFq97YErntDMYEiFz",
+	"ETdE6XU8FqXxcr1WJhr86JAhlGKmy1zk53voDWnLX+n25rU29qIUZ//5MiFqQZ1mLt1zmS25MmgssdlC",
+	"zC5NTDLhlXehneZD9vDJjnHTgOQ8rB7Q16zgcinym61iS4gRV/vt9ay8NeatxSeOSBqSJKLgTpkIL/so",
+	"OgQOe0uDOPzgr4rL52B0d9iB6DnYwe3NAGHwMnDHdWjy+O9C0DXWaJeCK7LUDFty61QENq0smj5456Db",
+	"+UpX7xiXN52Dk4LEEo6ia9SG9UlgWM1WvDIiwX9yzKAx1VIMcErwanwc+SdG12unfrxJWNGunXiOfpOP",
+	"Y47fwLHU6VPa73HCxYl+mmpdCA7xIyNmpbDnRuww78g99MAwvNJRzFpMF1pfuu/khbNZ3OmVMM7OCj67",
+	"jG754c1LSEEyVoMnUWKABaSAWei1inYjGpOlgNA+TqLlh9jRh6SHntmbLXpVdhhDp9Hsfnjz8qRjVjAE",
+	"DJQvwHNfOPW0ny2sXZnJw4fubjMy7q7RTC+zA1xisN2xFwx2mu7CkTa2Kuxpyx6KlmEPzT6HW25oNHja",
+	"ay7XD0r+vRJw5rRzDtysa/+5VjNeFEO3Nr2kkS9FCUL+85Gbm7WidI//nz+dDv+LD/8xHj4bnQ9//tN/",
+	"u9bd2hzeF2hvQDpT6q2PtDf62EPArdl+/1e6ZBkRVMb6fssx4Q3j6tawpTCGO7nGSwEsRRHUJFVHT5th",
+	"phPiJSbUrNyswN8U8xN75TNCRI6GTQaEmKFZEk3aPbM566ddVsotWLGTraZGF5UVzDGJO1uAWRyHJai9",
+	"iByzBSnZK+jXqdKVnepK5WRfMYjYovmVoSunHFVlkTFpRgwWHGdMSYVSzfTSyaiarzGC+MOblxOSSNtr",
+	"6pgbVjRV3MAmdXI9GXuBypsigL53QuCh1bMtwn/8l2vjdFtiYA9bfwwFxZ9qt9dQ6Amv3SF6rYjp8kCI",
+	"Igd+xcP3BPPWnIRdlcJgLsGq4DNKYQpiedtW9BLro3J6fZa2zw1SQXw8RWJuitOPFlJddJ90u+TGKVNi",
+	"HU5XvCoBn0SQJifM74fPtsiACyBwSKHTUl5INboN3+84G92ogGc5mI8cvvAz7s9bzFczGvL2YHQYB+yi",
+	"KZ8o0vL8+hWZMI6JG6+/P3vrKAgWJIklapNkaGFT1f/mu9Pnw7NvTo+fPA3Gqc43g5GfzyToAX1d4l9D",
+	"xz7cymkhBttiJqFAvpu8JAkCb2v6h+hqd7q7Z3Y6U74QhXSW385Uk48U+JG2HenxVjhlHnXGe5xd1606",
+	"OpGXo90HyrgtZSM/o+nTr0z3U0oxE276Dwz75u3b15Tj3hyicuJhBimiXQaI1fryfHmYw6grVunv7xJ3",
+	"fnPeCAOOzU4bGRMmHGWBI5MyPax21pWEGJLXAbalGF2yK7bllyfE6700OH7/vlvm7KcASDnRloXXbhHD",
+	"mptfeRO3fcaQlARZq2FtHQtKxZayKCQG48xtQhX18u+ngy+9A7qLPWFM5wWdz83hfwlOHbomIQ+81RAn",
+	"OGFaFRs3ja+/fMseXh09rP3cD3+R+QdIZz8ozE2yoyN2Qa823S7SaRR2bpew5BD558G13k1v0wqSADvo",
+	"90curVQXCft7JSpMK7WyiNzr6Dks4wCuUDnrk8c9VaQSZviOcwjneTNzVU0LCA7F1gkok++Zm2B5xYtU",
+	"9Y+ZGdRh+g3LNUro7Ynk0qzQNXCntLu8Ep3B1K8go4Lco+iWwVRYH44ZvZNOVcmSmBVZXoEfZCqiCffD",
+	"Pfn5XJcZWxWVicMW87kRdtAd0b/hOfLr5C5CfPB8utkfzSyj0wfuaCabNVKBllxVvAhJCJ8grO4u3enR",
+	"weF0UAlMY7pBJceJhHd6isLgoaOdkoPqZxdc+RqYQD+dVL3fdUTxVxRg3RkdVHkVZUhI41NI+hA7N/40",
+	"2ZBLcS5KtII9ITfYFXTFOzj8Q8rmtvJeSl1Ku7k+eZiuo1zfwEmH61nN1M/bzSSkOuwbazh4MGS3P9Qe",
+	"SK7pbWrOMRBfHXQPZ0RbCt4wgzQM9mPYqvWRe38R+Z1JEz+CaIacn79CEWPCFr6ALjquagf0XBZWlIb1",
+	"MYrj3peApvWuAp+HNE45HNwqnWKnMd4ijq1Z4ME7gTi4M14gq0/V6bt9ioQ7HkbNhNh0cMIoX2WSKq6C",
+	"3uXE5wlx/6ReXf8ziQWucnfUCQsSQVr08sBbnC6h5/MTFtJ8ExYSeuHGXPAcg7Dxo1OFzx6AE20uFS+a",
+	"lhZOtZdEeTadmcRx9rB7VadJ9pUURR5K0VrZFe63DlektlbkWDLrTUyeM6lWlU2YGF2MakHtBMQ/tBKQ",
+	"e+QMUfiDs1A4/cBQRVzH2MiS6K54biQCwEDrG7oI6OuSqw5G3eNyPa09wJjU/BkmYSDZN7zD24FSXVwr",
+	"7964a7r8ZF6YwUO65vINOgtv6JT6caEpE6VWS6NkE/D6ZxNyvvR5y8+ZKnAJDhKWYdF0xvq+TtWd4O4H",
+	"KpvKEpaRi99/c4IuTChPAYkl42Gs+KbQPB+xTHFrsonnTSySxx+Z1anKTAWLkKFfE7VKx3fnpVgVmyyk",
+	"wQBTrorNiGWzyli9zCZxag270FQzzvDnICgoaRIqmTDhOBulKlVvKfu6dlEbzI0shZ0QSVzxogLbuD37",
+	"BEvL3evCNXgLXuHsorB45G5xr2aF1peGFfJSMJ6qWSlyoazkBeufUl0dx8qq16V+vxm2vnyu9aUUxHGQ",
+	"K61mWlkuwRcHdWhJcMmtuDFrXeb0V54wvpJDDIetpPs3VXwlz+GbaCS6ZEYYI7UaJOAqXOi1Ytyw7LPP",
+	"PiNnfZPlouK6burt0HdahjI+ASkpeMOoEoq8i0DNI/Z/uPWG2Cy9NlX1+hpYYFzfekoUvWjMY+LelacK",
+	"KjnpSbBrrZ1mUhkrHCm/UIyz16dvn3+T4CMYNy0SgIdxTwOXQqzIvYZOfLiuYcLVEgBZsFnY4bhwX6y1",
+	"vtLNZSiWXBa9HW7j8+HPvxwlTx9/2BMkOv94G4lbcoV7BasfO4pJMLVjG6nqn355Njx+8nT49fPvnM2d",
+	"+yKQkNOUDYf4KEfJw7ksIEvW0U2qwoO8KAgywKep5AKucD8uUbvBvF/cx0BvkDddh65YHxz9uM2SCGiQ",
+	"sEJfXEBGLeTo5hj+WQpbyhkr+FQUNbTD0VOKFuBDjnzoLFUQOwOad3qGY+dSFxHswwmxOlvyDcMS4ZXP",
+	"O9TzVNVipi8VczrejBsxGLFTX73pn92xdKkqxbwyGLBYsv7j8di9zEmTEMBqMcRgxN4uxMZtagppx7Wb",
+	"zInoXJZiZlkhOIZKWg7/iItg9G7Z6UWJu+kKXt3mQTd65CZMv3BkkyqthElY9suHDJKaq6JgpVjqK5oN",
+	"bqPnVMZp6eE57sXcEqM+aDKo0ywTJuf+OINEL2cIqmixE0+1dLzAnROnBxVcqlic4oAWwi2X34mpAHm9",
+	"WXmTcuB2uTEIj44CXjbIbsHF+uHNyweGVpP1MfKXUNgPApGlHTBj+cYEKJJWJPCXXuNU6U16VO78dH40",
+	"e5YfCyyCvKbeiM7tphjCUkAzUvJiYYtNb0/U1uu+ThSAyQcWHJ7dnXptZ9jnLa4IxOR4UTTFi1d4kmZk",
+	"N/EMEZ+/hvWdDEU2iA9vJPdQKh3YRaeQNcCMXgrG87wUxjhyRPsBQiuQmM+sKCDiRrX/+ALjTv8uZnOq",
+	"2sTZOS9e+6eG6t9C65WzQZJUrUp5xd3MCqkuh4We8cKJS/n3SvhPZsFLdFyalZjJuRR5kqplVVg5407I",
+	"lQLkQ47axKzQVe6EF8+55SA65Ew8MF6qpO4xRQE+0Revrx4PlxyqJ1+8vnoaKlwHiRNW1VI4CQg0GVUu",
+	"p8pzRzS3fnZ0/OfRkVMwx+//PB+7/x1B3UPHWBAOKGEZTNE9n9RGq2eXmPIMOZMJe3X69iyJ0v3gqtPX",
+	"L1IVtmrEfoQjAffECDilcHtzr8zWxw56c1PVx8hRNhw6WhpiJncSPudCbbITluFVubjKMOPBbd6MF9Hr",
+	"MUENk1rD6EFqw7qBxJeGvatyd8SQMypV0gChu40lF5pfSWmh3rAA8aep1MeJL0eETgMEQz5VkNIA6+E0",
+	"k0iDRlwiZ2wiG11onSexMsaNVruyCuJ8AooabnFwrdZ35Xu1zCb4eY+p9CUd7d2J3P7gf2AQ3ADc1p7H",
+	"tvTXKSaWX5shGeefH+JN5rKoSnFoNrhU5/PCCc7uaEfRjdL0dtGY7UwrBKiZbRjcAVsZnbLbga3umBbp",
+	"Qh1BLYrXGF9VFpK1cXkiiJy1VHmrFmD39I1U3YWnovF4JpSFWCLq1e1E8P1ZdTfOxGsRZbzjSSAbP/Zo",
+	"0aLNjzf22iw4Iu4Xaq63PRt3JNPDvZdtFuvwYS5qh0VTGEz4SsbZRV37AP6u651A/h3+hnjF60ntWcaP",
+	"4cmNd+T2mUffCF7YxfZY6sB0lI54eS0d0m1db/pWTzsoZ0+hyW1yghss2iH5Iuo4YG1vEMICq+raPXuJ",
+	"V8H1xp6XlbpTrAMeAg5ZY3aXDtfOr4JbYWztJY7CTz4IwfpTzK8UymllcFa72whMA84rxXTh7F96c42q",
+	"5SwKd9w7XXAwStWrqBJECTBX6neDaAqmTFTGk4DdWv/sNdypuHBaa8lnl5DghW93+hLkxMMOFM78AiVn",
+	"JPVDXojSTljac+uX9jIm3sMkpPVlK2gT0y3n7/T0vLGmUNdp+XJ1TtkQWav++EbbtZSG0uD20ch3cNVr",
+	"UOvukL8OsZyawDpwVNYRcUAwEXPxdMncqKCC4Q4Bxbp+cd9kv6fLIEkQnK/ujvfDCz2kR75zut0bvv6O",
+	"HO63jEhC3ORaN7m7qF75slIdWsabShkKjLdixVQSz/pQj1enICz5e7cTJkPFxAwOVTzoAdcN+8xfd2j4",
+	"81s9DYew21C9I/R7Z7VkV4p+qETysdIw1SQ6XGMSbkrMbdF3s5z+b/X0c25ni1sl9XdXB75FRsIsXHhs",
+	"gn41bpppB8wCjK20B+chfaunNFDIcXj/Am8KMKH+8zVKAIx732q45xyUjOcEBhguU3fbhGV47GfseHwU",
+	"So1pP1KVvdPTLODiEdwueMAIpSxrLdBaV0XOFvxKpCpk6GFEFR2BhG+XsMfjZ2iQujVVg64QwDtUO65Z",
+	"XxQriH52KEha0qUkHY+Prg0971eSYCvqzMjOOqkdZWERukAHIAYGa7vvhII0vPuEalmBNNmMl+WGEKRh",
+	"3t0PD3S8bfGWMBW2EqWnm4ZHWyosZi5zNIAP5YiaYg9TfoOA6IKGaGzArYRCS/Fs5R+VQjAr3qPNuxJ6",
+	"VQjW5x5ceTweY6HKdq634/CPoMTeVDu9m6Zyo2qn31tV050Un20UXcjNB8d7Ao6SOoREVIB+MAzxBnV+",
+	"wrhNFUF3P2V/k5+z/vHT4+To8WOiNHcs1YFoSjVm0vp4FDjk9HLFZ5ZcbQh/ZwLcOSSfKDZ3qmT/SDxy",
+	"KqQ7kgJAXarqWBFV+Cf4L1YEuT+PnzJhZnzlDA8j3+Pg4NwcjNgrzX7409jxQKqgXNBUZakvqNBWV3ao",
+	"50PEe8DBsb4Rgr1Qq8qij8kwPtVXgg6GttL6G1Ezb6PmRVpbC/lbqwsAfq/Ti5Yc4MlZn7OvNcurkmL2",
+	"Qf48XgyadYePxqZ3YJWVl0U7ZOnHcHTQ8fxrw8d8q6efqj4LrPURO8Vsr1TpOfvlA4RFbLggJJWESIBP",
+	"kcGIwAkaxCZV9GjGi6LhC3C/sj48uI5NoqOfRIsfFAb4sDApxETF+5lY2ahIxycrTJgRIlXtWGmXcrb3",
+	"1HwTL0n00wlLe2kvjBoV6X/eU/MeD4wQIiFhiAjfYt3MhQqaSKr8YbHjcPAAKxHBhISqfxkJexpL0Y4F",
+	"oRsPg+fokjJvAIzhDLAXiDFuoIjOnIw6r5rIUZ2S6RTSirpS4mEAB2S+d6DD1F1RIM8G7Dl8Xl3JDSFA",
+	"iL8qXbc1IJgK1GQiS4EE3OAe6s8R3aJri4H1A/6FL930BUWIuePrQEqUR3hxxwR2FPdbwZd/XfHNEjr8",
+	"HHLc4rrvOJtuSy+32VAPyvvHht7nhrbRxBC/pQFj4f20nXkp1EPp7kAr/p6uyqEA1gwAkDtBmjHt4FJs",
+	"vJMiG+zAcF/JUpg7RUV2BL3BY+gWbi/I6pobVBfdlYlXspZSVfYOeFq39OHfOrV7y+8KTwru14arNNrd",
+	"Lkr8m9jcyiHid1Kqa6pPqVEGefRyvjGsnz0b59kA83/8UQsZOQsqVcT8FHoH5fhNfVuLmiWfjfdCAnUg",
+	"SUcjmmtnUEKapVTQ2EmqC9MylXKxKvSGreRKFBIQSNsi7SZOiqbEtc3mNYDux6Q62Vce0BRHQ/7pKwYC",
+	"wQAb8qL4ft6b/LT/bU5UfUjasupS7ChVhMRwDNk1pQ19JIgCFEAnlCrrq4KhaojagVwrpd0Qtif5M07z",
+	"Yxi3OPPbRu9fBgvlllnRfxObh5jWSfbgHJLsQZVQF3ja97P4mPzv/gz9azZIIPX0b9VUlEpYYfwpu1GW",
+	"v59QwxlYbaZXODr2xauzoammuV5yqZz5O5fvUwXhgIeIgKF8XrEzV8hH8fQRK4RTBkzCcnkhrUlYNswS",
+	"lp1nWPGQjbIEO0C4gbvnCZUDtgSW9uPtTqTA/Sch7VYaJpYr68zs0ufJQ51QSJF++phWZytf1fEY9EGk",
+	"Q79Lo2/Yezcto+EWcpdnVVnSfmC0HSaF9iYU2kx8uQ0HTO0C0bXn0uf2SsWyi5LPhG8IKUvqBRdH2KHQ",
+	"VK9VEvkJMFSHkN5KI3Rh0gh74n1TsZAqD2EeH9NH3R/rZ1IFxsmwWgFGyKVcZQTrraIc1BOWYZ5ChiwL",
+	"56+Gro4zoexJqjJeFBm5UOaUUa2L3CmdUG+XQAojHApL7G7AFcuW/H3G1pDtTAsXHq/E2t0Ml2BWLaym",
+	"X8KcMjAJrpGbVLnBg9MSkw9Zho/MBiP2vRJDs9AWmYcXa3eiucdAsSOcW25+o1R9hW6hQswteFMtvxTd",
+	"Ph3DKL1zOMQXDdHJk6QqfAPbm9RXLPn7QV1dgK4hUGegVQqIxIUoRZdbBh7VhB5+Ci7BPZYwcWshnPJ0",
+	"ZJpn0dMuhyIcla0uiDdrg5j0VoGt6qEi9cTNTy7lCkLG9D0vig6FuYt3X8VHdUu/mc8FomGWwgrV7cJC",
+	"GA/6mTDyV6tCQiYsqMwE5Bv4Jmx9t37cHXt+YQ3hAt8Fj3aXjrpnfi9w9PUcm0mcTVqmmY8OdS0TymjX",
+	"Qv+8b68+xrFcb/ztD+fwjDNhQXW8oQa9Z92/QC35UaeW/OjpAvLUPTNyBS1ssQDAV/2M2Ubw0rT8V9K2",
+	"AwH57dxYrzoBjk5ZIa/aSBNgi5fiQhpKn8VU+Q4Y6zzfgacLrXdCTQJhFPP8yt1rhNmbWRw104GT7nzm",
+	"O73ugsXekfxBP5KfpAao9p0jodYApztD1aQR7u4A72kFPNxuinNrC5+M1jEOd6TjeaLCSni8bbgfAu4e",
+	"2ocFQOdSKLE2qZKWGSc/eEE9DVaiZG/fAqQnXIizg0fhIekOrkIbIB6TKlqFdpqcrqZF5FugVlp7kbDg",
+	"dTIf3RIo4hoR417bwmHYXt96x1vU8fMOkv8ooscN7Q5SJ2rtuQdWSV/cDFXp4NSMNvDazcGTdL65eUcr",
+	"qsdnVBFnaiwuVHGh87VWZDLTCOIzllbw2pgFAeEdildze2DjlugsDLmicCgPDJM5I5jNgGdmBPBhwnZO",
+	"uaEM7Mfj2ZfkJi2Ujxmm5w3KuPbRbVq4lGrXi+An73MVV47Kdr732veA928HitvbFiyGE5juSgo01gnM",
+	"mDc0unn7sgMRgVZ4LjQgfgAAELoA0Fl9Pe7U9dj6VSEOJWB3cF7rMY2A72CMlSrcWewdcveI5BOLuz1g",
+	"Pg3PFc2+wct1KipSZM0EJJFaXtP2jjbgfmIpW69ggwivE90f5ySJjoLfQAbF9l5tvZU4YELobJEQh2rk",
+	"hEDnstbyZ4MTILZJqiJS9Ig6F/JKKFatoAkVJAX5QrGSQx4TtauCGkSEZY1Q/Fsdp2iEtK/7+0zBhDdf",
+	"XlGD3m7nTlUIqITk5tLNeiF4yfR8EjUtHOWC5xnrxx3VHphUNQQ7zXYQdzscUcMtuHUbTihVa1kUbp1L",
+	"AWJmgJ0K4TZoC4Ytu6S6OId1zxBHKCrN1PNUYTEnINuWeu2fUYqZhn3I8ACmLklUMhLQ+uC5mCMcXusf",
+	"YWQhlM1YX+nmjU2HGPq3nO5qgmnhjkeCK0Qcvwwfdo5OsOYqFdwKWKMIt4WRahh7kNx1fiGQDt0rnTgb",
+	"JKmKHmigi1Jrv5qgTo7yqNWZezhAjus1PR0AbqgmVK+EyjBd2n8FbYXc830yjiOGmSxnlbShGtHdBz4u",
+	"LAT36RxYloyNibDCn2nlSQmwtBrU3qTBUN5W0xYKSr919CnsPX3GtW/cXaCwba5ZnU82omZJjSl38tj3",
+	"hzfKAo5b8NVKKBNwISrFZtpZOnklqK2i27c2iCbpIdi1TvqaZMTHctKDALJYH1nJ+LO8rkCf+PZaqQLD",
+	"STrLfLPmmxPvC3X/xU563qtIuUFOvMVwnanyCC4BhAyw1x3J4rfe++Ln4bQXoXKTwEtWUl2kiqsNm1cl",
+	"gGC4ZQjdSk5YhoBe56E/IH428TNjZunHRQ4tuNWHeC/4rTE3NCBDKbEGsIwRo+zcSctlFLyetBCOMahH",
+	"WVAxbFfzsMQ7/epVCzBlflad5PRalDOhrCw6EtTiH9swuROWeRfM+dJ4L3uT552wrOvfAixbJE77oQzv",
+	"f/3f/48XQQPwiF/AY+elXqYKthf83/UWeFjTfiwGsRmdP94YYqGKPFUAgCqh5Ytm0ZEIiCO8tCN22vTj",
+	"lYLAEhYI6JSqpeCm6vYfr56Mm9bOTvN/9ezJwVc+O+jKLm/U61JcSbHugp0rxS705UqZpG7DBcfXCZuL",
+	"tQcKRRzDzOOgEMOFWjBswoXHR587BsSoQOMCD154kDpHs/hKlqJLm9vdoBAbEvqoxlw7Djm8Nr0GZ+20",
+	"BdkKh9Vqeh2kgZ+vmdCFB1mgn6z07R9OMnTO7cXpq1NcOndNWL8HBPKRkYOMl9B9qf/D2+deJjXoAN1/",
+	"fqNr1+opYJHwh6/E+vx/6PKA0uq6RC4MPPQBRUL+eTftA9V01+dUasSy3NgMQrVRn2/FdJlLxQFwsihI",
+	"lmRLfeW0Ok/yqZqV2mk6qxLB2XxjuPomkup6dmmYj5xdaMLOXPMyT1Wfs7l8L3JsHhk9DALCQLiUnYGK",
+	"pFTG8rhXdKou+OoEDjrE6vss87VFKKITyuIBuB1dlZiV7fm0rBRkOZfCnTGIZBXP0l3wwERT8nqEXcuZ",
+	"oHLiVNEkLzTUQLOds0LXqYomtOLGuMOwgKZQbvTYvzNn2X+AdgZdKqbaLjrL3HZ1GnYHO7xcKvbD2+eh",
+	"vXusmLaBr8kqOFxE5Gir+iMYCARAJ3AVOw9aYKIdSNQAMUMbLJty9YGpeZISnDGzeW5EK3hxPD5+Ohw/",
+	"Go7/8nb8aDIeT8bj4fjxZDw+eF5KL6XqBJSGmAvM060wNe5okHuLH/IQisW2EEy8lx6FKOcb1ncDwcoZ",
+	"4DKlPeD47kkdTx6NcTodI7c7xNoXZ2/ZkpeXbmHXusxbkVp4aGuQfaLqNUkGx7GgibDx8WQ8dioELDDi",
+	"217HqOyCrzoLp2aEDyN2wrwTPcXSCBc1oAgBvUtDqaUYOD6+Loi8+wxwvzxwQnHqpCgG2LjHjsKJNZfv",
+	"yy/eHtbKH8l/j8C+XZfiELyKYupd/YIBchn1cA2pbY0VOyTy3q1u0ODBMV3j1K2d+uj7xnMCbnb7dxIy",
+	"E5ReB+ConFs+5catPFDeDfqc31ht2HXIdu9MXa7Q4QutKyYAVpJbZw84xl/Ii0UTz4qXHt+RKTexAjED",
+	"qS2++8L/XOi1OwhMMJFgx/CapuHj3tJznO9+Agrr7qH8ui5zbtXbfPWcPXv85M++0pflwnJZmK72Ku6H",
+	"7kYGZXkTQJ8IE7pDpUUW2+FTr4uvO0Kn0hZiT1ygPfUzy6eFYBIw9+ZgMCP1XkrsLB0VP29DjAHcSC6u",
+	"HtJV5iEks6LfNVZ2S3mtcKCuZTiBZF+pOJaJfA9TMPdXJLJaUZIUpoNRcpETs9RHhFKkUaOZU01QZYTH",
+	"pwX4WXI6QLJWV2HJh84J1kU8N8ubcxJOz61Q1HluzYx2ktv7PhtdFzDAAq6wSQ2Mrv50hCjrTCppJS/O",
+	"CWSdfcYAqnBVSFH+z74aHg0SNkPIQSi65e/9pZTN6K1u1p9XRTFhlZKOJNwB/NM4Yc6+F3+veP1LqtxP",
+	"+cNj/FGB8cBukC0W0ACHQyiXGn7G5gW/MIMtzBcvlMlBgOjysi4azLt0zdaKdNVaF3zjJRg2knUaeHCE",
+	"NCtRWxrOUWeqGC5irGW6xXQ3/h27LrhV6pR3bkPiiHN8yl13yEWbubvUNqfZ2rUQqo4t7J9kJ/xYTVjd",
+	"ro6Owe5ze7yhPO/msEuox5ww9685oUbBupwwXhhNbg9gYJNQ9qbx3QRM4ggD/ZuOs3wPI3PCRC7rhyBV",
+	"uduoBgh9XYWwwoAHleBIVRQQ8h3mDLkIC8jbyZfAle6hUDwCd4UEeUOJVazPnX0nKdaNaJyEpt/kEKec",
+	"mJaPGxcEO/PDUrjfYDq9pAcj6KSrN6RnbPeTVpSTva1PSgxoO1bzF54wHvpFR20QAdAE+LxPMSJgfKzE",
+	"h1p4ofLgkBvcLQh/myQFDMjfLBZJobAu51UcZuo+0y9KXa3OfVSniUzXzU4HQ7cZe74/zI0HHFifhKHm",
+	"803W3ED9EwW+I5kH5s/to991sOmQqd5Lk+td1XR1VoRfF7aG7jatWjlH5vt7V8RBuUOmWcfIWlePl/cC",
+	"q7kLvyqsTeCDpOb8NjW3ptnY2saUtmg8KvVrEOnNwK6coKJmoDWsUF2X0ym/DssOaa1WdG/HOA5LG6MR",
+	"QokNDPw2tWcHCeGoq6mJM6uoY0dS/+ghi1AARGdLSLEFZxRhOiCpHy6Ma0Cv4/1wXrHM7YDaxQSptS6h",
+	"3IUmc9gYbyC4945vS4oH2+LRTifEdkYBayYUsKVTdBsJAjd2VmyfHXWsGCRNR0IYLBq487xqZ9e6JpKI",
+	"KKCbgCeXE8jBD+5hqcLtF1pguqzVFwKirh4PSby3W+gs4Fbz0CzXnA57JwPdvVvJDth3C0owm4kMLM5Z",
+	"AOQYdFZ0ju7o6V92DO+Ofe99PdUwwir+veFExT2x9xrgHpcTKK2h9bVIDZMXqDEg92jxoRGG2/hyV0ft",
+	"XUd9oyD1gSGEw9apn2BH02aJ/SEV9p1aww0q7Lc6dF+rYFzPKVHiUcQlKycMdiUYobxyzHKhQ08THlKW",
+	"bsg7TR0nGvD4Wt42iPlf8/aeBKRdqFB7R9ddqLOtAu1SQz5GVuMbD9Byu/x4d/unwnEijaGf4QpRGpdf",
+	"pQwRlQbb/tVYf7lnReL+dYA7HtTXHH07j557EtY3t5MOknE3l2TXyI0DarQcJ7wVxu7CGt2D6bkSZXBW",
+	"RIpQ4jUaIvybgXpu2ym35/KzKBB0o4JrSAp0uwQ9jdmZsKFmjmqUs1mpVZawjFtiaKmyE1/CDEkES+gB",
+	"qnSdBcIt40UxgBw7DFI6JTxhSq87o/lqtujuIFJsKL0BRsHSHiYHEL6iF+MIfZD2Jr6SwKB/nnK73i7E",
+	"JlVzXhQ+VosvxLJ5eF59uJF+SBg/YgN9qmCaVENuGJ+V2kCtN2YgusegUerOfOWfLilfBA5TwLLzFdiy",
+	"ZKsFN2LEfgSQOUqqq8OD0GBKyfepEis9W7D+0bM/j4fjo+H46C1E9ifj8X8N2j1gMFj+Z7joGV70JwhZ",
+	"HxxQ7PIIvaHda0QyfSR6WRkLOteCXwmIS+9BUe+oFuqq9jyT7+nomXhPOqWyQB5LzjdDPR8utbILhv+l",
+	"r9ZCXCapgj6paW/MHo3ZM/YZ+4x99/2r4VdvXqS9E6eLzeWVCNkxlOjmiCFVfhy6ZP3/cC8rNgn7j5xL",
+	"+Bcp5dnYJGw0GgFyYM43ONRUBSyGkI7jlJX/nuESYY9fbthaOCrE8xJKW05SFUpcmJBgKC35ZsS+4BvH",
+	"fzhDcAkjknb2MmN90G1yvoFM7JdDnzKtfsxYXwnuSJO55XCXnMAw9Ry+YNkXp//j31WWqj6sU/bd96/+",
+	"/SjDTFX3m3s6/vLVmxcvsy0i217WTnep6sYdanP0hJKRQr4E0Re6gSH7QFrMPk4VZH0NTkJAx+NBmciq",
+	"g4UpK7WnccG241Tto/p6YBj52BvoeDa+JpzTyh+gbqygV7n5VisMMErDloDN0TRXW9prqo6WxhvOaJYo",
+	"yqNhuSjllaDEFb9iHqw8ZEClCs3gAtwlVHMHCUmw+ojmcOFxOLHEDp/vHrWEfmRgJOUVCAhcslIwsyqh",
+	"WWc72aruiEfZRjiCk+0srbwS5xyz9NZR7VXoAd8mzEc7QRfOuzsbbNPiNmFp7MrhtiOkkCBSOyJl9PGc",
+	"oSQ/sAspTpxrRBnXlbInDLul4/34S6rgp0GLUD1gwX69EYTNzRgsuOqJww6X0rvzRjtyRtvJkdJA5A1y",
+	"Rv3p9sPb5y22+bJy+sDDz0VZSNU7qOT+DNf8TaU685zNjgRBqstpJIz7/Tt8SZyU2VNYedfHYz1EI8cQ",
+	"sVZr+NSgpP/ceT9it9wowtXNJMFx2ZyTQbmSwXJmzC5KXV0sWOamj7AznbM+sFk97h8tM40srEpzej/v",
+	"JY2PYYBHhPYbKCo8s9yar53ZuLPa3ZyvRHkeZOn2sL4TPArc+4pj1eiQZFg/6q6fCx732G92dNldxID9",
+	"X/bhdR0A1NIq2q8HON3UgC9b6xRVp1xbaBDVwFABQLdD921IC8L2l3AsgQmPsv+dnna6uHYCu8G96GZk",
+	"Mk8CEDXUWSWtJvmg/PbffPWcPXr06FkSpGiHcLq4+ax9b5mys061LuN5GNEF+xMQxqANOBK51JGqjD6Q",
+	"YKy26Aa5qcRwSxzozT9nJ/+8geZe2wyE7hjE/fSS952eNrv0ROFRtyWdAhgedAMRUzN1h4gJDRkPbK7o",
+	"NvWWAWDfPxGfkdQLEqbUtaY/LjRfyg55NLsmWe+XGyAabHuCsd3QDCvynAjL8EPmu7ZBfgsVD2fvh1bP",
+	"LocrUbqzVIJPA+HvDHjBzcgjtSZNfxX0tReU5QA9X8FAw4Q0aSe74CkT9JHIeaqUXtfYYxGeXvTa3uSn",
+	"nxEDalTAofVTDbP3c5f+c1Hym/g0v3aXdyJSiM3OeqfT1y8IkVPmSYRxhYuA7dN2oAtBQWt3uQM2Q+fm",
+	"EipRog7d/ahdL7Ty5RWl/zTgc2NnZN38uvmiLmheX+VDsyLUEHwCxmGtvhSITZZxpdVmqSsDdShITYrG",
+	"3tRd3ZsezflfnsxjQbWLwSqPu0IVv7SNSWCWbQYDp+usKqXdnEGbcWwlCb3Cu0Dx6wkeihkaVj5GLE5Y",
+	"Fqra3Pe4B9jo3O0Cvj+MFvqHf/gA5jQ2TZ1pZTluDp6nPcCL17NLtuRSWS6VKA02MaGOS27CDwx78+Xp",
+	"F999Odhme7hZGsZZLt0KTysrcjg+A8gWtUd0Jg8k2XvXFfe1oWomUoV2NUeTHnYcEmbBeglezD5haZJ7",
+	"Dj094PTlCurlyHr+B2asIp7QXEKlfh3XN4241AmJCVtuUEzFdcVowPvEerrVI9mkKlVvQw2e1wOo0GnE",
+	"viCFB3+OvASG9dPes7FJewlLe0fLR/BnqtLe8SLtuXFDDnt4aldOPOtnAGeHuYs+8ftP74xW2QAhN6Fv",
+	"PqSVZ44iMvbDmxcnrM4M9480UH9BqzDlOdWlQVN/zKbPYKpOdcdBOZU5n/iiF0FoGKhzZ75H24rQkDL/",
+	"vdXsQlhs5YFwMm5plyu7AWcfKizNR6G3Gqt/OdQqQD0rDCfusoOtShD2farzDbr4pgKbUTSXCpYIW3xy",
+	"dPSxxu+f4SIyt2YJbuZXw784lUpt0EHIAn6vyGmpHx89GeHLoDRfA2anidqsP3BnmtFqmuHPxnu0OQw4",
+	"VbXfVhe5zw3C5kXUhIj1s9SJh/EYu8BDRyI3uKOnqao7E2E7o8T3qMPhJwjSR12KkDrAKwCHEpuKjVZ5",
+	"qv7//+8IXqTLCHbi6NHR+M/HhHobJxjmYiaXvGArLTGmfvT00V8eESsPTpzSXG7ALbXidsFWvORLAc2Y",
+	"/PbA2ELEGqc5Yl9y6v/E2ePx2J3flLlPlKnL+llu55vNRKSpGws9eZqqPe1E3M10+Hm0DXTUDLF9vciH",
+	"C22syXwbQMMeHx9hto0nN8Sjy77RVL/qtrABJvv8+zdnvjNNqsAThyZoEUoXdCkvJKYeZcPhTJdmSF8h",
+	"551WduFOZKRQL9eCNgVos9nDBXRS/oc7Jh6Wguebf3hk4ofuaOMrOULKVkLkJjp36bA54Fga4Ni5U9/c",
+	"oHQp/8Gx39fncPpQGOhSbMJBpssERXnHSqcqGw7frS/NsCqLLHFjwhIYu3HS6UrmkDT97Y9v/TrDQEtd",
+	"CJOxWcHlki35ykQJ1+B9hQscy0K5CCBaLXnh1G9nO1fqUgEgtwdwz1MVKT1wmj0eHxEt/Pjjj8NoA4Sf",
+	"auaox60ewqK7PQeUdCc33YemrehTw6Pk8X72WTaYsAzTvzMA3cgNxA98InjG+ockxbMoJz5VISkeQGYg",
+	"j9w/Z19ePAtp8U493psXj8nzVhhLPZswVgGp6vSqVO1Jlz/pWI5WonyqKFMepUFkObAOw4EqvgFHYoZp",
+	"JBDowxw63BYb6D5ntflQDw5BWOalXo7YaWSr4IEVweCHbtMgIzy5PCIKxfM5gG4iUSR06oWXebc/jvYE",
+	"NZOkVkpC8meCiU7utGpsivQg5Q2kfkcRbmTo4MWBPU6oGFLaVDXqat1r4eivU4ay8MgMfjJ1D4CIx0gd",
+	"wJMX9se9G5L1hMrdqYa+eer5HxQ2lJwEQurojB7uG0PV0/EJiv5RXh0eDktnOsOpP7wUmywBERJ9WU9g",
+	"cIJZUxAPrwU2xE4eHz/zAgiqvIaniKrUJ81ykESh6CDqUanCdS4dw7nbuRWwFEP4r5O+9VdvhNOrAcAG",
+	"OCT+xQjrREi0rCRJ/OmVDYdL/n7o2NLRejQzgsXnxM8wTYBODbToTp/NSrC/V9ryoXhP7qHoKIXVQsYF",
+	"ww9MMd+zkV7txA68GkOzWSNown3Atv/4+NkAz6krLgs+lYW0m1glg3LlOaAp1hoRq1Qp+GzhNFQQkY5o",
+	"h+5YTFXIJJyDrqsBUBpxYozlKp9uEpzrk2iuWaU4DqAQGellO3b3hEq5QQkDWUD2BimEjkTRN1DImVBG",
+	"RCbT6YrPFmJ4PBpHhZ5gB/WS3pUoDRpGR6MxXkFnb2/SezQajx5BnMAuwGL0RzZ4ukRXqy/SOo7HY8qu",
+	"JLNshtBD5ZUw7Ju3b1+PQvWQ1OpF3pv0vhb2G3q6M3jNSiuDdurxeOyNQcKFa6vH7jt0U1zbrA5egVbm",
+	"tmPBD1QaVq1GDbsZvSumWi55uelNei/llVDCgKuQXxhnmYf5gAm+JfRrf5azdWEcowvs6T3TYABDYHKG",
+	"g3uIjfbNzqV2T3eHCygYn2XUmN8ESf01nMLOunxgEkSYKfXSSanKAByRmZV8RVSztRXf0duv3Qor3tuH",
+	"q4LL1ia0nRhb601v8AlQ8eDEewuqvgGHH0Mv5MjR5uPx0a4dDuN8+IPipOqJHG96dP1NX+lyKvNcYGlt",
+	"vc/RuJZhTW6z43Q3bTl2lKkr6TwJkD5BNBCrwTsJwRHu9yuhnHKc61m1dBqvrd1k0GuikoVFXaF7v+kB",
+	"d2W9tt+pk8vag93PaG8hb4IuBdXAma233AS/oHv4Di2RAyWcUPEBgZFqf0KAqI+hZ7cW/Q2+6lcRd/Bu",
+	"d0YBlQBzPUE+2fHi2GNz+ABC7/ftEbwivW+zf//dQOW9Stqro4e8yqXduedovlIPP+jd5qPVllzcfVBs",
+	"wG6Dy+AvZ/64P1IFBhB8R0h6CRoxvmPQiQ+MemDCUgzzUl4B6mAdUD2J64e7rBSnmp40ioQDQOu2NYTp",
+	"iE7fHWDWY+IsAoyDgO8XrOYOLziFNyLDpW0VlcLoqpyJpO5s7b/y/hjQ49CFasIymoVeixwAHRsdclMF",
+	"nYcMuOc+++yz7ATVWsiYrSuJHoTGugDPORixU2fhedDVeMUE6GZCgRlKZdOg1beNXncpL4pRqr5UZLOW",
+	"bn1WlgUVH6hnGLpPZHWeyuPxGBq0DbrE7ktp7CkQnlOxvK8JSgw7MnJorOinka06UXf69sB95UsuJ40w",
+	"4+5zOdn7MsCXkWCk6rK7XeFg1/s51Xve9t1+oj4+hyE2zJLd+1YEEbntazl4BreSCb23fIB9Z6ShgpEL",
+	"zfrZ8ePF7hH5iOit96CVdrVvLLvG4KOxe8fQJcdrunwIdmDvgAufYy7Lh5/v8WADvoHcnI6T5XvvzXf8",
+	"jKtI2uP4ekXwc557JKlPpXAmddHSdXcR8s+HpiliKCfdLQqzJZdF4lt0+UQof3S6I+L6QxOehGHkoKsi",
+	"sEN9hiKJhSM0avXSeYi6TZFWLKEUAi+GaAX+iZUPSd0Thjw8judT5SGBRyyDNjHknYDM9gwEMtT1QdMW",
+	"wzeGKb3Ggwyf98CkKvSXGZywLOR/xY8LX7aem6pIx1tA7x280KewQ34p9xEpCt/ZkiuDC+oOYTG7xPYx",
+	"G5bL+VyU6MBgSw36el7BTQhQDeC9E99AxsIQ3HvfVcayNeWC1f1ycDjoTcRkfxIZEruxeScp92utNMSc",
+	"9FrhSnlsZJ/77Pu2wSuw5807PaV0U8rGrPvbY4Wj03l3HXKfh54w9yYP8BW7BAIqcDj70Sdk6yeH3PFD",
+	"7QX6OKJARLONAB+BXhyhS2p+FkkFb3ZeKxh8t6L9oqFpxV4dPST3/W6rimXgSIAyu6GxpeDLLMYcuBCG",
+	"zfRyKa31GekKgN4gXuOdZy+5sUOouhu++CJL8Dp/lCODKjuYMK6iItAMvyaQ6EY5tzQesJwSP0JgvT/H",
+	"Nt6QF70Brg1QP+5r1N+FGlCLTZMwQqp2f4GTEPz6AJhlNeJIJanKQfOBiG3IlWR9ACOPMtsJumCmlwLn",
+	"SC2oUkUeLIqULPmG8dINBMro9RzF7AT/QUfzdAOFWRB8cipWBtj2PhWPt3CvfCQmp+hOnoSGlbr0sDwA",
+	"TjutikvCNQNfKXS0lxh3oheQjM8QMDmbsFJARBQMhnYRtY+swL2Q3c8tRwReDGSj02HCskup8ixV/XiL",
+	"qVAZGgXUfukkvJv1eci05TTHVOk5evPh/XEHBHdLwjJIHqV2DfB3BNqJz5ikqllTnOCSuj/cmGjFYFyU",
+	"ppGxPuzp0YCiodxSj02Qzrh2TrNxqzGFqiDy7gNdw8jA60r+s1QBfcH6w/AwGwGNb9MKKul5c32oySLZ",
+	"WmuVsEIiilqqMN4iLVtKyLrAQSLzAnY+rcbRmDzvxjdPlcBv7pxRCjrGd7Ovs/bg4xmYjhlGsqYbJ8FE",
+	"MU+wC66jgCjcSch0AwiKYR2xIyyzUbOMWiHFg0BkUutbw3pZ03dnpygKdvzkKS6yqDu2hhoYmGqqBFTe",
+	"ESJcaxZA8kXuMdDdbZCGC9kBwvEKnL6DmPgxkkVgeGus+4LGE8QxqWq9ZMROvXsCGqMUBprBFNoQG786",
+	"fXsGPb70Wp3Eu8cprGjLyi5gyWRehE1E8AQOktdRHZ4sR0+Y6Trqf3QjfU6S/hqTttW3W+M0m+WLgehY",
+	"v22Vo+7klB9HsJ/tNr7uYgSDZYW5GoEs/NaDdPPftpGbdo6GkOHjoVwLGNQ5tOjNMEon8na91P3WeOVW",
+	"qxJsOtLZ4XWrqC2SI/hqlEeYPesEKWbOBikF1yA51cuy8G5vGmKDmvfu1M+HBSRiPaIJfCXzCXt8TGfc",
+	"pJbMqXLnyYT9ksKCpb1JWi9Q2kvSmpTgt4BzkqS0rfD1aDSCr+KTovEDHBPwTUiCh+89jmZvcgSf4BIo",
+	"xz06Gh7/OZTjjsZHx/+V9j44Gb53pTpd77gikyAX6xMyCd+5YxLOpqbsJCgkkNRw3uIB/Bs3rD+5Bg5C",
+	"MC6CcRIDTCTk2QQ7uvYxODM0JFaVNYNIH6/vv14lJ1kwAgm6J7TUstejV+z3e89l4Zgde4IpXpZ6bcIp",
+	"BYy/cQfEVPpGAqevvhickP8hVa1KNuo3DhmZvsoQkydHLKrM8TCrEER2pqt7GXQHMnSvd8GDq5eZhZxb",
+	"yJBDpeyv2AFMUpcB92lIDe3dkybxDlGH1hjrhWBv+7ok85u+cFvAHRkUG4jJo5Zf91B4/f3Z21R19fQB",
+	"BT+MjsIAaTUeHz/1PVXRav/r0YJSWVJlbDW7ZGtdXo4YJu72M3AnOnYFnx5podH92aCR3QtN+hs1v5Ck",
+	"ilkV3KLnMCBrr4Mzc4cpX2/RYU7repWhb5ZPMzSkLxvWd7oFHxrhHgYGBpaO44InsI1U6rkqoPUt4VB0",
+	"ulqpI2EtFQ+qbAiTqhudtAto7AaYyp3WvV3+2gYkW9NHTzbMPWsp9QjuXQFpThbkG7KRe5HvqwUs4ca3",
+	"Zzi3cYzX7557B3ij7m3CsoW1qwxsPWsySiaeVcbqZd0CDsa6a2h1udYdhlfLvmuiCkmrJ3nNkIMRo20W",
+	"AMKw4qWVgaNK0Pkdv0OtfBPL4/HiY0ckuma2Ozyxb1J3iVNcMzJK1731uCKQ1J0L2JC4dxsvsg3ULTCo",
+	"d5GKOnM4TZZqRTZsxs1OWsUGqTcfRZwd17dlJQaYVlbEtdrQZqEPQnfntuGDukYQ4dV3DsEHtNuDUFFK",
+	"+nVv98+44fuhQTS4tMmuBYQVdzBGbfoyqAPNBidspjEzFO/ADL+FQA7cNTJsLnLdsP6Z4m7hqDwo9had",
+	"R7/f8NuZ4GVL5Ud0J8xP3xGHu4mGH61j0+9+uI4PSuje2Fy4doLBLIktV/t1Jws6EpNQuYKZKrbcEGIJ",
+	"udAp7JQPEp8Aa0WcnuyV7NifvuQ5dafyQFm6spDhnqBsRENKV3ZV2R05bF9G/oz7Z4BdJnYNLvnbpvnH",
+	"48fX3/FK2690pfI7M8nXwjZDKyEuFXUBvyNv7M+sFNHGbZku10jWF18gvvbuZq1Qun7zZya9lTad8TCK",
+	"O0VHkcamtL5/LdY/IPtRx40BGsOEJAaNEnyXXc9zC46B3loJBq54b+twEwbTpApVEOjXbyAyGN/wthB5",
+	"NmLPo+y1VNWBq/oe9F97t2WA4yXMV8j1h/gRB4UDnqE0lNxFYbDH42edhim+/rfB/h2T/70JgsfjZ9ff",
+	"8FyreSERaOCTO+GQIBoC5+7ihRg9SJio+UmXjNkhLoBhP7K0+E8nK6CkvQENT0zH3S/zUphFkAJGlFKY",
+	"Sd3BKFV4gj+IWv0jjrlTdE/CjViPi0JDqkrE3USxH1sBKb1wnpPl2sarn3GFHfQpRL6br6EWZg9bH386",
+	"ti7FsC2R/+XZ+k4s+sb7TttUe3dGRRa7IZ/SgXhg/pp3N/WbPiVCdQLvE+XJLrQJGBm6TBV4pOg3gvII",
+	"tcrgkDV6KTBGEJRjiBXkvlKmgOI5jKhTQ9eos7l2Z/q0FPySsn2cpj5ip/WJn6qMfvf+cbbWpbE+jBkK",
+	"zx9MALKE4tALXsyH8Bk0dMVmhTYeQ3HbUfyNX8/7rG7Ad+zP+vJbY4RQv//cL0/G3vfqLKmZLGeVtJ4q",
+	"bpX35Z9708QvyDPbxVKvoS+ID+SguaxXCPJUbDwuR1RbQDEEsih1SQYj1i434XM5W5ViLt/vos9vMQHu",
+	"+hAG+LaB9WKHPuvzoogQnihbCnKI7iUZoTGMAFp3WBDksPbu+158C9++++cc9+C20/WBuakoDOEf4/QJ",
+	"QH7CCBgJQK5SFYJIbAohySU3FLXOLsXmr1BDAgAP+Jm+AACDS7H5t3CBLStRY1Vhl46607vVepDAEzDz",
+	"K1V4BZSoG/BeZv+Gv0obiu8HCfX3+Fs1FaUSVphRqs6EHU45NCuJZsL6mYSIvNJWKgroQVuSarXSpd1G",
+	"rm30+UisFOW//XVK8eBOGqnbcf1uSgK+1dNDnJIYh/udVwOQLC1zaKM63bSQHKgNiT8FQEhfewTUyHLX",
+	"+x93WSrYnMzUDauaHe/YC2sIXxfbkgOOckVNsAGHa17qZarixjI7u2ATSgUASweXBmEAAFqPUrpSM5F7",
+	"WBsz4woAxQDFGn2gkEAP+KtyKTySTQQ6hZ1fgSn98fR4PD4hdAjqStlu3uRxD551ejNgjb6F0OgNjcRc",
+	"LFfaCjXb/E1siNuAeD/X+eZjMho1mfvQBKdzcvPDFocffcwX77LPoGk6D3kjv3nb7Iam1uOjJ4eMK5wP",
+	"34lc8rdOnrubj48PuZlSxz+OAwZxPoD/bidoCNMyiJrQX9aLmqkj6YaeGWIcmFTdATZu69qdRryGKjq3",
+	"i7S/gCchL7bI+vFOdF8gRErs/iMIEFEFruZdqIJ2djdVvAMRkexGSoAeBh7ybsKaB0k7wpU0wlsJ6t2Y",
+	"dQ4tCMG+brSL2ApKddLO+BOJxD+orx2Cuj3p7Y8uebq7nVfXd1dr51pTZzQwYVDf8F3TSKNwQvDEd1kL",
+	"je4vhVih7U+F8yN2ypRY17ikTgqCYmUIwLKsFLTK8JVVToGhlohQ+odNN3zJDxTvhx4XCJ+K+aG8+Z6p",
+	"gBhuqtxaXgn0SHdxyg9Q1u2Z5V50Fuxhd5DK8kn4kwqpfo98eid15W6KB1bB3IHPEWDg2iOmrXc8DFlI",
+	"Hze28xXYH5g40UqlpvJIsqR+yhzvZgDZ7H3JC26Y0jE+8EbYhIn3fGaLDRhUE4I1xht8+Mbd6EyZPgdw",
+	"SIB+d4dcgiFlX+TBy0KKMiRxDTA7Gwqp9JU7R41mPFUEphdyvWjg2CQI9gutLAoLOxGCMWfrwYoReQ/T",
+	"UKKGon13fLf7xUCJjgdVTsjyQ5NxLVWu15Qx7eTd//q//t8MG01lgwSzVqBayyfsQKncm6oQhvVRCkN1",
+	"UgPnVVrCdR5MMHcOBoQp/xDqqhEuneyE5EvG3fIOzUKDrR7C8kaqiwI7J/UzmWeDE4bbSni704Cf4nYZ",
+	"0tPgGvchAPJOfVgO0KvROMbyltg69iOBxDursZjUl4MFLGxoxgkvwS0oCQMHUUQD9N9RMh6P3f+3mrzg",
+	"3aNUvcbTxO1OfXC0l4rVK8Ws1ohYvRCtNEF/+PHZ5UXpZI7vjxKGHVfOQ5l7TT5UF92XlpmqvJJXotWH",
+	"b85l4ajXDJweOBN5qiJ/AJYbAOi3Y5HAGRRNbVkVodVUqmjQWaHXGVuVUpfSbtis4AbRA4TPKKTqUMiX",
+	"ciTnpgJ4r+g58WCLHnzGLw1gSmYhZzJAWHosmlQdj8cDgiBwY1vy8lLkLPMPmDB3GGZJo+8Us3rNy9yk",
+	"KrThGvl+WBkOki5f6isRLXNDrThBmPM2uEroheJ0aegWVgrUYoJDxu9nn9dchMmX1J7RfQYHD1RSYz64",
+	"WA5G7CuNaKdUAv/1l1SYsS2xzYkzB1bh0i++fPnl2y93Xv3wF//nucw/dCkzn9Pvv2Efjh9iUCYOUYuO",
+	"P/rrd+lGfoUTxmczsbIiByFneRFilgQNrudbIse3VMXM3H/xIP3jowPG9Fbrl7y8EP+MriZPSr73ggdX",
+	"R6vc3E4JjFLKd2cRXKMIXldX11aHAFDZ5+vpEhsfJXWi5KrUF07HGe2KZ34eXnxTofObiuP4aRwSzAlr",
+	"/Yenox0C4l7f8Uu0MxX9ML6ol/qaGNAdXCG7eal56O5z8jbURa81Kc3mVQlQyVEfFQvxZWlDtWlZqVT1",
+	"MdEP1ShnBE03DNswASA7m4rBiJ1ZvVohYpPTHaB9G700VT7mizmu2NeSW8RfUACHQuWkdZarf8jOXDj3",
+	"wojHD/ZHh6XAPh/YT/GfgVc+HQwpNvEC8auDWkq2c71+lPDg9tGv4LNPOc7GZrrBYWO8fpOkBqO717M4",
+	"XZiz6Ai8raBw9HbACXobUZHso3XoNhbyUlbcLraLxbAMtqnx3qQsdltWHVBQ30x4avQrNj7dydEeAD6t",
+	"RLnl8SlTVRftDYJE766xj1Kp4sSpPRlRd6ru/tiZSe2q7D9K5f7FNZl6jT5xVd3H1GgghPLRq4XqUE3d",
+	"7WUuS8GgoJphpw0Cahux1whM3QjxsFhp2TYxwHv368Uy63H+kXV/F36CbbxLdATJ9xZW8aoUV1Ks93Yx",
+	"iLyBGXgfM+rcAv5CH98IKWGU9jWrXb0YRnCKO+V9YmtDRL1suogfmKjtPGIllpdQ/IawhznfFPJiYZnh",
+	"V45XCF7NLPgKGjdNWLbUVyIn9L81LwofRwFvbTMmgRnKa95o9I8wdHp2adiFdu+Y63LNyzxhRpO3vVLg",
+	"Vw0ZapgbJ5WxXNnIj3rBV5h4im1iBOAfNse14KuVUIbZtZwJD7oeXg+60wnL9GxWlaVQM5GlCqB0EeIW",
+	"Wie6zRgEn3wzGgOhH9xjgO0hh3YoAJ7U0sYtTqqczKk7NqFf37K1roocRZece4mVNILNkBOuldNjTptR",
+	"lH7GoZ+RRMBHpdcD5kEKG7EVP7xUIVEBaDCC4KMXGCMNrI9h60ESfoKS6DCWAbZlDPfB4CFzMYydcUuU",
+	"y/o4/8GIvaJAlzSIz3/RXUfxGtfzNm5kuvU5ABAcoBDR9V+Venm/WhG9aE/SShQQ+EMZaraigaUL+hCs",
+	"ErAK+L1vKdBpPz6N9oNM8dHVH+/49RIGW09RzslKOhFXrRwn1jKUotggreGuEfvR49HOuJ0tzqsVyXba",
+	"tEEtqLA/mIDQUwlNOqxXUiCGRUKeDiGMmYbEQ3AklIIbrViGA3bS+usvsVFyvVjuKWZw4lHSaFAUpqvD",
+	"Z6lC7NKhmxJmqkGn01x44e1jgo5WACrULxf5vWgFciypAadYEOs+SwWX1F8HPemkT9bGgxePmRB5di9q",
+	"SOcoIwGXfyN8ejW3GJ/HJqK88I2Wy5D2Lef1/ZhhABOJM5DionEvfNGdxt5Q/xVohoxUsaXydtafuqfc",
+	"X1ISPv/7FRosHygG9+m1a79af6jXv2bqkodWjYyd24l0ErK3UNLLSt1XaTq5rRre9y4dEjIPSCXaZshK",
+	"fbSY+q9VSf5HGXmb4z59zPhN5ZHtscF/ZY3MRSMZ/JasV6nb8B2c9DtN47NWfoOPUPjeuO4MhepCUDTM",
+	"JNY6EHA/VU4hAEu0z9m2ukCNuJRbCX4BYE2QZFPwlc99TxX3IPIetx80kmG1GlBSFzQHiW1sP2Cs2cpA",
+	"V8iC+zsruAFke98715csb7n73JebVPEZpiTNddmZELnHsX0GC/xPHRY/Q53yTXWQP9m7GZAk/jCjdvmU",
+	"wzpV6q4BcmDiT+NKnkx9xcD+MkvkkiteSPTx6jk0vDCZDwj5pNC4WxE1C6I+l8CU0CtemKqwEJWCUKlU",
+	"oV0y1JlSew5sF0Idj+Ccw1xjbgAcOZg4DFsiQUPjwPiQEUyba7DOJnwNmwJCCx2AiN2JrTJwfDyHzJl5",
+	"M98VfVw+M5B6FtHIB74VhgwN0tFxBCbBhM4IH7yXClYyspKgxNPNFss8+9MN5gOUqL7Ble67OlWadqFO",
+	"f6aBJKnyyg/lIvhOPbTuvsUH9VOeFmLZXNBUoftpwa8Ew91zBpCx3FYG8pV1yR6PnyUsQ0C9LO6uDQnM",
+	"qeIGCeSnRz+PQr6nMxezwQlREzacbnaFgbbgNJVhIa5EEcbY51CkEhbRTfHbs+9fJUxpIsaELRGplatU",
+	"QSaxb+2Pt0K659FT9p38fEC9c7Z2EmkIZ5mqx0eP8EwK6R+Ui2E0Gn28pnz3wKoUrP9kPK6dm7iAbsC+",
+	"0WvIz/VvxCYk4NRdi6KANsVg818JlSo5dxNslaVOsHdWRh+p7xhG7hGlGL3WViwBpwU3Lxuxbx3HdNUx",
+	"c2iluVXHTGmzBna0yXf+avSTk3chbAB7dBzSITxmd9haOIch+RtjSyvsj+8TjSHCPOOKSWVFecWLASt2",
+	"xJtDjfPnBFLwWy10hvHdpNp5/NHf/gYEwG7bneifG9++XOQnNR0xcuKjikWtv37fpdK/84RXqq1G7qvF",
+	"pT/SiSA+WdX1pI5odxcwAbqrEwmKQ70RXE9FjZEzrtl5qoH9kioEf8k8bEnmOwI1729iLHgAlxKPaKWV",
+	"QBCWhjyMovIYv0lCFg63VBsFAZtUcauXcua1An9O6zL4SJeCK/STOhk5FWRpUb0kNpFwR82Kl45hN6wQ",
+	"/Ko26EzUtxF9QCcso2djiCpVC73GlmTueB+xN5Uyvndk0wXtDcPuwBJF8839VVuewVYFP8inE5ufV8Ul",
+	"VgF2icxv/PrBegNZka7VWFla/9+6bPzVfJWYR9DFg3GbbdD5ltQ8jbMIdOheMg86ZFMUb+oUTuhzJWEU",
+	"JcPsEUY4IaectYVR8/49woihLNpWzuIgmZdGaICVdbfEEJ0apeqVM1pALFFjvsbjUDTvjWzcowTAd/yT",
+	"ywGfM/WHINgbtOhigHuTBAfEN5qiAHpe70s8chds8SxlyPCiQEMQsA7dVX3K1EXwwUhODJJG8XASeBZx",
+	"GI2YlcKaXW7Kv7lRHpJ2W4+2iUiYfZYFN4e/ptU48Y7QhPfp3/yb2OxybPot+t3Dtp2+fgETvXG/dlid",
+	"w9q1Xw/Ndik2HkPTPQs60MR0pkv3VYuyklRlnwEH1Fnn4v0KeqFjMX/tUoH25dDUiBLm3CshA0AUcyhU",
+	"Wei1omp6zhbcLBCclopYnFaL2NJc1WzZ7BrMlvxSYI4C8EIfIAs2MCPodexmWUcS6uaOSgmRm/rJO67b",
+	"7dX4m9jc06H6N7H5dYDXwovzPeyZ4LahWMKkDYUwmX+cntfApCnP+bdj/LbV3mb97dPw4S+XYnNdJR3C",
+	"dRnPoBM8Hn22LfMRglLMwaCX1mfrJAQI7/Rd412WR2NyFBrqGQkoRZxdiVLOpciB0UJLwgG4lKnBb1OT",
+	"CGcypfuAS5UAFR93sSXOw7PlIUVzIAG3QNx+x4hsdyTANixbmwDdgzuiXp0LD8VbmHgHfpKpsGshFAJe",
+	"nGd18230OmfnUfPnZqkXkvjeKq9dVV21EnhNEXdLxV1wbPvEALXdWqkuTOLxVwGFqz5nEC+YEutkfe9J",
+	"uNODoiC0FjqHdmmPr+oR36OSFt6yT1WrF2/0T6V9xWjeNXo6+Powt8GRnt+b24CoRwtzsz5e9Y0Pfwl/",
+	"f+hI1dqzGe1+l01eifX/G7BL0ltVHbyRlcLRmtQK4DqcSQ19Zm1rQDUu1UI6vW7jrr4UK5uqfs43BkNR",
+	"3LDs0TjP2n0b6x+fLrITd/gUApr4KmixPzhJlaowokvQ3aVYau9wjcfh1JYw5AThf0WqaGMJAwnhduqZ",
+	"DRjwkTAj9k09+rzUvr4DApSpanbtTFA1aje0xzYOjXpKqEEB1zWAWVCvFnz5pHEmkrJuFk49KeurKKRK",
+	"57BZ8NLjVcHiugMYNWRo6YylYtbDA8FLEYNp239c1fLmnnTd8Pwzz3Cf2H9UT/A6MVdDdHjh8IfCex08",
+	"X8x9H0mktoH72kqIam4oyFWdi/2eoaXAhkeluJBuRIjyLewsx2PdacMyj3vjAzIZYIyZVKHjWK+VKEGp",
+	"xDowaXee4jCg+6RqnYv9/VKg9UwTSO333zYF29lvTfx2JOluvGmfFKWtnNOWDmcLrpS4FkCILmtbSH1y",
+	"ZKIu7Y42CD7E8YzQzGJQ+yi9d7KTLp/7ER3in9xqfe7n89t1PtL89mm19SR+507ImBTDrJNrm0jEtx1g",
+	"N4bl/GgdJTw7tLtKQF0n4VouhTGAwbHlL3xgWAk4nxd6xLK1mC60vszYCro+g3Sne53G+e3Z96+Y1anK",
+	"qrLIEmbkhfKVXRkyUsb633x3+nx49s3p8ZOngxOWmYLPwhMlYBzyVJ25b8GnCn8N3V5xK6eFGDCpZhoy",
+	"9Gg4CQUi4a2QkYhdb9z7RuwMGRgL0DAHUahZuVlZkbNK5ZS+FpTaVGXDId48vBSb4VwWImN9ju3G6oAj",
+	"JpWgj8cuxHISgZ9CGBSmC8o5DmzuJ4OJ4Zg5Ry5drrwfGPMZ6PZzA48AA2vhlFGOT2A/vHnJPDaq41VB",
+	"MTqn5hdYBIzC0F0oKatU5Ag0TYK9VuN1ZaeAF+rz3o3bAgKsJPD3kV/cfoTxChMbfML2HySQ7km5pqf/",
+	"Os5kP7X9cvaPbh736XDuFPIfQZjfMH+sU+u5to1H7Jf21AJeQYr4AAZ+iH06qY7OOa98A5gsfA1Ys17O",
+	"1SeIgQ7HlDQ8wK5E4eRQ2rKNsKnKhdMYnZidc1l4NDl3nImcGcs39Pdul3TM5Ie4pWPW+KO/yJ7+IvdE",
+	"3dd2H5kF0banAwldVGve6DnAQ/x0l1ZPGn130KOr8chO4hp/Ykn+B4luNSG5J/rc36IkJs7fbpsSGuUD",
+	"w5z9FwwNZAIifsyJ9U1NUOnU81RxrygzqGLCShXEFGB9VB8T0h1BBywB04ETMBCozNDGmlEKAD7e6/NW",
+	"60l0JTXjNxSd8Yk3usidSjgT7mxo6pD0oIEbuIfC8TaLkwDKhsojBJSIrRVw04KB4rN7lzwX8NpudxJ2",
+	"VPkkeuSv0lnlAOFzUa/w77TK+lOCjzpmoIK3HXZNwE/1ZH0pVsStYMVCpBO8Q4SmBbVTpbRWqBM60qzv",
+	"Wq9ybL41+q14rO9HZl/bbmYW0/l+pfmhFegi+YgADmegC3NmoNVscILEGKZ+twnfiiooByEbxMnUmaAq",
+	"iLisFORlZaHziCaAF26tWK7sJJQsgZsmCFTrpDuo8Oz4/ftBEgDGKhMyA6C8sQmy5ZPGTtvODUxpcQvq",
+	"pLXSzGv1JZtpNZcXVSnyQV0O+2T8qEvYvhXmUyhcX+DgNvtLwmgJ0d/hFjdhta2Cm/N7E4cUNfh04hAO",
+	"bKAk0kmczdiQEeYjIDEL6LO2g/W6RVLClF5/BLlkReyWvaFUAkXlmugFGOB3CV10RyqgWdPtwhQw6t9u",
+	"jMLNbF+Agob/rxSdgCl/9NAELuRHi0sAoXcFJWpotgYZYjF/v64vGgC2JBZPJI37JKQlY8d4/IOaxa91",
+	"aRfOICKhgYev1bvf6hmf9TP/ZzZomSEXGjO56Z3AvLV7DQFGQ7+17KLU1erc14Jn3oiBfqlell1osAQt",
+	"QcAkYZ3EewumWJfLnXV43J1C4PWQCGoAzbmO6aIvMEz1J/lzNuj02scp5de77d8gctC9gMVVhfh1HPYw",
+	"qT1C5w9X/adz1ZdNaKpbSba7OOnhCTfy0AOFeDATkhzkQwefxwn8EGRM7Djf4TYPTHaIzzwQ6B8O80Md",
+	"5h+Dxq51lZcoVPb4yd0VzmLrUhRv7A3vppnxJ5ORf5Ddfif4x6C5/e7vQHC/Td93rHchLBApdKDPlfie",
+	"HHOKByMPHExgwKkyshAe1AcWcwIg5wH1PVQZSN/F24MxubEmoOgppktA7Ck92z0wO53vOz3O96wC/Sq+",
+	"5n3c7R3Nv0cu/217meFg+N24mBMCb9Glx9m8BxF5rbe5DJS+R/X7dH7mxDeqQDUOAO7WuswBNtA7wkD2",
+	"6jlCiNd27A5vNNVf8Nli2yON9m7kkiaEE3Soxi5ltsujjI8ILuUD/MafQjWB9+x0Gn+v6kmvRBmnIPi1",
+	"T0JXXTwWEPLxDy/yP60XGRXqtnxp8xSLWeqOrmWUQNf4lXfLn+vqNMh+xBj5kucCgbxW0CrcEXCcKga+",
+	"KWJwZU2Sqqjij4IlG2xcg43Ym3IAfVJzWVhRYvw/VYqXUEaFpQTGngAWr08KngFCcLa77iOe6K281421",
+	"Cl3fm+70O8J/JLtH4rXFJul2v8xdi4W5h7db7H51c858ihE9abCTQffb3+npfbz8HhogxkTxT9oDMZ7C",
+	"IbDV26LvXyWWsRt9+oZitrmEN6wzju8NXr5Ooet2LShpoQAS8HrR2Ubx5i3pyWwIsjNpO501MdX0PhF1",
+	"7rRHomv+cOLsd+IEMqCtNh+Livd7dlRzG+8Crl7XaTcIf1WKGaDfUEX8NpkAmDdVtnDDMt/NiSpBs4Qq",
+	"cHwQEHoiEKQDmgynr19AJWwBqYUs7eGtaS+kFlZKQl47lJOahVyxvuMurJdPe2HsdMtrbexFKc7+8+UD",
+	"Z0pPCxGVoUNWOza6m0J+DbQZPGHOAt0a/C6t5XW9WvcK5OdGsb9oFUf6+69TFdFsESNFFxjudoTR2rfB",
+	"bapX6d6b1q/6ulkziRp9dlv6b0MPtmaTTwSmxhI6elrW6gcpLaAypiqA5PvmihMgeY6tzep+QjbqJdhs",
+	"I5oqvCG0KGvcVPeKxIh33KEolJiZVO1oacD6OA/s+zinXpRJdBiGeDbg/ncEtBPY1RyK33yzmn7WwuSH",
+	"waUKZ1eKujVq3dDUPWC7tRxtkr+Bei24O7DGr8vVsbtB5VndM+c+3L70lnCgflrf7zUNK6N+sv8MDSt/",
+	"PcTg0LwyWrHO5pVBlBzQcsVfekAbS64iRdcZYrsdCs8R7mdKHoCEmWo2E8awEj557QZ8CwGzJQnANMRN",
+	"BffNSGJgl7plkVTsp8xINRNZwjJAX8kGiXtoqsA/EbU6loqd/edL7IQBLSkbmDLBUQce7z63qVpqYwkc",
+	"Hp5lwIEHeGplLkonOaA1k5Mab756zh49evSsCa+TKkIjV3rdxftfC3sGq3grb0Xc7/6eXBLtLlL36RA4",
+	"s7y0zW3Q860+WMEpc/x4werVBa+MeA/+ud6k9+d8l/fA0crNVuNLlTdGlTDx3p3d8krUo/FD6HonkOXN",
+	"3vmNXjsbD11sLeoP73ynpzvfiYlj003jtUJVS8IJ7iU9qtWmezyZLHQFGs6nzMoEHngD5/fOI8JyK42V",
+	"MwPcjSvze3ZuhB6I0dTrxlG0d0kUWtYlIHZFh0BNMwecAm4LrrERW46O9ULzpdzrUUaQyQeGmWr6Tsws",
+	"lhpclBzSLQka102qBld2alfi1L1U1dD4WgWs5tPXL5I2xnSNTUGolku+gcBn6qy9fvZZNmmDhZ1AQ6nl",
+	"ymKi1MQxsHsKFJbNCimU9dhoaFquxZT98IItqCUw9UGO3qe0Zbk+IVxFCEjUqJ7uNNus+Yb1H48fDUbs",
+	"e8UCRgSWbJhLw5Rms1LkQlnJi4CXlosrp2pnw6EjSMC9zwYtXO2MK602S105Kxkxd7fhhbtOoB9xE++R",
+	"uekNuyL/MIV/GozDHxe6jWiu8kAO2Ncp1zcGAF2HXdiveLmxiFlVSrsBLWEqeCnK3uSnn518RnraBWKI",
+	"xARgW+5C7HYiDcv1rFo6cu9zRWBcobCIrySCPbtjpiqL3qT3EJzdNL32e77VU0NJM1ZT938vqzBQzFZ8",
+	"U2ieDxIsS+jXuizadtiexd0NWQUMUzgTSkWgAH9C4f0E3qH0Gh6O+XJoewGp18qJ6XXoG17xZYDyJ2TJ",
+	"9FolXqmgxgYAKYqQLUZQDwqoWnVGNTbtbrys1rw7NIkgkCchrtbUbzCkCHYqtPyBfr9lpQaIjkYhttg9",
+	"OGJvBM8TNuNqRoG5Ugzz0mknWysRnQjbo4stMYLuIurW1GIcE9/RuwEymvm2AQbbq6XK6cILbhagb0Nn",
+	"s7l8L3KmquVUlG565Byh9lrkhpEQWkPIx6B6uyXqABSLegrFcwvulK2JeUT4CUzFsahjX0YOQ1DqcWZR",
+	"egysM37rGGCUqlPQ/D2wOuVBADlgRhi5U066Edcvxco2hguCYXusjSDmpM7EMHxDx1xUSQDcQ7BJhG5E",
+	"YEiDhIK4OAXHAQ984nCobYAF7ueCR52UTUJoPgDIAb0gSwaJcTaBvDb4XOg1dfucyXJWScumpeCXojSD",
+	"E0r4b0YV29BRGFtGwE44pEK82MeH47Vq+r07tGXBC7tIqH2lMCZhS2FLpzFhPWMk5lp06wseJZRFIrwa",
+	"vTUclKb34ecP/zsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

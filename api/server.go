@@ -59,6 +59,28 @@ type Store interface {
 	CreateAuditEntries(ctx context.Context, entries []model.AuditEntry) error
 	ListAuditEntries(ctx context.Context, f store.AuditFilter) ([]model.AuditEntry, string, error)
 	GetExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
+	// Notification channels and rules, and the notifications sent
+	// (notify.go).
+	CreateChannel(ctx context.Context, c model.Channel) (*model.Channel, error)
+	GetChannel(ctx context.Context, id uuid.UUID) (*model.Channel, error)
+	ListChannels(ctx context.Context, namespaces []string) ([]*model.Channel, error)
+	UpdateChannel(ctx context.Context, c model.Channel) (*model.Channel, error)
+	DeleteChannel(ctx context.Context, id uuid.UUID) error
+	CreateRule(ctx context.Context, r model.Rule) (*model.Rule, error)
+	GetRule(ctx context.Context, id uuid.UUID) (*model.Rule, error)
+	ListRules(ctx context.Context, namespaces []string) ([]*model.Rule, error)
+	UpdateRule(ctx context.Context, r model.Rule) (*model.Rule, error)
+	DeleteRule(ctx context.Context, id uuid.UUID) error
+	ListNotifications(ctx context.Context, f store.NotificationFilter) ([]*model.Notification, string, error)
+	GetNotification(ctx context.Context, id uuid.UUID) (*model.Notification, error)
+}
+
+// Notifier sends a sample message through a notification channel, now,
+// once, and tells how the attempt went (its Error is "" when the
+// receiver took it): the test endpoints of channels and rules. r is the
+// rule whose message to sample; nil for a channel's own test.
+type Notifier interface {
+	Test(ctx context.Context, c *model.Channel, r *model.Rule) model.DeliveryAttempt
 }
 
 // Cluster is the live view of the scheduler nodes and bucket owners in
@@ -147,7 +169,14 @@ type Config struct {
 	// Secrets seals the values of secret headers before jobs are stored
 	// (tockd --secret-key-file; see jobs.Config.Secrets). Nil: a job with
 	// secret headers is refused with a 400 naming handler.secret_headers.
+	// It seals notification channels' secrets too: without it, a channel
+	// that needs one is refused with a 400 naming secret (url for Slack).
 	Secrets jobs.Sealer
+	// Notifier sends the test messages of POST
+	// /v1/notification-channels/{id}/test and
+	// /v1/notification-rules/{id}/test. Optional: when nil they answer
+	// 503.
+	Notifier Notifier
 }
 
 // WithDefaults is c with the fields it leaves zero filled in: the
@@ -226,6 +255,15 @@ type Server struct {
 	retention time.Duration
 	// keySchema checks the body of POST /v1/keys.
 	keySchema *openapi3.Schema
+	// The bodies of the notification channels' and rules' POST and
+	// PATCH (notify.go).
+	channelCreateSchema, channelPatchSchema, ruleCreateSchema, rulePatchSchema *openapi3.Schema
+	// secrets seals channels' secrets (Config.Secrets); httpPolicy
+	// judges their URLs (Config.HTTPPolicy); notifier sends test
+	// messages (Config.Notifier).
+	secrets    jobs.Sealer
+	httpPolicy *egress.Policy
+	notifier   Notifier
 	// open: no authentication (Config.Open). perms are the operations'
 	// permissions by operationId, keys the verified keys (auth.go).
 	open   bool
@@ -255,6 +293,9 @@ func New(cfg Config) (*Server, error) {
 		open:         cfg.Open,
 		limits:       limiters{cfg: cfg.Limits},
 		jwt:          cfg.JWT,
+		secrets:      cfg.Secrets,
+		httpPolicy:   cfg.HTTPPolicy,
+		notifier:     cfg.Notifier,
 	}
 	if s.retention <= 0 {
 		s.retention = 90 * 24 * time.Hour
@@ -326,7 +367,8 @@ func (s *Server) loadSchemas() error {
 		"JobCreate": &s.createSchema, "JobPatch": &s.patchSchema, "JobSelection": &s.selectionSchema,
 		"PreviewRequest": &s.previewSchema, "JobResumeSelection": &s.resumeSelectionSchema,
 		"ResumeOptions": &s.resumeSchema, "NamespaceSettings": &s.namespaceSchema, "BackfillRequest": &s.backfillSchema,
-		"KeyCreate": &s.keySchema,
+		"KeyCreate": &s.keySchema, "ChannelCreate": &s.channelCreateSchema, "ChannelPatch": &s.channelPatchSchema,
+		"RuleCreate": &s.ruleCreateSchema, "RulePatch": &s.rulePatchSchema,
 	} {
 		ref := doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {

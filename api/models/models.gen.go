@@ -97,6 +97,24 @@ func (e BreakerState) Valid() bool {
 	}
 }
 
+// Defines values for ChannelType.
+const (
+	ChannelTypeSlack   ChannelType = "slack"
+	ChannelTypeWebhook ChannelType = "webhook"
+)
+
+// Valid indicates whether the value is a known member of the ChannelType enum.
+func (e ChannelType) Valid() bool {
+	switch e {
+	case ChannelTypeSlack:
+		return true
+	case ChannelTypeWebhook:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionState.
 const (
 	ExecutionStateCancelled ExecutionState = "cancelled"
@@ -184,6 +202,66 @@ func (e MissedPolicyPolicy) Valid() bool {
 	case MissedPolicyPolicyLatest:
 		return true
 	case MissedPolicyPolicySkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotificationState.
+const (
+	NotificationStateFailed  NotificationState = "failed"
+	NotificationStatePending NotificationState = "pending"
+	NotificationStateSent    NotificationState = "sent"
+)
+
+// Valid indicates whether the value is a known member of the NotificationState enum.
+func (e NotificationState) Valid() bool {
+	switch e {
+	case NotificationStateFailed:
+		return true
+	case NotificationStatePending:
+		return true
+	case NotificationStateSent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotifyEvent.
+const (
+	NotifyEventExecutionDead   NotifyEvent = "execution.dead"
+	NotifyEventExecutionFailed NotifyEvent = "execution.failed"
+	NotifyEventExecutionLate   NotifyEvent = "execution.late"
+	NotifyEventExecutionSlow   NotifyEvent = "execution.slow"
+	NotifyEventHandlerClose    NotifyEvent = "handler.close"
+	NotifyEventHandlerOpen     NotifyEvent = "handler.open"
+	NotifyEventJobFailing      NotifyEvent = "job.failing"
+	NotifyEventJobRecovered    NotifyEvent = "job.recovered"
+	NotifyEventJobSilent       NotifyEvent = "job.silent"
+)
+
+// Valid indicates whether the value is a known member of the NotifyEvent enum.
+func (e NotifyEvent) Valid() bool {
+	switch e {
+	case NotifyEventExecutionDead:
+		return true
+	case NotifyEventExecutionFailed:
+		return true
+	case NotifyEventExecutionLate:
+		return true
+	case NotifyEventExecutionSlow:
+		return true
+	case NotifyEventHandlerClose:
+		return true
+	case NotifyEventHandlerOpen:
+		return true
+	case NotifyEventJobFailing:
+		return true
+	case NotifyEventJobRecovered:
+		return true
+	case NotifyEventJobSilent:
 		return true
 	default:
 		return false
@@ -430,7 +508,7 @@ type AuditEntry struct {
 	Id        openapi_types.UUID      `json:"id"`
 	Namespace string                  `json:"namespace"`
 
-	// Resource What changed (`job <id>`, `execution <id>`, `key <id>`, `namespace <name>`, `jobs` for a change by selector).
+	// Resource What changed (`job <id>`, `execution <id>`, `key <id>`, `namespace <name>`, `channel <id>`, `rule <id>`, `jobs` for a change by selector).
 	Resource string `json:"resource"`
 }
 
@@ -548,6 +626,111 @@ type BulkChange struct {
 	Matched int `json:"matched"`
 }
 
+// Channel defines model for Channel.
+type Channel struct {
+	CreatedAt time.Time          `json:"created_at"`
+	Id        openapi_types.UUID `json:"id"`
+	Name      string             `json:"name"`
+	Namespace string             `json:"namespace"`
+	Paused    bool               `json:"paused"`
+
+	// SecretSet The channel's secret (a webhook's signing key, a Slack channel's URL) is stored; it is never shown.
+	SecretSet bool `json:"secret_set"`
+
+	// Type `webhook`: a JSON POST to `url`, signed with the channel's secret
+	// (HMAC-SHA256 of the body). `slack`: a Slack (or Slack-compatible)
+	// incoming webhook, whose URL is its secret.
+	Type      ChannelType `json:"type"`
+	UpdatedAt time.Time   `json:"updated_at"`
+
+	// Url A webhook's URL; a Slack channel's scheme and host alone (`https://hooks.slack.com`).
+	Url string `json:"url"`
+}
+
+// ChannelCreate defines model for ChannelCreate.
+type ChannelCreate struct {
+	// Name Unique within the namespace.
+	//
+	// Example: oncall-hook
+	Name string `json:"name"`
+
+	// Namespace Defaults to "default".
+	Namespace *string `json:"namespace,omitempty"`
+
+	// Secret For `webhook` (required), the key its messages are signed with,
+	// 16 to 4096 bytes; stored encrypted, never shown. Not allowed for
+	// `slack`.
+	Secret *string `json:"secret,omitempty"`
+
+	// Type `webhook`: a JSON POST to `url`, signed with the channel's secret
+	// (HMAC-SHA256 of the body). `slack`: a Slack (or Slack-compatible)
+	// incoming webhook, whose URL is its secret.
+	Type ChannelType `json:"type"`
+
+	// Url Absolute http or https URL, checked against the cluster's
+	// outbound policy as a job's `handler.url` is. For `slack`, the
+	// incoming webhook's whole URL: it is stored encrypted, and shown
+	// as its scheme and host alone.
+	//
+	//
+	// Example: https://hooks.example.com/tock
+	Url string `json:"url"`
+}
+
+// ChannelList defines model for ChannelList.
+type ChannelList struct {
+	Items []Channel `json:"items"`
+}
+
+// ChannelPatch The fields to change; each one present replaces the channel's.
+type ChannelPatch struct {
+	Name *string `json:"name,omitempty"`
+
+	// Paused A paused channel is sent nothing.
+	Paused *bool `json:"paused,omitempty"`
+
+	// Secret A new signing secret, for `webhook`; required with a `url` on another origin.
+	Secret *string `json:"secret,omitempty"`
+
+	// Url A new URL, as in a new channel (for `slack`, the whole URL again).
+	Url *string `json:"url,omitempty"`
+}
+
+// ChannelType `webhook`: a JSON POST to `url`, signed with the channel's secret
+// (HMAC-SHA256 of the body). `slack`: a Slack (or Slack-compatible)
+// incoming webhook, whose URL is its secret.
+type ChannelType string
+
+// DeliveryAttempt defines model for DeliveryAttempt.
+type DeliveryAttempt struct {
+	At time.Time `json:"at"`
+
+	// Error Why it failed; absent when it did not.
+	Error *string `json:"error,omitempty"`
+
+	// Node The tockd node that tried.
+	Node *string `json:"node,omitempty"`
+
+	// Status The receiver's HTTP status; absent when none came.
+	Status *int  `json:"status,omitempty"`
+	TookMs int64 `json:"took_ms"`
+}
+
+// DeliveryResult The outcome of one attempt to deliver a message.
+type DeliveryResult struct {
+	// Delivered The receiver answered with a 2xx.
+	Delivered bool `json:"delivered"`
+
+	// Error Why it was not delivered; absent when it was.
+	Error *string `json:"error,omitempty"`
+
+	// Status The receiver's HTTP status; absent when none came.
+	Status *int `json:"status,omitempty"`
+
+	// TookMs How long the attempt took, in milliseconds.
+	TookMs int64 `json:"took_ms"`
+}
+
 // Execution defines model for Execution.
 type Execution struct {
 	// AttemptList Every attempt, first to last; only in GET /v1/executions/{id}.
@@ -627,7 +810,7 @@ type Grant struct {
 
 	// Role reader: reads; operator: also runs, pauses, resumes, cancels,
 	// retries and backfills; editor: also creates, changes and deletes
-	// jobs; admin: also keys and namespace settings (and, in every
+	// jobs, and notification channels and rules; admin: also keys and namespace settings (and, in every
 	// namespace, the cluster's views).
 	Role Role `json:"role"`
 }
@@ -1073,7 +1256,7 @@ type Key struct {
 
 	// Role reader: reads; operator: also runs, pauses, resumes, cancels,
 	// retries and backfills; editor: also creates, changes and deletes
-	// jobs; admin: also keys and namespace settings (and, in every
+	// jobs, and notification channels and rules; admin: also keys and namespace settings (and, in every
 	// namespace, the cluster's views).
 	Role Role `json:"role"`
 }
@@ -1097,7 +1280,7 @@ type KeyCreate struct {
 
 	// Role reader: reads; operator: also runs, pauses, resumes, cancels,
 	// retries and backfills; editor: also creates, changes and deletes
-	// jobs; admin: also keys and namespace settings (and, in every
+	// jobs, and notification channels and rules; admin: also keys and namespace settings (and, in every
 	// namespace, the cluster's views).
 	Role Role `json:"role"`
 }
@@ -1121,7 +1304,7 @@ type KeyCreated struct {
 
 	// Role reader: reads; operator: also runs, pauses, resumes, cancels,
 	// retries and backfills; editor: also creates, changes and deletes
-	// jobs; admin: also keys and namespace settings (and, in every
+	// jobs, and notification channels and rules; admin: also keys and namespace settings (and, in every
 	// namespace, the cluster's views).
 	Role Role `json:"role"`
 }
@@ -1210,6 +1393,69 @@ type Node struct {
 type NodeList struct {
 	Items []Node `json:"items"`
 }
+
+// Notification defines model for Notification.
+type Notification struct {
+	// AttemptLog Every attempt, first to last.
+	AttemptLog []DeliveryAttempt `json:"attempt_log"`
+	Attempts   int               `json:"attempts"`
+
+	// Body The message as it is delivered (the same on every attempt).
+	Body      json.RawMessage    `json:"body"`
+	ChannelId openapi_types.UUID `json:"channel_id"`
+	CreatedAt time.Time          `json:"created_at"`
+
+	// Id Also the message's id as its receiver sees it, the same on every attempt.
+	Id openapi_types.UUID `json:"id"`
+
+	// JobIds The jobs it tells of.
+	JobIds []openapi_types.UUID `json:"job_ids"`
+
+	// Kinds The kinds of the events it tells of.
+	Kinds []string `json:"kinds"`
+
+	// LastError The last attempt's error; "" when none failed.
+	LastError string `json:"last_error"`
+	Namespace string `json:"namespace"`
+
+	// NextAttemptAt While pending, when it is tried next; null otherwise.
+	NextAttemptAt *time.Time         `json:"next_attempt_at"`
+	RuleId        openapi_types.UUID `json:"rule_id"`
+
+	// SentAt When it was delivered; null unless sent.
+	SentAt *time.Time `json:"sent_at"`
+
+	// State pending: to be delivered (again, after `next_attempt_at`); sent:
+	// delivered; failed: given up on (its attempts ran out, or its
+	// channel was deleted).
+	State NotificationState `json:"state"`
+}
+
+// NotificationList defines model for NotificationList.
+type NotificationList struct {
+	Items []Notification `json:"items"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// NotificationState pending: to be delivered (again, after `next_attempt_at`); sent:
+// delivered; failed: given up on (its attempts ran out, or its
+// channel was deleted).
+type NotificationState string
+
+// NotifyEvent What a rule can ask to hear of: `execution.dead` (an execution's
+// every attempt failed), `execution.failed` (an attempt failed and
+// will be retried), `job.failing` (`failing_after` dead executions of
+// a job in a row), `job.recovered` (the first success of a job after
+// `job.failing`), `job.silent` (no success of a recurring job within
+// its schedule's interval plus `silent_grace`), `execution.late` (an
+// execution started more than `late_after` after its time),
+// `execution.slow` (an execution's last attempt ran longer than
+// `slow_after`), `handler.open` and `handler.close` (a handler's
+// circuit breaker opened on some executor, and closed again on
+// every one).
+type NotifyEvent string
 
 // Overlap What happens when a run comes due while an earlier execution of the
 // job is still queued or running (retries pending included): `allow`
@@ -1355,9 +1601,125 @@ type RetryPolicyJitter string
 
 // Role reader: reads; operator: also runs, pauses, resumes, cancels,
 // retries and backfills; editor: also creates, changes and deletes
-// jobs; admin: also keys and namespace settings (and, in every
+// jobs, and notification channels and rules; admin: also keys and namespace settings (and, in every
 // namespace, the cluster's views).
 type Role string
+
+// Rule defines model for Rule.
+type Rule struct {
+	// Channels The ids of its channels; a deleted channel is taken out (a rule left with none sends nothing).
+	Channels     []openapi_types.UUID `json:"channels"`
+	CreatedAt    time.Time            `json:"created_at"`
+	Events       []NotifyEvent        `json:"events"`
+	FailingAfter int                  `json:"failing_after"`
+
+	// GroupInterval Example: 1m
+	GroupInterval string             `json:"group_interval"`
+	Id            openapi_types.UUID `json:"id"`
+
+	// LastSentAt When the rule's latest message was made; null before the first.
+	LastSentAt *time.Time `json:"last_sent_at"`
+
+	// LateAfter Example: 1m
+	LateAfter string `json:"late_after"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Paused    bool   `json:"paused"`
+
+	// Selector "" when the rule watches every job of its namespace.
+	Selector string `json:"selector"`
+
+	// SilentGrace Example: 1m
+	SilentGrace string `json:"silent_grace"`
+
+	// SlowAfter Example: 10m
+	SlowAfter string    `json:"slow_after"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// RuleChannelResult defines model for RuleChannelResult.
+type RuleChannelResult struct {
+	ChannelId openapi_types.UUID `json:"channel_id"`
+
+	// Delivered The receiver answered with a 2xx.
+	Delivered bool `json:"delivered"`
+
+	// Error Why it was not delivered; absent when it was.
+	Error *string `json:"error,omitempty"`
+
+	// Status The receiver's HTTP status; absent when none came.
+	Status *int `json:"status,omitempty"`
+
+	// TookMs How long the attempt took, in milliseconds.
+	TookMs int64 `json:"took_ms"`
+}
+
+// RuleCreate defines model for RuleCreate.
+type RuleCreate struct {
+	// Channels The ids of the channels the messages go to, channels of the rule's namespace, at least one, each once.
+	Channels []openapi_types.UUID `json:"channels"`
+
+	// Events The events worth a message, at least one, each once.
+	Events []NotifyEvent `json:"events"`
+
+	// FailingAfter How many dead executions of a job in a row make `job.failing`.
+	FailingAfter *int `json:"failing_after,omitempty"`
+
+	// GroupInterval The least time between two messages of the rule to a channel; what happens in between goes out together in the next (a Go duration, 0 to 24h).
+	GroupInterval *string `json:"group_interval,omitempty"`
+
+	// LateAfter For `execution.late`, how long after its time an execution may start (a Go duration, 0 to 168h).
+	LateAfter *string `json:"late_after,omitempty"`
+
+	// Name Unique within the namespace.
+	//
+	// Example: payments-failures
+	Name string `json:"name"`
+
+	// Namespace Defaults to "default".
+	Namespace *string `json:"namespace,omitempty"`
+
+	// Paused A paused rule sends nothing; what happens while it is paused is not sent later.
+	Paused *bool `json:"paused,omitempty"`
+
+	// Selector The namespace's jobs the rule watches, by a label selector as in GET /v1/jobs; absent or "" watches every job of the namespace.
+	//
+	// Example: team=payments
+	Selector *string `json:"selector,omitempty"`
+
+	// SilentGrace For `job.silent`, how long past its schedule's interval a job may go without a success (a Go duration, 0 to 168h).
+	SilentGrace *string `json:"silent_grace,omitempty"`
+
+	// SlowAfter For `execution.slow`, how long an execution's last attempt may run (a Go duration, 0 to 168h).
+	SlowAfter *string `json:"slow_after,omitempty"`
+}
+
+// RuleList defines model for RuleList.
+type RuleList struct {
+	Items []Rule `json:"items"`
+}
+
+// RulePatch The fields to change; each one present replaces the rule's (`events` and `channels` whole).
+type RulePatch struct {
+	Channels      *[]openapi_types.UUID `json:"channels,omitempty"`
+	Events        *[]NotifyEvent        `json:"events,omitempty"`
+	FailingAfter  *int                  `json:"failing_after,omitempty"`
+	GroupInterval *string               `json:"group_interval,omitempty"`
+	LateAfter     *string               `json:"late_after,omitempty"`
+	Name          *string               `json:"name,omitempty"`
+	Paused        *bool                 `json:"paused,omitempty"`
+
+	// Selector "" watches every job of the namespace.
+	Selector    *string `json:"selector,omitempty"`
+	SilentGrace *string `json:"silent_grace,omitempty"`
+	SlowAfter   *string `json:"slow_after,omitempty"`
+}
+
+// RuleTestResult defines model for RuleTestResult.
+type RuleTestResult struct {
+	// Items One per channel of the rule, in the rule's order.
+	Items []RuleChannelResult `json:"items"`
+}
 
 // Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
 // them (or no schedule at all) means run once, now.
@@ -1762,6 +2124,39 @@ type ListKeysParams struct {
 	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
 }
 
+// ListChannelsParams defines parameters for ListChannels.
+type ListChannelsParams struct {
+	// Namespace Only this namespace's channels.
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+}
+
+// ListRulesParams defines parameters for ListRules.
+type ListRulesParams struct {
+	// Namespace Only this namespace's rules.
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+}
+
+// ListNotificationsParams defines parameters for ListNotifications.
+type ListNotificationsParams struct {
+	// Namespace Only this namespace's notifications (default the key's own).
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+
+	// RuleId Only this rule's notifications.
+	RuleId *openapi_types.UUID `form:"rule_id,omitempty" json:"rule_id,omitempty"`
+
+	// JobId Only notifications about this job.
+	JobId *openapi_types.UUID `form:"job_id,omitempty" json:"job_id,omitempty"`
+
+	// State Only notifications in this state.
+	State *NotificationState `form:"state,omitempty" json:"state,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // GetStatsParams defines parameters for GetStats.
 type GetStatsParams struct {
 	// Namespace Only this namespace's executions.
@@ -1809,6 +2204,18 @@ type CreateKeyJSONRequestBody = KeyCreate
 
 // PutNamespaceJSONRequestBody defines body for PutNamespace for application/json ContentType.
 type PutNamespaceJSONRequestBody = NamespaceSettings
+
+// CreateChannelJSONRequestBody defines body for CreateChannel for application/json ContentType.
+type CreateChannelJSONRequestBody = ChannelCreate
+
+// UpdateChannelJSONRequestBody defines body for UpdateChannel for application/json ContentType.
+type UpdateChannelJSONRequestBody = ChannelPatch
+
+// CreateRuleJSONRequestBody defines body for CreateRule for application/json ContentType.
+type CreateRuleJSONRequestBody = RuleCreate
+
+// UpdateRuleJSONRequestBody defines body for UpdateRule for application/json ContentType.
+type UpdateRuleJSONRequestBody = RulePatch
 
 // PreviewScheduleJSONRequestBody defines body for PreviewSchedule for application/json ContentType.
 type PreviewScheduleJSONRequestBody = PreviewRequest

@@ -1,7 +1,8 @@
 // Command tockctl is the command-line client of tock's REST API: it
 // creates, lists, changes, pauses, resumes, runs and deletes jobs,
 // previews their fire times, lists the runs they skipped, inspects their
-// executions, and shows which scheduler node fires which bucket.
+// executions, manages notification channels and rules and lists the
+// notifications sent, and shows which scheduler node fires which bucket.
 //
 //	tockctl jobs create --name nightly --cron "0 30 9 * * MON-FRI" --tz Europe/Berlin --http https://example.com/hook
 //	tockctl jobs create -f jobs.jsonl
@@ -12,6 +13,10 @@
 //	tockctl jobs backfill <id> --from 2026-07-01T00:00:00Z --to 2026-07-02T00:00:00Z
 //	tockctl schedules preview --cron "0 30 2 * * *" --timezone America/New_York --from 2026-03-07T00:00:00Z
 //	tockctl executions list --job <id>
+//	tockctl channels create --name oncall --type webhook --url https://hooks.example.com/tock --secret-file secret.txt
+//	tockctl rules create --name payments --selector team=payments --event execution.dead --event job.silent --channel oncall
+//	tockctl rules test <id>
+//	tockctl notifications list --state failed
 //	tockctl nodes
 //	tockctl buckets
 //
@@ -82,6 +87,29 @@ type cli struct {
 		Cancel execCancelCmd `cmd:"" help:"Cancel a queued or running execution."`
 		Retry  execRetryCmd  `cmd:"" help:"Re-drive a dead execution as a fresh series of attempts."`
 	} `cmd:"" help:"Inspect, cancel and re-drive executions."`
+
+	Channels struct {
+		Create channelsCreateCmd `cmd:"" help:"Create a notification channel: a webhook (JSON, signed with --secret) or a Slack incoming webhook."`
+		List   channelsListCmd   `cmd:"" help:"List notification channels, by namespace and name (without their secrets)."`
+		Get    channelsGetCmd    `cmd:"" help:"Show a notification channel."`
+		Update channelsUpdateCmd `cmd:"" help:"Change a notification channel: its name, URL or secret; pause or resume it."`
+		Delete channelsDeleteCmd `cmd:"" help:"Delete a notification channel (it leaves its rules)."`
+		Test   channelsTestCmd   `cmd:"" help:"Send a sample message through a channel now; exit code 1 if it was not delivered."`
+	} `cmd:"" help:"Notification channels: where rules' messages go."`
+	Rules struct {
+		Create rulesCreateCmd `cmd:"" help:"Create a notification rule: which jobs' events (--event) go to which channels (--channel)."`
+		List   rulesListCmd   `cmd:"" help:"List notification rules, by namespace and name."`
+		Get    rulesGetCmd    `cmd:"" help:"Show a notification rule and its thresholds."`
+		Update rulesUpdateCmd `cmd:"" help:"Change a notification rule (--event and --channel replace all its events and channels)."`
+		Delete rulesDeleteCmd `cmd:"" help:"Delete a notification rule (its notifications stay listed)."`
+		Test   rulesTestCmd   `cmd:"" help:"Send a sample of a rule's message through each of its channels now; exit code 1 if one was not delivered."`
+		Pause  rulesPauseCmd  `cmd:"" help:"Pause a rule: nothing is sent, then or later, until it is resumed."`
+		Resume rulesResumeCmd `cmd:"" help:"Resume a paused rule."`
+	} `cmd:"" help:"Notification rules: which jobs' events are worth a message, to which channels."`
+	Notifications struct {
+		List notificationsListCmd `cmd:"" help:"List notifications, newest first, with their delivery state."`
+		Get  notificationsGetCmd  `cmd:"" help:"Show a notification: its attempts and its body as delivered."`
+	} `cmd:"" help:"The messages rules made, and how their delivery went."`
 
 	Handlers handlersCmd `cmd:"" help:"List handlers with their circuit breakers, per executor."`
 

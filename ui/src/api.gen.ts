@@ -794,12 +794,13 @@ export interface paths {
          * List the audit trail, newest first
          * @description Every change made through the API (creating, changing, pausing,
          *     resuming, running, deleting jobs; cancelling and re-driving
-         *     executions; backfills; namespace settings; keys): when, who (the
-         *     key, as `key:<id>`), the action, the namespace, the resource, and
-         *     the resource before and after as the API showed it (secret header
-         *     values as `***`; a key's secret never). Admins of a namespace see
-         *     its entries; admins of every namespace see all. Entries are kept
-         *     `tockd --audit-retention` (default 400 days).
+         *     executions; backfills; namespace settings; keys; notification
+         *     channels and rules, and their tests): when, who (the key, as
+         *     `key:<id>`), the action, the namespace, the resource, and the
+         *     resource before and after as the API showed it (secret header
+         *     values as `***`; a key's or a channel's secret never). Admins of
+         *     a namespace see its entries; admins of every namespace see all.
+         *     Entries are kept `tockd --audit-retention` (default 400 days).
          */
         get: operations["listAudit"];
         put?: never;
@@ -859,6 +860,236 @@ export interface paths {
          *     key of a namespace the caller cannot read is a 404.
          */
         delete: operations["deleteKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/notification-channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List notification channels, by namespace and name
+         * @description Every channel of a namespace (of the key's own when `namespace` is absent), without secrets.
+         */
+        get: operations["listChannels"];
+        put?: never;
+        /**
+         * Create a notification channel
+         * @description Creates a channel in its namespace: where the messages of the
+         *     namespace's rules go. `webhook` posts each message as JSON to
+         *     `url`, signed with `secret` (HMAC-SHA256); `slack` posts it to a
+         *     Slack (or Slack-compatible) incoming webhook, whose `url` is its
+         *     secret. Secrets are stored encrypted under the cluster's
+         *     `--secret-key-file` (a server without one refuses them: 400 naming
+         *     `secret`, or `url` for Slack) and never shown: an answer says
+         *     `secret_set`, and shows a Slack URL as its scheme and host alone.
+         *     Every URL is checked against the cluster's outbound policy as a
+         *     job's `handler.url` is (400 naming `url`). Every bad field is
+         *     reported in one 400; a name taken in the namespace is a 409.
+         */
+        post: operations["createChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/notification-channels/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a notification channel
+         * @description The channel, without its secret. A channel of a namespace the key cannot read is a 404.
+         */
+        get: operations["getChannel"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a notification channel
+         * @description Deletes the channel and takes it out of every rule that names it (a
+         *     rule left without a channel sends nothing). Its messages not yet
+         *     delivered fail; those listed stay listed.
+         */
+        delete: operations["deleteChannel"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a notification channel
+         * @description Replaces each field present in the body; fields left out keep their
+         *     value. A channel's type and namespace cannot change. A new `url` of
+         *     a webhook on another origin (scheme, host and port) than the stored
+         *     one needs a new `secret` too: the stored one was given for the old
+         *     receiver (400 naming `secret`). A paused channel is sent nothing:
+         *     the messages of its rules are not made for it.
+         */
+        patch: operations["updateChannel"];
+        trace?: never;
+    };
+    "/v1/notification-channels/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a sample message through a notification channel, now
+         * @description Sends a sample message through the channel (paused or not) at once,
+         *     once, and answers with the outcome of that attempt: whether the
+         *     receiver took it (a 2xx), its status and the error. Nothing is
+         *     stored. A server without the notifier (no deliverer configured)
+         *     answers 503.
+         */
+        post: operations["testChannel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/notification-rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List notification rules, by namespace and name
+         * @description Every rule of a namespace (of the key's own when `namespace` is absent).
+         */
+        get: operations["listRules"];
+        put?: never;
+        /**
+         * Create a notification rule
+         * @description Creates a rule in its namespace: which of the namespace's jobs
+         *     (`selector`) it watches, which of their events (`events`) are worth
+         *     a message, and to which of the namespace's channels (`channels`)
+         *     the messages go. The events of a rule that happen within
+         *     `group_interval` of its last message go out together, in its next
+         *     one. Every bad field is reported in one 400 (a channel that is not
+         *     one of the namespace's names `channels[i]`); a name taken in the
+         *     namespace is a 409.
+         */
+        post: operations["createRule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/notification-rules/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a notification rule
+         * @description The rule. A rule of a namespace the key cannot read is a 404.
+         */
+        get: operations["getRule"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a notification rule
+         * @description Deletes the rule and its events not yet sent; its messages stay listed.
+         */
+        delete: operations["deleteRule"];
+        options?: never;
+        head?: never;
+        /**
+         * Change, pause or resume a notification rule
+         * @description Replaces each field present in the body; fields left out keep their
+         *     value (`channels` and `events` are replaced whole). `paused: true`
+         *     silences the rule: what happens while it is paused is not sent,
+         *     then or later. A rule's namespace cannot change.
+         */
+        patch: operations["updateRule"];
+        trace?: never;
+    };
+    "/v1/notification-rules/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a sample message of a notification rule through each of its channels, now
+         * @description Sends a sample message, as the rule would word it, through each of
+         *     its channels (paused or not) at once, once each, and answers with
+         *     the outcome of every attempt. Nothing is stored. A server without
+         *     the notifier answers 503.
+         */
+        post: operations["testRule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List notifications, newest first
+         * @description The messages rules made, one per rule, channel and group of events,
+         *     with their delivery state and every attempt. Every filter given
+         *     narrows the list; paged with `cursor`.
+         */
+        get: operations["listNotifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/notifications/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a notification with its attempts
+         * @description One message, with its body as delivered and every attempt to deliver it.
+         */
+        get: operations["getNotification"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -937,9 +1168,263 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
+         * @description `webhook`: a JSON POST to `url`, signed with the channel's secret
+         *     (HMAC-SHA256 of the body). `slack`: a Slack (or Slack-compatible)
+         *     incoming webhook, whose URL is its secret.
+         * @enum {string}
+         */
+        ChannelType: "webhook" | "slack";
+        ChannelCreate: {
+            /** @description Defaults to "default". */
+            namespace?: string;
+            /**
+             * @description Unique within the namespace.
+             * @example oncall-hook
+             */
+            name: string;
+            type: components["schemas"]["ChannelType"];
+            /**
+             * @description Absolute http or https URL, checked against the cluster's
+             *     outbound policy as a job's `handler.url` is. For `slack`, the
+             *     incoming webhook's whole URL: it is stored encrypted, and shown
+             *     as its scheme and host alone.
+             * @example https://hooks.example.com/tock
+             */
+            url: string;
+            /**
+             * @description For `webhook` (required), the key its messages are signed with,
+             *     16 to 4096 bytes; stored encrypted, never shown. Not allowed for
+             *     `slack`.
+             */
+            secret?: string;
+        };
+        /** @description The fields to change; each one present replaces the channel's. */
+        ChannelPatch: {
+            name?: string;
+            /** @description A new URL, as in a new channel (for `slack`, the whole URL again). */
+            url?: string;
+            /** @description A new signing secret, for `webhook`; required with a `url` on another origin. */
+            secret?: string;
+            /** @description A paused channel is sent nothing. */
+            paused?: boolean;
+        };
+        Channel: {
+            /** Format: uuid */
+            id: string;
+            namespace: string;
+            name: string;
+            type: components["schemas"]["ChannelType"];
+            /** @description A webhook's URL; a Slack channel's scheme and host alone (`https://hooks.slack.com`). */
+            url: string;
+            /** @description The channel's secret (a webhook's signing key, a Slack channel's URL) is stored; it is never shown. */
+            secret_set: boolean;
+            paused: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        ChannelList: {
+            items: components["schemas"]["Channel"][];
+        };
+        /** @description The outcome of one attempt to deliver a message. */
+        DeliveryResult: {
+            /** @description The receiver answered with a 2xx. */
+            delivered: boolean;
+            /** @description The receiver's HTTP status; absent when none came. */
+            status?: number;
+            /** @description Why it was not delivered; absent when it was. */
+            error?: string;
+            /**
+             * Format: int64
+             * @description How long the attempt took, in milliseconds.
+             */
+            took_ms: number;
+        };
+        RuleChannelResult: {
+            /** Format: uuid */
+            channel_id: string;
+        } & components["schemas"]["DeliveryResult"];
+        RuleTestResult: {
+            /** @description One per channel of the rule, in the rule's order. */
+            items: components["schemas"]["RuleChannelResult"][];
+        };
+        /**
+         * @description What a rule can ask to hear of: `execution.dead` (an execution's
+         *     every attempt failed), `execution.failed` (an attempt failed and
+         *     will be retried), `job.failing` (`failing_after` dead executions of
+         *     a job in a row), `job.recovered` (the first success of a job after
+         *     `job.failing`), `job.silent` (no success of a recurring job within
+         *     its schedule's interval plus `silent_grace`), `execution.late` (an
+         *     execution started more than `late_after` after its time),
+         *     `execution.slow` (an execution's last attempt ran longer than
+         *     `slow_after`), `handler.open` and `handler.close` (a handler's
+         *     circuit breaker opened on some executor, and closed again on
+         *     every one).
+         * @enum {string}
+         */
+        NotifyEvent: "execution.dead" | "execution.failed" | "job.failing" | "job.recovered" | "job.silent" | "execution.late" | "execution.slow" | "handler.open" | "handler.close";
+        RuleCreate: {
+            /** @description Defaults to "default". */
+            namespace?: string;
+            /**
+             * @description Unique within the namespace.
+             * @example payments-failures
+             */
+            name: string;
+            /**
+             * @description The namespace's jobs the rule watches, by a label selector as in GET /v1/jobs; absent or "" watches every job of the namespace.
+             * @example team=payments
+             */
+            selector?: string;
+            /** @description The events worth a message, at least one, each once. */
+            events: components["schemas"]["NotifyEvent"][];
+            /** @description The ids of the channels the messages go to, channels of the rule's namespace, at least one, each once. */
+            channels: string[];
+            /**
+             * @description How many dead executions of a job in a row make `job.failing`.
+             * @default 3
+             */
+            failing_after?: number;
+            /**
+             * @description For `job.silent`, how long past its schedule's interval a job may go without a success (a Go duration, 0 to 168h).
+             * @default 1m
+             */
+            silent_grace?: string;
+            /**
+             * @description For `execution.late`, how long after its time an execution may start (a Go duration, 0 to 168h).
+             * @default 1m
+             */
+            late_after?: string;
+            /**
+             * @description For `execution.slow`, how long an execution's last attempt may run (a Go duration, 0 to 168h).
+             * @default 10m
+             */
+            slow_after?: string;
+            /**
+             * @description The least time between two messages of the rule to a channel; what happens in between goes out together in the next (a Go duration, 0 to 24h).
+             * @default 1m
+             */
+            group_interval?: string;
+            /**
+             * @description A paused rule sends nothing; what happens while it is paused is not sent later.
+             * @default false
+             */
+            paused?: boolean;
+        };
+        /** @description The fields to change; each one present replaces the rule's (`events` and `channels` whole). */
+        RulePatch: {
+            name?: string;
+            /** @description "" watches every job of the namespace. */
+            selector?: string;
+            events?: components["schemas"]["NotifyEvent"][];
+            channels?: string[];
+            failing_after?: number;
+            silent_grace?: string;
+            late_after?: string;
+            slow_after?: string;
+            group_interval?: string;
+            paused?: boolean;
+        };
+        Rule: {
+            /** Format: uuid */
+            id: string;
+            namespace: string;
+            name: string;
+            /** @description "" when the rule watches every job of its namespace. */
+            selector: string;
+            events: components["schemas"]["NotifyEvent"][];
+            /** @description The ids of its channels; a deleted channel is taken out (a rule left with none sends nothing). */
+            channels: string[];
+            failing_after: number;
+            /** @example 1m */
+            silent_grace: string;
+            /** @example 1m */
+            late_after: string;
+            /** @example 10m */
+            slow_after: string;
+            /** @example 1m */
+            group_interval: string;
+            paused: boolean;
+            /**
+             * Format: date-time
+             * @description When the rule's latest message was made; null before the first.
+             */
+            last_sent_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        RuleList: {
+            items: components["schemas"]["Rule"][];
+        };
+        /**
+         * @description pending: to be delivered (again, after `next_attempt_at`); sent:
+         *     delivered; failed: given up on (its attempts ran out, or its
+         *     channel was deleted).
+         * @enum {string}
+         */
+        NotificationState: "pending" | "sent" | "failed";
+        DeliveryAttempt: {
+            /** Format: date-time */
+            at: string;
+            /** @description The receiver's HTTP status; absent when none came. */
+            status?: number;
+            /** @description Why it failed; absent when it did not. */
+            error?: string;
+            /** Format: int64 */
+            took_ms: number;
+            /** @description The tockd node that tried. */
+            node?: string;
+        };
+        Notification: {
+            /**
+             * Format: uuid
+             * @description Also the message's id as its receiver sees it, the same on every attempt.
+             */
+            id: string;
+            namespace: string;
+            /** Format: uuid */
+            rule_id: string;
+            /** Format: uuid */
+            channel_id: string;
+            state: components["schemas"]["NotificationState"];
+            /** @description The kinds of the events it tells of. */
+            kinds: string[];
+            /** @description The jobs it tells of. */
+            job_ids: string[];
+            /** @description The message as it is delivered (the same on every attempt). */
+            body: {
+                [key: string]: unknown;
+            };
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description While pending, when it is tried next; null otherwise.
+             */
+            next_attempt_at: string | null;
+            attempts: number;
+            /** @description Every attempt, first to last. */
+            attempt_log: components["schemas"]["DeliveryAttempt"][];
+            /**
+             * Format: date-time
+             * @description When it was delivered; null unless sent.
+             */
+            sent_at: string | null;
+            /** @description The last attempt's error; "" when none failed. */
+            last_error: string;
+        };
+        NotificationList: {
+            items: components["schemas"]["Notification"][];
+            /** @description Absent on the last page. */
+            next_cursor?: string;
+        };
+        /**
          * @description reader: reads; operator: also runs, pauses, resumes, cancels,
          *     retries and backfills; editor: also creates, changes and deletes
-         *     jobs; admin: also keys and namespace settings (and, in every
+         *     jobs, and notification channels and rules; admin: also keys and namespace settings (and, in every
          *     namespace, the cluster's views).
          * @enum {string}
          */
@@ -1025,7 +1510,7 @@ export interface components {
             namespace: string;
             /** @example jobs.update */
             action: string;
-            /** @description What changed (`job <id>`, `execution <id>`, `key <id>`, `namespace <name>`, `jobs` for a change by selector). */
+            /** @description What changed (`job <id>`, `execution <id>`, `key <id>`, `namespace <name>`, `channel <id>`, `rule <id>`, `jobs` for a change by selector). */
             resource: string;
             /** @description The resource before the change, as the API showed it; absent for a creation. */
             before?: {
@@ -1907,7 +2392,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description No such job or execution. */
+        /** @description No such job, execution, channel, rule or notification (or one of a namespace the key cannot read). */
         NotFound: {
             headers: {
                 [name: string]: unknown;
@@ -3154,6 +3639,442 @@ export interface operations {
                 };
                 content?: never;
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listChannels: {
+        parameters: {
+            query?: {
+                /** @description Only this namespace's channels. */
+                namespace?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channels. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            default: components["responses"]["Error"];
+        };
+    };
+    createChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChannelCreate"];
+            };
+        };
+        responses: {
+            /** @description The channel was created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            415: components["responses"]["UnsupportedMediaType"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channel. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channel was deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    updateChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChannelPatch"];
+            };
+        };
+        responses: {
+            /** @description The changed channel. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Channel"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The new name is taken in the namespace, or the channel kept changing while this change was written; read it again and retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            default: components["responses"]["Error"];
+        };
+    };
+    testChannel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attempt's outcome, delivered or not. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description This server cannot send notifications. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    listRules: {
+        parameters: {
+            query?: {
+                /** @description Only this namespace's rules. */
+                namespace?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rules. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuleList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            default: components["responses"]["Error"];
+        };
+    };
+    createRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RuleCreate"];
+            };
+        };
+        responses: {
+            /** @description The rule was created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            415: components["responses"]["UnsupportedMediaType"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rule was deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    updateRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RulePatch"];
+            };
+        };
+        responses: {
+            /** @description The changed rule. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Rule"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The new name is taken in the namespace, or the rule kept changing while this change was written; read it again and retry. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            default: components["responses"]["Error"];
+        };
+    };
+    testRule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One outcome per channel of the rule, in the rule's order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuleTestResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description This server cannot send notifications. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    listNotifications: {
+        parameters: {
+            query?: {
+                /** @description Only this namespace's notifications (default the key's own). */
+                namespace?: string;
+                /** @description Only this rule's notifications. */
+                rule_id?: string;
+                /** @description Only notifications about this job. */
+                job_id?: string;
+                /** @description Only notifications in this state. */
+                state?: components["schemas"]["NotificationState"];
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of notifications. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The notification. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Notification"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
