@@ -33,11 +33,15 @@ const (
 func httpHandler(cfg Config, d deps) (http.Handler, error) {
 	var handler http.Handler
 	if cfg.Roles.Has(RoleAPI) {
+		notifier, err := newNotifier(cfg, d)
+		if err != nil {
+			return nil, err
+		}
 		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
 			Executors: api.JetStreamExecutors{JS: d.js}, Changes: d.changes, DefaultRetry: cfg.Retry,
 			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
 			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Open: cfg.AuthNone,
-			Limits: cfg.Limits, Secrets: keys(cfg.Secrets), JWT: d.jwt})
+			Limits: cfg.Limits, Secrets: keys(cfg.Secrets), JWT: d.jwt, Notifier: notifier})
 		if err != nil {
 			return nil, err
 		}

@@ -391,7 +391,18 @@ func TestNotifyBreakerOncePerHandler(t *testing.T) {
 			"handler":  map[string]any{"type": "custom", "name": "fragile"}, "retry": map[string]any{"max_attempts": 1},
 		})
 	}
-	nodetest.WaitFor(t, 60*time.Second, "handler.open", func() bool { return len(r.events("handler.open")) > 0 })
+	nodetest.WaitFor(t, 20*time.Second, "the breaker open", func() bool {
+		var hs struct {
+			Items []struct {
+				Handler, Breaker string
+			} `json:"items"`
+		}
+		nodetest.Call(t, "GET", n.URL+"/v1/handlers", nil, &hs)
+		return slices.ContainsFunc(hs.Items, func(h struct{ Handler, Breaker string }) bool {
+			return h.Handler == "fragile" && h.Breaker == "open"
+		})
+	})
+	nodetest.WaitFor(t, 30*time.Second, "handler.open", func() bool { return len(r.events("handler.open")) > 0 })
 	time.Sleep(6 * time.Second) // three more reads of the breakers
 	open := r.events("handler.open")
 	if len(open) != 1 || open[0].Handler != "fragile" {

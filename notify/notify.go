@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	neturl "net/url"
 	"sync"
 	"time"
 
@@ -317,6 +318,12 @@ func (s *Service) post(ctx context.Context, c *model.Channel, body []byte) (int,
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
+		// Go's error names the whole URL, and a Slack URL is a secret:
+		// the attempt's error (stored, listed, logged) names its origin.
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("%s %s: %w", ue.Op, origin(req.URL), ue.Err)
+		}
 		return 0, err
 	}
 	defer resp.Body.Close()
@@ -336,3 +343,7 @@ func (s *Service) Test(ctx context.Context, c *model.Channel, r *model.Rule) mod
 	}
 	return s.send(ctx, c, body)
 }
+
+// origin is u's scheme and host: what an error may say of a URL that is
+// a secret.
+func origin(u *neturl.URL) string { return u.Scheme + "://" + u.Host }

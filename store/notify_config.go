@@ -102,6 +102,7 @@ func (s *Store) UpdateChannel(ctx context.Context, c model.Channel) (*model.Chan
 // (a rule left with no channel sends nothing); ErrNotFound if there is
 // none.
 func (s *Store) DeleteChannel(ctx context.Context, id uuid.UUID) error {
+	defer s.rules.invalidate() // after the commit, so that no read caches the rules it changed
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM notification_channels WHERE id = $1`, id)
 		if err != nil {
@@ -115,7 +116,6 @@ func (s *Store) DeleteChannel(ctx context.Context, id uuid.UUID) error {
 		if err != nil {
 			return fmt.Errorf("store: delete channel %s: %w", id, err)
 		}
-		s.rules.invalidate()
 		return nil
 	})
 }

@@ -24,14 +24,16 @@ const MaxEventsPerMessage = 200
 // the events it lists (oldest first).
 type BuildMessage func(id uuid.UUID, r *model.Rule, c *model.Channel, evs []model.NotifyEvent) (json.RawMessage, error)
 
-// groupDueSQL finds the rules with pending events whose group interval
-// has passed, locking them (others are being grouped by another node).
+// groupDueSQL finds a rule with pending events whose group interval has
+// passed, locking it (one being grouped by another node is skipped), and
+// none of $1 (those that failed in this pass).
 const groupDueSQL = `
 SELECT ` + ruleColumns + ` FROM notification_rules r
 WHERE EXISTS (SELECT 1 FROM notification_events e WHERE e.rule_id = r.id AND e.grouped_at IS NULL)
 	AND (r.last_sent_at IS NULL OR r.last_sent_at + r.group_interval_ms * interval '1 ms' <= now())
+	AND r.id <> ALL($1)
 ORDER BY r.last_sent_at NULLS FIRST
-LIMIT $1
+LIMIT 1
 FOR UPDATE OF r SKIP LOCKED`
 
 const notifyEventColumns = `id, rule_id, namespace, kind, job_id, COALESCE(job_name, ''), execution_id, COALESCE(handler, ''), at, detail, dedup_key`
@@ -49,34 +51,44 @@ func scanNotifyEvent(row pgx.Row) (model.NotifyEvent, error) {
 // that is not paused, listing up to MaxEventsPerMessage events, its body
 // made by build. It returns how many messages it made. A rule's events
 // go into messages once: the rule's row is locked while they are made,
-// and they are marked grouped in the same transaction. A paused rule's
-// events, or those of a rule whose channels are all paused, are marked
-// grouped with no message: pausing silences.
+// and they are marked grouped in the same transaction, one transaction
+// per rule (a rule that fails is left for the next call, and the others
+// go on). A paused rule's events, or those of a rule whose channels are
+// all paused, are marked grouped with no message: pausing silences.
 func (s *Store) GroupNotifications(ctx context.Context, limit int, build BuildMessage) (int, error) {
-	made := 0
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, groupDueSQL, limit)
-		if err != nil {
-			return err
-		}
-		rules, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Rule, error) { return scanRule(r) })
-		if err != nil {
-			return err
-		}
-		for _, r := range rules {
-			n, err := groupRule(ctx, tx, r, build)
+	made, failed := 0, []uuid.UUID{}
+	var errs []error
+	for range limit {
+		var rule *model.Rule
+		n := 0
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			r, err := scanRule(tx.QueryRow(ctx, groupDueSQL, failed))
 			if err != nil {
-				return fmt.Errorf("rule %s: %w", r.ID, err)
+				return err
 			}
-			made += n
-		}
-		if made > 0 {
+			rule = r
+			if n, err = groupRule(ctx, tx, r, build); err != nil || n == 0 {
+				return err
+			}
 			_, err = tx.Exec(ctx, `SELECT pg_notify('`+NotifyChannel+`', '')`)
+			return err
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			break
 		}
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: group notifications: %w", err)
+		if err != nil {
+			if rule == nil {
+				errs = append(errs, err)
+				break
+			}
+			failed = append(failed, rule.ID)
+			errs = append(errs, fmt.Errorf("rule %s: %w", rule.ID, err))
+			continue
+		}
+		made += n
+	}
+	if err := errors.Join(errs...); err != nil {
+		return made, fmt.Errorf("store: group notifications: %w", err)
 	}
 	return made, nil
 }
@@ -94,8 +106,7 @@ func groupRule(ctx context.Context, tx pgx.Tx, r *model.Rule, build BuildMessage
 	}
 	ids := make([]uuid.UUID, len(evs))
 	kindSet, jobSet := map[string]bool{}, map[uuid.UUID]bool{}
-	var kinds []string
-	var jobs []uuid.UUID
+	kinds, jobs := []string{}, []uuid.UUID{} // not NULL
 	for i, e := range evs {
 		ids[i] = e.ID
 		if !kindSet[e.Kind] {

@@ -42,7 +42,7 @@ type Rule struct {
 	// Selector is a label selector (domain.ParseSelector); "" chooses
 	// every job of the namespace.
 	Selector string
-	// Events are notify event kinds (notify.Kinds).
+	// Events are event kinds (domain.NotifyKinds).
 	Events   []string
 	Channels []uuid.UUID
 	// FailingAfter is the N of job.failing: that many dead executions in
