@@ -116,13 +116,23 @@ func (r *receiver) signatureFailures() int {
 	return r.badSigs
 }
 
-// notifyNode starts a node whose notifications retry within a second or
-// two, with secret keys.
-func notifyNode(t *testing.T, e *nodetest.Env, id string) *nodetest.Node {
+// newKeys writes a secret key file.
+func newKeys(t *testing.T) string {
 	keys := filepath.Join(t.TempDir(), "secret.keys")
 	if err := secret.WriteNewFile(keys, "k1"); err != nil {
 		t.Fatal(err)
 	}
+	return keys
+}
+
+// notifyNode starts a node whose notifications retry within a second or
+// two, with secret keys.
+func notifyNode(t *testing.T, e *nodetest.Env, id string) *nodetest.Node {
+	return notifyNodeWith(t, e, id, newKeys(t))
+}
+
+// notifyNodeWith is notifyNode with the secret keys of file keys.
+func notifyNodeWith(t *testing.T, e *nodetest.Env, id, keys string) *nodetest.Node {
 	k, err := node.LoadKeyring(keys)
 	if err != nil {
 		t.Fatal(err)
@@ -407,5 +417,70 @@ func TestNotifyBreakerOncePerHandler(t *testing.T) {
 	open := r.events("handler.open")
 	if len(open) != 1 || open[0].Handler != "fragile" {
 		t.Fatalf("want one handler.open for fragile, got %+v", open)
+	}
+}
+
+// TestNotifyNodeKilledDuringDelivery: the node delivering a message is
+// killed (SIGKILL) while the receiver holds the request; another node
+// delivers it once the first one's lease has run out, under the same
+// id. Nothing is lost, and the only repeat carries the same id.
+func TestNotifyNodeKilledDuringDelivery(t *testing.T) {
+	t.Parallel()
+	e := nodetest.New(t)
+	keys := newKeys(t)
+	n1 := e.StartProcess(t, "n1", "--secret-key-file", keys, "--notify-max-backoff", "2s")
+	r := newReceiver(t, "whsec-kill-0123456789")
+	hold := make(chan struct{})
+	r.hang.Store(&hold)
+	ch := webhookChannel(t, n1, "kill", r)
+	rule := createRule(t, n1, map[string]any{
+		"namespace": "kill", "name": "deaths", "events": []string{"execution.dead"},
+		"channels": []string{ch}, "group_interval": "0s",
+	})
+	e.Serve(t, "dies-once", func(ctx context.Context, x *executor.Execution) (string, error) {
+		return "", errors.New("boom")
+	})
+	n1.CreateJob(t, map[string]any{
+		"namespace": "kill", "name": "once", "schedule": map[string]any{},
+		"handler": map[string]any{"type": "custom", "name": "dies-once"}, "retry": map[string]any{"max_attempts": 1},
+	})
+	var id string
+	nodetest.WaitFor(t, 60*time.Second, "the delivery held by the receiver", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for k := range r.tries {
+			id = k
+		}
+		return id != ""
+	})
+	n1.Kill(t)
+	r.hang.Store(nil)
+	close(hold)
+	n2 := notifyNodeWith(t, e, "n2", keys)
+	nodetest.WaitFor(t, 90*time.Second, "the message delivered by n2", func() bool { return r.acceptedIDs()[id] == 1 })
+	time.Sleep(3 * time.Second) // a second delivery would show now
+
+	ids := r.acceptedIDs()
+	if len(ids) != 1 || ids[id] != 1 {
+		t.Errorf("the receiver accepted %v, want %s once", ids, id)
+	}
+	r.mu.Lock()
+	tries := r.tries[id]
+	r.mu.Unlock()
+	if tries != 2 {
+		t.Errorf("message %s came %d times, want twice (the killed node's, then n2's)", id, tries)
+	}
+	var got struct {
+		State      string `json:"state"`
+		Attempts   int    `json:"attempts"`
+		AttemptLog []struct {
+			Node string `json:"node"`
+		} `json:"attempt_log"`
+	}
+	if code := nodetest.Call(t, "GET", n2.URL+"/v1/notifications/"+id, nil, &got); code != http.StatusOK {
+		t.Fatalf("get notification: %d", code)
+	}
+	if got.State != "sent" || len(got.AttemptLog) != 1 || got.AttemptLog[0].Node != "n2" {
+		t.Errorf("notification %s: %+v (of rule %s)", id, got, rule)
 	}
 }
