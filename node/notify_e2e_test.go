@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,18 +188,51 @@ func TestNotifyFailingRecoveredAndDead(t *testing.T) {
 		"events":   []string{"execution.dead", "job.failing", "job.recovered"},
 		"channels": []string{ch}, "failing_after": 3, "group_interval": "0s",
 	})
-	var calls atomic.Int64
+	// A Slack-compatible receiver beside the webhook.
+	var slackMu sync.Mutex
+	var slackTexts []string
+	slack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var b struct {
+			Text string `json:"text"`
+		}
+		if json.NewDecoder(req.Body).Decode(&b) != nil || b.Text == "" {
+			http.Error(w, "invalid_payload", http.StatusBadRequest)
+			return
+		}
+		slackMu.Lock()
+		slackTexts = append(slackTexts, b.Text)
+		slackMu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(slack.Close)
+	var sc struct {
+		ID string `json:"id"`
+	}
+	if code := nodetest.Call(t, "POST", n.URL+"/v1/notification-channels", map[string]any{
+		"namespace": "pay", "name": "ops-slack", "type": "slack", "url": slack.URL + "/services/T000/B000/XXXX",
+	}, &sc); code != http.StatusCreated {
+		t.Fatalf("create slack channel: %d", code)
+	}
+	slackRule := createRule(t, n, map[string]any{
+		"namespace": "pay", "name": "payments-slack", "selector": "team=payments",
+		"events": []string{"job.failing"}, "channels": []string{sc.ID}, "group_interval": "0s",
+	})
+	// The job fails until released; then it succeeds.
+	var failures, successes atomic.Int64
+	var release atomic.Bool
 	e.Serve(t, "flaky", func(ctx context.Context, x *executor.Execution) (string, error) {
-		if calls.Add(1) <= 4 {
+		if !release.Load() {
+			failures.Add(1)
 			return "", errors.New("payments-api refused the connection")
 		}
+		successes.Add(1)
 		return "ok", nil
 	})
 	e.Serve(t, "always-fails", func(ctx context.Context, x *executor.Execution) (string, error) {
 		return "", errors.New("nobody is watching this one")
 	})
 	job := n.CreateJob(t, map[string]any{
-		"namespace": "pay", "name": "settle", "labels": map[string]string{"team": "payments"},
+		"namespace": "pay", "name": "settle", "labels": map[string]string{"team": "payments", "tock.io/alert": "true"},
 		"schedule": map[string]any{"cron": "*/2 * * * * *"},
 		"handler":  map[string]any{"type": "custom", "name": "flaky"}, "retry": map[string]any{"max_attempts": 1},
 	})
@@ -206,11 +241,32 @@ func TestNotifyFailingRecoveredAndDead(t *testing.T) {
 		"schedule": map[string]any{"cron": "*/2 * * * * *"},
 		"handler":  map[string]any{"type": "custom", "name": "always-fails"}, "retry": map[string]any{"max_attempts": 1},
 	})
+	nodetest.WaitFor(t, 60*time.Second, "job.failing", func() bool { return len(r.events("job.failing")) >= 1 })
+	if d := len(r.events("execution.dead")); d < 3 {
+		t.Errorf("job.failing after %d execution.dead, want 3", d)
+	}
+	nodetest.WaitFor(t, 30*time.Second, "tock_job_consecutive_failures at 3 or more", func() bool {
+		v, ok := metricValue(t, n.URL, `tock_job_consecutive_failures{job_name="settle",job_namespace="pay"}`)
+		return ok && v >= 3
+	})
+	release.Store(true)
 	nodetest.WaitFor(t, 60*time.Second, "job.recovered", func() bool { return len(r.events("job.recovered")) >= 1 })
 	// Two more successes: no second recovery.
-	nodetest.WaitFor(t, 30*time.Second, "two more runs", func() bool { return calls.Load() >= 7 })
+	nodetest.WaitFor(t, 30*time.Second, "two more runs", func() bool { return successes.Load() >= 3 })
 	time.Sleep(2 * time.Second)
-
+	nodetest.WaitFor(t, 30*time.Second, "tock_job_consecutive_failures back at 0", func() bool {
+		v, ok := metricValue(t, n.URL, `tock_job_consecutive_failures{job_name="settle",job_namespace="pay"}`)
+		return ok && v == 0
+	})
+	if v, ok := metricValue(t, n.URL, `tock_notifications_sent_total{channel="ops-webhook",namespace="pay"}`); !ok || int(v) != len(r.acceptedIDs()) {
+		t.Errorf("tock_notifications_sent_total of the webhook = %v (%v), the receiver accepted %d", v, ok, len(r.acceptedIDs()))
+	}
+	slackMu.Lock()
+	texts := slices.Clone(slackTexts)
+	slackMu.Unlock()
+	if len(texts) != 1 || !strings.Contains(texts[0], "payments-slack") || !strings.Contains(texts[0], "pay/settle is failing") {
+		t.Errorf("Slack got %q, want one job.failing message of rule payments-slack", texts)
+	}
 	failing, recovered, dead := r.events("job.failing"), r.events("job.recovered"), r.events("execution.dead")
 	if len(failing) != 1 || len(recovered) != 1 {
 		t.Fatalf("want one job.failing and one job.recovered, got %d and %d: %+v", len(failing), len(recovered), r.events(""))
@@ -221,8 +277,8 @@ func TestNotifyFailingRecoveredAndDead(t *testing.T) {
 	if !failing[0].At.Before(recovered[0].At) {
 		t.Errorf("job.failing at %s is not before job.recovered at %s", failing[0].At, recovered[0].At)
 	}
-	if len(dead) != 4 {
-		t.Errorf("want 4 execution.dead (the settle job's), got %d", len(dead))
+	if int64(len(dead)) != failures.Load() {
+		t.Errorf("want an execution.dead for each of the settle job's %d failures, got %d", failures.Load(), len(dead))
 	}
 	for _, d := range dead {
 		if d.Job == nil || d.Job.ID != job.Id.String() {
@@ -256,8 +312,12 @@ func TestNotifyFailingRecoveredAndDead(t *testing.T) {
 			t.Errorf("notification %s is %s, accepted %d times", it.ID, it.State, ids[it.ID])
 		}
 	}
-	if code := nodetest.Call(t, "GET", n.URL+"/v1/notifications?job_id="+job.Id.String()+"&state=sent&limit=100", nil, &list); code != http.StatusOK || len(list.Items) != len(ids) {
-		t.Errorf("by job: %d, %d items, want %d", code, len(list.Items), len(ids))
+	// By job, across both rules: the webhook's messages and Slack's.
+	if code := nodetest.Call(t, "GET", n.URL+"/v1/notifications?job_id="+job.Id.String()+"&state=sent&limit=100", nil, &list); code != http.StatusOK || len(list.Items) != len(ids)+len(texts) {
+		t.Errorf("by job: %d, %d items, want %d", code, len(list.Items), len(ids)+len(texts))
+	}
+	if code := nodetest.Call(t, "GET", n.URL+"/v1/notifications?rule_id="+slackRule+"&job_id="+job.Id.String(), nil, &list); code != http.StatusOK || len(list.Items) != 1 {
+		t.Errorf("by rule and job: %d, %d items, want 1", code, len(list.Items))
 	}
 }
 
@@ -483,4 +543,25 @@ func TestNotifyNodeKilledDuringDelivery(t *testing.T) {
 	if got.State != "sent" || len(got.AttemptLog) != 1 || got.AttemptLog[0].Node != "n2" {
 		t.Errorf("notification %s: %+v (of rule %s)", id, got, rule)
 	}
+}
+
+// metricValue reads one sample of node url's /metrics, by its name and
+// labels as the text format writes them.
+func metricValue(t *testing.T, url, series string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			var v float64
+			if _, err := fmt.Sscan(rest, &v); err == nil {
+				return v, true
+			}
+		}
+	}
+	return 0, false
 }

@@ -140,3 +140,123 @@ func TestNotifyDecidedOnce(t *testing.T) {
 		t.Fatalf("by the other job: %d, %v", len(list), err)
 	}
 }
+
+// TestNotifyLateSlowFailedAndInterval: a retried failure, a late start and
+// a slow run are each told once; a rule's group interval holds its next
+// message back until it has passed; sent messages go with retention.
+func TestNotifyLateSlowFailedAndInterval(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	ch, err := s.CreateChannel(ctx, model.Channel{Namespace: "default", Name: "hook", Type: model.ChannelWebhook,
+		URL: "https://example.test/hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule, err := s.CreateRule(ctx, model.Rule{Namespace: "default", Name: "all",
+		Events:   []string{domain.NotifyExecutionFailed, domain.NotifyExecutionLate, domain.NotifyExecutionSlow},
+		Channels: []uuid.UUID{ch.ID}, FailingAfter: 3, LateAfter: time.Second, SlowAfter: 2 * time.Second, GroupInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := mustCreate(t, s, testJob("j", nil)) // retries: 3 attempts
+	at := baseTime()
+	kinds := func() map[string]int {
+		out := map[string]int{}
+		rows, err := s.pool.Query(ctx, `SELECT kind, count(*) FROM notification_events WHERE rule_id = $1 GROUP BY kind`, rule.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var k string
+			var n int
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = n
+		}
+		return out
+	}
+	// On time and quick: nothing.
+	x, err := s.CreateManualExecution(ctx, j.ID, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := x.ScheduledFor
+	_ = s.attemptStarted(ctx, x.ID, 1, "e1", start.Add(100*time.Millisecond))
+	_ = s.attemptFinished(ctx, x.ID, 1, "e1", start.Add(time.Second), domain.OutcomeSucceeded, false, "", "ok")
+	if k := kinds(); len(k) != 0 {
+		t.Fatalf("an execution on time and quick: %v", k)
+	}
+	// Late by 3 s, then an attempt that fails and will be retried, then a
+	// second attempt that runs 5 s: late, failed and slow, once each
+	// although every report comes twice.
+	y, err := s.CreateManualExecution(ctx, j.ID, at.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = y.ScheduledFor
+	for range 2 {
+		if err := s.attemptStarted(ctx, y.ID, 1, "e1", start.Add(3*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.attemptFinished(ctx, y.ID, 1, "e1", start.Add(4*time.Second), domain.OutcomeFailed, false, "flaky", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := kinds(); k[domain.NotifyExecutionLate] != 1 || k[domain.NotifyExecutionFailed] != 1 || k[domain.NotifyExecutionSlow] != 0 {
+		t.Fatalf("after a late start and a retried failure: %v", k)
+	}
+	for range 2 {
+		if err := s.recordOne(ctx, model.AttemptEvent{ID: y.ID, Attempt: 2, Dispatch: 1, Executor: "e1", At: start.Add(10 * time.Second), Type: domain.EventStarted}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.recordOne(ctx, model.AttemptEvent{ID: y.ID, Attempt: 2, Dispatch: 1, Executor: "e1", At: start.Add(15 * time.Second), Type: domain.EventSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if k := kinds(); k[domain.NotifyExecutionLate] != 1 || k[domain.NotifyExecutionFailed] != 1 || k[domain.NotifyExecutionSlow] != 1 {
+		t.Fatalf("after a slow second attempt: %v", k)
+	}
+
+	build := func(id uuid.UUID, r *model.Rule, c *model.Channel, evs []model.NotifyEvent) (json.RawMessage, error) {
+		return json.Marshal(map[string]any{"id": id, "events": len(evs)})
+	}
+	if made, err := s.GroupNotifications(ctx, 10, build); err != nil || made != 1 {
+		t.Fatalf("first message: %d, %v", made, err)
+	}
+	z, err := s.CreateManualExecution(ctx, j.ID, at.Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.attemptStarted(ctx, z.ID, 1, "e1", z.ScheduledFor.Add(5*time.Second))
+	if made, err := s.GroupNotifications(ctx, 10, build); err != nil || made != 0 {
+		t.Fatalf("a message within the group interval: %d, %v", made, err)
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE notification_rules SET last_sent_at = now() - interval '2 hours' WHERE id = $1`, rule.ID); err != nil {
+		t.Fatal(err)
+	}
+	if made, err := s.GroupNotifications(ctx, 10, build); err != nil || made != 1 {
+		t.Fatalf("once the interval has passed: %d, %v", made, err)
+	}
+
+	// Retention: the sent message of two days ago goes, the pending one
+	// stays.
+	ds, err := s.ClaimNotifications(ctx, 10, time.Minute)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("claim: %d, %v", len(ds), err)
+	}
+	if err := s.RecordDelivery(ctx, ds[0].Notification.ID, model.DeliveryAttempt{At: time.Now(), Status: 200}, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE notifications SET created_at = now() - interval '2 days'`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.ApplyRetention(ctx, time.Now(), model.RetentionPolicy{Default: 24 * time.Hour})
+	if err != nil || res.Notifications != 1 {
+		t.Fatalf("retention deleted %d notifications, %v; want 1", res.Notifications, err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM notifications WHERE state = 'pending'`); n != 1 {
+		t.Errorf("retention left %d pending notifications, want 1", n)
+	}
+}
