@@ -448,7 +448,8 @@ func TestNotifyBreakerOncePerHandler(t *testing.T) {
 	})
 	var failing atomic.Bool
 	failing.Store(true)
-	e.Serve(t, "fragile", func(ctx context.Context, x *executor.Execution) (string, error) {
+	// The breaker half-opens 3 s after it opens (the default is 30 s).
+	e.Worker(t, executor.Config{Breaker: executor.BreakerConfig{OpenFor: 3 * time.Second}}, "fragile", func(ctx context.Context, x *executor.Execution) (string, error) {
 		if failing.Load() {
 			return "", errors.New("upstream is down")
 		}
@@ -477,6 +478,13 @@ func TestNotifyBreakerOncePerHandler(t *testing.T) {
 	open := r.events("handler.open")
 	if len(open) != 1 || open[0].Handler != "fragile" {
 		t.Fatalf("want one handler.open for fragile, got %+v", open)
+	}
+	// The handler works again: its breaker's probe succeeds and it closes.
+	failing.Store(false)
+	nodetest.WaitFor(t, 60*time.Second, "handler.close", func() bool { return len(r.events("handler.close")) > 0 })
+	time.Sleep(6 * time.Second)
+	if c := r.events("handler.close"); len(c) != 1 || c[0].Handler != "fragile" || len(r.events("handler.open")) != 1 {
+		t.Fatalf("want one handler.close after one handler.open, got %+v", r.events(""))
 	}
 }
 
