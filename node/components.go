@@ -245,7 +245,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 // to send tests.
 func newNotifier(cfg Config, d deps) (*notify.Service, error) {
 	c := notify.Config{Store: d.st, Egress: d.http, JetStream: d.js, Node: cfg.NodeID, Logger: d.log,
-		Registerer: d.reg, MaxBackoff: cfg.NotifyMaxBackoff}
+		Registerer: d.reg, MaxBackoff: cfg.NotifyMaxBackoff, Lease: cfg.NotifyLease}
 	if k := keys(cfg.Secrets); k != nil {
 		c.Keys = k
 	}

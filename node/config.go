@@ -179,6 +179,9 @@ type Config struct {
 	// NotifyMaxBackoff caps the wait between attempts to deliver a
 	// notification (notify.Config.MaxBackoff); 0 means its default.
 	NotifyMaxBackoff time.Duration
+	// NotifyLease is how long a node holds a notification it delivers
+	// (notify.Config.Lease); 0 means its default.
+	NotifyLease time.Duration
 	// HTTPAllowPrivate, HTTPAllow and HTTPDeny are the rules of what the
 	// http handler may call (egress.Rules), for the api role (a job's URL
 	// is checked when it is created) and the executor role (every

@@ -141,7 +141,7 @@ func notifyNodeWith(t *testing.T, e *nodetest.Env, id, keys string) *nodetest.No
 	}
 	return e.StartWith(t, id, func(c *node.Config) {
 		c.Secrets = k
-		c.NotifyMaxBackoff = 2 * time.Second
+		c.NotifyMaxBackoff, c.NotifyLease = 2*time.Second, 12*time.Second
 	})
 }
 
@@ -427,7 +427,7 @@ func TestNotifySilentJob(t *testing.T) {
 	if d := time.Since(stopped); d < 3*time.Second {
 		t.Errorf("job.silent %s after the last success, within the grace", d)
 	}
-	time.Sleep(11 * time.Second) // two more sweeps
+	time.Sleep(6 * time.Second) // another sweep
 	silent := r.events("job.silent")
 	if len(silent) != 1 || silent[0].Job == nil || silent[0].Job.ID != live.Id.String() {
 		t.Fatalf("want one job.silent, of %s; got %+v", live.Id, silent)
@@ -496,7 +496,7 @@ func TestNotifyNodeKilledDuringDelivery(t *testing.T) {
 	t.Parallel()
 	e := nodetest.New(t)
 	keys := newKeys(t)
-	n1 := e.StartProcess(t, "n1", "--secret-key-file", keys, "--notify-max-backoff", "2s")
+	n1 := e.StartProcess(t, "n1", "--secret-key-file", keys, "--notify-max-backoff", "2s", "--notify-lease", "12s")
 	r := newReceiver(t, "whsec-kill-0123456789")
 	hold := make(chan struct{})
 	r.hang.Store(&hold)

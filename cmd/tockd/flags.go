@@ -29,6 +29,7 @@ type ExecutionFlags struct {
 	BackfillRate float64 `name:"backfill-rate" env:"TOCK_BACKFILL_RATE" default:"200" help:"Most backfill runs a scheduler node creates per second, across all its backfills (low priority, paced so that on-time runs are never delayed)."`
 
 	NotifyMaxBackoff time.Duration `name:"notify-max-backoff" env:"TOCK_NOTIFY_MAX_BACKOFF" default:"5m" help:"Longest wait between two attempts to deliver a notification whose receiver fails (it is retried for 24h) (scheduler role)."`
+	NotifyLease      time.Duration `name:"notify-lease" env:"TOCK_NOTIFY_LEASE" default:"30s" help:"How long a node holds a notification it is delivering: if it dies, another node delivers it (under the same id) this long after it began; keep it above the receivers' answer time (deliveries time out after 10s) (scheduler role)."`
 
 	Retention             retention `name:"retention" env:"TOCK_RETENTION" default:"90d" help:"How long execution history is kept, for namespaces without their own (PUT /v1/namespaces/{ns}): days (90d) or a duration."`
 	CompletedJobRetention retention `name:"completed-job-retention" env:"TOCK_COMPLETED_JOB_RETENTION" default:"7d" help:"How long a completed one-shot job is kept before it is deleted."`
@@ -65,7 +66,7 @@ func (f ExecutionFlags) apply(cfg *node.Config) {
 	cfg.Missed = domain.MissedPolicy{Policy: f.MissedPolicy, Grace: f.MissedGrace.String(), Max: f.MissedMax}
 	cfg.Overlap = f.Overlap
 	cfg.BackfillRate = f.BackfillRate
-	cfg.NotifyMaxBackoff = f.NotifyMaxBackoff
+	cfg.NotifyMaxBackoff, cfg.NotifyLease = f.NotifyMaxBackoff, f.NotifyLease
 	cfg.FireBacklogFor, cfg.FireBacklogMin = f.FireBacklogFor, f.FireBacklogMin
 	cfg.ExecutorConcurrency = f.ExecutorConcurrency
 	cfg.ExecutorMaxPerKey = f.ExecutorMaxPerKey
