@@ -87,15 +87,25 @@ func (s *Service) CheckBreakers(ctx context.Context) error {
 // record, writes the events of the rules that ask for it.
 func (s *Service) breakerIs(ctx context.Context, key string, h *handlerBreaker) error {
 	s.mu.Lock()
+	saved, seen := s.savedBreakers[key]
+	s.mu.Unlock()
+	if seen && saved == h.open {
+		return nil // as this node last recorded it: nothing to write
+	}
+	changed, known, err := s.cfg.Store.SaveHandlerBreaker(ctx, key, h.open, h.since)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.savedBreakers[key] = h.open
 	if h.open {
 		s.openHandlers[key] = true
 	} else {
 		delete(s.openHandlers, key)
 	}
 	s.mu.Unlock()
-	changed, known, err := s.cfg.Store.SaveHandlerBreaker(ctx, key, h.open, h.since)
-	if err != nil || !changed || (!h.open && !known) {
-		return err
+	if !changed || (!h.open && !known) {
+		return nil
 	}
 	kind := domain.NotifyHandlerClose
 	if h.open {

@@ -130,8 +130,10 @@ type Service struct {
 	schedules schedule.Cache
 
 	mu sync.Mutex
-	// openHandlers are the handlers this node last saw open.
-	openHandlers map[string]bool
+	// openHandlers are the handlers this node last saw open;
+	// savedBreakers what it last recorded of each handler's breaker (a
+	// handler's record is written only when this node sees it change).
+	openHandlers, savedBreakers map[string]bool
 }
 
 type metrics struct {
@@ -158,7 +160,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, client: client, log: cfg.Logger, m: m, wake: make(chan struct{}, 1), openHandlers: map[string]bool{}}, nil
+	return &Service{cfg: cfg, client: client, log: cfg.Logger, m: m, wake: make(chan struct{}, 1), openHandlers: map[string]bool{}, savedBreakers: map[string]bool{}}, nil
 }
 
 // Run groups and delivers until ctx ends, and (with its own loops) looks
