@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -27,7 +28,11 @@ import (
 type Common struct {
 	PostgresURL string `name:"postgres-url" env:"TOCK_POSTGRES_URL" default:"postgres://postgres@127.0.0.1:5432/tock?sslmode=disable" help:"PostgreSQL connection URL."`
 	LogLevel    string `name:"log-level" env:"TOCK_LOG_LEVEL" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn, error."`
+	LogFormat   string `name:"log-format" env:"TOCK_LOG_FORMAT" default:"text" enum:"text,json" help:"Log format: text (key=value lines, for a terminal) or json (one JSON object a line, for a log pipeline)."`
 }
+
+// logger is the logger the flags ask for, writing to standard error.
+func (c Common) logger() *slog.Logger { return newLogger(os.Stderr, c.LogLevel, c.LogFormat) }
 
 // ServeCmd runs the chosen roles against external etcd, NATS and Postgres.
 type ServeCmd struct {
@@ -89,7 +94,7 @@ func (c *ServeCmd) config() (node.Config, error) {
 		LeaseTTL:       c.LeaseTTL,
 		Migrate:        !c.NoMigrate,
 		Pprof:          c.Pprof,
-		Logger:         newLogger(c.LogLevel),
+		Logger:         c.logger(),
 		AuthNone:       c.Auth == "none",
 		MetricsAddr:    c.MetricsAddr,
 	}
@@ -182,7 +187,7 @@ func (c *MaintainCmd) Run() error {
 	}
 	cfg := node.Config{Retention: time.Duration(c.Retention), CompletedJobRetention: time.Duration(c.CompletedJobRetention),
 		ArchiveDir: c.ArchiveDir, AuditRetention: time.Duration(c.AuditRetention)}
-	log := newLogger(c.LogLevel)
+	log := c.logger()
 	if c.Once {
 		return node.MaintainOnce(ctx, st, log, cfg, true)
 	}
@@ -220,7 +225,7 @@ func (c *DevCmd) Run() error {
 		Pprof:        c.Pprof,
 		NoChangeFeed: c.NoChangeFeed,
 		NoUI:         c.NoUI,
-		Logger:       newLogger(c.LogLevel),
+		Logger:       c.logger(),
 	}
 	c.ExecutionFlags.apply(&cfg)
 	c.HTTPFlags.apply(&cfg)
@@ -308,8 +313,15 @@ func main() {
 	}
 }
 
-func newLogger(level string) *slog.Logger {
+// newLogger is a logger writing to w at level (debug, info, warn, error)
+// in format: text, or json (slog's JSON handler: time, level, msg, then
+// the attributes — node, job_id, execution_id, bucket — as keys).
+func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
