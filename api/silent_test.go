@@ -32,6 +32,17 @@ func (e *env) succeed(j models.Job, end time.Time) {
 	storetest.Record(e.t, e.store, model.AttemptEvent{ID: x.ID, Attempt: 1, Executor: "x", At: end, Type: domain.EventSucceeded})
 }
 
+// die records a dead execution of j (its only attempt failed, finally).
+func (e *env) die(j models.Job) {
+	e.t.Helper()
+	x, err := e.store.CreateManualExecution(e.ctx, j.Id, time.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	storetest.Record(e.t, e.store, model.AttemptEvent{ID: x.ID, Attempt: 1, Executor: "x", At: time.Now(),
+		Type: domain.EventFailed, Final: true, Error: "refused"})
+}
+
 func TestJobLastSuccessAt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -80,14 +91,23 @@ func TestLastSuccessMetric(t *testing.T) {
 	end := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
 	e.succeed(jOK, end)
 	e.succeed(jPlain, end)
+	// "never" died twice in a row; "plain" is not labelled.
+	e.die(jNever)
+	e.die(jNever)
+	e.die(jPlain)
 
 	want := fmt.Sprintf(`
+# HELP tock_job_consecutive_failures How many of the job's executions in a row went dead, up to now (0 since its last success), for jobs labelled tock.io/alert=true.
+# TYPE tock_job_consecutive_failures gauge
+tock_job_consecutive_failures{job_name="never",job_namespace="etl"} 2
+tock_job_consecutive_failures{job_name="ok",job_namespace="default"} 0
 # HELP tock_job_last_success_timestamp_seconds When the job's latest succeeded execution finished, as a Unix time, for jobs labelled tock.io/alert=true; for a job that has not succeeded, when it was created.
 # TYPE tock_job_last_success_timestamp_seconds gauge
 tock_job_last_success_timestamp_seconds{job_name="never",job_namespace="etl"} %s
 tock_job_last_success_timestamp_seconds{job_name="ok",job_namespace="default"} %s
 `, seconds(jNever.CreatedAt), seconds(end))
-	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "tock_job_last_success_timestamp_seconds"); err != nil {
+	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "tock_job_last_success_timestamp_seconds",
+		"tock_job_consecutive_failures"); err != nil {
 		t.Fatal(err)
 	}
 	// /metrics serves it.

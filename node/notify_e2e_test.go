@@ -217,6 +217,8 @@ func TestNotifyFailingRecoveredAndDead(t *testing.T) {
 		"namespace": "pay", "name": "payments-slack", "selector": "team=payments",
 		"events": []string{"job.failing"}, "channels": []string{sc.ID}, "group_interval": "0s",
 	})
+	const sentSeries = `tock_notifications_sent_total{channel="ops-webhook",namespace="pay"}`
+	sentBefore, _ := metricValue(t, n.URL, sentSeries)
 	// The job fails until released; then it succeeds.
 	var failures, successes atomic.Int64
 	var release atomic.Bool
@@ -232,7 +234,7 @@ func TestNotifyFailingRecoveredAndDead(t *testing.T) {
 		return "", errors.New("nobody is watching this one")
 	})
 	job := n.CreateJob(t, map[string]any{
-		"namespace": "pay", "name": "settle", "labels": map[string]string{"team": "payments", "tock.io/alert": "true"},
+		"namespace": "pay", "name": "settle", "labels": map[string]string{"team": "payments"},
 		"schedule": map[string]any{"cron": "*/2 * * * * *"},
 		"handler":  map[string]any{"type": "custom", "name": "flaky"}, "retry": map[string]any{"max_attempts": 1},
 	})
@@ -245,21 +247,16 @@ func TestNotifyFailingRecoveredAndDead(t *testing.T) {
 	if d := len(r.events("execution.dead")); d < 3 {
 		t.Errorf("job.failing after %d execution.dead, want 3", d)
 	}
-	nodetest.WaitFor(t, 30*time.Second, "tock_job_consecutive_failures at 3 or more", func() bool {
-		v, ok := metricValue(t, n.URL, `tock_job_consecutive_failures{job_name="settle",job_namespace="pay"}`)
-		return ok && v >= 3
-	})
 	release.Store(true)
 	nodetest.WaitFor(t, 60*time.Second, "job.recovered", func() bool { return len(r.events("job.recovered")) >= 1 })
 	// Two more successes: no second recovery.
 	nodetest.WaitFor(t, 30*time.Second, "two more runs", func() bool { return successes.Load() >= 3 })
 	time.Sleep(2 * time.Second)
-	nodetest.WaitFor(t, 30*time.Second, "tock_job_consecutive_failures back at 0", func() bool {
-		v, ok := metricValue(t, n.URL, `tock_job_consecutive_failures{job_name="settle",job_namespace="pay"}`)
-		return ok && v == 0
-	})
-	if v, ok := metricValue(t, n.URL, `tock_notifications_sent_total{channel="ops-webhook",namespace="pay"}`); !ok || int(v) != len(r.acceptedIDs()) {
-		t.Errorf("tock_notifications_sent_total of the webhook = %v (%v), the receiver accepted %d", v, ok, len(r.acceptedIDs()))
+	// In-process nodes share Prometheus's default registry (a node in a
+	// process of its own has its own): the counter of this test's
+	// namespace moved by what this test's receiver accepted.
+	if v, ok := metricValue(t, n.URL, sentSeries); !ok || int(v-sentBefore) != len(r.acceptedIDs()) {
+		t.Errorf("tock_notifications_sent_total of the webhook moved by %v (%v), the receiver accepted %d", v-sentBefore, ok, len(r.acceptedIDs()))
 	}
 	slackMu.Lock()
 	texts := slices.Clone(slackTexts)
@@ -393,7 +390,7 @@ func TestNotifySilentJob(t *testing.T) {
 	ch := webhookChannel(t, n, "quiet", r)
 	createRule(t, n, map[string]any{
 		"namespace": "quiet", "name": "silence", "events": []string{"job.silent"},
-		"channels": []string{ch}, "silent_grace": "3s", "group_interval": "0s",
+		"channels": []string{ch}, "silent_grace": "5s", "group_interval": "0s",
 	})
 	var ok atomic.Bool
 	ok.Store(true)
@@ -421,10 +418,10 @@ func TestNotifySilentJob(t *testing.T) {
 	}
 	stopped := time.Now()
 	ok.Store(false)
-	// Silent after its next run (2 s) plus 3 s of grace; the sweep runs
-	// every 5 s.
+	// Silent after its next run (2 s) plus 5 s of grace (room for a slow
+	// machine's start lag while it succeeds); the sweep runs every 5 s.
 	nodetest.WaitFor(t, 30*time.Second, "job.silent", func() bool { return len(r.events("job.silent")) > 0 })
-	if d := time.Since(stopped); d < 3*time.Second {
+	if d := time.Since(stopped); d < 5*time.Second {
 		t.Errorf("job.silent %s after the last success, within the grace", d)
 	}
 	time.Sleep(6 * time.Second) // another sweep
@@ -521,9 +518,12 @@ func TestNotifyNodeKilledDuringDelivery(t *testing.T) {
 		}
 		return id != ""
 	})
+	// The held request ends when its sender dies, unanswered: it is not
+	// released, or the receiver would accept what the killed node never
+	// heard was accepted.
 	n1.Kill(t)
 	r.hang.Store(nil)
-	close(hold)
+	t.Cleanup(func() { close(hold) })
 	n2 := notifyNodeWith(t, e, "n2", keys)
 	nodetest.WaitFor(t, 90*time.Second, "the message delivered by n2", func() bool { return r.acceptedIDs()[id] == 1 })
 	time.Sleep(3 * time.Second) // a second delivery would show now
