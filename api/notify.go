@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -179,7 +178,7 @@ func (h *endpoints) TestChannel(c echo.Context, id models.ID) error {
 		return noNotifier()
 	}
 	a := h.s.notifier.Test(c.Request().Context(), ch, nil)
-	return c.JSON(http.StatusOK, deliveryResultOf(a, ch.Type))
+	return c.JSON(http.StatusOK, deliveryResultOf(a))
 }
 
 // channel reads the channel id; a 404 if there is none.
@@ -223,7 +222,7 @@ func (s *Server) applyChannel(ch *model.Channel, rawURL, secret *string, old *mo
 		case old == nil:
 			errs.add("secret", "is required for type webhook: the key its messages are signed with (%d to %d bytes)",
 				minChannelSecret, maxChannelSecret)
-		case rawURL != nil && origin(*rawURL) != origin(old.URL):
+		case rawURL != nil && jobs.Origin(*rawURL) != jobs.Origin(old.URL):
 			// Messages signed with the stored key, sent somewhere else,
 			// could be replayed to the receiver the key was given for.
 			errs.add("secret", "is required with a url of another origin (scheme, host and port) than the stored one: the stored secret was given for that receiver")
@@ -291,25 +290,6 @@ func (s *Server) checkChannelURL(raw string, errs *fieldErrors) *url.URL {
 	return u
 }
 
-// origin is the origin of an http(s) URL: scheme, host and port (the
-// scheme's default when it has none), in lower case; "" if it has none.
-func origin(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	scheme, port := strings.ToLower(u.Scheme), u.Port()
-	if port == "" {
-		switch scheme {
-		case "http":
-			port = "80"
-		case "https":
-			port = "443"
-		}
-	}
-	return scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
-}
-
 func channelNameTaken(namespace, name string) *apiError {
 	return conflict(fmt.Sprintf("A notification channel named %q already exists in namespace %q.", name, namespace))
 }
@@ -326,31 +306,11 @@ func noNotifier() *apiError {
 		"This server cannot send notifications (it has no notifier); ask another node with the api role.")
 }
 
-// urlInText finds http(s) URLs in text, scheme and host apart from the
-// rest.
-var urlInText = regexp.MustCompile(`(https?://[^\s/"'<>?#]+)([/?#][^\s"'<>]*)?`)
-
-// redactURLs cuts every URL in text to its scheme and host: an error of
-// an attempt on a Slack channel may quote its URL (Go's HTTP client's
-// errors do), which is a secret.
-func redactURLs(text string) string {
-	return urlInText.ReplaceAllStringFunc(text, func(m string) string {
-		sub := urlInText.FindStringSubmatch(m)
-		if sub[2] == "" {
-			return m
-		}
-		return sub[1] + "/…"
-	})
-}
-
-// deliveryResultOf is the API's view of a test attempt on a channel of
-// type typ.
-func deliveryResultOf(a model.DeliveryAttempt, typ string) models.DeliveryResult {
-	msg := a.Error
-	if typ != model.ChannelWebhook {
-		msg = redactURLs(msg)
-	}
-	out := models.DeliveryResult{Delivered: a.Error == "", Error: nonEmpty(msg), TookMs: a.TookMS}
+// deliveryResultOf is the API's view of a test attempt. Its error never
+// holds a Slack channel's URL: package notify names only the origin of a
+// URL in the errors it makes.
+func deliveryResultOf(a model.DeliveryAttempt) models.DeliveryResult {
+	out := models.DeliveryResult{Delivered: a.Error == "", Error: nonEmpty(a.Error), TookMs: a.TookMS}
 	if a.Status != 0 {
 		out.Status = ptr(a.Status)
 	}
@@ -506,7 +466,7 @@ func (h *endpoints) TestRule(c echo.Context, id models.ID) error {
 		case err != nil:
 			return h.internal(c, err)
 		default:
-			res := deliveryResultOf(h.s.notifier.Test(ctx, ch, r), ch.Type)
+			res := deliveryResultOf(h.s.notifier.Test(ctx, ch, r))
 			item.Delivered, item.Status, item.Error, item.TookMs = res.Delivered, res.Status, res.Error, res.TookMs
 		}
 		out.Items = append(out.Items, item)
@@ -690,10 +650,9 @@ func (h *endpoints) ListNotifications(c echo.Context, p models.ListNotifications
 	if err != nil {
 		return h.storeError(c, err, "notification", uuid.Nil)
 	}
-	types := h.channelTypes(c.Request().Context())
 	out := models.NotificationList{Items: make([]models.Notification, 0, len(list)), NextCursor: nonEmpty(next)}
 	for _, n := range list {
-		out.Items = append(out.Items, notificationOf(n, types(n.ChannelID)))
+		out.Items = append(out.Items, notificationOf(n))
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -707,44 +666,22 @@ func (h *endpoints) GetNotification(c echo.Context, id models.ID) error {
 	if err != nil {
 		return h.internal(c, err)
 	}
-	return c.JSON(http.StatusOK, notificationOf(n, h.channelTypes(c.Request().Context())(n.ChannelID)))
+	return c.JSON(http.StatusOK, notificationOf(n))
 }
 
-// channelTypes looks channels' types up, each once: "" for a channel
-// that is gone or could not be read.
-func (h *endpoints) channelTypes(ctx context.Context) func(uuid.UUID) string {
-	seen := map[uuid.UUID]string{}
-	return func(id uuid.UUID) string {
-		if t, ok := seen[id]; ok {
-			return t
-		}
-		if ch, err := h.s.store.GetChannel(ctx, id); err == nil {
-			seen[id] = ch.Type
-		} else {
-			seen[id] = ""
-		}
-		return seen[id]
-	}
-}
-
-// notificationOf is the API's view of a notification to a channel of
-// type typ ("" when unknown): the errors of any but a webhook's have
-// their URLs cut to scheme and host, lest a Slack URL show.
-func notificationOf(n *model.Notification, typ string) models.Notification {
-	scrub := func(s string) string { return s }
-	if typ != model.ChannelWebhook {
-		scrub = redactURLs
-	}
+// notificationOf is the API's view of a notification (its errors, as
+// package notify wrote them, name no URL but its origin).
+func notificationOf(n *model.Notification) models.Notification {
 	out := models.Notification{Id: n.ID, Namespace: n.Namespace, RuleId: n.RuleID, ChannelId: n.ChannelID,
 		State: models.NotificationState(n.State), Kinds: append(make([]string, 0, len(n.Kinds)), n.Kinds...),
 		JobIds: append(make([]uuid.UUID, 0, len(n.JobIDs)), n.JobIDs...), Body: n.Body, CreatedAt: n.CreatedAt.UTC(),
 		NextAttemptAt: utc(n.NextAttemptAt), Attempts: n.Attempts, AttemptLog: make([]models.DeliveryAttempt, 0, len(n.AttemptLog)),
-		SentAt: utc(n.SentAt), LastError: scrub(n.LastError)}
+		SentAt: utc(n.SentAt), LastError: n.LastError}
 	if len(out.Body) == 0 {
 		out.Body = []byte("{}")
 	}
 	for _, a := range n.AttemptLog {
-		item := models.DeliveryAttempt{At: a.At.UTC(), Error: nonEmpty(scrub(a.Error)), TookMs: a.TookMS, Node: nonEmpty(a.Node)}
+		item := models.DeliveryAttempt{At: a.At.UTC(), Error: nonEmpty(a.Error), TookMs: a.TookMS, Node: nonEmpty(a.Node)}
 		if a.Status != 0 {
 			item.Status = ptr(a.Status)
 		}

@@ -176,7 +176,7 @@ func resolveSecrets(h domain.Handler, old domain.Handler, given bool, keep []str
 		return h, nil
 	}
 	var f faults
-	moved := old.Type != domain.HandlerHTTP || origin(old.URL) != origin(h.URL)
+	moved := old.Type != domain.HandlerHTTP || Origin(old.URL) != Origin(h.URL)
 	const elsewhere = "the handler's URL now has another origin (scheme, host and port) than the stored one, which is where the stored value was meant for: give the value again"
 	h.Headers = maps.Clone(h.Headers)
 	for _, name := range sortedNames(h.Headers) {
@@ -237,9 +237,9 @@ func resolveSecrets(h domain.Handler, old domain.Handler, given bool, keep []str
 	return h, f.err()
 }
 
-// origin is the origin of an http(s) URL: scheme, host and port (the
+// Origin is the origin of an http(s) URL: scheme, host and port (the
 // scheme's default when it has none), in lower case; "" if it has none.
-func origin(raw string) string {
+func Origin(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return ""

@@ -159,13 +159,15 @@ func slackBody(body []byte) ([]byte, error) {
 const kindTest = "test"
 
 // testMessage is a sample message for POST .../test: one event, of kind
-// "test", with a fresh id.
-func testMessage(c *model.Channel, r *model.Rule, now time.Time) ([]byte, error) {
+// "test", with a fresh id; it returns the id and the body.
+func testMessage(c *model.Channel, r *model.Rule, now time.Time) (uuid.UUID, []byte, error) {
 	if r == nil {
 		r = &model.Rule{ID: uuid.Nil, Namespace: c.Namespace, Name: "(channel test)"}
 	}
 	ev := model.NotifyEvent{ID: uuid.Must(uuid.NewV7()), RuleID: r.ID, Namespace: r.Namespace, Kind: kindTest, At: now.UTC()}
-	m := newMessage(uuid.Must(uuid.NewV7()), r, []model.NotifyEvent{ev}, now)
+	id := uuid.Must(uuid.NewV7())
+	m := newMessage(id, r, []model.NotifyEvent{ev}, now)
 	m.Test = true
-	return json.Marshal(m)
+	body, err := json.Marshal(m)
+	return id, body, err
 }

@@ -19,7 +19,6 @@ package notify
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -245,7 +244,7 @@ func (s *Service) retry(attempt int) time.Duration {
 // deliver makes one attempt at d and records it.
 func (s *Service) deliver(ctx context.Context, d store.Delivery) {
 	n, c := d.Notification, d.Channel
-	a := s.send(ctx, c, n.Body)
+	a := s.send(ctx, c, n.ID, n.Body)
 	sent := a.Error == ""
 	var next *time.Time
 	if !sent {
@@ -267,11 +266,11 @@ func (s *Service) deliver(ctx context.Context, d store.Delivery) {
 	}
 }
 
-// send posts body to channel c once and says how it went.
-func (s *Service) send(ctx context.Context, c *model.Channel, body []byte) model.DeliveryAttempt {
+// send posts body, message id's, to channel c once and says how it went.
+func (s *Service) send(ctx context.Context, c *model.Channel, id uuid.UUID, body []byte) model.DeliveryAttempt {
 	start := s.cfg.Now()
 	a := model.DeliveryAttempt{At: start.UTC().Truncate(time.Millisecond), Node: s.cfg.Node}
-	status, err := s.post(ctx, c, body)
+	status, err := s.post(ctx, c, id, body)
 	a.Status, a.TookMS = status, s.cfg.Now().Sub(start).Milliseconds()
 	if err != nil {
 		a.Error = err.Error()
@@ -279,7 +278,7 @@ func (s *Service) send(ctx context.Context, c *model.Channel, body []byte) model
 	return a
 }
 
-func (s *Service) post(ctx context.Context, c *model.Channel, body []byte) (int, error) {
+func (s *Service) post(ctx context.Context, c *model.Channel, id uuid.UUID, body []byte) (int, error) {
 	var secret []byte
 	if len(c.Secret) > 0 {
 		if s.cfg.Keys == nil {
@@ -309,11 +308,7 @@ func (s *Service) post(ctx context.Context, c *model.Channel, body []byte) (int,
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "tock-notify/1")
 	if c.Type == model.ChannelWebhook {
-		var m struct {
-			ID string `json:"id"`
-		}
-		_ = json.Unmarshal(body, &m)
-		req.Header.Set(IDHeader, m.ID)
+		req.Header.Set(IDHeader, id.String())
 		if secret != nil {
 			req.Header.Set(SignatureHeader, Sign(secret, body, s.cfg.Now()))
 		}
@@ -339,11 +334,11 @@ func (s *Service) post(ctx context.Context, c *model.Channel, body []byte) (int,
 // Test sends a sample message of rule r (nil: of no rule) to channel c
 // now, once, and says how it went: POST .../test.
 func (s *Service) Test(ctx context.Context, c *model.Channel, r *model.Rule) model.DeliveryAttempt {
-	body, err := testMessage(c, r, s.cfg.Now())
+	id, body, err := testMessage(c, r, s.cfg.Now())
 	if err != nil {
 		return model.DeliveryAttempt{At: s.cfg.Now().UTC(), Error: err.Error(), Node: s.cfg.Node}
 	}
-	return s.send(ctx, c, body)
+	return s.send(ctx, c, id, body)
 }
 
 // origin is u's scheme and host: what an error may say of a URL that is

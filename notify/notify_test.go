@@ -1,8 +1,13 @@
 package notify
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
@@ -92,3 +98,71 @@ func TestSilentAfter(t *testing.T) {
 		t.Error("a one-shot job can be silent")
 	}
 }
+
+// plainKeys "opens" a sealed secret by returning it: the sealing itself
+// is package secret's, tested there.
+type plainKeys struct{}
+
+func (plainKeys) Open(_ string, sealed, _ []byte) ([]byte, error) { return sealed, nil }
+
+// TestSendNamesOnlyTheURLsOrigin: a delivery's error names the origin of
+// its URL, never the rest (a Slack URL is its secret); a webhook delivery
+// carries the message's id and a signature the receiver can check.
+func TestSendNamesOnlyTheURLsOrigin(t *testing.T) {
+	ctx := context.Background()
+	policy, err := egress.New(ctx, egress.Rules{Allow: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Store: nil, Egress: policy, Keys: plainKeys{}, Timeout: 5 * time.Second})
+	if err == nil || s != nil {
+		t.Fatal("New without a Store")
+	}
+	s, err = New(Config{Store: fakeStore{}, Egress: policy, Keys: plainKeys{}, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A port nothing listens on: the connection is refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	secretURL := "http://" + dead + "/services/T000/B000/sl4ckS3cret"
+	slack := &model.Channel{Namespace: "ns", Name: "s", Type: model.ChannelSlack, URL: "http://" + dead, Secret: []byte(secretURL)}
+	a := s.Test(ctx, slack, nil)
+	if a.Error == "" || strings.Contains(a.Error, "sl4ckS3cret") || strings.Contains(a.Error, "/services") ||
+		!strings.Contains(a.Error, "http://"+dead) {
+		t.Errorf("the attempt's error %q", a.Error)
+	}
+
+	var got http.Header
+	var body []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, body = r.Header.Clone(), must(io.ReadAll(r.Body))
+	}))
+	defer srv.Close()
+	hook := &model.Channel{Namespace: "ns", Name: "h", Type: model.ChannelWebhook, URL: srv.URL, Secret: []byte("whsec-0123456789abcdef")}
+	if a := s.Test(ctx, hook, nil); a.Error != "" || a.Status != 200 {
+		t.Fatalf("a test of a webhook: %+v", a)
+	}
+	var m Message
+	_ = json.Unmarshal(body, &m)
+	if m.ID == "" || got.Get(IDHeader) != m.ID || !m.Test {
+		t.Errorf("id header %q, message %+v", got.Get(IDHeader), m)
+	}
+	if err := Verify([]byte("whsec-0123456789abcdef"), body, got.Get(SignatureHeader), time.Now(), time.Minute); err != nil {
+		t.Errorf("signature: %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// fakeStore is a Store that Test never calls.
+type fakeStore struct{ Store }

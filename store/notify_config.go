@@ -98,9 +98,9 @@ func (s *Store) UpdateChannel(ctx context.Context, c model.Channel) (*model.Chan
 	return out, nil
 }
 
-// DeleteChannel deletes the channel id, and takes it out of its rules
-// (a rule left with no channel sends nothing); ErrNotFound if there is
-// none.
+// DeleteChannel deletes the channel id, takes it out of its rules (a
+// rule left with no channel sends nothing) and fails its notifications
+// not yet delivered; ErrNotFound if there is none.
 func (s *Store) DeleteChannel(ctx context.Context, id uuid.UUID) error {
 	defer s.rules.invalidate() // after the commit, so that no read caches the rules it changed
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -113,6 +113,10 @@ func (s *Store) DeleteChannel(ctx context.Context, id uuid.UUID) error {
 		}
 		_, err = tx.Exec(ctx, `UPDATE notification_rules SET channels = array_remove(channels, $1),
 			updated_at = `+nowMS+`, version = version + 1 WHERE $1 = ANY(channels)`, id)
+		if err == nil {
+			_, err = tx.Exec(ctx, `UPDATE notifications SET state = 'failed', next_attempt_at = NULL,
+				last_error = 'the channel was deleted' WHERE channel_id = $1 AND state = 'pending'`, id)
+		}
 		if err != nil {
 			return fmt.Errorf("store: delete channel %s: %w", id, err)
 		}

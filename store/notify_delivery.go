@@ -120,8 +120,10 @@ func groupRule(ctx context.Context, tx pgx.Tx, r *model.Rule, build BuildMessage
 	}
 	var channels []*model.Channel
 	if !r.Paused {
+		// FOR SHARE: a channel deleted meanwhile waits for these messages,
+		// and then fails them with its other pending ones.
 		crows, err := tx.Query(ctx, `SELECT `+channelColumns+` FROM notification_channels
-			WHERE id = ANY($1) AND NOT paused ORDER BY name`, r.Channels)
+			WHERE id = ANY($1) AND NOT paused ORDER BY name FOR SHARE`, r.Channels)
 		if err != nil {
 			return 0, err
 		}
@@ -178,13 +180,9 @@ func scanNotification(row pgx.Row, extra ...any) (*model.Notification, error) {
 // due and not held by another deliverer, holding them for lease, and
 // returns them with their channels. A deliverer that dies holding one
 // lets it go when the lease ends: another delivers it again, under the
-// same id. A notification whose channel was deleted fails then.
+// same id. (A channel's deletion fails its pending notifications: see
+// DeleteChannel.)
 func (s *Store) ClaimNotifications(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error) {
-	if _, err := s.pool.Exec(ctx, `UPDATE notifications n SET state = 'failed', next_attempt_at = NULL,
-		last_error = 'the channel was deleted'
-		WHERE state = 'pending' AND NOT EXISTS (SELECT 1 FROM notification_channels c WHERE c.id = n.channel_id)`); err != nil {
-		return nil, fmt.Errorf("store: claim notifications: %w", err)
-	}
 	rows, err := s.pool.Query(ctx, `
 		WITH due AS (
 			SELECT id FROM notifications
@@ -344,7 +342,7 @@ func (s *Store) ListSilenceCandidates(ctx context.Context, r *model.Rule) ([]Sil
 	var args sqlArgs
 	arg := args.add
 	sql := `SELECT j.id, j.name, j.schedule,
-		GREATEST(j.created_at, COALESCE(j.skip_before, j.created_at), COALESCE(s.last_success_at, j.created_at))
+		GREATEST(j.created_at, j.skip_before, s.last_success_at)
 		FROM jobs j LEFT JOIN job_successes s ON s.job_id = j.id
 		WHERE j.namespace = ` + arg(r.Namespace) + ` AND j.state = 'active' AND j.schedule->>'cron' IS NOT NULL` +
 		selectorSQL(sel, arg)

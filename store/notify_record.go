@@ -201,7 +201,7 @@ func notifyTx(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, byID map[uuid.UUI
 	if len(d.jobs) == 0 {
 		return nil
 	}
-	labels, names, err := candidateJobs(ctx, tx, d.jobs, runs, byID, d.execs)
+	labels, names, err := candidateJobs(ctx, tx, d.jobs, runs, d.execs)
 	if err != nil {
 		return err
 	}
@@ -349,18 +349,20 @@ func (d *decider) consider(e *recExec) {
 // rule's failing_after with this batch.
 func (d *decider) crosses(job uuid.UUID, s streak) bool {
 	r := d.runs[job]
-	for _, rule := range d.byNS[r.namespace] {
-		if rule.kinds[domain.NotifyJobFailing] && s.consecutive-len(r.deads) < rule.FailingAfter &&
-			s.consecutive >= rule.FailingAfter && !slices.Contains(s.failingRules, rule.ID) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(d.byNS[r.namespace], func(rule *activeRule) bool { return failingNow(rule, s, len(r.deads)) })
+}
+
+// failingNow says whether rule r says job.failing of a job whose run of
+// dead executions is now s, added grew it: it asks for the event, the run
+// reached its failing_after with these deaths, and it has not said so
+// about this run yet.
+func failingNow(r *activeRule, s streak, added int) bool {
+	return r.kinds[domain.NotifyJobFailing] && s.consecutive-added < r.FailingAfter &&
+		s.consecutive >= r.FailingAfter && !slices.Contains(s.failingRules, r.ID)
 }
 
 // candidateJobs reads the labels and names of jobs.
-func candidateJobs(ctx context.Context, tx pgx.Tx, jobs map[uuid.UUID]bool, runs map[uuid.UUID]*jobRun,
-	byID map[uuid.UUID]*recExec, execs []*recExec,
+func candidateJobs(ctx context.Context, tx pgx.Tx, jobs map[uuid.UUID]bool, runs map[uuid.UUID]*jobRun, execs []*recExec,
 ) (map[uuid.UUID]domain.Labels, map[uuid.UUID]string, error) {
 	bucketOf := map[uuid.UUID]int{}
 	for job, r := range runs {
@@ -470,8 +472,7 @@ func (d *decider) decide(labels map[uuid.UUID]domain.Labels, names map[uuid.UUID
 			}
 		}
 		for _, r := range d.byNS[run.namespace] {
-			if r.kinds[domain.NotifyJobFailing] && s.consecutive-len(run.deads) < r.FailingAfter &&
-				s.consecutive >= r.FailingAfter && !slices.Contains(s.failingRules, r.ID) && r.matches(l) {
+			if failingNow(r, s, len(run.deads)) && r.matches(l) {
 				add(r, domain.NotifyJobFailing, job, last, *last.finishedAt, last.id.String(),
 					map[string]any{"consecutive_dead": s.consecutive, "error": last.errText})
 				failing = append(failing, [2]uuid.UUID{job, r.ID})

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,5 +260,60 @@ func TestNotifyLateSlowFailedAndInterval(t *testing.T) {
 	}
 	if n := count(t, s, `SELECT count(*) FROM notifications WHERE state = 'pending'`); n != 1 {
 		t.Errorf("retention left %d pending notifications, want 1", n)
+	}
+}
+
+// TestGroupingAndChannelDeletion: a rule whose message cannot be made
+// does not hold up the others' (it is tried again next time); deleting a
+// channel fails its notifications not yet delivered, and takes it out of
+// its rules.
+func TestGroupingAndChannelDeletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	ch, err := s.CreateChannel(ctx, model.Channel{Namespace: "default", Name: "hook", Type: model.ChannelWebhook,
+		URL: "https://example.test/hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []*model.Rule
+	for _, name := range []string{"broken", "fine"} {
+		r, err := s.CreateRule(ctx, model.Rule{Namespace: "default", Name: name, Events: []string{domain.NotifyJobSilent},
+			Channels: []uuid.UUID{ch.ID}, FailingAfter: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules = append(rules, r)
+		if _, err := s.CreateNotifyEvents(ctx, []model.NotifyEvent{{ID: uuid.Must(uuid.NewV7()), RuleID: r.ID,
+			Namespace: "default", Kind: domain.NotifyJobSilent, At: time.Now(), DedupKey: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := func(id uuid.UUID, r *model.Rule, c *model.Channel, evs []model.NotifyEvent) (json.RawMessage, error) {
+		if r.Name == "broken" {
+			return nil, errors.New("cannot build")
+		}
+		return json.Marshal(map[string]any{"id": id})
+	}
+	made, err := s.GroupNotifications(ctx, 10, build)
+	if made != 1 || err == nil || !strings.Contains(err.Error(), rules[0].ID.String()) {
+		t.Fatalf("GroupNotifications = %d, %v; want the fine rule's message and the broken rule's error", made, err)
+	}
+	if n := count(t, s, `SELECT count(*) FROM notification_events WHERE grouped_at IS NULL AND rule_id = $1`, rules[0].ID); n != 1 {
+		t.Errorf("the broken rule's event was taken: %d left", n)
+	}
+
+	if err := s.DeleteChannel(ctx, ch.ID); err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := s.ListNotifications(ctx, NotificationFilter{})
+	if err != nil || len(list) != 1 || list[0].State != model.NotificationFailed || list[0].LastError != "the channel was deleted" {
+		t.Fatalf("after the channel's deletion: %+v, %v", list, err)
+	}
+	if ds, err := s.ClaimNotifications(ctx, 10, time.Minute); err != nil || len(ds) != 0 {
+		t.Errorf("claimed %d after the channel's deletion, %v", len(ds), err)
+	}
+	if r, err := s.GetRule(ctx, rules[1].ID); err != nil || len(r.Channels) != 0 {
+		t.Errorf("the rule keeps channels %v, %v", r.Channels, err)
 	}
 }
