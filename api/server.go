@@ -17,6 +17,10 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/domain"
@@ -25,6 +29,7 @@ import (
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
+	"github.com/tock-sched/tock/telemetry"
 )
 
 // Store is what the API needs of tock's database, itself and through
@@ -103,6 +108,10 @@ type Config struct {
 	Store Store
 	// Logger receives request failures; slog.Default() when nil.
 	Logger *slog.Logger
+	// Tracer, if set, makes a server span of every request, named by its
+	// method and route ("POST /v1/jobs"), a child of the client's
+	// traceparent; logs written with the request's context carry its ids.
+	Tracer trace.Tracer
 	// Registry holds the server's metrics and is what /metrics serves;
 	// prometheus.DefaultRegisterer and DefaultGatherer when nil.
 	Registry Registry
@@ -230,6 +239,7 @@ type Server struct {
 	store           Store
 	log             *slog.Logger
 	registry        Registry
+	tracer          trace.Tracer
 	readyTimeout    time.Duration
 	cluster         Cluster
 	clusterWait     time.Duration
@@ -283,6 +293,7 @@ func New(cfg Config) (*Server, error) {
 		store:        cfg.Store,
 		log:          cfg.Logger,
 		registry:     cfg.Registry,
+		tracer:       cfg.Tracer,
 		readyTimeout: cfg.ReadyTimeout,
 		cluster:      cfg.Cluster,
 		clusterWait:  cfg.ClusterTimeout,
@@ -415,20 +426,45 @@ func (s *Server) Handler() http.Handler { return s.echo }
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
-		if err := next(c); err != nil {
-			c.Error(err)
-		}
-		route := c.Path()
+		route := c.Path() // routed before any middleware runs
 		if !s.routes[route] {
 			route = "unmatched" // keep unknown paths out of the label set
 		}
 		// A literal colon is escaped in an Echo route (/v1/jobs\:batch);
 		// the label shows the path as clients send it.
 		route = strings.ReplaceAll(route, `\:`, ":")
-		s.duration.WithLabelValues(methodLabel(c.Request().Method), route, strconv.Itoa(c.Response().Status)).
-			Observe(time.Since(start).Seconds())
+		method := methodLabel(c.Request().Method)
+		var span trace.Span
+		if s.tracer != nil {
+			span = s.startSpan(c, method, route)
+		}
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		status := c.Response().Status
+		if span != nil {
+			span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+			if status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(status))
+			}
+			span.End()
+		}
+		s.duration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
 		return nil
 	}
+}
+
+// startSpan starts a request's server span, a child of the client's
+// (its traceparent header), named by its method and route template, and
+// puts it in the request's context.
+func (s *Server) startSpan(c echo.Context, method, route string) trace.Span {
+	req := c.Request()
+	ctx := telemetry.Propagator.Extract(req.Context(), propagation.HeaderCarrier(req.Header))
+	ctx, span := s.tracer.Start(ctx, method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), semconv.HTTPRoute(route),
+			semconv.URLPath(req.URL.Path), semconv.URLScheme(c.Scheme())))
+	c.SetRequest(req.WithContext(ctx))
+	return span
 }
 
 func methodLabel(m string) string {

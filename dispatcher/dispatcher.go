@@ -27,11 +27,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
+	"github.com/tock-sched/tock/telemetry"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -93,6 +97,11 @@ type Config struct {
 	// Changes, if not nil, is told of each execution published (queued,
 	// for an executor), after JetStream has it: the change feed.
 	Changes *changes.Publisher
+	// Tracer, if set, makes a telemetry.SpanPublish span for each publish
+	// (sampled by the execution's id), from the publish to JetStream's ack,
+	// a child of the firing's span when the execution carries one, and
+	// puts its context in the message's traceparent header.
+	Tracer trace.Tracer
 }
 
 // key names one dispatch of an execution.
@@ -498,6 +507,20 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*model.Execution) []bo
 	ok := make([]bool, len(batch))
 	futures := make([]jetstream.PubAckFuture, len(batch))
 	unpublishable := map[int]string{} // batch index → why
+	var spans []trace.Span            // batch's, when tracing
+	if d.cfg.Tracer != nil {
+		spans = make([]trace.Span, len(batch))
+		defer func() {
+			for i, sp := range spans {
+				if sp != nil && !ok[i] {
+					sp.SetStatus(codes.Error, "not acknowledged")
+				}
+				if sp != nil {
+					sp.End()
+				}
+			}
+		}()
+	}
 	for i, e := range batch {
 		w := Wire(e)
 		msg, err := w.Msg()
@@ -506,6 +529,9 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*model.Execution) []bo
 			d.m.dispatchErrors.Inc()
 			unpublishable[i] = "tock could not encode the execution's message: " + err.Error()
 			continue
+		}
+		if spans != nil {
+			spans[i] = d.startSpan(ctx, e, msg)
 		}
 		f, err := d.cfg.JS.PublishMsgAsync(msg, jetstream.WithMsgID(w.MsgID()))
 		if err != nil {
@@ -535,6 +561,10 @@ wait:
 			e := batch[i]
 			ok[i] = true
 			n++
+			if spans != nil {
+				spans[i].End()
+				spans[i] = nil
+			}
 			if e.Positional() {
 				lags = append(lags, d.cfg.Clock.Passed().Sub(e.ScheduledFor).Seconds())
 			} else {
@@ -578,6 +608,28 @@ wait:
 		}
 	}
 	return ok
+}
+
+// startSpan starts e's publish span, a child of its firing's span if it
+// has one (else a root in the execution's trace), and writes the span's
+// context into msg's headers when it is sampled.
+func (d *Dispatcher) startSpan(ctx context.Context, e *model.Execution, msg *nats.Msg) trace.Span {
+	if e.Fired.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, e.Fired)
+	} else {
+		ctx = telemetry.ForExecution(ctx, e.ID)
+	}
+	ctx, span := d.cfg.Tracer.Start(ctx, telemetry.SpanPublish, trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(telemetry.AttrExecutionID, e.ID.String()),
+			attribute.String(telemetry.AttrJobID, e.JobID.String()),
+			attribute.Int(telemetry.AttrDispatch, e.Dispatches),
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", msg.Subject))
+		telemetry.Inject(ctx, msg.Header)
+	}
+	return span
 }
 
 // queued tells the change feed of the executions of batch that JetStream

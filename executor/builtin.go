@@ -13,9 +13,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/egress"
+	"github.com/tock-sched/tock/telemetry"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -80,7 +85,9 @@ func HTTPHandlerWith(o HTTPOptions) Func {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return func(ctx context.Context, e *Execution) (string, error) {
+	return func(ctx context.Context, e *Execution) (output string, err error) {
+		ctx, span := startHandlerSpan(ctx, "http")
+		defer func() { endHandlerSpan(span, err) }()
 		h := e.Handler
 		if h.URL == "" {
 			return "", Permanent(errors.New("http handler: no url"))
@@ -114,6 +121,17 @@ func HTTPHandlerWith(o HTTPOptions) Func {
 		for k, v := range tockHeaders(e) {
 			req.Header.Set(k, v)
 		}
+		if span.SpanContext().IsValid() {
+			// The target's server span joins the execution's trace.
+			telemetry.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+			if span.IsRecording() {
+				// The origin only: a path or query may hold what the trace
+				// backend should not.
+				span.SetAttributes(attribute.String("http.request.method", method),
+					attribute.String("server.address", req.URL.Hostname()),
+					attribute.String("url.scheme", req.URL.Scheme))
+			}
+		}
 		c := client
 		if len(secrets) > 0 {
 			c = withoutSecretsElsewhere(client, secrets)
@@ -138,8 +156,9 @@ func HTTPHandlerWith(o HTTPOptions) Func {
 		// One byte more than is kept, so Truncate knows where to cut.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, domain.MaxOutputBytes+1))
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10) // lets the connection be reused
-		output := domain.Truncate(string(b))
+		output = domain.Truncate(string(b))
 		code := resp.StatusCode
+		span.SetAttributes(attribute.Int("http.response.status_code", code))
 		switch {
 		case code >= 200 && code < 300:
 			return output, nil
@@ -259,7 +278,9 @@ const (
 // (Nats-Service-Error) is a failure, permanent for a 4xx code other than
 // 408 and 429.
 func NATSHandler(nc *nats.Conn) Func {
-	return func(ctx context.Context, e *Execution) (string, error) {
+	return func(ctx context.Context, e *Execution) (output string, err error) {
+		ctx, span := startHandlerSpan(ctx, "nats")
+		defer func() { endHandlerSpan(span, err) }()
 		h := e.Handler
 		if h.Subject == "" {
 			return "", Permanent(errors.New("nats handler: no subject"))
@@ -271,6 +292,11 @@ func NATSHandler(nc *nats.Conn) Func {
 		m.Data = e.Payload
 		for k, v := range tockHeaders(e) {
 			m.Header.Set(k, v)
+		}
+		if span.SpanContext().IsValid() {
+			telemetry.Propagator.Inject(ctx, telemetry.NATSCarrier(m.Header))
+			span.SetAttributes(attribute.String("messaging.system", "nats"),
+				attribute.String("messaging.destination.name", h.Subject))
 		}
 		if !h.WaitReply {
 			if err := nc.PublishMsg(m); err != nil {
@@ -291,7 +317,7 @@ func NATSHandler(nc *nats.Conn) Func {
 		if err != nil {
 			return "", natsErr(h.Subject, err)
 		}
-		output := domain.Truncate(string(reply.Data))
+		output = domain.Truncate(string(reply.Data))
 		if msg := reply.Header.Get(natsServiceError); msg != "" {
 			code := reply.Header.Get(natsServiceErrorCode)
 			err := fmt.Errorf("nats request to %s: service error %s: %s", h.Subject, code, msg)
@@ -318,4 +344,24 @@ func natsErr(subject string, err error) error {
 		return Permanent(err)
 	}
 	return err
+}
+
+// startHandlerSpan starts a built-in handler's call span
+// (telemetry.SpanHandler), a child of the attempt's span in ctx, from that
+// span's tracer provider (a no-op one without it).
+func startHandlerSpan(ctx context.Context, handler string) (context.Context, trace.Span) {
+	tracer := trace.SpanFromContext(ctx).TracerProvider().Tracer(telemetry.ScopeName)
+	ctx, span := tracer.Start(ctx, telemetry.SpanHandler, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("tock.handler", handler))
+	}
+	return ctx, span
+}
+
+// endHandlerSpan ends a handler's call span, with err as its status.
+func endHandlerSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }

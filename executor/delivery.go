@@ -7,10 +7,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	json "github.com/segmentio/encoding/json"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/telemetry"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -23,6 +28,11 @@ type delivery struct {
 	e       *Execution
 	base    *slog.Logger // the Worker's
 	logger  atomic.Pointer[slog.Logger]
+	// span is the attempt's (telemetry.SpanAttempt), set before the
+	// delivery is handled; traceparent its context for the events, if
+	// it is sampled.
+	span        trace.Span
+	traceparent string
 }
 
 // log returns the delivery's logger: with the queue, execution, job,
@@ -35,6 +45,11 @@ func (d *delivery) log() *slog.Logger {
 	}
 	l := d.base.With("queue", d.q.name, "execution_id", d.e.ExecutionID, "job_id", d.e.JobID,
 		"attempt", d.e.Attempt, "dispatch", d.e.Dispatch)
+	if d.span != nil {
+		if attrs := telemetry.LogAttrs(d.span.SpanContext()); attrs != nil {
+			l = l.With(attrs...)
+		}
+	}
 	if d.logger.CompareAndSwap(nil, l) {
 		return l
 	}
@@ -92,6 +107,8 @@ func (w *Worker) process(d *delivery) {
 	// arriving from now on reaches it.
 	ctx, cancel := context.WithCancelCause(w.attemptCtx)
 	defer cancel(nil)
+	ctx = w.startSpan(ctx, d)
+	defer d.span.End()
 	unregister, cancelled := w.cancels.register(d.e.ExecutionID, cancel)
 	defer unregister()
 	if cancelled {
@@ -114,6 +131,44 @@ func (w *Worker) process(d *delivery) {
 	w.attempt(ctx, d, done)
 }
 
+// startSpan starts d's attempt span: a child of the span in its
+// message's traceparent header, else (with tock's tracer provider) a root
+// in the execution's trace.
+func (w *Worker) startSpan(ctx context.Context, d *delivery) context.Context {
+	ctx = telemetry.Extract(ctx, d.msg.Headers())
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		if id, err := uuid.Parse(d.e.ExecutionID); err == nil {
+			ctx = telemetry.ForExecution(ctx, id)
+		}
+	}
+	ctx, d.span = w.tracer.Start(ctx, telemetry.SpanAttempt, trace.WithSpanKind(trace.SpanKindConsumer))
+	if d.span.IsRecording() {
+		e := d.e
+		d.span.SetAttributes(attribute.String(telemetry.AttrExecutionID, e.ExecutionID),
+			attribute.String(telemetry.AttrJobID, e.JobID),
+			attribute.String(telemetry.AttrNamespace, e.Namespace),
+			attribute.Int(telemetry.AttrAttempt, e.Attempt),
+			attribute.Int(telemetry.AttrDispatch, e.Dispatch),
+			attribute.String(telemetry.AttrQueue, d.q.name),
+			attribute.String("tock.executor", w.cfg.ExecutorID),
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "process"))
+		d.traceparent = telemetry.Traceparent(d.span.SpanContext())
+	}
+	return ctx
+}
+
+// endSpan notes how d's attempt ended on its span.
+func (d *delivery) endSpan(outcome string, ev wire.Event) {
+	if d.span == nil || !d.span.IsRecording() {
+		return
+	}
+	d.span.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome))
+	if ev.Type == domain.EventFailed {
+		d.span.SetStatus(codes.Error, ev.Error)
+	}
+}
+
 // deferDelivery hands a delivery back to tock unrun: a deferred event
 // saying when to publish it again, then an ack.
 func (w *Worker) deferDelivery(d *delivery, key string, retryIn time.Duration, reason string) {
@@ -126,6 +181,7 @@ func (w *Worker) deferDelivery(d *delivery, key string, retryIn time.Duration, r
 		return
 	}
 	d.log().Debug("execution deferred", "handler", key, "reason", reason, "retry_in", retryIn)
+	d.endSpan("deferred", ev)
 	if err := d.msg.Ack(); err != nil {
 		d.log().Warn("ack deferred execution", "err", err)
 	}
@@ -150,6 +206,7 @@ func (w *Worker) finish(d *delivery, ev wire.Event, interrupted bool) bool {
 		d.log().Warn("settle execution message", "outcome", outcome, "err", err)
 	}
 	w.m.attemptsTotal.WithLabelValues(d.q.name, outcome).Inc()
+	d.endSpan(outcome, ev)
 	return true
 }
 

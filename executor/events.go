@@ -165,6 +165,9 @@ func (w *Worker) event(d *delivery, typ domain.EventType) wire.Event {
 	if !e.PublishedAt.IsZero() {
 		ev.PublishedAt = &e.PublishedAt
 	}
+	if typ != domain.EventHeartbeat {
+		ev.Traceparent = d.traceparent
+	}
 	return ev
 }
 

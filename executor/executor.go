@@ -41,8 +41,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/internal/retry"
+	"github.com/tock-sched/tock/telemetry"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -109,6 +112,13 @@ type Config struct {
 	AckWait time.Duration
 	// Breaker configures the circuit breaker kept per handler key.
 	Breaker BreakerConfig
+	// TracerProvider makes each delivery's telemetry.SpanAttempt span, a
+	// child of the span in the message's traceparent header (tock's
+	// publish), and the built-in handlers' telemetry.SpanHandler spans; a
+	// custom handler's ctx holds the attempt's span, so its own spans are
+	// its children. Default: otel.GetTracerProvider() (a no-op until the
+	// program sets one).
+	TracerProvider trace.TracerProvider
 	// Logger defaults to slog.Default().
 	// Registerer is where the Worker's Prometheus metrics
 	// (tock_executor_*, tock_queue_depth, tock_breaker_state) are
@@ -142,6 +152,9 @@ func (c Config) WithDefaults() Config {
 	c.Breaker = c.Breaker.WithDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
 	}
 	return c
 }
@@ -223,10 +236,11 @@ type HandlerOptions = QueueOptions
 // watch (cancel.go, cancelwatch.go), the event batcher (events.go) and the
 // journal of recent attempts (journal.go, wipe.go).
 type Worker struct {
-	cfg Config
-	js  jetstream.JetStream
-	log *slog.Logger
-	m   *metrics
+	cfg    Config
+	js     jetstream.JetStream
+	log    *slog.Logger
+	m      *metrics
+	tracer trace.Tracer
 
 	handlers    *registry
 	breakers    *breakers
@@ -273,6 +287,7 @@ func New(cfg Config) (*Worker, error) {
 		js:           js,
 		m:            m,
 		log:          newLazyLogger(cfg.Logger).With("executor", cfg.ExecutorID),
+		tracer:       cfg.TracerProvider.Tracer(telemetry.ScopeName),
 		handlers:     newRegistry(),
 		now:          time.Now,
 		rand:         mathrand.Float64,

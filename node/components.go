@@ -156,7 +156,8 @@ func components(cfg Config, d deps) []component {
 		{name: "recorder", on: cfg.Roles.Has(RoleRecorder), stage: stopRecorder,
 			start: func() (runFunc, error) {
 				var err error
-				if rec, err = recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg, Changes: d.changes.Publisher()}); err != nil {
+				if rec, err = recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg, Changes: d.changes.Publisher(),
+					Tracer: d.tracer}); err != nil {
 					return nil, err
 				}
 				return rec.Run, nil
@@ -190,7 +191,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	// the dispatcher, wipe recovery and lost-work rescue.
 	clk := clock.New(d.st.Now, clock.Options{})
 	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log, Registerer: d.reg,
-		Changes: d.changes.Publisher()})
+		Changes: d.changes.Publisher(), Tracer: d.tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +204,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	}
 	scfg := scanner.Config{
 		Store: d.st, Dispatcher: disp, Clock: clk, NodeID: cfg.NodeID, Logger: d.log, LeaseValid: node.Valid,
-		Missed: cfg.Missed, Registerer: d.reg,
+		Missed: cfg.Missed, Registerer: d.reg, Tracer: d.tracer,
 		Cancel: func(ctx context.Context, id uuid.UUID) error { return wire.CancelExecution(ctx, d.js, id.String()) },
 	}
 	var backlog *dispatcher.BacklogWatch
@@ -237,7 +238,11 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, lost: lost, back: back, backlog: backlog}, nil
+	s := &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, lost: lost, back: back, backlog: backlog}
+	if err := registerSchedulerMetrics(d, s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // newNotifier is the node's notification service: the scheduler role
@@ -257,7 +262,8 @@ func newExecutor(cfg Config, d deps) (runFunc, error) {
 		NATS: d.nc, ExecutorID: cfg.NodeID, Logger: d.log,
 		Concurrency: cfg.ExecutorConcurrency, MaxPerKey: cfg.ExecutorMaxPerKey,
 		AckWait: cfg.ExecutorAckWait, Breaker: cfg.Breaker, ShutdownTimeout: cfg.ShutdownGrace,
-		Registerer: d.reg, // served on /metrics
+		Registerer:     d.reg, // served on /metrics
+		TracerProvider: d.tracerProvider,
 	})
 	if err != nil {
 		return nil, err

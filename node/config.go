@@ -15,6 +15,7 @@ import (
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/partition"
 	"github.com/tock-sched/tock/secret"
+	"github.com/tock-sched/tock/telemetry/tracing"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -135,6 +136,12 @@ type Config struct {
 	Migrate bool
 	// Logger is where the node logs (default slog.Default()).
 	Logger *slog.Logger
+	// Tracing, if set, traces the node's work (tockd starts it from the
+	// OTEL_* environment, see package telemetry/tracing); nil: off.
+	Tracing *tracing.Tracing
+	// TraceDB also traces the SQL statements run inside a traced request
+	// or operation (otelpgx), with Tracing.
+	TraceDB bool
 	// Pprof serves Go's profiler under /debug/pprof/ on the HTTP address
 	// (only with the API open or not served) and on MetricsAddr.
 	Pprof bool

@@ -41,7 +41,7 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 			Executors: api.JetStreamExecutors{JS: d.js}, Changes: d.changes, DefaultRetry: cfg.Retry,
 			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
 			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Open: cfg.AuthNone,
-			Limits: cfg.Limits, Secrets: keys(cfg.Secrets), JWT: d.jwt, Notifier: notifier})
+			Limits: cfg.Limits, Secrets: keys(cfg.Secrets), JWT: d.jwt, Notifier: notifier, Tracer: d.tracer})
 		if err != nil {
 			return nil, err
 		}

@@ -12,16 +12,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/telemetry/tracing"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -82,7 +85,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if etcd != nil {
 		defer etcd.Close()
 	}
-	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer}
+	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer,
+		tracer: cfg.Tracing.Tracer(), tracerProvider: cfg.Tracing.Provider()}
 	if !cfg.NoChangeFeed {
 		d.changes = changes.NewFeed(js, log)
 		d.changes.Replicas = cfg.StreamReplicas
@@ -101,6 +105,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// Before the store closes (deferred above).
 	defer func() { pgStop(); d.pg.wait() }()
+	if err := registerNodeMetrics(cfg, d); err != nil {
+		return err
+	}
 
 	r := &runner{parent: ctx, log: log, failed: make(chan error, 8)}
 	for _, c := range components(cfg, d) {
@@ -239,7 +246,12 @@ func storeFor(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store,
 }
 
 func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
-	st, err := store.Open(ctx, cfg.PostgresURL)
+	var opts []store.Option
+	if cfg.TraceDB && cfg.Tracing != nil {
+		opts = append(opts, store.WithQueryTracer(otelpgx.NewTracer(
+			otelpgx.WithTracerProvider(tracing.ChildOnly(cfg.Tracing.Provider())), otelpgx.WithTrimSQLInSpanName())))
+	}
+	st, err := store.Open(ctx, cfg.PostgresURL, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -360,4 +372,8 @@ type deps struct {
 	// changes is the change feed: the recorder and the API publish to it,
 	// the API's GET /v1/changes reads it.
 	changes *changes.Feed
+	// tracer is the node's tracer, nil when tracing is off; tracerProvider
+	// its provider (a no-op one when off).
+	tracer         trace.Tracer
+	tracerProvider trace.TracerProvider
 }

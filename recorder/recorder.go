@@ -22,12 +22,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	json "github.com/segmentio/encoding/json"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
+	"github.com/tock-sched/tock/telemetry"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -96,6 +100,10 @@ type Config struct {
 	// before it is dropped; default UnknownGrace, negative to drop it at
 	// once.
 	UnknownGrace time.Duration
+	// Tracer, if set, makes a telemetry.SpanRecord span for each event
+	// recorded that carries a sampled traceparent (the attempt's span):
+	// from the batch's write to its commit, a child of the attempt.
+	Tracer trace.Tracer
 }
 
 // WithDefaults is c with the fields it leaves zero (or negative) set to
@@ -134,6 +142,7 @@ type Recorder struct {
 	m          *metrics
 	changes    *changes.Publisher
 	grace      time.Duration
+	tracer     trace.Tracer
 }
 
 // New checks cfg (with its defaults) and returns a Recorder.
@@ -147,7 +156,8 @@ func New(cfg Config) (*Recorder, error) {
 		return nil, fmt.Errorf("recorder: register metrics: %w", err)
 	}
 	return &Recorder{js: cfg.JS, st: cfg.Store, log: cfg.Logger.With("role", "recorder"),
-		writers: cfg.Writers, retryDelay: cfg.RetryDelay, m: m, changes: cfg.Changes, grace: cfg.UnknownGrace}, nil
+		writers: cfg.Writers, retryDelay: cfg.RetryDelay, m: m, changes: cfg.Changes, grace: cfg.UnknownGrace,
+		tracer: cfg.Tracer}, nil
 }
 
 // Run creates the streams and the recorder's durable consumer if needed
@@ -321,7 +331,11 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 	if len(evs) == 0 {
 		return
 	}
+	began := time.Now()
 	results, err := r.st.RecordAttemptEvents(ctx, evs)
+	if r.tracer != nil {
+		r.trace(ctx, began, evs, origins, results, err)
+	}
 	if err != nil {
 		for _, msg := range held {
 			if ctx.Err() != nil {
@@ -388,6 +402,34 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 	}
 }
 
+// trace makes the telemetry.SpanRecord span of each event of a batch
+// that carries a sampled traceparent, timed as the batch's write.
+func (r *Recorder) trace(ctx context.Context, began time.Time, evs []model.AttemptEvent, of []origin, results []error, err error) {
+	end := trace.WithTimestamp(time.Now())
+	for i := range evs {
+		parent, ok := telemetry.ParseTraceparent(of[i].traceparent)
+		if !ok {
+			continue
+		}
+		_, span := r.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, parent), telemetry.SpanRecord,
+			trace.WithTimestamp(began))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String(telemetry.AttrExecutionID, evs[i].ID.String()),
+				attribute.String(telemetry.AttrEvent, string(evs[i].Type)),
+				attribute.Int(telemetry.AttrAttempt, evs[i].Attempt),
+				attribute.Int(telemetry.AttrBatchSize, len(evs)))
+			e := err
+			if e == nil && results != nil {
+				e = results[i]
+			}
+			if e != nil {
+				span.SetStatus(codes.Error, e.Error())
+			}
+		}
+		span.End(end)
+	}
+}
+
 // young says whether msg was stored in the stream less than the grace
 // for unknown executions ago.
 func (r *Recorder) young(msg jetstream.Msg) bool {
@@ -422,7 +464,7 @@ func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []model.AttemptEvent, of []
 			continue
 		}
 		evs = append(evs, ev)
-		of = append(of, origin{we.Namespace, we.JobID})
+		of = append(of, origin{we.Namespace, we.JobID, we.Traceparent})
 	}
 	if len(evs) == 0 {
 		_ = msg.TermWithReason("tock: no valid event in batch")
@@ -433,7 +475,8 @@ func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []model.AttemptEvent, of []
 
 // origin is an event's execution's namespace and job, as the executor
 // reported them (empty if it did not), for the change feed.
-type origin struct{ namespace, jobID string }
+// The event's traceparent, if any, too: its recording's span is a child.
+type origin struct{ namespace, jobID, traceparent string }
 
 // changeOf is the change feed's view of a recorded event: the state the
 // execution is in after it. Heartbeats change no state, and an event
@@ -492,7 +535,7 @@ func (r *Recorder) decode(msg jetstream.Msg) (ev model.AttemptEvent, o origin, o
 		_ = msg.TermWithReason("tock: invalid event")
 		return ev, o, false
 	}
-	return ev, origin{we.Namespace, we.JobID}, true
+	return ev, origin{we.Namespace, we.JobID, we.Traceparent}, true
 }
 
 // toEvent is the store's view of a wire event.

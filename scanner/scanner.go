@@ -37,6 +37,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/domain"
@@ -44,6 +46,7 @@ import (
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
+	"github.com/tock-sched/tock/telemetry"
 )
 
 // Store is what the scanner needs from Postgres.
@@ -165,6 +168,10 @@ type Config struct {
 	// fires. partition.Node.Valid is the one to use.
 	LeaseValid func() bool
 	Logger     *slog.Logger
+	// Tracer, if set, makes a telemetry.SpanFire span for each execution
+	// fired (sampled by its id): from the firing transaction's start to
+	// its commit; the dispatcher's publish span is its child.
+	Tracer trace.Tracer
 	// Registerer is where the scanner's Prometheus metrics (tock_fired_total,
 	// tock_buckets_owned, tock_skipped_total, tock_fire_backlog and the
 	// others of metrics.go) are registered; nil registers them nowhere.
@@ -803,7 +810,32 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 		s.upsert(d)
 	}
 	if len(res.Executions) > 0 {
+		if s.cfg.Tracer != nil {
+			s.trace(ctx, r, res.Executions)
+		}
 		s.cfg.Dispatcher.Dispatch(ctx, res.Executions)
+	}
+}
+
+// trace makes each fired execution's telemetry.SpanFire span, timed as
+// the firing transaction, and hands its context to the dispatcher in the
+// execution.
+func (s *Scanner) trace(ctx context.Context, r fireResult, execs []*model.Execution) {
+	end := trace.WithTimestamp(time.Now())
+	started := trace.WithTimestamp(r.started)
+	n := attribute.Int(telemetry.AttrBatchSize, len(r.batch))
+	for _, x := range execs {
+		_, span := s.cfg.Tracer.Start(telemetry.ForExecution(ctx, x.ID), telemetry.SpanFire, started)
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String(telemetry.AttrExecutionID, x.ID.String()),
+				attribute.String(telemetry.AttrJobID, x.JobID.String()),
+				attribute.String(telemetry.AttrNamespace, x.Namespace),
+				attribute.Int(telemetry.AttrBucket, x.Bucket),
+				attribute.String("tock.scheduled_for", x.ScheduledFor.UTC().Format(time.RFC3339Nano)),
+				attribute.String("tock.node", s.cfg.NodeID), n)
+			x.Fired = span.SpanContext()
+		}
+		span.End(end)
 	}
 }
 

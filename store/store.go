@@ -88,16 +88,28 @@ func firePoolSize(maxConns int32) int32 {
 // rather than leave the API and the recorder one or two connections.
 const minSplitConns = 8
 
+// Option changes how Open connects.
+type Option func(*pgxpool.Config)
+
+// WithQueryTracer has every connection's statements traced by t (pgx's
+// hook: otelpgx's tracer makes OpenTelemetry spans of them).
+func WithQueryTracer(t pgx.QueryTracer) Option {
+	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = t }
+}
+
 // Open connects a pool to the database at url (a postgres:// URL or a
 // key=value DSN; pool settings such as pool_max_conns are honoured; up to
 // defaultMaxConns connections otherwise) and pings it. It does not
 // migrate the schema. Of the pool's connections, firePoolSize and one
 // more are kept for the scanner's statements (in pools of minSplitConns
 // or more).
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database url: %w", err)
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = defaultMaxConns

@@ -195,6 +195,10 @@ type Event struct {
 	// same and left out of the feed.
 	Namespace string `json:"namespace,omitempty"`
 	JobID     string `json:"job_id,omitempty"`
+	// Traceparent is the W3C traceparent of the attempt's span, when it is
+	// sampled: the recorder's span of the event's recording is its child.
+	// Optional; heartbeats leave it out.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Subject is the subject an event is published on on its own:

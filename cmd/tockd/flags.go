@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
+	"runtime/debug"
 	"time"
 
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/executor"
 	"github.com/tock-sched/tock/node"
+	"github.com/tock-sched/tock/telemetry/tracing"
 )
 
 // ExecutionFlags tune how executions are retried and run; serve and dev
@@ -182,4 +185,38 @@ func (f JWTFlags) apply(cfg *node.Config) error {
 		cfg.JWT = s
 	}
 	return nil
+}
+
+// TraceFlags tune OpenTelemetry tracing, which the standard OTEL_*
+// environment variables turn on and point at a collector (see package
+// telemetry/tracing and docs/operations.md).
+type TraceFlags struct {
+	TraceSampleRatio float64 `name:"trace-sample-ratio" env:"TOCK_TRACE_SAMPLE_RATIO" default:"1" help:"Share of executions (and API requests without a sampled traceparent) traced, 0 to 1, when OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) turns tracing on; a span with a parent follows its parent's decision. At thousands of executions a second, 0.01 keeps the cost small (docs/bench.md)."`
+	TraceDB          bool    `name:"trace-db" env:"TOCK_TRACE_DB" help:"With tracing on, also trace the SQL statements run inside a traced API request or operation (one span each)."`
+}
+
+// start starts tracing as the environment and the flags say, into cfg,
+// and returns what flushes and stops it.
+func (f TraceFlags) start(ctx context.Context, cfg *node.Config) (stop func(), err error) {
+	t, err := tracing.FromEnv(ctx, tracing.Config{Ratio: f.TraceSampleRatio, InstanceID: cfg.NodeID, Version: moduleVersion()})
+	if err != nil {
+		return nil, err
+	}
+	cfg.Tracing, cfg.TraceDB = t, f.TraceDB
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := t.Shutdown(sctx); err != nil {
+			cfg.Logger.Warn("flush traces", "err", err)
+		}
+	}, nil
+}
+
+// moduleVersion is tockd's module version as the build recorded it
+// ("(devel)" for a build from a checkout).
+func moduleVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tock-sched/tock/archive"
 	"github.com/tock-sched/tock/node"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/telemetry"
 )
 
 // Common holds the flags every subcommand shares.
@@ -44,6 +45,7 @@ type ServeCmd struct {
 	SecretFlags
 	APITLSFlags
 	ConnFlags
+	TraceFlags
 	NodeID         string        `name:"node-id" env:"TOCK_NODE_ID" help:"This node's id (default hostname-pid)."`
 	HTTPAddr       string        `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API, /metrics and health checks."`
 	EtcdEndpoints  []string      `name:"etcd-endpoints" env:"TOCK_ETCD_ENDPOINTS" default:"http://127.0.0.1:2379" sep:"," help:"etcd client endpoints, comma separated."`
@@ -69,6 +71,11 @@ func (c *ServeCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := c.TraceFlags.start(ctx, &cfg)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	return node.Run(ctx, cfg)
 }
 
@@ -203,6 +210,7 @@ type DevCmd struct {
 	HTTPFlags
 	SecretFlags
 	APITLSFlags
+	TraceFlags
 	DataDir      string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
 	HTTPAddr     string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
 	EtcdPort     int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
@@ -230,6 +238,11 @@ func (c *DevCmd) Run() error {
 	c.ExecutionFlags.apply(&cfg)
 	c.HTTPFlags.apply(&cfg)
 	c.APITLSFlags.apply(&cfg)
+	stopTracing, err := c.TraceFlags.start(ctx, &cfg)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	return node.RunDev(ctx, node.Dev{Node: cfg, DataDir: c.DataDir, EtcdPort: c.EtcdPort, NATSPort: c.NATSPort,
 		SecretKeyFile: c.SecretKeyFile})
 }
@@ -320,8 +333,9 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: l}
+	// Lines logged with a traced context carry its trace_id and span_id.
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts)))
 }

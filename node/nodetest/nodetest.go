@@ -300,9 +300,31 @@ func (e *Env) StartProcess(t testing.TB, id string, extra ...string) *Node {
 // restarted where a load balancer in front of it still looks.
 func (e *Env) StartProcessAt(t testing.TB, id, addr string, extra ...string) *Node {
 	t.Helper()
+	return e.startProcess(t, id, addr, nil, nil, extra...)
+}
+
+// StartProcessEnv is StartProcess with env added to the process's
+// environment and its standard error also written to stderr, if not nil.
+func (e *Env) StartProcessEnv(t testing.TB, id string, env []string, stderr io.Writer, extra ...string) *Node {
+	t.Helper()
+	port, err := embedded.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.startProcess(t, id, fmt.Sprintf("127.0.0.1:%d", port), env, stderr, extra...)
+}
+
+func (e *Env) startProcess(t testing.TB, id, addr string, env []string, also io.Writer, extra ...string) *Node {
+	t.Helper()
 	cmd := Command(t, e.ServeArgs(id, addr, extra...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
+	if also != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, also)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/domain"
 )
@@ -57,6 +58,11 @@ type Execution struct {
 	Buffered bool
 	// AttemptList is filled by store.GetExecution only.
 	AttemptList []Attempt
+	// Fired is the span of the firing that made the execution (its
+	// telemetry.SpanFire), in memory only, between the scanner and the
+	// dispatcher; not valid when tracing is off or the execution came
+	// from Postgres.
+	Fired trace.SpanContext
 }
 
 // DueAt is when the execution is to be published: NextAttemptAt while a
