@@ -1,11 +1,16 @@
 package recorder
 
 import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/promreg"
 	"github.com/tock-sched/tock/store/model"
+	"github.com/tock-sched/tock/wire"
 )
 
 // metrics are a Recorder's Prometheus metrics. Importing the package
@@ -47,4 +52,20 @@ func (m *metrics) count(ev model.AttemptEvent) {
 	default:
 		m.retries.Inc()
 	}
+}
+
+// Backlog is how many executor events wait for the recorders: the
+// messages of wire.EventStream their consumer (wire.RecorderConsumer) has
+// not delivered yet, plus those delivered and not yet acknowledged
+// (NumPending + NumAckPending). It is one request to JetStream, which
+// every recorder shares, so every recorder node reports the same backlog
+// (tockd exports it as tock_recorder_backlog when scraped). It fails
+// while NATS cannot be read or before any recorder created the consumer.
+func Backlog(ctx context.Context, js jetstream.JetStream) (int, error) {
+	c, err := js.Consumer(ctx, wire.EventStream, wire.RecorderConsumer)
+	if err != nil {
+		return 0, fmt.Errorf("recorder: read consumer %s: %w", wire.RecorderConsumer, err)
+	}
+	info := c.CachedInfo() // read by Consumer just now
+	return int(info.NumPending) + info.NumAckPending, nil
 }

@@ -6,6 +6,7 @@ package promreg
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -34,4 +35,47 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *erro
 		*errp = err
 	}
 	return c
+}
+
+// GaugeFunc registers on reg a gauge whose value fn reads when scraped;
+// when fn reports ok false the gauge is left out of that scrape (its
+// value is unknown: a connection down, say). If a GaugeFunc of the same
+// name is registered there already, it reads fn from now on: in a
+// process running several components on one Registerer (nodes in one
+// test), the one registered last is exported. A nil reg registers
+// nothing. A failure is kept in *errp, as Register does.
+func GaugeFunc(reg prometheus.Registerer, opts prometheus.GaugeOpts, fn func() (v float64, ok bool), errp *error) {
+	if reg == nil {
+		return
+	}
+	g := &funcGauge{desc: prometheus.NewDesc(prometheus.BuildFQName(opts.Namespace, opts.Subsystem, opts.Name),
+		opts.Help, nil, opts.ConstLabels)}
+	g.fn.Store(&fn)
+	err := reg.Register(g)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(*funcGauge); ok {
+			existing.fn.Store(&fn)
+			return
+		}
+	}
+	if err != nil && *errp == nil {
+		*errp = err
+	}
+}
+
+// funcGauge is GaugeFunc's collector.
+type funcGauge struct {
+	desc *prometheus.Desc
+	fn   atomic.Pointer[func() (float64, bool)]
+}
+
+// Describe implements prometheus.Collector.
+func (g *funcGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+// Collect implements prometheus.Collector.
+func (g *funcGauge) Collect(ch chan<- prometheus.Metric) {
+	if v, ok := (*g.fn.Load())(); ok {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v)
+	}
 }
