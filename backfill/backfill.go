@@ -76,7 +76,8 @@ type Config struct {
 	// MaxChunk caps the scheduled times of one step (one transaction);
 	// default 1000.
 	MaxChunk int
-	Logger   *slog.Logger
+	// Logger is where it logs; tockd's carries the node id (node=...).
+	Logger *slog.Logger
 	// Registerer is where the runner's Prometheus metrics
 	// (tock_backfill_fired_total) are registered; nil registers them
 	// nowhere. tockd passes the node's registry.
@@ -145,7 +146,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backfill: register metrics: %w", err)
 	}
-	return &Runner{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), m: m,
+	return &Runner{cfg: cfg, log: cfg.Logger, m: m,
 		burst: max(1, 2*cfg.Rate*cfg.Tick.Seconds())}, nil
 }
 

@@ -93,6 +93,7 @@ type Config struct {
 	// Resync is how often the node recomputes assignment even without
 	// etcd events; default TTL.
 	Resync time.Duration
+	// Logger is where it logs; tockd's carries the node id (node=...).
 	Logger *slog.Logger
 	// Fencing keeps epochs growing when etcd starts over (see the package
 	// doc); *store.Store is one. Without it an epoch is the bare create
@@ -207,7 +208,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition: register metrics: %w", err)
 	}
-	return &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), m: m}, nil
+	return &Node{cfg: cfg, log: cfg.Logger, m: m}, nil
 }
 
 // Valid reports whether this node's lease is surely alive now, by its

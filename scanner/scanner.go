@@ -167,7 +167,8 @@ type Config struct {
 	// it says no (the node cannot prove its etcd lease is alive), nothing
 	// fires. partition.Node.Valid is the one to use.
 	LeaseValid func() bool
-	Logger     *slog.Logger
+	// Logger is where it logs; tockd's carries the node id (node=...).
+	Logger *slog.Logger
 	// Tracer, if set, makes a telemetry.SpanFire span for each execution
 	// fired (sampled by its id): from the firing transaction's start to
 	// its commit; the dispatcher's publish span is its child.
@@ -326,7 +327,7 @@ func New(cfg Config) (*Scanner, error) {
 	}
 	return &Scanner{
 		cfg:       cfg,
-		log:       cfg.Logger.With("node", cfg.NodeID),
+		log:       cfg.Logger,
 		m:         m,
 		acquire:   make(chan ownership, 4096),
 		release:   make(chan releaseReq),
