@@ -29,10 +29,13 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
 
 	"github.com/tock-sched/tock/api"
 	"github.com/tock-sched/tock/clock"
+	"github.com/tock-sched/tock/internal/otlpsink"
 	"github.com/tock-sched/tock/store"
+	"github.com/tock-sched/tock/telemetry/tracing"
 )
 
 // Mixes of jobs.
@@ -77,6 +80,8 @@ type cli struct {
 	Output      string        `short:"o" default:"text" enum:"text,json" help:"Report format: ${enum}."`
 	LogLevel    string        `name:"log-level" default:"warn" enum:"debug,info,warn,error" help:"Log level of the in-process executors."`
 	CPUProfile  string        `name:"cpuprofile" type:"path" help:"Write a Go CPU profile of tockbench itself (its in-process executors) to this file."`
+	TraceRatio  float64       `name:"trace-sample-ratio" default:"1" help:"With the OTEL_* variables set (as for tockd: OTEL_EXPORTER_OTLP_ENDPOINT...), the in-process executors trace their attempts, as a custom executor on the Go SDK does, sampling this share of executions (by trace id, as tockd decides)."`
+	OTLPSink    string        `name:"otlp-sink" placeholder:"HOST:PORT" help:"Run nothing but an OTLP trace receiver (gRPC) on this address until interrupted, counting the spans it gets: the collector of a traced run, in a process of its own so that its CPU is not counted as tock's (docs/bench.md)."`
 
 	ceilingFlags `embed:""`
 	historyFlags `embed:""`
@@ -104,11 +109,24 @@ func (c *cli) main() int {
 		}
 		defer stopProfile()
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if c.OTLPSink != "" {
+		return runSink(ctx, c.OTLPSink)
+	}
+	t, err := tracing.FromEnv(ctx, tracing.Config{Ratio: c.TraceRatio, ServiceName: "tockbench-executor"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tockbench:", err)
+		return 1
+	}
+	if t != nil {
+		// The executors' default, as in any custom executor.
+		otel.SetTracerProvider(t.Provider())
+		defer func() { _ = t.Shutdown(context.Background()) }()
+	}
 	if c.FindCeiling {
 		return c.mainCeiling()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if c.Mix == mixHistory {
 		return c.mainHistory(ctx)
 	}
@@ -377,4 +395,30 @@ func startCPUProfile(path string) (func(), error) {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// runSink receives OTLP traces on addr until ctx ends, printing how many
+// spans a second arrive every 10 seconds.
+func runSink(ctx context.Context, addr string) int {
+	sink, err := otlpsink.StartOn(addr, "127.0.0.1:0", false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tockbench:", err)
+		return 1
+	}
+	defer sink.Close()
+	fmt.Printf("OTLP receiver on %s (gRPC), %s (HTTP)\n", sink.GRPCAddr, sink.HTTPAddr)
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	var last int64
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Printf("%d spans received\n", sink.Count())
+			return 0
+		case <-tick.C:
+			n := sink.Count()
+			fmt.Printf("%s %d spans/s (%d in all)\n", time.Now().Format(time.TimeOnly), (n-last)/10, n)
+			last = n
+		}
+	}
 }

@@ -50,12 +50,15 @@ type Sink struct {
 
 // Start listens on loopback ports of its own. keep says whether spans are
 // kept (Spans) or only counted (Count).
-func Start(keep bool) (*Sink, error) {
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
+func Start(keep bool) (*Sink, error) { return StartOn("127.0.0.1:0", "127.0.0.1:0", keep) }
+
+// StartOn is Start listening on the addresses given (host:port).
+func StartOn(grpcAddr, httpAddr string, keep bool) (*Sink, error) {
+	gl, err := net.Listen("tcp", grpcAddr)
 	if err != nil {
 		return nil, err
 	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	hl, err := net.Listen("tcp", httpAddr)
 	if err != nil {
 		gl.Close()
 		return nil, err
