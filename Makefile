@@ -15,9 +15,11 @@ dev: postgres build
 	$(BIN)/tockd dev
 
 ## test: go vet and the whole test suite with the race detector (the dashboard's
-## browser tests install Debian's Chromium and ui/node_modules when missing)
+## browser tests install Debian's Chromium and ui/node_modules when missing; the
+## monitoring rules' tests, Debian's prometheus for promtool and prometheus)
 test: postgres
 	./scripts/ensure-ui.sh --browser
+	./scripts/ensure-prometheus.sh
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 
