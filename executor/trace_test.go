@@ -90,7 +90,7 @@ func TestCustomExecutorSpansJoinTheExecutionsTrace(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range attempt.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs[telemetry.AttrExecutionID] != ex.ExecutionID || attrs[telemetry.AttrOutcome] != "succeeded" {
 		t.Errorf("attempt span attributes = %v, want execution id %s and outcome succeeded", attrs, ex.ExecutionID)

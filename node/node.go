@@ -249,7 +249,7 @@ func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store
 	var opts []store.Option
 	if cfg.TraceDB && cfg.Tracing != nil {
 		opts = append(opts, store.WithQueryTracer(otelpgx.NewTracer(
-			otelpgx.WithTracerProvider(tracing.ChildOnly(cfg.Tracing.Provider())), otelpgx.WithTrimSQLInSpanName())))
+			otelpgx.WithTracerProvider(tracing.ChildOnly(cfg.Tracing.Provider())))))
 	}
 	st, err := store.Open(ctx, cfg.PostgresURL, opts...)
 	if err != nil {

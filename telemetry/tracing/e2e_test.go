@@ -55,7 +55,7 @@ func TestTockdTracesAnExecutionEndToEnd(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 		"OTEL_SERVICE_NAME=tockd-under-test",
-	}, logs, "--log-format", "json", "--log-level", "info")
+	}, logs, "--log-format", "json", "--log-level", "info", "--trace-db")
 
 	// The API request, with the caller's own trace.
 	caller := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -169,15 +169,34 @@ func TestTockdTracesAnExecutionEndToEnd(t *testing.T) {
 			t.Errorf("target's traceparent %q: want trace %s and a handler span, sampled", tp, traceID)
 		}
 	}
-	// The API request's span continued the caller's trace.
-	found := false
-	for _, s := range sink.Spans() {
-		if s.Name == "POST /v1/jobs" && s.TraceID == "0af7651916cd43dd8448eb211c80319c" && s.ParentSpanID == "b7ad6b7169203331" {
-			found = s.Attrs["http.response.status_code"] == "201"
+	// The API request's span continued the caller's trace, and with
+	// --trace-db its statements are its children; background statements
+	// (firing, recording) start no trace of their own.
+	var apiSpan otlpsink.Span
+	all := sink.Spans()
+	for _, s := range all {
+		if s.Name == "POST /v1/jobs" && s.TraceID == "0af7651916cd43dd8448eb211c80319c" && s.ParentSpanID == "b7ad6b7169203331" &&
+			s.Attrs["http.response.status_code"] == "201" {
+			apiSpan = s
 		}
 	}
-	if !found {
+	if apiSpan.SpanID == "" {
 		t.Error(`no server span "POST /v1/jobs" (status 201) in the caller's trace`)
+	}
+	statements := 0
+	for _, s := range all {
+		if s.Attrs["db.system.name"] == "" && s.Attrs["db.system"] == "" {
+			continue
+		}
+		if s.ParentSpanID == "" {
+			t.Errorf("database span %q has no parent: a background statement started a trace", s.Name)
+		}
+		if s.ParentSpanID == apiSpan.SpanID {
+			statements++
+		}
+	}
+	if statements == 0 {
+		t.Error("--trace-db: no database span under the API request's span")
 	}
 
 	// Every log line is one JSON object; the failed attempt's carries its
