@@ -54,6 +54,10 @@ func TestPreviewSchedule(t *testing.T) {
 			"schedule": map[string]any{"cron": "0 15 2 * * *", "timezone": "Australia/Lord_Howe"},
 			"count":    2, "from": "2026-10-03T00:00:00Z",
 		}, "2026-10-04T02:30:00+11:00 moved 2026-10-04T02:15:00, 2026-10-05T02:15:00+11:00"},
+		{"LW: the last weekday of each month, in its zone", map[string]any{
+			"schedule": map[string]any{"cron": "0 0 12 LW * *", "timezone": "Europe/Berlin"},
+			"count":    4, "from": "2026-01-01T00:00:00Z",
+		}, "2026-01-30T12:00:00+01:00, 2026-02-27T12:00:00+01:00, 2026-03-31T12:00:00+02:00, 2026-04-30T12:00:00+02:00"},
 		{"a one-shot previews its single run", map[string]any{
 			"schedule": map[string]any{"at": "2026-10-25T00:30:00Z", "timezone": "Europe/Berlin"},
 			"from":     "2026-10-01T00:00:00Z",

@@ -8,7 +8,7 @@ import (
 )
 
 // dayForm is a day-field element whose day depends on the month: in day
-// of month "L", "L-n" and "nW", in day of week "DAY#n" and "DAYL".
+// of month "L", "L-n", "LW" and "nW", in day of week "DAY#n" and "DAYL".
 type dayForm struct {
 	kind formKind
 	n    int // L-n: n days before the last; nW: the day; DAY#n: which one
@@ -22,6 +22,7 @@ const (
 	formNearest                    // nW
 	formNthWeekday                 // DAY#n
 	formLastDay                    // DAYL
+	formLastWeekday                // LW
 )
 
 // day returns the form's day in a month of n days whose 1st is weekday
@@ -59,6 +60,16 @@ func (f dayForm) day(n, first int) uint64 {
 	case formLastDay:
 		last := (first + n - 1) % 7
 		d = n - (last-f.wd+7)%7
+	case formLastWeekday:
+		// The month's last Monday-to-Friday: the last day, or the Friday
+		// before a Saturday or Sunday last day.
+		d = n
+		switch (first + n - 1) % 7 {
+		case 6: // Saturday
+			d--
+		case 0: // Sunday
+			d -= 2
+		}
 	}
 	if d < 1 || d > n {
 		return 0
@@ -90,12 +101,14 @@ func splitDayField(field string, parse func(string) (dayForm, bool, error)) (str
 }
 
 // parseDomForm parses one element of the day-of-month field, in upper
-// case, if it is L, L-n or nW.
+// case, if it is L, L-n, LW or nW.
 func parseDomForm(e string) (dayForm, bool, error) {
-	const want = "want L, L-n (n from 0 to 30) or nW (n from 1 to 31); ranges and steps of these are not allowed"
+	const want = "want L, L-n (n from 0 to 30), LW or nW (n from 1 to 31); ranges and steps of these are not allowed"
 	switch {
 	case e == "L":
 		return dayForm{kind: formLast}, true, nil
+	case e == "LW":
+		return dayForm{kind: formLastWeekday}, true, nil
 	case strings.HasPrefix(e, "L-"):
 		n, err := strconv.Atoi(e[2:])
 		if err != nil || n < 0 || n > 30 || e[2] == '+' {

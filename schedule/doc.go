@@ -33,6 +33,8 @@
 //   - Day of month "L": the last day. "L-n": n days before it ("L-0" is
 //     "L"); in a month too short for it, as "L-28" in a common February,
 //     there is no run.
+//   - Day of month "LW": the last weekday (Monday to Friday) of the
+//     month: the last day, or the Friday before a Saturday or Sunday one.
 //   - Day of month "nW": the weekday (Monday to Friday) nearest to day n,
 //     never in another month: with the 1st a Saturday, "1W" is Monday the
 //     3rd; with a Sunday 31st, "31W" is Friday the 29th. In a month

@@ -116,7 +116,7 @@ func TestNext(t *testing.T) {
 
 // TestNextDayFields pins the day-field rule (a field starting with "*" or
 // "?" is a star, and a star field must match as well as the other) and
-// the day forms L, L-n, nW, DAY#n and DAYL.
+// the day forms L, L-n, LW, nW, DAY#n and DAYL.
 func TestNextDayFields(t *testing.T) {
 	runNextCases(t, []nextCase{
 		// The rule, by the first character. January 2026 starts on a
@@ -155,6 +155,14 @@ func TestNextDayFields(t *testing.T) {
 			[]string{"2026-03-31T09:00:00Z", "2026-05-29T09:00:00Z", "2026-07-31T09:00:00Z", "2026-08-31T09:00:00Z"}},
 		{"15W on a Sunday is Monday", "0 0 9 15w * *", "", "2026-02-01T00:00:00Z",
 			[]string{"2026-02-16T09:00:00Z", "2026-03-16T09:00:00Z", "2026-04-15T09:00:00Z"}},
+		// LW: January 2026 ends on a Saturday, February on a Saturday, March
+		// on a Tuesday, April on a Thursday, May on a Sunday.
+		{"LW", "0 0 9 LW * *", "", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-30T09:00:00Z", "2026-02-27T09:00:00Z", "2026-03-31T09:00:00Z", "2026-04-30T09:00:00Z", "2026-05-29T09:00:00Z"}},
+		{"LW in February, leap years included", "0 0 9 lw 2 ?", "", "2028-01-01T00:00:00Z",
+			[]string{"2028-02-29T09:00:00Z", "2029-02-28T09:00:00Z", "2030-02-28T09:00:00Z", "2031-02-28T09:00:00Z", "2032-02-27T09:00:00Z"}},
+		{"LW or the 1st", "0 0 9 1,LW * *", "", "2026-05-01T00:00:00Z",
+			[]string{"2026-05-01T09:00:00Z", "2026-05-29T09:00:00Z", "2026-06-01T09:00:00Z", "2026-06-30T09:00:00Z"}},
 
 		// Day of week: DAY#n, DAYL.
 		{"MON#1", "0 0 9 ? * MON#1", "", "2026-01-01T00:00:00Z",

@@ -68,14 +68,14 @@ var (
 )
 
 // randDom returns a random day-of-month field: plain, or a list with the
-// day forms (L, L-n, nW), biased towards month ends where they differ.
+// day forms (L, L-n, LW, nW), biased towards month ends where they differ.
 func randDom(r *rand.Rand) string {
 	if r.IntN(2) == 0 {
 		return randField(r, 1, 31, nil)
 	}
 	parts := make([]string, 1+r.IntN(2))
 	for i := range parts {
-		switch r.IntN(6) {
+		switch r.IntN(7) {
 		case 0:
 			parts[i] = "L"
 		case 1:
@@ -86,6 +86,8 @@ func randDom(r *rand.Rand) string {
 			parts[i] = fmt.Sprintf("%dW", []int{1, 2, 15, 28, 29, 30, 31}[r.IntN(7)])
 		case 4:
 			parts[i] = fmt.Sprintf("%dw", 1+r.IntN(31))
+		case 5:
+			parts[i] = []string{"LW", "lw"}[r.IntN(2)]
 		default:
 			parts[i] = fmt.Sprint(1 + r.IntN(31))
 		}
@@ -411,6 +413,7 @@ type refDays struct {
 var (
 	reLast    = regexp.MustCompile(`(?i)^L(?:-(\d+))?$`)
 	reNearest = regexp.MustCompile(`(?i)^(\d+)W$`)
+	reLastWd  = regexp.MustCompile(`(?i)^LW$`)
 	reNth     = regexp.MustCompile(`(?i)^(\w+)#(\d)$`)
 	reLastDow = regexp.MustCompile(`(?i)^(\w+)L$`)
 )
@@ -451,6 +454,15 @@ func newRefDays(t testing.TB, dom, dow string) refDays {
 				n = atoi(m[1])
 			}
 			f = func(x refDay) bool { return x.d == x.last-n }
+		} else if reLastWd.MatchString(e) {
+			// The last day of the month that is Monday to Friday.
+			f = func(x refDay) bool {
+				d := x.last
+				for x.weekdayOf(d) == 0 || x.weekdayOf(d) == 6 {
+					d--
+				}
+				return x.d == d
+			}
 		} else if m := reNearest.FindStringSubmatch(e); m != nil {
 			// The weekday (Monday to Friday) of the month closest to day
 			// n; none if the month has no day n.
@@ -525,6 +537,7 @@ func TestDayFieldsMatchBruteForce(t *testing.T) {
 		"*/2 * MON", "1,* * MON", "13 * */2", "15 * *,1", "15 * 1,*", "? * ?", "*/1 * MON",
 		"L * *", "L-0 2 *", "L-28 2 ?", "L-30 * ?", "31W 4 *", "1W * ?", "31W * *", "29W 2 *", "30W,L * ?",
 		"? 2 MON#5", "? * FRIL", "L * FRIL", "L,15W * *", "? * MON#1,FRIL", "29 2 */7", "*/2 * sat#1",
+		"LW * *", "LW 2 ?", "LW,L * ?", "LW,1W * *", "LW * FRIL",
 	}
 	seed := uint64(time.Now().UnixNano())
 	for _, run := range []struct {

@@ -1562,7 +1562,7 @@ export interface components {
              *     descriptor (@hourly, @daily, @every 90s, ...). A day field
              *     starting with `*` or `?` must match as well as the other;
              *     otherwise either may. Day of month also takes `L` (last day),
-             *     `L-n` and `nW` (nearest weekday); day of week `DAY#n`
+             *     `L-n`, `LW` (last weekday) and `nW` (nearest weekday); day of week `DAY#n`
              *     (e.g. `MON#1`) and `DAYL` (e.g. `FRIL`).
              * @example 0 30 9 * * MON-FRI
              */
