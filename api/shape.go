@@ -54,6 +54,26 @@ func checkShape(path string, s *openapi3.Schema, raw json.RawMessage, errs *fiel
 // checkValue checks a parsed JSON value (as decoded into any, with
 // UseNumber) against s.
 func checkValue(path string, s *openapi3.Schema, v any, errs *fieldErrors) {
+	if len(s.AnyOf) > 0 {
+		// Any of the alternatives (the payload's "any JSON value, or
+		// null"): the value is fine if one takes it.
+		var first fieldErrors
+		for i, alt := range s.AnyOf {
+			if alt.Value == nil {
+				continue
+			}
+			var e fieldErrors
+			checkValue(path, alt.Value, v, &e)
+			if len(e) == 0 {
+				return
+			}
+			if i == 0 {
+				first = e
+			}
+		}
+		*errs = append(*errs, first...)
+		return
+	}
 	if v == nil {
 		if !s.Nullable {
 			errs.add(path, "must not be null")

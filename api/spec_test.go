@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"sort"
@@ -134,4 +135,40 @@ func keys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// The public operations declare the 400 their parameters' check can give
+// (a query value that is not UTF-8 text), and give it as documented.
+func TestPublicOperationsAnswerBadParametersWith400(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.json"} {
+		r := e.do("GET", path+"?verbose=%FF", nil)
+		mustStatus(t, r, http.StatusBadRequest)
+		if p := r.problem(t); !hasField(p, "verbose") {
+			t.Errorf("GET %s: problem fields %s, want verbose", path, fieldsOf(p))
+		}
+	}
+}
+
+// A payload may be any JSON value, null included (OpenAPI 3.0 has no
+// "any type, or null" without a type: the document says anyOf the JSON
+// types, the object one nullable); each is accepted as sent and read back.
+func TestPayloadTakesAnyJSONValue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i, payload := range []string{`{"a":[1,{"b":null}]}`, `[1,"x"]`, `"text"`, `12.5`, `true`, `null`} {
+		body := jobBody(fmt.Sprintf("any-%d", i))
+		body["payload"] = json.RawMessage(payload)
+		j := e.createJob(body)
+		got := "null"
+		if j.Payload != nil {
+			got = string(*j.Payload)
+		}
+		if got != payload {
+			t.Errorf("payload %s read back as %s", payload, got)
+		}
+		r := e.do("PATCH", "/v1/jobs/"+j.Id.String(), map[string]any{"payload": json.RawMessage(`{"patched":true}`)})
+		mustStatus(t, r, http.StatusOK)
+	}
 }

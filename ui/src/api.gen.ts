@@ -1846,7 +1846,9 @@ export interface components {
              *     characters <, > and & escaped (six bytes each). No U+0000,
              *     lone surrogate or out-of-range number (see Input limits above).
              */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             retry?: components["schemas"]["RetryPolicy"];
             priority?: components["schemas"]["Priority"];
             /**
@@ -1874,7 +1876,9 @@ export interface components {
              * @description Any JSON value, with the limits of a new job's payload (at most
              *     256 KiB as executors receive it); null removes the payload.
              */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             retry?: components["schemas"]["RetryPolicy"];
             priority?: components["schemas"]["Priority"];
             /** @description A Go duration; null removes the timeout. */
@@ -3452,6 +3456,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
         };
     };
     getReadyz: {
@@ -3472,6 +3477,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             /** @description Not ready. */
             503: {
                 headers: {
@@ -3523,6 +3529,7 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            400: components["responses"]["BadRequest"];
         };
     };
     listAudit: {

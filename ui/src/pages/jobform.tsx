@@ -61,7 +61,7 @@ export function explain(cron: string): string {
 /** build turns the form into a job's fields, or field errors found before sending. */
 function build(f: Form): { body?: Schemas["JobCreate"]; errors: Record<string, string> } {
   const errors: Record<string, string> = {};
-  let payload: unknown = undefined;
+  let payload: Schemas["JobCreate"]["payload"] = undefined;
   if (f.payload.trim()) {
     try {
       payload = JSON.parse(f.payload);
