@@ -21,6 +21,7 @@ type metrics struct {
 	deadLetters prometheus.Counter
 	retries     prometheus.Counter
 	deferrals   prometheus.Counter
+	startLag    prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,11 +39,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tock_deferred_total",
 			Help: "Deliveries executors handed back unrun (circuit breaker open, concurrency limit), recorded.",
 		}), &err),
+		startLag: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tock_start_lag_seconds",
+			Help: "Scheduled time to the start of an execution's first attempt, as the executor reported it, observed when the start is recorded.",
+			// As tock_fire_lag_seconds', with the executors' queueing on top.
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}), &err),
 	}, err
 }
 
 // count counts a recorded event in the metrics.
 func (m *metrics) count(ev model.AttemptEvent) {
+	if ev.Attempt == 1 {
+		// The first attempt's start: its started event, or the end that
+		// carries it (a quick attempt reports both at once). A deferral
+		// is no attempt: the first to start may be a later dispatch's.
+		switch {
+		case ev.Type == domain.EventStarted:
+			m.startLag.Observe(max(0, ev.At.Sub(domain.ExecutionTime(ev.ID)).Seconds()))
+		case ev.StartedAt != nil && ev.Type != domain.EventCancelled:
+			m.startLag.Observe(max(0, ev.StartedAt.Sub(domain.ExecutionTime(ev.ID)).Seconds()))
+		}
+	}
 	switch {
 	case ev.Type == domain.EventDeferred:
 		m.deferrals.Inc()

@@ -617,3 +617,41 @@ func TestPublishesChanges(t *testing.T) {
 		t.Errorf("the feed holds %d messages, want 1 (the event without a namespace is not in it)", n)
 	}
 }
+
+// The start lag is observed once per execution, at its first attempt's
+// start: the started event, or the end that carries the start.
+func TestStartLagFromTheFirstAttempt(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	id := domain.ExecutionID(uuid.New(), at)
+	started := at.Add(2 * time.Second)
+	for _, ev := range []model.AttemptEvent{
+		{ID: id, Type: domain.EventStarted, Attempt: 1, At: started},                                     // 2 s
+		{ID: id, Type: domain.EventSucceeded, Attempt: 1, At: started.Add(time.Second), Final: true},     // its end: no start
+		{ID: id, Type: domain.EventSucceeded, Attempt: 1, At: started, StartedAt: &started, Final: true}, // 2 s
+		{ID: id, Type: domain.EventStarted, Attempt: 2, At: started.Add(time.Minute)},                    // a retry
+		{ID: id, Type: domain.EventStarted, Attempt: 1, Dispatch: 1, At: started.Add(time.Minute)},       // a deferral's
+		{ID: id, Type: domain.EventCancelled, Attempt: 1, At: started, StartedAt: &started},
+		{ID: id, Type: domain.EventHeartbeat, Attempt: 1, At: started},
+	} {
+		m.count(ev)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "tock_start_lag_seconds" {
+			h := f.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 3 || h.GetSampleSum() != 66 {
+				t.Fatalf("start lag: %d samples summing to %v s, want 2, 2 and 62 s", h.GetSampleCount(), h.GetSampleSum())
+			}
+			return
+		}
+	}
+	t.Fatal("no tock_start_lag_seconds")
+}
