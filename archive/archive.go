@@ -8,8 +8,15 @@
 //	DIR/attempts/YYYY-MM-DD.parquet
 //
 // zstd-compressed, in row groups of at most 100,000 rows, with the
-// columns of Execution and Attempt. DuckDB reads a range of days with
-// read_parquet('DIR/executions/*.parquet'), pandas with
+// columns of Execution and Attempt. Rows writes the executions of one
+// namespace that retention deletes from a day it keeps, beside them:
+//
+//	DIR/executions/YYYY-MM-DD.NAMESPACE.N.parquet
+//	DIR/attempts/YYYY-MM-DD.NAMESPACE.N.parquet
+//
+// so that every row of a day is in exactly one of its files (barring a
+// pass that failed between writing and deleting). DuckDB reads a range of
+// days with read_parquet('DIR/executions/*.parquet'), pandas with
 // pd.read_parquet('DIR/executions').
 package archive
 
@@ -103,12 +110,12 @@ func writeDay(ctx context.Context, db DB, dir string, day time.Time, groupRows i
 	w := fileWriter{dir: dir, date: date, groupRows: groupRows}
 	res.Executions, err = writeTable[Execution](ctx, tx, w, "executions",
 		"SELECT "+selectList[Execution](true)+" FROM "+execs+" x LEFT JOIN job_specs sp ON sp.id = x.spec_id"+
-			" ORDER BY x.scheduled_for, x.id")
+			" ORDER BY x.scheduled_for, x.id", nil)
 	if err != nil {
 		return res, err
 	}
 	res.Attempts, err = writeTable[Attempt](ctx, tx, w, "attempts",
-		"SELECT "+selectList[Attempt](false)+" FROM "+attempts+" x ORDER BY x.scheduled_for, x.execution_id, x.number")
+		"SELECT "+selectList[Attempt](false)+" FROM "+attempts+" x ORDER BY x.scheduled_for, x.execution_id, x.number", nil)
 	return res, err
 }
 
@@ -116,15 +123,22 @@ func writeDay(ctx context.Context, db DB, dir string, day time.Time, groupRows i
 type fileWriter struct {
 	dir, date string
 	groupRows int64
+	// name is the files' name (without .parquet) when it is not the
+	// date; such a file is new: one already there is not replaced.
+	name string
 }
 
 // writeTable writes the rows of query, of type T, to table's file of the
-// day.
-func writeTable[T any](ctx context.Context, tx pgx.Tx, w fileWriter, table, query string) (File, error) {
-	f := File{Path: filepath.Join(w.dir, table, w.date+".parquet")}
+// day, calling seen (if not nil) with each.
+func writeTable[T any](ctx context.Context, tx pgx.Tx, w fileWriter, table, query string, seen func(*T) error, args ...any) (File, error) {
+	name, replace := w.name, false
+	if name == "" {
+		name, replace = w.date, true
+	}
+	f := File{Path: filepath.Join(w.dir, table, name+".parquet")}
 	var err error
-	f.Rows, f.Bytes, err = writeAtomically(f.Path, func(out *os.File) (int64, error) {
-		rows, err := tx.Query(ctx, query)
+	f.Rows, f.Bytes, err = writeAtomically(f.Path, replace, func(out *os.File) (int64, error) {
+		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return 0, err
 		}
@@ -134,7 +148,7 @@ func writeTable[T any](ctx context.Context, tx pgx.Tx, w fileWriter, table, quer
 			parquet.MaxRowsPerRowGroup(w.groupRows),
 			parquet.KeyValueMetadata("tock.table", table),
 			parquet.KeyValueMetadata("tock.day", w.date))
-		n, err := copyRows(rows, pw)
+		n, err := copyRows(rows, pw, seen)
 		if err != nil {
 			return n, err
 		}
@@ -146,8 +160,9 @@ func writeTable[T any](ctx context.Context, tx pgx.Tx, w fileWriter, table, quer
 	return f, nil
 }
 
-// copyRows writes rows to pw in batches, and returns how many.
-func copyRows[T any](rows pgx.Rows, pw *parquet.GenericWriter[T]) (int64, error) {
+// copyRows writes rows to pw in batches, calling seen (if not nil) with
+// each, and returns how many.
+func copyRows[T any](rows pgx.Rows, pw *parquet.GenericWriter[T], seen func(*T) error) (int64, error) {
 	const batch = 1000
 	var n int64
 	buf := make([]T, 0, batch)
@@ -161,6 +176,11 @@ func copyRows[T any](rows pgx.Rows, pw *parquet.GenericWriter[T]) (int64, error)
 		r, err := pgx.RowToStructByPos[T](rows)
 		if err != nil {
 			return n, err
+		}
+		if seen != nil {
+			if err := seen(&r); err != nil {
+				return n, err
+			}
 		}
 		if buf = append(buf, r); len(buf) == batch {
 			if err := flush(); err != nil {
@@ -176,11 +196,13 @@ func copyRows[T any](rows pgx.Rows, pw *parquet.GenericWriter[T]) (int64, error)
 
 // writeAtomically makes the file path with write, through a hidden
 // temporary file in the same directory: written, synced, closed, renamed
-// over path, and the directory synced, so that path is either its old
-// self or the whole new file, also after a crash. It returns what write
-// returned and the file's size. The file is readable by its owner only
-// (0600): it holds the executions' payloads and outputs.
-func writeAtomically(path string, write func(*os.File) (int64, error)) (n, size int64, err error) {
+// over path (with replace; without it, linked to path, which fails if
+// path exists, then removed), and the directory synced, so that path is
+// either its old self or the whole new file, also after a crash. It
+// returns what write returned and the file's size. The file is readable
+// by its owner only (0600): it holds the executions' payloads and
+// outputs.
+func writeAtomically(path string, replace bool, write func(*os.File) (int64, error)) (n, size int64, err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return 0, 0, err
@@ -212,7 +234,12 @@ func writeAtomically(path string, write func(*os.File) (int64, error)) (n, size 
 	if err = tmp.Close(); err != nil {
 		return n, 0, err
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if replace {
+		err = os.Rename(tmp.Name(), path)
+	} else if err = os.Link(tmp.Name(), path); err == nil {
+		err = os.Remove(tmp.Name())
+	}
+	if err != nil {
 		return n, 0, err
 	}
 	return n, st.Size(), syncDir(dir)

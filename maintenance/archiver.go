@@ -11,6 +11,7 @@ import (
 
 	"github.com/tock-sched/tock/archive"
 	"github.com/tock-sched/tock/internal/promreg"
+	"github.com/tock-sched/tock/store/model"
 )
 
 // ArchiverConfig configures an Archiver. DB and Dir are required.
@@ -41,9 +42,11 @@ func (c *ArchiverConfig) validate() error {
 }
 
 // Archiver writes a day of execution history to Parquet files before
-// Retention drops it. It has no loop of its own: archiving is a step of
-// Retention's pass (RetentionConfig.Archiver), taken for each day just
-// before the day is dropped, and a day it could not write is not dropped.
+// Retention drops it, and a namespace's executions before Retention
+// deletes them from a day it keeps. It has no loop of its own: archiving
+// is a step of Retention's pass (RetentionConfig.Archiver), taken just
+// before the day is dropped or the rows deleted, and what it could not
+// write is neither dropped nor deleted.
 type Archiver struct {
 	cfg      ArchiverConfig
 	log      *slog.Logger
@@ -86,4 +89,21 @@ func (a *Archiver) Archive(ctx context.Context, day time.Time) error {
 	a.log.Info("archived", "day", day.Format(time.DateOnly), "executions", res.Executions.Rows,
 		"attempts", res.Attempts.Rows, "files", []string{res.Executions.Path, res.Attempts.Path})
 	return nil
+}
+
+// ArchiveRows writes the executions sel selects (archive.Rows) and logs
+// the files, if any; it returns the keys of the executions written, once
+// the files are complete and durable. It is Retention's
+// model.RetentionPolicy.ArchiveRows.
+func (a *Archiver) ArchiveRows(ctx context.Context, sel model.RowSelection) ([]model.ExecutionKey, error) {
+	res, err := archive.Rows(ctx, a.cfg.DB, a.cfg.Dir, sel)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Keys) > 0 {
+		a.log.Info("archived", "day", sel.Day.Format(time.DateOnly), "namespace", sel.Namespace,
+			"executions", res.Executions.Rows, "attempts", res.Attempts.Rows,
+			"files", []string{res.Executions.Path, res.Attempts.Path})
+	}
+	return res.Keys, nil
 }

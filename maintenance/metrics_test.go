@@ -81,6 +81,7 @@ var schedulerMetrics = []string{
 	"tock_dead_letters_total",
 	"tock_deferred_total",
 	"tock_retries_total",
+	"tock_start_lag_seconds",
 	// partition
 	"tock_rebalances_total",
 	// backfill
@@ -93,6 +94,7 @@ var schedulerMetrics = []string{
 	"tock_maintenance_last_success_timestamp_seconds{service}",
 	"tock_retention_completed_jobs_deleted_total",
 	"tock_retention_days_dropped_total",
+	"tock_retention_rows_deleted_total{table}",
 	"tock_wipe_requeued_total",
 }
 

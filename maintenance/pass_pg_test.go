@@ -178,3 +178,70 @@ func TestArchiverChecksItsDirectory(t *testing.T) {
 		t.Fatal("an archiver without a directory was accepted")
 	}
 }
+
+// Through Retention with an Archiver: a namespace with a 1-day retention
+// loses its executions older than a day from a day another namespace
+// keeps, written first to its own files beside the day's; the other's
+// stay; the rows deleted are counted.
+func TestRetentionDeletesAShortNamespaceOnPostgres(t *testing.T) {
+	ctx := context.Background()
+	st, now := maintainedStore(t)
+	at := now.Add(-3 * 24 * time.Hour).UTC()
+	if err := st.EnsureHistoryPartitions(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateNamespaceRetention(ctx, "short", 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]uuid.UUID{}
+	for _, ns := range []string{"short", "other"} {
+		ids[ns] = uuid.New()
+		if _, err := st.Pool().Exec(ctx, `INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for,
+			state, handler, created_at) VALUES ($1, $2, 0, $3, 'j', $4, 'succeeded', '{"type":"nats","subject":"a"}', $4)`,
+			ids[ns], uuid.New(), ns, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	dir := t.TempDir()
+	arch, err := NewArchiver(ArchiverConfig{DB: st.Pool(), Dir: dir, Logger: quiet(), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, err := NewRetention(RetentionConfig{Store: st, Default: 90 * 24 * time.Hour, Archiver: arch, Logger: quiet(), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ret.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	rows, err := st.Pool().Query(ctx, "SELECT namespace FROM executions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var ns string
+		if err := rows.Scan(&ns); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, ns)
+	}
+	if rows.Err() != nil || len(left) != 1 || left[0] != "other" {
+		t.Errorf("left %v (%v), want the other namespace's execution", left, rows.Err())
+	}
+	name := at.Format(time.DateOnly) + ".short.1.parquet"
+	archived, err := parquet.ReadFile[archive.Execution](filepath.Join(dir, "executions", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(archived) != 1 || archived[0].ID != ids["short"].String() {
+		t.Errorf("%s holds %+v, want execution %s", name, archived, ids["short"])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "attempts", name)); err != nil {
+		t.Error(err)
+	}
+	if v := testutil.ToFloat64(ret.rowsDeleted.WithLabelValues("executions")); v != 1 {
+		t.Errorf(`tock_retention_rows_deleted_total{table="executions"} = %v, want 1`, v)
+	}
+}

@@ -30,10 +30,12 @@ type RetentionConfig struct {
 	// CompletedJobs is how long a completed one-shot job is kept; 0 keeps
 	// them.
 	CompletedJobs time.Duration
-	// Archiver, if set, writes each day out before it is dropped.
+	// Archiver, if set, writes each day out before it is dropped, and a
+	// namespace's executions before they are deleted from a kept day.
 	Archiver *Archiver
 	Logger   *slog.Logger
 	// Registerer is where tock_retention_days_dropped_total,
+	// tock_retention_rows_deleted_total,
 	// tock_retention_completed_jobs_deleted_total and
 	// tock_maintenance_last_success_timestamp_seconds are registered; nil
 	// registers them nowhere.
@@ -61,12 +63,15 @@ func (c *RetentionConfig) validate() error {
 
 // Retention bounds history (store.ApplyRetention): it drops the whole day
 // partitions of executions and attempts past retention (a namespace's
-// own, or Default), each after the Archiver wrote it out when one is
-// set, and deletes completed one-shot jobs after CompletedJobs.
+// own, or Default), deletes from the days it keeps the executions of the
+// namespaces past theirs, in batches, each after the Archiver wrote them
+// out when one is set, and deletes completed one-shot jobs after
+// CompletedJobs.
 type Retention struct {
 	cfg         RetentionConfig
 	log         *slog.Logger
 	daysDropped prometheus.Counter
+	rowsDeleted *prometheus.CounterVec
 	jobsDeleted prometheus.Counter
 	last        prometheus.Gauge
 }
@@ -83,6 +88,10 @@ func NewRetention(cfg RetentionConfig) (*Retention, error) {
 			Name: "tock_retention_days_dropped_total",
 			Help: "Days of execution history (executions and attempts partitions) dropped by retention.",
 		}), &err),
+		rowsDeleted: promreg.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_retention_rows_deleted_total",
+			Help: "Rows of execution history (table: executions or attempts) deleted by retention from days it kept, the namespaces' past their retention.",
+		}, []string{"table"}), &err),
 		jobsDeleted: promreg.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tock_retention_completed_jobs_deleted_total",
 			Help: "Completed one-shot jobs deleted by retention.",
@@ -91,6 +100,9 @@ func NewRetention(cfg RetentionConfig) (*Retention, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("maintenance: register retention metrics: %w", err)
+	}
+	for _, table := range []string{"executions", "attempts"} {
+		r.rowsDeleted.WithLabelValues(table) // exported from the start, at 0
 	}
 	return r, nil
 }
@@ -108,15 +120,18 @@ func (r *Retention) RunOnce(ctx context.Context) error {
 	}
 	p := model.RetentionPolicy{Default: r.cfg.Default, CompletedJobs: r.cfg.CompletedJobs}
 	if r.cfg.Archiver != nil {
-		p.Archive = r.cfg.Archiver.Archive
+		p.Archive, p.ArchiveRows = r.cfg.Archiver.Archive, r.cfg.Archiver.ArchiveRows
 	}
 	res, err := r.cfg.Store.ApplyRetention(ctx, now, p)
 	r.daysDropped.Add(float64(len(res.Dropped)))
+	r.rowsDeleted.WithLabelValues("executions").Add(float64(res.Deleted))
+	r.rowsDeleted.WithLabelValues("attempts").Add(float64(res.DeletedAttempts))
 	r.jobsDeleted.Add(float64(res.CompletedJobs))
-	if len(res.Dropped) > 0 || res.CompletedJobs > 0 || res.SkippedRanges > 0 {
+	if len(res.Dropped) > 0 || res.Deleted > 0 || res.CompletedJobs > 0 || res.SkippedRanges > 0 {
 		r.log.Info("retention", "days_dropped", len(res.Dropped), "days_archived", len(res.Archived),
-			"days_kept_longer", len(res.Kept), "completed_jobs_deleted", res.CompletedJobs,
-			"skipped_ranges_deleted", res.SkippedRanges)
+			"days_kept_longer", len(res.Kept), "executions_deleted", res.Deleted,
+			"attempts_deleted", res.DeletedAttempts, "executions_archived", res.ArchivedRows,
+			"completed_jobs_deleted", res.CompletedJobs, "skipped_ranges_deleted", res.SkippedRanges)
 	}
 	if err != nil {
 		return err

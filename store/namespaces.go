@@ -36,12 +36,18 @@ func (s *Store) UpdateNamespaceRetention(ctx context.Context, ns string, d time.
 }
 
 // ListNamespaces lists the namespaces that have jobs or settings, by
-// name, with their job counts and settings.
+// name, with their job counts, settings and oldest ended execution.
+//
+// The oldest ended execution is read from the executions_namespace
+// index, whose entries are the ended executions: one descent per day
+// partition and namespace, however many rows.
 func (s *Store) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT COALESCE(j.namespace, n.name), COALESCE(j.jobs, 0), n.retention_ms
-		FROM (SELECT namespace, count(*) AS jobs FROM job_names GROUP BY namespace) j
-		FULL JOIN namespaces n ON n.name = j.namespace
+		SELECT l.name, l.jobs, l.retention_ms,
+			(SELECT min(x.scheduled_for) FROM executions x WHERE x.namespace = l.name AND x.`+finalStates+`)
+		FROM (SELECT COALESCE(j.namespace, n.name) AS name, COALESCE(j.jobs, 0) AS jobs, n.retention_ms
+			FROM (SELECT namespace, count(*) AS jobs FROM job_names GROUP BY namespace) j
+			FULL JOIN namespaces n ON n.name = j.namespace) l
 		ORDER BY 1`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list namespaces: %w", err)
@@ -49,7 +55,7 @@ func (s *Store) ListNamespaces(ctx context.Context) ([]model.Namespace, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.Namespace, error) {
 		var n model.Namespace
 		var ms *int64
-		err := r.Scan(&n.Name, &n.Jobs, &ms)
+		err := r.Scan(&n.Name, &n.Jobs, &ms, &n.OldestExecution)
 		if ms != nil {
 			d := time.Duration(*ms) * time.Millisecond
 			n.Retention = &d

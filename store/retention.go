@@ -64,23 +64,38 @@ func (s *Store) sessionLocked(ctx context.Context, what string, key int64, wait 
 	return true, err
 }
 
-// ApplyRetention drops history past its retention, as of now:
+// ApplyRetention deletes history past its retention, as of now. A
+// namespace's retention is its own, or p.Default, the cluster's.
 //
 //   - A day's executions and attempts partitions are dropped, whole, once
 //     the day has ended more than the retention ago of every namespace
-//     with executions in it (its own, or p.Default, the cluster's). So a
-//     namespace with a longer retention keeps its rows, and those of the
-//     namespaces sharing its days, until it is past; never a row-by-row
+//     with executions in it: the cheap common path, never a row-by-row
 //     DELETE over a big table. The DEFAULT partitions are left alone.
+//   - From a day that is kept, because another namespace with rows in it
+//     keeps its history longer (or has not reached its retention yet),
+//     a namespace's ended executions (succeeded, dead or cancelled) are
+//     deleted, with their attempts, once past its retention: to the row
+//     (scheduled more than the retention ago) for a namespace whose
+//     retention is shorter than p.Default (model.ToTheRow), with its day
+//     (the day ended more than the retention ago) for any other, as the
+//     day's drop would have. An execution still queued, running or
+//     failed (waiting for its retry) is kept until it ends. They are
+//     deleted in batches of p.DeleteBatch, each a short transaction of
+//     its own that locks only the rows it deletes, with a pause between
+//     them (deleteRows): firing inserts into today's partition and
+//     recording updates executions that have not ended, so neither waits
+//     for them.
 //   - Skipped-run records are deleted past their namespace's retention,
 //     and so are notifications (sent or given up) and their events.
 //   - Completed one-shot jobs are deleted p.CompletedJobs (if above 0)
 //     after they completed, with their last successes.
 //
-// With p.Archive set, each day is archived before it is dropped, oldest
-// first. A day whose archiving fails is not dropped, nor is any later
-// day in this pass (the next pass tries again from it); the rest of the
-// pass goes on, and ApplyRetention returns the archiving error at the end.
+// With p.Archive set, each day is archived before it is dropped, and with
+// p.ArchiveRows a namespace's executions before they are deleted from a
+// kept day, oldest day first. A day or rows whose archiving fails are
+// neither dropped nor deleted, nor is anything of a later day in this
+// pass (the next pass tries again from there); the rest of the pass goes
+// on, and ApplyRetention returns the archiving error at the end.
 //
 // Each day is dropped as dropDay says: its partitions emptied, then the
 // empty tables dropped with short lock waits, so that it never queues
@@ -115,9 +130,10 @@ func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p model.Reten
 }
 
 // dropDays drops (archiving first, if p says so) the days past
-// retention, recording them in res. It stops at the first day it could
-// not archive and returns that error as archiveErr, apart from the
-// errors that end the pass.
+// retention, and deletes the rows past retention from the days it keeps
+// (trimDay), oldest day first, recording what it did in res. It stops at
+// the first day or rows it could not archive and returns that error as
+// archiveErr, apart from the errors that end the pass.
 func (s *Store) dropDays(ctx context.Context, now time.Time, p model.RetentionPolicy, res *model.RetentionResult) (archiveErr, err error) {
 	retentions, err := s.namespaceRetentions(ctx)
 	if err != nil {
@@ -133,38 +149,56 @@ func (s *Store) dropDays(ctx context.Context, now time.Time, p model.RetentionPo
 	}
 	for _, day := range days {
 		end := day.Add(24 * time.Hour)
-		if end.Add(shortest).After(now) {
-			continue // younger than every retention
+		if !day.Add(shortest).Before(now) {
+			continue // none of its rows is past any retention
 		}
-		keep, err := s.dayKept(ctx, day, now, p.Default, retentions)
-		if err != nil {
-			return nil, err
-		}
-		if keep {
-			res.Kept = append(res.Kept, day)
-			continue
-		}
-		if p.Archive != nil {
-			// A day emptied by an earlier pass (its drop did not get the
-			// lock) was archived then: archiving it again would replace
-			// its files with empty ones.
-			empty, err := s.dayEmpty(ctx, day)
+		if !end.Add(shortest).After(now) {
+			keep, err := s.dayKept(ctx, day, now, p.Default, retentions)
 			if err != nil {
 				return nil, err
 			}
-			if !empty {
-				if err := p.Archive(ctx, day); err != nil {
-					return fmt.Errorf("store: retention: archive %s (not dropped): %w", day.Format(time.DateOnly), err), nil
+			if !keep {
+				if archiveErr, err := s.archiveAndDrop(ctx, day, p, res); archiveErr != nil || err != nil {
+					return archiveErr, err
 				}
-				res.Archived = append(res.Archived, day)
+				continue
+			}
+			if !end.Add(p.Default).After(now) {
+				res.Kept = append(res.Kept, day)
 			}
 		}
-		if err := s.dropDay(ctx, day); err != nil {
+		if archiveErr, err := s.trimDay(ctx, day, now, p, retentions, res); archiveErr != nil || err != nil {
+			return archiveErr, err
+		}
+	}
+	return nil, nil
+}
+
+// archiveAndDrop drops day (archiving it first, if p says so), recording
+// it in res. A day it could not archive is left, and the error returned
+// as archiveErr.
+func (s *Store) archiveAndDrop(ctx context.Context, day time.Time, p model.RetentionPolicy, res *model.RetentionResult) (archiveErr, err error) {
+	if p.Archive != nil {
+		// A day emptied by an earlier pass (its drop did not get the
+		// lock) was archived then: archiving it again would replace its
+		// files with empty ones. So would archiving a day whose rows
+		// were all deleted, archived, by trimDay.
+		empty, err := s.dayEmpty(ctx, day)
+		if err != nil {
 			return nil, err
 		}
-		s.days.Delete(day)
-		res.Dropped = append(res.Dropped, day)
+		if !empty {
+			if err := p.Archive(ctx, day); err != nil {
+				return fmt.Errorf("store: retention: archive %s (not dropped): %w", day.Format(time.DateOnly), err), nil
+			}
+			res.Archived = append(res.Archived, day)
+		}
 	}
+	if err := s.dropDay(ctx, day); err != nil {
+		return nil, err
+	}
+	s.days.Delete(day)
+	res.Dropped = append(res.Dropped, day)
 	return nil, nil
 }
 
