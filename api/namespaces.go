@@ -60,7 +60,8 @@ func (h *endpoints) PutNamespace(c echo.Context, namespace string) error {
 
 // namespaceOf is the API's view of a namespace.
 func (h *endpoints) namespaceOf(n model.Namespace) models.Namespace {
-	out := models.Namespace{Name: n.Name, Jobs: n.Jobs, EffectiveRetention: domain.FormatRetention(h.s.retention)}
+	out := models.Namespace{Name: n.Name, Jobs: n.Jobs, EffectiveRetention: domain.FormatRetention(h.s.retention),
+		HistoryExpiresAt: n.HistoryExpiresAt(h.s.retention)}
 	if n.Retention != nil {
 		out.Retention = ptr(domain.FormatRetention(*n.Retention))
 		out.EffectiveRetention = *out.Retention

@@ -2,7 +2,11 @@ package api
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/api/models"
 )
@@ -24,6 +28,20 @@ func TestNamespaces(t *testing.T) {
 	if n.Name != "team-b" || n.Jobs != 0 || n.Retention == nil || *n.Retention != "30d" || n.EffectiveRetention != "30d" {
 		t.Errorf("set: %s", r.body)
 	}
+	// An ended execution of each: team-b's, on a retention shorter than
+	// the cluster's, goes 30 days after it was scheduled; team-a's, on
+	// the cluster's, with its day, 90 days after the day's end.
+	at := time.Now().UTC().Truncate(time.Second).AddDate(0, 0, -3)
+	if err := e.store.EnsureHistoryPartitions(e.ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		if _, err := e.store.Pool().Exec(e.ctx, `INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for,
+			state, handler) VALUES ($1, $2, 0, $3, 'j', $4, 'succeeded', '{"type":"nats","subject":"a"}')`,
+			uuid.New(), uuid.New(), ns, at); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r = e.do("GET", "/v1/namespaces", nil)
 	mustStatus(t, r, http.StatusOK)
 	var list models.NamespaceList
@@ -35,6 +53,18 @@ func TestNamespaces(t *testing.T) {
 	if len(list.Items) != 3 || got["team-a"].Jobs != 1 || got["default"].Jobs != 1 || got["team-a"].Retention != nil ||
 		got["team-a"].EffectiveRetention != "90d" || got["team-b"].EffectiveRetention != "30d" {
 		t.Errorf("list: %s", r.body)
+	}
+	for ns, want := range map[string]*time.Time{
+		"default": nil,
+		"team-a":  ptr(at.Truncate(24*time.Hour).AddDate(0, 0, 91)),
+		"team-b":  ptr(at.AddDate(0, 0, 30)),
+	} {
+		if g := got[ns].HistoryExpiresAt; (g == nil) != (want == nil) || (g != nil && !g.Equal(*want)) {
+			t.Errorf("%s: history_expires_at %v, want %v (%s)", ns, g, want, r.body)
+		}
+	}
+	if !strings.Contains(string(r.body), `"history_expires_at":null`) {
+		t.Errorf("a namespace without executions has no null history_expires_at: %s", r.body)
 	}
 	// null removes the namespace's own retention.
 	r = e.do("PUT", "/v1/namespaces/team-b", map[string]any{"retention": nil})

@@ -628,7 +628,8 @@ type ClientInterface interface {
 	// ListNamespaces List namespaces with their job counts and settings
 	//
 	// Every namespace that has jobs or settings, by name. A namespace
-	// exists while it has jobs; settings can be given before.
+	// exists while it has jobs; settings can be given before. Each says
+	// when its oldest ended execution goes (`history_expires_at`).
 	//
 	// Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
 	ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -638,10 +639,14 @@ type ClientInterface interface {
 	// `retention` is how long the namespace's execution history is kept
 	// (days such as `30d`, or a duration such as `36h`; at least an hour);
 	// null or absent removes the namespace's own retention, so the
-	// cluster's (`tockd --retention`) applies. History is dropped by whole
-	// day partitions, once every namespace with executions in a day is
-	// past its retention: a namespace with a shorter retention than
-	// others sharing its days keeps its rows until they are past too.
+	// cluster's (`tockd --retention`) applies. A retention shorter than
+	// the cluster's holds to the row: the first maintenance pass (every 5
+	// minutes) after an execution is that old deletes it, with its
+	// attempts, even from a day other namespaces keep. Any other goes by
+	// the day: an execution goes once its day (UTC) has ended that long
+	// ago. An execution that has not ended (queued, running, or failed
+	// and waiting for its retry) is kept until it does, unless its whole
+	// day goes.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -653,10 +658,14 @@ type ClientInterface interface {
 	// `retention` is how long the namespace's execution history is kept
 	// (days such as `30d`, or a duration such as `36h`; at least an hour);
 	// null or absent removes the namespace's own retention, so the
-	// cluster's (`tockd --retention`) applies. History is dropped by whole
-	// day partitions, once every namespace with executions in a day is
-	// past its retention: a namespace with a shorter retention than
-	// others sharing its days keeps its rows until they are past too.
+	// cluster's (`tockd --retention`) applies. A retention shorter than
+	// the cluster's holds to the row: the first maintenance pass (every 5
+	// minutes) after an execution is that old deletes it, with its
+	// attempts, even from a day other namespaces keep. Any other goes by
+	// the day: an execution goes once its day (UTC) has ended that long
+	// ago. An execution that has not ended (queued, running, or failed
+	// and waiting for its retry) is kept until it does, unless its whole
+	// day goes.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1876,7 +1885,8 @@ func (c *Client) DeleteKey(ctx context.Context, keyId string, reqEditors ...Requ
 // ListNamespaces List namespaces with their job counts and settings
 //
 // Every namespace that has jobs or settings, by name. A namespace
-// exists while it has jobs; settings can be given before.
+// exists while it has jobs; settings can be given before. Each says
+// when its oldest ended execution goes (`history_expires_at`).
 //
 // Corresponds with GET /v1/namespaces (the `ListNamespaces` operationId).
 func (c *Client) ListNamespaces(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1896,10 +1906,14 @@ func (c *Client) ListNamespaces(ctx context.Context, reqEditors ...RequestEditor
 // `retention` is how long the namespace's execution history is kept
 // (days such as `30d`, or a duration such as `36h`; at least an hour);
 // null or absent removes the namespace's own retention, so the
-// cluster's (`tockd --retention`) applies. History is dropped by whole
-// day partitions, once every namespace with executions in a day is
-// past its retention: a namespace with a shorter retention than
-// others sharing its days keeps its rows until they are past too.
+// cluster's (`tockd --retention`) applies. A retention shorter than
+// the cluster's holds to the row: the first maintenance pass (every 5
+// minutes) after an execution is that old deletes it, with its
+// attempts, even from a day other namespaces keep. Any other goes by
+// the day: an execution goes once its day (UTC) has ended that long
+// ago. An execution that has not ended (queued, running, or failed
+// and waiting for its retry) is kept until it does, unless its whole
+// day goes.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1921,10 +1935,14 @@ func (c *Client) PutNamespaceWithBody(ctx context.Context, namespace string, con
 // `retention` is how long the namespace's execution history is kept
 // (days such as `30d`, or a duration such as `36h`; at least an hour);
 // null or absent removes the namespace's own retention, so the
-// cluster's (`tockd --retention`) applies. History is dropped by whole
-// day partitions, once every namespace with executions in a day is
-// past its retention: a namespace with a shorter retention than
-// others sharing its days keeps its rows until they are past too.
+// cluster's (`tockd --retention`) applies. A retention shorter than
+// the cluster's holds to the row: the first maintenance pass (every 5
+// minutes) after an execution is that old deletes it, with its
+// attempts, even from a day other namespaces keep. Any other goes by
+// the day: an execution goes once its day (UTC) has ended that long
+// ago. An execution that has not ended (queued, running, or failed
+// and waiting for its retry) is kept until it does, unless its whole
+// day goes.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5792,7 +5810,8 @@ type ClientWithResponsesInterface interface {
 	// ListNamespacesWithResponse List namespaces with their job counts and settings
 	//
 	// Every namespace that has jobs or settings, by name. A namespace
-	// exists while it has jobs; settings can be given before.
+	// exists while it has jobs; settings can be given before. Each says
+	// when its oldest ended execution goes (`history_expires_at`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -5804,10 +5823,14 @@ type ClientWithResponsesInterface interface {
 	// `retention` is how long the namespace's execution history is kept
 	// (days such as `30d`, or a duration such as `36h`; at least an hour);
 	// null or absent removes the namespace's own retention, so the
-	// cluster's (`tockd --retention`) applies. History is dropped by whole
-	// day partitions, once every namespace with executions in a day is
-	// past its retention: a namespace with a shorter retention than
-	// others sharing its days keeps its rows until they are past too.
+	// cluster's (`tockd --retention`) applies. A retention shorter than
+	// the cluster's holds to the row: the first maintenance pass (every 5
+	// minutes) after an execution is that old deletes it, with its
+	// attempts, even from a day other namespaces keep. Any other goes by
+	// the day: an execution goes once its day (UTC) has ended that long
+	// ago. An execution that has not ended (queued, running, or failed
+	// and waiting for its retry) is kept until it does, unless its whole
+	// day goes.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5819,10 +5842,14 @@ type ClientWithResponsesInterface interface {
 	// `retention` is how long the namespace's execution history is kept
 	// (days such as `30d`, or a duration such as `36h`; at least an hour);
 	// null or absent removes the namespace's own retention, so the
-	// cluster's (`tockd --retention`) applies. History is dropped by whole
-	// day partitions, once every namespace with executions in a day is
-	// past its retention: a namespace with a shorter retention than
-	// others sharing its days keeps its rows until they are past too.
+	// cluster's (`tockd --retention`) applies. A retention shorter than
+	// the cluster's holds to the row: the first maintenance pass (every 5
+	// minutes) after an execution is that old deletes it, with its
+	// attempts, even from a day other namespaces keep. Any other goes by
+	// the day: an execution goes once its day (UTC) has ended that long
+	// ago. An execution that has not ended (queued, running, or failed
+	// and waiting for its retry) is kept until it does, unless its whole
+	// day goes.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11259,7 +11286,8 @@ func (c *ClientWithResponses) DeleteKeyWithResponse(ctx context.Context, keyId s
 // ListNamespacesWithResponse List namespaces with their job counts and settings
 //
 // Every namespace that has jobs or settings, by name. A namespace
-// exists while it has jobs; settings can be given before.
+// exists while it has jobs; settings can be given before. Each says
+// when its oldest ended execution goes (`history_expires_at`).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11277,10 +11305,14 @@ func (c *ClientWithResponses) ListNamespacesWithResponse(ctx context.Context, re
 // `retention` is how long the namespace's execution history is kept
 // (days such as `30d`, or a duration such as `36h`; at least an hour);
 // null or absent removes the namespace's own retention, so the
-// cluster's (`tockd --retention`) applies. History is dropped by whole
-// day partitions, once every namespace with executions in a day is
-// past its retention: a namespace with a shorter retention than
-// others sharing its days keeps its rows until they are past too.
+// cluster's (`tockd --retention`) applies. A retention shorter than
+// the cluster's holds to the row: the first maintenance pass (every 5
+// minutes) after an execution is that old deletes it, with its
+// attempts, even from a day other namespaces keep. Any other goes by
+// the day: an execution goes once its day (UTC) has ended that long
+// ago. An execution that has not ended (queued, running, or failed
+// and waiting for its retry) is kept until it does, unless its whole
+// day goes.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11298,10 +11330,14 @@ func (c *ClientWithResponses) PutNamespaceWithBodyWithResponse(ctx context.Conte
 // `retention` is how long the namespace's execution history is kept
 // (days such as `30d`, or a duration such as `36h`; at least an hour);
 // null or absent removes the namespace's own retention, so the
-// cluster's (`tockd --retention`) applies. History is dropped by whole
-// day partitions, once every namespace with executions in a day is
-// past its retention: a namespace with a shorter retention than
-// others sharing its days keeps its rows until they are past too.
+// cluster's (`tockd --retention`) applies. A retention shorter than
+// the cluster's holds to the row: the first maintenance pass (every 5
+// minutes) after an execution is that old deletes it, with its
+// attempts, even from a day other namespaces keep. Any other goes by
+// the day: an execution goes once its day (UTC) has ended that long
+// ago. An execution that has not ended (queued, running, or failed
+// and waiting for its retry) is kept until it does, unless its whole
+// day goes.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -1349,6 +1349,14 @@ type Namespace struct {
 	// EffectiveRetention The retention that applies to it (its own, or the cluster's).
 	EffectiveRetention string `json:"effective_retention"`
 
+	// HistoryExpiresAt When its oldest execution that has ended (succeeded, dead or
+	// cancelled) is past its retention, so that the next maintenance
+	// pass deletes it: the execution's scheduled time plus the
+	// retention when the retention is shorter than the cluster's,
+	// else the end of the execution's day (UTC) plus the retention.
+	// Null when it has no ended execution.
+	HistoryExpiresAt *time.Time `json:"history_expires_at"`
+
 	// Jobs Its jobs, whatever their state.
 	Jobs int64  `json:"jobs"`
 	Name string `json:"name"`
@@ -1742,7 +1750,7 @@ type Schedule struct {
 	// descriptor (@hourly, @daily, @every 90s, ...). A day field
 	// starting with `*` or `?` must match as well as the other;
 	// otherwise either may. Day of month also takes `L` (last day),
-	// `L-n` and `nW` (nearest weekday); day of week `DAY#n`
+	// `L-n`, `LW` (last weekday) and `nW` (nearest weekday); day of week `DAY#n`
 	// (e.g. `MON#1`) and `DAYL` (e.g. `FRIL`).
 	//
 	//

@@ -49,16 +49,17 @@ func (c *nsSetCmd) Run(a *app) error {
 }
 
 // namespaceTable prints namespaces: name, jobs, the retention that
-// applies, and whether it is the namespace's own.
+// applies, whether it is the namespace's own, and when its oldest ended
+// execution goes.
 func (a *app) namespaceTable(ns ...models.Namespace) {
 	w := a.table()
-	fmt.Fprintln(w, "NAMESPACE\tJOBS\tRETENTION\tOWN")
+	fmt.Fprintln(w, "NAMESPACE\tJOBS\tRETENTION\tOWN\tOLDEST GOES")
 	for _, n := range ns {
 		own := "-"
 		if n.Retention != nil {
 			own = "yes"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", n.Name, n.Jobs, n.EffectiveRetention, own)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", n.Name, n.Jobs, n.EffectiveRetention, own, timeText(n.HistoryExpiresAt))
 	}
 	w.Flush()
 }

@@ -35,7 +35,7 @@ func (n Namespace) HistoryExpiresAt(def time.Duration) *time.Time {
 	if n.Retention != nil {
 		r = *n.Retention
 	}
-	at := n.OldestExecution.Add(r)
+	at := n.OldestExecution.UTC().Add(r)
 	if !ToTheRow(r, def) {
 		at = n.OldestExecution.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour).Add(r)
 	}

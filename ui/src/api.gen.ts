@@ -590,7 +590,8 @@ export interface paths {
         /**
          * List namespaces with their job counts and settings
          * @description Every namespace that has jobs or settings, by name. A namespace
-         *     exists while it has jobs; settings can be given before.
+         *     exists while it has jobs; settings can be given before. Each says
+         *     when its oldest ended execution goes (`history_expires_at`).
          */
         get: operations["listNamespaces"];
         put?: never;
@@ -617,10 +618,14 @@ export interface paths {
          * @description `retention` is how long the namespace's execution history is kept
          *     (days such as `30d`, or a duration such as `36h`; at least an hour);
          *     null or absent removes the namespace's own retention, so the
-         *     cluster's (`tockd --retention`) applies. History is dropped by whole
-         *     day partitions, once every namespace with executions in a day is
-         *     past its retention: a namespace with a shorter retention than
-         *     others sharing its days keeps its rows until they are past too.
+         *     cluster's (`tockd --retention`) applies. A retention shorter than
+         *     the cluster's holds to the row: the first maintenance pass (every 5
+         *     minutes) after an execution is that old deletes it, with its
+         *     attempts, even from a day other namespaces keep. Any other goes by
+         *     the day: an execution goes once its day (UTC) has ended that long
+         *     ago. An execution that has not ended (queued, running, or failed
+         *     and waiting for its retry) is kept until it does, unless its whole
+         *     day goes.
          */
         put: operations["putNamespace"];
         post?: never;
@@ -2105,6 +2110,16 @@ export interface components {
             retention?: string;
             /** @description The retention that applies to it (its own, or the cluster's). */
             effective_retention: string;
+            /**
+             * Format: date-time
+             * @description When its oldest execution that has ended (succeeded, dead or
+             *     cancelled) is past its retention, so that the next maintenance
+             *     pass deletes it: the execution's scheduled time plus the
+             *     retention when the retention is shorter than the cluster's,
+             *     else the end of the execution's day (UTC) plus the retention.
+             *     Null when it has no ended execution.
+             */
+            history_expires_at: string | null;
         };
         NamespaceList: {
             items: components["schemas"]["Namespace"][];
