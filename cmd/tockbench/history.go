@@ -40,6 +40,9 @@ type historyFlags struct {
 	HistoryRepeat     int  `name:"history-repeat" default:"10" help:"--mix history: calls of each query after its first."`
 	HistoryFireJobs   int  `name:"history-fire-jobs" default:"100" help:"--mix history: every-second jobs firing while the oldest day is dropped (0: no drop)."`
 	HistoryReload     bool `name:"history-reload" help:"--mix history: load the history again even if the database holds a set of the same shape."`
+	HistoryQueries    bool `name:"history-queries" default:"true" negatable:"" help:"--mix history: time the search and statistics queries (--no-history-queries: skip them)."`
+
+	historyDeleteFlags `embed:""`
 }
 
 // histNamespace is the namespace of job j of a history set.
@@ -53,11 +56,12 @@ func histJobID(j int) uuid.UUID {
 
 // HistoryReport is what a --mix history run measured.
 type HistoryReport struct {
-	Data    HistoryData   `json:"data"`
-	Queries []QueryTiming `json:"queries"`
-	Drop    *HistoryDrop  `json:"drop,omitempty"`
-	Window  *Report       `json:"window,omitempty"`
-	Failed  []string      `json:"failed_targets"`
+	Data    HistoryData    `json:"data"`
+	Queries []QueryTiming  `json:"queries"`
+	Drop    *HistoryDrop   `json:"drop,omitempty"`
+	Delete  *HistoryDelete `json:"delete,omitempty"`
+	Window  *Report        `json:"window,omitempty"`
+	Failed  []string       `json:"failed_targets"`
 }
 
 // HistoryData is the history set queried.
@@ -124,6 +128,12 @@ func (c *cli) validateHistory() error {
 		return fmt.Errorf("--history-repeat %d: want at least 1", c.HistoryRepeat)
 	case c.HistoryFireJobs < 0:
 		return fmt.Errorf("--history-fire-jobs %d: want 0 or more", c.HistoryFireJobs)
+	case c.HistoryDelete && c.HistoryFireJobs == 0:
+		return errors.New("--history-delete: want --history-fire-jobs above 0")
+	case c.HistoryDeleteBatch < 0:
+		return fmt.Errorf("--history-delete-batch %d: want 0 or more", c.HistoryDeleteBatch)
+	case !c.HistoryDelete && (c.HistoryArchiveDir != "" || c.HistoryDeleteBatch != 0 || c.HistoryDeletePause != 0):
+		return errors.New("--history-archive-dir, --history-delete-batch and --history-delete-pause go with --history-delete")
 	}
 	return nil
 }
@@ -161,15 +171,24 @@ func (c *cli) runHistory(ctx context.Context) (*HistoryReport, error) {
 	if rep.Data, err = h.load(ctx); err != nil {
 		return nil, err
 	}
-	if rep.Queries, err = h.queries(ctx, rep.Data); err != nil {
-		return nil, err
+	if c.HistoryQueries {
+		if rep.Queries, err = h.queries(ctx, rep.Data); err != nil {
+			return nil, err
+		}
 	}
 	for _, q := range rep.Queries {
 		if q.TargetMS > 0 && q.MaxMS > q.TargetMS {
 			rep.Failed = append(rep.Failed, fmt.Sprintf("%s: %.1f ms > %.0f ms", q.Name, q.MaxMS, q.TargetMS))
 		}
 	}
-	if c.HistoryFireJobs > 0 {
+	if c.HistoryFireJobs > 0 && c.HistoryDelete {
+		if rep.Delete, rep.Window, err = h.deleteWhileFiring(ctx, rep.Data); err != nil {
+			return nil, err
+		}
+		if m := rep.Delete.FireLag.Max; m == nil || *m > dropLagTargetMS {
+			rep.Failed = append(rep.Failed, fmt.Sprintf("fire lag during the delete: max %s ms > %.0f ms", fmtMS(m), dropLagTargetMS))
+		}
+	} else if c.HistoryFireJobs > 0 {
 		if rep.Drop, rep.Window, err = h.dropWhileFiring(ctx, rep.Data); err != nil {
 			return nil, err
 		}
@@ -774,7 +793,9 @@ func (r *HistoryReport) write(w io.Writer, format string) error {
 	if d.LoadSeconds > 0 {
 		p("loaded in %.0f s (%.0f executions/s)", d.LoadSeconds, float64(d.Rows)/d.LoadSeconds)
 	}
-	p("%-48s %9s %9s %9s %9s", "query (first call, then others)", "first ms", "p50 ms", "max ms", "target")
+	if len(r.Queries) > 0 {
+		p("%-48s %9s %9s %9s %9s", "query (first call, then others)", "first ms", "p50 ms", "max ms", "target")
+	}
 	for _, q := range r.Queries {
 		target := "-"
 		if q.TargetMS > 0 {
@@ -785,6 +806,9 @@ func (r *HistoryReport) write(w io.Writer, format string) error {
 	if r.Drop != nil {
 		p("drop of %s (%d executions): %.3f s; fire lag meanwhile %s ms (p50/p99/max)",
 			r.Drop.Day.Format(time.DateOnly), r.Drop.Rows, r.Drop.Seconds, r.Drop.FireLag)
+	}
+	if r.Delete != nil {
+		r.Delete.write(p)
 	}
 	if r.Window != nil {
 		p("every-second jobs over the window: fire lag %s ms, start lag %s ms, %d fired, %d zero-fired, %d multi-fired",

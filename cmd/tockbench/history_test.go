@@ -57,3 +57,29 @@ func TestHistoryDay(t *testing.T) {
 		t.Errorf("until 06:00: %d executions, want about %d, all before", len(part), perDay/4)
 	}
 }
+
+// --history-delete needs every-second jobs to measure, and its own flags
+// go with it.
+func TestValidateHistoryDelete(t *testing.T) {
+	base := historyFlags{HistoryDays: 2, HistoryPerDay: 5_000_000, HistoryJobs: 100_000, HistoryNamespaces: 5,
+		HistoryRepeat: 1, HistoryFireJobs: 100}
+	for _, tc := range []struct {
+		name string
+		set  func(*historyFlags)
+		ok   bool
+	}{
+		{"the full run", func(f *historyFlags) { f.HistoryDelete = true }, true},
+		{"archived, batches of 1000", func(f *historyFlags) {
+			f.HistoryDelete, f.HistoryArchiveDir, f.HistoryDeleteBatch = true, t.TempDir(), 1000
+		}, true},
+		{"no jobs firing", func(f *historyFlags) { f.HistoryDelete, f.HistoryFireJobs = true, 0 }, false},
+		{"a negative batch", func(f *historyFlags) { f.HistoryDelete, f.HistoryDeleteBatch = true, -1 }, false},
+		{"a pause without the delete", func(f *historyFlags) { f.HistoryDeletePause = time.Second }, false},
+	} {
+		c := &cli{historyFlags: base}
+		tc.set(&c.historyFlags)
+		if err := c.validateHistory(); (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
