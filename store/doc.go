@@ -65,6 +65,6 @@
 //     SaveHandlerBreaker, ListHandlerRules; job_failures is written by
 //     RecordAttemptEvents.
 //   - the day partitions of executions and attempts (partitions.go,
-//     retention.go): MaintainHistoryPartitions, EnsureHistoryPartitions,
-//     ListHistoryDays, ApplyRetention.
+//     retention.go, retention_rows.go): MaintainHistoryPartitions,
+//     EnsureHistoryPartitions, ListHistoryDays, ApplyRetention.
 package store

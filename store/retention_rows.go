@@ -111,6 +111,10 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 	execs, atts := DayPartition("executions", day), DayPartition("attempts", day)
 	date := day.Format(time.DateOnly)
 	batch := cmp.Or(p.DeleteBatch, deleteBatch)
+	if p.Archive != nil && p.ArchiveRows == nil {
+		// Days are archived: rows are not deleted unwritten.
+		return fmt.Errorf("store: retention: the executions of %s on %s not deleted: days are archived, rows cannot be", ns, date), nil
+	}
 	// The attempts of the executions deleted, which share their day's
 	// partition (both are partitioned by the execution's scheduled time).
 	const attemptsOf = `, att AS (DELETE FROM %s a USING gone WHERE a.execution_id = gone.id AND a.scheduled_for = gone.scheduled_for RETURNING 1)`
@@ -130,7 +134,7 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 		for {
 			var selected, n, a int64
 			var last *time.Time
-			err := s.deleteRows(ctx, p, func(tx pgx.Tx) error {
+			took, err := s.deleteRows(ctx, func(tx pgx.Tx) error {
 				return tx.QueryRow(ctx, q, ns, from, before, batch).Scan(&selected, &last, &n, &a)
 			})
 			if err != nil {
@@ -141,6 +145,9 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 				return nil, nil
 			}
 			from = *last
+			if err := pauseAfter(ctx, p, took); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// Ask before archiving: usually there is nothing to archive.
@@ -170,11 +177,14 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 				ids[i] = k.ID
 			}
 			var n, a int64
-			err := s.deleteRows(ctx, p, func(tx pgx.Tx) error { return tx.QueryRow(ctx, q, ids).Scan(&n, &a) })
+			took, err := s.deleteRows(ctx, func(tx pgx.Tx) error { return tx.QueryRow(ctx, q, ids).Scan(&n, &a) })
 			if err != nil {
 				return nil, fmt.Errorf("store: retention: delete the archived executions of %s on %s: %w", ns, date, err)
 			}
 			res.Deleted, res.DeletedAttempts = res.Deleted+n, res.DeletedAttempts+a
+			if err := pauseAfter(ctx, p, took); err != nil {
+				return nil, err
+			}
 		}
 		if len(keys) < sel.Limit {
 			return nil, nil
@@ -185,13 +195,13 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 
 // deleteRows runs one batch of a delete (fn) in a transaction of its
 // own that waits at most deleteLockWait for a lock, trying again after a
-// pause when it did (deleteTries in all), and then pauses as p says. A
-// batch's DELETE takes the day partition's ROW EXCLUSIVE lock, which
+// pause when it did (deleteTries in all), and returns how long it took.
+// A batch's DELETE takes the day partition's ROW EXCLUSIVE lock, which
 // firing and recording take too and which conflicts with neither, and
 // the locks of the rows it deletes: ended executions, which recording
 // writes only for a late or repeated event (which waits for the batch's
 // commit, a few tens of milliseconds), and firing never.
-func (s *Store) deleteRows(ctx context.Context, p model.RetentionPolicy, fn func(pgx.Tx) error) error {
+func (s *Store) deleteRows(ctx context.Context, fn func(pgx.Tx) error) (time.Duration, error) {
 	began := time.Now()
 	var err error
 	for try := 1; ; try++ {
@@ -213,15 +223,18 @@ func (s *Store) deleteRows(ctx context.Context, p model.RetentionPolicy, fn func
 			break
 		}
 		if err := sleep(ctx, time.Duration(try)*200*time.Millisecond); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	if err != nil {
-		return err
-	}
+	return time.Since(began), err
+}
+
+// pauseAfter pauses between two batches as p says: p.DeletePause, or as
+// long as the batch took (took) when it is 0.
+func pauseAfter(ctx context.Context, p model.RetentionPolicy, took time.Duration) error {
 	pause := p.DeletePause
 	if pause == 0 {
-		pause = time.Since(began)
+		pause = took
 	}
 	return sleep(ctx, pause)
 }

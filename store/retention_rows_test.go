@@ -249,6 +249,12 @@ func TestRetentionArchivesRowsBeforeDeleting(t *testing.T) {
 			return []model.ExecutionKey{{ID: later[0], ScheduledFor: day(-3).Add(time.Hour)}}, nil
 		},
 	}
+	// Days archived, rows not: nothing deleted.
+	daysOnly := policy
+	daysOnly.ArchiveRows = nil
+	if res, err := s.ApplyRetention(ctx, now, daysOnly); err == nil || res.Deleted != 0 {
+		t.Errorf("archiving days but not rows: deleted %d, %v; want nothing and an error", res.Deleted, err)
+	}
 	res, err := s.ApplyRetention(ctx, now, policy)
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("a failed archive: got err %v, want it reported", err)
@@ -294,7 +300,7 @@ func TestRetentionDeleteBlocksNeitherFiringNorRecording(t *testing.T) {
 	inside, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- s.deleteRows(ctx, model.RetentionPolicy{DeletePause: -1}, func(tx pgx.Tx) error {
+		_, err := s.deleteRows(ctx, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, "DELETE FROM "+DayPartition("executions", old)+" WHERE namespace = 'short' AND "+finalStates)
 			if err == nil {
 				_, err = tx.Exec(ctx, "DELETE FROM "+DayPartition("attempts", old))
@@ -303,6 +309,7 @@ func TestRetentionDeleteBlocksNeitherFiringNorRecording(t *testing.T) {
 			<-release
 			return err
 		})
+		done <- err
 	}()
 	<-inside
 	for what, q := range map[string]string{

@@ -69,7 +69,9 @@ type RetentionPolicy struct {
 	// of the executions it wrote, oldest first. Only those are deleted,
 	// and only once it returned nil, so it must return only when they are
 	// safely written elsewhere. It writes nothing, and returns no key,
-	// when sel selects no row. Archive and ArchiveRows are set together.
+	// when sel selects no row. Archive and ArchiveRows are set together:
+	// with Archive alone, no row is deleted from a kept day (and
+	// ApplyRetention says so in its error).
 	ArchiveRows func(ctx context.Context, sel RowSelection) ([]ExecutionKey, error)
 	// DeleteBatch is how many executions one transaction deletes (with
 	// their attempts) when retention deletes a namespace's rows from a
