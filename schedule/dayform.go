@@ -18,11 +18,11 @@ type dayForm struct {
 type formKind uint8
 
 const (
-	formLast       formKind = iota // L, L-n
-	formNearest                    // nW
-	formNthWeekday                 // DAY#n
-	formLastDay                    // DAYL
-	formLastWeekday                // LW
+	formLast        formKind = iota // L, L-n
+	formNearest                     // nW
+	formNthWeekday                  // DAY#n
+	formLastDay                     // DAYL
+	formLastWeekday                 // LW
 )
 
 // day returns the form's day in a month of n days whose 1st is weekday
