@@ -390,12 +390,18 @@ func TestBackoffFloodDoesNotDelayAHealthyJob(t *testing.T) {
 	defer healthy.Close()
 
 	// A thousand executions fail once and wait out a ten-minute backoff,
-	// all on the same queue (http) as the healthy job.
+	// all on the same queue (http) as the healthy job. The jobs are made
+	// in one batch (one request at a time, they took 10 s).
 	const flood = 1000
-	for i := range flood {
-		n1.CreateJob(t, map[string]any{"name": fmt.Sprintf("flood-%04d", i),
+	jobs := make([]map[string]any, flood)
+	for i := range jobs {
+		jobs[i] = map[string]any{"name": fmt.Sprintf("flood-%04d", i),
 			"retry":   map[string]any{"max_attempts": 3, "initial_backoff": "10m", "jitter": "none"},
-			"handler": map[string]any{"type": "http", "url": failing.URL}})
+			"handler": map[string]any{"type": "http", "url": failing.URL}}
+	}
+	var made models.JobBatchResult
+	if code := nodetest.Call(t, http.MethodPost, n1.URL+"/v1/jobs:batch", map[string]any{"jobs": jobs}, &made); code != http.StatusOK || made.Created != flood {
+		t.Fatalf("create the flood: status %d, %d jobs created, %d not", code, made.Created, made.Failed)
 	}
 	nodetest.WaitFor(t, 60*time.Second, "1000 executions waiting out their backoff", func() bool {
 		return len(n1.ExecutionsIn(t, "failed")) >= flood

@@ -255,6 +255,14 @@ func Tockd(t testing.TB) string {
 	return built
 }
 
+// BuildTockdAhead starts building Tockd's binary in the background, for
+// a test binary whose tests will need it: the first of them then waits
+// only for what is left of the build, not all of it. A TestMain calls it
+// before m.Run.
+func BuildTockdAhead() {
+	go buildOnce.Do(func() { built, buildErr = buildTockd() })
+}
+
 // buildTockd builds tockd for Tockd and returns its path.
 func buildTockd() (string, error) {
 	dir := filepath.Dir(os.Args[0])
