@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -162,7 +161,7 @@ scrape_configs:
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		cmd := exec.Command(bin, "--config.file="+configFile, "--web.listen-address="+addr,
 			"--storage.tsdb.path="+filepath.Join(dir, fmt.Sprintf("data%d", try)), "--log.level=warn")
-		var log syncBuffer
+		var log nodetest.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -300,22 +299,4 @@ func (p *prometheus) rulesHealthy(t *testing.T, recorded []string) []string {
 	}
 	slices.Sort(failures)
 	return failures
-}
-
-// syncBuffer is a buffer a process writes while the test may read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

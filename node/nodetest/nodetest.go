@@ -328,7 +328,7 @@ func (e *Env) startProcess(t testing.TB, id, addr string, env []string, also io.
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	var stderr syncBuffer
+	var stderr SyncBuffer
 	cmd.Stderr = &stderr
 	if also != nil {
 		cmd.Stderr = io.MultiWriter(&stderr, also)
@@ -406,21 +406,22 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	testenv.WaitFor(t, d, what, cond)
 }
 
-// syncBuffer is a bytes.Buffer a process writes while a test reads it.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer a process writes while a test reads it
+// (a command's Stdout or Stderr).
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
 // Write appends p.
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
 // String is what was written so far.
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

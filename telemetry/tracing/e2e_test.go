@@ -49,7 +49,7 @@ func TestTockdTracesAnExecutionEndToEnd(t *testing.T) {
 	t.Cleanup(target.Close)
 
 	e := nodetest.New(t)
-	logs := &lockedBuffer{}
+	logs := &nodetest.SyncBuffer{}
 	n := e.StartProcessEnv(t, "traced", []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + sink.GRPCAddr,
 		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
@@ -218,23 +218,6 @@ func TestTockdTracesAnExecutionEndToEnd(t *testing.T) {
 	if !logged {
 		t.Errorf("no INFO log line of the failed attempt with trace_id %s and span_id %s:\n%s", traceID, failedAttempt.SpanID, logs.String())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // duplicateKey is a top-level key that a JSON object line has twice
