@@ -107,8 +107,10 @@ func (w *Worker) process(d *delivery) {
 	// arriving from now on reaches it.
 	ctx, cancel := context.WithCancelCause(w.attemptCtx)
 	defer cancel(nil)
-	ctx = w.startSpan(ctx, d)
-	defer d.span.End()
+	if w.tracer != nil {
+		ctx = w.startSpan(ctx, d)
+		defer d.span.End()
+	}
 	unregister, cancelled := w.cancels.register(d.e.ExecutionID, cancel)
 	defer unregister()
 	if cancelled {

@@ -43,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/telemetry"
@@ -240,7 +241,7 @@ type Worker struct {
 	js     jetstream.JetStream
 	log    *slog.Logger
 	m      *metrics
-	tracer trace.Tracer
+	tracer trace.Tracer // nil: tracing off
 
 	handlers    *registry
 	breakers    *breakers
@@ -287,7 +288,6 @@ func New(cfg Config) (*Worker, error) {
 		js:           js,
 		m:            m,
 		log:          newLazyLogger(cfg.Logger).With("executor", cfg.ExecutorID),
-		tracer:       cfg.TracerProvider.Tracer(telemetry.ScopeName),
 		handlers:     newRegistry(),
 		now:          time.Now,
 		rand:         mathrand.Float64,
@@ -299,6 +299,11 @@ func New(cfg Config) (*Worker, error) {
 		watch:        newWatcher(),
 		journal:      newJournal(time.Now),
 		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait},
+	}
+	// A no-op provider (tockd's with tracing off) makes no span: the
+	// delivery then skips the trace context altogether.
+	if _, off := cfg.TracerProvider.(noop.TracerProvider); !off {
+		w.tracer = cfg.TracerProvider.Tracer(telemetry.ScopeName)
 	}
 	// Both read w.cfg when they need it: tests change it before Run.
 	w.breakers = newBreakers(&w.cfg, w.now, w.log, m.breakerState)
