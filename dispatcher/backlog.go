@@ -57,6 +57,13 @@ type Unpublisheder interface {
 	Unpublished() int
 }
 
+// UnpublishedFunc is a function as an Unpublisheder: for a BacklogWatch
+// made before the dispatcher that reads its forms (see Config.Forms).
+type UnpublishedFunc func() int
+
+// Unpublished calls f.
+func (f UnpublishedFunc) Unpublished() int { return f() }
+
 // BacklogConfig configures a BacklogWatch. JS is required.
 type BacklogConfig struct {
 	JS jetstream.JetStream
@@ -86,6 +93,10 @@ type BacklogWatch struct {
 	mu   sync.Mutex
 	last Backlog
 	ok   bool
+	// batch is, by execution subject, whether the subject's consumer takes
+	// batch messages (wire.MetaBatch), from the last reading; nil before
+	// the first.
+	batch map[string]bool
 
 	// Owned by Run's goroutine.
 	stream  jetstream.Stream
@@ -172,9 +183,27 @@ func (w *BacklogWatch) read(ctx context.Context) {
 	}
 	b := w.fold(start, infos)
 	b.Unpublished = unpublished
+	batch := make(map[string]bool, len(infos))
+	for _, info := range infos {
+		batch[info.Config.FilterSubject] = wire.BatchForm(info.Config.Metadata)
+	}
 	w.mu.Lock()
-	w.last, w.ok = b, true
+	w.last, w.ok, w.batch = b, true, batch
 	w.mu.Unlock()
+}
+
+// BatchForm reports whether the consumer of an execution subject takes
+// batch messages, as its metadata said at the last reading (any age: a
+// queue's form changes only when executors of the other form create its
+// consumers), and false for a subject without a consumer. known is false
+// until the watch has read the consumers once.
+func (w *BacklogWatch) BatchForm(subject string) (batch, known bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.batch == nil {
+		return false, false
+	}
+	return w.batch[subject], true
 }
 
 // consumers lists the exec stream's consumers.

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -100,8 +101,23 @@ type Config struct {
 	// Tracer, if set, makes a telemetry.SpanPublish span for each publish
 	// (sampled by the execution's id), from the publish to JetStream's ack,
 	// a child of the firing's span when the execution carries one, and
-	// puts its context in the message's traceparent header.
+	// puts its context in the message's traceparent header (a batch
+	// member's in its own traceparent field).
 	Tracer trace.Tracer
+	// Forms says which execution subjects take batch messages; the
+	// dispatcher's BacklogWatch is one. A batch (model.Execution.Batch)
+	// is published in one message per subject whose consumer takes them,
+	// else one message per execution. While Forms cannot tell yet (tockd
+	// just started) a batch waits, rather than risk a form its earlier
+	// publish did not have. Nil: one execution per message everywhere.
+	Forms Forms
+}
+
+// Forms tells which execution subjects take batch messages
+// (wire.MetaBatch); *BacklogWatch is one. known is false while it cannot
+// tell yet.
+type Forms interface {
+	BatchForm(subject string) (batch, known bool)
 }
 
 // key names one dispatch of an execution.
@@ -122,6 +138,7 @@ type Dispatcher struct {
 
 	mu       sync.Mutex
 	pending  execHeap         // waiting to be published, by due time
+	pendingN int              // executions in pending (a batch is one item)
 	inflight map[key]struct{} // pending or being published
 	wake     chan struct{}    // cap 1: pending changed, a worker looks
 	room     chan struct{}    // cap 1: pending shrank, Dispatch looks
@@ -212,25 +229,33 @@ func New(cfg Config) (*Dispatcher, error) {
 // Dispatch queues executions for publishing, each when it is due
 // (model.Execution.DueAt) and as its dispatch number Dispatches. A
 // dispatch already waiting or being published is skipped, so the outbox
-// may hand the same execution again safely. It blocks only while too many
-// executions wait (back-pressure), or until ctx ends; executions it did
-// not take stay in the outbox.
+// may hand the same execution again safely. The members of a batch
+// (model.Execution.Batched) wait and are published together: hand a
+// batch's members in one call (the firing and the outbox read do). It
+// blocks only while too many executions wait (back-pressure), or until
+// ctx ends; executions it did not take stay in the outbox.
 func (d *Dispatcher) Dispatch(ctx context.Context, execs []*model.Execution) {
-	for _, e := range execs {
+	for _, g := range groups(execs) {
 		for {
 			d.mu.Lock()
-			if _, busy := d.inflight[keyOf(e)]; busy {
+			g = slices.DeleteFunc(g, func(e *model.Execution) bool {
+				_, busy := d.inflight[keyOf(e)]
+				return busy
+			})
+			if len(g) == 0 {
 				d.mu.Unlock()
 				break
 			}
-			if len(d.pending) < d.maxPending {
+			if d.pendingN < d.maxPending {
 				if len(d.inflight) == 0 {
 					d.idle = make(chan struct{})
 				}
-				d.inflight[keyOf(e)] = struct{}{}
-				heap.Push(&d.pending, item{e, e.DueAt()})
-				if e.Positional() {
-					d.count(e, 1)
+				d.push(g, g[0].DueAt())
+				for _, e := range g {
+					d.inflight[keyOf(e)] = struct{}{}
+					if e.Positional() {
+						d.count(e, 1)
+					}
 				}
 				d.mu.Unlock()
 				signal(d.wake)
@@ -244,6 +269,38 @@ func (d *Dispatcher) Dispatch(ctx context.Context, execs []*model.Execution) {
 			}
 		}
 	}
+}
+
+// groups splits execs into what waits as one: the members of a batch
+// together, every other execution alone, in the order of their first
+// member.
+func groups(execs []*model.Execution) [][]*model.Execution {
+	out := make([][]*model.Execution, 0, len(execs))
+	var at map[uuid.UUID]int // batch → index in out
+	for _, e := range execs {
+		if !e.Batched() {
+			out = append(out, []*model.Execution{e})
+			continue
+		}
+		if at == nil {
+			at = map[uuid.UUID]int{}
+		}
+		i, ok := at[e.Batch]
+		if !ok {
+			i = len(out)
+			at[e.Batch] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], e)
+	}
+	return out
+}
+
+// push adds a group to pending, to be published at at. Called with mu
+// held.
+func (d *Dispatcher) push(g []*model.Execution, at time.Time) {
+	heap.Push(&d.pending, item{g, at})
+	d.pendingN += len(g)
 }
 
 // Hold keeps every bucket's publish position at or before floor until
@@ -318,7 +375,7 @@ func (d *Dispatcher) positions(buckets map[int]bool) map[int]time.Time {
 func (d *Dispatcher) Unpublished() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.inflight) - len(d.pending) + d.pending.dueBy(0, d.cfg.Clock.Passed())
+	return len(d.inflight) - d.pendingN + d.pending.dueBy(0, d.cfg.Clock.Passed())
 }
 
 // busy is how many executions wait or are being published.
@@ -427,16 +484,18 @@ func (d *Dispatcher) work(ctx context.Context) {
 	}
 }
 
-// take removes up to BatchSize due executions from pending, earliest
-// first. With none due it returns how long until the next one is (an
-// hour when nothing waits).
+// take removes up to about BatchSize due executions from pending,
+// earliest first, a batch's members all or none. With none due it returns
+// how long until the next one is (an hour when nothing waits).
 func (d *Dispatcher) take() ([]*model.Execution, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.cfg.Clock.Passed()
 	var batch []*model.Execution
 	for len(d.pending) > 0 && len(batch) < d.cfg.BatchSize && !d.pending[0].at.After(now) {
-		batch = append(batch, heap.Pop(&d.pending).(item).e)
+		it := heap.Pop(&d.pending).(item)
+		d.pendingN -= len(it.es)
+		batch = append(batch, it.es...)
 	}
 	if len(batch) > 0 {
 		signal(d.room)
@@ -454,13 +513,14 @@ func (d *Dispatcher) take() ([]*model.Execution, time.Duration) {
 // done forgets a published batch: acked says which were acknowledged.
 // A first dispatch that was not stays counted against its bucket's
 // position, and is handed back to pending to be tried again after a
-// pause; the rest are left to the outbox (they are marked one by one).
-// It returns the positions that moved.
+// pause (a batch's members that were not, together); the rest are left
+// to the outbox (they are marked one by one). It returns the positions
+// that moved.
 func (d *Dispatcher) done(batch []*model.Execution, acked []bool) map[int]time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	touched := map[int]bool{}
-	retry := false
+	var again []*model.Execution
 	for i, e := range batch {
 		if !e.Positional() {
 			delete(d.inflight, keyOf(e))
@@ -469,8 +529,7 @@ func (d *Dispatcher) done(batch []*model.Execution, acked []bool) map[int]time.T
 		if !acked[i] {
 			// Not acknowledged: keep it (and the position behind it) and
 			// publish it again shortly.
-			heap.Push(&d.pending, item{e, d.cfg.Clock.Passed().Add(retryPause)})
-			retry = true
+			again = append(again, e)
 			continue
 		}
 		delete(d.inflight, keyOf(e))
@@ -480,7 +539,11 @@ func (d *Dispatcher) done(batch []*model.Execution, acked []bool) map[int]time.T
 		}
 		touched[e.Bucket] = true
 	}
-	if retry {
+	if len(again) > 0 {
+		at := d.cfg.Clock.Passed().Add(retryPause)
+		for _, g := range groups(again) {
+			d.push(g, at)
+		}
 		signal(d.wake)
 	}
 	if len(d.inflight) == 0 {
@@ -505,9 +568,7 @@ const retryPause = time.Second
 func (d *Dispatcher) publish(ctx context.Context, batch []*model.Execution) []bool {
 	sent := time.Now().UTC() // before any executor can have it: the feed orders by it
 	ok := make([]bool, len(batch))
-	futures := make([]jetstream.PubAckFuture, len(batch))
-	unpublishable := map[int]string{} // batch index → why
-	var spans []trace.Span            // batch's, when tracing
+	var spans []trace.Span // batch's, when tracing
 	if d.cfg.Tracer != nil {
 		spans = make([]trace.Span, len(batch))
 		defer func() {
@@ -521,28 +582,19 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*model.Execution) []bo
 			}
 		}()
 	}
-	for i, e := range batch {
-		w := Wire(e)
-		msg, err := w.Msg()
+	msgs, unpublishable := d.messages(ctx, batch, spans)
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for j, m := range msgs {
+		f, err := d.cfg.JS.PublishMsgAsync(m.msg, jetstream.WithMsgID(m.id))
 		if err != nil {
-			d.log.Error("encode execution", "execution_id", e.ID, "err", err)
+			d.log.Warn("publish execution", "msg_id", m.id, "executions", len(m.members), "err", err)
 			d.m.dispatchErrors.Inc()
-			unpublishable[i] = "tock could not encode the execution's message: " + err.Error()
-			continue
-		}
-		if spans != nil {
-			spans[i] = d.startSpan(ctx, e, msg)
-		}
-		f, err := d.cfg.JS.PublishMsgAsync(msg, jetstream.WithMsgID(w.MsgID()))
-		if err != nil {
-			d.log.Warn("publish execution", "execution_id", e.ID, "dispatch", e.Dispatches, "err", err)
-			d.m.dispatchErrors.Inc()
-			if tooLarge(err) {
-				unpublishable[i] = tooLargeError(len(msg.Data))
+			if tooLarge(err) && len(m.members) == 1 && m.msg.Header.Get(wire.HeaderBatch) == "" {
+				unpublishable[m.members[0]] = tooLargeError(len(m.msg.Data))
 			}
 			continue
 		}
-		futures[i] = f
+		futures[j] = f
 	}
 	timeout := time.NewTimer(d.cfg.AckTimeout)
 	defer timeout.Stop()
@@ -552,33 +604,35 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*model.Execution) []bo
 		n     int
 	)
 wait:
-	for i, f := range futures {
+	for j, f := range futures {
 		if f == nil {
 			continue
 		}
 		select {
 		case <-f.Ok():
-			e := batch[i]
-			ok[i] = true
-			n++
-			if spans != nil {
-				spans[i].End()
-				spans[i] = nil
-			}
-			if e.Positional() {
-				lags = append(lags, d.cfg.Clock.Passed().Sub(e.ScheduledFor).Seconds())
-			} else {
-				marks = append(marks, model.Dispatched{ID: e.ID, Dispatch: e.Dispatches})
+			for _, i := range msgs[j].members {
+				e := batch[i]
+				ok[i] = true
+				n++
+				if spans != nil {
+					spans[i].End()
+					spans[i] = nil
+				}
+				if e.Positional() {
+					lags = append(lags, d.cfg.Clock.Passed().Sub(e.ScheduledFor).Seconds())
+				} else {
+					marks = append(marks, model.Dispatched{ID: e.ID, Dispatch: e.Dispatches})
+				}
 			}
 		case err := <-f.Err():
-			d.log.Warn("publish execution not acknowledged", "execution_id", batch[i].ID, "dispatch", batch[i].Dispatches, "err", err)
+			d.log.Warn("publish execution not acknowledged", "msg_id", msgs[j].id, "executions", len(msgs[j].members), "err", err)
 			d.m.dispatchErrors.Inc()
-			if tooLarge(err) {
-				unpublishable[i] = tooLargeError(len(f.Msg().Data))
+			if tooLarge(err) && len(msgs[j].members) == 1 && f.Msg().Header.Get(wire.HeaderBatch) == "" {
+				unpublishable[msgs[j].members[0]] = tooLargeError(len(f.Msg().Data))
 			}
 		case <-timeout.C:
-			d.m.dispatchErrors.Add(float64(len(futures) - i))
-			d.log.Warn("publish acks timed out", "waiting", len(futures)-i)
+			d.m.dispatchErrors.Add(float64(len(futures) - j))
+			d.log.Warn("publish acks timed out", "waiting", len(futures)-j)
 			break wait
 		case <-ctx.Done():
 			break wait
@@ -608,6 +662,85 @@ wait:
 		}
 	}
 	return ok
+}
+
+// outMsg is one message to publish: its members (indexes into the
+// batch being published) and its Nats-Msg-Id.
+type outMsg struct {
+	members []int
+	msg     *nats.Msg
+	id      string
+	subject string // of a batch message, made once its members are known
+}
+
+// batchKey is one batch message: a batch's members on one subject.
+type batchKey struct {
+	batch   uuid.UUID
+	subject string
+}
+
+// messages encodes batch into the messages to publish: a batch's members
+// on a subject that takes batch messages in one (members whose own body
+// is larger than wire.MaxBatchMemberBytes alone), everything else one
+// execution per message. Members whose subject's form is not known yet
+// are left out (not acknowledged: tried again shortly). It starts the
+// publish spans, and returns the executions that cannot be encoded, with
+// why.
+func (d *Dispatcher) messages(ctx context.Context, batch []*model.Execution, spans []trace.Span) ([]outMsg, map[int]string) {
+	var (
+		msgs          = make([]outMsg, 0, len(batch))
+		unpublishable = map[int]string{} // batch index → why
+		open          map[batchKey]int   // → index in msgs
+		bodies        map[int][][]byte   // msgs index → members' bodies
+	)
+	for i, e := range batch {
+		w := Wire(e)
+		body, err := w.Body()
+		if err != nil {
+			d.log.Error("encode execution", "execution_id", e.ID, "err", err)
+			d.m.dispatchErrors.Inc()
+			unpublishable[i] = "tock could not encode the execution's message: " + err.Error()
+			continue
+		}
+		subject := w.Subject()
+		if e.Batched() && len(body) <= wire.MaxBatchMemberBytes && d.cfg.Forms != nil {
+			form, known := d.cfg.Forms.BatchForm(subject)
+			if !known {
+				continue
+			}
+			if form {
+				if spans != nil {
+					carrier := nats.NewMsg(subject)
+					if spans[i] = d.startSpan(ctx, e, carrier); spans[i].IsRecording() {
+						w.Traceparent = carrier.Header.Get("traceparent")
+						body, _ = w.Body() // encoded once already
+					}
+				}
+				if open == nil {
+					open, bodies = map[batchKey]int{}, map[int][][]byte{}
+				}
+				k := batchKey{e.Batch, subject}
+				j, ok := open[k]
+				if !ok {
+					j = len(msgs)
+					open[k] = j
+					msgs = append(msgs, outMsg{id: wire.BatchMsgID(e.Batch.String(), subject), subject: subject})
+				}
+				msgs[j].members = append(msgs[j].members, i)
+				bodies[j] = append(bodies[j], body)
+				continue
+			}
+		}
+		msg := w.MsgWithBody(body)
+		if spans != nil {
+			spans[i] = d.startSpan(ctx, e, msg)
+		}
+		msgs = append(msgs, outMsg{members: []int{i}, msg: msg, id: w.MsgID()})
+	}
+	for j, b := range bodies {
+		msgs[j].msg = wire.BatchMsg(msgs[j].subject, b)
+	}
+	return msgs, unpublishable
 }
 
 // startSpan starts e's publish span, a child of its firing's span if it
@@ -739,10 +872,10 @@ func Wire(e *model.Execution) *wire.Execution {
 	}
 }
 
-// item is an execution waiting in pending, to be published at at: its
-// due time, or later after a failed publish.
+// item is an execution waiting in pending, or a batch's members, to be
+// published at at: their due time, or later after a failed publish.
 type item struct {
-	e  *model.Execution
+	es []*model.Execution
 	at time.Time
 }
 
@@ -754,14 +887,14 @@ func (h execHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 func (h execHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *execHeap) Push(x any)        { *h = append(*h, x.(item)) }
 
-// dueBy counts the items at or before t in the subtree at i: a node later
-// than t has no earlier child, so only the due items (and their
-// children) are visited.
+// dueBy counts the executions of the items at or before t in the
+// subtree at i: a node later than t has no earlier child, so only the due
+// items (and their children) are visited.
 func (h execHeap) dueBy(i int, t time.Time) int {
 	if i >= len(h) || h[i].at.After(t) {
 		return 0
 	}
-	return 1 + h.dueBy(2*i+1, t) + h.dueBy(2*i+2, t)
+	return len(h[i].es) + h.dueBy(2*i+1, t) + h.dueBy(2*i+2, t)
 }
 
 func (h *execHeap) Pop() any {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	json "github.com/segmentio/encoding/json"
 	"go.opentelemetry.io/otel/attribute"
@@ -137,7 +138,11 @@ func (w *Worker) process(d *delivery) {
 // message's traceparent header, else (with tock's tracer provider) a root
 // in the execution's trace.
 func (w *Worker) startSpan(ctx context.Context, d *delivery) context.Context {
-	ctx = telemetry.Extract(ctx, d.msg.Headers())
+	h := d.msg.Headers()
+	if d.e.Traceparent != "" { // a batch member's
+		h = nats.Header{"traceparent": {d.e.Traceparent}}
+	}
+	ctx = telemetry.Extract(ctx, h)
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		if id, err := uuid.Parse(d.e.ExecutionID); err == nil {
 			ctx = telemetry.ForExecution(ctx, id)

@@ -113,6 +113,14 @@ type Config struct {
 	AckWait time.Duration
 	// Breaker configures the circuit breaker kept per handler key.
 	Breaker BreakerConfig
+	// OneExecutionPerMessage asks tock for one execution per JetStream
+	// message on this Worker's queues, instead of batch messages (several
+	// executions fired for the same instant in one message, each run as
+	// if it came alone; see docs/wire-protocol.md). Batch messages cost
+	// JetStream, tock and the executor a fraction per execution. The
+	// queue's consumers say which form its executors take, so every
+	// executor of a queue should choose the same.
+	OneExecutionPerMessage bool
 	// TracerProvider makes each delivery's telemetry.SpanAttempt span, a
 	// child of the span in the message's traceparent header (tock's
 	// publish), and the built-in handlers' telemetry.SpanHandler spans; a
@@ -298,7 +306,7 @@ func New(cfg Config) (*Worker, error) {
 		events:       newEventBatcher(js),
 		watch:        newWatcher(),
 		journal:      newJournal(time.Now),
-		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait},
+		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait, Batch: !cfg.OneExecutionPerMessage},
 	}
 	// A no-op provider (tockd's with tracing off) makes no span: the
 	// delivery then skips the trace context altogether.

@@ -65,6 +65,10 @@ type beat struct {
 
 	mu        sync.Mutex // held while a heartbeat event is published
 	eventsOff bool
+
+	// whole: the beat of a batch message itself (in-progress acks only),
+	// settled by its members, not handed back on its own.
+	whole bool
 }
 
 // heartbeat starts d's heartbeat, and has start reported after
@@ -232,7 +236,9 @@ func (wt *watcher) handBack() int {
 	wt.mu.Lock()
 	var running []*beat
 	for b := wt.head; b != nil; b = b.next {
-		running = append(running, b)
+		if !b.whole {
+			running = append(running, b)
+		}
 	}
 	wt.mu.Unlock()
 	for _, b := range running {

@@ -24,6 +24,7 @@ type metrics struct {
 	breakerState     *prometheus.GaugeVec
 	journalResent    prometheus.Counter
 	journalAnswered  *prometheus.CounterVec
+	batchMembers     *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -37,8 +38,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"queue", "outcome"}),
 		deferredTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tock_executor_deferred_total",
-			Help: "Deliveries handed back to tock unrun, by queue and reason: breaker (the handler's circuit breaker is open) " +
-				"or limit (the handler is at its concurrency limit).",
+			Help: "Deliveries handed back to tock unrun, by queue and reason: breaker (the handler's circuit breaker is open), " +
+				"limit (the handler is at its concurrency limit), shutdown (a batch message's member not started when the executor stopped) " +
+				"or redelivered (a member of a batch message delivered again).",
 		}, []string{"queue", "reason"}),
 		retriesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tock_executor_retries_total",
@@ -74,6 +76,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "tock_executor_redeliveries_answered_total",
 			Help: "Deliveries of an attempt this executor had run or was running already, answered without running it again.",
 		}, []string{"queue"}),
+		batchMembers: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tock_executor_batch_members",
+			Help:    "Executions per batch message this executor received (first deliveries), by queue.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}, []string{"queue"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -89,6 +96,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.breakerState = promreg.Register(reg, m.breakerState, &err)
 	m.journalResent = promreg.Register(reg, m.journalResent, &err)
 	m.journalAnswered = promreg.Register(reg, m.journalAnswered, &err)
+	m.batchMembers = promreg.Register(reg, m.batchMembers, &err)
 	return m, err
 }
 

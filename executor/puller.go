@@ -45,13 +45,23 @@ type puller struct {
 	// ackPendingFull says that the last pull met a consumer that holds
 	// back messages until some of those out with executors are acked.
 	ackPendingFull bool
+
+	w *Worker
+	// held are members of batch messages pulled beyond the free slots:
+	// they start, in order, as slots free, before anything new is pulled.
+	// Their messages' own in-progress acks keep them (see batch.go).
+	held []work
+	// perMsg is a moving average of the executions per message pulled,
+	// so that a pull asks for about as many messages as fill the free
+	// slots.
+	perMsg float64
 }
 
 func (w *Worker) newPuller(q *queue, attempts *sync.WaitGroup) *puller {
 	return &puller{
 		q: q, js: w.js, nc: w.cfg.NATS, opts: w.consumerOpts, pollEvery: w.pollEvery,
 		log: w.log.With("queue", q.name), depth: w.m.queueDepth,
-		attempts: attempts,
+		attempts: attempts, w: w, perMsg: 1,
 	}
 }
 
@@ -79,12 +89,14 @@ func (p *puller) run(ctx context.Context) {
 		rings: make(chan struct{}, 1)}
 	defer bell.unsubscribe()
 	bell.subscribe()
+	defer p.handBackHeld()
 	var pace pacer
 	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for ctx.Err() == nil {
-		free := p.q.slots.free()
+		p.startHeld()
+		free := p.q.slots.free() - len(p.held)
 		got := 0
 		if free > 0 {
 			// A ring from now on is for a message this pull may miss.
@@ -97,7 +109,7 @@ func (p *puller) run(ctx context.Context) {
 			}
 		}
 		var fallback <-chan time.Time
-		if wake := pace.next(got, free, bell, p.pollEvery); wake >= 0 {
+		if wake := pace.next(min(got, max(free, 0)), max(free, 0), bell, p.pollEvery); wake >= 0 {
 			timer.Reset(wake)
 			fallback = timer.C
 		}
@@ -159,28 +171,39 @@ func (p *puller) pullOrRecover(ctx context.Context, free int, backoff *retry.Bac
 	return got, false
 }
 
-// pull fetches up to free messages without waiting, from the consumers in
-// priority order, and hands each to the queue's pool with a slot taken;
-// the pool gives the slot back when the message is handled. It returns
-// how many it handed over.
+// pull fetches messages without waiting, from the consumers in priority
+// order, until it has about free executions (a batch message brings
+// several), and hands each execution to the queue's pool with a slot
+// taken, or holds it until a slot frees (see held); the pool gives the
+// slot back when the execution is handled. It returns how many
+// executions it took.
 func (p *puller) pull(free int) (int, error) {
 	got, ackWait := 0, p.ackWait
 	p.ackPendingFull = false
 	for _, c := range p.consumers {
-		if got == free {
+		if got >= free {
 			break
 		}
-		batch, err := c.FetchNoWait(free - got)
+		ask := max(1, int(float64(free-got)/p.perMsg))
+		batch, err := c.FetchNoWait(ask)
 		if err != nil {
 			return got, err
 		}
 		// Messages that arrive as ctx ends are still run: they are ours
 		// already, and handing them back would cost them an attempt.
 		for msg := range batch.Messages() {
-			got++
-			p.q.slots.take()
-			p.attempts.Add(1)
-			p.q.work <- work{msg: msg, ackWait: ackWait}
+			n := 1
+			if wire.IsBatch(msg.Headers()) {
+				members := p.w.expand(p.q, msg, ackWait, p.attempts)
+				for _, m := range members {
+					p.hand(work{msg: m, ackWait: ackWait})
+				}
+				n = len(members)
+			} else {
+				p.hand(work{msg: msg, ackWait: ackWait})
+			}
+			got += n
+			p.perMsg += (float64(max(n, 1)) - p.perMsg) / 8
 		}
 		if err := batch.Error(); err != nil {
 			if !maxAckPending(err) {
@@ -190,6 +213,46 @@ func (p *puller) pull(free int) (int, error) {
 		}
 	}
 	return got, nil
+}
+
+// hand gives one execution to the queue's pool, or holds it while no
+// slot is free (or others are held before it).
+func (p *puller) hand(wk work) {
+	p.attempts.Add(1)
+	if len(p.held) == 0 && p.q.slots.free() > 0 {
+		p.q.slots.take()
+		p.q.work <- wk
+		return
+	}
+	p.held = append(p.held, wk)
+}
+
+// startHeld hands held executions to the pool as far as slots are free.
+func (p *puller) startHeld() {
+	for len(p.held) > 0 && p.q.slots.free() > 0 {
+		p.q.slots.take()
+		p.q.work <- p.held[0]
+		p.held[0] = work{}
+		p.held = p.held[1:]
+	}
+}
+
+// handBackHeld hands the executions still held back to tock when the
+// pull loop ends (the Worker stops): a deferred event each, to be
+// published again at once for another executor.
+func (p *puller) handBackHeld() {
+	if len(p.held) == 0 {
+		return
+	}
+	members := make([]jetstream.Msg, len(p.held))
+	for i, wk := range p.held {
+		members[i] = wk.msg
+	}
+	p.log.Info("handing back executions not started", "count", len(members))
+	ackWait := p.held[0].ackWait
+	p.held = nil
+	// handBackAll counts each one done; hand counted them in.
+	p.w.handBackAll(p.q, members, ackWait, deferReasonShutdown, p.attempts)
 }
 
 // maxAckPending reports whether err is JetStream's refusal to deliver

@@ -129,7 +129,7 @@ func components(cfg Config, d deps) []component {
 			start: part(func(s *scheduler) runFunc { return s.lost.Run })},
 		{name: "scanner", on: sched, stage: stopScanner,
 			start: part(func(s *scheduler) runFunc { return s.scan.Run })},
-		{name: "backlog", on: sched && cfg.FireBacklogFor >= 0, stage: stopScanner,
+		{name: "backlog", on: sched, stage: stopScanner,
 			start: part(func(s *scheduler) runFunc { return s.backlog.Run })},
 		{name: "backfill", on: sched, stage: stopScanner,
 			start: part(func(s *scheduler) runFunc { return s.back.Run })},
@@ -182,7 +182,8 @@ type scheduler struct {
 	wipe *maintenance.WipeRecovery
 	lost *maintenance.LostWorkRescuer
 	back *backfill.Runner
-	// backlog is read by the scanner (backpressure); nil when it is off.
+	// backlog is read by the scanner (backpressure, when it is on) and
+	// the dispatcher (which queues take batch messages).
 	backlog *dispatcher.BacklogWatch
 }
 
@@ -190,8 +191,17 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	// One clock, the database's, for the scanner (which keeps it synced),
 	// the dispatcher, wipe recovery and lost-work rescue.
 	clk := clock.New(d.st.Now, clock.Options{})
-	disp, err := dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log, Registerer: d.reg,
-		Changes: d.changes.Publisher(), Tracer: d.tracer})
+	// The backlog watch reads the exec stream's consumers: their backlog
+	// for the scanner's backpressure (when it is on), and which queues take
+	// batch messages for the dispatcher (always).
+	var disp *dispatcher.Dispatcher
+	backlog, err := dispatcher.NewBacklogWatch(dispatcher.BacklogConfig{JS: d.js, Logger: d.log,
+		Dispatcher: dispatcher.UnpublishedFunc(func() int { return disp.Unpublished() })})
+	if err != nil {
+		return nil, err
+	}
+	disp, err = dispatcher.New(dispatcher.Config{JS: d.js, Store: d.st, Failer: d.st, Clock: clk, Logger: d.log, Registerer: d.reg,
+		Changes: d.changes.Publisher(), Tracer: d.tracer, Forms: backlog})
 	if err != nil {
 		return nil, err
 	}
@@ -207,11 +217,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 		Missed: cfg.Missed, Registerer: d.reg, Tracer: d.tracer,
 		Cancel: func(ctx context.Context, id uuid.UUID) error { return wire.CancelExecution(ctx, d.js, id.String()) },
 	}
-	var backlog *dispatcher.BacklogWatch
 	if cfg.FireBacklogFor >= 0 {
-		if backlog, err = dispatcher.NewBacklogWatch(dispatcher.BacklogConfig{JS: d.js, Dispatcher: disp, Logger: d.log}); err != nil {
-			return nil, err
-		}
 		scfg.Backlog, scfg.BacklogFor, scfg.MinBacklog = backlog, cfg.FireBacklogFor, cfg.FireBacklogMin
 	}
 	scan, err := scanner.New(scfg)

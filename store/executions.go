@@ -33,7 +33,7 @@ func execCols(a string) string {
 	return prefixed(a, "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts") + ", " +
 		spec("handler") + ", " + spec("payload") + ", " + spec("retry") + ", " + spec("timeout_ms") + ", " +
 		prefixed(a, "dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, "+
-			"priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered")
+			"priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered, batch")
 }
 
 // execRead is execColumns for reads shown to users: a fired execution's
@@ -122,7 +122,9 @@ func (s *Store) CreateManualExecution(ctx context.Context, jobID uuid.UUID, at t
 // bucket's position is looked up per row found (an index probe of
 // publish_positions) rather than joined: joined, Postgres compared every
 // row found with every owned bucket's position (960,000 comparisons, 180
-// ms a read, at 3,750 executions a second on 256 buckets).
+// ms a read, at 3,750 executions a second on 256 buckets). First dispatches
+// come in (scheduled_for, batch) order, a batch's members together, so that
+// a read cut by its limit cuts at most its last batch (see wholeBatches).
 var outboxSQL = `SELECT * FROM (
 (SELECT ` + execColumns + ` FROM executions
 	WHERE bucket = ANY($1) AND next_attempt_at IS NOT NULL AND dispatched_at IS NULL
@@ -135,7 +137,7 @@ UNION ALL
 		AND x.created_at > (SELECT o.published_through FROM publish_positions o WHERE o.bucket = x.bucket)
 		AND x.next_attempt_at IS NULL AND x.dispatched_at IS NULL AND x.dispatches = 0 AND x.state = 'queued'
 		AND x.scheduled_for <= $3
-	ORDER BY x.scheduled_for LIMIT $2)
+	ORDER BY x.scheduled_for, x.batch LIMIT $2)
 ) o ORDER BY COALESCE(next_attempt_at, scheduled_for)`
 
 // ListUndispatchedExecutions reads the outbox of some buckets: executions waiting to be
@@ -156,7 +158,47 @@ func (s *Store) ListUndispatchedExecutions(ctx context.Context, buckets []int, l
 	if err != nil {
 		return nil, fmt.Errorf("store: undispatched in %d buckets: %w", len(buckets), err)
 	}
-	return execs, nil
+	return wholeBatches(execs, limit), nil
+}
+
+// wholeBatches drops from an outbox read the members of the batch its
+// limit cut, if it cut one. A batch's first dispatch is one message whose
+// id names the batch, not its members: published with some members now
+// and the rest later, the second message would be dropped by JetStream as
+// a copy of the first, and its members never run. The dropped members
+// come in the next read, with the rest of their batch.
+func wholeBatches(execs []*model.Execution, limit int) []*model.Execution {
+	var (
+		n    int
+		last *model.Execution
+	)
+	for _, e := range execs {
+		if !e.Positional() {
+			continue
+		}
+		n++
+		if last == nil || e.ScheduledFor.After(last.ScheduledFor) ||
+			(e.ScheduledFor.Equal(last.ScheduledFor) && batchAfter(e.Batch, last.Batch)) {
+			last = e
+		}
+	}
+	if n < limit || last == nil || last.Batch == uuid.Nil {
+		return execs
+	}
+	cut := last.Batch
+	return slices.DeleteFunc(execs, func(e *model.Execution) bool { return e.Batched() && e.Batch == cut })
+}
+
+// batchAfter reports whether batch a sorts after b as Postgres orders
+// the column: by its bytes, NULL (the zero UUID here) last.
+func batchAfter(a, b uuid.UUID) bool {
+	switch {
+	case b == uuid.Nil:
+		return false
+	case a == uuid.Nil:
+		return true
+	}
+	return bytes.Compare(a[:], b[:]) > 0
 }
 
 // markDispatchedSQL: $1 ids (sorted), $2 and $3 the bounds of their
@@ -386,7 +428,7 @@ func scanExecution(row pgx.Row) (*model.Execution, error) {
 	err := row.Scan(rawUUID(&e.ID), rawUUID(&e.JobID), &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
 		&e.State, &e.Attempts, &e.Handler, &payload, &retry, &timeoutMS, &e.DispatchedAt,
 		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy,
-		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered)
+		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered, nullUUID(&e.Batch))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store/model"
@@ -97,3 +98,16 @@ func (c *specCache) fill(ctx context.Context, q pgx.Tx, execs []*model.Execution
 // one was formatted as text and parsed back (4 % of tockd's CPU in the
 // hot path's profile, issue 20).
 func rawUUID(id *uuid.UUID) *[16]byte { return (*[16]byte)(id) }
+
+// nullUUID scans a nullable uuid column into id: the zero UUID for NULL.
+func nullUUID(id *uuid.UUID) pgtype.UUIDScanner { return nullUUIDScan{id} }
+
+type nullUUIDScan struct{ id *uuid.UUID }
+
+func (n nullUUIDScan) ScanUUID(v pgtype.UUID) error {
+	*n.id = uuid.Nil
+	if v.Valid {
+		*n.id = v.Bytes
+	}
+	return nil
+}

@@ -216,6 +216,11 @@ type ConsumerOptions struct {
 	AckWait time.Duration
 	// MaxAckPending defaults to DefaultMaxAckPending.
 	MaxAckPending int
+	// Batch says in the consumer's metadata (MetaBatch) that the queue's
+	// executors take batch messages; without it the queue gets one
+	// execution per message. Every executor of a queue must say the same:
+	// the last to create the consumer decides.
+	Batch bool
 }
 
 // EnsureConsumer creates or updates the durable pull consumer
@@ -238,6 +243,9 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, queue string, p
 		AckWait:       opts.AckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: opts.MaxAckPending,
+	}
+	if opts.Batch {
+		cfg.Metadata = map[string]string{MetaBatch: BatchFormV1}
 	}
 	c, err := js.CreateOrUpdateConsumer(ctx, ExecStream, cfg)
 	if err != nil {

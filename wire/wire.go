@@ -116,22 +116,45 @@ type Execution struct {
 	// Dispatch numbers the publishes of the execution, from 0; events
 	// carry it back.
 	Dispatch int `json:"dispatch,omitempty"`
+	// Traceparent is, on a member of a batch message, the W3C traceparent
+	// of tock's publish span of this member (one execution per message
+	// carries it in the message's header instead). Optional.
+	Traceparent string `json:"traceparent,omitempty"`
 }
+
+// Body is the execution's JSON, the body of its own message or a member
+// of a batch message.
+func (e *Execution) Body() ([]byte, error) {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode execution %s: %w", e.ExecutionID, err)
+	}
+	return body, nil
+}
+
+// Subject is the subject the execution is published on:
+// ExecSubject(handler queue, priority).
+func (e *Execution) Subject() string { return ExecSubject(e.Handler.Queue(), e.Priority) }
 
 // Msg is the whole NATS message for the execution's dispatch
 // e.Dispatch: the JSON body on ExecSubject(handler queue, priority), with
 // the execution's headers. Publish it with Nats-Msg-Id e.MsgID().
 func (e *Execution) Msg() (*nats.Msg, error) {
-	body, err := json.Marshal(e)
+	body, err := e.Body()
 	if err != nil {
-		return nil, fmt.Errorf("encode execution %s: %w", e.ExecutionID, err)
+		return nil, err
 	}
-	msg := nats.NewMsg(ExecSubject(e.Handler.Queue(), e.Priority))
+	return e.MsgWithBody(body), nil
+}
+
+// MsgWithBody is Msg with the body already encoded (Body).
+func (e *Execution) MsgWithBody(body []byte) *nats.Msg {
+	msg := nats.NewMsg(e.Subject())
 	msg.Data = body
 	msg.Header.Set(HeaderExecutionID, e.ExecutionID)
 	msg.Header.Set(HeaderJobID, e.JobID)
 	msg.Header.Set(HeaderScheduledFor, FormatTime(e.ScheduledFor))
-	return msg, nil
+	return msg
 }
 
 // MsgID is the Nats-Msg-Id of the execution's message: ExecMsgID of its

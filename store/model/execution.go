@@ -56,6 +56,11 @@ type Execution struct {
 	// Buffered marks the run an overlap policy of buffer_one keeps
 	// waiting until the job's earlier executions end.
 	Buffered bool
+	// Batch names the executions of a bucket fired together for the same
+	// instant, which the dispatcher publishes in one message while they
+	// wait for their first dispatch (see Batched); the zero UUID for an
+	// execution fired alone.
+	Batch uuid.UUID
 	// AttemptList is filled by store.GetExecution only.
 	AttemptList []Attempt
 	// Fired is the span of the firing that made the execution (its
@@ -79,6 +84,15 @@ func (e *Execution) DueAt() time.Time {
 // (store.MarkExecutionsDispatched): the first dispatch of a fired execution.
 func (e *Execution) Positional() bool {
 	return e.Dispatches == 0 && e.NextAttemptAt == nil && !e.Manual
+}
+
+// Batched reports whether the execution is published with the rest of
+// its batch, in one message (when its queue takes batch messages): a
+// first dispatch of a run fired in a batch. Everything else (retries,
+// deferrals, re-drives, manual runs, runs re-queued after a wipe of
+// JetStream) is published on its own.
+func (e *Execution) Batched() bool {
+	return e.Batch != uuid.Nil && e.Positional()
 }
 
 // Attempt is one try of an execution by an executor.
