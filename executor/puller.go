@@ -181,35 +181,44 @@ func (p *puller) pull(free int) (int, error) {
 	got, ackWait := 0, p.ackWait
 	p.ackPendingFull = false
 	for _, c := range p.consumers {
-		if got >= free {
-			break
-		}
-		ask := max(1, int(float64(free-got)/p.perMsg))
-		batch, err := c.FetchNoWait(ask)
-		if err != nil {
-			return got, err
-		}
-		// Messages that arrive as ctx ends are still run: they are ours
-		// already, and handing them back would cost them an attempt.
-		for msg := range batch.Messages() {
-			n := 1
-			if wire.IsBatch(msg.Headers()) {
-				members := p.w.expand(p.q, msg, ackWait, p.attempts)
-				for _, m := range members {
-					p.hand(work{msg: m, ackWait: ackWait})
-				}
-				n = len(members)
-			} else {
-				p.hand(work{msg: msg, ackWait: ackWait})
-			}
-			got += n
-			p.perMsg += (float64(max(n, 1)) - p.perMsg) / 8
-		}
-		if err := batch.Error(); err != nil {
-			if !maxAckPending(err) {
+		// A consumer is pulled until it gives fewer messages than asked
+		// (it is empty) or the free slots are filled: a batch message
+		// brings several executions, so asking for one message per free
+		// slot would leave many waiting here.
+		for got < free {
+			ask := max(1, int(float64(free-got)/p.perMsg))
+			batch, err := c.FetchNoWait(ask)
+			if err != nil {
 				return got, err
 			}
-			p.ackPendingFull = true
+			// Messages that arrive as ctx ends are still run: they are ours
+			// already, and handing them back would cost them an attempt.
+			msgs := 0
+			for msg := range batch.Messages() {
+				msgs++
+				n := 1
+				if wire.IsBatch(msg.Headers()) {
+					members := p.w.expand(p.q, msg, ackWait, p.attempts)
+					for _, m := range members {
+						p.hand(work{msg: m, ackWait: ackWait})
+					}
+					n = len(members)
+				} else {
+					p.hand(work{msg: msg, ackWait: ackWait})
+				}
+				got += n
+				p.perMsg += (float64(max(n, 1)) - p.perMsg) / 8
+			}
+			if err := batch.Error(); err != nil {
+				if !maxAckPending(err) {
+					return got, err
+				}
+				p.ackPendingFull = true
+				break
+			}
+			if msgs < ask {
+				break
+			}
 		}
 	}
 	return got, nil
