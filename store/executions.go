@@ -150,7 +150,9 @@ func (s *Store) ListUndispatchedExecutions(ctx context.Context, buckets []int, l
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, outboxSQL, buckets, limit, until.UTC())
+	// One more than limit, to tell a read the limit cut from one that
+	// ended with it (see wholeBatches).
+	rows, err := s.pool.Query(ctx, outboxSQL, buckets, limit+1, until.UTC())
 	if err != nil {
 		return nil, fmt.Errorf("store: undispatched in %d buckets: %w", len(buckets), err)
 	}
@@ -161,8 +163,8 @@ func (s *Store) ListUndispatchedExecutions(ctx context.Context, buckets []int, l
 	return wholeBatches(execs, limit), nil
 }
 
-// wholeBatches drops from an outbox read the members of the batch its
-// limit cut, if it cut one. A batch's first dispatch is one message whose
+// wholeBatches drops from an outbox read (of up to limit+1 first
+// dispatches) the members of the batch its limit cut, if it cut one. A batch's first dispatch is one message whose
 // id names the batch, not its members: published with some members now
 // and the rest later, the second message would be dropped by JetStream as
 // a copy of the first, and its members never run. The dropped members
@@ -182,7 +184,7 @@ func wholeBatches(execs []*model.Execution, limit int) []*model.Execution {
 			last = e
 		}
 	}
-	if n < limit || last == nil || last.Batch == uuid.Nil {
+	if n <= limit || last == nil || last.Batch == uuid.Nil {
 		return execs
 	}
 	cut := last.Batch
