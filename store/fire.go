@@ -451,7 +451,9 @@ type fireGroup struct {
 	bs           []int
 	scheds       []time.Time
 	nexts        []*time.Time
-	batches      []*uuid.UUID
+	// batches are pgtype.UUIDs, which pgx encodes directly: an array of
+	// *uuid.UUID went through driver.Valuer element by element, as text.
+	batches []pgtype.UUID
 }
 
 // FireBatchMembers is the most executions the firing puts in one batch
@@ -474,28 +476,25 @@ func (g *fireGroup) assignBatches() {
 		bucket int
 		at     time.Time
 	}
-	type open struct {
-		id *uuid.UUID
-		n  int
-	}
-	g.batches = make([]*uuid.UUID, len(g.ids))
+	type open struct{ first, n int } // the batch's first firing, its size so far
+	g.batches = make([]pgtype.UUID, len(g.ids))
 	cur := map[key]*open{}
-	size := map[*uuid.UUID]int{}
+	first := make([]int, len(g.ids)) // each firing's batch, by its first firing
+	size := make(map[int]int)
 	for i := range g.ids {
 		k := key{g.bs[i], g.scheds[i]}
 		b := cur[k]
 		if b == nil || b.n == FireBatchMembers {
-			id := g.execIDs[i]
-			b = &open{id: &id}
+			b = &open{first: i}
 			cur[k] = b
 		}
 		b.n++
-		size[b.id]++
-		g.batches[i] = b.id
+		size[b.first]++
+		first[i] = b.first
 	}
-	for i, id := range g.batches {
-		if size[id] < 2 {
-			g.batches[i] = nil
+	for i, f := range first {
+		if size[f] >= 2 {
+			g.batches[i] = pgtype.UUID{Bytes: g.execIDs[f], Valid: true}
 		}
 	}
 }
