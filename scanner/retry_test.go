@@ -33,6 +33,11 @@ func (c *countingStore) ListUndispatchedExecutions(ctx context.Context, buckets 
 	return c.Store.ListUndispatchedExecutions(ctx, buckets, limit, until)
 }
 
+func (c *countingStore) ListRedispatches(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error) {
+	defer c.reads.Add(1)
+	return c.Store.ListRedispatches(ctx, buckets, limit, until)
+}
+
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // With real Postgres and NATS: a failed execution waits out its backoff in

@@ -58,6 +58,7 @@ type Store interface {
 	GetJob(ctx context.Context, id uuid.UUID) (*model.Job, error)
 	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (model.FireResult, error)
 	ListUndispatchedExecutions(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error)
+	ListRedispatches(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error)
 	Listen(ctx context.Context, fn func(channel, payload string), channels ...string) error
 }
 
@@ -99,6 +100,17 @@ type Config struct {
 	// OutboxInterval + 1s, which the dispatcher holds until its time, so a
 	// retry is published on time however long its backoff. Default 2s.
 	OutboxInterval time.Duration
+	// FirstDispatchEvery: every this many outbox passes (and when it takes
+	// buckets) the outbox read includes fired executions' first dispatches
+	// not yet covered by their bucket's publish position; the other passes
+	// read re-dispatches and manual runs only. The node's own dispatcher
+	// publishes what it fires and retries what JetStream did not
+	// acknowledge, so the first dispatches' read is a safety net, and read
+	// every pass it cost Postgres and tockd about 8 µs an execution (it
+	// found, and threw away, every execution fired in the last seconds;
+	// docs/bench.md, issue 36). Default 15 (30 s with the default
+	// OutboxInterval); 1 reads them every pass.
+	FirstDispatchEvery int
 	// BatchSize caps the firings in one transaction; default 1000.
 	BatchSize int
 	// FireConcurrency is how many firing transactions may be in flight
@@ -197,6 +209,7 @@ func (c Config) WithDefaults() Config {
 	orDuration(&c.Lookahead, 6*time.Second)
 	orDuration(&c.ScanInterval, time.Second)
 	orDuration(&c.OutboxInterval, 2*time.Second)
+	orInt(&c.FirstDispatchEvery, 15)
 	orInt(&c.BatchSize, 1000)
 	orInt(&c.FireConcurrency, 3)
 	if c.FireLead == 0 {
@@ -255,13 +268,15 @@ type Scanner struct {
 	loaded     time.Time // jobs due up to here are in the heap
 	nextScan   time.Time
 	nextOutbox time.Time
-	outboxDue  map[int]bool  // buckets whose outbox changed (ExecChannel)
-	pending    []ownership   // acquired but not yet recorded in Postgres
-	claimRetry retry.Backoff // paces claimPending while a claim fails
-	claimPause time.Duration // until claimPending tries pending again
-	scans      int           // scans since the last full one
-	fullNext   bool          // the next scan reads the whole look-ahead
-	compiled   schedule.Cache
+	outboxDue  map[int]bool // buckets whose outbox changed (ExecChannel)
+	// outboxPasses counts the regular outbox passes (FirstDispatchEvery).
+	outboxPasses int
+	pending      []ownership   // acquired but not yet recorded in Postgres
+	claimRetry   retry.Backoff // paces claimPending while a claim fails
+	claimPause   time.Duration // until claimPending tries pending again
+	scans        int           // scans since the last full one
+	fullNext     bool          // the next scan reads the whole look-ahead
+	compiled     schedule.Cache
 	// Firing transactions in flight: their results arrive on fired; the
 	// jobs they fire are in firing, so that a scan meanwhile does not
 	// load them again at the time being fired.
@@ -437,7 +452,8 @@ func (s *Scanner) step(ctx context.Context) {
 		}
 	}
 	if !now.Before(s.nextOutbox) {
-		s.outbox(ctx, s.ownedBuckets())
+		s.outboxPasses++
+		s.outbox(ctx, s.ownedBuckets(), s.outboxPasses%s.cfg.FirstDispatchEvery == 0)
 		s.nextOutbox = now.Add(s.cfg.OutboxInterval)
 		clear(s.outboxDue)
 	} else if len(s.outboxDue) > 0 {
@@ -449,7 +465,7 @@ func (s *Scanner) step(ctx context.Context) {
 		}
 		clear(s.outboxDue)
 		sort.Ints(buckets)
-		s.outbox(ctx, buckets)
+		s.outbox(ctx, buckets, false)
 	}
 	s.fireDue(ctx)
 }
@@ -520,7 +536,7 @@ func (s *Scanner) claimPending(ctx context.Context) {
 	if len(added) > 0 {
 		s.setOwnedList(s.ownedBuckets())
 		s.load(ctx, added, time.Time{}, s.loaded)
-		s.outbox(ctx, added)
+		s.outbox(ctx, added, true)
 	}
 }
 
@@ -864,12 +880,12 @@ func (s *Scanner) schedule(j model.Due) *schedule.Schedule {
 	return c
 }
 
-// outbox hands the outbox of buckets to the dispatcher: executions fired
-// before a crash or by a previous owner, manual runs, and retries,
-// deferred deliveries and re-drives coming due. It reads what is due
-// before the next pass (and a second more); the dispatcher holds each
-// until its time.
-func (s *Scanner) outbox(ctx context.Context, buckets []int) {
+// outbox hands the outbox of buckets to the dispatcher: manual runs,
+// and retries, deferred deliveries and re-drives coming due, and with
+// firsts executions fired before a crash or by a previous owner (see
+// Config.FirstDispatchEvery). It reads what is due before the next pass
+// (and a second more); the dispatcher holds each until its time.
+func (s *Scanner) outbox(ctx context.Context, buckets []int, firsts bool) {
 	if len(buckets) == 0 {
 		return
 	}
@@ -881,7 +897,11 @@ func (s *Scanner) outbox(ctx context.Context, buckets []int) {
 	// One page per pass: the dispatcher skips what it already holds, so
 	// looping here would spin on executions being published right now.
 	until := s.clock.Now().Add(s.cfg.OutboxInterval + time.Second)
-	execs, err := s.cfg.Store.ListUndispatchedExecutions(ctx, buckets, 5000, until)
+	read := s.cfg.Store.ListRedispatches
+	if firsts {
+		read = s.cfg.Store.ListUndispatchedExecutions
+	}
+	execs, err := read(ctx, buckets, 5000, until)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("read outbox", "err", err)

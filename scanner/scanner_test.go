@@ -40,7 +40,8 @@ type fakeStore struct {
 	notifyFn  func(channel, payload string)
 	fireCalls int
 	dueCalls  int // ListDueJobs calls (scans)
-	// outboxReads records ListUndispatchedExecutions calls.
+	// outboxReads records ListUndispatchedExecutions and ListRedispatches
+	// calls.
 	outboxReads []outboxRead
 }
 
@@ -50,6 +51,7 @@ type outboxRead struct {
 	buckets  []int
 	bound    time.Time
 	calledAt time.Time
+	firsts   bool // first dispatches too (ListUndispatchedExecutions)
 }
 
 func newFakeStore() *fakeStore {
@@ -137,7 +139,14 @@ func (f *fakeStore) ReleaseBufferedExecutions(context.Context, []int) (int, erro
 func (f *fakeStore) ListUndispatchedExecutions(_ context.Context, buckets []int, _ int, until time.Time) ([]*model.Execution, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.outboxReads = append(f.outboxReads, outboxRead{slices.Clone(buckets), until, time.Now()})
+	f.outboxReads = append(f.outboxReads, outboxRead{slices.Clone(buckets), until, time.Now(), true})
+	return nil, nil
+}
+
+func (f *fakeStore) ListRedispatches(_ context.Context, buckets []int, _ int, until time.Time) ([]*model.Execution, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outboxReads = append(f.outboxReads, outboxRead{slices.Clone(buckets), until, time.Now(), false})
 	return nil, nil
 }
 
@@ -356,6 +365,31 @@ func TestOutboxReadsAheadAndOnNotify(t *testing.T) {
 	reads = st.reads()
 	if got := reads[n].buckets; !slices.Equal(got, []int{5}) {
 		t.Fatalf("notified outbox read of buckets %v, want [5]", got)
+	}
+	if !r.firsts || reads[n].firsts {
+		t.Fatalf("first dispatches read on taking buckets %v, on a notification %v; want true, false", r.firsts, reads[n].firsts)
+	}
+}
+
+// The regular outbox passes read fired executions' first dispatches
+// every FirstDispatchEvery passes only: the node's own dispatcher
+// publishes what it fires.
+func TestOutboxReadsFirstDispatchesEveryFewPasses(t *testing.T) {
+	st := newFakeStore()
+	s, stop := newScanner(t, st, Config{OutboxInterval: 20 * time.Millisecond, FirstDispatchEvery: 3})
+	defer stop()
+	s.Acquire(3, 1)
+	testenv.WaitFor(t, 10*time.Second, "a dozen outbox passes", func() bool { return len(st.reads()) >= 13 })
+	firsts := 0
+	reads := st.reads()[:13]
+	for _, r := range reads {
+		if r.firsts {
+			firsts++
+		}
+	}
+	// The acquisition's read, and one in three regular passes.
+	if firsts < 4 || firsts > 6 {
+		t.Fatalf("%d of %d outbox reads included first dispatches, want about one in three", firsts, len(reads))
 	}
 }
 

@@ -132,3 +132,32 @@ func TestWholeBatchesKeepsTheRest(t *testing.T) {
 		t.Fatalf("at the limit: kept %v, want the retry, batch 1 and the lone run (batch 2 sorts last and was cut)", got)
 	}
 }
+
+// ListRedispatches reads the outbox without fired executions' first
+// dispatches: a manual run is in it, a fired run not yet published is not
+// (ListUndispatchedExecutions has both).
+func TestListRedispatchesLeavesFirstDispatchesOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	fired := firedIn(t, s, 3)
+	manual, err := s.CreateManualExecution(ctx, fired.JobID, dbNow(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := dbNow(t, s).Add(time.Hour)
+	re, err := s.ListRedispatches(ctx, []int{3}, 100, far)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(re) != 1 || re[0].ID != manual.ID {
+		t.Fatalf("re-dispatches %v, want the manual run %s alone", re, manual.ID)
+	}
+	all, err := s.ListUndispatchedExecutions(ctx, []int{3}, 100, far)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 {
+		t.Fatalf("the whole outbox has %d executions, want the fired and the manual run", len(all))
+	}
+}

@@ -126,10 +126,7 @@ func (s *Store) CreateManualExecution(ctx context.Context, jobID uuid.UUID, at t
 // come in (scheduled_for, batch) order, a batch's members together, so that
 // a read cut by its limit cuts at most its last batch (see wholeBatches).
 var outboxSQL = `SELECT * FROM (
-(SELECT ` + execColumns + ` FROM executions
-	WHERE bucket = ANY($1) AND next_attempt_at IS NOT NULL AND dispatched_at IS NULL
-		AND state IN ('queued', 'failed') AND next_attempt_at <= $3
-	ORDER BY next_attempt_at LIMIT $2)
+(` + redispatchSQL + `)
 UNION ALL
 (SELECT ` + execCols("x.") + ` FROM executions x
 	WHERE x.bucket = ANY($1)
@@ -139,6 +136,13 @@ UNION ALL
 		AND x.scheduled_for <= $3
 	ORDER BY x.scheduled_for, x.batch LIMIT $2)
 ) o ORDER BY COALESCE(next_attempt_at, scheduled_for)`
+
+// redispatchSQL is the outbox's first part alone: re-dispatches and
+// manual runs due by $3.
+var redispatchSQL = `SELECT ` + execColumns + ` FROM executions
+	WHERE bucket = ANY($1) AND next_attempt_at IS NOT NULL AND dispatched_at IS NULL
+		AND state IN ('queued', 'failed') AND next_attempt_at <= $3
+	ORDER BY next_attempt_at LIMIT $2`
 
 // ListUndispatchedExecutions reads the outbox of some buckets: executions waiting to be
 // published that are due (see Execution.DueAt) at or before until —
@@ -161,6 +165,29 @@ func (s *Store) ListUndispatchedExecutions(ctx context.Context, buckets []int, l
 		return nil, fmt.Errorf("store: undispatched in %d buckets: %w", len(buckets), err)
 	}
 	return wholeBatches(execs, limit), nil
+}
+
+// ListRedispatches reads the first part of the outbox of some buckets
+// alone: re-dispatches (retries, deferrals, re-drives, re-queues after
+// a wipe or a lost attempt) and manual runs due at or before until, up to
+// limit, earliest first. The scanner reads it every outbox pass, and the
+// fired executions' first dispatches (ListUndispatchedExecutions) only
+// when it takes buckets and, as a safety net, every few passes: its own
+// dispatcher publishes what it fires, and keeps trying what JetStream
+// did not acknowledge.
+func (s *Store) ListRedispatches(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error) {
+	if len(buckets) == 0 || limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, redispatchSQL, buckets, limit, until.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("store: re-dispatches in %d buckets: %w", len(buckets), err)
+	}
+	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Execution, error) { return scanExecution(r) })
+	if err != nil {
+		return nil, fmt.Errorf("store: re-dispatches in %d buckets: %w", len(buckets), err)
+	}
+	return execs, nil
 }
 
 // wholeBatches drops from an outbox read (of up to limit+1 first
