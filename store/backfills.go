@@ -124,10 +124,13 @@ func (s *Store) ListRunningBackfills(ctx context.Context, buckets []int) ([]mode
 	if len(buckets) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+prefixed("b.", backfillCols)+`, j.schedule
-		FROM backfills b LEFT JOIN jobs j ON j.bucket = b.bucket AND j.id = b.job_id
-		WHERE b.bucket = ANY($1) AND b.state = 'running'
-		ORDER BY b.created_at, b.id LIMIT 1000`, buckets)
+	// The backfills first, then their jobs' schedules, only if any runs:
+	// joined, the statement was planned over every partition of jobs on
+	// each scanner pass (22 ms of planning a second, with none running;
+	// pg_stat_statements, issue 36).
+	rows, err := s.pool.Query(ctx, `SELECT `+backfillCols+` FROM backfills
+		WHERE bucket = ANY($1) AND state = 'running'
+		ORDER BY created_at, id LIMIT 1000`, buckets)
 	if err != nil {
 		return nil, fmt.Errorf("store: running backfills of %d buckets: %w", len(buckets), err)
 	}
@@ -135,12 +138,42 @@ func (s *Store) ListRunningBackfills(ctx context.Context, buckets []int) ([]mode
 		var w model.BackfillWork
 		b := &w.Backfill
 		err := r.Scan(&b.ID, &b.JobID, &b.Bucket, &b.From, &b.To, &b.Total, &b.Fired, &b.NextAt, &b.State,
-			&b.Error, &b.CreatedAt, &b.FinishedAt, &w.Schedule)
+			&b.Error, &b.CreatedAt, &b.FinishedAt)
 		b.From, b.To, b.NextAt, b.CreatedAt = b.From.UTC(), b.To.UTC(), b.NextAt.UTC(), b.CreatedAt.UTC()
 		return w, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: running backfills of %d buckets: %w", len(buckets), err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	jobs, bs := make([]uuid.UUID, len(out)), make([]int, len(out))
+	for i, w := range out {
+		jobs[i], bs[i] = w.Backfill.JobID, w.Backfill.Bucket
+	}
+	rows, err = s.pool.Query(ctx, `SELECT j.id, j.schedule FROM jobs j
+		JOIN unnest($1::int[], $2::uuid[]) AS u(bucket, id) ON j.bucket = u.bucket AND j.id = u.id`, bs, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("store: schedules of %d backfilled jobs: %w", len(jobs), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id uuid.UUID
+			w  model.BackfillWork
+		)
+		if err := rows.Scan(rawUUID(&id), &w.Schedule); err != nil {
+			return nil, fmt.Errorf("store: schedules of %d backfilled jobs: %w", len(jobs), err)
+		}
+		for i := range out { // a job may have several backfills running
+			if out[i].Backfill.JobID == id {
+				out[i].Schedule = w.Schedule
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: schedules of %d backfilled jobs: %w", len(jobs), err)
 	}
 	return out, nil
 }
