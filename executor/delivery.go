@@ -80,8 +80,13 @@ func (w *Worker) decode(q *queue, msg jetstream.Msg, ackWait time.Duration) (*de
 		_ = msg.Term()
 		return nil, false
 	}
-	var ex wire.Execution
-	if err := json.Unmarshal(msg.Data(), &ex); err != nil || ex.ExecutionID == "" {
+	// One allocation for the delivery and its execution, decoded in place.
+	both := &struct {
+		d delivery
+		e Execution
+	}{}
+	e := &both.e
+	if err := json.Unmarshal(msg.Data(), &e.Execution); err != nil || e.ExecutionID == "" {
 		if err == nil {
 			err = errors.New("no execution_id")
 		}
@@ -89,8 +94,10 @@ func (w *Worker) decode(q *queue, msg jetstream.Msg, ackWait time.Duration) (*de
 		_ = msg.TermWithReason("tock: undecodable execution")
 		return nil, false
 	}
-	e := &Execution{Execution: ex, Attempt: ex.Attempt(int(md.NumDelivered)), PublishedAt: md.Timestamp.UTC()}
-	return &delivery{q: q, msg: msg, ackWait: ackWait, e: e, base: w.log}, true
+	e.Attempt, e.PublishedAt = e.Execution.Attempt(int(md.NumDelivered)), md.Timestamp.UTC()
+	d := &both.d
+	d.q, d.msg, d.ackWait, d.e, d.base = q, msg, ackWait, e, w.log
+	return d, true
 }
 
 // process handles one delivery of an execution: it is answered from the
