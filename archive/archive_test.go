@@ -83,6 +83,7 @@ func insert(t *testing.T, st *store.Store) fixture {
 		AttemptExecutor: ptr("exec-7"), AttemptStartedAt: ptr(at(2, 0, 250001)), AttemptHeartbeatAt: ptr(at(2, 0, 900000)),
 		AttemptFinishedAt: ptr(at(2, 1, 999999)), AttemptOutcome: ptr("timed_out"), AttemptError: ptr("deadline"),
 		AttemptOutput: ptr("partial"), SpecID: nil, DueAt: ptr(at(2, 0, 3)), Backfill: true, Buffered: true,
+		Batch: ptr(uuid.NewString()),
 	}
 	specd := Execution{ // by its job spec; nullable columns NULL
 		ID: uuid.NewString(), JobID: uuid.NewString(), Bucket: 0, Namespace: "default", JobName: "every-minute",
@@ -108,15 +109,15 @@ func insert(t *testing.T, st *store.Store) fixture {
 			state, attempts, handler, payload, retry, timeout_ms, dispatched_at, started_at, finished_at, executor_id,
 			error, output, created_at, fired_by, priority, next_attempt_at, series_base, dispatches, attempt_executor,
 			attempt_started_at, attempt_heartbeat_at, attempt_finished_at, attempt_outcome, attempt_error,
-			attempt_output, spec_id, due_at, backfill, buffered)
+			attempt_output, spec_id, due_at, backfill, buffered, batch)
 			VALUES ($1::text::uuid, $2::text::uuid, $3, $4, $5, $6, $7, $8, $9, $10::text::jsonb, $11::text::jsonb,
 			$12::text::jsonb, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30,
-			$31, $32, $33::text::uuid, $34, $35, $36)`,
+			$31, $32, $33::text::uuid, $34, $35, $36, $37::text::uuid)`,
 			x.ID, x.JobID, x.Bucket, x.Namespace, x.JobName, x.ScheduledFor, x.Manual, x.State, x.Attempts,
 			handler, payload, retry, timeout, x.DispatchedAt, x.StartedAt, x.FinishedAt, x.ExecutorID,
 			x.Error, x.Output, x.CreatedAt, x.FiredBy, x.Priority, x.NextAttemptAt, x.SeriesBase, x.Dispatches,
 			x.AttemptExecutor, x.AttemptStartedAt, x.AttemptHeartbeatAt, x.AttemptFinishedAt, x.AttemptOutcome,
-			x.AttemptError, x.AttemptOutput, x.SpecID, x.DueAt, x.Backfill, x.Buffered); err != nil {
+			x.AttemptError, x.AttemptOutput, x.SpecID, x.DueAt, x.Backfill, x.Buffered, x.Batch); err != nil {
 			t.Fatal(err)
 		}
 	}

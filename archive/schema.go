@@ -64,6 +64,9 @@ type Execution struct {
 	DueAt              *time.Time `parquet:"due_at,optional,timestamp(microsecond)"`
 	Backfill           bool       `parquet:"backfill"`
 	Buffered           bool       `parquet:"buffered"`
+	// Batch is the batch the execution was fired in (published with the
+	// rest of it in one message), if any.
+	Batch *string `parquet:"batch,optional"`
 }
 
 // Attempt is one row of an attempts file: a row of the attempts table.
