@@ -38,7 +38,7 @@
 //   - executions, attempts, publish_positions (executions*.go):
 //     CreateManualExecution, GetExecution, GetExecutionNamespace,
 //     ListExecutions, CountExecutions, ListExecutionStats,
-//     ListUndispatchedExecutions, MarkExecutionsDispatched,
+//     ListUndispatchedExecutions, ListRedispatches, MarkExecutionsDispatched,
 //     AdvancePublishPositions, RecordAttemptEvents, CancelExecution,
 //     RedriveExecution, RequeueLostExecutions, RequeueWipedExecutions,
 //     ReleaseBufferedExecutions.

@@ -31,7 +31,7 @@ func TestFirePlanWithStaleStatistics(t *testing.T) {
 	for _, c := range []struct {
 		name, sql, args string
 	}{
-		{"fireSQL", fireSQL, "'{}', '{}', '{}', '{}', '{}', 'n'"},
+		{"fireSQL", fireSQL, "'{}', '{}', '{}', '{}', '{}', 'n', '{}'"},
 		{"policyAdvanceSQL", policyAdvanceSQL, "'{}', '{}', '{}', '{}', '{}', 3, '{}', '{}', '{}', '{}', '{}'"},
 	} {
 		plan := genericPlan(t, s, c.sql, c.args)
