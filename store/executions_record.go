@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -42,8 +43,10 @@ func checkEvent(ev *model.AttemptEvent) error {
 // recorded); then the caller retries.
 //
 // How each event changes its execution and attempts is written once, in
-// rules.go. A retry or a deferral tells the execution's bucket on
-// ExecChannel.
+// rules.go. The common case, a queued execution whose first attempt
+// succeeded, is written without reading the execution first, to the
+// rules' effect (the fast path, executions_fast.go). A retry or a
+// deferral tells the execution's bucket on ExecChannel.
 func (s *Store) RecordAttemptEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error) {
 	results := make([]error, len(evs))
 	var queued []int
@@ -57,17 +60,35 @@ func (s *Store) RecordAttemptEvents(ctx context.Context, evs []model.AttemptEven
 	if len(queued) == 0 {
 		return results, nil
 	}
-	var found map[uuid.UUID]bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		found, err = recordTx(ctx, tx, evs, queued, &s.rules)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: record %d events: %w", len(evs), err)
+	var byID map[uuid.UUID]*recExec
+	fast := !s.recordStats.slowOnly
+	for {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var err error
+			byID, err = s.recordTx(ctx, tx, evs, queued, fast)
+			return err
+		})
+		if fast && errors.Is(err, errFastRedo) {
+			// Recorded again, from the start, with one sorted lock read
+			// (executions_fast.go, Lock order).
+			s.recordStats.redone.Add(1)
+			fast = false
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: record %d events: %w", len(evs), err)
+		}
+		break
 	}
+	nFast := 0
+	for _, e := range byID {
+		if e.recorded {
+			nFast++
+		}
+	}
+	s.recordStats.fast.Add(int64(nFast))
 	for _, i := range queued {
-		if !found[evs[i].ID] {
+		if byID[evs[i].ID] == nil {
 			results[i] = fmt.Errorf("store: execution %s: %w", evs[i].ID, ErrNotFound)
 		}
 	}
@@ -149,37 +170,86 @@ WHERE s.job_id = ANY($1) AND s.job_id = u.job_id
 // notifySQL tells the scanners of buckets ($1) that their outbox changed.
 const notifySQL = `SELECT pg_notify('` + ExecChannel + `', b::text) FROM unnest($1::int[]) b`
 
-// recordTx records evs[queued] in tx: one statement reads and locks
-// every execution they are about, the rules (rules.go) apply each event
-// in order, and at most four statements write what changed; then what
-// the changes mean for notification rules is decided (notifyTx). It
-// returns the ids it found.
-func recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEvent, queued []int, rules *ruleCache) (map[uuid.UUID]bool, error) {
+// recordTx records evs[queued] in tx: the executions whose events are
+// only their first attempt's success are written by a statement per day
+// (the fast path, executions_fast.go, unless fast is false); one
+// statement reads and locks every other execution they are about, the
+// rules (rules.go) apply each of its events in order, and at most four
+// statements write what changed; then what the changes mean for
+// notification rules is decided (notifyTx). It returns the executions it
+// found, as the rules left them.
+func (s *Store) recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEvent, queued []int, fast bool) (map[uuid.UUID]*recExec, error) {
 	ids, lo, hi := eventExecutions(evs, queued)
-	if err := keyedPlans(ctx, tx, recordSettings...); err != nil {
-		return nil, err
+	var cands *fastRows
+	if fast {
+		cands = fastCandidates(evs, queued, ids)
 	}
-	byID, now, err := lockExecutions(ctx, tx, ids, lo, hi)
-	if err != nil {
-		return nil, err
+	byID := make(map[uuid.UUID]*recExec, len(ids))
+	// pending are settings the next statements sent apply first.
+	var pending []string
+	rest := ids
+	if cands == nil {
+		if err := keyedPlans(ctx, tx, recordSettings...); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := recordFast(ctx, tx, cands, &s.dayParts, byID); err != nil {
+			return nil, err
+		}
+		pending = fastReset
 	}
-	found := make(map[uuid.UUID]bool, len(byID))
+	var (
+		now     time.Time
+		bounded bool // the lock read's wait is bounded (fastLockWait)
+	)
+	if len(byID) > 0 {
+		rest = make([]uuid.UUID, 0, len(ids)-len(byID))
+		var maxFast uuid.UUID
+		for _, id := range ids {
+			if byID[id] == nil {
+				rest = append(rest, id)
+			} else {
+				maxFast = id
+			}
+		}
+		// A wait for a row below one the fast statements took is bounded
+		// (executions_fast.go, Lock order).
+		if bounded = len(rest) > 0 && bytes.Compare(rest[0][:], maxFast[:]) < 0; bounded {
+			pending = append(slices.Clip(pending), fastLockWaitSet)
+		}
+	}
+	if len(rest) > 0 {
+		lo, hi = timeRange(rest)
+		locked, t, err := lockExecutions(ctx, tx, pending, rest, lo, hi)
+		if bounded && pgCode(err) == "55P03" { // lock_not_available: waited fastLockWait
+			return nil, fmt.Errorf("%w: %w", errFastRedo, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		pending, now = nil, t
+		maps.Copy(byID, locked)
+	}
 	for _, i := range queued {
-		if e := byID[evs[i].ID]; e != nil {
-			found[e.id] = true
+		if e := byID[evs[i].ID]; e != nil && !e.recorded {
 			e.apply(&evs[i], now)
 		}
 	}
-	b := writeBack(ids, byID, lo, hi)
+	b := &pgx.Batch{}
+	queueSettings(b, pending)
+	if bounded {
+		b.Queue(fastLockWaitReset)
+	}
+	writeBack(b, ids, byID, lo, hi)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
 	}
-	if err := notifyTx(ctx, tx, ids, byID, rules); err != nil {
+	if err := notifyTx(ctx, tx, ids, byID, &s.rules); err != nil {
 		return nil, err
 	}
-	return found, nil
+	return byID, nil
 }
 
 // eventExecutions lists the executions the queued events are about,
@@ -204,10 +274,40 @@ func eventExecutions(evs []model.AttemptEvent, queued []int) (ids []uuid.UUID, l
 	return ids, lo, hi
 }
 
+// timeRange is the range of the scheduled times of ids.
+func timeRange(ids []uuid.UUID) (lo, hi time.Time) {
+	lo, hi = domain.ExecutionTime(ids[0]), domain.ExecutionTime(ids[0])
+	for _, id := range ids[1:] {
+		t := domain.ExecutionTime(id)
+		lo, hi = minTime(lo, t), maxTime(hi, t)
+	}
+	return lo, hi
+}
+
 // lockExecutions reads and locks the executions ids (those that exist)
-// with their attempts, and the database's clock.
-func lockExecutions(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, lo, hi time.Time) (map[uuid.UUID]*recExec, time.Time, error) {
-	rows, err := tx.Query(ctx, lockExecsSQL, ids, lo, hi)
+// with their attempts, and the database's clock, after settings.
+func lockExecutions(ctx context.Context, tx pgx.Tx, settings []string, ids []uuid.UUID, lo, hi time.Time,
+) (map[uuid.UUID]*recExec, time.Time, error) {
+	sql := lockExecsSQL
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if len(settings) == 0 {
+		rows, err = tx.Query(ctx, sql, ids, lo, hi)
+	} else {
+		b := &pgx.Batch{}
+		queueSettings(b, settings)
+		b.Queue(sql, ids, lo, hi)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		for range settings {
+			if _, err := br.Exec(); err != nil {
+				return nil, time.Time{}, err
+			}
+		}
+		rows, err = br.Query()
+	}
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -224,12 +324,12 @@ func lockExecutions(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, lo, hi time
 	return byID, now, rows.Err()
 }
 
-// writeBack queues the statements that write what the events changed:
-// the executions' rows (with attempt 1 inline while it is the only one),
-// the attempts table's rows, the last successes of the jobs whose
-// executions succeeded, and a notification for each bucket with a
-// re-queued execution.
-func writeBack(ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) *pgx.Batch {
+// writeBack queues in b the statements that write what the events
+// changed: the executions' rows (with attempt 1 inline while it is the
+// only one; not those the fast path wrote already), the attempts table's
+// rows, the last successes of the jobs whose executions succeeded, and a
+// notification for each bucket with a re-queued execution.
+func writeBack(b *pgx.Batch, ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) {
 	var (
 		u  execUpdate
 		at attemptRows
@@ -247,6 +347,9 @@ func writeBack(ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) *
 		if e.succeeded {
 			ok.add(e)
 		}
+		if e.recorded {
+			continue
+		}
 		if e.maxAttempt() <= 1 {
 			u.add(e, e.att[1])
 			continue
@@ -260,7 +363,6 @@ func writeBack(ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) *
 			}
 		}
 	}
-	b := &pgx.Batch{}
 	if len(u.id) > 0 {
 		b.Queue(updateExecsSQL, u.id, u.sched, u.state, u.attempts, u.dispatches, u.dispatchedAt,
 			u.nextAttempt, u.startedAt, u.finishedAt, u.executorID, u.errText, u.output,
@@ -281,7 +383,6 @@ func writeBack(ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) *
 		slices.Sort(bs)
 		b.Queue(notifySQL, bs)
 	}
-	return b
 }
 
 // scanRecExec reads a row of lockExecsSQL.

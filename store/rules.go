@@ -89,6 +89,9 @@ type recExec struct {
 	// succeeded: an event made the execution succeed (finishedAt is
 	// then its end), so its job's last success may move.
 	succeeded bool
+	// recorded: the fast path (executions_fast.go) wrote the row already,
+	// as these rules would have; no event is applied to it here.
+	recorded bool
 	// was is the execution as read, before the batch's events: what
 	// notifications compare it with (notify_record.go).
 	was struct {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,6 +56,18 @@ type Store struct {
 	specs             specCache
 	days              sync.Map // time.Time (a UTC day) → true: its partitions exist (EnsureHistoryPartitions)
 	rules             ruleCache
+	recordStats       recordStats
+	dayParts          dayPartitions // the fast path's (executions_fast.go)
+}
+
+// recordStats count what RecordAttemptEvents did, for tests and
+// benchmarks; slowOnly (set by tests only) turns the fast path
+// (executions_fast.go) off.
+type recordStats struct {
+	slowOnly bool
+	// fast counts the executions the fast path recorded; redone, the
+	// batches recorded again without it (errFastRedo).
+	fast, redone atomic.Int64
 }
 
 // defaultMaxConns is the pool size when the database URL does not set
