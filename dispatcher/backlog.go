@@ -57,6 +57,18 @@ type Unpublisheder interface {
 	Unpublished() int
 }
 
+// PerMessager says how many executions a message on an execution subject
+// carries, on average: several in batch messages. *Dispatcher is one.
+type PerMessager interface {
+	ExecutionsPerMessage(subject string) float64
+}
+
+// PerMessageFunc is a function as a PerMessager.
+type PerMessageFunc func(subject string) float64
+
+// ExecutionsPerMessage calls f.
+func (f PerMessageFunc) ExecutionsPerMessage(subject string) float64 { return f(subject) }
+
 // UnpublishedFunc is a function as an Unpublisheder: for a BacklogWatch
 // made before the dispatcher that reads its forms (see Config.Forms).
 type UnpublishedFunc func() int
@@ -70,6 +82,11 @@ type BacklogConfig struct {
 	// Dispatcher, if set, adds what it holds due and unpublished to every
 	// reading.
 	Dispatcher Unpublisheder
+	// PerMessage, if set, turns each consumer's messages into executions:
+	// a consumer counts messages, and a batch message carries several
+	// executions (wire.HeaderBatch), while the scanner counts what it
+	// fires in executions. Without it a message is one execution.
+	PerMessage PerMessager
 	// Interval is how often the consumers are read; default
 	// DefaultBacklogInterval. A reading older than four intervals is not
 	// given out (Backlog reports none).
@@ -247,9 +264,13 @@ func (w *BacklogWatch) fold(now time.Time, infos []*jetstream.ConsumerInfo) Back
 			s = s[1:]
 		}
 		w.samples[name] = s
-		q := QueueBacklog{Consumer: name, Waiting: int(info.NumPending) + info.NumAckPending}
+		k := 1.0
+		if w.cfg.PerMessage != nil {
+			k = max(1, w.cfg.PerMessage.ExecutionsPerMessage(info.Config.FilterSubject))
+		}
+		q := QueueBacklog{Consumer: name, Waiting: int(k * float64(int(info.NumPending)+info.NumAckPending))}
 		if first, last := s[0], s[len(s)-1]; last.at.After(first.at) {
-			q.Rate = float64(last.seq-first.seq) / last.at.Sub(first.at).Seconds()
+			q.Rate = k * float64(last.seq-first.seq) / last.at.Sub(first.at).Seconds()
 		}
 		b.Queues = append(b.Queues, q)
 	}

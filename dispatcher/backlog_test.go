@@ -185,3 +185,38 @@ func TestBacklogWatchReadsTheExecQueues(t *testing.T) {
 	}
 	testenv.WaitFor(t, 15*time.Second, "a reading after NATS is back", func() bool { _, ok := w.Backlog(); return ok })
 }
+
+// A consumer counts messages; a batch message carries several
+// executions, and the scanner counts executions: each consumer's waiting
+// messages and delivery rate are multiplied by the executions its
+// subject's messages carried lately.
+func TestBacklogCountsExecutionsNotMessages(t *testing.T) {
+	per := PerMessageFunc(func(subject string) float64 {
+		if subject == "tock.exec.batched.normal" {
+			return 12
+		}
+		return 0 // none seen yet: one a message
+	})
+	w, err := NewBacklogWatch(BacklogConfig{JS: noJS{}, Interval: time.Second, RateWindow: 4 * time.Second, PerMessage: per})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := func(name, subject string, pending uint64, ackPending int, delivered uint64) *jetstream.ConsumerInfo {
+		return &jetstream.ConsumerInfo{Name: name, NumPending: pending, NumAckPending: ackPending,
+			Delivered: jetstream.SequenceInfo{Consumer: delivered}, Config: jetstream.ConsumerConfig{FilterSubject: subject}}
+	}
+	t0 := time.Now()
+	w.fold(t0, []*jetstream.ConsumerInfo{info("b", "tock.exec.batched.normal", 100, 10, 0), info("s", "tock.exec.single.normal", 100, 10, 0)})
+	b := w.fold(t0.Add(2*time.Second), []*jetstream.ConsumerInfo{info("b", "tock.exec.batched.normal", 100, 10, 500),
+		info("s", "tock.exec.single.normal", 100, 10, 500)})
+	got := map[string]QueueBacklog{}
+	for _, q := range b.Queues {
+		got[q.Consumer] = q
+	}
+	if q := got["b"]; q.Waiting != 1320 || q.Rate != 3000 {
+		t.Errorf("batched queue: %+v, want 1,320 executions waiting and 3,000 a second", q)
+	}
+	if q := got["s"]; q.Waiting != 110 || q.Rate != 250 {
+		t.Errorf("single queue: %+v, want 110 waiting and 250 a second", q)
+	}
+}

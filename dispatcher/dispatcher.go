@@ -136,8 +136,11 @@ type Dispatcher struct {
 	// maxPending bounds the executions waiting here (back-pressure).
 	maxPending int
 
-	mu       sync.Mutex
-	pending  execHeap         // waiting to be published, by due time
+	mu      sync.Mutex
+	pending execHeap // waiting to be published, by due time
+	// perMsg is, by subject, a moving average of the executions per
+	// message published (ExecutionsPerMessage).
+	perMsg   map[string]float64
 	pendingN int              // executions in pending (a batch is one item)
 	inflight map[key]struct{} // pending or being published
 	wake     chan struct{}    // cap 1: pending changed, a worker looks
@@ -214,6 +217,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		// their due time included.
 		maxPending: 64 * cfg.BatchSize,
 		inflight:   map[key]struct{}{},
+		perMsg:     map[string]float64{},
 		unacked:    map[int]map[time.Time]int{},
 		acked:      map[int]time.Time{},
 		holds:      map[int]time.Time{},
@@ -583,6 +587,7 @@ func (d *Dispatcher) publish(ctx context.Context, batch []*model.Execution) []bo
 		}()
 	}
 	msgs, unpublishable := d.messages(ctx, batch, spans)
+	d.countPerMessage(msgs)
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	for j, m := range msgs {
 		f, err := d.cfg.JS.PublishMsgAsync(m.msg, jetstream.WithMsgID(m.id))
@@ -662,6 +667,30 @@ wait:
 		}
 	}
 	return ok
+}
+
+// countPerMessage moves each subject's average of executions per
+// message by the messages about to be published.
+func (d *Dispatcher) countPerMessage(msgs []outMsg) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range msgs {
+		n := float64(len(m.members))
+		if v, ok := d.perMsg[m.msg.Subject]; ok {
+			d.perMsg[m.msg.Subject] = v + (n-v)/64
+		} else {
+			d.perMsg[m.msg.Subject] = n
+		}
+	}
+}
+
+// ExecutionsPerMessage is how many executions a message on subject has
+// carried on average lately (1 before any): several in batch messages.
+// The backlog watch counts a consumer's messages in executions with it.
+func (d *Dispatcher) ExecutionsPerMessage(subject string) float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return max(1, d.perMsg[subject])
 }
 
 // outMsg is one message to publish: its members (indexes into the

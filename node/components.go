@@ -196,7 +196,8 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	// batch messages for the dispatcher (always).
 	var disp *dispatcher.Dispatcher
 	backlog, err := dispatcher.NewBacklogWatch(dispatcher.BacklogConfig{JS: d.js, Logger: d.log,
-		Dispatcher: dispatcher.UnpublishedFunc(func() int { return disp.Unpublished() })})
+		Dispatcher: dispatcher.UnpublishedFunc(func() int { return disp.Unpublished() }),
+		PerMessage: dispatcher.PerMessageFunc(func(subject string) float64 { return disp.ExecutionsPerMessage(subject) })})
 	if err != nil {
 		return nil, err
 	}
