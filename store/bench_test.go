@@ -91,14 +91,7 @@ func BenchmarkRecordEvents(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		next := at.Add(time.Second)
-		firings := make([]Firing, len(jobs))
-		for i, j := range jobs {
-			firings[i] = Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at, Next: &next}
-		}
-		res, err := s.Fire(ctx, "bench", epochs, firings)
-		if err != nil || len(res.Executions) != len(jobs) {
-			b.Fatalf("fire: %d executions, %v", len(res.Executions), err)
-		}
+		res := fireEvery(b, s, epochs, jobs, at, next)
 		for i, e := range res.Executions {
 			starts[i] = model.AttemptEvent{Type: domain.EventStarted, ID: e.ID, Attempt: 1, Executor: "x", At: at}
 			ends[i] = model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", At: at, Type: domain.EventSucceeded, Output: "ok"}
@@ -148,14 +141,7 @@ func BenchmarkRecordSucceeded(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				next := at.Add(time.Second)
-				firings := make([]Firing, len(jobs))
-				for i, j := range jobs {
-					firings[i] = Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at, Next: &next}
-				}
-				res, err := s.Fire(ctx, "bench", epochs, firings)
-				if err != nil || len(res.Executions) != len(jobs) {
-					b.Fatalf("fire: %d executions, %v", len(res.Executions), err)
-				}
+				res := fireEvery(b, s, epochs, jobs, at, next)
 				pub := at.Add(5 * time.Millisecond)
 				for i, e := range res.Executions {
 					events[i] = model.AttemptEvent{ID: e.ID, Attempt: 1, Executor: "x", Type: domain.EventSucceeded,
@@ -267,4 +253,19 @@ func BenchmarkFireSpread(b *testing.B) {
 		b.Fatal(err)
 	}
 	fireLoop(b, s, epochs, jobs[:batch], t0)
+}
+
+// fireEvery fires every job of jobs (benchJobs) at at, moving each to next,
+// and fails unless each made an execution.
+func fireEvery(tb testing.TB, s *Store, epochs map[int]int64, jobs []*model.Job, at, next time.Time) model.FireResult {
+	tb.Helper()
+	firings := make([]Firing, len(jobs))
+	for i, j := range jobs {
+		firings[i] = Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at, Next: &next}
+	}
+	res, err := s.Fire(context.Background(), "bench", epochs, firings)
+	if err != nil || len(res.Executions) != len(jobs) {
+		tb.Fatalf("fire: %d executions, %v", len(res.Executions), err)
+	}
+	return res
 }

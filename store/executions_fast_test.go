@@ -568,14 +568,7 @@ func TestRecordFastPathConcurrent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range rounds {
 		next := at.Add(time.Second)
-		firings := make([]Firing, len(jobs))
-		for i, j := range jobs {
-			firings[i] = Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at, Next: &next}
-		}
-		res, err := s.Fire(ctx, "bench", epochs, firings)
-		if err != nil || len(res.Executions) != len(jobs) {
-			t.Fatalf("fire: %d executions, %v", len(res.Executions), err)
-		}
+		res := fireEvery(t, s, epochs, jobs, at, next)
 		pub := at.Add(3 * time.Millisecond)
 		batches := make([][]model.AttemptEvent, writers)
 		lastBeat := map[uuid.UUID]time.Time{}
