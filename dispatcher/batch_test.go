@@ -131,6 +131,15 @@ func TestPublishesABatchInOneMessagePerSubject(t *testing.T) {
 		t.Errorf("single's message %v, want one execution under its own id", h)
 	}
 
+	// The backlog watch counts bat.normal's messages as two executions
+	// each (a batch of 3 and a large member alone), single's as one.
+	if got := d.ExecutionsPerMessage("tock.exec.bat.normal"); got <= 1 || got >= 3 {
+		t.Errorf("executions per message on bat.normal = %v, want between the batch's 3 and the lone member's 1", got)
+	}
+	if got := d.ExecutionsPerMessage("tock.exec.single.normal"); got != 1 {
+		t.Errorf("executions per message on single.normal = %v, want 1", got)
+	}
+
 	// Handed again with fewer members: dropped by JetStream.
 	d.Dispatch(ctx, execs[1:3])
 	testenv.WaitFor(t, 10*time.Second, "the re-dispatch done", func() bool { return d.busy() == 0 })

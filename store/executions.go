@@ -156,15 +156,21 @@ func (s *Store) ListUndispatchedExecutions(ctx context.Context, buckets []int, l
 	}
 	// One more than limit, to tell a read the limit cut from one that
 	// ended with it (see wholeBatches).
-	rows, err := s.pool.Query(ctx, outboxSQL, buckets, limit+1, until.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("store: undispatched in %d buckets: %w", len(buckets), err)
-	}
-	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Execution, error) { return scanExecution(r) })
+	execs, err := s.readOutbox(ctx, outboxSQL, buckets, limit+1, until)
 	if err != nil {
 		return nil, fmt.Errorf("store: undispatched in %d buckets: %w", len(buckets), err)
 	}
 	return wholeBatches(execs, limit), nil
+}
+
+// readOutbox runs one of the outbox's reads ($1 buckets, $2 limit, $3
+// until).
+func (s *Store) readOutbox(ctx context.Context, sql string, buckets []int, limit int, until time.Time) ([]*model.Execution, error) {
+	rows, err := s.pool.Query(ctx, sql, buckets, limit, until.UTC())
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Execution, error) { return scanExecution(r) })
 }
 
 // ListRedispatches reads the first part of the outbox of some buckets
@@ -179,11 +185,7 @@ func (s *Store) ListRedispatches(ctx context.Context, buckets []int, limit int, 
 	if len(buckets) == 0 || limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, redispatchSQL, buckets, limit, until.UTC())
-	if err != nil {
-		return nil, fmt.Errorf("store: re-dispatches in %d buckets: %w", len(buckets), err)
-	}
-	execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Execution, error) { return scanExecution(r) })
+	execs, err := s.readOutbox(ctx, redispatchSQL, buckets, limit, until)
 	if err != nil {
 		return nil, fmt.Errorf("store: re-dispatches in %d buckets: %w", len(buckets), err)
 	}
