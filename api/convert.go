@@ -189,6 +189,13 @@ func executionOf(e *model.Execution, withAttempts bool) models.Execution {
 			list = append(list, at)
 		}
 		out.AttemptList = &list
+		if len(e.Notes) > 0 {
+			notes := make([]models.ExecutionNote, len(e.Notes))
+			for i, n := range e.Notes {
+				notes[i] = models.ExecutionNote{At: n.At.UTC(), Kind: models.ExecutionNoteKind(n.Kind), Note: n.Note}
+			}
+			out.Notes = &notes
+		}
 	}
 	return out
 }

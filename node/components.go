@@ -127,6 +127,8 @@ func components(cfg Config, d deps) []component {
 			start: part(func(s *scheduler) runFunc { return s.wipe.Run })},
 		{name: "lost-work", on: sched, stage: stopBuckets,
 			start: part(func(s *scheduler) runFunc { return s.lost.Run })},
+		{name: "stuck-rescue", on: sched, stage: stopBuckets,
+			start: part(func(s *scheduler) runFunc { return s.stuck.Run })},
 		{name: "scanner", on: sched, stage: stopScanner,
 			start: part(func(s *scheduler) runFunc { return s.scan.Run })},
 		{name: "backlog", on: sched, stage: stopScanner,
@@ -181,7 +183,9 @@ type scheduler struct {
 	scan *scanner.Scanner
 	wipe *maintenance.WipeRecovery
 	lost *maintenance.LostWorkRescuer
-	back *backfill.Runner
+	// stuck rescues executions left waiting (maintenance.StuckRescuer).
+	stuck *maintenance.StuckRescuer
+	back  *backfill.Runner
 	// backlog is read by the scanner (backpressure, when it is on) and
 	// the dispatcher (which queues take batch messages).
 	backlog *dispatcher.BacklogWatch
@@ -238,6 +242,13 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
+	stuck, err := maintenance.NewStuckRescuer(maintenance.StuckRescuerConfig{
+		JS: d.js, Store: d.st, Buckets: scan.Owned, Now: clk.Now, Logger: d.log, Registerer: d.reg,
+		WaitAfter: cfg.RescueWaitAfter, SilentAfter: cfg.RescueSilentAfter,
+	})
+	if err != nil {
+		return nil, err
+	}
 	back, err := backfill.New(backfill.Config{
 		Store: d.st, Dispatcher: disp, NodeID: cfg.NodeID, Owned: node.Owned, LeaseValid: node.Valid,
 		Rate: cfg.BackfillRate, Logger: d.log, Registerer: d.reg,
@@ -245,7 +256,7 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, lost: lost, back: back, backlog: backlog}
+	s := &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, lost: lost, stuck: stuck, back: back, backlog: backlog}
 	if err := registerSchedulerMetrics(d, s); err != nil {
 		return nil, err
 	}

@@ -189,6 +189,13 @@ type Config struct {
 	// NotifyLease is how long a node holds a notification it delivers
 	// (notify.Config.Lease); 0 means its default.
 	NotifyLease time.Duration
+	// RescueWaitAfter and RescueSilentAfter are when the rescue of stuck
+	// executions asks JetStream about a published execution that no
+	// executor started, and about a running one that gave no sign of
+	// life (maintenance.StuckRescuerConfig's WaitAfter and SilentAfter);
+	// 0 means their defaults.
+	RescueWaitAfter   time.Duration
+	RescueSilentAfter time.Duration
 	// HTTPAllowPrivate, HTTPAllow and HTTPDeny are the rules of what the
 	// http handler may call (egress.Rules), for the api role (a job's URL
 	// is checked when it is created) and the executor role (every

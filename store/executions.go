@@ -420,6 +420,9 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*model.Executio
 	if err != nil {
 		return nil, fmt.Errorf("store: get execution %s: attempts: %w", id, err)
 	}
+	if e.Notes, err = s.ListExecutionNotes(ctx, id, sched); err != nil {
+		return nil, fmt.Errorf("store: get execution %s: %w", id, err)
+	}
 	if len(e.AttemptList) == 0 {
 		// A single attempt lives in the execution's row (attempt_*).
 		var (
@@ -449,17 +452,22 @@ func (s *Store) GetExecution(ctx context.Context, id uuid.UUID) (*model.Executio
 }
 
 // scanExecution reads a row of execColumns.
-func scanExecution(row pgx.Row) (*model.Execution, error) {
+func scanExecution(row pgx.Row) (*model.Execution, error) { return scanExecutionWith(row) }
+
+// scanExecutionWith reads a row of execColumns followed by more columns,
+// into more.
+func scanExecutionWith(row pgx.Row, more ...any) (*model.Execution, error) {
 	var (
 		e         model.Execution
 		timeoutMS *int64
 		payload   []byte
 		retry     *domain.RetryPolicy
 	)
-	err := row.Scan(rawUUID(&e.ID), rawUUID(&e.JobID), &e.Bucket, &e.Namespace, &e.JobName, &e.ScheduledFor, &e.Manual,
-		&e.State, &e.Attempts, &e.Handler, &payload, &retry, &timeoutMS, &e.DispatchedAt,
+	err := row.Scan(append([]any{rawUUID(&e.ID), rawUUID(&e.JobID), &e.Bucket, &e.Namespace, &e.JobName,
+		&e.ScheduledFor, &e.Manual, &e.State, &e.Attempts, &e.Handler, &payload, &retry, &timeoutMS, &e.DispatchedAt,
 		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy,
-		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered, nullUUID(&e.Batch))
+		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered,
+		nullUUID(&e.Batch)}, more...)...)
 	if err != nil {
 		return nil, err
 	}

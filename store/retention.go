@@ -114,6 +114,9 @@ func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p model.Reten
 	if res.Notifications, err = s.expireNotifications(ctx, now, p.Default); err != nil {
 		return res, err
 	}
+	if err = s.expireNotes(ctx, now, p.Default); err != nil {
+		return res, err
+	}
 	if p.CompletedJobs > 0 {
 		tag, err := s.pool.Exec(ctx, `WITH gone AS (
 				DELETE FROM jobs WHERE state = 'completed' AND schedule->>'cron' IS NULL AND updated_at < $1

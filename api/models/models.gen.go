@@ -115,6 +115,24 @@ func (e ChannelType) Valid() bool {
 	}
 }
 
+// Defines values for ExecutionNoteKind.
+const (
+	ExecutionNoteKindLost    ExecutionNoteKind = "lost"
+	ExecutionNoteKindRescued ExecutionNoteKind = "rescued"
+)
+
+// Valid indicates whether the value is a known member of the ExecutionNoteKind enum.
+func (e ExecutionNoteKind) Valid() bool {
+	switch e {
+	case ExecutionNoteKindLost:
+		return true
+	case ExecutionNoteKindRescued:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionState.
 const (
 	ExecutionStateCancelled ExecutionState = "cancelled"
@@ -764,7 +782,14 @@ type Execution struct {
 
 	// NextAttemptAt While the execution is failed (or its delivery was deferred), when it is published again.
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
-	Output        *string    `json:"output,omitempty"`
+
+	// Notes What tock did to the execution by itself, oldest first: a rescue
+	// of an execution left waiting (published, unstarted, and its
+	// message no longer in JetStream: published again), an attempt
+	// taken for lost. Only in GET /v1/executions/{id}; absent when there
+	// are none.
+	Notes  *[]ExecutionNote `json:"notes,omitempty"`
+	Output *string          `json:"output,omitempty"`
 
 	// Priority When executors are saturated, high executions start before normal
 	// ones and normal before low ones. Defaults to normal.
@@ -789,6 +814,16 @@ type ExecutionList struct {
 	// Total With `count=true`, how many executions match the filters (every page, not just this one).
 	Total *int64 `json:"total,omitempty"`
 }
+
+// ExecutionNote defines model for ExecutionNote.
+type ExecutionNote struct {
+	At   time.Time         `json:"at"`
+	Kind ExecutionNoteKind `json:"kind"`
+	Note string            `json:"note"`
+}
+
+// ExecutionNoteKind defines model for ExecutionNote.Kind.
+type ExecutionNoteKind string
 
 // ExecutionState queued: waiting for an executor (or for its first publish); running:
 // an attempt runs; failed: the last attempt failed and a retry waits

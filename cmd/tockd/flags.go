@@ -31,8 +31,10 @@ type ExecutionFlags struct {
 
 	BackfillRate float64 `name:"backfill-rate" env:"TOCK_BACKFILL_RATE" default:"200" help:"Most backfill runs a scheduler node creates per second, across all its backfills (low priority, paced so that on-time runs are never delayed)."`
 
-	NotifyMaxBackoff time.Duration `name:"notify-max-backoff" env:"TOCK_NOTIFY_MAX_BACKOFF" default:"5m" help:"Longest wait between two attempts to deliver a notification whose receiver fails (it is retried for 24h) (scheduler role)."`
-	NotifyLease      time.Duration `name:"notify-lease" env:"TOCK_NOTIFY_LEASE" default:"30s" help:"How long a node holds a notification it is delivering: if it dies, another node delivers it (under the same id) this long after it began; keep it above the receivers' answer time (deliveries time out after 10s) (scheduler role)."`
+	NotifyMaxBackoff  time.Duration `name:"notify-max-backoff" env:"TOCK_NOTIFY_MAX_BACKOFF" default:"5m" help:"Longest wait between two attempts to deliver a notification whose receiver fails (it is retried for 24h) (scheduler role)."`
+	RescueWaitAfter   time.Duration `name:"rescue-wait-after" env:"TOCK_RESCUE_WAIT_AFTER" default:"1m" help:"A published execution no executor has started for this long is published again if JetStream no longer holds its message (a lost message, or a recording Postgres lost in a failover) (scheduler role)."`
+	RescueSilentAfter time.Duration `name:"rescue-silent-after" env:"TOCK_RESCUE_SILENT_AFTER" default:"1m" help:"A running execution whose attempt gave no sign of life for this long is taken for lost if JetStream no longer holds its message (scheduler role); keep it above the executors' heartbeat interval (10s)."`
+	NotifyLease       time.Duration `name:"notify-lease" env:"TOCK_NOTIFY_LEASE" default:"30s" help:"How long a node holds a notification it is delivering: if it dies, another node delivers it (under the same id) this long after it began; keep it above the receivers' answer time (deliveries time out after 10s) (scheduler role)."`
 
 	Retention             retention `name:"retention" env:"TOCK_RETENTION" default:"90d" help:"How long execution history is kept, for namespaces without their own (PUT /v1/namespaces/{ns}): days (90d) or a duration."`
 	CompletedJobRetention retention `name:"completed-job-retention" env:"TOCK_COMPLETED_JOB_RETENTION" default:"7d" help:"How long a completed one-shot job is kept before it is deleted."`
@@ -71,6 +73,7 @@ func (f ExecutionFlags) apply(cfg *node.Config) {
 	cfg.BackfillRate = f.BackfillRate
 	cfg.NotifyMaxBackoff, cfg.NotifyLease = f.NotifyMaxBackoff, f.NotifyLease
 	cfg.FireBacklogFor, cfg.FireBacklogMin = f.FireBacklogFor, f.FireBacklogMin
+	cfg.RescueWaitAfter, cfg.RescueSilentAfter = f.RescueWaitAfter, f.RescueSilentAfter
 	cfg.ExecutorConcurrency = f.ExecutorConcurrency
 	cfg.ExecutorMaxPerKey = f.ExecutorMaxPerKey
 	cfg.ExecutorAckWait = f.ExecutorAckWait

@@ -63,6 +63,9 @@ type Execution struct {
 	Batch uuid.UUID
 	// AttemptList is filled by store.GetExecution only.
 	AttemptList []Attempt
+	// Notes, filled by store.GetExecution only, are what tock did to the
+	// execution by itself: rescues, lost attempts.
+	Notes []ExecutionNote
 	// Fired is the span of the firing that made the execution (its
 	// telemetry.SpanFire), in memory only, between the scanner and the
 	// dispatcher; not valid when tracing is off or the execution came
@@ -201,4 +204,21 @@ type BucketStat struct {
 	// the bucket. It can trail etcd's owner key during a hand-over.
 	Node  string
 	Epoch int64
+}
+
+// ExecutionNote is something tock did to an execution by itself, beside
+// its attempts: a rescue of an execution left waiting, an attempt taken
+// for lost.
+type ExecutionNote struct {
+	At   time.Time
+	Kind string // store.NoteRescued, store.NoteLost
+	Note string
+}
+
+// StuckExecution is an execution that may be stuck (store.ListStuckExecutions):
+// waiting since it was published at Since, or running and last seen alive
+// at Since.
+type StuckExecution struct {
+	*Execution
+	Since time.Time
 }

@@ -2033,6 +2033,21 @@ export interface components {
             output?: string;
             /** @description Every attempt, first to last; only in GET /v1/executions/{id}. */
             attempt_list?: components["schemas"]["Attempt"][];
+            /**
+             * @description What tock did to the execution by itself, oldest first: a rescue
+             *     of an execution left waiting (published, unstarted, and its
+             *     message no longer in JetStream: published again), an attempt
+             *     taken for lost. Only in GET /v1/executions/{id}; absent when there
+             *     are none.
+             */
+            notes?: components["schemas"]["ExecutionNote"][];
+        };
+        ExecutionNote: {
+            /** Format: date-time */
+            at: string;
+            /** @enum {string} */
+            kind: "rescued" | "lost";
+            note: string;
         };
         ExecutionList: {
             items: components["schemas"]["Execution"][];

@@ -69,6 +69,14 @@ export function ExecutionDetail({ id }: { id: string }) {
           {(e.attempt_list ?? []).length === 0 && <tr><td colSpan={7} class="muted">No attempt yet.</td></tr>}
         </tbody>
       </table>
+      {(e.notes ?? []).length > 0 && <>
+        <h2>What tock did</h2>
+        <ul class="notes">
+          {(e.notes ?? []).map((n) => (
+            <li key={n.at + n.kind}><Time t={n.at} /> <span class="tag">{n.kind}</span> {n.note}</li>
+          ))}
+        </ul>
+      </>}
     </>
   );
 }
