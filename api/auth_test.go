@@ -202,6 +202,7 @@ func operationCases(a *authEnv) map[string]func() request {
 			return request{"POST", "/v1/notification-rules/" + a.fixtureRule("team-a") + "/test", nil, false}
 		},
 		"listNotifications": func() request { return request{"GET", "/v1/notifications?namespace=team-a", nil, false} },
+		"listDeadEvents":    func() request { return request{"GET", "/v1/dead-events?namespace=team-a", nil, false} },
 		"getNotification": func() request {
 			n := insertNotification(a.t, a.store, model.Notification{Namespace: "team-a", State: model.NotificationPending})
 			return request{"GET", "/v1/notifications/" + n.ID.String(), nil, false}

@@ -63,6 +63,7 @@ type Store interface {
 	// The audit trail (audit.go).
 	CreateAuditEntries(ctx context.Context, entries []model.AuditEntry) error
 	ListAuditEntries(ctx context.Context, f store.AuditFilter) ([]model.AuditEntry, string, error)
+	ListDeadEvents(ctx context.Context, f store.DeadEventFilter) ([]model.DeadEvent, string, error)
 	GetExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
 	// Notification channels and rules, and the notifications sent
 	// (notify.go).

@@ -159,7 +159,7 @@ func components(cfg Config, d deps) []component {
 			start: func() (runFunc, error) {
 				var err error
 				if rec, err = recorder.New(recorder.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg, Changes: d.changes.Publisher(),
-					Tracer: d.tracer}); err != nil {
+					Tracer: d.tracer, DeadLetters: d.st}); err != nil {
 					return nil, err
 				}
 				return rec.Run, nil

@@ -22,6 +22,7 @@ type metrics struct {
 	retries     prometheus.Counter
 	deferrals   prometheus.Counter
 	startLag    prometheus.Histogram
+	deadEvents  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -45,6 +46,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			// As tock_fire_lag_seconds', with the executors' queueing on top.
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}), &err),
+		deadEvents: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_dead_events_total",
+			Help: "Events the recorder could not place, kept as dead events (GET /v1/dead-events): reason=unknown_execution (no such execution after the grace), invalid, undecodable.",
+		}, []string{"reason"}), &err),
 	}, err
 }
 

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,11 @@ import (
 // batch retried.
 type Store interface {
 	RecordAttemptEvents(ctx context.Context, evs []model.AttemptEvent) ([]error, error)
+}
+
+// DeadLetters keeps events the recorder cannot place; *store.Store is one.
+type DeadLetters interface {
+	RecordDeadEvents(ctx context.Context, evs []model.DeadEvent) error
 }
 
 // Tuning. The consumer's AckWait must outlast a slow Store write.
@@ -100,6 +106,12 @@ type Config struct {
 	// before it is dropped; default UnknownGrace, negative to drop it at
 	// once.
 	UnknownGrace time.Duration
+	// DeadLetters, if set, is where events that cannot be placed are
+	// kept for an operator (an event for an unknown execution after
+	// UnknownGrace, an undecodable or invalid one) instead of dropped;
+	// tockd passes its store. Every such event counts in
+	// tock_dead_events_total and is logged either way.
+	DeadLetters DeadLetters
 	// Tracer, if set, makes a telemetry.SpanRecord span for each event
 	// recorded that carries a sampled traceparent (the attempt's span):
 	// from the batch's write to its commit, a child of the attempt.
@@ -143,6 +155,7 @@ type Recorder struct {
 	changes    *changes.Publisher
 	grace      time.Duration
 	tracer     trace.Tracer
+	dead       DeadLetters
 }
 
 // New checks cfg (with its defaults) and returns a Recorder.
@@ -155,9 +168,12 @@ func New(cfg Config) (*Recorder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recorder: register metrics: %w", err)
 	}
+	for _, reason := range []string{"unknown_execution", "invalid", "undecodable"} {
+		m.deadEvents.WithLabelValues(reason)
+	}
 	return &Recorder{js: cfg.JS, st: cfg.Store, log: cfg.Logger.With("role", "recorder"),
 		writers: cfg.Writers, retryDelay: cfg.RetryDelay, m: m, changes: cfg.Changes, grace: cfg.UnknownGrace,
-		tracer: cfg.Tracer}, nil
+		tracer: cfg.Tracer, dead: cfg.DeadLetters}, nil
 }
 
 // Run creates the streams and the recorder's durable consumer if needed
@@ -318,8 +334,10 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 	origins := make([]origin, 0, len(msgs))
 	held := make([]jetstream.Msg, 0, len(msgs))
 	ends := make([]int, 0, len(msgs)) // held[i]'s events end before evs[ends[i]]
+	var dead []model.DeadEvent
+	defer func() { r.deadLetter(ctx, dead) }()
 	for _, msg := range msgs {
-		got, of, ok := r.decodeMsg(msg)
+		got, of, ok := r.decodeMsg(msg, &dead)
 		if !ok {
 			continue
 		}
@@ -379,12 +397,15 @@ func (r *Recorder) handle(ctx context.Context, msgs []jetstream.Msg) {
 				r.log.Warn("event for an unknown execution; keeping it a while", "execution_id", evs[i].ID,
 					"attempt", evs[i].Attempt, "retry_in", r.delay(msg))
 			case errors.Is(results[i], store.ErrNotFound):
-				r.log.Error("event for an unknown execution; dropping it", "execution_id", evs[i].ID, "attempt", evs[i].Attempt)
+				r.log.Error("event for an unknown execution; keeping it as a dead event", "execution_id", evs[i].ID,
+					"attempt", evs[i].Attempt, "kept_for", r.grace)
+				dead = append(dead, deadOf(&evs[i], origins[i], ReasonUnknown))
 				if !batch {
 					_ = msg.TermWithReason("tock: unknown execution")
 				}
 			default:
-				r.log.Error("invalid event; dropping it", "execution_id", evs[i].ID, "err", results[i])
+				r.log.Error("invalid event; keeping it as a dead event", "execution_id", evs[i].ID, "err", results[i])
+				dead = append(dead, deadOf(&evs[i], origins[i], "invalid: "+results[i].Error()))
 				if !batch {
 					_ = msg.TermWithReason("tock: invalid event")
 				}
@@ -443,9 +464,9 @@ func (r *Recorder) young(msg jetstream.Msg) bool {
 // decodeMsg turns msg into the events to record: one, or a batch's. A
 // message that holds none is settled here (terminated) and ok is false;
 // an invalid event inside a batch is dropped with a log line.
-func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []model.AttemptEvent, of []origin, ok bool) {
+func (r *Recorder) decodeMsg(msg jetstream.Msg, dead *[]model.DeadEvent) (evs []model.AttemptEvent, of []origin, ok bool) {
 	if msg.Subject() != wire.EventBatchSubject {
-		ev, o, ok := r.decode(msg)
+		ev, o, ok := r.decode(msg, dead)
 		if !ok {
 			return nil, nil, false
 		}
@@ -453,14 +474,16 @@ func (r *Recorder) decodeMsg(msg jetstream.Msg) (evs []model.AttemptEvent, of []
 	}
 	var wes []wire.Event
 	if err := json.Unmarshal(msg.Data(), &wes); err != nil {
-		r.log.Error("undecodable event batch; dropping it", "subject", msg.Subject(), "err", err)
+		r.log.Error("undecodable event batch; keeping it as a dead event", "subject", msg.Subject(), "err", err)
+		*dead = append(*dead, model.DeadEvent{Reason: "undecodable: " + err.Error(), Event: msg.Data()})
 		_ = msg.TermWithReason("tock: undecodable event batch")
 		return nil, nil, false
 	}
 	for _, we := range wes {
 		ev, err := toEvent(we)
 		if err != nil {
-			r.log.Error("invalid event in a batch; dropping it", "execution_id", we.ExecutionID, "err", err)
+			r.log.Error("invalid event in a batch; keeping it as a dead event", "execution_id", we.ExecutionID, "err", err)
+			*dead = append(*dead, deadOfWire(we, err))
 			continue
 		}
 		evs = append(evs, ev)
@@ -521,17 +544,19 @@ func (r *Recorder) delay(msg jetstream.Msg) time.Duration {
 
 // decode turns msg into an event to record. A message that is not one is
 // settled here (terminated) and ok is false.
-func (r *Recorder) decode(msg jetstream.Msg) (ev model.AttemptEvent, o origin, ok bool) {
+func (r *Recorder) decode(msg jetstream.Msg, dead *[]model.DeadEvent) (ev model.AttemptEvent, o origin, ok bool) {
 	var we wire.Event
 	if err := json.Unmarshal(msg.Data(), &we); err != nil {
-		r.log.Error("undecodable event; dropping it", "subject", msg.Subject(), "err", err)
+		r.log.Error("undecodable event; keeping it as a dead event", "subject", msg.Subject(), "err", err)
+		*dead = append(*dead, model.DeadEvent{Reason: "undecodable: " + err.Error(), Event: msg.Data()})
 		_ = msg.TermWithReason("tock: undecodable event")
 		return ev, o, false
 	}
 	ev, err := toEvent(we)
 	if err != nil {
-		r.log.Error("invalid event; dropping it", "subject", msg.Subject(), "execution_id", we.ExecutionID,
+		r.log.Error("invalid event; keeping it as a dead event", "subject", msg.Subject(), "execution_id", we.ExecutionID,
 			"attempt", we.Attempt, "dispatch", we.Dispatch, "type", we.Type, "err", err)
+		*dead = append(*dead, deadOfWire(we, err))
 		_ = msg.TermWithReason("tock: invalid event")
 		return ev, o, false
 	}
@@ -565,4 +590,56 @@ func toEvent(we wire.Event) (model.AttemptEvent, error) {
 		ev.RetryIn = time.Duration(we.RetryInMS) * time.Millisecond
 	}
 	return ev, nil
+}
+
+// ReasonUnknown is a dead event's reason when no execution took it.
+const ReasonUnknown = "unknown execution: Postgres held no such execution while the event was kept"
+
+// deadOf is a dead event of an event that decoded.
+func deadOf(ev *model.AttemptEvent, o origin, reason string) model.DeadEvent {
+	id, sched, attempt := ev.ID, domain.ExecutionTime(ev.ID), ev.Attempt
+	data, _ := json.Marshal(ev)
+	return model.DeadEvent{Namespace: o.namespace, ExecutionID: &id, ScheduledFor: &sched, Attempt: &attempt,
+		Type: string(ev.Type), Reason: reason, Event: data}
+}
+
+// deadOfWire is a dead event of a wire event that is not valid (err).
+func deadOfWire(we wire.Event, err error) model.DeadEvent {
+	d := model.DeadEvent{Namespace: we.Namespace, Type: string(we.Type), Reason: "invalid: " + err.Error()}
+	if id, perr := uuid.Parse(we.ExecutionID); perr == nil {
+		sched := domain.ExecutionTime(id)
+		d.ExecutionID, d.ScheduledFor = &id, &sched
+	}
+	if we.Attempt > 0 {
+		a := we.Attempt
+		d.Attempt = &a
+	}
+	d.Event, _ = json.Marshal(we)
+	return d
+}
+
+// deadLetter counts and keeps events that cannot be placed. A write that
+// fails is logged: the events were logged one by one already.
+func (r *Recorder) deadLetter(ctx context.Context, dead []model.DeadEvent) {
+	if len(dead) == 0 {
+		return
+	}
+	for _, d := range dead {
+		reason := "invalid"
+		switch {
+		case d.Reason == ReasonUnknown:
+			reason = "unknown_execution"
+		case strings.HasPrefix(d.Reason, "undecodable"):
+			reason = "undecodable"
+		}
+		r.m.deadEvents.WithLabelValues(reason).Inc()
+	}
+	if r.dead == nil {
+		return
+	}
+	wctx, cancel := shutdownContext(ctx)
+	defer cancel()
+	if err := r.dead.RecordDeadEvents(wctx, dead); err != nil {
+		r.log.Error("keep dead events", "events", len(dead), "err", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/tock-sched/tock/changes"
@@ -302,7 +304,10 @@ func TestKeepsEventsOfUnknownExecutionsAWhile(t *testing.T) {
 	e := newEnv(t)
 	st := &notFoundStore{fakeStore: newFakeStore()}
 	st.known.Store(3) // known from the third call on
-	e.run(mustNew(t, Config{JS: e.js, Store: st, Logger: quiet(), RetryDelay: 50 * time.Millisecond, UnknownGrace: 2 * time.Second}))
+	dl := &deadLetters{}
+	r := mustNew(t, Config{JS: e.js, Store: st, Logger: quiet(), RetryDelay: 50 * time.Millisecond, UnknownGrace: 2 * time.Second,
+		DeadLetters: dl})
+	e.run(r)
 	late := uuid.New()
 	e.publish(wire.Event{Type: domain.EventSucceeded, ExecutionID: late.String(), Attempt: 1, ExecutorID: "x1", At: time.Now()})
 	if c := st.next(t); c.Kind != "succeeded" || c.ID != late {
@@ -325,6 +330,67 @@ func TestKeepsEventsOfUnknownExecutionsAWhile(t *testing.T) {
 	if n := st.calls.Load(); n < 2 {
 		t.Errorf("store called %d times for an event kept 2 s, want it delivered again", n)
 	}
+	// Kept for an operator, not dropped: a dead event naming the
+	// execution, counted.
+	got := dl.all()
+	if len(got) != 1 || got[0].Reason != ReasonUnknown || got[0].ExecutionID == nil || got[0].Type != "started" ||
+		got[0].Attempt == nil || *got[0].Attempt != 1 || len(got[0].Event) == 0 {
+		t.Errorf("dead events %+v, want the started event of the unknown execution", got)
+	}
+	if n := testutil.ToFloat64(r.m.deadEvents.WithLabelValues("unknown_execution")); n != 1 {
+		t.Errorf("tock_dead_events_total{reason=unknown_execution} = %v, want 1", n)
+	}
+}
+
+// An event that is not valid (here, attempt 0) is kept as a dead event
+// too, with what it said and why, and the valid events of its batch are
+// recorded.
+func TestKeepsInvalidEventsAsDead(t *testing.T) {
+	e := newEnv(t)
+	st := newFakeStore()
+	dl := &deadLetters{}
+	r := mustNew(t, Config{JS: e.js, Store: st, Logger: quiet(), DeadLetters: dl})
+	e.run(r)
+	good, bad := uuid.New(), uuid.New()
+	data, err := json.Marshal([]wire.Event{
+		{Type: domain.EventStarted, ExecutionID: bad.String(), Attempt: 0, ExecutorID: "x1", At: time.Now(), Namespace: "ns1"},
+		{Type: domain.EventSucceeded, ExecutionID: good.String(), Attempt: 1, ExecutorID: "x1", At: time.Now()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publishRaw(wire.EventBatchSubject, data, "batch-with-an-invalid-event")
+	if c := st.next(t); c.ID != good {
+		t.Errorf("recorded %v, want the valid event of %s", c, good)
+	}
+	e.settled()
+	got := dl.all()
+	if len(got) != 1 || got[0].ExecutionID == nil || *got[0].ExecutionID != bad || got[0].Namespace != "ns1" ||
+		!strings.HasPrefix(got[0].Reason, "invalid: ") {
+		t.Errorf("dead events %+v, want the invalid event of %s", got, bad)
+	}
+	if n := testutil.ToFloat64(r.m.deadEvents.WithLabelValues("invalid")); n != 1 {
+		t.Errorf("tock_dead_events_total{reason=invalid} = %v, want 1", n)
+	}
+}
+
+// deadLetters keeps what it is given.
+type deadLetters struct {
+	mu   sync.Mutex
+	kept []model.DeadEvent
+}
+
+func (d *deadLetters) RecordDeadEvents(_ context.Context, evs []model.DeadEvent) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.kept = append(d.kept, evs...)
+	return nil
+}
+
+func (d *deadLetters) all() []model.DeadEvent {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.kept)
 }
 
 // notFoundStore answers ErrNotFound for every event, or, with known set,

@@ -719,6 +719,33 @@ type ChannelPatch struct {
 // incoming webhook, whose URL is its secret.
 type ChannelType string
 
+// DeadEvent defines model for DeadEvent.
+type DeadEvent struct {
+	Attempt *int `json:"attempt,omitempty"`
+
+	// Event The event's JSON as the executor sent it (or as tock decoded it), at most 64 KiB.
+	Event       string              `json:"event"`
+	ExecutionId *openapi_types.UUID `json:"execution_id,omitempty"`
+	Id          int64               `json:"id"`
+
+	// Namespace The event's namespace; empty if it named none.
+	Namespace    string     `json:"namespace"`
+	Reason       string     `json:"reason"`
+	RecordedAt   time.Time  `json:"recorded_at"`
+	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
+
+	// Type The event's type (started, succeeded, failed...), as it said.
+	Type string `json:"type"`
+}
+
+// DeadEventList defines model for DeadEventList.
+type DeadEventList struct {
+	Items []DeadEvent `json:"items"`
+
+	// NextCursor Absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
 // DeliveryAttempt defines model for DeliveryAttempt.
 type DeliveryAttempt struct {
 	At time.Time `json:"at"`
@@ -2007,6 +2034,18 @@ type WatchChangesParams struct {
 
 // WatchChangesParamsKind defines parameters for WatchChanges.
 type WatchChangesParamsKind string
+
+// ListDeadEventsParams defines parameters for ListDeadEvents.
+type ListDeadEventsParams struct {
+	// Namespace Only this namespace's dead events (default the key's own; every namespace for a key with all of them).
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+
+	// Limit Page size.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The `next_cursor` of the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
 
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {

@@ -15,22 +15,25 @@ CREATE TABLE execution_notes (
 );
 CREATE INDEX execution_notes_day ON execution_notes (scheduled_for);
 
--- Events the recorder could not place (issue 37): an event for an
--- execution Postgres does not hold, kept and delivered again for
--- recorder.UnknownGrace, then recorded here instead of dropped, so that an
--- operator sees it (GET /v1/dead-events, tock_dead_events_total) and the
--- execution it names can be traced. Retention deletes rows older than the
--- history's retention.
+-- Events the recorder could not place (issue 37), instead of dropping
+-- them: an event for an execution Postgres does not hold, kept and
+-- delivered again for recorder.UnknownGrace first (a re-fired row receives
+-- it meanwhile), and an event that does not decode or is invalid. An
+-- operator sees them (GET /v1/dead-events, tock_dead_events_total) and can
+-- trace the execution they name. The execution columns are NULL where the
+-- event did not say (or not validly); event is the message's data as it
+-- came, cut to 64 KiB. Retention deletes rows older than the history's
+-- default retention.
 CREATE TABLE dead_events (
     id            bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     recorded_at   timestamptz NOT NULL DEFAULT now(),
-    namespace     text        NOT NULL,
-    execution_id  uuid        NOT NULL,
-    scheduled_for timestamptz NOT NULL,
-    attempt       integer     NOT NULL,
-    type          text        NOT NULL,
+    namespace     text        NOT NULL DEFAULT '',
+    execution_id  uuid,
+    scheduled_for timestamptz,
+    attempt       integer,
+    type          text        NOT NULL DEFAULT '',
     reason        text        NOT NULL,
-    event         jsonb       NOT NULL
+    event         text        NOT NULL
 );
 CREATE INDEX dead_events_namespace ON dead_events (namespace, id);
 

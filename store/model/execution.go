@@ -222,3 +222,22 @@ type StuckExecution struct {
 	*Execution
 	Since time.Time
 }
+
+// DeadEvent is an event the recorder could not place, kept for an
+// operator (store.RecordDeadEvents) instead of dropped: about an execution
+// Postgres does not hold (after recorder.UnknownGrace), or invalid.
+type DeadEvent struct {
+	ID         int64 // set by the store
+	RecordedAt time.Time
+	// Namespace, ExecutionID, ScheduledFor, Attempt and Type are what the
+	// event said, where it said it validly (nil or empty otherwise).
+	Namespace    string
+	ExecutionID  *uuid.UUID
+	ScheduledFor *time.Time
+	Attempt      *int
+	Type         string
+	// Reason says why it could not be placed.
+	Reason string
+	// Event is the message's data as it came.
+	Event []byte
+}

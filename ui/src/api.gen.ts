@@ -1078,6 +1078,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/dead-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the events the recorder could not place, newest first
+         * @description An executor's event that tock could not apply is kept here instead
+         *     of dropped: an event about an execution Postgres does not hold,
+         *     after it was kept and delivered again for 5 minutes (a failover
+         *     that lost the execution's firing is healed meanwhile by its
+         *     firing again), and an event that does not decode or is not valid.
+         *     Each says what the event said (namespace, execution, attempt, type,
+         *     where it said them validly), why, and the event as it came. Counted
+         *     by `tock_dead_events_total`; kept as long as the history's default
+         *     retention. A namespace's readers see its dead events; readers of
+         *     every namespace also see those that named none.
+         */
+        get: operations["listDeadEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/notifications/{id}": {
         parameters: {
             query?: never;
@@ -2041,6 +2070,29 @@ export interface components {
              *     are none.
              */
             notes?: components["schemas"]["ExecutionNote"][];
+        };
+        DeadEventList: {
+            items: components["schemas"]["DeadEvent"][];
+            /** @description Absent on the last page. */
+            next_cursor?: string;
+        };
+        DeadEvent: {
+            /** Format: int64 */
+            id: number;
+            /** Format: date-time */
+            recorded_at: string;
+            /** @description The event's namespace; empty if it named none. */
+            namespace: string;
+            /** Format: uuid */
+            execution_id?: string;
+            /** Format: date-time */
+            scheduled_for?: string;
+            attempt?: number;
+            /** @description The event's type (started, succeeded, failed...), as it said. */
+            type: string;
+            reason: string;
+            /** @description The event's JSON as the executor sent it (or as tock decoded it), at most 64 KiB. */
+            event: string;
         };
         ExecutionNote: {
             /** Format: date-time */
@@ -4083,6 +4135,37 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotificationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listDeadEvents: {
+        parameters: {
+            query?: {
+                /** @description Only this namespace's dead events (default the key's own; every namespace for a key with all of them). */
+                namespace?: string;
+                /** @description Page size. */
+                limit?: components["parameters"]["Limit"];
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of dead events. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeadEventList"];
                 };
             };
             400: components["responses"]["BadRequest"];
