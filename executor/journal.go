@@ -70,13 +70,23 @@ type journalEntry struct {
 type journal struct {
 	mu      sync.Mutex
 	entries map[attemptKey]*journalEntry
+	// ends holds the entries that ended with the attempt's end (not a
+	// deferral), by execution and attempt: a delivery of the same attempt
+	// under another dispatch is answered from them too (see begin).
+	ends    map[endKey]*journalEntry
 	ended   *list.List // ended entries, oldest first
 	bytes   int
 	now     func() time.Time
 }
 
+// endKey names an attempt whatever dispatch delivered it.
+type endKey struct {
+	execution string
+	attempt   int
+}
+
 func newJournal(now func() time.Time) *journal {
-	return &journal{entries: map[attemptKey]*journalEntry{}, ended: list.New(), now: now}
+	return &journal{entries: map[attemptKey]*journalEntry{}, ends: map[endKey]*journalEntry{}, ended: list.New(), now: now}
 }
 
 // begin marks an attempt in progress, unless the journal knows it
@@ -89,6 +99,15 @@ func (j *journal) begin(k attemptKey) (known bool, ev *wire.Event) {
 		if e.running {
 			return true, nil
 		}
+		return true, e.ev
+	}
+	// The attempt ended here under another dispatch: tock published it
+	// again without knowing it had run (Postgres lost the recording of
+	// its end, and the rescue of a waiting execution published it as its
+	// next dispatch). Attempt numbers count across the execution's life,
+	// so the same number is the same attempt; only a deferral, which did
+	// not run it, is not answered so.
+	if e, ok := j.ends[endKey{k.execution, k.attempt}]; ok {
 		return true, e.ev
 	}
 	j.entries[k] = &journalEntry{key: k, running: true}
@@ -113,6 +132,9 @@ func (j *journal) finish(k attemptKey) {
 	}
 	e.ended = j.now()
 	e.elem = j.ended.PushBack(e)
+	if e.ev.Type.Ends() {
+		j.ends[endKey{k.execution, k.attempt}] = e
+	}
 	j.trim()
 }
 
@@ -155,6 +177,9 @@ func (j *journal) trim() {
 		}
 		j.ended.Remove(f)
 		delete(j.entries, e.key)
+		if ek := (endKey{e.key.execution, e.key.attempt}); j.ends[ek] == e {
+			delete(j.ends, ek)
+		}
 		j.bytes -= e.size
 	}
 }

@@ -240,3 +240,37 @@ func TestCancelReachesAttemptsAfterTheCancelBucketIsNew(t *testing.T) {
 		t.Fatal("handler context not cancelled within 15s of a cancellation in the new bucket")
 	}
 }
+
+// An attempt that ended here is answered from the journal when tock
+// publishes it again as its next dispatch (the rescue of an execution
+// whose recorded end Postgres lost): the same attempt, run once. A
+// deferral is not: the next dispatch of a deferred attempt runs.
+func TestJournalAnswersTheSameAttemptUnderAnotherDispatch(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	j := newJournal(func() time.Time { return now })
+	run := func(id string, typ domain.EventType) {
+		t.Helper()
+		k := attemptKey{id, 0, 1}
+		if known, _ := j.begin(k); known {
+			t.Fatalf("attempt %s known before it began", id)
+		}
+		j.record(wire.Event{Type: typ, ExecutionID: id, Attempt: 1, Dispatch: 0})
+		j.finish(k)
+	}
+	run("ran", domain.EventSucceeded)
+	run("deferred", domain.EventDeferred)
+	if known, ev := j.begin(attemptKey{"ran", 1, 1}); !known || ev == nil || ev.Type != domain.EventSucceeded {
+		t.Errorf("attempt 1 of ran under dispatch 1: known %v, event %+v; want its success", known, ev)
+	}
+	if known, ev := j.begin(attemptKey{"deferred", 1, 1}); known || ev != nil {
+		t.Errorf("attempt 1 of deferred under dispatch 1: known %v, event %+v; want it run", known, ev)
+	}
+	if known, _ := j.begin(attemptKey{"ran", 1, 2}); known {
+		t.Error("attempt 2 of ran is known: a new attempt must run")
+	}
+	now = now.Add(JournalSpan + time.Second)
+	j.trim()
+	if known, _ := j.begin(attemptKey{"ran", 2, 1}); known {
+		t.Errorf("attempt 1 of ran still answered after %s", JournalSpan)
+	}
+}
