@@ -180,6 +180,22 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/changes (the `WatchChanges` operationId).
 	WatchChanges(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListDeadEvents List the events the recorder could not place, newest first
+	//
+	// An executor's event that tock could not apply is kept here instead
+	// of dropped: an event about an execution Postgres does not hold,
+	// after it was kept and delivered again for 5 minutes (a failover
+	// that lost the execution's firing is healed meanwhile by its
+	// firing again), and an event that does not decode or is not valid.
+	// Each says what the event said (namespace, execution, attempt, type,
+	// where it said them validly), why, and the event as it came. Counted
+	// by `tock_dead_events_total`; kept as long as the history's default
+	// retention. A namespace's readers see its dead events; readers of
+	// every namespace also see those that named none.
+	//
+	// Corresponds with GET /v1/dead-events (the `ListDeadEvents` operationId).
+	ListDeadEvents(ctx context.Context, params *ListDeadEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListExecutions Search executions across jobs, newest first
 	//
 	// Every filter given narrows the list (they combine with AND); newest
@@ -1097,6 +1113,32 @@ func (c *Client) ListBuckets(ctx context.Context, reqEditors ...RequestEditorFn)
 // Corresponds with GET /v1/changes (the `WatchChanges` operationId).
 func (c *Client) WatchChanges(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewWatchChangesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDeadEvents List the events the recorder could not place, newest first
+//
+// An executor's event that tock could not apply is kept here instead
+// of dropped: an event about an execution Postgres does not hold,
+// after it was kept and delivered again for 5 minutes (a failover
+// that lost the execution's firing is healed meanwhile by its
+// firing again), and an event that does not decode or is not valid.
+// Each says what the event said (namespace, execution, attempt, type,
+// where it said them validly), why, and the event as it came. Counted
+// by `tock_dead_events_total`; kept as long as the history's default
+// retention. A namespace's readers see its dead events; readers of
+// every namespace also see those that named none.
+//
+// Corresponds with GET /v1/dead-events (the `ListDeadEvents` operationId).
+func (c *Client) ListDeadEvents(ctx context.Context, params *ListDeadEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDeadEventsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2823,6 +2865,84 @@ func NewWatchChangesRequest(server string, params *WatchChangesParams) (*http.Re
 			req.Header.Set("Last-Event-ID", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewListDeadEventsRequest constructs an http.Request for the ListDeadEvents method
+func NewListDeadEventsRequest(server string, params *ListDeadEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/dead-events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Namespace != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "namespace", *params.Namespace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -5328,6 +5448,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/changes (the `WatchChanges` operationId).
 	WatchChangesWithResponse(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*WatchChangesResponse, error)
 
+	// ListDeadEventsWithResponse List the events the recorder could not place, newest first
+	//
+	// An executor's event that tock could not apply is kept here instead
+	// of dropped: an event about an execution Postgres does not hold,
+	// after it was kept and delivered again for 5 minutes (a failover
+	// that lost the execution's firing is healed meanwhile by its
+	// firing again), and an event that does not decode or is not valid.
+	// Each says what the event said (namespace, execution, attempt, type,
+	// where it said them validly), why, and the event as it came. Counted
+	// by `tock_dead_events_total`; kept as long as the history's default
+	// retention. A namespace's readers see its dead events; readers of
+	// every namespace also see those that named none.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/dead-events (the `ListDeadEvents` operationId).
+	ListDeadEventsWithResponse(ctx context.Context, params *ListDeadEventsParams, reqEditors ...RequestEditorFn) (*ListDeadEventsResponse, error)
+
 	// ListExecutionsWithResponse Search executions across jobs, newest first
 	//
 	// Every filter given narrows the list (they combine with AND); newest
@@ -6589,6 +6727,82 @@ func (r WatchChangesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r WatchChangesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListDeadEventsResponse401Headers the declared response headers of an HTTP 401 response for ListDeadEvents
+type ListDeadEventsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ListDeadEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DeadEventList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListDeadEventsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDeadEventsResponse) GetJSON200() *DeadEventList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListDeadEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListDeadEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListDeadEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListDeadEventsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDeadEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDeadEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDeadEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDeadEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10606,6 +10820,30 @@ func (c *ClientWithResponses) WatchChangesWithResponse(ctx context.Context, para
 	return ParseWatchChangesResponse(rsp)
 }
 
+// ListDeadEventsWithResponse List the events the recorder could not place, newest first
+//
+// An executor's event that tock could not apply is kept here instead
+// of dropped: an event about an execution Postgres does not hold,
+// after it was kept and delivered again for 5 minutes (a failover
+// that lost the execution's firing is healed meanwhile by its
+// firing again), and an event that does not decode or is not valid.
+// Each says what the event said (namespace, execution, attempt, type,
+// where it said them validly), why, and the event as it came. Counted
+// by `tock_dead_events_total`; kept as long as the history's default
+// retention. A namespace's readers see its dead events; readers of
+// every namespace also see those that named none.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/dead-events (the `ListDeadEvents` operationId).
+func (c *ClientWithResponses) ListDeadEventsWithResponse(ctx context.Context, params *ListDeadEventsParams, reqEditors ...RequestEditorFn) (*ListDeadEventsResponse, error) {
+	rsp, err := c.ListDeadEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDeadEventsResponse(rsp)
+}
+
 // ListExecutionsWithResponse Search executions across jobs, newest first
 //
 // Every filter given narrows the list (they combine with AND); newest
@@ -12138,6 +12376,73 @@ func ParseWatchChangesResponse(rsp *http.Response) (*WatchChangesResponse, error
 	switch {
 	case rsp.StatusCode == 401:
 		var headers WatchChangesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListDeadEventsResponse parses an HTTP response from a ListDeadEventsWithResponse call
+func ParseListDeadEventsResponse(rsp *http.Response) (*ListDeadEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDeadEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DeadEventList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListDeadEventsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

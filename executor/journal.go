@@ -73,10 +73,10 @@ type journal struct {
 	// ends holds the entries that ended with the attempt's end (not a
 	// deferral), by execution and attempt: a delivery of the same attempt
 	// under another dispatch is answered from them too (see begin).
-	ends    map[endKey]*journalEntry
-	ended   *list.List // ended entries, oldest first
-	bytes   int
-	now     func() time.Time
+	ends  map[endKey]*journalEntry
+	ended *list.List // ended entries, oldest first
+	bytes int
+	now   func() time.Time
 }
 
 // endKey names an attempt whatever dispatch delivered it.
