@@ -217,6 +217,9 @@ func writeProblem(c echo.Context, ae *apiError) {
 		body = []byte(`{"type":"` + ProblemInternal + `","title":"Internal server error","status":500}`)
 		ae.p.Status = http.StatusInternalServerError
 	}
+	// Set here, not by Blob: Echo keeps a Content-Type once set, and a
+	// handler whose c.JSON failed to encode has set application/json.
+	c.Response().Header().Set(echo.HeaderContentType, ProblemContentType)
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(ae.p.Status)
 		return
