@@ -14,6 +14,7 @@ import (
 
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/changes"
+	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store/model"
 )
 
@@ -38,19 +39,36 @@ const (
 // WatchChanges handles GET /v1/changes: the change feed as server-sent
 // events, from now on or, with Last-Event-ID, from after that event.
 func (h *endpoints) WatchChanges(c echo.Context, p models.WatchChangesParams) error {
-	if h.s.changes == nil {
-		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Change feed unavailable",
-			"This server has no NATS connection.")
-	}
+	// The parameters are checked before NATS is asked: the namespace
+	// goes into the consumer's subject filter, where a space or a
+	// wildcard is an error of NATS's, and a few KiB of text exceed its
+	// control line and cost the server its connection. Bad input is the
+	// caller's 400, never a 503.
 	ns, err := h.s.listNamespace(c, "watchChanges", deref(p.Namespace))
 	if err != nil {
 		return err
 	}
+	var errs fieldErrors
+	if ns != "" {
+		if msg := jobs.NameProblem(ns); msg != "" {
+			errs.add("namespace", "%s", msg)
+		}
+	}
+	if k := deref(p.Kind); k != "" && !k.Valid() {
+		errs.add("kind", "must be one of execution, job")
+	}
 	var after uint64
 	if id := strings.TrimSpace(deref(p.LastEventID)); id != "" {
 		if after, err = strconv.ParseUint(id, 10, 64); err != nil || after == 0 {
-			return invalid("Last-Event-ID", "must be the id of an event of this stream (a positive integer)")
+			errs.add("Last-Event-ID", "must be the id of an event of this stream (a positive integer)")
 		}
+	}
+	if err := errs.err(); err != nil {
+		return err
+	}
+	if h.s.changes == nil {
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Change feed unavailable",
+			"This server has no NATS connection.")
 	}
 	var namespaces []string
 	if ns != "" {

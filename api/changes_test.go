@@ -229,3 +229,35 @@ func TestChangesStreamSlowClient(t *testing.T) {
 		t.Error("the stream goes on after the resync; want it ended")
 	}
 }
+
+// TestChangesStreamBadParameters: a parameter no stream can be watched
+// with is a 400 naming it, answered before NATS is asked (once, a
+// namespace with a space or a NATS wildcard was a 503 "NATS did not
+// answer", and one of a few KiB cost the server its NATS connection, so
+// that every watch after it was a 503 too); the feed works after them.
+func TestChangesStreamBadParameters(t *testing.T) {
+	t.Parallel()
+	a := newChangesEnv(t, 0)
+	// A stream answered instead of the 400 ends the request, not the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a.ctx = ctx
+	for _, tc := range []struct{ query, field string }{
+		{"namespace=%20", "namespace"},
+		{"namespace=%3E", "namespace"},
+		{"namespace=a*b", "namespace"},
+		{"namespace=*", "namespace"},
+		{"namespace=team-a.%3E", "namespace"},
+		{"namespace=" + strings.Repeat("x", 5000), "namespace"},
+		{"kind=%C3%BC", "kind"},
+		{"kind=jobs", "kind"},
+	} {
+		r := a.as(a.admin, http.MethodGet, "/v1/changes?"+tc.query, nil)
+		if r.status != http.StatusBadRequest || !hasField(r.problem(t), tc.field) {
+			t.Errorf("GET /v1/changes?%.40s: %d %s, want 400 naming %s", tc.query, r.status, r.body, tc.field)
+		}
+	}
+	s := a.watch(t, a.admin, "namespace=team-a&kind=job", "")
+	a.fixtureJob("team-a")
+	s.until(t, "the job created", func(ev sseEvent) bool { return ev.event == "job" })
+}

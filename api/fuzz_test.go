@@ -87,25 +87,8 @@ func (fe *fuzzEnv) check(t *testing.T, what string, rec *httptest.ResponseRecord
 	if rec.Code < 400 {
 		return
 	}
-	if ct := rec.Header().Get("Content-Type"); ct != ProblemContentType {
-		t.Fatalf("%s: status %d with content type %q: %s", what, rec.Code, ct, rec.Body)
-	}
-	var p models.Problem
-	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
-		t.Fatalf("%s: problem does not decode: %v: %s", what, err, rec.Body)
-	}
-	if p.Status != rec.Code || p.Type == "" || p.Title == "" {
-		t.Fatalf("%s: problem %+v for status %d", what, p, rec.Code)
-	}
-	if rec.Code == http.StatusBadRequest {
-		if p.Errors == nil || len(*p.Errors) == 0 {
-			t.Fatalf("%s: 400 names no field: %s", what, rec.Body)
-		}
-		for _, e := range *p.Errors {
-			if e.Field == "" || e.Message == "" {
-				t.Fatalf("%s: a field error without its field or message: %s", what, rec.Body)
-			}
-		}
+	if msg := problemFault(rec.Code, rec.Header(), rec.Body.Bytes()); msg != "" {
+		t.Fatalf("%s: %s", what, msg)
 	}
 }
 

@@ -749,3 +749,46 @@ func TestDeleteJob(t *testing.T) {
 }
 
 var _ = domain.JobActive
+
+// TestStartAtPastYear9999: a cron schedule whose first run from its
+// start_at comes after the year 9999, which no RFC 3339 time can write,
+// is a 400 naming schedule.start_at, wherever a schedule is sent (once
+// the job was stored, its create answered 500, and so did every list
+// holding it); one whose first run is in 9999 is taken.
+func TestStartAtPastYear9999(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	late := map[string]any{"cron": "@yearly", "start_at": "9999-06-01T00:00:00Z"}
+	j := e.createJob(jobBody("stored"))
+	for _, req := range []struct {
+		method, path string
+		body         any
+		field        string
+	}{
+		{"POST", "/v1/jobs", map[string]any{"name": "late", "schedule": late, "handler": jobBody("x")["handler"]}, "schedule.start_at"},
+		{"PATCH", "/v1/jobs/" + j.Id.String(), map[string]any{"schedule": late}, "schedule.start_at"},
+		{"POST", "/v1/schedules:preview", map[string]any{"schedule": late}, "schedule.start_at"},
+		{"POST", "/v1/jobs", map[string]any{"name": "monthly", "schedule": map[string]any{"cron": "@monthly", "start_at": "9999-12-01T00:00:01Z"},
+			"handler": jobBody("x")["handler"]}, "schedule.start_at"},
+	} {
+		r := e.do(req.method, req.path, req.body)
+		mustStatus(t, r, http.StatusBadRequest)
+		if p := r.problem(t); !hasField(p, req.field) {
+			t.Errorf("%s %s: errors %s, want %s", req.method, req.path, fieldsOf(p), req.field)
+		}
+	}
+	r := e.do("POST", "/v1/jobs:batch", map[string]any{"jobs": []any{map[string]any{"name": "late", "schedule": late, "handler": jobBody("x")["handler"]}}})
+	mustStatus(t, r, http.StatusOK)
+	var res models.JobBatchResult
+	r.decode(t, &res)
+	if p := res.Items[0].Problem; res.Failed != 1 || p == nil || !hasField(*p, "jobs[0].schedule.start_at") {
+		t.Errorf("batch: %s, want its job refused naming jobs[0].schedule.start_at", r.body)
+	}
+
+	in9999 := e.createJob(map[string]any{"name": "in-9999", "schedule": map[string]any{"cron": "@monthly", "start_at": "9999-06-01T00:00:00Z"},
+		"handler": jobBody("x")["handler"]})
+	if in9999.NextRunAt == nil || in9999.NextRunAt.Year() != 9999 {
+		t.Errorf("next run %v, want one in 9999", in9999.NextRunAt)
+	}
+	mustStatus(t, e.do("GET", "/v1/jobs", nil), http.StatusOK)
+}

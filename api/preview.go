@@ -42,11 +42,14 @@ func (h *endpoints) PreviewSchedule(c echo.Context) error {
 	if req.From != nil {
 		from = req.From.UTC()
 	}
-	pv, err := h.s.jobs.PreviewSpec(c.Request().Context(), specOf(&req.Schedule), from, n)
+	sp := specOf(&req.Schedule)
+	pv, err := h.s.jobs.PreviewSpec(c.Request().Context(), sp, from, n)
 	faults := fieldErrorsOf(jobs.Faults(err))
 	if err != nil && len(faults) == 0 {
 		return h.internal(c, err)
 	}
+	// What Create would refuse.
+	checkStartAt(sp, &faults)
 	// Report the use case's faults along with the request's.
 	if errs := shape.merge(faults); len(errs) > 0 {
 		return errs.err()
@@ -67,6 +70,12 @@ func previewOf(pv *jobs.Preview) models.Preview {
 		out.State = ptr(models.JobState(pv.Job.State))
 	}
 	for _, f := range pv.Fires {
+		// A run RFC 3339 cannot write (after the year 9999, or before
+		// year 0 in the zone: a from at either end) is left out, as a
+		// run after the end of the schedule's window is.
+		if !writable(f.At.UTC()) || !writable(f.Local) {
+			continue
+		}
 		zone, _ := f.Local.Zone()
 		pf := models.PreviewFire{
 			At:      f.At.UTC(),

@@ -230,3 +230,39 @@ func TestPreviewBadRequests(t *testing.T) {
 		t.Errorf("unknown job: %s", r.body)
 	}
 }
+
+// TestPreviewStopsAtYear9999: a preview lists the runs RFC 3339 can
+// write and leaves out those after the year 9999, or before year 0 in
+// the schedule's zone (once such a from was a 500).
+func TestPreviewStopsAtYear9999(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	j := e.createJob(map[string]any{"name": "yearly", "schedule": map[string]any{"cron": "@yearly"}, "handler": jobBody("x")["handler"]})
+	for _, req := range []struct{ method, path, body string }{
+		{"POST", "/v1/schedules:preview", `{"schedule":{"cron":"@yearly"},"from":"9990-06-01T00:00:00Z","count":20}`},
+		{"GET", "/v1/jobs/" + j.Id.String() + "/preview?count=20&from=9990-06-01T00:00:00Z", ""},
+	} {
+		var body any
+		if req.body != "" {
+			body = req.body
+		}
+		r := e.do(req.method, req.path, body)
+		mustStatus(t, r, http.StatusOK)
+		var p models.Preview
+		r.decode(t, &p)
+		if len(p.Fires) != 9 || p.Fires[8].At.Year() != 9999 {
+			t.Errorf("%s %s: fires %s, want the 9 of 9991 to 9999", req.method, req.path, firesText(p))
+		}
+	}
+	// From year 0 in a zone behind UTC: the first runs' local times are
+	// in year -1.
+	r := e.do("POST", "/v1/schedules:preview", `{"schedule":{"cron":"@hourly","timezone":"America/New_York"},"from":"0000-01-01T00:00:00Z","count":10}`)
+	mustStatus(t, r, http.StatusOK)
+	var p models.Preview
+	r.decode(t, &p)
+	for _, f := range p.Fires {
+		if f.Local.Year() < 0 {
+			t.Errorf("fire %s listed", fireText(f))
+		}
+	}
+}

@@ -141,9 +141,10 @@ func internalProblem() *apiError {
 		"The server failed to handle the request; the failure has been logged.")
 }
 
-// paramError matches the errors the generated wrapper returns when a path
-// or query parameter does not parse, so that the problem can name it.
-var paramError = regexp.MustCompile(`^(?:Invalid format for parameter|Query argument) ([A-Za-z0-9_]+)(?::| is required)\s*(.*)$`)
+// paramError matches the errors the generated wrapper returns when a
+// path, query or header parameter does not parse, or a header comes more
+// than once, so that the problem can name it.
+var paramError = regexp.MustCompile(`^(?:Invalid format for parameter|Query argument|Expected one value for) ([A-Za-z0-9_-]+)(?::| is required|, got \d+)\s*(.*)$`)
 
 // errorHandler turns every error a handler, the router or a middleware
 // returns into a problem+json response. Anything it does not recognise is
@@ -172,7 +173,10 @@ func (s *Server) fromHTTPError(he *echo.HTTPError, c echo.Context) *apiError {
 	case http.StatusBadRequest:
 		if m := paramError.FindStringSubmatch(msg); m != nil {
 			detail := m[2]
-			if detail == "" {
+			switch {
+			case strings.HasPrefix(msg, "Expected one value"), strings.Contains(detail, "multiple values"):
+				return invalid(m[1], "must be given once")
+			case detail == "":
 				detail = "is required"
 			}
 			return invalid(m[1], "%s", paramMessage(m[1], detail))
@@ -217,6 +221,9 @@ func writeProblem(c echo.Context, ae *apiError) {
 		body = []byte(`{"type":"` + ProblemInternal + `","title":"Internal server error","status":500}`)
 		ae.p.Status = http.StatusInternalServerError
 	}
+	// Set here, not by Blob: Echo keeps a Content-Type once set, and a
+	// handler whose c.JSON failed to encode has set application/json.
+	c.Response().Header().Set(echo.HeaderContentType, ProblemContentType)
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(ae.p.Status)
 		return

@@ -41,6 +41,7 @@ func newJobOf(req *models.JobCreate) (jobs.NewJob, fieldErrors) {
 	if req.Namespace != nil {
 		nj.Namespace = *req.Namespace
 	}
+	checkStartAt(nj.Schedule, &syntax)
 	return nj, syntax
 }
 
@@ -56,6 +57,7 @@ func patchOf(req *models.JobPatch, members map[string]json.RawMessage) (jobs.Pat
 	)
 	if has("schedule") {
 		p.Schedule = ptr(specOf(req.Schedule))
+		checkStartAt(*p.Schedule, &syntax)
 	}
 	if has("handler") && req.Handler != nil {
 		p.Handler = ptr(handlerOf(*req.Handler))
@@ -155,6 +157,31 @@ func specOf(s *models.Schedule) schedule.Spec {
 		}
 	}
 	return sp
+}
+
+// lastWritable is the latest time RFC 3339 can write, and so the API's
+// JSON: a time after it fails to encode.
+var lastWritable = time.Date(9999, time.December, 31, 23, 59, 59, 999999999, time.UTC)
+
+// writable reports whether RFC 3339 can write t (years 0 to 9999, in
+// t's own zone).
+func writable(t time.Time) bool { return t.Year() >= 0 && t.Year() <= 9999 }
+
+// checkStartAt refuses a cron schedule whose first run from its
+// start_at comes after lastWritable (start_at late in 9999, or a rare
+// expression a few years after it): the job would be stored with a next
+// run no answer can write, and each list holding it would fail.
+func checkStartAt(sp schedule.Spec, syntax *fieldErrors) {
+	if sp.StartAt == nil || sp.Cron == "" {
+		return
+	}
+	sched, err := schedule.Compile(sp)
+	if err != nil {
+		return // jobs reports what is wrong with the schedule
+	}
+	if first, ok := sched.Next(sp.StartAt.Add(-time.Millisecond)); ok && first.After(lastWritable) {
+		syntax.add("schedule.start_at", "is too late: the schedule's first run from it, in the year %d, is after the last time the API can write (the end of 9999)", first.Year())
+	}
 }
 
 // handlerOf turns the API's handler into the domain's, as sent: jobs
