@@ -187,41 +187,37 @@ func (s *Store) recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEven
 	byID := make(map[uuid.UUID]*recExec, len(ids))
 	// pending are settings the next statements sent apply first.
 	var pending []string
+	// top is the greatest id the fast statements were given: they may
+	// hold a row lock on any of those (executions_fast.go, Lock order).
+	var top uuid.UUID
 	rest := ids
 	if cands == nil {
 		if err := keyedPlans(ctx, tx, recordSettings...); err != nil {
 			return nil, err
 		}
 	} else {
-		if err := recordFast(ctx, tx, cands, &s.dayParts, byID); err != nil {
+		var err error
+		if top, err = recordFast(ctx, tx, cands, &s.dayParts, byID); err != nil {
 			return nil, err
 		}
 		pending = fastReset
 	}
-	var (
-		now     time.Time
-		bounded bool // the lock read's wait is bounded (fastLockWait)
-	)
+	var now time.Time
 	if len(byID) > 0 {
 		rest = make([]uuid.UUID, 0, len(ids)-len(byID))
-		var maxFast uuid.UUID
 		for _, id := range ids {
 			if byID[id] == nil {
 				rest = append(rest, id)
-			} else {
-				maxFast = id
 			}
-		}
-		// A wait for a row below one the fast statements took is bounded
-		// (executions_fast.go, Lock order).
-		if bounded = len(rest) > 0 && bytes.Compare(rest[0][:], maxFast[:]) < 0; bounded {
-			pending = append(slices.Clip(pending), fastLockWaitSet)
 		}
 	}
 	if len(rest) > 0 {
+		// The rows below top are locked without waiting: a wait for one
+		// of them, with rows above it held, would break the lock order.
+		below, _ := slices.BinarySearchFunc(rest, top, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 		lo, hi = timeRange(rest)
-		locked, t, err := lockExecutions(ctx, tx, pending, rest, lo, hi)
-		if bounded && pgCode(err) == "55P03" { // lock_not_available: waited fastLockWait
+		locked, t, err := lockExecutions(ctx, tx, pending, rest[:below], rest[below:])
+		if below > 0 && pgCode(err) == "55P03" { // lock_not_available: another transaction holds one of them
 			return nil, fmt.Errorf("%w: %w", errFastRedo, err)
 		}
 		if err != nil {
@@ -237,9 +233,6 @@ func (s *Store) recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEven
 	}
 	b := &pgx.Batch{}
 	queueSettings(b, pending)
-	if bounded {
-		b.Queue(fastLockWaitReset)
-	}
 	writeBack(b, ids, byID, lo, hi)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -284,44 +277,53 @@ func timeRange(ids []uuid.UUID) (lo, hi time.Time) {
 	return lo, hi
 }
 
-// lockExecutions reads and locks the executions ids (those that exist)
-// with their attempts, and the database's clock, after settings.
-func lockExecutions(ctx context.Context, tx pgx.Tx, settings []string, ids []uuid.UUID, lo, hi time.Time,
+// lockExecutions reads and locks, after settings, the executions
+// nowait and wait (those that exist) with their attempts, and reads the
+// database's clock: nowait without waiting for a row another
+// transaction holds (the statement fails with lock_not_available), then
+// wait.
+func lockExecutions(ctx context.Context, tx pgx.Tx, settings []string, nowait, wait []uuid.UUID,
 ) (map[uuid.UUID]*recExec, time.Time, error) {
-	sql := lockExecsSQL
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	if len(settings) == 0 {
-		rows, err = tx.Query(ctx, sql, ids, lo, hi)
-	} else {
-		b := &pgx.Batch{}
-		queueSettings(b, settings)
-		b.Queue(sql, ids, lo, hi)
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		for range settings {
-			if _, err := br.Exec(); err != nil {
-				return nil, time.Time{}, err
-			}
+	b := &pgx.Batch{}
+	queueSettings(b, settings)
+	reads := 0
+	for _, r := range []struct {
+		ids []uuid.UUID
+		sql string
+	}{{nowait, lockExecsSQL + " NOWAIT"}, {wait, lockExecsSQL}} {
+		if len(r.ids) > 0 {
+			lo, hi := timeRange(r.ids)
+			b.Queue(r.sql, r.ids, lo, hi)
+			reads++
 		}
-		rows, err = br.Query()
 	}
-	if err != nil {
-		return nil, time.Time{}, err
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range settings {
+		if _, err := br.Exec(); err != nil {
+			return nil, time.Time{}, err
+		}
 	}
-	defer rows.Close()
-	byID := make(map[uuid.UUID]*recExec, len(ids))
+	byID := make(map[uuid.UUID]*recExec, len(nowait)+len(wait))
 	var now time.Time
-	for rows.Next() {
-		e, t, err := scanRecExec(rows)
+	for range reads {
+		rows, err := br.Query()
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		byID[e.id], now = e, t
+		for rows.Next() {
+			e, t, err := scanRecExec(rows)
+			if err != nil {
+				rows.Close()
+				return nil, time.Time{}, err
+			}
+			byID[e.id], now = e, t
+		}
+		if err := rows.Err(); err != nil {
+			return nil, time.Time{}, err
+		}
 	}
-	return byID, now, rows.Err()
+	return byID, now, br.Close()
 }
 
 // writeBack queues in b the statements that write what the events
