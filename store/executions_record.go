@@ -154,17 +154,28 @@ ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
 	finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error, output = excluded.output`
 
 // updateSuccessesSQL moves jobs' last successes forward: $1 job ids (in
-// order, so that concurrent batches lock the rows in one order and never
-// deadlock), $2 when their successes finished, $3 the executions. Every
+// order), $2 when their successes finished, $3 the executions. Every
 // job has its row from its creation (migration 22), so this is an update
 // of a narrow row whose only index it does not change: HOT, with the
 // room fillfactor 50 leaves (migration 21). A success older than the
 // recorded one (reported late) changes nothing; a deleted job has no row
 // left to move.
+//
+// It updates the rows in job id order (store/doc.go, Lock order): the row
+// is matched with = ANY (ARRAY[u.job_id]), which an index probe serves
+// but no hash or merge join can use, so the only plan is a nested loop
+// over the array probing the primary key, as for fastRecordSQL
+// (TestJobRowsLockedInOrder). With s.job_id = u.job_id the planner
+// hashed the array and met the rows in a bitmap scan's order, the
+// table's, for batches of up to a few hundred jobs (and in the array's
+// for larger ones): two recorders could lock the same jobs' rows in
+// different orders. The nested loop is chosen though recordSettings
+// disable it (there is no other), at a cost that would cross
+// jit_above_cost: JIT is off (Open).
 const updateSuccessesSQL = `
 UPDATE job_successes s SET last_success_at = u.at, execution_id = u.execution_id
 FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[]) AS u(job_id, at, execution_id)
-WHERE s.job_id = ANY($1) AND s.job_id = u.job_id
+WHERE s.job_id = ANY (ARRAY[u.job_id])
 	AND (s.last_success_at IS NULL OR s.last_success_at < u.at)`
 
 // notifySQL tells the scanners of buckets ($1) that their outbox changed.
