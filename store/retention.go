@@ -115,11 +115,18 @@ func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p model.Reten
 		return res, err
 	}
 	if p.CompletedJobs > 0 {
+		// The jobs, then their names and last successes, each table's
+		// rows locked in key order (store/doc.go, Lock order): as they
+		// were met, the last successes deadlocked with recorders moving
+		// them (a late success of a one-shot job).
+		const completed = `state = 'completed' AND schedule->>'cron' IS NULL AND updated_at < $1`
 		tag, err := s.pool.Exec(ctx, `WITH gone AS (
-				DELETE FROM jobs WHERE state = 'completed' AND schedule->>'cron' IS NULL AND updated_at < $1
+				DELETE FROM jobs WHERE (bucket, id) IN (SELECT bucket, id FROM jobs WHERE `+completed+`
+					ORDER BY bucket, id FOR UPDATE) AND `+completed+`
 				RETURNING id
 			), successes AS (
-				DELETE FROM job_successes WHERE job_id IN (SELECT id FROM gone))
+				DELETE FROM job_successes WHERE job_id IN (SELECT job_id FROM job_successes
+					WHERE job_id IN (SELECT id FROM gone) ORDER BY job_id FOR UPDATE))
 			DELETE FROM job_names WHERE job_id IN (SELECT id FROM gone)`, now.Add(-p.CompletedJobs))
 		if err != nil {
 			return res, fmt.Errorf("store: delete completed jobs: %w", err)
