@@ -62,6 +62,9 @@
 //     dispatched.
 //   - Tables are locked in the order of dailyTables (partitions.go):
 //     executions before attempts, the parent before its partitions.
+//     Retention empties a day's partitions taking their locks with
+//     NOWAIT (dropDay): the fast statements lock a day's partition only
+//     when they reach it, holding rows of earlier days.
 //
 // Who takes what:
 //
