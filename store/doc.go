@@ -21,6 +21,73 @@
 // (TestMethodNames) holds every exported method to this scheme and to
 // the index below.
 //
+// # Lock order
+//
+// Every transaction takes its row locks in one global order, so that
+// none deadlocks with another (Postgres would abort one of them after
+// deadlock_timeout, and the recorder, say, would retry its batch
+// seconds later). The order is by table, then by key within a table:
+//
+//  1. bucket_owners, by bucket (firing reads them FOR SHARE);
+//  2. jobs, by (bucket, id);
+//  3. job_names, by job_id;
+//  4. executions, by id (ids sort by scheduled time, so days in day
+//     order continue it);
+//  5. attempts, written only by a transaction that holds their
+//     execution's row lock, which so guards them;
+//  6. job_successes, by job_id;
+//  7. job_failures, by job_id;
+//  8. notification_events, inserted about executions and jobs whose
+//     rows the transaction holds, so never waited for by another.
+//
+// The rules that keep it:
+//
+//   - A statement locks rows in the order its plan meets them, not in
+//     the order of its arrays. One that locks several rows either locks
+//     them first, ORDER BY key FOR UPDATE in a CTE or sub-select (the
+//     lock comes after the sort), or has a plan that can only meet them
+//     in order: a nested loop over a sorted array probing the primary
+//     key (the row matched with = ANY (ARRAY[u.key]), which no hash or
+//     merge join can use), or an insert from a sorted unnest. Such a
+//     plan has a test (TestFastRecordPlan, TestJobRowsLockedInOrder).
+//   - The statements of a transaction keep the order between them: one
+//     waits for a row only while every row the transaction holds comes
+//     before it; a row before one it holds is taken with NOWAIT, and on
+//     lock_not_available the transaction starts over in one ordered pass
+//     (recording after its fast path, executions_fast.go). A wait
+//     bounded by lock_timeout is no substitute: the wait closes a cycle
+//     whose other members may be near deadlock_timeout already.
+//   - A statement that never waits (SKIP LOCKED) cannot close a cycle:
+//     the re-queues of lost and wiped work, marking executions
+//     dispatched.
+//   - Tables are locked in the order of dailyTables (partitions.go):
+//     executions before attempts, the parent before its partitions.
+//     Retention empties a day's partitions taking their locks with
+//     NOWAIT (dropDay): the fast statements lock a day's partition only
+//     when they reach it, holding rows of earlier days.
+//
+// Who takes what:
+//
+//   - RecordAttemptEvents: executions (the fast statements, then the
+//     lock read), their attempts, job_successes (updateSuccessesSQL),
+//     job_failures (writeStreaks), notification_events.
+//   - Fire: bucket_owners, jobs, new executions, and under the overlap
+//     policy cancel_running the executions it cancels (cancelSQL). Its
+//     jobs rows are the one exception: locked in two passes, the plain
+//     firings' in (bucket, id) order, then the others' bucket by bucket,
+//     which is not that order. A bucket's active jobs are fired by its
+//     owner alone, so none of the writers here meets them, but
+//     ResealSecrets (which locks them in order) can; Fire retries a
+//     deadlock (fireRetries).
+//   - ApplyRetention: a day's ended executions with their attempts, in
+//     batches (deleteNamespaceRows), and completed one-shot jobs with
+//     their job_names and job_successes rows.
+//   - DeleteJob: one job's jobs, job_names and job_successes rows.
+//   - RequeueLostExecutions, RequeueWipedExecutions: executions, SKIP
+//     LOCKED, and the attempts of those they took.
+//
+// TestNoDeadlocks runs them against each other and counts no deadlock.
+//
 // # Queries by table
 //
 // Files are named after the table their queries are about; a file

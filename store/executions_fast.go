@@ -35,7 +35,7 @@ import (
 // abort one of them after deadlock_timeout, and its batch would be
 // retried seconds later), so every transaction that records events waits
 // for an execution's row lock only while every execution it holds has a
-// smaller id (or for at most fastLockWait):
+// smaller id (store/doc.go, Lock order):
 //
 //   - The fast statements run first, one per day in day order, each a
 //     nested loop over its sorted id array that probes (and so updates
@@ -52,16 +52,22 @@ import (
 //     rows was scanned in index order and the array rescanned for each
 //     row: 13 ms for 200 events instead of 3.)
 //   - The lock read of the other executions then follows in id order, as
-//     always; when one of them has a smaller id than a row the fast
-//     statements took, that read waits at most fastLockWait for a row
-//     another transaction holds, and then RecordAttemptEvents records the
+//     always, in two statements: those below the greatest id the fast
+//     statements were given (any row up to it may be held already) are
+//     locked with NOWAIT, the rest waiting as usual. When another
+//     transaction holds one of the first, RecordAttemptEvents records the
 //     batch again from the start without the fast path (errFastRedo),
-//     whose one lock read takes every row in id order.
+//     whose one lock read takes every row in id order. A wait bounded by
+//     lock_timeout instead (100 ms, below deadlock_timeout) is not
+//     enough: the wait closes a cycle whose other members may have
+//     waited for most of deadlock_timeout already, and the first of them
+//     to reach it aborts as a deadlock (TestNoDeadlocks found such cycles
+//     under load, of two and three recorders).
 //
 // The last successes and the notification streaks are locked after the
-// executions, in job id order, as before. And tables: a statement that
-// names a partition locks only the partition, so the fast batch locks
-// the parent executions first (ROW EXCLUSIVE, as an update through it
+// executions, in job id order. And tables: a statement that names a
+// partition locks only the partition, so the fast batch locks the
+// parent executions first (ROW EXCLUSIVE, as an update through it
 // would), keeping the order of dailyTables (partitions.go): creating a
 // day's partitions locks the parent, then every partition.
 
@@ -113,22 +119,10 @@ var (
 // name (see Lock order).
 const lockParentSQL = "LOCK TABLE ONLY executions IN ROW EXCLUSIVE MODE"
 
-// fastLockWait bounds the wait of a lock read that follows the fast
-// statements out of id order (see Lock order). A wait that long is a
-// wait for a transaction as long as a busy recorder's, or a cycle: either
-// way the batch is recorded again without the fast path. It is well
-// below Postgres's deadlock_timeout (1 s by default), so that it is this
-// transaction that gives way, not one of the others in a cycle.
-const fastLockWait = 100 * time.Millisecond
-
-var (
-	fastLockWaitSet   = fmt.Sprintf("SET LOCAL lock_timeout = %d", fastLockWait.Milliseconds())
-	fastLockWaitReset = "SET LOCAL lock_timeout TO DEFAULT"
-)
-
 // errFastRedo says a batch is to be recorded again, from the start,
-// without the fast path: a lock read after the fast statements waited
-// fastLockWait for a row, or a day's partition was not there.
+// without the fast path: a row the lock read after the fast statements
+// could not wait for was held by another transaction, or a day's
+// partition was not there.
 var errFastRedo = errors.New("record the batch again without the fast path")
 
 // fastRows holds the fast statements' arrays, one entry per execution,
@@ -232,11 +226,15 @@ func (r *fastRows) add(id uuid.UUID, start, end *model.AttemptEvent) {
 // recordFast runs the fast statements for r's days that have a
 // partition, after fastSettings, and adds the executions they recorded to
 // byID, as recExecs that the write-back and notifyTx see exactly as the
-// rules would have left them (recorded: the row is written already).
-func recordFast(ctx context.Context, tx pgx.Tx, r *fastRows, parts *dayPartitions, byID map[uuid.UUID]*recExec) error {
+// rules would have left them (recorded: the row is written already). It
+// returns the greatest id it gave the statements (the zero id if none):
+// they may have locked any row up to it, even one they did not change
+// (an update that waited for a row another transaction changed keeps
+// its lock when the changed row no longer matches).
+func recordFast(ctx context.Context, tx pgx.Tx, r *fastRows, parts *dayPartitions, byID map[uuid.UUID]*recExec) (uuid.UUID, error) {
 	days, err := parts.have(ctx, tx, r.days)
 	if err != nil || len(days) == 0 {
-		return err
+		return uuid.UUID{}, err
 	}
 	b := &pgx.Batch{}
 	queueSettings(b, fastSettings)
@@ -247,14 +245,15 @@ func recordFast(ctx context.Context, tx pgx.Tx, r *fastRows, parts *dayPartition
 			r.finished[d.from:d.to], r.executorID[d.from:d.to], r.output[d.from:d.to], r.aExec[d.from:d.to],
 			r.aError[d.from:d.to])
 	}
+	top := r.id[days[len(days)-1].to-1]
 	err = readFast(tx.SendBatch(ctx, b), r, days, byID)
 	if pgCode(err) == "42P01" { // undefined_table: a partition dropped since have looked
 		for _, d := range days {
 			parts.forget(d.day)
 		}
-		return fmt.Errorf("%w: %w", errFastRedo, err)
+		return top, fmt.Errorf("%w: %w", errFastRedo, err)
 	}
-	return err
+	return top, err
 }
 
 // readFast reads the results of recordFast's batch.

@@ -26,12 +26,20 @@ FROM executions WHERE job_id = ANY($1) AND state IN ('queued', 'running', 'faile
 GROUP BY job_id`
 
 // cancelSQL cancels the executions of jobs that have not ended, as
-// CancelExecution does, for the overlap policy cancel_running.
+// CancelExecution does, for the overlap policy cancel_running. It locks
+// them first, in id order (the sub-select, run once before the update
+// meets a row), as the recorder does (store/doc.go, Lock order): the
+// update alone would meet them in the (job_id, scheduled_for) index's
+// order, and deadlocked with recorders recording the same executions
+// (TestNoDeadlocks).
 const cancelSQL = `
 UPDATE executions SET state = 'cancelled', finished_at = ` + nowMS + `,
 	dispatched_at = COALESCE(dispatched_at, ` + nowMS + `), next_attempt_at = NULL, buffered = false,
 	error = 'cancelled: a newer run of the job started (overlap policy cancel_running)'
 WHERE job_id = ANY($1) AND state IN ('queued', 'running', 'failed') AND NOT backfill
+	AND id = ANY (ARRAY(SELECT id FROM executions
+		WHERE job_id = ANY($1) AND state IN ('queued', 'running', 'failed') AND NOT backfill
+		ORDER BY id FOR UPDATE))
 RETURNING id`
 
 // unended is a job's executions that have not ended.

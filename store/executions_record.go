@@ -154,17 +154,28 @@ ON CONFLICT (execution_id, scheduled_for, number) DO UPDATE SET
 	finished_at = excluded.finished_at, outcome = excluded.outcome, error = excluded.error, output = excluded.output`
 
 // updateSuccessesSQL moves jobs' last successes forward: $1 job ids (in
-// order, so that concurrent batches lock the rows in one order and never
-// deadlock), $2 when their successes finished, $3 the executions. Every
+// order), $2 when their successes finished, $3 the executions. Every
 // job has its row from its creation (migration 22), so this is an update
 // of a narrow row whose only index it does not change: HOT, with the
 // room fillfactor 50 leaves (migration 21). A success older than the
 // recorded one (reported late) changes nothing; a deleted job has no row
 // left to move.
+//
+// It updates the rows in job id order (store/doc.go, Lock order): the row
+// is matched with = ANY (ARRAY[u.job_id]), which an index probe serves
+// but no hash or merge join can use, so the only plan is a nested loop
+// over the array probing the primary key, as for fastRecordSQL
+// (TestJobRowsLockedInOrder). With s.job_id = u.job_id the planner
+// hashed the array and met the rows in a bitmap scan's order, the
+// table's, for batches of up to a few hundred jobs (and in the array's
+// for larger ones): two recorders could lock the same jobs' rows in
+// different orders. The nested loop is chosen though recordSettings
+// disable it (there is no other), at a cost that would cross
+// jit_above_cost: JIT is off (Open).
 const updateSuccessesSQL = `
 UPDATE job_successes s SET last_success_at = u.at, execution_id = u.execution_id
 FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[]) AS u(job_id, at, execution_id)
-WHERE s.job_id = ANY($1) AND s.job_id = u.job_id
+WHERE s.job_id = ANY (ARRAY[u.job_id])
 	AND (s.last_success_at IS NULL OR s.last_success_at < u.at)`
 
 // notifySQL tells the scanners of buckets ($1) that their outbox changed.
@@ -187,41 +198,37 @@ func (s *Store) recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEven
 	byID := make(map[uuid.UUID]*recExec, len(ids))
 	// pending are settings the next statements sent apply first.
 	var pending []string
+	// top is the greatest id the fast statements were given: they may
+	// hold a row lock on any of those (executions_fast.go, Lock order).
+	var top uuid.UUID
 	rest := ids
 	if cands == nil {
 		if err := keyedPlans(ctx, tx, recordSettings...); err != nil {
 			return nil, err
 		}
 	} else {
-		if err := recordFast(ctx, tx, cands, &s.dayParts, byID); err != nil {
+		var err error
+		if top, err = recordFast(ctx, tx, cands, &s.dayParts, byID); err != nil {
 			return nil, err
 		}
 		pending = fastReset
 	}
-	var (
-		now     time.Time
-		bounded bool // the lock read's wait is bounded (fastLockWait)
-	)
+	var now time.Time
 	if len(byID) > 0 {
 		rest = make([]uuid.UUID, 0, len(ids)-len(byID))
-		var maxFast uuid.UUID
 		for _, id := range ids {
 			if byID[id] == nil {
 				rest = append(rest, id)
-			} else {
-				maxFast = id
 			}
-		}
-		// A wait for a row below one the fast statements took is bounded
-		// (executions_fast.go, Lock order).
-		if bounded = len(rest) > 0 && bytes.Compare(rest[0][:], maxFast[:]) < 0; bounded {
-			pending = append(slices.Clip(pending), fastLockWaitSet)
 		}
 	}
 	if len(rest) > 0 {
+		// The rows below top are locked without waiting: a wait for one
+		// of them, with rows above it held, would break the lock order.
+		below, _ := slices.BinarySearchFunc(rest, top, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 		lo, hi = timeRange(rest)
-		locked, t, err := lockExecutions(ctx, tx, pending, rest, lo, hi)
-		if bounded && pgCode(err) == "55P03" { // lock_not_available: waited fastLockWait
+		locked, t, err := lockExecutions(ctx, tx, pending, rest[:below], rest[below:])
+		if below > 0 && pgCode(err) == "55P03" { // lock_not_available: another transaction holds one of them
 			return nil, fmt.Errorf("%w: %w", errFastRedo, err)
 		}
 		if err != nil {
@@ -237,9 +244,6 @@ func (s *Store) recordTx(ctx context.Context, tx pgx.Tx, evs []model.AttemptEven
 	}
 	b := &pgx.Batch{}
 	queueSettings(b, pending)
-	if bounded {
-		b.Queue(fastLockWaitReset)
-	}
 	writeBack(b, ids, byID, lo, hi)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -284,44 +288,53 @@ func timeRange(ids []uuid.UUID) (lo, hi time.Time) {
 	return lo, hi
 }
 
-// lockExecutions reads and locks the executions ids (those that exist)
-// with their attempts, and the database's clock, after settings.
-func lockExecutions(ctx context.Context, tx pgx.Tx, settings []string, ids []uuid.UUID, lo, hi time.Time,
+// lockExecutions reads and locks, after settings, the executions
+// nowait and wait (those that exist) with their attempts, and reads the
+// database's clock: nowait without waiting for a row another
+// transaction holds (the statement fails with lock_not_available), then
+// wait.
+func lockExecutions(ctx context.Context, tx pgx.Tx, settings []string, nowait, wait []uuid.UUID,
 ) (map[uuid.UUID]*recExec, time.Time, error) {
-	sql := lockExecsSQL
-	var (
-		rows pgx.Rows
-		err  error
-	)
-	if len(settings) == 0 {
-		rows, err = tx.Query(ctx, sql, ids, lo, hi)
-	} else {
-		b := &pgx.Batch{}
-		queueSettings(b, settings)
-		b.Queue(sql, ids, lo, hi)
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		for range settings {
-			if _, err := br.Exec(); err != nil {
-				return nil, time.Time{}, err
-			}
+	b := &pgx.Batch{}
+	queueSettings(b, settings)
+	reads := 0
+	for _, r := range []struct {
+		ids []uuid.UUID
+		sql string
+	}{{nowait, lockExecsSQL + " NOWAIT"}, {wait, lockExecsSQL}} {
+		if len(r.ids) > 0 {
+			lo, hi := timeRange(r.ids)
+			b.Queue(r.sql, r.ids, lo, hi)
+			reads++
 		}
-		rows, err = br.Query()
 	}
-	if err != nil {
-		return nil, time.Time{}, err
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range settings {
+		if _, err := br.Exec(); err != nil {
+			return nil, time.Time{}, err
+		}
 	}
-	defer rows.Close()
-	byID := make(map[uuid.UUID]*recExec, len(ids))
+	byID := make(map[uuid.UUID]*recExec, len(nowait)+len(wait))
 	var now time.Time
-	for rows.Next() {
-		e, t, err := scanRecExec(rows)
+	for range reads {
+		rows, err := br.Query()
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		byID[e.id], now = e, t
+		for rows.Next() {
+			e, t, err := scanRecExec(rows)
+			if err != nil {
+				rows.Close()
+				return nil, time.Time{}, err
+			}
+			byID[e.id], now = e, t
+		}
+		if err := rows.Err(); err != nil {
+			return nil, time.Time{}, err
+		}
 	}
-	return byID, now, rows.Err()
+	return byID, now, br.Close()
 }
 
 // writeBack queues in b the statements that write what the events

@@ -1,9 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store/model"
@@ -103,5 +107,60 @@ func TestFireCreatesOldDays(t *testing.T) {
 	}
 	if want := DayPartition("executions", old); table != want {
 		t.Errorf("the execution of %s is in %s, want %s", old.Format(time.DateOnly), table, want)
+	}
+}
+
+// A firing under cancel_running cancels its job's executions that have
+// not ended (queued, running, failed with a retry to come), and leaves
+// its ended ones and the other jobs' alone.
+func TestFireCancelsRunning(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	t0 := baseTime().Add(-time.Minute)
+	j := mustCreate(t, s, testJob("cancelling", &t0))
+	other := mustCreate(t, s, testJob("other", &t0))
+	epochs := claim(t, s, "n", 1, j.Bucket, other.Bucket)
+	at := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	var firings []Firing
+	for _, job := range []*model.Job{j, other} {
+		firings = append(firings, Firing{JobID: job.ID, Bucket: job.Bucket, ScheduledFor: t0, Next: ptr(at(10)),
+			Runs: []model.Run{{At: at(1)}, {At: at(2)}, {At: at(3)}, {At: at(4)}}})
+	}
+	res, err := s.Fire(ctx, "n", epochs, firings)
+	if err != nil || len(res.Executions) != 8 {
+		t.Fatalf("fire: %d executions, %v", len(res.Executions), err)
+	}
+	mine := map[time.Time]uuid.UUID{}
+	for _, e := range res.Executions {
+		if e.JobID == j.ID {
+			mine[e.ScheduledFor] = e.ID
+		}
+	}
+	record(t, s, model.AttemptEvent{ID: mine[at(2)], Attempt: 1, Executor: "x", Type: domain.EventStarted, At: at(2)},
+		model.AttemptEvent{ID: mine[at(3)], Attempt: 1, Executor: "x", Type: domain.EventSucceeded, At: at(3), StartedAt: ptr(at(3))},
+		model.AttemptEvent{ID: mine[at(4)], Attempt: 1, Executor: "x", Type: domain.EventFailed, Error: "boom", At: at(4),
+			RetryIn: time.Minute})
+	res, err = s.Fire(ctx, "n", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: at(10), Next: ptr(at(20)),
+		Runs: []model.Run{{At: at(10)}}, Overlap: domain.OverlapCancelRunning}})
+	if err != nil || len(res.Executions) != 1 {
+		t.Fatalf("fire under cancel_running: %+v, %v", res, err)
+	}
+	want := []uuid.UUID{mine[at(1)], mine[at(2)], mine[at(4)]}
+	got := slices.Clone(res.Cancelled)
+	byBytes := func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
+	slices.SortFunc(got, byBytes)
+	slices.SortFunc(want, byBytes)
+	if !slices.Equal(got, want) {
+		t.Errorf("cancelled %v, want the queued, running and failed ones %v", got, want)
+	}
+	for at, id := range mine {
+		state := get(t, s, id).State
+		if cancelled := slices.Contains(want, id); cancelled != (state == domain.ExecCancelled) {
+			t.Errorf("execution of %s is %s", at.Format(time.TimeOnly), state)
+		}
+	}
+	if n := count(t, s, "SELECT count(*) FROM executions WHERE job_id = $1 AND state = 'cancelled'", other.ID); n != 0 {
+		t.Errorf("%d executions of another job cancelled", n)
 	}
 }

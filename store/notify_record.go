@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -129,12 +130,48 @@ type streak struct {
 	failingRules []uuid.UUID
 }
 
+// The statements on job_failures lock its rows in job id order
+// (store/doc.go, Lock order), each on its own and the ones of a batch
+// together: a batch with successes only ends their jobs' runs
+// (endStreaksSQL), one with deaths only adds to theirs (addDeadsSQL),
+// and one with both first takes every row it will change, in one pass
+// in job id order (holdStreaksSQL), before it ends and starts runs on
+// rows it holds. Ending the successes' runs and then adding the deaths
+// as two statements, each in order, deadlocked: a batch with a success
+// of job b and a death of job a against one with a success of a and a
+// death of b.
 const (
-	endStreaksSQL = `DELETE FROM job_failures WHERE job_id = ANY($1) RETURNING job_id, consecutive, failing_rules`
-	addDeadsSQL   = `INSERT INTO job_failures AS f (job_id, consecutive, last_dead_at)
+	// endStreaksSQL deletes the rows of jobs $1 (sorted), returning them
+	// as they were. The row is matched with = ANY (ARRAY[u.job_id]), so
+	// that the only plan is a nested loop over the array probing the
+	// primary key, which deletes in the array's order (with job_id =
+	// ANY ($1) the planner could choose a bitmap scan, whose order is the
+	// table's; TestJobRowsLockedInOrder).
+	endStreaksSQL = `DELETE FROM job_failures f USING unnest($1::uuid[]) AS u(job_id)
+WHERE f.job_id = ANY (ARRAY[u.job_id])
+RETURNING f.job_id, f.consecutive, f.failing_rules`
+	// addDeadsSQL adds $2 deaths, the last at $3, to the runs of jobs
+	// $1 (sorted; the rows are inserted or locked in that order).
+	addDeadsSQL = `INSERT INTO job_failures AS f (job_id, consecutive, last_dead_at)
 SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[])
 ON CONFLICT (job_id) DO UPDATE SET consecutive = f.consecutive + excluded.consecutive,
 	last_dead_at = GREATEST(f.last_dead_at, excluded.last_dead_at)
+RETURNING job_id, consecutive, failing_rules`
+	// holdStreaksSQL is addDeadsSQL for a batch with both successes and
+	// deaths: jobs $1 (sorted), $2 deaths to add (0 for a job that
+	// succeeded), the last at $3 (for a job that succeeded, its success's
+	// end: a placeholder), $4 whether the job's row must be held even if
+	// it has none (a job that died again after it succeeded). It inserts
+	// or locks, in job id order, the rows of the jobs that died, those
+	// that must be held and those that succeeded with a run under way,
+	// changing only the first, and returns every row it took. The jobs
+	// that succeeded are then left to endStreaksSQL, on rows held.
+	holdStreaksSQL = `INSERT INTO job_failures AS f (job_id, consecutive, last_dead_at)
+SELECT u.job_id, u.n, u.last FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::boolean[]) AS u(job_id, n, last, hold)
+WHERE u.n > 0 OR u.hold OR EXISTS (SELECT FROM job_failures e WHERE e.job_id = u.job_id)
+ON CONFLICT (job_id) DO UPDATE SET consecutive = f.consecutive + excluded.consecutive,
+	last_dead_at = CASE WHEN excluded.consecutive > 0 THEN GREATEST(f.last_dead_at, excluded.last_dead_at)
+		ELSE f.last_dead_at END
 RETURNING job_id, consecutive, failing_rules`
 	addFailingRulesSQL = `UPDATE job_failures f SET failing_rules = f.failing_rules || p.rules
 FROM (SELECT j, array_agg(r) AS rules FROM unnest($1::uuid[], $2::uuid[]) AS x(j, r) GROUP BY j) p
@@ -225,11 +262,7 @@ func notifyTx(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, byID map[uuid.UUI
 // succeeded and adds the batch's dead executions to theirs: what each
 // row was when it ended (ended) and what it is now (grown).
 func writeStreaks(ctx context.Context, tx pgx.Tx, runs map[uuid.UUID]*jobRun) (ended, grown map[uuid.UUID]streak, err error) {
-	var (
-		okJobs, deadJobs []uuid.UUID
-		counts           []int
-		lastDead         []time.Time
-	)
+	var okJobs, deadJobs []uuid.UUID
 	for job, r := range runs {
 		if r.success != nil {
 			okJobs = append(okJobs, job)
@@ -240,56 +273,122 @@ func writeStreaks(ctx context.Context, tx pgx.Tx, runs map[uuid.UUID]*jobRun) (e
 			deadJobs = append(deadJobs, job)
 		}
 	}
-	if len(okJobs) == 0 && len(deadJobs) == 0 {
-		return nil, nil, nil
-	}
 	byBytes := func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
 	slices.SortFunc(okJobs, byBytes) // rows locked in one order: concurrent batches never deadlock
 	slices.SortFunc(deadJobs, byBytes)
-	for _, job := range deadJobs {
+	switch {
+	case len(okJobs) == 0 && len(deadJobs) == 0:
+		return nil, nil, nil
+	case len(deadJobs) == 0:
+		ended, err = queryStreaks(ctx, tx, endStreaksSQL, okJobs)
+		return ended, nil, err
+	case len(okJobs) == 0:
+		grown, err = queryStreaks(ctx, tx, addDeadsSQL, deadRun(runs, deadJobs)...)
+		return nil, grown, err
+	}
+	// Both: every row is taken in one pass in job id order, then the
+	// successes' runs end and the jobs that died after their success
+	// start new ones, on rows held.
+	jobs := slices.SortedFunc(slices.Values(slices.Concat(okJobs, deadJobs)), byBytes)
+	jobs = slices.Compact(jobs)
+	n, last, hold := make([]int, len(jobs)), make([]time.Time, len(jobs)), make([]bool, len(jobs))
+	var again []uuid.UUID // jobs that died after their success
+	for i, job := range jobs {
 		r := runs[job]
-		last := *r.deads[0].finishedAt
-		for _, e := range r.deads {
-			last = maxTime(last, *e.finishedAt)
+		switch {
+		case r.success == nil:
+			n[i], last[i] = deadCount(r)
+		default:
+			last[i], hold[i] = *r.success.finishedAt, len(r.deads) > 0
+			if hold[i] {
+				again = append(again, job)
+			}
 		}
-		counts, lastDead = append(counts, len(r.deads)), append(lastDead, last)
+	}
+	held, err := queryStreaks(ctx, tx, holdStreaksSQL, jobs, n, last, hold)
+	if err != nil {
+		return nil, nil, err
+	}
+	grown = map[uuid.UUID]streak{}
+	var end []uuid.UUID
+	for _, job := range jobs {
+		s, ok := held[job]
+		switch {
+		case !ok:
+		case runs[job].success == nil:
+			grown[job] = s
+		default:
+			end = append(end, job)
+		}
 	}
 	b := &pgx.Batch{}
-	if len(okJobs) > 0 {
-		b.Queue(endStreaksSQL, okJobs)
+	if len(end) > 0 {
+		b.Queue(endStreaksSQL, end)
 	}
-	if len(deadJobs) > 0 {
-		b.Queue(addDeadsSQL, deadJobs, counts, lastDead)
+	if len(again) > 0 {
+		b.Queue(addDeadsSQL, deadRun(runs, again)...)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	read := func() (map[uuid.UUID]streak, error) {
-		rows, err := br.Query()
+	if len(end) > 0 {
+		if ended, err = readStreaks(br.Query()); err != nil {
+			return nil, nil, err
+		}
+		// A row held only to be ended (the job had no run) is none.
+		maps.DeleteFunc(ended, func(_ uuid.UUID, s streak) bool { return s.consecutive == 0 })
+	}
+	if len(again) > 0 {
+		s, err := readStreaks(br.Query())
 		if err != nil {
-			return nil, err
-		}
-		out := map[uuid.UUID]streak{}
-		var (
-			job uuid.UUID
-			s   streak
-		)
-		_, err = pgx.ForEachRow(rows, []any{&job, &s.consecutive, &s.failingRules}, func() error {
-			out[job] = s
-			return nil
-		})
-		return out, err
-	}
-	if len(okJobs) > 0 {
-		if ended, err = read(); err != nil {
 			return nil, nil, err
 		}
-	}
-	if len(deadJobs) > 0 {
-		if grown, err = read(); err != nil {
-			return nil, nil, err
-		}
+		maps.Copy(grown, s)
 	}
 	return ended, grown, br.Close()
+}
+
+// deadCount is how many executions of r died in the batch, and when the
+// last one did.
+func deadCount(r *jobRun) (int, time.Time) {
+	last := *r.deads[0].finishedAt
+	for _, e := range r.deads {
+		last = maxTime(last, *e.finishedAt)
+	}
+	return len(r.deads), last
+}
+
+// deadRun is addDeadsSQL's arguments for jobs (sorted), whose runs
+// (runs) have deaths.
+func deadRun(runs map[uuid.UUID]*jobRun, jobs []uuid.UUID) []any {
+	counts, lastDead := make([]int, len(jobs)), make([]time.Time, len(jobs))
+	for i, job := range jobs {
+		counts[i], lastDead[i] = deadCount(runs[job])
+	}
+	return []any{jobs, counts, lastDead}
+}
+
+// queryStreaks runs sql, a statement that returns job_failures rows, and
+// reads them.
+func queryStreaks(ctx context.Context, tx pgx.Tx, sql string, args ...any) (map[uuid.UUID]streak, error) {
+	return readStreaks(tx.Query(ctx, sql, args...))
+}
+
+// readStreaks reads job_failures rows (job_id, consecutive,
+// failing_rules).
+func readStreaks(rows pgx.Rows, err error) (map[uuid.UUID]streak, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := map[uuid.UUID]streak{}
+	var (
+		job uuid.UUID
+		s   streak
+	)
+	_, err = pgx.ForEachRow(rows, []any{&job, &s.consecutive, &s.failingRules}, func() error {
+		out[job] = s
+		return nil
+	})
+	return out, err
 }
 
 // decider decides a batch's notification events.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store/model"
@@ -315,5 +317,91 @@ func TestGroupingAndChannelDeletion(t *testing.T) {
 	}
 	if r, err := s.GetRule(ctx, rules[1].ID); err != nil || len(r.Channels) != 0 {
 		t.Errorf("the rule keeps channels %v, %v", r.Channels, err)
+	}
+}
+
+// A batch with both successes and deaths (writeStreaks' third way, which
+// takes every job_failures row first, in job id order) ends the runs of
+// the jobs that succeeded and grows those of the jobs that died: a job
+// that recovers is told so, one whose run reaches failing_after is told
+// failing, one that died again after its success in the batch starts a
+// new run, and one that succeeded without a run has no row.
+func TestNotifyBatchWithSuccessesAndDeaths(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	ch, err := s.CreateChannel(ctx, model.Channel{Namespace: "default", Name: "hook", Type: model.ChannelWebhook,
+		URL: "https://example.test/hook"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule, err := s.CreateRule(ctx, model.Rule{Namespace: "default", Name: "team-a", Selector: "team=a",
+		Events:   []string{domain.NotifyJobFailing, domain.NotifyJobRecovered},
+		Channels: []uuid.UUID{ch.ID}, FailingAfter: 2, GroupInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]*model.Job{}
+	for _, name := range []string{"recovers", "fails", "again", "fine"} {
+		j := testJob(name, nil)
+		j.Labels = domain.Labels{"team": "a"}
+		jobs[name] = mustCreate(t, s, j)
+	}
+	at := baseTime()
+	execution := func(j *model.Job) uuid.UUID {
+		t.Helper()
+		at = at.Add(time.Second)
+		x, err := s.CreateManualExecution(ctx, j.ID, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x.ID
+	}
+	end := func(x uuid.UUID, ok bool, after time.Duration) []model.AttemptEvent {
+		ended := model.AttemptEvent{ID: x, Attempt: 1, Executor: "e1", Type: domain.EventSucceeded, At: at.Add(after)}
+		if !ok {
+			ended.Type, ended.Final, ended.Error = domain.EventFailed, true, "refused"
+		}
+		return []model.AttemptEvent{{ID: x, Attempt: 1, Executor: "e1", Type: domain.EventStarted, At: at}, ended}
+	}
+	for _, name := range []string{"recovers", "recovers", "fails", "again", "again"} {
+		record(t, s, end(execution(jobs[name]), false, time.Millisecond)...)
+	}
+	var batch []model.AttemptEvent
+	batch = append(batch, end(execution(jobs["recovers"]), true, time.Millisecond)...)
+	batch = append(batch, end(execution(jobs["fails"]), false, time.Millisecond)...)
+	batch = append(batch, end(execution(jobs["again"]), true, time.Millisecond)...)
+	batch = append(batch, end(execution(jobs["again"]), false, 2*time.Millisecond)...)
+	batch = append(batch, end(execution(jobs["fine"]), true, time.Millisecond)...)
+	record(t, s, batch...)
+
+	runs := map[string]string{}
+	for name, j := range jobs {
+		runs[name] = jsonOf(t, s, `SELECT coalesce((SELECT json_build_array(consecutive, cardinality(failing_rules))
+			FROM job_failures WHERE job_id = $1), 'null')`, j.ID)
+	}
+	want := map[string]string{"recovers": "null", "fails": "[2, 1]", "again": "[1, 0]", "fine": "null"}
+	for name := range jobs {
+		if runs[name] != want[name] {
+			t.Errorf("%s: run (consecutive, failing rules) %s, want %s", name, runs[name], want[name])
+		}
+	}
+	told := map[string]string{}
+	rows, err := s.pool.Query(ctx, `SELECT job_name, string_agg(kind, ',' ORDER BY kind) FROM notification_events
+		WHERE rule_id = $1 GROUP BY job_name`, rule.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name, kinds string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &kinds}, func() error {
+		told[name] = kinds
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantTold := map[string]string{"recovers": "job.failing,job.recovered", "fails": "job.failing",
+		"again": "job.failing,job.recovered"}
+	if !maps.Equal(told, wantTold) {
+		t.Errorf("told %v, want %v", told, wantTold)
 	}
 }

@@ -118,11 +118,18 @@ func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p model.Reten
 		return res, err
 	}
 	if p.CompletedJobs > 0 {
+		// The jobs, then their names and last successes, each table's
+		// rows locked in key order (store/doc.go, Lock order): as they
+		// were met, the last successes deadlocked with recorders moving
+		// them (a late success of a one-shot job).
+		const completed = `state = 'completed' AND schedule->>'cron' IS NULL AND updated_at < $1`
 		tag, err := s.pool.Exec(ctx, `WITH gone AS (
-				DELETE FROM jobs WHERE state = 'completed' AND schedule->>'cron' IS NULL AND updated_at < $1
+				DELETE FROM jobs WHERE (bucket, id) IN (SELECT bucket, id FROM jobs WHERE `+completed+`
+					ORDER BY bucket, id FOR UPDATE) AND `+completed+`
 				RETURNING id
 			), successes AS (
-				DELETE FROM job_successes WHERE job_id IN (SELECT id FROM gone))
+				DELETE FROM job_successes WHERE job_id IN (SELECT job_id FROM job_successes
+					WHERE job_id IN (SELECT id FROM gone) ORDER BY job_id FOR UPDATE))
 			DELETE FROM job_names WHERE job_id IN (SELECT id FROM gone)`, now.Add(-p.CompletedJobs))
 		if err != nil {
 			return res, fmt.Errorf("store: delete completed jobs: %w", err)
@@ -297,10 +304,16 @@ const (
 // cannot deadlock with them.
 //
 // The first empties them with TRUNCATE, which locks only the partitions
-// themselves (lock_timeout 5 s): the commit that unlinks their files
-// (168 ms for a day of 1,000,000 executions here) holds no lock on the
-// parent tables, so firing, which inserts into today's partition, goes
-// on.
+// themselves: the commit that unlinks their files (168 ms for a day of
+// 1,000,000 executions here) holds no lock on the parent tables, so
+// firing, which inserts into today's partition, goes on. It takes their
+// locks with NOWAIT, tried as often as the drop (below): a transaction
+// that waited for them would queue behind it a recorder asking for the
+// partition in the middle of its transaction (the fast statements lock
+// a day's partition when they reach it, holding rows of earlier days),
+// while another recorder that holds the partition (a lock read plans
+// every day it reads) waits for that one's rows: a cycle (store/doc.go,
+// Lock order), rare as events of a day past retention are.
 //
 // The second drops the empty tables, under the partitions' advisory
 // lock. DROP TABLE of a partition takes the parent's ACCESS EXCLUSIVE
@@ -313,7 +326,7 @@ const (
 // be dropped after dropTries is left for the next pass, which finds it
 // empty.
 func (s *Store) dropDay(ctx context.Context, day time.Time) error {
-	step := func(sql string, advisory bool, wait time.Duration) error {
+	step := func(advisory bool, wait time.Duration, sqls ...string) error {
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if advisory {
 				if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockPartitions); err != nil {
@@ -323,9 +336,30 @@ func (s *Store) dropDay(ctx context.Context, day time.Time) error {
 			if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", wait.Milliseconds())); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, sql)
-			return err
+			for _, sql := range sqls {
+				if _, err := tx.Exec(ctx, sql); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
+	}
+	// tries runs a step until it gets its locks, dropTries times at
+	// most, with a growing pause between tries.
+	tries := func(step func() error) error {
+		pause := 100 * time.Millisecond
+		for try := 1; ; try++ {
+			err := step()
+			if !isLockTimeout(err) || try == dropTries {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 2*time.Second)
+		}
 	}
 	var names, present []string
 	var err error
@@ -341,21 +375,13 @@ func (s *Store) dropDay(ctx context.Context, day time.Time) error {
 		}
 	}
 	if err == nil && len(present) > 0 {
-		err = step("TRUNCATE "+strings.Join(present, ", "), false, 5*time.Second)
+		list := strings.Join(present, ", ")
+		err = tries(func() error {
+			return step(false, 5*time.Second, "LOCK TABLE "+list+" IN ACCESS EXCLUSIVE MODE NOWAIT", "TRUNCATE "+list)
+		})
 	}
-	pause := 100 * time.Millisecond
-	for try := 1; err == nil; try++ {
-		err = step("DROP TABLE IF EXISTS "+strings.Join(names, ", "), true, dropLockWait)
-		if !isLockTimeout(err) || try == dropTries {
-			break
-		}
-		err = nil
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 2*time.Second)
+	if err == nil {
+		err = tries(func() error { return step(true, dropLockWait, "DROP TABLE IF EXISTS "+strings.Join(names, ", ")) })
 	}
 	if err != nil {
 		return fmt.Errorf("store: drop the partitions of %s: %w", day.Format(time.DateOnly), err)

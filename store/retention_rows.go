@@ -122,12 +122,18 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 		// A batch: the next batch's executions in the namespace index's
 		// order, from the last one's scheduled time on (the rows deleted
 		// before it are dead by then; those at the same time are read
-		// again), deleted by their row addresses (a TID scan: no index
+		// again), locked in id order (store/doc.go, Lock order: in the
+		// TID scan's order, the partition's, a batch deadlocked with
+		// recorders writing late events of its executions), then
+		// deleted, both by their row addresses (a TID scan: no index
 		// descent, nor a join the planner could make a scan of the
-		// partition). A row updated meanwhile has moved and is left.
+		// partition). A row updated meanwhile has moved and is left
+		// (locked, not deleted).
 		q := `WITH k AS MATERIALIZED (SELECT ctid, scheduled_for FROM ` + execs + ` WHERE namespace = $1 AND ` + finalStates + `
 				AND scheduled_for >= $2 AND scheduled_for < $3 ORDER BY scheduled_for LIMIT $4),
-			gone AS (DELETE FROM ` + execs + ` x WHERE x.ctid = ANY (ARRAY(SELECT ctid FROM k))
+			l AS MATERIALIZED (SELECT x.ctid FROM ` + execs + ` x WHERE x.ctid = ANY (ARRAY(SELECT ctid FROM k))
+				AND x.` + finalStates + ` ORDER BY x.id FOR UPDATE),
+			gone AS (DELETE FROM ` + execs + ` x WHERE x.ctid = ANY (ARRAY(SELECT ctid FROM l))
 				AND x.` + finalStates + ` RETURNING x.id, x.scheduled_for)` + fmt.Sprintf(attemptsOf, atts) + `
 			SELECT (SELECT count(*) FROM k), (SELECT max(scheduled_for) FROM k), (SELECT count(*) FROM gone), (SELECT count(*) FROM att)`
 		from := day
@@ -159,8 +165,13 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 	if !some {
 		return nil, nil
 	}
-	// By the primary key's index: an execution's id is unique on its own.
-	q := `WITH gone AS (DELETE FROM ` + execs + ` x WHERE x.id = ANY ($1::uuid[]) AND x.` + finalStates + `
+	// By the primary key's index (an execution's id is unique on its
+	// own), locked in id order first (store/doc.go, Lock order: the
+	// delete alone may meet them in a bitmap scan's order, the
+	// partition's).
+	q := `WITH l AS MATERIALIZED (SELECT id FROM ` + execs + ` WHERE id = ANY ($1::uuid[]) AND ` + finalStates + `
+			ORDER BY id FOR UPDATE),
+		gone AS (DELETE FROM ` + execs + ` x WHERE x.id = ANY (ARRAY(SELECT id FROM l)) AND x.` + finalStates + `
 			RETURNING x.id, x.scheduled_for)` +
 		fmt.Sprintf(attemptsOf, atts) + `
 		SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM att)`
@@ -198,9 +209,10 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 // pause when it did (deleteTries in all), and returns how long it took.
 // A batch's DELETE takes the day partition's ROW EXCLUSIVE lock, which
 // firing and recording take too and which conflicts with neither, and
-// the locks of the rows it deletes: ended executions, which recording
-// writes only for a late or repeated event (which waits for the batch's
-// commit, a few tens of milliseconds), and firing never.
+// the locks of the rows it deletes, in id order, then their attempts'
+// (store/doc.go, Lock order): ended executions, which recording writes
+// only for a late or repeated event (which waits for the batch's commit,
+// a few tens of milliseconds), and firing never.
 func (s *Store) deleteRows(ctx context.Context, fn func(pgx.Tx) error) (time.Duration, error) {
 	began := time.Now()
 	var err error

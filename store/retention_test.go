@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store/model"
@@ -346,6 +347,58 @@ func TestDropDoesNotQueueWrites(t *testing.T) {
 		t.Errorf("an insert waited %s behind the drop", took.Round(time.Millisecond))
 	}
 	time.Sleep(2500*time.Millisecond - time.Since(began))
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The TRUNCATE that empties a day before its drop takes the partitions'
+// locks without waiting (and tries again later): a reader of the day's
+// partition delays it, but another reader of the partition, or a
+// recorder, does not queue behind it. (With a lock wait, the second
+// read below would wait for the first reader's end.)
+func TestTruncateDoesNotQueueReaders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	now := time.Now().UTC()
+	old := now.Truncate(24*time.Hour).AddDate(0, 0, -40)
+	if err := s.EnsureHistoryPartitions(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	putHistory(t, s, historyRow{"n", old.Add(time.Hour), domain.ExecSucceeded, 1})
+	// A reader of the old day, holding its partitions' locks for 1.5 s.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM "+DayPartition("executions", old)+", "+DayPartition("attempts", old)); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		res, err := s.ApplyRetention(ctx, now, model.RetentionPolicy{Default: 30 * 24 * time.Hour})
+		if err == nil && !slices.ContainsFunc(res.Dropped, old.Equal) {
+			err = fmt.Errorf("dropped %v, want %s", res.Dropped, old.Format(time.DateOnly))
+		}
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the truncate is trying by now
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1s'"); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "SELECT count(*) FROM "+DayPartition("executions", old))
+		return err
+	})
+	if err != nil {
+		t.Errorf("a reader of the day behind the truncate: %v", err)
+	}
+	time.Sleep(1500*time.Millisecond - time.Since(began))
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
