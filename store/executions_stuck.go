@@ -86,16 +86,22 @@ func (s *Store) ListStuckExecutions(ctx context.Context, buckets []int, publishe
 // $2, at dispatch $3, in state $4) that are still as the rescuer found
 // them, as their next dispatch, due now ($5 the note), and tells their
 // buckets' scanners. A row that moved on meanwhile (an event recorded,
-// a retry, a wipe's re-queue) is left alone.
+// a retry, a wipe's re-queue) is left alone, and so is one the recorder
+// holds (an event about it is being written): rows are locked in id order
+// first, skipping locked ones (the lock order of doc.go).
 const rescueWaitingSQL = `
 WITH r AS (
 	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::int[], $4::text[]) AS r(id, sched, dispatches, state)
+), c AS (
+	SELECT x.id, x.scheduled_for FROM executions x JOIN r ON x.id = r.id AND x.scheduled_for = r.sched
+	WHERE x.id = ANY($1) AND x.dispatches = r.dispatches AND x.state = r.state AND x.state IN ('queued', 'failed')
+		AND NOT (x.dispatched_at IS NULL AND x.next_attempt_at IS NOT NULL)
+	ORDER BY x.id
+	FOR UPDATE OF x SKIP LOCKED
 ), u AS (
 	UPDATE executions x SET next_attempt_at = ` + nowMS + `, dispatched_at = NULL, dispatches = x.dispatches + 1
-	FROM r
-	WHERE x.id = ANY($1) AND x.id = r.id AND x.scheduled_for = r.sched AND x.dispatches = r.dispatches
-		AND x.state = r.state AND x.state IN ('queued', 'failed')
-		AND NOT (x.dispatched_at IS NULL AND x.next_attempt_at IS NOT NULL)
+	FROM c
+	WHERE x.id = c.id AND x.scheduled_for = c.scheduled_for
 	RETURNING x.id, x.scheduled_for, x.bucket, x.dispatches
 ), n AS (
 	INSERT INTO execution_notes (execution_id, scheduled_for, at, kind, note)
