@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tock-sched/tock/internal/pgha"
 	"github.com/tock-sched/tock/node/nodetest"
@@ -37,6 +38,8 @@ type fault struct {
 // clusterChaos is the state of the cluster chaos test: the parts, which
 // are down, and the faults so far.
 type clusterChaos struct {
+	// args are every tockd node's extra flags.
+	args   []string
 	t      *testing.T
 	rng    *rand.Rand
 	e      *nodetest.Env
@@ -81,10 +84,20 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 	e.PG = pg.URL("tock") + "&pool_max_conns=8"
 
 	c := &clusterChaos{t: t, rng: rand.New(rand.NewPCG(seed, seed>>1)), e: e, pg: pg,
-		etcdDown: map[int]time.Time{}, natsDown: map[int]time.Time{}, open: map[string]time.Time{}}
+		etcdDown: map[int]time.Time{}, natsDown: map[int]time.Time{}, open: map[string]time.Time{},
+		args: []string{"--stream-replicas", "3"}}
+	// With an asynchronous standby a failover loses commits: the rescue
+	// of stuck executions heals what it leaves waiting, here within 15 s
+	// (tockd's default is a minute; the JetStream check keeps a short
+	// bound safe), and catching up after a fault may take that long more.
+	catchUp := 30 * time.Second
+	if async {
+		c.args = append(c.args, "--rescue-wait-after", "15s", "--rescue-silent-after", "15s")
+		catchUp += 30 * time.Second
+	}
 	cli := e.EtcdClient(t)
 	for _, id := range []string{"n1", "n2", "n3"} {
-		c.nodes = append(c.nodes, &chaosNode{id: id, proc: e.StartProcess(t, id, "--stream-replicas", "3"), state: "running"})
+		c.nodes = append(c.nodes, &chaosNode{id: id, proc: e.StartProcess(t, id, c.args...), state: "running"})
 	}
 	nodetest.WaitFor(t, 60*time.Second, "3 nodes to share the buckets", func() bool { return len(nodetest.Owners(t, cli)) == 3 })
 
@@ -192,8 +205,8 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 		}
 	}
 	t.Logf("worst catch-up after a fault: %s (%s)", worst.Round(100*time.Millisecond), worstKind)
-	if worst > 30*time.Second {
-		t.Errorf("an execution finished %s after the end of a fault (%s); want within 30s", worst, worstKind)
+	if worst > catchUp {
+		t.Errorf("an execution finished %s after the end of a fault (%s); want within %s", worst, worstKind, catchUp)
 	}
 
 	// Fire lag outside the faults: scheduled neither during a fault nor in
@@ -240,13 +253,35 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 	if worstOther < 0.9 {
 		t.Errorf("the API answered 2xx to %.0f%% of requests in its worst 10 s window without a Postgres failover; want at least 90%%", 100*worstOther)
 	}
+	var rescued, lost int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE kind = 'rescued'), count(*) FILTER (WHERE kind = 'lost')
+		FROM execution_notes`).Scan(&rescued, &lost); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rescued: %d waiting, %d lost", rescued, lost)
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
+	doubles := 0
 	for id, n := range seen.first {
-		if n > 1 {
-			t.Errorf("execution %s delivered as attempt 1 %d times", id, n)
+		if n <= 1 {
+			continue
 		}
+		doubles++
+		if !async {
+			t.Errorf("execution %s delivered as attempt 1 %d times", id, n)
+			continue
+		}
+		// Asynchronous replication: a failover may lose the recording
+		// of a run, and the run is then delivered again (at-least-once).
+		// Each is listed with what tock noted on it.
+		var notes []string
+		if rows, err := st.Pool().Query(ctx, `SELECT kind || ': ' || note FROM execution_notes
+			WHERE execution_id = $1 ORDER BY at`, uuid.MustParse(id)); err == nil {
+			notes, _ = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		t.Logf("execution %s delivered as attempt 1 %d times (asynchronous standby); notes %q", id, n, notes)
 	}
+	t.Logf("executions delivered as attempt 1 more than once: %d of %d", doubles, len(seen.first))
 }
 
 // inject starts one fault on a part that is up, chosen at random, that
@@ -398,7 +433,7 @@ func (c *clusterChaos) healNode(n *chaosNode) {
 		}
 		// The same address: the API watch, like a load balancer, keeps
 		// asking the node where it was.
-		n.proc = c.e.StartProcessAt(c.t, n.id, strings.TrimPrefix(n.proc.URL, "http://"), "--stream-replicas", "3")
+		n.proc = c.e.StartProcessAt(c.t, n.id, strings.TrimPrefix(n.proc.URL, "http://"), c.args...)
 	}
 	n.state = "running"
 	c.finish(kind, n.id)
