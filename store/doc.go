@@ -58,8 +58,10 @@
 //     bounded by lock_timeout is no substitute: the wait closes a cycle
 //     whose other members may be near deadlock_timeout already.
 //   - A statement that never waits (SKIP LOCKED) cannot close a cycle:
-//     the re-queues of lost and wiped work, marking executions
-//     dispatched.
+//     the re-queues of lost and wiped work, the rescue of waiting
+//     executions (executions_stuck.go), marking executions dispatched.
+//     Their execution_notes rows are inserted about executions the
+//     statement holds, so never waited for by another.
 //   - Tables are locked in the order of dailyTables (partitions.go):
 //     executions before attempts, the parent before its partitions.
 //     Retention empties a day's partitions taking their locks with
