@@ -43,8 +43,8 @@ const (
 // StuckStore is what StuckRescuer needs from Postgres; *store.Store is one.
 type StuckStore interface {
 	ListStuckExecutions(ctx context.Context, buckets []int, publishedBefore, silentBefore time.Time, limit int) ([]model.StuckExecution, error)
-	RescueWaiting(ctx context.Context, execs []*model.Execution, note string) (int, error)
-	RequeueLost(ctx context.Context, ids []uuid.UUID, olderThan time.Time) (int, error)
+	RequeueWaitingExecutions(ctx context.Context, execs []*model.Execution, note string) (int, error)
+	RequeueSilentExecutions(ctx context.Context, ids []uuid.UUID, olderThan time.Time) (int, error)
 }
 
 // StuckRescuerConfig configures a StuckRescuer. JS, Store and Buckets
@@ -216,7 +216,7 @@ func (r *StuckRescuer) RunOnce(ctx context.Context) error {
 		}
 	}
 	if len(waiting) > 0 {
-		n, err := r.cfg.Store.RescueWaiting(ctx, waiting, store.RescueNote(now.Sub(oldest)))
+		n, err := r.cfg.Store.RequeueWaitingExecutions(ctx, waiting, store.RescueNote(now.Sub(oldest)))
 		if err != nil {
 			return err
 		}
@@ -227,7 +227,7 @@ func (r *StuckRescuer) RunOnce(ctx context.Context) error {
 		}
 	}
 	if len(lost) > 0 {
-		n, err := r.cfg.Store.RequeueLost(ctx, lost, now.Add(-r.cfg.SilentAfter))
+		n, err := r.cfg.Store.RequeueSilentExecutions(ctx, lost, now.Add(-r.cfg.SilentAfter))
 		if err != nil {
 			return err
 		}

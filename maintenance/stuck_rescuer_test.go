@@ -29,7 +29,7 @@ func (f *stuckStore) ListStuckExecutions(context.Context, []int, time.Time, time
 	return f.cands, nil
 }
 
-func (f *stuckStore) RescueWaiting(_ context.Context, execs []*model.Execution, _ string) (int, error) {
+func (f *stuckStore) RequeueWaitingExecutions(_ context.Context, execs []*model.Execution, _ string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, e := range execs {
@@ -38,7 +38,7 @@ func (f *stuckStore) RescueWaiting(_ context.Context, execs []*model.Execution, 
 	return len(execs), nil
 }
 
-func (f *stuckStore) RequeueLost(_ context.Context, ids []uuid.UUID, _ time.Time) (int, error) {
+func (f *stuckStore) RequeueSilentExecutions(_ context.Context, ids []uuid.UUID, _ time.Time) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lost = append(f.lost, ids...)

@@ -85,8 +85,9 @@
 //     batches (deleteNamespaceRows), and completed one-shot jobs with
 //     their job_names and job_successes rows.
 //   - DeleteJob: one job's jobs, job_names and job_successes rows.
-//   - RequeueLostExecutions, RequeueWipedExecutions: executions, SKIP
-//     LOCKED, and the attempts of those they took.
+//   - RequeueLostExecutions, RequeueWipedExecutions,
+//     RequeueWaitingExecutions, RequeueSilentExecutions: executions, SKIP
+//     LOCKED, and the attempts (and execution_notes) of those they took.
 //
 // TestNoDeadlocks runs them against each other and counts no deadlock.
 //
@@ -111,6 +112,11 @@
 //     AdvancePublishPositions, RecordAttemptEvents, CancelExecution,
 //     RedriveExecution, RequeueLostExecutions, RequeueWipedExecutions,
 //     ReleaseBufferedExecutions.
+//   - executions, execution_notes: the rescue of stuck executions
+//     (executions_stuck.go): ListStuckExecutions,
+//     RequeueWaitingExecutions, RequeueSilentExecutions,
+//     ListExecutionNotes.
+//   - dead_events (dead_events.go): RecordDeadEvents, ListDeadEvents.
 //   - job_successes (executions_successes.go): ListAlertedJobSuccesses.
 //   - skipped_runs (skipped_runs.go): ListSkippedRuns.
 //   - backfills (backfills*.go): CreateBackfill, ListBackfills,

@@ -113,14 +113,14 @@ WITH r AS (
 )
 SELECT (SELECT count(*) FROM u) + 0 * (SELECT count(*) FROM n) + 0 * (SELECT count(*) FROM b)`
 
-// RescueWaiting publishes again, each as its next dispatch due now, the
-// waiting executions of rescues that are still as they were read
-// (ListStuckExecutions: same state and dispatch), with a note on each
-// (note, where "{dispatch}" becomes the new dispatch's number). It returns
-// how many it rescued. The attempt is the same (a queued execution's
+// RequeueWaitingExecutions publishes again, each as its next dispatch
+// due now, the waiting executions of rescues that are still as they were
+// read (ListStuckExecutions: same state and dispatch), with a note on
+// each (note, where "{dispatch}" becomes the new dispatch's number). It
+// returns how many it rescued. The attempt is the same (a queued execution's
 // first is still its first): the caller has made sure that no executor
 // holds the previous publish and that no event of it is on its way.
-func (s *Store) RescueWaiting(ctx context.Context, rescues []*model.Execution, note string) (int, error) {
+func (s *Store) RequeueWaitingExecutions(ctx context.Context, rescues []*model.Execution, note string) (int, error) {
 	if len(rescues) == 0 {
 		return 0, nil
 	}
@@ -138,12 +138,12 @@ func (s *Store) RescueWaiting(ctx context.Context, rescues []*model.Execution, n
 	return n, nil
 }
 
-// RequeueLost takes the running executions ids (scheduled at scheds) for
-// lost if their newest attempt has given no sign of life since
-// olderThan, as RequeueLostExecutions does for a whole bucket: the
-// rescuer has made sure their messages are no longer in JetStream, so it
-// need not wait RequeueLostExecutions' minutes.
-func (s *Store) RequeueLost(ctx context.Context, ids []uuid.UUID, olderThan time.Time) (int, error) {
+// RequeueSilentExecutions takes the running executions ids for lost if
+// their newest attempt has given no sign of life since olderThan, as
+// RequeueLostExecutions does for whole buckets: the rescuer has made sure
+// their messages are no longer in JetStream, so it need not wait
+// RequeueLostExecutions' minutes.
+func (s *Store) RequeueSilentExecutions(ctx context.Context, ids []uuid.UUID, olderThan time.Time) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
