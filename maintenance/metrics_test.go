@@ -78,6 +78,7 @@ var schedulerMetrics = []string{
 	"tock_republished_total",
 	"tock_unpublishable_total",
 	// recorder
+	"tock_dead_events_total{reason}",
 	"tock_dead_letters_total",
 	"tock_deferred_total",
 	"tock_retries_total",
@@ -92,6 +93,7 @@ var schedulerMetrics = []string{
 	"tock_idempotency_keys_expired_total",
 	"tock_lost_requeued_total",
 	"tock_maintenance_last_success_timestamp_seconds{service}",
+	"tock_rescued_total{kind}",
 	"tock_retention_completed_jobs_deleted_total",
 	"tock_retention_days_dropped_total",
 	"tock_retention_rows_deleted_total{table}",
@@ -139,6 +141,8 @@ func TestComponentsRegisterEveryMetric(t *testing.T) {
 		check("lost work", err)
 		_, err = maintenance.NewWipeRecovery(maintenance.WipeRecoveryConfig{JS: js, Store: st, Buckets: scan.Owned, Registerer: reg})
 		check("wipe recovery", err)
+		_, err = maintenance.NewStuckRescuer(maintenance.StuckRescuerConfig{JS: js, Store: st, Buckets: scan.Owned, Registerer: reg})
+		check("stuck rescue", err)
 		_, err = maintenance.NewPartitionsAhead(maintenance.PartitionsAheadConfig{Store: st, Registerer: reg})
 		check("partitions ahead", err)
 		_, err = maintenance.NewIdempotencyPruner(maintenance.IdempotencyPrunerConfig{Store: st, Registerer: reg})

@@ -13,10 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	json "github.com/segmentio/encoding/json"
 
-	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/promreg"
-	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/wire"
 )
@@ -216,7 +214,7 @@ func (r *StuckRescuer) RunOnce(ctx context.Context) error {
 		}
 	}
 	if len(waiting) > 0 {
-		n, err := r.cfg.Store.RequeueWaitingExecutions(ctx, waiting, store.RescueNote(now.Sub(oldest)))
+		n, err := r.cfg.Store.RequeueWaitingExecutions(ctx, waiting, rescueNote(now.Sub(oldest)))
 		if err != nil {
 			return err
 		}
@@ -248,9 +246,9 @@ func (r *StuckRescuer) gone(ctx context.Context, cands []model.StuckExecution) (
 	subjects := map[string][]int{}
 	ids := make([][2]string, len(cands)) // message ids: its own, its batch's
 	for i := range cands {
-		w := dispatcher.Wire(cands[i].Execution)
-		s := w.Subject()
-		ids[i][0] = w.MsgID()
+		e := cands[i].Execution
+		s := wire.ExecSubject(e.Handler.Queue(), e.Priority)
+		ids[i][0] = wire.ExecMsgID(e.ID.String(), e.Dispatches)
 		if cands[i].Batched() {
 			ids[i][1] = wire.BatchMsgID(cands[i].Batch.String(), s)
 		}
@@ -367,4 +365,12 @@ func (r *StuckRescuer) walk(ctx context.Context, stream jetstream.Stream, subjec
 		}
 		seq = m.Sequence + 1
 	}
+}
+
+// rescueNote is the note of a waiting execution published again after
+// waiting for wait ("{dispatch}" becomes the new dispatch's number).
+func rescueNote(wait time.Duration) string {
+	return "published again as dispatch {dispatch}: it was published " + wait.Round(time.Second).String() +
+		" before and no executor had started it, and its message was no longer in JetStream " +
+		"(a lost message, or a start or end Postgres lost in a failover)"
 }

@@ -174,14 +174,6 @@ func (s *Store) ListExecutionNotes(ctx context.Context, id uuid.UUID, sched time
 	return out, nil
 }
 
-// RescueNote is the note of a waiting execution published again after
-// waiting for wait.
-func RescueNote(wait time.Duration) string {
-	return "published again as dispatch {dispatch}: it was published " + wait.Round(time.Second).String() +
-		" before and no executor had started it, and its message was no longer in JetStream " +
-		"(a lost message, or a start or end Postgres lost in a failover)"
-}
-
 // expireNotes deletes the notes of executions retention has deleted (a
 // day after their scheduled time, so that a note never goes before its
 // execution is written), and dead events older than def.
