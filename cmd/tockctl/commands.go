@@ -552,6 +552,12 @@ func (c *execGetCmd) Run(a *app) error {
 		fmt.Fprintln(a.stdout)
 		a.attemptTable(*e.AttemptList)
 	}
+	if e.Notes != nil {
+		fmt.Fprintln(a.stdout, "\nwhat tock did:")
+		for _, n := range *e.Notes {
+			fmt.Fprintf(a.stdout, "  %s  %s  %s\n", n.At.UTC().Format(time.RFC3339), n.Kind, n.Note)
+		}
+	}
 	if e.Error != nil {
 		fmt.Fprintf(a.stdout, "\nerror: %s\n", *e.Error)
 	}

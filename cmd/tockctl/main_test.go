@@ -188,6 +188,16 @@ func TestJobsLifecycle(t *testing.T) {
 	if r := rows(t, out, execHeader); len(r) != 1 || !strings.Contains(r[0], execID) {
 		t.Errorf("executions get:\n%s", out)
 	}
+	// What tock did to it by itself (a rescue's note) is shown with it.
+	if _, err := st.Pool().Exec(context.Background(), `INSERT INTO execution_notes (execution_id, scheduled_for, at, kind, note)
+		SELECT id, scheduled_for, now(), 'rescued', 'published again as dispatch 1' FROM executions WHERE id = $1`,
+		uuid.MustParse(execID)); err != nil {
+		t.Fatal(err)
+	}
+	if out = ok(t, u, "executions", "get", execID); !strings.Contains(out, "what tock did:") ||
+		!strings.Contains(out, "rescued  published again as dispatch 1") {
+		t.Errorf("executions get of a rescued execution: no note\n%s", out)
+	}
 	var list models.ExecutionList
 	if err := json.Unmarshal([]byte(ok(t, u, "-o", "json", "executions", "list", "--job", id)), &list); err != nil {
 		t.Fatal(err)
