@@ -113,7 +113,9 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(3000+c.rng.IntN(3000)) * time.Millisecond)
 		c.heal(time.Now())
-		if !quorumDone && time.Now().After(quorumAt) && len(c.etcdDown) == 0 {
+		// The quorum loss waits for a Postgres failover to end: Patroni
+		// cannot promote without etcd, and both at once are two faults.
+		if !quorumDone && time.Now().After(quorumAt) && len(c.etcdDown) == 0 && c.pgDown == nil {
 			c.loseQuorum(20 * time.Second)
 			quorumDone = true
 			continue
@@ -388,12 +390,10 @@ func (c *clusterChaos) finish(kind, target string) {
 
 // heal brings back what is due to come back by now.
 func (c *clusterChaos) heal(now time.Time) {
-	for _, n := range c.nodes {
-		if n.state == "running" || now.Before(n.until) {
-			continue
-		}
-		c.healNode(n)
-	}
+	// The dependencies first: a tockd node started again waits (up to a
+	// minute) until it is ready, which needs a Postgres primary; with an
+	// asynchronous standby Patroni may refuse to promote a lagging one,
+	// and then only the killed member's return brings a primary back.
 	for i, until := range c.etcdDown {
 		if now.After(until) {
 			if err := c.e.EtcdCluster.Start(i); err != nil {
@@ -418,6 +418,12 @@ func (c *clusterChaos) heal(now time.Time) {
 		}
 		c.finish("Postgres primary kill -9 (failover)", c.pgDown.Name)
 		c.pgDown = nil
+	}
+	for _, n := range c.nodes {
+		if n.state == "running" || now.Before(n.until) {
+			continue
+		}
+		c.healNode(n)
 	}
 }
 
