@@ -113,9 +113,7 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(3000+c.rng.IntN(3000)) * time.Millisecond)
 		c.heal(time.Now())
-		// The quorum loss waits for a Postgres failover to end: Patroni
-		// cannot promote without etcd, and both at once are two faults.
-		if !quorumDone && time.Now().After(quorumAt) && len(c.etcdDown) == 0 && c.pgDown == nil {
+		if !quorumDone && time.Now().After(quorumAt) && len(c.etcdDown) == 0 {
 			c.loseQuorum(20 * time.Second)
 			quorumDone = true
 			continue

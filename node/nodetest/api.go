@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -114,14 +115,31 @@ func (n *Node) Execution(t testing.TB, id uuid.UUID) models.Execution {
 }
 
 // WaitState waits until execution id is in state and returns it.
+// On a timeout it says where the execution was: its state, attempts and
+// notes.
 func (n *Node) WaitState(t testing.TB, id uuid.UUID, state string, within time.Duration) models.Execution {
 	t.Helper()
-	var x models.Execution
-	WaitFor(t, within, "execution "+id.String()+" "+state, func() bool {
-		x = n.Execution(t, id)
-		return string(x.State) == state
-	})
-	return x
+	deadline := time.Now().Add(within)
+	for {
+		x := n.Execution(t, id)
+		if string(x.State) == state {
+			return x
+		}
+		if time.Now().After(deadline) {
+			var atts, notes []string
+			for _, a := range Attempts(x) {
+				atts = append(atts, fmt.Sprintf("%d %s on %s", a.Number, Str(a.Outcome), Str(a.ExecutorId)))
+			}
+			if x.Notes != nil {
+				for _, no := range *x.Notes {
+					notes = append(notes, string(no.Kind)+": "+no.Note)
+				}
+			}
+			t.Fatalf("timed out after %s waiting for execution %s %s: it is %s after %d attempts (attempts %q, notes %q)",
+				within, id, state, x.State, x.Attempts, atts, notes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // RunOnce creates a job that runs once, now (body without a schedule),
