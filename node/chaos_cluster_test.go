@@ -388,10 +388,12 @@ func (c *clusterChaos) finish(kind, target string) {
 
 // heal brings back what is due to come back by now.
 func (c *clusterChaos) heal(now time.Time) {
-	// The dependencies first: a tockd node started again waits (up to a
-	// minute) until it is ready, which needs a Postgres primary; with an
-	// asynchronous standby Patroni may refuse to promote a lagging one,
-	// and then only the killed member's return brings a primary back.
+	for _, n := range c.nodes {
+		if n.state == "running" || now.Before(n.until) {
+			continue
+		}
+		c.healNode(n)
+	}
 	for i, until := range c.etcdDown {
 		if now.After(until) {
 			if err := c.e.EtcdCluster.Start(i); err != nil {
@@ -416,12 +418,6 @@ func (c *clusterChaos) heal(now time.Time) {
 		}
 		c.finish("Postgres primary kill -9 (failover)", c.pgDown.Name)
 		c.pgDown = nil
-	}
-	for _, n := range c.nodes {
-		if n.state == "running" || now.Before(n.until) {
-			continue
-		}
-		c.healNode(n)
 	}
 }
 
