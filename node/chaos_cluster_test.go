@@ -38,8 +38,10 @@ type fault struct {
 // clusterChaos is the state of the cluster chaos test: the parts, which
 // are down, and the faults so far.
 type clusterChaos struct {
-	// args are every tockd node's extra flags.
+	// args are every tockd node's extra flags; async says the Postgres
+	// standby replicates asynchronously.
 	args   []string
+	async  bool
 	t      *testing.T
 	rng    *rand.Rand
 	e      *nodetest.Env
@@ -85,7 +87,7 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 
 	c := &clusterChaos{t: t, rng: rand.New(rand.NewPCG(seed, seed>>1)), e: e, pg: pg,
 		etcdDown: map[int]time.Time{}, natsDown: map[int]time.Time{}, open: map[string]time.Time{},
-		args: []string{"--stream-replicas", "3"}}
+		args: []string{"--stream-replicas", "3"}, async: async}
 	// With an asynchronous standby a failover loses commits: the rescue
 	// of stuck executions heals what it leaves waiting, here within 15 s
 	// (tockd's default is a minute; the JetStream check keeps a short
@@ -388,6 +390,13 @@ func (c *clusterChaos) finish(kind, target string) {
 
 // heal brings back what is due to come back by now.
 func (c *clusterChaos) heal(now time.Time) {
+	if c.async {
+		// A tockd node started again waits (up to a minute) until it is
+		// ready, which needs a Postgres primary, and Patroni may refuse
+		// to promote a lagging asynchronous standby: then only the killed
+		// member's return gives one, so it comes back first.
+		c.healPostgres(now)
+	}
 	for _, n := range c.nodes {
 		if n.state == "running" || now.Before(n.until) {
 			continue
@@ -412,6 +421,11 @@ func (c *clusterChaos) heal(now time.Time) {
 			c.finish("NATS server", strconv.Itoa(i))
 		}
 	}
+	c.healPostgres(now)
+}
+
+// healPostgres restarts the killed Patroni member once it is due back.
+func (c *clusterChaos) healPostgres(now time.Time) {
 	if c.pgDown != nil && now.After(c.pgUntil) {
 		if err := c.pg.Restart(c.pgDown); err != nil {
 			c.t.Fatalf("Patroni member %s back: %v", c.pgDown.Name, err)
