@@ -65,6 +65,8 @@ type Store interface {
 	ListAuditEntries(ctx context.Context, f store.AuditFilter) ([]model.AuditEntry, string, error)
 	ListDeadEvents(ctx context.Context, f store.DeadEventFilter) ([]model.DeadEvent, string, error)
 	GetExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
+	// Execution logs (logs.go).
+	ListLogChunks(ctx context.Context, f store.LogFilter) ([]model.LogChunk, error)
 	// Notification channels and rules, and the notifications sent
 	// (notify.go).
 	CreateChannel(ctx context.Context, c model.Channel) (*model.Channel, error)

@@ -230,6 +230,37 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 	CancelExecution(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetExecutionLogs Read or follow what an execution's attempts printed
+	//
+	// The log of the execution's attempts, as their executors sent it
+	// (docs/wire-protocol.md, "Execution logs"): lines in the order they
+	// were written, each with its attempt, stream (`stdout`, `stderr` or
+	// a name of the handler's), the time it was written and its text
+	// (ending in a newline, unless the line goes on in the next entry:
+	// `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and
+	// no text stands for bytes the attempt wrote that were not kept: cut
+	// by its job's log cap (`log.policy`), or dropped by its executor
+	// when NATS was too slow for it. An attempt's log is complete once
+	// an entry with `end` arrives; one whose executor died ends where
+	// its chunks stop.
+	//
+	// With `Accept: text/plain` the answer is the text itself, gaps
+	// written as `[tock: N bytes not kept]`, each attempt after the
+	// first headed `=== attempt N ===` when several are read.
+	//
+	// `follow=true` streams the log as server-sent events (`event:
+	// log`, one per chunk the executor sent, its `data` a JSON
+	// `ExecutionLog` of that chunk's entries, its `id` the position to
+	// resume after) from the start of the attempt (`attempt`, default
+	// the execution's current one; with `Last-Event-ID` or `after`, from
+	// after that position), and ends with `event: end` when that
+	// attempt's log is complete, or when the attempt is over and no
+	// chunk came for 5 s. A follow lasts at most 10 minutes; reconnect
+	// with `Last-Event-ID`.
+	//
+	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
+	GetExecutionLogs(ctx context.Context, id ID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RetryExecution Re-drive a dead execution
 	//
 	// Queues a dead execution again as a fresh attempt series: its retry
@@ -1203,6 +1234,47 @@ func (c *Client) GetExecution(ctx context.Context, id ID, reqEditors ...RequestE
 // Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 func (c *Client) CancelExecution(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelExecutionRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetExecutionLogs Read or follow what an execution's attempts printed
+//
+// The log of the execution's attempts, as their executors sent it
+// (docs/wire-protocol.md, "Execution logs"): lines in the order they
+// were written, each with its attempt, stream (`stdout`, `stderr` or
+// a name of the handler's), the time it was written and its text
+// (ending in a newline, unless the line goes on in the next entry:
+// `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and
+// no text stands for bytes the attempt wrote that were not kept: cut
+// by its job's log cap (`log.policy`), or dropped by its executor
+// when NATS was too slow for it. An attempt's log is complete once
+// an entry with `end` arrives; one whose executor died ends where
+// its chunks stop.
+//
+// With `Accept: text/plain` the answer is the text itself, gaps
+// written as `[tock: N bytes not kept]`, each attempt after the
+// first headed `=== attempt N ===` when several are read.
+//
+// `follow=true` streams the log as server-sent events (`event:
+// log`, one per chunk the executor sent, its `data` a JSON
+// `ExecutionLog` of that chunk's entries, its `id` the position to
+// resume after) from the start of the attempt (`attempt`, default
+// the execution's current one; with `Last-Event-ID` or `after`, from
+// after that position), and ends with `event: end` when that
+// attempt's log is complete, or when the attempt is over and no
+// chunk came for 5 s. A follow lasts at most 10 minutes; reconnect
+// with `Last-Event-ID`.
+//
+// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
+func (c *Client) GetExecutionLogs(ctx context.Context, id ID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetExecutionLogsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3221,6 +3293,142 @@ func NewCancelExecutionRequest(server string, id ID) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetExecutionLogsRequest constructs an http.Request for the GetExecutionLogs method
+func NewGetExecutionLogsRequest(server string, id ID, params *GetExecutionLogsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/executions/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Attempt != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "attempt", *params.Attempt, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Stream != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "stream", *params.Stream, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Follow != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "follow", *params.Follow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.LastEventID != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Last-Event-ID", *params.LastEventID, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Last-Event-ID", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -5506,6 +5714,39 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/executions/{id}/cancel (the `CancelExecution` operationId).
 	CancelExecutionWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
 
+	// GetExecutionLogsWithResponse Read or follow what an execution's attempts printed
+	//
+	// The log of the execution's attempts, as their executors sent it
+	// (docs/wire-protocol.md, "Execution logs"): lines in the order they
+	// were written, each with its attempt, stream (`stdout`, `stderr` or
+	// a name of the handler's), the time it was written and its text
+	// (ending in a newline, unless the line goes on in the next entry:
+	// `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and
+	// no text stands for bytes the attempt wrote that were not kept: cut
+	// by its job's log cap (`log.policy`), or dropped by its executor
+	// when NATS was too slow for it. An attempt's log is complete once
+	// an entry with `end` arrives; one whose executor died ends where
+	// its chunks stop.
+	//
+	// With `Accept: text/plain` the answer is the text itself, gaps
+	// written as `[tock: N bytes not kept]`, each attempt after the
+	// first headed `=== attempt N ===` when several are read.
+	//
+	// `follow=true` streams the log as server-sent events (`event:
+	// log`, one per chunk the executor sent, its `data` a JSON
+	// `ExecutionLog` of that chunk's entries, its `id` the position to
+	// resume after) from the start of the attempt (`attempt`, default
+	// the execution's current one; with `Last-Event-ID` or `after`, from
+	// after that position), and ends with `event: end` when that
+	// attempt's log is complete, or when the attempt is over and no
+	// chunk came for 5 s. A follow lasts at most 10 minutes; reconnect
+	// with `Last-Event-ID`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
+	GetExecutionLogsWithResponse(ctx context.Context, id ID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*GetExecutionLogsResponse, error)
+
 	// RetryExecutionWithResponse Re-drive a dead execution
 	//
 	// Queues a dead execution again as a fresh attempt series: its retry
@@ -7059,6 +7300,89 @@ func (r CancelExecutionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CancelExecutionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetExecutionLogsResponse401Headers the declared response headers of an HTTP 401 response for GetExecutionLogs
+type GetExecutionLogsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type GetExecutionLogsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ExecutionLog
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetExecutionLogsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetExecutionLogsResponse) GetJSON200() *ExecutionLog {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetExecutionLogsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetExecutionLogsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetExecutionLogsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetExecutionLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetExecutionLogsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10902,6 +11226,45 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, i
 	return ParseCancelExecutionResponse(rsp)
 }
 
+// GetExecutionLogsWithResponse Read or follow what an execution's attempts printed
+//
+// The log of the execution's attempts, as their executors sent it
+// (docs/wire-protocol.md, "Execution logs"): lines in the order they
+// were written, each with its attempt, stream (`stdout`, `stderr` or
+// a name of the handler's), the time it was written and its text
+// (ending in a newline, unless the line goes on in the next entry:
+// `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and
+// no text stands for bytes the attempt wrote that were not kept: cut
+// by its job's log cap (`log.policy`), or dropped by its executor
+// when NATS was too slow for it. An attempt's log is complete once
+// an entry with `end` arrives; one whose executor died ends where
+// its chunks stop.
+//
+// With `Accept: text/plain` the answer is the text itself, gaps
+// written as `[tock: N bytes not kept]`, each attempt after the
+// first headed `=== attempt N ===` when several are read.
+//
+// `follow=true` streams the log as server-sent events (`event:
+// log`, one per chunk the executor sent, its `data` a JSON
+// `ExecutionLog` of that chunk's entries, its `id` the position to
+// resume after) from the start of the attempt (`attempt`, default
+// the execution's current one; with `Last-Event-ID` or `after`, from
+// after that position), and ends with `event: end` when that
+// attempt's log is complete, or when the attempt is over and no
+// chunk came for 5 s. A follow lasts at most 10 minutes; reconnect
+// with `Last-Event-ID`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/executions/{id}/logs (the `GetExecutionLogs` operationId).
+func (c *ClientWithResponses) GetExecutionLogsWithResponse(ctx context.Context, id ID, params *GetExecutionLogsParams, reqEditors ...RequestEditorFn) (*GetExecutionLogsResponse, error) {
+	rsp, err := c.GetExecutionLogs(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetExecutionLogsResponse(rsp)
+}
+
 // RetryExecutionWithResponse Re-drive a dead execution
 //
 // Queues a dead execution again as a fresh attempt series: its retry
@@ -12672,6 +13035,83 @@ func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse,
 	switch {
 	case rsp.StatusCode == 401:
 		var headers CancelExecutionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetExecutionLogsResponse parses an HTTP response from a GetExecutionLogsWithResponse call
+func ParseGetExecutionLogsResponse(rsp *http.Response) (*GetExecutionLogsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetExecutionLogsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ExecutionLog
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/plain) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetExecutionLogsResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -51,7 +51,11 @@ func (w *Worker) attempt(ctx context.Context, d *delivery, done func(verdict)) {
 		w.unreported(d)
 		return
 	}
-	r := w.runHandler(ctx, d)
+	lg := w.newAttemptLog(d)
+	r := w.runHandler(withLog(ctx, lg), d, lg)
+	if lg.close() && r.err == nil {
+		r.err = fmt.Errorf("%w of %d bytes (policy %s)", ErrLogCap, lg.policy.CapBytes, domain.LogFail)
+	}
 	start.settle()
 	beat.stopEvents() // no heartbeat event after the finished one
 	if start.err != nil {
@@ -108,12 +112,23 @@ type ran struct {
 }
 
 // runHandler runs the queue's handler for d, measured.
-func (w *Worker) runHandler(ctx context.Context, d *delivery) ran {
+func (w *Worker) runHandler(ctx context.Context, d *delivery, lg *attemptLog) ran {
 	running := w.m.attemptsRunning.WithLabelValues(d.q.name)
 	running.Inc()
 	began := time.Now()
 	var r ran
+	if lg.policy.Policy == domain.LogFail {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		lg.mu.Lock()
+		lg.cancel = cancel
+		lg.mu.Unlock()
+	}
 	r.output, r.err, r.timedOut = w.call(ctx, d)
+	if r.err != nil && errors.Is(context.Cause(ctx), ErrLogCap) {
+		r.err = fmt.Errorf("%w: %w", context.Cause(ctx), r.err)
+	}
 	r.cancelled = errors.Is(context.Cause(ctx), ErrCancelled)
 	w.m.attemptSeconds.WithLabelValues(d.q.name).Observe(time.Since(began).Seconds())
 	running.Dec()

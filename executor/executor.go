@@ -256,6 +256,7 @@ type Worker struct {
 	cancels     *cancels
 	cancelWatch *cancelWatcher
 	events      *eventBatcher
+	logs        *logBatcher
 	watch       *watcher // heartbeats and delayed start reports
 	journal     *journal // recent attempts' events, for a wipe of JetStream
 
@@ -304,6 +305,7 @@ func New(cfg Config) (*Worker, error) {
 		depthEvery:   depthPoll,
 		cancels:      newCancels(),
 		events:       newEventBatcher(js),
+		logs:         newLogBatcher(js),
 		watch:        newWatcher(),
 		journal:      newJournal(time.Now),
 		consumerOpts: wire.ConsumerOptions{AckWait: cfg.AckWait, Batch: !cfg.OneExecutionPerMessage},
@@ -456,6 +458,7 @@ func (w *Worker) startBackground(ctx context.Context, pullers []*puller) (cancel
 	var wg sync.WaitGroup
 	ready := make(chan struct{})
 	wg.Go(func() { w.events.run(bgCtx) })
+	wg.Go(func() { w.logs.run(bgCtx) })
 	wg.Go(func() { w.watch.run(bgCtx, watchTickFor(&w.cfg)) })
 	wg.Go(func() { w.cancelWatch.run(bgCtx, ready) })
 	wg.Go(func() { w.breakers.writeStates(bgCtx, w.js, w.stateEvery) })

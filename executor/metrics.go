@@ -25,6 +25,7 @@ type metrics struct {
 	journalResent    prometheus.Counter
 	journalAnswered  *prometheus.CounterVec
 	batchMembers     *prometheus.HistogramVec
+	logDroppedBytes  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -81,6 +82,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Executions per batch message this executor received (first deliveries), by queue.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 		}, []string{"queue"}),
+		logDroppedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_executor_log_dropped_bytes_total",
+			Help: "Bytes handlers wrote to their execution logs that were not sent, by reason: cap (cut by the job's cap policy), " +
+				"buffer (the attempt had its most in flight: NATS was slow), publish (a message could not be published), " +
+				"late (written after the attempt ended). Each but late is a marked gap in the log.",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -97,6 +104,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.journalResent = promreg.Register(reg, m.journalResent, &err)
 	m.journalAnswered = promreg.Register(reg, m.journalAnswered, &err)
 	m.batchMembers = promreg.Register(reg, m.batchMembers, &err)
+	m.logDroppedBytes = promreg.Register(reg, m.logDroppedBytes, &err)
 	return m, err
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/logs"
 	"github.com/tock-sched/tock/maintenance"
 	"github.com/tock-sched/tock/notify"
 	"github.com/tock-sched/tock/partition"
@@ -169,6 +170,14 @@ func components(cfg Config, d deps) []component {
 					return nil
 				}
 				return rec.WaitDelivered(ctx)
+			}},
+		{name: "log-recorder", on: cfg.Roles.Has(RoleRecorder), stage: stopRecorder,
+			start: func() (runFunc, error) {
+				lr, err := logs.NewRecorder(logs.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg})
+				if err != nil {
+					return nil, err
+				}
+				return lr.Run, nil
 			}},
 		{name: "executor", on: cfg.Roles.Has(RoleExecutor), stage: stopExecutor, early: true,
 			wait:  cfg.ShutdownGrace + handBackWait,

@@ -11,7 +11,7 @@ import (
 // dailyTables are the tables partitioned by day of scheduled_for. Their
 // parents are locked in this order, the order the recorder's transactions
 // use them, so maintenance cannot deadlock with them.
-var dailyTables = []string{"executions", "attempts"}
+var dailyTables = []string{"executions", "attempts", "execution_logs"}
 
 // MaintainHistoryPartitions makes sure executions and attempts have a daily
 // partition (executions_YYYYMMDD, attempts_YYYYMMDD; UTC days) for every

@@ -88,6 +88,21 @@ func EnsureStreamsReplicas(ctx context.Context, js jetstream.JetStream, replicas
 			MaxAge:     EventMaxAge,
 			Duplicates: DuplicateWindow,
 		},
+		{
+			Name:        LogStream,
+			Description: "tock execution log chunks on their way to the recorder",
+			Subjects:    []string{LogSubjectPrefix + ">"},
+			// As events: deleted once the log recorder has them, its
+			// consumer created with the stream. Full, the stream refuses
+			// new chunks (executors mark them as a gap) rather than drop
+			// stored ones.
+			Retention:  jetstream.InterestPolicy,
+			Storage:    jetstream.FileStorage,
+			MaxAge:     LogMaxAge,
+			MaxBytes:   LogMaxBytes,
+			Discard:    jetstream.DiscardNew,
+			Duplicates: DuplicateWindow,
+		},
 	}
 	for _, cfg := range streams {
 		cfg.Replicas = replicas
@@ -95,8 +110,11 @@ func EnsureStreamsReplicas(ctx context.Context, js jetstream.JetStream, replicas
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
 	}
-	if err := ensureRecorderConsumer(ctx, js); err != nil {
+	if err := ensureRecorderConsumer(ctx, js, EventStream, RecorderConsumerConfig()); err != nil {
 		return fmt.Errorf("ensure consumer %s on %s: %w", RecorderConsumer, EventStream, err)
+	}
+	if err := ensureRecorderConsumer(ctx, js, LogStream, LogRecorderConsumerConfig()); err != nil {
+		return fmt.Errorf("ensure consumer %s on %s: %w", LogRecorderConsumer, LogStream, err)
 	}
 	return ensureKV(ctx, js, replicas)
 }
@@ -140,9 +158,8 @@ func EnsureChangeStream(ctx context.Context, js jetstream.JetStream, replicas in
 // may read tock's streams and consumers but not change them (a custom
 // executor's, deploy/nats/custom-executor.conf) passes once tockd has
 // set them up.
-func ensureRecorderConsumer(ctx context.Context, js jetstream.JetStream) error {
-	want := RecorderConsumerConfig()
-	c, err := js.Consumer(ctx, EventStream, RecorderConsumer)
+func ensureRecorderConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig) error {
+	c, err := js.Consumer(ctx, stream, want.Durable)
 	switch {
 	case err == nil:
 		if have := c.CachedInfo().Config; have.Description == want.Description && have.AckPolicy == want.AckPolicy &&
@@ -153,7 +170,7 @@ func ensureRecorderConsumer(ctx context.Context, js jetstream.JetStream) error {
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return err
 	}
-	_, err = js.CreateOrUpdateConsumer(ctx, EventStream, want)
+	_, err = js.CreateOrUpdateConsumer(ctx, stream, want)
 	return err
 }
 
@@ -205,6 +222,21 @@ func RecorderConsumerConfig() jetstream.ConsumerConfig {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		// The recorder pulls up to this many events at once.
 		MaxAckPending: 20_000,
+	}
+}
+
+// LogRecorderConsumerConfig is the log recorder's durable consumer of
+// LogStream.
+func LogRecorderConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       LogRecorderConsumer,
+		Description:   "tock recorder: execution log chunks into Postgres",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       RecorderAckWait,
+		MaxDeliver:    -1,
+		FilterSubject: LogSubjectPrefix + ">",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: 5_000,
 	}
 }
 

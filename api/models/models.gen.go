@@ -842,6 +842,14 @@ type ExecutionList struct {
 	Total *int64 `json:"total,omitempty"`
 }
 
+// ExecutionLog A page of an execution's log.
+type ExecutionLog struct {
+	Items []LogEntry `json:"items"`
+
+	// Next Where the next page starts (pass as `after`); absent on the last page.
+	Next *string `json:"next,omitempty"`
+}
+
 // ExecutionNote defines model for ExecutionNote.
 type ExecutionNote struct {
 	At   time.Time         `json:"at"`
@@ -1384,6 +1392,29 @@ type KeyList struct {
 //
 // Example: {"team":"payments"}
 type Labels map[string]string
+
+// LogEntry A line (or a piece of one) of an attempt's log, a gap in it, or its end.
+type LogEntry struct {
+	// At When it was written.
+	At      *time.Time `json:"at,omitempty"`
+	Attempt int        `json:"attempt"`
+
+	// End The attempt's log ends here.
+	End *bool `json:"end,omitempty"`
+
+	// GapBytes Bytes the attempt wrote here that were not kept (a cap, or an executor that could not send them).
+	GapBytes *int64 `json:"gap_bytes,omitempty"`
+
+	// Seq The chunk it came in (its executor numbers an attempt's chunks from 1).
+	Seq int `json:"seq"`
+
+	// Split The line was longer than 64 KiB and goes on in the next entry.
+	Split  *bool  `json:"split,omitempty"`
+	Stream string `json:"stream"`
+
+	// Text The text, ending in a newline unless the line goes on in the next entry.
+	Text *string `json:"text,omitempty"`
+}
 
 // MissedPolicy What a recurring job does with missed runs: runs that could not fire
 // within `grace` of their time (the cluster was down, the job's bucket
@@ -2090,6 +2121,30 @@ type ListExecutionsParams struct {
 
 	// Cursor The `next_cursor` of the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// GetExecutionLogsParams defines parameters for GetExecutionLogs.
+type GetExecutionLogsParams struct {
+	// Attempt Only this attempt (from 1); with `follow`, the attempt to follow (default the current one).
+	Attempt *int `form:"attempt,omitempty" json:"attempt,omitempty"`
+
+	// Stream Only this stream (gaps are not reported then).
+	Stream *string `form:"stream,omitempty" json:"stream,omitempty"`
+
+	// Q Only lines containing this text (any case); gaps are not reported then.
+	Q *string `form:"q,omitempty" json:"q,omitempty"`
+
+	// After The `next` of the previous page (or an event `id`).
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Limit The most chunks (each one or more entries) in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Follow Stream the attempt's log as server-sent events until it ends.
+	Follow *bool `form:"follow,omitempty" json:"follow,omitempty"`
+
+	// LastEventID With `follow`, resume after this event (the `id` of an event of an earlier follow).
+	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
 
 // ListJobsParams defines parameters for ListJobs.
