@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -280,9 +281,14 @@ func (l *attemptLog) closeChunk() {
 	}
 	l.cur, l.curBytes = nil, 0
 	size := c.Bytes()
-	if l.inFlight+size > logBufferBytes {
+	if size > 0 && l.inFlight+size > logBufferBytes {
 		l.drop(int64(size), "buffer")
-		return
+		if !c.End {
+			return
+		}
+		// The end goes out all the same, after the gap.
+		c = &wire.LogChunk{Stream: c.Stream, Offset: c.Offset + int64(size), End: true}
+		size = 0
 	}
 	e := l.d.e
 	l.seq++
@@ -354,6 +360,13 @@ func (l *attemptLog) close() (overCapFail bool) {
 		l.emit(l.raw, false)
 		l.raw = nil
 	}
+	// The end: on the last chunk if it reaches the end of what was
+	// written, else on a chunk of its own there (after bytes cut).
+	if l.cur == nil || l.cur.Offset+int64(l.curBytes) != l.offset {
+		l.closeChunk()
+		l.cur = &wire.LogChunk{Stream: cmp.Or(l.rawStream, wire.LogStdout), Offset: l.offset}
+	}
+	l.cur.End = true
 	l.closeChunk()
 	l.closed = true
 	over := l.overCap && l.policy.Policy == domain.LogFail
