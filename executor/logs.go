@@ -105,19 +105,19 @@ type attemptLog struct {
 	// cur is the chunk being filled (nil: none); raw the bytes of the
 	// current stream's unfinished line (with an incomplete UTF-8
 	// sequence at its end kept back), and rawAt when it began.
-	cur        *wire.LogChunk
-	curBytes   int
-	raw        []byte
-	rawStream  string
-	rawAt      time.Time
-	timer      *time.Timer
-	inFlight   int // bytes handed to the batcher, not yet acknowledged
-	pending    sync.WaitGroup
-	headDone   bool  // head_tail: the head is full, chunks are tail ones
-	headEnd    int64 // head_tail: offset where the head ended
-	tail       []tailChunk
-	tailBytes  int64
-	overCap    bool
+	cur       *wire.LogChunk
+	curBytes  int
+	raw       []byte
+	rawStream string
+	rawAt     time.Time
+	timer     *time.Timer
+	inFlight  int // bytes handed to the batcher, not yet acknowledged
+	pending   sync.WaitGroup
+	headDone  bool  // head_tail: the head is full, chunks are tail ones
+	headEnd   int64 // head_tail: offset where the head ended
+	tail      []tailChunk
+	tailBytes int64
+	overCap   bool
 }
 
 // tailChunk is a chunk sent after the head (head_tail), kept to know
