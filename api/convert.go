@@ -113,6 +113,16 @@ func handlerView(h domain.Handler) models.Handler {
 	if h.Name != "" {
 		out.Name = ptr(h.Name)
 	}
+	if h.Log != nil {
+		lp := models.LogPolicy{}
+		if h.Log.CapBytes != 0 {
+			lp.CapBytes = ptr(h.Log.CapBytes)
+		}
+		if h.Log.Policy != "" {
+			lp.Policy = ptr(models.LogPolicyPolicy(h.Log.Policy))
+		}
+		out.Log = &lp
+	}
 	return out
 }
 

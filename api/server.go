@@ -143,6 +143,9 @@ type Config struct {
 	// are filled from it when the job is created or its retry replaced.
 	// The zero value means one attempt; New refuses an invalid policy.
 	DefaultRetry domain.RetryPolicy
+	// MaxLogCap is the largest log cap a job may ask for
+	// (handler.log.cap_bytes); 0 means domain.DefaultMaxLogCap.
+	MaxLogCap int64
 	// DefaultMissed and DefaultOverlap are the cluster's missed-run and
 	// overlap policies, for jobs that leave them out (see jobs.Config).
 	DefaultMissed  domain.MissedPolicy
@@ -318,7 +321,8 @@ func New(cfg Config) (*Server, error) {
 	// scanners judge due times by it; jobs measures its offset now and
 	// then rather than reading it for every request.
 	svc, err := jobs.New(jobs.Config{Store: cfg.Store, Executors: cfg.Executors, DefaultRetry: cfg.DefaultRetry,
-		DefaultMissed: cfg.DefaultMissed, DefaultOverlap: cfg.DefaultOverlap, HTTPPolicy: cfg.HTTPPolicy, Secrets: cfg.Secrets})
+		DefaultMissed: cfg.DefaultMissed, DefaultOverlap: cfg.DefaultOverlap, HTTPPolicy: cfg.HTTPPolicy, Secrets: cfg.Secrets,
+		MaxLogCap: cfg.MaxLogCap})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

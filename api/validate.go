@@ -198,6 +198,9 @@ func handlerOf(h models.Handler) domain.Handler {
 	if h.Headers != nil && len(*h.Headers) > 0 {
 		out.Headers = *h.Headers
 	}
+	if h.Log != nil {
+		out.Log = &domain.LogPolicy{CapBytes: deref(h.Log.CapBytes), Policy: string(deref(h.Log.Policy))}
+	}
 	return out
 }
 

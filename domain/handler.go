@@ -30,6 +30,9 @@ type Handler struct {
 	// WaitReply the handler waits for a reply and records it as output.
 	Subject   string `json:"subject,omitempty"`
 	WaitReply bool   `json:"wait_reply,omitempty"`
+	// Log is what is kept of each attempt's log (issue 38); nil means the
+	// defaults (LogPolicy.WithDefaults).
+	Log *LogPolicy `json:"log,omitempty"`
 }
 
 // Queue is the handler's queue name: the custom handler's name, or the

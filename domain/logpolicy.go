@@ -25,6 +25,9 @@ const (
 const (
 	DefaultLogCap int64 = 1 << 20
 	MinLogCap     int64 = 1 << 10
+	// DefaultMaxLogCap is the largest cap a job may ask for unless the
+	// cluster says otherwise (tockd --log-max-cap).
+	DefaultMaxLogCap int64 = 64 << 20
 )
 
 // WithDefaults is p with its empty fields set.

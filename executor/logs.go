@@ -127,8 +127,8 @@ type tailChunk struct{ offset, end int64 }
 // newAttemptLog returns d's log; it allocates nothing more until written.
 func (w *Worker) newAttemptLog(d *delivery) *attemptLog {
 	p := domain.LogPolicy{}
-	if d.e.Log != nil {
-		p = *d.e.Log
+	if d.e.Handler.Log != nil {
+		p = *d.e.Handler.Log
 	}
 	return &attemptLog{w: w, d: d, policy: p.WithDefaults()}
 }

@@ -224,7 +224,7 @@ func TestLogCapPolicies(t *testing.T) {
 			})
 			e.run(w)
 			ex := execution("capped")
-			ex.Log = &domain.LogPolicy{CapBytes: capB, Policy: tc.policy}
+			ex.Handler.Log = &domain.LogPolicy{CapBytes: capB, Policy: tc.policy}
 			ex.Retry = domain.RetryPolicy{MaxAttempts: 1}
 			ev := e.events()
 			e.publish(ex)

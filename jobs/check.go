@@ -135,6 +135,15 @@ func (s *Service) checkHandler(h domain.Handler, f *faults) domain.Handler {
 	default:
 		f.add("handler.type", "must be one of http, nats, custom")
 	}
+	if h.Log != nil {
+		for _, fe := range h.Log.Validate(s.maxLogCap) {
+			f.add("handler.log."+fe.Field, "%s", fe.Message)
+		}
+		if *h.Log != (domain.LogPolicy{}) {
+			lp := *h.Log
+			out.Log = &lp
+		}
+	}
 	return out
 }
 

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,6 +80,9 @@ type Config struct {
 	// domain.DefaultOverlap.
 	DefaultMissed  domain.MissedPolicy
 	DefaultOverlap string
+	// MaxLogCap is the largest log cap a job may ask for
+	// (handler.log.cap_bytes); 0 means domain.DefaultMaxLogCap.
+	MaxLogCap int64
 	// HTTPPolicy says which URLs an http handler may call; a job whose
 	// URL it refuses by its text (egress.Policy.CheckURL) is invalid
 	// (handler.url). Nil is egress's default: private, loopback,
@@ -112,6 +116,9 @@ func (c *Config) validate() error {
 	if c.Clock == nil {
 		return errors.New("jobs: Config.Clock is nil")
 	}
+	if c.MaxLogCap != 0 && c.MaxLogCap < domain.MinLogCap {
+		return fmt.Errorf("jobs: Config.MaxLogCap %d (--log-max-cap): want at least %d bytes", c.MaxLogCap, domain.MinLogCap)
+	}
 	if errs := c.DefaultRetry.Validate(); len(errs) > 0 {
 		msgs := make([]string, len(errs))
 		for i, e := range errs {
@@ -138,6 +145,7 @@ type Service struct {
 	defaults     domain.JobPolicy
 	httpPolicy   *egress.Policy
 	sealer       Sealer
+	maxLogCap    int64
 
 	compiled schedule.Cache
 }
@@ -150,7 +158,8 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return &Service{store: cfg.Store, clock: cfg.Clock, executors: cfg.Executors, defaultRetry: cfg.DefaultRetry,
-		defaults: domain.JobPolicy{Missed: cfg.DefaultMissed, Overlap: cfg.DefaultOverlap}, httpPolicy: cfg.HTTPPolicy, sealer: cfg.Secrets}, nil
+		defaults: domain.JobPolicy{Missed: cfg.DefaultMissed, Overlap: cfg.DefaultOverlap}, httpPolicy: cfg.HTTPPolicy, sealer: cfg.Secrets,
+		maxLogCap: cmp.Or(cfg.MaxLogCap, domain.DefaultMaxLogCap)}, nil
 }
 
 // Now is the database's time, in UTC, as the use cases read it.

@@ -196,6 +196,9 @@ type Config struct {
 	// 0 means their defaults.
 	RescueWaitAfter   time.Duration
 	RescueSilentAfter time.Duration
+	// LogMaxCap is the largest log cap a job may ask for
+	// (handler.log.cap_bytes); 0 means domain.DefaultMaxLogCap.
+	LogMaxCap int64
 	// HTTPAllowPrivate, HTTPAllow and HTTPDeny are the rules of what the
 	// http handler may call (egress.Rules), for the api role (a job's URL
 	// is checked when it is created) and the executor role (every

@@ -38,7 +38,7 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 			return nil, err
 		}
 		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
-			Executors: api.JetStreamExecutors{JS: d.js}, Changes: d.changes, DefaultRetry: cfg.Retry,
+			Executors: api.JetStreamExecutors{JS: d.js}, Changes: d.changes, DefaultRetry: cfg.Retry, MaxLogCap: cfg.LogMaxCap,
 			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
 			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Open: cfg.AuthNone,
 			Limits: cfg.Limits, Secrets: keys(cfg.Secrets), JWT: d.jwt, Notifier: notifier, Tracer: d.tracer})

@@ -120,9 +120,6 @@ type Execution struct {
 	// of tock's publish span of this member (one execution per message
 	// carries it in the message's header instead). Optional.
 	Traceparent string `json:"traceparent,omitempty"`
-	// Log is the job's log policy (see LogChunk); absent means the
-	// defaults (domain.LogPolicy.WithDefaults).
-	Log *domain.LogPolicy `json:"log,omitempty"`
 }
 
 // Body is the execution's JSON, the body of its own message or a member

@@ -205,6 +205,27 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for LogPolicyPolicy.
+const (
+	LogPolicyPolicyFail     LogPolicyPolicy = "fail"
+	LogPolicyPolicyHead     LogPolicyPolicy = "head"
+	LogPolicyPolicyHeadTail LogPolicyPolicy = "head_tail"
+)
+
+// Valid indicates whether the value is a known member of the LogPolicyPolicy enum.
+func (e LogPolicyPolicy) Valid() bool {
+	switch e {
+	case LogPolicyPolicyFail:
+		return true
+	case LogPolicyPolicyHead:
+		return true
+	case LogPolicyPolicyHeadTail:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MissedPolicyPolicy.
 const (
 	MissedPolicyPolicyAll    MissedPolicyPolicy = "all"
@@ -903,6 +924,17 @@ type Handler struct {
 	// the value of such a header keeps its stored value.
 	Headers *map[string]string `json:"headers,omitempty"`
 
+	// Log What is kept of each attempt's log (GET
+	// /v1/executions/{id}/logs): up to `cap_bytes` (default 1 MiB, at
+	// least 1 KiB, at most the cluster's `--log-max-cap`, default 64
+	// MiB), and past it what `policy` says: `head_tail` (the default)
+	// keeps the first half of the cap and about the last half, the cut
+	// between them marked with the bytes dropped; `head` keeps the first
+	// `cap_bytes` and marks the rest as dropped; `fail` ends the attempt
+	// as failed (retried as any failure) with an error naming the cap.
+	// Executors apply it as they send (docs/wire-protocol.md).
+	Log *LogPolicy `json:"log,omitempty"`
+
 	// Method Example: POST
 	Method *string `json:"method,omitempty"`
 
@@ -1415,6 +1447,24 @@ type LogEntry struct {
 	// Text The text, ending in a newline unless the line goes on in the next entry.
 	Text *string `json:"text,omitempty"`
 }
+
+// LogPolicy What is kept of each attempt's log (GET
+// /v1/executions/{id}/logs): up to `cap_bytes` (default 1 MiB, at
+// least 1 KiB, at most the cluster's `--log-max-cap`, default 64
+// MiB), and past it what `policy` says: `head_tail` (the default)
+// keeps the first half of the cap and about the last half, the cut
+// between them marked with the bytes dropped; `head` keeps the first
+// `cap_bytes` and marks the rest as dropped; `fail` ends the attempt
+// as failed (retried as any failure) with an error naming the cap.
+// Executors apply it as they send (docs/wire-protocol.md).
+type LogPolicy struct {
+	// CapBytes Example: 1048576
+	CapBytes *int64           `json:"cap_bytes,omitempty"`
+	Policy   *LogPolicyPolicy `json:"policy,omitempty"`
+}
+
+// LogPolicyPolicy defines model for LogPolicy.Policy.
+type LogPolicyPolicy string
 
 // MissedPolicy What a recurring job does with missed runs: runs that could not fire
 // within `grace` of their time (the cluster was down, the job's bucket

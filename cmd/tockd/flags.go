@@ -33,6 +33,7 @@ type ExecutionFlags struct {
 
 	NotifyMaxBackoff  time.Duration `name:"notify-max-backoff" env:"TOCK_NOTIFY_MAX_BACKOFF" default:"5m" help:"Longest wait between two attempts to deliver a notification whose receiver fails (it is retried for 24h) (scheduler role)."`
 	RescueWaitAfter   time.Duration `name:"rescue-wait-after" env:"TOCK_RESCUE_WAIT_AFTER" default:"1m" help:"A published execution no executor has started for this long is published again if JetStream no longer holds its message (a lost message, or a recording Postgres lost in a failover) (scheduler role)."`
+	LogMaxCap         int64         `name:"log-max-cap" env:"TOCK_LOG_MAX_CAP" default:"67108864" help:"The largest log cap, in bytes, a job may ask for (handler.log.cap_bytes; the default cap is 1 MiB) (api role)."`
 	RescueSilentAfter time.Duration `name:"rescue-silent-after" env:"TOCK_RESCUE_SILENT_AFTER" default:"1m" help:"A running execution whose attempt gave no sign of life for this long is taken for lost if JetStream no longer holds its message (scheduler role); keep it above the executors' heartbeat interval (10s)."`
 	NotifyLease       time.Duration `name:"notify-lease" env:"TOCK_NOTIFY_LEASE" default:"30s" help:"How long a node holds a notification it is delivering: if it dies, another node delivers it (under the same id) this long after it began; keep it above the receivers' answer time (deliveries time out after 10s) (scheduler role)."`
 
@@ -74,6 +75,7 @@ func (f ExecutionFlags) apply(cfg *node.Config) {
 	cfg.NotifyMaxBackoff, cfg.NotifyLease = f.NotifyMaxBackoff, f.NotifyLease
 	cfg.FireBacklogFor, cfg.FireBacklogMin = f.FireBacklogFor, f.FireBacklogMin
 	cfg.RescueWaitAfter, cfg.RescueSilentAfter = f.RescueWaitAfter, f.RescueSilentAfter
+	cfg.LogMaxCap = f.LogMaxCap
 	cfg.ExecutorConcurrency = f.ExecutorConcurrency
 	cfg.ExecutorMaxPerKey = f.ExecutorMaxPerKey
 	cfg.ExecutorAckWait = f.ExecutorAckWait
