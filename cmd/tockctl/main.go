@@ -84,6 +84,7 @@ type cli struct {
 		List   execListCmd   `cmd:"" help:"List executions, newest first: a job's, or every job's (--state dead: the dead letters)."`
 		Watch  execWatchCmd  `cmd:"" help:"Print executions and jobs as they change, live (GET /v1/changes), until interrupted."`
 		Get    execGetCmd    `cmd:"" help:"Show an execution and its attempts."`
+		Logs   execLogsCmd   `cmd:"" help:"Print what an execution's attempts wrote (its log); -f follows it live."`
 		Cancel execCancelCmd `cmd:"" help:"Cancel a queued or running execution."`
 		Retry  execRetryCmd  `cmd:"" help:"Re-drive a dead execution as a fresh series of attempts."`
 	} `cmd:"" help:"Inspect, cancel and re-drive executions."`
