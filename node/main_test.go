@@ -13,6 +13,10 @@ import (
 // tockd process would otherwise wait for the build (a link with the race
 // detector, 10-20 s on a 2-core machine).
 func TestMain(m *testing.M) {
+	if url := os.Getenv(logExecutorEnv); url != "" {
+		runLogExecutor(url) // a child of TestKilledAttemptKeepsItsLog
+		return
+	}
 	flag.Parse()
 	if flag.Lookup("test.run").Value.String() == "" {
 		nodetest.BuildTockdAhead()
