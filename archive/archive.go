@@ -2,17 +2,20 @@
 // Parquet files, so that retention can drop the day's partitions without
 // losing it.
 //
-// Day writes the day's executions and attempts partitions to
+// Day writes the day's executions, attempts and execution logs
+// partitions to
 //
 //	DIR/executions/YYYY-MM-DD.parquet
 //	DIR/attempts/YYYY-MM-DD.parquet
+//	DIR/logs/YYYY-MM-DD.parquet
 //
 // zstd-compressed, in row groups of at most 100,000 rows, with the
-// columns of Execution and Attempt. Rows writes the executions of one
+// columns of Execution, Attempt and Log. Rows writes the executions of one
 // namespace that retention deletes from a day it keeps, beside them:
 //
 //	DIR/executions/YYYY-MM-DD.NAMESPACE.N.parquet
 //	DIR/attempts/YYYY-MM-DD.NAMESPACE.N.parquet
+//	DIR/logs/YYYY-MM-DD.NAMESPACE.N.parquet
 //
 // so that every row of a day is in exactly one of its files (barring a
 // pass that failed between writing and deleting). DuckDB reads a range of
@@ -54,8 +57,9 @@ type DB interface {
 type Result struct {
 	// Day is the day archived (UTC midnight).
 	Day time.Time
-	// Executions and Attempts are its two files.
-	Executions, Attempts File
+	// Executions, Attempts and Logs are its files (Logs zero for a day
+	// without a logs partition: one dropped before logs existed).
+	Executions, Attempts, Logs File
 }
 
 // File is a Parquet file Day wrote.
@@ -116,6 +120,16 @@ func writeDay(ctx context.Context, db DB, dir string, day time.Time, groupRows i
 	}
 	res.Attempts, err = writeTable[Attempt](ctx, tx, w, "attempts",
 		"SELECT "+selectList[Attempt](false)+" FROM "+attempts+" x ORDER BY x.scheduled_for, x.execution_id, x.number", nil)
+	if err != nil {
+		return res, err
+	}
+	logs := store.DayPartition("execution_logs", day)
+	var hasLogs bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", logs).Scan(&hasLogs); err != nil || !hasLogs {
+		return res, err
+	}
+	res.Logs, err = writeTable[Log](ctx, tx, w, "logs",
+		"SELECT "+selectList[Log](false)+" FROM "+logs+" x ORDER BY x.scheduled_for, x.execution_id, x.attempt, x.seq", nil)
 	return res, err
 }
 

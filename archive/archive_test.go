@@ -52,6 +52,7 @@ func text(j json.RawMessage) *string {
 type fixture struct {
 	executions []Execution
 	attempts   []Attempt
+	logs       []Log
 }
 
 // insert puts executions and attempts of day (and one of each on the
@@ -137,8 +138,26 @@ func insert(t *testing.T, st *store.Store) fixture {
 			t.Fatal(err)
 		}
 	}
+	logs := []Log{
+		{ExecutionID: specd.ID, ScheduledFor: specd.ScheduledFor, Attempt: 1, Seq: 1, Stream: "stdout", Offset: 0, Bytes: 6,
+			At: at(1, 0, 11), Lines: raw(`[{"at": "2026-01-31T01:00:00.000011Z", "text": "hello\n"}]`), RecordedAt: at(1, 0, 12)},
+		{ExecutionID: specd.ID, ScheduledFor: specd.ScheduledFor, Attempt: 2, Seq: 3, Stream: "stderr", Offset: 40, Bytes: 3,
+			At: at(1, 0, 30), Lines: raw(`[{"at": "2026-01-31T01:00:00.00003Z", "text": "ünï", "split": true}]`),
+			TrimFrom: ptr(int64(10)), TrimBefore: ptr(int64(30)), Ends: true, RecordedAt: at(1, 0, 31)},
+	}
+	laterLog := Log{ExecutionID: later.ID, ScheduledFor: later.ScheduledFor, Attempt: 1, Seq: 1, Stream: "stdout",
+		At: later.ScheduledFor, Lines: raw(`[]`), Ends: true, RecordedAt: later.ScheduledFor}
+	for _, l := range append(logs, laterLog) {
+		if _, err := db.Exec(ctx, `INSERT INTO execution_logs (execution_id, scheduled_for, attempt, seq, stream, "offset",
+			bytes, at, lines, trim_from, trim_before, ends, recorded_at)
+			VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7, $8, $9::text::jsonb, $10, $11, $12, $13)`,
+			l.ExecutionID, l.ScheduledFor, l.Attempt, l.Seq, l.Stream, l.Offset, l.Bytes, l.At, string(l.Lines),
+			l.TrimFrom, l.TrimBefore, l.Ends, l.RecordedAt); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The files are ordered by scheduled time.
-	return fixture{executions: []Execution{specd, own, empty}, attempts: attempts}
+	return fixture{executions: []Execution{specd, own, empty}, attempts: attempts, logs: logs}
 }
 
 // A day's files hold every row of its partitions, column for column, read
@@ -177,8 +196,16 @@ func TestDayWritesEveryRowAndColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareRows(t, "attempts", want.attempts, attempts)
+	if res.Logs.Path != filepath.Join(dir, "logs/2026-01-31.parquet") || res.Logs.Rows != 2 {
+		t.Errorf("logs file %+v, want logs/2026-01-31.parquet with 2 chunks", res.Logs)
+	}
+	logs, err := parquet.ReadFile[Log](res.Logs.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareRows(t, "logs", want.logs, logs)
 
-	for table, f := range map[string]File{"executions": res.Executions, "attempts": res.Attempts} {
+	for table, f := range map[string]File{"executions": res.Executions, "attempts": res.Attempts, "logs": res.Logs} {
 		pf := open(t, f.Path)
 		for _, rg := range pf.Metadata().RowGroups {
 			for _, c := range rg.Columns {
@@ -218,7 +245,7 @@ func TestFileSchemaIsTheTables(t *testing.T) {
 		"bigint":                   "INT64 INT(64,true)",
 		"boolean":                  "BOOLEAN -",
 	}
-	for table, path := range map[string]string{"executions": res.Executions.Path, "attempts": res.Attempts.Path} {
+	for table, path := range map[string]string{"executions": res.Executions.Path, "attempts": res.Attempts.Path, "execution_logs": res.Logs.Path} {
 		rows, err := st.Pool().Query(ctx, `SELECT column_name, data_type, is_nullable = 'YES'
 			FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1
 			ORDER BY ordinal_position`, table)

@@ -18,9 +18,9 @@ import (
 
 // RowsResult is what Rows wrote.
 type RowsResult struct {
-	// Executions and Attempts are its two files; both are zero when the
+	// Executions, Attempts and Logs are its files; all are zero when the
 	// selection held no execution (nothing is written then).
-	Executions, Attempts File
+	Executions, Attempts, Logs File
 	// Keys are the executions written, in the file's order.
 	Keys []model.ExecutionKey
 }
@@ -32,6 +32,7 @@ type RowsResult struct {
 //
 //	DIR/executions/YYYY-MM-DD.NAMESPACE.N.parquet
 //	DIR/attempts/YYYY-MM-DD.NAMESPACE.N.parquet
+//	DIR/logs/YYYY-MM-DD.NAMESPACE.N.parquet
 //
 // N being the first number (from 1) that neither table's directory has
 // for the day and namespace yet: a file is never replaced. They are what
@@ -121,15 +122,35 @@ func writeRows(ctx context.Context, db DB, dir string, sel model.RowSelection, g
 		res.Keys = nil
 		return res, err
 	}
+	logs := store.DayPartition("execution_logs", day)
+	var hasLogs bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", logs).Scan(&hasLogs); err != nil {
+		return fail(err)
+	}
+	if hasLogs {
+		res.Logs, err = writeTable[Log](ctx, tx, w, "logs",
+			"SELECT "+selectList[Log](false)+" FROM "+logs+" x WHERE (x.execution_id, x.scheduled_for) IN"+
+				" (SELECT x.id, x.scheduled_for FROM "+execs+" x"+where+" ORDER BY x.scheduled_for, x.id LIMIT $5)"+
+				" ORDER BY x.scheduled_for, x.execution_id, x.attempt, x.seq", nil, args...)
+		if err != nil {
+			for _, path := range []string{res.Executions.Path, res.Attempts.Path} {
+				if rerr := os.Remove(path); rerr == nil {
+					_ = syncDir(filepath.Dir(path))
+				}
+			}
+			res.Keys = nil
+			return res, err
+		}
+	}
 	return res, nil
 }
 
-// freeNumber is the first N from 1 for which neither table's directory
+// freeNumber is the first N from 1 for which no table's directory
 // has a file DATE.NAMESPACE.N.parquet.
 func freeNumber(dir, date, ns string) (int, error) {
 	for n := 1; ; n++ {
 		free := true
-		for _, table := range []string{"executions", "attempts"} {
+		for _, table := range []string{"executions", "attempts", "logs"} {
 			_, err := os.Stat(filepath.Join(dir, table, date+"."+ns+"."+strconv.Itoa(n)+".parquet"))
 			if err == nil {
 				free = false

@@ -39,6 +39,12 @@ func TestRowsWritesANamespacesEndedExecutions(t *testing.T) {
 				id, at, n); err != nil {
 				t.Fatal(err)
 			}
+			// Each attempt logged a line.
+			if _, err := db.Exec(ctx, `INSERT INTO execution_logs (execution_id, scheduled_for, attempt, seq, stream, "offset",
+				bytes, at, lines) VALUES ($1, $2, $3, 1, 'stdout', 0, 3, $2, '[{"at":"2026-01-31T05:00:00Z","text":"hi\\n"}]')`,
+				id, at, n); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return model.ExecutionKey{ID: id, ScheduledFor: at}
 	}
@@ -67,6 +73,8 @@ func TestRowsWritesANamespacesEndedExecutions(t *testing.T) {
 		name                string
 		executions, attempt int64
 	}{{"2026-01-31.team.b.2.parquet", 4, 0}, {"2026-01-31.team.b.3.parquet", 1, 2}} {
+		// The logs of the executions written go with them: one chunk per
+		// attempt.
 		res, err := Rows(ctx, db, dir, sel)
 		if err != nil {
 			t.Fatal(err)
@@ -84,6 +92,9 @@ func TestRowsWritesANamespacesEndedExecutions(t *testing.T) {
 			if r.ID != res.Keys[k].ID.String() || !r.ScheduledFor.Equal(res.Keys[k].ScheduledFor) || r.Namespace != "team.b" {
 				t.Errorf("call %d: row %d is %s at %s in %s; key %+v", i, k, r.ID, r.ScheduledFor, r.Namespace, res.Keys[k])
 			}
+		}
+		if res.Logs.Path != filepath.Join(dir, "logs", wantFiles.name) || res.Logs.Rows != wantFiles.attempt {
+			t.Errorf("call %d: logs %+v, want %s with %d chunks", i, res.Logs, wantFiles.name, wantFiles.attempt)
 		}
 		if fi, err := os.Stat(res.Attempts.Path); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, %v", res.Attempts.Path, fi, err)
@@ -103,7 +114,7 @@ func TestRowsWritesANamespacesEndedExecutions(t *testing.T) {
 	if err != nil || len(res.Keys) != 0 || res.Executions.Path != "" {
 		t.Errorf("an empty selection: %+v, %v", res, err)
 	}
-	for table, n := range map[string]int{"executions": 2, "attempts": 3} {
+	for table, n := range map[string]int{"executions": 2, "attempts": 3, "logs": 2} {
 		if entries, _ := os.ReadDir(filepath.Join(dir, table)); len(entries) != n {
 			t.Errorf("%s/ holds %v, want %d files (no temporary one)", table, entries, n)
 		}

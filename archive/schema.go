@@ -85,6 +85,25 @@ type Attempt struct {
 	HeartbeatAt  *time.Time `parquet:"heartbeat_at,optional,timestamp(microsecond)"`
 }
 
+// Log is one row of a logs file: a row of the execution_logs table, one
+// chunk of an attempt's log (issue 38). lines is the chunk's lines as
+// JSON ([{"at","text","split"}]).
+type Log struct {
+	ExecutionID  string          `parquet:"execution_id"`
+	ScheduledFor time.Time       `parquet:"scheduled_for,timestamp(microsecond)"`
+	Attempt      int32           `parquet:"attempt"`
+	Seq          int32           `parquet:"seq"`
+	Stream       string          `parquet:"stream,dict"`
+	Offset       int64           `parquet:"offset"`
+	Bytes        int32           `parquet:"bytes"`
+	At           time.Time       `parquet:"at,timestamp(microsecond)"`
+	Lines        json.RawMessage `parquet:"lines,json"`
+	TrimFrom     *int64          `parquet:"trim_from,optional"`
+	TrimBefore   *int64          `parquet:"trim_before,optional"`
+	Ends         bool            `parquet:"ends"`
+	RecordedAt   time.Time       `parquet:"recorded_at,timestamp(microsecond)"`
+}
+
 // specColumns are the executions columns filled in from the job spec.
 var specColumns = map[string]bool{"handler": true, "payload": true, "retry": true, "timeout_ms": true}
 

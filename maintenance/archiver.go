@@ -87,7 +87,7 @@ func (a *Archiver) Archive(ctx context.Context, day time.Time) error {
 	}
 	a.archived.Inc()
 	a.log.Info("archived", "day", day.Format(time.DateOnly), "executions", res.Executions.Rows,
-		"attempts", res.Attempts.Rows, "files", []string{res.Executions.Path, res.Attempts.Path})
+		"attempts", res.Attempts.Rows, "log_chunks", res.Logs.Rows, "files", []string{res.Executions.Path, res.Attempts.Path, res.Logs.Path})
 	return nil
 }
 
@@ -102,8 +102,8 @@ func (a *Archiver) ArchiveRows(ctx context.Context, sel model.RowSelection) ([]m
 	}
 	if len(res.Keys) > 0 {
 		a.log.Info("archived", "day", sel.Day.Format(time.DateOnly), "namespace", sel.Namespace,
-			"executions", res.Executions.Rows, "attempts", res.Attempts.Rows,
-			"files", []string{res.Executions.Path, res.Attempts.Path})
+			"executions", res.Executions.Rows, "attempts", res.Attempts.Rows, "log_chunks", res.Logs.Rows,
+			"files", []string{res.Executions.Path, res.Attempts.Path, res.Logs.Path})
 	}
 	return res.Keys, nil
 }

@@ -101,7 +101,7 @@ func NewRetention(cfg RetentionConfig) (*Retention, error) {
 	if err != nil {
 		return nil, fmt.Errorf("maintenance: register retention metrics: %w", err)
 	}
-	for _, table := range []string{"executions", "attempts"} {
+	for _, table := range []string{"executions", "attempts", "execution_logs"} {
 		r.rowsDeleted.WithLabelValues(table) // exported from the start, at 0
 	}
 	return r, nil
@@ -126,11 +126,12 @@ func (r *Retention) RunOnce(ctx context.Context) error {
 	r.daysDropped.Add(float64(len(res.Dropped)))
 	r.rowsDeleted.WithLabelValues("executions").Add(float64(res.Deleted))
 	r.rowsDeleted.WithLabelValues("attempts").Add(float64(res.DeletedAttempts))
+	r.rowsDeleted.WithLabelValues("execution_logs").Add(float64(res.DeletedLogChunks))
 	r.jobsDeleted.Add(float64(res.CompletedJobs))
 	if len(res.Dropped) > 0 || res.Deleted > 0 || res.CompletedJobs > 0 || res.SkippedRanges > 0 {
 		r.log.Info("retention", "days_dropped", len(res.Dropped), "days_archived", len(res.Archived),
 			"days_kept_longer", len(res.Kept), "executions_deleted", res.Deleted,
-			"attempts_deleted", res.DeletedAttempts, "executions_archived", res.ArchivedRows,
+			"attempts_deleted", res.DeletedAttempts, "log_chunks_deleted", res.DeletedLogChunks, "executions_archived", res.ArchivedRows,
 			"completed_jobs_deleted", res.CompletedJobs, "skipped_ranges_deleted", res.SkippedRanges)
 	}
 	if err != nil {

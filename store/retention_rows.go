@@ -108,7 +108,7 @@ func (s *Store) dayNamespaces(ctx context.Context, day time.Time) ([]string, err
 // archiveErr, and the rows it was about are not deleted.
 func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns string, before time.Time,
 	p model.RetentionPolicy, res *model.RetentionResult) (archiveErr, err error) {
-	execs, atts := DayPartition("executions", day), DayPartition("attempts", day)
+	execs, atts, logs := DayPartition("executions", day), DayPartition("attempts", day), DayPartition("execution_logs", day)
 	date := day.Format(time.DateOnly)
 	batch := cmp.Or(p.DeleteBatch, deleteBatch)
 	if p.Archive != nil && p.ArchiveRows == nil {
@@ -117,7 +117,9 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 	}
 	// The attempts of the executions deleted, which share their day's
 	// partition (both are partitioned by the execution's scheduled time).
-	const attemptsOf = `, att AS (DELETE FROM %s a USING gone WHERE a.execution_id = gone.id AND a.scheduled_for = gone.scheduled_for RETURNING 1)`
+	// Their logs likewise (locked after the attempts, store/doc.go).
+	const attemptsOf = `, att AS (DELETE FROM %s a USING gone WHERE a.execution_id = gone.id AND a.scheduled_for = gone.scheduled_for RETURNING 1)` +
+		`, lg AS (DELETE FROM %s l USING gone WHERE l.execution_id = gone.id AND l.scheduled_for = gone.scheduled_for RETURNING 1)`
 	if p.ArchiveRows == nil {
 		// A batch: the next batch's executions in the namespace index's
 		// order, from the last one's scheduled time on (the rows deleted
@@ -134,19 +136,20 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 			l AS MATERIALIZED (SELECT x.ctid FROM ` + execs + ` x WHERE x.ctid = ANY (ARRAY(SELECT ctid FROM k))
 				AND x.` + finalStates + ` ORDER BY x.id FOR UPDATE),
 			gone AS (DELETE FROM ` + execs + ` x WHERE x.ctid = ANY (ARRAY(SELECT ctid FROM l))
-				AND x.` + finalStates + ` RETURNING x.id, x.scheduled_for)` + fmt.Sprintf(attemptsOf, atts) + `
-			SELECT (SELECT count(*) FROM k), (SELECT max(scheduled_for) FROM k), (SELECT count(*) FROM gone), (SELECT count(*) FROM att)`
+				AND x.` + finalStates + ` RETURNING x.id, x.scheduled_for)` + fmt.Sprintf(attemptsOf, atts, logs) + `
+			SELECT (SELECT count(*) FROM k), (SELECT max(scheduled_for) FROM k), (SELECT count(*) FROM gone), (SELECT count(*) FROM att),
+				(SELECT count(*) FROM lg)`
 		from := day
 		for {
-			var selected, n, a int64
+			var selected, n, a, l int64
 			var last *time.Time
 			took, err := s.deleteRows(ctx, func(tx pgx.Tx) error {
-				return tx.QueryRow(ctx, q, ns, from, before, batch).Scan(&selected, &last, &n, &a)
+				return tx.QueryRow(ctx, q, ns, from, before, batch).Scan(&selected, &last, &n, &a, &l)
 			})
 			if err != nil {
 				return nil, fmt.Errorf("store: retention: delete the executions of %s on %s: %w", ns, date, err)
 			}
-			res.Deleted, res.DeletedAttempts = res.Deleted+n, res.DeletedAttempts+a
+			res.Deleted, res.DeletedAttempts, res.DeletedLogChunks = res.Deleted+n, res.DeletedAttempts+a, res.DeletedLogChunks+l
 			if selected < int64(batch) || last == nil {
 				return nil, nil
 			}
@@ -173,8 +176,8 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 			ORDER BY id FOR UPDATE),
 		gone AS (DELETE FROM ` + execs + ` x WHERE x.id = ANY (ARRAY(SELECT id FROM l)) AND x.` + finalStates + `
 			RETURNING x.id, x.scheduled_for)` +
-		fmt.Sprintf(attemptsOf, atts) + `
-		SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM att)`
+		fmt.Sprintf(attemptsOf, atts, logs) + `
+		SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM att), (SELECT count(*) FROM lg)`
 	sel := model.RowSelection{Day: day, Namespace: ns, Before: before, Limit: archiveChunk}
 	for {
 		keys, err := p.ArchiveRows(ctx, sel)
@@ -187,12 +190,12 @@ func (s *Store) deleteNamespaceRows(ctx context.Context, day time.Time, ns strin
 			for i, k := range chunk {
 				ids[i] = k.ID
 			}
-			var n, a int64
-			took, err := s.deleteRows(ctx, func(tx pgx.Tx) error { return tx.QueryRow(ctx, q, ids).Scan(&n, &a) })
+			var n, a, l int64
+			took, err := s.deleteRows(ctx, func(tx pgx.Tx) error { return tx.QueryRow(ctx, q, ids).Scan(&n, &a, &l) })
 			if err != nil {
 				return nil, fmt.Errorf("store: retention: delete the archived executions of %s on %s: %w", ns, date, err)
 			}
-			res.Deleted, res.DeletedAttempts = res.Deleted+n, res.DeletedAttempts+a
+			res.Deleted, res.DeletedAttempts, res.DeletedLogChunks = res.Deleted+n, res.DeletedAttempts+a, res.DeletedLogChunks+l
 			if err := pauseAfter(ctx, p, took); err != nil {
 				return nil, err
 			}

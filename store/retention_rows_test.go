@@ -43,6 +43,11 @@ func putHistory(t *testing.T, s *Store, rows ...historyRow) []uuid.UUID {
 				id, r.at, n); err != nil {
 				t.Fatal(err)
 			}
+			// and a chunk of log per attempt
+			if _, err := s.pool.Exec(ctx, `INSERT INTO execution_logs (execution_id, scheduled_for, attempt, seq, stream,
+				"offset", bytes, at, lines) VALUES ($1, $2, $3, 1, 'stdout', 0, 3, $2, '[]')`, id, r.at, n); err != nil {
+				t.Fatal(err)
+			}
 		}
 		ids = append(ids, id)
 	}
@@ -101,8 +106,12 @@ func TestRetentionDeletesAShorterNamespaceFromSharedDays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Deleted != 7 || res.DeletedAttempts != 7 {
-		t.Errorf("deleted %d executions and %d attempts; want 7 and 7", res.Deleted, res.DeletedAttempts)
+	if res.Deleted != 7 || res.DeletedAttempts != 7 || res.DeletedLogChunks != 7 {
+		t.Errorf("deleted %d executions, %d attempts and %d log chunks; want 7, 7 and 7", res.Deleted, res.DeletedAttempts, res.DeletedLogChunks)
+	}
+	// The logs of what is kept stay: one chunk per attempt left.
+	if a, l := count(t, s, "SELECT count(*) FROM attempts"), count(t, s, "SELECT count(*) FROM execution_logs"); a != l || a == 0 {
+		t.Errorf("%d attempts and %d log chunks left; want one chunk per attempt", a, l)
 	}
 	// (The days without rows, past every retention, were dropped.)
 	if n := count(t, s, "SELECT count(*) FROM executions WHERE namespace = 'short' AND scheduled_for < $1", ago(day)); n != 3 {
@@ -182,8 +191,8 @@ func TestRetentionDeletesTheClustersFromLongerKeptDays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Deleted != 3 || res.DeletedAttempts != 3 {
-		t.Errorf("deleted %d executions, %d attempts; want 3 and 3", res.Deleted, res.DeletedAttempts)
+	if res.Deleted != 3 || res.DeletedAttempts != 3 || res.DeletedLogChunks != 3 {
+		t.Errorf("deleted %d executions, %d attempts, %d log chunks; want 3, 3 and 3", res.Deleted, res.DeletedAttempts, res.DeletedLogChunks)
 	}
 	if !slices.EqualFunc(res.Kept, []time.Time{day(-40).Truncate(24 * time.Hour)}, time.Time.Equal) {
 		t.Errorf("kept %v, want day -40", res.Kept)

@@ -278,7 +278,7 @@ func (c *ArchiveCmd) Run() error {
 	for _, f := range []struct {
 		what string
 		archive.File
-	}{{"executions", res.Executions}, {"attempts", res.Attempts}} {
+	}{{"executions", res.Executions}, {"attempts", res.Attempts}, {"logs", res.Logs}} {
 		fmt.Printf("  %-10s %9d rows %12d bytes  %s\n", f.what, f.Rows, f.Bytes, f.Path)
 	}
 	return nil

@@ -123,6 +123,9 @@ type RetentionResult struct {
 	// (the rows of namespaces past their retention), DeletedAttempts
 	// their attempts rows.
 	Deleted, DeletedAttempts int64
+	// DeletedLogChunks counts the log chunks (execution_logs) deleted
+	// with those executions.
+	DeletedLogChunks int64
 	// ArchivedRows counts the executions the policy's ArchiveRows wrote
 	// out before they were deleted.
 	ArchivedRows int64
