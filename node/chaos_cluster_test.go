@@ -116,7 +116,7 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(3000+c.rng.IntN(3000)) * time.Millisecond)
 		c.heal(time.Now())
-		if !quorumDone && time.Now().After(quorumAt) && len(c.etcdDown) == 0 {
+		if !quorumDone && time.Now().After(quorumAt) && len(c.etcdDown) == 0 && c.pgHealthy() {
 			c.loseQuorum(20 * time.Second)
 			quorumDone = true
 			continue
@@ -384,6 +384,21 @@ func (c *clusterChaos) inject() {
 		c.pgDown, c.pgUntil = m, last(8000, 4000)
 		c.begin("Postgres primary kill -9 (failover)", m.Name, now)
 	}
+}
+
+// pgHealthy reports whether both Patroni members are up, one leading and
+// the other streaming from it. The quorum loss waits for it: with a
+// member down, Patroni's failsafe mode cannot reach every member while
+// etcd is gone, so the primary demotes itself, which is two faults, not
+// one (seen twice with an asynchronous standby, whose killed member may
+// need a while to rejoin: no primary for more than a minute).
+func (c *clusterChaos) pgHealthy() bool {
+	if c.pgDown != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return c.pg.WaitHealthy(ctx) == nil
 }
 
 // loseQuorum stops two etcd members for d, then starts them again.
