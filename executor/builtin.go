@@ -136,8 +136,15 @@ func HTTPHandlerWith(o HTTPOptions) Func {
 		if len(secrets) > 0 {
 			c = withoutSecretsElsewhere(client, secrets)
 		}
+		// The attempt's log: the request line, then the status and how
+		// long the answer took, then the response body (up to the job's
+		// log cap). The recorded output stays its first 4 KiB.
+		lw := Log(ctx)
+		fmt.Fprintf(lw, "> %s\n", target)
+		began := time.Now()
 		resp, err := c.Do(req)
 		if err != nil {
+			fmt.Fprintf(lw, "< no answer after %s: %v\n", time.Since(began).Round(time.Millisecond), logSafe(err))
 			// client.Do's error names the full URL; keep query strings,
 			// which may hold credentials, out of the recorded error.
 			var uerr *url.Error
@@ -153,9 +160,17 @@ func HTTPHandlerWith(o HTTPOptions) Func {
 			return "", fmt.Errorf("%s: %w", target, err)
 		}
 		defer resp.Body.Close()
-		// One byte more than is kept, so Truncate knows where to cut.
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, domain.MaxOutputBytes+1))
+		// The body up to the log's cap (one byte more than the output
+		// keeps, at least, so Truncate knows where to cut).
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, max(logCapOf(e), domain.MaxOutputBytes+1)))
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10) // lets the connection be reused
+		fmt.Fprintf(lw, "< %s in %s, %d bytes\n", resp.Status, time.Since(began).Round(time.Millisecond), len(b))
+		if len(b) > 0 {
+			_, _ = lw.Write(b)
+			if b[len(b)-1] != '\n' {
+				_, _ = io.WriteString(lw, "\n")
+			}
+		}
 		output = domain.Truncate(string(b))
 		code := resp.StatusCode
 		span.SetAttributes(attribute.Int("http.response.status_code", code))
@@ -298,7 +313,9 @@ func NATSHandler(nc *nats.Conn) Func {
 			span.SetAttributes(attribute.String("messaging.system", "nats"),
 				attribute.String("messaging.destination.name", h.Subject))
 		}
+		lw := Log(ctx)
 		if !h.WaitReply {
+			fmt.Fprintf(lw, "> publish to %s, %d bytes\n", h.Subject, len(m.Data))
 			if err := nc.PublishMsg(m); err != nil {
 				return "", natsErr(h.Subject, err)
 			}
@@ -313,9 +330,19 @@ func NATSHandler(nc *nats.Conn) Func {
 			}
 			return "", nil
 		}
+		fmt.Fprintf(lw, "> request to %s, %d bytes\n", h.Subject, len(m.Data))
+		began := time.Now()
 		reply, err := nc.RequestMsgWithContext(ctx, m)
 		if err != nil {
+			fmt.Fprintf(lw, "< no reply after %s: %v\n", time.Since(began).Round(time.Millisecond), err)
 			return "", natsErr(h.Subject, err)
+		}
+		fmt.Fprintf(lw, "< reply in %s, %d bytes\n", time.Since(began).Round(time.Millisecond), len(reply.Data))
+		if d := reply.Data; len(d) > 0 {
+			_, _ = lw.Write(d)
+			if d[len(d)-1] != '\n' {
+				_, _ = io.WriteString(lw, "\n")
+			}
 		}
 		output = domain.Truncate(string(reply.Data))
 		if msg := reply.Header.Get(natsServiceError); msg != "" {
@@ -335,7 +362,26 @@ func NATSHandler(nc *nats.Conn) Func {
 // NATS's system and JetStream API subjects.
 func reservedSubject(subject string) bool {
 	return strings.HasPrefix(subject, wire.ExecSubjectPrefix) || strings.HasPrefix(subject, wire.EventSubjectPrefix) ||
-		strings.HasPrefix(subject, "$")
+		strings.HasPrefix(subject, wire.LogSubjectPrefix) || strings.HasPrefix(subject, "$")
+}
+
+// logCapOf is the log cap of e's job.
+func logCapOf(e *Execution) int64 {
+	p := domain.LogPolicy{}
+	if e.Handler.Log != nil {
+		p = *e.Handler.Log
+	}
+	return p.WithDefaults().CapBytes
+}
+
+// logSafe is err as the log shows it: a url.Error's URL (which may hold
+// credentials in its query) left out.
+func logSafe(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err
+	}
+	return err
 }
 
 func natsErr(subject string, err error) error {

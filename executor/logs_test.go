@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -289,4 +292,44 @@ func trunc(s string) string {
 		return s[:80]
 	}
 	return s
+}
+
+// The built-in http handler logs what a user checks first: the request
+// line (without its query), the status and how long it took, then the
+// whole response body, beyond the 4 KiB the output keeps.
+func TestHTTPHandlerLogsTheExchange(t *testing.T) {
+	e := newEnv(t)
+	body := strings.Repeat("0123456789abcde\n", 1024) // 16 KiB
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	w := e.worker(e.nc, "exec-1")
+	w.Handle(domain.HandlerHTTP, HTTPHandler(srv.Client()))
+	e.run(w)
+	ex := httpExecution(srv.URL + "/hook?token=secret").Execution
+	ex.Retry = domain.RetryPolicy{MaxAttempts: 1}
+	evs := e.events()
+	e.publish(ex)
+	evs.expect(ex, domain.EventStarted, 1, false)
+	ev := evs.expect(ex, domain.EventFailed, 1, true)
+	if len(ev.Output) != domain.MaxOutputBytes {
+		t.Errorf("output of %d bytes, want the first %d", len(ev.Output), domain.MaxOutputBytes)
+	}
+	log := texts(t, e.logChunks(ex.ExecutionID, 1), true)[wire.LogStdout]
+	first, rest, _ := strings.Cut(log, "\n")
+	second, got, _ := strings.Cut(rest, "\n")
+	if first != "> POST "+srv.URL+"/hook" {
+		t.Errorf("request line %q, want the method and the URL without its query", first)
+	}
+	if !strings.HasPrefix(second, "< 503 Service Unavailable in ") || !strings.HasSuffix(second, ", 16384 bytes") {
+		t.Errorf("status line %q", second)
+	}
+	if got != body {
+		t.Errorf("logged body of %d bytes, want the %d answered", len(got), len(body))
+	}
+	if strings.Contains(log, "secret") {
+		t.Error("the log holds the URL's query")
+	}
 }
