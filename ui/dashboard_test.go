@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -216,6 +219,83 @@ func TestDashboard(t *testing.T) {
 			t.Fatal("pause")
 		}
 		b.waitText("main h1", "paused") // the job's change arrives live too
+		b.checkClean()
+	})
+
+	step("an execution's log, followed live", func(t *testing.T) {
+		b.t = t
+		// Attempt 1 writes a line every 20 ms for 6 s, each carrying the
+		// time it was written, then fails; attempt 2 writes one line.
+		var (
+			mu      sync.Mutex
+			written strings.Builder
+		)
+		s.env.Serve(t, "ui-logs", func(ctx context.Context, x *executor.Execution) (string, error) {
+			if x.Attempt > 1 {
+				fmt.Fprintln(executor.Log(ctx), "second attempt, all good")
+				return "", nil
+			}
+			for i := range 300 {
+				line := fmt.Sprintf("%06d %d writing\n", i, time.Now().UnixNano())
+				mu.Lock()
+				written.WriteString(line)
+				mu.Unlock()
+				_, _ = io.WriteString(executor.Log(ctx), line)
+				time.Sleep(20 * time.Millisecond)
+			}
+			return "", errors.New("failed after writing 300 lines")
+		})
+		j := s.createJob(t, map[string]any{"name": "chatty", "schedule": map[string]any{"in": "1s"},
+			"handler": map[string]any{"type": "custom", "name": "ui-logs"},
+			"retry":   map[string]any{"max_attempts": 2, "initial_backoff": "1s", "jitter": "none"}})
+		var x models.Execution
+		nodetest.WaitFor(t, 30*time.Second, "the execution running", func() bool {
+			var l models.ExecutionList
+			s.call(t, s.admin, "GET", "/v1/executions?job_id="+j.Id.String(), nil, &l)
+			if len(l.Items) > 0 && l.Items[0].State == "running" {
+				x = l.Items[0]
+				return true
+			}
+			return false
+		})
+		b.open("/executions/" + x.Id.String())
+		b.waitFor("the log followed", `document.querySelector("[data-log-state=following]") && document.querySelector("pre.log").textContent.length > 0`, 15*time.Second)
+		// How old is the newest line on the page, sampled while the
+		// handler writes: the time from a line written to a line seen.
+		var ages []time.Duration
+		for range 30 {
+			var last string
+			_ = b.eval(`(t => t.slice(t.lastIndexOf("\n", t.length - 2) + 1))(document.querySelector("pre.log").textContent)`, &last)
+			if f := strings.Fields(last); len(f) >= 2 {
+				if ns, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					ages = append(ages, time.Since(time.Unix(0, ns)))
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		slices.Sort(ages)
+		if len(ages) < 10 {
+			t.Fatalf("only %d samples of the followed log", len(ages))
+		}
+		p50, worst := ages[len(ages)/2], ages[len(ages)-1]
+		t.Logf("the newest line on the page was written %s ago (median), %s at worst", p50.Round(time.Millisecond), worst.Round(time.Millisecond))
+		if p50 > time.Second || worst > 5*time.Second {
+			t.Errorf("the followed log lags %s (median), %s at worst; want within 1 s", p50, worst)
+		}
+		// Attempt 2 begins: the page moves to it; attempt 1 is whole.
+		b.waitFor("attempt 2's log", `document.querySelector("pre.log").textContent.includes("second attempt, all good")`, 30*time.Second)
+		b.choose("log-attempt", "1")
+		mu.Lock()
+		want := written.String()
+		mu.Unlock()
+		b.waitFor("attempt 1's whole log", fmt.Sprintf(`document.querySelector("pre.log").textContent === %q`, want), 15*time.Second)
+		b.fill("log-search", "000042")
+		b.click("Search")
+		b.waitFor("the lines found", `/^000042 \d+ writing\n$/.test(document.querySelector("pre.log").textContent)`, 15*time.Second)
+		if !b.offers("Download") {
+			t.Error("no Download button")
+		}
+		b.axe("execution log")
 		b.checkClean()
 	})
 

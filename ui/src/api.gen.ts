@@ -455,6 +455,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/{id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read or follow what an execution's attempts printed
+         * @description The log of the execution's attempts, as their executors sent it
+         *     (docs/wire-protocol.md, "Execution logs"): lines in the order they
+         *     were written, each with its attempt, stream (`stdout`, `stderr` or
+         *     a name of the handler's), the time it was written and its text
+         *     (ending in a newline, unless the line goes on in the next entry:
+         *     `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and
+         *     no text stands for bytes the attempt wrote that were not kept: cut
+         *     by its job's log cap (`log.policy`), or dropped by its executor
+         *     when NATS was too slow for it. An attempt's log is complete once
+         *     an entry with `end` arrives; one whose executor died ends where
+         *     its chunks stop.
+         *
+         *     With `Accept: text/plain` the answer is the text itself, gaps
+         *     written as `[tock: N bytes not kept]`, each attempt after the
+         *     first headed `=== attempt N ===` when several are read.
+         *
+         *     `follow=true` streams the log as server-sent events (`event:
+         *     log`, one per chunk the executor sent, its `data` a JSON
+         *     `ExecutionLog` of that chunk's entries, its `id` the position to
+         *     resume after) from the start of the attempt (`attempt`, default
+         *     the execution's current one; with `Last-Event-ID` or `after`, from
+         *     after that position), and ends with `event: end` when that
+         *     attempt's log is complete, or when the attempt is over and no
+         *     chunk came for 5 s. A follow lasts at most 10 minutes; reconnect
+         *     with `Last-Event-ID`.
+         */
+        get: operations["getExecutionLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions": {
         parameters: {
             query?: never;
@@ -1727,6 +1773,27 @@ export interface components {
             wait_reply?: boolean;
             /** @example send-email */
             name?: string;
+            log?: components["schemas"]["LogPolicy"];
+        };
+        /**
+         * @description What is kept of each attempt's log (GET
+         *     /v1/executions/{id}/logs): up to `cap_bytes` (default 1 MiB, at
+         *     least 1 KiB, at most the cluster's `--log-max-cap`, default 64
+         *     MiB), and past it what `policy` says: `head_tail` (the default)
+         *     keeps the first half of the cap and about the last half, the cut
+         *     between them marked with the bytes dropped; `head` keeps the first
+         *     `cap_bytes` and marks the rest as dropped; `fail` ends the attempt
+         *     as failed (retried as any failure) with an error naming the cap.
+         *     Executors apply it as they send (docs/wire-protocol.md).
+         */
+        LogPolicy: {
+            /**
+             * Format: int64
+             * @example 1048576
+             */
+            cap_bytes?: number;
+            /** @enum {string} */
+            policy?: "head_tail" | "head" | "fail";
         };
         /**
          * @description How often and how soon a failed execution is tried again: attempt
@@ -2016,6 +2083,35 @@ export interface components {
             error?: string;
             /** @description Cut to 4096 bytes. */
             output?: string;
+        };
+        /** @description A page of an execution's log. */
+        ExecutionLog: {
+            items: components["schemas"]["LogEntry"][];
+            /** @description Where the next page starts (pass as `after`); absent on the last page. */
+            next?: string;
+        };
+        /** @description A line (or a piece of one) of an attempt's log, a gap in it, or its end. */
+        LogEntry: {
+            attempt: number;
+            /** @description The chunk it came in (its executor numbers an attempt's chunks from 1). */
+            seq: number;
+            stream: string;
+            /**
+             * Format: date-time
+             * @description When it was written.
+             */
+            at?: string;
+            /** @description The text, ending in a newline unless the line goes on in the next entry. */
+            text?: string;
+            /** @description The line was longer than 64 KiB and goes on in the next entry. */
+            split?: boolean;
+            /**
+             * Format: int64
+             * @description Bytes the attempt wrote here that were not kept (a cap, or an executor that could not send them).
+             */
+            gap_bytes?: number;
+            /** @description The attempt's log ends here. */
+            end?: boolean;
         };
         Execution: {
             /** Format: uuid */
@@ -3206,6 +3302,56 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Execution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getExecutionLogs: {
+        parameters: {
+            query?: {
+                /** @description Only this attempt (from 1); with `follow`, the attempt to follow (default the current one). */
+                attempt?: number;
+                /** @description Only this stream (gaps are not reported then). */
+                stream?: string;
+                /** @description Only lines containing this text (any case); gaps are not reported then. */
+                q?: string;
+                /** @description The `next` of the previous page (or an event `id`). */
+                after?: string;
+                /** @description The most chunks (each one or more entries) in the page. */
+                limit?: number;
+                /** @description Stream the attempt's log as server-sent events until it ends. */
+                follow?: boolean;
+            };
+            header?: {
+                /** @description With `follow`, resume after this event (the `id` of an event of an earlier follow). */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The log, a page at a time (`next` until the last page); the text; or the stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutionLog"];
+                    "text/plain": string;
+                    /**
+                     * @example id: 1.3.2048
+                     *     event: log
+                     *     data: {"items":[{"attempt":1,"seq":3,"stream":"stdout","at":"2026-11-28T09:00:00.012Z","text":"copied 12 files\n"}]}
+                     */
+                    "text/event-stream": string;
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -77,7 +77,7 @@ function watch(f: WatchFilter, onChange: (cs: Change[]) => void, onResync: () =>
 }
 
 /** read parses a server-sent event stream (text/event-stream) into events. */
-async function read(body: ReadableStream<Uint8Array>, emit: (event: string, data: string, id: string) => void, flush: () => void) {
+export async function read(body: ReadableStream<Uint8Array>, emit: (event: string, data: string, id: string) => void, flush: () => void) {
   const reader = body.getReader();
   const text = new TextDecoder();
   let buf = "";

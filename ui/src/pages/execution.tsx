@@ -4,6 +4,7 @@ import { api, can, must } from "../api";
 import { ErrorBox, StateBadge, Time, useAction, useLoad } from "../components";
 import { useLive } from "../live";
 import { go, href } from "../router";
+import { LogView } from "./logview";
 
 function took(a?: string | null, b?: string | null): string {
   if (!a || !b) return "";
@@ -69,6 +70,7 @@ export function ExecutionDetail({ id }: { id: string }) {
           {(e.attempt_list ?? []).length === 0 && <tr><td colSpan={7} class="muted">No attempt yet.</td></tr>}
         </tbody>
       </table>
+      <LogView id={id} attempts={e.attempts} running={e.state === "running" || e.state === "queued"} />
       {(e.notes ?? []).length > 0 && <>
         <h2>What tock did</h2>
         <ul class="notes">
