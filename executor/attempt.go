@@ -149,7 +149,10 @@ func (w *Worker) call(ctx context.Context, d *delivery) (output string, err erro
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			d.log().Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
+			stack := debug.Stack()
+			d.log().Error("handler panicked", "panic", r, "stack", string(stack))
+			// The error stays one line; the attempt's log has the stack.
+			fmt.Fprintf(LogStream(ctx, wire.LogStderr), "handler panicked: %v\n%s", r, stack)
 			output, err, timedOut = "", fmt.Errorf("handler panicked: %v", r), false
 		}
 	}()

@@ -333,3 +333,29 @@ func TestHTTPHandlerLogsTheExchange(t *testing.T) {
 		t.Error("the log holds the URL's query")
 	}
 }
+
+// A handler's panic: the execution's error says it in one line, the
+// attempt's log (stderr) holds the stack.
+func TestPanicStackInTheLog(t *testing.T) {
+	e := newEnv(t)
+	w := e.worker(e.nc, "ex-1")
+	w.Handle("panics", func(ctx context.Context, ex *Execution) (string, error) {
+		var m map[string]int
+		m["boom"]++ // a nil map: panics
+		return "", nil
+	})
+	e.run(w)
+	ex := execution("panics")
+	ex.Retry = domain.RetryPolicy{MaxAttempts: 1}
+	ev := e.events()
+	e.publish(ex)
+	ev.expect(ex, domain.EventStarted, 1, false)
+	end := ev.expect(ex, domain.EventFailed, 1, true)
+	if strings.Contains(end.Error, "\n") || !strings.Contains(end.Error, "handler panicked") {
+		t.Errorf("error %q, want one line saying the handler panicked", end.Error)
+	}
+	stderr := texts(t, e.logChunks(ex.ExecutionID, 1), true)[wire.LogStderr]
+	if !strings.HasPrefix(stderr, "handler panicked: assignment to entry in nil map\n") || !strings.Contains(stderr, "logs_test.go") {
+		t.Errorf("stderr %q…, want the panic and its stack", trunc(stderr))
+	}
+}

@@ -44,6 +44,10 @@ type Event struct {
 	Handler     string          `json:"handler,omitempty"`
 	Detail      json.RawMessage `json:"detail,omitempty"`
 	Summary     string          `json:"summary"`
+	// Log is, on an event about an execution, the API path of its log
+	// (GET, on any tockd): the stack, response or output that explains
+	// the error the summary quotes.
+	Log string `json:"log,omitempty"`
 }
 
 // JobRef names the job an event is about.
@@ -71,6 +75,7 @@ func newMessage(id uuid.UUID, r *model.Rule, evs []model.NotifyEvent, now time.T
 		}
 		if e.ExecutionID != nil {
 			ev.ExecutionID = e.ExecutionID.String()
+			ev.Log = "/v1/executions/" + ev.ExecutionID + "/logs"
 		}
 		ev.Summary = summary(e)
 		m.Events = append(m.Events, ev)
@@ -151,6 +156,9 @@ func slackBody(body []byte) ([]byte, error) {
 	for _, e := range m.Events {
 		b.WriteString("\n• ")
 		b.WriteString(e.Summary)
+		if e.Log != "" {
+			b.WriteString(" (log: `GET " + e.Log + "`)")
+		}
 	}
 	return json.Marshal(map[string]string{"text": b.String()})
 }

@@ -80,6 +80,21 @@ func TestMessageAndSlackBody(t *testing.T) {
 	if err := json.Unmarshal(sb, &s); err != nil || !strings.Contains(s.Text, "rule *failing* in `pay`") || !strings.Contains(s.Text, "• "+want) {
 		t.Errorf("slack body %s (%v)", sb, err)
 	}
+
+	// An event about an execution points at its log.
+	exec := uuid.Must(uuid.NewV7())
+	evs[0].Kind, evs[0].ExecutionID = domain.NotifyExecutionDead, &exec
+	body, err = Build(id, r, nil, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = Message{}
+	if err := json.Unmarshal(body, &m); err != nil || m.Events[0].Log != "/v1/executions/"+exec.String()+"/logs" {
+		t.Errorf("log of the execution's event: %q (%v)", m.Events[0].Log, err)
+	}
+	if sb, err = slackBody(body); err != nil || !strings.Contains(string(sb), "(log: `GET /v1/executions/"+exec.String()+"/logs`)") {
+		t.Errorf("slack body %s (%v): no log", sb, err)
+	}
 }
 
 // TestSilentAfter: a job is silent once its first run after its last

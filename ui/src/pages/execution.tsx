@@ -48,7 +48,7 @@ export function ExecutionDetail({ id }: { id: string }) {
         <dt>Finished</dt><dd><Time t={e.finished_at} /></dd>
         <dt>Attempts</dt><dd>{e.attempts}</dd>
         {e.next_attempt_at && <><dt>Next attempt</dt><dd><Time t={e.next_attempt_at} /></dd></>}
-        {e.error && <><dt>Error</dt><dd class="mono">{e.error}</dd></>}
+        {e.error && <><dt>Error</dt><dd><span class="mono">{e.error}</span> <a href="#log-title">The log</a> holds the rest.</dd></>}
       </dl>
       <h2>Attempts</h2>
       <table>
