@@ -51,6 +51,10 @@ func newEnv(t *testing.T) *env {
 	if err := wire.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
+	// tockd makes the logs' stream; an executor publishes into it.
+	if err := wire.EnsureLogStream(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 

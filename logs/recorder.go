@@ -125,7 +125,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 }
 
 func (r *Recorder) consume(ctx context.Context) error {
-	if err := wire.EnsureStreams(ctx, r.cfg.JS); err != nil {
+	if err := wire.EnsureLogStream(ctx, r.cfg.JS, 0); err != nil {
 		return err
 	}
 	cons, err := r.cfg.JS.CreateOrUpdateConsumer(ctx, wire.LogStream, wire.LogRecorderConsumerConfig())

@@ -89,7 +89,7 @@ func TestRecorderStoresNothingWrong(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	pctx, pcancel := context.WithTimeout(ctx, waitFor)
 	defer pcancel()
-	if err := wire.EnsureStreams(pctx, js); err != nil {
+	if err := wire.EnsureLogStream(pctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
 	publish := func(data []byte) {

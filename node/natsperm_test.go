@@ -51,7 +51,8 @@ func TestNATSPermissionsExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Handle("send-email", func(_ context.Context, x *executor.Execution) (string, error) {
+	w.Handle("send-email", func(ctx context.Context, x *executor.Execution) (string, error) {
+		fmt.Fprintln(executor.Log(ctx), "sending to a@example.com")
 		ran <- x.ExecutionID
 		return "sent", nil
 	})
@@ -80,6 +81,9 @@ func TestNATSPermissionsExample(t *testing.T) {
 	}
 	if n := streamMsgs(t, ctx, tockdJS, wire.ExecStream); n != 0 {
 		t.Errorf("%d executions left in %s after the SDK acked its one", n, wire.ExecStream)
+	}
+	if n := streamMsgs(t, ctx, tockdJS, wire.LogStream); n != 1 {
+		t.Errorf("%d messages in %s, want the attempt's log", n, wire.LogStream)
 	}
 
 	// By hand: pulling its queue, acking, reporting an event and writing

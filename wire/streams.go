@@ -88,21 +88,6 @@ func EnsureStreamsReplicas(ctx context.Context, js jetstream.JetStream, replicas
 			MaxAge:     EventMaxAge,
 			Duplicates: DuplicateWindow,
 		},
-		{
-			Name:        LogStream,
-			Description: "tock execution log chunks on their way to the recorder",
-			Subjects:    []string{LogSubjectPrefix + ">"},
-			// As events: deleted once the log recorder has them, its
-			// consumer created with the stream. Full, the stream refuses
-			// new chunks (executors mark them as a gap) rather than drop
-			// stored ones.
-			Retention:  jetstream.InterestPolicy,
-			Storage:    jetstream.FileStorage,
-			MaxAge:     LogMaxAge,
-			MaxBytes:   LogMaxBytes,
-			Discard:    jetstream.DiscardNew,
-			Duplicates: DuplicateWindow,
-		},
 	}
 	for _, cfg := range streams {
 		cfg.Replicas = replicas
@@ -112,9 +97,6 @@ func EnsureStreamsReplicas(ctx context.Context, js jetstream.JetStream, replicas
 	}
 	if err := ensureRecorderConsumer(ctx, js, EventStream, RecorderConsumerConfig()); err != nil {
 		return fmt.Errorf("ensure consumer %s on %s: %w", RecorderConsumer, EventStream, err)
-	}
-	if err := ensureRecorderConsumer(ctx, js, LogStream, LogRecorderConsumerConfig()); err != nil {
-		return fmt.Errorf("ensure consumer %s on %s: %w", LogRecorderConsumer, LogStream, err)
 	}
 	return ensureKV(ctx, js, replicas)
 }
@@ -148,6 +130,41 @@ func EnsureChangeStream(ctx context.Context, js jetstream.JetStream, replicas in
 	cfg.Replicas = replicas
 	if err := ensureStream(ctx, js, cfg); err != nil {
 		return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	return nil
+}
+
+// EnsureLogStream creates LogStream (execution logs) with replicas
+// copies and the log recorder's consumer, or updates them to tock's
+// settings. Only tockd needs to: an executor publishes log chunks into
+// the stream tockd made (if there is none yet, its chunks are a counted
+// gap), so EnsureStreams leaves it out and a custom executor's NATS
+// permissions need only publish on LogSubject.
+func EnsureLogStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	if replicas < 0 || replicas > MaxReplicas {
+		return fmt.Errorf("stream replicas %d: want 1 to %d", replicas, MaxReplicas)
+	}
+	cfg := jetstream.StreamConfig{
+		Name:        LogStream,
+		Description: "tock execution log chunks on their way to the recorder",
+		Subjects:    []string{LogSubjectPrefix + ">"},
+		// As events: deleted once the log recorder has them, its
+		// consumer created with the stream. Full, the stream refuses
+		// new chunks (executors mark them as a gap) rather than drop
+		// stored ones.
+		Retention:  jetstream.InterestPolicy,
+		Storage:    jetstream.FileStorage,
+		MaxAge:     LogMaxAge,
+		MaxBytes:   LogMaxBytes,
+		Discard:    jetstream.DiscardNew,
+		Duplicates: DuplicateWindow,
+	}
+	cfg.Replicas = replicas
+	if err := ensureStream(ctx, js, cfg); err != nil {
+		return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	if err := ensureRecorderConsumer(ctx, js, LogStream, LogRecorderConsumerConfig()); err != nil {
+		return fmt.Errorf("ensure consumer %s on %s: %w", LogRecorderConsumer, LogStream, err)
 	}
 	return nil
 }

@@ -73,6 +73,12 @@ func run(url, handler string, concurrency int) error {
 		slog.Info("execution",
 			"execution_id", e.ExecutionID, "job_id", e.JobID, "job", e.Namespace+"/"+e.JobName,
 			"scheduled_for", e.ScheduledFor, "attempt", e.Attempt, "payload", string(e.Payload))
+		// What the attempt prints goes to its log in tock (GET
+		// /v1/executions/{id}/logs, tockctl executions logs -f, the
+		// dashboard), live: executor.Log(ctx) is its stdout,
+		// executor.LogStream(ctx, "stderr") another stream,
+		// executor.Logger(ctx, nil) a slog.Logger writing to it.
+		fmt.Fprintf(executor.Log(ctx), "sending %s\n", e.Payload)
 		// Return an error to have the attempt retried after the job's
 		// backoff, executor.RetryAfter(err, d) to have it retried after d,
 		// or executor.Permanent(err) to fail the execution now.
