@@ -22,7 +22,9 @@ import (
 // line cost the log stream and its recorder one message, not one each.
 const (
 	logBatchLinger = 20 * time.Millisecond
-	logPublishers  = 2
+	// logPublishers is 1: messages go out in order, so an attempt's
+	// chunks reach the stream in sequence order (docs/wire-protocol.md).
+	logPublishers = 1
 	// logRetryFor bounds the retries of one message's publish; after it
 	// its chunks are a gap in their logs.
 	logRetryFor = 10 * time.Second
