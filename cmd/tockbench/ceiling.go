@@ -146,7 +146,7 @@ func (c *cli) runCeiling(ctx context.Context) (*CeilingReport, error) {
 	b.say("finding the ceiling: %d to %d executions/s in steps of %d, precision %d, fire lag p99 ≤ %s; namespace %s, handler %s, %d buckets",
 		b.StartRate, b.MaxRate, b.RateStep, b.Precision, b.MaxFireLag, b.ns, b.Handler, b.buckets)
 
-	b.tr = newTracker(b.offset)
+	b.tr = newTracker(b.offset, b.LogBytes)
 	execCtx, stopExecutors := context.WithCancel(context.WithoutCancel(ctx))
 	executorsDone, err := startExecutors(execCtx, b.NATSURL, b.Handler, b.suffix, b.Executors, b.tr, b.log)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,9 @@ type tracker struct {
 	seen map[uuid.UUID]delivery
 	// retried counts deliveries with Attempt > 1.
 	retried int64
+	// logText, if set, is what the handler writes to each attempt's log
+	// (--log-bytes).
+	logText []byte
 	// last is the database-clock time of the latest handler call.
 	last time.Time
 }
@@ -39,12 +43,32 @@ type delivery struct {
 	lagMS float32
 }
 
-func newTracker(offset time.Duration) *tracker {
-	return &tracker{offset: offset, seen: make(map[uuid.UUID]delivery)}
+func newTracker(offset time.Duration, logBytes int) *tracker {
+	return &tracker{offset: offset, seen: make(map[uuid.UUID]delivery), logText: logText(logBytes)}
 }
 
-// handle is the no-op handler: it counts the delivery and succeeds.
-func (t *tracker) handle(_ context.Context, e *executor.Execution) (string, error) {
+// logText is n bytes of log: lines of 100 bytes (the last shorter).
+func logText(n int) []byte {
+	if n <= 0 {
+		return nil
+	}
+	line := []byte(strings.Repeat("tockbench log line ", 6)[:99] + "\n")
+	out := make([]byte, 0, n)
+	for len(out) < n {
+		out = append(out, line[:min(len(line), n-len(out))]...)
+	}
+	if out[len(out)-1] != '\n' {
+		out[len(out)-1] = '\n'
+	}
+	return out
+}
+
+// handle is the no-op handler: it counts the delivery and succeeds,
+// after writing logText to the attempt's log if there is one.
+func (t *tracker) handle(ctx context.Context, e *executor.Execution) (string, error) {
+	if len(t.logText) > 0 {
+		_, _ = executor.Log(ctx).Write(t.logText)
+	}
 	now := time.Now().Add(t.offset)
 	id, err := uuid.Parse(e.ExecutionID)
 	if err != nil {

@@ -71,6 +71,7 @@ type cli struct {
 	Handler     string        `help:"Custom handler name the jobs use (default tockbench-<random>)."`
 	Executors   int           `default:"2" help:"In-process no-op executors (Concurrency 256 each); 0 to use executors of your own."`
 	NotifyJobs  int           `name:"notify-jobs" help:"Label this many of the jobs and put them under a notification rule asking for every job and execution event (late and slow with thresholds of an hour), to a webhook channel, so that the run measures what rules cost the hot path (docs/bench.md). Deleted with the jobs."`
+	LogBytes    int           `name:"log-bytes" help:"The in-process executors' handler writes this many bytes to each attempt's log (lines of 100 bytes), to measure what execution logs cost (docs/bench.md)."`
 	Keep        bool          `help:"Keep the jobs (still firing), their executions and the handler's consumer when done."`
 	StoredJobs  int           `name:"stored-jobs" help:"Jobs stored beside the measured ones, created first: active, each a one-shot due a year ahead, so that the run fires and scans in tables of that size (the issue-20 ceiling is measured with 1,000,000 stored jobs in all). Deleted with the rest unless --keep."`
 	NoAnalyze   bool          `name:"no-analyze" help:"Do not ANALYZE the jobs tables after creating the jobs, nor (when the server's autovacuum is off) the executions tables every ${analyze_every} during the run, nor VACUUM the jobs tables after --mix create."`
@@ -274,7 +275,7 @@ func (b *bench) runRecurring(ctx context.Context) (*Report, error) {
 
 	// Executors start first, so nothing fired while the jobs are being
 	// created waits in JetStream for them.
-	b.tr = newTracker(b.offset)
+	b.tr = newTracker(b.offset, b.LogBytes)
 	execCtx, stopExecutors := context.WithCancel(context.WithoutCancel(ctx))
 	executorsDone, err := startExecutors(execCtx, b.NATSURL, b.Handler, b.suffix, b.Executors, b.tr, b.log)
 	if err != nil {

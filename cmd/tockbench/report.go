@@ -87,6 +87,10 @@ type Report struct {
 	// during the window (recurring mixes): Postgres, tockd, nats-server,
 	// the executors.
 	CPU *CPU `json:"cpu,omitempty"`
+	// LogChunks and LogBytes are the execution log stored for the
+	// window's executions (with --log-bytes).
+	LogChunks int64 `json:"log_chunks,omitempty"`
+	LogBytes  int64 `json:"log_bytes,omitempty"`
 }
 
 // Interval is a stretch of the window, by the database's clock.
@@ -254,6 +258,13 @@ func (b *bench) windowStats(ctx context.Context, from, to time.Time) error {
 	secs := to.Sub(from).Seconds()
 	b.rep.FiresPerSecond = float64(b.rep.Fired) / secs
 	b.rep.ExecutedPerSecond = float64(b.rep.Succeeded) / secs
+	if b.LogBytes > 0 {
+		if err := b.st.Pool().QueryRow(ctx, `SELECT count(*), coalesce(sum(bytes), 0) FROM execution_logs
+			WHERE (execution_id, scheduled_for) IN (SELECT id, scheduled_for FROM executions WHERE `+windowFilter+`)`,
+			b.windowArgs(from, to)...).Scan(&b.rep.LogChunks, &b.rep.LogBytes); err != nil {
+			return fmt.Errorf("log statistics: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -365,6 +376,9 @@ func (r *Report) write(w io.Writer, format string) error {
 		r.BacklogAtEnd.ExecPending, r.BacklogAtEnd.ExecAckPending, r.BacklogAtEnd.EventsPending)
 	if r.RecorderPerSecond > 0 {
 		p("  recorder       %.0f events/s written", r.RecorderPerSecond)
+	}
+	if r.LogChunks > 0 {
+		p("  logs           %d chunks, %.1f MiB stored for the window's executions", r.LogChunks, float64(r.LogBytes)/(1<<20))
 	}
 	writeNodes(p, r.Nodes)
 	writeCPU(p, r.CPU)
