@@ -64,13 +64,14 @@ type cli struct {
 	PostgresURL string        `name:"postgres-url" env:"TOCK_POSTGRES_URL" default:"postgres://postgres@127.0.0.1:5432/tock?sslmode=disable" help:"PostgreSQL URL of the cluster under test."`
 	NATSURL     string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS URL of the cluster under test (JetStream enabled)."`
 	Jobs        int           `default:"10000" help:"Number of jobs to create."`
-	Mix         string        `default:"spread-minute" enum:"spread-minute,spread-hour,every-second,same-second,spread-once,create,history" help:"spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); spread-once: one-shot jobs spread evenly over the window's whole seconds, each due once (jobs/duration fires per second during the window, none after: an overload that ends, and how long its backlog takes to drain); spread-hour: each job fires once an hour, offsets spread evenly over its 3,600 seconds (jobs/3600 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires; history: load days of execution history (--history-*), time the search and statistics API over it, and drop its oldest day while --history-fire-jobs every-second jobs fire (docs/bench.md)."`
+	Mix         string        `default:"spread-minute" enum:"spread-minute,spread-hour,every-second,same-second,spread-once,create,history,log-flood" help:"log-flood: one execution writes its log (4 KiB lines) as fast as it can, or at --log-rate, for --duration, and the report says how fast it was stored and what it cost per MiB (tockd needs --log-max-cap 2147483648); spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); spread-once: one-shot jobs spread evenly over the window's whole seconds, each due once (jobs/duration fires per second during the window, none after: an overload that ends, and how long its backlog takes to drain); spread-hour: each job fires once an hour, offsets spread evenly over its 3,600 seconds (jobs/3600 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires; history: load days of execution history (--history-*), time the search and statistics API over it, and drop its oldest day while --history-fire-jobs every-second jobs fire (docs/bench.md)."`
 	Duration    time.Duration `default:"60s" help:"Length of the measured window (not for same-second)."`
 	Warmup      time.Duration `default:"10s" help:"Time between the end of job creation and the start of the measured window (not for same-second)."`
 	Settle      time.Duration `default:"2m" help:"After the window (or the burst's instant), how long to wait at most for its executions to fire and be recorded."`
 	Handler     string        `help:"Custom handler name the jobs use (default tockbench-<random>)."`
 	Executors   int           `default:"2" help:"In-process no-op executors (Concurrency 256 each); 0 to use executors of your own."`
 	NotifyJobs  int           `name:"notify-jobs" help:"Label this many of the jobs and put them under a notification rule asking for every job and execution event (late and slow with thresholds of an hour), to a webhook channel, so that the run measures what rules cost the hot path (docs/bench.md). Deleted with the jobs."`
+	LogRate     float64       `name:"log-rate" help:"--mix log-flood: MiB/s the handler writes (0: as fast as it can)."`
 	LogBytes    int           `name:"log-bytes" help:"The in-process executors' handler writes this many bytes to each attempt's log (lines of 100 bytes), to measure what execution logs cost (docs/bench.md)."`
 	Keep        bool          `help:"Keep the jobs (still firing), their executions and the handler's consumer when done."`
 	StoredJobs  int           `name:"stored-jobs" help:"Jobs stored beside the measured ones, created first: active, each a one-shot due a year ahead, so that the run fires and scans in tables of that size (the issue-20 ceiling is measured with 1,000,000 stored jobs in all). Deleted with the rest unless --keep."`
@@ -130,6 +131,9 @@ func (c *cli) main() int {
 	}
 	if c.Mix == mixHistory {
 		return c.mainHistory(ctx)
+	}
+	if c.Mix == mixLogFlood {
+		return c.mainLogFlood(ctx)
 	}
 	if c.Mix == mixCreate {
 		rep, err := c.runCreate(ctx)
