@@ -34,11 +34,11 @@
 //  4. executions, by id (ids sort by scheduled time, so days in day
 //     order continue it);
 //  5. attempts, written only by a transaction that holds their
-//     execution's row lock, which so guards them;
-//  5b. execution_logs, inserted alone (RecordLogChunks reads executions
-//     without a lock, and an insert of a new key waits only for another
-//     insert of the same key, which takes no other lock) and deleted by
-//     retention after their executions (retention_rows.go);
+//     execution's row lock, which so guards them; then execution_logs,
+//     inserted alone (RecordLogChunks reads executions without a lock,
+//     and an insert waits only for another insert of the same key,
+//     which holds no other lock) and deleted by retention after their
+//     executions (retention_rows.go);
 //  6. job_successes, by job_id;
 //  7. job_failures, by job_id;
 //  8. notification_events, inserted about executions and jobs whose
