@@ -52,6 +52,8 @@ type jobsCreateCmd struct {
 	NATS      string            `name:"nats" help:"Publish to this NATS subject." xor:"handler" required:"" group:"Handler (one of)" placeholder:"SUBJECT"`
 	WaitReply bool              `help:"With --nats, wait for a reply." group:"Handler (one of)"`
 	Custom    string            `help:"Hand executions to the custom executors serving this name." xor:"handler" required:"" group:"Handler (one of)" placeholder:"NAME"`
+	LogCap    int64             `help:"Bytes of each attempt's log kept (default 1 MiB; at most the cluster's --log-max-cap)." group:"Handler (one of)" placeholder:"BYTES"`
+	LogPolicy string            `help:"Past the log cap: head_tail (keep both ends, the default), head, or fail (fail the attempt)." group:"Handler (one of)" placeholder:"POLICY"`
 
 	Payload     string `help:"JSON payload handed to the handler." placeholder:"JSON"`
 	Timeout     string `help:"Longest an attempt may run (\"30s\")." placeholder:"DUR"`
@@ -74,6 +76,7 @@ func (c *jobsCreateCmd) singleJobFlags() []string {
 		{"--namespace", c.Namespace != ""}, {"--cron", c.Cron != ""}, {"--tz", c.TZ != ""}, {"--anchor", c.Anchor != ""}, {"--at", c.At != ""},
 		{"--in", c.In != ""}, {"--now", c.Now}, {"--method", c.Method != ""}, {"--header", len(c.Header) > 0},
 		{"--wait-reply", c.WaitReply}, {"--payload", c.Payload != ""}, {"--timeout", c.Timeout != ""},
+		{"--log-cap", c.LogCap != 0}, {"--log-policy", c.LogPolicy != ""},
 		{"--max-attempts", c.MaxAttempts != 0}, {"--backoff", c.Backoff != ""}, {"--priority", c.Priority != ""},
 		{"--label", len(c.Label) > 0}, {"--description", c.Description != ""},
 		{"--start-at", c.StartAt != ""}, {"--end-at", c.EndAt != ""}, {"--max-runs", c.MaxRuns != nil}, {"--jitter", c.Jitter != ""},
@@ -104,6 +107,17 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	}
 	if h != nil {
 		body.Handler = *h
+		if c.LogCap != 0 || c.LogPolicy != "" {
+			lp := models.LogPolicy{}
+			if c.LogCap != 0 {
+				lp.CapBytes = &c.LogCap
+			}
+			if c.LogPolicy != "" {
+				pol := models.LogPolicyPolicy(c.LogPolicy)
+				lp.Policy = &pol
+			}
+			body.Handler.Log = &lp
+		}
 	}
 	if body.Payload, err = payloadOf(c.Payload); err != nil {
 		return err

@@ -145,3 +145,28 @@ func TestLastSuccess(t *testing.T) {
 		t.Errorf("after a success:\n%s", out)
 	}
 }
+
+// jobs create --log-cap and --log-policy set the handler's log policy; a
+// cap below the least, or an unknown policy, is the server's 400 naming
+// the field.
+func TestLogPolicyFlags(t *testing.T) {
+	t.Parallel()
+	hs, _ := server(t)
+	u := hs.URL
+	var created models.Job
+	out := ok(t, u, "-o", "json", "jobs", "create", "--name", "etl", "--in", "1h", "--custom", "w", "--log-cap", "4194304", "--log-policy", "head")
+	if err := json.Unmarshal([]byte(out), &created); err != nil {
+		t.Fatal(err)
+	}
+	if l := created.Handler.Log; l == nil || l.CapBytes == nil || *l.CapBytes != 4<<20 || l.Policy == nil || *l.Policy != "head" {
+		t.Fatalf("created %s", out)
+	}
+	res := tockctl(t, u, "jobs", "create", "--name", "tiny", "--in", "1h", "--custom", "w", "--log-cap", "100")
+	if res.code != 1 || !strings.Contains(res.stderr, "handler.log.cap_bytes") {
+		t.Errorf("a cap of 100 bytes: %+v", res)
+	}
+	res = tockctl(t, u, "jobs", "create", "--name", "odd", "--in", "1h", "--custom", "w", "--log-policy", "tail")
+	if res.code != 1 || !strings.Contains(res.stderr, "handler.log.policy") {
+		t.Errorf("policy tail: %+v", res)
+	}
+}
