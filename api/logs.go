@@ -88,7 +88,7 @@ func (h *endpoints) GetExecutionLogs(c echo.Context, id models.ID, p models.GetE
 	if err != nil {
 		return h.storeError(c, err, "execution", id)
 	}
-	page, held := logs.Assemble(chunks, from, stream == "" && search == "", search)
+	page, held := logs.Assemble(chunks, from, stream == "" && search == "", search, false)
 	var out models.ExecutionLog
 	out.Items = []models.LogEntry{}
 	for _, ch := range page {
@@ -96,9 +96,6 @@ func (h *endpoints) GetExecutionLogs(c echo.Context, id models.ID, p models.GetE
 	}
 	if len(page) > 0 && (len(chunks) == limit || held) {
 		next := page[len(page)-1].After.String()
-		out.Next = &next
-	} else if held {
-		next := from.String()
 		out.Next = &next
 	}
 	if wantsText(c.Request()) {
@@ -202,7 +199,7 @@ func (h *endpoints) followLog(c echo.Context, e *model.Execution, attempt int, f
 			h.s.log.WarnContext(ctx, "follow an execution's log", "execution_id", e.ID, "err", err)
 			return end("unavailable")
 		}
-		page, _ := logs.Assemble(chunks, from, true, "")
+		page, _ := logs.Assemble(chunks, from, true, "", true)
 		for _, ch := range page {
 			data, err := json.Marshal(models.ExecutionLog{Items: entriesOf(ch.Entries)})
 			if err != nil {

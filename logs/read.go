@@ -74,8 +74,10 @@ type Chunk struct {
 // containing search, if set, in any case), then an end entry if it is
 // its attempt's last. It stops before a chunk that follows a missing
 // one while that chunk is young (see HoleWait): the missing one may be
-// on its way. held reports that it stopped so.
-func Assemble(chunks []model.LogChunk, from Position, gaps bool, search string) (out []Chunk, held bool) {
+// on its way. held reports that it stopped so. A page read (wait false)
+// stops so only after a chunk it returns, never at its first: its
+// caller would ask again at once; a follow (wait true) waits there too.
+func Assemble(chunks []model.LogChunk, from Position, gaps bool, search string, wait bool) (out []Chunk, held bool) {
 	pos := from
 	needle := strings.ToLower(search)
 	for i := range chunks {
@@ -84,7 +86,7 @@ func Assemble(chunks []model.LogChunk, from Position, gaps bool, search string) 
 		if c.Attempt == pos.Attempt {
 			expectSeq, expectEnd = pos.Seq+1, pos.End
 		}
-		if gaps && c.Seq != expectSeq && c.Young {
+		if gaps && c.Seq != expectSeq && c.Young && (wait || len(out) > 0) {
 			return out, true
 		}
 		var ch Chunk

@@ -39,7 +39,7 @@ func TestAssemble(t *testing.T) {
 	end := c(1, 4, 30, false)
 	end.End = true
 	chunks := []model.LogChunk{c(1, 1, 0, false, "one\n", "two\n"), c(1, 2, 18, false, "three\n"), end, c(2, 1, 0, false, "again\n")}
-	out, held := Assemble(chunks, Position{}, true, "")
+	out, held := Assemble(chunks, Position{}, true, "", true)
 	if held {
 		t.Fatal("held without a young hole")
 	}
@@ -62,21 +62,34 @@ func TestAssemble(t *testing.T) {
 
 	// A young chunk after a hole waits; an old one does not.
 	young := []model.LogChunk{c(1, 1, 0, false, "a\n"), c(1, 3, 4, true, "c\n")}
-	out, held = Assemble(young, Position{}, true, "")
+	out, held = Assemble(young, Position{}, true, "", true)
 	if !held || len(out) != 1 || out[0].After != (Position{1, 1, 2}) {
 		t.Errorf("young hole: %+v held %v; want chunk 1 only, held", out, held)
 	}
 	young[1].Young = false
-	if out, held = Assemble(young, Position{}, true, ""); held || len(out) != 2 {
+	if out, held = Assemble(young, Position{}, true, "", true); held || len(out) != 2 {
 		t.Errorf("old hole: %d chunks held %v; want both", len(out), held)
 	}
 	// Reading on from a position: the hole is before the first chunk.
-	if out, held = Assemble(young[1:], Position{1, 1, 2}, true, ""); held || out[0].Entries[0].GapBytes != 2 {
+	if out, held = Assemble(young[1:], Position{1, 1, 2}, true, "", true); held || out[0].Entries[0].GapBytes != 2 {
 		t.Errorf("from 1.1.2: %+v held %v; want a gap of 2 bytes, then c", out, held)
 	}
 	// A search keeps the lines that contain it, any case, and no gap.
-	out, _ = Assemble(chunks, Position{}, false, "TW")
+	out, _ = Assemble(chunks, Position{}, false, "TW", false)
 	if len(out[0].Entries) != 1 || out[0].Entries[0].Text != "two\n" || len(out[1].Entries) != 0 {
 		t.Errorf("search: %+v", out)
+	}
+}
+
+// A page read does not wait at a young hole before its first chunk (its
+// caller would ask again at once): it shows the gap.
+func TestAssemblePageDoesNotWaitAtItsStart(t *testing.T) {
+	young := []model.LogChunk{c(1, 3, 4, true, "c\n")}
+	out, held := Assemble(young, Position{1, 1, 2}, true, "", false)
+	if held || len(out) != 1 || out[0].Entries[0].GapBytes != 2 {
+		t.Errorf("page from 1.1.2: %+v held %v; want a gap of 2, then c", out, held)
+	}
+	if _, held := Assemble(young, Position{1, 1, 2}, true, "", true); !held {
+		t.Error("a follow did not wait at the young hole")
 	}
 }

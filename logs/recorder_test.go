@@ -148,7 +148,7 @@ func TestRecorderStoresNothingWrong(t *testing.T) {
 	if text.String() != want {
 		t.Errorf("stored text of %d bytes, want %d; begins %q", text.Len(), len(want), text.String()[:40])
 	}
-	entries, held := Assemble(got, Position{}, true, "")
+	entries, held := Assemble(got, Position{}, true, "", true)
 	if held {
 		t.Error("held at the hole before chunk 3, read without LogFilter.Young")
 	}
