@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/tock-sched/tock/executor"
@@ -146,4 +147,74 @@ func TestKilledAttemptKeepsItsLog(t *testing.T) {
 		t.Errorf("attempt 2's log %q…, want its 100 lines", got[:min(len(got), 80)])
 	}
 	t.Logf("attempt 1: %d lines kept of %d written before the kill; attempt 2: whole", len(first), killedAt+1)
+}
+
+// The cap policies on a real node: head_tail keeps the first and the
+// last lines and marks the cut between them with the bytes dropped (the
+// recorder deleted the middle); fail ends the attempt, its error naming
+// the cap.
+func TestLogCapsEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := nodetest.New(t)
+	n := e.Start(t, "n1")
+	const lines = 2000 // of 50 bytes: 100,000
+	e.Serve(t, "capped", func(ctx context.Context, x *executor.Execution) (string, error) {
+		for i := range lines {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			fmt.Fprintf(executor.Log(ctx), "line %06d %s\n", i, strings.Repeat(".", 37))
+			if i%100 == 0 {
+				time.Sleep(50 * time.Millisecond) // several chunks
+			}
+		}
+		return "", nil
+	})
+	job := func(name, policy string) string {
+		j := n.CreateJob(t, map[string]any{"name": name, "schedule": map[string]any{"in": "1s"}, "retry": map[string]any{"max_attempts": 1},
+			"handler": map[string]any{"type": "custom", "name": "capped", "log": map[string]any{"cap_bytes": 8192, "policy": policy}}})
+		var id string
+		nodetest.WaitFor(t, 60*time.Second, name+" to end", func() bool {
+			xs := n.Executions(t, j.Id)
+			if len(xs) == 1 && (xs[0].State == "succeeded" || xs[0].State == "dead") {
+				id = xs[0].Id.String()
+				return true
+			}
+			return false
+		})
+		return id
+	}
+	text := func(id string) string {
+		req, _ := http.NewRequest("GET", n.URL+"/v1/executions/"+id+"/logs", nil)
+		req.Header.Set("Accept", "text/plain")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+
+	ht := job("head-tail", "head_tail")
+	var got string
+	nodetest.WaitFor(t, 10*time.Second, "the head and tail, trimmed", func() bool {
+		got = text(ht)
+		return strings.Contains(got, "[tock: ") && len(got) < 20000
+	})
+	head, rest, cut := strings.Cut(got, "[tock: ")
+	marker, tail, _ := strings.Cut(rest, "\n")
+	dropped, _ := strconv.Atoi(strings.TrimSuffix(marker, " bytes not kept]"))
+	if !cut || !strings.HasPrefix(head, "line 000000 ") || !strings.HasSuffix(tail, fmt.Sprintf("line %06d %s\n", lines-1, strings.Repeat(".", 37))) {
+		t.Fatalf("head and tail: %q … %q", head[:min(len(head), 60)], tail[max(0, len(tail)-60):])
+	}
+	if kept := len(head) + len(tail); kept+dropped != lines*50 || len(head) > 4096 {
+		t.Errorf("kept %d (head %d) and dropped %d of %d bytes; want the head within half the cap, the rest adding up", kept, len(head), dropped, lines*50)
+	}
+
+	failed := job("fail", "fail")
+	x := n.Execution(t, uuid.MustParse(failed))
+	if x.State != "dead" || x.Error == nil || !strings.Contains(*x.Error, "log over its cap") || !strings.Contains(*x.Error, "8192") {
+		t.Errorf("the fail policy's execution: %s, error %v; want dead, naming the cap", x.State, x.Error)
+	}
 }
