@@ -34,6 +34,8 @@ type delivery struct {
 	// it is sampled.
 	span        trace.Span
 	traceparent string
+	// logs is the attempt's log (logs.go).
+	logs attemptLog
 }
 
 // log returns the delivery's logger: with the queue, execution, job,

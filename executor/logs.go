@@ -124,13 +124,16 @@ type attemptLog struct {
 // which ones the tail window has left behind.
 type tailChunk struct{ offset, end int64 }
 
-// newAttemptLog returns d's log; it allocates nothing more until written.
+// newAttemptLog returns d's log, a part of the delivery (an attempt that
+// writes nothing allocates nothing for it but its context's value).
 func (w *Worker) newAttemptLog(d *delivery) *attemptLog {
 	p := domain.LogPolicy{}
 	if d.e.Handler.Log != nil {
 		p = *d.e.Handler.Log
 	}
-	return &attemptLog{w: w, d: d, policy: p.WithDefaults()}
+	l := &d.logs
+	l.w, l.d, l.policy = w, d, p.WithDefaults()
+	return l
 }
 
 // write takes p for stream: complete lines join the current chunk, an
