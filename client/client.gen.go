@@ -234,7 +234,8 @@ type ClientInterface interface {
 	//
 	// The log of the execution's attempts, as their executors sent it
 	// (docs/wire-protocol.md, "Execution logs"): lines in the order they
-	// were written, each with its attempt, stream (`stdout`, `stderr` or
+	// were written (lines written at once may share an entry; `q`
+	// returns the matching lines one by one), each with its attempt, stream (`stdout`, `stderr` or
 	// a name of the handler's), the time it was written and its text
 	// (ending in a newline, unless the line goes on in the next entry:
 	// `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and
@@ -1248,7 +1249,8 @@ func (c *Client) CancelExecution(ctx context.Context, id ID, reqEditors ...Reque
 //
 // The log of the execution's attempts, as their executors sent it
 // (docs/wire-protocol.md, "Execution logs"): lines in the order they
-// were written, each with its attempt, stream (`stdout`, `stderr` or
+// were written (lines written at once may share an entry; `q`
+// returns the matching lines one by one), each with its attempt, stream (`stdout`, `stderr` or
 // a name of the handler's), the time it was written and its text
 // (ending in a newline, unless the line goes on in the next entry:
 // `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and
@@ -5718,7 +5720,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// The log of the execution's attempts, as their executors sent it
 	// (docs/wire-protocol.md, "Execution logs"): lines in the order they
-	// were written, each with its attempt, stream (`stdout`, `stderr` or
+	// were written (lines written at once may share an entry; `q`
+	// returns the matching lines one by one), each with its attempt, stream (`stdout`, `stderr` or
 	// a name of the handler's), the time it was written and its text
 	// (ending in a newline, unless the line goes on in the next entry:
 	// `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and
@@ -11230,7 +11233,8 @@ func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, i
 //
 // The log of the execution's attempts, as their executors sent it
 // (docs/wire-protocol.md, "Execution logs"): lines in the order they
-// were written, each with its attempt, stream (`stdout`, `stderr` or
+// were written (lines written at once may share an entry; `q`
+// returns the matching lines one by one), each with its attempt, stream (`stdout`, `stderr` or
 // a name of the handler's), the time it was written and its text
 // (ending in a newline, unless the line goes on in the next entry:
 // `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and

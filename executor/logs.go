@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -136,8 +137,11 @@ func (w *Worker) newAttemptLog(d *delivery) *attemptLog {
 	return l
 }
 
-// write takes p for stream: complete lines join the current chunk, an
-// unfinished one waits for its end (or the next flush).
+// write takes p for stream: the unfinished line it ends becomes an
+// entry with the time it began, the whole lines written together one
+// entry (or a few, each at most MaxLogLineBytes) with this write's time,
+// and what follows the last newline waits for its end (or the next
+// flush).
 func (l *attemptLog) write(stream string, p []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -152,40 +156,53 @@ func (l *attemptLog) write(stream string, p []byte) {
 		l.takeRaw(true) // the other stream's unfinished line, as a piece
 	}
 	l.rawStream = stream
-	for len(p) > 0 {
-		if len(l.raw) == 0 {
-			l.rawAt = now
-		}
-		i := indexByte(p, '\n')
+	if l.timer == nil {
+		l.timer = time.AfterFunc(logFlushEvery, l.tick)
+	}
+	if len(l.raw) > 0 {
+		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			l.raw = append(l.raw, p...)
 			for len(l.raw) > wire.MaxLogLineBytes {
 				l.takeLong()
 			}
-			break
+			return
 		}
 		l.raw = append(l.raw, p[:i+1]...)
 		p = p[i+1:]
+		l.emitText(l.raw, l.rawAt)
+		l.raw = l.raw[:0]
+	}
+	if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+		l.emitText(p[:i+1], now)
+		p = p[i+1:]
+	}
+	if len(p) > 0 {
+		l.raw, l.rawAt = append(l.raw, p...), now
 		for len(l.raw) > wire.MaxLogLineBytes {
 			l.takeLong()
 		}
-		l.takeRaw(false)
-	}
-	if l.cur != nil && l.curBytes >= logChunkBytes {
-		l.closeChunk()
-	}
-	if l.timer == nil {
-		l.timer = time.AfterFunc(logFlushEvery, l.tick)
 	}
 }
 
-func indexByte(p []byte, c byte) int {
-	for i, b := range p {
-		if b == c {
-			return i
+// emitText adds whole lines written at at, in pieces of at most
+// MaxLogLineBytes cut after a newline where there is one (a line longer
+// than that is cut anywhere, its pieces marked Split).
+func (l *attemptLog) emitText(b []byte, at time.Time) {
+	for len(b) > wire.MaxLogLineBytes {
+		cut, split := bytes.LastIndexByte(b[:wire.MaxLogLineBytes], '\n')+1, false
+		if cut == 0 {
+			cut, split = wire.MaxLogLineBytes, true
+			for cut > 0 && !utf8.RuneStart(b[cut]) {
+				cut--
+			}
 		}
+		l.emit(b[:cut], at, split)
+		b = b[cut:]
 	}
-	return -1
+	if len(b) > 0 {
+		l.emit(b, at, false)
+	}
 }
 
 // takeLong cuts a piece of about MaxLogLineBytes, marked Split, off the
@@ -195,12 +212,12 @@ func (l *attemptLog) takeLong() {
 	for cut > 0 && !utf8.RuneStart(l.raw[cut]) {
 		cut--
 	}
-	l.emit(l.raw[:cut], true)
+	l.emit(l.raw[:cut], l.rawAt, true)
 	l.raw = append(l.raw[:0], l.raw[cut:]...)
 }
 
 // takeRaw adds the unfinished line (all of it, or at a flush all but an
-// incomplete UTF-8 sequence at its end) as a line or piece.
+// incomplete UTF-8 sequence at its end) as a piece.
 func (l *attemptLog) takeRaw(flush bool) {
 	n := len(l.raw)
 	if flush {
@@ -218,24 +235,25 @@ func (l *attemptLog) takeRaw(flush bool) {
 	if n == 0 {
 		return
 	}
-	l.emit(l.raw[:n], false)
+	l.emit(l.raw[:n], l.rawAt, false)
 	l.raw = append(l.raw[:0], l.raw[n:]...)
 }
 
-// emit adds raw as one piece, its invalid UTF-8 replaced; if the
-// replacement made it longer than MaxLogLineBytes, as several, all but
-// the last marked Split (and the last too if split is set).
-func (l *attemptLog) emit(raw []byte, split bool) {
+// emit adds raw, written at at, as one entry, its invalid UTF-8 and NULs
+// replaced; if the replacement made it longer than MaxLogLineBytes, as
+// several, all but the last marked Split (and the last too if split is
+// set).
+func (l *attemptLog) emit(raw []byte, at time.Time, split bool) {
 	text := wire.CleanLogText(string(raw))
 	for len(text) > wire.MaxLogLineBytes {
 		cut := wire.MaxLogLineBytes
 		for !utf8.RuneStart(text[cut]) {
 			cut--
 		}
-		l.add(wire.LogLine{At: l.rawAt, Text: text[:cut], Split: true})
+		l.add(wire.LogLine{At: at, Text: text[:cut], Split: true})
 		text = text[cut:]
 	}
-	l.add(wire.LogLine{At: l.rawAt, Text: text, Split: split})
+	l.add(wire.LogLine{At: at, Text: text, Split: split})
 }
 
 // add puts a line into the current chunk under the cap policy.
@@ -268,6 +286,9 @@ func (l *attemptLog) add(line wire.LogLine) {
 	}
 	l.cur.Lines = append(l.cur.Lines, line)
 	l.curBytes += int(size)
+	if l.curBytes >= logChunkBytes {
+		l.closeChunk()
+	}
 }
 
 // drop counts size bytes not sent.
@@ -360,7 +381,7 @@ func (l *attemptLog) close() (overCapFail bool) {
 	l.timer.Stop()
 	if len(l.raw) > 0 {
 		// Whatever is left, an incomplete character too (replaced).
-		l.emit(l.raw, false)
+		l.emit(l.raw, l.rawAt, false)
 		l.raw = nil
 	}
 	// The end: on the last chunk if it reaches the end of what was

@@ -94,10 +94,18 @@ func Assemble(chunks []model.LogChunk, from Position, gaps bool, search string, 
 			ch.Entries = append(ch.Entries, Entry{Attempt: c.Attempt, Seq: c.Seq, Stream: c.Stream, At: c.At, GapBytes: c.Offset - expectEnd})
 		}
 		for _, l := range c.Lines {
-			if needle != "" && !strings.Contains(strings.ToLower(l.Text), needle) {
+			if needle == "" {
+				ch.Entries = append(ch.Entries, Entry{Attempt: c.Attempt, Seq: c.Seq, Stream: c.Stream, At: l.At, Text: l.Text, Split: l.Split})
 				continue
 			}
-			ch.Entries = append(ch.Entries, Entry{Attempt: c.Attempt, Seq: c.Seq, Stream: c.Stream, At: l.At, Text: l.Text, Split: l.Split})
+			// An entry may hold several lines written together: a search
+			// keeps the lines that match.
+			for line := range strings.SplitAfterSeq(l.Text, "\n") {
+				if line != "" && strings.Contains(strings.ToLower(line), needle) {
+					ch.Entries = append(ch.Entries, Entry{Attempt: c.Attempt, Seq: c.Seq, Stream: c.Stream, At: l.At, Text: line,
+						Split: l.Split && !strings.HasSuffix(line, "\n")})
+				}
+			}
 		}
 		if c.End {
 			ch.Entries = append(ch.Entries, Entry{Attempt: c.Attempt, Seq: c.Seq, Stream: c.Stream, At: c.At, End: true})

@@ -38,7 +38,7 @@ func c(attempt, seq int, offset int64, young bool, texts ...string) model.LogChu
 func TestAssemble(t *testing.T) {
 	end := c(1, 4, 30, false)
 	end.End = true
-	chunks := []model.LogChunk{c(1, 1, 0, false, "one\n", "two\n"), c(1, 2, 18, false, "three\n"), end, c(2, 1, 0, false, "again\n")}
+	chunks := []model.LogChunk{c(1, 1, 0, false, "one\ntwo\n"), c(1, 2, 18, false, "three\n"), end, c(2, 1, 0, false, "again\n")}
 	out, held := Assemble(chunks, Position{}, true, "", true)
 	if held {
 		t.Fatal("held without a young hole")

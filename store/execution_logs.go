@@ -13,21 +13,42 @@ import (
 )
 
 // RecordLogChunks stores chunks of attempts' logs (issue 38), each
-// (execution, attempt, seq) once, in one statement, and says what became
-// of each (model.LogStored and the others): a chunk is stored only if its
+// (execution, attempt, seq) once, and says what became of each
+// (model.LogStored and the others): a chunk is stored only if its
 // execution exists in its namespace and had not ended more than grace
-// before now. Chunks whose TrimBefore is set then delete what they cut
+// before now. One statement inserts what passes; only when some chunk
+// did not go in (a redelivery, or one refused) does a second say which
+// and why. Chunks whose TrimBefore is set then delete what they cut
 // (chunks stored by earlier calls; a reader hides the rest, see
 // ListLogChunks).
 //
-// It writes only execution_logs, whose rows nothing else locks but
-// retention: it reads executions without a lock (store/doc.go, Lock
-// order).
+// It writes only execution_logs, in key order (so that two recorders
+// inserting the same chunks wait for each other in one order), and reads
+// executions without a lock (store/doc.go, Lock order).
 func (s *Store) RecordLogChunks(ctx context.Context, chunks []model.LogChunk, grace time.Duration) ([]string, error) {
 	if len(chunks) == 0 {
 		return nil, nil
 	}
-	n := len(chunks)
+	verdicts := make([]string, len(chunks))
+	// A chunk twice in the batch (a message delivered again while its
+	// first delivery is in the same batch) goes in once.
+	type key struct {
+		id           uuid.UUID
+		attempt, seq int
+	}
+	first := make(map[key]int, len(chunks))
+	var todo []int
+	for i := range chunks {
+		c := &chunks[i]
+		k := key{c.ExecutionID, c.Attempt, c.Seq}
+		if _, dup := first[k]; dup {
+			verdicts[i] = model.LogDuplicate
+			continue
+		}
+		first[k] = i
+		todo = append(todo, i)
+	}
+	n := len(todo)
 	var (
 		ids                   = make([]uuid.UUID, n)
 		scheds, ats           = make([]time.Time, n), make([]time.Time, n)
@@ -38,13 +59,13 @@ func (s *Store) RecordLogChunks(ctx context.Context, chunks []model.LogChunk, gr
 		trimFrom, trimBefore  = make([]*int64, n), make([]*int64, n)
 		ends                  = make([]bool, n)
 	)
-	for i := range chunks {
+	for j, i := range todo {
 		c := &chunks[i]
-		ids[i], scheds[i], ats[i] = c.ExecutionID, c.ScheduledFor, c.At
-		attempts[i], seqs[i], sizes[i] = int32(c.Attempt), int32(c.Seq), int32(c.Bytes)
-		namespaces[i], streams[i], offsets[i], ends[i] = c.Namespace, c.Stream, c.Offset, c.End
+		ids[j], scheds[j], ats[j] = c.ExecutionID, c.ScheduledFor, c.At
+		attempts[j], seqs[j], sizes[j] = int32(c.Attempt), int32(c.Seq), int32(c.Bytes)
+		namespaces[j], streams[j], offsets[j], ends[j] = c.Namespace, c.Stream, c.Offset, c.End
 		if c.TrimBefore > 0 {
-			trimFrom[i], trimBefore[i] = &c.TrimFrom, &c.TrimBefore
+			trimFrom[j], trimBefore[j] = &c.TrimFrom, &c.TrimBefore
 		}
 		ls := c.Lines
 		if ls == nil {
@@ -54,58 +75,89 @@ func (s *Store) RecordLogChunks(ctx context.Context, chunks []model.LogChunk, gr
 		if err != nil {
 			return nil, fmt.Errorf("store: encode log chunk: %w", err)
 		}
-		lines[i] = string(b)
+		lines[j] = string(b)
 	}
 	rows, err := s.pool.Query(ctx, `
-		WITH c AS (
-			SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::int[], $4::int[], $5::text[], $6::text[],
+		INSERT INTO execution_logs (execution_id, scheduled_for, attempt, seq, stream, "offset", bytes, at, lines,
+			trim_from, trim_before, ends)
+		SELECT c.execution_id, c.scheduled_for, c.attempt, c.seq, c.stream, c."offset", c.bytes, c.at, c.lines,
+			c.trim_from, c.trim_before, c.ends
+		FROM unnest($1::uuid[], $2::timestamptz[], $3::int[], $4::int[], $5::text[], $6::text[],
 				$7::bigint[], $8::int[], $9::timestamptz[], $10::jsonb[], $11::bigint[], $12::bigint[], $13::boolean[])
-				WITH ORDINALITY AS c(execution_id, scheduled_for, attempt, seq, namespace, stream,
-					"offset", bytes, at, lines, trim_from, trim_before, ends, i)),
-		v AS (
-			SELECT c.*, CASE
-					WHEN e.id IS NULL THEN '`+model.LogUnknown+`'
-					WHEN e.namespace <> c.namespace THEN '`+model.LogForeign+`'
-					WHEN e.finished_at < now() - $14::bigint * interval '1 ms' THEN '`+model.LogFinished+`'
-					ELSE '' END AS verdict
-			FROM c LEFT JOIN executions e ON e.id = c.execution_id AND e.scheduled_for = c.scheduled_for),
-		ins AS (
-			INSERT INTO execution_logs (execution_id, scheduled_for, attempt, seq, stream, "offset", bytes, at, lines,
-				trim_from, trim_before, ends)
-			SELECT DISTINCT ON (execution_id, scheduled_for, attempt, seq)
-				execution_id, scheduled_for, attempt, seq, stream, "offset", bytes, at, lines, trim_from, trim_before, ends
-			FROM v WHERE verdict = ''
-			ORDER BY execution_id, scheduled_for, attempt, seq, i
-			ON CONFLICT DO NOTHING
-			RETURNING execution_id, attempt, seq)
-		SELECT v.i, CASE WHEN v.verdict <> '' THEN v.verdict
-				WHEN EXISTS (SELECT 1 FROM ins WHERE ins.execution_id = v.execution_id AND ins.attempt = v.attempt AND ins.seq = v.seq)
-					AND v.i = (SELECT min(w.i) FROM v w WHERE w.execution_id = v.execution_id AND w.attempt = v.attempt AND w.seq = v.seq)
-					THEN '`+model.LogStored+`'
-				ELSE '`+model.LogDuplicate+`' END
-		FROM v ORDER BY v.i`,
+			AS c(execution_id, scheduled_for, attempt, seq, namespace, stream, "offset", bytes, at, lines, trim_from, trim_before, ends)
+		JOIN executions e ON e.id = c.execution_id AND e.scheduled_for = c.scheduled_for
+		WHERE e.namespace = c.namespace AND (e.finished_at IS NULL OR e.finished_at >= now() - $14::bigint * interval '1 ms')
+		ORDER BY c.execution_id, c.scheduled_for, c.attempt, c.seq
+		ON CONFLICT DO NOTHING
+		RETURNING execution_id, attempt, seq`,
 		ids, scheds, attempts, seqs, namespaces, streams, offsets, sizes, ats, lines, trimFrom, trimBefore, ends,
 		grace.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("store: record %d log chunks: %w", n, err)
 	}
-	verdicts := make([]string, n)
+	stored := 0
 	for rows.Next() {
-		var i int64
-		var v string
-		if err := rows.Scan(&i, &v); err != nil {
+		var k key
+		var attempt, seq int32
+		if err := rows.Scan(&k.id, &attempt, &seq); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("store: record %d log chunks: %w", n, err)
 		}
-		verdicts[i-1] = v
+		k.attempt, k.seq = int(attempt), int(seq)
+		verdicts[first[k]] = model.LogStored
+		stored++
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: record %d log chunks: %w", n, err)
+	}
+	if stored < n {
+		if err := s.logVerdicts(ctx, chunks, todo, verdicts, grace); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.trimLogs(ctx, chunks, verdicts); err != nil {
 		return verdicts, err
 	}
 	return verdicts, nil
+}
+
+// logVerdicts says why the chunks of todo that did not go in did not:
+// their execution is unknown, another namespace's, ended too long ago, or
+// the chunk was there already.
+func (s *Store) logVerdicts(ctx context.Context, chunks []model.LogChunk, todo []int, verdicts []string, grace time.Duration) error {
+	var (
+		idx        []int32
+		ids        []uuid.UUID
+		scheds     []time.Time
+		namespaces []string
+	)
+	for _, i := range todo {
+		if verdicts[i] == "" {
+			c := &chunks[i]
+			idx, ids, scheds, namespaces = append(idx, int32(i)), append(ids, c.ExecutionID), append(scheds, c.ScheduledFor), append(namespaces, c.Namespace)
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT c.i, CASE
+			WHEN e.id IS NULL THEN '`+model.LogUnknown+`'
+			WHEN e.namespace <> c.namespace THEN '`+model.LogForeign+`'
+			WHEN e.finished_at < now() - $5::bigint * interval '1 ms' THEN '`+model.LogFinished+`'
+			ELSE '`+model.LogDuplicate+`' END
+		FROM unnest($1::int[], $2::uuid[], $3::timestamptz[], $4::text[]) AS c(i, execution_id, scheduled_for, namespace)
+		LEFT JOIN executions e ON e.id = c.execution_id AND e.scheduled_for = c.scheduled_for`,
+		idx, ids, scheds, namespaces, grace.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("store: log chunks not stored: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int32
+		var v string
+		if err := rows.Scan(&i, &v); err != nil {
+			return fmt.Errorf("store: log chunks not stored: %w", err)
+		}
+		verdicts[i] = v
+	}
+	return rows.Err()
 }
 
 // trimLogs deletes the chunks that the stored chunks' trims cut.

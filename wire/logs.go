@@ -91,10 +91,10 @@ type LogChunk struct {
 	End bool `json:"end,omitempty"`
 }
 
-// LogLine is one line, or a piece of one: Text ends with "\n" unless the
-// line goes on in the next piece (a flush in the middle of a line, or a
-// line longer than MaxLogLineBytes, whose pieces but the last are marked
-// Split). The concatenation of an attempt's pieces of a stream, in
+// LogLine is one line, several lines written together (at At), or a
+// piece of one: Text ends with "\n" unless the line goes on in the next
+// piece (a flush in the middle of a line, or a line longer than
+// MaxLogLineBytes, whose pieces but the last are marked Split). The concatenation of an attempt's pieces of a stream, in
 // sequence order, is exactly what it wrote to that stream (invalid UTF-8
 // replaced by U+FFFD).
 type LogLine struct {

@@ -1425,7 +1425,7 @@ type KeyList struct {
 // Example: {"team":"payments"}
 type Labels map[string]string
 
-// LogEntry A line (or a piece of one) of an attempt's log, a gap in it, or its end.
+// LogEntry A line of an attempt's log (or several written at once, or a piece of one), a gap in it, or its end.
 type LogEntry struct {
 	// At When it was written.
 	At      *time.Time `json:"at,omitempty"`

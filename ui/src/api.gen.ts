@@ -468,7 +468,8 @@ export interface paths {
          * Read or follow what an execution's attempts printed
          * @description The log of the execution's attempts, as their executors sent it
          *     (docs/wire-protocol.md, "Execution logs"): lines in the order they
-         *     were written, each with its attempt, stream (`stdout`, `stderr` or
+         *     were written (lines written at once may share an entry; `q`
+         *     returns the matching lines one by one), each with its attempt, stream (`stdout`, `stderr` or
          *     a name of the handler's), the time it was written and its text
          *     (ending in a newline, unless the line goes on in the next entry:
          *     `split` marks a line cut at 64 KiB). An entry with `gap_bytes` and
@@ -2090,7 +2091,7 @@ export interface components {
             /** @description Where the next page starts (pass as `after`); absent on the last page. */
             next?: string;
         };
-        /** @description A line (or a piece of one) of an attempt's log, a gap in it, or its end. */
+        /** @description A line of an attempt's log (or several written at once, or a piece of one), a gap in it, or its end. */
         LogEntry: {
             attempt: number;
             /** @description The chunk it came in (its executor numbers an attempt's chunks from 1). */
