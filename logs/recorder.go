@@ -51,6 +51,9 @@ const (
 	batchLinger = 5 * time.Millisecond
 	writers     = 2
 	retryDelay  = 2 * time.Second
+	// shutdownWrite bounds the writes of the chunks a stopping recorder
+	// holds.
+	shutdownWrite = 5 * time.Second
 )
 
 // Outcomes counted by tock_log_chunks_total, besides model.LogStored and
@@ -139,8 +142,12 @@ func (r *Recorder) consume(ctx context.Context) error {
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Drain)
 	defer stop()
+	// The chunks held when ctx ends are written for up to shutdownWrite
+	// more; what is left is delivered again to the next recorder.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	stopWrites := context.AfterFunc(ctx, func() { time.AfterFunc(shutdownWrite, cancel) })
+	defer stopWrites()
 	work := make(chan []jetstream.Msg)
 	var wg sync.WaitGroup
 	defer wg.Wait()
