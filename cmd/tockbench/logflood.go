@@ -84,7 +84,7 @@ func (c *cli) runLogFlood(ctx context.Context) (*LogFloodReport, error) {
 	// The handler: 4 KiB lines, as fast as it can or at --log-rate.
 	var written atomic.Int64
 	started, finished := make(chan time.Time, 1), make(chan time.Time, 1)
-	line := []byte(strings.Repeat("flood ", 4096/6)[:4095] + "\n")
+	line := []byte(strings.Repeat("flood ", 4096/6+1)[:4095] + "\n")
 	nc, err := nats.Connect(b.NATSURL, nats.Name("tockbench log-flood executor"))
 	if err != nil {
 		return nil, err
