@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -112,7 +113,7 @@ type attemptLog struct {
 	rawStream string
 	rawAt     time.Time
 	timer     *time.Timer
-	inFlight  int // bytes handed to the batcher, not yet acknowledged
+	inFlight  atomic.Int64 // bytes handed to the batcher, not yet acknowledged (its callbacks take no lock)
 	pending   sync.WaitGroup
 	headDone  bool  // head_tail: the head is full, chunks are tail ones
 	headEnd   int64 // head_tail: offset where the head ended
@@ -305,7 +306,7 @@ func (l *attemptLog) closeChunk() {
 	}
 	l.cur, l.curBytes = nil, 0
 	size := c.Bytes()
-	if size > 0 && l.inFlight+size > logBufferBytes {
+	if size > 0 && l.inFlight.Load()+int64(size) > logBufferBytes {
 		l.drop(int64(size), "buffer")
 		if !c.End {
 			return
@@ -334,12 +335,10 @@ func (l *attemptLog) closeChunk() {
 			c.TrimFrom = l.headEnd
 		}
 	}
-	l.inFlight += size
+	l.inFlight.Add(int64(size))
 	l.pending.Add(1)
 	l.w.logs.send(c, func(err error) {
-		l.mu.Lock()
-		l.inFlight -= size
-		l.mu.Unlock()
+		l.inFlight.Add(-int64(size))
 		if err != nil {
 			l.drop(int64(size), "publish")
 			l.d.log().Warn("could not send a log chunk; it is a gap in the log", "seq", c.Seq, "bytes", size, "err", err)
