@@ -19,7 +19,9 @@ import (
 // (docs/bench.md, "Execution logs: the shape"):
 //
 //   - chunk: execution_logs as built, a row per chunk, its lines as jsonb
-//     (RecordLogChunks, its check against executions included);
+//     (RecordLogChunks, its check against executions included), one
+//     entry per line; chunk-one-entry the same with the ten lines in one
+//     entry, as the Go SDK sends lines written at once;
 //   - chunk-text: a row per chunk, the text in one text column and the
 //     lines' times and lengths in arrays;
 //   - line: a row per line.
@@ -30,9 +32,10 @@ func BenchmarkLogShapes(b *testing.B) {
 	e := firedIn(b, s, 1)
 	line := strings.Repeat("x", 99) + "\n"
 	at := time.Now().UTC()
-	for _, shape := range []string{"chunk", "chunk-text", "line"} {
+	for _, shape := range []string{"chunk", "chunk-one-entry", "chunk-text", "line"} {
 		b.Run(shape, func(b *testing.B) {
-			table := map[string]string{"chunk": "execution_logs", "chunk-text": "bench_log_chunks_text", "line": "bench_log_lines"}[shape]
+			table := map[string]string{"chunk": "execution_logs", "chunk-one-entry": "execution_logs",
+				"chunk-text": "bench_log_chunks_text", "line": "bench_log_lines"}[shape]
 			switch shape {
 			case "chunk-text":
 				if _, err := s.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_log_chunks_text (execution_id uuid, scheduled_for timestamptz,
@@ -57,14 +60,19 @@ func BenchmarkLogShapes(b *testing.B) {
 				for i := range batch {
 					c := model.LogChunk{ExecutionID: e.ID, ScheduledFor: e.ScheduledFor, Namespace: e.Namespace, Attempt: attempt,
 						Seq: i + 1, Stream: "stdout", Offset: int64(i * lines * len(line)), Bytes: lines * len(line), At: at}
-					for range lines {
-						c.Lines = append(c.Lines, model.LogLine{At: at, Text: line})
+					if shape == "chunk-one-entry" {
+						// As the Go SDK sends lines written at once.
+						c.Lines = []model.LogLine{{At: at, Text: strings.Repeat(line, lines)}}
+					} else {
+						for range lines {
+							c.Lines = append(c.Lines, model.LogLine{At: at, Text: line})
+						}
 					}
 					batch[i] = c
 				}
 				var err error
 				switch shape {
-				case "chunk":
+				case "chunk", "chunk-one-entry":
 					_, err = s.RecordLogChunks(ctx, batch, time.Hour)
 				case "chunk-text":
 					err = benchChunkText(ctx, s, batch)
