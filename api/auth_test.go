@@ -141,7 +141,10 @@ func operationCases(a *authEnv) map[string]func() request {
 		"stopJobBackfill": func() request {
 			return request{"DELETE", "/v1/jobs/" + job() + "/backfills/" + uuid.NewString(), nil, true}
 		},
-		"getExecution":   func() request { return request{"GET", "/v1/executions/" + a.fixtureExecution("team-a"), nil, false} },
+		"getExecution": func() request { return request{"GET", "/v1/executions/" + a.fixtureExecution("team-a"), nil, false} },
+		"getExecutionLogs": func() request {
+			return request{"GET", "/v1/executions/" + a.fixtureExecution("team-a") + "/logs", nil, false}
+		},
 		"listExecutions": func() request { return request{"GET", "/v1/executions?namespace=team-a", nil, false} },
 		"getStats":       func() request { return request{"GET", "/v1/stats?namespace=team-a", nil, false} },
 		"cancelExecution": func() request {

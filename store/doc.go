@@ -121,6 +121,8 @@
 //     RequeueWaitingExecutions, RequeueSilentExecutions,
 //     ListExecutionNotes.
 //   - dead_events (dead_events.go): RecordDeadEvents, ListDeadEvents.
+//   - execution_logs (execution_logs.go): RecordLogChunks (checked
+//     against executions), ListLogChunks.
 //   - job_successes (executions_successes.go): ListAlertedJobSuccesses.
 //   - skipped_runs (skipped_runs.go): ListSkippedRuns.
 //   - backfills (backfills*.go): CreateBackfill, ListBackfills,
