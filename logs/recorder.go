@@ -71,6 +71,10 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Grace is FinishedGrace unless set.
 	Grace time.Duration
+	// Replicas is the copies of wire.LogStream the recorder makes or
+	// keeps it at (tockd's --stream-replicas); 0 leaves an existing
+	// stream's as they are and makes one with one replica.
+	Replicas int
 }
 
 // Recorder consumes wire.LogStream into a Store.
@@ -128,7 +132,10 @@ func (r *Recorder) Run(ctx context.Context) error {
 }
 
 func (r *Recorder) consume(ctx context.Context) error {
-	if err := wire.EnsureLogStream(ctx, r.cfg.JS, 0); err != nil {
+	// The stream is made here, not at the node's start: a node starts
+	// without waiting for it, and an executor's chunks published before
+	// it exists are a counted gap.
+	if err := wire.EnsureLogStream(ctx, r.cfg.JS, r.cfg.Replicas); err != nil {
 		return err
 	}
 	cons, err := r.cfg.JS.CreateOrUpdateConsumer(ctx, wire.LogStream, wire.LogRecorderConsumerConfig())

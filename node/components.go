@@ -173,7 +173,7 @@ func components(cfg Config, d deps) []component {
 			}},
 		{name: "log-recorder", on: cfg.Roles.Has(RoleRecorder), stage: stopRecorder,
 			start: func() (runFunc, error) {
-				lr, err := logs.NewRecorder(logs.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg})
+				lr, err := logs.NewRecorder(logs.Config{JS: d.js, Store: d.st, Logger: d.log, Registerer: d.reg, Replicas: cfg.StreamReplicas})
 				if err != nil {
 					return nil, err
 				}

@@ -231,6 +231,10 @@ func tockdNATS(t *testing.T, ctx context.Context, url string) jetstream.JetStrea
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	// The logs' stream, which tockd's log recorder makes.
+	if err := wire.EnsureLogStream(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
 	return js
 }
 

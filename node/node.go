@@ -311,10 +311,6 @@ func connectNATS(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn,
 			nc.Close()
 			return nil, nil, fmt.Errorf("create streams on %s with --stream-replicas %d: %w", shown, cfg.StreamReplicas, err)
 		}
-		if err := wire.EnsureLogStream(ctx, js, cfg.StreamReplicas); err != nil {
-			nc.Close()
-			return nil, nil, fmt.Errorf("create the execution logs' stream on %s: %w", shown, err)
-		}
 		if !cfg.NoChangeFeed {
 			if err := wire.EnsureChangeStream(ctx, js, cfg.StreamReplicas); err != nil {
 				nc.Close()

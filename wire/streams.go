@@ -135,9 +135,9 @@ func EnsureChangeStream(ctx context.Context, js jetstream.JetStream, replicas in
 }
 
 // EnsureLogStream creates LogStream (execution logs) with replicas
-// copies and the log recorder's consumer, or updates them to tock's
-// settings. Only tockd needs to: an executor publishes log chunks into
-// the stream tockd made (if there is none yet, its chunks are a counted
+// copies and the log recorder's consumer, or updates them to tockd's
+// settings. Only tockd's log recorder does: an executor publishes log
+// chunks into the stream it made (if there is none yet, its chunks are a counted
 // gap), so EnsureStreams leaves it out and a custom executor's NATS
 // permissions need only publish on LogSubject.
 func EnsureLogStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
