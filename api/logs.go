@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -183,7 +184,7 @@ func (h *endpoints) followLog(c echo.Context, e *model.Execution, attempt int, f
 		return nil
 	}
 	end := func(reason string) error {
-		write("event: end\ndata: {\"attempt\":" + itoa(attempt) + ",\"reason\":\"" + reason + "\"}\n\n")
+		write("event: end\ndata: {\"attempt\":" + strconv.Itoa(attempt) + ",\"reason\":\"" + reason + "\"}\n\n")
 		return nil
 	}
 	tick := time.NewTicker(followPoll)
@@ -240,9 +241,4 @@ func (h *endpoints) followLog(c echo.Context, e *model.Execution, attempt int, f
 // began, or the execution ended, or it waits for its next attempt.
 func attemptOver(e *model.Execution, attempt int) bool {
 	return e.Attempts > attempt || e.State.Final() || (e.Attempts == attempt && e.State != domain.ExecRunning)
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }

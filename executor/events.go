@@ -111,17 +111,25 @@ func (b *eventBatcher) publish(ctx context.Context, batch []*queuedEvent) error 
 		return fmt.Errorf("encode %d events: %w", len(evs), err)
 	}
 	m := &nats.Msg{Subject: wire.EventBatchSubject, Data: data}
-	id := "batch:" + uuid.NewString()
-	deadline := time.Now().Add(publishRetryFor)
+	if err := publishRetrying(ctx, b.js, m, "batch:"+uuid.NewString(), wire.EventStream, publishRetryFor); err != nil {
+		return fmt.Errorf("publish %d events: %w", len(evs), err)
+	}
+	return nil
+}
+
+// publishRetrying publishes m to stream under Nats-Msg-Id id, retrying
+// with backoff for up to retryFor (not after the connection closed), so
+// that a retry JetStream already has is dropped as a duplicate.
+func publishRetrying(ctx context.Context, js jetstream.JetStream, m *nats.Msg, id, stream string, retryFor time.Duration) error {
+	deadline := time.Now().Add(retryFor)
 	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		_, err := b.js.PublishMsg(pctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(wire.EventStream))
+		_, err := js.PublishMsg(pctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(stream))
 		cancel()
 		if err == nil {
 			return nil
 		}
-		err = fmt.Errorf("publish %d events: %w", len(evs), err)
 		pause := backoff.Next()
 		if errors.Is(err, nats.ErrConnectionClosed) || time.Now().Add(pause).After(deadline) {
 			return err

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	json "github.com/segmentio/encoding/json"
 
-	"github.com/tock-sched/tock/internal/retry"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -151,23 +150,8 @@ func (b *logBatcher) publishOne(ctx context.Context, part []queuedChunk) error {
 		return fmt.Errorf("encode %d log chunks: %w", len(chunks), err)
 	}
 	m := &nats.Msg{Subject: wire.LogSubject, Data: data}
-	id := "logs:" + uuid.NewString()
-	deadline := time.Now().Add(logRetryFor)
-	backoff := retry.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
-	for {
-		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		_, err := b.js.PublishMsg(pctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(wire.LogStream))
-		cancel()
-		if err == nil {
-			return nil
-		}
-		err = fmt.Errorf("publish %d log chunks: %w", len(chunks), err)
-		pause := backoff.Next()
-		if errors.Is(err, nats.ErrConnectionClosed) || time.Now().Add(pause).After(deadline) {
-			return err
-		}
-		if !retry.Sleep(ctx, pause) {
-			return err
-		}
+	if err := publishRetrying(ctx, b.js, m, "logs:"+uuid.NewString(), wire.LogStream, logRetryFor); err != nil {
+		return fmt.Errorf("publish %d log chunks: %w", len(chunks), err)
 	}
+	return nil
 }

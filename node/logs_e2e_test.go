@@ -146,6 +146,18 @@ func TestKilledAttemptKeepsItsLog(t *testing.T) {
 	if got := text(2); got != second.String() {
 		t.Errorf("attempt 2's log %q…, want its 100 lines", got[:min(len(got), 80)])
 	}
+	// A follow of the killed attempt, whose log has no end chunk, ends
+	// once the attempt is over and no chunk came for a while.
+	began := time.Now()
+	res, err := http.Get(n.URL + "/v1/executions/" + id + "/logs?follow=true&attempt=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body) // until the server ends the stream
+	res.Body.Close()
+	if !strings.Contains(string(body), "event: end\ndata: {\"attempt\":1,\"reason\":\"attempt over\"}") || time.Since(began) > 30*time.Second {
+		t.Errorf("the follow of the killed attempt ended after %s with %q…; want its end, attempt over", time.Since(began), string(body)[max(0, len(body)-120):])
+	}
 	t.Logf("attempt 1: %d lines kept of %d written before the kill; attempt 2: whole", len(first), killedAt+1)
 }
 

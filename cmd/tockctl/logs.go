@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,47 +107,36 @@ func (c *execLogsCmd) stream(a *app, id models.ID, p models.GetExecutionLogsPara
 	if res.StatusCode != http.StatusOK {
 		return false, check(client.ParseGetExecutionLogsResponse(res))
 	}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	var evID, event, data string
-	for sc.Scan() {
-		field, value, _ := strings.Cut(sc.Text(), ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			evID = value
-		case "event":
-			event = value
-		case "data":
-			data = value
-		case "":
-			if sc.Text() != "" {
-				continue // a comment
-			}
-			switch event {
-			case "log":
-				if a.json {
-					fmt.Fprintln(a.stdout, data)
-				} else {
-					var page models.ExecutionLog
-					if err := json.Unmarshal([]byte(data), &page); err != nil {
-						return false, fmt.Errorf("a log event that does not decode: %w", err)
-					}
-					w.print(page.Items)
+	var decodeErr error
+	err = readEvents(res.Body, func(event, id, data string) bool {
+		switch event {
+		case "log":
+			if a.json {
+				fmt.Fprintln(a.stdout, data)
+			} else {
+				var page models.ExecutionLog
+				if err := json.Unmarshal([]byte(data), &page); err != nil {
+					decodeErr = fmt.Errorf("a log event that does not decode: %w", err)
+					return false
 				}
-				if evID != "" {
-					w.lastID = evID
-				}
-			case "end":
-				return true, nil
+				w.print(page.Items)
 			}
-			evID, event, data = "", "", ""
+			if id != "" {
+				w.lastID = id
+			}
+		case "end":
+			done = true
+			return false
 		}
+		return true
+	})
+	if decodeErr != nil {
+		return false, decodeErr
 	}
-	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return false, err
+	if done {
+		return true, nil
 	}
-	return false, nil // the server ended the stream early: reconnect
+	return false, err // nil: the server ended the stream early: reconnect
 }
 
 // logPrinter prints log entries as text.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -203,47 +202,27 @@ func followInTwo(t *testing.T, base, id string, cut int) string {
 			t.Error(err)
 			return ""
 		}
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		var evID, event, data string
 		ended := false
-	read:
-		for sc.Scan() {
-			field, value, _ := strings.Cut(sc.Text(), ":")
-			value = strings.TrimPrefix(value, " ")
-			switch field {
-			case "id":
-				evID = value
-			case "event":
-				event = value
-			case "data":
-				data = value
-			case "":
-				if sc.Text() != "" {
-					continue
+		_ = readEvents(res.Body, func(event, evID, data string) bool {
+			switch event {
+			case "log":
+				var page models.ExecutionLog
+				if err := json.Unmarshal([]byte(data), &page); err != nil {
+					t.Errorf("log event: %v", err)
 				}
-				switch event {
-				case "log":
-					var page models.ExecutionLog
-					if err := json.Unmarshal([]byte(data), &page); err != nil {
-						t.Errorf("log event: %v", err)
+				for _, e := range page.Items {
+					if e.Text != nil {
+						text.WriteString(*e.Text)
 					}
-					for _, e := range page.Items {
-						if e.Text != nil {
-							text.WriteString(*e.Text)
-						}
-					}
-					last = evID
-					if round == 0 && text.Len() >= cut {
-						break read
-					}
-				case "end":
-					ended = true
-					break read
 				}
-				evID, event, data = "", "", ""
+				last = evID
+				return round != 0 || text.Len() < cut
+			case "end":
+				ended = true
+				return false
 			}
-		}
+			return true
+		})
 		res.Body.Close()
 		if ended {
 			break

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -83,8 +84,32 @@ func (c *execWatchCmd) stream(a *app, p models.WatchChangesParams, lastID string
 		fmt.Fprintln(a.stdout, "AT                        KIND       STATE      ATTEMPT  JOB                                   EXECUTION")
 		c.headed = true
 	}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	err = readEvents(res.Body, func(event, id, data string) bool {
+		switch event {
+		case "resync":
+			fmt.Fprintln(a.stderr, "tockctl: changes were missed (the watch fell behind, or was away too long); list executions to catch up. Watching from now.")
+			lastID = ""
+		case "execution", "job":
+			c.print(a, data)
+		}
+		if id != "" {
+			lastID = id
+		}
+		return true
+	})
+	if err != nil && a.ctx.Err() == nil {
+		return lastID, err
+	}
+	return lastID, nil // the server ended the stream: reconnect
+}
+
+// readEvents reads a stream of server-sent events (one data line each, as
+// tock's streams send them), calling fn with each event's type, id ("" if
+// it has none) and data, until the stream ends or fn returns false.
+// Comments (": keepalive") are skipped.
+func readEvents(r io.Reader, fn func(event, id, data string) bool) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	var id, event, data string
 	for sc.Scan() {
 		field, value, _ := strings.Cut(sc.Text(), ":")
@@ -98,25 +123,15 @@ func (c *execWatchCmd) stream(a *app, p models.WatchChangesParams, lastID string
 			data = value
 		case "":
 			if sc.Text() != "" {
-				continue // a comment (": keepalive")
+				continue // a comment
 			}
-			switch event {
-			case "resync":
-				fmt.Fprintln(a.stderr, "tockctl: changes were missed (the watch fell behind, or was away too long); list executions to catch up. Watching from now.")
-				lastID = ""
-			case "execution", "job":
-				c.print(a, data)
-			}
-			if id != "" {
-				lastID = id
+			if !fn(event, id, data) {
+				return nil
 			}
 			id, event, data = "", "", ""
 		}
 	}
-	if err := sc.Err(); err != nil && a.ctx.Err() == nil {
-		return lastID, err
-	}
-	return lastID, nil // the server ended the stream: reconnect
+	return sc.Err()
 }
 
 func (c *execWatchCmd) print(a *app, data string) {
