@@ -20,6 +20,9 @@ var JobStates = []JobState{JobActive, JobPaused, JobCompleted}
 //	  │  └─ failed ◄┘ (a retry follows)   running/failed ──► dead (no retry left; re-drive ──► queued)
 //	  └──────────► cancelled (from queued, running or failed)
 //
+//	waiting ──► queued (its upstreams let it run: see Depends)
+//	   └──────► cancelled, or removed into the skip ledger
+//
 // succeeded, cancelled and dead are final, except that a dead execution
 // can be re-driven. store applies these rules (store/rules.go).
 type ExecState string
@@ -35,7 +38,7 @@ const (
 )
 
 // ExecStates lists the execution states.
-var ExecStates = []ExecState{ExecQueued, ExecRunning, ExecSucceeded, ExecFailed, ExecCancelled, ExecDead}
+var ExecStates = []ExecState{ExecQueued, ExecRunning, ExecSucceeded, ExecFailed, ExecCancelled, ExecDead, ExecWaiting}
 
 // Final reports whether s ends an execution: succeeded, dead or
 // cancelled.

@@ -42,7 +42,7 @@ func plan(d model.Due, sch *schedule.Schedule, now time.Time, def domain.MissedP
 	t := d.NextRunAt
 	if sch == nil || !sch.Recurring() {
 		f.Runs = jittered(sch, d, []time.Time{t})
-		return f
+		return named(f, d)
 	}
 	var runs []time.Time
 	policy := d.Policy.Missed.WithDefaults(def)
@@ -69,9 +69,17 @@ func plan(d model.Due, sch *schedule.Schedule, now time.Time, def domain.MissedP
 	if o := d.Policy.Overlap; o != "" && o != domain.OverlapAllow {
 		// The store applies the overlap policy to the runs.
 		f.Overlap = o
-		if f.Runs == nil {
-			f.Runs = []model.Run{{At: t}}
-		}
+	}
+	return named(f, d)
+}
+
+// named marks f with d's dependencies (runs that wait for upstreams, runs
+// that chains follow) and, when that or its overlap policy sends it down
+// the store's policy path, names its run: Runs nil fires ScheduledFor.
+func named(f store.Firing, d model.Due) store.Firing {
+	f.Waits, f.Chains = d.Waits, d.Chains
+	if f.Runs == nil && !f.Plain() {
+		f.Runs = []model.Run{{At: f.ScheduledFor}}
 	}
 	return f
 }

@@ -306,7 +306,7 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // CancelExecution records that the execution is cancelled: a queued,
-// running or failed execution becomes cancelled (finished now, out of the
+// running, failed or waiting execution becomes cancelled (finished now, out of the
 // outbox, error "cancelled"), and a result reported later cannot revive
 // it. Cancelling a cancelled execution returns it unchanged. A succeeded
 // or dead one fails with ErrFinished, an unknown one with ErrNotFound.
@@ -315,7 +315,7 @@ func maxTime(a, b time.Time) time.Time {
 func (s *Store) CancelExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error) {
 	e, err := s.changeExecution(ctx, id, func(state domain.ExecState) (string, error) {
 		switch state {
-		case domain.ExecQueued, domain.ExecRunning, domain.ExecFailed:
+		case domain.ExecQueued, domain.ExecRunning, domain.ExecFailed, domain.ExecWaiting:
 			return `UPDATE executions SET state = 'cancelled', finished_at = ` + nowMS + `,
 				dispatched_at = COALESCE(dispatched_at, ` + nowMS + `), next_attempt_at = NULL, error = 'cancelled'
 				WHERE id = $1 AND scheduled_for = $2 RETURNING ` + execColumns, nil

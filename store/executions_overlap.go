@@ -22,7 +22,7 @@ var bufferedUntil = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // probes each day partition's (job_id, scheduled_for) index.
 const activeSQL = `
 SELECT job_id, count(*) FILTER (WHERE NOT buffered), count(*) FILTER (WHERE buffered)
-FROM executions WHERE job_id = ANY($1) AND state IN ('queued', 'running', 'failed') AND NOT backfill
+FROM executions WHERE job_id = ANY($1) AND state IN ('queued', 'running', 'failed', 'waiting') AND NOT backfill
 GROUP BY job_id`
 
 // cancelSQL cancels the executions of jobs that have not ended, as
@@ -171,7 +171,7 @@ func (s *Store) ReleaseBufferedExecutions(ctx context.Context, buckets []int) (i
 		UPDATE executions x SET buffered = false, next_attempt_at = `+nowMS+`
 		WHERE x.bucket = ANY($1) AND x.buffered AND x.state = 'queued' AND NOT EXISTS (
 			SELECT 1 FROM executions y WHERE y.job_id = x.job_id AND NOT y.buffered AND NOT y.backfill
-				AND y.state IN ('queued', 'running', 'failed'))`, buckets)
+				AND y.state IN ('queued', 'running', 'failed', 'waiting'))`, buckets)
 	if err != nil {
 		return 0, err
 	}

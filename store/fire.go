@@ -59,7 +59,8 @@ func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch 
 // which dueCodec decodes once per distinct text: thousands of jobs share
 // a few, and extracting their fields in SQL cost Postgres more than
 // sending the text (BenchmarkDueAfter, docs/bench.md).
-const dueSQL = `SELECT id, bucket, next_run_at, schedule::text, runs, coalesce(policy::text, ''), skip_before
+const dueSQL = `SELECT id, bucket, next_run_at, schedule::text, runs, coalesce(policy::text, ''), skip_before,
+		depends IS NOT NULL, chains
 	FROM jobs
 	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
 	ORDER BY next_run_at LIMIT $4`
@@ -159,7 +160,7 @@ func (c *dueCodec) scanDue(r pgx.CollectableRow) (model.Due, error) {
 		sched, policy string
 		err           error
 	)
-	if err := r.Scan(rawUUID(&d.ID), &d.Bucket, &d.NextRunAt, &sched, &d.FiredCount, &policy, &d.SkipBefore); err != nil {
+	if err := r.Scan(rawUUID(&d.ID), &d.Bucket, &d.NextRunAt, &sched, &d.FiredCount, &policy, &d.SkipBefore, &d.Waits, &d.Chains); err != nil {
 		return d, err
 	}
 	d.NextRunAt, d.SkipBefore = d.NextRunAt.UTC(), utcPtr(d.SkipBefore)

@@ -15,8 +15,12 @@ import (
 // plain reports whether f fires exactly its ScheduledFor, unjittered,
 // skipping nothing, whatever else the job runs: the common case, which
 // fireSQL handles.
-func (f *Firing) plain() bool {
-	return f.Runs == nil && len(f.Skips) == 0 && (f.Overlap == "" || f.Overlap == domain.OverlapAllow)
+func (f *Firing) plain() bool { return f.Plain() }
+
+// Plain is plain, for the scanner: a firing that is not plain names its
+// runs (Runs), even when it fires just ScheduledFor.
+func (f *Firing) Plain() bool {
+	return f.Runs == nil && len(f.Skips) == 0 && (f.Overlap == "" || f.Overlap == domain.OverlapAllow) && !f.Waits && !f.Chains
 }
 
 // policyAdvanceSQL is the compare-and-set of firings that are not plain,
@@ -55,26 +59,28 @@ SELECT id, runs FROM fired`
 // bucket $5's jobs partition, as fireSQL does for a plain firing; a
 // jittered run waits in the outbox until its publish time (due_at, and
 // next_attempt_at until it is dispatched); a buffered one ($7) until
-// ReleaseBufferedExecutions ($8 is bufferedUntil). It returns the executions to
-// dispatch: all but the buffered ones.
+// ReleaseBufferedExecutions ($8 is bufferedUntil); a run of a job with
+// dependencies ($9) is inserted waiting, out of the outbox's reach as a
+// buffered one, until the dependency resolver releases it. It returns
+// the executions to dispatch: all but the buffered and waiting ones.
 var policyRunsSQL = `
 WITH r AS (
-	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::timestamptz[], $7::boolean[])
-		AS r(job_id, sched, exec_id, due, buffered)
+	SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::timestamptz[], $7::boolean[], $9::boolean[])
+		AS r(job_id, sched, exec_id, due, buffered, waiting)
 ), ins AS (
 	INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
 		handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id, next_attempt_at, due_at,
 		buffered)
-	SELECT r.exec_id, j.id, j.bucket, j.namespace, j.name, r.sched, false, 'queued',
+	SELECT r.exec_id, j.id, j.bucket, j.namespace, j.name, r.sched, false, CASE WHEN r.waiting THEN 'waiting' ELSE 'queued' END,
 		CASE WHEN j.spec_id IS NULL THEN j.handler END, CASE WHEN j.spec_id IS NULL THEN j.payload END,
 		CASE WHEN j.spec_id IS NULL THEN j.retry END, CASE WHEN j.spec_id IS NULL THEN j.timeout_ms END,
-		j.priority, ` + nowMS + `, $6, j.spec_id, CASE WHEN r.buffered THEN $8 ELSE r.due END, r.due, r.buffered
+		j.priority, ` + nowMS + `, $6, j.spec_id, CASE WHEN r.buffered OR r.waiting THEN $8 ELSE r.due END, r.due, r.buffered
 	FROM r JOIN jobs j ON j.bucket = $5 AND j.id = r.job_id
 	ORDER BY r.sched
 	ON CONFLICT DO NOTHING
 	RETURNING *
 )
-SELECT ` + execCols("ins.") + ` FROM ins WHERE NOT ins.buffered`
+SELECT ` + execCols("ins.") + ` FROM ins WHERE NOT ins.buffered AND ins.state = 'queued'`
 
 // policyGroup is one bucket's firings that are not plain, as the arrays
 // of its statements.
@@ -113,6 +119,7 @@ func (g *policyGroup) runArgs(b int, node string, won map[uuid.UUID]int64) ([]an
 		ats         []time.Time
 		dues        []*time.Time
 		buffered    []bool
+		waiting     []bool
 	)
 	for _, f := range g.firings {
 		if _, ok := won[f.JobID]; !ok {
@@ -121,10 +128,11 @@ func (g *policyGroup) runArgs(b int, node string, won map[uuid.UUID]int64) ([]an
 		for _, r := range f.Runs {
 			at := ms(r.At)
 			jobs, ats, execs = append(jobs, f.JobID), append(ats, at), append(execs, domain.ExecutionID(f.JobID, at))
-			dues, buffered = append(dues, msPtr(r.Due)), append(buffered, r.Buffered)
+			dues, buffered = append(dues, msPtr(r.Due)), append(buffered, r.Buffered && !f.Waits)
+			waiting = append(waiting, f.Waits)
 		}
 	}
-	return []any{jobs, ats, execs, dues, b, node, buffered, bufferedUntil}, len(jobs) > 0
+	return []any{jobs, ats, execs, dues, b, node, buffered, bufferedUntil, waiting}, len(jobs) > 0
 }
 
 // onPartition names bucket b's jobs partition in sql instead of jobs.
@@ -178,8 +186,10 @@ func firePolicy(ctx context.Context, tx pgx.Tx, node string, owned []int, groups
 	if res.cancelled, err = cancelRunning(ctx, tx, groups, won); err != nil {
 		return res, err
 	}
-	res.execs, err = insertRuns(ctx, tx, node, owned, groups, won)
-	return res, err
+	if res.execs, err = insertRuns(ctx, tx, node, owned, groups, won); err != nil {
+		return res, err
+	}
+	return res, insertChainRuns(ctx, tx, node, groups, won)
 }
 
 // advance runs the compare-and-set of the groups' firings, one statement

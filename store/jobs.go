@@ -33,7 +33,7 @@ const (
 // order.
 const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
 	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority, spec_id, labels, description, " +
-	"policy, runs, paused_next_run_at, skip_before"
+	"policy, runs, paused_next_run_at, skip_before, depends, chains"
 
 // jobRead is the select list scanJob reads: jobColumns of the jobs row
 // named alias, and the job's last success. That comes from a scalar
@@ -83,6 +83,9 @@ type JobFilter struct {
 func (s *Store) CreateJob(ctx context.Context, j *model.Job) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: create job: %w", err)
+	}
+	if j.Depends != nil {
+		return s.createDependent(ctx, j)
 	}
 	return s.createJob(ctx, j)
 }
@@ -258,7 +261,7 @@ func (s *Store) prepare(j *model.Job) error {
 	switch {
 	case !slices.Contains(domain.JobStates, j.State):
 		return fmt.Errorf("%w %q: state %q is not one of %v", ErrInvalidJob, j.Name, j.State, domain.JobStates)
-	case j.State == domain.JobActive && j.NextRunAt == nil:
+	case j.State == domain.JobActive && j.NextRunAt == nil && (j.Depends == nil || !j.Depends.Chain):
 		return fmt.Errorf("%w %q: an active job needs a next run (NextRunAt); create it paused to leave it without one", ErrInvalidJob, j.Name)
 	case j.State != domain.JobActive && j.NextRunAt != nil:
 		return fmt.Errorf("%w %q: a %s job has no next run, got NextRunAt %s", ErrInvalidJob, j.Name, j.State,
@@ -307,12 +310,12 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job) error {
 			UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
 				state = $8, next_run_at = $9, priority = COALESCE(NULLIF($11, ''), priority),
 				updated_at = `+nowMS+`, version = version + 1, spec_id = $12, labels = $13, description = $14,
-				policy = $15, paused_next_run_at = $16, skip_before = $17
+				policy = $15, paused_next_run_at = $16, skip_before = $17, depends = $18
 			WHERE bucket = $1 AND id = $2 AND version = $10
 			RETURNING `+jobRead("jobs"),
 			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
 			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID, nullLabels(j.Labels), nullText(j.Description),
-			j.Policy, msPtr(j.PausedNextRunAt), msPtr(j.SkipBefore))
+			j.Policy, msPtr(j.PausedNextRunAt), msPtr(j.SkipBefore), j.Depends)
 		var err error
 		if got, err = scanJob(row); errors.Is(err, pgx.ErrNoRows) {
 			var exists bool
@@ -328,6 +331,9 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job) error {
 		if err != nil {
 			return err
 		}
+		if err := s.writeEdges(ctx, tx, got); err != nil {
+			return err
+		}
 		return notifyJob(ctx, tx, bucket, j.ID)
 	})
 	if err != nil {
@@ -339,13 +345,42 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job) error {
 
 // DeleteJob deletes the job with this id and returns its namespace, or
 // fails with ErrNotFound. Its executions stay: they carry a snapshot of
-// what they run. Its last success goes with it.
+// what they run. Its last success goes with it, and its own dependency
+// edges. A job that other jobs depend on is not deleted: that fails with
+// a *DependentsError naming them (see DeleteJobUnlinking).
 func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (namespace string, err error) {
+	namespace, _, err = s.deleteJob(ctx, id, false)
+	return namespace, err
+}
+
+// DeleteJobUnlinking deletes the job with this id as DeleteJob does, and
+// when other jobs depend on it, first removes it from their dependencies
+// (their versions change); it returns them.
+func (s *Store) DeleteJobUnlinking(ctx context.Context, id uuid.UUID) (namespace string, unlinked []model.JobRef, err error) {
+	return s.deleteJob(ctx, id, true)
+}
+
+func (s *Store) deleteJob(ctx context.Context, id uuid.UUID, unlink bool) (namespace string, unlinked []model.JobRef, err error) {
 	if err := s.needBuckets(); err != nil {
-		return "", fmt.Errorf("store: delete job %s: %w", id, err)
+		return "", nil, fmt.Errorf("store: delete job %s: %w", id, err)
 	}
 	bucket := domain.BucketOf(id, s.buckets)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Shared: deletes go together, but not beside a write of edges
+		// that could name this job.
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", lockDepends); err != nil {
+			return err
+		}
+		if unlink {
+			var err error
+			if unlinked, err = s.unlinkDependents(ctx, tx, id); err != nil {
+				return err
+			}
+		} else if deps, err := dependentsOf(ctx, tx, id); err != nil {
+			return err
+		} else if len(deps) > 0 {
+			return &DependentsError{Dependents: deps}
+		}
 		err := tx.QueryRow(ctx, "DELETE FROM jobs WHERE bucket = $1 AND id = $2 RETURNING namespace", bucket, id).Scan(&namespace)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
@@ -359,12 +394,23 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (namespace string, 
 		if _, err := tx.Exec(ctx, "DELETE FROM job_successes WHERE job_id = $1", id); err != nil {
 			return err
 		}
+		rows, err := tx.Query(ctx, "DELETE FROM job_dependencies WHERE downstream_id = $1 RETURNING upstream_id", id)
+		if err != nil {
+			return err
+		}
+		ups, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return err
+		}
+		if err := s.markChains(ctx, tx, ups); err != nil {
+			return err
+		}
 		return notifyJob(ctx, tx, bucket, id)
 	})
 	if err != nil {
-		return "", fmt.Errorf("store: delete job %s: %w", id, err)
+		return "", nil, fmt.Errorf("store: delete job %s: %w", id, err)
 	}
-	return namespace, nil
+	return namespace, unlinked, nil
 }
 
 // notifyJob tells JobsChannel listeners, on commit, that a job changed.
@@ -384,7 +430,7 @@ func scanJob(row pgx.Row) (*model.Job, error) {
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
 		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version,
 		&j.Priority, &j.SpecID, &j.Labels, &description, &j.Policy, &j.FiredCount, &j.PausedNextRunAt, &j.SkipBefore,
-		&j.LastSuccessAt)
+		&j.Depends, &j.Chains, &j.LastSuccessAt)
 	if err != nil {
 		return nil, err
 	}

@@ -117,6 +117,10 @@ func (s *Store) prepareBatch(jobs []*model.Job) (errs []error, todo []int) {
 			errs[i] = errors.New("store: nil job")
 			continue
 		}
+		if j.Depends != nil {
+			errs[i] = fmt.Errorf("store: create job %s/%s: %w: a job with dependencies is created alone (CreateJob)", j.Namespace, j.Name, ErrInvalidJob)
+			continue
+		}
 		if err := s.prepare(j); err != nil {
 			errs[i] = fmt.Errorf("store: create job: %w", err)
 			continue

@@ -54,6 +54,10 @@ type Firing struct {
 	// or allow for none): the store applies it against the job's
 	// executions that have not ended, within the firing's transaction.
 	Overlap string
+	// Waits: the job has dependencies, so its runs are inserted waiting
+	// (the dependency resolver releases them). Chains: chains depend on
+	// the job, so its runs also make their waiting executions.
+	Waits, Chains bool
 	// cancel: the overlap decision cancels the job's unended executions.
 	cancel bool
 }

@@ -23,7 +23,7 @@ func (s *Store) ListSkippedRuns(ctx context.Context, id uuid.UUID, limit int, cu
 		}
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT job_id, namespace, job_name, first_at, last_at, runs, reason, recorded_at
+		SELECT job_id, namespace, job_name, first_at, last_at, runs, reason, detail, recorded_at
 		FROM skipped_runs WHERE job_id = $1 AND first_at < $2
 		ORDER BY first_at DESC LIMIT $3`, id, before, limit+1)
 	if err != nil {
@@ -31,7 +31,7 @@ func (s *Store) ListSkippedRuns(ctx context.Context, id uuid.UUID, limit int, cu
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.SkippedRange, error) {
 		var k model.SkippedRange
-		err := r.Scan(&k.JobID, &k.Namespace, &k.JobName, &k.First, &k.Last, &k.Count, &k.Reason, &k.RecordedAt)
+		err := r.Scan(&k.JobID, &k.Namespace, &k.JobName, &k.First, &k.Last, &k.Count, &k.Reason, &k.Detail, &k.RecordedAt)
 		k.First, k.Last, k.RecordedAt = k.First.UTC(), k.Last.UTC(), k.RecordedAt.UTC()
 		return k, err
 	})

@@ -54,6 +54,12 @@ type Job struct {
 	// SkipBefore: runs before it are skipped as paused (a resume without
 	// catch-up sets it); nil for none.
 	SkipBefore *time.Time
+	// Depends is what the job's runs wait for (nil: nothing); a job with
+	// Depends.Chain has no schedule of its own and no next run while
+	// active: its upstreams' firings make its executions. Chains marks a
+	// job that chains depend on (the store maintains it).
+	Depends *domain.Depends
+	Chains  bool
 	// LastSuccessAt is when the job's latest succeeded execution (by its
 	// end) finished; nil if none has succeeded since the job was created
 	// or since tock began tracking successes. The recorder maintains it;
@@ -78,11 +84,15 @@ type Due struct {
 	Policy domain.JobPolicy
 	// SkipBefore: runs before it are skipped as paused; nil for none.
 	SkipBefore *time.Time
+	// Waits: the job's runs wait for its upstreams (it has Depends);
+	// Chains: its runs make its chain dependents' waiting executions.
+	Waits, Chains bool
 }
 
 // DueOf is job j as the scanner needs it.
 func DueOf(j *Job) Due {
-	d := Due{ID: j.ID, Bucket: j.Bucket, Schedule: j.Schedule, FiredCount: j.FiredCount, SkipBefore: j.SkipBefore}
+	d := Due{ID: j.ID, Bucket: j.Bucket, Schedule: j.Schedule, FiredCount: j.FiredCount, SkipBefore: j.SkipBefore,
+		Waits: j.Depends != nil, Chains: j.Chains}
 	d.Schedule.At, d.Schedule.In = nil, ""
 	if j.NextRunAt != nil {
 		d.NextRunAt = *j.NextRunAt
@@ -116,13 +126,16 @@ type Skip struct {
 // SkippedRange is a range of a job's scheduled times that was not fired
 // (see Skip), as recorded.
 type SkippedRange struct {
-	JobID      uuid.UUID
-	Namespace  string
-	JobName    string
-	First      time.Time
-	Last       time.Time
-	Count      int64
-	Reason     string
+	JobID     uuid.UUID
+	Namespace string
+	JobName   string
+	First     time.Time
+	Last      time.Time
+	Count     int64
+	Reason    string
+	// Detail says what decided a dependency skip (the upstream execution
+	// and how it ended, or what the wait waited for); "" for the others.
+	Detail     string
 	RecordedAt time.Time
 }
 
