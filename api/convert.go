@@ -51,6 +51,7 @@ func jobOf(j *model.Job) models.Job {
 		}
 	}
 	out.Runs = ptr(j.FiredCount)
+	dependsView(j, &out)
 	return out
 }
 

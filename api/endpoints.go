@@ -182,16 +182,20 @@ func (h *endpoints) CreateJob(c echo.Context, _ models.CreateJobParams) error {
 	if err := h.s.checkJobQuota(c, "namespace", namespaceOrDefault(nj.Namespace), 1); err != nil {
 		return err
 	}
+	nj.MayRead = mayRead(c)
 	j, err := h.s.jobs.Create(ctx, nj)
 	if errors.Is(err, store.ErrConflict) {
 		return nameTaken(nj.Namespace, nj.Name)
+	}
+	if p := dependsError(err); p != nil {
+		return p
 	}
 	if err != nil {
 		return h.storeError(c, err, "job", uuid.Nil)
 	}
 	h.s.jobChanged(j)
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/jobs/"+j.ID.String())
-	return c.JSON(http.StatusCreated, jobOf(j))
+	return c.JSON(http.StatusCreated, h.withNames(ctx, j))
 }
 
 // newJob builds the job nj describes (shape and syntax: the faults found
@@ -279,7 +283,7 @@ func (h *endpoints) GetJob(c echo.Context, id models.ID) error {
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
-	return c.JSON(http.StatusOK, jobOf(j))
+	return c.JSON(http.StatusOK, h.withNames(c.Request().Context(), j))
 }
 
 // UpdateJob handles PATCH /v1/jobs/{id}.
@@ -301,19 +305,54 @@ func (h *endpoints) UpdateJob(c echo.Context, id models.ID) error {
 		}
 		return shape.merge(append(faults, syntax...)).err()
 	}
+	p.MayRead = mayRead(c)
 	j, err := h.s.jobs.Update(ctx, id, p)
+	if pr := dependsError(err); pr != nil {
+		return pr
+	}
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
 	h.s.jobChanged(j)
-	return c.JSON(http.StatusOK, jobOf(j))
+	return c.JSON(http.StatusOK, h.withNames(ctx, j))
 }
 
-// DeleteJob handles DELETE /v1/jobs/{id}.
-func (h *endpoints) DeleteJob(c echo.Context, id models.ID) error {
-	ns, err := h.s.jobs.Delete(c.Request().Context(), id)
+// DeleteJob handles DELETE /v1/jobs/{id}. With force, the jobs that
+// depended on it lose it from their dependencies, each change an audit
+// entry of its own.
+func (h *endpoints) DeleteJob(c echo.Context, id models.ID, p models.DeleteJobParams) error {
+	ctx := c.Request().Context()
+	var (
+		ns       string
+		unlinked []model.JobRef
+		err      error
+	)
+	if deref(p.Force) {
+		ns, unlinked, err = h.s.jobs.DeleteUnlinking(ctx, id)
+	} else {
+		ns, err = h.s.jobs.Delete(ctx, id)
+	}
+	if pr := dependsError(err); pr != nil {
+		return pr
+	}
 	if err != nil {
 		return h.storeError(c, err, "job", id)
+	}
+	if len(unlinked) > 0 {
+		who := ""
+		if pr := principal(c); pr != nil {
+			who = pr.Subject
+		}
+		entries := make([]model.AuditEntry, len(unlinked))
+		for i, d := range unlinked {
+			after, _ := json.Marshal(map[string]string{"removed_upstream": id.String(),
+				"why": "the upstream job was deleted with force=true"})
+			entries[i] = model.AuditEntry{At: time.Now(), Actor: who, Namespace: d.Namespace, Action: "jobs.update",
+				Resource: "job " + d.ID.String(), After: after}
+		}
+		if err := h.s.store.CreateAuditEntries(context.WithoutCancel(ctx), entries); err != nil {
+			h.s.log.ErrorContext(ctx, "audit entries of a forced delete not written", "job_id", id, "err", err)
+		}
 	}
 	h.s.changes.Publish(changes.Change{Kind: changes.KindJob, Namespace: ns, JobID: id.String(), State: changes.StateDeleted, At: time.Now().UTC()})
 	return c.NoContent(http.StatusNoContent)
@@ -406,7 +445,11 @@ func (h *endpoints) GetExecution(c echo.Context, id models.ID) error {
 	if err != nil {
 		return h.storeError(c, err, "execution", id)
 	}
-	return c.JSON(http.StatusOK, executionOf(e, true))
+	out := executionOf(e, true)
+	if err := h.dependencyLinks(c.Request().Context(), e, &out); err != nil {
+		return h.storeError(c, err, "execution", id)
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // GetHealthz handles GET /healthz: the process is up.

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tock-sched/tock/changes"
+	"github.com/tock-sched/tock/depends"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/egress"
 	"github.com/tock-sched/tock/jobs"
@@ -81,6 +82,11 @@ type Store interface {
 	DeleteRule(ctx context.Context, id uuid.UUID) error
 	ListNotifications(ctx context.Context, f store.NotificationFilter) ([]*model.Notification, string, error)
 	GetNotification(ctx context.Context, id uuid.UUID) (*model.Notification, error)
+	// Dependencies (depends.go).
+	depends.Store
+	ListJobEdges(ctx context.Context, id uuid.UUID, limit int) ([]model.Edge, error)
+	ListExecutionUpstreams(ctx context.Context, id uuid.UUID) ([]model.ExecutionLink, error)
+	ListReleasedExecutions(ctx context.Context, id uuid.UUID) ([]model.ExecutionLink, error)
 }
 
 // Notifier sends a sample message through a notification channel, now,

@@ -30,7 +30,7 @@ func (h *endpoints) ListJobSkips(c echo.Context, id models.ID, p models.ListJobS
 	out := models.SkippedRunList{Items: make([]models.SkippedRun, 0, len(skips)), NextCursor: nonEmpty(next)}
 	for _, k := range skips {
 		out.Items = append(out.Items, models.SkippedRun{First: k.First, Last: k.Last, Runs: k.Count,
-			Reason: models.SkippedRunReason(k.Reason), RecordedAt: k.RecordedAt})
+			Reason: models.SkippedRunReason(k.Reason), Detail: nonEmpty(k.Detail), RecordedAt: k.RecordedAt})
 	}
 	return c.JSON(http.StatusOK, out)
 }

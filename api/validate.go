@@ -41,6 +41,8 @@ func newJobOf(req *models.JobCreate) (jobs.NewJob, fieldErrors) {
 	if req.Namespace != nil {
 		nj.Namespace = *req.Namespace
 	}
+	nj.Depends = dependsOf(dependsFields{req.DependsOn, req.DependsMode, req.DependsMatch, req.WaitTimeout,
+		req.OnTimeout, req.OnUpstreamSkipped}, &syntax)
 	checkStartAt(nj.Schedule, &syntax)
 	return nj, syntax
 }
@@ -91,6 +93,12 @@ func patchOf(req *models.JobPatch, members map[string]json.RawMessage) (jobs.Pat
 	if has("overlap") {
 		p.Overlap = ptr(string(deref(req.Overlap)))
 	}
+	f := dependsFields{req.DependsOn, req.DependsMode, req.DependsMatch, req.WaitTimeout, req.OnTimeout, req.OnUpstreamSkipped}
+	if has("depends_on") && req.DependsOn == nil {
+		// null removes them, as [] does.
+		f.on = &[]models.DependsOn{}
+	}
+	p.Depends = dependsOf(f, &syntax)
 	return p, syntax
 }
 

@@ -102,7 +102,9 @@ type Depends struct {
 func (d *Depends) Within() time.Duration { return time.Duration(d.WithinMS) * time.Millisecond }
 
 // WaitTimeout is how long an execution waits after its scheduled time.
-func (d *Depends) WaitTimeout() time.Duration { return time.Duration(d.WaitTimeoutMS) * time.Millisecond }
+func (d *Depends) WaitTimeout() time.Duration {
+	return time.Duration(d.WaitTimeoutMS) * time.Millisecond
+}
 
 // Accepts says whether an upstream execution that ended in state s
 // satisfies an edge asking for on.

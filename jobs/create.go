@@ -54,6 +54,18 @@ type NewJob struct {
 	// they leave out comes from Config.DefaultMissed and DefaultOverlap.
 	Missed  domain.MissedPolicy
 	Overlap string
+	// Depends, when set, makes the job wait for others; with a zero
+	// Schedule the job is a chain (it runs once per scheduled run of its
+	// upstreams) rather than a run now.
+	Depends *DependsSpec
+	// MayRead says whether the caller may read a namespace: an upstream
+	// in another namespace must pass it (nil: none may).
+	MayRead func(namespace string) bool
+}
+
+// chain reports whether nj is a chain: dependencies and no schedule.
+func (nj *NewJob) chain() bool {
+	return nj.Depends != nil && nj.Schedule.Kind() == schedule.KindNow
 }
 
 // Build checks nj and returns the job Create would store: defaults
@@ -66,7 +78,11 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*model.Job, e
 	var f faults
 	checkName("name", nj.Name, &f)
 	checkName("namespace", nj.Namespace, &f)
-	sched := s.compile(nj.Schedule, &f)
+	var sched *schedule.Schedule
+	if !nj.chain() {
+		sched = s.compile(nj.Schedule, &f)
+	}
+	checkDepends(nj.Depends, nj.chain(), &f)
 	// One check after another, so that the faults come in a fixed order
 	// (the API reports them in it); the first run's comes last.
 	handler := s.checkHandler(nj.Handler, &f)
@@ -129,8 +145,13 @@ func (s *Service) Create(ctx context.Context, nj NewJob) (*model.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if nj.Depends != nil {
+		if j.Depends, err = s.resolveDepends(ctx, j.Namespace, nj.Depends, nj.chain(), nj.MayRead); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.store.CreateJob(ctx, j); err != nil {
-		return nil, err
+		return nil, s.DependsFault(ctx, err, model.JobRef{ID: j.ID, Namespace: j.Namespace, Name: j.Name})
 	}
 	return j, nil
 }

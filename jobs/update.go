@@ -59,12 +59,19 @@ type Patch struct {
 	// policy; what they leave out comes from the cluster's defaults.
 	Missed  *domain.MissedPolicy
 	Overlap *string
+	// Depends replaces what the job waits for (its fields left out take
+	// their defaults); an empty On removes the job's dependencies. A job
+	// without a schedule of its own cannot lose them (it would never
+	// run): give it a schedule in the same patch. MayRead is as
+	// NewJob's.
+	Depends *DependsSpec
+	MayRead func(namespace string) bool
 }
 
 func (p *Patch) empty() bool {
 	return p.Schedule == nil && p.Handler == nil && p.SecretHeaders == nil && p.Payload == nil && p.Retry == nil &&
 		p.Priority == nil && p.Timeout == nil && p.Labels == nil && p.Description == nil &&
-		p.Missed == nil && p.Overlap == nil
+		p.Missed == nil && p.Overlap == nil && p.Depends == nil
 }
 
 // checkedPatch is a Patch whose values passed the checks, with defaults
@@ -137,6 +144,9 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 	if p.Missed != nil || p.Overlap != nil {
 		c.policy = s.checkPolicy(deref(p.Missed), deref(p.Overlap), &f)
 	}
+	if p.Depends != nil {
+		checkDepends(p.Depends, false, &f)
+	}
 	return c, f.err()
 }
 
@@ -206,15 +216,59 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*model.Job
 	if err != nil {
 		return nil, err
 	}
-	return s.modify(ctx, id, func(j *model.Job) (bool, error) {
+	j, err := s.modify(ctx, id, func(j *model.Job) (bool, error) {
 		if c.empty() {
 			return false, nil
 		}
 		if err := c.apply(j); err != nil {
 			return false, err
 		}
-		return true, nil
+		return true, s.applyDepends(ctx, c.Patch, j)
 	})
+	if err != nil {
+		return nil, s.DependsFault(ctx, err, model.JobRef{ID: id, Name: jobName(j)})
+	}
+	return j, nil
+}
+
+func jobName(j *model.Job) string {
+	if j == nil {
+		return "this job"
+	}
+	return j.Name
+}
+
+// applyDepends writes p's dependencies to j. A chain stays a chain
+// until it gets a schedule; a job that gets a schedule stops being one.
+func (s *Service) applyDepends(ctx context.Context, p Patch, j *model.Job) error {
+	chain := j.Depends != nil && j.Depends.Chain && p.Schedule == nil
+	if p.Depends == nil {
+		if j.Depends != nil && j.Depends.Chain && !chain {
+			d := *j.Depends
+			d.Chain = false
+			j.Depends = &d
+		}
+		return nil
+	}
+	if len(p.Depends.On) == 0 {
+		if chain {
+			return &InvalidError{Faults: []domain.FieldError{{Field: "depends_on",
+				Message: "a job without a schedule (a chain) needs its upstreams; give it a schedule to remove them"}}}
+		}
+		j.Depends = nil
+		return nil
+	}
+	var f faults
+	checkDepends(p.Depends, chain, &f)
+	if err := f.err(); err != nil {
+		return err
+	}
+	d, err := s.resolveDepends(ctx, j.Namespace, p.Depends, chain, p.MayRead)
+	if err != nil {
+		return err
+	}
+	j.Depends = d
+	return nil
 }
 
 // Pause stops job id firing until Resume: it has no next run meanwhile.
@@ -255,6 +309,11 @@ func (s *Service) Resume(ctx context.Context, id uuid.UUID, catchUp bool) (*mode
 			return false, nil
 		}
 		j.State, j.SkipBefore = domain.JobActive, nil
+		if j.Depends != nil && j.Depends.Chain {
+			// A chain has no run of its own: its upstreams' next runs make
+			// its executions again.
+			return true, nil
+		}
 		if p := j.PausedNextRunAt; p != nil && j.Schedule.Kind() == schedule.KindCron {
 			j.NextRunAt, j.PausedNextRunAt = p, nil
 			if !catchUp && p.Before(now) {
@@ -292,9 +351,16 @@ func resumeAt(sp schedule.Spec, now time.Time) (time.Time, error) {
 
 // Delete deletes job id and returns its namespace, or fails with
 // store.ErrNotFound. Its executions stay: they carry a snapshot of what
-// they run.
+// they run. A job others depend on fails with a *store.DependentsError
+// naming them (see DeleteUnlinking).
 func (s *Service) Delete(ctx context.Context, id uuid.UUID) (namespace string, err error) {
 	return s.store.DeleteJob(ctx, id)
+}
+
+// DeleteUnlinking deletes job id as Delete does, first taking it out of
+// the dependencies of the jobs that depend on it; it returns them.
+func (s *Service) DeleteUnlinking(ctx context.Context, id uuid.UUID) (namespace string, unlinked []model.JobRef, err error) {
+	return s.store.DeleteJobUnlinking(ctx, id)
 }
 
 // modify reads job id, lets change edit it, and writes it back if change

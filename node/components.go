@@ -13,6 +13,7 @@ import (
 
 	"github.com/tock-sched/tock/backfill"
 	"github.com/tock-sched/tock/clock"
+	"github.com/tock-sched/tock/depends"
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/executor"
@@ -136,6 +137,8 @@ func components(cfg Config, d deps) []component {
 			start: part(func(s *scheduler) runFunc { return s.backlog.Run })},
 		{name: "backfill", on: sched, stage: stopScanner,
 			start: part(func(s *scheduler) runFunc { return s.back.Run })},
+		{name: "depends", on: sched, stage: stopScanner,
+			start: part(func(s *scheduler) runFunc { return s.deps.Run })},
 		{name: "partition", on: sched, stage: stopBuckets,
 			start: part(func(s *scheduler) runFunc {
 				return func(ctx context.Context) error { return s.node.Run(ctx, s.scan) }
@@ -195,6 +198,8 @@ type scheduler struct {
 	// stuck rescues executions left waiting (maintenance.StuckRescuer).
 	stuck *maintenance.StuckRescuer
 	back  *backfill.Runner
+	// deps decides the waits of dependent jobs' executions.
+	deps *depends.Resolver
 	// backlog is read by the scanner (backpressure, when it is on) and
 	// the dispatcher (which queues take batch messages).
 	backlog *dispatcher.BacklogWatch
@@ -265,7 +270,11 @@ func newScheduler(cfg Config, d deps) (*scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, lost: lost, stuck: stuck, back: back, backlog: backlog}
+	deps, err := depends.New(depends.Config{Store: d.st, Owned: scan.Owned, Now: clk.Now, Logger: d.log, Registerer: d.reg})
+	if err != nil {
+		return nil, err
+	}
+	s := &scheduler{disp: disp, node: node, scan: scan, wipe: wipe, lost: lost, stuck: stuck, back: back, deps: deps, backlog: backlog}
 	if err := registerSchedulerMetrics(d, s); err != nil {
 		return nil, err
 	}

@@ -754,3 +754,17 @@ func (s *Store) timeoutEvents(ctx context.Context, tx pgx.Tx, ds []model.WaitDec
 	}
 	return evs, nil
 }
+
+// GetJobRef names the job called name in namespace, or fails with
+// ErrNotFound.
+func (s *Store) GetJobRef(ctx context.Context, namespace, name string) (model.JobRef, error) {
+	ref := model.JobRef{Namespace: namespace, Name: name}
+	err := s.pool.QueryRow(ctx, `SELECT job_id FROM job_names WHERE namespace = $1 AND name = $2`, namespace, name).Scan(&ref.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return ref, fmt.Errorf("store: job %s/%s: %w", namespace, name, err)
+	}
+	return ref, nil
+}

@@ -115,6 +115,81 @@ func (e ChannelType) Valid() bool {
 	}
 }
 
+// Defines values for DependsMode.
+const (
+	DependsModeAll DependsMode = "all"
+	DependsModeAny DependsMode = "any"
+)
+
+// Valid indicates whether the value is a known member of the DependsMode enum.
+func (e DependsMode) Valid() bool {
+	switch e {
+	case DependsModeAll:
+		return true
+	case DependsModeAny:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DependsOnOn.
+const (
+	DependsOnOnAny     DependsOnOn = "any"
+	DependsOnOnFailure DependsOnOn = "failure"
+	DependsOnOnSuccess DependsOnOn = "success"
+)
+
+// Valid indicates whether the value is a known member of the DependsOnOn enum.
+func (e DependsOnOn) Valid() bool {
+	switch e {
+	case DependsOnOnAny:
+		return true
+	case DependsOnOnFailure:
+		return true
+	case DependsOnOnSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DependsOnTimeout.
+const (
+	DependsOnTimeoutRun  DependsOnTimeout = "run"
+	DependsOnTimeoutSkip DependsOnTimeout = "skip"
+)
+
+// Valid indicates whether the value is a known member of the DependsOnTimeout enum.
+func (e DependsOnTimeout) Valid() bool {
+	switch e {
+	case DependsOnTimeoutRun:
+		return true
+	case DependsOnTimeoutSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DependsOnUpstreamSkipped.
+const (
+	DependsOnUpstreamSkippedRun  DependsOnUpstreamSkipped = "run"
+	DependsOnUpstreamSkippedSkip DependsOnUpstreamSkipped = "skip"
+)
+
+// Valid indicates whether the value is a known member of the DependsOnUpstreamSkipped enum.
+func (e DependsOnUpstreamSkipped) Valid() bool {
+	switch e {
+	case DependsOnUpstreamSkippedRun:
+		return true
+	case DependsOnUpstreamSkippedSkip:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionNoteKind.
 const (
 	ExecutionNoteKindLost    ExecutionNoteKind = "lost"
@@ -141,6 +216,7 @@ const (
 	ExecutionStateQueued    ExecutionState = "queued"
 	ExecutionStateRunning   ExecutionState = "running"
 	ExecutionStateSucceeded ExecutionState = "succeeded"
+	ExecutionStateWaiting   ExecutionState = "waiting"
 )
 
 // Valid indicates whether the value is a known member of the ExecutionState enum.
@@ -157,6 +233,8 @@ func (e ExecutionState) Valid() bool {
 	case ExecutionStateRunning:
 		return true
 	case ExecutionStateSucceeded:
+		return true
+	case ExecutionStateWaiting:
 		return true
 	default:
 		return false
@@ -178,6 +256,27 @@ func (e HandlerType) Valid() bool {
 	case HandlerTypeHttp:
 		return true
 	case HandlerTypeNats:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobEdgeOn.
+const (
+	JobEdgeOnAny     JobEdgeOn = "any"
+	JobEdgeOnFailure JobEdgeOn = "failure"
+	JobEdgeOnSuccess JobEdgeOn = "success"
+)
+
+// Valid indicates whether the value is a known member of the JobEdgeOn enum.
+func (e JobEdgeOn) Valid() bool {
+	switch e {
+	case JobEdgeOnAny:
+		return true
+	case JobEdgeOnFailure:
+		return true
+	case JobEdgeOnSuccess:
 		return true
 	default:
 		return false
@@ -270,21 +369,24 @@ func (e NotificationState) Valid() bool {
 
 // Defines values for NotifyEvent.
 const (
-	NotifyEventExecutionDead   NotifyEvent = "execution.dead"
-	NotifyEventExecutionFailed NotifyEvent = "execution.failed"
-	NotifyEventExecutionLate   NotifyEvent = "execution.late"
-	NotifyEventExecutionSlow   NotifyEvent = "execution.slow"
-	NotifyEventHandlerClose    NotifyEvent = "handler.close"
-	NotifyEventHandlerOpen     NotifyEvent = "handler.open"
-	NotifyEventJobFailing      NotifyEvent = "job.failing"
-	NotifyEventJobRecovered    NotifyEvent = "job.recovered"
-	NotifyEventJobSilent       NotifyEvent = "job.silent"
+	NotifyEventExecutionDead              NotifyEvent = "execution.dead"
+	NotifyEventExecutionDependencyTimeout NotifyEvent = "execution.dependency_timeout"
+	NotifyEventExecutionFailed            NotifyEvent = "execution.failed"
+	NotifyEventExecutionLate              NotifyEvent = "execution.late"
+	NotifyEventExecutionSlow              NotifyEvent = "execution.slow"
+	NotifyEventHandlerClose               NotifyEvent = "handler.close"
+	NotifyEventHandlerOpen                NotifyEvent = "handler.open"
+	NotifyEventJobFailing                 NotifyEvent = "job.failing"
+	NotifyEventJobRecovered               NotifyEvent = "job.recovered"
+	NotifyEventJobSilent                  NotifyEvent = "job.silent"
 )
 
 // Valid indicates whether the value is a known member of the NotifyEvent enum.
 func (e NotifyEvent) Valid() bool {
 	switch e {
 	case NotifyEventExecutionDead:
+		return true
+	case NotifyEventExecutionDependencyTimeout:
 		return true
 	case NotifyEventExecutionFailed:
 		return true
@@ -417,14 +519,20 @@ func (e Role) Valid() bool {
 
 // Defines values for SkippedRunReason.
 const (
-	SkippedRunReasonMissed  SkippedRunReason = "missed"
-	SkippedRunReasonOverlap SkippedRunReason = "overlap"
-	SkippedRunReasonPaused  SkippedRunReason = "paused"
+	SkippedRunReasonDependency        SkippedRunReason = "dependency"
+	SkippedRunReasonDependencyTimeout SkippedRunReason = "dependency_timeout"
+	SkippedRunReasonMissed            SkippedRunReason = "missed"
+	SkippedRunReasonOverlap           SkippedRunReason = "overlap"
+	SkippedRunReasonPaused            SkippedRunReason = "paused"
 )
 
 // Valid indicates whether the value is a known member of the SkippedRunReason enum.
 func (e SkippedRunReason) Valid() bool {
 	switch e {
+	case SkippedRunReasonDependency:
+		return true
+	case SkippedRunReasonDependencyTimeout:
+		return true
 	case SkippedRunReasonMissed:
 		return true
 	case SkippedRunReasonOverlap:
@@ -454,6 +562,69 @@ func (e StatsReportGroupBy) Valid() bool {
 	case StatsReportGroupByJob:
 		return true
 	case StatsReportGroupByNamespace:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UpstreamOn.
+const (
+	UpstreamOnAny     UpstreamOn = "any"
+	UpstreamOnFailure UpstreamOn = "failure"
+	UpstreamOnSuccess UpstreamOn = "success"
+)
+
+// Valid indicates whether the value is a known member of the UpstreamOn enum.
+func (e UpstreamOn) Valid() bool {
+	switch e {
+	case UpstreamOnAny:
+		return true
+	case UpstreamOnFailure:
+		return true
+	case UpstreamOnSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WaitEdgeOn.
+const (
+	WaitEdgeOnAny     WaitEdgeOn = "any"
+	WaitEdgeOnFailure WaitEdgeOn = "failure"
+	WaitEdgeOnSuccess WaitEdgeOn = "success"
+)
+
+// Valid indicates whether the value is a known member of the WaitEdgeOn enum.
+func (e WaitEdgeOn) Valid() bool {
+	switch e {
+	case WaitEdgeOnAny:
+		return true
+	case WaitEdgeOnFailure:
+		return true
+	case WaitEdgeOnSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WaitEdgeStatus.
+const (
+	WaitEdgeStatusPending   WaitEdgeStatus = "pending"
+	WaitEdgeStatusRefused   WaitEdgeStatus = "refused"
+	WaitEdgeStatusSatisfied WaitEdgeStatus = "satisfied"
+)
+
+// Valid indicates whether the value is a known member of the WaitEdgeStatus enum.
+func (e WaitEdgeStatus) Valid() bool {
+	switch e {
+	case WaitEdgeStatusPending:
+		return true
+	case WaitEdgeStatusRefused:
+		return true
+	case WaitEdgeStatusSatisfied:
 		return true
 	default:
 		return false
@@ -797,6 +968,37 @@ type DeliveryResult struct {
 	TookMs int64 `json:"took_ms"`
 }
 
+// DependsMatch How an upstream's run is matched to one of this job's scheduled
+// times: `"same_time"` (default), the upstream's execution scheduled
+// for the same instant; or `{"latest_within": "<duration>"}`, the
+// newest upstream execution that ended within the duration before the
+// scheduled time, or, when none did, the first to end after it while
+// the run waits.
+type DependsMatch = json.RawMessage
+
+// DependsMode `all`: a run waits for every upstream; `any`: the first upstream whose run ends as asked lets it run.
+type DependsMode string
+
+// DependsOn defines model for DependsOn.
+type DependsOn struct {
+	// Job The upstream job's id, its name (in the dependent job's namespace), or `namespace/name`.
+	//
+	// Example: nightly-import
+	Job string `json:"job"`
+
+	// On What the upstream's run must end in, `success` (succeeded), `failure` (dead) or `any` (succeeded, dead or cancelled).
+	On *DependsOnOn `json:"on,omitempty"`
+}
+
+// DependsOnOn What the upstream's run must end in, `success` (succeeded), `failure` (dead) or `any` (succeeded, dead or cancelled).
+type DependsOnOn string
+
+// DependsOnTimeout What a run whose upstreams have not let it run within `wait_timeout` does, `skip` (recorded as skipped, reason `dependency_timeout`) or `run`.
+type DependsOnTimeout string
+
+// DependsOnUpstreamSkipped What an upstream whose run at the time was skipped (paused, a missed-run or overlap policy), or that has no run at that time, counts as; `skip` skips the run at once (reason `dependency`, naming the upstream).
+type DependsOnUpstreamSkipped string
+
 // Execution defines model for Execution.
 type Execution struct {
 	// AttemptList Every attempt, first to last; only in GET /v1/executions/{id}.
@@ -841,14 +1043,43 @@ type Execution struct {
 
 	// Priority When executors are saturated, high executions start before normal
 	// ones and normal before low ones. Defaults to normal.
-	Priority     *Priority  `json:"priority,omitempty"`
-	ScheduledFor time.Time  `json:"scheduled_for"`
-	StartedAt    *time.Time `json:"started_at"`
+	Priority *Priority `json:"priority,omitempty"`
+
+	// Released The downstream executions this execution let run; only in GET /v1/executions/{id}, absent when none.
+	Released     *[]ExecutionLink `json:"released,omitempty"`
+	ScheduledFor time.Time        `json:"scheduled_for"`
+	StartedAt    *time.Time       `json:"started_at"`
 
 	// State queued: waiting for an executor (or for its first publish); running:
 	// an attempt runs; failed: the last attempt failed and a retry waits
 	// out its backoff; succeeded, cancelled and dead (the last attempt
-	// failed) are final.
+	// failed) are final. waiting: a dependent job's run whose time has
+	// come waits for its upstreams (`waiting_for` says for what).
+	State ExecutionState `json:"state"`
+
+	// Upstreams The upstream executions that let this execution run; only in GET /v1/executions/{id}, absent when none.
+	Upstreams *[]ExecutionLink `json:"upstreams,omitempty"`
+
+	// WaitUntil While the execution is waiting, when its wait runs out (then `on_timeout` applies); only in GET /v1/executions/{id}.
+	WaitUntil *time.Time `json:"wait_until,omitempty"`
+
+	// WaitingFor While the execution is waiting, each upstream and where it stands; only in GET /v1/executions/{id}.
+	WaitingFor *[]WaitEdge `json:"waiting_for,omitempty"`
+}
+
+// ExecutionLink defines model for ExecutionLink.
+type ExecutionLink struct {
+	ExecutionId  openapi_types.UUID `json:"execution_id"`
+	JobId        openapi_types.UUID `json:"job_id"`
+	JobName      string             `json:"job_name"`
+	Namespace    string             `json:"namespace"`
+	ScheduledFor time.Time          `json:"scheduled_for"`
+
+	// State queued: waiting for an executor (or for its first publish); running:
+	// an attempt runs; failed: the last attempt failed and a retry waits
+	// out its backoff; succeeded, cancelled and dead (the last attempt
+	// failed) are final. waiting: a dependent job's run whose time has
+	// come waits for its upstreams (`waiting_for` says for what).
 	State ExecutionState `json:"state"`
 }
 
@@ -884,7 +1115,8 @@ type ExecutionNoteKind string
 // ExecutionState queued: waiting for an executor (or for its first publish); running:
 // an attempt runs; failed: the last attempt failed and a retry waits
 // out its backoff; succeeded, cancelled and dead (the last attempt
-// failed) are final.
+// failed) are final. waiting: a dependent job's run whose time has
+// come waits for its upstreams (`waiting_for` says for what).
 type ExecutionState string
 
 // FieldError defines model for FieldError.
@@ -1030,9 +1262,26 @@ type Health struct {
 
 // Job defines model for Job.
 type Job struct {
-	Bucket      int       `json:"bucket"`
-	CreatedAt   time.Time `json:"created_at"`
-	Description *string   `json:"description,omitempty"`
+	Bucket int `json:"bucket"`
+
+	// Chain The job has no schedule of its own; its upstreams' scheduled runs make its runs.
+	Chain     *bool     `json:"chain,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// DependsMatch How an upstream's run is matched to one of this job's scheduled
+	// times: `"same_time"` (default), the upstream's execution scheduled
+	// for the same instant; or `{"latest_within": "<duration>"}`, the
+	// newest upstream execution that ended within the duration before the
+	// scheduled time, or, when none did, the first to end after it while
+	// the run waits.
+	DependsMatch *DependsMatch `json:"depends_match,omitempty"`
+
+	// DependsMode `all`: a run waits for every upstream; `any`: the first upstream whose run ends as asked lets it run.
+	DependsMode *DependsMode `json:"depends_mode,omitempty"`
+
+	// DependsOn The upstreams this job's runs wait for; absent when it waits for none.
+	DependsOn   *[]Upstream `json:"depends_on,omitempty"`
+	Description *string     `json:"description,omitempty"`
 
 	// Handler Who runs the job's executions. `http`: `url` (absolute http or
 	// https), `method` (default POST), `headers`, `secret_headers`; the
@@ -1083,6 +1332,12 @@ type Job struct {
 	// NextRunAt Null when the job is paused or completed.
 	NextRunAt *time.Time `json:"next_run_at"`
 
+	// OnTimeout What a run whose upstreams have not let it run within `wait_timeout` does, `skip` (recorded as skipped, reason `dependency_timeout`) or `run`.
+	OnTimeout *DependsOnTimeout `json:"on_timeout,omitempty"`
+
+	// OnUpstreamSkipped What an upstream whose run at the time was skipped (paused, a missed-run or overlap policy), or that has no run at that time, counts as; `skip` skips the run at once (reason `dependency`, naming the upstream).
+	OnUpstreamSkipped *DependsOnUpstreamSkipped `json:"on_upstream_skipped,omitempty"`
+
 	// Overlap What happens when a run comes due while an earlier execution of the
 	// job is still queued or running (retries pending included): `allow`
 	// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
@@ -1110,10 +1365,11 @@ type Job struct {
 
 	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
 	// them (or no schedule at all) means run once, now.
-	Schedule  Schedule  `json:"schedule"`
-	State     JobState  `json:"state"`
-	Timeout   *string   `json:"timeout,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Schedule    Schedule  `json:"schedule"`
+	State       JobState  `json:"state"`
+	Timeout     *string   `json:"timeout,omitempty"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	WaitTimeout *string   `json:"wait_timeout,omitempty"`
 }
 
 // JobBatchCreate defines model for JobBatchCreate.
@@ -1149,6 +1405,26 @@ type JobBatchResult struct {
 
 // JobCreate defines model for JobCreate.
 type JobCreate struct {
+	// DependsMatch How an upstream's run is matched to one of this job's scheduled
+	// times: `"same_time"` (default), the upstream's execution scheduled
+	// for the same instant; or `{"latest_within": "<duration>"}`, the
+	// newest upstream execution that ended within the duration before the
+	// scheduled time, or, when none did, the first to end after it while
+	// the run waits.
+	DependsMatch *DependsMatch `json:"depends_match,omitempty"`
+
+	// DependsMode `all`: a run waits for every upstream; `any`: the first upstream whose run ends as asked lets it run.
+	DependsMode *DependsMode `json:"depends_mode,omitempty"`
+
+	// DependsOn The jobs whose runs this job's runs wait for (at most 16): each
+	// by id, by name in this job's namespace, or as `namespace/name`
+	// (another namespace needs the caller to be allowed to read it),
+	// and what its run must end in. Stored by id, so renames keep
+	// them. With no `schedule`, the job is a chain: each scheduled
+	// run of its upstreams makes one run of it, at the same scheduled
+	// time. See docs/jobs.md, "Jobs that wait for jobs".
+	DependsOn *[]DependsOn `json:"depends_on,omitempty"`
+
 	// Description Free text for people (at most 2000 bytes).
 	Description *string `json:"description,omitempty"`
 
@@ -1192,6 +1468,12 @@ type JobCreate struct {
 	// Namespace Defaults to "default".
 	Namespace *string `json:"namespace,omitempty"`
 
+	// OnTimeout What a run whose upstreams have not let it run within `wait_timeout` does, `skip` (recorded as skipped, reason `dependency_timeout`) or `run`.
+	OnTimeout *DependsOnTimeout `json:"on_timeout,omitempty"`
+
+	// OnUpstreamSkipped What an upstream whose run at the time was skipped (paused, a missed-run or overlap policy), or that has no run at that time, counts as; `skip` skips the run at once (reason `dependency`, naming the upstream).
+	OnUpstreamSkipped *DependsOnUpstreamSkipped `json:"on_upstream_skipped,omitempty"`
+
 	// Overlap What happens when a run comes due while an earlier execution of the
 	// job is still queued or running (retries pending included): `allow`
 	// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
@@ -1228,6 +1510,29 @@ type JobCreate struct {
 	//
 	// Example: 30s
 	Timeout *string `json:"timeout,omitempty"`
+
+	// WaitTimeout How long after its scheduled time a run waits for its upstreams (a Go duration, 1s to 168h; default 1h).
+	//
+	// Example: 1h
+	WaitTimeout *string `json:"wait_timeout,omitempty"`
+}
+
+// JobEdge defines model for JobEdge.
+type JobEdge struct {
+	Chain      bool      `json:"chain"`
+	Downstream JobRef    `json:"downstream"`
+	On         JobEdgeOn `json:"on"`
+	Upstream   JobRef    `json:"upstream"`
+}
+
+// JobEdgeOn defines model for JobEdge.On.
+type JobEdgeOn string
+
+// JobGraph defines model for JobGraph.
+type JobGraph struct {
+	// Edges The dependency edges around the job, up and down, nearest first (at most 500).
+	Edges []JobEdge `json:"edges"`
+	Job   JobRef    `json:"job"`
 }
 
 // JobList defines model for JobList.
@@ -1244,6 +1549,29 @@ type JobList struct {
 // the whole handler, except its secret headers: see
 // `secret_headers`.
 type JobPatch struct {
+	// DependsMatch How an upstream's run is matched to one of this job's scheduled
+	// times: `"same_time"` (default), the upstream's execution scheduled
+	// for the same instant; or `{"latest_within": "<duration>"}`, the
+	// newest upstream execution that ended within the duration before the
+	// scheduled time, or, when none did, the first to end after it while
+	// the run waits.
+	DependsMatch *DependsMatch `json:"depends_match,omitempty"`
+
+	// DependsMode `all`: a run waits for every upstream; `any`: the first upstream whose run ends as asked lets it run.
+	DependsMode *DependsMode `json:"depends_mode,omitempty"`
+
+	// DependsOn The jobs whose runs this job's runs wait for (at most 16): each
+	// by id, by name in this job's namespace, or as `namespace/name`
+	// (another namespace needs the caller to be allowed to read it),
+	// and what its run must end in. Stored by id, so renames keep
+	// them. With no `schedule`, the job is a chain: each scheduled
+	// run of its upstreams makes one run of it, at the same scheduled
+	// time. See docs/jobs.md, "Jobs that wait for jobs".
+	// In a change, `[]` removes the dependencies (a chain must get a
+	// `schedule` in the same change); the other fields left out take
+	// their defaults again when `depends_on` is given.
+	DependsOn *[]DependsOn `json:"depends_on,omitempty"`
+
 	// Description Replaces the description; "" removes it.
 	Description *string `json:"description,omitempty"`
 
@@ -1281,6 +1609,12 @@ type JobPatch struct {
 	// --missed-grace, --missed-max), which default to those shown here.
 	Missed *MissedPolicy `json:"missed,omitempty"`
 
+	// OnTimeout What a run whose upstreams have not let it run within `wait_timeout` does, `skip` (recorded as skipped, reason `dependency_timeout`) or `run`.
+	OnTimeout *DependsOnTimeout `json:"on_timeout,omitempty"`
+
+	// OnUpstreamSkipped What an upstream whose run at the time was skipped (paused, a missed-run or overlap policy), or that has no run at that time, counts as; `skip` skips the run at once (reason `dependency`, naming the upstream).
+	OnUpstreamSkipped *DependsOnUpstreamSkipped `json:"on_upstream_skipped,omitempty"`
+
 	// Overlap What happens when a run comes due while an earlier execution of the
 	// job is still queued or running (retries pending included): `allow`
 	// runs it anyway; `skip` skips it (reason `overlap`); `buffer_one`
@@ -1312,6 +1646,18 @@ type JobPatch struct {
 
 	// Timeout A Go duration; null removes the timeout.
 	Timeout *string `json:"timeout,omitempty"`
+
+	// WaitTimeout How long after its scheduled time a run waits for its upstreams (a Go duration, 1s to 168h; default 1h).
+	//
+	// Example: 1h
+	WaitTimeout *string `json:"wait_timeout,omitempty"`
+}
+
+// JobRef defines model for JobRef.
+type JobRef struct {
+	Id        openapi_types.UUID `json:"id"`
+	Name      string             `json:"name"`
+	Namespace string             `json:"namespace"`
 }
 
 // JobResumeSelection defines model for JobResumeSelection.
@@ -1605,7 +1951,8 @@ type NotificationState string
 // `execution.slow` (an execution's last attempt ran longer than
 // `slow_after`), `handler.open` and `handler.close` (a handler's
 // circuit breaker opened on some executor, and closed again on
-// every one).
+// every one), `execution.dependency_timeout` (a dependent job's run
+// waited out its `wait_timeout` for its upstreams).
 type NotifyEvent string
 
 // Overlap What happens when a run comes due while an earlier execution of the
@@ -1935,6 +2282,9 @@ type Schedule struct {
 
 // SkippedRun defines model for SkippedRun.
 type SkippedRun struct {
+	// Detail For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for).
+	Detail *string `json:"detail,omitempty"`
+
 	// First The first scheduled time skipped.
 	First time.Time `json:"first"`
 
@@ -2001,6 +2351,38 @@ type StatsReport struct {
 
 // StatsReportGroupBy defines model for StatsReport.GroupBy.
 type StatsReportGroupBy string
+
+// Upstream defines model for Upstream.
+type Upstream struct {
+	JobId openapi_types.UUID `json:"job_id"`
+	Name  *string            `json:"name,omitempty"`
+
+	// Namespace Absent when the upstream job no longer exists.
+	Namespace *string    `json:"namespace,omitempty"`
+	On        UpstreamOn `json:"on"`
+}
+
+// UpstreamOn defines model for Upstream.On.
+type UpstreamOn string
+
+// WaitEdge defines model for WaitEdge.
+type WaitEdge struct {
+	// Detail What the upstream's run is or did, in words.
+	Detail string `json:"detail"`
+
+	// ExecutionId The upstream's matching execution, when it has one.
+	ExecutionId *openapi_types.UUID `json:"execution_id,omitempty"`
+	JobId       openapi_types.UUID  `json:"job_id"`
+	JobName     *string             `json:"job_name,omitempty"`
+	On          WaitEdgeOn          `json:"on"`
+	Status      WaitEdgeStatus      `json:"status"`
+}
+
+// WaitEdgeOn defines model for WaitEdge.On.
+type WaitEdgeOn string
+
+// WaitEdgeStatus defines model for WaitEdge.Status.
+type WaitEdgeStatus string
 
 // Whoami defines model for Whoami.
 type Whoami struct {
@@ -2231,6 +2613,11 @@ type CreateJobParams struct {
 	// same key with another request a 422, and the same request while the
 	// first still runs a 409. At most 255 printable ASCII characters.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// DeleteJobParams defines parameters for DeleteJob.
+type DeleteJobParams struct {
+	Force *bool `form:"force,omitempty" json:"force,omitempty"`
 }
 
 // BackfillJobParams defines parameters for BackfillJob.
