@@ -120,7 +120,8 @@ func operationCases(a *authEnv) map[string]func() request {
 		"createJobBatch": func() request {
 			return request{"POST", "/v1/jobs:batch", map[string]any{"jobs": []any{jobBodyIn()}}, false}
 		},
-		"getJob": func() request { return request{"GET", "/v1/jobs/" + job(), nil, false} },
+		"getJob":      func() request { return request{"GET", "/v1/jobs/" + job(), nil, false} },
+		"getJobGraph": func() request { return request{"GET", "/v1/jobs/" + job() + "/graph", nil, false} },
 		"updateJob": func() request {
 			return request{"PATCH", "/v1/jobs/" + job(), map[string]any{"description": "x"}, false}
 		},

@@ -14,8 +14,8 @@ import (
 // Store is what the resolver needs from Postgres; *store.Store is one.
 type Store interface {
 	ListWaitingExecutions(ctx context.Context, buckets []int, limit int) ([]model.Waiting, error)
-	FindUpstreamRuns(ctx context.Context, qs []model.UpstreamQuery) ([]model.UpstreamRun, error)
-	ResolveWaits(ctx context.Context, ds []model.WaitDecision) (model.WaitResult, error)
+	ListUpstreamRuns(ctx context.Context, qs []model.UpstreamQuery) ([]model.UpstreamRun, error)
+	ApplyWaitDecisions(ctx context.Context, ds []model.WaitDecision) (model.WaitResult, error)
 }
 
 // Config configures a Resolver. Store, Owned and Now are required.
@@ -107,7 +107,7 @@ func (r *Resolver) Pass(ctx context.Context, buckets []int) (int, error) {
 		return 0, err
 	}
 	r.waiting.Set(float64(len(ws)))
-	runs, err := r.cfg.Store.FindUpstreamRuns(ctx, Queries(ws))
+	runs, err := r.cfg.Store.ListUpstreamRuns(ctx, Queries(ws))
 	if err != nil {
 		return len(ws), err
 	}
@@ -124,7 +124,7 @@ func (r *Resolver) Pass(ctx context.Context, buckets []int) (int, error) {
 	if len(ds) == 0 {
 		return len(ws), nil
 	}
-	res, err := r.cfg.Store.ResolveWaits(ctx, ds)
+	res, err := r.cfg.Store.ApplyWaitDecisions(ctx, ds)
 	if err != nil {
 		return len(ws), err
 	}
@@ -144,7 +144,7 @@ func (r *Resolver) Pass(ctx context.Context, buckets []int) (int, error) {
 // Explain says what each of w's upstreams is doing for it now, for the
 // API: the store's answer for its upstreams, judged.
 func Explain(ctx context.Context, s Store, w model.Waiting) ([]Edge, error) {
-	runs, err := s.FindUpstreamRuns(ctx, Queries([]model.Waiting{w}))
+	runs, err := s.ListUpstreamRuns(ctx, Queries([]model.Waiting{w}))
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,8 @@ const (
 // NotifyKinds are the events a rule can ask for, in the order the
 // documentation lists them.
 var NotifyKinds = []string{NotifyExecutionDead, NotifyExecutionFailed, NotifyJobFailing, NotifyJobRecovered,
-	NotifyJobSilent, NotifyExecutionLate, NotifyExecutionSlow, NotifyHandlerOpen, NotifyHandlerClose}
+	NotifyJobSilent, NotifyExecutionLate, NotifyExecutionSlow, NotifyHandlerOpen, NotifyHandlerClose,
+	NotifyExecutionDependencyTimeout}
 
 // ChannelSecretAD is the associated data a notification channel's secret
 // is sealed with (secret.Keyring.Seal): a sealed value copied into another

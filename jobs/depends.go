@@ -195,10 +195,10 @@ func (s *Service) DependsFault(ctx context.Context, err error, self model.JobRef
 		parts := make([]string, len(ce.Path))
 		for i, id := range ce.Path {
 			switch r, ok := names[id]; {
-			case id == self.ID:
-				parts[i] = self.Name
 			case ok:
 				parts[i] = r.Name
+			case id == self.ID:
+				parts[i] = self.Name
 			default:
 				parts[i] = id.String()
 			}

@@ -99,6 +99,8 @@ func summary(e model.NotifyEvent) string {
 		LateMS          int64  `json:"late_ms"`
 		TookMS          int64  `json:"took_ms"`
 		SilentFor       string `json:"silent_for"`
+		Then            string `json:"then"`
+		WaitedFor       string `json:"waited_for"`
 	}
 	_ = json.Unmarshal(e.Detail, &d)
 	job := e.Namespace + "/" + e.JobName
@@ -127,6 +129,9 @@ func summary(e model.NotifyEvent) string {
 		return fmt.Sprintf("handler %s: its circuit breaker opened; its executions wait", e.Handler)
 	case domain.NotifyHandlerClose:
 		return fmt.Sprintf("handler %s: its circuit breaker closed again", e.Handler)
+	case domain.NotifyExecutionDependencyTimeout:
+		return fmt.Sprintf("%s: a run waited out its wait_timeout for its upstreams and was %s (%s)", job,
+			map[string]string{"ran": "run anyway", "skipped": "skipped"}[d.Then], oneLine(d.WaitedFor, 200))
 	case kindTest:
 		return "a test of this channel from tock"
 	}

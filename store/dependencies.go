@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -192,7 +194,13 @@ func (s *Store) markChains(ctx context.Context, tx pgx.Tx, jobs []uuid.UUID) err
 	if len(jobs) == 0 {
 		return nil
 	}
-	slices.SortFunc(jobs, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+	// In (bucket, id) order, the jobs rows' lock order (doc.go).
+	slices.SortFunc(jobs, func(a, b uuid.UUID) int {
+		if c := cmp.Compare(domain.BucketOf(a, s.buckets), domain.BucketOf(b, s.buckets)); c != 0 {
+			return c
+		}
+		return bytes.Compare(a[:], b[:])
+	})
 	jobs = slices.Compact(jobs)
 	buckets := make([]int, len(jobs))
 	for i, id := range jobs {
@@ -202,9 +210,12 @@ func (s *Store) markChains(ctx context.Context, tx pgx.Tx, jobs []uuid.UUID) err
 		WITH x AS (
 			SELECT b, id, EXISTS (SELECT 1 FROM job_dependencies e WHERE e.upstream_id = id AND e.chain) AS chains
 			FROM unnest($1::int[], $2::uuid[]) AS x(b, id)
+		), locked AS (
+			SELECT j.bucket, j.id FROM jobs j JOIN x ON j.bucket = x.b AND j.id = x.id
+			ORDER BY j.bucket, j.id FOR UPDATE OF j
 		)
 		UPDATE jobs j SET chains = x.chains FROM x
-		WHERE j.bucket = x.b AND j.id = x.id AND j.chains <> x.chains
+		WHERE j.bucket = x.b AND j.id = x.id AND j.chains <> x.chains AND (j.bucket, j.id) IN (SELECT * FROM locked)
 		RETURNING j.bucket, j.id`, buckets, jobs)
 	if err != nil {
 		return err
@@ -480,8 +491,8 @@ LEFT JOIN LATERAL (
 ) sk ON true
 ORDER BY q.i`
 
-// FindUpstreamRuns answers qs, in their order.
-func (s *Store) FindUpstreamRuns(ctx context.Context, qs []model.UpstreamQuery) ([]model.UpstreamRun, error) {
+// ListUpstreamRuns answers qs, in their order.
+func (s *Store) ListUpstreamRuns(ctx context.Context, qs []model.UpstreamQuery) ([]model.UpstreamRun, error) {
 	if len(qs) == 0 {
 		return nil, nil
 	}
@@ -526,14 +537,14 @@ func (s *Store) FindUpstreamRuns(ctx context.Context, qs []model.UpstreamQuery) 
 	return out, nil
 }
 
-// ResolveWaits carries out the resolver's decisions in one transaction:
+// ApplyWaitDecisions carries out the resolver's decisions in one transaction:
 // a released execution goes from waiting to queued, due now (its bucket's
 // scanner is told), with the upstream executions that satisfied it
 // recorded; a skipped one leaves the executions table for the skip ledger
 // (reason and detail), and a timeout's notification events are decided.
 // Each takes effect only if the execution is still waiting, so a
 // decision taken twice (two nodes, a retry) does it once.
-func (s *Store) ResolveWaits(ctx context.Context, ds []model.WaitDecision) (model.WaitResult, error) {
+func (s *Store) ApplyWaitDecisions(ctx context.Context, ds []model.WaitDecision) (model.WaitResult, error) {
 	var res model.WaitResult
 	if len(ds) == 0 {
 		return res, nil

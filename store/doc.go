@@ -88,7 +88,15 @@
 //   - ApplyRetention: a day's ended executions with their attempts, in
 //     batches (deleteNamespaceRows), and completed one-shot jobs with
 //     their job_names and job_successes rows.
-//   - DeleteJob: one job's jobs, job_names and job_successes rows.
+//   - DeleteJob: one job's jobs, job_names and job_successes rows
+//     (DeleteJobUnlinking first its dependents' jobs rows, by name).
+//   - UpdateJob and CreateJob of a job with dependencies: the job's row,
+//     then its upstreams' rows (their chains mark, in (bucket, id)
+//     order), under the dependency lock (lockDepends).
+//   - ApplyWaitDecisions: waiting executions (which only it,
+//     CancelExecution and an overlap's cancel change), then
+//     execution_upstreams, skipped_runs and notification_events, which
+//     are inserted.
 //   - RequeueLostExecutions, RequeueWipedExecutions,
 //     RequeueWaitingExecutions, RequeueSilentExecutions: executions, SKIP
 //     LOCKED, and the attempts (and execution_notes) of those they took.
@@ -125,6 +133,11 @@
 //     against executions), ListLogChunks.
 //   - job_successes (executions_successes.go): ListAlertedJobSuccesses.
 //   - skipped_runs (skipped_runs.go): ListSkippedRuns.
+//   - job_dependencies, execution_upstreams, and the waiting executions
+//     (dependencies.go): GetJobRef, ListJobRefs, ListJobDependents,
+//     ListJobEdges, DeleteJobUnlinking, ListWaitingExecutions,
+//     ListUpstreamRuns, ApplyWaitDecisions, ListExecutionUpstreams,
+//     ListReleasedExecutions.
 //   - backfills (backfills*.go): CreateBackfill, ListBackfills,
 //     ListRunningBackfills, StepBackfill, StopBackfill.
 //   - api_keys (api_keys.go): CreateAPIKey, GetAPIKey, UseAPIKey,

@@ -38,7 +38,10 @@ var (
 func ruleExec(state domain.ExecState) *recExec {
 	e := &recExec{id: uuid.MustParse("00000000-0000-7000-8000-000000000001"), jobID: uuid.MustParse("00000000-0000-7000-8000-0000000000aa"),
 		sched: ruleT0, bucket: 3, state: state, dispatchedAt: tp(ruleT0), att: map[int]*recAttempt{}}
-	if state == domain.ExecQueued {
+	if state == domain.ExecQueued || state == domain.ExecWaiting {
+		if state == domain.ExecWaiting {
+			e.dispatchedAt = nil // never handed out
+		}
 		return e
 	}
 	e.attempts, e.executorID, e.startedAt = 1, "x1", tp(ruleT0.Add(time.Second))
@@ -106,6 +109,7 @@ func timeText(t *time.Time) string {
 func TestRuleTransitions(t *testing.T) {
 	const (
 		Q, R, S, F, C, D = domain.ExecQueued, domain.ExecRunning, domain.ExecSucceeded, domain.ExecFailed, domain.ExecCancelled, domain.ExecDead
+		W                = domain.ExecWaiting
 	)
 	seen := map[domain.ExecState]bool{} // "state+event type"
 	for _, tc := range []struct {
@@ -131,6 +135,17 @@ func TestRuleTransitions(t *testing.T) {
 		{from: Q, kind: "failed final", a: 1, to: D, attempts: 1, att: "1:failed"},
 		{from: Q, kind: "cancelled", a: 1, to: C, attempts: 0, att: ""},
 		{from: Q, kind: "deferred", a: 1, to: Q, requeued: true, dispatches: 1, attempts: 0, att: ""},
+		// A waiting execution is never handed out; should an executor report
+		// on it all the same, what it did is recorded as for a queued one
+		// (every attempt is recorded), but a deferral leaves it waiting.
+		{from: W, kind: "started", a: 1, to: R, attempts: 1, att: "1:"},
+		{from: W, kind: "heartbeat", a: 1, to: R, attempts: 1, att: "1:"},
+		{from: W, kind: "succeeded", a: 1, to: S, attempts: 1, att: "1:succeeded"},
+		{from: W, kind: "failed", a: 1, to: F, requeued: true, dispatches: 1, attempts: 1, att: "1:failed"},
+		{from: W, kind: "timed out", a: 1, to: F, requeued: true, dispatches: 1, attempts: 1, att: "1:timed_out"},
+		{from: W, kind: "failed final", a: 1, to: D, attempts: 1, att: "1:failed"},
+		{from: W, kind: "cancelled", a: 1, to: C, attempts: 0, att: ""},
+		{from: W, kind: "deferred", a: 1, to: W, attempts: 0, att: ""},
 		// Running attempt 1; a deferral is of a later delivery (2), which
 		// proves attempt 1 lost.
 		{from: R, kind: "started", a: 1, to: R, attempts: 1, att: "1:"},

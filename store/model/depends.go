@@ -69,7 +69,7 @@ type WaitDecision struct {
 	Timeout   bool
 }
 
-// WaitResult is what store.ResolveWaits did: executions released and
+// WaitResult is what store.ApplyWaitDecisions did: executions released and
 // times skipped (those another node or a cancel resolved first are in
 // neither).
 type WaitResult struct {
