@@ -193,6 +193,11 @@ func (h *endpoints) batchJob(raw json.RawMessage, now func() (time.Time, error))
 		return nil, shape, nil
 	}
 	nj, syntax := newJobOf(&req)
+	if nj.Depends != nil {
+		// Its upstreams are looked up and its edges checked for cycles one
+		// job at a time.
+		syntax.add("depends_on", "a job that depends on others is created alone, with POST /v1/jobs")
+	}
 	return h.newJob(nj, shape, syntax, now)
 }
 

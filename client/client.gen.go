@@ -316,10 +316,13 @@ type ClientInterface interface {
 
 	// DeleteJob Delete a job
 	//
-	// Its recorded executions are kept.
+	// Its recorded executions are kept. A job that other jobs depend on
+	// is not deleted (409 listing them) unless `force` is true: then it is
+	// taken out of their dependencies first, each change in the audit
+	// trail.
 	//
 	// Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
-	DeleteJob(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	DeleteJob(ctx context.Context, id ID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetJob Get a job
 	//
@@ -442,6 +445,15 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 	ListJobExecutions(ctx context.Context, id ID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetJobGraph A job's dependencies, up and down
+	//
+	// The dependency edges around the job: what it waits for, what those
+	// wait for, and what waits for it, transitively (nearest first, at
+	// most 500 edges).
+	//
+	// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
+	GetJobGraph(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseJob Pause a job
 	//
@@ -1391,11 +1403,14 @@ func (c *Client) CreateJob(ctx context.Context, params *CreateJobParams, body Cr
 
 // DeleteJob Delete a job
 //
-// Its recorded executions are kept.
+// Its recorded executions are kept. A job that other jobs depend on
+// is not deleted (409 listing them) unless `force` is true: then it is
+// taken out of their dependencies first, each change in the audit
+// trail.
 //
 // Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
-func (c *Client) DeleteJob(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewDeleteJobRequest(c.Server, id)
+func (c *Client) DeleteJob(ctx context.Context, id ID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteJobRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1598,6 +1613,25 @@ func (c *Client) StopJobBackfill(ctx context.Context, id ID, backfillId openapi_
 // Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 func (c *Client) ListJobExecutions(ctx context.Context, id ID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListJobExecutionsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetJobGraph A job's dependencies, up and down
+//
+// The dependency edges around the job: what it waits for, what those
+// wait for, and what waits for it, transitively (nearest first, at
+// most 500 edges).
+//
+// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
+func (c *Client) GetJobGraph(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetJobGraphRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3667,7 +3701,7 @@ func NewCreateJobRequestWithBody(server string, params *CreateJobParams, content
 }
 
 // NewDeleteJobRequest constructs an http.Request for the DeleteJob method
-func NewDeleteJobRequest(server string, id ID) (*http.Request, error) {
+func NewDeleteJobRequest(server string, id ID, params *DeleteJobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3690,6 +3724,33 @@ func NewDeleteJobRequest(server string, id ID) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Force != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "force", *params.Force, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -4032,6 +4093,40 @@ func NewListJobExecutionsRequest(server string, id ID, params *ListJobExecutions
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetJobGraphRequest constructs an http.Request for the GetJobGraph method
+func NewGetJobGraphRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/jobs/%s/graph", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -5810,12 +5905,15 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteJobWithResponse Delete a job
 	//
-	// Its recorded executions are kept.
+	// Its recorded executions are kept. A job that other jobs depend on
+	// is not deleted (409 listing them) unless `force` is true: then it is
+	// taken out of their dependencies first, each change in the audit
+	// trail.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
-	DeleteJobWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*DeleteJobResponse, error)
+	DeleteJobWithResponse(ctx context.Context, id ID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*DeleteJobResponse, error)
 
 	// GetJobWithResponse Get a job
 	//
@@ -5946,6 +6044,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/jobs/{id}/executions (the `ListJobExecutions` operationId).
 	ListJobExecutionsWithResponse(ctx context.Context, id ID, params *ListJobExecutionsParams, reqEditors ...RequestEditorFn) (*ListJobExecutionsResponse, error)
+
+	// GetJobGraphWithResponse A job's dependencies, up and down
+	//
+	// The dependency edges around the job: what it waits for, what those
+	// wait for, and what waits for it, transitively (nearest first, at
+	// most 500 edges).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
+	GetJobGraphWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetJobGraphResponse, error)
 
 	// PauseJobWithResponse Pause a job
 	//
@@ -7747,6 +7856,8 @@ type DeleteJobResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -7771,6 +7882,11 @@ func (r DeleteJobResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r DeleteJobResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteJobResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -8334,6 +8450,89 @@ func (r ListJobExecutionsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListJobExecutionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetJobGraphResponse401Headers the declared response headers of an HTTP 401 response for GetJobGraph
+type GetJobGraphResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type GetJobGraphResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *JobGraph
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetJobGraphResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetJobGraphResponse) GetJSON200() *JobGraph {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetJobGraphResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetJobGraphResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetJobGraphResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetJobGraphResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetJobGraphResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11359,13 +11558,16 @@ func (c *ClientWithResponses) CreateJobWithResponse(ctx context.Context, params 
 
 // DeleteJobWithResponse Delete a job
 //
-// Its recorded executions are kept.
+// Its recorded executions are kept. A job that other jobs depend on
+// is not deleted (409 listing them) unless `force` is true: then it is
+// taken out of their dependencies first, each change in the audit
+// trail.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
-func (c *ClientWithResponses) DeleteJobWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*DeleteJobResponse, error) {
-	rsp, err := c.DeleteJob(ctx, id, reqEditors...)
+func (c *ClientWithResponses) DeleteJobWithResponse(ctx context.Context, id ID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*DeleteJobResponse, error) {
+	rsp, err := c.DeleteJob(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11548,6 +11750,23 @@ func (c *ClientWithResponses) ListJobExecutionsWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseListJobExecutionsResponse(rsp)
+}
+
+// GetJobGraphWithResponse A job's dependencies, up and down
+//
+// The dependency edges around the job: what it waits for, what those
+// wait for, and what waits for it, transitively (nearest first, at
+// most 500 edges).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/jobs/{id}/graph (the `GetJobGraph` operationId).
+func (c *ClientWithResponses) GetJobGraphWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetJobGraphResponse, error) {
+	rsp, err := c.GetJobGraph(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetJobGraphResponse(rsp)
 }
 
 // PauseJobWithResponse Pause a job
@@ -13477,6 +13696,13 @@ func ParseDeleteJobResponse(rsp *http.Response) (*DeleteJobResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13971,6 +14197,80 @@ func ParseListJobExecutionsResponse(rsp *http.Response) (*ListJobExecutionsRespo
 	switch {
 	case rsp.StatusCode == 401:
 		var headers ListJobExecutionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetJobGraphResponse parses an HTTP response from a GetJobGraphWithResponse call
+func ParseGetJobGraphResponse(rsp *http.Response) (*GetJobGraphResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetJobGraphResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest JobGraph
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetJobGraphResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -204,7 +204,7 @@ func TestPauseResumeRunDelete(t *testing.T) {
 	before := len(n.Executions(t, j.Id))
 	nodetest.WaitFor(t, 10*time.Second, "firing after resume", func() bool { return len(n.Executions(t, j.Id)) >= before+2 })
 
-	if resp, err := n.Client.DeleteJobWithResponse(ctx, j.Id); err != nil || resp.StatusCode() != http.StatusNoContent {
+	if resp, err := n.Client.DeleteJobWithResponse(ctx, j.Id, nil); err != nil || resp.StatusCode() != http.StatusNoContent {
 		t.Fatalf("delete: %v %v", err, resp.Status())
 	}
 	time.Sleep(1500 * time.Millisecond)

@@ -583,7 +583,7 @@ func TestDeletingAJobLetsItsRunningExecutionFinish(t *testing.T) {
 		}
 		return id != uuid.Nil
 	})
-	if code := nodetest.Code(n1.Client.DeleteJobWithResponse(context.Background(), j.Id)); code != http.StatusNoContent {
+	if code := nodetest.Code(n1.Client.DeleteJobWithResponse(context.Background(), j.Id, nil)); code != http.StatusNoContent {
 		t.Fatalf("delete job: %d", code)
 	}
 	time.Sleep(300 * time.Millisecond) // give a wrong implementation time to cut it

@@ -63,6 +63,8 @@ type jobsCreateCmd struct {
 
 	Label       map[string]string `help:"Label, KEY=VALUE (repeatable), for selecting jobs with jobs list --selector."`
 	Description string            `help:"Free text describing the job." placeholder:"TEXT"`
+
+	dependsFlags
 }
 
 // singleJobFlags reports the flags of a single job that are set, which
@@ -86,7 +88,7 @@ func (c *jobsCreateCmd) singleJobFlags() []string {
 			set = append(set, f.name)
 		}
 	}
-	return set
+	return append(set, c.dependsFlags.set()...)
 }
 
 func (c *jobsCreateCmd) Run(a *app) error {
@@ -131,6 +133,9 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	body.Description = optional(c.Description)
 	body.Missed = missedOf(c.Missed, c.Grace, c.MissedMax)
 	body.Overlap = (*models.Overlap)(optional(c.Overlap))
+	if err := c.dependsFlags.apply(&body); err != nil {
+		return err
+	}
 	r, err := a.api.CreateJobWithResponse(a.ctx, &models.CreateJobParams{IdempotencyKey: c.key()}, body)
 	if err := check(r, err); err != nil {
 		return err
@@ -444,14 +449,21 @@ func (c *jobRunCmd) Run(a *app) error {
 	return a.printExecution(r.Body, r.JSON202)
 }
 
-type jobDeleteCmd struct{ jobID }
+type jobDeleteCmd struct {
+	jobID
+	Force bool `help:"Delete it even if other jobs depend on it: it is taken out of their dependencies (each change in the audit trail)."`
+}
 
 func (c *jobDeleteCmd) Run(a *app) error {
 	id, err := parseID(c.ID)
 	if err != nil {
 		return err
 	}
-	r, err := a.api.DeleteJobWithResponse(a.ctx, id)
+	var p models.DeleteJobParams
+	if c.Force {
+		p.Force = &c.Force
+	}
+	r, err := a.api.DeleteJobWithResponse(a.ctx, id, &p)
 	if err := check(r, err); err != nil {
 		return err
 	}

@@ -69,7 +69,8 @@ type cli struct {
 		Run     jobRunCmd     `cmd:"" help:"Run a job now, outside its schedule."`
 		Delete  jobDeleteCmd  `cmd:"" help:"Delete a job (its executions are kept)."`
 		Preview jobPreviewCmd `cmd:"" help:"List a job's next fire times, marking those a DST change moved or repeats (a paused or completed job's too)."`
-		Skips   jobSkipsCmd   `cmd:"" help:"List a job's skipped runs, newest first: the runs its missed-run or overlap policy, or a pause, kept from firing."`
+		Skips   jobSkipsCmd   `cmd:"" help:"List a job's skipped runs, newest first: the runs its missed-run or overlap policy, a pause or its dependencies kept from firing."`
+		Graph   jobGraphCmd   `cmd:"" help:"Show a job's dependencies as text: what it waits for, and what waits for it, transitively."`
 
 		Backfill     jobBackfillCmd     `cmd:"" help:"Fire a cron job's past scheduled times in [--from, --to) that have no execution yet, once each, oldest first, in the background at low priority (paced by tockd --backfill-rate); prints the backfill with its total."`
 		Backfills    jobBackfillsCmd    `cmd:"" help:"List a job's backfills, newest first, with their progress (fired: executions each created)."`

@@ -67,6 +67,11 @@ func (a *app) jobDetails(j models.Job) {
 	if s.Jitter != nil {
 		d.add("jitter", *s.Jitter)
 	}
+	if j.DependsOn != nil {
+		d.add("waits for", dependsText(j))
+		d.add("wait timeout", fmt.Sprintf("%s, then %s (an upstream without the run: %s)", deref(j.WaitTimeout),
+			deref(j.OnTimeout), deref(j.OnUpstreamSkipped)))
+	}
 	a.printDetails(d)
 }
 
@@ -79,6 +84,18 @@ func (a *app) executionDetails(e models.Execution) {
 	}
 	if deref(e.Backfill) {
 		d.add("backfill", "yes")
+	}
+	for _, w := range deref(e.WaitingFor) {
+		d.add("waiting for", fmt.Sprintf("%s (%s): %s", deref(w.JobName), w.Status, w.Detail))
+	}
+	if e.WaitUntil != nil {
+		d.add("wait until", timeText(e.WaitUntil))
+	}
+	for _, l := range deref(e.Upstreams) {
+		d.add("let run by", fmt.Sprintf("%s %s (%s, %s)", l.JobName, l.ExecutionId, timeText(&l.ScheduledFor), l.State))
+	}
+	for _, l := range deref(e.Released) {
+		d.add("released", fmt.Sprintf("%s %s (%s, now %s)", l.JobName, l.ExecutionId, timeText(&l.ScheduledFor), l.State))
 	}
 	a.printDetails(d)
 }
@@ -183,7 +200,7 @@ func (a *app) executionTable(execs []models.Execution) {
 		if e.Manual {
 			state += " (manual)"
 		}
-		if e.NextAttemptAt != nil && e.State != models.ExecutionStateCancelled {
+		if e.NextAttemptAt != nil && e.State != models.ExecutionStateCancelled && e.State != models.ExecutionStateWaiting {
 			state += " (next " + timeText(e.NextAttemptAt) + ")"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", e.Id, job, timeText(&e.ScheduledFor), state, e.Attempts,
