@@ -69,7 +69,7 @@ func previewOf(pv *jobs.Preview) models.Preview {
 		out.JobId = ptr(pv.Job.ID)
 		out.State = ptr(models.JobState(pv.Job.State))
 	}
-	for _, f := range pv.Fires {
+	for i, f := range pv.Fires {
 		// A run RFC 3339 cannot write (after the year 9999, or before
 		// year 0 in the zone: a from at either end) is left out, as a
 		// run after the end of the schedule's window is.
@@ -89,6 +89,14 @@ func previewOf(pv *jobs.Preview) models.Preview {
 		}
 		if f.Occurrence != 0 {
 			pf.Occurrence = ptr(f.Occurrence)
+		}
+		if i < len(pv.Waits) {
+			ws := make([]models.PreviewUpstream, len(pv.Waits[i]))
+			for k, w := range pv.Waits[i] {
+				ws[k] = models.PreviewUpstream{JobId: w.Job.ID, Name: nonEmpty(w.Job.Name), On: models.PreviewUpstreamOn(w.On),
+					At: utc(w.At), Note: w.Note}
+			}
+			pf.WaitsFor = &ws
 		}
 		out.Fires = append(out.Fires, pf)
 	}

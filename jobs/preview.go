@@ -35,6 +35,9 @@ type Preview struct {
 	From time.Time
 	// Fires are the runs, earliest first.
 	Fires []schedule.Fire
+	// Waits is, for a job with dependencies, what each of Fires waits
+	// for: one UpstreamFire per upstream (nil otherwise).
+	Waits [][]UpstreamFire
 }
 
 // Preview lists the next n runs of job id after from (the database's
@@ -71,6 +74,9 @@ func (s *Service) Preview(ctx context.Context, id uuid.UUID, from time.Time, n i
 		}
 	}
 	p := &Preview{Job: j, Schedule: j.Schedule, Location: sched.Location(), From: from}
+	if j.Depends != nil && j.Depends.Chain {
+		return p, s.previewDepends(ctx, p, j, n)
+	}
 	if sched.Recurring() {
 		// A job with max_runs has only the runs it has left.
 		if m := j.Schedule.MaxRuns; m > 0 {
@@ -79,13 +85,16 @@ func (s *Service) Preview(ctx context.Context, id uuid.UUID, from time.Time, n i
 		// The only failure of a cron schedule's preview is having no run
 		// within the search horizon: nothing to list.
 		p.Fires, _ = sched.Preview(from, n)
-		return p, nil
+	} else {
+		at, err := oneShotRun(j, from)
+		if err != nil {
+			return nil, fmt.Errorf("preview job %s: %w", id, err)
+		}
+		p.Fires = []schedule.Fire{sched.Classify(at)}
 	}
-	at, err := oneShotRun(j, from)
-	if err != nil {
-		return nil, fmt.Errorf("preview job %s: %w", id, err)
+	if j.Depends != nil {
+		return p, s.previewDepends(ctx, p, j, n)
 	}
-	p.Fires = []schedule.Fire{sched.Classify(at)}
 	return p, nil
 }
 

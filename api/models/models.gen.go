@@ -451,6 +451,27 @@ func (e PreviewFireDst) Valid() bool {
 	}
 }
 
+// Defines values for PreviewUpstreamOn.
+const (
+	PreviewUpstreamOnAny     PreviewUpstreamOn = "any"
+	PreviewUpstreamOnFailure PreviewUpstreamOn = "failure"
+	PreviewUpstreamOnSuccess PreviewUpstreamOn = "success"
+)
+
+// Valid indicates whether the value is a known member of the PreviewUpstreamOn enum.
+func (e PreviewUpstreamOn) Valid() bool {
+	switch e {
+	case PreviewUpstreamOnAny:
+		return true
+	case PreviewUpstreamOnFailure:
+		return true
+	case PreviewUpstreamOnSuccess:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Priority.
 const (
 	PriorityHigh   Priority = "high"
@@ -2027,6 +2048,11 @@ type PreviewFire struct {
 	// Occurrence For a repeated wall time, which pass this run is.
 	Occurrence *int `json:"occurrence,omitempty"`
 
+	// WaitsFor For a job with `depends_on`, the run of each upstream this run
+	// waits for, as their schedules say (a chain's runs are its
+	// upstreams' scheduled times).
+	WaitsFor *[]PreviewUpstream `json:"waits_for,omitempty"`
+
 	// Zone The zone's abbreviation at that instant.
 	//
 	// Example: EDT
@@ -2048,6 +2074,19 @@ type PreviewRequest struct {
 	// them (or no schedule at all) means run once, now.
 	Schedule Schedule `json:"schedule"`
 }
+
+// PreviewUpstream defines model for PreviewUpstream.
+type PreviewUpstream struct {
+	// At The upstream's run waited for; absent when its schedule has none to match.
+	At    *time.Time         `json:"at,omitempty"`
+	JobId openapi_types.UUID `json:"job_id"`
+	Name  *string            `json:"name,omitempty"`
+	Note  string             `json:"note"`
+	On    PreviewUpstreamOn  `json:"on"`
+}
+
+// PreviewUpstreamOn defines model for PreviewUpstream.On.
+type PreviewUpstreamOn string
 
 // Priority When executors are saturated, high executions start before normal
 // ones and normal before low ones. Defaults to normal.

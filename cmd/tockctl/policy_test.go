@@ -150,7 +150,7 @@ func TestPolicyFlagErrors(t *testing.T) {
 	}
 }
 
-const skipHeader = "FIRST LAST RUNS REASON RECORDED"
+const skipHeader = "FIRST LAST RUNS REASON RECORDED DETAIL"
 
 // jobs skips lists a job's skipped ranges: none as an empty table or
 // {"items":[]}, some as rows, newest first, a page at a time; an

@@ -113,6 +113,9 @@ func (a *app) printPreview(raw []byte, v *models.Preview) error {
 			}
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\n", timeText(&f.At), local, dst)
+		for _, u := range deref(f.WaitsFor) {
+			fmt.Fprintf(w, "\t  %s\t\n", u.Note)
+		}
 	}
 	w.Flush()
 	switch {

@@ -44,9 +44,10 @@ func (c *jobSkipsCmd) Run(a *app) error {
 // skipped, how many runs from one to the other, why, and when.
 func (a *app) skipTable(skips []models.SkippedRun) {
 	w := a.table()
-	fmt.Fprintln(w, "FIRST\tLAST\tRUNS\tREASON\tRECORDED")
+	fmt.Fprintln(w, "FIRST\tLAST\tRUNS\tREASON\tRECORDED\tDETAIL")
 	for _, k := range skips {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", timeText(&k.First), timeText(&k.Last), k.Runs, k.Reason, timeText(&k.RecordedAt))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", timeText(&k.First), timeText(&k.Last), k.Runs, k.Reason, timeText(&k.RecordedAt),
+			orDash(deref(k.Detail)))
 	}
 	w.Flush()
 }
