@@ -72,6 +72,7 @@ type cli struct {
 	Executors   int           `default:"2" help:"In-process no-op executors (Concurrency 256 each); 0 to use executors of your own."`
 	NotifyJobs  int           `name:"notify-jobs" help:"Label this many of the jobs and put them under a notification rule asking for every job and execution event (late and slow with thresholds of an hour), to a webhook channel, so that the run measures what rules cost the hot path (docs/bench.md). Deleted with the jobs."`
 	LogRate     float64       `name:"log-rate" help:"--mix log-flood: MiB/s the handler writes (0: as fast as it can)."`
+	Dependents  int           `help:"--mix spread-minute: also create this many dependent jobs (namespace <namespace>-deps), dependent i waiting for job i's run at the same time; the report adds their exactly-once check and release lag (docs/bench.md, issue 39)."`
 	LogBytes    int           `name:"log-bytes" help:"The in-process executors' handler writes this many bytes to each attempt's log (lines of 100 bytes), to measure what execution logs cost (docs/bench.md)."`
 	Keep        bool          `help:"Keep the jobs (still firing), their executions and the handler's consumer when done."`
 	StoredJobs  int           `name:"stored-jobs" help:"Jobs stored beside the measured ones, created first: active, each a one-shot due a year ahead, so that the run fires and scans in tables of that size (the issue-20 ceiling is measured with 1,000,000 stored jobs in all). Deleted with the rest unless --keep."`
@@ -184,6 +185,10 @@ func (c *cli) validate() error {
 		return fmt.Errorf("--batch %d: want 1 to %d", c.Batch, api.MaxBatchJobs)
 	case c.Batch > 1 && c.Mix != mixCreate:
 		return fmt.Errorf("--batch is for --mix %s", mixCreate)
+	case c.Dependents < 0 || c.Dependents > c.Jobs:
+		return fmt.Errorf("--dependents %d: want 0 to --jobs (%d)", c.Dependents, c.Jobs)
+	case c.Dependents > 0 && c.Mix != mixSpreadMinute:
+		return fmt.Errorf("--dependents is for --mix %s", mixSpreadMinute)
 	}
 	return nil
 }
@@ -298,6 +303,9 @@ func (b *bench) runRecurring(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	if err := b.createJobs(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.createDependents(ctx); err != nil {
 		return nil, err
 	}
 	if err := b.createRule(ctx); err != nil {

@@ -24,6 +24,8 @@ type Report struct {
 	Executors  int    `json:"executors"`
 
 	Create Creation `json:"create"`
+	// Dependents is --dependents' part.
+	Dependents *DependentsReport `json:"dependents,omitempty"`
 	// Window is the measured window (recurring mixes).
 	Window *Window `json:"window,omitempty"`
 	// Burst is the due instant and its timings (same-second).
@@ -368,6 +370,12 @@ func (r *Report) write(w io.Writer, format string) error {
 	p("  executions     expected %d, fired %d, dispatched %d, started %d, succeeded %d, delivered %d",
 		r.Expected, r.Fired, r.Dispatched, r.Started, r.Succeeded, r.Delivered)
 	p("  fire lag       %s   (scheduled → dispatched)", r.FireLag)
+	if d := r.Dependents; d != nil {
+		p("  dependents     %d jobs: %d upstream successes, %d ran, %d missing, %d twice, %d early, %d skipped",
+			d.Jobs, d.Expected, d.Ran, d.Missing, d.Twice, d.Early, d.Skipped)
+		p("  release lag    %s   (upstream end → dependent dispatched)", d.ReleaseLag)
+		p("  dependent lag  %s   (dependent scheduled → dispatched)", d.FireLag)
+	}
 	p("  start lag      %s   (scheduled → started, recorded)", r.StartLag)
 	p("  handler lag    %s   (scheduled → handler called, executor side)", r.HandlerLag)
 	p("  exactly once   zero-fired %d, multi-fired %d, unexpected %d", r.ZeroFired, r.MultiFired, r.Unexpected)

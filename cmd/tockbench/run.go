@@ -130,6 +130,9 @@ func (b *bench) runWindow(ctx context.Context) error {
 	if err := b.windowStats(ctx, from, to); err != nil {
 		return err
 	}
+	if err := b.dependentsStats(ctx, from, to, deadline); err != nil {
+		return err
+	}
 	nodes, err := b.nodeStats(ctx, from, to)
 	if err != nil {
 		return err
@@ -284,6 +287,9 @@ func (b *bench) waitFor(ctx context.Context, from, to, deadline time.Time, what 
 // executions and JetStream consumer.
 func (b *bench) cleanup(ctx context.Context, stopExecutors context.CancelFunc, executorsDone <-chan struct{}) {
 	if !b.Keep {
+		if err := b.deleteDependents(ctx); err != nil {
+			b.say("%v; delete namespace %s's jobs yourself", err, b.depsNamespace())
+		}
 		// Deleted first so that they stop firing; idempotent.
 		if err := b.deleteJobs(ctx); err != nil {
 			b.say("%v; delete namespace %s's jobs yourself", err, b.ns)
