@@ -117,6 +117,9 @@ func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p model.Reten
 	if err = s.expireNotes(ctx, now, p.Default); err != nil {
 		return res, err
 	}
+	if err = s.expireUpstreamLinks(ctx); err != nil {
+		return res, err
+	}
 	if p.CompletedJobs > 0 {
 		// The jobs, then their names and last successes, each table's
 		// rows locked in key order (store/doc.go, Lock order): as they
@@ -137,6 +140,21 @@ func (s *Store) ApplyRetention(ctx context.Context, now time.Time, p model.Reten
 		res.CompletedJobs = tag.RowsAffected()
 	}
 	return res, archiveErr
+}
+
+// expireUpstreamLinks deletes the dependency links (execution_upstreams)
+// of executions whose day is gone: those scheduled before the oldest day
+// partition left. (Links of executions a namespace's retention deleted
+// from a kept day go with that day.)
+func (s *Store) expireUpstreamLinks(ctx context.Context) error {
+	days, err := s.ListHistoryDays(ctx)
+	if err != nil || len(days) == 0 {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM execution_upstreams WHERE scheduled_for < $1`, days[0]); err != nil {
+		return fmt.Errorf("store: retention: dependency links: %w", err)
+	}
+	return nil
 }
 
 // dropDays drops (archiving first, if p says so) the days past

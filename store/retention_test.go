@@ -54,9 +54,20 @@ func TestApplyRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Dependency links of a dropped day (-70) and of a kept one (-40).
+	if _, err := s.pool.Exec(ctx, `INSERT INTO execution_upstreams (execution_id, scheduled_for, job_id,
+		upstream_execution_id, upstream_scheduled_for, upstream_job_id, upstream_state)
+		VALUES ($1, $2, $1, $1, $2, $1, 'succeeded'), ($3, $4, $3, $3, $4, $3, 'succeeded')`,
+		uuid.New(), day(-70), uuid.New(), day(-40)); err != nil {
+		t.Fatal(err)
+	}
+
 	res, err := s.ApplyRetention(ctx, now, model.RetentionPolicy{Default: 30 * 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := count(t, s, "SELECT count(*) FROM execution_upstreams"); n != 1 {
+		t.Errorf("%d dependency links left, want the kept day's 1", n)
 	}
 	have := map[string]map[string]bool{}
 	for _, table := range dailyTables {
