@@ -231,6 +231,16 @@ func TestWaitTimeout(t *testing.T) {
 		Depends: &jobs.DependsSpec{On: []jobs.DependRef{{Job: "a"}}, WaitTimeout: &min}})
 	d := e.create(jobs.NewJob{Name: "d", Schedule: every("* * * * * *"),
 		Depends: &jobs.DependsSpec{On: []jobs.DependRef{{Job: "a"}}, WaitTimeout: &min, OnTimeout: domain.DependRun}})
+	// A rule that asks for execution.dependency_timeout.
+	ch, err := e.st.CreateChannel(context.Background(), model.Channel{Namespace: "default", Name: "ops", Type: model.ChannelWebhook,
+		URL: "https://notify.invalid/ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.CreateRule(context.Background(), model.Rule{Namespace: "default", Name: "waits",
+		Events: []string{domain.NotifyExecutionDependencyTimeout}, Channels: []uuid.UUID{ch.ID}, GroupInterval: time.Minute, FailingAfter: 1}); err != nil {
+		t.Fatal(err)
+	}
 	t1 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	e.now = t1
 	e.fire(a, t1) // never ends
@@ -248,6 +258,24 @@ func TestWaitTimeout(t *testing.T) {
 	}
 	if x := e.exec(d, t1); x == nil || x.State != domain.ExecQueued {
 		t.Fatalf("d after its timeout: %+v, want queued (on_timeout run)", x)
+	}
+	// One event each, decided once however often the resolver looks.
+	e.pass()
+	rows, err := e.st.Pool().Query(context.Background(), `SELECT job_name, detail->>'then' FROM notification_events
+		WHERE kind = 'execution.dependency_timeout' ORDER BY job_name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var name, then string
+		if err := rows.Scan(&name, &then); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, name+" "+then)
+	}
+	if strings.Join(got, ", ") != "c skipped, d ran" {
+		t.Fatalf("dependency_timeout events: %v", got)
 	}
 }
 
@@ -375,5 +403,39 @@ func TestRefusals(t *testing.T) {
 	edges, err := e.st.ListJobEdges(ctx, a.ID, 100)
 	if err != nil || len(edges) != 0 {
 		t.Fatalf("a's edges after b went: %+v, %v", edges, err)
+	}
+}
+
+// Preview says which upstream run each run waits for; a chain's runs are
+// its upstreams' scheduled times.
+func TestPreviewDependents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.create(jobs.NewJob{Name: "a", Schedule: every("*/2 * * * * *")})
+	c := e.create(jobs.NewJob{Name: "c", Schedule: every("* * * * * *"), Depends: &jobs.DependsSpec{On: []jobs.DependRef{{Job: "a"}}}})
+	from := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	p, err := e.svc.Preview(ctx, c.ID, from, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Fires) != 4 || len(p.Waits) != 4 {
+		t.Fatalf("preview: %d fires, %d waits", len(p.Fires), len(p.Waits))
+	}
+	for i, f := range p.Fires {
+		w := p.Waits[i][0]
+		even := f.At.Second()%2 == 0
+		if (w.At != nil) != even || (even && !strings.Contains(w.Note, "after a's run at the same time")) ||
+			(!even && !strings.Contains(w.Note, "has no run at this time")) {
+			t.Errorf("fire %s: %+v", f.At, w)
+		}
+	}
+	chain := e.create(jobs.NewJob{Name: "ch", Depends: &jobs.DependsSpec{On: []jobs.DependRef{{Job: "a"}}}})
+	p, err = e.svc.Preview(ctx, chain.ID, from, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Fires) != 3 || !p.Fires[0].At.Equal(from.Add(2*time.Second)) || !p.Fires[2].At.Equal(from.Add(6*time.Second)) {
+		t.Fatalf("chain preview: %+v", p.Fires)
 	}
 }
