@@ -136,12 +136,23 @@ func (s *Store) writeEdges(ctx context.Context, tx pgx.Tx, j *model.Job) error {
 			return err
 		}
 	}
-	rows, err := tx.Query(ctx, `DELETE FROM job_dependencies WHERE downstream_id = $1 RETURNING upstream_id`, j.ID)
+	// The upstreams whose chains mark may change: those of the chain
+	// edges removed, and (below) those of new chain edges.
+	rows, err := tx.Query(ctx, `DELETE FROM job_dependencies WHERE downstream_id = $1 RETURNING upstream_id, chain`, j.ID)
 	if err != nil {
 		return err
 	}
-	touched, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
+	var touched []uuid.UUID
+	var (
+		up    uuid.UUID
+		chain bool
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&up, &chain}, func() error {
+		if chain {
+			touched = append(touched, up)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	if len(ups) == 0 {
@@ -174,7 +185,8 @@ func (s *Store) writeEdges(ctx context.Context, tx pgx.Tx, j *model.Job) error {
 		return err
 	}
 	n := len(j.Depends.On)
-	ubuckets, ons, chain := make([]int, n), make([]string, n), j.Depends.Chain
+	ubuckets, ons := make([]int, n), make([]string, n)
+	chain = j.Depends.Chain
 	for i, u := range j.Depends.On {
 		ubuckets[i], ons[i] = domain.BucketOf(u.Job, s.buckets), u.On
 	}
@@ -184,7 +196,10 @@ func (s *Store) writeEdges(ctx context.Context, tx pgx.Tx, j *model.Job) error {
 		j.ID, domain.BucketOf(j.ID, s.buckets), ups, ubuckets, ons, chain); err != nil {
 		return err
 	}
-	return s.markChains(ctx, tx, append(touched, ups...))
+	if chain {
+		touched = append(touched, ups...)
+	}
+	return s.markChains(ctx, tx, touched)
 }
 
 // markChains sets the chains mark of jobs to whether a chain depends on

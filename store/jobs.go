@@ -394,12 +394,15 @@ func (s *Store) deleteJob(ctx context.Context, id uuid.UUID, unlink bool) (names
 		if _, err := tx.Exec(ctx, "DELETE FROM job_successes WHERE job_id = $1", id); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, "DELETE FROM job_dependencies WHERE downstream_id = $1 RETURNING upstream_id", id)
+		rows, err := tx.Query(ctx, "DELETE FROM job_dependencies WHERE downstream_id = $1 AND chain RETURNING upstream_id", id)
 		if err != nil {
 			return err
 		}
 		ups, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM job_dependencies WHERE downstream_id = $1", id); err != nil {
 			return err
 		}
 		if err := s.markChains(ctx, tx, ups); err != nil {
