@@ -105,7 +105,7 @@ func (b *bench) dependentsStats(ctx context.Context, from, to, deadline time.Tim
 		WITH up AS (
 			SELECT job_name, scheduled_for, finished_at FROM executions
 			WHERE namespace = $1 AND scheduled_for >= $3 AND scheduled_for < $4 AND state = 'succeeded'
-				AND job_name < 'job-' || lpad($5::text, 7, '0')
+				AND job_name < $5
 		), down AS (
 			SELECT 'job-' || substr(job_name, 5) AS up_name, scheduled_for, dispatched_at, count(*) OVER w AS n
 			FROM executions WHERE namespace = $2 AND scheduled_for >= $3 AND scheduled_for < $4
@@ -123,7 +123,7 @@ func (b *bench) dependentsStats(ctx context.Context, from, to, deadline time.Tim
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM dispatched_at - sched) * 1000),
 			percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM dispatched_at - sched) * 1000),
 			max(extract(epoch FROM dispatched_at - sched) * 1000)
-		FROM j`, b.ns, ns, from, to, r.Jobs).Scan(&r.Expected, &r.Ran, &r.Missing, &r.Twice, &r.Early, &r.Skipped,
+		FROM j`, b.ns, ns, from, to, jobName(r.Jobs)).Scan(&r.Expected, &r.Ran, &r.Missing, &r.Twice, &r.Early, &r.Skipped,
 		&r.ReleaseLag.P50, &r.ReleaseLag.P99, &r.ReleaseLag.Max, &r.FireLag.P50, &r.FireLag.P99, &r.FireLag.Max)
 	if err != nil {
 		return fmt.Errorf("dependents' statistics: %w", err)
