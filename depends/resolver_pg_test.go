@@ -302,8 +302,8 @@ func TestLatestWithin(t *testing.T) {
 	e.fire(c, t2)
 	e.now = t2
 	e.pass()
-	if x := e.exec(c, t2); x == nil || x.State != domain.ExecQueued {
-		t.Fatalf("c with a success within the hour: %+v", x)
+	if x := e.exec(c, t2); x == nil || x.State != domain.ExecQueued || x.NextAttemptAt == nil || !x.NextAttemptAt.Equal(t2) {
+		t.Fatalf("c with a success within the hour: %+v; want queued, published at its time (never early)", x)
 	}
 	// c three hours on: a's success is out of the window: it waits.
 	t3 := t2.Add(3 * time.Hour)

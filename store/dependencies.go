@@ -553,7 +553,8 @@ func (s *Store) ListUpstreamRuns(ctx context.Context, qs []model.UpstreamQuery) 
 }
 
 // ApplyWaitDecisions carries out the resolver's decisions in one transaction:
-// a released execution goes from waiting to queued, due now (its bucket's
+// a released execution goes from waiting to queued, due now, or at its
+// (jittered) time if that is still ahead (never early; its bucket's
 // scanner is told), with the upstream executions that satisfied it
 // recorded; a skipped one leaves the executions table for the skip ledger
 // (reason and detail), and a timeout's notification events are decided.
@@ -597,7 +598,8 @@ func (s *Store) ApplyWaitDecisions(ctx context.Context, ds []model.WaitDecision)
 		if len(relIDs) > 0 {
 			rows, err := tx.Query(ctx, `
 				WITH rel AS (
-					UPDATE executions x SET state = 'queued', next_attempt_at = `+nowMS+`
+					UPDATE executions x SET state = 'queued',
+						next_attempt_at = GREATEST(`+nowMS+`, COALESCE(x.due_at, x.scheduled_for))
 					FROM unnest($1::uuid[], $2::timestamptz[]) AS r(id, sched)
 					WHERE x.id = r.id AND x.scheduled_for = r.sched AND x.state = 'waiting'
 					RETURNING x.id, x.bucket
