@@ -138,7 +138,10 @@ export interface paths {
         post?: never;
         /**
          * Delete a job
-         * @description Its recorded executions are kept.
+         * @description Its recorded executions are kept. A job that other jobs depend on
+         *     is not deleted (409 listing them) unless `force` is true: then it is
+         *     taken out of their dependencies first, each change in the audit
+         *     trail.
          */
         delete: operations["deleteJob"];
         options?: never;
@@ -151,6 +154,30 @@ export interface paths {
          *     active again.
          */
         patch: operations["updateJob"];
+        trace?: never;
+    };
+    "/v1/jobs/{id}/graph": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A job's dependencies, up and down
+         * @description The dependency edges around the job: what it waits for, what those
+         *     wait for, and what waits for it, transitively (nearest first, at
+         *     most 500 edges).
+         */
+        get: operations["getJobGraph"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/jobs/{id}/pause": {
@@ -1341,10 +1368,11 @@ export interface components {
          *     `execution.slow` (an execution's last attempt ran longer than
          *     `slow_after`), `handler.open` and `handler.close` (a handler's
          *     circuit breaker opened on some executor, and closed again on
-         *     every one).
+         *     every one), `execution.dependency_timeout` (a dependent job's run
+         *     waited out its `wait_timeout` for its upstreams).
          * @enum {string}
          */
-        NotifyEvent: "execution.dead" | "execution.failed" | "job.failing" | "job.recovered" | "job.silent" | "execution.late" | "execution.slow" | "handler.open" | "handler.close";
+        NotifyEvent: "execution.dead" | "execution.failed" | "job.failing" | "job.recovered" | "job.silent" | "execution.late" | "execution.slow" | "handler.open" | "handler.close" | "execution.dependency_timeout";
         RuleCreate: {
             /** @description Defaults to "default". */
             namespace?: string;
@@ -1616,10 +1644,11 @@ export interface components {
          * @description queued: waiting for an executor (or for its first publish); running:
          *     an attempt runs; failed: the last attempt failed and a retry waits
          *     out its backoff; succeeded, cancelled and dead (the last attempt
-         *     failed) are final.
+         *     failed) are final. waiting: a dependent job's run whose time has
+         *     come waits for its upstreams (`waiting_for` says for what).
          * @enum {string}
          */
-        ExecutionState: "queued" | "running" | "succeeded" | "failed" | "cancelled" | "dead";
+        ExecutionState: "queued" | "running" | "succeeded" | "failed" | "cancelled" | "dead" | "waiting";
         /**
          * @description When executors are saturated, high executions start before normal
          *     ones and normal before low ones. Defaults to normal.
@@ -1925,7 +1954,9 @@ export interface components {
              */
             runs: number;
             /** @enum {string} */
-            reason: "missed" | "overlap" | "paused";
+            reason: "missed" | "overlap" | "paused" | "dependency" | "dependency_timeout";
+            /** @description For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for). */
+            detail?: string;
             /** Format: date-time */
             recorded_at: string;
         };
@@ -1933,6 +1964,106 @@ export interface components {
             items: components["schemas"]["SkippedRun"][];
             /** @description Absent on the last page. */
             next_cursor?: string;
+        };
+        DependsOn: {
+            /**
+             * @description The upstream job's id, its name (in the dependent job's namespace), or `namespace/name`.
+             * @example nightly-import
+             */
+            job: string;
+            /**
+             * @description What the upstream's run must end in, `success` (succeeded), `failure` (dead) or `any` (succeeded, dead or cancelled).
+             * @default success
+             * @enum {string}
+             */
+            on?: "success" | "failure" | "any";
+        };
+        Upstream: {
+            /** Format: uuid */
+            job_id: string;
+            /** @description Absent when the upstream job no longer exists. */
+            namespace?: string;
+            name?: string;
+            /** @enum {string} */
+            on: "success" | "failure" | "any";
+        };
+        /**
+         * @description `all`: a run waits for every upstream; `any`: the first upstream whose run ends as asked lets it run.
+         * @default all
+         * @enum {string}
+         */
+        DependsMode: "all" | "any";
+        /**
+         * @description How an upstream's run is matched to one of this job's scheduled
+         *     times: `"same_time"` (default), the upstream's execution scheduled
+         *     for the same instant; or `{"latest_within": "<duration>"}`, the
+         *     newest upstream execution that ended within the duration before the
+         *     scheduled time, or, when none did, the first to end after it while
+         *     the run waits.
+         */
+        DependsMatch: "same_time" | {
+            /**
+             * @description A Go duration, above 0 and at most 168h.
+             * @example 6h
+             */
+            latest_within: string;
+        };
+        /**
+         * @description What a run whose upstreams have not let it run within `wait_timeout` does, `skip` (recorded as skipped, reason `dependency_timeout`) or `run`.
+         * @default skip
+         * @enum {string}
+         */
+        DependsOnTimeout: "skip" | "run";
+        /**
+         * @description What an upstream whose run at the time was skipped (paused, a missed-run or overlap policy), or that has no run at that time, counts as; `skip` skips the run at once (reason `dependency`, naming the upstream).
+         * @default skip
+         * @enum {string}
+         */
+        DependsOnUpstreamSkipped: "skip" | "run";
+        JobRef: {
+            /** Format: uuid */
+            id: string;
+            namespace: string;
+            name: string;
+        };
+        JobGraph: {
+            job: components["schemas"]["JobRef"];
+            /** @description The dependency edges around the job, up and down, nearest first (at most 500). */
+            edges: components["schemas"]["JobEdge"][];
+        };
+        JobEdge: {
+            upstream: components["schemas"]["JobRef"];
+            downstream: components["schemas"]["JobRef"];
+            /** @enum {string} */
+            on: "success" | "failure" | "any";
+            chain: boolean;
+        };
+        WaitEdge: {
+            /** Format: uuid */
+            job_id: string;
+            job_name?: string;
+            /** @enum {string} */
+            on: "success" | "failure" | "any";
+            /** @enum {string} */
+            status: "pending" | "satisfied" | "refused";
+            /**
+             * Format: uuid
+             * @description The upstream's matching execution, when it has one.
+             */
+            execution_id?: string;
+            /** @description What the upstream's run is or did, in words. */
+            detail: string;
+        };
+        ExecutionLink: {
+            /** Format: uuid */
+            execution_id: string;
+            /** Format: uuid */
+            job_id: string;
+            job_name: string;
+            namespace: string;
+            /** Format: date-time */
+            scheduled_for: string;
+            state: components["schemas"]["ExecutionState"];
         };
         JobCreate: {
             /** @description Unique within the namespace. */
@@ -1963,6 +2094,25 @@ export interface components {
             description?: string;
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
+            /**
+             * @description The jobs whose runs this job's runs wait for (at most 16): each
+             *     by id, by name in this job's namespace, or as `namespace/name`
+             *     (another namespace needs the caller to be allowed to read it),
+             *     and what its run must end in. Stored by id, so renames keep
+             *     them. With no `schedule`, the job is a chain: each scheduled
+             *     run of its upstreams makes one run of it, at the same scheduled
+             *     time. See docs/jobs.md, "Jobs that wait for jobs".
+             */
+            depends_on?: components["schemas"]["DependsOn"][];
+            depends_mode?: components["schemas"]["DependsMode"];
+            depends_match?: components["schemas"]["DependsMatch"];
+            /**
+             * @description How long after its scheduled time a run waits for its upstreams (a Go duration, 1s to 168h; default 1h).
+             * @example 1h
+             */
+            wait_timeout?: string;
+            on_timeout?: components["schemas"]["DependsOnTimeout"];
+            on_upstream_skipped?: components["schemas"]["DependsOnUpstreamSkipped"];
         };
         /**
          * @description The fields to change; each one present replaces the job's. A retry
@@ -1990,6 +2140,28 @@ export interface components {
             description?: string;
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
+            /**
+             * @description The jobs whose runs this job's runs wait for (at most 16): each
+             *     by id, by name in this job's namespace, or as `namespace/name`
+             *     (another namespace needs the caller to be allowed to read it),
+             *     and what its run must end in. Stored by id, so renames keep
+             *     them. With no `schedule`, the job is a chain: each scheduled
+             *     run of its upstreams makes one run of it, at the same scheduled
+             *     time. See docs/jobs.md, "Jobs that wait for jobs".
+             *     In a change, `[]` removes the dependencies (a chain must get a
+             *     `schedule` in the same change); the other fields left out take
+             *     their defaults again when `depends_on` is given.
+             */
+            depends_on?: components["schemas"]["DependsOn"][];
+            depends_mode?: components["schemas"]["DependsMode"];
+            depends_match?: components["schemas"]["DependsMatch"];
+            /**
+             * @description How long after its scheduled time a run waits for its upstreams (a Go duration, 1s to 168h; default 1h).
+             * @example 1h
+             */
+            wait_timeout?: string;
+            on_timeout?: components["schemas"]["DependsOnTimeout"];
+            on_upstream_skipped?: components["schemas"]["DependsOnUpstreamSkipped"];
         };
         Job: {
             /** Format: uuid */
@@ -2034,6 +2206,15 @@ export interface components {
              * @description Runs fired by the schedule so far (what `schedule.max_runs` counts).
              */
             runs?: number;
+            /** @description The upstreams this job's runs wait for; absent when it waits for none. */
+            depends_on?: components["schemas"]["Upstream"][];
+            depends_mode?: components["schemas"]["DependsMode"];
+            depends_match?: components["schemas"]["DependsMatch"];
+            wait_timeout?: string;
+            on_timeout?: components["schemas"]["DependsOnTimeout"];
+            on_upstream_skipped?: components["schemas"]["DependsOnUpstreamSkipped"];
+            /** @description The job has no schedule of its own; its upstreams' scheduled runs make its runs. */
+            chain?: boolean;
         };
         JobList: {
             items: components["schemas"]["Job"][];
@@ -2167,6 +2348,17 @@ export interface components {
              *     are none.
              */
             notes?: components["schemas"]["ExecutionNote"][];
+            /** @description While the execution is waiting, each upstream and where it stands; only in GET /v1/executions/{id}. */
+            waiting_for?: components["schemas"]["WaitEdge"][];
+            /**
+             * Format: date-time
+             * @description While the execution is waiting, when its wait runs out (then `on_timeout` applies); only in GET /v1/executions/{id}.
+             */
+            wait_until?: string;
+            /** @description The upstream executions that let this execution run; only in GET /v1/executions/{id}, absent when none. */
+            upstreams?: components["schemas"]["ExecutionLink"][];
+            /** @description The downstream executions this execution let run; only in GET /v1/executions/{id}, absent when none. */
+            released?: components["schemas"]["ExecutionLink"][];
         };
         DeadEventList: {
             items: components["schemas"]["DeadEvent"][];
@@ -2362,6 +2554,25 @@ export interface components {
              * @example 02:30 did not exist (clocks went forward from 02:00 to 03:00); runs at the first instant after the gap
              */
             note?: string;
+            /**
+             * @description For a job with `depends_on`, the run of each upstream this run
+             *     waits for, as their schedules say (a chain's runs are its
+             *     upstreams' scheduled times).
+             */
+            waits_for?: components["schemas"]["PreviewUpstream"][];
+        };
+        PreviewUpstream: {
+            /** Format: uuid */
+            job_id: string;
+            name?: string;
+            /** @enum {string} */
+            on: "success" | "failure" | "any";
+            /**
+             * Format: date-time
+             * @description The upstream's run waited for; absent when its schedule has none to match.
+             */
+            at?: string;
+            note: string;
         };
         /** @description One bucket of jobs, its owner and what it holds. */
         Bucket: {
@@ -2882,7 +3093,9 @@ export interface operations {
     };
     deleteJob: {
         parameters: {
-            query?: never;
+            query?: {
+                force?: boolean;
+            };
             header?: never;
             path: {
                 id: components["parameters"]["ID"];
@@ -2902,6 +3115,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             default: components["responses"]["Error"];
         };
     };
@@ -2934,6 +3148,33 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             415: components["responses"]["UnsupportedMediaType"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getJobGraph: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["ID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The graph. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobGraph"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             default: components["responses"]["Error"];
         };
     };
