@@ -1,9 +1,11 @@
 // Execution detail: every attempt with its timing, output and error;
-// cancel and retry.
-import { api, can, must } from "../api";
-import { ErrorBox, StateBadge, Time, useAction, useLoad } from "../components";
+// for a dependent job's run, what it waits for and the upstream runs that
+// let it go (and the downstream runs this one let go); cancel and retry.
+import { api, can, must, type Schemas } from "../api";
+import { ErrorBox, StateBadge, Time, useAction, useLoad, useThrottled } from "../components";
 import { useLive } from "../live";
 import { go, href } from "../router";
+import { onWords } from "./job";
 import { LogView } from "./logview";
 
 function took(a?: string | null, b?: string | null): string {
@@ -15,8 +17,15 @@ function took(a?: string | null, b?: string | null): string {
 export function ExecutionDetail({ id }: { id: string }) {
   const x = useLoad(() => must(api.GET("/v1/executions/{id}", { params: { path: { id } } })), [id]);
   const act = useAction();
-  useLive({ namespace: x.data?.namespace, job_id: x.data?.job_id, kind: "execution" }, (cs) => {
+  const reloadSoon = useThrottled(x.reload);
+  // While it waits, its upstreams' runs change what it waits for: the
+  // namespace's changes are watched for them (upstreams elsewhere show
+  // theirs on a reload).
+  const waits = x.data?.state === "waiting";
+  const upstreamJobs = new Set((x.data?.waiting_for ?? []).map((w) => w.job_id));
+  useLive({ namespace: x.data?.namespace, job_id: waits ? undefined : x.data?.job_id, kind: "execution" }, (cs) => {
     if (cs.some((c) => c.execution_id === id)) x.reload();
+    else if (cs.some((c) => c.job_id && upstreamJobs.has(c.job_id))) reloadSoon();
   }, x.reload);
   if (!x.data) return <><h1>Execution</h1><ErrorBox error={x.error} />{!x.error && <p aria-busy="true">Loading…</p>}</>;
   const e = x.data;
@@ -26,7 +35,7 @@ export function ExecutionDetail({ id }: { id: string }) {
       <div class="title-row">
         <h1>Execution <span class="mono">{e.id.slice(0, 8)}</span> <StateBadge state={e.state} /></h1>
         <div class="actions">
-          {can("executions.cancel", ns) && (e.state === "queued" || e.state === "running" || e.state === "failed") && (
+          {can("executions.cancel", ns) && (e.state === "queued" || e.state === "running" || e.state === "failed" || e.state === "waiting") && (
             <button disabled={act.running} onClick={() => act.run(async () => {
               await must(api.POST("/v1/executions/{id}/cancel", { params: { path: { id } } })); x.reload();
             })}>Cancel</button>
@@ -47,9 +56,14 @@ export function ExecutionDetail({ id }: { id: string }) {
         <dt>Started</dt><dd><Time t={e.started_at} /></dd>
         <dt>Finished</dt><dd><Time t={e.finished_at} /></dd>
         <dt>Attempts</dt><dd>{e.attempts}</dd>
-        {e.next_attempt_at && <><dt>Next attempt</dt><dd><Time t={e.next_attempt_at} /></dd></>}
+        {e.next_attempt_at && e.state !== "waiting" && <><dt>Next attempt</dt><dd><Time t={e.next_attempt_at} /></dd></>}
         {e.error && <><dt>Error</dt><dd><span class="mono">{e.error}</span> <a href="#log-title">The log</a> holds the rest.</dd></>}
       </dl>
+      {e.waiting_for && <WaitingFor edges={e.waiting_for} until={e.wait_until} />}
+      {(e.upstreams ?? []).length > 0 && <Links id="upstreams" title="Let run by" links={e.upstreams!}
+        what="The upstream runs that let this one go." />}
+      {(e.released ?? []).length > 0 && <Links id="released" title="Released" links={e.released!}
+        what="The downstream runs this one let go." />}
       <h2>Attempts</h2>
       <table>
         <thead>
@@ -80,5 +94,50 @@ export function ExecutionDetail({ id }: { id: string }) {
         </ul>
       </>}
     </>
+  );
+}
+
+const statusWords: Record<Schemas["WaitEdge"]["status"], string> = {
+  pending: "not decided yet",
+  satisfied: "lets this run go",
+  refused: "this run will not go",
+};
+
+/** WaitingFor lists a waiting execution's upstreams and where each stands. */
+function WaitingFor({ edges, until }: { edges: Schemas["WaitEdge"][]; until?: string }) {
+  return (
+    <section aria-labelledby="waiting-for">
+      <h2 id="waiting-for">Waiting for</h2>
+      {until && <p>Waits until <time dateTime={until}>{new Date(until).toISOString()}</time> (<Time t={until} />) at most; then its job's <code>on_timeout</code> applies.</p>}
+      {edges.length === 0 && <p class="muted">Nothing: its job no longer waits for others.</p>}
+      <ul class="plain">
+        {edges.map((w) => (
+          <li key={w.job_id} data-upstream={w.job_id} data-status={w.status}>
+            <a href={href("/jobs/" + w.job_id)}>{w.job_name ?? w.job_id}</a>:{" "}
+            <strong>{w.status}</strong> ({statusWords[w.status]}); this run goes {onWords(w.on)}.
+            <div class="muted">{w.detail}</div>
+            {w.execution_id && <a href={href("/executions/" + w.execution_id)}>{w.job_name ?? "The upstream"}'s run</a>}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+/** Links lists executions linked to this one by a dependency. */
+function Links({ id, title, what, links }: { id: string; title: string; what: string; links: Schemas["ExecutionLink"][] }) {
+  return (
+    <section aria-labelledby={id}>
+      <h2 id={id}>{title}</h2>
+      <p class="muted">{what}</p>
+      <ul class="plain">
+        {links.map((l) => (
+          <li key={l.execution_id} data-execution={l.execution_id}>
+            <a href={href("/executions/" + l.execution_id)}>{l.namespace}/{l.job_name}'s run</a>{" "}
+            scheduled for <Time t={l.scheduled_for} /> <StateBadge state={l.state} />
+          </li>
+        ))}
+      </ul>
+    </section>
   );
 }

@@ -128,7 +128,7 @@ export function Executions() {
           <label for="f-state">State</label>
           <select id="f-state" value={form.state} onChange={(e) => setForm({ ...form, state: e.currentTarget.value })}>
             <option value="">any</option>
-            {["queued", "running", "succeeded", "failed", "dead", "cancelled"].map((s) => <option key={s}>{s}</option>)}
+            {["waiting", "queued", "running", "succeeded", "failed", "dead", "cancelled"].map((s) => <option key={s}>{s}</option>)}
           </select>
         </div>
         <div>

@@ -1,7 +1,10 @@
-// Job detail: schedule and policies, recent executions (live), skipped
-// ranges, backfills (start and stop); run now, pause, resume, delete.
+// Job detail: schedule and policies, dependencies (what the job waits
+// for, what waits for it, its runs waiting now), recent executions
+// (live), skipped ranges, backfills (start and stop); run now, pause,
+// resume, delete.
+import type { JSX } from "preact";
 import { useState } from "preact/hooks";
-import { api, can, must } from "../api";
+import { api, can, must, type Job, type Schemas } from "../api";
 import { ErrorBox, Pager, StateBadge, Time, useAction, useLoad, useThrottled } from "../components";
 import { useLive } from "../live";
 import { go, href } from "../router";
@@ -19,18 +22,29 @@ export function JobDetail({ id }: { id: string }) {
   const preview = useLoad(() => must(api.GET("/v1/jobs/{id}/preview", { params: { path: { id }, query: { count: 5 } } })), [id]);
   const skips = useLoad(() => must(api.GET("/v1/jobs/{id}/skips", { params: { path: { id }, query: { limit: 10 } } })), [id]);
   const backfills = useLoad(() => must(api.GET("/v1/jobs/{id}/backfills", { params: { path: { id }, query: { limit: 10 } } })), [id]);
+  const graph = useLoad(() => must(api.GET("/v1/jobs/{id}/graph", { params: { path: { id } } })), [id]);
+  // Only a job that waits for others has runs that wait.
+  const dependent = (job.data?.depends_on ?? []).length > 0;
+  const waiting = useLoad(
+    () => dependent
+      ? must(api.GET("/v1/jobs/{id}/executions", { params: { path: { id }, query: { state: "waiting", limit: 20 } } }))
+      : Promise.resolve(null),
+    [id, dependent],
+  );
   const act = useAction();
   const reloadSoon = useThrottled(xs.reload);
+  const reloadWaitingSoon = useThrottled(waiting.reload);
   const ns = job.data?.namespace ?? "";
   useLive({ namespace: ns, job_id: id }, (cs) => {
-    if (cs.some((c) => c.kind === "job")) job.reload();
+    if (cs.some((c) => c.kind === "job")) { job.reload(); graph.reload(); }
     const ex = cs.filter((c) => c.kind === "execution");
     if (ex.length && xs.data) {
       const { list, unknown } = applyChanges(xs.data.items, ex);
       if (unknown && !cursor) reloadSoon();
       else xs.set({ ...xs.data, items: list });
     }
-  }, () => { job.reload(); xs.reload(); });
+    if (ex.length && dependent) reloadWaitingSoon();
+  }, () => { job.reload(); xs.reload(); graph.reload(); waiting.reload(); });
 
   if (!job.data) return <><h1>Job</h1><ErrorBox error={job.error} />{!job.error && <p aria-busy="true">Loading…</p>}</>;
   const j = job.data;
@@ -85,12 +99,20 @@ export function JobDetail({ id }: { id: string }) {
           <ErrorBox error={preview.error} />
           <ol class="fires">
             {preview.data?.fires.map((p) => (
-              <li key={p.at}><time dateTime={p.at}>{p.local}</time>{p.dst && <span class={"dst dst-" + p.dst}> DST {p.dst}</span>}</li>
+              <li key={p.at}>
+                <time dateTime={p.at}>{p.local}</time>{p.dst && <span class={"dst dst-" + p.dst}> DST {p.dst}</span>}
+                {(p.waits_for ?? []).length > 0 && (
+                  <ul class="waits">
+                    {p.waits_for!.map((w) => <li key={w.job_id}>{w.note}</li>)}
+                  </ul>
+                )}
+              </li>
             ))}
           </ol>
           {preview.data && preview.data.fires.length === 0 && <p class="muted">No further runs.</p>}
         </section>
       </div>
+      <Dependencies job={j} graph={graph} waiting={waiting} />
       <section aria-labelledby="recent">
         <h2 id="recent">Executions</h2>
         <ErrorBox error={xs.error} />
@@ -104,13 +126,133 @@ export function JobDetail({ id }: { id: string }) {
           {skips.data?.items.length === 0 && <p class="muted">None.</p>}
           <ul class="plain">
             {skips.data?.items.map((s) => (
-              <li key={s.first + s.reason}>{s.runs} run{s.runs === 1 ? "" : "s"} {s.reason}: <Time t={s.first} /> to <Time t={s.last} /></li>
+              <li key={s.first + s.reason}>
+                {s.runs} run{s.runs === 1 ? "" : "s"} {s.reason.replace(/_/g, " ")}: <Time t={s.first} /> to <Time t={s.last} />
+                {s.detail && <div class="muted">{s.detail}</div>}
+              </li>
             ))}
           </ul>
         </section>
         <Backfills id={id} ns={ns} list={backfills} />
       </div>
     </>
+  );
+}
+
+/** onWords says in words what an upstream's run (who's) must end in to let a run go. */
+export function onWords(on: Schemas["Upstream"]["on"], who = "it"): string {
+  switch (on) {
+    case "failure": return `when ${who} fails (ends dead)`;
+    case "any": return `whenever ${who} ends (succeeded, dead or cancelled)`;
+  }
+  return `when ${who} succeeds`;
+}
+
+/** matchWords says how a run is matched to its upstreams' runs. */
+function matchWords(m: Job["depends_match"]): string {
+  if (m && typeof m === "object") return `the newest upstream run that ended within ${m.latest_within} before its time`;
+  return "the upstream's run at the same scheduled time";
+}
+
+type Ref = Schemas["JobRef"];
+type Edge = Schemas["JobEdge"];
+
+/**
+ * Dependencies shows what the job waits for (each upstream with what its
+ * run must end in, and what those wait for in turn), how it waits, what
+ * waits for it (from the graph, transitively), and its runs waiting now.
+ * Nothing, for a job with no dependency either way.
+ */
+function Dependencies({ job: j, graph, waiting }: {
+  job: Job;
+  graph: { data?: Schemas["JobGraph"]; error?: unknown };
+  waiting: { data?: Schemas["ExecutionList"] | null; error?: unknown };
+}) {
+  const ups = j.depends_on ?? [];
+  const edges = graph.data?.edges ?? [];
+  if (ups.length === 0 && edges.length === 0 && !graph.error) return null;
+  const above = new Map<string, Edge[]>(), below = new Map<string, Edge[]>();
+  for (const e of edges) {
+    above.set(e.downstream.id, [...(above.get(e.downstream.id) ?? []), e]);
+    below.set(e.upstream.id, [...(below.get(e.upstream.id) ?? []), e]);
+  }
+  const name = (r: { namespace?: string; name?: string }) => `${r.namespace ?? "?"}/${r.name ?? "?"}`;
+  // tree lists the jobs on one side of id, nearest first, each once.
+  const tree = (id: string, up: boolean, seen: Set<string>): JSX.Element | null => {
+    const next = ((up ? above : below).get(id) ?? []).filter((e) => !seen.has((up ? e.upstream : e.downstream).id));
+    if (next.length === 0) return null;
+    for (const e of next) seen.add((up ? e.upstream : e.downstream).id);
+    return (
+      <ul>
+        {next.map((e) => {
+          const other: Ref = up ? e.upstream : e.downstream;
+          return (
+            <li key={other.id}>
+              <a href={href("/jobs/" + other.id)}>{name(other)}</a>{" "}
+              <span>— {up ? `${name(e.downstream)} runs ${onWords(e.on)}` : `runs ${onWords(e.on, e.upstream.id === j.id ? "this job" : name(e.upstream))}`}</span>
+              {e.chain && <>{" "}<span class="tag">chain</span></>}
+              {tree(other.id, up, seen)}
+            </li>
+          );
+        })}
+      </ul>
+    );
+  };
+  const seenUp = new Set<string>([j.id, ...ups.map((u) => u.job_id)]);
+  const downs = tree(j.id, false, new Set([j.id]));
+  return (
+    <section aria-labelledby="deps" class="deps">
+      <h2 id="deps">Dependencies</h2>
+      <ErrorBox error={graph.error} />
+      <div class="columns">
+        <div>
+          <h3>Waits for</h3>
+          {ups.length === 0 ? <p class="muted">No other job.</p> : (
+            <>
+              <ul class="upstreams">
+                {ups.map((u) => (
+                  <li key={u.job_id} data-upstream={u.job_id}>
+                    {u.name
+                      ? <a href={href("/jobs/" + u.job_id)}>{name(u)}</a>
+                      : <span>a deleted job <span class="mono">{u.job_id}</span></span>}{" "}
+                    <span>— runs {onWords(u.on)}</span>
+                    {tree(u.job_id, true, seenUp)}
+                  </li>
+                ))}
+              </ul>
+              <dl class="props">
+                <dt>Mode</dt>
+                <dd>{j.depends_mode === "any" ? "any: the first upstream whose run ends as asked lets a run go" : "all: every upstream must let a run go"}</dd>
+                <dt>Matched with</dt><dd>{matchWords(j.depends_match)}</dd>
+                <dt>Wait timeout</dt><dd>{j.wait_timeout ?? "default"}, then {j.on_timeout === "run" ? "run anyway" : "skip the run"}</dd>
+                <dt>Upstream skipped</dt>
+                <dd>{j.on_upstream_skipped === "run" ? "run anyway" : "skip the run"} when an upstream's run was skipped or it has none at that time</dd>
+                {j.chain && <><dt>Chain</dt><dd>yes: no schedule of its own; it runs at its upstreams' scheduled times</dd></>}
+              </dl>
+            </>
+          )}
+        </div>
+        <div>
+          <h3>Waited for by</h3>
+          {downs ?? (graph.data && <p class="muted">No other job.</p>)}
+        </div>
+      </div>
+      {ups.length > 0 && (
+        <>
+          <h3>Runs waiting now</h3>
+          <ErrorBox error={waiting.error} />
+          {waiting.data && waiting.data.items.length === 0 && <p class="muted">None.</p>}
+          <ul class="plain">
+            {waiting.data?.items.map((x) => (
+              <li key={x.id} data-execution={x.id}>
+                <a href={href("/executions/" + x.id)} class="mono">{x.id.slice(0, 8)}</a> scheduled for <Time t={x.scheduled_for} />
+              </li>
+            ))}
+          </ul>
+          {waiting.data?.next_cursor && <a href={href("/executions?state=waiting&job_id=" + j.id)}>Every waiting run</a>}
+        </>
+      )}
+    </section>
   );
 }
 

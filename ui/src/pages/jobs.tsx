@@ -6,8 +6,9 @@ import { ErrorBox, NamespaceSelect, Pager, StateBadge, Time, useAction, useLoad 
 import { useLive } from "../live";
 import { href, route, setQuery } from "../router";
 
-export function describeSchedule(j: Pick<Job, "schedule">): string {
+export function describeSchedule(j: Pick<Job, "schedule" | "chain">): string {
   const s = j.schedule;
+  if (j.chain) return "after its upstreams (a chain)";
   if (s.cron) return s.cron + (s.timezone && s.timezone !== "UTC" ? " (" + s.timezone + ")" : "");
   if (s.at) return "once at " + new Date(s.at).toISOString();
   return "once";
