@@ -121,10 +121,13 @@ export function JobForm({ id }: { id?: string }) {
       try {
         let saved: Job;
         if (id && job) {
-          const { name: _n, namespace: _ns, handler, ...patch } = body;
+          const { name: _n, namespace: _ns, handler, schedule, ...patch } = body;
+          // A chain given no schedule stays a chain: an empty schedule
+          // would make it a job of its own that never runs.
+          const keepChain = job.chain && f.kind === "now";
           saved = await must(api.PATCH("/v1/jobs/{id}", {
             params: { path: { id } },
-            body: { ...patch, handler: { ...job.handler, ...handler }, description: body.description ?? "" },
+            body: { ...patch, schedule: keepChain ? undefined : schedule, handler: { ...job.handler, ...handler }, description: body.description ?? "" },
           }));
         } else {
           saved = await must(api.POST("/v1/jobs", { body }));
@@ -162,6 +165,12 @@ export function JobForm({ id }: { id?: string }) {
         </fieldset>
         <fieldset disabled={!allowed || save.running}>
           <legend>Schedule</legend>
+          {job?.chain && (
+            <p class="hint">
+              A chain: it has no schedule of its own and runs at its upstreams' scheduled times.
+              {f.kind === "now" ? " Pick a schedule to give it one." : " Saved with this schedule, it runs at its own times (and still waits for its upstreams)."}
+            </p>
+          )}
           <div class="radios" role="radiogroup" aria-label="When">
             {(id ? (["cron", "at"] as Kind[]) : (["cron", "at", "in", "now"] as Kind[])).map((k) => (
               <label key={k}>
