@@ -352,6 +352,8 @@ func TestDashboard(t *testing.T) {
 		}
 		b.open("/jobs/" + jobID)
 		b.waitText("main h1", "active")
+		// The list's first load is not a live change: it must be in first.
+		b.waitFor("the executions listed", `document.querySelector("tr[data-execution]")`, 15*time.Second)
 		b.run("switch Live off", chromedp.Click(chromedp.CSS(`header .switch input`)))
 		var first string
 		_ = b.eval(`document.querySelector("tr[data-execution]").dataset.execution`, &first)
