@@ -120,4 +120,16 @@ func TestDependsAPI(t *testing.T) {
 	}
 	res = e.do("PATCH", "/v1/jobs/"+c.Id.String(), map[string]any{"depends_on": []any{}})
 	mustStatus(t, res, http.StatusBadRequest)
+	// An empty schedule, as a form sends it, leaves a chain a chain.
+	res = e.do("PATCH", "/v1/jobs/"+c.Id.String(), map[string]any{"schedule": map[string]any{}, "description": "x"})
+	mustStatus(t, res, http.StatusOK)
+	if c2 := e.getJob(c.Id); c2.Chain == nil || !*c2.Chain || c2.NextRunAt != nil || c2.State != models.JobStateActive {
+		t.Fatalf("a chain after schedule {}: chain %v next %v state %s", c2.Chain, c2.NextRunAt, c2.State)
+	}
+	// A real schedule makes it a scheduled dependent.
+	res = e.do("PATCH", "/v1/jobs/"+c.Id.String(), map[string]any{"schedule": map[string]any{"cron": "0 0 3 * * *"}})
+	mustStatus(t, res, http.StatusOK)
+	if c3 := e.getJob(c.Id); c3.Chain != nil || c3.NextRunAt == nil || c3.DependsOn == nil {
+		t.Fatalf("a chain given a schedule: chain %v next %v depends %v", c3.Chain, c3.NextRunAt, c3.DependsOn)
+	}
 }

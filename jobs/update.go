@@ -241,7 +241,9 @@ func jobName(j *model.Job) string {
 // applyDepends writes p's dependencies to j. A chain stays a chain
 // until it gets a schedule; a job that gets a schedule stops being one.
 func (s *Service) applyDepends(ctx context.Context, p Patch, j *model.Job) error {
-	chain := j.Depends != nil && j.Depends.Chain && p.Schedule == nil
+	// An empty schedule ({}: "run once, now" for other jobs) leaves a
+	// chain a chain: apply kept its schedule, the same empty one.
+	chain := j.Depends != nil && j.Depends.Chain && (p.Schedule == nil || p.Schedule.Kind() == schedule.KindNow)
 	if p.Depends == nil {
 		if j.Depends != nil && j.Depends.Chain && !chain {
 			d := *j.Depends
