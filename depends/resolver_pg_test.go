@@ -3,7 +3,10 @@ package depends_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -437,5 +440,46 @@ func TestPreviewDependents(t *testing.T) {
 	}
 	if len(p.Fires) != 3 || !p.Fires[0].At.Equal(from.Add(2*time.Second)) || !p.Fires[2].At.Equal(from.Add(6*time.Second)) {
 		t.Fatalf("chain preview: %+v", p.Fires)
+	}
+}
+
+// Two resolvers deciding the same waits at once (a bucket changing
+// owner), in opposite orders: each wait is decided once, by one of them,
+// and neither fails. (Deadlock is what the decisions' lock in id order
+// rules out; this run did not produce one without it either.)
+func TestConcurrentDecisionsApplyOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.create(jobs.NewJob{Name: "a", Schedule: every("* * * * * *")})
+	t1 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	var ds []model.WaitDecision
+	for i := range 60 {
+		c := e.create(jobs.NewJob{Name: fmt.Sprintf("c%02d", i), Schedule: every("* * * * * *"),
+			Depends: &jobs.DependsSpec{On: []jobs.DependRef{{Job: "a"}}}})
+		e.fire(c, t1)
+		d := model.WaitDecision{Waiting: model.Waiting{ID: domain.ExecutionID(c.ID, t1), JobID: c.ID, Bucket: c.Bucket,
+			Namespace: "default", JobName: c.Name, ScheduledFor: t1}}
+		if i%2 == 0 {
+			d.Release = true
+		} else {
+			d.Reason, d.Detail = domain.SkipDependency, "test"
+		}
+		ds = append(ds, d)
+	}
+	rev := slices.Clone(ds)
+	slices.Reverse(rev)
+	var wg sync.WaitGroup
+	res := make([]model.WaitResult, 2)
+	errs := make([]error, 2)
+	for i, list := range [][]model.WaitDecision{ds, rev} {
+		wg.Go(func() { res[i], errs[i] = e.st.ApplyWaitDecisions(ctx, list) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("concurrent decisions: %v, %v", errs[0], errs[1])
+	}
+	if rel, sk := res[0].Released+res[1].Released, res[0].Skipped+res[1].Skipped; rel != 30 || sk != 30 {
+		t.Fatalf("released %d and skipped %d in all, want 30 and 30", rel, sk)
 	}
 }

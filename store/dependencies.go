@@ -595,6 +595,17 @@ func (s *Store) ApplyWaitDecisions(ctx context.Context, ds []model.WaitDecision)
 		}
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Every decided execution still waiting is locked first, in id
+		// order (store/doc.go, Lock order), so that two resolvers deciding
+		// the same rows (a bucket changing owner) wait for each other
+		// rather than deadlock; the statements below then meet only rows
+		// this transaction holds.
+		if _, err := tx.Exec(ctx, `SELECT x.id FROM executions x
+			JOIN unnest($1::uuid[], $2::timestamptz[]) AS r(id, sched) ON x.id = r.id AND x.scheduled_for = r.sched
+			WHERE x.state = 'waiting' ORDER BY x.id FOR UPDATE OF x`,
+			append(slices.Clone(relIDs), skipIDs...), append(slices.Clone(relAt), skipAt...)); err != nil {
+			return err
+		}
 		if len(relIDs) > 0 {
 			rows, err := tx.Query(ctx, `
 				WITH rel AS (
