@@ -1,0 +1,205 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/internal/embedded"
+	"github.com/tock-sched/tock/node"
+)
+
+// Config is a run of the kit.
+type Config struct {
+	// PostgresURL names a PostgreSQL server (and a database on it to
+	// connect to); the kit makes a database of its own there and drops
+	// it at the end.
+	PostgresURL string
+	// Command starts the executor under test; it gets the environment
+	// variables EnvNATSURL and EnvHandler beside the kit's own.
+	Command []string
+	// Handler is the custom handler the executor serves; default
+	// "conformance".
+	Handler string
+	// Checks names the checks to run (Checks' names); all when empty.
+	Checks []string
+	// Out gets a line per check as it ends; Stderr the executor's output
+	// and standard error (io.Discard when nil).
+	Out, Stderr io.Writer
+}
+
+// Result is one check's outcome.
+type Result struct {
+	Name   string
+	Pass   bool
+	Reason string
+	Took   time.Duration
+}
+
+// env is a running kit: tock and the executor under test.
+type env struct {
+	api     *client.ClientWithResponses
+	handler string
+}
+
+// Run starts tock and the executor, runs the checks, and returns their
+// results (an error only when the kit itself could not run).
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	if len(cfg.Command) == 0 {
+		return nil, errors.New("conformance: no executor command")
+	}
+	if cfg.Handler == "" {
+		cfg.Handler = "conformance"
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	checks, err := selected(cfg.Checks)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "tock-conformance-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	pg, drop, err := database(ctx, cfg.PostgresURL)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+
+	etcd := &embedded.Etcd{Dir: dir}
+	if err := etcd.Start(); err != nil {
+		return nil, err
+	}
+	defer etcd.Stop()
+	ns := &embedded.NATS{Dir: dir}
+	if err := ns.Start(); err != nil {
+		return nil, err
+	}
+	defer ns.Stop()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	nctx, stopNode := context.WithCancel(ctx)
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- node.Run(nctx, node.Config{NodeID: "conformance", HTTPAddr: ln.Addr().String(), Listener: ln,
+			PostgresURL: pg, EtcdEndpoints: []string{etcd.Endpoint()}, NATSURL: ns.URL(), Cluster: "conformance",
+			Roles: node.AllRoles, Buckets: 16, LeaseTTL: 5 * time.Second,
+			Migrate: true, AuthNone: true, Ready: ready, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}()
+	defer func() { stopNode(); <-done }()
+	select {
+	case <-ready:
+	case err := <-done:
+		return nil, fmt.Errorf("conformance: tock: %w", err)
+	case <-time.After(60 * time.Second):
+		return nil, errors.New("conformance: tock not ready after 60 s")
+	}
+	api, err := client.NewClientWithResponses("http://" + ln.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+
+	cmd := exec.CommandContext(ctx, cfg.Command[0], cfg.Command[1:]...)
+	cmd.Env = append(os.Environ(), EnvNATSURL+"="+ns.URL(), EnvHandler+"="+cfg.Handler)
+	cmd.Stdout, cmd.Stderr = cfg.Stderr, cfg.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("conformance: start the executor: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+
+	e := &env{api: api, handler: cfg.Handler}
+	var results []Result
+	for _, c := range checks {
+		start := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, c.limit)
+		reason := c.run(cctx, e)
+		cancel()
+		select {
+		case err := <-exited:
+			reason = fmt.Sprintf("the executor exited (%v)", err)
+			exited <- err
+		default:
+		}
+		r := Result{Name: c.name, Pass: reason == "", Reason: reason, Took: time.Since(start)}
+		results = append(results, r)
+		verdict := "PASS"
+		if !r.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(cfg.Out, "%s  %-24s %6.1fs  %s\n", verdict, r.Name, r.Took.Seconds(), or(r.Reason, c.doc))
+	}
+	return results, nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// database makes a database of its own on pgURL's server and returns its
+// URL and how to drop it.
+func database(ctx context.Context, pgURL string) (string, func(), error) {
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("conformance: postgres URL: %w", err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "tock_conformance_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, pgURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("conformance: postgres: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		conn.Close(ctx)
+		return "", nil, fmt.Errorf("conformance: create database: %w", err)
+	}
+	conn.Close(ctx)
+	u.Path = path.Join("/", name)
+	drop := func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(dctx, pgURL); err == nil {
+			_, _ = conn.Exec(dctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			conn.Close(dctx)
+		}
+	}
+	return u.String(), drop, nil
+}

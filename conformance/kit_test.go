@@ -1,0 +1,66 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/conformance"
+	"github.com/tock-sched/tock/store/storetest"
+)
+
+// build builds a Go program of this module into the test's directory.
+func build(t *testing.T, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+func run(t *testing.T, bin string, checks ...string) ([]conformance.Result, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	res, err := conformance.Run(ctx, conformance.Config{PostgresURL: storetest.Postgres(t), Command: []string{bin}, Checks: checks, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the kit's report:\n%s", out.String())
+	return res, out.String()
+}
+
+// The Go SDK's executor passes every check.
+func TestGoSDKPasses(t *testing.T) {
+	t.Parallel()
+	res, _ := run(t, build(t, "github.com/tock-sched/tock/examples/conformance-executor"))
+	if len(res) != len(conformance.Checks()) {
+		t.Fatalf("%d results for %d checks", len(res), len(conformance.Checks()))
+	}
+	for _, r := range res {
+		if !r.Pass {
+			t.Errorf("%s failed: %s", r.Name, r.Reason)
+		}
+	}
+}
+
+// An executor that ignores cancellation fails exactly the cancel check,
+// saying so in words.
+func TestExecutorIgnoringCancelFailsTheCancelCheck(t *testing.T) {
+	t.Parallel()
+	res, out := run(t, build(t, "github.com/tock-sched/tock/conformance/testdata/ignorecancel"),
+		"success_with_output", "cancel_while_running")
+	if len(res) != 2 || !res[0].Pass || res[1].Pass {
+		t.Fatalf("results: %+v", res)
+	}
+	if !strings.Contains(res[1].Reason, "after the cancel") || !strings.Contains(out, "FAIL  cancel_while_running") {
+		t.Fatalf("the cancel check's reason: %q", res[1].Reason)
+	}
+}
