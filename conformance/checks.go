@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/wire"
 )
 
 // check is one named scenario: run returns "" when the executor passed,
@@ -28,6 +32,20 @@ var checks = []check{
 		run: checkRetry},
 	{name: "cancel_while_running", doc: "a running attempt stops within 1 s of its execution's cancel and reports it cancelled", limit: 60 * time.Second,
 		run: checkCancel},
+	{name: "timeout", doc: "an attempt that outlives the job's timeout is cut at it and reported timed out", limit: 60 * time.Second,
+		run: checkTimeout},
+	{name: "execution_id_is_the_key", doc: "every attempt of an execution gets the execution's id (the idempotency key)", limit: 60 * time.Second,
+		run: checkExecutionID},
+	{name: "logs_in_order", doc: "what an attempt writes to its log is stored, in order", limit: 30 * time.Second,
+		run: checkLogs},
+	{name: "redelivery_reported_once", doc: "a message delivered again for an attempt already reported adds no attempt", limit: 60 * time.Second,
+		run: checkRedelivery},
+	{name: "malformed_messages", doc: "messages that are not executions neither crash the executor nor stop it serving", limit: 60 * time.Second,
+		run: checkMalformed},
+	{name: "heartbeats", doc: "an attempt longer than the ack wait (30 s) keeps its message: one attempt, never redelivered", limit: 90 * time.Second,
+		run: checkHeartbeats},
+	{name: "sigterm_hands_back", doc: "an executor stopped with SIGTERM mid-attempt exits, and the execution is run to its end (by the executor started again)", limit: 90 * time.Second,
+		run: checkSIGTERM},
 }
 
 // Checks are the names of the kit's checks, in the order they run.
@@ -196,6 +214,186 @@ func checkCancel(ctx context.Context, e *env) string {
 	}
 	if took := last.FinishedAt.Sub(cancelled); took > time.Second+250*time.Millisecond {
 		return fmt.Sprintf("the attempt stopped %s after the cancel, want within 1 s", took.Round(time.Millisecond))
+	}
+	return ""
+}
+
+func checkTimeout(ctx context.Context, e *env) string {
+	job, why := e.job(ctx, "timeout", Instruction{Do: DoWork, WorkMS: 10_000}, func(j *models.JobCreate) {
+		one, t := 1, "1s"
+		j.Retry, j.Timeout = &models.RetryPolicy{MaxAttempts: &one}, &t
+	})
+	if why != "" {
+		return why
+	}
+	x, ok := e.execution(ctx, job, final)
+	as := attempts(x)
+	switch {
+	case !ok || len(as) == 0:
+		return fmt.Sprintf("the execution did not end (state %q): the attempt was not cut at its timeout", x.State)
+	case x.State != models.ExecutionStateDead || deref(as[0].Outcome) != models.AttemptOutcomeTimedOut:
+		return fmt.Sprintf("the execution ended %s, its attempt %q; want dead, timed_out", x.State, deref(as[0].Outcome))
+	case as[0].StartedAt != nil && as[0].FinishedAt.Sub(*as[0].StartedAt) > 2500*time.Millisecond:
+		return fmt.Sprintf("the attempt ran %s for a 1 s timeout", as[0].FinishedAt.Sub(*as[0].StartedAt).Round(time.Millisecond))
+	}
+	return ""
+}
+
+func checkExecutionID(ctx context.Context, e *env) string {
+	job, why := e.job(ctx, "id", Instruction{Do: DoFail, FailAttempts: 1, EchoID: true}, func(j *models.JobCreate) {
+		max, backoff := 2, "1s"
+		j.Retry = &models.RetryPolicy{MaxAttempts: &max, InitialBackoff: &backoff}
+	})
+	if why != "" {
+		return why
+	}
+	x, ok := e.execution(ctx, job, final)
+	switch {
+	case !ok || x.State != models.ExecutionStateSucceeded:
+		return fmt.Sprintf("the execution did not succeed on its second attempt (state %q)", x.State)
+	case deref(x.Output) != x.Id.String():
+		return fmt.Sprintf("the second attempt was given the id %q, want the execution's %s", deref(x.Output), x.Id)
+	}
+	return ""
+}
+
+func checkLogs(ctx context.Context, e *env) string {
+	lines := []string{"first", "second", "third", "fourth", "fifth"}
+	job, why := e.job(ctx, "logs", Instruction{Do: DoSucceed, Log: lines}, nil)
+	if why != "" {
+		return why
+	}
+	x, ok := e.execution(ctx, job, final)
+	if !ok || x.State != models.ExecutionStateSucceeded {
+		return fmt.Sprintf("the execution did not succeed (state %q)", x.State)
+	}
+	var got []string
+	for ctx.Err() == nil {
+		r, err := e.api.GetExecutionLogsWithResponse(ctx, x.Id, nil)
+		if err == nil && r.JSON200 != nil {
+			got = got[:0]
+			for _, l := range r.JSON200.Items {
+				if l.Text != nil {
+					got = append(got, strings.TrimSuffix(*l.Text, "\n"))
+				}
+			}
+			if len(got) >= len(lines) {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !slices.Equal(got, lines) {
+		return fmt.Sprintf("the log holds %q, want %q", got, lines)
+	}
+	return ""
+}
+
+func checkRedelivery(ctx context.Context, e *env) string {
+	// The execution's message as tock publishes it, seen on its subject.
+	sub, err := e.nc.SubscribeSync(wire.ExecSubject(e.handler, domain.PriorityNormal))
+	if err != nil {
+		return fmt.Sprintf("the kit could not watch the handler's subject: %v", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	job, why := e.job(ctx, "redelivery", Instruction{Do: DoSucceed, Output: "once"}, nil)
+	if why != "" {
+		return why
+	}
+	m, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return fmt.Sprintf("the kit did not see the execution's message: %v", err)
+	}
+	x, ok := e.execution(ctx, job, final)
+	if !ok || x.State != models.ExecutionStateSucceeded {
+		return fmt.Sprintf("the execution did not succeed (state %q)", x.State)
+	}
+	// The same message again, as JetStream delivers it after a lost ack:
+	// a new message id, the same execution, dispatch and attempt.
+	msg := nats.NewMsg(m.Subject)
+	msg.Data = m.Data
+	for k, v := range m.Header {
+		if k != nats.MsgIdHdr {
+			msg.Header[k] = v
+		}
+	}
+	if _, err := e.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Sprintf("the kit could not publish the message again: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	x, _ = e.execution(ctx, job, func(models.Execution) bool { return true })
+	if as := attempts(x); len(as) != 1 || x.State != models.ExecutionStateSucceeded || deref(x.Output) != "once" {
+		return fmt.Sprintf("after the same message again: %s with %d attempts, output %q; want succeeded, 1 attempt, \"once\"",
+			x.State, len(as), deref(x.Output))
+	}
+	return ""
+}
+
+func checkMalformed(ctx context.Context, e *env) string {
+	subject := wire.ExecSubject(e.handler, domain.PriorityNormal)
+	for i, body := range []string{"not json", `{"execution_id": 42}`, `[]`, `{}`, ""} {
+		msg := nats.NewMsg(subject)
+		msg.Data = []byte(body)
+		msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("conformance-malformed-%d-%s", i, uuid.NewString()))
+		if _, err := e.js.PublishMsg(ctx, msg); err != nil {
+			return fmt.Sprintf("the kit could not publish a malformed message: %v", err)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if err, gone := e.exec.exited(); gone {
+		return fmt.Sprintf("the executor exited on malformed messages (%v)", err)
+	}
+	// It still serves.
+	if why := checkSuccess(ctx, e); why != "" {
+		return "after malformed messages: " + why
+	}
+	return ""
+}
+
+func checkHeartbeats(ctx context.Context, e *env) string {
+	job, why := e.job(ctx, "heartbeats", Instruction{Do: DoWork, WorkMS: 40_000, Output: "long"}, func(j *models.JobCreate) {
+		t := "2m"
+		j.Timeout = &t
+	})
+	if why != "" {
+		return why
+	}
+	x, ok := e.execution(ctx, job, final)
+	as := attempts(x)
+	switch {
+	case !ok:
+		return fmt.Sprintf("the execution did not end (state %q, %d attempts)", x.State, len(as))
+	case len(as) != 1 || x.State != models.ExecutionStateSucceeded:
+		return fmt.Sprintf("a 40 s attempt ended %s after %d attempts: its message was delivered again (no in-progress acks within the 30 s ack wait?)",
+			x.State, len(as))
+	}
+	return ""
+}
+
+func checkSIGTERM(ctx context.Context, e *env) string {
+	job, why := e.job(ctx, "sigterm", Instruction{Do: DoWork, WorkMS: 3_000, Output: "finished"}, nil)
+	if why != "" {
+		return why
+	}
+	if x, ok := e.execution(ctx, job, func(x models.Execution) bool { return x.State == models.ExecutionStateRunning }); !ok {
+		return fmt.Sprintf("the execution never ran (state %q)", x.State)
+	}
+	exited := e.exec.signal(syscall.SIGTERM, 30*time.Second)
+	if err := e.exec.start(); err != nil {
+		return fmt.Sprintf("the kit could not start the executor again: %v", err)
+	}
+	if !exited {
+		return "the executor did not exit within 30 s of SIGTERM (killed)"
+	}
+	x, ok := e.execution(ctx, job, final)
+	if !ok || x.State != models.ExecutionStateSucceeded || deref(x.Output) != "finished" {
+		return fmt.Sprintf("after SIGTERM the execution ended %q (output %q, %d attempts); want it run to success", x.State,
+			deref(x.Output), len(attempts(x)))
+	}
+	for i, a := range attempts(x) {
+		if a.FinishedAt == nil {
+			return fmt.Sprintf("attempt %d has no end recorded", i+1)
+		}
 	}
 	return ""
 }

@@ -45,6 +45,12 @@ type Instruction struct {
 	Output       string `json:"output,omitempty"`
 	FailAttempts int    `json:"fail_attempts,omitempty"`
 	WorkMS       int64  `json:"work_ms,omitempty"`
+	// EchoID: the output is the execution id the attempt was given
+	// (what a handler uses as its idempotency key) instead of Output.
+	EchoID bool `json:"echo_id,omitempty"`
+	// Log: the attempt writes these lines to its log (stdout), in order,
+	// before it ends.
+	Log []string `json:"log,omitempty"`
 }
 
 // Payload is the payload of a job asking for in.

@@ -13,10 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/client"
 	"github.com/tock-sched/tock/internal/embedded"
@@ -54,7 +57,76 @@ type Result struct {
 type env struct {
 	api     *client.ClientWithResponses
 	handler string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	exec    *executorProc
 }
+
+// executorProc is the executor under test, as a child process the kit
+// can stop and start again.
+type executorProc struct {
+	command []string
+	env     []string
+	out     io.Writer
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+}
+
+func (p *executorProc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := exec.Command(p.command[0], p.command[1:]...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = p.env, p.out, p.out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("conformance: start the executor: %w", err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done = cmd, done
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// exited reports whether the process ended, and how.
+func (p *executorProc) exited() (error, bool) {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.err, true
+	default:
+		return nil, false
+	}
+}
+
+// signal sends sig and waits up to wait for the process to end (killing
+// it then); it reports whether it ended by itself.
+func (p *executorProc) signal(sig os.Signal, wait time.Duration) bool {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+		return true
+	case <-time.After(wait):
+		_ = cmd.Process.Kill()
+		<-done
+		return false
+	}
+}
+
+func (p *executorProc) stop(wait time.Duration) { p.signal(syscall.SIGTERM, wait) }
 
 // Run starts tock and the executor, runs the checks, and returns their
 // results (an error only when the kit itself could not run).
@@ -122,38 +194,36 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 
-	cmd := exec.CommandContext(ctx, cfg.Command[0], cfg.Command[1:]...)
-	cmd.Env = append(os.Environ(), EnvNATSURL+"="+ns.URL(), EnvHandler+"="+cfg.Handler)
-	cmd.Stdout, cmd.Stderr = cfg.Stderr, cfg.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("conformance: start the executor: %w", err)
+	nc, err := nats.Connect(ns.URL(), nats.Name("tock conformance kit"))
+	if err != nil {
+		return nil, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	x := &executorProc{command: cfg.Command, env: append(os.Environ(), EnvNATSURL+"="+ns.URL(), EnvHandler+"="+cfg.Handler),
+		out: cfg.Stderr}
+	if err := x.start(); err != nil {
+		return nil, err
+	}
+	defer x.stop(10 * time.Second)
 
-	e := &env{api: api, handler: cfg.Handler}
+	e := &env{api: api, handler: cfg.Handler, js: js, nc: nc, exec: x}
 	var results []Result
 	for _, c := range checks {
 		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, c.limit)
 		reason := c.run(cctx, e)
 		cancel()
-		select {
-		case err := <-exited:
-			reason = fmt.Sprintf("the executor exited (%v)", err)
-			exited <- err
-		default:
+		if err, gone := x.exited(); gone {
+			if reason == "" {
+				reason = fmt.Sprintf("the executor exited (%v)", err)
+			}
+			if err := x.start(); err != nil { // for the next checks
+				return results, err
+			}
 		}
 		r := Result{Name: c.name, Pass: reason == "", Reason: reason, Took: time.Since(start)}
 		results = append(results, r)

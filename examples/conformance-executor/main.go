@@ -49,18 +49,25 @@ func run() error {
 		if !ok {
 			return "", executor.Permanent(errors.New("no conformance instruction in the payload"))
 		}
+		for _, l := range in.Log {
+			fmt.Fprintln(executor.Log(ctx), l)
+		}
+		out := in.Output
+		if in.EchoID {
+			out = e.ExecutionID
+		}
 		switch in.Do {
 		case conformance.DoSucceed:
-			return in.Output, nil
+			return out, nil
 		case conformance.DoFail:
 			if e.Attempt <= in.FailAttempts {
 				return "", errors.New("conformance: asked to fail")
 			}
-			return in.Output, nil
+			return out, nil
 		case conformance.DoWork:
 			select {
 			case <-time.After(in.Work()):
-				return in.Output, nil
+				return out, nil
 			case <-ctx.Done():
 				return "", context.Cause(ctx)
 			}
