@@ -28,9 +28,9 @@ import (
 
 // Config is a run of the kit.
 type Config struct {
-	// PostgresURL names a PostgreSQL server (and a database on it to
-	// connect to); the kit makes a database of its own there and drops
-	// it at the end.
+	// PostgresURL names a PostgreSQL server (its database part is not
+	// used): the kit makes a database of its own there and drops it at
+	// the end.
 	PostgresURL string
 	// Command starts the executor under test; it gets the environment
 	// variables EnvNATSURL and EnvHandler beside the kit's own.
@@ -253,6 +253,11 @@ func database(ctx context.Context, pgURL string) (string, func(), error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := "tock_conformance_" + hex.EncodeToString(b[:])
+	// The server's maintenance database, which exists wherever the URL's
+	// database may not yet.
+	admin := *u
+	admin.Path = "/postgres"
+	pgURL = admin.String()
 	conn, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
 		return "", nil, fmt.Errorf("conformance: postgres: %w", err)

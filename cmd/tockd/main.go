@@ -285,13 +285,14 @@ func (c *ArchiveCmd) Run() error {
 }
 
 var cli struct {
-	Serve    ServeCmd    `cmd:"" default:"withargs" help:"Run tockd (all roles by default)."`
-	Migrate  MigrateCmd  `cmd:"" help:"Apply database migrations and exit."`
-	Maintain MaintainCmd `cmd:"" help:"Run maintenance: daily partitions ahead, and retention (--once: one pass, then exit)."`
-	Archive  ArchiveCmd  `cmd:"" help:"Write one day of execution history to Parquet files (--day 2026-01-31 --dir DIR)."`
-	Dev      DevCmd      `cmd:"" help:"Run everything on one machine: embedded etcd and NATS, local Postgres."`
-	Keys     KeysCmd     `cmd:"" help:"Manage API keys in the database (keys create: the first admin key)."`
-	Secrets  SecretsCmd  `cmd:"" help:"Secret keys: generate-key prints a new one; reencrypt re-encrypts stored secrets under the first key of --secret-key-file."`
+	Serve       ServeCmd       `cmd:"" default:"withargs" help:"Run tockd (all roles by default)."`
+	Migrate     MigrateCmd     `cmd:"" help:"Apply database migrations and exit."`
+	Maintain    MaintainCmd    `cmd:"" help:"Run maintenance: daily partitions ahead, and retention (--once: one pass, then exit)."`
+	Archive     ArchiveCmd     `cmd:"" help:"Write one day of execution history to Parquet files (--day 2026-01-31 --dir DIR)."`
+	Dev         DevCmd         `cmd:"" help:"Run everything on one machine: embedded etcd and NATS, local Postgres."`
+	Keys        KeysCmd        `cmd:"" help:"Manage API keys in the database (keys create: the first admin key)."`
+	Secrets     SecretsCmd     `cmd:"" help:"Secret keys: generate-key prints a new one; reencrypt re-encrypts stored secrets under the first key of --secret-key-file."`
+	Conformance ConformanceCmd `cmd:"" help:"Run the conformance kit against a custom executor: tockd conformance -- ./my-executor (docs/wire-protocol.md, \"A correct executor\")."`
 }
 
 // defaultGOGC is the Go garbage collector's target tockd runs with when
