@@ -24,12 +24,19 @@ func build(t *testing.T, pkg string) string {
 	return out
 }
 
-func run(t *testing.T, bin string, checks ...string) ([]conformance.Result, string) {
+// run runs the kit against the command (a program and its arguments)
+// with the checks (all when none).
+func run(t *testing.T, command ...string) ([]conformance.Result, string) {
+	t.Helper()
+	return runChecks(t, command, nil)
+}
+
+func runChecks(t *testing.T, command, checks []string) ([]conformance.Result, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	res, err := conformance.Run(ctx, conformance.Config{PostgresURL: storetest.Postgres(t), Command: []string{bin}, Checks: checks, Out: &out})
+	res, err := conformance.Run(ctx, conformance.Config{PostgresURL: storetest.Postgres(t), Command: command, Checks: checks, Out: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +62,8 @@ func TestGoSDKPasses(t *testing.T) {
 // saying so in words.
 func TestExecutorIgnoringCancelFailsTheCancelCheck(t *testing.T) {
 	t.Parallel()
-	res, out := run(t, build(t, "github.com/tock-sched/tock/conformance/testdata/ignorecancel"),
-		"success_with_output", "cancel_while_running")
+	res, out := runChecks(t, []string{build(t, "github.com/tock-sched/tock/conformance/testdata/ignorecancel")},
+		[]string{"success_with_output", "cancel_while_running"})
 	if len(res) != 2 || !res[0].Pass || res[1].Pass {
 		t.Fatalf("results: %+v", res)
 	}
