@@ -2,9 +2,11 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,7 +28,7 @@ type check struct {
 
 // Checks are the kit's checks, in the order they run.
 var checks = []check{
-	{name: "success_with_output", doc: "an attempt that succeeds is reported once, succeeded, with its output", limit: 30 * time.Second,
+	{name: "success_with_output", doc: "an attempt that succeeds is recorded once, succeeded, with its output, and its end reported once", limit: 30 * time.Second,
 		run: checkSuccess},
 	{name: "failure_then_retry", doc: "a failed attempt is reported failed; tock retries after the job's backoff; the third attempt succeeds", limit: 60 * time.Second,
 		run: checkRetry},
@@ -134,6 +136,11 @@ func deref[T any](p *T) T {
 }
 
 func checkSuccess(ctx context.Context, e *env) string {
+	stop, err := e.watchEvents(string(domain.EventSucceeded))
+	if err != nil {
+		return fmt.Sprintf("the kit could not watch the events: %v", err)
+	}
+	defer stop()
 	job, why := e.job(ctx, "success", Instruction{Do: DoSucceed, Output: "conformance ok"}, nil)
 	if why != "" {
 		return why
@@ -149,7 +156,56 @@ func checkSuccess(ctx context.Context, e *env) string {
 	case len(as) != 1:
 		return fmt.Sprintf("%d attempts recorded, want 1", len(as))
 	}
+	// Reported once: its end published under one message id (a retried
+	// publish under the same id is dropped by JetStream).
+	time.Sleep(500 * time.Millisecond)
+	if n := stop()[x.Id.String()]; n != 1 {
+		return fmt.Sprintf("the attempt's end was reported %d times (under different message ids), want once", n)
+	}
 	return ""
+}
+
+// watchEvents counts, from now on, the distinct message ids under
+// which events of type typ are published, per execution id (single
+// events or in batch messages); stop ends it and returns the counts.
+// A publish retried under the same id counts once: JetStream keeps one.
+func (e *env) watchEvents(typ string) (stop func() map[string]int, err error) {
+	var mu sync.Mutex
+	ids := map[string]map[string]bool{}
+	sub, err := e.nc.Subscribe(wire.EventSubjectPrefix+">", func(m *nats.Msg) {
+		var evs []wire.Event
+		if m.Subject == wire.EventBatchSubject {
+			_ = json.Unmarshal(m.Data, &evs)
+		} else {
+			var ev wire.Event
+			if json.Unmarshal(m.Data, &ev) == nil {
+				evs = append(evs, ev)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range evs {
+			if string(ev.Type) == typ {
+				if ids[ev.ExecutionID] == nil {
+					ids[ev.ExecutionID] = map[string]bool{}
+				}
+				ids[ev.ExecutionID][m.Header.Get(nats.MsgIdHdr)] = true
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() map[string]int {
+		_ = sub.Unsubscribe()
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]int{}
+		for id, set := range ids {
+			out[id] = len(set)
+		}
+		return out
+	}, nil
 }
 
 func checkRetry(ctx context.Context, e *env) string {

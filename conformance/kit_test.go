@@ -71,3 +71,25 @@ func TestExecutorIgnoringCancelFailsTheCancelCheck(t *testing.T) {
 		t.Fatalf("the cancel check's reason: %q", res[1].Reason)
 	}
 }
+
+// An executor that reports an attempt's end twice fails the success
+// check, and one without in-progress acks the heartbeats check; each
+// passes the other.
+func TestBrokenExecutorsFailTheirChecks(t *testing.T) {
+	t.Parallel()
+	bin := build(t, "github.com/tock-sched/tock/conformance/testdata/rawexec")
+	for _, tc := range []struct {
+		mode, fails, passes, why string
+	}{
+		{"twice", "success_with_output", "heartbeats", "reported 2 times"},
+		{"nobeat", "heartbeats", "success_with_output", "delivered again"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			res, _ := runChecks(t, []string{bin, "-mode", tc.mode}, []string{tc.fails, tc.passes})
+			if len(res) != 2 || res[0].Pass || !res[1].Pass || !strings.Contains(res[0].Reason, tc.why) {
+				t.Fatalf("-mode %s: %+v; want %s failed (%q) and %s passed", tc.mode, res, tc.fails, tc.why, tc.passes)
+			}
+		})
+	}
+}
