@@ -44,6 +44,8 @@ var checks = []check{
 		run: checkRedelivery},
 	{name: "malformed_messages", doc: "messages that are not executions neither crash the executor nor stop it serving", limit: 60 * time.Second,
 		run: checkMalformed},
+	{name: "many_at_once", doc: "twenty executions due at the same instant (tock may pack them into one message) each run once", limit: 60 * time.Second,
+		run: checkManyAtOnce},
 	{name: "heartbeats", doc: "an attempt longer than the ack wait (30 s) keeps its message: one attempt, never redelivered", limit: 90 * time.Second,
 		run: checkHeartbeats},
 	{name: "sigterm_hands_back", doc: "an executor stopped with SIGTERM mid-attempt exits, and the execution is run to its end (by the executor started again)", limit: 90 * time.Second,
@@ -449,6 +451,32 @@ func checkSIGTERM(ctx context.Context, e *env) string {
 	for i, a := range attempts(x) {
 		if a.FinishedAt == nil {
 			return fmt.Sprintf("attempt %d has no end recorded", i+1)
+		}
+	}
+	return ""
+}
+
+func checkManyAtOnce(ctx context.Context, e *env) string {
+	at := time.Now().Add(3 * time.Second).Truncate(time.Second).UTC()
+	var jobs []uuid.UUID
+	for i := range 20 {
+		job, why := e.job(ctx, fmt.Sprintf("many%02d", i), Instruction{Do: DoSucceed, EchoID: true}, func(j *models.JobCreate) {
+			j.Schedule = &models.Schedule{At: &at}
+		})
+		if why != "" {
+			return why
+		}
+		jobs = append(jobs, job)
+	}
+	for _, job := range jobs {
+		x, ok := e.execution(ctx, job, final)
+		as := attempts(x)
+		switch {
+		case !ok:
+			return fmt.Sprintf("an execution due at %s did not end (state %q)", at.Format(time.TimeOnly), x.State)
+		case x.State != models.ExecutionStateSucceeded || len(as) != 1 || deref(x.Output) != x.Id.String():
+			return fmt.Sprintf("execution %s ended %s after %d attempts with output %q; want succeeded once, given its own id",
+				x.Id, x.State, len(as), deref(x.Output))
 		}
 	}
 	return ""
