@@ -3,15 +3,19 @@
 package typescript
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/node/nodetest"
 )
 
@@ -82,5 +86,57 @@ func TestExampleRunsTheTourJob(t *testing.T) {
 	})
 	if !strings.Contains(out.String(), "serving send-email") {
 		t.Errorf("the example's output: %s", out.String())
+	}
+}
+
+// The REST API's typed client (src/api.ts) against a real tockd: a job
+// created and read back, and a bad one refused with the API's problem.
+func TestTypedAPIClient(t *testing.T) {
+	t.Parallel()
+	npmBuild(t)
+	e := nodetest.New(t)
+	n := e.Start(t, "n1")
+	cmd := exec.Command("node", "dist/examples/api.js")
+	cmd.Env = append(os.Environ(), "TOCK_SERVER="+n.URL)
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("examples/api.js: %v\n%s", err, b)
+	}
+	var got struct {
+		Job     models.Job     `json:"job"`
+		Refused int            `json:"refused"`
+		Problem models.Problem `json:"problem"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if got.Job.Name != "report-from-typescript" || nodetest.Str(got.Job.Schedule.Cron) != "0 0 2 * * *" || got.Refused != 400 ||
+		got.Problem.Errors == nil || len(*got.Problem.Errors) == 0 || (*got.Problem.Errors)[0].Field != "name" {
+		t.Fatalf("the typed client's answers: %s", b)
+	}
+	if j := n.Job(t, got.Job.Id); j.Name != "report-from-typescript" {
+		t.Fatalf("the job as the Go client reads it: %+v", j)
+	}
+}
+
+// The generated API types are those of api/openapi.yaml as it is.
+func TestAPITypesAreCurrent(t *testing.T) {
+	t.Parallel()
+	npmBuild(t)
+	out := filepath.Join(t.TempDir(), "api.gen.ts")
+	cmd := exec.Command("npx", "openapi-typescript", "../../api/openapi.yaml", "--default-non-nullable", "false", "-o", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("openapi-typescript: %v\n%s", err, b)
+	}
+	want, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, err := os.ReadFile(filepath.Join("src", "api.gen.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(have, want) {
+		t.Fatal("src/api.gen.ts is not what api/openapi.yaml generates: run npm run generate in sdk/typescript (make generate does)")
 	}
 }
