@@ -7,6 +7,7 @@
 // tock does, answers a redelivered message of an attempt it already
 // reported from memory, writes the attempt's log, and on stop lets
 // running attempts finish (then hands them back).
+import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
 import { randomUUID } from "node:crypto";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -162,6 +163,8 @@ export class Worker {
     this.concurrency = opts.concurrency ?? 16;
     this.heartbeatMS = opts.heartbeatIntervalMS ?? 10_000;
     this.shutdownMS = opts.shutdownTimeoutMS ?? 10_000;
+    // Every running attempt listens for the shutdown.
+    setMaxListeners(0, this.shutdown.signal);
   }
 
   /** Serves queue (a custom handler's name) with fn. */
