@@ -46,6 +46,8 @@ var checks = []check{
 		run: checkMalformed},
 	{name: "many_at_once", doc: "twenty executions due at the same instant (tock may pack them into one message) each run once", limit: 60 * time.Second,
 		run: checkManyAtOnce},
+	{name: "priorities", doc: "a high priority execution due while the executor is saturated with low ones runs before most of those waiting", limit: 90 * time.Second,
+		run: checkPriorities},
 	{name: "heartbeats", doc: "an attempt longer than the ack wait (30 s) keeps its message: one attempt, never redelivered", limit: 90 * time.Second,
 		run: checkHeartbeats},
 	{name: "sigterm_hands_back", doc: "an executor stopped with SIGTERM mid-attempt exits, and the execution is run to its end (by the executor started again)", limit: 90 * time.Second,
@@ -478,6 +480,58 @@ func checkManyAtOnce(ctx context.Context, e *env) string {
 			return fmt.Sprintf("execution %s ended %s after %d attempts with output %q; want succeeded once, given its own id",
 				x.Id, x.State, len(as), deref(x.Output))
 		}
+	}
+	return ""
+}
+
+// checkPriorities saturates the executor with lowJobs low-priority
+// executions of 1 s each, due within 120 ms, then makes a high-priority
+// one due half a second later: it must start before at least
+// highAhead of the low ones (an executor that ignored priorities would
+// start it after all of them). lowJobs saturates an executor running up
+// to about 100 attempts at once.
+func checkPriorities(ctx context.Context, e *env) string {
+	const lowJobs, highAhead = 120, 20
+	at := time.Now().Add(4 * time.Second).Truncate(time.Second).UTC()
+	low, high := models.PriorityLow, models.PriorityHigh
+	var lows []uuid.UUID
+	for i := range lowJobs {
+		// A millisecond apart: executions due at one instant may be packed
+		// into one message, which an executor takes whole.
+		due := at.Add(time.Duration(i) * time.Millisecond)
+		job, why := e.job(ctx, fmt.Sprintf("low%03d", i), Instruction{Do: DoWork, WorkMS: 1000}, func(j *models.JobCreate) {
+			j.Schedule, j.Priority = &models.Schedule{At: &due}, &low
+		})
+		if why != "" {
+			return why
+		}
+		lows = append(lows, job)
+	}
+	hat := at.Add(500 * time.Millisecond)
+	hjob, why := e.job(ctx, "high", Instruction{Do: DoSucceed}, func(j *models.JobCreate) {
+		j.Schedule, j.Priority = &models.Schedule{At: &hat}, &high
+	})
+	if why != "" {
+		return why
+	}
+	hx, ok := e.execution(ctx, hjob, final)
+	if !ok || len(attempts(hx)) == 0 || attempts(hx)[0].StartedAt == nil {
+		return fmt.Sprintf("the high priority execution did not run (state %q)", hx.State)
+	}
+	hstart := *attempts(hx)[0].StartedAt
+	after := 0
+	for _, job := range lows {
+		x, ok := e.execution(ctx, job, final)
+		if !ok || len(attempts(x)) == 0 || attempts(x)[0].StartedAt == nil {
+			return fmt.Sprintf("a low priority execution did not run (state %q)", x.State)
+		}
+		if attempts(x)[0].StartedAt.After(hstart) {
+			after++
+		}
+	}
+	if after < highAhead {
+		return fmt.Sprintf("the high priority execution started after %d of the %d low ones due before it (only %d started after it, want at least %d): priorities ignored, or more than %d attempts at once",
+			lowJobs-after, lowJobs, after, highAhead, lowJobs-highAhead)
 	}
 	return ""
 }
