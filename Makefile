@@ -80,7 +80,6 @@ generate:
 	$(GO) generate ./...
 	./scripts/ensure-ui.sh
 	cd ui && npm run --silent generate && npm run --silent check && npm run --silent build
-	cd sdk/typescript && npm ci --no-audit --no-fund && npm run --silent generate
 
 ## lint: gofmt, import grouping (gci), go vet, staticcheck (both fetched through the Go
 ## module proxy), the OpenAPI document's lint (Spectral, pinned in tools/spectral,

@@ -87,6 +87,15 @@ func TestDependsAPI(t *testing.T) {
 	res = e.do("POST", "/v1/jobs", self)
 	mustStatus(t, res, http.StatusBadRequest)
 
+	// A batch creates no dependent job: each item is refused by itself.
+	res = e.do("POST", "/v1/jobs:batch", map[string]any{"jobs": []any{jobBody("plain"), dependent("dep", "import")}})
+	mustStatus(t, res, http.StatusOK)
+	var br models.JobBatchResult
+	res.decode(t, &br)
+	if br.Created != 1 || br.Items[1].Status != 400 || br.Items[1].Problem == nil || !hasField(*br.Items[1].Problem, "jobs[1].depends_on") {
+		t.Fatalf("a batch with a dependent job: %s", res.body)
+	}
+
 	// The graph, from the middle.
 	res = e.do("GET", "/v1/jobs/"+r.Id.String()+"/graph", nil)
 	mustStatus(t, res, http.StatusOK)

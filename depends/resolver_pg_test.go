@@ -483,3 +483,25 @@ func TestConcurrentDecisionsApplyOnce(t *testing.T) {
 		t.Fatalf("released %d and skipped %d in all, want 30 and 30", rel, sk)
 	}
 }
+
+// A waiting execution can be cancelled; the resolver then leaves it
+// cancelled, even once its upstream ends as it asks.
+func TestCancelWaiting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := e.create(jobs.NewJob{Name: "a", Schedule: every("* * * * * *")})
+	c := e.create(jobs.NewJob{Name: "c", Schedule: every("* * * * * *"), Depends: &jobs.DependsSpec{On: []jobs.DependRef{{Job: "a"}}}})
+	t1 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	e.now = t1
+	xa := e.fire(a, t1)
+	e.fire(c, t1)
+	x, err := e.st.CancelExecution(context.Background(), domain.ExecutionID(c.ID, t1))
+	if err != nil || x.State != domain.ExecCancelled || x.NextAttemptAt != nil {
+		t.Fatalf("cancelling a waiting execution: %+v, %v", x, err)
+	}
+	e.end(xa[0].ID, domain.EventSucceeded)
+	e.pass()
+	if x := e.exec(c, t1); x.State != domain.ExecCancelled {
+		t.Fatalf("after its upstream succeeded: %s, want still cancelled", x.State)
+	}
+}

@@ -54,26 +54,6 @@ func (e *DependentsError) Error() string {
 	return "jobs depend on it: " + strings.Join(names, ", ")
 }
 
-// createDependentSQL is createOne's statement for a job with
-// dependencies, inside the transaction that writes its edges.
-const createDependentSQL = `
-	WITH spec AS (
-		INSERT INTO job_specs (id, handler, payload, retry, timeout_ms) VALUES ($14, $6, $7, $11, $12)
-		ON CONFLICT DO NOTHING
-	), name AS (
-		INSERT INTO job_names (namespace, name, job_id, bucket) VALUES ($3, $4, $1, $2)
-		ON CONFLICT DO NOTHING
-		RETURNING job_id
-	), success AS (
-		INSERT INTO job_successes (job_id) SELECT job_id FROM name
-	)
-	INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
-		next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description,
-		policy, paused_next_run_at, depends)
-	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, ` + nowMS + `, ` + nowMS + `, $14, $15, $16, $17, $18, $19
-	FROM name
-	RETURNING created_at, updated_at`
-
 // createDependent stores a job with dependencies: the job and its edges
 // in one transaction, after the checks of writeEdges.
 func (s *Store) createDependent(ctx context.Context, j *model.Job) error {
@@ -84,15 +64,7 @@ func (s *Store) createDependent(ctx context.Context, j *model.Job) error {
 		return fmt.Errorf("store: create job: %w", err)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, createDependentSQL,
-			pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
-			j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, pgUUID(*j.SpecID),
-			nullLabels(j.Labels), nullText(j.Description), j.Policy, msPtr(j.PausedNextRunAt), j.Depends,
-		).Scan(&j.CreatedAt, &j.UpdatedAt)
-		if errors.Is(err, pgx.ErrNoRows) || isUniqueViolation(err) {
-			return ErrConflict
-		}
-		if err != nil {
+		if err := insertJob(ctx, tx, j); err != nil {
 			return err
 		}
 		if err := s.writeEdges(ctx, tx, j); err != nil {
@@ -302,16 +274,6 @@ func (s *Store) unlinkDependents(ctx context.Context, tx pgx.Tx, id uuid.UUID) (
 		}
 	}
 	return deps, nil
-}
-
-// ListJobDependents lists the jobs that depend on job id (its
-// downstreams), by name.
-func (s *Store) ListJobDependents(ctx context.Context, id uuid.UUID) ([]model.JobRef, error) {
-	refs, err := dependentsOf(ctx, s.pool, id)
-	if err != nil {
-		return nil, fmt.Errorf("store: dependents of %s: %w", id, err)
-	}
-	return refs, nil
 }
 
 // ListJobRefs names jobs by id; a job that does not exist is left out.

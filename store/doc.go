@@ -134,8 +134,8 @@
 //   - job_successes (executions_successes.go): ListAlertedJobSuccesses.
 //   - skipped_runs (skipped_runs.go): ListSkippedRuns.
 //   - job_dependencies, execution_upstreams, and the waiting executions
-//     (dependencies.go): GetJobRef, ListJobRefs, ListJobDependents,
-//     ListJobEdges, DeleteJobUnlinking, ListWaitingExecutions,
+//     (dependencies.go): GetJobRef, ListJobRefs, ListJobEdges,
+//     DeleteJobUnlinking, ListWaitingExecutions,
 //     ListUpstreamRuns, ApplyWaitDecisions, ListExecutionUpstreams,
 //     ListReleasedExecutions.
 //   - backfills (backfills*.go): CreateBackfill, ListBackfills,

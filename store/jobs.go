@@ -99,36 +99,11 @@ func (s *Store) createOne(ctx context.Context, j *model.Job) error {
 		return fmt.Errorf("store: create job: %w", err)
 	}
 
-	// One statement, so one round trip and one (implicit) transaction: the
-	// name is claimed, and the job inserted only if the claim succeeded.
 	if err := specOf(j); err != nil {
 		return fmt.Errorf("store: create job: %w", err)
 	}
-	err := s.pool.QueryRow(ctx, `
-		WITH spec AS (
-			INSERT INTO job_specs (id, handler, payload, retry, timeout_ms) VALUES ($14, $6, $7, $11, $12)
-			ON CONFLICT DO NOTHING
-		), name AS (
-			INSERT INTO job_names (namespace, name, job_id, bucket) VALUES ($3, $4, $1, $2)
-			ON CONFLICT DO NOTHING
-			RETURNING job_id
-		), success AS (
-			INSERT INTO job_successes (job_id) SELECT job_id FROM name
-		)
-		INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
-			next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description,
-			policy, paused_next_run_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, `+nowMS+`, `+nowMS+`, $14, $15, $16, $17, $18
-		FROM name
-		RETURNING created_at, updated_at`,
-		pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
-		j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, pgUUID(*j.SpecID),
-		nullLabels(j.Labels), nullText(j.Description), j.Policy, msPtr(j.PausedNextRunAt),
-	).Scan(&j.CreatedAt, &j.UpdatedAt)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows), isUniqueViolation(err):
-		err = ErrConflict
-	case err == nil:
+	err := insertJob(ctx, s.pool, j)
+	if err == nil {
 		j.CreatedAt, j.UpdatedAt = j.CreatedAt.UTC(), j.UpdatedAt.UTC()
 		if j.State == domain.JobActive && j.NextRunAt != nil && j.NextRunAt.Before(j.CreatedAt.Add(notifyHorizon)) {
 			s.notifyCommitted(ctx, j.Bucket, j.ID)
@@ -136,6 +111,43 @@ func (s *Store) createOne(ctx context.Context, j *model.Job) error {
 		return nil
 	}
 	return fmt.Errorf("store: create job %s/%s: %w", j.Namespace, j.Name, err)
+}
+
+// insertJobSQL stores one job in one statement, so one round trip (and,
+// alone, one implicit transaction): the name is claimed, and the job
+// inserted only if the claim succeeded, with its spec and its last
+// success's row.
+const insertJobSQL = `
+	WITH spec AS (
+		INSERT INTO job_specs (id, handler, payload, retry, timeout_ms) VALUES ($14, $6, $7, $11, $12)
+		ON CONFLICT DO NOTHING
+	), name AS (
+		INSERT INTO job_names (namespace, name, job_id, bucket) VALUES ($3, $4, $1, $2)
+		ON CONFLICT DO NOTHING
+		RETURNING job_id
+	), success AS (
+		INSERT INTO job_successes (job_id) SELECT job_id FROM name
+	)
+	INSERT INTO jobs (id, bucket, namespace, name, schedule, handler, payload, state,
+		next_run_at, last_run_at, retry, timeout_ms, priority, created_at, updated_at, spec_id, labels, description,
+		policy, paused_next_run_at, depends)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, ` + nowMS + `, ` + nowMS + `, $14, $15, $16, $17, $18, $19
+	FROM name
+	RETURNING created_at, updated_at`
+
+// insertJob runs insertJobSQL for prepared job j (its spec id set)
+// through q, filling in its creation times; a name or id taken is
+// ErrConflict.
+func insertJob(ctx context.Context, q querier, j *model.Job) error {
+	err := q.QueryRow(ctx, insertJobSQL,
+		pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
+		j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, pgUUID(*j.SpecID),
+		nullLabels(j.Labels), nullText(j.Description), j.Policy, msPtr(j.PausedNextRunAt), j.Depends,
+	).Scan(&j.CreatedAt, &j.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) || isUniqueViolation(err) {
+		return ErrConflict
+	}
+	return err
 }
 
 // notifyCommitted tells JobsChannel listeners that a committed job

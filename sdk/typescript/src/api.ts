@@ -1,6 +1,6 @@
 // The REST API for TypeScript users: a typed client on openapi-fetch,
 // with the types generated from tock's OpenAPI document (api.gen.ts,
-// `npm run generate`; the same the dashboard uses).
+// written by `npm run build`, not committed; the same the dashboard uses).
 import createClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "./api.gen.js";
 
