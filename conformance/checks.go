@@ -24,6 +24,9 @@ type check struct {
 	name, doc string
 	limit     time.Duration
 	run       func(ctx context.Context, e *env) string
+	// batch: a check of the batch form, run only against an executor
+	// whose consumers ask for batch messages.
+	batch bool
 }
 
 // Checks are the kit's checks, in the order they run.
@@ -52,6 +55,10 @@ var checks = []check{
 		run: checkHeartbeats},
 	{name: "sigterm_hands_back", doc: "an executor stopped with SIGTERM mid-attempt exits, and the execution is run to its end (by the executor started again)", limit: 90 * time.Second,
 		run: checkSIGTERM},
+	{name: "batch_members_settle_alone", doc: "five executions in one batch message each run as if alone: one succeeds, one fails and is retried, one is cancelled, one times out, one works on after the others ended", limit: 90 * time.Second,
+		run: checkBatchMembersAlone, batch: true},
+	{name: "batch_redelivered_not_run_again", doc: "a batch message delivered again (its executor was killed) runs none of its members again: those that had ended stay ended, the one cut short is run to its end", limit: 150 * time.Second,
+		run: checkBatchRedelivered, batch: true},
 }
 
 // Checks are the names of the kit's checks, in the order they run.
@@ -252,6 +259,12 @@ func checkCancel(ctx context.Context, e *env) string {
 	if why != "" {
 		return why
 	}
+	return e.cancelRunning(ctx, job)
+}
+
+// cancelRunning cancels job's execution once it runs, and judges how its
+// attempt ended.
+func (e *env) cancelRunning(ctx context.Context, job uuid.UUID) string {
 	x, ok := e.execution(ctx, job, func(x models.Execution) bool { return x.State == models.ExecutionStateRunning })
 	if !ok {
 		return fmt.Sprintf("the execution never ran (state %q)", x.State)
@@ -287,6 +300,12 @@ func checkTimeout(ctx context.Context, e *env) string {
 		return why
 	}
 	x, ok := e.execution(ctx, job, final)
+	return timedOut(x, ok)
+}
+
+// timedOut judges an execution of one attempt allowed that should have
+// been cut at its 1 s timeout.
+func timedOut(x models.Execution, ok bool) string {
 	as := attempts(x)
 	switch {
 	case !ok || len(as) == 0:

@@ -1,8 +1,12 @@
-// Package conformance is the conformance kit of custom executors (issue
-// 40, in progress): it starts a real tock (embedded etcd and NATS, a
-// database of its own on the given Postgres), starts the executor under
-// test as a child process, and runs scenarios of the wire protocol
-// against it, each a named check that passes or fails with a reason.
+// Package conformance is the conformance kit of custom executors: it
+// starts a real tock (embedded etcd and NATS, a database of its own on
+// the given Postgres, one bucket), starts the executor under test as a
+// child process, and runs scenarios of the wire protocol against it, each
+// a named check that passes or fails with a reason. It reads which form of
+// the protocol the executor speaks from its consumers' metadata (one
+// execution per message, or batch messages as well) and checks each form
+// it speaks: the checks of the batch form (batch.go) do not apply to an
+// executor taking one execution per message.
 //
 // The executor under test serves one custom handler, named by the
 // environment variable TOCK_CONFORMANCE_HANDLER, on the NATS server of

@@ -22,8 +22,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tock-sched/tock/client"
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/embedded"
 	"github.com/tock-sched/tock/node"
+	"github.com/tock-sched/tock/wire"
 )
 
 // Config is a run of the kit.
@@ -47,10 +49,14 @@ type Config struct {
 
 // Result is one check's outcome.
 type Result struct {
-	Name   string
-	Pass   bool
-	Reason string
-	Took   time.Duration
+	Name string
+	// Pass: the executor passed, or the check is NotApplicable.
+	Pass bool
+	// NotApplicable: the check is of a form of the protocol the
+	// executor does not speak (batch messages), and was not run.
+	NotApplicable bool
+	Reason        string
+	Took          time.Duration
 }
 
 // env is a running kit: tock and the executor under test.
@@ -60,6 +66,8 @@ type env struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	exec    *executorProc
+	// batch: the executor's consumers ask for batch messages.
+	batch bool
 }
 
 // executorProc is the executor under test, as a child process the kit
@@ -178,7 +186,10 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	go func() {
 		done <- node.Run(nctx, node.Config{NodeID: "conformance", HTTPAddr: ln.Addr().String(), Listener: ln,
 			PostgresURL: pg, EtcdEndpoints: []string{etcd.Endpoint()}, NATSURL: ns.URL(), Cluster: "conformance",
-			Roles: node.AllRoles, Buckets: 16, LeaseTTL: 5 * time.Second,
+			// One bucket, so that executions due at one instant are fired
+			// together and travel in one batch message to an executor
+			// taking them (a batch is one bucket's runs of one instant).
+			Roles: node.AllRoles, Buckets: 1, LeaseTTL: 5 * time.Second,
 			Migrate: true, AuthNone: true, Ready: ready, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	}()
 	defer func() { stopNode(); <-done }()
@@ -211,8 +222,23 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	defer x.stop(10 * time.Second)
 
 	e := &env{api: api, handler: cfg.Handler, js: js, nc: nc, exec: x}
+	if e.batch, err = e.form(ctx); err != nil {
+		return nil, err
+	}
+	if e.batch {
+		fmt.Fprintf(cfg.Out, "the executor takes batch messages (its consumers' metadata %s: %q): first dispatches come packed, the rest one a message; both forms are checked\n",
+			wire.MetaBatch, wire.BatchFormV1)
+	} else {
+		fmt.Fprintf(cfg.Out, "the executor takes one execution per message (its consumers do not ask for batch messages); the batch checks do not apply\n")
+	}
 	var results []Result
 	for _, c := range checks {
+		if c.batch && !e.batch {
+			r := Result{Name: c.name, Pass: true, NotApplicable: true, Reason: "the executor takes one execution per message"}
+			results = append(results, r)
+			fmt.Fprintf(cfg.Out, "N/A   %-32s         %s\n", r.Name, r.Reason)
+			continue
+		}
 		start := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, c.limit)
 		reason := c.run(cctx, e)
@@ -231,9 +257,32 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		if !r.Pass {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(cfg.Out, "%s  %-24s %6.1fs  %s\n", verdict, r.Name, r.Took.Seconds(), or(r.Reason, c.doc))
+		fmt.Fprintf(cfg.Out, "%-4s  %-32s %6.1fs  %s\n", verdict, r.Name, r.Took.Seconds(), or(r.Reason, c.doc))
 	}
 	return results, nil
+}
+
+// form waits (up to 30 s) for the executor to make its consumer of the
+// handler's normal priority, and reads from its metadata whether it takes
+// batch messages.
+func (e *env) form(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		c, err := e.js.Consumer(ctx, wire.ExecStream, wire.ConsumerName(e.handler, domain.PriorityNormal))
+		if err == nil {
+			return wire.BatchForm(c.CachedInfo().Config.Metadata), nil
+		}
+		if err, gone := e.exec.exited(); gone {
+			return false, fmt.Errorf("conformance: the executor exited before it made its consumers (%v)", err)
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("conformance: the executor made no consumer %s on %s within 30 s: does it serve the handler %q?",
+				wire.ConsumerName(e.handler, domain.PriorityNormal), wire.ExecStream, e.handler)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func or(s, def string) string {

@@ -55,6 +55,9 @@ func TestGoSDKPasses(t *testing.T) {
 		if !r.Pass {
 			t.Errorf("%s failed: %s", r.Name, r.Reason)
 		}
+		if r.NotApplicable { // the Go SDK takes batch messages: every check applies
+			t.Errorf("%s was not run: %s", r.Name, r.Reason)
+		}
 	}
 }
 
@@ -73,8 +76,9 @@ func TestExecutorIgnoringCancelFailsTheCancelCheck(t *testing.T) {
 }
 
 // An executor that reports an attempt's end twice fails the success
-// check, and one without in-progress acks the heartbeats check; each
-// passes the other.
+// check, one without in-progress acks the heartbeats check, and one that
+// runs a batch message delivered again the check of that; each passes
+// the other check it is given.
 func TestBrokenExecutorsFailTheirChecks(t *testing.T) {
 	t.Parallel()
 	bin := build(t, "github.com/tock-sched/tock/conformance/testdata/rawexec")
@@ -83,6 +87,7 @@ func TestBrokenExecutorsFailTheirChecks(t *testing.T) {
 	}{
 		{"twice", "success_with_output", "heartbeats", "reported 2 times"},
 		{"nobeat", "heartbeats", "success_with_output", "delivered again"},
+		{"batchrerun", "batch_redelivered_not_run_again", "many_at_once", "was run again"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()

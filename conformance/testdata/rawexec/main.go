@@ -2,7 +2,10 @@
 // against JetStream without the SDK: with -mode twice it reports each
 // attempt's end twice (under two message ids); with -mode nobeat it sends
 // no in-progress acks nor heartbeats, so JetStream hands a long attempt's
-// message out again. Otherwise it does what the instructions say.
+// message out again; with -mode batchrerun it takes batch messages and
+// runs every member of every delivery, a batch message delivered again
+// too (where the protocol hands its members back). Otherwise it does what
+// the instructions say.
 package main
 
 import (
@@ -11,6 +14,7 @@ import (
 	"flag"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,7 +28,7 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "", "twice or nobeat")
+	mode := flag.String("mode", "", "twice, nobeat or batchrerun")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -37,7 +41,7 @@ func main() {
 		os.Exit(1)
 	}
 	queue := os.Getenv(conformance.EnvHandler)
-	c, err := wire.EnsureConsumer(ctx, js, queue, domain.PriorityNormal, wire.ConsumerOptions{})
+	c, err := wire.EnsureConsumer(ctx, js, queue, domain.PriorityNormal, wire.ConsumerOptions{Batch: *mode == "batchrerun"})
 	if err != nil {
 		os.Exit(1)
 	}
@@ -59,10 +63,38 @@ func publish(ctx context.Context, js jetstream.JetStream, ev wire.Event, id stri
 }
 
 func handle(ctx context.Context, js jetstream.JetStream, m jetstream.Msg, mode string) {
-	var e wire.Execution
-	if json.Unmarshal(m.Data(), &e) != nil || e.ExecutionID == "" {
-		_ = m.Term()
+	if wire.IsBatch(m.Headers()) {
+		members, err := wire.DecodeBatch(m.Data())
+		if err != nil {
+			_ = m.Term()
+			return
+		}
+		// The broken part of batchrerun: whatever the delivery count.
+		var wg sync.WaitGroup
+		for _, b := range members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				run(ctx, js, m, b, mode)
+			}()
+		}
+		wg.Wait()
+		_ = m.Ack()
 		return
+	}
+	if run(ctx, js, m, m.Data(), mode) {
+		_ = m.Ack()
+	} else {
+		_ = m.Term()
+	}
+}
+
+// run runs one execution whose body is body, delivered in m, and reports
+// whether it was one.
+func run(ctx context.Context, js jetstream.JetStream, m jetstream.Msg, body []byte, mode string) bool {
+	var e wire.Execution
+	if json.Unmarshal(body, &e) != nil || e.ExecutionID == "" {
+		return false
 	}
 	meta, _ := m.Metadata()
 	ev := wire.Event{ExecutionID: e.ExecutionID, ScheduledFor: e.ScheduledFor, Attempt: e.Attempt(int(meta.NumDelivered)),
@@ -88,9 +120,12 @@ func handle(ctx context.Context, js jetstream.JetStream, m jetstream.Msg, mode s
 		close(done)
 	}
 	ev.Type, ev.At, ev.Output = domain.EventSucceeded, time.Now(), in.Output
+	if in.EchoID {
+		ev.Output = e.ExecutionID
+	}
 	publish(ctx, js, ev, ev.MsgID())
 	if mode == "twice" {
 		publish(ctx, js, ev, uuid.NewString()) // the broken part: the same end under another id
 	}
-	_ = m.Ack()
+	return true
 }
