@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ type fakeExecutors struct {
 	cancelled []uuid.UUID
 	cancelErr error
 	states    []wire.BreakerState
+	consumers []wire.QueueConsumer
 }
 
 func (f *fakeExecutors) Cancel(_ context.Context, id uuid.UUID) error {
@@ -37,6 +39,10 @@ func (f *fakeExecutors) Cancel(_ context.Context, id uuid.UUID) error {
 
 func (f *fakeExecutors) BreakerStates(context.Context) ([]wire.BreakerState, error) {
 	return f.states, nil
+}
+
+func (f *fakeExecutors) QueueConsumers(context.Context) ([]wire.QueueConsumer, error) {
+	return f.consumers, nil
 }
 
 func newControlEnv(t *testing.T, x Executors) *env {
@@ -240,6 +246,88 @@ func TestListHandlers(t *testing.T) {
 	}
 	if mail.Breaker != models.BreakerStateHalfOpen || mail.Executors[0].Limit == nil || *mail.Executors[0].Limit != 4 {
 		t.Errorf("custom handler: %+v", mail)
+	}
+
+	// What the nodes recorded: a handler no executor serves now, with
+	// when one last did, and a breaker's transitions, newest first.
+	opened, closed := now.Add(-time.Hour), now.Add(-50*time.Minute)
+	if err := e.store.SaveHandlerStates(e.ctx, []model.BreakerChange{
+		{Handler: "reports", Queue: "reports", ExecutorID: "x", State: wire.BreakerOpen, Since: opened, Reason: "5 of 5 attempts failed within 1m0s"},
+	}, now.Add(-2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SaveHandlerStates(e.ctx, []model.BreakerChange{
+		{Handler: "reports", Queue: "reports", ExecutorID: "x", State: wire.BreakerClosed, Since: closed, Reason: "the probe attempts succeeded"},
+		{Handler: "reports", Queue: "reports", ExecutorID: "x", State: wire.BreakerClosed, Since: closed, Reason: "the probe attempts succeeded"},
+	}, now.Add(-45*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	r = e.do("GET", "/v1/handlers", nil)
+	mustStatus(t, r, http.StatusOK)
+	got = models.HandlerList{}
+	r.decode(t, &got)
+	if len(got.Items) != 3 || got.Items[1].Handler != "reports" {
+		t.Fatalf("handlers: %s", r.body)
+	}
+	rep := got.Items[1]
+	if len(rep.Executors) != 0 || rep.LastSeen == nil || !rep.LastSeen.Equal(now.Add(-45*time.Minute).Truncate(time.Microsecond)) {
+		t.Errorf("a handler no executor serves now: %+v", rep)
+	}
+	if len(rep.History) != 2 || rep.History[0].Breaker != models.BreakerStateClosed || rep.History[1].Breaker != models.BreakerStateOpen ||
+		rep.History[1].Reason != "5 of 5 attempts failed within 1m0s" {
+		t.Errorf("breaker history: %+v", rep.History)
+	}
+}
+
+// An execution due on a handler whose breaker is open on every executor
+// says so, with since when and the next probe; one on a queue no
+// executor ever served says that; one not due yet says when it is.
+func TestExecutionsSayWhyTheyWait(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC()
+	probe := now.Add(30 * time.Second)
+	x := &fakeExecutors{
+		states: []wire.BreakerState{{Key: "broken", Queue: "broken", ExecutorID: "a", Breaker: wire.BreakerOpen,
+			Since: now.Add(-time.Minute), Reason: "5 of 5 attempts failed within 1m0s", ProbeAt: &probe, UpdatedAt: now}},
+		consumers: []wire.QueueConsumer{{Queue: "broken", Priority: domain.PriorityNormal}},
+	}
+	e := newControlEnv(t, x)
+	wait := func(handler string, at time.Time) *models.ExecutionWait {
+		t.Helper()
+		body := jobBody(handler)
+		body["handler"] = map[string]any{"type": "custom", "name": handler}
+		j := e.createJob(body)
+		xe, err := e.store.CreateManualExecution(e.ctx, j.Id, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := e.do("GET", "/v1/executions/"+xe.ID.String(), nil)
+		mustStatus(t, r, http.StatusOK)
+		var got models.Execution
+		r.decode(t, &got)
+		// The job's list says the same.
+		r = e.do("GET", "/v1/jobs/"+j.Id.String()+"/executions", nil)
+		var list models.ExecutionList
+		r.decode(t, &list)
+		if len(list.Items) != 1 || list.Items[0].Wait == nil || got.Wait == nil || list.Items[0].Wait.Message != got.Wait.Message {
+			t.Errorf("%s: the list's wait %+v, the execution's %+v", handler, list.Items, got.Wait)
+		}
+		return got.Wait
+	}
+	w := wait("broken", now.Add(-time.Second))
+	if w == nil || w.Reason != models.ExecutionWaitReasonBreakerOpen || w.Until == nil || !w.Until.Equal(probe) ||
+		!strings.Contains(w.Message, "circuit breaker of broken is open on every executor serving it (1)") ||
+		!strings.Contains(w.Message, "5 of 5 attempts failed") {
+		t.Errorf("breaker open: %+v", w)
+	}
+	w = wait("nobody", now.Add(-time.Second))
+	if w == nil || w.Reason != models.ExecutionWaitReasonNoExecutor || !strings.Contains(w.Message, "no executor has ever served the queue nobody") {
+		t.Errorf("no executor: %+v", w)
+	}
+	later := now.Add(time.Hour)
+	w = wait("later", later)
+	if w == nil || w.Reason != models.ExecutionWaitReasonScheduled || w.Until == nil || !w.Until.Equal(later.Truncate(time.Millisecond)) {
+		t.Errorf("not due: %+v", w)
 	}
 }
 

@@ -436,7 +436,9 @@ func (h *endpoints) ListJobExecutions(c echo.Context, id models.ID, p models.Lis
 			return h.storeError(c, err, "job", id)
 		}
 	}
-	return c.JSON(http.StatusOK, executionListOf(execs, next))
+	out := executionListOf(execs, next)
+	h.explainWaits(ctx, execs, out.Items)
+	return c.JSON(http.StatusOK, out)
 }
 
 // GetExecution handles GET /v1/executions/{id}.
@@ -449,6 +451,9 @@ func (h *endpoints) GetExecution(c echo.Context, id models.ID) error {
 	if err := h.dependencyLinks(c.Request().Context(), e, &out); err != nil {
 		return h.storeError(c, err, "execution", id)
 	}
+	items := []models.Execution{out}
+	h.explainWaits(c.Request().Context(), []*model.Execution{e}, items)
+	out = items[0]
 	return c.JSON(http.StatusOK, out)
 }
 

@@ -29,6 +29,7 @@ import (
 type Executors interface {
 	Cancel(ctx context.Context, executionID uuid.UUID) error
 	BreakerStates(ctx context.Context) ([]wire.BreakerState, error)
+	QueueConsumers(ctx context.Context) ([]wire.QueueConsumer, error)
 }
 
 // JetStreamExecutors reaches executors through tock's JetStream key-value
@@ -43,6 +44,11 @@ func (x JetStreamExecutors) Cancel(ctx context.Context, id uuid.UUID) error {
 // BreakerStates reads wire.BreakerBucket.
 func (x JetStreamExecutors) BreakerStates(ctx context.Context) ([]wire.BreakerState, error) {
 	return wire.BreakerStates(ctx, x.JS)
+}
+
+// QueueConsumers lists the executors' consumers of wire.ExecStream.
+func (x JetStreamExecutors) QueueConsumers(ctx context.Context) ([]wire.QueueConsumer, error) {
+	return wire.ListQueueConsumers(ctx, x.JS)
 }
 
 // noExecutors answers the endpoints that need NATS on a server built
@@ -92,6 +98,7 @@ func (h *endpoints) ListExecutions(c echo.Context, p models.ListExecutionsParams
 		return h.storeError(c, err, "execution", uuid.Nil)
 	}
 	out := executionListOf(execs, next)
+	h.explainWaits(ctx, execs, out.Items)
 	if deref(p.Count) {
 		n, err := h.s.store.CountExecutions(ctx, f)
 		if err != nil {
@@ -199,7 +206,7 @@ func (h *endpoints) RetryExecution(c echo.Context, id models.ID) error {
 }
 
 // ListHandlers handles GET /v1/handlers: the executors' reports, grouped
-// by handler.
+// by handler, beside every handler seen before and its breakers' history.
 func (h *endpoints) ListHandlers(c echo.Context) error {
 	if h.s.executors == nil {
 		return noExecutors()
@@ -212,24 +219,53 @@ func (h *endpoints) ListHandlers(c echo.Context) error {
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Handler states unavailable",
 			"NATS did not answer; try again shortly.")
 	}
-	return c.JSON(http.StatusOK, models.HandlerList{Items: handlersOf(states)})
+	seen, err := h.s.store.ListHandlersSeen(ctx)
+	if err != nil {
+		return h.storeError(c, err, "handler", uuid.Nil)
+	}
+	history, err := h.s.store.ListBreakerHistory(ctx, nil, handlerHistory)
+	if err != nil {
+		return h.storeError(c, err, "handler", uuid.Nil)
+	}
+	return c.JSON(http.StatusOK, models.HandlerList{Items: handlersOf(states, seen, history)})
 }
+
+// handlerHistory is how many breaker transitions GET /v1/handlers shows
+// per handler.
+const handlerHistory = 20
 
 // breakerRank orders breaker states from best to worst.
 var breakerRank = map[string]int{wire.BreakerClosed: 0, wire.BreakerHalfOpen: 1, wire.BreakerOpen: 2}
 
-// handlersOf groups executors' reports by handler, in handler order; a
-// handler's breaker is its worst executor's.
-func handlersOf(states []wire.BreakerState) []models.HandlerInfo {
+// handlersOf groups executors' reports by handler, with the handlers
+// seen before and the breakers' history, in handler order; a handler's
+// breaker is its worst executor's.
+func handlersOf(states []wire.BreakerState, seen []model.HandlerSeen, history []model.BreakerChange) []models.HandlerInfo {
 	byName := map[string]*models.HandlerInfo{}
-	for _, s := range states {
-		hi := byName[s.Key]
+	get := func(key, queue string) *models.HandlerInfo {
+		hi := byName[key]
 		if hi == nil {
-			hi = &models.HandlerInfo{Handler: s.Key, Queue: s.Queue, Breaker: models.BreakerStateClosed, Executors: []models.HandlerExecutor{}}
-			byName[s.Key] = hi
+			hi = &models.HandlerInfo{Handler: key, Queue: queue, Breaker: models.BreakerStateClosed, Executors: []models.HandlerExecutor{},
+				History: []models.BreakerChange{}}
+			byName[key] = hi
 		}
+		return hi
+	}
+	for _, s := range seen {
+		get(s.Handler, s.Queue).LastSeen = ptr(s.LastSeen.UTC())
+	}
+	for _, c := range history {
+		hi := get(c.Handler, c.Queue)
+		hi.History = append(hi.History, models.BreakerChange{ExecutorId: c.ExecutorID, Breaker: models.BreakerState(c.State),
+			Since: c.Since.UTC(), Reason: c.Reason})
+	}
+	for _, s := range states {
+		hi := get(s.Key, s.Queue)
 		if breakerRank[s.Breaker] > breakerRank[string(hi.Breaker)] {
 			hi.Breaker = models.BreakerState(s.Breaker)
+		}
+		if hi.LastSeen == nil || s.UpdatedAt.After(*hi.LastSeen) {
+			hi.LastSeen = ptr(s.UpdatedAt.UTC())
 		}
 		x := models.HandlerExecutor{
 			ExecutorId: s.ExecutorID,
@@ -239,6 +275,8 @@ func handlersOf(states []wire.BreakerState) []models.HandlerInfo {
 			Failures:   int64(s.Failures),
 			InFlight:   s.InFlight,
 			UpdatedAt:  s.UpdatedAt.UTC(),
+			Reason:     nonEmpty(s.Reason),
+			ProbeAt:    utc(s.ProbeAt),
 		}
 		if s.Limit > 0 {
 			x.Limit = ptr(s.Limit)

@@ -31,6 +31,7 @@ import (
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
 	"github.com/tock-sched/tock/telemetry"
+	"github.com/tock-sched/tock/waits"
 )
 
 // Store is what the API needs of tock's database, itself and through
@@ -39,6 +40,8 @@ type Store interface {
 	// jobs.Store is what the use cases write through.
 	jobs.Store
 	GetExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
+	ListHandlersSeen(ctx context.Context) ([]model.HandlerSeen, error)
+	ListBreakerHistory(ctx context.Context, handlers []string, limit int) ([]model.BreakerChange, error)
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*model.Execution, string, error)
 	CountExecutions(ctx context.Context, f store.ExecFilter) (int64, error)
 	ListExecutionStats(ctx context.Context, f store.StatsFilter) ([]model.ExecStats, error)
@@ -248,14 +251,17 @@ const maxBodyBytes = 1 << 20
 
 // Server is the REST API. Serve its Handler with an http.Server.
 type Server struct {
-	store           Store
-	log             *slog.Logger
-	registry        Registry
-	tracer          trace.Tracer
-	readyTimeout    time.Duration
-	cluster         Cluster
-	clusterWait     time.Duration
-	executors       Executors
+	store        Store
+	log          *slog.Logger
+	registry     Registry
+	tracer       trace.Tracer
+	readyTimeout time.Duration
+	cluster      Cluster
+	clusterWait  time.Duration
+	executors    Executors
+	// waits keeps what the executors and queues say, to tell why
+	// executions wait (nil without Executors).
+	waits           *waits.Cache
 	changes         *changes.Feed
 	changeBuffer    int
 	jobs            *jobs.Service
@@ -322,6 +328,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.retention <= 0 {
 		s.retention = 90 * 24 * time.Hour
+	}
+	if s.executors != nil {
+		s.waits = waits.NewCache(waits.Sources{States: s.executors.BreakerStates, Consumers: s.executors.QueueConsumers,
+			Seen: s.store.ListHandlersSeen}, waitsTTL, nil)
 	}
 	// The use cases compute schedules from the database's clock, as the
 	// scanners judge due times by it; jobs measures its offset now and

@@ -274,10 +274,11 @@ type ClientInterface interface {
 	// ListHandlers List handlers with their circuit breakers
 	//
 	// One item per handler (custom handler name, `http:<host>` or
-	// `nats:<subject>`) that some live executor served in the last
-	// minute, with each executor's breaker and load. A handler's
-	// `breaker` is the worst of its executors': open, then half-open,
-	// then closed.
+	// `nats:<subject>`) that some executor has served (those not served
+	// for a minute have no executors, and their `last_seen`), with each
+	// live executor's breaker and load and the breakers' latest
+	// transitions. A handler's `breaker` is the worst of its executors':
+	// open, then half-open, then closed.
 	//
 	// Corresponds with GET /v1/handlers (the `ListHandlers` operationId).
 	ListHandlers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1321,10 +1322,11 @@ func (c *Client) RetryExecution(ctx context.Context, id ID, reqEditors ...Reques
 // ListHandlers List handlers with their circuit breakers
 //
 // One item per handler (custom handler name, `http:<host>` or
-// `nats:<subject>`) that some live executor served in the last
-// minute, with each executor's breaker and load. A handler's
-// `breaker` is the worst of its executors': open, then half-open,
-// then closed.
+// `nats:<subject>`) that some executor has served (those not served
+// for a minute have no executors, and their `last_seen`), with each
+// live executor's breaker and load and the breakers' latest
+// transitions. A handler's `breaker` is the worst of its executors':
+// open, then half-open, then closed.
 //
 // Corresponds with GET /v1/handlers (the `ListHandlers` operationId).
 func (c *Client) ListHandlers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5859,10 +5861,11 @@ type ClientWithResponsesInterface interface {
 	// ListHandlersWithResponse List handlers with their circuit breakers
 	//
 	// One item per handler (custom handler name, `http:<host>` or
-	// `nats:<subject>`) that some live executor served in the last
-	// minute, with each executor's breaker and load. A handler's
-	// `breaker` is the worst of its executors': open, then half-open,
-	// then closed.
+	// `nats:<subject>`) that some executor has served (those not served
+	// for a minute have no executors, and their `last_seen`), with each
+	// live executor's breaker and load and the breakers' latest
+	// transitions. A handler's `breaker` is the worst of its executors':
+	// open, then half-open, then closed.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11488,10 +11491,11 @@ func (c *ClientWithResponses) RetryExecutionWithResponse(ctx context.Context, id
 // ListHandlersWithResponse List handlers with their circuit breakers
 //
 // One item per handler (custom handler name, `http:<host>` or
-// `nats:<subject>`) that some live executor served in the last
-// minute, with each executor's breaker and load. A handler's
-// `breaker` is the worst of its executors': open, then half-open,
-// then closed.
+// `nats:<subject>`) that some executor has served (those not served
+// for a minute have no executors, and their `last_seen`), with each
+// live executor's breaker and load and the breakers' latest
+// transitions. A handler's `breaker` is the worst of its executors':
+// open, then half-open, then closed.
 //
 // Returns a wrapper object for the known response body format(s).
 //

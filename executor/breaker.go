@@ -122,6 +122,8 @@ type handlerKey struct {
 	mu         sync.Mutex
 	state      string
 	since      time.Time
+	reason     string    // why the breaker is in state
+	tripped    string    // why it last tripped (set by ReadyToTrip)
 	halfOpenAt time.Time // while open
 	inFlight   int
 	lastUsed   time.Time
@@ -148,7 +150,13 @@ func newHandlerKey(key string, q *queue, cfg *Config, now time.Time, changed fun
 		Timeout:     b.OpenFor,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			counted := c.TotalSuccesses + c.TotalFailures
-			return counted >= b.MinRequests && float64(c.TotalFailures) >= b.FailureRate*float64(counted)
+			trip := counted >= b.MinRequests && float64(c.TotalFailures) >= b.FailureRate*float64(counted)
+			if trip {
+				hk.mu.Lock()
+				hk.tripped = fmt.Sprintf("%d of %d attempts failed within %s", c.TotalFailures, counted, b.Window)
+				hk.mu.Unlock()
+			}
+			return trip
 		},
 		IsExcluded:    func(err error) bool { return errors.Is(err, errBreakerIgnored) },
 		OnStateChange: func(_ string, from, to gobreaker.State) { changed(hk, from, to) },
@@ -236,12 +244,19 @@ func (hk *handlerKey) snapshot(executor string, now time.Time) wire.BreakerState
 	}
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
+	var probe *time.Time
+	if hk.state == wire.BreakerOpen {
+		t := hk.halfOpenAt.UTC()
+		probe = &t
+	}
 	return wire.BreakerState{
 		Key:        hk.key,
 		Queue:      hk.queue,
 		ExecutorID: executor,
 		Breaker:    hk.state,
 		Since:      hk.since.UTC(),
+		Reason:     hk.reason,
+		ProbeAt:    probe,
 		Requests:   counts.TotalSuccesses + counts.TotalFailures,
 		Failures:   counts.TotalFailures,
 		InFlight:   hk.inFlight,

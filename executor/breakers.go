@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -61,6 +62,16 @@ func (b *breakers) stateChanged(hk *handlerKey, from, to gobreaker.State) {
 	now := b.now()
 	hk.mu.Lock()
 	hk.state, hk.since = breakerName(to), now
+	switch {
+	case to == gobreaker.StateOpen && from == gobreaker.StateHalfOpen:
+		hk.reason = "a probe attempt failed"
+	case to == gobreaker.StateOpen:
+		hk.reason = hk.tripped
+	case to == gobreaker.StateHalfOpen:
+		hk.reason = fmt.Sprintf("open for %s: probing with up to %d attempts", b.cfg.Breaker.OpenFor, b.cfg.Breaker.HalfOpenRequests)
+	default:
+		hk.reason = "the probe attempts succeeded"
+	}
 	if to == gobreaker.StateOpen {
 		hk.halfOpenAt = now.Add(b.cfg.Breaker.OpenFor)
 	}

@@ -50,6 +50,29 @@ func (s *Service) CheckBreakers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Every executor's view, for the handlers page and the reasons an
+	// execution waits: its breaker's transitions, and that it serves the
+	// handler. Old transitions go once an hour.
+	now := s.cfg.Now()
+	changes := make([]model.BreakerChange, len(states))
+	for i, st := range states {
+		changes[i] = model.BreakerChange{Handler: st.Key, Queue: st.Queue, ExecutorID: st.ExecutorID, State: st.Breaker,
+			Since: st.Since, Reason: st.Reason}
+	}
+	if err := s.cfg.Store.SaveHandlerStates(ctx, changes, now); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	prune := now.Sub(s.prunedBreakers) > time.Hour
+	if prune {
+		s.prunedBreakers = now
+	}
+	s.mu.Unlock()
+	if prune {
+		if err := s.cfg.Store.DeleteOldBreakerHistory(ctx, now); err != nil {
+			return err
+		}
+	}
 	handlers := map[string]*handlerBreaker{}
 	for _, st := range states {
 		h := handlers[st.Key]

@@ -70,6 +70,8 @@ type Store interface {
 	ListSilenceCandidates(ctx context.Context, r *model.Rule) ([]store.SilentCandidate, error)
 	CreateNotifyEvents(ctx context.Context, evs []model.NotifyEvent) (int, error)
 	SaveHandlerBreaker(ctx context.Context, handler string, open bool, since time.Time) (changed, known bool, err error)
+	SaveHandlerStates(ctx context.Context, states []model.BreakerChange, now time.Time) error
+	DeleteOldBreakerHistory(ctx context.Context, now time.Time) error
 	ListHandlerRules(ctx context.Context, kind, handler string) ([]*model.Rule, error)
 }
 
@@ -133,6 +135,8 @@ type Service struct {
 	// savedBreakers what it last recorded of each handler's breaker (a
 	// handler's record is written only when this node sees it change).
 	openHandlers, savedBreakers map[string]bool
+	// prunedBreakers: when old breaker transitions were last deleted.
+	prunedBreakers time.Time
 }
 
 type metrics struct {

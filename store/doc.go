@@ -158,6 +158,9 @@
 //     ListNotifications, GetNotification, ListSilenceCandidates,
 //     SaveHandlerBreaker, ListHandlerRules; job_failures is written by
 //     RecordAttemptEvents.
+//   - handler_breaker_history, handlers_seen (handlers.go):
+//     SaveHandlerStates, DeleteOldBreakerHistory, ListBreakerHistory,
+//     ListHandlersSeen.
 //   - the day partitions of executions and attempts (partitions.go,
 //     retention.go, retention_rows.go): MaintainHistoryPartitions,
 //     EnsureHistoryPartitions, ListHistoryDays, ApplyRetention.

@@ -101,9 +101,14 @@ type BreakerState struct {
 	Key        string `json:"handler"`
 	Queue      string `json:"queue"`
 	ExecutorID string `json:"executor_id"`
-	// Breaker is closed, half-open or open; Since is when it became so.
+	// Breaker is closed, half-open or open; Since is when it became so,
+	// and Reason why, in words ("5 of 6 attempts failed within 1m0s").
 	Breaker string    `json:"breaker"`
 	Since   time.Time `json:"since"`
+	Reason  string    `json:"reason,omitempty"`
+	// ProbeAt is, while the breaker is open, when it half-opens to let
+	// probe attempts through.
+	ProbeAt *time.Time `json:"probe_at,omitempty"`
 	// Requests and Failures are the attempts counted in the breaker's
 	// current window.
 	Requests uint32 `json:"requests"`

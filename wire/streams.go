@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -301,4 +302,40 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, queue string, p
 		return nil, fmt.Errorf("ensure consumer %s on %s: %w", cfg.Durable, ExecStream, err)
 	}
 	return c, nil
+}
+
+// QueueConsumer is what JetStream says of one queue's consumer for one
+// priority class.
+type QueueConsumer struct {
+	Queue    string
+	Priority domain.Priority
+	// Pending: messages not yet delivered; AckPending: delivered, not yet
+	// acknowledged; Waiting: pull requests waiting for messages (an
+	// executor asking for work).
+	Pending    uint64
+	AckPending int
+	Waiting    int
+}
+
+// ListQueueConsumers lists the executors' consumers of ExecStream.
+func ListQueueConsumers(ctx context.Context, js jetstream.JetStream) ([]QueueConsumer, error) {
+	s, err := js.Stream(ctx, ExecStream)
+	if err != nil {
+		return nil, fmt.Errorf("list queue consumers: %w", err)
+	}
+	var out []QueueConsumer
+	l := s.ListConsumers(ctx)
+	for ci := range l.Info() {
+		rest, ok := strings.CutPrefix(ci.Config.FilterSubject, ExecSubjectPrefix)
+		i := strings.LastIndexByte(rest, '.')
+		if !ok || i <= 0 {
+			continue
+		}
+		out = append(out, QueueConsumer{Queue: rest[:i], Priority: domain.Priority(rest[i+1:]), Pending: ci.NumPending,
+			AckPending: ci.NumAckPending, Waiting: ci.NumWaiting})
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("list queue consumers: %w", err)
+	}
+	return out, nil
 }

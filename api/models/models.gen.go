@@ -241,6 +241,48 @@ func (e ExecutionState) Valid() bool {
 	}
 }
 
+// Defines values for ExecutionWaitReason.
+const (
+	ExecutionWaitReasonAtLimit      ExecutionWaitReason = "at_limit"
+	ExecutionWaitReasonBreakerOpen  ExecutionWaitReason = "breaker_open"
+	ExecutionWaitReasonBuffered     ExecutionWaitReason = "buffered"
+	ExecutionWaitReasonDeferred     ExecutionWaitReason = "deferred"
+	ExecutionWaitReasonDependency   ExecutionWaitReason = "dependency"
+	ExecutionWaitReasonInQueue      ExecutionWaitReason = "in_queue"
+	ExecutionWaitReasonNoExecutor   ExecutionWaitReason = "no_executor"
+	ExecutionWaitReasonPublishing   ExecutionWaitReason = "publishing"
+	ExecutionWaitReasonRetryBackoff ExecutionWaitReason = "retry_backoff"
+	ExecutionWaitReasonScheduled    ExecutionWaitReason = "scheduled"
+)
+
+// Valid indicates whether the value is a known member of the ExecutionWaitReason enum.
+func (e ExecutionWaitReason) Valid() bool {
+	switch e {
+	case ExecutionWaitReasonAtLimit:
+		return true
+	case ExecutionWaitReasonBreakerOpen:
+		return true
+	case ExecutionWaitReasonBuffered:
+		return true
+	case ExecutionWaitReasonDeferred:
+		return true
+	case ExecutionWaitReasonDependency:
+		return true
+	case ExecutionWaitReasonInQueue:
+		return true
+	case ExecutionWaitReasonNoExecutor:
+		return true
+	case ExecutionWaitReasonPublishing:
+		return true
+	case ExecutionWaitReasonRetryBackoff:
+		return true
+	case ExecutionWaitReasonScheduled:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HandlerType.
 const (
 	HandlerTypeCustom HandlerType = "custom"
@@ -816,6 +858,16 @@ type BackfillRequest struct {
 // overlap policy.
 type BackfillRequestOverlap string
 
+// BreakerChange One executor's circuit breaker for a handler entering a state.
+type BreakerChange struct {
+	Breaker    BreakerState `json:"breaker"`
+	ExecutorId string       `json:"executor_id"`
+
+	// Reason Example: 5 of 5 attempts failed within 1m0s
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+}
+
 // BreakerState defines model for BreakerState.
 type BreakerState string
 
@@ -1032,7 +1084,13 @@ type Execution struct {
 	// Buffered Waiting, queued, until the job's earlier executions end (overlap
 	// policy `buffer_one`); it is published within the outbox interval
 	// (2 s) after they do.
-	Buffered     *bool      `json:"buffered,omitempty"`
+	Buffered *bool `json:"buffered,omitempty"`
+
+	// DispatchedAt When tock published the execution's current dispatch to its
+	// queue; null while it is not published yet (not due, in retry
+	// backoff, deferred, or the dispatcher behind). A fired run's
+	// first dispatch is not stamped one by one: it is shown as its
+	// scheduled time once its bucket's publish position covers it.
 	DispatchedAt *time.Time `json:"dispatched_at"`
 
 	// DueAt For a run of a job with `schedule.jitter`, when it was due to be published (`scheduled_for` plus the job's offset); absent otherwise.
@@ -1080,6 +1138,12 @@ type Execution struct {
 
 	// Upstreams The upstream executions that let this execution run; only in GET /v1/executions/{id}, absent when none.
 	Upstreams *[]ExecutionLink `json:"upstreams,omitempty"`
+
+	// Wait Why an execution waits (queued, failed and retrying, waiting), from
+	// what tock knows: its own times, the handler's circuit breakers and
+	// load as its executors report them, the queue's consumers, and when an
+	// executor last served the handler. Absent when it does not wait.
+	Wait *ExecutionWait `json:"wait,omitempty"`
 
 	// WaitUntil While the execution is waiting, when its wait runs out (then `on_timeout` applies); only in GET /v1/executions/{id}.
 	WaitUntil *time.Time `json:"wait_until,omitempty"`
@@ -1139,6 +1203,46 @@ type ExecutionNoteKind string
 // failed) are final. waiting: a dependent job's run whose time has
 // come waits for its upstreams (`waiting_for` says for what).
 type ExecutionState string
+
+// ExecutionWait Why an execution waits (queued, failed and retrying, waiting), from
+// what tock knows: its own times, the handler's circuit breakers and
+// load as its executors report them, the queue's consumers, and when an
+// executor last served the handler. Absent when it does not wait.
+type ExecutionWait struct {
+	// Handler The handler's key, when the reason is about the handler.
+	Handler *string `json:"handler,omitempty"`
+
+	// Message The reason in words, times in UTC.
+	//
+	// Example: the circuit breaker of http:api.example.com is open on every executor serving it (1) since 2026-11-28 16:02:11Z (5 of 5 attempts failed within 1m0s); next probe at 2026-11-28 16:02:41Z
+	Message string `json:"message"`
+
+	// Reason `scheduled`: not due yet. `retry_backoff`: an attempt failed, the
+	// next is due at `until`. `deferred`: an executor handed it back
+	// unrun, published again at `until`. `buffered`: kept by the overlap
+	// policy `buffer_one`. `dependency`: waiting for upstream jobs
+	// (`waiting_for`). `breaker_open`: the handler's circuit breaker is
+	// open on every executor serving it, since `since`, next probe at
+	// `until`. `no_executor`: no executor serves the handler's queue.
+	// `at_limit`: every executor of the handler is at its concurrency
+	// limit. `publishing`: due, not yet published. `in_queue`: published,
+	// waiting for an executor to take it.
+	Reason ExecutionWaitReason `json:"reason"`
+	Since  *time.Time          `json:"since,omitempty"`
+	Until  *time.Time          `json:"until,omitempty"`
+}
+
+// ExecutionWaitReason `scheduled`: not due yet. `retry_backoff`: an attempt failed, the
+// next is due at `until`. `deferred`: an executor handed it back
+// unrun, published again at `until`. `buffered`: kept by the overlap
+// policy `buffer_one`. `dependency`: waiting for upstream jobs
+// (`waiting_for`). `breaker_open`: the handler's circuit breaker is
+// open on every executor serving it, since `since`, next probe at
+// `until`. `no_executor`: no executor serves the handler's queue.
+// `at_limit`: every executor of the handler is at its concurrency
+// limit. `publishing`: due, not yet published. `in_queue`: published,
+// waiting for an executor to take it.
+type ExecutionWaitReason string
 
 // FieldError defines model for FieldError.
 type FieldError struct {
@@ -1252,6 +1356,12 @@ type HandlerExecutor struct {
 	// Limit The executor's concurrency limit for the handler; absent when none.
 	Limit *int `json:"limit,omitempty"`
 
+	// ProbeAt While the breaker is open, when it half-opens to let probe attempts through.
+	ProbeAt *time.Time `json:"probe_at,omitempty"`
+
+	// Reason Why the breaker is in its state, when the executor says.
+	Reason *string `json:"reason,omitempty"`
+
 	// Requests Attempts counted in the breaker's current window.
 	Requests int64 `json:"requests"`
 
@@ -1262,12 +1372,20 @@ type HandlerExecutor struct {
 
 // HandlerInfo defines model for HandlerInfo.
 type HandlerInfo struct {
-	Breaker   BreakerState      `json:"breaker"`
+	Breaker BreakerState `json:"breaker"`
+
+	// Executors The live executors serving it; empty when none has for a minute.
 	Executors []HandlerExecutor `json:"executors"`
 
 	// Handler Example: http:api.example.com
 	Handler string `json:"handler"`
-	Queue   string `json:"queue"`
+
+	// History The latest breaker transitions over its executors (at most 20), newest first; kept a week.
+	History []BreakerChange `json:"history"`
+
+	// LastSeen When an executor last said it served the handler (to 20 s).
+	LastSeen *time.Time `json:"last_seen,omitempty"`
+	Queue    string     `json:"queue"`
 }
 
 // HandlerList defines model for HandlerList.

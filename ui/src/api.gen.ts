@@ -640,10 +640,11 @@ export interface paths {
         /**
          * List handlers with their circuit breakers
          * @description One item per handler (custom handler name, `http:<host>` or
-         *     `nats:<subject>`) that some live executor served in the last
-         *     minute, with each executor's breaker and load. A handler's
-         *     `breaker` is the worst of its executors': open, then half-open,
-         *     then closed.
+         *     `nats:<subject>`) that some executor has served (those not served
+         *     for a minute have no executors, and their `last_seen`), with each
+         *     live executor's breaker and load and the breakers' latest
+         *     transitions. A handler's `breaker` is the worst of its executors':
+         *     open, then half-open, then closed.
          */
         get: operations["listHandlers"];
         put?: never;
@@ -2314,12 +2315,20 @@ export interface components {
              * @description While the execution is failed (or its delivery was deferred), when it is published again.
              */
             next_attempt_at?: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When tock published the execution's current dispatch to its
+             *     queue; null while it is not published yet (not due, in retry
+             *     backoff, deferred, or the dispatcher behind). A fired run's
+             *     first dispatch is not stamped one by one: it is shown as its
+             *     scheduled time once its bucket's publish position covers it.
+             */
             dispatched_at: string | null;
             /** Format: date-time */
             started_at: string | null;
             /** Format: date-time */
             finished_at: string | null;
+            wait?: components["schemas"]["ExecutionWait"];
             /** @description The scheduler node that fired the execution; absent for manual runs. */
             fired_by?: string;
             /**
@@ -2629,6 +2638,48 @@ export interface components {
         NodeList: {
             items: components["schemas"]["Node"][];
         };
+        /**
+         * @description Why an execution waits (queued, failed and retrying, waiting), from
+         *     what tock knows: its own times, the handler's circuit breakers and
+         *     load as its executors report them, the queue's consumers, and when an
+         *     executor last served the handler. Absent when it does not wait.
+         */
+        ExecutionWait: {
+            /**
+             * @description `scheduled`: not due yet. `retry_backoff`: an attempt failed, the
+             *     next is due at `until`. `deferred`: an executor handed it back
+             *     unrun, published again at `until`. `buffered`: kept by the overlap
+             *     policy `buffer_one`. `dependency`: waiting for upstream jobs
+             *     (`waiting_for`). `breaker_open`: the handler's circuit breaker is
+             *     open on every executor serving it, since `since`, next probe at
+             *     `until`. `no_executor`: no executor serves the handler's queue.
+             *     `at_limit`: every executor of the handler is at its concurrency
+             *     limit. `publishing`: due, not yet published. `in_queue`: published,
+             *     waiting for an executor to take it.
+             * @enum {string}
+             */
+            reason: "scheduled" | "retry_backoff" | "deferred" | "buffered" | "dependency" | "breaker_open" | "no_executor" | "at_limit" | "publishing" | "in_queue";
+            /**
+             * @description The reason in words, times in UTC.
+             * @example the circuit breaker of http:api.example.com is open on every executor serving it (1) since 2026-11-28 16:02:11Z (5 of 5 attempts failed within 1m0s); next probe at 2026-11-28 16:02:41Z
+             */
+            message: string;
+            /** Format: date-time */
+            since?: string;
+            /** Format: date-time */
+            until?: string;
+            /** @description The handler's key, when the reason is about the handler. */
+            handler?: string;
+        };
+        /** @description One executor's circuit breaker for a handler entering a state. */
+        BreakerChange: {
+            executor_id: string;
+            breaker: components["schemas"]["BreakerState"];
+            /** Format: date-time */
+            since: string;
+            /** @example 5 of 5 attempts failed within 1m0s */
+            reason: string;
+        };
         /** @description One executor's view of a handler. */
         HandlerExecutor: {
             executor_id: string;
@@ -2648,6 +2699,13 @@ export interface components {
             in_flight: number;
             /** @description The executor's concurrency limit for the handler; absent when none. */
             limit?: number;
+            /** @description Why the breaker is in its state, when the executor says. */
+            reason?: string;
+            /**
+             * Format: date-time
+             * @description While the breaker is open, when it half-opens to let probe attempts through.
+             */
+            probe_at?: string;
             /** Format: date-time */
             updated_at: string;
         };
@@ -2658,7 +2716,15 @@ export interface components {
             handler: string;
             queue: string;
             breaker: components["schemas"]["BreakerState"];
+            /** @description The live executors serving it; empty when none has for a minute. */
             executors: components["schemas"]["HandlerExecutor"][];
+            /**
+             * Format: date-time
+             * @description When an executor last said it served the handler (to 20 s).
+             */
+            last_seen?: string;
+            /** @description The latest breaker transitions over its executors (at most 20), newest first; kept a week. */
+            history: components["schemas"]["BreakerChange"][];
         };
         HandlerList: {
             items: components["schemas"]["HandlerInfo"][];
