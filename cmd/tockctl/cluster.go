@@ -58,7 +58,9 @@ func (c *nodesCmd) Run(a *app) error {
 	return w.Flush()
 }
 
-type handlersCmd struct{}
+type handlersCmd struct {
+	History bool `help:"Also list each handler's latest circuit breaker transitions (kept a week)."`
+}
 
 func (c *handlersCmd) Run(a *app) error {
 	r, err := a.api.ListHandlersWithResponse(a.ctx)
@@ -73,15 +75,33 @@ func (c *handlersCmd) Run(a *app) error {
 		return err
 	}
 	w := a.table()
-	fmt.Fprintln(w, "HANDLER\tQUEUE\tBREAKER\tEXECUTOR\tEXECUTOR BREAKER\tSINCE\tFAILURES/REQUESTS\tIN FLIGHT")
+	fmt.Fprintln(w, "HANDLER\tQUEUE\tBREAKER\tEXECUTOR\tEXECUTOR BREAKER\tSINCE\tFAILURES/REQUESTS\tIN FLIGHT\tWHY")
 	for _, h := range list.Items {
+		if len(h.Executors) == 0 {
+			fmt.Fprintf(w, "%s\t%s\t-\tnone (last seen %s)\t-\t-\t-\t-\t-\n", h.Handler, h.Queue, timeText(h.LastSeen))
+		}
 		for _, x := range h.Executors {
 			inFlight := strconv.Itoa(x.InFlight)
 			if x.Limit != nil {
 				inFlight += "/" + strconv.Itoa(*x.Limit)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", h.Handler, h.Queue, h.Breaker, x.ExecutorId, x.Breaker,
-				timeText(&x.Since), x.Failures, x.Requests, inFlight)
+			why := deref(x.Reason)
+			if x.ProbeAt != nil {
+				why += "; next probe " + timeText(x.ProbeAt)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", h.Handler, h.Queue, h.Breaker, x.ExecutorId, x.Breaker,
+				timeText(&x.Since), x.Failures, x.Requests, inFlight, orDash(why))
+		}
+	}
+	if err := w.Flush(); err != nil || !c.History {
+		return err
+	}
+	fmt.Fprintln(a.stdout)
+	w = a.table()
+	fmt.Fprintln(w, "HANDLER\tEXECUTOR\tBREAKER\tSINCE\tWHY")
+	for _, h := range list.Items {
+		for _, t := range h.History {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", h.Handler, t.ExecutorId, t.Breaker, timeText(&t.Since), orDash(t.Reason))
 		}
 	}
 	return w.Flush()

@@ -573,6 +573,9 @@ func (c *execGetCmd) Run(a *app) error {
 		return err
 	}
 	a.executionTable([]models.Execution{e})
+	if e.Wait != nil {
+		fmt.Fprintf(a.stdout, "\nwaiting: %s (%s)\n", e.Wait.Message, e.Wait.Reason)
+	}
 	a.executionDetails(e)
 	if e.AttemptList != nil && len(*e.AttemptList) > 0 {
 		fmt.Fprintln(a.stdout)

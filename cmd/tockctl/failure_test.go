@@ -110,19 +110,26 @@ func TestCancelRetryAndHandlers(t *testing.T) {
 	if r := tockctl(t, u, "executions", "retry", y.ID.String()); r.code != 1 || !strings.Contains(r.stderr, "not dead") {
 		t.Errorf("second retry: exit %d, stderr %s", r.code, r.stderr)
 	}
+	// Queued again, it says why it waits.
+	if out := ok(t, u, "executions", "get", y.ID.String()); !strings.Contains(out, "\nwaiting: ") {
+		t.Errorf("a queued execution without its reason:\n%s", out)
+	}
 
 	// Handlers as executors report them.
+	probe := now.Add(30 * time.Second).UTC().Truncate(time.Second)
 	hkv, err := js.KeyValue(ctx, wire.BreakerBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := wire.PutBreakerState(ctx, hkv, wire.BreakerState{Key: "send-email", Queue: "send-email", ExecutorID: "x1",
-		Breaker: wire.BreakerOpen, Since: now, Requests: 10, Failures: 8, InFlight: 1, Limit: 4, UpdatedAt: now}); err != nil {
+		Breaker: wire.BreakerOpen, Since: now, Requests: 10, Failures: 8, InFlight: 1, Limit: 4, UpdatedAt: now,
+		Reason: "8 of 10 attempts failed within 1m0s", ProbeAt: &probe}); err != nil {
 		t.Fatal(err)
 	}
 	out = ok(t, u, "handlers")
 	if r := rows(t, out, "HANDLER"); len(r) != 1 || !strings.Contains(r[0], "send-email") || !strings.Contains(r[0], "open") ||
-		!strings.Contains(r[0], "8/10") || !strings.Contains(r[0], "1/4") {
+		!strings.Contains(r[0], "8/10") || !strings.Contains(r[0], "1/4") ||
+		!strings.Contains(r[0], "8 of 10 attempts failed within 1m0s; next probe "+probe.Format(time.RFC3339)) {
 		t.Errorf("handlers:\n%s", out)
 	}
 }
