@@ -36,12 +36,19 @@ type site struct {
 	admin, reader string
 }
 
-func startSite(t *testing.T) *site {
+// startSite starts the site's tockd, with config changing its
+// configuration when given.
+func startSite(t *testing.T, config ...func(*node.Config)) *site {
 	t.Helper()
 	env := nodetest.New(t)
 	st := nodetest.OpenStore(t, env.PG)
 	s := &site{env: env, admin: makeKey(t, st, "admin"), reader: makeKey(t, st, "reader")}
-	s.node = env.StartWith(t, "ui", func(c *node.Config) { c.AuthNone, c.Pprof = false, false })
+	s.node = env.StartWith(t, "ui", func(c *node.Config) {
+		c.AuthNone, c.Pprof = false, false
+		for _, f := range config {
+			f(c)
+		}
+	})
 	return s
 }
 

@@ -1,7 +1,7 @@
 // Pieces every page uses: the frame, states, times, errors, paging.
 import type { ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError, can, me, must, myNamespaces, setKey, signInNeeded } from "./api";
+import { api, ApiError, can, me, must, myNamespaces, setKey, signInNeeded, type Schemas } from "./api";
 import { connected, paused } from "./live";
 import { href, route } from "./router";
 
@@ -24,6 +24,7 @@ export function Frame({ children }: { children: ComponentChildren }) {
             {link("/", "Overview")}
             {link("/jobs", "Jobs")}
             {link("/executions", "Executions")}
+            {can("handlers.list") && link("/handlers", "Handlers")}
             {can("nodes.list") && link("/cluster", "Cluster")}
             {can("keys.list") && link("/keys", "Keys")}
             {can("audit.list") && link("/audit", "Audit")}
@@ -46,6 +47,37 @@ export function Frame({ children }: { children: ComponentChildren }) {
       <main id="main">{children}</main>
     </>
   );
+}
+
+/**
+ * WaitReason says why an execution waits (the API's wait), with a link to
+ * the handler's page when the reason is about its handler.
+ */
+export function WaitReason({ wait, compact = false }: { wait?: Schemas["ExecutionWait"] | null; compact?: boolean }) {
+  if (!wait) return null;
+  const h = wait.handler;
+  const link = h && can("handlers.list") && (wait.reason === "breaker_open" || wait.reason === "no_executor" || wait.reason === "at_limit")
+    ? <> <a href={href("/handlers?h=" + encodeURIComponent(h))}>The handler</a>.</> : null;
+  if (compact) return <div class="wait-why" data-reason={wait.reason}>{wait.message}{link}</div>;
+  return (
+    <p class="wait-why" data-reason={wait.reason} role="status">
+      <strong>Why it waits:</strong> {wait.message}.{link}
+    </p>
+  );
+}
+
+/**
+ * usePoll calls f every ms while on (and live updates are not paused):
+ * for what the change feed does not carry, such as a handler's breaker.
+ */
+export function usePoll(f: () => void, ms: number, on: boolean) {
+  const ref = useRef(f);
+  ref.current = f;
+  useEffect(() => {
+    if (!on) return;
+    const t = setInterval(() => { if (!paused.value) ref.current(); }, ms);
+    return () => clearInterval(t);
+  }, [ms, on]);
 }
 
 export function StateBadge({ state }: { state: string }) {

@@ -13,6 +13,7 @@ import { JobDetail } from "./pages/job";
 import { Executions } from "./pages/executions";
 import { ExecutionDetail } from "./pages/execution";
 import { Cluster } from "./pages/cluster";
+import { Handlers } from "./pages/handlers";
 import { Keys } from "./pages/keys";
 import { Audit } from "./pages/audit";
 
@@ -29,6 +30,7 @@ function Page() {
   else if (seg[0] === "executions" && seg.length === 1) { page = <Executions />; title = "Executions"; }
   else if (seg[0] === "executions") { page = <ExecutionDetail id={seg[1]} />; title = "Execution"; }
   else if (seg[0] === "cluster") { page = <Cluster />; title = "Cluster"; }
+  else if (seg[0] === "handlers") { page = <Handlers />; title = "Handlers"; }
   else if (seg[0] === "keys") { page = <Keys />; title = "Keys"; }
   else if (seg[0] === "audit") { page = <Audit />; title = "Audit trail"; }
   else { page = <h1>Not found</h1>; title = "Not found"; }

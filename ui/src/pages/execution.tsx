@@ -2,7 +2,7 @@
 // for a dependent job's run, what it waits for and the upstream runs that
 // let it go (and the downstream runs this one let go); cancel and retry.
 import { api, can, must, type Schemas } from "../api";
-import { ErrorBox, StateBadge, Time, useAction, useLoad, useThrottled } from "../components";
+import { ErrorBox, StateBadge, Time, WaitReason, useAction, useLoad, usePoll, useThrottled } from "../components";
 import { useLive } from "../live";
 import { go, href } from "../router";
 import { onWords } from "./job";
@@ -27,6 +27,9 @@ export function ExecutionDetail({ id }: { id: string }) {
     if (cs.some((c) => c.execution_id === id)) x.reload();
     else if (cs.some((c) => c.job_id && upstreamJobs.has(c.job_id))) reloadSoon();
   }, x.reload);
+  // Why it waits can change without a change of its own (a breaker opens
+  // or closes, an executor comes or goes): asked again every second.
+  usePoll(x.reload, 1000, !!x.data?.wait);
   if (!x.data) return <><h1>Execution</h1><ErrorBox error={x.error} />{!x.error && <p aria-busy="true">Loading…</p>}</>;
   const e = x.data;
   const ns = e.namespace;
@@ -49,10 +52,11 @@ export function ExecutionDetail({ id }: { id: string }) {
         </div>
       </div>
       <ErrorBox error={act.error} />
+      <WaitReason wait={e.wait} />
       <dl class="props">
         <dt>Job</dt><dd><a href={href("/jobs/" + e.job_id)}>{e.namespace}/{e.job_name}</a></dd>
         <dt>Scheduled for</dt><dd><Time t={e.scheduled_for} /> {e.manual && <span class="tag">manual</span>}{e.backfill && <span class="tag">backfill</span>}</dd>
-        <dt>Dispatched</dt><dd><Time t={e.dispatched_at} /></dd>
+        <dt>Dispatched</dt><dd>{e.dispatched_at ? <Time t={e.dispatched_at} /> : e.wait ? "not yet (this dispatch)" : "—"}</dd>
         <dt>Started</dt><dd><Time t={e.started_at} /></dd>
         <dt>Finished</dt><dd><Time t={e.finished_at} /></dd>
         <dt>Attempts</dt><dd>{e.attempts}</dd>

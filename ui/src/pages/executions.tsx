@@ -3,7 +3,7 @@
 // executions one by one or every one selected.
 import { useEffect, useState } from "preact/hooks";
 import { api, can, must, type Execution } from "../api";
-import { ErrorBox, NamespaceSelect, Pager, StateBadge, Time, useAction, useLoad, useThrottled } from "../components";
+import { ErrorBox, NamespaceSelect, Pager, StateBadge, Time, WaitReason, useAction, useLoad, useThrottled } from "../components";
 import type { Change } from "../live";
 import { useLive } from "../live";
 import { href, route, setQuery } from "../router";
@@ -21,7 +21,10 @@ export function applyChanges(items: Execution[], cs: Change[]): { list: Executio
   for (const id of byId.keys()) if (!items.some((x) => x.id === id)) unknown = true;
   const list = items.map((x) => {
     const c = byId.get(x.id);
-    return c && c.state ? { ...x, state: c.state as Execution["state"], attempts: Math.max(x.attempts, c.attempt ?? 0) } : x;
+    // A new state makes the old reason to wait stale: the next load says.
+    return c && c.state
+      ? { ...x, state: c.state as Execution["state"], attempts: Math.max(x.attempts, c.attempt ?? 0), wait: c.state === x.state ? x.wait : undefined }
+      : x;
   });
   return { list, unknown };
 }
@@ -54,7 +57,7 @@ export function ExecutionsTable({ items, loading, showJob = true, selected, onSe
             )}
             <td><a href={href("/executions/" + x.id)} class="mono">{x.id.slice(0, 8)}</a>{x.manual && <span class="tag">manual</span>}</td>
             {showJob && <td><a href={href("/jobs/" + x.job_id)}>{x.namespace}/{x.job_name}</a></td>}
-            <td><StateBadge state={x.state} /></td>
+            <td><StateBadge state={x.state} /><WaitReason wait={x.wait} compact /></td>
             <td><Time t={x.scheduled_for} /></td>
             <td>{x.attempts}</td>
             <td><Time t={x.finished_at} /></td>

@@ -5,7 +5,7 @@
 import type { JSX } from "preact";
 import { useState } from "preact/hooks";
 import { api, can, must, type Job, type Schemas } from "../api";
-import { ErrorBox, Pager, StateBadge, Time, useAction, useLoad, useThrottled } from "../components";
+import { ErrorBox, Pager, StateBadge, Time, useAction, useLoad, usePoll, useThrottled } from "../components";
 import { useLive } from "../live";
 import { go, href } from "../router";
 import { ExecutionsTable, applyChanges } from "./executions";
@@ -45,6 +45,9 @@ export function JobDetail({ id }: { id: string }) {
     }
     if (ex.length && dependent) reloadWaitingSoon();
   }, () => { job.reload(); xs.reload(); graph.reload(); waiting.reload(); });
+  // Why its runs wait can change without a change of theirs (a breaker
+  // opens or closes): the list is asked again every second while one waits.
+  usePoll(xs.reload, 1000, (xs.data?.items ?? []).some((x) => x.wait));
 
   if (!job.data) return <><h1>Job</h1><ErrorBox error={job.error} />{!job.error && <p aria-busy="true">Loading…</p>}</>;
   const j = job.data;
