@@ -129,8 +129,10 @@ func TestDashboardSaysWhyExecutionsWait(t *testing.T) {
 		b.waitText("main h1", "Handlers")
 		row := fmt.Sprintf(`tr[data-handler=%q][data-breaker=open]`, key)
 		b.waitFor("the handler open", `document.querySelector('`+row+`')`, 3*time.Second)
-		b.waitFor("its executor's why", `[...document.querySelectorAll("[data-detail] tr[data-executor]")].some(e => e.innerText.includes("attempts failed within 30s"))`, 5*time.Second)
-		b.waitFor("the history", `document.querySelector("ol.history") && document.querySelector("ol.history").innerText.includes("open")`, 10*time.Second)
+		// Its executor's why: the trip, or a failed probe since (the target
+		// is still down).
+		b.waitFor("its executor's why", `[...document.querySelectorAll("[data-detail] tr[data-executor]")].some(e => /attempts failed within 30s|a probe attempt failed|probing/.test(e.innerText))`, 5*time.Second)
+		b.waitFor("the history", `document.querySelector("ol.history") && document.querySelector("ol.history").innerText.includes("open on ui — 3 of 3 attempts failed within 30s")`, 10*time.Second)
 		b.waitFor("waiting executions with why", `document.querySelector("[data-detail] .wait-why")`, 5*time.Second)
 		b.axe("handlers")
 		shot("handlers")
