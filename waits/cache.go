@@ -24,7 +24,15 @@ type Cache struct {
 
 	mu   sync.Mutex
 	snap *Snapshot
+	// failed, err: when the sources last failed, and how; a failure is
+	// kept for TTL too, so that a NATS that does not answer slows one
+	// request a second, not every one.
+	failed time.Time
+	err    error
 }
+
+// readTimeout bounds one read of the sources.
+const readTimeout = 2 * time.Second
 
 // NewCache returns a Cache reading src, keeping a snapshot for ttl.
 func NewCache(src Sources, ttl time.Duration, now func() time.Time) *Cache {
@@ -44,6 +52,21 @@ func (c *Cache) Get(ctx context.Context) (*Snapshot, error) {
 	if c.snap != nil && now.Sub(c.snap.At) < c.ttl {
 		return c.snap, nil
 	}
+	if c.err != nil && now.Sub(c.failed) < c.ttl {
+		return nil, c.err
+	}
+	snap, err := c.read(ctx, now)
+	if err != nil {
+		c.snap, c.failed, c.err = nil, now, err
+		return nil, err
+	}
+	c.snap, c.err = snap, nil
+	return snap, nil
+}
+
+func (c *Cache) read(ctx context.Context, now time.Time) (*Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
 	states, err := c.src.States(ctx)
 	if err != nil {
 		return nil, err
@@ -56,6 +79,5 @@ func (c *Cache) Get(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.snap = NewSnapshot(now, states, consumers, seen)
-	return c.snap, nil
+	return NewSnapshot(now, states, consumers, seen), nil
 }

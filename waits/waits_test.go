@@ -1,6 +1,8 @@
 package waits
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +72,42 @@ func TestExplain(t *testing.T) {
 				t.Fatalf("got %+v; want %s saying %q", r, tc.kind, tc.says)
 			}
 		})
+	}
+}
+
+// The cache reads its sources once a TTL, failures too.
+func TestCache(t *testing.T) {
+	now := time.Date(2026, 11, 28, 16, 0, 0, 0, time.UTC)
+	reads, fail := 0, false
+	c := NewCache(Sources{
+		States: func(context.Context) ([]wire.BreakerState, error) {
+			reads++
+			if fail {
+				return nil, errors.New("nats: timeout")
+			}
+			return []wire.BreakerState{{Key: "mail", Queue: "mail"}}, nil
+		},
+		Consumers: func(context.Context) ([]wire.QueueConsumer, error) { return nil, nil },
+		Seen:      func(context.Context) ([]model.HandlerSeen, error) { return nil, nil },
+	}, time.Second, func() time.Time { return now })
+	for range 3 {
+		if s, err := c.Get(context.Background()); err != nil || len(s.Handler(domain.Handler{Type: domain.HandlerCustom, Name: "mail"}).Executors) != 1 {
+			t.Fatalf("get: %v %v", s, err)
+		}
+	}
+	if reads != 1 {
+		t.Errorf("%d reads within the TTL, want 1", reads)
+	}
+	now, fail = now.Add(time.Second), true
+	for range 3 {
+		if s, err := c.Get(context.Background()); err == nil || s != nil {
+			t.Fatalf("a failed read: %v %v", s, err)
+		}
+	}
+	if reads != 2 {
+		t.Errorf("%d reads after a failure within the TTL, want 2", reads)
+	}
+	if h := (*Snapshot)(nil).Handler(domain.Handler{Type: domain.HandlerCustom, Name: "mail"}); h.Known {
+		t.Errorf("a handler of no snapshot is known: %+v", h)
 	}
 }
