@@ -24,6 +24,7 @@ export function Frame({ children }: { children: ComponentChildren }) {
             {link("/", "Overview")}
             {link("/jobs", "Jobs")}
             {link("/executions", "Executions")}
+            {can("notifications.list") && link("/notifications", "Notifications")}
             {can("nodes.list") && link("/cluster", "Cluster")}
             {can("keys.list") && link("/keys", "Keys")}
             {can("audit.list") && link("/audit", "Audit")}
