@@ -284,6 +284,7 @@ func TestNotifications(t *testing.T) {
 		if !slices.Equal(names, want) {
 			t.Errorf("the preview names %v, the API %v", names, want)
 		}
+		shot("notification-rule-form")
 		b.fill("f-group_interval", "0s")
 		// No channel chosen: the API's fault, at its field.
 		b.click("Create rule")
@@ -291,7 +292,6 @@ func TestNotifications(t *testing.T) {
 		b.waitFor("the channel offered", fmt.Sprintf(`document.querySelector('input[name=channels][value=%q]')`, hookID), 15*time.Second)
 		_ = b.eval(fmt.Sprintf(`document.querySelector('input[name=channels][value=%q]').click()`, hookID), nil)
 		b.axe("new rule")
-		shot("notification-rule-form")
 		b.click("Create rule")
 		b.waitText("main h1", "Notification rules")
 		r := ruleNamed("payments-dead")
