@@ -25,6 +25,7 @@ export function Frame({ children }: { children: ComponentChildren }) {
             {link("/jobs", "Jobs")}
             {link("/executions", "Executions")}
             {can("handlers.list") && link("/handlers", "Handlers")}
+            {can("notifications.list") && link("/notifications", "Notifications")}
             {can("nodes.list") && link("/cluster", "Cluster")}
             {can("keys.list") && link("/keys", "Keys")}
             {can("audit.list") && link("/audit", "Audit")}

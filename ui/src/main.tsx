@@ -16,6 +16,9 @@ import { Cluster } from "./pages/cluster";
 import { Handlers } from "./pages/handlers";
 import { Keys } from "./pages/keys";
 import { Audit } from "./pages/audit";
+import { Notifications } from "./pages/notifications";
+import { RuleForm, Rules } from "./pages/notifyrules";
+import { Channels } from "./pages/notifychannels";
 
 function Page() {
   const { path } = route.value;
@@ -33,6 +36,11 @@ function Page() {
   else if (seg[0] === "handlers") { page = <Handlers />; title = "Handlers"; }
   else if (seg[0] === "keys") { page = <Keys />; title = "Keys"; }
   else if (seg[0] === "audit") { page = <Audit />; title = "Audit trail"; }
+  else if (seg[0] === "notifications" && seg.length === 1) { page = <Notifications />; title = "Notifications"; }
+  else if (seg[0] === "notifications" && seg[1] === "rules" && seg.length === 2) { page = <Rules />; title = "Notification rules"; }
+  else if (seg[0] === "notifications" && seg[1] === "rules" && seg[2] === "new") { page = <RuleForm />; title = "New rule"; }
+  else if (seg[0] === "notifications" && seg[1] === "rules") { page = <RuleForm key={seg[2]} id={seg[2]} />; title = "Edit rule"; }
+  else if (seg[0] === "notifications" && seg[1] === "channels") { page = <Channels />; title = "Notification channels"; }
   else { page = <h1>Not found</h1>; title = "Not found"; }
   useEffect(() => { document.title = title + " · tock"; }, [title]);
   return <Frame>{page}</Frame>;
