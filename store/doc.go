@@ -158,6 +158,10 @@
 //     ListNotifications, GetNotification, ListSilenceCandidates,
 //     SaveHandlerBreaker, ListHandlerRules; job_failures is written by
 //     RecordAttemptEvents.
+//   - history_minutes, history_hours, history_rollup (history.go):
+//     MaintainHistoryRollups (under its own session lock), and
+//     ListExecutionSeries, which reads them and, past their mark, the
+//     executions.
 //   - the day partitions of executions and attempts (partitions.go,
 //     retention.go, retention_rows.go): MaintainHistoryPartitions,
 //     EnsureHistoryPartitions, ListHistoryDays, ApplyRetention.
