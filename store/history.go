@@ -145,9 +145,9 @@ func lagBoundsSQL() string {
 // NULL for a backfill, fired late by design), sb its start lag's (due
 // time to its attempt's start, as ListExecutionStats' lag; NULL before it
 // starts).
-var lagBucketsSQL = `CASE WHEN NOT x.backfill THEN width_bucket(extract(epoch FROM x.created_at - x.scheduled_for) * 1000, ` +
+var lagBucketsSQL = `CASE WHEN NOT x.backfill THEN width_bucket(date_part('epoch', x.created_at - x.scheduled_for) * 1000, ` +
 	lagBoundsSQL() + `) END AS fb,
-	CASE WHEN x.started_at IS NOT NULL THEN width_bucket(extract(epoch FROM x.started_at - COALESCE(x.due_at, x.scheduled_for)) * 1000, ` +
+	CASE WHEN x.started_at IS NOT NULL THEN width_bucket(date_part('epoch', x.started_at - COALESCE(x.due_at, x.scheduled_for)) * 1000, ` +
 	lagBoundsSQL() + `) END AS sb`
 
 // idFloorSQL is the smallest execution id of the time t (an SQL
