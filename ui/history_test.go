@@ -68,7 +68,9 @@ func TestHistoryCharts(t *testing.T) {
 	}
 	check := func(page, query string) {
 		t.Helper()
-		b.waitFor(page+" chart", `document.querySelector("table.chart-data tbody tr")`, 20*time.Second)
+		// The last hour's series (per minute), not the day's it replaces.
+		b.waitFor(page+" chart", `document.querySelector("table.chart-data tbody tr") &&
+			document.querySelector(".chart-summary").textContent.includes("per 1m")`, 20*time.Second)
 		var api models.StatsSeries
 		s.call(t, s.admin, "GET", "/v1/stats/series?since=1h&interval=1m"+query, nil, &api)
 		want := map[string]models.StatsPoint{}
