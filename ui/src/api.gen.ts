@@ -3794,7 +3794,7 @@ export interface operations {
                 handler?: string;
                 /**
                  * @description Start of the range of scheduled times (default 24h before now); RFC 3339 or a duration before now.
-                 * @example 7d
+                 * @example 168h
                  */
                 since?: string;
                 /** @description End of the range, exclusive (default now). */
