@@ -96,7 +96,7 @@ func BenchmarkHistoryAtScale(b *testing.B) {
 		for d := first; d.Before(today) || d.Equal(today); d = d.AddDate(0, 0, 1) {
 			n := perDay
 			if d.Equal(today) {
-				n = int(int64(perDay) * int64(now.Sub(today)) / int64(24*time.Hour))
+				n = int(float64(perDay) * now.Sub(today).Hours() / 24)
 			}
 			t0 := time.Now()
 			if _, err := s.pool.Exec(ctx, `
