@@ -148,6 +148,7 @@ func operationCases(a *authEnv) map[string]func() request {
 		},
 		"listExecutions": func() request { return request{"GET", "/v1/executions?namespace=team-a", nil, false} },
 		"getStats":       func() request { return request{"GET", "/v1/stats?namespace=team-a", nil, false} },
+		"getStatsSeries": func() request { return request{"GET", "/v1/stats/series?namespace=team-a&interval=5m", nil, false} },
 		"cancelExecution": func() request {
 			return request{"POST", "/v1/executions/" + a.fixtureExecution("team-a") + "/cancel", nil, false}
 		},

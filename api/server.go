@@ -45,6 +45,7 @@ type Store interface {
 	ListExecutions(ctx context.Context, f store.ExecFilter) ([]*model.Execution, string, error)
 	CountExecutions(ctx context.Context, f store.ExecFilter) (int64, error)
 	ListExecutionStats(ctx context.Context, f store.StatsFilter) ([]model.ExecStats, error)
+	ListExecutionSeries(ctx context.Context, f store.SeriesFilter) (store.Series, error)
 	ListNamespaces(ctx context.Context) ([]model.Namespace, error)
 	UpdateNamespaceRetention(ctx context.Context, ns string, d time.Duration) (*model.Namespace, error)
 	ListBucketStats(ctx context.Context) ([]model.BucketStat, error)

@@ -997,6 +997,41 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/stats (the `GetStats` operationId).
 	GetStats(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetStatsSeries Execution statistics per interval of time (the dashboard's charts)
+	//
+	// Per interval of [`since`, `until`), the executions scheduled in it
+	// by state, and percentiles of their fire lag (scheduled time to
+	// the firing; backfills, late by design, left out) and start lag
+	// (due time to the attempt's start, as `GET /v1/stats`' `lag_ms`).
+	// Every interval is a point, empty ones included. `since` is
+	// rounded down and `until` up to a multiple of the interval since
+	// the Unix epoch (whole UTC minutes, hours, days); the answer says
+	// the range it covered.
+	//
+	// Its own operation rather than a `group_by` of `GET /v1/stats`:
+	// its points are a different shape (a time series with lag
+	// histograms' percentiles, every interval present), it takes a
+	// handler filter and an interval, and it reads other tables: the
+	// per-minute and per-hour rollups that tockd's scheduler nodes keep
+	// in the background (package history), up to `rolled_through`, and
+	// the executions after it (the last minute or two). A job's series
+	// is read from its own executions. So a day per minute or a week
+	// per hour costs a few thousand rollup rows however many
+	// executions ran (docs/bench.md, "History as pictures").
+	//
+	// Intervals: `1m`, `5m`, `15m`, `1h`, `6h`, `1d` — each divides a
+	// day, so points fall on the same UTC boundaries whatever the
+	// range, and none is finer than the rollup's minute. At most 1,500
+	// points (a day per minute, a week per 15 minutes, a year per day);
+	// more is a 400 naming `interval`. Lag percentiles are estimated
+	// from histograms of fixed bounds (1, 2, 5, 10, 20, 50, 100, 200,
+	// 300, 500, 750 ms, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30 s, 1, 2, 5,
+	// 10, 30 min, 1 h), linear inside a bucket, so that minutes and
+	// groups merge: the error is at most the bucket's width.
+	//
+	// Corresponds with GET /v1/stats/series (the `GetStatsSeries` operationId).
+	GetStatsSeries(ctx context.Context, params *GetStatsSeriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Whoami Who the caller is and what they may do
 	//
 	// The caller's subject, its grants (a role per namespace) and, for
@@ -2594,6 +2629,51 @@ func (c *Client) PreviewSchedule(ctx context.Context, body PreviewScheduleJSONRe
 // Corresponds with GET /v1/stats (the `GetStats` operationId).
 func (c *Client) GetStats(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetStatsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetStatsSeries Execution statistics per interval of time (the dashboard's charts)
+//
+// Per interval of [`since`, `until`), the executions scheduled in it
+// by state, and percentiles of their fire lag (scheduled time to
+// the firing; backfills, late by design, left out) and start lag
+// (due time to the attempt's start, as `GET /v1/stats`' `lag_ms`).
+// Every interval is a point, empty ones included. `since` is
+// rounded down and `until` up to a multiple of the interval since
+// the Unix epoch (whole UTC minutes, hours, days); the answer says
+// the range it covered.
+//
+// Its own operation rather than a `group_by` of `GET /v1/stats`:
+// its points are a different shape (a time series with lag
+// histograms' percentiles, every interval present), it takes a
+// handler filter and an interval, and it reads other tables: the
+// per-minute and per-hour rollups that tockd's scheduler nodes keep
+// in the background (package history), up to `rolled_through`, and
+// the executions after it (the last minute or two). A job's series
+// is read from its own executions. So a day per minute or a week
+// per hour costs a few thousand rollup rows however many
+// executions ran (docs/bench.md, "History as pictures").
+//
+// Intervals: `1m`, `5m`, `15m`, `1h`, `6h`, `1d` — each divides a
+// day, so points fall on the same UTC boundaries whatever the
+// range, and none is finer than the rollup's minute. At most 1,500
+// points (a day per minute, a week per 15 minutes, a year per day);
+// more is a 400 naming `interval`. Lag percentiles are estimated
+// from histograms of fixed bounds (1, 2, 5, 10, 20, 50, 100, 200,
+// 300, 500, 750 ms, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30 s, 1, 2, 5,
+// 10, 30 min, 1 h), linear inside a bucket, so that minutes and
+// groups merge: the error is at most the bucket's width.
+//
+// Corresponds with GET /v1/stats/series (the `GetStatsSeries` operationId).
+func (c *Client) GetStatsSeries(ctx context.Context, params *GetStatsSeriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetStatsSeriesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5582,6 +5662,120 @@ func NewGetStatsRequest(server string, params *GetStatsParams) (*http.Request, e
 	return req, nil
 }
 
+// NewGetStatsSeriesRequest constructs an http.Request for the GetStatsSeries method
+func NewGetStatsSeriesRequest(server string, params *GetStatsSeriesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/stats/series")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Namespace != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "namespace", *params.Namespace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.JobId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "job_id", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Handler != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "handler", *params.Handler, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Since != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Interval != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "interval", *params.Interval, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewWhoamiRequest constructs an http.Request for the Whoami method
 func NewWhoamiRequest(server string) (*http.Request, error) {
 	var err error
@@ -6639,6 +6833,43 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/stats (the `GetStats` operationId).
 	GetStatsWithResponse(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
+
+	// GetStatsSeriesWithResponse Execution statistics per interval of time (the dashboard's charts)
+	//
+	// Per interval of [`since`, `until`), the executions scheduled in it
+	// by state, and percentiles of their fire lag (scheduled time to
+	// the firing; backfills, late by design, left out) and start lag
+	// (due time to the attempt's start, as `GET /v1/stats`' `lag_ms`).
+	// Every interval is a point, empty ones included. `since` is
+	// rounded down and `until` up to a multiple of the interval since
+	// the Unix epoch (whole UTC minutes, hours, days); the answer says
+	// the range it covered.
+	//
+	// Its own operation rather than a `group_by` of `GET /v1/stats`:
+	// its points are a different shape (a time series with lag
+	// histograms' percentiles, every interval present), it takes a
+	// handler filter and an interval, and it reads other tables: the
+	// per-minute and per-hour rollups that tockd's scheduler nodes keep
+	// in the background (package history), up to `rolled_through`, and
+	// the executions after it (the last minute or two). A job's series
+	// is read from its own executions. So a day per minute or a week
+	// per hour costs a few thousand rollup rows however many
+	// executions ran (docs/bench.md, "History as pictures").
+	//
+	// Intervals: `1m`, `5m`, `15m`, `1h`, `6h`, `1d` — each divides a
+	// day, so points fall on the same UTC boundaries whatever the
+	// range, and none is finer than the rollup's minute. At most 1,500
+	// points (a day per minute, a week per 15 minutes, a year per day);
+	// more is a 400 naming `interval`. Lag percentiles are estimated
+	// from histograms of fixed bounds (1, 2, 5, 10, 20, 50, 100, 200,
+	// 300, 500, 750 ms, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30 s, 1, 2, 5,
+	// 10, 30 min, 1 h), linear inside a bucket, so that minutes and
+	// groups merge: the error is at most the bucket's width.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/stats/series (the `GetStatsSeries` operationId).
+	GetStatsSeriesWithResponse(ctx context.Context, params *GetStatsSeriesParams, reqEditors ...RequestEditorFn) (*GetStatsSeriesResponse, error)
 
 	// WhoamiWithResponse Who the caller is and what they may do
 	//
@@ -11136,6 +11367,82 @@ func (r GetStatsResponse) ContentType() string {
 	return ""
 }
 
+// GetStatsSeriesResponse401Headers the declared response headers of an HTTP 401 response for GetStatsSeries
+type GetStatsSeriesResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type GetStatsSeriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StatsSeries
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetStatsSeriesResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetStatsSeriesResponse) GetJSON200() *StatsSeries {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetStatsSeriesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetStatsSeriesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetStatsSeriesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetStatsSeriesResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetStatsSeriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetStatsSeriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetStatsSeriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetStatsSeriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WhoamiResponse401Headers the declared response headers of an HTTP 401 response for Whoami
 type WhoamiResponse401Headers struct {
 	WWWAuthenticate *string
@@ -12604,6 +12911,49 @@ func (c *ClientWithResponses) GetStatsWithResponse(ctx context.Context, params *
 		return nil, err
 	}
 	return ParseGetStatsResponse(rsp)
+}
+
+// GetStatsSeriesWithResponse Execution statistics per interval of time (the dashboard's charts)
+//
+// Per interval of [`since`, `until`), the executions scheduled in it
+// by state, and percentiles of their fire lag (scheduled time to
+// the firing; backfills, late by design, left out) and start lag
+// (due time to the attempt's start, as `GET /v1/stats`' `lag_ms`).
+// Every interval is a point, empty ones included. `since` is
+// rounded down and `until` up to a multiple of the interval since
+// the Unix epoch (whole UTC minutes, hours, days); the answer says
+// the range it covered.
+//
+// Its own operation rather than a `group_by` of `GET /v1/stats`:
+// its points are a different shape (a time series with lag
+// histograms' percentiles, every interval present), it takes a
+// handler filter and an interval, and it reads other tables: the
+// per-minute and per-hour rollups that tockd's scheduler nodes keep
+// in the background (package history), up to `rolled_through`, and
+// the executions after it (the last minute or two). A job's series
+// is read from its own executions. So a day per minute or a week
+// per hour costs a few thousand rollup rows however many
+// executions ran (docs/bench.md, "History as pictures").
+//
+// Intervals: `1m`, `5m`, `15m`, `1h`, `6h`, `1d` — each divides a
+// day, so points fall on the same UTC boundaries whatever the
+// range, and none is finer than the rollup's minute. At most 1,500
+// points (a day per minute, a week per 15 minutes, a year per day);
+// more is a 400 naming `interval`. Lag percentiles are estimated
+// from histograms of fixed bounds (1, 2, 5, 10, 20, 50, 100, 200,
+// 300, 500, 750 ms, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30 s, 1, 2, 5,
+// 10, 30 min, 1 h), linear inside a bucket, so that minutes and
+// groups merge: the error is at most the bucket's width.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/stats/series (the `GetStatsSeries` operationId).
+func (c *ClientWithResponses) GetStatsSeriesWithResponse(ctx context.Context, params *GetStatsSeriesParams, reqEditors ...RequestEditorFn) (*GetStatsSeriesResponse, error) {
+	rsp, err := c.GetStatsSeries(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetStatsSeriesResponse(rsp)
 }
 
 // WhoamiWithResponse Who the caller is and what they may do
@@ -16599,6 +16949,73 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 	switch {
 	case rsp.StatusCode == 401:
 		var headers GetStatsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetStatsSeriesResponse parses an HTTP response from a GetStatsSeriesWithResponse call
+func ParseGetStatsSeriesResponse(rsp *http.Response) (*GetStatsSeriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetStatsSeriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StatsSeries
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetStatsSeriesResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

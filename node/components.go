@@ -17,6 +17,7 @@ import (
 	"github.com/tock-sched/tock/dispatcher"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/executor"
+	"github.com/tock-sched/tock/history"
 	"github.com/tock-sched/tock/logs"
 	"github.com/tock-sched/tock/maintenance"
 	"github.com/tock-sched/tock/notify"
@@ -150,6 +151,16 @@ func components(cfg Config, d deps) []component {
 					return nil, err
 				}
 				return p.Run, nil
+			}},
+		{name: "history", on: sched, stage: stopBuckets,
+			start: func() (runFunc, error) {
+				// Rollups start from as far back as executions are kept.
+				r, err := history.New(history.Config{Store: d.st, Backfill: cfg.Retention,
+					HourRetention: cfg.HistoryRetention, Logger: d.log})
+				if err != nil {
+					return nil, err
+				}
+				return r.Run, nil
 			}},
 		{name: "notify", on: sched, stage: stopBuckets,
 			start: func() (runFunc, error) {

@@ -158,6 +158,9 @@ type Config struct {
 	ArchiveDir string
 	// AuditRetention is how long the audit trail is kept.
 	AuditRetention time.Duration
+	// HistoryRetention is how long the hourly history rollups are kept
+	// (package history; zero: its default, 400 days).
+	HistoryRetention time.Duration
 	// Missed and Overlap are the cluster's default missed-run and overlap
 	// policies (api role: stored with new jobs; scheduler role: for jobs
 	// stored without one).

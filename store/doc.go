@@ -161,6 +161,10 @@
 //   - handler_breaker_history, handlers_seen (handlers.go):
 //     SaveHandlerStates, DeleteOldBreakerHistory, ListBreakerHistory,
 //     ListHandlersSeen.
+//   - history_minutes, history_hours, history_rollup (history.go):
+//     MaintainHistoryRollups (under its own session lock), and
+//     ListExecutionSeries, which reads them and, past their mark, the
+//     executions.
 //   - the day partitions of executions and attempts (partitions.go,
 //     retention.go, retention_rows.go): MaintainHistoryPartitions,
 //     EnsureHistoryPartitions, ListHistoryDays, ApplyRetention.

@@ -631,6 +631,36 @@ func (e StatsReportGroupBy) Valid() bool {
 	}
 }
 
+// Defines values for StatsSeriesInterval.
+const (
+	StatsSeriesIntervalN15m StatsSeriesInterval = "15m"
+	StatsSeriesIntervalN1d  StatsSeriesInterval = "1d"
+	StatsSeriesIntervalN1h  StatsSeriesInterval = "1h"
+	StatsSeriesIntervalN1m  StatsSeriesInterval = "1m"
+	StatsSeriesIntervalN5m  StatsSeriesInterval = "5m"
+	StatsSeriesIntervalN6h  StatsSeriesInterval = "6h"
+)
+
+// Valid indicates whether the value is a known member of the StatsSeriesInterval enum.
+func (e StatsSeriesInterval) Valid() bool {
+	switch e {
+	case StatsSeriesIntervalN15m:
+		return true
+	case StatsSeriesIntervalN1d:
+		return true
+	case StatsSeriesIntervalN1h:
+		return true
+	case StatsSeriesIntervalN1m:
+		return true
+	case StatsSeriesIntervalN5m:
+		return true
+	case StatsSeriesIntervalN6h:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UpstreamOn.
 const (
 	UpstreamOnAny     UpstreamOn = "any"
@@ -730,6 +760,36 @@ func (e GetStatsParamsGroupBy) Valid() bool {
 	case GetStatsParamsGroupByJob:
 		return true
 	case GetStatsParamsGroupByNamespace:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetStatsSeriesParamsInterval.
+const (
+	GetStatsSeriesParamsIntervalN15m GetStatsSeriesParamsInterval = "15m"
+	GetStatsSeriesParamsIntervalN1d  GetStatsSeriesParamsInterval = "1d"
+	GetStatsSeriesParamsIntervalN1h  GetStatsSeriesParamsInterval = "1h"
+	GetStatsSeriesParamsIntervalN1m  GetStatsSeriesParamsInterval = "1m"
+	GetStatsSeriesParamsIntervalN5m  GetStatsSeriesParamsInterval = "5m"
+	GetStatsSeriesParamsIntervalN6h  GetStatsSeriesParamsInterval = "6h"
+)
+
+// Valid indicates whether the value is a known member of the GetStatsSeriesParamsInterval enum.
+func (e GetStatsSeriesParamsInterval) Valid() bool {
+	switch e {
+	case GetStatsSeriesParamsIntervalN15m:
+		return true
+	case GetStatsSeriesParamsIntervalN1d:
+		return true
+	case GetStatsSeriesParamsIntervalN1h:
+		return true
+	case GetStatsSeriesParamsIntervalN1m:
+		return true
+	case GetStatsSeriesParamsIntervalN5m:
+		return true
+	case GetStatsSeriesParamsIntervalN6h:
 		return true
 	default:
 		return false
@@ -2498,6 +2558,30 @@ type StatsGroup struct {
 	Total       int64    `json:"total"`
 }
 
+// StatsPoint defines model for StatsPoint.
+type StatsPoint struct {
+	// At The start of the interval.
+	At time.Time `json:"at"`
+
+	// Counts Executions scheduled in the interval, by state (every state, zeros included).
+	Counts map[string]int64 `json:"counts"`
+
+	// FireLagMs Percentiles in milliseconds: `duration_ms` of the last attempt of
+	// succeeded and dead executions (finished − started); `lag_ms` from
+	// when each execution was due (its scheduled time, or its jittered
+	// due time) to its attempt's start. Absent when there is nothing to
+	// measure.
+	FireLagMs *Percentiles `json:"fire_lag_ms,omitempty"`
+
+	// StartLagMs Percentiles in milliseconds: `duration_ms` of the last attempt of
+	// succeeded and dead executions (finished − started); `lag_ms` from
+	// when each execution was due (its scheduled time, or its jittered
+	// due time) to its attempt's start. Absent when there is nothing to
+	// measure.
+	StartLagMs *Percentiles `json:"start_lag_ms,omitempty"`
+	Total      int64        `json:"total"`
+}
+
 // StatsReport defines model for StatsReport.
 type StatsReport struct {
 	GroupBy StatsReportGroupBy `json:"group_by"`
@@ -2508,6 +2592,24 @@ type StatsReport struct {
 
 // StatsReportGroupBy defines model for StatsReport.GroupBy.
 type StatsReportGroupBy string
+
+// StatsSeries defines model for StatsSeries.
+type StatsSeries struct {
+	Interval StatsSeriesInterval `json:"interval"`
+	Points   []StatsPoint        `json:"points"`
+
+	// RolledThrough The points before it were read from the rollups, the rest computed from the executions; absent for a job's series (all computed).
+	RolledThrough *time.Time `json:"rolled_through,omitempty"`
+
+	// Since The start of the first point (`since` rounded down to the interval).
+	Since time.Time `json:"since"`
+
+	// Until The end of the last point.
+	Until time.Time `json:"until"`
+}
+
+// StatsSeriesInterval defines model for StatsSeries.Interval.
+type StatsSeriesInterval string
 
 // Upstream defines model for Upstream.
 type Upstream struct {
@@ -2908,6 +3010,30 @@ type GetStatsParams struct {
 
 // GetStatsParamsGroupBy defines parameters for GetStats.
 type GetStatsParamsGroupBy string
+
+// GetStatsSeriesParams defines parameters for GetStatsSeries.
+type GetStatsSeriesParams struct {
+	// Namespace Only this namespace's executions.
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+
+	// JobId Only this job's executions.
+	JobId *openapi_types.UUID `form:"job_id,omitempty" json:"job_id,omitempty"`
+
+	// Handler Only the executions of this handler queue (`http`, `nats`, or a custom handler's name).
+	Handler *string `form:"handler,omitempty" json:"handler,omitempty"`
+
+	// Since Start of the range of scheduled times (default 24h before now); RFC 3339 or a duration before now.
+	Since *string `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until End of the range, exclusive (default now).
+	Until *string `form:"until,omitempty" json:"until,omitempty"`
+
+	// Interval The width of each point (default 1h).
+	Interval *GetStatsSeriesParamsInterval `form:"interval,omitempty" json:"interval,omitempty"`
+}
+
+// GetStatsSeriesParamsInterval defines parameters for GetStatsSeries.
+type GetStatsSeriesParamsInterval string
 
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate

@@ -40,6 +40,7 @@ type ExecutionFlags struct {
 	Retention             retention `name:"retention" env:"TOCK_RETENTION" default:"90d" help:"How long execution history is kept, for namespaces without their own (PUT /v1/namespaces/{ns}): days (90d) or a duration."`
 	CompletedJobRetention retention `name:"completed-job-retention" env:"TOCK_COMPLETED_JOB_RETENTION" default:"7d" help:"How long a completed one-shot job is kept before it is deleted."`
 	AuditRetention        retention `name:"audit-retention" env:"TOCK_AUDIT_RETENTION" default:"400d" help:"How long the audit trail (GET /v1/audit) is kept: days (400d) or a duration."`
+	HistoryRetention      retention `name:"history-retention" env:"TOCK_HISTORY_RETENTION" default:"400d" help:"How long the hourly rollups of execution history (GET /v1/stats/series, the dashboard's charts) are kept: days (400d) or a duration; per-minute rollups are kept 35 days (scheduler role)."`
 	ArchiveDir            string    `name:"archive-dir" env:"TOCK_ARCHIVE_DIR" help:"Write each day of execution history to Parquet files in this directory before retention drops it (set it on every node, to the same shared directory)."`
 
 	ExecutorConcurrency int           `name:"executor-concurrency" env:"TOCK_EXECUTOR_CONCURRENCY" default:"16" help:"Attempts in flight per queue (http, nats) in this executor process."`
@@ -69,6 +70,7 @@ func (f ExecutionFlags) apply(cfg *node.Config) {
 	cfg.Retention, cfg.CompletedJobRetention = time.Duration(f.Retention), time.Duration(f.CompletedJobRetention)
 	cfg.ArchiveDir = f.ArchiveDir
 	cfg.AuditRetention = time.Duration(f.AuditRetention)
+	cfg.HistoryRetention = time.Duration(f.HistoryRetention)
 	cfg.Missed = domain.MissedPolicy{Policy: f.MissedPolicy, Grace: f.MissedGrace.String(), Max: f.MissedMax}
 	cfg.Overlap = f.Overlap
 	cfg.BackfillRate = f.BackfillRate

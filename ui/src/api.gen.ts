@@ -580,6 +580,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/stats/series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Execution statistics per interval of time (the dashboard's charts)
+         * @description Per interval of [`since`, `until`), the executions scheduled in it
+         *     by state, and percentiles of their fire lag (scheduled time to
+         *     the firing; backfills, late by design, left out) and start lag
+         *     (due time to the attempt's start, as `GET /v1/stats`' `lag_ms`).
+         *     Every interval is a point, empty ones included. `since` is
+         *     rounded down and `until` up to a multiple of the interval since
+         *     the Unix epoch (whole UTC minutes, hours, days); the answer says
+         *     the range it covered.
+         *
+         *     Its own operation rather than a `group_by` of `GET /v1/stats`:
+         *     its points are a different shape (a time series with lag
+         *     histograms' percentiles, every interval present), it takes a
+         *     handler filter and an interval, and it reads other tables: the
+         *     per-minute and per-hour rollups that tockd's scheduler nodes keep
+         *     in the background (package history), up to `rolled_through`, and
+         *     the executions after it (the last minute or two). A job's series
+         *     is read from its own executions. So a day per minute or a week
+         *     per hour costs a few thousand rollup rows however many
+         *     executions ran (docs/bench.md, "History as pictures").
+         *
+         *     Intervals: `1m`, `5m`, `15m`, `1h`, `6h`, `1d` — each divides a
+         *     day, so points fall on the same UTC boundaries whatever the
+         *     range, and none is finer than the rollup's minute. At most 1,500
+         *     points (a day per minute, a week per 15 minutes, a year per day);
+         *     more is a 400 naming `interval`. Lag percentiles are estimated
+         *     from histograms of fixed bounds (1, 2, 5, 10, 20, 50, 100, 200,
+         *     300, 500, 750 ms, 1, 1.5, 2, 3, 5, 7.5, 10, 15, 20, 30 s, 1, 2, 5,
+         *     10, 30 min, 1 h), linear inside a bucket, so that minutes and
+         *     groups merge: the error is at most the bucket's width.
+         */
+        get: operations["getStatsSeries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/{id}/cancel": {
         parameters: {
             query?: never;
@@ -2418,6 +2466,41 @@ export interface components {
             group_by: "job" | "handler" | "namespace" | "hour";
             groups: components["schemas"]["StatsGroup"][];
         };
+        StatsSeries: {
+            /**
+             * Format: date-time
+             * @description The start of the first point (`since` rounded down to the interval).
+             */
+            since: string;
+            /**
+             * Format: date-time
+             * @description The end of the last point.
+             */
+            until: string;
+            /** @enum {string} */
+            interval: "1m" | "5m" | "15m" | "1h" | "6h" | "1d";
+            /**
+             * Format: date-time
+             * @description The points before it were read from the rollups, the rest computed from the executions; absent for a job's series (all computed).
+             */
+            rolled_through?: string;
+            points: components["schemas"]["StatsPoint"][];
+        };
+        StatsPoint: {
+            /**
+             * Format: date-time
+             * @description The start of the interval.
+             */
+            at: string;
+            /** @description Executions scheduled in the interval, by state (every state, zeros included). */
+            counts: {
+                [key: string]: number;
+            };
+            /** Format: int64 */
+            total: number;
+            fire_lag_ms?: components["schemas"]["Percentiles"];
+            start_lag_ms?: components["schemas"]["Percentiles"];
+        };
         StatsGroup: {
             /** @description The group's job id, handler queue, namespace, or hour (RFC 3339, UTC). */
             key: string;
@@ -3758,6 +3841,46 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["StatsReport"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getStatsSeries: {
+        parameters: {
+            query?: {
+                /** @description Only this namespace's executions. */
+                namespace?: string;
+                /** @description Only this job's executions. */
+                job_id?: string;
+                /** @description Only the executions of this handler queue (`http`, `nats`, or a custom handler's name). */
+                handler?: string;
+                /**
+                 * @description Start of the range of scheduled times (default 24h before now); RFC 3339 or a duration before now.
+                 * @example 168h
+                 */
+                since?: string;
+                /** @description End of the range, exclusive (default now). */
+                until?: string;
+                /** @description The width of each point (default 1h). */
+                interval?: "1m" | "5m" | "15m" | "1h" | "6h" | "1d";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The series. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StatsSeries"];
                 };
             };
             400: components["responses"]["BadRequest"];

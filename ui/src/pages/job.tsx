@@ -8,6 +8,7 @@ import { api, can, must, type Job, type Schemas } from "../api";
 import { ErrorBox, Pager, StateBadge, Time, useAction, useLoad, usePoll, useThrottled } from "../components";
 import { useLive } from "../live";
 import { go, href } from "../router";
+import { HistorySection } from "../chart";
 import { ExecutionsTable, applyChanges } from "./executions";
 import { explain } from "./jobform";
 import { describeSchedule } from "./jobs";
@@ -116,6 +117,7 @@ export function JobDetail({ id }: { id: string }) {
         </section>
       </div>
       <Dependencies job={j} graph={graph} waiting={waiting} />
+      <HistorySection title="This job's executions and lag" filter={{ job_id: id }} />
       <section aria-labelledby="recent">
         <h2 id="recent">Executions</h2>
         <ErrorBox error={xs.error} />

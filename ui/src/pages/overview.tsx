@@ -3,6 +3,7 @@
 // the buckets.
 import { useState } from "preact/hooks";
 import { api, can, must, type Schemas } from "../api";
+import { HistorySection } from "../chart";
 import { ago, ErrorBox, StateBadge, Time, useLoad } from "../components";
 import { useLive } from "../live";
 import { href } from "../router";
@@ -74,6 +75,7 @@ export function Overview() {
             : Object.entries(recent).map(([s, n]) => `${n} ${s}`).join(", ")}
         </p>
       </section>
+      <HistorySection title="Executions and lag" />
       <div class="columns">
         <section aria-labelledby="dead">
           <h2 id="dead">Dead in the last 24 hours{dead.data?.total !== undefined && `: ${dead.data.total}`}</h2>
