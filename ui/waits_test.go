@@ -134,6 +134,8 @@ func TestDashboardSaysWhyExecutionsWait(t *testing.T) {
 		b.waitFor("its executor's why", `[...document.querySelectorAll("[data-detail] tr[data-executor]")].some(e => /attempts failed within 30s|a probe attempt failed|probing/.test(e.innerText))`, 5*time.Second)
 		b.waitFor("the history", `document.querySelector("ol.history") && document.querySelector("ol.history").innerText.includes("open on ui — 3 of 3 attempts failed within 30s")`, 10*time.Second)
 		b.waitFor("waiting executions with why", `document.querySelector("[data-detail] .wait-why")`, 5*time.Second)
+		// The queue's history, drawn: its dead executions among them.
+		b.waitFor("the queue's chart", `document.querySelector("[data-detail] section.history svg")`, 10*time.Second)
 		b.axe("handlers")
 		shot("handlers")
 	})

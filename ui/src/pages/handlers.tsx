@@ -1,11 +1,13 @@
 // Handlers (admin): every handler an executor has served, with its
 // executors (load, limit, last report), each executor's circuit breaker
 // and why it is in its state, the breakers' history, and, for the handler
-// chosen, the executions waiting on its queue with why. Asked again every
+// chosen, its queue's history drawn and the executions waiting on it with
+// why. Asked again every
 // second: breakers and executors are not on the change feed.
 import { api, must, type Schemas } from "../api";
 import { ErrorBox, StateBadge, Time, useLoad, usePoll } from "../components";
 import { route, setQuery } from "../router";
+import { HistorySection } from "../chart";
 import { ExecutionsTable } from "./executions";
 
 type Handler = Schemas["HandlerInfo"];
@@ -115,6 +117,7 @@ function HandlerDetail({ h }: { h: Handler }) {
           </li>
         ))}
       </ol>
+      <HistorySection title={"Executions of the queue " + h.queue + " and their lag"} filter={{ handler: h.queue }} initial="hour" />
       <h3>Waiting on its queue</h3>
       <p class="muted">Queued and retrying executions of the queue <code>{h.queue}</code>, with why each waits.</p>
       <ErrorBox error={waiting.error} />
