@@ -277,6 +277,7 @@ func handlersOf(states []wire.BreakerState, seen []model.HandlerSeen, history []
 			UpdatedAt:  s.UpdatedAt.UTC(),
 			Reason:     nonEmpty(s.Reason),
 			ProbeAt:    utc(s.ProbeAt),
+			Version:    nonEmpty(s.Version),
 		}
 		if s.Limit > 0 {
 			x.Limit = ptr(s.Limit)

@@ -55,6 +55,8 @@ var checks = []check{
 		run: checkHeartbeats},
 	{name: "sigterm_hands_back", doc: "an executor stopped with SIGTERM mid-attempt exits, and the execution is run to its end (by the executor started again)", limit: 90 * time.Second,
 		run: checkSIGTERM},
+	{name: "handler_state_reported", doc: "the executor writes its view of the handler it serves to TOCK_HANDLERS (breaker, load), under the handler's and its own id's key, and refreshes it", limit: 60 * time.Second,
+		run: checkHandlerState},
 	{name: "batch_members_settle_alone", doc: "five executions in one batch message each run as if alone: one succeeds, one fails and is retried, one is cancelled, one times out, one works on after the others ended", limit: 90 * time.Second,
 		run: checkBatchMembersAlone, batch: true},
 	{name: "batch_redelivered_not_run_again", doc: "a batch message delivered again (its executor was killed) runs none of its members again: those that had ended stay ended, the one cut short is run to its end", limit: 150 * time.Second,
@@ -553,4 +555,61 @@ func checkPriorities(ctx context.Context, e *env) string {
 			lowJobs-after, lowJobs, after, highAhead, lowJobs-highAhead)
 	}
 	return ""
+}
+
+func checkHandlerState(ctx context.Context, e *env) string {
+	job, why := e.job(ctx, "state", Instruction{Do: DoSucceed, Output: "ok"}, nil)
+	if why != "" {
+		return why
+	}
+	x, ok := e.execution(ctx, job, final)
+	if !ok || x.State != models.ExecutionStateSucceeded || x.ExecutorId == nil {
+		return fmt.Sprintf("the execution did not succeed (state %q)", x.State)
+	}
+	kv, err := e.js.KeyValue(ctx, wire.BreakerBucket)
+	if err != nil {
+		return fmt.Sprintf("the kit could not open %s: %v", wire.BreakerBucket, err)
+	}
+	// The entry of the executor that ran the attempt, under its key.
+	key := wire.BreakerState{Key: e.handler, ExecutorID: *x.ExecutorId}.EntryKey()
+	var first wire.BreakerState
+	for {
+		if ent, err := kv.Get(ctx, key); err == nil {
+			if err := json.Unmarshal(ent.Value(), &first); err != nil {
+				return fmt.Sprintf("the entry %s is not a handler state: %v", key, err)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			keys, _ := kv.Keys(context.Background())
+			return fmt.Sprintf("no entry %s (the handler %q and the executor id %q of its events, base64url each) in %s; its keys: %v",
+				key, e.handler, *x.ExecutorId, wire.BreakerBucket, keys)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	switch {
+	case first.Key != e.handler || first.Queue != e.handler || first.ExecutorID != *x.ExecutorId:
+		return fmt.Sprintf("the entry says handler %q, queue %q, executor %q; want %q, %q, %q", first.Key, first.Queue, first.ExecutorID,
+			e.handler, e.handler, *x.ExecutorId)
+	case first.Breaker != wire.BreakerClosed && first.Breaker != wire.BreakerHalfOpen && first.Breaker != wire.BreakerOpen:
+		return fmt.Sprintf("the entry's breaker is %q, want closed, half-open or open", first.Breaker)
+	case first.InFlight < 0 || first.Limit < 0:
+		return fmt.Sprintf("the entry says %d in flight of a limit of %d", first.InFlight, first.Limit)
+	case time.Since(first.UpdatedAt) > time.Minute || first.UpdatedAt.After(time.Now().Add(time.Minute)):
+		return fmt.Sprintf("the entry's updated_at %s is not now", first.UpdatedAt.Format(time.RFC3339))
+	}
+	// Refreshed (every 10 s, the entries expiring a minute after).
+	for {
+		var s wire.BreakerState
+		if ent, err := kv.Get(ctx, key); err == nil && json.Unmarshal(ent.Value(), &s) == nil && s.UpdatedAt.After(first.UpdatedAt) {
+			return ""
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Sprintf("the entry was not written again within %s (want every 10 s: entries expire a minute after their last write)",
+				time.Since(first.UpdatedAt).Round(time.Second))
+		case <-time.After(time.Second):
+		}
+	}
 }

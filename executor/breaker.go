@@ -236,7 +236,7 @@ func (hk *handlerKey) allow(now time.Time) (done func(verdict), retryIn time.Dur
 }
 
 // snapshot is the key's wire.BreakerState as seen by executor.
-func (hk *handlerKey) snapshot(executor string, now time.Time) wire.BreakerState {
+func (hk *handlerKey) snapshot(executor, version string, now time.Time) wire.BreakerState {
 	var counts gobreaker.Counts
 	if hk.cb != nil {
 		hk.cb.State() // moves an open breaker whose time is up to half-open
@@ -257,6 +257,7 @@ func (hk *handlerKey) snapshot(executor string, now time.Time) wire.BreakerState
 		Since:      hk.since.UTC(),
 		Reason:     hk.reason,
 		ProbeAt:    probe,
+		Version:    version,
 		Requests:   counts.TotalSuccesses + counts.TotalFailures,
 		Failures:   counts.TotalFailures,
 		InFlight:   hk.inFlight,

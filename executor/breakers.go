@@ -121,7 +121,7 @@ func (b *breakers) states() []wire.BreakerState {
 	keys := b.live(now)
 	states := make([]wire.BreakerState, 0, len(keys))
 	for _, hk := range keys {
-		states = append(states, hk.snapshot(b.cfg.ExecutorID, now))
+		states = append(states, hk.snapshot(b.cfg.ExecutorID, b.cfg.Version, now))
 	}
 	return states
 }
@@ -174,7 +174,7 @@ func (b *breakers) writeOnce(ctx context.Context, kv jetstream.KeyValue, written
 	failed := 0
 	live := map[string]bool{}
 	for _, hk := range b.live(now) {
-		s := hk.snapshot(b.cfg.ExecutorID, now)
+		s := hk.snapshot(b.cfg.ExecutorID, b.cfg.Version, now)
 		live[s.Key] = true
 		if s.Breaker == wire.BreakerOpen {
 			hk.mu.Lock()

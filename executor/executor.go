@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	mathrand "math/rand/v2"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,10 @@ type Config struct {
 	// ExecutorID names this process in events, logs and handler states.
 	// Default: hostname-pid-random.
 	ExecutorID string
+	// Version names this executor's software and version in its handler
+	// states (the dashboard's Handlers page). Default: "tock-go " and the
+	// tock module's version it was built with.
+	Version string
 	// Concurrency is the most attempts in flight per queue in this
 	// process (a custom handler's queue is its own; the built-in http
 	// handler serves all its hosts from one). HandleWith overrides it for
@@ -143,6 +148,9 @@ type Config struct {
 // (wire.EnsureConsumer applies wire.DefaultAckWait), and a zero
 // MaxPerKey means no per-handler limit.
 func (c Config) WithDefaults() Config {
+	if c.Version == "" {
+		c.Version = defaultVersion()
+	}
 	if c.ExecutorID == "" {
 		c.ExecutorID = defaultExecutorID()
 	}
@@ -513,3 +521,19 @@ func (w *Worker) drain(attempts *sync.WaitGroup, cancelAttempts context.CancelFu
 // abandonAfter is how long Run waits for attempts whose context it
 // cancelled at shutdown.
 const abandonAfter = 5 * time.Second
+
+// defaultVersion is "tock-go " and the version of the tock module this
+// program was built with: its own when it is tock, else its dependency's
+// ("(devel)" for a build from a checkout).
+func defaultVersion() string {
+	v := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v = bi.Main.Version
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tock-sched/tock" {
+				v = d.Version
+			}
+		}
+	}
+	return "tock-go " + v
+}

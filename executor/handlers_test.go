@@ -293,7 +293,7 @@ func TestBreakerTrips(t *testing.T) {
 	if ok || retryIn < 30*time.Second || retryIn > 32*time.Second {
 		t.Errorf("open breaker: ok %v retry in %v, want refused until it half-opens in 30s, plus 1-2s", ok, retryIn)
 	}
-	if s := hk.snapshot("x", time.Now()); s.Breaker != wire.BreakerOpen || s.Limit != 2 {
+	if s := hk.snapshot("x", "v", time.Now()); s.Breaker != wire.BreakerOpen || s.Limit != 2 {
 		t.Errorf("snapshot %+v", s)
 	}
 }

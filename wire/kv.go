@@ -119,6 +119,9 @@ type BreakerState struct {
 	Limit    int `json:"limit,omitempty"`
 	// UpdatedAt is when the executor wrote this.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Version names the executor's software and version ("tock-go
+	// v1.2.0", "@tock-sched/executor 0.1.0").
+	Version string `json:"version,omitempty"`
 }
 
 // EntryKey is the BreakerBucket key of s: handler and executor id, each

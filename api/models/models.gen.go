@@ -1428,6 +1428,11 @@ type HandlerExecutor struct {
 	// Since When the breaker entered its state.
 	Since     time.Time `json:"since"`
 	UpdatedAt time.Time `json:"updated_at"`
+
+	// Version The executor's software and version, as it reports them.
+	//
+	// Example: tock-go v1.2.0
+	Version *string `json:"version,omitempty"`
 }
 
 // HandlerInfo defines model for HandlerInfo.

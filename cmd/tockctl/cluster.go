@@ -89,7 +89,11 @@ func (c *handlersCmd) Run(a *app) error {
 			if x.ProbeAt != nil {
 				why += "; next probe " + timeText(x.ProbeAt)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", h.Handler, h.Queue, h.Breaker, x.ExecutorId, x.Breaker,
+			executor := x.ExecutorId
+			if x.Version != nil {
+				executor += " (" + *x.Version + ")"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", h.Handler, h.Queue, h.Breaker, executor, x.Breaker,
 				timeText(&x.Since), x.Failures, x.Requests, inFlight, orDash(why))
 		}
 	}

@@ -2789,6 +2789,11 @@ export interface components {
              * @description While the breaker is open, when it half-opens to let probe attempts through.
              */
             probe_at?: string;
+            /**
+             * @description The executor's software and version, as it reports them.
+             * @example tock-go v1.2.0
+             */
+            version?: string;
             /** Format: date-time */
             updated_at: string;
         };

@@ -25,6 +25,12 @@ export const ExecStream = "TOCK_EXEC";
 export const EventSubjectPrefix = "tock.events.";
 export const LogSubject = "tock.logs.batch";
 export const CancelBucket = "TOCK_CANCELLED";
+/** Each executor's view of each handler it serves (GET /v1/handlers, the dashboard's Handlers page). */
+export const HandlerBucket = "TOCK_HANDLERS";
+/** Every how long an executor writes its handlers' states (they expire a minute after the last write). */
+export const HandlerStateEveryMS = 10_000;
+/** This SDK's name and version, in its handlers' states. */
+export const SDKVersion = "@tock-sched/executor 0.1.0";
 export const Priorities = ["high", "normal", "low"] as const;
 export type Priority = (typeof Priorities)[number];
 /** How long an executor may stay silent before its message is delivered again. */
@@ -162,6 +168,8 @@ export class Worker {
   private readonly cancelled = new Set<string>();
   private readonly journal = new Map<string, Reported>();
   private readonly shutdown = new AbortController();
+  private readonly inFlight = new Map<string, number>();
+  private readonly started = new Date().toISOString();
 
   constructor(opts: WorkerOptions) {
     this.nc = opts.nats;
@@ -224,7 +232,11 @@ export class Worker {
                 m.nak(); // not ours to run any more
                 continue;
               }
-              void this.deliver(queue, fn, m).finally(() => this.free());
+              this.inFlight.set(queue, (this.inFlight.get(queue) ?? 0) + 1);
+              void this.deliver(queue, fn, m).finally(() => {
+                this.inFlight.set(queue, (this.inFlight.get(queue) ?? 1) - 1);
+                this.free();
+              });
             }
           })(),
         );
@@ -234,6 +246,20 @@ export class Worker {
       const now = Date.now();
       for (const [k, r] of this.journal) if (r.until < now) this.journal.delete(k);
     }, 30_000);
+    // What it serves, for tock's API: this SDK has no circuit breaker, so
+    // each handler's is always closed; its limit is the concurrency.
+    const states = await new Kvm(this.nc).open(HandlerBucket);
+    const writeStates = async () => {
+      for (const queue of this.handlers.keys()) {
+        await states.put(this.stateKey(queue), JSON.stringify({
+          handler: queue, queue, executor_id: this.id, breaker: "closed", since: this.started,
+          requests: 0, failures: 0, in_flight: this.inFlight.get(queue) ?? 0, limit: this.concurrency,
+          updated_at: new Date().toISOString(), version: SDKVersion,
+        })).catch(() => {});
+      }
+    };
+    await writeStates();
+    const stateTimer = setInterval(() => void writeStates(), HandlerStateEveryMS);
     await new Promise<void>((resolve) => {
       if (signal.aborted) resolve();
       signal.addEventListener("abort", () => resolve(), { once: true });
@@ -245,7 +271,14 @@ export class Worker {
     while (this.running > 0) await new Promise((r) => setTimeout(r, 50));
     clearTimeout(deadline);
     clearInterval(janitor);
+    clearInterval(stateTimer);
+    for (const queue of this.handlers.keys()) await states.delete(this.stateKey(queue)).catch(() => {});
     watch.stop();
+  }
+
+  /** The key of queue's state in HandlerBucket: handler and executor id, base64url each. */
+  private stateKey(queue: string): string {
+    return Buffer.from(queue).toString("base64url") + "." + Buffer.from(this.id).toString("base64url");
   }
 
   private async slot(): Promise<void> {

@@ -86,7 +86,7 @@ function HandlerDetail({ h }: { h: Handler }) {
         <table>
           <thead>
             <tr>
-              <th scope="col">Executor</th><th scope="col">Breaker</th><th scope="col">Since</th><th scope="col">Why</th>
+              <th scope="col">Executor</th><th scope="col">Version</th><th scope="col">Breaker</th><th scope="col">Since</th><th scope="col">Why</th>
               <th scope="col">Next probe</th><th scope="col">Failures / attempts</th><th scope="col">In flight / limit</th>
               <th scope="col">Reported</th>
             </tr>
@@ -95,6 +95,7 @@ function HandlerDetail({ h }: { h: Handler }) {
             {h.executors.map((x) => (
               <tr key={x.executor_id} data-executor={x.executor_id}>
                 <td class="mono">{x.executor_id}</td>
+                <td>{x.version ?? "—"}</td>
                 <td><StateBadge state={x.breaker} /></td>
                 <td><Time t={x.since} /></td>
                 <td>{x.reason ?? ""}</td>
