@@ -72,6 +72,22 @@ func Checks() []string {
 	return names
 }
 
+// Groups splits the checks into three groups of about the same length
+// (each with one of the long checks, 30-40 s), for running three kits at
+// once, as the tests do: one kit runs every check one after another in
+// about 3 minutes.
+func Groups() [][]string {
+	a := []string{"success_with_output", "failure_then_retry", "cancel_while_running", "timeout", "execution_id_is_the_key", "heartbeats"}
+	b := []string{"logs_in_order", "redelivery_reported_once", "malformed_messages", "many_at_once", "batch_redelivered_not_run_again"}
+	var c []string
+	for _, n := range Checks() {
+		if !slices.Contains(a, n) && !slices.Contains(b, n) {
+			c = append(c, n)
+		}
+	}
+	return [][]string{a, b, c}
+}
+
 func selected(names []string) ([]check, error) {
 	if len(names) == 0 {
 		return checks, nil
