@@ -77,7 +77,7 @@ func (w *batchWatch) stop() { _ = w.sub.Unsubscribe() }
 // batchJobs creates a job per instruction, each running once at the same
 // instant a few seconds from now, and returns their ids by name.
 func (e *env) batchJobs(ctx context.Context, ins map[string]Instruction, change map[string]func(*models.JobCreate)) (map[string]uuid.UUID, string) {
-	at := time.Now().Add(3 * time.Second).Truncate(time.Second).UTC()
+	at := time.Now().Add(6 * time.Second).Truncate(time.Second).UTC()
 	jobs := map[string]uuid.UUID{}
 	for name, in := range ins {
 		job, why := e.job(ctx, "batch-"+name, in, func(j *models.JobCreate) {
@@ -94,18 +94,41 @@ func (e *env) batchJobs(ctx context.Context, ins map[string]Instruction, change 
 	return jobs, ""
 }
 
-func checkBatchMembersAlone(ctx context.Context, e *env) string {
+// batchRun is executions fired together, watched: the batch messages on
+// the handler's subject, and the successes reported.
+type batchRun struct {
+	jobs map[string]uuid.UUID
+	w    *batchWatch
+	ends func() map[string]int
+}
+
+// startBatch starts the watches, then creates the jobs (batchJobs).
+func (e *env) startBatch(ctx context.Context, ins map[string]Instruction, change map[string]func(*models.JobCreate)) (*batchRun, string) {
 	w, err := e.watchBatches()
 	if err != nil {
-		return fmt.Sprintf("the kit could not watch the handler's subject: %v", err)
+		return nil, fmt.Sprintf("the kit could not watch the handler's subject: %v", err)
 	}
-	defer w.stop()
 	ends, err := e.watchEvents(string(domain.EventSucceeded))
 	if err != nil {
-		return fmt.Sprintf("the kit could not watch the events: %v", err)
+		w.stop()
+		return nil, fmt.Sprintf("the kit could not watch the events: %v", err)
 	}
-	defer ends()
-	jobs, why := e.batchJobs(ctx, map[string]Instruction{
+	b := &batchRun{w: w, ends: ends}
+	var why string
+	if b.jobs, why = e.batchJobs(ctx, ins, change); why != "" {
+		b.stop()
+		return nil, why
+	}
+	return b, ""
+}
+
+func (b *batchRun) stop() {
+	b.w.stop()
+	b.ends()
+}
+
+func checkBatchMembersAlone(ctx context.Context, e *env) string {
+	b, why := e.startBatch(ctx, map[string]Instruction{
 		"ok":      {Do: DoSucceed, Output: "ok"},
 		"retry":   {Do: DoFail, FailAttempts: 1, Output: "second"},
 		"cancel":  {Do: DoWork, WorkMS: 20_000, Output: "should not finish"},
@@ -124,6 +147,8 @@ func checkBatchMembersAlone(ctx context.Context, e *env) string {
 	if why != "" {
 		return why
 	}
+	defer b.stop()
+	jobs, w, ends := b.jobs, b.w, b.ends
 	if why := e.cancelRunning(ctx, jobs["cancel"]); why != "" {
 		return "the member cancelled: " + why
 	}
@@ -159,17 +184,7 @@ func checkBatchMembersAlone(ctx context.Context, e *env) string {
 }
 
 func checkBatchRedelivered(ctx context.Context, e *env) string {
-	w, err := e.watchBatches()
-	if err != nil {
-		return fmt.Sprintf("the kit could not watch the handler's subject: %v", err)
-	}
-	defer w.stop()
-	ends, err := e.watchEvents(string(domain.EventSucceeded))
-	if err != nil {
-		return fmt.Sprintf("the kit could not watch the events: %v", err)
-	}
-	defer ends()
-	jobs, why := e.batchJobs(ctx, map[string]Instruction{
+	b, why := e.startBatch(ctx, map[string]Instruction{
 		"quick1": {Do: DoSucceed, Output: "quick1"},
 		"quick2": {Do: DoSucceed, Output: "quick2"},
 		"quick3": {Do: DoSucceed, Output: "quick3"},
@@ -178,6 +193,8 @@ func checkBatchRedelivered(ctx context.Context, e *env) string {
 	if why != "" {
 		return why
 	}
+	defer b.stop()
+	jobs, w, ends := b.jobs, b.w, b.ends
 	quick := map[string]uuid.UUID{}
 	for _, name := range []string{"quick1", "quick2", "quick3"} {
 		x, ok := e.execution(ctx, jobs[name], final)

@@ -496,7 +496,7 @@ func checkSIGTERM(ctx context.Context, e *env) string {
 }
 
 func checkManyAtOnce(ctx context.Context, e *env) string {
-	at := time.Now().Add(3 * time.Second).Truncate(time.Second).UTC()
+	at := time.Now().Add(6 * time.Second).Truncate(time.Second).UTC()
 	var jobs []uuid.UUID
 	for i := range 20 {
 		job, why := e.job(ctx, fmt.Sprintf("many%02d", i), Instruction{Do: DoSucceed, EchoID: true}, func(j *models.JobCreate) {
@@ -529,7 +529,7 @@ func checkManyAtOnce(ctx context.Context, e *env) string {
 // to about 100 attempts at once.
 func checkPriorities(ctx context.Context, e *env) string {
 	const lowJobs, highAhead = 120, 20
-	at := time.Now().Add(4 * time.Second).Truncate(time.Second).UTC()
+	at := time.Now().Add(10 * time.Second).Truncate(time.Second).UTC() // time to create 121 jobs on a loaded machine
 	low, high := models.PriorityLow, models.PriorityHigh
 	var lows []uuid.UUID
 	for i := range lowJobs {

@@ -140,6 +140,26 @@ func (b *browser) checkClean() {
 	b.problems = nil
 }
 
+// step runs one step of a test whose steps build on each other: the
+// first to fail ends the test, with a screenshot of its page in
+// testdata/failures.
+func (b *browser) step(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	if !t.Run(name, f) {
+		b.t = t
+		b.screenshot(filepath.Join("testdata", "failures", safeName(t.Name()+"/"+name)+".png"))
+		t.FailNow()
+	}
+}
+
+// shot saves the page as name.png in $TOCK_UI_SCREENSHOTS when it is set
+// (the pictures of docs/dashboard.md).
+func (b *browser) shot(name string) {
+	if dir := os.Getenv("TOCK_UI_SCREENSHOTS"); dir != "" {
+		b.screenshot(filepath.Join(dir, name+".png"))
+	}
+}
+
 // screenshot saves the whole page as a PNG at path.
 func (b *browser) screenshot(path string) {
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)

@@ -146,13 +146,7 @@ func TestDashboard(t *testing.T) {
 	})
 	// The steps build on each other: the first to fail ends the test,
 	// with a screenshot of its page.
-	step := func(name string, f func(t *testing.T)) {
-		if !t.Run(name, f) {
-			b.t = t
-			b.screenshot(filepath.Join("testdata", "failures", safeName(t.Name()+"/"+name)+".png"))
-			t.FailNow()
-		}
-	}
+	step := func(name string, f func(t *testing.T)) { b.step(t, name, f) }
 
 	step("an unknown key is asked to sign in", func(t *testing.T) {
 		b.t = t

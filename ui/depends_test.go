@@ -3,8 +3,6 @@ package ui_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -46,18 +44,8 @@ func TestDashboardDependencies(t *testing.T) {
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
 	// TOCK_UI_SCREENSHOTS, as for TestDashboard: a directory to save the
 	// pages in.
-	shot := func(name string) {
-		if dir := os.Getenv("TOCK_UI_SCREENSHOTS"); dir != "" {
-			b.screenshot(filepath.Join(dir, name+".png"))
-		}
-	}
-	step := func(name string, f func(t *testing.T)) {
-		if !t.Run(name, f) {
-			b.t = t
-			b.screenshot(filepath.Join("testdata", "failures", safeName(t.Name()+"/"+name)+".png"))
-			t.FailNow()
-		}
-	}
+	shot := b.shot
+	step := func(name string, f func(t *testing.T)) { b.step(t, name, f) }
 
 	// The upstream fires once, in 3 s: the chain must exist by then, or
 	// the firing makes no run of it.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -127,18 +126,8 @@ func TestNotifications(t *testing.T) {
 	s.env.Serve(t, "ui-notify-fail", func(ctx context.Context, x *executor.Execution) (string, error) {
 		return "", errors.New("ledger-api answered 500")
 	})
-	shot := func(name string) {
-		if dir := os.Getenv("TOCK_UI_SCREENSHOTS"); dir != "" {
-			b.screenshot(filepath.Join(dir, name+".png"))
-		}
-	}
-	step := func(name string, f func(t *testing.T)) {
-		if !t.Run(name, f) {
-			b.t = t
-			b.screenshot(filepath.Join("testdata", "failures", safeName(t.Name()+"/"+name)+".png"))
-			t.FailNow()
-		}
-	}
+	shot := b.shot
+	step := func(name string, f func(t *testing.T)) { b.step(t, name, f) }
 	channels := func() []models.Channel {
 		var l models.ChannelList
 		if code := s.call(t, s.admin, "GET", "/v1/notification-channels?namespace=default", nil, &l); code != http.StatusOK {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,18 +36,8 @@ func TestDashboardSaysWhyExecutionsWait(t *testing.T) {
 	}))
 	defer target.Close()
 	key := "http:" + target.Listener.Addr().String()
-	step := func(name string, f func(t *testing.T)) {
-		if !t.Run(name, f) {
-			b.t = t
-			b.screenshot(filepath.Join("testdata", "failures", safeName(t.Name()+"/"+name)+".png"))
-			t.FailNow()
-		}
-	}
-	shot := func(name string) {
-		if dir := os.Getenv("TOCK_UI_SCREENSHOTS"); dir != "" {
-			b.screenshot(filepath.Join(dir, name+".png"))
-		}
-	}
+	step := func(name string, f func(t *testing.T)) { b.step(t, name, f) }
+	shot := b.shot
 
 	// Every second, one attempt each: three dead runs open the breaker.
 	job := s.createJob(t, map[string]any{"name": "call-partner", "schedule": map[string]any{"cron": "* * * * * *"},
