@@ -13,6 +13,7 @@ import (
 func jobOf(j *model.Job) models.Job {
 	out := models.Job{
 		Id:            j.ID,
+		Revision:      j.Revision,
 		Namespace:     j.Namespace,
 		Name:          j.Name,
 		Bucket:        j.Bucket,

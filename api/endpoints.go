@@ -195,6 +195,7 @@ func (h *endpoints) CreateJob(c echo.Context, _ models.CreateJobParams) error {
 	}
 	h.s.jobChanged(j)
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/jobs/"+j.ID.String())
+	setETag(c, j)
 	return c.JSON(http.StatusCreated, h.withNames(ctx, j))
 }
 
@@ -283,12 +284,17 @@ func (h *endpoints) GetJob(c echo.Context, id models.ID) error {
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
+	setETag(c, j)
 	return c.JSON(http.StatusOK, h.withNames(c.Request().Context(), j))
 }
 
 // UpdateJob handles PATCH /v1/jobs/{id}.
-func (h *endpoints) UpdateJob(c echo.Context, id models.ID) error {
+func (h *endpoints) UpdateJob(c echo.Context, id models.ID, params models.UpdateJobParams) error {
 	ctx := c.Request().Context()
+	rev, err := ifMatch(params.IfMatch)
+	if err != nil {
+		return err
+	}
 	var req models.JobPatch
 	members, shape, err := h.readBody(c, h.s.patchSchema, &req)
 	if err != nil {
@@ -305,15 +311,19 @@ func (h *endpoints) UpdateJob(c echo.Context, id models.ID) error {
 		}
 		return shape.merge(append(faults, syntax...)).err()
 	}
-	p.MayRead = mayRead(c)
+	p.MayRead, p.IfRevision = mayRead(c), rev
 	j, err := h.s.jobs.Update(ctx, id, p)
 	if pr := dependsError(err); pr != nil {
 		return pr
+	}
+	if errors.Is(err, store.ErrRevision) {
+		return preconditionFailed(id.String())
 	}
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
 	h.s.jobChanged(j)
+	setETag(c, j)
 	return c.JSON(http.StatusOK, h.withNames(ctx, j))
 }
 
@@ -327,13 +337,16 @@ func (h *endpoints) DeleteJob(c echo.Context, id models.ID, p models.DeleteJobPa
 		unlinked []model.JobRef
 		err      error
 	)
-	if deref(p.Force) {
-		ns, unlinked, err = h.s.jobs.DeleteUnlinking(ctx, id)
-	} else {
-		ns, err = h.s.jobs.Delete(ctx, id)
+	rev, err := ifMatch(p.IfMatch)
+	if err != nil {
+		return err
 	}
+	ns, unlinked, err = h.s.jobs.DeleteAtRevision(ctx, id, rev, deref(p.Force))
 	if pr := dependsError(err); pr != nil {
 		return pr
+	}
+	if errors.Is(err, store.ErrRevision) {
+		return preconditionFailed(id.String())
 	}
 	if err != nil {
 		return h.storeError(c, err, "job", id)

@@ -20,6 +20,7 @@ const (
 	ProblemValidation       = "https://tock.dev/problems/validation"
 	ProblemNotFound         = "https://tock.dev/problems/not-found"
 	ProblemConflict         = "https://tock.dev/problems/conflict"
+	ProblemPrecondition     = "https://tock.dev/problems/precondition-failed"
 	ProblemMethodNotAllowed = "https://tock.dev/problems/method-not-allowed"
 	ProblemTooLarge         = "https://tock.dev/problems/too-large"
 	ProblemUnsupportedMedia = "https://tock.dev/problems/unsupported-media-type"

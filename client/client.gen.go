@@ -320,7 +320,8 @@ type ClientInterface interface {
 	// Its recorded executions are kept. A job that other jobs depend on
 	// is not deleted (409 listing them) unless `force` is true: then it is
 	// taken out of their dependencies first, each change in the audit
-	// trail.
+	// trail. With `If-Match` it is deleted only if nobody changed it since
+	// its `ETag` was read: else 412.
 	//
 	// Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
 	DeleteJob(ctx context.Context, id ID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -338,24 +339,28 @@ type ClientInterface interface {
 	// Replaces each field present in the body; fields left out keep their
 	// value. A new schedule recomputes `next_run_at` from now; a paused job
 	// stays paused, and a completed job given a new schedule becomes
-	// active again.
+	// active again. With `If-Match` (the job's `ETag`, as GET answered it)
+	// the change is made only if nobody changed the job since: else 412,
+	// and nothing is written.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
-	UpdateJobWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UpdateJobWithBody(ctx context.Context, id ID, params *UpdateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateJob Change a job
 	//
 	// Replaces each field present in the body; fields left out keep their
 	// value. A new schedule recomputes `next_run_at` from now; a paused job
 	// stays paused, and a completed job given a new schedule becomes
-	// active again.
+	// active again. With `If-Match` (the job's `ETag`, as GET answered it)
+	// the change is made only if nobody changed the job since: else 412,
+	// and nothing is written.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
-	UpdateJob(ctx context.Context, id ID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	UpdateJob(ctx context.Context, id ID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BackfillJobWithBody Backfill a cron job's past runs
 	//
@@ -1443,7 +1448,8 @@ func (c *Client) CreateJob(ctx context.Context, params *CreateJobParams, body Cr
 // Its recorded executions are kept. A job that other jobs depend on
 // is not deleted (409 listing them) unless `force` is true: then it is
 // taken out of their dependencies first, each change in the audit
-// trail.
+// trail. With `If-Match` it is deleted only if nobody changed it since
+// its `ETag` was read: else 412.
 //
 // Corresponds with DELETE /v1/jobs/{id} (the `DeleteJob` operationId).
 func (c *Client) DeleteJob(ctx context.Context, id ID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1481,13 +1487,15 @@ func (c *Client) GetJob(ctx context.Context, id ID, reqEditors ...RequestEditorF
 // Replaces each field present in the body; fields left out keep their
 // value. A new schedule recomputes `next_run_at` from now; a paused job
 // stays paused, and a completed job given a new schedule becomes
-// active again.
+// active again. With `If-Match` (the job's `ETag`, as GET answered it)
+// the change is made only if nobody changed the job since: else 412,
+// and nothing is written.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
-func (c *Client) UpdateJobWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateJobRequestWithBody(c.Server, id, contentType, body)
+func (c *Client) UpdateJobWithBody(ctx context.Context, id ID, params *UpdateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateJobRequestWithBody(c.Server, id, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1503,13 +1511,15 @@ func (c *Client) UpdateJobWithBody(ctx context.Context, id ID, contentType strin
 // Replaces each field present in the body; fields left out keep their
 // value. A new schedule recomputes `next_run_at` from now; a paused job
 // stays paused, and a completed job given a new schedule becomes
-// active again.
+// active again. With `If-Match` (the job's `ETag`, as GET answered it)
+// the change is made only if nobody changed the job since: else 412,
+// and nothing is written.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
-func (c *Client) UpdateJob(ctx context.Context, id ID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewUpdateJobRequest(c.Server, id, body)
+func (c *Client) UpdateJob(ctx context.Context, id ID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateJobRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3840,6 +3850,21 @@ func NewDeleteJobRequest(server string, id ID, params *DeleteJobParams) (*http.R
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -3878,18 +3903,18 @@ func NewGetJobRequest(server string, id ID) (*http.Request, error) {
 }
 
 // NewUpdateJobRequest calls the generic UpdateJob builder with application/json body
-func NewUpdateJobRequest(server string, id ID, body UpdateJobJSONRequestBody) (*http.Request, error) {
+func NewUpdateJobRequest(server string, id ID, params *UpdateJobParams, body UpdateJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewUpdateJobRequestWithBody(server, id, "application/json", bodyReader)
+	return NewUpdateJobRequestWithBody(server, id, params, "application/json", bodyReader)
 }
 
 // NewUpdateJobRequestWithBody constructs an http.Request for the UpdateJob method, with any body, and a specified content type
-func NewUpdateJobRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+func NewUpdateJobRequestWithBody(server string, id ID, params *UpdateJobParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3920,6 +3945,21 @@ func NewUpdateJobRequestWithBody(server string, id ID, contentType string, body 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IfMatch != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -6105,7 +6145,8 @@ type ClientWithResponsesInterface interface {
 	// Its recorded executions are kept. A job that other jobs depend on
 	// is not deleted (409 listing them) unless `force` is true: then it is
 	// taken out of their dependencies first, each change in the audit
-	// trail.
+	// trail. With `If-Match` it is deleted only if nobody changed it since
+	// its `ETag` was read: else 412.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6127,24 +6168,28 @@ type ClientWithResponsesInterface interface {
 	// Replaces each field present in the body; fields left out keep their
 	// value. A new schedule recomputes `next_run_at` from now; a paused job
 	// stays paused, and a completed job given a new schedule becomes
-	// active again.
+	// active again. With `If-Match` (the job's `ETag`, as GET answered it)
+	// the change is made only if nobody changed the job since: else 412,
+	// and nothing is written.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
-	UpdateJobWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
+	UpdateJobWithBodyWithResponse(ctx context.Context, id ID, params *UpdateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
 
 	// UpdateJobWithResponse Change a job
 	//
 	// Replaces each field present in the body; fields left out keep their
 	// value. A new schedule recomputes `next_run_at` from now; a paused job
 	// stays paused, and a completed job given a new schedule becomes
-	// active again.
+	// active again. With `If-Match` (the job's `ETag`, as GET answered it)
+	// the change is made only if nobody changed the job since: else 412,
+	// and nothing is written.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
-	UpdateJobWithResponse(ctx context.Context, id ID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
+	UpdateJobWithResponse(ctx context.Context, id ID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error)
 
 	// BackfillJobWithBodyWithResponse Backfill a cron job's past runs
 	//
@@ -8092,6 +8137,8 @@ type DeleteJobResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -8121,6 +8168,11 @@ func (r DeleteJobResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r DeleteJobResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r DeleteJobResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -8157,6 +8209,11 @@ func (r DeleteJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobResponse200Headers the declared response headers of an HTTP 200 response for GetJob
+type GetJobResponse200Headers struct {
+	ETag *string
+}
+
 // GetJobResponse401Headers the declared response headers of an HTTP 401 response for GetJob
 type GetJobResponse401Headers struct {
 	WWWAuthenticate *string
@@ -8177,6 +8234,8 @@ type GetJobResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJobResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetJobResponse401Headers
 }
@@ -8240,6 +8299,11 @@ func (r GetJobResponse) ContentType() string {
 	return ""
 }
 
+// UpdateJobResponse200Headers the declared response headers of an HTTP 200 response for UpdateJob
+type UpdateJobResponse200Headers struct {
+	ETag *string
+}
+
 // UpdateJobResponse401Headers the declared response headers of an HTTP 401 response for UpdateJob
 type UpdateJobResponse401Headers struct {
 	WWWAuthenticate *string
@@ -8258,10 +8322,14 @@ type UpdateJobResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *PreconditionFailed
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *UpdateJobResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *UpdateJobResponse401Headers
 }
@@ -8289,6 +8357,11 @@ func (r UpdateJobResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r UpdateJobResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r UpdateJobResponse) GetApplicationproblemJSON412() *PreconditionFailed {
+	return r.ApplicationproblemJSON412
 }
 
 // GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
@@ -11872,7 +11945,8 @@ func (c *ClientWithResponses) CreateJobWithResponse(ctx context.Context, params 
 // Its recorded executions are kept. A job that other jobs depend on
 // is not deleted (409 listing them) unless `force` is true: then it is
 // taken out of their dependencies first, each change in the audit
-// trail.
+// trail. With `If-Match` it is deleted only if nobody changed it since
+// its `ETag` was read: else 412.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11906,13 +11980,15 @@ func (c *ClientWithResponses) GetJobWithResponse(ctx context.Context, id ID, req
 // Replaces each field present in the body; fields left out keep their
 // value. A new schedule recomputes `next_run_at` from now; a paused job
 // stays paused, and a completed job given a new schedule becomes
-// active again.
+// active again. With `If-Match` (the job's `ETag`, as GET answered it)
+// the change is made only if nobody changed the job since: else 412,
+// and nothing is written.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
-func (c *ClientWithResponses) UpdateJobWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error) {
-	rsp, err := c.UpdateJobWithBody(ctx, id, contentType, body, reqEditors...)
+func (c *ClientWithResponses) UpdateJobWithBodyWithResponse(ctx context.Context, id ID, params *UpdateJobParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error) {
+	rsp, err := c.UpdateJobWithBody(ctx, id, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11924,13 +12000,15 @@ func (c *ClientWithResponses) UpdateJobWithBodyWithResponse(ctx context.Context,
 // Replaces each field present in the body; fields left out keep their
 // value. A new schedule recomputes `next_run_at` from now; a paused job
 // stays paused, and a completed job given a new schedule becomes
-// active again.
+// active again. With `If-Match` (the job's `ETag`, as GET answered it)
+// the change is made only if nobody changed the job since: else 412,
+// and nothing is written.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /v1/jobs/{id} (the `UpdateJob` operationId).
-func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id ID, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error) {
-	rsp, err := c.UpdateJob(ctx, id, body, reqEditors...)
+func (c *ClientWithResponses) UpdateJobWithResponse(ctx context.Context, id ID, params *UpdateJobParams, body UpdateJobJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateJobResponse, error) {
+	rsp, err := c.UpdateJob(ctx, id, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14057,6 +14135,13 @@ func ParseDeleteJobResponse(rsp *http.Response) (*DeleteJobResponse, error) {
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14141,6 +14226,16 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJobResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetJobResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -14205,6 +14300,13 @@ func ParseUpdateJobResponse(rsp *http.Response) (*UpdateJobResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest PreconditionFailed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest UnsupportedMediaType
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14222,6 +14324,16 @@ func ParseUpdateJobResponse(rsp *http.Response) (*UpdateJobResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers UpdateJobResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers UpdateJobResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {

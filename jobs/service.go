@@ -29,6 +29,7 @@ type Store interface {
 	ListJobs(ctx context.Context, f store.JobFilter) ([]*model.Job, string, error)
 	UpdateJob(ctx context.Context, j *model.Job) error
 	DeleteJob(ctx context.Context, id uuid.UUID) (namespace string, err error)
+	DeleteJobAtRevision(ctx context.Context, id uuid.UUID, revision int64, unlink bool) (namespace string, unlinked []model.JobRef, err error)
 	DeleteJobUnlinking(ctx context.Context, id uuid.UUID) (namespace string, unlinked []model.JobRef, err error)
 	ListJobRefs(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]model.JobRef, error)
 	GetJobRef(ctx context.Context, namespace, name string) (model.JobRef, error)

@@ -24,6 +24,10 @@ const maxStale = 10
 // Patch with none leaves the job as it is). The namespace and name never
 // change.
 type Patch struct {
+	// IfRevision, when not 0, is the job's revision the caller read (an
+	// If-Match): the change is made only while the job is still at it,
+	// else Update fails with store.ErrRevision.
+	IfRevision int64
 	// Schedule replaces the schedule. A new one gives an active or
 	// completed job its first run from now (a completed job runs again);
 	// a paused job stays paused and computes its next run when resumed.
@@ -217,6 +221,9 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*model.Job
 		return nil, err
 	}
 	j, err := s.modify(ctx, id, func(j *model.Job) (bool, error) {
+		if p.IfRevision != 0 && j.Revision != p.IfRevision {
+			return false, store.ErrRevision
+		}
 		if c.empty() {
 			return false, nil
 		}
@@ -357,6 +364,13 @@ func resumeAt(sp schedule.Spec, now time.Time) (time.Time, error) {
 // naming them (see DeleteUnlinking).
 func (s *Service) Delete(ctx context.Context, id uuid.UUID) (namespace string, err error) {
 	return s.store.DeleteJob(ctx, id)
+}
+
+// DeleteAtRevision deletes job id (first taking it out of its
+// dependents' dependencies, with unlink) only while its revision is
+// revision (0: any); else it fails with store.ErrRevision.
+func (s *Service) DeleteAtRevision(ctx context.Context, id uuid.UUID, revision int64, unlink bool) (namespace string, unlinked []model.JobRef, err error) {
+	return s.store.DeleteJobAtRevision(ctx, id, revision, unlink)
 }
 
 // DeleteUnlinking deletes job id as Delete does, first taking it out of

@@ -265,7 +265,7 @@ func (s *Store) unlinkDependents(ctx context.Context, tx pgx.Tx, id uuid.UUID) (
 				dep = nil
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE jobs SET depends = $3, version = version + 1, updated_at = `+nowMS+`
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET depends = $3, version = version + 1, revision = revision + 1, updated_at = `+nowMS+`
 			WHERE bucket = $1 AND id = $2`, b, d.ID, dep); err != nil {
 			return nil, err
 		}

@@ -89,7 +89,8 @@
 //     batches (deleteNamespaceRows), and completed one-shot jobs with
 //     their job_names and job_successes rows.
 //   - DeleteJob: one job's jobs, job_names and job_successes rows
-//     (DeleteJobUnlinking first its dependents' jobs rows, by name).
+//     (DeleteJobUnlinking first its dependents' jobs rows, by name;
+//     DeleteJobAtRevision the same, its revision checked by the delete).
 //   - UpdateJob and CreateJob of a job with dependencies: the job's row,
 //     then its upstreams' rows (their chains mark, in (bucket, id)
 //     order), under the dependency lock (lockDepends).
@@ -109,7 +110,7 @@
 // with a suffix (jobs_batch.go) holds one more way to the same table.
 //
 //   - jobs, job_names (jobs*.go): CreateJob, CreateJobBatch, CopyJobs,
-//     GetJob, GetJobNamespace, ListJobs, CountJobs, UpdateJob, DeleteJob,
+//     GetJob, GetJobNamespace, ListJobs, CountJobs, UpdateJob, DeleteJob, DeleteJobAtRevision,
 //     ResealSecrets.
 //   - job_specs (job_specs.go): written with jobs, read when executions
 //     are fired.

@@ -33,7 +33,7 @@ const (
 // order.
 const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
 	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority, spec_id, labels, description, " +
-	"policy, runs, paused_next_run_at, skip_before, depends, chains"
+	"policy, runs, paused_next_run_at, skip_before, depends, chains, revision"
 
 // jobRead is the select list scanJob reads: jobColumns of the jobs row
 // named alias, and the job's last success. That comes from a scalar
@@ -133,7 +133,7 @@ const insertJobSQL = `
 		policy, paused_next_run_at, depends)
 	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, ` + nowMS + `, ` + nowMS + `, $14, $15, $16, $17, $18, $19
 	FROM name
-	RETURNING created_at, updated_at`
+	RETURNING created_at, updated_at, revision`
 
 // insertJob runs insertJobSQL for prepared job j (its spec id set)
 // through q, filling in its creation times; a name or id taken is
@@ -143,7 +143,7 @@ func insertJob(ctx context.Context, q querier, j *model.Job) error {
 		pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
 		j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, pgUUID(*j.SpecID),
 		nullLabels(j.Labels), nullText(j.Description), j.Policy, msPtr(j.PausedNextRunAt), j.Depends,
-	).Scan(&j.CreatedAt, &j.UpdatedAt)
+	).Scan(&j.CreatedAt, &j.UpdatedAt, &j.Revision)
 	if errors.Is(err, pgx.ErrNoRows) || isUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -321,7 +321,7 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job) error {
 		row := tx.QueryRow(ctx, `
 			UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
 				state = $8, next_run_at = $9, priority = COALESCE(NULLIF($11, ''), priority),
-				updated_at = `+nowMS+`, version = version + 1, spec_id = $12, labels = $13, description = $14,
+				updated_at = `+nowMS+`, version = version + 1, revision = revision + 1, spec_id = $12, labels = $13, description = $14,
 				policy = $15, paused_next_run_at = $16, skip_before = $17, depends = $18
 			WHERE bucket = $1 AND id = $2 AND version = $10
 			RETURNING `+jobRead("jobs"),
@@ -361,18 +361,25 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job) error {
 // edges. A job that other jobs depend on is not deleted: that fails with
 // a *DependentsError naming them (see DeleteJobUnlinking).
 func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (namespace string, err error) {
-	namespace, _, err = s.deleteJob(ctx, id, false)
+	namespace, _, err = s.deleteJob(ctx, id, false, 0)
 	return namespace, err
+}
+
+// DeleteJobAtRevision deletes the job with this id as DeleteJob (or, with
+// unlink, DeleteJobUnlinking) does, only while its revision is still
+// revision (0: any); else it fails with ErrRevision.
+func (s *Store) DeleteJobAtRevision(ctx context.Context, id uuid.UUID, revision int64, unlink bool) (namespace string, unlinked []model.JobRef, err error) {
+	return s.deleteJob(ctx, id, unlink, revision)
 }
 
 // DeleteJobUnlinking deletes the job with this id as DeleteJob does, and
 // when other jobs depend on it, first removes it from their dependencies
 // (their versions change); it returns them.
 func (s *Store) DeleteJobUnlinking(ctx context.Context, id uuid.UUID) (namespace string, unlinked []model.JobRef, err error) {
-	return s.deleteJob(ctx, id, true)
+	return s.deleteJob(ctx, id, true, 0)
 }
 
-func (s *Store) deleteJob(ctx context.Context, id uuid.UUID, unlink bool) (namespace string, unlinked []model.JobRef, err error) {
+func (s *Store) deleteJob(ctx context.Context, id uuid.UUID, unlink bool, revision int64) (namespace string, unlinked []model.JobRef, err error) {
 	if err := s.needBuckets(); err != nil {
 		return "", nil, fmt.Errorf("store: delete job %s: %w", id, err)
 	}
@@ -393,8 +400,18 @@ func (s *Store) deleteJob(ctx context.Context, id uuid.UUID, unlink bool) (names
 		} else if len(deps) > 0 {
 			return &DependentsError{Dependents: deps}
 		}
-		err := tx.QueryRow(ctx, "DELETE FROM jobs WHERE bucket = $1 AND id = $2 RETURNING namespace", bucket, id).Scan(&namespace)
+		// At the revision asked for, if any: else the transaction, and
+		// any unlinking in it, rolls back.
+		err := tx.QueryRow(ctx, "DELETE FROM jobs WHERE bucket = $1 AND id = $2 AND ($3 = 0 OR revision = $3) RETURNING namespace",
+			bucket, id, revision).Scan(&namespace)
 		if errors.Is(err, pgx.ErrNoRows) {
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM jobs WHERE bucket = $1 AND id = $2)", bucket, id).Scan(&exists); err != nil {
+				return err
+			}
+			if exists {
+				return ErrRevision
+			}
 			return ErrNotFound
 		}
 		if err != nil {
@@ -445,7 +462,7 @@ func scanJob(row pgx.Row) (*model.Job, error) {
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
 		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version,
 		&j.Priority, &j.SpecID, &j.Labels, &description, &j.Policy, &j.FiredCount, &j.PausedNextRunAt, &j.SkipBefore,
-		&j.Depends, &j.Chains, &j.LastSuccessAt)
+		&j.Depends, &j.Chains, &j.Revision, &j.LastSuccessAt)
 	if err != nil {
 		return nil, err
 	}

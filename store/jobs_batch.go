@@ -98,7 +98,7 @@ func (s *Store) CreateJobBatch(ctx context.Context, jobs []*model.Job) ([]error,
 			errs[i] = fmt.Errorf("store: create job %s/%s: %w", j.Namespace, j.Name, ErrConflict)
 			continue
 		}
-		j.CreatedAt, j.UpdatedAt, j.Version = created, created, 0
+		j.CreatedAt, j.UpdatedAt, j.Version, j.Revision = created, created, 0, 1
 	}
 	return errs, nil
 }

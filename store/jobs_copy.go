@@ -87,7 +87,7 @@ func (s *Store) CopyJobs(ctx context.Context, jobs []*model.Job) error {
 	}
 	created = created.UTC()
 	for _, j := range jobs {
-		j.CreatedAt, j.UpdatedAt, j.Version = created, created, 0
+		j.CreatedAt, j.UpdatedAt, j.Version, j.Revision = created, created, 0, 1
 	}
 	return nil
 }

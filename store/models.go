@@ -18,6 +18,9 @@ var (
 	// ErrStale: the job changed (it fired, or another update won) since
 	// it was read; read it again and redo the change.
 	ErrStale = errors.New("job changed since it was read")
+	// ErrRevision: the job's revision is not the one the caller names (an
+	// If-Match that no longer holds): someone changed it since.
+	ErrRevision = errors.New("the job changed since its revision was read")
 	// ErrFenced: the bucket's recorded epoch is newer than the caller's;
 	// the caller no longer owns the bucket and must stop firing in it.
 	ErrFenced = errors.New("fenced: bucket owned at a newer epoch")

@@ -329,6 +329,19 @@ func TestDashboard(t *testing.T) {
 		b.open("/jobs/" + jobID)
 		b.click("Edit")
 		b.waitText("main h1", "Edit default/every-second")
+		// Someone changes the job after the form loaded it: the form's
+		// save is refused (412), not written over theirs.
+		if code := s.call(t, s.admin, "PATCH", "/v1/jobs/"+jobID, map[string]any{"description": "changed elsewhere"}, nil); code != 200 {
+			t.Fatalf("the other change: %d", code)
+		}
+		b.fill("f-schedule.cron", "*/3 * * * * *")
+		b.click("Save")
+		b.waitText("main", "changed since the ETag sent as If-Match was read")
+		if j := s.job(t, jobID); nodetest.Str(j.Description) != "changed elsewhere" || nodetest.Str(j.Schedule.Cron) == "*/3 * * * * *" {
+			t.Fatalf("a stale form overwrote the job: %+v", j)
+		}
+		b.open("/jobs/" + jobID + "/edit") // read again
+		b.waitText("main h1", "Edit default/every-second")
 		b.fill("f-schedule.cron", "*/2 * * * * *")
 		b.fill("f-labels", "team=ui, tier=gold")
 		b.waitText(".preview .words", "Every 2 seconds")

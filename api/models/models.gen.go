@@ -1564,6 +1564,9 @@ type Job struct {
 	// replaced.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
+	// Revision One more on every change made to the job through the API or the dashboard (not on its firings); its `ETag` is this, quoted.
+	Revision int64 `json:"revision"`
+
 	// Runs Runs fired by the schedule so far (what `schedule.max_runs` counts).
 	Runs *int64 `json:"runs,omitempty"`
 
@@ -2681,6 +2684,9 @@ type ID = openapi_types.UUID
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
+// IfMatch defines model for IfMatch.
+type IfMatch = string
+
 // Limit defines model for Limit.
 type Limit = int
 
@@ -2704,6 +2710,9 @@ type Forbidden = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
+
+// PreconditionFailed RFC 9457 problem details.
+type PreconditionFailed = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
@@ -2882,6 +2891,21 @@ type CreateJobParams struct {
 // DeleteJobParams defines parameters for DeleteJob.
 type DeleteJobParams struct {
 	Force *bool `form:"force,omitempty" json:"force,omitempty"`
+
+	// IfMatch The job's `ETag` as it was read (`"7"`; `W/"7"` is taken as `"7"`),
+	// or `*` (any revision): the write is made only while the job is at
+	// that revision, else 412 Precondition Failed and nothing changes.
+	// One value only.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
+}
+
+// UpdateJobParams defines parameters for UpdateJob.
+type UpdateJobParams struct {
+	// IfMatch The job's `ETag` as it was read (`"7"`; `W/"7"` is taken as `"7"`),
+	// or `*` (any revision): the write is made only while the job is at
+	// that revision, else 412 Precondition Failed and nothing changes.
+	// One value only.
+	IfMatch *IfMatch `json:"If-Match,omitempty"`
 }
 
 // BackfillJobParams defines parameters for BackfillJob.

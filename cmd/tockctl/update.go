@@ -81,7 +81,7 @@ func (c *jobUpdateCmd) Run(a *app) error {
 		if err != nil {
 			return err
 		}
-		r, err := a.api.UpdateJobWithBodyWithResponse(a.ctx, id, "application/json", bytes.NewReader(b))
+		r, err := a.api.UpdateJobWithBodyWithResponse(a.ctx, id, nil, "application/json", bytes.NewReader(b))
 		if err := check(r, err); err != nil {
 			return err
 		}

@@ -35,6 +35,9 @@ type Job struct {
 	// Version changes on every write of the job; store.UpdateJob writes only if
 	// it is still the one read (optimistic concurrency).
 	Version int64
+	// Revision counts the changes made to the job by its users (not its
+	// firings): the API's ETag.
+	Revision int64
 	// SpecID names the job spec its executions run (handler, payload,
 	// retry policy, timeout): set by the store from that content.
 	SpecID *uuid.UUID

@@ -141,7 +141,8 @@ export interface paths {
          * @description Its recorded executions are kept. A job that other jobs depend on
          *     is not deleted (409 listing them) unless `force` is true: then it is
          *     taken out of their dependencies first, each change in the audit
-         *     trail.
+         *     trail. With `If-Match` it is deleted only if nobody changed it since
+         *     its `ETag` was read: else 412.
          */
         delete: operations["deleteJob"];
         options?: never;
@@ -151,7 +152,9 @@ export interface paths {
          * @description Replaces each field present in the body; fields left out keep their
          *     value. A new schedule recomputes `next_run_at` from now; a paused job
          *     stays paused, and a completed job given a new schedule becomes
-         *     active again.
+         *     active again. With `If-Match` (the job's `ETag`, as GET answered it)
+         *     the change is made only if nobody changed the job since: else 412,
+         *     and nothing is written.
          */
         patch: operations["updateJob"];
         trace?: never;
@@ -2215,6 +2218,11 @@ export interface components {
         Job: {
             /** Format: uuid */
             id: string;
+            /**
+             * Format: int64
+             * @description One more on every change made to the job through the API or the dashboard (not on its firings); its `ETag` is this, quoted.
+             */
+            revision: number;
             namespace: string;
             name: string;
             bucket: number;
@@ -2958,6 +2966,15 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The job changed since the `ETag` sent as `If-Match` was read; read it again. */
+        PreconditionFailed: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description The request conflicts with the job's current state or name. */
         Conflict: {
             headers: {
@@ -3009,6 +3026,14 @@ export interface components {
     };
     parameters: {
         /**
+         * @description The job's `ETag` as it was read (`"7"`; `W/"7"` is taken as `"7"`),
+         *     or `*` (any revision): the write is made only while the job is at
+         *     that revision, else 412 Precondition Failed and nothing changes.
+         *     One value only.
+         * @example "7"
+         */
+        IfMatch: string;
+        /**
          * @description Makes the write safe to retry: the first request with a key runs and
          *     its answer (any status below 500) is kept for 24 hours, scoped to the
          *     namespace written to; the same key with the same method, path and
@@ -3028,7 +3053,16 @@ export interface components {
         Cursor: string;
     };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /**
+         * @description The job's revision, quoted (`"7"`): one more on every change made to
+         *     it through the API or the dashboard (not on its firings). Send it
+         *     back as `If-Match` to change or delete the job only if nobody
+         *     changed it since.
+         * @example "7"
+         */
+        ETag: string;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -3232,6 +3266,7 @@ export interface operations {
             /** @description The job. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3250,7 +3285,16 @@ export interface operations {
             query?: {
                 force?: boolean;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description The job's `ETag` as it was read (`"7"`; `W/"7"` is taken as `"7"`),
+                 *     or `*` (any revision): the write is made only while the job is at
+                 *     that revision, else 412 Precondition Failed and nothing changes.
+                 *     One value only.
+                 * @example "7"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 id: components["parameters"]["ID"];
             };
@@ -3270,13 +3314,23 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             default: components["responses"]["Error"];
         };
     };
     updateJob: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The job's `ETag` as it was read (`"7"`; `W/"7"` is taken as `"7"`),
+                 *     or `*` (any revision): the write is made only while the job is at
+                 *     that revision, else 412 Precondition Failed and nothing changes.
+                 *     One value only.
+                 * @example "7"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 id: components["parameters"]["ID"];
             };
@@ -3291,6 +3345,7 @@ export interface operations {
             /** @description The changed job. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3301,6 +3356,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            412: components["responses"]["PreconditionFailed"];
             415: components["responses"]["UnsupportedMediaType"];
             default: components["responses"]["Error"];
         };

@@ -75,7 +75,7 @@ export function JobDetail({ id }: { id: string }) {
           {can("jobs.delete", ns) && (
             <button class="danger" disabled={act.running} onClick={() => {
               if (!window.confirm(`Delete ${j.namespace}/${j.name}? Its history stays until retention removes it.`)) return;
-              void act.run(async () => { await must(api.DELETE("/v1/jobs/{id}", { params: { path: { id } } })); go("/jobs?namespace=" + encodeURIComponent(j.namespace)); });
+              void act.run(async () => { await must(api.DELETE("/v1/jobs/{id}", { params: { path: { id }, header: { "If-Match": `"${j.revision}"` } } })); go("/jobs?namespace=" + encodeURIComponent(j.namespace)); });
             }}>Delete</button>
           )}
         </div>

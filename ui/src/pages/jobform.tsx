@@ -125,8 +125,10 @@ export function JobForm({ id }: { id?: string }) {
           // A chain given no schedule stays a chain: an empty schedule
           // would make it a job of its own that never runs.
           const keepChain = job.chain && f.kind === "now";
+          // Only if nobody changed the job since the form loaded it: else
+          // 412, shown, and nothing is overwritten.
           saved = await must(api.PATCH("/v1/jobs/{id}", {
-            params: { path: { id } },
+            params: { path: { id }, header: { "If-Match": `"${job.revision}"` } },
             body: { ...patch, schedule: keepChain ? undefined : schedule, handler: { ...job.handler, ...handler }, description: body.description ?? "" },
           }));
         } else {
