@@ -291,4 +291,3 @@ func handlerNode(j models.Job) *yaml.Node {
 }
 
 func ptrIs[T comparable](p *T, v T) bool { return p != nil && *p == v }
-
