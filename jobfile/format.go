@@ -193,7 +193,7 @@ func jobNode(j models.Job) (*yaml.Node, error) {
 			if err := yaml.Unmarshal(*j.DependsMatch, &dm); err != nil {
 				return nil, fmt.Errorf("depends_match: %w", err)
 			}
-			dm.Content[0].Style = 0
+			plain(dm.Content[0])
 			m.add("depends_match", dm.Content[0])
 		}
 		if j.WaitTimeout != nil && *j.WaitTimeout != "1h" && *j.WaitTimeout != "1h0m0s" {
@@ -288,6 +288,14 @@ func handlerNode(j models.Job) *yaml.Node {
 		}
 	}
 	return m.n
+}
+
+// plain drops the JSON styles (flow, quotes) yaml.v3 keeps from JSON.
+func plain(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		plain(c)
+	}
 }
 
 func ptrIs[T comparable](p *T, v T) bool { return p != nil && *p == v }
