@@ -170,3 +170,13 @@ func list(t *testing.T, url, ns string) []models.Job {
 	}
 	return l.Items
 }
+
+// Names the API allows cannot make a path leave --dir or hide a file.
+func TestExportFileName(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"pay-hook": "pay-hook", "a.b_c": "a.b_c", ".": "%2E", "..": "%2E.", ".env": "%2Eenv", "a/b": "a%2Fb"} {
+		if got := fileName(in); got != want {
+			t.Errorf("fileName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
