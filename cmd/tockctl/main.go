@@ -19,6 +19,7 @@
 //	tockctl notifications list --state failed
 //	tockctl nodes
 //	tockctl buckets
+//	tockctl export --namespace payments --dir jobs/
 //
 // It talks to --server (or $TOCK_SERVER, default http://127.0.0.1:8080;
 // an https:// server with --ca-cert, --client-cert and --client-key as
@@ -128,6 +129,7 @@ type cli struct {
 		List   keysListCmd   `cmd:"" default:"1" help:"List API keys (without their secrets)."`
 		Delete keysDeleteCmd `cmd:"" help:"Delete an API key."`
 	} `cmd:"" help:"API keys: who may call the API, in which namespace, with which role."`
+	Export exportCmd `cmd:"" help:"Write jobs as files (--dir/<namespace>/<name>.yaml) to keep in git: the create bodies they hold, secret header values left as {env: TOCK_SECRET_<JOB>_<HEADER>} references to fill."`
 	Whoami whoamiCmd `cmd:"" help:"Who the server takes you for: your grants, and the namespaces where you may take each action."`
 }
 
