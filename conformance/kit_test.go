@@ -26,13 +26,8 @@ func build(t *testing.T, pkg string) string {
 	return out
 }
 
-// run runs the kit against the command (a program and its arguments)
-// with the checks (all when none).
-func run(t *testing.T, command ...string) ([]conformance.Result, string) {
-	t.Helper()
-	return runChecks(t, command, nil)
-}
-
+// runChecks runs the kit against the command (a program and its
+// arguments) with the checks (all when none).
 func runChecks(t *testing.T, command, checks []string) ([]conformance.Result, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
