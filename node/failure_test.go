@@ -271,7 +271,7 @@ func TestCancelRunningAndQueuedExecutions(t *testing.T) {
 	}
 	// The only slot is taken: the second execution waits in the queue.
 	queued := n1.RunOnce(t, map[string]any{"name": "queued", "handler": map[string]any{"type": "custom", "name": "slow"}})
-	nodetest.WaitFor(t, 10*time.Second, "the second execution published", func() bool {
+	nodetest.WaitFor(t, 30*time.Second, "the second execution published", func() bool { // generous: make test's load
 		return n1.Execution(t, queued).DispatchedAt != nil
 	})
 	if code := nodetest.Code(n1.Client.CancelExecutionWithResponse(context.Background(), queued)); code != http.StatusOK {
