@@ -85,7 +85,10 @@ func TestDependentJobsUnderKillsAndRedelivery(t *testing.T) {
 	if os.Getenv("TOCK_DEPENDS_E2E_LONG") != "" {
 		window, kills = 110*time.Second, []time.Duration{20 * time.Second, 60 * time.Second}
 	}
-	from := time.Now().UTC().Add(3 * time.Second).Truncate(time.Second)
+	// Far enough ahead that no run of b in the window was fired before
+	// its chain d existed: the scanners fire ahead of time, further on a
+	// loaded machine (3 s once let b's first 7 runs go without d's).
+	from := time.Now().UTC().Add(10 * time.Second).Truncate(time.Second)
 	to := from.Add(window)
 
 	// n1 killed twice, back 3 s later each time.
