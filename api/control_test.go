@@ -253,13 +253,18 @@ func TestListHandlers(t *testing.T) {
 	opened, closed := now.Add(-time.Hour), now.Add(-50*time.Minute)
 	if err := e.store.SaveHandlerStates(e.ctx, []model.BreakerChange{
 		{Handler: "reports", Queue: "reports", ExecutorID: "x", State: wire.BreakerOpen, Since: opened, Reason: "5 of 5 attempts failed within 1m0s"},
-	}, now.Add(-2*time.Hour)); err != nil {
+	}, []model.HandlerSeen{{Handler: "reports", Queue: "reports", LastSeen: now.Add(-2 * time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.store.SaveHandlerStates(e.ctx, []model.BreakerChange{
 		{Handler: "reports", Queue: "reports", ExecutorID: "x", State: wire.BreakerClosed, Since: closed, Reason: "the probe attempts succeeded"},
 		{Handler: "reports", Queue: "reports", ExecutorID: "x", State: wire.BreakerClosed, Since: closed, Reason: "the probe attempts succeeded"},
-	}, now.Add(-45*time.Minute)); err != nil {
+	}, []model.HandlerSeen{{Handler: "reports", Queue: "reports", LastSeen: now.Add(-45 * time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Another node's sight 10 s later moves nothing (20 s apart at least).
+	if err := e.store.SaveHandlerStates(e.ctx, nil,
+		[]model.HandlerSeen{{Handler: "reports", Queue: "reports", LastSeen: now.Add(-45*time.Minute + 10*time.Second)}}); err != nil {
 		t.Fatal(err)
 	}
 	r = e.do("GET", "/v1/handlers", nil)

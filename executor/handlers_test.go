@@ -293,7 +293,11 @@ func TestBreakerTrips(t *testing.T) {
 	if ok || retryIn < 30*time.Second || retryIn > 32*time.Second {
 		t.Errorf("open breaker: ok %v retry in %v, want refused until it half-opens in 30s, plus 1-2s", ok, retryIn)
 	}
-	if s := hk.snapshot("x", "v", time.Now()); s.Breaker != wire.BreakerOpen || s.Limit != 2 {
+	// What the handler states say: why it opened, when it probes next,
+	// which executor software.
+	s := hk.snapshot("x", "v", time.Now())
+	if s.Breaker != wire.BreakerOpen || s.Limit != 2 || s.Reason != "3 of 5 attempts failed within "+cfg.Window.String() ||
+		s.ProbeAt == nil || s.ProbeAt.Sub(s.Since) != cfg.OpenFor || s.Version != "v" {
 		t.Errorf("snapshot %+v", s)
 	}
 }

@@ -3,6 +3,8 @@ package jobfile
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
 )
 
 // Format writes jobs, as the API shows them, as the create bodies a job
@@ -250,7 +253,7 @@ func handlerNode(j models.Job) *yaml.Node {
 	if h.Headers != nil {
 		plain := map[string]string{}
 		for k, v := range *h.Headers {
-			if sensitiveHeader(k) {
+			if domain.SensitiveHeader(k) {
 				secrets[k] = true // shown as ***; moved to a reference
 				continue
 			}
@@ -262,7 +265,7 @@ func handlerNode(j models.Job) *yaml.Node {
 	}
 	if len(secrets) > 0 {
 		sm := newMapping()
-		for _, k := range sortedKeys(secrets) {
+		for _, k := range slices.Sorted(maps.Keys(secrets)) {
 			env := SecretEnv(j.Name, k)
 			ref := newMapping()
 			ref.add("env", strNode(env))

@@ -8,8 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
 )
 
 // Error is one thing wrong in a file: where it is and what.
@@ -234,7 +236,7 @@ func (p *parser) value(n *yaml.Node, t reflect.Type, path string, buf *bytes.Buf
 				continue
 			}
 			seen[k.Value] = true
-			if strings.HasSuffix(path, ".handler.headers") && sensitiveHeader(k.Value) {
+			if strings.HasSuffix(path, ".handler.headers") && domain.SensitiveHeader(k.Value) {
 				p.fail(k, kp, "looks like a credential, which a file must not hold: move it to secret_headers as {env: VARIABLE} or {file: PATH}")
 				continue
 			}
@@ -285,16 +287,9 @@ func (p *parser) value(n *yaml.Node, t reflect.Type, path string, buf *bytes.Buf
 		}
 		buf.WriteString(strconv.FormatInt(i, 10))
 	case reflect.Float64:
-		var f float64
-		if !p.scalar(n, path, "a number", "!!int", "!!float") || n.Decode(&f) != nil {
-			return
+		if p.scalar(n, path, "a number", "!!int", "!!float") {
+			p.number(buf, n, path)
 		}
-		b, err := json.Marshal(f)
-		if err != nil {
-			p.fail(n, path, fmt.Sprintf("%s is not a finite number", n.Value))
-			return
-		}
-		buf.Write(b)
 	default:
 		p.fail(n, path, "unsupported field type "+t.String())
 	}
@@ -342,7 +337,7 @@ func (p *parser) object(n *yaml.Node, t reflect.Type, path string, buf *bytes.Bu
 		p.value(v, f.Type, kp, buf)
 	}
 	buf.WriteByte('}')
-	for _, name := range sortedKeys(fields) {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		f := fields[name]
 		if f.Type.Kind() != reflect.Pointer && !seen[name] {
 			p.fail(n, path, fmt.Sprintf("%s is required", name))
@@ -502,17 +497,7 @@ func (p *parser) anyJSON(n *yaml.Node, path string, buf *bytes.Buffer) {
 				buf.WriteString(n.Value) // as written: 1e3 stays 1e3
 				return
 			}
-			var f float64
-			if err := n.Decode(&f); err != nil {
-				p.fail(n, path, fmt.Sprintf("%s is not a number JSON can hold", n.Value))
-				return
-			}
-			b, err := json.Marshal(f)
-			if err != nil {
-				p.fail(n, path, fmt.Sprintf("%s is not a number JSON can hold", n.Value))
-				return
-			}
-			buf.Write(b)
+			p.number(buf, n, path)
 		default:
 			writeString(buf, n.Value)
 		}
@@ -534,13 +519,18 @@ func jsonFields(t reflect.Type) map[string]reflect.StructField {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// number writes YAML number n as JSON's, or fails it (NaN, infinities).
+func (p *parser) number(buf *bytes.Buffer, n *yaml.Node, path string) {
+	var f float64
+	b, err := []byte(nil), n.Decode(&f)
+	if err == nil {
+		b, err = json.Marshal(f)
 	}
-	sort.Strings(keys)
-	return keys
+	if err != nil {
+		p.fail(n, path, fmt.Sprintf("%s is not a number JSON can hold", n.Value))
+		return
+	}
+	buf.Write(b)
 }
 
 func writeString(buf *bytes.Buffer, s string) {
@@ -606,22 +596,6 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeOf(models.DependsMode("")):              {"all", "any"},
 	reflect.TypeOf(models.DependsOnTimeout("")):         {"skip", "run"},
 	reflect.TypeOf(models.DependsOnUpstreamSkipped("")): {"skip", "run"},
-}
-
-// sensitiveHeader is the API's rule for header names that say their value
-// is a credential (see Handler in api/openapi.yaml).
-func sensitiveHeader(name string) bool {
-	n := strings.ToLower(name)
-	switch n {
-	case "authorization", "proxy-authorization", "cookie":
-		return true
-	}
-	for _, part := range []string{"token", "secret", "password", "passwd", "api-key", "apikey", "api_key", "credential", "session"} {
-		if strings.Contains(n, part) {
-			return true
-		}
-	}
-	return false
 }
 
 func pathExt(name string) string {

@@ -3,6 +3,8 @@ package jobfile
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,7 +76,7 @@ func Resolve(jobs []models.JobCreate, lookupEnv func(string) (string, bool), rea
 			continue
 		}
 		out := make(map[string]string, len(*h.SecretHeaders))
-		for _, name := range sortedKeys(*h.SecretHeaders) {
+		for _, name := range slices.Sorted(maps.Keys(*h.SecretHeaders)) {
 			v := (*h.SecretHeaders)[name]
 			ref, ok := RefOf(v)
 			if !ok {

@@ -50,16 +50,8 @@ func (s *Service) CheckBreakers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Every executor's view, for the handlers page and the reasons an
-	// execution waits: its breaker's transitions, and that it serves the
-	// handler. Old transitions go once an hour.
 	now := s.cfg.Now()
-	changes := make([]model.BreakerChange, len(states))
-	for i, st := range states {
-		changes[i] = model.BreakerChange{Handler: st.Key, Queue: st.Queue, ExecutorID: st.ExecutorID, State: st.Breaker,
-			Since: st.Since, Reason: st.Reason}
-	}
-	if err := s.cfg.Store.SaveHandlerStates(ctx, changes, now); err != nil {
+	if err := s.recordStates(ctx, states, now); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -102,6 +94,55 @@ func (s *Service) CheckBreakers(ctx context.Context) error {
 		if err := s.breakerIs(ctx, key, h); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// seenEvery is how often a node writes that a handler is still served.
+const seenEvery = 20 * time.Second
+
+// recordStates records every executor's view, for the handlers page and
+// the reasons an execution waits: each breaker transition, and that the
+// handler is served. A node writes what it has not written itself yet (a
+// transition once; that a handler is served every seenEvery), so that
+// polling every 2 s writes nothing while nothing changes; of several
+// nodes, the store keeps one row per transition.
+func (s *Service) recordStates(ctx context.Context, states []wire.BreakerState, now time.Time) error {
+	key := func(st wire.BreakerState) string {
+		return st.Key + "\x00" + st.ExecutorID + "\x00" + st.Breaker + "\x00" + st.Since.UTC().Format(time.RFC3339Nano)
+	}
+	var (
+		changes []model.BreakerChange
+		seen    []model.HandlerSeen
+		listed  = map[string]bool{}
+	)
+	s.mu.Lock()
+	for _, st := range states {
+		if !s.recordedBreakers[key(st)] {
+			changes = append(changes, model.BreakerChange{Handler: st.Key, Queue: st.Queue, ExecutorID: st.ExecutorID,
+				State: st.Breaker, Since: st.Since, Reason: st.Reason})
+		}
+		if !listed[st.Key] && now.Sub(s.seenWritten[st.Key]) >= seenEvery {
+			listed[st.Key] = true
+			seen = append(seen, model.HandlerSeen{Handler: st.Key, Queue: st.Queue, LastSeen: now})
+		}
+	}
+	s.mu.Unlock()
+	if len(changes) == 0 && len(seen) == 0 {
+		return nil
+	}
+	if err := s.cfg.Store.SaveHandlerStates(ctx, changes, seen); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := make(map[string]bool, len(states))
+	for _, st := range states {
+		live[key(st)] = true // what the bucket no longer holds is forgotten
+	}
+	s.recordedBreakers = live
+	for _, h := range seen {
+		s.seenWritten[h.Handler] = now
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ type Store interface {
 	ListSilenceCandidates(ctx context.Context, r *model.Rule) ([]store.SilentCandidate, error)
 	CreateNotifyEvents(ctx context.Context, evs []model.NotifyEvent) (int, error)
 	SaveHandlerBreaker(ctx context.Context, handler string, open bool, since time.Time) (changed, known bool, err error)
-	SaveHandlerStates(ctx context.Context, states []model.BreakerChange, now time.Time) error
+	SaveHandlerStates(ctx context.Context, changes []model.BreakerChange, seen []model.HandlerSeen) error
 	DeleteOldBreakerHistory(ctx context.Context, now time.Time) error
 	ListHandlerRules(ctx context.Context, kind, handler string) ([]*model.Rule, error)
 }
@@ -135,8 +135,12 @@ type Service struct {
 	// savedBreakers what it last recorded of each handler's breaker (a
 	// handler's record is written only when this node sees it change).
 	openHandlers, savedBreakers map[string]bool
-	// prunedBreakers: when old breaker transitions were last deleted.
-	prunedBreakers time.Time
+	// prunedBreakers: when old breaker transitions were last deleted;
+	// recordedBreakers the transitions this node wrote (recordStates'
+	// keys) and seenWritten when it last wrote that a handler is served.
+	prunedBreakers   time.Time
+	recordedBreakers map[string]bool
+	seenWritten      map[string]time.Time
 }
 
 type metrics struct {
@@ -163,7 +167,8 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, client: client, log: cfg.Logger, m: m, wake: make(chan struct{}, 1), openHandlers: map[string]bool{}, savedBreakers: map[string]bool{}}, nil
+	return &Service{cfg: cfg, client: client, log: cfg.Logger, m: m, wake: make(chan struct{}, 1), openHandlers: map[string]bool{}, savedBreakers: map[string]bool{},
+		recordedBreakers: map[string]bool{}, seenWritten: map[string]time.Time{}}, nil
 }
 
 // Run groups and delivers until ctx ends, and (with its own loops) looks

@@ -19,6 +19,7 @@ import (
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
+	"github.com/tock-sched/tock/wire"
 )
 
 func TestSignAndVerify(t *testing.T) {
@@ -181,3 +182,53 @@ func must[T any](v T, err error) T {
 
 // fakeStore is a Store that Test never calls.
 type fakeStore struct{ Store }
+
+// recordingStore records what recordStates writes.
+type recordingStore struct {
+	Store
+	changes [][]model.BreakerChange
+	seen    [][]model.HandlerSeen
+}
+
+func (r *recordingStore) SaveHandlerStates(_ context.Context, changes []model.BreakerChange, seen []model.HandlerSeen) error {
+	r.changes, r.seen = append(r.changes, changes), append(r.seen, seen)
+	return nil
+}
+
+// A node writes a breaker transition once, and that a handler is served
+// every 20 s: polling every 2 s writes nothing while nothing changes.
+func TestRecordStatesWritesWhatChanged(t *testing.T) {
+	now := time.Date(2026, 11, 28, 16, 0, 0, 0, time.UTC)
+	st := &recordingStore{}
+	policy, err := egress.New(context.Background(), egress.Rules{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Store: st, Egress: policy, Keys: plainKeys{}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := wire.BreakerState{Key: "mail", Queue: "mail", ExecutorID: "a", Breaker: wire.BreakerOpen, Since: now.Add(-time.Second)}
+	ctx := context.Background()
+	for i := range 5 { // 8 s of polls
+		if err := s.recordStates(ctx, []wire.BreakerState{open}, now.Add(time.Duration(i)*2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(st.changes) != 1 || len(st.changes[0]) != 1 || st.changes[0][0].State != wire.BreakerOpen || len(st.seen[0]) != 1 {
+		t.Fatalf("5 polls of one state wrote %v, %v; want the transition and the sight once", st.changes, st.seen)
+	}
+	// 20 s on: the sight again, not the transition; then a new one.
+	if err := s.recordStates(ctx, []wire.BreakerState{open}, now.Add(20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	closed := open
+	closed.Breaker, closed.Since = wire.BreakerClosed, now.Add(21*time.Second)
+	if err := s.recordStates(ctx, []wire.BreakerState{closed}, now.Add(22*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.changes) != 3 || len(st.changes[1]) != 0 || len(st.seen[1]) != 1 ||
+		len(st.changes[2]) != 1 || st.changes[2][0].State != wire.BreakerClosed || len(st.seen[2]) != 0 {
+		t.Fatalf("writes %v, %v; want a sight at 20 s, then the closing alone", st.changes, st.seen)
+	}
+}

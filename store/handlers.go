@@ -13,31 +13,42 @@ import (
 // breakerHistoryKeep is how long a breaker's transitions are kept.
 const breakerHistoryKeep = 7 * 24 * time.Hour
 
-// SaveHandlerStates records what the executors said of their handlers at
-// now: each executor's breaker state (a row per transition, written once
-// however many nodes record it) and that the handlers were seen. It
-// writes handlers_seen only when a handler's row is 20 s old or more, so
-// that nodes polling every 2 s do not rewrite it each time.
-func (s *Store) SaveHandlerStates(ctx context.Context, states []model.BreakerChange, now time.Time) error {
-	if len(states) == 0 {
+// SaveHandlerStates records breaker transitions (each executor's breaker
+// for a handler entering a state: a row each, written once however many
+// nodes record it) and that handlers were seen served (a handler's
+// last_seen moves only when 20 s older, so that nodes recording the same
+// sight do not all rewrite it).
+func (s *Store) SaveHandlerStates(ctx context.Context, changes []model.BreakerChange, seen []model.HandlerSeen) error {
+	b := &pgx.Batch{}
+	if len(changes) > 0 {
+		var (
+			handlers, queues, executors, st, reasons []string
+			since                                    []time.Time
+		)
+		for _, c := range changes {
+			handlers, queues, executors = append(handlers, c.Handler), append(queues, c.Queue), append(executors, c.ExecutorID)
+			st, since, reasons = append(st, c.State), append(since, c.Since), append(reasons, c.Reason)
+		}
+		b.Queue(`INSERT INTO handler_breaker_history (handler, since, executor_id, state, queue, reason)
+			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[])
+			ON CONFLICT DO NOTHING`, handlers, since, executors, st, queues, reasons)
+	}
+	if len(seen) > 0 {
+		var (
+			handlers, queues []string
+			at               []time.Time
+		)
+		for _, h := range seen {
+			handlers, queues, at = append(handlers, h.Handler), append(queues, h.Queue), append(at, h.LastSeen)
+		}
+		b.Queue(`INSERT INTO handlers_seen AS h (handler, queue, last_seen)
+			SELECT DISTINCT ON (handler) * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(handler, queue, last_seen)
+			ON CONFLICT (handler) DO UPDATE SET queue = excluded.queue, last_seen = excluded.last_seen
+			WHERE h.last_seen < excluded.last_seen - interval '20 seconds'`, handlers, queues, at)
+	}
+	if b.Len() == 0 {
 		return nil
 	}
-	var (
-		handlers, queues, executors, st, reasons []string
-		since                                    []time.Time
-	)
-	for _, c := range states {
-		handlers, queues, executors = append(handlers, c.Handler), append(queues, c.Queue), append(executors, c.ExecutorID)
-		st, since, reasons = append(st, c.State), append(since, c.Since), append(reasons, c.Reason)
-	}
-	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO handler_breaker_history (handler, since, executor_id, state, queue, reason)
-		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[])
-		ON CONFLICT DO NOTHING`, handlers, since, executors, st, queues, reasons)
-	b.Queue(`INSERT INTO handlers_seen AS h (handler, queue, last_seen)
-		SELECT DISTINCT ON (handler) handler, queue, $3::timestamptz FROM unnest($1::text[], $2::text[]) AS u(handler, queue)
-		ON CONFLICT (handler) DO UPDATE SET queue = excluded.queue, last_seen = excluded.last_seen
-		WHERE h.last_seen < excluded.last_seen - interval '20 seconds'`, handlers, queues, now)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("store: save handler states: %w", err)
 	}

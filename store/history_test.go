@@ -270,3 +270,35 @@ func TestHistorySeriesLimits(t *testing.T) {
 		t.Errorf("an hour or more: %v", fmt.Sprint(p))
 	}
 }
+
+// A cluster's first pass starts at its oldest execution, not at Start
+// (a new cluster has nothing to catch up), and a cluster without
+// executions writes no mark, so that none of the executions still to come
+// falls behind it.
+func TestHistoryFirstPass(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	now := time.Now().UTC().Truncate(time.Minute)
+	if res := rollup(t, s, now, now.Add(-90*24*time.Hour)); res.Minutes != 0 || !res.RolledThrough.IsZero() {
+		t.Fatalf("a pass over no execution: %+v; want nothing rolled and no mark", res)
+	}
+	base := now.Add(-3 * time.Hour)
+	seedHistory(t, s, base, 60, time.Hour)
+	res := rollup(t, s, now, now.Add(-90*24*time.Hour))
+	if !res.Ran || res.Minutes > 4*60 || !res.RolledThrough.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("the first pass: %+v; want from the oldest execution, 3 h back, to now", res)
+	}
+	// Whole hours, as the API rounds a range to its interval.
+	f := SeriesFilter{Since: base.Truncate(time.Hour), Until: now.Truncate(time.Hour).Add(time.Hour), Interval: time.Hour}
+	if got := series(t, s, f); total(got) != 60 {
+		t.Errorf("the series holds %d executions, want 60 (pass %+v)", total(got), res)
+	}
+}
+
+func total(s Series) int64 {
+	var n int64
+	for _, p := range s.Points {
+		n += p.Total
+	}
+	return n
+}

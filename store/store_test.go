@@ -482,6 +482,12 @@ func TestFire(t *testing.T) {
 	if !got.NextRunAt.Equal(t1) || !got.LastRunAt.Equal(t0) || got.State != domain.JobActive {
 		t.Fatalf("job after fire: next %v last %v state %s", got.NextRunAt, got.LastRunAt, got.State)
 	}
+	// A firing is no change of the job's: its version moves, its revision
+	// (the API's ETag) does not.
+	if got.Version == j.Version || got.Revision != 1 || j.Revision != 1 {
+		t.Fatalf("after a firing: version %d (was %d), revision %d (was %d); want the version moved, revision 1", got.Version, j.Version,
+			got.Revision, j.Revision)
+	}
 	// The same firing again (a retry, another node): nothing new.
 	res, err = s.Fire(ctx, "n1", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: t0, Next: &t1}})
 	if err != nil || len(res.Executions) != 0 || res.Skipped != 1 {

@@ -277,6 +277,19 @@ func retryOf(maxAttempts int, backoff string) *models.RetryPolicy {
 	return &r
 }
 
+// jobPages reads the pages of GET /v1/jobs with p, for listPages.
+func (a *app) jobPages(p *models.ListJobsParams) func(cursor *string) ([]models.Job, *string, []byte, error) {
+	return func(cursor *string) ([]models.Job, *string, []byte, error) {
+		p.Cursor = cursor
+		r, err := a.api.ListJobsWithResponse(a.ctx, p)
+		if err := check(r, err); err != nil {
+			return nil, nil, nil, err
+		}
+		page, err := decoded(r.JSON200)
+		return page.Items, page.NextCursor, r.Body, err
+	}
+}
+
 type jobsListCmd struct {
 	State     string `help:"Only jobs in this state: active, paused or completed."`
 	Prefix    string `help:"Only jobs whose name starts with this." placeholder:"P"`
@@ -297,15 +310,7 @@ func (c *jobsListCmd) Run(a *app) error {
 	if c.Limit != 0 {
 		p.Limit = &c.Limit
 	}
-	items, raw, cursor, err := listPages(c.Cursor, c.All, func(cursor *string) ([]models.Job, *string, []byte, error) {
-		p.Cursor = cursor
-		r, err := a.api.ListJobsWithResponse(a.ctx, &p)
-		if err := check(r, err); err != nil {
-			return nil, nil, nil, err
-		}
-		page, err := decoded(r.JSON200)
-		return page.Items, page.NextCursor, r.Body, err
-	})
+	items, raw, cursor, err := listPages(c.Cursor, c.All, a.jobPages(&p))
 	if err != nil {
 		return err
 	}

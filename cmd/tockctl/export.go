@@ -20,15 +20,7 @@ type exportCmd struct {
 
 func (c *exportCmd) Run(a *app) error {
 	p := models.ListJobsParams{Namespace: optional(c.Namespace), Selector: optional(c.Selector)}
-	jobs, _, _, err := listPages("", true, func(cursor *string) ([]models.Job, *string, []byte, error) {
-		p.Cursor = cursor
-		r, err := a.api.ListJobsWithResponse(a.ctx, &p)
-		if err := check(r, err); err != nil {
-			return nil, nil, nil, err
-		}
-		page, err := decoded(r.JSON200)
-		return page.Items, page.NextCursor, r.Body, err
-	})
+	jobs, _, _, err := listPages("", true, a.jobPages(&p))
 	if err != nil {
 		return err
 	}

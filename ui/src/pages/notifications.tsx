@@ -5,8 +5,7 @@
 // attempts change without any change of a job or execution to announce it.
 import { useEffect, useState } from "preact/hooks";
 import { api, must, type Schemas } from "../api";
-import { ErrorBox, NamespaceSelect, Pager, StateBadge, Time, useLoad } from "../components";
-import { paused } from "../live";
+import { ErrorBox, NamespaceSelect, Pager, StateBadge, Time, useLoad, usePoll } from "../components";
 import { href, route, setQuery } from "../router";
 
 export type Channel = Schemas["Channel"];
@@ -38,16 +37,6 @@ export function useChannels(ns: string) {
 /** useRules are the rules of namespace ns ("" = every one the caller may read). */
 export function useRules(ns: string) {
   return useLoad(() => must(api.GET("/v1/notification-rules", { params: { query: { namespace: ns || undefined } } })), [ns]);
-}
-
-/** usePoll calls f every ms while live updates are on. */
-export function usePoll(f: () => void, ms = 5000) {
-  const on = !paused.value;
-  useEffect(() => {
-    if (!on) return;
-    const t = setInterval(f, ms);
-    return () => clearInterval(t);
-  }, [on, f, ms]);
 }
 
 /** Message is what a notification's body says: notify.Message. */
@@ -89,7 +78,7 @@ export function Notifications() {
     })),
     [f.namespace, f.rule_id, f.job_id, f.state, f.cursor],
   );
-  usePoll(list.reload);
+  usePoll(list.reload, 5000, true);
   const rules = useRules(f.namespace);
   const formRules = useRules(form.namespace);
   const channels = useChannels(f.namespace);
