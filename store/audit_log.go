@@ -12,23 +12,15 @@ import (
 	"github.com/tock-sched/tock/store/model"
 )
 
+// auditColumns are the audit_log columns an entry is written to.
+var auditColumns = []string{"at", "id", "actor", "namespace", "action", "resource", "before", "after", "detail"}
+
 // CreateAuditEntries stores entries, giving each its time and id if it has none.
 func (s *Store) CreateAuditEntries(ctx context.Context, entries []model.AuditEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	rows := make([][]any, len(entries))
-	for i, e := range entries {
-		if e.At.IsZero() {
-			e.At = time.Now()
-		}
-		if e.ID == uuid.Nil {
-			e.ID = uuid.Must(uuid.NewV7())
-		}
-		rows[i] = []any{e.At, e.ID, e.Actor, e.Namespace, e.Action, e.Resource, nullJSON(e.Before), nullJSON(e.After)}
-	}
-	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"audit_log"},
-		[]string{"at", "id", "actor", "namespace", "action", "resource", "before", "after"}, pgx.CopyFromRows(rows))
+	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{"audit_log"}, auditColumns, pgx.CopyFromRows(auditRows(entries)))
 	if err != nil {
 		return fmt.Errorf("store: write audit: %w", err)
 	}
@@ -44,6 +36,22 @@ type AuditFilter struct {
 	Since, Until *time.Time
 	Cursor       string
 	Limit        int
+}
+
+// auditRows are entries as rows of auditColumns, each given its time and
+// id if it has none.
+func auditRows(entries []model.AuditEntry) [][]any {
+	rows := make([][]any, len(entries))
+	for i, e := range entries {
+		if e.At.IsZero() {
+			e.At = time.Now()
+		}
+		if e.ID == uuid.Nil {
+			e.ID = uuid.Must(uuid.NewV7())
+		}
+		rows[i] = []any{e.At, e.ID, e.Actor, e.Namespace, e.Action, e.Resource, nullJSON(e.Before), nullJSON(e.After), nullJSON(e.Detail)}
+	}
+	return rows
 }
 
 // ListAuditEntries lists entries matching f, newest first, a page at a time,
@@ -80,7 +88,7 @@ func (s *Store) ListAuditEntries(ctx context.Context, f AuditFilter) ([]model.Au
 		}
 		where = append(where, "(at, id) < ("+arg(c.At)+", "+arg(c.ID)+")")
 	}
-	sql := "SELECT at, id, actor, namespace, action, resource, before, after FROM audit_log"
+	sql := "SELECT at, id, actor, namespace, action, resource, before, after, detail FROM audit_log"
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -91,9 +99,9 @@ func (s *Store) ListAuditEntries(ctx context.Context, f AuditFilter) ([]model.Au
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.AuditEntry, error) {
 		var e model.AuditEntry
-		var before, after []byte
-		err := r.Scan(&e.At, &e.ID, &e.Actor, &e.Namespace, &e.Action, &e.Resource, &before, &after)
-		e.Before, e.After = before, after
+		var before, after, detail []byte
+		err := r.Scan(&e.At, &e.ID, &e.Actor, &e.Namespace, &e.Action, &e.Resource, &before, &after, &detail)
+		e.Before, e.After, e.Detail = before, after, detail
 		e.At = e.At.UTC()
 		return e, err
 	})

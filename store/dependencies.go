@@ -759,8 +759,12 @@ func (s *Store) timeoutEvents(ctx context.Context, tx pgx.Tx, ds []model.WaitDec
 // GetJobRef names the job called name in namespace, or fails with
 // ErrNotFound.
 func (s *Store) GetJobRef(ctx context.Context, namespace, name string) (model.JobRef, error) {
+	return jobRefOf(ctx, s.pool, namespace, name)
+}
+
+func jobRefOf(ctx context.Context, q querier, namespace, name string) (model.JobRef, error) {
 	ref := model.JobRef{Namespace: namespace, Name: name}
-	err := s.pool.QueryRow(ctx, `SELECT job_id FROM job_names WHERE namespace = $1 AND name = $2`, namespace, name).Scan(&ref.ID)
+	err := q.QueryRow(ctx, `SELECT job_id FROM job_names WHERE namespace = $1 AND name = $2`, namespace, name).Scan(&ref.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound
 	}

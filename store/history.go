@@ -234,7 +234,7 @@ type HistoryRollupResult struct {
 
 // lockHistory is the session lock of MaintainHistoryRollups: one rollup
 // pass at a time in the cluster.
-const lockHistory int64 = 0x746f636b_0005 // "tock" 5: MaintainHistoryRollups
+const lockHistory int64 = 0x746f636b_0006 // "tock" 6: MaintainHistoryRollups (5 is lockDepends)
 
 // MaintainHistoryRollups does one pass of the history rollup, under the
 // cluster's history lock (another node's pass under way: Ran false):

@@ -33,7 +33,7 @@ const (
 // order.
 const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, state, " +
 	"next_run_at, last_run_at, retry, timeout_ms, created_at, updated_at, version, priority, spec_id, labels, description, " +
-	"policy, runs, paused_next_run_at, skip_before, depends, chains, revision"
+	"policy, runs, paused_next_run_at, skip_before, depends, chains, revision, applyset, applied_hash"
 
 // jobRead is the select list scanJob reads: jobColumns of the jobs row
 // named alias, and the job's last success. That comes from a scalar
@@ -41,7 +41,9 @@ const jobColumns = "id, bucket, namespace, name, schedule, handler, payload, sta
 // of job_successes' key per job returned, after a listing's LIMIT.
 func jobRead(alias string) string {
 	return prefixed(alias+".", jobColumns) +
-		", (SELECT s.last_success_at FROM job_successes s WHERE s.job_id = " + alias + ".id)"
+		", (SELECT s.last_success_at FROM job_successes s WHERE s.job_id = " + alias + ".id)" +
+		", " + alias + ".applyset IS NOT NULL AND EXISTS (SELECT 1 FROM applysets a WHERE a.namespace = " + alias +
+		".namespace AND a.name = " + alias + ".applyset AND a.lock)"
 }
 
 // nowMS is the transaction's time at the millisecond precision the store
@@ -312,47 +314,54 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job) error {
 	if j.Priority != "" && !j.Priority.Valid() {
 		return fmt.Errorf("store: update job %s: priority %q is not one of %v", j.ID, j.Priority, domain.Priorities)
 	}
-	bucket := domain.BucketOf(j.ID, s.buckets)
 	var got *model.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := writeSpecs(ctx, tx, []*model.Job{j}); err != nil {
-			return err
-		}
-		row := tx.QueryRow(ctx, `
-			UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
-				state = $8, next_run_at = $9, priority = COALESCE(NULLIF($11, ''), priority),
-				updated_at = `+nowMS+`, version = version + 1, revision = revision + 1, spec_id = $12, labels = $13, description = $14,
-				policy = $15, paused_next_run_at = $16, skip_before = $17, depends = $18
-			WHERE bucket = $1 AND id = $2 AND version = $10
-			RETURNING `+jobRead("jobs"),
-			bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
-			j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID, nullLabels(j.Labels), nullText(j.Description),
-			j.Policy, msPtr(j.PausedNextRunAt), msPtr(j.SkipBefore), j.Depends)
 		var err error
-		if got, err = scanJob(row); errors.Is(err, pgx.ErrNoRows) {
-			var exists bool
-			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM jobs WHERE bucket = $1 AND id = $2)",
-				bucket, j.ID).Scan(&exists); err != nil {
-				return err
-			}
-			if exists {
-				return ErrStale
-			}
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.writeEdges(ctx, tx, got); err != nil {
-			return err
-		}
-		return notifyJob(ctx, tx, bucket, j.ID)
+		got, err = s.updateJob(ctx, tx, j)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store: update job %s: %w", j.ID, err)
 	}
 	*j = *got
 	return nil
+}
+
+// updateJob is UpdateJob's write in tx; it returns the stored job.
+func (s *Store) updateJob(ctx context.Context, tx pgx.Tx, j *model.Job) (*model.Job, error) {
+	bucket := domain.BucketOf(j.ID, s.buckets)
+	if err := writeSpecs(ctx, tx, []*model.Job{j}); err != nil {
+		return nil, err
+	}
+	row := tx.QueryRow(ctx, `
+		UPDATE jobs SET schedule = $3, handler = $4, payload = $5, retry = $6, timeout_ms = $7,
+			state = $8, next_run_at = $9, priority = COALESCE(NULLIF($11, ''), priority),
+			updated_at = `+nowMS+`, version = version + 1, revision = revision + 1, spec_id = $12, labels = $13, description = $14,
+			policy = $15, paused_next_run_at = $16, skip_before = $17, depends = $18
+		WHERE bucket = $1 AND id = $2 AND version = $10
+		RETURNING `+jobRead("jobs"),
+		bucket, j.ID, j.Schedule, j.Handler, nullJSON(j.Payload), j.Retry, j.Timeout.Milliseconds(),
+		j.State, msPtr(j.NextRunAt), j.Version, j.Priority, j.SpecID, nullLabels(j.Labels), nullText(j.Description),
+		j.Policy, msPtr(j.PausedNextRunAt), msPtr(j.SkipBefore), j.Depends)
+	got, err := scanJob(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM jobs WHERE bucket = $1 AND id = $2)",
+			bucket, j.ID).Scan(&exists); err != nil {
+			return nil, err
+		}
+		if exists {
+			return nil, ErrStale
+		}
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeEdges(ctx, tx, got); err != nil {
+		return nil, err
+	}
+	return got, notifyJob(ctx, tx, bucket, j.ID)
 }
 
 // DeleteJob deletes the job with this id and returns its namespace, or
@@ -383,66 +392,73 @@ func (s *Store) deleteJob(ctx context.Context, id uuid.UUID, unlink bool, revisi
 	if err := s.needBuckets(); err != nil {
 		return "", nil, fmt.Errorf("store: delete job %s: %w", id, err)
 	}
-	bucket := domain.BucketOf(id, s.buckets)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Shared: deletes go together, but not beside a write of edges
-		// that could name this job.
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", lockDepends); err != nil {
-			return err
-		}
-		if unlink {
-			var err error
-			if unlinked, err = s.unlinkDependents(ctx, tx, id); err != nil {
-				return err
-			}
-		} else if deps, err := dependentsOf(ctx, tx, id); err != nil {
-			return err
-		} else if len(deps) > 0 {
-			return &DependentsError{Dependents: deps}
-		}
-		// At the revision asked for, if any: else the transaction, and
-		// any unlinking in it, rolls back.
-		err := tx.QueryRow(ctx, "DELETE FROM jobs WHERE bucket = $1 AND id = $2 AND ($3 = 0 OR revision = $3) RETURNING namespace",
-			bucket, id, revision).Scan(&namespace)
-		if errors.Is(err, pgx.ErrNoRows) {
-			var exists bool
-			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM jobs WHERE bucket = $1 AND id = $2)", bucket, id).Scan(&exists); err != nil {
-				return err
-			}
-			if exists {
-				return ErrRevision
-			}
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, "DELETE FROM job_names WHERE job_id = $1", id); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, "DELETE FROM job_successes WHERE job_id = $1", id); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, "DELETE FROM job_dependencies WHERE downstream_id = $1 AND chain RETURNING upstream_id", id)
-		if err != nil {
-			return err
-		}
-		ups, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, "DELETE FROM job_dependencies WHERE downstream_id = $1", id); err != nil {
-			return err
-		}
-		if err := s.markChains(ctx, tx, ups); err != nil {
-			return err
-		}
-		return notifyJob(ctx, tx, bucket, id)
+		var err error
+		namespace, unlinked, err = s.deleteJobTx(ctx, tx, id, unlink, revision)
+		return err
 	})
 	if err != nil {
 		return "", nil, fmt.Errorf("store: delete job %s: %w", id, err)
 	}
 	return namespace, unlinked, nil
+}
+
+// deleteJobTx is deleteJob's work in tx.
+func (s *Store) deleteJobTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, unlink bool, revision int64) (namespace string, unlinked []model.JobRef, err error) {
+	bucket := domain.BucketOf(id, s.buckets)
+	// Shared: deletes go together, but not beside a write of edges
+	// that could name this job.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", lockDepends); err != nil {
+		return "", nil, err
+	}
+	if unlink {
+		var err error
+		if unlinked, err = s.unlinkDependents(ctx, tx, id); err != nil {
+			return "", nil, err
+		}
+	} else if deps, err := dependentsOf(ctx, tx, id); err != nil {
+		return "", nil, err
+	} else if len(deps) > 0 {
+		return "", nil, &DependentsError{Dependents: deps}
+	}
+	// At the revision asked for, if any: else the transaction, and
+	// any unlinking in it, rolls back.
+	err = tx.QueryRow(ctx, "DELETE FROM jobs WHERE bucket = $1 AND id = $2 AND ($3 = 0 OR revision = $3) RETURNING namespace",
+		bucket, id, revision).Scan(&namespace)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM jobs WHERE bucket = $1 AND id = $2)", bucket, id).Scan(&exists); err != nil {
+			return "", nil, err
+		}
+		if exists {
+			return "", nil, ErrRevision
+		}
+		return "", nil, ErrNotFound
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM job_names WHERE job_id = $1", id); err != nil {
+		return "", nil, err
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM job_successes WHERE job_id = $1", id); err != nil {
+		return "", nil, err
+	}
+	rows, err := tx.Query(ctx, "DELETE FROM job_dependencies WHERE downstream_id = $1 AND chain RETURNING upstream_id", id)
+	if err != nil {
+		return "", nil, err
+	}
+	ups, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM job_dependencies WHERE downstream_id = $1", id); err != nil {
+		return "", nil, err
+	}
+	if err := s.markChains(ctx, tx, ups); err != nil {
+		return "", nil, err
+	}
+	return namespace, unlinked, notifyJob(ctx, tx, bucket, id)
 }
 
 // notifyJob tells JobsChannel listeners, on commit, that a job changed.
@@ -458,16 +474,24 @@ func scanJob(row pgx.Row) (*model.Job, error) {
 		timeoutMS   int64
 		payload     []byte
 		description *string
+		applySet    *string
+		appliedHash *string
 	)
 	err := row.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.Schedule, &j.Handler, &payload,
 		&j.State, &j.NextRunAt, &j.LastRunAt, &j.Retry, &timeoutMS, &j.CreatedAt, &j.UpdatedAt, &j.Version,
 		&j.Priority, &j.SpecID, &j.Labels, &description, &j.Policy, &j.FiredCount, &j.PausedNextRunAt, &j.SkipBefore,
-		&j.Depends, &j.Chains, &j.Revision, &j.LastSuccessAt)
+		&j.Depends, &j.Chains, &j.Revision, &applySet, &appliedHash, &j.LastSuccessAt, &j.SetLocked)
 	if err != nil {
 		return nil, err
 	}
 	if description != nil {
 		j.Description = *description
+	}
+	if applySet != nil {
+		j.ApplySet = *applySet
+	}
+	if appliedHash != nil {
+		j.AppliedHash = *appliedHash
 	}
 	if payload != nil {
 		j.Payload = json.RawMessage(payload)

@@ -23,4 +23,7 @@ type AuditEntry struct {
 	// masked); nil where there is none (a creation's before, a deletion's
 	// after).
 	Before, After json.RawMessage
+	// Detail is what the change was part of, when more than the request:
+	// an apply's set, revision and commit; nil otherwise.
+	Detail json.RawMessage
 }

@@ -68,6 +68,14 @@ type Job struct {
 	// or since tock began tracking successes. The recorder maintains it;
 	// the store ignores it on writes.
 	LastSuccessAt *time.Time
+	// ApplySet is the apply set that owns the job ("" for none: made
+	// through the API); AppliedHash is the digest of its definition as
+	// the set's last apply left it, and SetLocked says the set refuses
+	// changes made outside it. The store writes them only in an apply
+	// (ApplySetTx).
+	ApplySet    string
+	AppliedHash string
+	SetLocked   bool
 }
 
 // Due is a job due to fire, as the scanner needs it: only what firing
