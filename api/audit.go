@@ -206,7 +206,7 @@ func (h *endpoints) ListAudit(c echo.Context, p models.ListAuditParams) error {
 	out := models.AuditList{Items: make([]models.AuditEntry, 0, len(entries)), NextCursor: nonEmpty(next)}
 	for _, e := range entries {
 		item := models.AuditEntry{At: e.At, Id: e.ID, Actor: e.Actor, Namespace: e.Namespace, Action: e.Action, Resource: e.Resource}
-		item.Before, item.After = jsonObject(e.Before), jsonObject(e.After)
+		item.Before, item.After, item.Detail = jsonObject(e.Before), jsonObject(e.After), jsonObject(e.Detail)
 		out.Items = append(out.Items, item)
 	}
 	return c.JSON(http.StatusOK, out)

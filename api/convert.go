@@ -52,6 +52,12 @@ func jobOf(j *model.Job) models.Job {
 		}
 	}
 	out.Runs = ptr(j.FiredCount)
+	if j.ApplySet != "" {
+		out.Applyset = ptr(j.ApplySet)
+		if j.SetLocked {
+			out.ApplysetLocked = ptr(true)
+		}
+	}
 	dependsView(j, &out)
 	return out
 }

@@ -131,10 +131,15 @@ func decodeChecked(raw []byte, schema *openapi3.Schema, dst any) (shape fieldErr
 // storeError maps a failure of a use case or of the store to a problem;
 // the unexpected ones are logged and answered with a bare 500.
 func (h *endpoints) storeError(c echo.Context, err error, what string, id uuid.UUID) error {
-	var problem *apiError
+	var (
+		problem *apiError
+		locked  *jobs.LockedError
+	)
 	switch {
 	case errors.As(err, &problem):
 		return problem
+	case errors.As(err, &locked):
+		return conflict(locked.Error() + ".")
 	case jobs.Faults(err) != nil:
 		return validationProblem(fieldErrorsOf(jobs.Faults(err))...)
 	case errors.Is(err, store.ErrNotFound):

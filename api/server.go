@@ -22,6 +22,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tock-sched/tock/applyset"
 	"github.com/tock-sched/tock/changes"
 	"github.com/tock-sched/tock/depends"
 	"github.com/tock-sched/tock/domain"
@@ -68,6 +69,9 @@ type Store interface {
 	// The audit trail (audit.go).
 	CreateAuditEntries(ctx context.Context, entries []model.AuditEntry) error
 	ListAuditEntries(ctx context.Context, f store.AuditFilter) ([]model.AuditEntry, string, error)
+	// Apply sets (applyset.Store).
+	InApplySet(ctx context.Context, namespace, name string, write bool, fn func(ctx context.Context, a *store.ApplySetTx) error) error
+	ListApplySets(ctx context.Context, namespaces []string) ([]model.ApplySet, error)
 	ListDeadEvents(ctx context.Context, f store.DeadEventFilter) ([]model.DeadEvent, string, error)
 	GetExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
 	// Execution logs (logs.go).
@@ -270,6 +274,8 @@ type Server struct {
 	duration        *prometheus.HistogramVec
 	metrics         http.Handler
 	routes          map[string]bool // route templates, for the metrics' route label
+	verbRoutes      []string        // operations routed by verbRouter, as the document names them
+	applySets       *applyset.Service
 	createSchema    *openapi3.Schema
 	patchSchema     *openapi3.Schema
 	selectionSchema *openapi3.Schema
@@ -344,6 +350,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	s.jobs = svc
+	s.applySets = applyset.New(svc, cfg.Store)
 	if err := s.loadSchemas(); err != nil {
 		return nil, err
 	}
@@ -382,7 +389,9 @@ func New(cfg Config) (*Server, error) {
 	for op, m := range s.idempotentOperations() {
 		ops[op] = append(ops[op], m...)
 	}
-	RegisterHandlersWithOptions(e, &endpoints{s}, RegisterHandlersOptions{OperationMiddlewares: ops})
+	router := newVerbRouter(e)
+	RegisterHandlersWithOptions(router, &endpoints{s}, RegisterHandlersOptions{OperationMiddlewares: ops})
+	s.verbRoutes = router.routes
 	s.routes = make(map[string]bool)
 	for _, r := range e.Routes() {
 		s.routes[r.Path] = true

@@ -84,6 +84,12 @@ func TestRoutesMatchDocument(t *testing.T) {
 		}
 		routed[r.Method+" "+documentPath(r.Path)] = true
 	}
+	// The custom methods after a parameter are one route each
+	// (verbs.go), which stands for its methods.
+	for _, r := range srv.verbRoutes {
+		routed[r] = true
+		delete(routed, r[:strings.LastIndexByte(r, ':')])
+	}
 	documented := map[string]bool{}
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {

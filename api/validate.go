@@ -34,6 +34,7 @@ func newJobOf(req *models.JobCreate) (jobs.NewJob, fieldErrors) {
 	if req.Description != nil {
 		nj.Description = *req.Description
 	}
+	nj.Paused = deref(req.Paused)
 	nj.Missed = missedOf(req.Missed)
 	if req.Overlap != nil {
 		nj.Overlap = string(*req.Overlap)

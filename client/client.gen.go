@@ -121,6 +121,98 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListApplySets List the apply sets
+	//
+	// The apply sets (jobs kept in files: `tockctl apply`) of the
+	// namespaces the caller may read, or of `namespace`: each with its
+	// revision (how many applies), lock, last commit, when and by whom it
+	// was last applied, and how many jobs it owns.
+	//
+	// Corresponds with GET /v1/applysets (the `ListApplySets` operationId).
+	ListApplySets(ctx context.Context, params *ListApplySetsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ApplyApplySetWithBody Apply a plan of a set, all of it or nothing
+	//
+	// Plans `jobs` again, as :plan does, in one transaction that locks the
+	// jobs concerned, and applies every change of the plan in it, if and
+	// only if its hash is `plan_hash`: anything changed since the plan
+	// (a job, the set, another apply) answers 409 and changes nothing.
+	// Also 409, changing nothing: a conflict in the plan (a job of the
+	// same name outside the set without `adopt`, or in another set), or a
+	// plan that deletes more than half of the set's members, or more than
+	// 10 jobs, without `allow_mass_delete`. Every change is written to the
+	// audit trail in the same transaction, with the set, its new revision
+	// and `commit`. The answer is the plan applied, with the set's new
+	// revision.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/applysets/{name}:apply (the `ApplyApplySet` operationId).
+	ApplyApplySetWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ApplyApplySet Apply a plan of a set, all of it or nothing
+	//
+	// Plans `jobs` again, as :plan does, in one transaction that locks the
+	// jobs concerned, and applies every change of the plan in it, if and
+	// only if its hash is `plan_hash`: anything changed since the plan
+	// (a job, the set, another apply) answers 409 and changes nothing.
+	// Also 409, changing nothing: a conflict in the plan (a job of the
+	// same name outside the set without `adopt`, or in another set), or a
+	// plan that deletes more than half of the set's members, or more than
+	// 10 jobs, without `allow_mass_delete`. Every change is written to the
+	// audit trail in the same transaction, with the set, its new revision
+	// and `commit`. The answer is the plan applied, with the set's new
+	// revision.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/applysets/{name}:apply (the `ApplyApplySet` operationId).
+	ApplyApplySet(ctx context.Context, name string, body ApplyApplySetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PlanApplySetWithBody Say what applying a set's jobs would change
+	//
+	// Compares `jobs`, the whole desired content of apply set `name` in
+	// `namespace` (docs/jobs.md, "Jobs in git"), with what is stored, and
+	// answers the changes, changing nothing: jobs to create; to update,
+	// field by field (a secret header only as changed); members of the set
+	// no longer in `jobs` to delete (with `prune`; without, they are
+	// listed as `orphan` and kept); jobs of the same name outside the set
+	// to `adopt` (with `adopt`; without, a `conflict`, as is a job of
+	// another set); members changed outside the set since its last apply
+	// (`drift`); and the unchanged. Runtime state (paused, next run,
+	// history) is not compared unless a job says `paused`.
+	//
+	// Each job is checked as POST /v1/jobs checks it (`errors` name fields
+	// as `jobs[3].schedule.cron`). `plan_hash` names this plan: give it to
+	// :apply, which applies exactly this or nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/applysets/{name}:plan (the `PlanApplySet` operationId).
+	PlanApplySetWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PlanApplySet Say what applying a set's jobs would change
+	//
+	// Compares `jobs`, the whole desired content of apply set `name` in
+	// `namespace` (docs/jobs.md, "Jobs in git"), with what is stored, and
+	// answers the changes, changing nothing: jobs to create; to update,
+	// field by field (a secret header only as changed); members of the set
+	// no longer in `jobs` to delete (with `prune`; without, they are
+	// listed as `orphan` and kept); jobs of the same name outside the set
+	// to `adopt` (with `adopt`; without, a `conflict`, as is a job of
+	// another set); members changed outside the set since its last apply
+	// (`drift`); and the unchanged. Runtime state (paused, next run,
+	// history) is not compared unless a job says `paused`.
+	//
+	// Each job is checked as POST /v1/jobs checks it (`errors` name fields
+	// as `jobs[3].schedule.cron`). `plan_hash` names this plan: give it to
+	// :apply, which applies exactly this or nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/applysets/{name}:plan (the `PlanApplySet` operationId).
+	PlanApplySet(ctx context.Context, name string, body PlanApplySetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListAudit List the audit trail, newest first
 	//
 	// Every change made through the API (creating, changing, pausing,
@@ -1109,6 +1201,148 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 // Corresponds with GET /readyz (the `GetReadyz` operationId).
 func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListApplySets List the apply sets
+//
+// The apply sets (jobs kept in files: `tockctl apply`) of the
+// namespaces the caller may read, or of `namespace`: each with its
+// revision (how many applies), lock, last commit, when and by whom it
+// was last applied, and how many jobs it owns.
+//
+// Corresponds with GET /v1/applysets (the `ListApplySets` operationId).
+func (c *Client) ListApplySets(ctx context.Context, params *ListApplySetsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListApplySetsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ApplyApplySetWithBody Apply a plan of a set, all of it or nothing
+//
+// Plans `jobs` again, as :plan does, in one transaction that locks the
+// jobs concerned, and applies every change of the plan in it, if and
+// only if its hash is `plan_hash`: anything changed since the plan
+// (a job, the set, another apply) answers 409 and changes nothing.
+// Also 409, changing nothing: a conflict in the plan (a job of the
+// same name outside the set without `adopt`, or in another set), or a
+// plan that deletes more than half of the set's members, or more than
+// 10 jobs, without `allow_mass_delete`. Every change is written to the
+// audit trail in the same transaction, with the set, its new revision
+// and `commit`. The answer is the plan applied, with the set's new
+// revision.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/applysets/{name}:apply (the `ApplyApplySet` operationId).
+func (c *Client) ApplyApplySetWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApplyApplySetRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ApplyApplySet Apply a plan of a set, all of it or nothing
+//
+// Plans `jobs` again, as :plan does, in one transaction that locks the
+// jobs concerned, and applies every change of the plan in it, if and
+// only if its hash is `plan_hash`: anything changed since the plan
+// (a job, the set, another apply) answers 409 and changes nothing.
+// Also 409, changing nothing: a conflict in the plan (a job of the
+// same name outside the set without `adopt`, or in another set), or a
+// plan that deletes more than half of the set's members, or more than
+// 10 jobs, without `allow_mass_delete`. Every change is written to the
+// audit trail in the same transaction, with the set, its new revision
+// and `commit`. The answer is the plan applied, with the set's new
+// revision.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/applysets/{name}:apply (the `ApplyApplySet` operationId).
+func (c *Client) ApplyApplySet(ctx context.Context, name string, body ApplyApplySetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewApplyApplySetRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PlanApplySetWithBody Say what applying a set's jobs would change
+//
+// Compares `jobs`, the whole desired content of apply set `name` in
+// `namespace` (docs/jobs.md, "Jobs in git"), with what is stored, and
+// answers the changes, changing nothing: jobs to create; to update,
+// field by field (a secret header only as changed); members of the set
+// no longer in `jobs` to delete (with `prune`; without, they are
+// listed as `orphan` and kept); jobs of the same name outside the set
+// to `adopt` (with `adopt`; without, a `conflict`, as is a job of
+// another set); members changed outside the set since its last apply
+// (`drift`); and the unchanged. Runtime state (paused, next run,
+// history) is not compared unless a job says `paused`.
+//
+// Each job is checked as POST /v1/jobs checks it (`errors` name fields
+// as `jobs[3].schedule.cron`). `plan_hash` names this plan: give it to
+// :apply, which applies exactly this or nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/applysets/{name}:plan (the `PlanApplySet` operationId).
+func (c *Client) PlanApplySetWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPlanApplySetRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PlanApplySet Say what applying a set's jobs would change
+//
+// Compares `jobs`, the whole desired content of apply set `name` in
+// `namespace` (docs/jobs.md, "Jobs in git"), with what is stored, and
+// answers the changes, changing nothing: jobs to create; to update,
+// field by field (a secret header only as changed); members of the set
+// no longer in `jobs` to delete (with `prune`; without, they are
+// listed as `orphan` and kept); jobs of the same name outside the set
+// to `adopt` (with `adopt`; without, a `conflict`, as is a job of
+// another set); members changed outside the set since its last apply
+// (`drift`); and the unchanged. Runtime state (paused, next run,
+// history) is not compared unless a job says `paused`.
+//
+// Each job is checked as POST /v1/jobs checks it (`errors` name fields
+// as `jobs[3].schedule.cron`). `plan_hash` names this plan: give it to
+// :apply, which applies exactly this or nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/applysets/{name}:plan (the `PlanApplySet` operationId).
+func (c *Client) PlanApplySet(ctx context.Context, name string, body PlanApplySetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPlanApplySetRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2820,6 +3054,154 @@ func NewGetReadyzRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListApplySetsRequest constructs an http.Request for the ListApplySets method
+func NewListApplySetsRequest(server string, params *ListApplySetsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/applysets")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Namespace != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "namespace", *params.Namespace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewApplyApplySetRequest calls the generic ApplyApplySet builder with application/json body
+func NewApplyApplySetRequest(server string, name string, body ApplyApplySetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewApplyApplySetRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewApplyApplySetRequestWithBody constructs an http.Request for the ApplyApplySet method, with any body, and a specified content type
+func NewApplyApplySetRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/applysets/%s:apply", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPlanApplySetRequest calls the generic PlanApplySet builder with application/json body
+func NewPlanApplySetRequest(server string, name string, body PlanApplySetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPlanApplySetRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewPlanApplySetRequestWithBody constructs an http.Request for the PlanApplySet method, with any body, and a specified content type
+func NewPlanApplySetRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/applysets/%s:plan", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5924,6 +6306,100 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `GetReadyz` operationId).
 	GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzResponse, error)
 
+	// ListApplySetsWithResponse List the apply sets
+	//
+	// The apply sets (jobs kept in files: `tockctl apply`) of the
+	// namespaces the caller may read, or of `namespace`: each with its
+	// revision (how many applies), lock, last commit, when and by whom it
+	// was last applied, and how many jobs it owns.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/applysets (the `ListApplySets` operationId).
+	ListApplySetsWithResponse(ctx context.Context, params *ListApplySetsParams, reqEditors ...RequestEditorFn) (*ListApplySetsResponse, error)
+
+	// ApplyApplySetWithBodyWithResponse Apply a plan of a set, all of it or nothing
+	//
+	// Plans `jobs` again, as :plan does, in one transaction that locks the
+	// jobs concerned, and applies every change of the plan in it, if and
+	// only if its hash is `plan_hash`: anything changed since the plan
+	// (a job, the set, another apply) answers 409 and changes nothing.
+	// Also 409, changing nothing: a conflict in the plan (a job of the
+	// same name outside the set without `adopt`, or in another set), or a
+	// plan that deletes more than half of the set's members, or more than
+	// 10 jobs, without `allow_mass_delete`. Every change is written to the
+	// audit trail in the same transaction, with the set, its new revision
+	// and `commit`. The answer is the plan applied, with the set's new
+	// revision.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/applysets/{name}:apply (the `ApplyApplySet` operationId).
+	ApplyApplySetWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApplyApplySetResponse, error)
+
+	// ApplyApplySetWithResponse Apply a plan of a set, all of it or nothing
+	//
+	// Plans `jobs` again, as :plan does, in one transaction that locks the
+	// jobs concerned, and applies every change of the plan in it, if and
+	// only if its hash is `plan_hash`: anything changed since the plan
+	// (a job, the set, another apply) answers 409 and changes nothing.
+	// Also 409, changing nothing: a conflict in the plan (a job of the
+	// same name outside the set without `adopt`, or in another set), or a
+	// plan that deletes more than half of the set's members, or more than
+	// 10 jobs, without `allow_mass_delete`. Every change is written to the
+	// audit trail in the same transaction, with the set, its new revision
+	// and `commit`. The answer is the plan applied, with the set's new
+	// revision.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/applysets/{name}:apply (the `ApplyApplySet` operationId).
+	ApplyApplySetWithResponse(ctx context.Context, name string, body ApplyApplySetJSONRequestBody, reqEditors ...RequestEditorFn) (*ApplyApplySetResponse, error)
+
+	// PlanApplySetWithBodyWithResponse Say what applying a set's jobs would change
+	//
+	// Compares `jobs`, the whole desired content of apply set `name` in
+	// `namespace` (docs/jobs.md, "Jobs in git"), with what is stored, and
+	// answers the changes, changing nothing: jobs to create; to update,
+	// field by field (a secret header only as changed); members of the set
+	// no longer in `jobs` to delete (with `prune`; without, they are
+	// listed as `orphan` and kept); jobs of the same name outside the set
+	// to `adopt` (with `adopt`; without, a `conflict`, as is a job of
+	// another set); members changed outside the set since its last apply
+	// (`drift`); and the unchanged. Runtime state (paused, next run,
+	// history) is not compared unless a job says `paused`.
+	//
+	// Each job is checked as POST /v1/jobs checks it (`errors` name fields
+	// as `jobs[3].schedule.cron`). `plan_hash` names this plan: give it to
+	// :apply, which applies exactly this or nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/applysets/{name}:plan (the `PlanApplySet` operationId).
+	PlanApplySetWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PlanApplySetResponse, error)
+
+	// PlanApplySetWithResponse Say what applying a set's jobs would change
+	//
+	// Compares `jobs`, the whole desired content of apply set `name` in
+	// `namespace` (docs/jobs.md, "Jobs in git"), with what is stored, and
+	// answers the changes, changing nothing: jobs to create; to update,
+	// field by field (a secret header only as changed); members of the set
+	// no longer in `jobs` to delete (with `prune`; without, they are
+	// listed as `orphan` and kept); jobs of the same name outside the set
+	// to `adopt` (with `adopt`; without, a `conflict`, as is a job of
+	// another set); members changed outside the set since its last apply
+	// (`drift`); and the unchanged. Runtime state (paused, next run,
+	// history) is not compared unless a job says `paused`.
+	//
+	// Each job is checked as POST /v1/jobs checks it (`errors` name fields
+	// as `jobs[3].schedule.cron`). `plan_hash` names this plan: give it to
+	// :apply, which applies exactly this or nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/applysets/{name}:plan (the `PlanApplySet` operationId).
+	PlanApplySetWithResponse(ctx context.Context, name string, body PlanApplySetJSONRequestBody, reqEditors ...RequestEditorFn) (*PlanApplySetResponse, error)
+
 	// ListAuditWithResponse List the audit trail, newest first
 	//
 	// Every change made through the API (creating, changing, pausing,
@@ -7131,6 +7607,283 @@ func (r GetReadyzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetReadyzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListApplySetsResponse401Headers the declared response headers of an HTTP 401 response for ListApplySets
+type ListApplySetsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ListApplySetsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ApplySetList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListApplySetsResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListApplySetsResponse) GetJSON200() *ApplySetList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListApplySetsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListApplySetsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListApplySetsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListApplySetsResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListApplySetsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListApplySetsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListApplySetsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListApplySetsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ApplyApplySetResponse401Headers the declared response headers of an HTTP 401 response for ApplyApplySet
+type ApplyApplySetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ApplyApplySetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ApplySetPlan
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ApplyApplySetResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ApplyApplySetResponse) GetJSON200() *ApplySetPlan {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ApplyApplySetResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ApplyApplySetResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ApplyApplySetResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ApplyApplySetResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ApplyApplySetResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ApplyApplySetResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ApplyApplySetResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ApplyApplySetResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ApplyApplySetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ApplyApplySetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ApplyApplySetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ApplyApplySetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PlanApplySetResponse401Headers the declared response headers of an HTTP 401 response for PlanApplySet
+type PlanApplySetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PlanApplySetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ApplySetPlan
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PlanApplySetResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PlanApplySetResponse) GetJSON200() *ApplySetPlan {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PlanApplySetResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PlanApplySetResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PlanApplySetResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PlanApplySetResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PlanApplySetResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PlanApplySetResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PlanApplySetResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PlanApplySetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PlanApplySetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PlanApplySetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PlanApplySetResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11646,6 +12399,130 @@ func (c *ClientWithResponses) GetReadyzWithResponse(ctx context.Context, reqEdit
 	return ParseGetReadyzResponse(rsp)
 }
 
+// ListApplySetsWithResponse List the apply sets
+//
+// The apply sets (jobs kept in files: `tockctl apply`) of the
+// namespaces the caller may read, or of `namespace`: each with its
+// revision (how many applies), lock, last commit, when and by whom it
+// was last applied, and how many jobs it owns.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/applysets (the `ListApplySets` operationId).
+func (c *ClientWithResponses) ListApplySetsWithResponse(ctx context.Context, params *ListApplySetsParams, reqEditors ...RequestEditorFn) (*ListApplySetsResponse, error) {
+	rsp, err := c.ListApplySets(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListApplySetsResponse(rsp)
+}
+
+// ApplyApplySetWithBodyWithResponse Apply a plan of a set, all of it or nothing
+//
+// Plans `jobs` again, as :plan does, in one transaction that locks the
+// jobs concerned, and applies every change of the plan in it, if and
+// only if its hash is `plan_hash`: anything changed since the plan
+// (a job, the set, another apply) answers 409 and changes nothing.
+// Also 409, changing nothing: a conflict in the plan (a job of the
+// same name outside the set without `adopt`, or in another set), or a
+// plan that deletes more than half of the set's members, or more than
+// 10 jobs, without `allow_mass_delete`. Every change is written to the
+// audit trail in the same transaction, with the set, its new revision
+// and `commit`. The answer is the plan applied, with the set's new
+// revision.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/applysets/{name}:apply (the `ApplyApplySet` operationId).
+func (c *ClientWithResponses) ApplyApplySetWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ApplyApplySetResponse, error) {
+	rsp, err := c.ApplyApplySetWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApplyApplySetResponse(rsp)
+}
+
+// ApplyApplySetWithResponse Apply a plan of a set, all of it or nothing
+//
+// Plans `jobs` again, as :plan does, in one transaction that locks the
+// jobs concerned, and applies every change of the plan in it, if and
+// only if its hash is `plan_hash`: anything changed since the plan
+// (a job, the set, another apply) answers 409 and changes nothing.
+// Also 409, changing nothing: a conflict in the plan (a job of the
+// same name outside the set without `adopt`, or in another set), or a
+// plan that deletes more than half of the set's members, or more than
+// 10 jobs, without `allow_mass_delete`. Every change is written to the
+// audit trail in the same transaction, with the set, its new revision
+// and `commit`. The answer is the plan applied, with the set's new
+// revision.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/applysets/{name}:apply (the `ApplyApplySet` operationId).
+func (c *ClientWithResponses) ApplyApplySetWithResponse(ctx context.Context, name string, body ApplyApplySetJSONRequestBody, reqEditors ...RequestEditorFn) (*ApplyApplySetResponse, error) {
+	rsp, err := c.ApplyApplySet(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseApplyApplySetResponse(rsp)
+}
+
+// PlanApplySetWithBodyWithResponse Say what applying a set's jobs would change
+//
+// Compares `jobs`, the whole desired content of apply set `name` in
+// `namespace` (docs/jobs.md, "Jobs in git"), with what is stored, and
+// answers the changes, changing nothing: jobs to create; to update,
+// field by field (a secret header only as changed); members of the set
+// no longer in `jobs` to delete (with `prune`; without, they are
+// listed as `orphan` and kept); jobs of the same name outside the set
+// to `adopt` (with `adopt`; without, a `conflict`, as is a job of
+// another set); members changed outside the set since its last apply
+// (`drift`); and the unchanged. Runtime state (paused, next run,
+// history) is not compared unless a job says `paused`.
+//
+// Each job is checked as POST /v1/jobs checks it (`errors` name fields
+// as `jobs[3].schedule.cron`). `plan_hash` names this plan: give it to
+// :apply, which applies exactly this or nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/applysets/{name}:plan (the `PlanApplySet` operationId).
+func (c *ClientWithResponses) PlanApplySetWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PlanApplySetResponse, error) {
+	rsp, err := c.PlanApplySetWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePlanApplySetResponse(rsp)
+}
+
+// PlanApplySetWithResponse Say what applying a set's jobs would change
+//
+// Compares `jobs`, the whole desired content of apply set `name` in
+// `namespace` (docs/jobs.md, "Jobs in git"), with what is stored, and
+// answers the changes, changing nothing: jobs to create; to update,
+// field by field (a secret header only as changed); members of the set
+// no longer in `jobs` to delete (with `prune`; without, they are
+// listed as `orphan` and kept); jobs of the same name outside the set
+// to `adopt` (with `adopt`; without, a `conflict`, as is a job of
+// another set); members changed outside the set since its last apply
+// (`drift`); and the unchanged. Runtime state (paused, next run,
+// history) is not compared unless a job says `paused`.
+//
+// Each job is checked as POST /v1/jobs checks it (`errors` name fields
+// as `jobs[3].schedule.cron`). `plan_hash` names this plan: give it to
+// :apply, which applies exactly this or nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/applysets/{name}:plan (the `PlanApplySet` operationId).
+func (c *ClientWithResponses) PlanApplySetWithResponse(ctx context.Context, name string, body PlanApplySetJSONRequestBody, reqEditors ...RequestEditorFn) (*PlanApplySetResponse, error) {
+	rsp, err := c.PlanApplySet(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePlanApplySetResponse(rsp)
+}
+
 // ListAuditWithResponse List the audit trail, newest first
 //
 // Every change made through the API (creating, changing, pausing,
@@ -13201,6 +14078,256 @@ func ParseGetReadyzResponse(rsp *http.Response) (*GetReadyzResponse, error) {
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseListApplySetsResponse parses an HTTP response from a ListApplySetsWithResponse call
+func ParseListApplySetsResponse(rsp *http.Response) (*ListApplySetsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListApplySetsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ApplySetList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListApplySetsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseApplyApplySetResponse parses an HTTP response from a ApplyApplySetWithResponse call
+func ParseApplyApplySetResponse(rsp *http.Response) (*ApplyApplySetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ApplyApplySetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ApplySetPlan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ApplyApplySetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePlanApplySetResponse parses an HTTP response from a PlanApplySetWithResponse call
+func ParsePlanApplySetResponse(rsp *http.Response) (*PlanApplySetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PlanApplySetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ApplySetPlan
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PlanApplySetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	}
 
 	return response, nil

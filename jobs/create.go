@@ -63,6 +63,9 @@ type NewJob struct {
 	MayRead func(namespace string) bool
 }
 
+// Chain reports whether nj is a chain: dependencies and no schedule.
+func (nj *NewJob) Chain() bool { return nj.chain() }
+
 // chain reports whether nj is a chain: dependencies and no schedule.
 func (nj *NewJob) chain() bool {
 	return nj.Depends != nil && nj.Schedule.Kind() == schedule.KindNow

@@ -116,6 +116,15 @@ func checkDepends(d *DependsSpec, chain bool, f *faults) {
 func (s *Service) resolveDepends(ctx context.Context, ns string, d *DependsSpec, chain bool,
 	mayRead func(namespace string) bool,
 ) (*domain.Depends, error) {
+	return s.ResolveDepends(ctx, ns, d, chain, mayRead, s.store.GetJobRef)
+}
+
+// ResolveDepends is resolveDepends with the names of upstreams looked up
+// by lookup (which fails with store.ErrNotFound for no such job): an
+// apply resolves them among the jobs it creates too.
+func (s *Service) ResolveDepends(ctx context.Context, ns string, d *DependsSpec, chain bool,
+	mayRead func(namespace string) bool, lookup func(ctx context.Context, namespace, name string) (model.JobRef, error),
+) (*domain.Depends, error) {
 	out := &domain.Depends{Mode: or(d.Mode, domain.DependAll), Match: or(d.Match, domain.MatchSameTime),
 		WaitTimeoutMS: domain.DefaultWaitTimeout.Milliseconds(), OnTimeout: or(d.OnTimeout, domain.DependSkip),
 		OnUpstreamSkipped: or(d.OnUpstreamSkipped, domain.DependSkip), Chain: chain}
@@ -153,7 +162,7 @@ func (s *Service) resolveDepends(ctx context.Context, ns string, d *DependsSpec,
 			if i := strings.IndexByte(r.Job, '/'); i >= 0 {
 				rns, name = r.Job[:i], r.Job[i+1:]
 			}
-			ref, err = s.store.GetJobRef(ctx, rns, name)
+			ref, err = lookup(ctx, rns, name)
 			if errors.Is(err, store.ErrNotFound) {
 				f.add(field, "no job is called %q in namespace %q", name, rns)
 				continue

@@ -224,6 +224,9 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*model.Job
 		if p.IfRevision != 0 && j.Revision != p.IfRevision {
 			return false, store.ErrRevision
 		}
+		if err := unlocked(j); err != nil {
+			return false, err
+		}
 		if c.empty() {
 			return false, nil
 		}
@@ -311,33 +314,38 @@ func (s *Service) Resume(ctx context.Context, id uuid.UUID, catchUp bool) (*mode
 		return nil, err
 	}
 	return s.modify(ctx, id, func(j *model.Job) (bool, error) {
-		switch j.State {
-		case domain.JobCompleted:
-			return false, fmt.Errorf("resume job %s: %w", id, ErrCompleted)
-		case domain.JobActive:
-			return false, nil
-		}
-		j.State, j.SkipBefore = domain.JobActive, nil
-		if j.Depends != nil && j.Depends.Chain {
-			// A chain has no run of its own: its upstreams' next runs make
-			// its executions again.
-			return true, nil
-		}
-		if p := j.PausedNextRunAt; p != nil && j.Schedule.Kind() == schedule.KindCron {
-			j.NextRunAt, j.PausedNextRunAt = p, nil
-			if !catchUp && p.Before(now) {
-				skip := now.Truncate(time.Millisecond)
-				j.SkipBefore = &skip
-			}
-			return true, nil
-		}
-		next, err := resumeAt(j.Schedule, now)
-		if err != nil {
-			return false, fmt.Errorf("resume job %s: %w", id, err)
-		}
-		j.NextRunAt, j.PausedNextRunAt = &next, nil
-		return true, nil
+		return resume(j, now, catchUp)
 	})
+}
+
+// resume is Resume's change of j, at now; it says whether it changed j.
+func resume(j *model.Job, now time.Time, catchUp bool) (bool, error) {
+	switch j.State {
+	case domain.JobCompleted:
+		return false, fmt.Errorf("resume job %s: %w", j.ID, ErrCompleted)
+	case domain.JobActive:
+		return false, nil
+	}
+	j.State, j.SkipBefore = domain.JobActive, nil
+	if j.Depends != nil && j.Depends.Chain {
+		// A chain has no run of its own: its upstreams' next runs make
+		// its executions again.
+		return true, nil
+	}
+	if p := j.PausedNextRunAt; p != nil && j.Schedule.Kind() == schedule.KindCron {
+		j.NextRunAt, j.PausedNextRunAt = p, nil
+		if !catchUp && p.Before(now) {
+			skip := now.Truncate(time.Millisecond)
+			j.SkipBefore = &skip
+		}
+		return true, nil
+	}
+	next, err := resumeAt(j.Schedule, now)
+	if err != nil {
+		return false, fmt.Errorf("resume job %s: %w", j.ID, err)
+	}
+	j.NextRunAt, j.PausedNextRunAt = &next, nil
+	return true, nil
 }
 
 // resumeAt is the next run of a job with schedule sp resumed at now.
@@ -363,19 +371,39 @@ func resumeAt(sp schedule.Spec, now time.Time) (time.Time, error) {
 // they run. A job others depend on fails with a *store.DependentsError
 // naming them (see DeleteUnlinking).
 func (s *Service) Delete(ctx context.Context, id uuid.UUID) (namespace string, err error) {
+	if err := s.deletable(ctx, id); err != nil {
+		return "", err
+	}
 	return s.store.DeleteJob(ctx, id)
+}
+
+// deletable fails with a *LockedError when job id belongs to a locked
+// apply set (or with the store's error reading it). A set locked between
+// this read and the delete does not stop the delete.
+func (s *Service) deletable(ctx context.Context, id uuid.UUID) error {
+	j, err := s.store.GetJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	return unlocked(j)
 }
 
 // DeleteAtRevision deletes job id (first taking it out of its
 // dependents' dependencies, with unlink) only while its revision is
 // revision (0: any); else it fails with store.ErrRevision.
 func (s *Service) DeleteAtRevision(ctx context.Context, id uuid.UUID, revision int64, unlink bool) (namespace string, unlinked []model.JobRef, err error) {
+	if err := s.deletable(ctx, id); err != nil {
+		return "", nil, err
+	}
 	return s.store.DeleteJobAtRevision(ctx, id, revision, unlink)
 }
 
 // DeleteUnlinking deletes job id as Delete does, first taking it out of
 // the dependencies of the jobs that depend on it; it returns them.
 func (s *Service) DeleteUnlinking(ctx context.Context, id uuid.UUID) (namespace string, unlinked []model.JobRef, err error) {
+	if err := s.deletable(ctx, id); err != nil {
+		return "", nil, err
+	}
 	return s.store.DeleteJobUnlinking(ctx, id)
 }
 
@@ -410,7 +438,8 @@ func (s *Service) modify(ctx context.Context, id uuid.UUID, change func(j *model
 // sameSpec reports whether two schedules say the same thing.
 func sameSpec(a, b schedule.Spec) bool {
 	return a.Cron == b.Cron && a.Timezone == b.Timezone && a.In == b.In &&
-		sameTime(a.At, b.At) && sameTime(a.Anchor, b.Anchor)
+		sameTime(a.At, b.At) && sameTime(a.Anchor, b.Anchor) && sameTime(a.StartAt, b.StartAt) &&
+		sameTime(a.EndAt, b.EndAt) && a.MaxRuns == b.MaxRuns && a.Jitter == b.Jitter
 }
 
 func sameTime(a, b *time.Time) bool {

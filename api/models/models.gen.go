@@ -10,6 +10,39 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for ApplySetChangeAction.
+const (
+	ApplySetChangeActionAdopt     ApplySetChangeAction = "adopt"
+	ApplySetChangeActionConflict  ApplySetChangeAction = "conflict"
+	ApplySetChangeActionCreate    ApplySetChangeAction = "create"
+	ApplySetChangeActionDelete    ApplySetChangeAction = "delete"
+	ApplySetChangeActionOrphan    ApplySetChangeAction = "orphan"
+	ApplySetChangeActionUnchanged ApplySetChangeAction = "unchanged"
+	ApplySetChangeActionUpdate    ApplySetChangeAction = "update"
+)
+
+// Valid indicates whether the value is a known member of the ApplySetChangeAction enum.
+func (e ApplySetChangeAction) Valid() bool {
+	switch e {
+	case ApplySetChangeActionAdopt:
+		return true
+	case ApplySetChangeActionConflict:
+		return true
+	case ApplySetChangeActionCreate:
+		return true
+	case ApplySetChangeActionDelete:
+		return true
+	case ApplySetChangeActionOrphan:
+		return true
+	case ApplySetChangeActionUnchanged:
+		return true
+	case ApplySetChangeActionUpdate:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AttemptOutcome.
 const (
 	AttemptOutcomeCancelled AttemptOutcome = "cancelled"
@@ -796,6 +829,121 @@ func (e GetStatsSeriesParamsInterval) Valid() bool {
 	}
 }
 
+// ApplySet defines model for ApplySet.
+type ApplySet struct {
+	AppliedAt time.Time `json:"applied_at"`
+	AppliedBy string    `json:"applied_by"`
+	Commit    *string   `json:"commit,omitempty"`
+	Lock      bool      `json:"lock"`
+
+	// Members The jobs the set owns.
+	Members   int    `json:"members"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Revision  int64  `json:"revision"`
+}
+
+// ApplySetChange defines model for ApplySetChange.
+type ApplySetChange struct {
+	Action ApplySetChangeAction `json:"action"`
+
+	// Drift The member was changed outside the set since its last apply; applying puts the file's definition back.
+	Drift bool `json:"drift"`
+
+	// Fields What an update or adopt changes.
+	Fields *[]ApplySetField `json:"fields,omitempty"`
+
+	// JobId The stored job's (absent for a create in a plan).
+	JobId *openapi_types.UUID `json:"job_id,omitempty"`
+	Name  string              `json:"name"`
+
+	// Reason Why a conflict is one.
+	Reason *string `json:"reason,omitempty"`
+}
+
+// ApplySetChangeAction defines model for ApplySetChange.Action.
+type ApplySetChangeAction string
+
+// ApplySetField defines model for ApplySetField.
+type ApplySetField struct {
+	// After The value the files give; absent when they give none.
+	After interface{} `json:"after,omitempty"`
+
+	// Before The stored value, as GET /v1/jobs/{id} shows it (a secret header is `(secret)`); absent when it had none.
+	Before interface{} `json:"before,omitempty"`
+
+	// Field The field, as the job API names it (`schedule`, `handler.secret_headers.Authorization`).
+	Field string `json:"field"`
+}
+
+// ApplySetList defines model for ApplySetList.
+type ApplySetList struct {
+	Items []ApplySet `json:"items"`
+}
+
+// ApplySetPlan defines model for ApplySetPlan.
+type ApplySetPlan struct {
+	// Applied True in :apply's answer.
+	Applied bool `json:"applied"`
+
+	// Changes One per job concerned, by name.
+	Changes []ApplySetChange `json:"changes"`
+
+	// Lock Whether the set refuses changes made outside it (after this apply, in :apply's answer).
+	Lock *bool `json:"lock,omitempty"`
+
+	// MassDelete The plan deletes more than half of the set's members, or more than 10 jobs; :apply refuses it without `allow_mass_delete`.
+	MassDelete *bool  `json:"mass_delete,omitempty"`
+	Namespace  string `json:"namespace"`
+	PlanHash   string `json:"plan_hash"`
+
+	// Revision The set's revision (its applies so far; after :apply, the one it made). 0 for a set never applied.
+	Revision int64           `json:"revision"`
+	Set      string          `json:"set"`
+	Summary  ApplySetSummary `json:"summary"`
+}
+
+// ApplySetRequest defines model for ApplySetRequest.
+type ApplySetRequest struct {
+	// Adopt Take into the set a job of the same name that belongs to no set (without, it is a conflict).
+	Adopt *bool `json:"adopt,omitempty"`
+
+	// AllowMassDelete Allow a plan that deletes more than half of the set's members, or more than 10 jobs.
+	AllowMassDelete *bool `json:"allow_mass_delete,omitempty"`
+
+	// Commit What is applied (a git commit), written to the set's record and the audit trail.
+	Commit *string `json:"commit,omitempty"`
+
+	// Jobs Every job the set should hold, each as POST /v1/jobs takes it (its `namespace` left out or the set's). An empty list with `prune` deletes every member, which needs `allow_mass_delete`.
+	Jobs []JobCreate `json:"jobs"`
+
+	// Lock Refuse changes made outside the set (PATCH and DELETE of a member answer 409) from this apply on; false lifts it.
+	Lock *bool `json:"lock,omitempty"`
+
+	// Namespace The set's namespace (default `default`); every job of `jobs` is in it.
+	Namespace *string `json:"namespace,omitempty"`
+
+	// PlanHash Required by :apply; the `plan_hash` of the plan to apply.
+	PlanHash *string `json:"plan_hash,omitempty"`
+
+	// Prune Delete the set's members that `jobs` no longer holds (without, they are kept and listed as `orphan`).
+	Prune *bool `json:"prune,omitempty"`
+}
+
+// ApplySetSummary defines model for ApplySetSummary.
+type ApplySetSummary struct {
+	Adopt    int `json:"adopt"`
+	Conflict int `json:"conflict"`
+	Create   int `json:"create"`
+	Delete   int `json:"delete"`
+
+	// Drift Members changed outside the set since its last apply (whatever their action).
+	Drift     int `json:"drift"`
+	Orphan    int `json:"orphan"`
+	Unchanged int `json:"unchanged"`
+	Update    int `json:"update"`
+}
+
 // Attempt defines model for Attempt.
 type Attempt struct {
 	// Error Cut to 4096 bytes.
@@ -837,7 +985,10 @@ type AuditEntry struct {
 	At    time.Time               `json:"at"`
 
 	// Before The resource before the change, as the API showed it; absent for a creation.
-	Before    *map[string]interface{} `json:"before,omitempty"`
+	Before *map[string]interface{} `json:"before,omitempty"`
+
+	// Detail What the change was part of, when more than its request; an apply's `{"applyset", "revision", "commit"}`.
+	Detail    *map[string]interface{} `json:"detail,omitempty"`
 	Id        openapi_types.UUID      `json:"id"`
 	Namespace string                  `json:"namespace"`
 
@@ -1466,7 +1617,12 @@ type Health struct {
 
 // Job defines model for Job.
 type Job struct {
-	Bucket int `json:"bucket"`
+	// Applyset The apply set that owns the job (jobs kept in files, `tockctl apply`); absent for a job made through the API.
+	Applyset *string `json:"applyset,omitempty"`
+
+	// ApplysetLocked The set refuses changes made outside it; PATCH and DELETE answer 409.
+	ApplysetLocked *bool `json:"applyset_locked,omitempty"`
+	Bucket         int   `json:"bucket"`
 
 	// Chain The job has no schedule of its own; its upstreams' scheduled runs make its runs.
 	Chain     *bool     `json:"chain,omitempty"`
@@ -1689,6 +1845,9 @@ type JobCreate struct {
 	// execution (as POST /v1/executions/{id}/cancel does) and runs the new
 	// one. Default: the cluster's (tockd --overlap), `allow` unless set.
 	Overlap *Overlap `json:"overlap,omitempty"`
+
+	// Paused Create the job paused (no next run until it is resumed). In an apply set's files, `paused` makes the paused state part of the plan; left out, it is not compared.
+	Paused *bool `json:"paused,omitempty"`
 
 	// Payload Any JSON value, handed to the handler with every execution: at
 	// most 256 KiB (262,144 bytes) as executors receive it, which is
@@ -2729,6 +2888,11 @@ type Unprocessable = Problem
 // UnsupportedMediaType RFC 9457 problem details.
 type UnsupportedMediaType = Problem
 
+// ListApplySetsParams defines parameters for ListApplySets.
+type ListApplySetsParams struct {
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+}
+
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
 	// Namespace Only entries of this namespace.
@@ -3063,6 +3227,12 @@ type GetStatsSeriesParams struct {
 
 // GetStatsSeriesParamsInterval defines parameters for GetStatsSeries.
 type GetStatsSeriesParamsInterval string
+
+// ApplyApplySetJSONRequestBody defines body for ApplyApplySet for application/json ContentType.
+type ApplyApplySetJSONRequestBody = ApplySetRequest
+
+// PlanApplySetJSONRequestBody defines body for PlanApplySet for application/json ContentType.
+type PlanApplySetJSONRequestBody = ApplySetRequest
 
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate

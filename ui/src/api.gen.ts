@@ -119,6 +119,92 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/applysets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the apply sets
+         * @description The apply sets (jobs kept in files: `tockctl apply`) of the
+         *     namespaces the caller may read, or of `namespace`: each with its
+         *     revision (how many applies), lock, last commit, when and by whom it
+         *     was last applied, and how many jobs it owns.
+         */
+        get: operations["listApplySets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applysets/{name}:plan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Say what applying a set's jobs would change
+         * @description Compares `jobs`, the whole desired content of apply set `name` in
+         *     `namespace` (docs/jobs.md, "Jobs in git"), with what is stored, and
+         *     answers the changes, changing nothing: jobs to create; to update,
+         *     field by field (a secret header only as changed); members of the set
+         *     no longer in `jobs` to delete (with `prune`; without, they are
+         *     listed as `orphan` and kept); jobs of the same name outside the set
+         *     to `adopt` (with `adopt`; without, a `conflict`, as is a job of
+         *     another set); members changed outside the set since its last apply
+         *     (`drift`); and the unchanged. Runtime state (paused, next run,
+         *     history) is not compared unless a job says `paused`.
+         *
+         *     Each job is checked as POST /v1/jobs checks it (`errors` name fields
+         *     as `jobs[3].schedule.cron`). `plan_hash` names this plan: give it to
+         *     :apply, which applies exactly this or nothing.
+         */
+        post: operations["planApplySet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/applysets/{name}:apply": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Apply a plan of a set, all of it or nothing
+         * @description Plans `jobs` again, as :plan does, in one transaction that locks the
+         *     jobs concerned, and applies every change of the plan in it, if and
+         *     only if its hash is `plan_hash`: anything changed since the plan
+         *     (a job, the set, another apply) answers 409 and changes nothing.
+         *     Also 409, changing nothing: a conflict in the plan (a job of the
+         *     same name outside the set without `adopt`, or in another set), or a
+         *     plan that deletes more than half of the set's members, or more than
+         *     10 jobs, without `allow_mass_delete`. Every change is written to the
+         *     audit trail in the same transaction, with the set, its new revision
+         *     and `commit`. The answer is the plan applied, with the set's new
+         *     revision.
+         */
+        post: operations["applyApplySet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}": {
         parameters: {
             query?: never;
@@ -1681,6 +1767,10 @@ export interface components {
             after?: {
                 [key: string]: unknown;
             } | null;
+            /** @description What the change was part of, when more than its request; an apply's `{"applyset", "revision", "commit"}`. */
+            detail?: {
+                [key: string]: unknown;
+            } | null;
         };
         AuditList: {
             items: components["schemas"]["AuditEntry"][];
@@ -2223,6 +2313,10 @@ export interface components {
              * @description One more on every change made to the job through the API or the dashboard (not on its firings); its `ETag` is this, quoted.
              */
             revision: number;
+            /** @description The apply set that owns the job (jobs kept in files, `tockctl apply`); absent for a job made through the API. */
+            applyset?: string;
+            /** @description The set refuses changes made outside it; PATCH and DELETE answer 409. */
+            applyset_locked?: boolean;
             namespace: string;
             name: string;
             bucket: number;
@@ -2277,6 +2371,94 @@ export interface components {
             items: components["schemas"]["Job"][];
             /** @description Absent on the last page. */
             next_cursor?: string;
+        };
+        ApplySetRequest: {
+            /** @description The set's namespace (default `default`); every job of `jobs` is in it. */
+            namespace?: string;
+            /** @description Every job the set should hold, each as POST /v1/jobs takes it (its `namespace` left out or the set's). An empty list with `prune` deletes every member, which needs `allow_mass_delete`. */
+            jobs: components["schemas"]["JobCreate"][];
+            /** @description Delete the set's members that `jobs` no longer holds (without, they are kept and listed as `orphan`). */
+            prune?: boolean;
+            /** @description Take into the set a job of the same name that belongs to no set (without, it is a conflict). */
+            adopt?: boolean;
+            /** @description Refuse changes made outside the set (PATCH and DELETE of a member answer 409) from this apply on; false lifts it. */
+            lock?: boolean;
+            /** @description Allow a plan that deletes more than half of the set's members, or more than 10 jobs. */
+            allow_mass_delete?: boolean;
+            /** @description What is applied (a git commit), written to the set's record and the audit trail. */
+            commit?: string;
+            /** @description Required by :apply; the `plan_hash` of the plan to apply. */
+            plan_hash?: string;
+        };
+        ApplySetPlan: {
+            namespace: string;
+            set: string;
+            /**
+             * Format: int64
+             * @description The set's revision (its applies so far; after :apply, the one it made). 0 for a set never applied.
+             */
+            revision: number;
+            /** @description Whether the set refuses changes made outside it (after this apply, in :apply's answer). */
+            lock?: boolean;
+            plan_hash: string;
+            /** @description True in :apply's answer. */
+            applied: boolean;
+            /** @description The plan deletes more than half of the set's members, or more than 10 jobs; :apply refuses it without `allow_mass_delete`. */
+            mass_delete?: boolean;
+            summary: components["schemas"]["ApplySetSummary"];
+            /** @description One per job concerned, by name. */
+            changes: components["schemas"]["ApplySetChange"][];
+        };
+        ApplySetSummary: {
+            create: number;
+            update: number;
+            delete: number;
+            adopt: number;
+            unchanged: number;
+            orphan: number;
+            conflict: number;
+            /** @description Members changed outside the set since its last apply (whatever their action). */
+            drift: number;
+        };
+        ApplySetChange: {
+            /** @enum {string} */
+            action: "create" | "update" | "delete" | "adopt" | "unchanged" | "orphan" | "conflict";
+            name: string;
+            /**
+             * Format: uuid
+             * @description The stored job's (absent for a create in a plan).
+             */
+            job_id?: string;
+            /** @description The member was changed outside the set since its last apply; applying puts the file's definition back. */
+            drift: boolean;
+            /** @description Why a conflict is one. */
+            reason?: string;
+            /** @description What an update or adopt changes. */
+            fields?: components["schemas"]["ApplySetField"][];
+        };
+        ApplySetField: {
+            /** @description The field, as the job API names it (`schedule`, `handler.secret_headers.Authorization`). */
+            field: string;
+            /** @description The stored value, as GET /v1/jobs/{id} shows it (a secret header is `(secret)`); absent when it had none. */
+            before?: unknown;
+            /** @description The value the files give; absent when they give none. */
+            after?: unknown;
+        };
+        ApplySetList: {
+            items: components["schemas"]["ApplySet"][];
+        };
+        ApplySet: {
+            namespace: string;
+            name: string;
+            /** Format: int64 */
+            revision: number;
+            lock: boolean;
+            commit?: string;
+            /** Format: date-time */
+            applied_at: string;
+            applied_by: string;
+            /** @description The jobs the set owns. */
+            members: number;
         };
         JobBatchCreate: {
             /** @description The jobs to create, each as POST /v1/jobs takes it. */
@@ -3240,6 +3422,99 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobBatchResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listApplySets: {
+        parameters: {
+            query?: {
+                namespace?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApplySetList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            default: components["responses"]["Error"];
+        };
+    };
+    planApplySet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApplySetRequest"];
+            };
+        };
+        responses: {
+            /** @description The plan. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApplySetPlan"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["Unprocessable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    applyApplySet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApplySetRequest"];
+            };
+        };
+        responses: {
+            /** @description The plan, applied. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApplySetPlan"];
                 };
             };
             400: components["responses"]["BadRequest"];
