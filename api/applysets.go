@@ -119,6 +119,11 @@ func (h *endpoints) applySetRequest(c echo.Context, name string, members map[str
 			errs.add(k, "unknown field")
 		}
 	}
+	// The body names the namespace: the guard could not check it.
+	op := map[bool]string{false: "planApplySet", true: "applyApplySet"}[apply]
+	if err := h.s.allow(c, op, "namespace", req.Namespace); err != nil {
+		return req, err
+	}
 	if apply && req.PlanHash == "" {
 		errs.add("plan_hash", "is required: the plan_hash of the plan to apply")
 	}
@@ -151,7 +156,14 @@ func (h *endpoints) applySetRequest(c echo.Context, name string, members map[str
 			syntax.add("namespace", "is %q, not the set's namespace %q", *jc.Namespace, req.Namespace)
 		}
 		nj.Namespace, nj.MayRead = req.Namespace, req.MayRead
-		errs = append(errs, shape.merge(syntax).under(field)...)
+		// The use case's faults with the request's, as POST /v1/jobs
+		// reports them (the plan builds the jobs again).
+		_, err := h.s.jobs.BuildDefinition(nj)
+		faults := fieldErrorsOf(jobs.Faults(err))
+		if err != nil && faults == nil {
+			return req, h.internal(c, err)
+		}
+		errs = append(errs, shape.merge(append(faults, syntax...)).under(field)...)
 		req.Jobs = append(req.Jobs, applyset.Desired{Job: nj, Paused: jc.Paused})
 	}
 	return req, errs.err()

@@ -120,6 +120,14 @@ func operationCases(a *authEnv) map[string]func() request {
 		"createJobBatch": func() request {
 			return request{"POST", "/v1/jobs:batch", map[string]any{"jobs": []any{jobBodyIn()}}, false}
 		},
+		"listApplySets": func() request { return request{"GET", "/v1/applysets?namespace=team-a", nil, false} },
+		"planApplySet": func() request {
+			return request{"POST", "/v1/applysets/s:plan", map[string]any{"namespace": "team-a", "jobs": []any{jobBodyIn()}}, false}
+		},
+		// An allowed apply of a made-up plan is a 409.
+		"applyApplySet": func() request {
+			return request{"POST", "/v1/applysets/s:apply", map[string]any{"namespace": "team-a", "jobs": []any{}, "plan_hash": "x"}, false}
+		},
 		"getJob":      func() request { return request{"GET", "/v1/jobs/" + job(), nil, false} },
 		"getJobGraph": func() request { return request{"GET", "/v1/jobs/" + job() + "/graph", nil, false} },
 		"updateJob": func() request {
