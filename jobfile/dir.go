@@ -17,6 +17,30 @@ import (
 // when absent) are an error naming both files and lines. Every file's
 // errors are reported, joined.
 func ParseDir(dir string) ([]models.JobCreate, error) {
+	located, err := ParseDirLocated(dir)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]models.JobCreate, len(located))
+	for i, l := range located {
+		jobs[i] = l.Job
+	}
+	return jobs, nil
+}
+
+// Located is a job of a file and where it starts.
+type Located struct {
+	Job  models.JobCreate
+	File string
+	Line int
+}
+
+// Where is "file:line".
+func (l Located) Where() string { return fmt.Sprintf("%s:%d", l.File, l.Line) }
+
+// ParseDirLocated is ParseDir with where each job is, so that what the
+// server says of jobs[i] can be told of its file and line.
+func ParseDirLocated(dir string) ([]Located, error) {
 	var names []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -63,9 +87,9 @@ func ParseDir(dir string) ([]models.JobCreate, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	jobs := make([]models.JobCreate, len(all))
+	out := make([]Located, len(all))
 	for i, p := range all {
-		jobs[i] = p.job
+		out[i] = Located{Job: p.job, File: p.file, Line: p.line}
 	}
-	return jobs, nil
+	return out, nil
 }

@@ -129,6 +129,10 @@ func jobNode(j models.Job) (*yaml.Node, error) {
 	if s := scheduleNode(j.Schedule); !s.empty() && !ptrIs(j.Chain, true) {
 		m.add("schedule", s.n)
 	}
+	if j.State == models.JobStatePaused {
+		// Applied to a set, it makes the paused state part of the plan.
+		m.add("paused", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	}
 	m.add("handler", handlerNode(j))
 	if j.Payload != nil && len(*j.Payload) > 0 && string(*j.Payload) != "null" {
 		var p yaml.Node

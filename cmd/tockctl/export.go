@@ -15,6 +15,7 @@ import (
 type exportCmd struct {
 	Namespace string `help:"Only jobs in this namespace (default every namespace the key may read)." placeholder:"NS"`
 	Selector  string `short:"l" help:"Only jobs whose labels match this selector, as jobs list --selector." placeholder:"SEL"`
+	Set       string `help:"Only the jobs of this apply set (tockctl apply --set)." placeholder:"NAME"`
 	Dir       string `name:"dir" short:"d" required:"" help:"Directory to write <namespace>/<name>.yaml into (made if missing; files there of the same names are replaced)." placeholder:"DIR"`
 }
 
@@ -26,6 +27,9 @@ func (c *exportCmd) Run(a *app) error {
 	}
 	written := 0
 	for _, j := range jobs {
+		if c.Set != "" && deref(j.Applyset) != c.Set {
+			continue
+		}
 		if j, err = named(a, j); err != nil {
 			return err
 		}

@@ -29,44 +29,15 @@ import (
 // what the server makes (id, bucket, times) and the namespace.
 func TestExportRoundTrip(t *testing.T) {
 	t.Parallel()
-	srv, err := api.New(api.Config{Store: storetest.New(t, 16), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Registry: prometheus.NewRegistry(), Secrets: testenv.Keyring(t), Open: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-
-	at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	hs := fileServer(t)
 	const secret = "Bearer exp0rt-s3cret"
-	jobs := []string{
-		// An upstream first: files are read in order of their names.
-		`{"name": "a-import", "namespace": "src", "schedule": {"cron": "15 30 2 * * *", "timezone": "Europe/Berlin", "jitter": "5s"},
-		  "handler": {"type": "nats", "subject": "imports.nightly", "wait_reply": true}}`,
-		`{"name": "at-once", "namespace": "src", "schedule": {"at": "` + at + `"}, "handler": {"type": "custom", "name": "mailer",
-		  "log": {"cap_bytes": 4096, "policy": "head"}}, "payload": {"to": ["ops@example.com"], "n": 1e3, "z": null}}`,
-		`{"name": "in-a-bit", "namespace": "src", "schedule": {"in": "90m"}, "handler": {"type": "custom", "name": "mailer"},
-		  "priority": "high", "timeout": "45s", "description": "Sends the digest."}`,
-		`{"name": "now", "namespace": "src", "handler": {"type": "custom", "name": "mailer"}, "priority": "low", "payload": "just text"}`,
-		`{"name": "pay-hook", "namespace": "src", "schedule": {"cron": "0 */5 * * * MON-FRI", "start_at": "2026-01-01T00:00:00Z",
-		  "end_at": "2036-12-31T23:59:59Z", "max_runs": 500},
-		  "handler": {"type": "http", "url": "https://pay.example.com/hook", "method": "PUT", "headers": {"X-Team": "payments"},
-		    "secret_headers": {"Authorization": "` + secret + `"}},
-		  "retry": {"max_attempts": 7, "initial_backoff": "2s", "max_backoff": "2m", "multiplier": 1.5, "jitter": "equal"},
-		  "missed": {"policy": "all", "grace": "2m", "max": 10}, "overlap": "buffer_one",
-		  "labels": {"team": "payments", "tier": "gold"}}`,
-		`{"name": "report", "namespace": "src", "schedule": {"cron": "@every 1h", "anchor": "2026-07-01T09:00:00Z"},
-		  "handler": {"type": "custom", "name": "reporter"},
-		  "depends_on": [{"job": "a-import"}, {"job": "pay-hook", "on": "any"}], "depends_mode": "any",
-		  "depends_match": {"latest_within": "6h"}, "wait_timeout": "2h", "on_timeout": "run", "on_upstream_skipped": "run"}`,
-		`{"name": "z-chain", "namespace": "src", "handler": {"type": "custom", "name": "reporter"}, "depends_on": [{"job": "report", "on": "failure"}]}`,
-	}
+	jobs := jobKinds(secret)
 	for _, j := range jobs {
 		post(t, hs.URL, j)
 	}
 
 	dir := t.TempDir()
-	if got := ok(t, hs.URL, "export", "--namespace", "src", "--dir", dir); got != "exported 7 jobs to "+dir+"\n" {
+	if got := ok(t, hs.URL, "export", "--namespace", "src", "--dir", dir); got != "exported 8 jobs to "+dir+"\n" {
 		t.Errorf("export printed %q", got)
 	}
 	hook, err := os.ReadFile(filepath.Join(dir, "src", "pay-hook.yaml"))
@@ -178,5 +149,48 @@ func TestExportFileName(t *testing.T) {
 		if got := fileName(in); got != want {
 			t.Errorf("fileName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// fileServer serves the API over a fresh store, open, with a secret key.
+func fileServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv, err := api.New(api.Config{Store: storetest.New(t, 16), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Registry: prometheus.NewRegistry(), Secrets: testenv.Keyring(t), Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// jobKinds are jobs of every kind in namespace src, as POST /v1/jobs
+// bodies: every schedule form, handler, policy, labels, dependencies (a
+// chain too), a secret header of value secret.
+func jobKinds(secret string) []string {
+	at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	return []string{
+		// An upstream first: files are read in order of their names.
+		`{"name": "a-import", "namespace": "src", "schedule": {"cron": "15 30 2 * * *", "timezone": "Europe/Berlin", "jitter": "5s"},
+		  "handler": {"type": "nats", "subject": "imports.nightly", "wait_reply": true}}`,
+		`{"name": "at-once", "namespace": "src", "schedule": {"at": "` + at + `"}, "handler": {"type": "custom", "name": "mailer",
+		  "log": {"cap_bytes": 4096, "policy": "head"}}, "payload": {"to": ["ops@example.com"], "n": 1e3, "z": null}}`,
+		`{"name": "in-a-bit", "namespace": "src", "schedule": {"in": "90m"}, "handler": {"type": "custom", "name": "mailer"},
+		  "priority": "high", "timeout": "45s", "description": "Sends the digest."}`,
+		`{"name": "held", "namespace": "src", "schedule": {"cron": "0 0 * * * *"}, "handler": {"type": "custom", "name": "mailer"}, "paused": true}`,
+		`{"name": "now", "namespace": "src", "handler": {"type": "custom", "name": "mailer"}, "priority": "low", "payload": "just text"}`,
+		`{"name": "pay-hook", "namespace": "src", "schedule": {"cron": "0 */5 * * * MON-FRI", "start_at": "2026-01-01T00:00:00Z",
+		  "end_at": "2036-12-31T23:59:59Z", "max_runs": 500},
+		  "handler": {"type": "http", "url": "https://pay.example.com/hook", "method": "PUT", "headers": {"X-Team": "payments"},
+		    "secret_headers": {"Authorization": "` + secret + `"}},
+		  "retry": {"max_attempts": 7, "initial_backoff": "2s", "max_backoff": "2m", "multiplier": 1.5, "jitter": "equal"},
+		  "missed": {"policy": "all", "grace": "2m", "max": 10}, "overlap": "buffer_one",
+		  "labels": {"team": "payments", "tier": "gold"}}`,
+		`{"name": "report", "namespace": "src", "schedule": {"cron": "@every 1h", "anchor": "2026-07-01T09:00:00Z"},
+		  "handler": {"type": "custom", "name": "reporter"},
+		  "depends_on": [{"job": "a-import"}, {"job": "pay-hook", "on": "any"}], "depends_mode": "any",
+		  "depends_match": {"latest_within": "6h"}, "wait_timeout": "2h", "on_timeout": "run", "on_upstream_skipped": "run"}`,
+		`{"name": "z-chain", "namespace": "src", "handler": {"type": "custom", "name": "reporter"}, "depends_on": [{"job": "report", "on": "failure"}]}`,
 	}
 }

@@ -29,6 +29,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -130,6 +131,8 @@ type cli struct {
 		Delete keysDeleteCmd `cmd:"" help:"Delete an API key."`
 	} `cmd:"" help:"API keys: who may call the API, in which namespace, with which role."`
 	Export exportCmd `cmd:"" help:"Write jobs as files (--dir/<namespace>/<name>.yaml) to keep in git: the create bodies they hold, secret header values left as {env: TOCK_SECRET_<JOB>_<HEADER>} references to fill."`
+	Apply  applyCmd  `cmd:"" help:"Make a set of jobs (--set) what a directory of job files says, in one transaction: shows the plan (create, update, delete with --prune, adopt, drift), then applies it unless --dry-run."`
+	Diff   diffCmd   `cmd:"" help:"Show what apply would change; exit code 0 when nothing, 1 when something, 2 on an error (for CI)."`
 	Whoami whoamiCmd `cmd:"" help:"Who the server takes you for: your grants, and the namespaces where you may take each action."`
 }
 
@@ -192,6 +195,13 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	}
 	if err == nil {
 		err = kctx.Run(a)
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			a.printError(ee.err)
+		}
+		return ee.code
 	}
 	if err != nil {
 		a.printError(err)
