@@ -70,7 +70,7 @@ type Store interface {
 	CreateAuditEntries(ctx context.Context, entries []model.AuditEntry) error
 	ListAuditEntries(ctx context.Context, f store.AuditFilter) ([]model.AuditEntry, string, error)
 	// Apply sets (applyset.Store).
-	InApplySet(ctx context.Context, namespace, name string, write bool, fn func(ctx context.Context, a *store.ApplySetTx) error) error
+	ApplySet(ctx context.Context, namespace, name string, write bool, fn func(ctx context.Context, a *store.ApplySetTx) error) error
 	ListApplySets(ctx context.Context, namespaces []string) ([]model.ApplySet, error)
 	ListDeadEvents(ctx context.Context, f store.DeadEventFilter) ([]model.DeadEvent, string, error)
 	GetExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)

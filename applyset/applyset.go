@@ -167,7 +167,7 @@ func (e *ConflictError) Error() string {
 
 // Store is the database the sets live in; *store.Store is the real one.
 type Store interface {
-	InApplySet(ctx context.Context, namespace, name string, write bool, fn func(ctx context.Context, a *store.ApplySetTx) error) error
+	ApplySet(ctx context.Context, namespace, name string, write bool, fn func(ctx context.Context, a *store.ApplySetTx) error) error
 }
 
 // Service plans and applies sets.
@@ -188,7 +188,7 @@ func (s *Service) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	var plan *Plan
-	err := s.store.InApplySet(ctx, req.Namespace, req.Set, false, func(ctx context.Context, tx *store.ApplySetTx) error {
+	err := s.store.ApplySet(ctx, req.Namespace, req.Set, false, func(ctx context.Context, tx *store.ApplySetTx) error {
 		var err error
 		plan, err = s.plan(ctx, tx, req)
 		return err
@@ -209,7 +209,7 @@ func (s *Service) Apply(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	var plan *Plan
-	err := s.store.InApplySet(ctx, req.Namespace, req.Set, true, func(ctx context.Context, tx *store.ApplySetTx) error {
+	err := s.store.ApplySet(ctx, req.Namespace, req.Set, true, func(ctx context.Context, tx *store.ApplySetTx) error {
 		var err error
 		if plan, err = s.plan(ctx, tx, req); err != nil {
 			return err
@@ -481,7 +481,9 @@ func (s *Service) apply(ctx context.Context, tx *store.ApplySetTx, req Request, 
 		switch c.Action {
 		case Update, Adopt:
 			before := render(c.Current)
-			j := c.Current
+			// A copy: the plan keeps the job as it was, for its answer.
+			cp := *c.Current
+			j := &cp
 			if len(c.Fields) > 0 {
 				if err := s.jobs.Converge(j, c.Want, c.Fields, c.desired.Paused, now); err != nil {
 					faults = append(faults, prefixed(slices.IndexFunc(req.Jobs, func(d Desired) bool { return d.Job.Name == c.Name }), err)...)

@@ -17,9 +17,9 @@ import (
 // read beside an apply sees it whole or not at all.
 const lockApplySets int32 = 0x746f636b // "tock", with hashtext(namespace/name)
 
-// ApplySetTx is one transaction over an apply set (InApplySet): it reads
+// ApplySetTx is one transaction over an apply set (ApplySet): it reads
 // the set and the jobs it concerns and, when opened to write, changes them
-// together; nothing of it is visible to others until InApplySet commits.
+// together; nothing of it is visible to others until ApplySet commits.
 type ApplySetTx struct {
 	s         *Store
 	tx        pgx.Tx
@@ -28,12 +28,12 @@ type ApplySetTx struct {
 	write     bool
 }
 
-// InApplySet runs fn in one transaction over the apply set name of
+// ApplySet runs fn in one transaction over the apply set name of
 // namespace. To write, the transaction first takes the set's lock (one
 // apply of a set at a time) and Jobs locks the rows it reads; fn's error
 // rolls everything back and is returned as it is. Without write the
 // transaction is read only.
-func (s *Store) InApplySet(ctx context.Context, namespace, name string, write bool, fn func(ctx context.Context, a *ApplySetTx) error) error {
+func (s *Store) ApplySet(ctx context.Context, namespace, name string, write bool, fn func(ctx context.Context, a *ApplySetTx) error) error {
 	if err := s.needBuckets(); err != nil {
 		return fmt.Errorf("store: apply set %s/%s: %w", namespace, name, err)
 	}

@@ -94,6 +94,9 @@
 //   - UpdateJob and CreateJob of a job with dependencies: the job's row,
 //     then its upstreams' rows (their chains mark, in (bucket, id)
 //     order), under the dependency lock (lockDepends).
+//   - ApplySet: the set's advisory lock, then its jobs' rows (members
+//     and the jobs named, ORDER BY bucket, id FOR UPDATE), then what
+//     UpdateJob, CreateJob and DeleteJob take for each, in that order.
 //   - ApplyWaitDecisions: waiting executions (which only it,
 //     CancelExecution and an overlap's cancel change), then
 //     execution_upstreams, skipped_runs and notification_events, which
@@ -143,6 +146,10 @@
 //     ListRunningBackfills, StepBackfill, StopBackfill.
 //   - api_keys (api_keys.go): CreateAPIKey, GetAPIKey, UseAPIKey,
 //     ListAPIKeys, CountUsableAPIKeys, DeleteAPIKey.
+//   - applysets, and jobs' applyset and applied_hash columns
+//     (applysets.go): ApplySet (one transaction over a set: its jobs
+//     locked in (bucket, id) order, created, updated, deleted and owned,
+//     the set saved, audit entries written), ListApplySets.
 //   - audit_log (audit_log.go): CreateAuditEntries, ListAuditEntries,
 //     MaintainAuditPartitions.
 //   - idempotency_keys (idempotency_keys.go): ClaimIdempotencyKey,

@@ -216,11 +216,11 @@ func (a *app) printPlan(p models.ApplySetPlan) {
 	if deref(p.Lock) {
 		state += ", locked"
 	}
-	verb := "Plan"
 	if p.Applied {
-		verb = "Applied"
+		fmt.Fprintf(w, "Applied apply set %q in namespace %q (now %s):\n", p.Set, p.Namespace, state)
+	} else {
+		fmt.Fprintf(w, "Plan of apply set %q in namespace %q (%s):\n", p.Set, p.Namespace, state)
 	}
-	fmt.Fprintf(w, "%s of apply set %q in namespace %q (%s):\n", verb, p.Set, p.Namespace, state)
 	shown := 0
 	for _, c := range p.Changes {
 		if c.Action == "unchanged" && !c.Drift {
@@ -248,18 +248,18 @@ func (a *app) printPlan(p models.ApplySetPlan) {
 		fmt.Fprintln(w, "  no changes: the jobs are as the files say")
 	}
 	s := p.Summary
-	fmt.Fprintf(w, "%s: %d to create, %d to update, %d to delete, %d to adopt; %d unchanged", verb, s.Create, s.Update, s.Delete, s.Adopt, s.Unchanged)
 	if p.Applied {
-		fmt.Fprintf(w, ": %d created, %d updated, %d deleted, %d adopted; %d unchanged", s.Create, s.Update, s.Delete, s.Adopt, s.Unchanged)
+		fmt.Fprintf(w, "Applied: %d created, %d updated, %d deleted, %d adopted; %d unchanged\n", s.Create, s.Update, s.Delete, s.Adopt, s.Unchanged)
+	} else {
+		fmt.Fprintf(w, "Plan: %d to create, %d to update, %d to delete, %d to adopt; %d unchanged\n", s.Create, s.Update, s.Delete, s.Adopt, s.Unchanged)
 	}
-	fmt.Fprintln(w)
 	for _, note := range []struct {
 		n    int
 		text string
 	}{
 		{s.Drift, "changed outside the set (applying puts the files' definitions back)"},
 		{s.Orphan, "in the set but not in the files (kept; --prune deletes them)"},
-		{s.Conflict, "in conflict (nothing is applied while there are any)"},
+		{s.Conflict, "in conflict (nothing is applied while there are any; --adopt takes in jobs of no set)"},
 	} {
 		if note.n > 0 {
 			fmt.Fprintf(w, "  %d %s\n", note.n, note.text)

@@ -86,7 +86,7 @@ func TestApplyRoundTrip(t *testing.T) {
 		t.Fatalf("diff without a file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	out = ok(t, dst.URL, "apply", "-f", files, "--set", "nightly", "--prune")
-	if !strings.Contains(out, "1 updated, 1 deleted") {
+	if !strings.Contains(out, "1 updated, 1 deleted") || !strings.Contains(out, `schedule: {"cron":"15 30 2 * * *"`) {
 		t.Fatalf("apply --prune printed:\n%s", out)
 	}
 	if r := diffCode(t, dst.URL, files, "nightly", "--prune"); r.code != 0 {
