@@ -196,3 +196,58 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// BenchmarkApplySet plans and applies a set of 200 jobs over HTTP: new
+// (each iteration a set of its own), then unchanged (the same files
+// again: a plan and an apply that change nothing but the set's record),
+// then with every job's description changed.
+func BenchmarkApplySet(b *testing.B) {
+	url, client := benchServer(b)
+	post := func(path string, body map[string]any) models.ApplySetPlan {
+		raw, _ := json.Marshal(body)
+		r, err := client.Post(url+path, "application/json", bytes.NewReader(raw))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Body.Close()
+		var p models.ApplySetPlan
+		if r.StatusCode != http.StatusOK || json.NewDecoder(r.Body).Decode(&p) != nil {
+			msg, _ := io.ReadAll(r.Body)
+			b.Fatalf("%s: %d %s", path, r.StatusCode, msg)
+		}
+		return p
+	}
+	apply := func(set string, js []any) {
+		body := map[string]any{"jobs": js}
+		body["plan_hash"] = post("/v1/applysets/"+set+":plan", body).PlanHash
+		post("/v1/applysets/"+set+":apply", body)
+	}
+	jobsOf := func(set, description string) []any {
+		js := make([]any, 200)
+		for i := range js {
+			j := benchJob(int64(i))
+			j["name"] = fmt.Sprintf("%s-%03d", set, i)
+			j["description"] = description
+			js[i] = j
+		}
+		return js
+	}
+	var n atomic.Int64
+	b.Run("create", func(b *testing.B) {
+		for b.Loop() {
+			set := fmt.Sprintf("s%d", n.Add(1))
+			apply(set, jobsOf(set, "one"))
+		}
+	})
+	apply("same", jobsOf("same", "one"))
+	b.Run("unchanged", func(b *testing.B) {
+		for b.Loop() {
+			apply("same", jobsOf("same", "one"))
+		}
+	})
+	b.Run("update", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			apply("same", jobsOf("same", fmt.Sprint("v", i)))
+		}
+	})
+}

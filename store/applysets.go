@@ -73,16 +73,37 @@ func (a *ApplySetTx) Set(ctx context.Context) (model.ApplySet, error) {
 // Jobs reads the set's members and the jobs of its namespace called by
 // names (members or not), in (bucket, id) order; to write, it locks
 // them until the transaction ends, so no firing or change through the
-// API gets in between.
+// API gets in between. It finds them first (the members by the
+// applyset index, the others by job_names), then reads them naming
+// their buckets, so that only their partitions are read.
 func (a *ApplySetTx) Jobs(ctx context.Context, names []string) ([]*model.Job, error) {
-	sql := "SELECT " + jobRead("jobs") + ` FROM jobs
-		WHERE (namespace = $1 AND applyset = $2)
-		   OR (bucket, id) IN (SELECT bucket, job_id FROM job_names WHERE namespace = $1 AND name = ANY($3))
-		ORDER BY bucket, id`
+	rows, err := a.tx.Query(ctx, `SELECT bucket, id FROM jobs WHERE namespace = $1 AND applyset = $2
+		UNION SELECT bucket, job_id FROM job_names WHERE namespace = $1 AND name = ANY($3)`, a.namespace, a.name, names)
+	if err != nil {
+		return nil, fmt.Errorf("store: read apply set %s/%s: %w", a.namespace, a.name, err)
+	}
+	var (
+		buckets []int32
+		ids     []uuid.UUID
+		b       int32
+		id      uuid.UUID
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&b, &id}, func() error {
+		buckets, ids = append(buckets, b), append(ids, id)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("store: read apply set %s/%s: %w", a.namespace, a.name, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	// An id lives in one bucket, so the two lists select exactly the
+	// pairs found.
+	sql := "SELECT " + jobRead("jobs") + ` FROM jobs WHERE bucket = ANY($1) AND id = ANY($2) ORDER BY bucket, id`
 	if a.write {
 		sql += " FOR UPDATE OF jobs"
 	}
-	rows, err := a.tx.Query(ctx, sql, a.namespace, a.name, names)
+	rows, err = a.tx.Query(ctx, sql, buckets, ids)
 	if err != nil {
 		return nil, fmt.Errorf("store: read apply set %s/%s: %w", a.namespace, a.name, err)
 	}

@@ -385,6 +385,27 @@ func TestDashboard(t *testing.T) {
 		b.checkClean()
 	})
 
+	step("a job of a locked apply set says so and offers no edit", func(t *testing.T) {
+		b.t = t
+		body := map[string]any{"jobs": []any{map[string]any{"name": "from-git", "schedule": map[string]any{"cron": "0 0 * * * *"},
+			"handler": map[string]any{"type": "custom", "name": "ui-live"}}}, "lock": true}
+		var plan models.ApplySetPlan
+		if code := s.call(t, s.admin, "POST", "/v1/applysets/ui-files:plan", body, &plan); code != http.StatusOK {
+			t.Fatalf("plan: %d", code)
+		}
+		body["plan_hash"] = plan.PlanHash
+		if code := s.call(t, s.admin, "POST", "/v1/applysets/ui-files:apply", body, &plan); code != http.StatusOK || plan.Changes[0].JobId == nil {
+			t.Fatalf("apply: %d %+v", code, plan)
+		}
+		b.open("/jobs/" + plan.Changes[0].JobId.String())
+		b.waitText(".notice", "apply set ui-files")
+		b.waitText(".notice", "locked")
+		if b.offers("Edit") || b.offers("Delete") || !b.offers("Pause") {
+			t.Fatal("a locked set's job offers Edit or Delete, or no Pause")
+		}
+		b.checkClean()
+	})
+
 	step("create a key, its secret shown once", func(t *testing.T) {
 		b.t = t
 		b.open("/keys")

@@ -71,8 +71,8 @@ export function JobDetail({ id }: { id: string }) {
           {can("jobs.resume", ns) && j.state === "paused" && (
             <button disabled={act.running} onClick={() => doIt(() => must(api.POST("/v1/jobs/{id}/resume", { params: { path: { id } }, body: { catch_up: false } })))}>Resume</button>
           )}
-          {can("jobs.update", ns) && <a class="button" href={href("/jobs/" + id + "/edit")}>Edit</a>}
-          {can("jobs.delete", ns) && (
+          {can("jobs.update", ns) && !j.applyset_locked && <a class="button" href={href("/jobs/" + id + "/edit")}>Edit</a>}
+          {can("jobs.delete", ns) && !j.applyset_locked && (
             <button class="danger" disabled={act.running} onClick={() => {
               if (!window.confirm(`Delete ${j.namespace}/${j.name}? Its history stays until retention removes it.`)) return;
               void act.run(async () => { await must(api.DELETE("/v1/jobs/{id}", { params: { path: { id }, header: { "If-Match": `"${j.revision}"` } } })); go("/jobs?namespace=" + encodeURIComponent(j.namespace)); });
@@ -81,6 +81,14 @@ export function JobDetail({ id }: { id: string }) {
         </div>
       </div>
       <ErrorBox error={act.error} />
+      {j.applyset && (
+        <p class="notice" role="note">
+          Kept in files: apply set <code>{j.applyset}</code>.{" "}
+          {j.applyset_locked
+            ? "The set is locked: change the job in its files (tockctl apply); pausing and resuming stay allowed."
+            : "A change made here is shown as drift by the set's next plan, and its next apply puts the files' definition back."}
+        </p>
+      )}
       {j.description && <p>{j.description}</p>}
       <div class="columns">
         <section aria-labelledby="sched">
