@@ -80,6 +80,7 @@ func (h *endpoints) applySetRequest(c echo.Context, name string, members map[str
 	if who := principal(c); who != nil {
 		req.Actor = who.Subject
 	}
+	req.Room = func(n int) error { return h.s.checkJobQuota(c, "jobs", req.Namespace, n) }
 	var errs fieldErrors
 	str := func(k string, dst *string) {
 		if raw, ok := members[k]; ok && json.Unmarshal(raw, dst) != nil {

@@ -95,6 +95,16 @@ func TestQuotas(t *testing.T) {
 		deref(p.Detail) != "namespace team-a holds 2 jobs; its limit is 2 (tockd --max-jobs-per-namespace)" {
 		t.Errorf("quota problem %s", r.body)
 	}
+	// An apply that would create a third is refused whole.
+	set := map[string]any{"namespace": "team-a", "jobs": []any{job("three")}}
+	var plan models.ApplySetPlan
+	r = a.as(editor, "POST", "/v1/applysets/s:plan", set)
+	mustStatus(t, r, http.StatusOK)
+	r.decode(t, &plan)
+	set["plan_hash"] = plan.PlanHash
+	if r = a.as(editor, "POST", "/v1/applysets/s:apply", set); r.status != http.StatusForbidden || !strings.Contains(string(r.body), "its limit is 2") {
+		t.Errorf("an apply past the quota: %d %s", r.status, r.body)
+	}
 	b := jobBody("elsewhere")
 	b["namespace"] = "team-b"
 	mustStatus(t, a.as(a.admin, "POST", "/v1/jobs", b), http.StatusCreated)

@@ -81,6 +81,10 @@ type Request struct {
 	MayRead func(namespace string) bool
 	// Render is a job as the API shows it, for the audit trail.
 	Render func(*model.Job) json.RawMessage
+	// Room, when set, says whether the namespace has room for n more
+	// jobs (its quota): Apply asks it for the plan's creates less its
+	// deletes, when that is above 0, and fails with its error.
+	Room func(n int) error
 }
 
 // Change is what a plan does with one job.
@@ -227,6 +231,11 @@ func (s *Service) Apply(ctx context.Context, req Request) (*Plan, error) {
 			return &ConflictError{Changes: cs}
 		case plan.MassDelete && !req.AllowMassDelete:
 			return ErrMassDelete
+		}
+		if n := plan.Count(Create) - plan.Count(Delete); n > 0 && req.Room != nil {
+			if err := req.Room(n); err != nil {
+				return err
+			}
 		}
 		return s.apply(ctx, tx, req, plan)
 	})
