@@ -2213,6 +2213,8 @@ export interface components {
             /** @description Defaults to "default". */
             namespace?: string;
             schedule?: components["schemas"]["Schedule"];
+            /** @description Create the job paused (no next run until it is resumed). In an apply set's files, `paused` makes the paused state part of the plan; left out, it is not compared. */
+            paused?: boolean;
             handler: components["schemas"]["Handler"];
             /**
              * @description Any JSON value, handed to the handler with every execution: at
