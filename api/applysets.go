@@ -128,17 +128,7 @@ func (h *endpoints) applySetRequest(c echo.Context, name string, members map[str
 	if apply && req.PlanHash == "" {
 		errs.add("plan_hash", "is required: the plan_hash of the plan to apply")
 	}
-	var raws []json.RawMessage
-	raw, ok := members["jobs"]
-	raw = bytes.TrimSpace(raw)
-	switch {
-	case !ok:
-		errs.add("jobs", "is required (an empty list for none)")
-	case len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &raws) != nil:
-		errs.add("jobs", "must be an array of jobs")
-	case len(raws) > MaxBatchJobs:
-		errs.add("jobs", "must hold at most %d jobs, not %d", MaxBatchJobs, len(raws))
-	}
+	raws := jobsMember(members, 0, &errs)
 	for i, raw := range raws {
 		field := "jobs[" + strconv.Itoa(i) + "]"
 		raw = bytes.TrimSpace(raw)

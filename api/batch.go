@@ -163,20 +163,29 @@ func batchJobs(members map[string]json.RawMessage) ([]json.RawMessage, error) {
 			errs.add(k, "unknown field")
 		}
 	}
+	jobs := jobsMember(members, 1, &errs)
+	return jobs, errs.err()
+}
+
+// jobsMember is the body's "jobs", an array of between min and
+// MaxBatchJobs jobs, unparsed; what is wrong with it goes to errs.
+func jobsMember(members map[string]json.RawMessage, min int, errs *fieldErrors) []json.RawMessage {
 	var jobs []json.RawMessage
 	raw, ok := members["jobs"]
 	raw = bytes.TrimSpace(raw)
 	switch {
+	case !ok && min == 0:
+		errs.add("jobs", "is required (an empty list for none)")
 	case !ok:
 		errs.add("jobs", "is required")
 	case len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &jobs) != nil:
 		errs.add("jobs", "must be an array of jobs")
-	case len(jobs) == 0:
+	case len(jobs) < min:
 		errs.add("jobs", "must hold at least one job")
 	case len(jobs) > MaxBatchJobs:
 		errs.add("jobs", "must hold at most %d jobs, not %d: send them in several requests", MaxBatchJobs, len(jobs))
 	}
-	return jobs, errs.err()
+	return jobs
 }
 
 // batchJob checks one job of a batch as CreateJob checks a request body.
