@@ -485,6 +485,10 @@ func (s *Service) apply(ctx context.Context, tx *store.ApplySetTx, req Request, 
 			return err
 		}
 	}
+	// owned holds the creates alone so far.
+	if err := tx.Announce(ctx, owned); err != nil {
+		return err
+	}
 	for k := range plan.Changes {
 		c := &plan.Changes[k]
 		switch c.Action {

@@ -254,6 +254,19 @@ func TestUpdate(t *testing.T) {
 		t.Errorf("the same schedule moved the next run to %v", got.NextRunAt)
 	}
 
+	// A schedule that differs only in its window, max_runs or jitter is
+	// a new one (they were once taken for the same, and the change lost).
+	for _, sp := range []schedule.Spec{
+		{Cron: "@hourly", Jitter: "30s"},
+		{Cron: "@hourly", Jitter: "30s", MaxRuns: 5},
+		{Cron: "@hourly", Jitter: "30s", MaxRuns: 5, StartAt: ptr(t0.Add(48 * time.Hour))},
+		{Cron: "@hourly", Jitter: "30s", MaxRuns: 5, StartAt: ptr(t0.Add(48 * time.Hour)), EndAt: ptr(t0.Add(96 * time.Hour))},
+	} {
+		if got, err = svc.Update(ctx, j.ID, Patch{Schedule: &sp}); err != nil || !sameJSON(got.Schedule, sp) {
+			t.Errorf("patch to %+v stored %+v, %v", sp, got.Schedule, err)
+		}
+	}
+
 	// A paused job keeps waiting for Resume.
 	if _, err := svc.Pause(ctx, j.ID); err != nil {
 		t.Fatal(err)

@@ -162,10 +162,9 @@ func (a *ApplySetTx) Delete(ctx context.Context, id uuid.UUID, revision int64) e
 	return nil
 }
 
-// Own makes jobs the set's members, each with its applied hash, and
-// announces those of them due within a minute to the scanners on
-// commit. It changes neither their version nor their revision: whom a
-// job belongs to is not part of what it runs.
+// Own makes jobs the set's members, each with its applied hash. It
+// changes neither their version nor their revision: whom a job belongs
+// to is not part of what it runs.
 func (a *ApplySetTx) Own(ctx context.Context, jobs []*model.Job, hashes []string) error {
 	ids, buckets := make([][16]byte, len(jobs)), make([]int32, len(jobs))
 	for i, j := range jobs {
@@ -178,7 +177,14 @@ func (a *ApplySetTx) Own(ctx context.Context, jobs []*model.Job, hashes []string
 		a.name, ids, buckets, hashes, a.namespace); err != nil {
 		return fmt.Errorf("store: own jobs of apply set %s/%s: %w", a.namespace, a.name, err)
 	}
-	return notifyBatch(ctx, a.tx, jobs, time.Now().Add(notifyHorizon))
+	return nil
+}
+
+// Announce tells the scanners, on commit, of the jobs Create stored that
+// are due within a minute, as CreateJobBatch does (Update announces its
+// own).
+func (a *ApplySetTx) Announce(ctx context.Context, created []*model.Job) error {
+	return notifyBatch(ctx, a.tx, created, time.Now().Add(notifyHorizon))
 }
 
 // Save records an apply of the set: one more revision, its lock, commit

@@ -148,8 +148,8 @@
 //     ListAPIKeys, CountUsableAPIKeys, DeleteAPIKey.
 //   - applysets, and jobs' applyset and applied_hash columns
 //     (applysets.go): ApplySet (one transaction over a set: its jobs
-//     locked in (bucket, id) order, created, updated, deleted and owned,
-//     the set saved, audit entries written), ListApplySets.
+//     locked in (bucket, id) order, created, updated, deleted, owned and
+//     announced, the set saved, audit entries written), ListApplySets.
 //   - audit_log (audit_log.go): CreateAuditEntries, ListAuditEntries,
 //     MaintainAuditPartitions.
 //   - idempotency_keys (idempotency_keys.go): ClaimIdempotencyKey,
