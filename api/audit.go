@@ -44,7 +44,7 @@ func (s *Server) audited(op string, p permission) echo.MiddlewareFunc {
 				}
 				req.Body = io.NopCloser(bytes.NewReader(body))
 			}
-			before, ns, resource := s.auditBefore(c, p.Scope)
+			before, ns, resource := s.auditBefore(c, op, p.Scope)
 			rec := &responseCopy{ResponseWriter: c.Response().Writer}
 			c.Response().Writer = rec
 			if err := next(c); err != nil {
@@ -66,9 +66,17 @@ func (s *Server) audited(op string, p permission) echo.MiddlewareFunc {
 
 // auditBefore reads the resource a change of scope applies to: its API
 // form, namespace and name; nil before when there is none to read.
-func (s *Server) auditBefore(c echo.Context, scope string) (before json.RawMessage, ns, resource string) {
+func (s *Server) auditBefore(c echo.Context, op, scope string) (before json.RawMessage, ns, resource string) {
 	ctx := c.Request().Context()
 	id := strings.TrimSpace(c.Param("id"))
+	if op == "putCalendar" || op == "deleteCalendar" {
+		ns := namespaceOrDefault(c.QueryParam("namespace"))
+		if cal, err := s.store.GetCalendar(ctx, ns, c.Param("name")); err == nil {
+			b, _ := json.Marshal(calendarOf(cal, nil))
+			return b, ns, "calendar " + cal.Name
+		}
+		return nil, ns, "calendar " + c.Param("name")
+	}
 	switch scope {
 	case "job":
 		u, err := uuid.Parse(id)
@@ -149,6 +157,10 @@ func auditEntries(op string, p permission, actor string, reqBody, resBody, befor
 		resource, ns = "channel "+fields.ID, fields.Namespace
 	case "createRule":
 		resource, ns = "rule "+fields.ID, fields.Namespace
+	case "createCalendar":
+		var cal struct{ Name string }
+		_ = json.Unmarshal(after, &cal)
+		resource, ns = "calendar "+cal.Name, fields.Namespace
 	case "createKey":
 		// The key itself is shown once, to its creator, never kept.
 		var k map[string]any

@@ -76,6 +76,15 @@ func (a *authEnv) fixtureJob(ns string) string {
 	return j.Id.String()
 }
 
+// fixtureCalendar makes, with the admin key, a calendar in team-a and
+// returns its name.
+func (a *authEnv) fixtureCalendar() string {
+	a.t.Helper()
+	name := "cal-" + uuid.NewString()[:8]
+	mustStatus(a.t, a.as(a.admin, "POST", "/v1/calendars", map[string]any{"name": name, "namespace": "team-a"}), http.StatusCreated)
+	return name
+}
+
 // fixtureExecution runs a job of ns now and returns the execution's id.
 func (a *authEnv) fixtureExecution(ns string) string {
 	a.t.Helper()
@@ -100,6 +109,7 @@ type request struct {
 // or delete them).
 func operationCases(a *authEnv) map[string]func() request {
 	job := func() string { return a.fixtureJob("team-a") }
+	calendar := a.fixtureCalendar
 	jobBodyIn := func() map[string]any {
 		b := jobBody("c-" + uuid.NewString()[:8])
 		b["namespace"] = "team-a"
@@ -120,6 +130,16 @@ func operationCases(a *authEnv) map[string]func() request {
 		"createJobBatch": func() request {
 			return request{"POST", "/v1/jobs:batch", map[string]any{"jobs": []any{jobBodyIn()}}, false}
 		},
+		"createCalendar": func() request {
+			return request{"POST", "/v1/calendars", map[string]any{"name": "c-" + uuid.NewString()[:8], "namespace": "team-a"}, false}
+		},
+		"listCalendars":  func() request { return request{"GET", "/v1/calendars?namespace=team-a", nil, false} },
+		"getCalendar":    func() request { return request{"GET", "/v1/calendars/" + calendar() + "?namespace=team-a", nil, false} },
+		"putCalendar": func() request {
+			name := calendar()
+			return request{"PUT", "/v1/calendars/" + name + "?namespace=team-a", map[string]any{"name": name}, false}
+		},
+		"deleteCalendar": func() request { return request{"DELETE", "/v1/calendars/" + calendar() + "?namespace=team-a", nil, false} },
 		"listApplySets": func() request { return request{"GET", "/v1/applysets?namespace=team-a", nil, false} },
 		"planApplySet": func() request {
 			return request{"POST", "/v1/applysets/s:plan", map[string]any{"namespace": "team-a", "jobs": []any{jobBodyIn()}}, false}

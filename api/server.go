@@ -72,6 +72,12 @@ type Store interface {
 	// Apply sets (applyset.Store).
 	ApplySet(ctx context.Context, namespace, name string, write bool, fn func(ctx context.Context, a *store.ApplySetTx) error) error
 	ListApplySets(ctx context.Context, namespaces []string) ([]model.ApplySet, error)
+	// Calendars.
+	CreateCalendar(ctx context.Context, c *model.Calendar) error
+	GetCalendar(ctx context.Context, namespace, name string) (model.Calendar, error)
+	ListCalendars(ctx context.Context, namespace string) ([]model.Calendar, error)
+	UpdateCalendar(ctx context.Context, c *model.Calendar, revision int64) error
+	DeleteCalendar(ctx context.Context, namespace, name string) error
 	ListDeadEvents(ctx context.Context, f store.DeadEventFilter) ([]model.DeadEvent, string, error)
 	GetExecutionNamespace(ctx context.Context, id uuid.UUID) (string, error)
 	// Execution logs (logs.go).
@@ -292,7 +298,7 @@ type Server struct {
 	keySchema *openapi3.Schema
 	// The bodies of the notification channels' and rules' POST and
 	// PATCH (notify.go).
-	channelCreateSchema, channelPatchSchema, ruleCreateSchema, rulePatchSchema *openapi3.Schema
+	channelCreateSchema, channelPatchSchema, ruleCreateSchema, rulePatchSchema, calendarSchema *openapi3.Schema
 	// secrets seals channels' secrets (Config.Secrets); httpPolicy
 	// judges their URLs (Config.HTTPPolicy); notifier sends test
 	// messages (Config.Notifier).
@@ -412,7 +418,7 @@ func (s *Server) loadSchemas() error {
 		"PreviewRequest": &s.previewSchema, "JobResumeSelection": &s.resumeSelectionSchema,
 		"ResumeOptions": &s.resumeSchema, "NamespaceSettings": &s.namespaceSchema, "BackfillRequest": &s.backfillSchema,
 		"KeyCreate": &s.keySchema, "ChannelCreate": &s.channelCreateSchema, "ChannelPatch": &s.channelPatchSchema,
-		"RuleCreate": &s.ruleCreateSchema, "RulePatch": &s.rulePatchSchema,
+		"RuleCreate": &s.ruleCreateSchema, "RulePatch": &s.rulePatchSchema, "CalendarSpec": &s.calendarSchema,
 	} {
 		ref := doc.Components.Schemas[name]
 		if ref == nil || ref.Value == nil {

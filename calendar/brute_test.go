@@ -233,6 +233,29 @@ func TestAllowedMatchesReference(t *testing.T) {
 						}
 					}
 				}
+
+				// Periods covers exactly the seconds the reference refuses.
+				for i, c := range check {
+					got := make([]bool, n)
+					for k := range got {
+						got[k] = true
+					}
+					for _, p := range c.Periods(sc.from, sc.to, n) {
+						if p.Calendar == "" || p.Reason == "" {
+							t.Errorf("%s: period %v-%v says no why", c.Name(), p.Start, p.End)
+						}
+						for k := int(p.Start.Sub(sc.from) / time.Second); k < int(p.End.Sub(sc.from)/time.Second) && k < n; k++ {
+							got[k] = false
+						}
+					}
+					for k := range n {
+						if got[k] != want[i][k] {
+							t.Errorf("%s.Periods: second %s allowed %v, the reference says %v", c.Name(),
+								sc.from.Add(time.Duration(k)*time.Second).UTC().Format(time.DateTime), got[k], want[i][k])
+							break
+						}
+					}
+				}
 			})
 		}
 	}

@@ -288,3 +288,54 @@ func zonePeriod(loc *time.Location, u int64) (offset, end int64) {
 	}
 	return int64(off), end
 }
+
+// Period is a stretch of time a calendar does not allow, from Start up to
+// but not including End, with the calendar and rule that keep its start
+// from being allowed (Why).
+type Period struct {
+	Start, End       time.Time
+	Calendar, Reason string
+}
+
+// Periods lists, in order, the stretches of time from `from` up to `to`
+// that c (with what it extends) does not allow, at most max of them, in
+// UTC. Stretches that touch are one, named by the rule at its start; the
+// last is cut at `to`. Like NextAllowed, it steps from one stretch to the
+// next, never second by second.
+func (c *Calendar) Periods(from, to time.Time, max int) []Period {
+	lim := to.Unix()
+	u := from.Unix()
+	var out []Period
+	for u < lim && len(out) < max {
+		// The first second at or after u that some calendar of the chain
+		// refuses by its own rules.
+		start, found := int64(math.MaxInt64), false
+		for _, k := range c.chain {
+			var v int64
+			var ok bool
+			if k.include {
+				v, ok = k.nextUnlisted(u, lim)
+			} else {
+				v, ok = k.nextListed(u, lim)
+			}
+			if ok && v < start {
+				start, found = v, true
+			}
+		}
+		if !found || start >= lim {
+			break
+		}
+		s := time.Unix(start, 0).UTC()
+		end, ok := nextAllowed(c.chain, s, to)
+		if !ok {
+			end = to
+		}
+		cal, why := c.Why(s)
+		out = append(out, Period{Start: s, End: end.UTC(), Calendar: cal, Reason: why})
+		if !ok {
+			break
+		}
+		u = end.Unix()
+	}
+	return out
+}

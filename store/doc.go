@@ -150,6 +150,8 @@
 //     (applysets.go): ApplySet (one transaction over a set: its jobs
 //     locked in (bucket, id) order, created, updated, deleted, owned and
 //     announced, the set saved, audit entries written), ListApplySets.
+//   - calendars (calendars.go): CreateCalendar, GetCalendar,
+//     ListCalendars, UpdateCalendar, DeleteCalendar.
 //   - audit_log (audit_log.go): CreateAuditEntries, ListAuditEntries,
 //     MaintainAuditPartitions.
 //   - idempotency_keys (idempotency_keys.go): ClaimIdempotencyKey,

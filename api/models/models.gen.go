@@ -130,6 +130,42 @@ func (e BreakerState) Valid() bool {
 	}
 }
 
+// Defines values for CalendarMode.
+const (
+	CalendarModeExclude CalendarMode = "exclude"
+	CalendarModeInclude CalendarMode = "include"
+)
+
+// Valid indicates whether the value is a known member of the CalendarMode enum.
+func (e CalendarMode) Valid() bool {
+	switch e {
+	case CalendarModeExclude:
+		return true
+	case CalendarModeInclude:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CalendarSpecMode.
+const (
+	CalendarSpecModeExclude CalendarSpecMode = "exclude"
+	CalendarSpecModeInclude CalendarSpecMode = "include"
+)
+
+// Valid indicates whether the value is a known member of the CalendarSpecMode enum.
+func (e CalendarSpecMode) Valid() bool {
+	switch e {
+	case CalendarSpecModeExclude:
+		return true
+	case CalendarSpecModeInclude:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ChannelType.
 const (
 	ChannelTypeSlack   ChannelType = "slack"
@@ -1118,6 +1154,117 @@ type BulkChange struct {
 
 	// Matched Jobs of the namespace in the state the operation changes (active to pause, paused to resume) that match the selector.
 	Matched int `json:"matched"`
+}
+
+// Calendar defines model for Calendar.
+type Calendar struct {
+	CreatedAt time.Time        `json:"created_at"`
+	Daily     *[]CalendarDaily `json:"daily,omitempty"`
+
+	// Dates Whole local days, `2026-12-25`.
+	Dates *[]string `json:"dates,omitempty"`
+
+	// Days Whole local days by cron-style day rules, `DOM MONTH DOW` (`25 12 *`, `L * *`, `* * MON#1`).
+	Days        *[]string `json:"days,omitempty"`
+	Description *string   `json:"description,omitempty"`
+
+	// Extends Calendars of the namespace that must allow an instant too.
+	Extends *[]string `json:"extends,omitempty"`
+
+	// Mode `exclude` (default): the instants it lists are not allowed. `include`: only they are.
+	Mode *CalendarMode `json:"mode,omitempty"`
+	Name string        `json:"name"`
+
+	// Namespace Defaults to "default".
+	Namespace string `json:"namespace"`
+
+	// Periods In GET, the periods it does not allow from `from` for `days` days, as instants, with why.
+	Periods  *[]CalendarPeriod `json:"periods,omitempty"`
+	Revision int64             `json:"revision"`
+
+	// Timezone The IANA zone its dates and times are in (default UTC).
+	Timezone  *string           `json:"timezone,omitempty"`
+	UpdatedAt time.Time         `json:"updated_at"`
+	Weekly    *[]CalendarWeekly `json:"weekly,omitempty"`
+
+	// Windows Dated windows in local time, end excluded.
+	Windows *[]CalendarWindow `json:"windows,omitempty"`
+}
+
+// CalendarMode `exclude` (default): the instants it lists are not allowed. `include`: only they are.
+type CalendarMode string
+
+// CalendarDaily defines model for CalendarDaily.
+type CalendarDaily struct {
+	// End At or before `start`, the window crosses midnight.
+	End   string `json:"end"`
+	Start string `json:"start"`
+}
+
+// CalendarList defines model for CalendarList.
+type CalendarList struct {
+	Items []Calendar `json:"items"`
+}
+
+// CalendarPeriod defines model for CalendarPeriod.
+type CalendarPeriod struct {
+	// Calendar The calendar whose rule it is (this one, or one it extends).
+	Calendar string    `json:"calendar"`
+	End      time.Time `json:"end"`
+	Reason   string    `json:"reason"`
+	Start    time.Time `json:"start"`
+}
+
+// CalendarSpec defines model for CalendarSpec.
+type CalendarSpec struct {
+	Daily *[]CalendarDaily `json:"daily,omitempty"`
+
+	// Dates Whole local days, `2026-12-25`.
+	Dates *[]string `json:"dates,omitempty"`
+
+	// Days Whole local days by cron-style day rules, `DOM MONTH DOW` (`25 12 *`, `L * *`, `* * MON#1`).
+	Days        *[]string `json:"days,omitempty"`
+	Description *string   `json:"description,omitempty"`
+
+	// Extends Calendars of the namespace that must allow an instant too.
+	Extends *[]string `json:"extends,omitempty"`
+
+	// Mode `exclude` (default): the instants it lists are not allowed. `include`: only they are.
+	Mode *CalendarSpecMode `json:"mode,omitempty"`
+	Name string            `json:"name"`
+
+	// Namespace Defaults to "default".
+	Namespace *string `json:"namespace,omitempty"`
+
+	// Timezone The IANA zone its dates and times are in (default UTC).
+	Timezone *string           `json:"timezone,omitempty"`
+	Weekly   *[]CalendarWeekly `json:"weekly,omitempty"`
+
+	// Windows Dated windows in local time, end excluded.
+	Windows *[]CalendarWindow `json:"windows,omitempty"`
+}
+
+// CalendarSpecMode `exclude` (default): the instants it lists are not allowed. `include`: only they are.
+type CalendarSpecMode string
+
+// CalendarWeekly defines model for CalendarWeekly.
+type CalendarWeekly struct {
+	// Days MON … SUN.
+	Days []string `json:"days"`
+
+	// End An end at or before `start` crosses midnight into the next day.
+	End *string `json:"end,omitempty"`
+
+	// Start Local time of day, `22:00`, with `end` (both absent: the whole day).
+	Start *string `json:"start,omitempty"`
+}
+
+// CalendarWindow defines model for CalendarWindow.
+type CalendarWindow struct {
+	End string `json:"end"`
+
+	// Start Local date and time, `2026-12-24T18:00` (seconds optional).
+	Start string `json:"start"`
 }
 
 // Channel defines model for Channel.
@@ -2917,6 +3064,36 @@ type ListAuditParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// ListCalendarsParams defines parameters for ListCalendars.
+type ListCalendarsParams struct {
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+}
+
+// DeleteCalendarParams defines parameters for DeleteCalendar.
+type DeleteCalendarParams struct {
+	// Namespace The calendar's namespace (default `default`).
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+}
+
+// GetCalendarParams defines parameters for GetCalendar.
+type GetCalendarParams struct {
+	// From Where `periods` start (RFC 3339; default now).
+	From *time.Time `form:"from,omitempty" json:"from,omitempty"`
+
+	// Days How many days `periods` cover (1-366, default 14).
+	Days *int `form:"days,omitempty" json:"days,omitempty"`
+
+	// Namespace The calendar's namespace (default `default`).
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+}
+
+// PutCalendarParams defines parameters for PutCalendar.
+type PutCalendarParams struct {
+	// Namespace The calendar's namespace (default `default`).
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+	IfMatch   *string `json:"If-Match,omitempty"`
+}
+
 // WatchChangesParams defines parameters for WatchChanges.
 type WatchChangesParams struct {
 	// Namespace The namespace to watch; default the key's own (every namespace for a key of `*`).
@@ -3233,6 +3410,12 @@ type ApplyApplySetJSONRequestBody = ApplySetRequest
 
 // PlanApplySetJSONRequestBody defines body for PlanApplySet for application/json ContentType.
 type PlanApplySetJSONRequestBody = ApplySetRequest
+
+// CreateCalendarJSONRequestBody defines body for CreateCalendar for application/json ContentType.
+type CreateCalendarJSONRequestBody = CalendarSpec
+
+// PutCalendarJSONRequestBody defines body for PutCalendar for application/json ContentType.
+type PutCalendarJSONRequestBody = CalendarSpec
 
 // CreateJobJSONRequestBody defines body for CreateJob for application/json ContentType.
 type CreateJobJSONRequestBody = JobCreate

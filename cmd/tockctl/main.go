@@ -130,7 +130,13 @@ type cli struct {
 		List   keysListCmd   `cmd:"" default:"1" help:"List API keys (without their secrets)."`
 		Delete keysDeleteCmd `cmd:"" help:"Delete an API key."`
 	} `cmd:"" help:"API keys: who may call the API, in which namespace, with which role."`
-	Export exportCmd `cmd:"" help:"Write jobs as files (--dir/<namespace>/<name>.yaml) to keep in git: the create bodies they hold, secret header values left as {env: TOCK_SECRET_<JOB>_<HEADER>} references to fill."`
+	Export    exportCmd `cmd:"" help:"Write jobs as files (--dir/<namespace>/<name>.yaml) to keep in git: the create bodies they hold, secret header values left as {env: TOCK_SECRET_<JOB>_<HEADER>} references to fill."`
+	Calendars struct {
+		List   calendarsListCmd   `cmd:"" default:"1" help:"List calendars: zone, mode, rules, what they extend."`
+		Get    calendarsGetCmd    `cmd:"" help:"Show a calendar and the periods it does not allow in the next --days."`
+		Apply  calendarsApplyCmd  `cmd:"" help:"Create a calendar from a YAML or JSON file, or replace it when its name exists (editor)."`
+		Delete calendarsDeleteCmd `cmd:"" help:"Delete a calendar (not one another extends)."`
+	} `cmd:"" help:"Calendars: days and windows jobs must not run in (holidays, maintenance), or may run in alone (business days)."`
 	Apply  applyCmd  `cmd:"" help:"Make a set of jobs (--set) what a directory of job files says, in one transaction: shows the plan (create, update, delete with --prune, adopt, drift), then applies it unless --dry-run."`
 	Diff   diffCmd   `cmd:"" help:"Show what apply would change; exit code 0 when nothing, 1 when something, 2 on an error (for CI)."`
 	Whoami whoamiCmd `cmd:"" help:"Who the server takes you for: your grants, and the namespaces where you may take each action."`
