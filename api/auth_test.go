@@ -133,13 +133,15 @@ func operationCases(a *authEnv) map[string]func() request {
 		"createCalendar": func() request {
 			return request{"POST", "/v1/calendars", map[string]any{"name": "c-" + uuid.NewString()[:8], "namespace": "team-a"}, false}
 		},
-		"listCalendars":  func() request { return request{"GET", "/v1/calendars?namespace=team-a", nil, false} },
-		"getCalendar":    func() request { return request{"GET", "/v1/calendars/" + calendar() + "?namespace=team-a", nil, false} },
+		"listCalendars": func() request { return request{"GET", "/v1/calendars?namespace=team-a", nil, false} },
+		"getCalendar":   func() request { return request{"GET", "/v1/calendars/" + calendar() + "?namespace=team-a", nil, false} },
 		"putCalendar": func() request {
 			name := calendar()
 			return request{"PUT", "/v1/calendars/" + name + "?namespace=team-a", map[string]any{"name": name}, false}
 		},
-		"deleteCalendar": func() request { return request{"DELETE", "/v1/calendars/" + calendar() + "?namespace=team-a", nil, false} },
+		"deleteCalendar": func() request {
+			return request{"DELETE", "/v1/calendars/" + calendar() + "?namespace=team-a", nil, false}
+		},
 		"listApplySets": func() request { return request{"GET", "/v1/applysets?namespace=team-a", nil, false} },
 		"planApplySet": func() request {
 			return request{"POST", "/v1/applysets/s:plan", map[string]any{"namespace": "team-a", "jobs": []any{jobBodyIn()}}, false}

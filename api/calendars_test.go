@@ -39,7 +39,7 @@ func TestCalendars(t *testing.T) {
 	}
 
 	business := map[string]any{"name": "business", "timezone": "America/New_York", "mode": "include",
-		"weekly": []any{map[string]any{"days": []string{"MON", "TUE", "WED", "THU", "FRI"}, "start": "09:00", "end": "17:00"}},
+		"weekly":  []any{map[string]any{"days": []string{"MON", "TUE", "WED", "THU", "FRI"}, "start": "09:00", "end": "17:00"}},
 		"extends": []string{"us-holidays"}}
 	mustStatus(t, e.do("POST", "/v1/calendars", business), http.StatusCreated)
 	r = e.do("GET", "/v1/calendars/business?from=2026-12-24T00:00:00Z&days=2", nil)
