@@ -59,6 +59,29 @@ func TestCalendars(t *testing.T) {
 		t.Fatalf("business allows %v; periods %+v", allowed, *got.Periods)
 	}
 
+	// A schedule's preview marks the runs a calendar does not allow.
+	r = e.do("POST", "/v1/schedules:preview", map[string]any{"schedule": map[string]any{"cron": "0 0 12 * * *", "timezone": "America/New_York"},
+		"from": "2026-12-23T00:00:00Z", "count": 4, "calendars": []string{"us-holidays"}})
+	mustStatus(t, r, http.StatusOK)
+	var pv models.Preview
+	r.decode(t, &pv)
+	var marks []string
+	for _, f := range pv.Fires {
+		m := f.At.Format("01-02")
+		if f.Excluded != nil {
+			m += " " + f.Excluded.Calendar + ": " + f.Excluded.Reason
+		}
+		marks = append(marks, m)
+	}
+	if got := strings.Join(marks, ", "); got != "12-23, 12-24, 12-25 us-holidays: date 2026-12-25, 12-26" {
+		t.Fatalf("preview marks: %s", got)
+	}
+	r = e.do("POST", "/v1/schedules:preview", map[string]any{"schedule": map[string]any{"cron": "@daily"}, "calendars": []string{"nope"}})
+	mustStatus(t, r, http.StatusBadRequest)
+	if pr := r.problem(t); !hasField(pr, "calendars[0]") {
+		t.Fatalf("an unknown calendar: %s", fieldsOf(pr))
+	}
+
 	// Faults are named by field; a cycle by extends.
 	r = e.do("POST", "/v1/calendars", map[string]any{"name": "bad", "timezone": "Mars/Olympus", "dates": []string{"2026-02-30"},
 		"extends": []string{"nope"}, "colour": "red"})

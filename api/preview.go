@@ -1,12 +1,14 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/calendar"
 	"github.com/tock-sched/tock/jobs"
 )
 
@@ -50,11 +52,42 @@ func (h *endpoints) PreviewSchedule(c echo.Context) error {
 	}
 	// What Create would refuse.
 	checkStartAt(sp, &faults)
+	var cals []*calendar.Calendar
+	if req.Calendars != nil && len(*req.Calendars) > 0 {
+		ns := namespaceOrDefault(deref(req.Namespace))
+		if err := h.calendarNamespace(c, "previewSchedule", ns); err != nil {
+			return err
+		}
+		compiled, err := h.compiledCalendars(c, ns, nil)
+		if err != nil {
+			return err
+		}
+		for i, name := range *req.Calendars {
+			if cal := compiled[name]; cal != nil {
+				cals = append(cals, cal)
+			} else {
+				faults.add(fmt.Sprintf("calendars[%d]", i), "no calendar is called %q in namespace %q", name, ns)
+			}
+		}
+	}
 	// Report the use case's faults along with the request's.
 	if errs := shape.merge(faults); len(errs) > 0 {
 		return errs.err()
 	}
-	return c.JSON(http.StatusOK, previewOf(pv))
+	out := previewOf(pv)
+	for i := range out.Fires {
+		f := &out.Fires[i]
+		for _, cal := range cals {
+			if name, why := cal.Why(f.At); name != "" {
+				f.Excluded = &struct {
+					Calendar string `json:"calendar"`
+					Reason   string `json:"reason"`
+				}{name, why}
+				break
+			}
+		}
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // previewOf is the API's view of a preview.

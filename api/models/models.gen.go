@@ -2522,6 +2522,12 @@ type PreviewFire struct {
 	At  time.Time       `json:"at"`
 	Dst *PreviewFireDst `json:"dst,omitempty"`
 
+	// Excluded In a preview with `calendars`, the first of them that does not allow this run, and the rule that lists it.
+	Excluded *struct {
+		Calendar string `json:"calendar"`
+		Reason   string `json:"reason"`
+	} `json:"excluded,omitempty"`
+
 	// Local The same instant in the schedule's time zone, with its offset.
 	//
 	// Example: 2026-03-08T03:00:00-04:00
@@ -2556,11 +2562,17 @@ type PreviewFireDst string
 
 // PreviewRequest defines model for PreviewRequest.
 type PreviewRequest struct {
+	// Calendars Calendars of `namespace` to mark the runs with; a run one of them does not allow says so in `excluded`. The runs listed are still the schedule's (jobs do not use calendars yet).
+	Calendars *[]string `json:"calendars,omitempty"`
+
 	// Count How many runs to list.
 	Count *int `json:"count,omitempty"`
 
 	// From Preview as if the job were created at this time; default now, by the database's clock.
 	From *time.Time `json:"from,omitempty"`
+
+	// Namespace The namespace of `calendars` (default `default`).
+	Namespace *string `json:"namespace,omitempty"`
 
 	// Schedule When a job runs. Set at most one of `cron`, `at` and `in`; none of
 	// them (or no schedule at all) means run once, now.

@@ -1082,6 +1082,71 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/calendars": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List calendars, by namespace and name
+         * @description Every calendar of a namespace (of the key's own when `namespace` is absent).
+         */
+        get: operations["listCalendars"];
+        put?: never;
+        /**
+         * Create a calendar
+         * @description Creates a calendar in its namespace (docs/jobs.md, "Calendars"): the
+         *     days and windows it lists, evaluated by local date and time in its
+         *     own `timezone`, which it excludes (`mode: exclude`, the default) or
+         *     allows alone (`mode: include`), and the calendars it `extends`
+         *     (an instant must be allowed by every one of them too). Every bad
+         *     field is reported in one 400 naming it (`dates[2]`,
+         *     `weekly[0].end`, `extends[0]`); a name taken in the namespace is a
+         *     409.
+         */
+        post: operations["createCalendar"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/calendars/{name}": {
+        parameters: {
+            query?: {
+                /** @description The calendar's namespace (default `default`). */
+                namespace?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        /** Get a calendar, with what it excludes next */
+        get: operations["getCalendar"];
+        /**
+         * Replace a calendar
+         * @description Replaces the calendar's rules (its `name` in the body, if given,
+         *     must be the path's), checked as on create, extends included (a
+         *     cycle is a 400 naming `extends`). `If-Match` with the calendar's
+         *     `ETag` (its revision) replaces it only while it is still at that
+         *     revision (412 otherwise).
+         */
+        put: operations["putCalendar"];
+        post?: never;
+        /**
+         * Delete a calendar
+         * @description A calendar another calendar extends is not deleted (409 naming them).
+         */
+        delete: operations["deleteCalendar"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/notification-channels": {
         parameters: {
             query?: never;
@@ -2374,6 +2439,90 @@ export interface components {
             /** @description Absent on the last page. */
             next_cursor?: string;
         };
+        CalendarSpec: {
+            name: string;
+            /** @description Defaults to "default". */
+            namespace?: string;
+            /** @description The IANA zone its dates and times are in (default UTC). */
+            timezone?: string;
+            /**
+             * @description `exclude` (default): the instants it lists are not allowed. `include`: only they are.
+             * @enum {string}
+             */
+            mode?: "exclude" | "include";
+            description?: string;
+            /** @description Whole local days, `2026-12-25`. */
+            dates?: string[];
+            /** @description Dated windows in local time, end excluded. */
+            windows?: components["schemas"]["CalendarWindow"][];
+            weekly?: components["schemas"]["CalendarWeekly"][];
+            daily?: components["schemas"]["CalendarDaily"][];
+            /** @description Whole local days by cron-style day rules, `DOM MONTH DOW` (`25 12 *`, `L * *`, `* * MON#1`). */
+            days?: string[];
+            /** @description Calendars of the namespace that must allow an instant too. */
+            extends?: string[];
+        };
+        CalendarWindow: {
+            /** @description Local date and time, `2026-12-24T18:00` (seconds optional). */
+            start: string;
+            end: string;
+        };
+        CalendarWeekly: {
+            /** @description MON … SUN. */
+            days: string[];
+            /** @description Local time of day, `22:00`, with `end` (both absent: the whole day). */
+            start?: string;
+            /** @description An end at or before `start` crosses midnight into the next day. */
+            end?: string;
+        };
+        CalendarDaily: {
+            start: string;
+            /** @description At or before `start`, the window crosses midnight. */
+            end: string;
+        };
+        Calendar: {
+            name: string;
+            /** @description Defaults to "default". */
+            namespace: string;
+            /** @description The IANA zone its dates and times are in (default UTC). */
+            timezone?: string;
+            /**
+             * @description `exclude` (default): the instants it lists are not allowed. `include`: only they are.
+             * @enum {string}
+             */
+            mode?: "exclude" | "include";
+            description?: string;
+            /** @description Whole local days, `2026-12-25`. */
+            dates?: string[];
+            /** @description Dated windows in local time, end excluded. */
+            windows?: components["schemas"]["CalendarWindow"][];
+            weekly?: components["schemas"]["CalendarWeekly"][];
+            daily?: components["schemas"]["CalendarDaily"][];
+            /** @description Whole local days by cron-style day rules, `DOM MONTH DOW` (`25 12 *`, `L * *`, `* * MON#1`). */
+            days?: string[];
+            /** @description Calendars of the namespace that must allow an instant too. */
+            extends?: string[];
+            /** Format: int64 */
+            revision: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description In GET, the periods it does not allow from `from` for `days` days, as instants, with why. */
+            periods?: components["schemas"]["CalendarPeriod"][];
+        };
+        CalendarPeriod: {
+            /** Format: date-time */
+            start: string;
+            /** Format: date-time */
+            end: string;
+            /** @description The calendar whose rule it is (this one, or one it extends). */
+            calendar: string;
+            reason: string;
+        };
+        CalendarList: {
+            items: components["schemas"]["Calendar"][];
+        };
         ApplySetRequest: {
             /** @description The set's namespace (default `default`); every job of `jobs` is in it. */
             namespace?: string;
@@ -2776,6 +2925,10 @@ export interface components {
              * @description Preview as if the job were created at this time; default now, by the database's clock.
              */
             from?: string;
+            /** @description The namespace of `calendars` (default `default`). */
+            namespace?: string;
+            /** @description Calendars of `namespace` to mark the runs with; a run one of them does not allow says so in `excluded`. The runs listed are still the schedule's (jobs do not use calendars yet). */
+            calendars?: string[];
         };
         Preview: {
             /**
@@ -2838,6 +2991,11 @@ export interface components {
              * @example 02:30 did not exist (clocks went forward from 02:00 to 03:00); runs at the first instant after the gap
              */
             note?: string;
+            /** @description In a preview with `calendars`, the first of them that does not allow this run, and the rule that lists it. */
+            excluded?: {
+                calendar: string;
+                reason: string;
+            };
             /**
              * @description For a job with `depends_on`, the run of each upstream this run
              *     waits for, as their schedules say (a chain's runs are its
@@ -4646,6 +4804,162 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listCalendars: {
+        parameters: {
+            query?: {
+                namespace?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The calendars. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CalendarList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            default: components["responses"]["Error"];
+        };
+    };
+    createCalendar: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CalendarSpec"];
+            };
+        };
+        responses: {
+            /** @description The calendar was created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Calendar"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            415: components["responses"]["UnsupportedMediaType"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getCalendar: {
+        parameters: {
+            query?: {
+                /** @description The calendar's namespace (default `default`). */
+                namespace?: string;
+                /** @description Where `periods` start (RFC 3339; default now). */
+                from?: string;
+                /** @description How many days `periods` cover (1-366, default 14). */
+                days?: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The calendar. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Calendar"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            default: components["responses"]["Error"];
+        };
+    };
+    putCalendar: {
+        parameters: {
+            query?: {
+                /** @description The calendar's namespace (default `default`). */
+                namespace?: string;
+            };
+            header?: {
+                "If-Match"?: string;
+            };
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CalendarSpec"];
+            };
+        };
+        responses: {
+            /** @description The calendar as replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Calendar"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            412: components["responses"]["PreconditionFailed"];
+            415: components["responses"]["UnsupportedMediaType"];
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteCalendar: {
+        parameters: {
+            query?: {
+                /** @description The calendar's namespace (default `default`). */
+                namespace?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             default: components["responses"]["Error"];
         };
     };
