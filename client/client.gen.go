@@ -290,6 +290,11 @@ type ClientInterface interface {
 
 	// GetCalendar Get a calendar, with what it excludes next
 	//
+	// The calendar, and in `periods` the stretches of time it does not
+	// allow (with what it extends) from `from` for `days` days, as
+	// instants in UTC, each with the calendar and the rule that keeps its
+	// start from being allowed. Stretches that touch are one.
+	//
 	// Corresponds with GET /v1/calendars/{name} (the `GetCalendar` operationId).
 	GetCalendar(ctx context.Context, name string, params *GetCalendarParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1566,6 +1571,11 @@ func (c *Client) DeleteCalendar(ctx context.Context, name string, params *Delete
 }
 
 // GetCalendar Get a calendar, with what it excludes next
+//
+// The calendar, and in `periods` the stretches of time it does not
+// allow (with what it extends) from `from` for `days` days, as
+// instants in UTC, each with the calendar and the rule that keeps its
+// start from being allowed. Stretches that touch are one.
 //
 // Corresponds with GET /v1/calendars/{name} (the `GetCalendar` operationId).
 func (c *Client) GetCalendar(ctx context.Context, name string, params *GetCalendarParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7037,6 +7047,11 @@ type ClientWithResponsesInterface interface {
 	DeleteCalendarWithResponse(ctx context.Context, name string, params *DeleteCalendarParams, reqEditors ...RequestEditorFn) (*DeleteCalendarResponse, error)
 
 	// GetCalendarWithResponse Get a calendar, with what it excludes next
+	//
+	// The calendar, and in `periods` the stretches of time it does not
+	// allow (with what it extends) from `from` for `days` days, as
+	// instants in UTC, each with the calendar and the rule that keeps its
+	// start from being allowed. Stretches that touch are one.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13701,6 +13716,11 @@ func (c *ClientWithResponses) DeleteCalendarWithResponse(ctx context.Context, na
 }
 
 // GetCalendarWithResponse Get a calendar, with what it excludes next
+//
+// The calendar, and in `periods` the stretches of time it does not
+// allow (with what it extends) from `from` for `days` days, as
+// instants in UTC, each with the calendar and the rule that keeps its
+// start from being allowed. Stretches that touch are one.
 //
 // Returns a wrapper object for the known response body format(s).
 //

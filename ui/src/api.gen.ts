@@ -1125,7 +1125,13 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Get a calendar, with what it excludes next */
+        /**
+         * Get a calendar, with what it excludes next
+         * @description The calendar, and in `periods` the stretches of time it does not
+         *     allow (with what it extends) from `from` for `days` days, as
+         *     instants in UTC, each with the calendar and the rule that keeps its
+         *     start from being allowed. Stretches that touch are one.
+         */
         get: operations["getCalendar"];
         /**
          * Replace a calendar
