@@ -284,3 +284,34 @@ func planValue(v any) string {
 	}
 	return string(b)
 }
+
+// applySetsCmd is tockctl applysets.
+type applySetsCmd struct {
+	Namespace string `help:"Only this namespace's sets (default: every one your key may read)." placeholder:"NS"`
+}
+
+// Run lists the apply sets.
+func (c *applySetsCmd) Run(a *app) error {
+	r, err := a.api.ListApplySetsWithResponse(a.ctx, &models.ListApplySetsParams{Namespace: optional(c.Namespace)})
+	if err := check(r, err); err != nil {
+		return err
+	}
+	if a.json {
+		return a.printRawJSON(r.Body)
+	}
+	l, err := decoded(r.JSON200)
+	if err != nil {
+		return err
+	}
+	w := a.table()
+	fmt.Fprintln(w, "SET\tJOBS\tREVISION\tLOCKED\tCOMMIT\tAPPLIED\tBY")
+	for _, s := range l.Items {
+		locked := "no"
+		if s.Lock {
+			locked = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", qualified(s.Namespace, s.Name), s.Members, s.Revision, locked,
+			or(deref(s.Commit), "-"), s.AppliedAt.Format("2006-01-02T15:04:05Z"), s.AppliedBy)
+	}
+	return w.Flush()
+}

@@ -55,6 +55,9 @@ func TestApplyRoundTrip(t *testing.T) {
 	if r := diffCode(t, src.URL, files, "nightly"); r.code != 0 || !strings.Contains(r.stdout, "no changes") {
 		t.Fatalf("diff after adopting: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	if out := ok(t, src.URL, "applysets"); !strings.Contains(out, "src/nightly  8     1         no      abc123") {
+		t.Fatalf("applysets:\n%s", out)
+	}
 
 	// A fresh cluster made from the files.
 	dst := fileServer(t)
