@@ -406,6 +406,23 @@ func TestDashboard(t *testing.T) {
 		b.checkClean()
 	})
 
+	step("calendars: listed, and what one does not allow next", func(t *testing.T) {
+		b.t = t
+		day := time.Now().UTC().AddDate(0, 0, 3).Format(time.DateOnly)
+		if code := s.call(t, s.admin, "POST", "/v1/calendars", map[string]any{"name": "ui-holidays", "timezone": "UTC", "dates": []string{day},
+			"weekly": []any{map[string]any{"days": []string{"SAT"}, "start": "22:00", "end": "02:00"}}}, nil); code != http.StatusCreated {
+			t.Fatalf("create calendar: %d", code)
+		}
+		b.open("/calendars?namespace=default")
+		b.waitText(`tr[data-calendar="ui-holidays"]`, "1 dates, 1 weekly")
+		if err := b.eval(`document.querySelector('tr[data-calendar="ui-holidays"] a').click()`, nil); err != nil && !strings.Contains(err.Error(), "undefined") {
+			t.Fatal(err)
+		}
+		b.waitText("main h1", "Calendar default/ui-holidays")
+		b.waitText("main table", "date "+day)
+		b.checkClean()
+	})
+
 	step("create a key, its secret shown once", func(t *testing.T) {
 		b.t = t
 		b.open("/keys")
@@ -462,6 +479,7 @@ func TestDashboard(t *testing.T) {
 			"overview": "/", "jobs": "/jobs", "new job": "/jobs/new", "job": "/jobs/" + jobID,
 			"executions": "/executions", "execution": "/executions/" + l.Items[0].Id.String(),
 			"cluster": "/cluster", "keys": "/keys", "audit": "/audit",
+			"calendars": "/calendars", "calendar": "/calendars/ui-holidays?namespace=default",
 		}
 		shots := os.Getenv("TOCK_UI_SCREENSHOTS")
 		for name, path := range pages {

@@ -26,6 +26,7 @@ export function Frame({ children }: { children: ComponentChildren }) {
             {link("/executions", "Executions")}
             {can("handlers.list") && link("/handlers", "Handlers")}
             {can("notifications.list") && link("/notifications", "Notifications")}
+            {can("calendars.list") && link("/calendars", "Calendars")}
             {can("nodes.list") && link("/cluster", "Cluster")}
             {can("keys.list") && link("/keys", "Keys")}
             {can("audit.list") && link("/audit", "Audit")}
