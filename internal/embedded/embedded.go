@@ -5,11 +5,13 @@ package embedded
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -19,13 +21,53 @@ import (
 )
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+//
+// It picks one at random below the kernel's ephemeral range (Linux's
+// ip_local_port_range), from 10000 up. A port of that range, which the
+// kernel hands to every outgoing connection and to every listener on
+// port 0, can be taken by one of them while a server stopped on it waits
+// to start again on the same port (a cluster member restarted keeps its
+// URLs): the restart then fails with "address already in use", which the
+// tests that stop and restart etcd members met under load. Where the
+// range cannot be read, or leaves no room below it, the kernel picks.
 func FreePort() (int, error) {
+	if lo := ephemeralLow(); lo > minPort+1000 {
+		for range 100 {
+			p := minPort + rand.IntN(lo-minPort)
+			if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+				l.Close()
+				return p, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// minPort is the lowest port FreePort picks: above the well-known
+// services of a development machine.
+const minPort = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 when
+// it cannot be read (not Linux).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return lo
 }
 
 // Etcd is a single-member etcd server. Ports and data directory are kept
