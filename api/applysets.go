@@ -129,6 +129,7 @@ func (h *endpoints) applySetRequest(c echo.Context, name string, members map[str
 		errs.add("plan_hash", "is required: the plan_hash of the plan to apply")
 	}
 	raws := jobsMember(members, 0, &errs)
+	var at []int // at[k]: the place in raws of req.Jobs[k]
 	for i, raw := range raws {
 		field := "jobs[" + strconv.Itoa(i) + "]"
 		raw = bytes.TrimSpace(raw)
@@ -147,15 +148,22 @@ func (h *endpoints) applySetRequest(c echo.Context, name string, members map[str
 			syntax.add("namespace", "is %q, not the set's namespace %q", *jc.Namespace, req.Namespace)
 		}
 		nj.Namespace, nj.MayRead = req.Namespace, req.MayRead
-		// The use case's faults with the request's, as POST /v1/jobs
-		// reports them (the plan builds the jobs again).
-		_, err := h.s.jobs.BuildDefinition(nj)
+		errs = append(errs, shape.merge(syntax).under(field)...)
+		req.Jobs = append(req.Jobs, applyset.Desired{Job: nj, Paused: jc.Paused})
+		at = append(at, i)
+	}
+	if len(errs) == 0 {
+		return req, nil // the plan reports the use case's faults
+	}
+	// With the request's faults, the use case's too, as POST /v1/jobs
+	// reports them: every fault of the request in one answer.
+	for i, d := range req.Jobs {
+		_, err := h.s.jobs.BuildDefinition(d.Job)
 		faults := fieldErrorsOf(jobs.Faults(err))
 		if err != nil && faults == nil {
 			return req, h.internal(c, err)
 		}
-		errs = append(errs, shape.merge(append(faults, syntax...)).under(field)...)
-		req.Jobs = append(req.Jobs, applyset.Desired{Job: nj, Paused: jc.Paused})
+		errs = append(errs, faults.under("jobs["+strconv.Itoa(at[i])+"]")...)
 	}
 	return req, errs.err()
 }
@@ -201,7 +209,9 @@ func (h *endpoints) planOf(c echo.Context, p *applyset.Plan) models.ApplySetPlan
 		_ = json.Unmarshal(b, &m)
 		return m
 	}
-	s := &out.Summary
+	out.Summary = models.ApplySetSummary{Create: p.Count(applyset.Create), Update: p.Count(applyset.Update),
+		Delete: p.Count(applyset.Delete), Adopt: p.Count(applyset.Adopt), Unchanged: p.Count(applyset.Unchanged),
+		Orphan: p.Count(applyset.Orphan), Conflict: p.Count(applyset.Conflict), Drift: p.Drifted()}
 	for _, ch := range p.Changes {
 		item := models.ApplySetChange{Action: models.ApplySetChangeAction(ch.Action), Name: ch.Name, Drift: ch.Drift, Reason: nonEmpty(ch.Reason)}
 		if ch.Current != nil {
@@ -230,25 +240,6 @@ func (h *endpoints) planOf(c echo.Context, p *applyset.Plan) models.ApplySetPlan
 				}
 			}
 			item.Fields = &fields
-		}
-		if ch.Drift {
-			s.Drift++
-		}
-		switch ch.Action {
-		case applyset.Create:
-			s.Create++
-		case applyset.Update:
-			s.Update++
-		case applyset.Delete:
-			s.Delete++
-		case applyset.Adopt:
-			s.Adopt++
-		case applyset.Unchanged:
-			s.Unchanged++
-		case applyset.Orphan:
-			s.Orphan++
-		case applyset.Conflict:
-			s.Conflict++
 		}
 		out.Changes = append(out.Changes, item)
 	}

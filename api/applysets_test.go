@@ -164,6 +164,20 @@ func TestApplySetLife(t *testing.T) {
 	if p := e.plan("pay", body2); actions(p) != "a:unchanged b:unchanged c:unchanged" {
 		t.Fatalf("plan after apply: %s", actions(p))
 	}
+	// A file that says paused: false resumes the job; one that says
+	// nothing leaves the state alone.
+	jobsNow[2].(map[string]any)["paused"] = false
+	if done = e.apply("pay", body2); actions(done) != "a:unchanged b:unchanged c:update" {
+		t.Fatalf("resume by file: %s", actions(done))
+	}
+	if got := e.getJob(c.Id); got.State != "active" || got.NextRunAt == nil {
+		t.Fatalf("c after paused: false: %s, next %v", got.State, got.NextRunAt)
+	}
+	delete(jobsNow[2].(map[string]any), "paused")
+	mustStatus(t, e.do("POST", "/v1/jobs/"+c.Id.String()+"/pause", nil), http.StatusOK)
+	if p := e.plan("pay", body2); actions(p) != "a:unchanged b:unchanged c:unchanged" {
+		t.Fatalf("a pause by hand, files silent on it: %s", actions(p))
+	}
 
 	// A job of the same name outside the set: a conflict unless adopted;
 	// a job of another set: always one.

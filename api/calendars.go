@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/tock-sched/tock/api/models"
@@ -40,7 +42,7 @@ func (h *endpoints) CreateCalendar(c echo.Context) error {
 		if errors.Is(err, store.ErrConflict) {
 			return conflict(fmt.Sprintf("A calendar named %q already exists in namespace %q.", req.Name, ns))
 		}
-		return h.storeError(c, err, "calendar", [16]byte{})
+		return h.storeError(c, err, "calendar", uuid.Nil)
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/v1/calendars/"+cal.Name+"?namespace="+ns)
 	c.Response().Header().Set("ETag", `"`+strconv.FormatInt(cal.Revision, 10)+`"`)
@@ -59,7 +61,7 @@ func (h *endpoints) ListCalendars(c echo.Context, p models.ListCalendarsParams) 
 	}
 	cals, err := h.s.store.ListCalendars(c.Request().Context(), ns)
 	if err != nil {
-		return h.storeError(c, err, "calendar", [16]byte{})
+		return h.storeError(c, err, "calendar", uuid.Nil)
 	}
 	out := models.CalendarList{Items: make([]models.Calendar, 0, len(cals))}
 	for _, cal := range cals {
@@ -95,7 +97,7 @@ func (h *endpoints) GetCalendar(c echo.Context, name string, p models.GetCalenda
 		return notFound(fmt.Sprintf("No calendar %q in namespace %q.", name, ns))
 	}
 	if err != nil {
-		return h.storeError(c, err, "calendar", [16]byte{})
+		return h.storeError(c, err, "calendar", uuid.Nil)
 	}
 	compiled, err := h.compiledCalendars(c, ns, nil)
 	if err != nil {
@@ -142,7 +144,7 @@ func (h *endpoints) PutCalendar(c echo.Context, name string, p models.PutCalenda
 	case errors.Is(err, store.ErrRevision):
 		return preconditionFailed("calendar " + name)
 	case err != nil:
-		return h.storeError(c, err, "calendar", [16]byte{})
+		return h.storeError(c, err, "calendar", uuid.Nil)
 	}
 	c.Response().Header().Set("ETag", `"`+strconv.FormatInt(cal.Revision, 10)+`"`)
 	return c.JSON(http.StatusOK, calendarOf(cal, nil))
@@ -157,12 +159,12 @@ func (h *endpoints) DeleteCalendar(c echo.Context, name string, p models.DeleteC
 	ctx := c.Request().Context()
 	cals, err := h.s.store.ListCalendars(ctx, ns)
 	if err != nil {
-		return h.storeError(c, err, "calendar", [16]byte{})
+		return h.storeError(c, err, "calendar", uuid.Nil)
 	}
 	var by []string
 	for _, cal := range cals {
 		var spec calendar.Spec
-		if json.Unmarshal(cal.Spec, &spec) == nil && contains(spec.Extends, name) {
+		if json.Unmarshal(cal.Spec, &spec) == nil && slices.Contains(spec.Extends, name) {
 			by = append(by, cal.Name)
 		}
 	}
@@ -172,7 +174,7 @@ func (h *endpoints) DeleteCalendar(c echo.Context, name string, p models.DeleteC
 	if err := h.s.store.DeleteCalendar(ctx, ns, name); errors.Is(err, store.ErrNotFound) {
 		return notFound(fmt.Sprintf("No calendar %q in namespace %q.", name, ns))
 	} else if err != nil {
-		return h.storeError(c, err, "calendar", [16]byte{})
+		return h.storeError(c, err, "calendar", uuid.Nil)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -222,7 +224,7 @@ func (p *calendarProblem) Error() string { return "invalid calendar" }
 func (h *endpoints) compiledCalendars(c echo.Context, ns string, replacing *calendar.Spec) (map[string]*calendar.Calendar, error) {
 	cals, err := h.s.store.ListCalendars(c.Request().Context(), ns)
 	if err != nil {
-		return nil, h.storeError(c, err, "calendar", [16]byte{})
+		return nil, h.storeError(c, err, "calendar", uuid.Nil)
 	}
 	specs := make([]calendar.Spec, 0, len(cals)+1)
 	for _, cal := range cals {
@@ -285,13 +287,4 @@ func calendarOf(cal model.Calendar, periods *[]models.CalendarPeriod) models.Cal
 		out.Periods = periods
 	}
 	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -311,7 +312,7 @@ func (c *applySetsCmd) Run(a *app) error {
 			locked = "yes"
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", qualified(s.Namespace, s.Name), s.Members, s.Revision, locked,
-			or(deref(s.Commit), "-"), s.AppliedAt.Format("2006-01-02T15:04:05Z"), s.AppliedBy)
+			cmp.Or(deref(s.Commit), "-"), s.AppliedAt.Format("2006-01-02T15:04:05Z"), s.AppliedBy)
 	}
 	return w.Flush()
 }

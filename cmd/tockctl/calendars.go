@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -52,8 +53,8 @@ func (c *calendarsListCmd) Run(a *app) error {
 	w := a.table()
 	fmt.Fprintln(w, "NAME\tZONE\tMODE\tRULES\tEXTENDS\tREVISION")
 	for _, cal := range l.Items {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", qualified(cal.Namespace, cal.Name), or(deref(cal.Timezone), "UTC"),
-			or(string(deref(cal.Mode)), "exclude"), calendarRules(cal), or(strings.Join(deref(cal.Extends), ","), "-"), cal.Revision)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", qualified(cal.Namespace, cal.Name), cmp.Or(deref(cal.Timezone), "UTC"),
+			cmp.Or(string(deref(cal.Mode)), "exclude"), calendarRules(cal), cmp.Or(strings.Join(deref(cal.Extends), ","), "-"), cal.Revision)
 	}
 	return w.Flush()
 }
@@ -71,8 +72,8 @@ func (c *calendarsGetCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%s in %s, %s: %s\n", qualified(cal.Namespace, cal.Name), or(deref(cal.Timezone), "UTC"),
-		or(string(deref(cal.Mode)), "exclude"), calendarRules(cal))
+	fmt.Fprintf(a.stdout, "%s in %s, %s: %s\n", qualified(cal.Namespace, cal.Name), cmp.Or(deref(cal.Timezone), "UTC"),
+		cmp.Or(string(deref(cal.Mode)), "exclude"), calendarRules(cal))
 	if cal.Periods == nil || len(*cal.Periods) == 0 {
 		fmt.Fprintf(a.stdout, "allows every instant of the next %d days\n", c.Days)
 		return nil
@@ -158,12 +159,4 @@ func calendarRules(cal models.Calendar) string {
 		return "no rules"
 	}
 	return strings.Join(parts, ", ")
-}
-
-// or is s, or def when s is empty.
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
