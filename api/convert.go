@@ -50,6 +50,10 @@ func jobOf(j *model.Job) models.Job {
 		if p.Overlap != "" {
 			out.Overlap = ptr(models.Overlap(p.Overlap))
 		}
+		if c := p.Concurrency; c != nil {
+			out.Concurrency = &models.Concurrency{Key: c.Key, Limit: c.Limit,
+				Scope: ptr(models.ConcurrencyScope(c.Scope)), OnLimit: ptr(models.ConcurrencyOnLimit(c.OnLimit))}
+		}
 	}
 	out.Runs = ptr(j.FiredCount)
 	if j.ApplySet != "" {
@@ -186,6 +190,12 @@ func executionOf(e *model.Execution, withAttempts bool) models.Execution {
 	if e.Buffered {
 		// Its next_attempt_at is a far-future placeholder, not a time.
 		out.Buffered, out.NextAttemptAt = ptr(true), nil
+	}
+	if e.SlotKey != "" {
+		out.ConcurrencyKey = ptr(e.SlotKey)
+		if e.State == domain.ExecWaiting {
+			out.NextAttemptAt = nil // a placeholder too
+		}
 	}
 	if withAttempts {
 		list := make([]models.Attempt, 0, len(e.AttemptList))

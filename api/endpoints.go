@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"io"
 	"net/http"
 	"time"
@@ -146,6 +147,9 @@ func (h *endpoints) storeError(c echo.Context, err error, what string, id uuid.U
 		return notFound(fmt.Sprintf("No %s with id %s.", what, id))
 	case errors.Is(err, store.ErrBadCursor):
 		return invalid("cursor", "is not a cursor this server handed out")
+	case errors.Is(err, store.ErrAtLimit):
+		_, msg, _ := strings.Cut(err.Error(), store.ErrAtLimit.Error()+": ")
+		return conflict("The job's " + msg + ": the run was not queued.")
 	}
 	var args []any
 	if id != uuid.Nil {

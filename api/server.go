@@ -76,6 +76,8 @@ type Store interface {
 	CreateCalendar(ctx context.Context, c *model.Calendar) error
 	GetCalendar(ctx context.Context, namespace, name string) (model.Calendar, error)
 	ListCalendars(ctx context.Context, namespace string) ([]model.Calendar, error)
+	ListConcurrencyKeys(ctx context.Context, namespace string) ([]model.SlotKey, error)
+	ListSlotHolders(ctx context.Context, slot string, held bool, limit int) ([]model.SlotHolder, error)
 	UpdateCalendar(ctx context.Context, c *model.Calendar, revision int64) error
 	DeleteCalendar(ctx context.Context, namespace, name string) error
 	ListDeadEvents(ctx context.Context, f store.DeadEventFilter) ([]model.DeadEvent, string, error)

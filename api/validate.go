@@ -39,6 +39,10 @@ func newJobOf(req *models.JobCreate) (jobs.NewJob, fieldErrors) {
 	if req.Overlap != nil {
 		nj.Overlap = string(*req.Overlap)
 	}
+	if c := req.Concurrency; c != nil {
+		nj.Concurrency = &domain.Concurrency{Key: c.Key, Limit: c.Limit,
+			Scope: string(deref(c.Scope)), OnLimit: string(deref(c.OnLimit))}
+	}
 	if req.Namespace != nil {
 		nj.Namespace = *req.Namespace
 	}
@@ -93,6 +97,14 @@ func patchOf(req *models.JobPatch, members map[string]json.RawMessage) (jobs.Pat
 	}
 	if has("overlap") {
 		p.Overlap = ptr(string(deref(req.Overlap)))
+	}
+	if has("concurrency") {
+		// null or {} removes it.
+		p.Concurrency = &domain.Concurrency{}
+		if c := req.Concurrency; c != nil {
+			p.Concurrency = &domain.Concurrency{Key: deref(c.Key), Limit: deref(c.Limit),
+				Scope: string(deref(c.Scope)), OnLimit: string(deref(c.OnLimit))}
+		}
 	}
 	f := dependsFields{req.DependsOn, req.DependsMode, req.DependsMatch, req.WaitTimeout, req.OnTimeout, req.OnUpstreamSkipped}
 	if has("depends_on") && req.DependsOn == nil {

@@ -39,6 +39,6 @@ func (h *endpoints) explainWaits(ctx context.Context, execs []*model.Execution, 
 			continue
 		}
 		out[i].Wait = &models.ExecutionWait{Reason: models.ExecutionWaitReason(r.Kind), Message: r.Message,
-			Since: utc(r.Since), Until: utc(r.Until), Handler: nonEmpty(r.Handler)}
+			Since: utc(r.Since), Until: utc(r.Until), Handler: nonEmpty(r.Handler), Key: nonEmpty(r.Key)}
 	}
 }

@@ -354,6 +354,18 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/changes (the `WatchChanges` operationId).
 	WatchChanges(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListConcurrencyKeys Concurrency keys in use, with their slots and queues
+	//
+	// The concurrency keys of a namespace (of the key's own when
+	// `namespace` is absent) that executions hold or wait for: slots held
+	// and executions waiting, by key; cluster-wide keys as the
+	// namespace's executions use them. With `key` (as the jobs' template
+	// rendered it), that key alone, with the executions holding its slots
+	// and those waiting, in the order they will start.
+	//
+	// Corresponds with GET /v1/concurrency (the `ListConcurrencyKeys` operationId).
+	ListConcurrencyKeys(ctx context.Context, params *ListConcurrencyKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListDeadEvents List the events the recorder could not place, newest first
 	//
 	// An executor's event that tock could not apply is kept here instead
@@ -1666,6 +1678,28 @@ func (c *Client) PutCalendar(ctx context.Context, name string, params *PutCalend
 // Corresponds with GET /v1/changes (the `WatchChanges` operationId).
 func (c *Client) WatchChanges(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewWatchChangesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListConcurrencyKeys Concurrency keys in use, with their slots and queues
+//
+// The concurrency keys of a namespace (of the key's own when
+// `namespace` is absent) that executions hold or wait for: slots held
+// and executions waiting, by key; cluster-wide keys as the
+// namespace's executions use them. With `key` (as the jobs' template
+// rendered it), that key alone, with the executions holding its slots
+// and those waiting, in the order they will start.
+//
+// Corresponds with GET /v1/concurrency (the `ListConcurrencyKeys` operationId).
+func (c *Client) ListConcurrencyKeys(ctx context.Context, params *ListConcurrencyKeysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListConcurrencyKeysRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4010,6 +4044,84 @@ func NewWatchChangesRequest(server string, params *WatchChangesParams) (*http.Re
 			req.Header.Set("Last-Event-ID", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewListConcurrencyKeysRequest constructs an http.Request for the ListConcurrencyKeys method
+func NewListConcurrencyKeysRequest(server string, params *ListConcurrencyKeysParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/concurrency")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Namespace != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "namespace", *params.Namespace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Key != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "key", *params.Key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Scope != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "scope", *params.Scope, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -7116,6 +7228,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/changes (the `WatchChanges` operationId).
 	WatchChangesWithResponse(ctx context.Context, params *WatchChangesParams, reqEditors ...RequestEditorFn) (*WatchChangesResponse, error)
 
+	// ListConcurrencyKeysWithResponse Concurrency keys in use, with their slots and queues
+	//
+	// The concurrency keys of a namespace (of the key's own when
+	// `namespace` is absent) that executions hold or wait for: slots held
+	// and executions waiting, by key; cluster-wide keys as the
+	// namespace's executions use them. With `key` (as the jobs' template
+	// rendered it), that key alone, with the executions holding its slots
+	// and those waiting, in the order they will start.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/concurrency (the `ListConcurrencyKeys` operationId).
+	ListConcurrencyKeysWithResponse(ctx context.Context, params *ListConcurrencyKeysParams, reqEditors ...RequestEditorFn) (*ListConcurrencyKeysResponse, error)
+
 	// ListDeadEventsWithResponse List the events the recorder could not place, newest first
 	//
 	// An executor's event that tock could not apply is kept here instead
@@ -9185,6 +9311,82 @@ func (r WatchChangesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r WatchChangesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListConcurrencyKeysResponse401Headers the declared response headers of an HTTP 401 response for ListConcurrencyKeys
+type ListConcurrencyKeysResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ListConcurrencyKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ConcurrencyKeyList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListConcurrencyKeysResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListConcurrencyKeysResponse) GetJSON200() *ConcurrencyKeyList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListConcurrencyKeysResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListConcurrencyKeysResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListConcurrencyKeysResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListConcurrencyKeysResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListConcurrencyKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListConcurrencyKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListConcurrencyKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListConcurrencyKeysResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13809,6 +14011,26 @@ func (c *ClientWithResponses) WatchChangesWithResponse(ctx context.Context, para
 	return ParseWatchChangesResponse(rsp)
 }
 
+// ListConcurrencyKeysWithResponse Concurrency keys in use, with their slots and queues
+//
+// The concurrency keys of a namespace (of the key's own when
+// `namespace` is absent) that executions hold or wait for: slots held
+// and executions waiting, by key; cluster-wide keys as the
+// namespace's executions use them. With `key` (as the jobs' template
+// rendered it), that key alone, with the executions holding its slots
+// and those waiting, in the order they will start.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/concurrency (the `ListConcurrencyKeys` operationId).
+func (c *ClientWithResponses) ListConcurrencyKeysWithResponse(ctx context.Context, params *ListConcurrencyKeysParams, reqEditors ...RequestEditorFn) (*ListConcurrencyKeysResponse, error) {
+	rsp, err := c.ListConcurrencyKeys(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListConcurrencyKeysResponse(rsp)
+}
+
 // ListDeadEventsWithResponse List the events the recorder could not place, newest first
 //
 // An executor's event that tock could not apply is kept here instead
@@ -16104,6 +16326,73 @@ func ParseWatchChangesResponse(rsp *http.Response) (*WatchChangesResponse, error
 	switch {
 	case rsp.StatusCode == 401:
 		var headers WatchChangesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListConcurrencyKeysResponse parses an HTTP response from a ListConcurrencyKeysWithResponse call
+func ParseListConcurrencyKeysResponse(rsp *http.Response) (*ListConcurrencyKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListConcurrencyKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ConcurrencyKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListConcurrencyKeysResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -71,10 +71,12 @@ type MissedPolicy struct {
 	Max int `json:"max,omitempty"`
 }
 
-// JobPolicy is a job's missed-run and overlap policies, as stored.
+// JobPolicy is a job's missed-run, overlap and concurrency policies, as
+// stored.
 type JobPolicy struct {
-	Missed  MissedPolicy `json:"missed"`
-	Overlap string       `json:"overlap,omitempty"`
+	Missed      MissedPolicy `json:"missed"`
+	Overlap     string       `json:"overlap,omitempty"`
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 }
 
 // Validate lists what is wrong with p; empty fields are fine.

@@ -54,6 +54,9 @@ type NewJob struct {
 	// they leave out comes from Config.DefaultMissed and DefaultOverlap.
 	Missed  domain.MissedPolicy
 	Overlap string
+	// Concurrency, when set, limits how many executions sharing its key
+	// run at once (domain.Concurrency).
+	Concurrency *domain.Concurrency
 	// Depends, when set, makes the job wait for others; with a zero
 	// Schedule the job is a chain (it runs once per scheduled run of its
 	// upstreams) rather than a run now.
@@ -103,6 +106,7 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*model.Job, e
 	checkLabels(nj.Labels, &f)
 	checkDescription(nj.Description, &f)
 	policy := s.checkPolicy(nj.Missed, nj.Overlap, &f)
+	policy.Concurrency = checkConcurrency(nj.Concurrency, &f)
 	j := &model.Job{
 		Policy:    policy,
 		Namespace: nj.Namespace,
@@ -119,6 +123,11 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*model.Job, e
 		j.Labels = nj.Labels
 	}
 	j.Description = nj.Description
+	if policy.Concurrency != nil && nj.Depends != nil {
+		f.add("concurrency", "%s", errKeyedDepends)
+	} else if f.err() == nil {
+		keySlot(j, &f)
+	}
 	switch {
 	case nj.Paused:
 		j.State = domain.JobPaused

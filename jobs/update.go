@@ -63,6 +63,9 @@ type Patch struct {
 	// policy; what they leave out comes from the cluster's defaults.
 	Missed  *domain.MissedPolicy
 	Overlap *string
+	// Concurrency replaces the concurrency policy; a zero one ({})
+	// removes it.
+	Concurrency *domain.Concurrency
 	// Depends replaces what the job waits for (its fields left out take
 	// their defaults); an empty On removes the job's dependencies. A job
 	// without a schedule of its own cannot lose them (it would never
@@ -75,7 +78,7 @@ type Patch struct {
 func (p *Patch) empty() bool {
 	return p.Schedule == nil && p.Handler == nil && p.SecretHeaders == nil && p.Payload == nil && p.Retry == nil &&
 		p.Priority == nil && p.Timeout == nil && p.Labels == nil && p.Description == nil &&
-		p.Missed == nil && p.Overlap == nil && p.Depends == nil
+		p.Missed == nil && p.Overlap == nil && p.Depends == nil && p.Concurrency == nil
 }
 
 // checkedPatch is a Patch whose values passed the checks, with defaults
@@ -91,6 +94,8 @@ type checkedPatch struct {
 	retry    domain.RetryPolicy
 	priority domain.Priority
 	policy   *domain.JobPolicy
+	// concurrency is Concurrency checked, nil when it removes it.
+	concurrency *domain.Concurrency
 }
 
 // CheckPatch says whether Update would accept p, without reading or
@@ -148,6 +153,9 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 	if p.Missed != nil || p.Overlap != nil {
 		c.policy = s.checkPolicy(deref(p.Missed), deref(p.Overlap), &f)
 	}
+	if p.Concurrency != nil && *p.Concurrency != (domain.Concurrency{}) {
+		c.concurrency = checkConcurrency(p.Concurrency, &f)
+	}
 	if p.Depends != nil {
 		checkDepends(p.Depends, false, &f)
 	}
@@ -183,6 +191,17 @@ func (c *checkedPatch) apply(j *model.Job) error {
 		if c.Overlap == nil && j.Policy != nil {
 			p.Overlap = j.Policy.Overlap
 		}
+		if j.Policy != nil {
+			p.Concurrency = j.Policy.Concurrency
+		}
+		j.Policy = &p
+	}
+	if c.Concurrency != nil {
+		p := domain.JobPolicy{}
+		if j.Policy != nil {
+			p = *j.Policy
+		}
+		p.Concurrency = c.concurrency
 		j.Policy = &p
 	}
 	if c.Handler != nil {
@@ -233,7 +252,10 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*model.Job
 		if err := c.apply(j); err != nil {
 			return false, err
 		}
-		return true, s.applyDepends(ctx, c.Patch, j)
+		if err := s.applyDepends(ctx, c.Patch, j); err != nil {
+			return false, err
+		}
+		return true, slotFault(j)
 	})
 	if err != nil {
 		return nil, s.DependsFault(ctx, err, model.JobRef{ID: id, Name: jobName(j)})

@@ -25,11 +25,12 @@ WITH r AS (
 	SELECT * FROM unnest($1::timestamptz[], $2::uuid[]) AS r(sched, exec_id)
 ), ins AS (
 	INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
-		handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id, next_attempt_at, backfill)
+		handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id, next_attempt_at, backfill,
+		` + slotColumns + `)
 	SELECT r.exec_id, j.id, j.bucket, j.namespace, j.name, r.sched, false, 'queued',
 		CASE WHEN j.spec_id IS NULL THEN j.handler END, CASE WHEN j.spec_id IS NULL THEN j.payload END,
 		CASE WHEN j.spec_id IS NULL THEN j.retry END, CASE WHEN j.spec_id IS NULL THEN j.timeout_ms END,
-		'low', ` + nowMS + `, $3, j.spec_id, ` + nowMS + `, true
+		'low', ` + nowMS + `, $3, j.spec_id, ` + nowMS + `, true, ` + slotValues("j.") + `
 	FROM r JOIN jobs j ON j.id = $4
 	ORDER BY r.sched
 	ON CONFLICT DO NOTHING

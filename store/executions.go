@@ -33,7 +33,8 @@ func execCols(a string) string {
 	return prefixed(a, "id, job_id, bucket, namespace, job_name, scheduled_for, manual, state, attempts") + ", " +
 		spec("handler") + ", " + spec("payload") + ", " + spec("retry") + ", " + spec("timeout_ms") + ", " +
 		prefixed(a, "dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, "+
-			"priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered, batch")
+			"priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered, batch") +
+		", coalesce(" + a + "slot_key, '')"
 }
 
 // execRead is execColumns for reads shown to users: a fired execution's
@@ -78,6 +79,7 @@ func (s *Store) CreateManualExecution(ctx context.Context, jobID uuid.UUID, at t
 			return err
 		}
 		t := ms(at)
+		slot := slotOf(j)
 		for range runNowTries {
 			if j.NextRunAt != nil && t.Equal(*j.NextRunAt) {
 				t = t.Add(time.Millisecond)
@@ -85,13 +87,13 @@ func (s *Store) CreateManualExecution(ctx context.Context, jobID uuid.UUID, at t
 			}
 			row := tx.QueryRow(ctx, `
 				INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
-					handler, payload, retry, timeout_ms, priority, created_at, next_attempt_at, spec_id)
-				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`, $6, $12)
+					handler, payload, retry, timeout_ms, priority, created_at, next_attempt_at, spec_id, `+slotColumns+`)
+				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`, $6, $12, $13, $14, $15)
 				ON CONFLICT DO NOTHING
 				RETURNING `+execColumns,
 				domain.ExecutionID(jobID, t), jobID, bucket, j.Namespace, j.Name, t,
 				inline(j, j.Handler), inline(j, nullJSON(j.Payload)), inline(j, j.Retry), inline(j, j.Timeout.Milliseconds()),
-				j.Priority, j.SpecID)
+				j.Priority, j.SpecID, slot.key, slot.limit, slot.onLimit)
 			e, err = scanExecution(row)
 			if errors.Is(err, pgx.ErrNoRows) {
 				t = t.Add(time.Millisecond)
@@ -106,6 +108,9 @@ func (s *Store) CreateManualExecution(ctx context.Context, jobID uuid.UUID, at t
 		return fmt.Errorf("no free time within %d ms of %s", runNowTries, ms(at).Format(time.RFC3339Nano))
 	})
 	if err != nil {
+		if msg, ok := atLimit(err); ok {
+			return nil, fmt.Errorf("store: run job %s: %w: %s", jobID, ErrAtLimit, msg)
+		}
 		return nil, fmt.Errorf("store: run job %s: %w", jobID, err)
 	}
 	return e, nil
@@ -467,7 +472,7 @@ func scanExecutionWith(row pgx.Row, more ...any) (*model.Execution, error) {
 		&e.ScheduledFor, &e.Manual, &e.State, &e.Attempts, &e.Handler, &payload, &retry, &timeoutMS, &e.DispatchedAt,
 		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy,
 		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered,
-		nullUUID(&e.Batch)}, more...)...)
+		nullUUID(&e.Batch), &e.SlotKey}, more...)...)
 	if err != nil {
 		return nil, err
 	}

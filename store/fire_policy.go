@@ -20,7 +20,8 @@ func (f *Firing) plain() bool { return f.Plain() }
 // Plain is plain, for the scanner: a firing that is not plain names its
 // runs (Runs), even when it fires just ScheduledFor.
 func (f *Firing) Plain() bool {
-	return f.Runs == nil && len(f.Skips) == 0 && (f.Overlap == "" || f.Overlap == domain.OverlapAllow) && !f.Waits && !f.Chains
+	return f.Runs == nil && len(f.Skips) == 0 && (f.Overlap == "" || f.Overlap == domain.OverlapAllow) && !f.Waits && !f.Chains &&
+		f.Concurrency == nil
 }
 
 // policyAdvanceSQL is the compare-and-set of firings that are not plain,
@@ -70,11 +71,12 @@ WITH r AS (
 ), ins AS (
 	INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
 		handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id, next_attempt_at, due_at,
-		buffered)
+		buffered, `+slotColumns+`)
 	SELECT r.exec_id, j.id, j.bucket, j.namespace, j.name, r.sched, false, CASE WHEN r.waiting THEN 'waiting' ELSE 'queued' END,
 		CASE WHEN j.spec_id IS NULL THEN j.handler END, CASE WHEN j.spec_id IS NULL THEN j.payload END,
 		CASE WHEN j.spec_id IS NULL THEN j.retry END, CASE WHEN j.spec_id IS NULL THEN j.timeout_ms END,
-		j.priority, ` + nowMS + `, $6, j.spec_id, CASE WHEN r.buffered OR r.waiting THEN $8 ELSE r.due END, r.due, r.buffered
+		j.priority, ` + nowMS + `, $6, j.spec_id, CASE WHEN r.buffered OR r.waiting THEN $8 ELSE r.due END, r.due, r.buffered,
+		` + slotValues("j.") + `
 	FROM r JOIN jobs j ON j.bucket = $5 AND j.id = r.job_id
 	ORDER BY r.sched
 	ON CONFLICT DO NOTHING
@@ -186,6 +188,11 @@ func firePolicy(ctx context.Context, tx pgx.Tx, node string, owned []int, groups
 	if res.cancelled, err = cancelRunning(ctx, tx, groups, won); err != nil {
 		return res, err
 	}
+	oldest, err := cancelOldest(ctx, tx, groups, won)
+	if err != nil {
+		return res, err
+	}
+	res.cancelled = append(res.cancelled, oldest...)
 	if res.execs, err = insertRuns(ctx, tx, node, owned, groups, won); err != nil {
 		return res, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store/model"
 )
 
@@ -61,6 +62,11 @@ type Firing struct {
 	// (the dependency resolver releases them). Chains: chains depend on
 	// the job, so its runs also make their waiting executions.
 	Waits, Chains bool
+	// Concurrency is the job's concurrency policy, nil for none: its
+	// executions carry its key (slotColumns), and for on_limit
+	// cancel_oldest the firing cancels the key's oldest executions to
+	// make room for its runs.
+	Concurrency *domain.Concurrency
 	// cancel: the overlap decision cancels the job's unended executions.
 	cancel bool
 }

@@ -34,6 +34,9 @@ const (
 	Buffered = "buffered"
 	// Dependency: waiting for its upstream jobs (waiting_for says which).
 	Dependency = "dependency"
+	// Concurrency: every slot of its concurrency key is held (Key says
+	// which).
+	Concurrency = "concurrency"
 	// BreakerOpen: the handler's breaker is open on every executor that
 	// serves it; Since when, Until when it half-opens (next probe).
 	BreakerOpen = "breaker_open"
@@ -58,6 +61,8 @@ type Reason struct {
 	Since, Until *time.Time
 	// Handler is the handler's key when the reason is about the handler.
 	Handler string
+	// Key is the concurrency key when the reason is Concurrency.
+	Key string
 }
 
 // Handler is what tock knows of one handler key and its queue.
@@ -136,6 +141,10 @@ func (s *Snapshot) Handler(h domain.Handler) Handler {
 func Explain(e *model.Execution, h Handler, now time.Time) *Reason {
 	switch e.State {
 	case domain.ExecWaiting:
+		if e.SlotKey != "" {
+			return &Reason{Kind: Concurrency, Key: e.SlotKey,
+				Message: "waiting for a slot of concurrency key " + e.SlotKey + ": every slot its limit allows is held"}
+		}
 		return &Reason{Kind: Dependency, Message: "waiting for its upstream jobs"}
 	case domain.ExecQueued, domain.ExecFailed:
 	default:

@@ -184,6 +184,102 @@ func (e ChannelType) Valid() bool {
 	}
 }
 
+// Defines values for ConcurrencyOnLimit.
+const (
+	ConcurrencyOnLimitCancelOldest ConcurrencyOnLimit = "cancel_oldest"
+	ConcurrencyOnLimitSkip         ConcurrencyOnLimit = "skip"
+	ConcurrencyOnLimitWait         ConcurrencyOnLimit = "wait"
+)
+
+// Valid indicates whether the value is a known member of the ConcurrencyOnLimit enum.
+func (e ConcurrencyOnLimit) Valid() bool {
+	switch e {
+	case ConcurrencyOnLimitCancelOldest:
+		return true
+	case ConcurrencyOnLimitSkip:
+		return true
+	case ConcurrencyOnLimitWait:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConcurrencyScope.
+const (
+	ConcurrencyScopeCluster   ConcurrencyScope = "cluster"
+	ConcurrencyScopeNamespace ConcurrencyScope = "namespace"
+)
+
+// Valid indicates whether the value is a known member of the ConcurrencyScope enum.
+func (e ConcurrencyScope) Valid() bool {
+	switch e {
+	case ConcurrencyScopeCluster:
+		return true
+	case ConcurrencyScopeNamespace:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConcurrencyKeyScope.
+const (
+	ConcurrencyKeyScopeCluster   ConcurrencyKeyScope = "cluster"
+	ConcurrencyKeyScopeNamespace ConcurrencyKeyScope = "namespace"
+)
+
+// Valid indicates whether the value is a known member of the ConcurrencyKeyScope enum.
+func (e ConcurrencyKeyScope) Valid() bool {
+	switch e {
+	case ConcurrencyKeyScopeCluster:
+		return true
+	case ConcurrencyKeyScopeNamespace:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConcurrencyPatchOnLimit.
+const (
+	ConcurrencyPatchOnLimitCancelOldest ConcurrencyPatchOnLimit = "cancel_oldest"
+	ConcurrencyPatchOnLimitSkip         ConcurrencyPatchOnLimit = "skip"
+	ConcurrencyPatchOnLimitWait         ConcurrencyPatchOnLimit = "wait"
+)
+
+// Valid indicates whether the value is a known member of the ConcurrencyPatchOnLimit enum.
+func (e ConcurrencyPatchOnLimit) Valid() bool {
+	switch e {
+	case ConcurrencyPatchOnLimitCancelOldest:
+		return true
+	case ConcurrencyPatchOnLimitSkip:
+		return true
+	case ConcurrencyPatchOnLimitWait:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ConcurrencyPatchScope.
+const (
+	ConcurrencyPatchScopeCluster   ConcurrencyPatchScope = "cluster"
+	ConcurrencyPatchScopeNamespace ConcurrencyPatchScope = "namespace"
+)
+
+// Valid indicates whether the value is a known member of the ConcurrencyPatchScope enum.
+func (e ConcurrencyPatchScope) Valid() bool {
+	switch e {
+	case ConcurrencyPatchScopeCluster:
+		return true
+	case ConcurrencyPatchScopeNamespace:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DependsMode.
 const (
 	DependsModeAll DependsMode = "all"
@@ -315,6 +411,7 @@ const (
 	ExecutionWaitReasonAtLimit      ExecutionWaitReason = "at_limit"
 	ExecutionWaitReasonBreakerOpen  ExecutionWaitReason = "breaker_open"
 	ExecutionWaitReasonBuffered     ExecutionWaitReason = "buffered"
+	ExecutionWaitReasonConcurrency  ExecutionWaitReason = "concurrency"
 	ExecutionWaitReasonDeferred     ExecutionWaitReason = "deferred"
 	ExecutionWaitReasonDependency   ExecutionWaitReason = "dependency"
 	ExecutionWaitReasonInQueue      ExecutionWaitReason = "in_queue"
@@ -332,6 +429,8 @@ func (e ExecutionWaitReason) Valid() bool {
 	case ExecutionWaitReasonBreakerOpen:
 		return true
 	case ExecutionWaitReasonBuffered:
+		return true
+	case ExecutionWaitReasonConcurrency:
 		return true
 	case ExecutionWaitReasonDeferred:
 		return true
@@ -651,6 +750,7 @@ func (e Role) Valid() bool {
 
 // Defines values for SkippedRunReason.
 const (
+	SkippedRunReasonConcurrency       SkippedRunReason = "concurrency"
 	SkippedRunReasonDependency        SkippedRunReason = "dependency"
 	SkippedRunReasonDependencyTimeout SkippedRunReason = "dependency_timeout"
 	SkippedRunReasonMissed            SkippedRunReason = "missed"
@@ -661,6 +761,8 @@ const (
 // Valid indicates whether the value is a known member of the SkippedRunReason enum.
 func (e SkippedRunReason) Valid() bool {
 	switch e {
+	case SkippedRunReasonConcurrency:
+		return true
 	case SkippedRunReasonDependency:
 		return true
 	case SkippedRunReasonDependencyTimeout:
@@ -805,6 +907,24 @@ func (e WatchChangesParamsKind) Valid() bool {
 	case WatchChangesParamsKindExecution:
 		return true
 	case WatchChangesParamsKindJob:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListConcurrencyKeysParamsScope.
+const (
+	ListConcurrencyKeysParamsScopeCluster   ListConcurrencyKeysParamsScope = "cluster"
+	ListConcurrencyKeysParamsScopeNamespace ListConcurrencyKeysParamsScope = "namespace"
+)
+
+// Valid indicates whether the value is a known member of the ListConcurrencyKeysParamsScope enum.
+func (e ListConcurrencyKeysParamsScope) Valid() bool {
+	switch e {
+	case ListConcurrencyKeysParamsScopeCluster:
+		return true
+	case ListConcurrencyKeysParamsScopeNamespace:
 		return true
 	default:
 		return false
@@ -1342,6 +1462,84 @@ type ChannelPatch struct {
 // incoming webhook, whose URL is its secret.
 type ChannelType string
 
+// Concurrency At most `limit` executions sharing a key run at once. `key` is a Go
+// text/template over the job's `labels` and `payload`, rendered when
+// the job is written (a job whose key cannot be rendered, renders
+// empty or over 256 bytes is refused: its executions never run
+// without their limit). An execution holds one of its key's slots
+// from when it is queued until it ends, whatever the end (success,
+// dead, cancel, timeout, lost-work rescue); retries of a failed
+// attempt keep it. One that finds every slot held does what
+// `on_limit` says: `wait` (state `waiting`, started oldest first in
+// the transaction that frees a slot), `skip` (the run is skipped,
+// reason `concurrency`), or `cancel_oldest` (the key's oldest
+// execution is cancelled as POST /v1/executions/{id}/cancel does;
+// the new one takes the slot freed, unless older executions were
+// already waiting). `scope`: the jobs of the namespace share the
+// key (`namespace`), or every job naming it (`cluster`). Each
+// execution is held to its own job's limit. Not with `depends_on`
+// (yet). On PATCH, `{}` removes it.
+type Concurrency struct {
+	// Key Example: {{ .labels.customer }}
+	Key     string              `json:"key"`
+	Limit   int                 `json:"limit"`
+	OnLimit *ConcurrencyOnLimit `json:"on_limit,omitempty"`
+	Scope   *ConcurrencyScope   `json:"scope,omitempty"`
+}
+
+// ConcurrencyOnLimit defines model for Concurrency.OnLimit.
+type ConcurrencyOnLimit string
+
+// ConcurrencyScope defines model for Concurrency.Scope.
+type ConcurrencyScope string
+
+// ConcurrencyKey A concurrency key in use, as its executions carry it.
+type ConcurrencyKey struct {
+	// Held Slots held (executions queued, running or retrying).
+	Held int `json:"held"`
+
+	// Holding With `key` in the query, the executions holding its slots, oldest first (up to 100).
+	Holding *[]SlotHolder `json:"holding,omitempty"`
+
+	// Key The key as the jobs' template rendered it.
+	Key string `json:"key"`
+
+	// Namespace The key's namespace; absent for a cluster-wide key.
+	Namespace *string `json:"namespace,omitempty"`
+
+	// OldestWaiting The scheduled time of the oldest waiting execution.
+	OldestWaiting *time.Time `json:"oldest_waiting,omitempty"`
+
+	// Queue With `key` in the query, the executions waiting, in the order they will start (up to 100).
+	Queue *[]SlotHolder       `json:"queue,omitempty"`
+	Scope ConcurrencyKeyScope `json:"scope"`
+
+	// Waiting Executions waiting for a slot.
+	Waiting int `json:"waiting"`
+}
+
+// ConcurrencyKeyScope defines model for ConcurrencyKey.Scope.
+type ConcurrencyKeyScope string
+
+// ConcurrencyKeyList defines model for ConcurrencyKeyList.
+type ConcurrencyKeyList struct {
+	Items []ConcurrencyKey `json:"items"`
+}
+
+// ConcurrencyPatch A concurrency policy (see Concurrency), or `{}` to remove the job's.
+type ConcurrencyPatch struct {
+	Key     *string                  `json:"key,omitempty"`
+	Limit   *int                     `json:"limit,omitempty"`
+	OnLimit *ConcurrencyPatchOnLimit `json:"on_limit,omitempty"`
+	Scope   *ConcurrencyPatchScope   `json:"scope,omitempty"`
+}
+
+// ConcurrencyPatchOnLimit defines model for ConcurrencyPatch.OnLimit.
+type ConcurrencyPatchOnLimit string
+
+// ConcurrencyPatchScope defines model for ConcurrencyPatch.Scope.
+type ConcurrencyPatchScope string
+
 // DeadEvent defines model for DeadEvent.
 type DeadEvent struct {
 	Attempt *int `json:"attempt,omitempty"`
@@ -1443,6 +1641,9 @@ type Execution struct {
 	// policy `buffer_one`); it is published within the outbox interval
 	// (2 s) after they do.
 	Buffered *bool `json:"buffered,omitempty"`
+
+	// ConcurrencyKey The concurrency key whose slot it holds or waits for (scope:namespace:key or cluster:key).
+	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
 
 	// DispatchedAt When tock published the execution's current dispatch to its
 	// queue; null while it is not published yet (not due, in retry
@@ -1570,6 +1771,9 @@ type ExecutionWait struct {
 	// Handler The handler's key, when the reason is about the handler.
 	Handler *string `json:"handler,omitempty"`
 
+	// Key The concurrency key, when the reason is `concurrency`.
+	Key *string `json:"key,omitempty"`
+
 	// Message The reason in words, times in UTC.
 	//
 	// Example: the circuit breaker of http:api.example.com is open on every executor serving it (1) since 2026-11-28 16:02:11Z (5 of 5 attempts failed within 1m0s); next probe at 2026-11-28 16:02:41Z
@@ -1579,7 +1783,8 @@ type ExecutionWait struct {
 	// next is due at `until`. `deferred`: an executor handed it back
 	// unrun, published again at `until`. `buffered`: kept by the overlap
 	// policy `buffer_one`. `dependency`: waiting for upstream jobs
-	// (`waiting_for`). `breaker_open`: the handler's circuit breaker is
+	// (`waiting_for`). `concurrency`: every slot of its concurrency
+	// key (`key`) is held. `breaker_open`: the handler's circuit breaker is
 	// open on every executor serving it, since `since`, next probe at
 	// `until`. `no_executor`: no executor serves the handler's queue.
 	// `at_limit`: every executor of the handler is at its concurrency
@@ -1594,7 +1799,8 @@ type ExecutionWait struct {
 // next is due at `until`. `deferred`: an executor handed it back
 // unrun, published again at `until`. `buffered`: kept by the overlap
 // policy `buffer_one`. `dependency`: waiting for upstream jobs
-// (`waiting_for`). `breaker_open`: the handler's circuit breaker is
+// (`waiting_for`). `concurrency`: every slot of its concurrency
+// key (`key`) is held. `breaker_open`: the handler's circuit breaker is
 // open on every executor serving it, since `since`, next probe at
 // `until`. `no_executor`: no executor serves the handler's queue.
 // `at_limit`: every executor of the handler is at its concurrency
@@ -1772,8 +1978,27 @@ type Job struct {
 	Bucket         int   `json:"bucket"`
 
 	// Chain The job has no schedule of its own; its upstreams' scheduled runs make its runs.
-	Chain     *bool     `json:"chain,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	Chain *bool `json:"chain,omitempty"`
+
+	// Concurrency At most `limit` executions sharing a key run at once. `key` is a Go
+	// text/template over the job's `labels` and `payload`, rendered when
+	// the job is written (a job whose key cannot be rendered, renders
+	// empty or over 256 bytes is refused: its executions never run
+	// without their limit). An execution holds one of its key's slots
+	// from when it is queued until it ends, whatever the end (success,
+	// dead, cancel, timeout, lost-work rescue); retries of a failed
+	// attempt keep it. One that finds every slot held does what
+	// `on_limit` says: `wait` (state `waiting`, started oldest first in
+	// the transaction that frees a slot), `skip` (the run is skipped,
+	// reason `concurrency`), or `cancel_oldest` (the key's oldest
+	// execution is cancelled as POST /v1/executions/{id}/cancel does;
+	// the new one takes the slot freed, unless older executions were
+	// already waiting). `scope`: the jobs of the namespace share the
+	// key (`namespace`), or every job naming it (`cluster`). Each
+	// execution is held to its own job's limit. Not with `depends_on`
+	// (yet). On PATCH, `{}` removes it.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
 
 	// DependsMatch How an upstream's run is matched to one of this job's scheduled
 	// times: `"same_time"` (default), the upstream's execution scheduled
@@ -1915,6 +2140,25 @@ type JobBatchResult struct {
 
 // JobCreate defines model for JobCreate.
 type JobCreate struct {
+	// Concurrency At most `limit` executions sharing a key run at once. `key` is a Go
+	// text/template over the job's `labels` and `payload`, rendered when
+	// the job is written (a job whose key cannot be rendered, renders
+	// empty or over 256 bytes is refused: its executions never run
+	// without their limit). An execution holds one of its key's slots
+	// from when it is queued until it ends, whatever the end (success,
+	// dead, cancel, timeout, lost-work rescue); retries of a failed
+	// attempt keep it. One that finds every slot held does what
+	// `on_limit` says: `wait` (state `waiting`, started oldest first in
+	// the transaction that frees a slot), `skip` (the run is skipped,
+	// reason `concurrency`), or `cancel_oldest` (the key's oldest
+	// execution is cancelled as POST /v1/executions/{id}/cancel does;
+	// the new one takes the slot freed, unless older executions were
+	// already waiting). `scope`: the jobs of the namespace share the
+	// key (`namespace`), or every job naming it (`cluster`). Each
+	// execution is held to its own job's limit. Not with `depends_on`
+	// (yet). On PATCH, `{}` removes it.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+
 	// DependsMatch How an upstream's run is matched to one of this job's scheduled
 	// times: `"same_time"` (default), the upstream's execution scheduled
 	// for the same instant; or `{"latest_within": "<duration>"}`, the
@@ -2062,6 +2306,9 @@ type JobList struct {
 // the whole handler, except its secret headers: see
 // `secret_headers`.
 type JobPatch struct {
+	// Concurrency A concurrency policy (see Concurrency), or `{}` to remove the job's.
+	Concurrency *ConcurrencyPatch `json:"concurrency,omitempty"`
+
 	// DependsMatch How an upstream's run is matched to one of this job's scheduled
 	// times: `"same_time"` (default), the upstream's execution scheduled
 	// for the same instant; or `{"latest_within": "<duration>"}`, the
@@ -2825,7 +3072,7 @@ type Schedule struct {
 
 // SkippedRun defines model for SkippedRun.
 type SkippedRun struct {
-	// Detail For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for).
+	// Detail For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for); for `concurrency`, the key and its limit.
 	Detail *string `json:"detail,omitempty"`
 
 	// First The first scheduled time skipped.
@@ -2849,6 +3096,17 @@ type SkippedRunList struct {
 
 	// NextCursor Absent on the last page.
 	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// SlotHolder defines model for SlotHolder.
+type SlotHolder struct {
+	ExecutionId  openapi_types.UUID `json:"execution_id"`
+	JobId        openapi_types.UUID `json:"job_id"`
+	Namespace    string             `json:"namespace"`
+	ScheduledFor time.Time          `json:"scheduled_for"`
+
+	// Since When it took its slot, or began to wait.
+	Since time.Time `json:"since"`
 }
 
 // StatsGroup defines model for StatsGroup.
@@ -3123,6 +3381,18 @@ type WatchChangesParams struct {
 
 // WatchChangesParamsKind defines parameters for WatchChanges.
 type WatchChangesParamsKind string
+
+// ListConcurrencyKeysParams defines parameters for ListConcurrencyKeys.
+type ListConcurrencyKeysParams struct {
+	Namespace *string `form:"namespace,omitempty" json:"namespace,omitempty"`
+	Key       *string `form:"key,omitempty" json:"key,omitempty"`
+
+	// Scope The scope of `key` (default namespace).
+	Scope *ListConcurrencyKeysParamsScope `form:"scope,omitempty" json:"scope,omitempty"`
+}
+
+// ListConcurrencyKeysParamsScope defines parameters for ListConcurrencyKeys.
+type ListConcurrencyKeysParamsScope string
 
 // ListDeadEventsParams defines parameters for ListDeadEvents.
 type ListDeadEventsParams struct {

@@ -61,6 +61,9 @@ type Execution struct {
 	// wait for their first dispatch (see Batched); the zero UUID for an
 	// execution fired alone.
 	Batch uuid.UUID
+	// SlotKey is the concurrency key (domain.Concurrency.Slot) whose slot
+	// the execution holds or waits for; "" without one.
+	SlotKey string
 	// AttemptList is filled by store.GetExecution only.
 	AttemptList []Attempt
 	// Notes, filled by store.GetExecution only, are what tock did to the

@@ -1113,6 +1113,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/concurrency": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Concurrency keys in use, with their slots and queues
+         * @description The concurrency keys of a namespace (of the key's own when
+         *     `namespace` is absent) that executions hold or wait for: slots held
+         *     and executions waiting, by key; cluster-wide keys as the
+         *     namespace's executions use them. With `key` (as the jobs' template
+         *     rendered it), that key alone, with the executions holding its slots
+         *     and those waiting, in the order they will start.
+         */
+        get: operations["listConcurrencyKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/calendars/{name}": {
         parameters: {
             query?: {
@@ -2129,6 +2154,88 @@ export interface components {
          * @enum {string}
          */
         Overlap: "allow" | "skip" | "buffer_one" | "cancel_running";
+        /**
+         * @description At most `limit` executions sharing a key run at once. `key` is a Go
+         *     text/template over the job's `labels` and `payload`, rendered when
+         *     the job is written (a job whose key cannot be rendered, renders
+         *     empty or over 256 bytes is refused: its executions never run
+         *     without their limit). An execution holds one of its key's slots
+         *     from when it is queued until it ends, whatever the end (success,
+         *     dead, cancel, timeout, lost-work rescue); retries of a failed
+         *     attempt keep it. One that finds every slot held does what
+         *     `on_limit` says: `wait` (state `waiting`, started oldest first in
+         *     the transaction that frees a slot), `skip` (the run is skipped,
+         *     reason `concurrency`), or `cancel_oldest` (the key's oldest
+         *     execution is cancelled as POST /v1/executions/{id}/cancel does;
+         *     the new one takes the slot freed, unless older executions were
+         *     already waiting). `scope`: the jobs of the namespace share the
+         *     key (`namespace`), or every job naming it (`cluster`). Each
+         *     execution is held to its own job's limit. Not with `depends_on`
+         *     (yet). On PATCH, `{}` removes it.
+         */
+        Concurrency: {
+            /** @example {{ .labels.customer }} */
+            key: string;
+            limit: number;
+            /**
+             * @default namespace
+             * @enum {string}
+             */
+            scope?: "namespace" | "cluster";
+            /**
+             * @default wait
+             * @enum {string}
+             */
+            on_limit?: "wait" | "skip" | "cancel_oldest";
+        };
+        /** @description A concurrency policy (see Concurrency), or `{}` to remove the job's. */
+        ConcurrencyPatch: {
+            key?: string;
+            limit?: number;
+            /** @enum {string} */
+            scope?: "namespace" | "cluster";
+            /** @enum {string} */
+            on_limit?: "wait" | "skip" | "cancel_oldest";
+        };
+        /** @description A concurrency key in use, as its executions carry it. */
+        ConcurrencyKey: {
+            /** @enum {string} */
+            scope: "namespace" | "cluster";
+            /** @description The key's namespace; absent for a cluster-wide key. */
+            namespace?: string;
+            /** @description The key as the jobs' template rendered it. */
+            key: string;
+            /** @description Slots held (executions queued, running or retrying). */
+            held: number;
+            /** @description Executions waiting for a slot. */
+            waiting: number;
+            /**
+             * Format: date-time
+             * @description The scheduled time of the oldest waiting execution.
+             */
+            oldest_waiting?: string;
+            /** @description With `key` in the query, the executions holding its slots, oldest first (up to 100). */
+            holding?: components["schemas"]["SlotHolder"][];
+            /** @description With `key` in the query, the executions waiting, in the order they will start (up to 100). */
+            queue?: components["schemas"]["SlotHolder"][];
+        };
+        SlotHolder: {
+            /** Format: uuid */
+            execution_id: string;
+            /** Format: date-time */
+            scheduled_for: string;
+            /** Format: uuid */
+            job_id: string;
+            namespace: string;
+            /**
+             * Format: date-time
+             * @description When it took its slot, or began to wait.
+             */
+            since: string;
+        };
+        ConcurrencyKeyList: {
+            items: components["schemas"]["ConcurrencyKey"][];
+        };
         ResumeOptions: {
             /**
              * @description Apply the job's missed-run policy to the runs of the pause instead of skipping them.
@@ -2167,8 +2274,8 @@ export interface components {
              */
             runs: number;
             /** @enum {string} */
-            reason: "missed" | "overlap" | "paused" | "dependency" | "dependency_timeout";
-            /** @description For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for). */
+            reason: "missed" | "overlap" | "paused" | "dependency" | "dependency_timeout" | "concurrency";
+            /** @description For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for); for `concurrency`, the key and its limit. */
             detail?: string;
             /** Format: date-time */
             recorded_at: string;
@@ -2309,6 +2416,7 @@ export interface components {
             description?: string;
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
+            concurrency?: components["schemas"]["Concurrency"];
             /**
              * @description The jobs whose runs this job's runs wait for (at most 16): each
              *     by id, by name in this job's namespace, or as `namespace/name`
@@ -2355,6 +2463,7 @@ export interface components {
             description?: string;
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
+            concurrency?: components["schemas"]["ConcurrencyPatch"];
             /**
              * @description The jobs whose runs this job's runs wait for (at most 16): each
              *     by id, by name in this job's namespace, or as `namespace/name`
@@ -2425,6 +2534,7 @@ export interface components {
             description?: string;
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
+            concurrency?: components["schemas"]["Concurrency"];
             /**
              * Format: int64
              * @description Runs fired by the schedule so far (what `schedule.max_runs` counts).
@@ -2703,6 +2813,8 @@ export interface components {
             /** @description Fired by POST /v1/jobs/{id}/run rather than by the schedule. */
             manual: boolean;
             state: components["schemas"]["ExecutionState"];
+            /** @description The concurrency key whose slot it holds or waits for (scope:namespace:key or cluster:key). */
+            concurrency_key?: string;
             attempts: number;
             priority?: components["schemas"]["Priority"];
             /**
@@ -3089,7 +3201,8 @@ export interface components {
              *     next is due at `until`. `deferred`: an executor handed it back
              *     unrun, published again at `until`. `buffered`: kept by the overlap
              *     policy `buffer_one`. `dependency`: waiting for upstream jobs
-             *     (`waiting_for`). `breaker_open`: the handler's circuit breaker is
+             *     (`waiting_for`). `concurrency`: every slot of its concurrency
+             *     key (`key`) is held. `breaker_open`: the handler's circuit breaker is
              *     open on every executor serving it, since `since`, next probe at
              *     `until`. `no_executor`: no executor serves the handler's queue.
              *     `at_limit`: every executor of the handler is at its concurrency
@@ -3097,7 +3210,7 @@ export interface components {
              *     waiting for an executor to take it.
              * @enum {string}
              */
-            reason: "scheduled" | "retry_backoff" | "deferred" | "buffered" | "dependency" | "breaker_open" | "no_executor" | "at_limit" | "publishing" | "in_queue";
+            reason: "scheduled" | "retry_backoff" | "deferred" | "buffered" | "dependency" | "concurrency" | "breaker_open" | "no_executor" | "at_limit" | "publishing" | "in_queue";
             /**
              * @description The reason in words, times in UTC.
              * @example the circuit breaker of http:api.example.com is open on every executor serving it (1) since 2026-11-28 16:02:11Z (5 of 5 attempts failed within 1m0s); next probe at 2026-11-28 16:02:41Z
@@ -3109,6 +3222,8 @@ export interface components {
             until?: string;
             /** @description The handler's key, when the reason is about the handler. */
             handler?: string;
+            /** @description The concurrency key, when the reason is `concurrency`. */
+            key?: string;
         };
         /** @description One executor's circuit breaker for a handler entering a state. */
         BreakerChange: {
@@ -4866,6 +4981,35 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             415: components["responses"]["UnsupportedMediaType"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listConcurrencyKeys: {
+        parameters: {
+            query?: {
+                namespace?: string;
+                key?: string;
+                /** @description The scope of `key` (default namespace). */
+                scope?: "namespace" | "cluster";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConcurrencyKeyList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             default: components["responses"]["Error"];
         };
     };

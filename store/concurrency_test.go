@@ -1,0 +1,239 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
+)
+
+// keyedJob stores a job whose executions carry a concurrency key.
+func keyedJob(t *testing.T, s *Store, name, slot string, limit int, onLimit string) *model.Job {
+	t.Helper()
+	j := testJob(name, nil)
+	j.Namespace = "default"
+	j.Policy = &domain.JobPolicy{Concurrency: &domain.Concurrency{Key: "k", Limit: limit, OnLimit: onLimit, Slot: slot}}
+	return mustCreate(t, s, j)
+}
+
+// slotState is what the slots table and the executions say of key slot.
+func slotState(t *testing.T, s *Store, slot string) (held, waiting, active, waitingExecs int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE held), count(*) FILTER (WHERE NOT held)
+		FROM concurrency_slots WHERE slot_key = $1`, slot).Scan(&held, &waiting); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('queued', 'running', 'failed')),
+		count(*) FILTER (WHERE state = 'waiting') FROM executions WHERE slot_key = $1`, slot).Scan(&active, &waitingExecs); err != nil {
+		t.Fatal(err)
+	}
+	return held, waiting, active, waitingExecs
+}
+
+// TestConcurrencySlotsProperty drives executions of jobs sharing
+// concurrency keys through random lives, from several goroutines at once
+// as recorders, the API and the scanner would: manual runs queued,
+// attempts started, succeeded, failed and retried, died, timed out,
+// cancelled, re-driven, deleted. At every step, no key has more
+// executions queued, running or retrying than its limit (read in one
+// snapshot while the others go on); when all is quiet, the slots table
+// agrees with the executions, no execution waits while a slot is free,
+// and once everything ended no slot is held or waited for.
+func TestConcurrencySlotsProperty(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	const k1, k2 = "ns:default:k1", "ns:default:k2"
+	jobs := []*model.Job{
+		keyedJob(t, s, "a", k1, 2, domain.OnLimitWait),
+		keyedJob(t, s, "b", k1, 2, domain.OnLimitWait),
+		keyedJob(t, s, "c", k2, 1, domain.OnLimitWait),
+	}
+	limit := map[string]int{k1: 2, k2: 1}
+
+	var (
+		mu    sync.Mutex
+		execs []uuid.UUID
+		over  []string
+	)
+	pick := func(rng *rand.Rand) (uuid.UUID, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(execs) == 0 {
+			return uuid.Nil, false
+		}
+		return execs[rng.IntN(len(execs))], true
+	}
+	check := func() {
+		for slot, n := range limit {
+			var running int
+			if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM executions
+				WHERE slot_key = $1 AND state IN ('queued', 'running', 'failed')`, slot).Scan(&running); err != nil {
+				t.Error(err)
+				return
+			}
+			if running > n {
+				mu.Lock()
+				var dump string
+				_ = s.pool.QueryRow(ctx, `SELECT string_agg(x.id::text || ' ' || x.state || ' a' || x.attempts || ' held=' || coalesce(c.held::text, '-'), '; ')
+					FROM executions x LEFT JOIN concurrency_slots c ON c.execution_id = x.id
+					WHERE x.slot_key = $1 AND x.state IN ('queued', 'running', 'failed')`, slot).Scan(&dump)
+				over = append(over, fmt.Sprintf("%s: %d unended over a limit of %d: %s", slot, running, n, dump))
+				mu.Unlock()
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 43))
+			for range 120 {
+				check()
+				switch p := rng.IntN(100); {
+				case p < 30:
+					j := jobs[rng.IntN(len(jobs))]
+					e, err := s.CreateManualExecution(ctx, j.ID, time.Now().Add(time.Duration(rng.IntN(1000))*time.Millisecond))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					execs = append(execs, e.ID)
+					mu.Unlock()
+				case p < 45:
+					id, ok := pick(rng)
+					if ok {
+						report(t, s, id, domain.EventStarted, false)
+					}
+				case p < 65:
+					id, ok := pick(rng)
+					if ok {
+						report(t, s, id, domain.EventSucceeded, false)
+					}
+				case p < 72:
+					id, ok := pick(rng)
+					if ok {
+						report(t, s, id, domain.EventFailed, false) // a retry to come: it keeps its slot
+					}
+				case p < 80:
+					id, ok := pick(rng)
+					if ok {
+						report(t, s, id, domain.EventFailed, true) // dead (or timed out for good)
+					}
+				case p < 88:
+					if id, ok := pick(rng); ok {
+						if _, err := s.CancelExecution(ctx, id); err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound) {
+							t.Error(err)
+						}
+					}
+				case p < 94:
+					if id, ok := pick(rng); ok {
+						if _, err := s.RedriveExecution(ctx, id); err != nil && !errors.Is(err, ErrNotDead) && !errors.Is(err, ErrNotFound) {
+							t.Error(err)
+						}
+					}
+				default:
+					if id, ok := pick(rng); ok {
+						if _, err := s.pool.Exec(ctx, "DELETE FROM executions WHERE id = $1", id); err != nil {
+							t.Error(err)
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	check()
+	if len(over) > 0 {
+		t.Fatalf("limits exceeded %d times, first: %s", len(over), over[0])
+	}
+	for slot, n := range limit {
+		held, waiting, active, waitingExecs := slotState(t, s, slot)
+		t.Logf("%s: %d held, %d waiting", slot, held, waiting)
+		if held != active || waiting != waitingExecs {
+			t.Errorf("%s: slots say %d held and %d waiting, executions %d unended and %d waiting", slot, held, waiting, active, waitingExecs)
+		}
+		if held < n && waiting > 0 {
+			t.Errorf("%s: %d executions wait while %d of %d slots are held", slot, waiting, held, n)
+		}
+	}
+	// Everything ends: every waiting execution gets its slot in turn.
+	for range 200 {
+		var ids []uuid.UUID
+		rows, err := s.pool.Query(ctx, "SELECT id FROM executions WHERE slot_key IS NOT NULL AND state IN ('queued', 'running', 'failed')")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if len(ids) == 0 {
+			break
+		}
+		for _, id := range ids {
+			report(t, s, id, domain.EventSucceeded, false)
+		}
+	}
+	if n := count(t, s, "SELECT count(*) FROM concurrency_slots"); n != 0 {
+		t.Errorf("%d slots held or waited for once every execution ended", n)
+	}
+	if n := count(t, s, "SELECT count(*) FROM executions WHERE state = 'waiting'"); n != 0 {
+		t.Errorf("%d executions still wait", n)
+	}
+}
+
+// report records an event of execution id's current attempt, as an
+// executor would report it.
+func report(t *testing.T, s *Store, id uuid.UUID, typ domain.EventType, final bool) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := s.GetExecution(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return
+	}
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if e.State != domain.ExecQueued && e.State != domain.ExecRunning && e.State != domain.ExecFailed {
+		return
+	}
+	now := time.Now()
+	ev := model.AttemptEvent{ID: id, Attempt: e.Attempts + 1, Dispatch: e.Dispatches, Executor: "e1", Type: typ, At: now,
+		PublishedAt: ptr(now.Add(-time.Millisecond))}
+	if e.State == domain.ExecRunning {
+		ev.Attempt = e.Attempts
+	}
+	switch typ {
+	case domain.EventSucceeded:
+		ev.StartedAt = ptr(now.Add(-time.Millisecond))
+	case domain.EventFailed:
+		ev.Error, ev.RetryIn, ev.Final, ev.StartedAt = "boom", time.Millisecond, final, ptr(now.Add(-time.Millisecond))
+	}
+	// A batch that fails whole is retried, as the recorder does (a
+	// deadlock between two keys' locks, say).
+	for try := 0; ; try++ {
+		_, err := s.RecordAttemptEvents(ctx, []model.AttemptEvent{ev})
+		if err == nil || !isRetryable(err) || try == 5 {
+			if err != nil {
+				t.Error(err)
+			}
+			return
+		}
+	}
+}
