@@ -71,7 +71,7 @@ WITH r AS (
 ), ins AS (
 	INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
 		handler, payload, retry, timeout_ms, priority, created_at, fired_by, spec_id, next_attempt_at, due_at,
-		buffered, `+slotColumns+`)
+		buffered, ` + slotColumns + `)
 	SELECT r.exec_id, j.id, j.bucket, j.namespace, j.name, r.sched, false, CASE WHEN r.waiting THEN 'waiting' ELSE 'queued' END,
 		CASE WHEN j.spec_id IS NULL THEN j.handler END, CASE WHEN j.spec_id IS NULL THEN j.payload END,
 		CASE WHEN j.spec_id IS NULL THEN j.retry END, CASE WHEN j.spec_id IS NULL THEN j.timeout_ms END,
