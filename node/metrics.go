@@ -13,6 +13,7 @@ import (
 
 	"github.com/tock-sched/tock/internal/promreg"
 	"github.com/tock-sched/tock/recorder"
+	"github.com/tock-sched/tock/store"
 )
 
 // This file holds the gauges a node exports about itself beside its
@@ -79,6 +80,9 @@ func registerSchedulerMetrics(d deps, s *scheduler) error {
 		Help: "Executions due that this node's dispatcher has not had acknowledged by JetStream yet " +
 			"(fired, retries and re-drives coming due): the outbox as this node holds it."},
 		func() (float64, bool) { return float64(s.disp.Unpublished()), true }, &err)
+	if d.st != nil {
+		promreg.Register(d.reg, prometheus.Collector(newSlotCollector(d.st)), &err)
+	}
 	if err != nil {
 		return fmt.Errorf("register scheduler metrics: %w", err)
 	}
@@ -170,4 +174,40 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// slotCollector exports, when scraped, the concurrency slots held and the
+// executions waiting for one, by key (one grouped read of
+// concurrency_slots, bounded by slotsTimeout; left out when it fails).
+// Every scheduler node exports the same cluster-wide figures.
+type slotCollector struct {
+	st            *store.Store
+	held, waiting *prometheus.Desc
+}
+
+// slotsTimeout bounds the read of the slots a scrape makes.
+const slotsTimeout = time.Second
+
+func newSlotCollector(st *store.Store) *slotCollector {
+	return &slotCollector{st: st,
+		held: prometheus.NewDesc("tock_concurrency_slots_held",
+			"Slots of a concurrency key held by executions queued, running or retrying (scoped key: ns:<namespace>:<key> or cluster:<key>).",
+			[]string{"key"}, nil),
+		waiting: prometheus.NewDesc("tock_concurrency_waiting",
+			"Executions waiting for a slot of a concurrency key (state waiting).", []string{"key"}, nil)}
+}
+
+func (c *slotCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.held; ch <- c.waiting }
+
+func (c *slotCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), slotsTimeout)
+	defer cancel()
+	held, waiting, err := c.st.CountSlots(ctx)
+	if err != nil {
+		return
+	}
+	for k, n := range held {
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(n), k)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(waiting[k]), k)
+	}
 }

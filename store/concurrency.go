@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -118,38 +117,6 @@ func (s *Store) CountSlots(ctx context.Context) (held, waiting map[string]int, e
 		held[k.Slot], waiting[k.Slot] = k.Held, k.Waiting
 	}
 	return held, waiting, nil
-}
-
-// slotAhead is how many executions wait for execution id's key before
-// it, and the key; ok false when it does not wait for a slot.
-func (s *Store) slotAhead(ctx context.Context, id uuid.UUID, at time.Time) (key string, ahead int, ok bool, err error) {
-	err = s.pool.QueryRow(ctx, `
-		SELECT w.slot_key, (SELECT count(*) FROM concurrency_slots o WHERE o.slot_key = w.slot_key AND NOT o.held
-			AND (o.scheduled_for, o.execution_id) < (w.scheduled_for, w.execution_id))
-		FROM concurrency_slots w WHERE w.execution_id = $1 AND w.scheduled_for = $2 AND NOT w.held`, id, at).Scan(&key, &ahead)
-	if err == pgx.ErrNoRows {
-		return "", 0, false, nil
-	}
-	return key, ahead, err == nil, err
-}
-
-// SlotWait says why execution e waits for a slot: its key, how many
-// slots of it are held and how many executions wait before it; ok false
-// when it does not wait for one.
-func (s *Store) SlotWait(ctx context.Context, e *model.Execution) (w model.SlotWait, ok bool, err error) {
-	if e.SlotKey == "" || e.State != domain.ExecWaiting {
-		return w, false, nil
-	}
-	key, ahead, ok, err := s.slotAhead(ctx, e.ID, e.ScheduledFor)
-	if err != nil || !ok {
-		return w, false, err
-	}
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM concurrency_slots WHERE slot_key = $1 AND held`, key).
-		Scan(&w.Held); err != nil {
-		return w, false, fmt.Errorf("store: slot wait of %s: %w", e.ID, err)
-	}
-	w.Slot, w.Ahead = key, ahead
-	return w, true, nil
 }
 
 // lockSlotSQL takes a key's lock, as the triggers do: the two-int form of

@@ -144,8 +144,14 @@ func TestConcurrencySlotsProperty(t *testing.T) {
 					}
 				default:
 					if id, ok := pick(rng); ok {
-						if _, err := s.pool.Exec(ctx, "DELETE FROM executions WHERE id = $1", id); err != nil {
-							t.Error(err)
+						for try := 0; ; try++ {
+							_, err := s.pool.Exec(ctx, "DELETE FROM executions WHERE id = $1", id)
+							if err == nil || !isRetryable(err) || try == 5 {
+								if err != nil {
+									t.Error(err)
+								}
+								break
+							}
 						}
 					}
 				}

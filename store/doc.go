@@ -152,6 +152,9 @@
 //     announced, the set saved, audit entries written), ListApplySets.
 //   - calendars (calendars.go): CreateCalendar, GetCalendar,
 //     ListCalendars, UpdateCalendar, DeleteCalendar.
+//   - concurrency_slots (concurrency.go; the triggers of migration 35
+//     take and release the slots): ListConcurrencyKeys, ListSlotHolders,
+//     CountSlots.
 //   - audit_log (audit_log.go): CreateAuditEntries, ListAuditEntries,
 //     MaintainAuditPartitions.
 //   - idempotency_keys (idempotency_keys.go): ClaimIdempotencyKey,

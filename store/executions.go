@@ -364,6 +364,25 @@ func (s *Store) RedriveExecution(ctx context.Context, id uuid.UUID) (*model.Exec
 func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(state domain.ExecState) (string, error)) (*model.Execution, error) {
 	sched := domain.ExecutionTime(id)
 	var e *model.Execution
+	// A change that ends an execution with a concurrency key releases
+	// its slot under the key's lock (migration 35), which a recorder
+	// ending another of the key's executions may hold while it waits for
+	// this row: one of the two is aborted as deadlocked, and this one
+	// is simply run again.
+	var err error
+	for try := 0; try < changeTries; try++ {
+		if err = s.changeExecutionOnce(ctx, id, sched, change, &e); !isRetryable(err) {
+			break
+		}
+	}
+	return e, err
+}
+
+// changeTries bounds the runs of a change that deadlocked.
+const changeTries = 3
+
+func (s *Store) changeExecutionOnce(ctx context.Context, id uuid.UUID, sched time.Time, change func(state domain.ExecState) (string, error), out **model.Execution) error {
+	var e *model.Execution
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var state domain.ExecState
 		err := tx.QueryRow(ctx, "SELECT state FROM executions WHERE id = $1 AND scheduled_for = $2 FOR UPDATE",
@@ -388,7 +407,8 @@ func (s *Store) changeExecution(ctx context.Context, id uuid.UUID, change func(s
 		_, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", ExecChannel, strconv.Itoa(e.Bucket))
 		return err
 	})
-	return e, err
+	*out = e
+	return err
 }
 
 // GetExecution reads an execution with its attempts (AttemptList, by

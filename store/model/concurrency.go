@@ -26,10 +26,3 @@ type SlotHolder struct {
 	Namespace    string
 	Since        time.Time
 }
-
-// SlotWait is why an execution waits for a slot: its key's Held slots
-// are all its limit allows, and Ahead executions wait before it.
-type SlotWait struct {
-	Slot        string
-	Held, Ahead int
-}
