@@ -134,7 +134,10 @@ func operationCases(a *authEnv) map[string]func() request {
 			return request{"POST", "/v1/calendars", map[string]any{"name": "c-" + uuid.NewString()[:8], "namespace": "team-a"}, false}
 		},
 		"listCalendars": func() request { return request{"GET", "/v1/calendars?namespace=team-a", nil, false} },
-		"getCalendar":   func() request { return request{"GET", "/v1/calendars/" + calendar() + "?namespace=team-a", nil, false} },
+		"listConcurrencyKeys": func() request {
+			return request{"GET", "/v1/concurrency?namespace=team-a", nil, false}
+		},
+		"getCalendar": func() request { return request{"GET", "/v1/calendars/" + calendar() + "?namespace=team-a", nil, false} },
 		"putCalendar": func() request {
 			name := calendar()
 			return request{"PUT", "/v1/calendars/" + name + "?namespace=team-a", map[string]any{"name": name}, false}
