@@ -54,6 +54,10 @@ func jobOf(j *model.Job) models.Job {
 			out.Concurrency = &models.Concurrency{Key: c.Key, Limit: c.Limit,
 				Scope: ptr(models.ConcurrencyScope(c.Scope)), OnLimit: ptr(models.ConcurrencyOnLimit(c.OnLimit))}
 		}
+		if r := p.RateLimit; r != nil {
+			out.RateLimit = &models.RateLimit{Key: r.Key, Limit: r.Limit, Per: r.Per, Burst: ptr(r.Burst),
+				OnLimit: ptr(models.RateLimitOnLimit(r.OnLimit))}
+		}
 	}
 	out.Runs = ptr(j.FiredCount)
 	if j.ApplySet != "" {
@@ -190,6 +194,9 @@ func executionOf(e *model.Execution, withAttempts bool) models.Execution {
 	if e.Buffered {
 		// Its next_attempt_at is a far-future placeholder, not a time.
 		out.Buffered, out.NextAttemptAt = ptr(true), nil
+	}
+	if e.RateKey != "" {
+		out.RateLimitKey = ptr(e.RateKey)
 	}
 	if e.SlotKey != "" {
 		out.ConcurrencyKey = ptr(e.SlotKey)

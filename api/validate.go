@@ -43,6 +43,10 @@ func newJobOf(req *models.JobCreate) (jobs.NewJob, fieldErrors) {
 		nj.Concurrency = &domain.Concurrency{Key: c.Key, Limit: c.Limit,
 			Scope: string(deref(c.Scope)), OnLimit: string(deref(c.OnLimit))}
 	}
+	if r := req.RateLimit; r != nil {
+		nj.RateLimit = &domain.RateLimit{Key: r.Key, Limit: r.Limit, Per: r.Per, Burst: deref(r.Burst),
+			OnLimit: string(deref(r.OnLimit))}
+	}
 	if req.Namespace != nil {
 		nj.Namespace = *req.Namespace
 	}
@@ -104,6 +108,14 @@ func patchOf(req *models.JobPatch, members map[string]json.RawMessage) (jobs.Pat
 		if c := req.Concurrency; c != nil {
 			p.Concurrency = &domain.Concurrency{Key: deref(c.Key), Limit: deref(c.Limit),
 				Scope: string(deref(c.Scope)), OnLimit: string(deref(c.OnLimit))}
+		}
+	}
+	if has("rate_limit") {
+		// null or {} removes it.
+		p.RateLimit = &domain.RateLimit{}
+		if r := req.RateLimit; r != nil {
+			p.RateLimit = &domain.RateLimit{Key: deref(r.Key), Limit: deref(r.Limit), Per: deref(r.Per),
+				Burst: deref(r.Burst), OnLimit: string(deref(r.OnLimit))}
 		}
 	}
 	f := dependsFields{req.DependsOn, req.DependsMode, req.DependsMatch, req.WaitTimeout, req.OnTimeout, req.OnUpstreamSkipped}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+	"time"
 	"unicode/utf8"
 )
 
@@ -148,4 +149,83 @@ func SlotKeyParts(slot string) (scope, namespace, key string) {
 	rest := strings.TrimPrefix(slot, "ns:")
 	namespace, key, _ = strings.Cut(rest, ":")
 	return ScopeNamespace, namespace, key
+}
+
+// What an execution over its rate limit does.
+const (
+	// RateWait starts it later, when the key's window has room, in the
+	// order the executions came.
+	RateWait = "wait"
+	// RateSkip skips it (reason SkipRateLimit).
+	RateSkip = "skip"
+)
+
+// SkipRateLimit: the run's rate-limit key had no room and its job's
+// on_limit is skip.
+const SkipRateLimit = "rate_limit"
+
+// RateLimit bounds how many executions sharing a key tock releases to
+// the executors per window: at most Limit in any Per, at most Burst of
+// them back to back (the rest spaced Per/Limit apart; Burst 0 is Limit).
+// The key is a template as Concurrency's, scoped to the namespace; every
+// job of the namespace naming the same key shares its window (each
+// execution is held to its own job's figures). Executions over it are
+// released later, in the order they came, or skipped (OnLimit skip).
+type RateLimit struct {
+	Key     string `json:"key"`
+	Limit   int    `json:"limit"`
+	Per     string `json:"per"`
+	Burst   int    `json:"burst,omitempty"`
+	OnLimit string `json:"on_limit,omitempty"`
+	// Slot and PerMS are the key as executions carry it and Per in
+	// milliseconds, set when the job is written.
+	Slot  string `json:"slot_key,omitempty"`
+	PerMS int64  `json:"per_ms,omitempty"`
+}
+
+// MaxRatePer is the longest rate-limit window.
+const MaxRatePer = 24 * time.Hour
+
+// Validate lists what is wrong with r itself (fields under "rate_limit").
+func (r RateLimit) Validate() []FieldError {
+	var errs []FieldError
+	if strings.TrimSpace(r.Key) == "" {
+		errs = append(errs, FieldError{"key", "is required"})
+	} else if _, err := parseKey(r.Key); err != nil {
+		errs = append(errs, FieldError{"key", "is not a template: " + err.Error()})
+	}
+	if r.Limit < 1 || r.Limit > MaxSlotLimit {
+		errs = append(errs, FieldError{"limit", fmt.Sprintf("must be between 1 and %d", MaxSlotLimit)})
+	}
+	if d, err := time.ParseDuration(r.Per); err != nil || d < 100*time.Millisecond || d > MaxRatePer {
+		errs = append(errs, FieldError{"per", "must be a duration from 100ms to 24h, like 10s or 1m"})
+	}
+	if r.Burst < 0 || r.Burst > r.Limit {
+		errs = append(errs, FieldError{"burst", "must be between 1 and limit"})
+	}
+	switch r.OnLimit {
+	case "", RateWait, RateSkip:
+	default:
+		errs = append(errs, FieldError{"on_limit", "must be one of wait, skip"})
+	}
+	return errs
+}
+
+// Prepared is r with its defaults, its key rendered over a job's labels
+// and payload (as Concurrency.SlotKey renders, with "rate:" before the
+// namespace) and Per in milliseconds.
+func (r RateLimit) Prepared(namespace string, labels Labels, payload json.RawMessage) (RateLimit, error) {
+	slot, err := Concurrency{Key: r.Key}.SlotKey(namespace, labels, payload)
+	if err != nil {
+		return r, err
+	}
+	d, _ := time.ParseDuration(r.Per)
+	r.Slot, r.PerMS = "rate:"+slot, d.Milliseconds()
+	if r.Burst == 0 {
+		r.Burst = r.Limit
+	}
+	if r.OnLimit == "" {
+		r.OnLimit = RateWait
+	}
+	return r, nil
 }

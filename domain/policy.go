@@ -77,6 +77,7 @@ type JobPolicy struct {
 	Missed      MissedPolicy `json:"missed"`
 	Overlap     string       `json:"overlap,omitempty"`
 	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	RateLimit   *RateLimit   `json:"rate_limit,omitempty"`
 }
 
 // Validate lists what is wrong with p; empty fields are fine.

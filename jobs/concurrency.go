@@ -8,18 +8,40 @@ import (
 // errKeyedDepends refuses a job with both dependencies and a concurrency
 // key: its executions would wait for their upstreams in the state a
 // key's waiting executions wait in.
-const errKeyedDepends = "cannot be combined with depends_on yet: an execution waits for its upstreams or for a slot, not both"
+const errKeyedDepends = "cannot be combined with depends_on yet: an execution waits for its upstreams or for its key, not both"
+
+// keyedField is the field a job's keyed policy is named by in a fault.
+func keyedField(p *domain.JobPolicy) string {
+	if p.Concurrency != nil {
+		return "concurrency"
+	}
+	return "rate_limit"
+}
 
 // slotFault renders j's key after a change (keySlot), refusing a job
 // that has both a key and dependencies.
 func slotFault(j *model.Job) error {
 	var f faults
-	if j.Policy != nil && j.Policy.Concurrency != nil && j.Depends != nil {
-		f.add("concurrency", "%s", errKeyedDepends)
+	if j.Policy != nil && (j.Policy.Concurrency != nil || j.Policy.RateLimit != nil) && j.Depends != nil {
+		f.add(keyedField(j.Policy), "%s", errKeyedDepends)
 	} else {
 		keySlot(j, &f)
 	}
 	return f.err()
+}
+
+// checkRateLimit checks a job's rate limit (faults under "rate_limit.");
+// nil for none.
+func checkRateLimit(r *domain.RateLimit, f *faults) *domain.RateLimit {
+	if r == nil {
+		return nil
+	}
+	for _, fe := range r.Validate() {
+		f.add("rate_limit."+fe.Field, "%s", fe.Message)
+	}
+	v := *r
+	v.Slot, v.PerMS = "", 0
+	return &v
 }
 
 // checkConcurrency checks a job's concurrency policy (faults under
@@ -42,7 +64,20 @@ func checkConcurrency(c *domain.Concurrency, f *faults) *domain.Concurrency {
 // key that cannot be rendered is a fault on "concurrency.key": tock does
 // not store a job whose executions would run without their limit.
 func keySlot(j *model.Job, f *faults) {
-	if j.Policy == nil || j.Policy.Concurrency == nil {
+	if j.Policy == nil {
+		return
+	}
+	if r := j.Policy.RateLimit; r != nil {
+		v, err := r.Prepared(j.Namespace, j.Labels, j.Payload)
+		if err != nil {
+			f.add("rate_limit.key", "%s", err.Error())
+		} else {
+			p := *j.Policy
+			p.RateLimit = &v
+			j.Policy = &p
+		}
+	}
+	if j.Policy.Concurrency == nil {
 		return
 	}
 	c := *j.Policy.Concurrency

@@ -98,6 +98,7 @@ func (s *Service) Differences(cur, want *model.Job, wantSecrets map[string]strin
 	diff("missed", sameJSON(cp.Missed, wp.Missed))
 	diff("overlap", cp.Overlap == wp.Overlap)
 	diff("concurrency", sameJSON(cp.Concurrency, wp.Concurrency))
+	diff("rate_limit", sameJSON(cp.RateLimit, wp.RateLimit))
 	cd, wd := deref(cur.Depends), deref(want.Depends)
 	diff("depends_on", sameJSON(cd.On, wd.On))
 	if cur.Depends != nil && want.Depends != nil {

@@ -57,6 +57,9 @@ type NewJob struct {
 	// Concurrency, when set, limits how many executions sharing its key
 	// run at once (domain.Concurrency).
 	Concurrency *domain.Concurrency
+	// RateLimit, when set, bounds how many executions sharing its key
+	// start per window (domain.RateLimit).
+	RateLimit *domain.RateLimit
 	// Depends, when set, makes the job wait for others; with a zero
 	// Schedule the job is a chain (it runs once per scheduled run of its
 	// upstreams) rather than a run now.
@@ -107,6 +110,7 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*model.Job, e
 	checkDescription(nj.Description, &f)
 	policy := s.checkPolicy(nj.Missed, nj.Overlap, &f)
 	policy.Concurrency = checkConcurrency(nj.Concurrency, &f)
+	policy.RateLimit = checkRateLimit(nj.RateLimit, &f)
 	j := &model.Job{
 		Policy:    policy,
 		Namespace: nj.Namespace,
@@ -123,8 +127,8 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*model.Job, e
 		j.Labels = nj.Labels
 	}
 	j.Description = nj.Description
-	if policy.Concurrency != nil && nj.Depends != nil {
-		f.add("concurrency", "%s", errKeyedDepends)
+	if (policy.Concurrency != nil || policy.RateLimit != nil) && nj.Depends != nil {
+		f.add(keyedField(policy), "%s", errKeyedDepends)
 	} else if f.err() == nil {
 		keySlot(j, &f)
 	}

@@ -66,6 +66,8 @@ type Patch struct {
 	// Concurrency replaces the concurrency policy; a zero one ({})
 	// removes it.
 	Concurrency *domain.Concurrency
+	// RateLimit replaces the rate limit; a zero one ({}) removes it.
+	RateLimit *domain.RateLimit
 	// Depends replaces what the job waits for (its fields left out take
 	// their defaults); an empty On removes the job's dependencies. A job
 	// without a schedule of its own cannot lose them (it would never
@@ -78,7 +80,7 @@ type Patch struct {
 func (p *Patch) empty() bool {
 	return p.Schedule == nil && p.Handler == nil && p.SecretHeaders == nil && p.Payload == nil && p.Retry == nil &&
 		p.Priority == nil && p.Timeout == nil && p.Labels == nil && p.Description == nil &&
-		p.Missed == nil && p.Overlap == nil && p.Depends == nil && p.Concurrency == nil
+		p.Missed == nil && p.Overlap == nil && p.Depends == nil && p.Concurrency == nil && p.RateLimit == nil
 }
 
 // checkedPatch is a Patch whose values passed the checks, with defaults
@@ -96,6 +98,7 @@ type checkedPatch struct {
 	policy   *domain.JobPolicy
 	// concurrency is Concurrency checked, nil when it removes it.
 	concurrency *domain.Concurrency
+	rateLimit   *domain.RateLimit
 }
 
 // CheckPatch says whether Update would accept p, without reading or
@@ -156,6 +159,9 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 	if p.Concurrency != nil && *p.Concurrency != (domain.Concurrency{}) {
 		c.concurrency = checkConcurrency(p.Concurrency, &f)
 	}
+	if p.RateLimit != nil && *p.RateLimit != (domain.RateLimit{}) {
+		c.rateLimit = checkRateLimit(p.RateLimit, &f)
+	}
 	if p.Depends != nil {
 		checkDepends(p.Depends, false, &f)
 	}
@@ -192,7 +198,7 @@ func (c *checkedPatch) apply(j *model.Job) error {
 			p.Overlap = j.Policy.Overlap
 		}
 		if j.Policy != nil {
-			p.Concurrency = j.Policy.Concurrency
+			p.Concurrency, p.RateLimit = j.Policy.Concurrency, j.Policy.RateLimit
 		}
 		j.Policy = &p
 	}
@@ -202,6 +208,14 @@ func (c *checkedPatch) apply(j *model.Job) error {
 			p = *j.Policy
 		}
 		p.Concurrency = c.concurrency
+		j.Policy = &p
+	}
+	if c.RateLimit != nil {
+		p := domain.JobPolicy{}
+		if j.Policy != nil {
+			p = *j.Policy
+		}
+		p.RateLimit = c.rateLimit
 		j.Policy = &p
 	}
 	if c.Handler != nil {

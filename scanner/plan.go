@@ -77,7 +77,7 @@ func plan(d model.Due, sch *schedule.Schedule, now time.Time, def domain.MissedP
 // that chains follow) and, when that or its overlap policy sends it down
 // the store's policy path, names its run: Runs nil fires ScheduledFor.
 func named(f store.Firing, d model.Due) store.Firing {
-	f.Waits, f.Chains, f.Concurrency = d.Waits, d.Chains, d.Policy.Concurrency
+	f.Waits, f.Chains, f.Concurrency, f.RateLimited = d.Waits, d.Chains, d.Policy.Concurrency, d.Policy.RateLimit != nil
 	if f.Runs == nil && !f.Plain() {
 		f.Runs = []model.Run{{At: f.ScheduledFor}}
 	}

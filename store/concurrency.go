@@ -37,11 +37,11 @@ func atLimit(err error) (string, bool) {
 // slotColumns are the executions columns that carry a job's concurrency
 // policy; slotValues reads them from the jobs row named by alias (NULL
 // for a job without one).
-const slotColumns = "slot_key, slot_limit, slot_on_limit"
+const slotColumns = "slot_key, slot_limit, slot_on_limit, rate_limit"
 
 func slotValues(alias string) string {
 	c := alias + "policy->'concurrency'"
-	return c + "->>'slot_key', (" + c + "->>'limit')::int, " + c + "->>'on_limit'"
+	return c + "->>'slot_key', (" + c + "->>'limit')::int, " + c + "->>'on_limit', " + alias + "policy->'rate_limit'"
 }
 
 // slot is a job's concurrency policy as slotColumns' values.
@@ -49,14 +49,22 @@ type slot struct {
 	key     *string
 	limit   *int
 	onLimit *string
+	rate    *domain.RateLimit
 }
 
 func slotOf(j *model.Job) slot {
-	if j.Policy == nil || j.Policy.Concurrency == nil || j.Policy.Concurrency.Slot == "" {
-		return slot{}
+	var s slot
+	if j.Policy == nil {
+		return s
 	}
-	c := j.Policy.Concurrency.WithDefaults()
-	return slot{key: &c.Slot, limit: &c.Limit, onLimit: &c.OnLimit}
+	if c := j.Policy.Concurrency; c != nil && c.Slot != "" {
+		v := c.WithDefaults()
+		s.key, s.limit, s.onLimit = &v.Slot, &v.Limit, &v.OnLimit
+	}
+	if r := j.Policy.RateLimit; r != nil && r.Slot != "" {
+		s.rate = r
+	}
+	return s
 }
 
 // ListConcurrencyKeys lists the concurrency keys with executions holding

@@ -243,3 +243,78 @@ func report(t *testing.T, s *Store, id uuid.UUID, typ domain.EventType, final bo
 		}
 	}
 }
+
+// A rate limit releases a key's executions at most limit in any window
+// of per, at most burst back to back, in the order they came; each
+// execution held to its job's figures, jobs of the key sharing its
+// window; on_limit skip refuses a run asked for now when the window has
+// no room.
+func TestRateLimitReleases(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	rate := func(name string, burst int, onLimit string) *model.Job {
+		j := testJob(name, nil)
+		j.Namespace = "default"
+		j.Policy = &domain.JobPolicy{RateLimit: &domain.RateLimit{Key: "partner", Limit: 5, Per: "1s", Burst: burst,
+			OnLimit: onLimit, Slot: "rate:ns:default:partner", PerMS: 1000}}
+		return mustCreate(t, s, j)
+	}
+	a, b := rate("a", 5, domain.RateWait), rate("b", 5, domain.RateWait)
+	now := time.Now().UTC()
+	var releases []time.Time
+	for i := range 23 {
+		j := a
+		if i%2 == 1 {
+			j = b
+		}
+		e, err := s.CreateManualExecution(ctx, j.ID, now.Add(time.Duration(i)*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.State != domain.ExecQueued || e.RateKey != "rate:ns:default:partner" {
+			t.Fatalf("execution %d: %s, key %q", i, e.State, e.RateKey)
+		}
+		releases = append(releases, e.DueAt())
+	}
+	for i := 1; i < len(releases); i++ {
+		if releases[i].Before(releases[i-1]) {
+			t.Fatalf("release %d at %s before release %d at %s: not in order", i, releases[i], i-1, releases[i-1])
+		}
+	}
+	for i := range releases {
+		in := 0
+		for _, r := range releases {
+			if !r.Before(releases[i]) && r.Before(releases[i].Add(time.Second)) {
+				in++
+			}
+		}
+		if in > 5 {
+			t.Fatalf("%d releases in the second from %s; the limit is 5: %v", in, releases[i], releases)
+		}
+	}
+	// 23 executions at 5 a second: the last goes 4 s after the first.
+	if span := releases[22].Sub(releases[0]); span < 4*time.Second || span > 4*time.Second+time.Second/2 {
+		t.Errorf("23 releases span %s; want about 4s", span)
+	}
+
+	// A job with burst 1 is spaced one every 200 ms after the window's
+	// last release.
+	c := rate("c", 1, domain.RateWait)
+	e1, err := s.CreateManualExecution(ctx, c.ID, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2, err := s.CreateManualExecution(ctx, c.ID, now.Add(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gap := e2.DueAt().Sub(e1.DueAt()); gap < 200*time.Millisecond {
+		t.Errorf("burst 1: releases %s apart; want at least 200ms", gap)
+	}
+
+	// on_limit skip: no room now, so a run asked for now is refused.
+	d := rate("d", 5, domain.RateSkip)
+	if _, err := s.CreateManualExecution(ctx, d.ID, now); !errors.Is(err, ErrAtLimit) {
+		t.Errorf("a run now with a full window and on_limit skip: %v; want ErrAtLimit", err)
+	}
+}

@@ -34,7 +34,7 @@ func execCols(a string) string {
 		spec("handler") + ", " + spec("payload") + ", " + spec("retry") + ", " + spec("timeout_ms") + ", " +
 		prefixed(a, "dispatched_at, started_at, finished_at, executor_id, error, output, created_at, fired_by, "+
 			"priority, next_attempt_at, series_base, dispatches, due_at, backfill, buffered, batch") +
-		", coalesce(" + a + "slot_key, '')"
+		", coalesce(" + a + "slot_key, ''), coalesce(" + a + "rate_limit->>'slot_key', '')"
 }
 
 // execRead is execColumns for reads shown to users: a fired execution's
@@ -88,12 +88,12 @@ func (s *Store) CreateManualExecution(ctx context.Context, jobID uuid.UUID, at t
 			row := tx.QueryRow(ctx, `
 				INSERT INTO executions (id, job_id, bucket, namespace, job_name, scheduled_for, manual, state,
 					handler, payload, retry, timeout_ms, priority, created_at, next_attempt_at, spec_id, `+slotColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`, $6, $12, $13, $14, $15)
+				VALUES ($1, $2, $3, $4, $5, $6, true, 'queued', $7, $8, $9, $10, $11, `+nowMS+`, $6, $12, $13, $14, $15, $16)
 				ON CONFLICT DO NOTHING
 				RETURNING `+execColumns,
 				domain.ExecutionID(jobID, t), jobID, bucket, j.Namespace, j.Name, t,
 				inline(j, j.Handler), inline(j, nullJSON(j.Payload)), inline(j, j.Retry), inline(j, j.Timeout.Milliseconds()),
-				j.Priority, j.SpecID, slot.key, slot.limit, slot.onLimit)
+				j.Priority, j.SpecID, slot.key, slot.limit, slot.onLimit, slot.rate)
 			e, err = scanExecution(row)
 			if errors.Is(err, pgx.ErrNoRows) {
 				t = t.Add(time.Millisecond)
@@ -492,7 +492,7 @@ func scanExecutionWith(row pgx.Row, more ...any) (*model.Execution, error) {
 		&e.ScheduledFor, &e.Manual, &e.State, &e.Attempts, &e.Handler, &payload, &retry, &timeoutMS, &e.DispatchedAt,
 		&e.StartedAt, &e.FinishedAt, &e.ExecutorID, &e.Error, &e.Output, &e.CreatedAt, &e.FiredBy,
 		&e.Priority, &e.NextAttemptAt, &e.SeriesBase, &e.Dispatches, &e.JitteredDue, &e.Backfill, &e.Buffered,
-		nullUUID(&e.Batch), &e.SlotKey}, more...)...)
+		nullUUID(&e.Batch), &e.SlotKey, &e.RateKey}, more...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func (f *Firing) plain() bool { return f.Plain() }
 // runs (Runs), even when it fires just ScheduledFor.
 func (f *Firing) Plain() bool {
 	return f.Runs == nil && len(f.Skips) == 0 && (f.Overlap == "" || f.Overlap == domain.OverlapAllow) && !f.Waits && !f.Chains &&
-		f.Concurrency == nil
+		f.Concurrency == nil && !f.RateLimited
 }
 
 // policyAdvanceSQL is the compare-and-set of firings that are not plain,

@@ -67,6 +67,8 @@ type Firing struct {
 	// cancel_oldest the firing cancels the key's oldest executions to
 	// make room for its runs.
 	Concurrency *domain.Concurrency
+	// RateLimited: the job has a rate limit, which its executions carry.
+	RateLimited bool
 	// cancel: the overlap decision cancels the job's unended executions.
 	cancel bool
 }

@@ -37,6 +37,8 @@ const (
 	// Concurrency: every slot of its concurrency key is held (Key says
 	// which).
 	Concurrency = "concurrency"
+	// RateLimit: its rate-limit key's window has no room before Until.
+	RateLimit = "rate_limit"
 	// BreakerOpen: the handler's breaker is open on every executor that
 	// serves it; Since when, Until when it half-opens (next probe).
 	BreakerOpen = "breaker_open"
@@ -162,6 +164,9 @@ func Explain(e *model.Execution, h Handler, now time.Time) *Reason {
 		case e.State == domain.ExecFailed:
 			return &Reason{Kind: RetryBackoff, Until: &due,
 				Message: fmt.Sprintf("attempt %d failed; the next is due at %s (the job's retry backoff)", e.Attempts, stamp(due))}
+		case e.RateKey != "" && e.Dispatches == 0 && e.NextAttemptAt != nil && e.NextAttemptAt.After(e.ScheduledFor):
+			return &Reason{Kind: RateLimit, Until: &due, Key: e.RateKey,
+				Message: fmt.Sprintf("held back by rate limit key %s: released at %s", e.RateKey, stamp(due))}
 		case e.NextAttemptAt != nil && e.Dispatches > 0:
 			// Handed back by an executor: say why if the handler says.
 			if r := handlerReason(h, now); r != nil && (r.Kind == BreakerOpen || r.Kind == AtLimit) {

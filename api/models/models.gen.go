@@ -417,6 +417,7 @@ const (
 	ExecutionWaitReasonInQueue      ExecutionWaitReason = "in_queue"
 	ExecutionWaitReasonNoExecutor   ExecutionWaitReason = "no_executor"
 	ExecutionWaitReasonPublishing   ExecutionWaitReason = "publishing"
+	ExecutionWaitReasonRateLimit    ExecutionWaitReason = "rate_limit"
 	ExecutionWaitReasonRetryBackoff ExecutionWaitReason = "retry_backoff"
 	ExecutionWaitReasonScheduled    ExecutionWaitReason = "scheduled"
 )
@@ -441,6 +442,8 @@ func (e ExecutionWaitReason) Valid() bool {
 	case ExecutionWaitReasonNoExecutor:
 		return true
 	case ExecutionWaitReasonPublishing:
+		return true
+	case ExecutionWaitReasonRateLimit:
 		return true
 	case ExecutionWaitReasonRetryBackoff:
 		return true
@@ -703,6 +706,42 @@ func (e Priority) Valid() bool {
 	}
 }
 
+// Defines values for RateLimitOnLimit.
+const (
+	RateLimitOnLimitSkip RateLimitOnLimit = "skip"
+	RateLimitOnLimitWait RateLimitOnLimit = "wait"
+)
+
+// Valid indicates whether the value is a known member of the RateLimitOnLimit enum.
+func (e RateLimitOnLimit) Valid() bool {
+	switch e {
+	case RateLimitOnLimitSkip:
+		return true
+	case RateLimitOnLimitWait:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RateLimitPatchOnLimit.
+const (
+	RateLimitPatchOnLimitSkip RateLimitPatchOnLimit = "skip"
+	RateLimitPatchOnLimitWait RateLimitPatchOnLimit = "wait"
+)
+
+// Valid indicates whether the value is a known member of the RateLimitPatchOnLimit enum.
+func (e RateLimitPatchOnLimit) Valid() bool {
+	switch e {
+	case RateLimitPatchOnLimitSkip:
+		return true
+	case RateLimitPatchOnLimitWait:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RetryPolicyJitter.
 const (
 	RetryPolicyJitterEqual RetryPolicyJitter = "equal"
@@ -756,6 +795,7 @@ const (
 	SkippedRunReasonMissed            SkippedRunReason = "missed"
 	SkippedRunReasonOverlap           SkippedRunReason = "overlap"
 	SkippedRunReasonPaused            SkippedRunReason = "paused"
+	SkippedRunReasonRateLimit         SkippedRunReason = "rate_limit"
 )
 
 // Valid indicates whether the value is a known member of the SkippedRunReason enum.
@@ -772,6 +812,8 @@ func (e SkippedRunReason) Valid() bool {
 	case SkippedRunReasonOverlap:
 		return true
 	case SkippedRunReasonPaused:
+		return true
+	case SkippedRunReasonRateLimit:
 		return true
 	default:
 		return false
@@ -1683,6 +1725,9 @@ type Execution struct {
 	// ones and normal before low ones. Defaults to normal.
 	Priority *Priority `json:"priority,omitempty"`
 
+	// RateLimitKey The rate-limit key its release counted against (rate:ns:namespace:key).
+	RateLimitKey *string `json:"rate_limit_key,omitempty"`
+
 	// Released The downstream executions this execution let run; only in GET /v1/executions/{id}, absent when none.
 	Released     *[]ExecutionLink `json:"released,omitempty"`
 	ScheduledFor time.Time        `json:"scheduled_for"`
@@ -1771,7 +1816,7 @@ type ExecutionWait struct {
 	// Handler The handler's key, when the reason is about the handler.
 	Handler *string `json:"handler,omitempty"`
 
-	// Key The concurrency key, when the reason is `concurrency`.
+	// Key The concurrency or rate-limit key, when the reason is `concurrency` or `rate_limit`.
 	Key *string `json:"key,omitempty"`
 
 	// Message The reason in words, times in UTC.
@@ -1784,7 +1829,8 @@ type ExecutionWait struct {
 	// unrun, published again at `until`. `buffered`: kept by the overlap
 	// policy `buffer_one`. `dependency`: waiting for upstream jobs
 	// (`waiting_for`). `concurrency`: every slot of its concurrency
-	// key (`key`) is held. `breaker_open`: the handler's circuit breaker is
+	// key (`key`) is held. `rate_limit`: its rate-limit key's window has
+	// no room before `until`. `breaker_open`: the handler's circuit breaker is
 	// open on every executor serving it, since `since`, next probe at
 	// `until`. `no_executor`: no executor serves the handler's queue.
 	// `at_limit`: every executor of the handler is at its concurrency
@@ -1800,7 +1846,8 @@ type ExecutionWait struct {
 // unrun, published again at `until`. `buffered`: kept by the overlap
 // policy `buffer_one`. `dependency`: waiting for upstream jobs
 // (`waiting_for`). `concurrency`: every slot of its concurrency
-// key (`key`) is held. `breaker_open`: the handler's circuit breaker is
+// key (`key`) is held. `rate_limit`: its rate-limit key's window has
+// no room before `until`. `breaker_open`: the handler's circuit breaker is
 // open on every executor serving it, since `since`, next probe at
 // `until`. `no_executor`: no executor serves the handler's queue.
 // `at_limit`: every executor of the handler is at its concurrency
@@ -2084,6 +2131,20 @@ type Job struct {
 	// ones and normal before low ones. Defaults to normal.
 	Priority *Priority `json:"priority,omitempty"`
 
+	// RateLimit At most `limit` executions sharing a key are released to the
+	// executors in any window of `per`, at most `burst` of them back to
+	// back (default `limit`; the rest one every per/limit). `key` is a
+	// template as Concurrency's, rendered when the job is written; every
+	// job of the namespace naming the same key shares its window, each
+	// execution held to its own job's figures. Executions over it are
+	// released later, in the order they came (`on_limit: wait`, the
+	// default), or skipped (`skip`, reason `rate_limit`; a run asked for
+	// now is refused, 409). What is limited is the release (the
+	// dispatch): an executor starts each when it takes it. A retry of a
+	// failed attempt is not counted again. Not with `depends_on` (yet).
+	// On PATCH, `{}` removes it.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+
 	// Retry How often and how soon a failed execution is tried again: attempt
 	// n+1 waits initial_backoff * multiplier^(n-1), capped at
 	// max_backoff, then jittered (full: uniform in [0, d); equal: uniform
@@ -2251,6 +2312,20 @@ type JobCreate struct {
 	// ones and normal before low ones. Defaults to normal.
 	Priority *Priority `json:"priority,omitempty"`
 
+	// RateLimit At most `limit` executions sharing a key are released to the
+	// executors in any window of `per`, at most `burst` of them back to
+	// back (default `limit`; the rest one every per/limit). `key` is a
+	// template as Concurrency's, rendered when the job is written; every
+	// job of the namespace naming the same key shares its window, each
+	// execution held to its own job's figures. Executions over it are
+	// released later, in the order they came (`on_limit: wait`, the
+	// default), or skipped (`skip`, reason `rate_limit`; a run asked for
+	// now is refused, 409). What is limited is the release (the
+	// dispatch): an executor starts each when it takes it. A retry of a
+	// failed attempt is not counted again. Not with `depends_on` (yet).
+	// On PATCH, `{}` removes it.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+
 	// Retry How often and how soon a failed execution is tried again: attempt
 	// n+1 waits initial_backoff * multiplier^(n-1), capped at
 	// max_backoff, then jittered (full: uniform in [0, d); equal: uniform
@@ -2391,6 +2466,9 @@ type JobPatch struct {
 	// Priority When executors are saturated, high executions start before normal
 	// ones and normal before low ones. Defaults to normal.
 	Priority *Priority `json:"priority,omitempty"`
+
+	// RateLimit A rate limit (see RateLimit), or `{}` to remove the job's.
+	RateLimit *RateLimitPatch `json:"rate_limit,omitempty"`
 
 	// Retry How often and how soon a failed execution is tried again: attempt
 	// n+1 waits initial_backoff * multiplier^(n-1), capped at
@@ -2857,6 +2935,47 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// RateLimit At most `limit` executions sharing a key are released to the
+// executors in any window of `per`, at most `burst` of them back to
+// back (default `limit`; the rest one every per/limit). `key` is a
+// template as Concurrency's, rendered when the job is written; every
+// job of the namespace naming the same key shares its window, each
+// execution held to its own job's figures. Executions over it are
+// released later, in the order they came (`on_limit: wait`, the
+// default), or skipped (`skip`, reason `rate_limit`; a run asked for
+// now is refused, 409). What is limited is the release (the
+// dispatch): an executor starts each when it takes it. A retry of a
+// failed attempt is not counted again. Not with `depends_on` (yet).
+// On PATCH, `{}` removes it.
+type RateLimit struct {
+	Burst *int `json:"burst,omitempty"`
+
+	// Key Example: partner-api
+	Key     string            `json:"key"`
+	Limit   int               `json:"limit"`
+	OnLimit *RateLimitOnLimit `json:"on_limit,omitempty"`
+
+	// Per A Go duration from 100ms to 24h.
+	//
+	// Example: 1m
+	Per string `json:"per"`
+}
+
+// RateLimitOnLimit defines model for RateLimit.OnLimit.
+type RateLimitOnLimit string
+
+// RateLimitPatch A rate limit (see RateLimit), or `{}` to remove the job's.
+type RateLimitPatch struct {
+	Burst   *int                   `json:"burst,omitempty"`
+	Key     *string                `json:"key,omitempty"`
+	Limit   *int                   `json:"limit,omitempty"`
+	OnLimit *RateLimitPatchOnLimit `json:"on_limit,omitempty"`
+	Per     *string                `json:"per,omitempty"`
+}
+
+// RateLimitPatchOnLimit defines model for RateLimitPatch.OnLimit.
+type RateLimitPatchOnLimit string
+
 // ResumeOptions defines model for ResumeOptions.
 type ResumeOptions struct {
 	// CatchUp Apply the job's missed-run policy to the runs of the pause instead of skipping them.
@@ -3072,7 +3191,7 @@ type Schedule struct {
 
 // SkippedRun defines model for SkippedRun.
 type SkippedRun struct {
-	// Detail For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for); for `concurrency`, the key and its limit.
+	// Detail For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for); for `concurrency` and `rate_limit`, the key and its limit.
 	Detail *string `json:"detail,omitempty"`
 
 	// First The first scheduled time skipped.

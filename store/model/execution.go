@@ -64,6 +64,9 @@ type Execution struct {
 	// SlotKey is the concurrency key (domain.Concurrency.Slot) whose slot
 	// the execution holds or waits for; "" without one.
 	SlotKey string
+	// RateKey is the rate-limit key (domain.RateLimit.Slot) its release
+	// counted against; "" without one.
+	RateKey string
 	// AttemptList is filled by store.GetExecution only.
 	AttemptList []Attempt
 	// Notes, filled by store.GetExecution only, are what tock did to the

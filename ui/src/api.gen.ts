@@ -2188,6 +2188,45 @@ export interface components {
              */
             on_limit?: "wait" | "skip" | "cancel_oldest";
         };
+        /**
+         * @description At most `limit` executions sharing a key are released to the
+         *     executors in any window of `per`, at most `burst` of them back to
+         *     back (default `limit`; the rest one every per/limit). `key` is a
+         *     template as Concurrency's, rendered when the job is written; every
+         *     job of the namespace naming the same key shares its window, each
+         *     execution held to its own job's figures. Executions over it are
+         *     released later, in the order they came (`on_limit: wait`, the
+         *     default), or skipped (`skip`, reason `rate_limit`; a run asked for
+         *     now is refused, 409). What is limited is the release (the
+         *     dispatch): an executor starts each when it takes it. A retry of a
+         *     failed attempt is not counted again. Not with `depends_on` (yet).
+         *     On PATCH, `{}` removes it.
+         */
+        RateLimit: {
+            /** @example partner-api */
+            key: string;
+            limit: number;
+            /**
+             * @description A Go duration from 100ms to 24h.
+             * @example 1m
+             */
+            per: string;
+            burst?: number;
+            /**
+             * @default wait
+             * @enum {string}
+             */
+            on_limit?: "wait" | "skip";
+        };
+        /** @description A rate limit (see RateLimit), or `{}` to remove the job's. */
+        RateLimitPatch: {
+            key?: string;
+            limit?: number;
+            per?: string;
+            burst?: number;
+            /** @enum {string} */
+            on_limit?: "wait" | "skip";
+        };
         /** @description A concurrency policy (see Concurrency), or `{}` to remove the job's. */
         ConcurrencyPatch: {
             key?: string;
@@ -2274,8 +2313,8 @@ export interface components {
              */
             runs: number;
             /** @enum {string} */
-            reason: "missed" | "overlap" | "paused" | "dependency" | "dependency_timeout" | "concurrency";
-            /** @description For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for); for `concurrency`, the key and its limit. */
+            reason: "missed" | "overlap" | "paused" | "dependency" | "dependency_timeout" | "concurrency" | "rate_limit";
+            /** @description For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for); for `concurrency` and `rate_limit`, the key and its limit. */
             detail?: string;
             /** Format: date-time */
             recorded_at: string;
@@ -2417,6 +2456,7 @@ export interface components {
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
             concurrency?: components["schemas"]["Concurrency"];
+            rate_limit?: components["schemas"]["RateLimit"];
             /**
              * @description The jobs whose runs this job's runs wait for (at most 16): each
              *     by id, by name in this job's namespace, or as `namespace/name`
@@ -2464,6 +2504,7 @@ export interface components {
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
             concurrency?: components["schemas"]["ConcurrencyPatch"];
+            rate_limit?: components["schemas"]["RateLimitPatch"];
             /**
              * @description The jobs whose runs this job's runs wait for (at most 16): each
              *     by id, by name in this job's namespace, or as `namespace/name`
@@ -2535,6 +2576,7 @@ export interface components {
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
             concurrency?: components["schemas"]["Concurrency"];
+            rate_limit?: components["schemas"]["RateLimit"];
             /**
              * Format: int64
              * @description Runs fired by the schedule so far (what `schedule.max_runs` counts).
@@ -2815,6 +2857,8 @@ export interface components {
             state: components["schemas"]["ExecutionState"];
             /** @description The concurrency key whose slot it holds or waits for (scope:namespace:key or cluster:key). */
             concurrency_key?: string;
+            /** @description The rate-limit key its release counted against (rate:ns:namespace:key). */
+            rate_limit_key?: string;
             attempts: number;
             priority?: components["schemas"]["Priority"];
             /**
@@ -3202,7 +3246,8 @@ export interface components {
              *     unrun, published again at `until`. `buffered`: kept by the overlap
              *     policy `buffer_one`. `dependency`: waiting for upstream jobs
              *     (`waiting_for`). `concurrency`: every slot of its concurrency
-             *     key (`key`) is held. `breaker_open`: the handler's circuit breaker is
+             *     key (`key`) is held. `rate_limit`: its rate-limit key's window has
+             *     no room before `until`. `breaker_open`: the handler's circuit breaker is
              *     open on every executor serving it, since `since`, next probe at
              *     `until`. `no_executor`: no executor serves the handler's queue.
              *     `at_limit`: every executor of the handler is at its concurrency
@@ -3210,7 +3255,7 @@ export interface components {
              *     waiting for an executor to take it.
              * @enum {string}
              */
-            reason: "scheduled" | "retry_backoff" | "deferred" | "buffered" | "dependency" | "concurrency" | "breaker_open" | "no_executor" | "at_limit" | "publishing" | "in_queue";
+            reason: "scheduled" | "retry_backoff" | "deferred" | "buffered" | "dependency" | "concurrency" | "rate_limit" | "breaker_open" | "no_executor" | "at_limit" | "publishing" | "in_queue";
             /**
              * @description The reason in words, times in UTC.
              * @example the circuit breaker of http:api.example.com is open on every executor serving it (1) since 2026-11-28 16:02:11Z (5 of 5 attempts failed within 1m0s); next probe at 2026-11-28 16:02:41Z
@@ -3222,7 +3267,7 @@ export interface components {
             until?: string;
             /** @description The handler's key, when the reason is about the handler. */
             handler?: string;
-            /** @description The concurrency key, when the reason is `concurrency`. */
+            /** @description The concurrency or rate-limit key, when the reason is `concurrency` or `rate_limit`. */
             key?: string;
         };
         /** @description One executor's circuit breaker for a handler entering a state. */

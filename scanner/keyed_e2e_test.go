@@ -1,4 +1,4 @@
-package node_test
+package scanner_test
 
 import (
 	"context"
