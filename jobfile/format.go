@@ -172,6 +172,31 @@ func jobNode(j models.Job) (*yaml.Node, error) {
 		}
 	}
 	m.str("overlap", (*string)(j.Overlap))
+	if c := j.Concurrency; c != nil {
+		cm := newMapping()
+		cm.add("key", strNode(c.Key))
+		cm.add("limit", intNode(int64(c.Limit)))
+		if c.Scope != nil && *c.Scope != models.ConcurrencyScopeNamespace {
+			cm.add("scope", strNode(string(*c.Scope)))
+		}
+		if c.OnLimit != nil && *c.OnLimit != models.ConcurrencyOnLimitWait {
+			cm.add("on_limit", strNode(string(*c.OnLimit)))
+		}
+		m.add("concurrency", cm.n)
+	}
+	if r := j.RateLimit; r != nil {
+		rm := newMapping()
+		rm.add("key", strNode(r.Key))
+		rm.add("limit", intNode(int64(r.Limit)))
+		rm.add("per", strNode(r.Per))
+		if r.Burst != nil && *r.Burst != r.Limit {
+			rm.add("burst", intNode(int64(*r.Burst)))
+		}
+		if r.OnLimit != nil && *r.OnLimit != models.RateLimitOnLimitWait {
+			rm.add("on_limit", strNode(string(*r.OnLimit)))
+		}
+		m.add("rate_limit", rm.n)
+	}
 	if j.DependsOn != nil && len(*j.DependsOn) > 0 {
 		seq := &yaml.Node{Kind: yaml.SequenceNode}
 		for _, u := range *j.DependsOn {

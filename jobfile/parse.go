@@ -596,6 +596,9 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeOf(models.DependsMode("")):              {"all", "any"},
 	reflect.TypeOf(models.DependsOnTimeout("")):         {"skip", "run"},
 	reflect.TypeOf(models.DependsOnUpstreamSkipped("")): {"skip", "run"},
+	reflect.TypeOf(models.ConcurrencyScope("")):         {"namespace", "cluster"},
+	reflect.TypeOf(models.ConcurrencyOnLimit("")):       {"wait", "skip", "cancel_oldest"},
+	reflect.TypeOf(models.RateLimitOnLimit("")):         {"wait", "skip"},
 }
 
 func pathExt(name string) string {

@@ -36,7 +36,7 @@ func TestApplyRoundTrip(t *testing.T) {
 	// In their own cluster the jobs belong to no set: conflicts, until
 	// adopted, which changes no field of any of them.
 	r := diffCode(t, src.URL, files, "nightly")
-	if r.code != 1 || strings.Count(r.stdout, "! conflict") != 8 {
+	if r.code != 1 || strings.Count(r.stdout, "! conflict") != len(jobKinds(secret)) {
 		t.Fatalf("diff before adopting: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := tockctl(t, src.URL, "apply", "-f", files, "--set", "nightly"); r.code != 1 || !strings.Contains(r.stderr, "conflicts") {
@@ -55,13 +55,13 @@ func TestApplyRoundTrip(t *testing.T) {
 	if r := diffCode(t, src.URL, files, "nightly"); r.code != 0 || !strings.Contains(r.stdout, "no changes") {
 		t.Fatalf("diff after adopting: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if out := ok(t, src.URL, "applysets"); !strings.Contains(out, "src/nightly  8     1         no      abc123") {
+	if out := ok(t, src.URL, "applysets"); !strings.Contains(out, "src/nightly  9     1         no      abc123") {
 		t.Fatalf("applysets:\n%s", out)
 	}
 
 	// A fresh cluster made from the files.
 	dst := fileServer(t)
-	if r := diffCode(t, dst.URL, files, "nightly"); r.code != 1 || strings.Count(r.stdout, "+ create") != 8 {
+	if r := diffCode(t, dst.URL, files, "nightly"); r.code != 1 || strings.Count(r.stdout, "+ create") != len(jobKinds(secret)) {
 		t.Fatalf("diff in a fresh cluster: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	ok(t, dst.URL, "apply", "-f", files, "--set", "nightly")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -37,7 +38,7 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if got := ok(t, hs.URL, "export", "--namespace", "src", "--dir", dir); got != "exported 8 jobs to "+dir+"\n" {
+	if got := ok(t, hs.URL, "export", "--namespace", "src", "--dir", dir); got != fmt.Sprintf("exported %d jobs to %s\n", len(jobs), dir) {
 		t.Errorf("export printed %q", got)
 	}
 	hook, err := os.ReadFile(filepath.Join(dir, "src", "pay-hook.yaml"))
@@ -191,6 +192,10 @@ func jobKinds(secret string) []string {
 		  "handler": {"type": "custom", "name": "reporter"},
 		  "depends_on": [{"job": "a-import"}, {"job": "pay-hook", "on": "any"}], "depends_mode": "any",
 		  "depends_match": {"latest_within": "6h"}, "wait_timeout": "2h", "on_timeout": "run", "on_upstream_skipped": "run"}`,
+		`{"name": "sync-acme", "namespace": "src", "schedule": {"cron": "*/30 * * * * *"}, "handler": {"type": "custom", "name": "syncer"},
+		  "labels": {"customer": "acme"}, "payload": {"account": 7},
+		  "concurrency": {"key": "{{ .labels.customer }}", "limit": 2, "on_limit": "skip"},
+		  "rate_limit": {"key": "partner-{{ .payload.account }}", "limit": 100, "per": "1m", "burst": 10}}`,
 		`{"name": "z-chain", "namespace": "src", "handler": {"type": "custom", "name": "reporter"}, "depends_on": [{"job": "report", "on": "failure"}]}`,
 	}
 }

@@ -47,6 +47,12 @@ func (a *app) jobDetails(j models.Job) {
 	if j.Overlap != nil {
 		d.add("overlap", string(*j.Overlap))
 	}
+	if c := j.Concurrency; c != nil {
+		d.add("concurrency", fmt.Sprintf("%d at once by key %s (%s scope, on limit %s)", c.Limit, c.Key, deref(c.Scope), deref(c.OnLimit)))
+	}
+	if r := j.RateLimit; r != nil {
+		d.add("rate limit", fmt.Sprintf("%d per %s, burst %d, by key %s (on limit %s)", r.Limit, r.Per, deref(r.Burst), r.Key, deref(r.OnLimit)))
+	}
 	s := j.Schedule
 	switch runs := deref(j.Runs); {
 	case s.MaxRuns != nil:
