@@ -423,6 +423,33 @@ func TestDashboard(t *testing.T) {
 		b.checkClean()
 	})
 
+	step("waiting on: a concurrency key's holder and queue, and why an execution waits", func(t *testing.T) {
+		b.t = t
+		j := s.createJob(t, map[string]any{"name": "ui-slots", "labels": map[string]string{"customer": "ui-acme"},
+			"schedule": map[string]any{"cron": "0 0 3 * * *"}, "handler": map[string]any{"type": "custom", "name": "ui-nobody"},
+			"concurrency": map[string]any{"key": "{{ .labels.customer }}", "limit": 1}})
+		var runs []models.Execution
+		for range 3 {
+			var x models.Execution
+			if code := s.call(t, s.admin, "POST", "/v1/jobs/"+j.Id.String()+"/run", nil, &x); code != http.StatusAccepted {
+				t.Fatalf("run now: %d", code)
+			}
+			runs = append(runs, x)
+		}
+		b.open("/concurrency?namespace=default")
+		b.waitText(`tr[data-key="ui-acme"]`, "ui-acme")
+		b.waitFor("1 held and 2 waiting", `(() => { const c = [...document.querySelectorAll('tr[data-key="ui-acme"] td')].map(td => td.innerText); return c[2] === "1" && c[3] === "2"; })()`, 10*time.Second)
+		if err := b.eval(`document.querySelector('tr[data-key="ui-acme"] a').click()`, nil); err != nil && !strings.Contains(err.Error(), "undefined") {
+			t.Fatal(err)
+		}
+		b.waitText("main h1", "Waiting on ui-acme")
+		b.waitFor("the queue in order", fmt.Sprintf(`(() => { const r = [...document.querySelectorAll("section:nth-of-type(2) tr[data-execution]")].map(e => e.dataset.execution); return r.join() === %q; })()`,
+			runs[1].Id.String()+","+runs[2].Id.String()), 10*time.Second)
+		b.open("/executions/" + runs[2].Id.String())
+		b.waitText("main", "waiting for a slot of concurrency key ns:default:ui-acme")
+		b.checkClean()
+	})
+
 	step("create a key, its secret shown once", func(t *testing.T) {
 		b.t = t
 		b.open("/keys")
@@ -480,6 +507,7 @@ func TestDashboard(t *testing.T) {
 			"executions": "/executions", "execution": "/executions/" + l.Items[0].Id.String(),
 			"cluster": "/cluster", "keys": "/keys", "audit": "/audit",
 			"calendars": "/calendars", "calendar": "/calendars/ui-holidays?namespace=default",
+			"waiting on": "/concurrency?namespace=default", "waiting on a key": "/concurrency?namespace=default&key=ui-acme",
 		}
 		shots := os.Getenv("TOCK_UI_SCREENSHOTS")
 		for name, path := range pages {

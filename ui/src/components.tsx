@@ -27,6 +27,7 @@ export function Frame({ children }: { children: ComponentChildren }) {
             {can("handlers.list") && link("/handlers", "Handlers")}
             {can("notifications.list") && link("/notifications", "Notifications")}
             {can("calendars.list") && link("/calendars", "Calendars")}
+            {can("concurrency.list") && link("/concurrency", "Waiting on")}
             {can("nodes.list") && link("/cluster", "Cluster")}
             {can("keys.list") && link("/keys", "Keys")}
             {can("audit.list") && link("/audit", "Audit")}

@@ -20,6 +20,7 @@ import { Notifications } from "./pages/notifications";
 import { RuleForm, Rules } from "./pages/notifyrules";
 import { Channels } from "./pages/notifychannels";
 import { CalendarDetail, Calendars } from "./pages/calendars";
+import { Concurrency } from "./pages/concurrency";
 
 function Page() {
   const { path } = route.value;
@@ -35,6 +36,7 @@ function Page() {
   else if (seg[0] === "executions") { page = <ExecutionDetail id={seg[1]} />; title = "Execution"; }
   else if (seg[0] === "cluster") { page = <Cluster />; title = "Cluster"; }
   else if (seg[0] === "handlers") { page = <Handlers />; title = "Handlers"; }
+  else if (seg[0] === "concurrency") { page = <Concurrency />; title = "Waiting on"; }
   else if (seg[0] === "calendars" && seg.length === 1) { page = <Calendars />; title = "Calendars"; }
   else if (seg[0] === "calendars") { page = <CalendarDetail name={decodeURIComponent(seg[1])} />; title = "Calendar"; }
   else if (seg[0] === "keys") { page = <Keys />; title = "Keys"; }
