@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -316,5 +317,81 @@ func TestRateLimitReleases(t *testing.T) {
 	d := rate("d", 5, domain.RateSkip)
 	if _, err := s.CreateManualExecution(ctx, d.ID, now); !errors.Is(err, ErrAtLimit) {
 		t.Errorf("a run now with a full window and on_limit skip: %v; want ErrAtLimit", err)
+	}
+}
+
+// Firings of keyed jobs (the scanner's path): runs over the limit wait,
+// and are not returned to dispatch; with on_limit skip they are skipped
+// (reason concurrency, with the key) rather than made; with
+// cancel_oldest the key's oldest executions are cancelled to make room,
+// returned to be told to their executors.
+func TestFireKeyed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	t0 := baseTime().Add(-time.Minute)
+	at := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	keyed := func(name, slot, onLimit string) *model.Job {
+		j := testJob(name, &t0)
+		j.Namespace = "default"
+		j.Policy = &domain.JobPolicy{Concurrency: &domain.Concurrency{Key: "k", Limit: 2, OnLimit: onLimit, Slot: slot}}
+		return mustCreate(t, s, j)
+	}
+	wait, skip, cancel := keyed("wait", "ns:default:w", domain.OnLimitWait), keyed("skip", "ns:default:s", domain.OnLimitSkip),
+		keyed("cancel", "ns:default:c", domain.OnLimitCancelOldest)
+	epochs := claim(t, s, "n", 1, wait.Bucket, skip.Bucket, cancel.Bucket)
+	var firings []Firing
+	for _, j := range []*model.Job{wait, skip, cancel} {
+		firings = append(firings, Firing{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: t0, Next: ptr(at(10)),
+			Runs: []model.Run{{At: at(1)}, {At: at(2)}, {At: at(3)}}, Concurrency: j.Policy.Concurrency})
+	}
+	res, err := s.Fire(ctx, "n", epochs, firings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dispatched := map[uuid.UUID]int{}
+	for _, e := range res.Executions {
+		dispatched[e.JobID]++
+	}
+	for _, j := range []*model.Job{wait, skip, cancel} {
+		if dispatched[j.ID] != 2 {
+			t.Errorf("%s: %d executions to dispatch, want 2 (its limit)", j.Name, dispatched[j.ID])
+		}
+	}
+	if n := count(t, s, "SELECT count(*) FROM executions WHERE job_id = $1 AND state = 'waiting'", wait.ID); n != 1 {
+		t.Errorf("wait: %d waiting, want 1", n)
+	}
+	if n := count(t, s, "SELECT count(*) FROM executions WHERE job_id = $1", skip.ID); n != 2 {
+		t.Errorf("skip: %d executions, want 2", n)
+	}
+	if n := count(t, s, `SELECT count(*) FROM skipped_runs WHERE job_id = $1 AND reason = 'concurrency'
+		AND detail LIKE '%ns:default:s is at its limit of 2%'`, skip.ID); n != 1 {
+		t.Errorf("skip: %d skipped runs of reason concurrency naming the key, want 1", n)
+	}
+	// cancel_oldest: the firing cancels the key's oldest holders before
+	// inserting its runs, but there were none yet: its third run waits.
+	if n := count(t, s, "SELECT count(*) FROM executions WHERE job_id = $1 AND state = 'waiting'", cancel.ID); n != 1 {
+		t.Errorf("cancel_oldest's first firing: %d waiting, want 1", n)
+	}
+	// Its next firing cancels the two oldest holders; the slots go to
+	// the waiting run first, then to the new run.
+	res, err = s.Fire(ctx, "n", epochs, []Firing{{JobID: cancel.ID, Bucket: cancel.Bucket, ScheduledFor: at(10), Next: ptr(at(20)),
+		Runs: []model.Run{{At: at(10)}}, Concurrency: cancel.Policy.Concurrency}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cancelled) != 1 {
+		t.Errorf("cancel_oldest cancelled %d, want 1 (one run needs one slot)", len(res.Cancelled))
+	}
+	held, waiting, active, _ := slotState(t, s, "ns:default:c")
+	if held != 2 || active != 2 || waiting != 1 {
+		t.Errorf("after cancel_oldest: %d held, %d unended, %d waiting; want 2, 2, 1", held, active, waiting)
+	}
+	if x := get(t, s, domain.ExecutionID(cancel.ID, at(1))); x.State != domain.ExecCancelled ||
+		!strings.Contains(x.Error, "cancel_oldest") {
+		t.Errorf("the oldest: %s %q", x.State, x.Error)
+	}
+	if x := get(t, s, domain.ExecutionID(cancel.ID, at(3))); x.State != domain.ExecQueued {
+		t.Errorf("the run that waited: %s, want queued (its slot freed first)", x.State)
 	}
 }

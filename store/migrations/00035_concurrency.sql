@@ -22,6 +22,12 @@ ALTER TABLE executions
 	ADD COLUMN slot_on_limit text,
 	ADD COLUMN rate_limit    jsonb;
 
+-- The skip ledger's reasons: a run skipped by its key's on_limit skip
+-- (and, with calendars on jobs, by a calendar).
+ALTER TABLE skipped_runs DROP CONSTRAINT skipped_runs_reason_check;
+ALTER TABLE skipped_runs ADD CONSTRAINT skipped_runs_reason_check
+    CHECK (reason IN ('missed', 'overlap', 'paused', 'dependency', 'dependency_timeout', 'calendar', 'concurrency', 'rate_limit'));
+
 CREATE TABLE concurrency_slots (
 	slot_key      text        NOT NULL,
 	execution_id  uuid        NOT NULL,
@@ -226,6 +232,9 @@ CREATE TRIGGER executions_slot_gone AFTER DELETE ON executions
 	FOR EACH ROW WHEN (OLD.slot_key IS NOT NULL) EXECUTE FUNCTION tock_slot_release();
 
 -- +goose Down
+ALTER TABLE skipped_runs DROP CONSTRAINT skipped_runs_reason_check;
+ALTER TABLE skipped_runs ADD CONSTRAINT skipped_runs_reason_check
+    CHECK (reason IN ('missed', 'overlap', 'paused', 'dependency', 'dependency_timeout'));
 DROP TRIGGER executions_slot_gone ON executions;
 DROP TRIGGER executions_slot_end ON executions;
 DROP TRIGGER executions_slot_take ON executions;
