@@ -137,10 +137,11 @@ type cli struct {
 		Apply  calendarsApplyCmd  `cmd:"" help:"Create a calendar from a YAML or JSON file, or replace it when its name exists (editor)."`
 		Delete calendarsDeleteCmd `cmd:"" help:"Delete a calendar (not one another extends)."`
 	} `cmd:"" help:"Calendars: days and windows jobs must not run in (holidays, maintenance), or may run in alone (business days)."`
-	Apply     applyCmd     `cmd:"" help:"Make a set of jobs (--set) what a directory of job files says, in one transaction: shows the plan (create, update, delete with --prune, adopt, drift), then applies it unless --dry-run."`
-	ApplySets applySetsCmd `cmd:"" name:"applysets" help:"List the apply sets (jobs kept in files): their jobs, revision, lock, last commit, when and by whom applied."`
-	Diff      diffCmd      `cmd:"" help:"Show what apply would change; exit code 0 when nothing, 1 when something, 2 on an error (for CI)."`
-	Whoami    whoamiCmd    `cmd:"" help:"Who the server takes you for: your grants, and the namespaces where you may take each action."`
+	Concurrency concurrencyCmd `cmd:"" help:"Concurrency keys in use: slots held and executions waiting; with KEY, its holders and queue."`
+	Apply       applyCmd       `cmd:"" help:"Make a set of jobs (--set) what a directory of job files says, in one transaction: shows the plan (create, update, delete with --prune, adopt, drift), then applies it unless --dry-run."`
+	ApplySets   applySetsCmd   `cmd:"" name:"applysets" help:"List the apply sets (jobs kept in files): their jobs, revision, lock, last commit, when and by whom applied."`
+	Diff        diffCmd        `cmd:"" help:"Show what apply would change; exit code 0 when nothing, 1 when something, 2 on an error (for CI)."`
+	Whoami      whoamiCmd      `cmd:"" help:"Who the server takes you for: your grants, and the namespaces where you may take each action."`
 }
 
 // exitCode carries kong's exit requests (after --help) out of its parser.
