@@ -44,7 +44,7 @@ func slotState(t *testing.T, s *Store, slot string) (held, waiting, active, wait
 // concurrency keys through random lives, from several goroutines at once
 // as recorders, the API and the scanner would: manual runs queued,
 // attempts started, succeeded, failed and retried, died, timed out,
-// cancelled, re-driven, deleted. At every step, no key has more
+// cancelled, re-driven, rescued as lost, deleted. At every step, no key has more
 // executions queued, running or retrying than its limit (read in one
 // snapshot while the others go on); when all is quiet, the slots table
 // agrees with the executions, no execution waits while a slot is free,
@@ -137,11 +137,22 @@ func TestConcurrencySlotsProperty(t *testing.T) {
 							t.Error(err)
 						}
 					}
-				case p < 94:
+				case p < 92:
 					if id, ok := pick(rng); ok {
 						if _, err := s.RedriveExecution(ctx, id); err != nil && !errors.Is(err, ErrNotDead) && !errors.Is(err, ErrNotFound) {
 							t.Error(err)
 						}
+					}
+				case p < 94:
+					// The lost-work rescue: running executions whose
+					// executor went silent are put back, failed, keeping
+					// their slots.
+					buckets := make([]int, testBuckets)
+					for i := range buckets {
+						buckets[i] = i
+					}
+					if _, err := s.RequeueLostExecutions(ctx, buckets, time.Now().Add(time.Second)); err != nil && !isRetryable(err) {
+						t.Error(err)
 					}
 				default:
 					if id, ok := pick(rng); ok {
