@@ -90,7 +90,7 @@ func TestPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := summarize(plan(tt.due, sch, now, domain.DefaultMissed))
+			got := summarize(plan(tt.due, sch, nil, now, domain.DefaultMissed))
 			if got != tt.want {
 				t.Errorf("plan = %+v\nwant   %+v", got, tt.want)
 			}
@@ -110,7 +110,7 @@ func TestPlanChunks(t *testing.T) {
 		if i > 20 {
 			t.Fatal("more than 20 chunks for a day of seconds")
 		}
-		f := plan(d, sch, now, domain.DefaultMissed)
+		f := plan(d, sch, nil, now, domain.DefaultMissed)
 		for _, k := range f.Skips {
 			skipped += k.Count
 		}
@@ -129,12 +129,26 @@ func TestPlanChunks(t *testing.T) {
 	}
 }
 
+// Under the missed-run policy skip, more missed runs than a chunk are
+// skipped a chunk at a time (it indexed past the chunk's end before).
+func TestPlanSkipChunks(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	spec := schedule.Spec{Cron: "* * * * * *"}
+	sch, _ := schedule.Compile(spec)
+	d := model.Due{ID: uuid.New(), NextRunAt: now.Add(-25 * time.Hour), Schedule: spec,
+		Policy: domain.JobPolicy{Missed: domain.MissedPolicy{Policy: domain.MissedSkip}}}
+	f := plan(d, sch, nil, now, domain.DefaultMissed)
+	if len(f.Skips) != 1 || f.Skips[0].Count != skipChunk || f.Next == nil || !f.Next.Equal(d.NextRunAt.Add(skipChunk*time.Second)) {
+		t.Errorf("skips %+v, next %v", f.Skips, f.Next)
+	}
+}
+
 func TestPlanJitter(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	spec := schedule.Spec{Cron: "0 * * * * *", Jitter: "30s"}
 	sch, _ := schedule.Compile(spec)
 	d := model.Due{ID: uuid.New(), NextRunAt: now, Schedule: spec}
-	f := plan(d, sch, now, domain.DefaultMissed)
+	f := plan(d, sch, nil, now, domain.DefaultMissed)
 	if len(f.Runs) != 1 || f.Runs[0].Due == nil {
 		t.Fatalf("a jittered run: %+v", f.Runs)
 	}
@@ -142,7 +156,7 @@ func TestPlanJitter(t *testing.T) {
 	if off < 0 || off >= 30*time.Second {
 		t.Errorf("offset %v outside [0, 30s)", off)
 	}
-	if again := plan(d, sch, now.Add(time.Second), domain.DefaultMissed); !again.Runs[0].Due.Equal(*f.Runs[0].Due) {
+	if again := plan(d, sch, nil, now.Add(time.Second), domain.DefaultMissed); !again.Runs[0].Due.Equal(*f.Runs[0].Due) {
 		t.Errorf("a retried firing of the same run got another publish time: %v, then %v", *f.Runs[0].Due, *again.Runs[0].Due)
 	}
 }

@@ -737,7 +737,7 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry) {
 		}
 		d := e.job
 		d.NextRunAt = e.due
-		firings = append(firings, plan(d, s.schedule(d), clockNow, s.cfg.Missed))
+		firings = append(firings, plan(d, s.schedule(d), nil, clockNow, s.cfg.Missed))
 		epochs[e.job.Bucket] = s.owned[e.job.Bucket]
 		s.firing[e.job.ID] = true
 	}
