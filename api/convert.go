@@ -50,6 +50,10 @@ func jobOf(j *model.Job) models.Job {
 		if p.Overlap != "" {
 			out.Overlap = ptr(models.Overlap(p.Overlap))
 		}
+		if len(p.Calendars) > 0 {
+			out.Calendars = ptr(models.JobCalendars(p.Calendars))
+			out.OnExcluded = ptr(models.OnExcluded(p.OnExcluded))
+		}
 	}
 	out.Runs = ptr(j.FiredCount)
 	if j.ApplySet != "" {

@@ -39,6 +39,12 @@ func newJobOf(req *models.JobCreate) (jobs.NewJob, fieldErrors) {
 	if req.Overlap != nil {
 		nj.Overlap = string(*req.Overlap)
 	}
+	if req.Calendars != nil {
+		nj.Calendars = *req.Calendars
+	}
+	if req.OnExcluded != nil {
+		nj.OnExcluded = string(*req.OnExcluded)
+	}
 	if req.Namespace != nil {
 		nj.Namespace = *req.Namespace
 	}
@@ -93,6 +99,13 @@ func patchOf(req *models.JobPatch, members map[string]json.RawMessage) (jobs.Pat
 	}
 	if has("overlap") {
 		p.Overlap = ptr(string(deref(req.Overlap)))
+	}
+	if has("calendars") {
+		// null removes them, as [] does.
+		p.Calendars = ptr(deref(req.Calendars))
+	}
+	if has("on_excluded") {
+		p.OnExcluded = ptr(string(deref(req.OnExcluded)))
 	}
 	f := dependsFields{req.DependsOn, req.DependsMode, req.DependsMatch, req.WaitTimeout, req.OnTimeout, req.OnUpstreamSkipped}
 	if has("depends_on") && req.DependsOn == nil {

@@ -283,7 +283,7 @@ type ClientInterface interface {
 
 	// DeleteCalendar Delete a calendar
 	//
-	// A calendar another calendar extends is not deleted (409 naming them).
+	// A calendar another calendar extends, or a job names, is not deleted (409 naming them).
 	//
 	// Corresponds with DELETE /v1/calendars/{name} (the `DeleteCalendar` operationId).
 	DeleteCalendar(ctx context.Context, name string, params *DeleteCalendarParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -304,7 +304,10 @@ type ClientInterface interface {
 	// must be the path's), checked as on create, extends included (a
 	// cycle is a 400 naming `extends`). `If-Match` with the calendar's
 	// `ETag` (its revision) replaces it only while it is still at that
-	// revision (412 otherwise).
+	// revision (412 otherwise). The jobs that name it, directly or through
+	// calendars that extend it, follow the change within 2 seconds: a job
+	// whose next run was moved past runs the calendar excluded gets its
+	// schedule's first run after now if that is sooner.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -317,7 +320,10 @@ type ClientInterface interface {
 	// must be the path's), checked as on create, extends included (a
 	// cycle is a 400 naming `extends`). `If-Match` with the calendar's
 	// `ETag` (its revision) replaces it only while it is still at that
-	// revision (412 otherwise).
+	// revision (412 otherwise). The jobs that name it, directly or through
+	// calendars that extend it, follow the change within 2 seconds: a job
+	// whose next run was moved past runs the calendar excluded gets its
+	// schedule's first run after now if that is sooner.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1555,7 +1561,7 @@ func (c *Client) CreateCalendar(ctx context.Context, body CreateCalendarJSONRequ
 
 // DeleteCalendar Delete a calendar
 //
-// A calendar another calendar extends is not deleted (409 naming them).
+// A calendar another calendar extends, or a job names, is not deleted (409 naming them).
 //
 // Corresponds with DELETE /v1/calendars/{name} (the `DeleteCalendar` operationId).
 func (c *Client) DeleteCalendar(ctx context.Context, name string, params *DeleteCalendarParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1596,7 +1602,10 @@ func (c *Client) GetCalendar(ctx context.Context, name string, params *GetCalend
 // must be the path's), checked as on create, extends included (a
 // cycle is a 400 naming `extends`). `If-Match` with the calendar's
 // `ETag` (its revision) replaces it only while it is still at that
-// revision (412 otherwise).
+// revision (412 otherwise). The jobs that name it, directly or through
+// calendars that extend it, follow the change within 2 seconds: a job
+// whose next run was moved past runs the calendar excluded gets its
+// schedule's first run after now if that is sooner.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1619,7 +1628,10 @@ func (c *Client) PutCalendarWithBody(ctx context.Context, name string, params *P
 // must be the path's), checked as on create, extends included (a
 // cycle is a 400 naming `extends`). `If-Match` with the calendar's
 // `ETag` (its revision) replaces it only while it is still at that
-// revision (412 otherwise).
+// revision (412 otherwise). The jobs that name it, directly or through
+// calendars that extend it, follow the change within 2 seconds: a job
+// whose next run was moved past runs the calendar excluded gets its
+// schedule's first run after now if that is sooner.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7039,7 +7051,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteCalendarWithResponse Delete a calendar
 	//
-	// A calendar another calendar extends is not deleted (409 naming them).
+	// A calendar another calendar extends, or a job names, is not deleted (409 naming them).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7064,7 +7076,10 @@ type ClientWithResponsesInterface interface {
 	// must be the path's), checked as on create, extends included (a
 	// cycle is a 400 naming `extends`). `If-Match` with the calendar's
 	// `ETag` (its revision) replaces it only while it is still at that
-	// revision (412 otherwise).
+	// revision (412 otherwise). The jobs that name it, directly or through
+	// calendars that extend it, follow the change within 2 seconds: a job
+	// whose next run was moved past runs the calendar excluded gets its
+	// schedule's first run after now if that is sooner.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7077,7 +7092,10 @@ type ClientWithResponsesInterface interface {
 	// must be the path's), checked as on create, extends included (a
 	// cycle is a 400 naming `extends`). `If-Match` with the calendar's
 	// `ETag` (its revision) replaces it only while it is still at that
-	// revision (412 otherwise).
+	// revision (412 otherwise). The jobs that name it, directly or through
+	// calendars that extend it, follow the change within 2 seconds: a job
+	// whose next run was moved past runs the calendar excluded gets its
+	// schedule's first run after now if that is sooner.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -13702,7 +13720,7 @@ func (c *ClientWithResponses) CreateCalendarWithResponse(ctx context.Context, bo
 
 // DeleteCalendarWithResponse Delete a calendar
 //
-// A calendar another calendar extends is not deleted (409 naming them).
+// A calendar another calendar extends, or a job names, is not deleted (409 naming them).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13739,7 +13757,10 @@ func (c *ClientWithResponses) GetCalendarWithResponse(ctx context.Context, name 
 // must be the path's), checked as on create, extends included (a
 // cycle is a 400 naming `extends`). `If-Match` with the calendar's
 // `ETag` (its revision) replaces it only while it is still at that
-// revision (412 otherwise).
+// revision (412 otherwise). The jobs that name it, directly or through
+// calendars that extend it, follow the change within 2 seconds: a job
+// whose next run was moved past runs the calendar excluded gets its
+// schedule's first run after now if that is sooner.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13758,7 +13779,10 @@ func (c *ClientWithResponses) PutCalendarWithBodyWithResponse(ctx context.Contex
 // must be the path's), checked as on create, extends included (a
 // cycle is a 400 naming `extends`). `If-Match` with the calendar's
 // `ETag` (its revision) replaces it only while it is still at that
-// revision (412 otherwise).
+// revision (412 otherwise). The jobs that name it, directly or through
+// calendars that extend it, follow the change within 2 seconds: a job
+// whose next run was moved past runs the calendar excluded gets its
+// schedule's first run after now if that is sooner.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

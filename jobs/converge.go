@@ -97,6 +97,8 @@ func (s *Service) Differences(cur, want *model.Job, wantSecrets map[string]strin
 	cp, wp := policyOf(cur), policyOf(want)
 	diff("missed", sameJSON(cp.Missed, wp.Missed))
 	diff("overlap", cp.Overlap == wp.Overlap)
+	diff("calendars", slices.Equal(cp.Calendars, wp.Calendars))
+	diff("on_excluded", cp.OnExcluded == wp.OnExcluded)
 	cd, wd := deref(cur.Depends), deref(want.Depends)
 	diff("depends_on", sameJSON(cd.On, wd.On))
 	if cur.Depends != nil && want.Depends != nil {

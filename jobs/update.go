@@ -63,6 +63,11 @@ type Patch struct {
 	// policy; what they leave out comes from the cluster's defaults.
 	Missed  *domain.MissedPolicy
 	Overlap *string
+	// Calendars replaces the calendars the job's runs must be allowed by
+	// (a pointer to an empty list removes them, and on_excluded with
+	// them); OnExcluded replaces what happens to a run they exclude.
+	Calendars  *[]string
+	OnExcluded *string
 	// Depends replaces what the job waits for (its fields left out take
 	// their defaults); an empty On removes the job's dependencies. A job
 	// without a schedule of its own cannot lose them (it would never
@@ -75,7 +80,7 @@ type Patch struct {
 func (p *Patch) empty() bool {
 	return p.Schedule == nil && p.Handler == nil && p.SecretHeaders == nil && p.Payload == nil && p.Retry == nil &&
 		p.Priority == nil && p.Timeout == nil && p.Labels == nil && p.Description == nil &&
-		p.Missed == nil && p.Overlap == nil && p.Depends == nil
+		p.Missed == nil && p.Overlap == nil && p.Depends == nil && p.Calendars == nil && p.OnExcluded == nil
 }
 
 // checkedPatch is a Patch whose values passed the checks, with defaults
@@ -148,6 +153,9 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 	if p.Missed != nil || p.Overlap != nil {
 		c.policy = s.checkPolicy(deref(p.Missed), deref(p.Overlap), &f)
 	}
+	if p.Calendars != nil || p.OnExcluded != nil {
+		checkCalendarNames(deref(p.Calendars), deref(p.OnExcluded), &f)
+	}
 	if p.Depends != nil {
 		checkDepends(p.Depends, false, &f)
 	}
@@ -183,6 +191,24 @@ func (c *checkedPatch) apply(j *model.Job) error {
 		if c.Overlap == nil && j.Policy != nil {
 			p.Overlap = j.Policy.Overlap
 		}
+		if j.Policy != nil {
+			p.Calendars, p.OnExcluded = j.Policy.Calendars, j.Policy.OnExcluded
+		}
+		j.Policy = &p
+	}
+	if c.Calendars != nil || c.OnExcluded != nil {
+		p := policyOf(j)
+		names, on := p.Calendars, p.OnExcluded
+		if c.Calendars != nil {
+			names = *c.Calendars
+		}
+		if c.OnExcluded != nil {
+			on = *c.OnExcluded
+			if len(names) == 0 && on != "" {
+				return &InvalidError{Faults: []domain.FieldError{{Field: "on_excluded", Message: "applies only to a job with calendars"}}}
+			}
+		}
+		p.Calendars, p.OnExcluded = calendarPolicy(names, on)
 		j.Policy = &p
 	}
 	if c.Handler != nil {
@@ -232,6 +258,11 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*model.Job
 		}
 		if err := c.apply(j); err != nil {
 			return false, err
+		}
+		if p.Calendars != nil || p.OnExcluded != nil || p.Schedule != nil {
+			if err := s.CheckCalendars(ctx, j); err != nil {
+				return false, err
+			}
 		}
 		return true, s.applyDepends(ctx, c.Patch, j)
 	})

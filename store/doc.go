@@ -151,7 +151,9 @@
 //     locked in (bucket, id) order, created, updated, deleted, owned and
 //     announced, the set saved, audit entries written), ListApplySets.
 //   - calendars (calendars.go): CreateCalendar, GetCalendar,
-//     ListCalendars, UpdateCalendar, DeleteCalendar.
+//     ListCalendars, UpdateCalendar, DeleteCalendar; and the jobs that
+//     name calendars: ListCalendarJobs, UpdateJobNextRuns (moves next runs
+//     sooner when a calendar allows more, announced on JobsChannel).
 //   - audit_log (audit_log.go): CreateAuditEntries, ListAuditEntries,
 //     MaintainAuditPartitions.
 //   - idempotency_keys (idempotency_keys.go): ClaimIdempotencyKey,

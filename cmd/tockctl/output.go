@@ -30,7 +30,7 @@ func (a *app) printJob(raw []byte, v *models.Job) error {
 }
 
 // jobDetails prints, below a single job's table, what does not fit in a
-// row: when it last succeeded, the names of its secret headers, its missed-run and overlap policies, the
+// row: when it last succeeded, the names of its secret headers, its missed-run and overlap policies, its calendars, the
 // runs it fired, and its schedule's window, max_runs and jitter when set.
 func (a *app) jobDetails(j models.Job) {
 	var d details
@@ -46,6 +46,9 @@ func (a *app) jobDetails(j models.Job) {
 	}
 	if j.Overlap != nil {
 		d.add("overlap", string(*j.Overlap))
+	}
+	if j.Calendars != nil && len(*j.Calendars) > 0 {
+		d.add("calendars", strings.Join(*j.Calendars, ", ")+" (on_excluded "+string(deref(j.OnExcluded))+")")
 	}
 	s := j.Schedule
 	switch runs := deref(j.Runs); {

@@ -2129,6 +2129,31 @@ export interface components {
          * @enum {string}
          */
         Overlap: "allow" | "skip" | "buffer_one" | "cancel_running";
+        /**
+         * @description Calendars of the job's namespace (at most 8, by name) that must all
+         *     allow a run (see /v1/calendars). A run they do not allow does not
+         *     fire: `on_excluded` says what happens instead. A job whose
+         *     calendars allow none of its runs in the next 10 years is refused
+         *     (400 on `calendars`, naming the calendars that exclude them), as is
+         *     a one-shot job whose run they exclude under `on_excluded: skip`.
+         *     In a change, `[]` or null removes them (and `on_excluded`).
+         * @example [
+         *       "us-holidays"
+         *     ]
+         */
+        JobCalendars: string[];
+        /**
+         * @description What happens to a run the job's calendars do not allow: `skip`
+         *     skips it (recorded with reason `calendar`, naming the calendar and
+         *     its rule) and the job next runs at its first scheduled time they
+         *     allow; `next_allowed` runs it once at the first instant after it
+         *     that they allow (however many runs they excluded meanwhile), unless
+         *     a scheduled time they allow comes first. Given only with
+         *     `calendars`.
+         * @default skip
+         * @enum {string}
+         */
+        OnExcluded: "skip" | "next_allowed";
         ResumeOptions: {
             /**
              * @description Apply the job's missed-run policy to the runs of the pause instead of skipping them.
@@ -2167,8 +2192,14 @@ export interface components {
              */
             runs: number;
             /** @enum {string} */
-            reason: "missed" | "overlap" | "paused" | "dependency" | "dependency_timeout";
-            /** @description For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for). */
+            reason: "missed" | "overlap" | "paused" | "dependency" | "dependency_timeout" | "calendar";
+            /**
+             * @description For the dependency reasons, what decided (the upstream execution
+             *     and how it ended, or what the wait waited for); for `calendar`,
+             *     the calendar and its rule that excluded the first run of the
+             *     range ("us-holidays: date 2026-12-25"), and, under `on_excluded:
+             *     next_allowed`, when the job runs once instead.
+             */
             detail?: string;
             /** Format: date-time */
             recorded_at: string;
@@ -2309,6 +2340,8 @@ export interface components {
             description?: string;
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
+            calendars?: components["schemas"]["JobCalendars"];
+            on_excluded?: components["schemas"]["OnExcluded"];
             /**
              * @description The jobs whose runs this job's runs wait for (at most 16): each
              *     by id, by name in this job's namespace, or as `namespace/name`
@@ -2355,6 +2388,9 @@ export interface components {
             description?: string;
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
+            /** @description Replaces the job's calendars (see JobCalendars); `[]` or null removes them, with `on_excluded`. */
+            calendars?: string[] | null;
+            on_excluded?: components["schemas"]["OnExcluded"];
             /**
              * @description The jobs whose runs this job's runs wait for (at most 16): each
              *     by id, by name in this job's namespace, or as `namespace/name`
@@ -2425,6 +2461,8 @@ export interface components {
             description?: string;
             missed?: components["schemas"]["MissedPolicy"];
             overlap?: components["schemas"]["Overlap"];
+            calendars?: components["schemas"]["JobCalendars"];
+            on_excluded?: components["schemas"]["OnExcluded"];
             /**
              * Format: int64
              * @description Runs fired by the schedule so far (what `schedule.max_runs` counts).
