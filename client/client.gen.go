@@ -663,7 +663,9 @@ type ClientInterface interface {
 	// A one-shot job (`at`, `in` or now) lists its single run whatever
 	// `from` says: when it will run (active), when it ran (completed), or
 	// when it would run if resumed at `from` (paused). Nothing is
-	// changed.
+	// changed. A run the job's calendars do not allow is marked
+	// `excluded`, with the calendar and its rule: it would not fire (see
+	// the job's `on_excluded`).
 	//
 	// Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
 	PreviewJob(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2201,7 +2203,9 @@ func (c *Client) PauseJob(ctx context.Context, id ID, reqEditors ...RequestEdito
 // A one-shot job (`at`, `in` or now) lists its single run whatever
 // `from` says: when it will run (active), when it ran (completed), or
 // when it would run if resumed at `from` (paused). Nothing is
-// changed.
+// changed. A run the job's calendars do not allow is marked
+// `excluded`, with the calendar and its rule: it would not fire (see
+// the job's `on_excluded`).
 //
 // Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
 func (c *Client) PreviewJob(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7467,7 +7471,9 @@ type ClientWithResponsesInterface interface {
 	// A one-shot job (`at`, `in` or now) lists its single run whatever
 	// `from` says: when it will run (active), when it ran (completed), or
 	// when it would run if resumed at `from` (paused). Nothing is
-	// changed.
+	// changed. A run the job's calendars do not allow is marked
+	// `excluded`, with the calendar and its rule: it would not fire (see
+	// the job's `on_excluded`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14292,7 +14298,9 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, id ID, r
 // A one-shot job (`at`, `in` or now) lists its single run whatever
 // `from` says: when it will run (active), when it ran (completed), or
 // when it would run if resumed at `from` (paused). Nothing is
-// changed.
+// changed. A run the job's calendars do not allow is marked
+// `excluded`, with the calendar and its rule: it would not fire (see
+// the job's `on_excluded`).
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -111,6 +111,9 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*model.Job, e
 	checkDescription(nj.Description, &f)
 	policy := s.checkPolicy(nj.Missed, nj.Overlap, &f)
 	checkCalendarNames(nj.Calendars, nj.OnExcluded, &f)
+	if len(nj.Calendars) == 0 && nj.OnExcluded != "" {
+		f.add("on_excluded", "applies only to a job with calendars")
+	}
 	policy.Calendars, policy.OnExcluded = calendarPolicy(nj.Calendars, nj.OnExcluded)
 	j := &model.Job{
 		Policy:    policy,

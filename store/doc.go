@@ -153,7 +153,7 @@
 //   - calendars (calendars.go): CreateCalendar, GetCalendar,
 //     ListCalendars, UpdateCalendar, DeleteCalendar; and the jobs that
 //     name calendars: ListCalendarJobs, UpdateJobNextRuns (moves next runs
-//     sooner when a calendar allows more, announced on JobsChannel).
+//     sooner when a calendar allows more, and announces them).
 //   - audit_log (audit_log.go): CreateAuditEntries, ListAuditEntries,
 //     MaintainAuditPartitions.
 //   - idempotency_keys (idempotency_keys.go): ClaimIdempotencyKey,
