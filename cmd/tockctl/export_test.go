@@ -235,4 +235,10 @@ func TestExportCalendars(t *testing.T) {
 	if out := ok(t, hs.URL, "jobs", "get", src[0].Id.String()); !strings.Contains(out, "\ncalendars:  holidays (on_excluded next_allowed)\n") {
 		t.Errorf("jobs get:\n%s", out)
 	}
+	if out := ok(t, hs.URL, "jobs", "update", src[0].Id.String(), "--on-excluded", "skip"); !strings.Contains(out, "\ncalendars:  holidays (on_excluded skip)\n") {
+		t.Errorf("jobs update --on-excluded:\n%s", out)
+	}
+	if out := ok(t, hs.URL, "jobs", "update", src[0].Id.String(), "--no-calendars"); strings.Contains(out, "calendars") {
+		t.Errorf("jobs update --no-calendars:\n%s", out)
+	}
 }
