@@ -367,7 +367,9 @@ export interface paths {
          *     A one-shot job (`at`, `in` or now) lists its single run whatever
          *     `from` says: when it will run (active), when it ran (completed), or
          *     when it would run if resumed at `from` (paused). Nothing is
-         *     changed.
+         *     changed. A run the job's calendars do not allow is marked
+         *     `excluded`, with the calendar and its rule: it would not fire (see
+         *     the job's `on_excluded`).
          */
         get: operations["previewJob"];
         put?: never;
@@ -1139,13 +1141,16 @@ export interface paths {
          *     must be the path's), checked as on create, extends included (a
          *     cycle is a 400 naming `extends`). `If-Match` with the calendar's
          *     `ETag` (its revision) replaces it only while it is still at that
-         *     revision (412 otherwise).
+         *     revision (412 otherwise). The jobs that name it, directly or through
+         *     calendars that extend it, follow the change within 2 seconds: a job
+         *     whose next run was moved past runs the calendar excluded gets its
+         *     schedule's first run after now if that is sooner.
          */
         put: operations["putCalendar"];
         post?: never;
         /**
          * Delete a calendar
-         * @description A calendar another calendar extends is not deleted (409 naming them).
+         * @description A calendar another calendar extends, or a job names, is not deleted (409 naming them).
          */
         delete: operations["deleteCalendar"];
         options?: never;
