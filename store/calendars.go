@@ -141,12 +141,18 @@ func (s *Store) UpdateJobNextRuns(ctx context.Context, moves []model.NextRunMove
 		ids[i], buckets[i], froms[i], tos[i] = m.ID, int32(m.Bucket), ms(m.From), ms(m.To)
 	}
 	var n int
+	// The rows are locked first, in (bucket, id) order (the store's lock
+	// order: the lock comes after the sort), then moved.
 	err := s.pool.QueryRow(ctx, `WITH m AS (
 			SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::timestamptz[]) AS m(id, bucket, from_at, to_at)
-			ORDER BY bucket, id
+		), locked AS (
+			SELECT j.bucket, j.id, m.to_at FROM jobs j JOIN m ON j.bucket = m.bucket AND j.id = m.id
+			WHERE (j.state = 'active') IS TRUE AND j.next_run_at = m.from_at
+			ORDER BY j.bucket, j.id FOR UPDATE OF j
 		), moved AS (
-			UPDATE jobs j SET next_run_at = m.to_at, version = j.version + 1, updated_at = `+nowMS+`
-			FROM m WHERE j.bucket = m.bucket AND j.id = m.id AND (j.state = 'active') IS TRUE AND j.next_run_at = m.from_at
+			UPDATE jobs j SET next_run_at = l.to_at, version = j.version + 1, updated_at = `+nowMS+`
+			FROM locked l JOIN m ON m.bucket = l.bucket AND m.id = l.id
+			WHERE j.bucket = l.bucket AND j.id = l.id AND (j.state = 'active') IS TRUE AND j.next_run_at = m.from_at
 			RETURNING j.bucket, j.id
 		)
 		SELECT count(pg_notify($5, bucket::text || ':' || id::text)) FROM moved`,

@@ -97,6 +97,8 @@
 //   - ApplySet: the set's advisory lock, then its jobs' rows (members
 //     and the jobs named, ORDER BY bucket, id FOR UPDATE), then what
 //     UpdateJob, CreateJob and DeleteJob take for each, in that order.
+//   - UpdateJobNextRuns: jobs rows, locked first in (bucket, id) order
+//     (ORDER BY ... FOR UPDATE), then moved.
 //   - ApplyWaitDecisions: waiting executions (which only it,
 //     CancelExecution and an overlap's cancel change), then
 //     execution_upstreams, skipped_runs and notification_events, which
