@@ -142,8 +142,8 @@ func TestCalendarJobs(t *testing.T) {
 		j := n.Job(t, edited.Id)
 		return j.NextRunAt != nil && j.NextRunAt.After(time.Now().Add(50*time.Minute))
 	})
-	putCalendar(t, n, true, map[string]any{"name": "hour", "dates": []string{"2000-01-01"}})
 	edit := time.Now()
+	putCalendar(t, n, true, map[string]any{"name": "hour", "dates": []string{"2000-01-01"}})
 	nodetest.WaitFor(t, 5*time.Second, "cal-edit to fire after the edit", func() bool {
 		return len(firedAt(t, st, edited.Id)) > 0
 	})
