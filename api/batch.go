@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/jobs"
 	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
 )
@@ -131,6 +132,14 @@ func (h *endpoints) buildBatch(ctx context.Context, raws []json.RawMessage) (ite
 		j, errs, err := h.batchJob(raw, clock)
 		if err != nil {
 			return nil, nil, nil, err
+		}
+		if len(errs) == 0 {
+			// Its calendars exist and allow a run (a read per job that
+			// names some).
+			err := h.s.jobs.CheckCalendars(ctx, j)
+			if errs = fieldErrorsOf(jobs.Faults(err)); err != nil && len(errs) == 0 {
+				return nil, nil, nil, err
+			}
 		}
 		if len(errs) > 0 {
 			items[i] = problemItem(validationProblem(errs.under(field)...))

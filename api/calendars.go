@@ -146,6 +146,13 @@ func (h *endpoints) PutCalendar(c echo.Context, name string, p models.PutCalenda
 	case err != nil:
 		return h.storeError(c, err, "calendar", uuid.Nil)
 	}
+	// The jobs that name it, directly or through calendars that extend
+	// it, follow the change within a second or two (see
+	// jobs.Service.CalendarChanged): the calendar is stored already, so
+	// a failure here is logged, not answered.
+	if _, err := h.s.jobs.CalendarChanged(c.Request().Context(), ns, name); err != nil {
+		h.s.log.ErrorContext(c.Request().Context(), "apply a calendar's change to the jobs naming it", "namespace", ns, "calendar", name, "err", err)
+	}
 	c.Response().Header().Set("ETag", `"`+strconv.FormatInt(cal.Revision, 10)+`"`)
 	return c.JSON(http.StatusOK, calendarOf(cal, nil))
 }
@@ -170,6 +177,17 @@ func (h *endpoints) DeleteCalendar(c echo.Context, name string, p models.DeleteC
 	}
 	if len(by) > 0 {
 		return conflict(fmt.Sprintf("Calendars %s extend calendar %q: change them first.", strings.Join(by, ", "), name))
+	}
+	users, err := h.s.jobs.CalendarUsers(ctx, ns, name, 11)
+	if err != nil {
+		return h.storeError(c, err, "calendar", uuid.Nil)
+	}
+	if len(users) > 0 {
+		more := ""
+		if len(users) > 10 {
+			users, more = users[:10], " and more"
+		}
+		return conflict(fmt.Sprintf("Jobs %s%s name calendar %q: take it out of their calendars first.", strings.Join(users, ", "), more, name))
 	}
 	if err := h.s.store.DeleteCalendar(ctx, ns, name); errors.Is(err, store.ErrNotFound) {
 		return notFound(fmt.Sprintf("No calendar %q in namespace %q.", name, ns))

@@ -116,3 +116,139 @@ func TestCalendars(t *testing.T) {
 		t.Fatalf("audit of the update: %+v", audit.Items)
 	}
 }
+
+// Jobs that name calendars, through the API: faults by field (an unknown
+// calendar, calendars that allow none of the job's runs in 10 years, a
+// bad on_excluded, a one-shot run excluded under skip), the fields
+// answered and changed, the preview's marks, a used calendar kept (409),
+// a batch, and an apply set that round-trips them.
+func TestJobCalendars(t *testing.T) {
+	t.Parallel()
+	e := setEnv(t)
+	mustStatus(t, e.do("POST", "/v1/calendars", map[string]any{"name": "xmas", "dates": []string{"2030-12-25"}}), http.StatusCreated)
+	// Every day, the whole day: allows nothing.
+	mustStatus(t, e.do("POST", "/v1/calendars", map[string]any{"name": "never", "daily": []any{map[string]string{"start": "00:00", "end": "00:00"}}}), http.StatusCreated)
+	mustStatus(t, e.do("POST", "/v1/calendars", map[string]any{"name": "weekends", "weekly": []any{map[string]any{"days": []string{"SAT", "SUN"}}}}), http.StatusCreated)
+
+	bad := func(body map[string]any, fields ...string) models.Problem {
+		t.Helper()
+		r := e.do("POST", "/v1/jobs", body)
+		mustStatus(t, r, http.StatusBadRequest)
+		p := r.problem(t)
+		for _, f := range fields {
+			if !hasField(p, f) {
+				t.Errorf("no fault on %s: %s", f, fieldsOf(p))
+			}
+		}
+		return p
+	}
+	with := func(name string, kv ...any) map[string]any {
+		b := jobBody(name)
+		for i := 0; i < len(kv); i += 2 {
+			b[kv[i].(string)] = kv[i+1]
+		}
+		return b
+	}
+	bad(with("j", "calendars", []string{"xmas", "nope"}), "calendars[1]")
+	bad(with("j", "calendars", []string{"xmas"}, "on_excluded", "later"), "on_excluded")
+	bad(with("j", "on_excluded", "skip"), "on_excluded")
+	bad(with("j", "calendars", []string{"xmas", "xmas"}), "calendars[1]")
+	p := bad(with("j", "calendars", []string{"xmas", "never"}), "calendars")
+	if !strings.Contains(fieldsOf(p), `"never"`) || strings.Contains(fieldsOf(p), `"xmas"`) {
+		t.Errorf("the fault names the calendar that excludes the runs: %s", fieldsOf(p))
+	}
+	// Weekend runs and weekends excluded: none left.
+	p = bad(with("j", "schedule", map[string]any{"cron": "0 0 12 * * SAT,SUN"}, "calendars", []string{"weekends"}), "calendars")
+	if !strings.Contains(fieldsOf(p), `"weekends"`) {
+		t.Errorf("the fault names weekends: %s", fieldsOf(p))
+	}
+	// A one-shot run on an excluded day: refused under skip, accepted
+	// under next_allowed.
+	oneShot := func(on string) map[string]any {
+		return with("once-"+on, "schedule", map[string]any{"at": "2030-12-25T10:00:00Z"}, "calendars", []string{"xmas"}, "on_excluded", on)
+	}
+	bad(oneShot("skip"), "calendars")
+	e.createJob(oneShot("next_allowed"))
+
+	j := e.createJob(with("daily", "schedule", map[string]any{"cron": "0 0 12 * * *"}, "calendars", []string{"xmas"}))
+	if j.Calendars == nil || strings.Join(*j.Calendars, ",") != "xmas" || j.OnExcluded == nil || *j.OnExcluded != models.OnExcludedSkip {
+		t.Fatalf("answered calendars %v, on_excluded %v", j.Calendars, j.OnExcluded)
+	}
+	// Its preview marks Christmas.
+	r := e.do("GET", "/v1/jobs/"+j.Id.String()+"/preview?from=2030-12-23T00:00:00Z&count=4", nil)
+	mustStatus(t, r, http.StatusOK)
+	var pv models.Preview
+	r.decode(t, &pv)
+	var marks []string
+	for _, f := range pv.Fires {
+		if f.Excluded != nil {
+			marks = append(marks, f.At.Format("01-02")+" "+f.Excluded.Calendar+": "+f.Excluded.Reason)
+		}
+	}
+	if got := strings.Join(marks, ", "); got != "12-25 xmas: date 2030-12-25" {
+		t.Errorf("preview marks %q", got)
+	}
+
+	// PATCH: a bad name is a 400 by field; on_excluded alone keeps the
+	// calendars; [] removes them with on_excluded.
+	r = e.do("PATCH", "/v1/jobs/"+j.Id.String(), map[string]any{"calendars": []string{"gone"}})
+	mustStatus(t, r, http.StatusBadRequest)
+	if !hasField(r.problem(t), "calendars[0]") {
+		t.Errorf("PATCH unknown calendar: %s", fieldsOf(r.problem(t)))
+	}
+	r = e.do("PATCH", "/v1/jobs/"+j.Id.String(), map[string]any{"on_excluded": "next_allowed"})
+	mustStatus(t, r, http.StatusOK)
+	r.decode(t, &j)
+	if j.Calendars == nil || *j.OnExcluded != models.OnExcludedNextAllowed {
+		t.Errorf("after on_excluded: %v %v", j.Calendars, j.OnExcluded)
+	}
+
+	// A calendar a job names is kept: 409 naming the job.
+	r = e.do("DELETE", "/v1/calendars/xmas", nil)
+	mustStatus(t, r, http.StatusConflict)
+	if !strings.Contains(string(r.body), "daily") {
+		t.Errorf("409 does not name the job: %s", r.body)
+	}
+
+	r = e.do("PATCH", "/v1/jobs/"+j.Id.String(), map[string]any{"calendars": nil})
+	mustStatus(t, r, http.StatusOK)
+	var cleared models.Job
+	r.decode(t, &cleared)
+	if cleared.Calendars != nil || cleared.OnExcluded != nil {
+		t.Errorf("after calendars: null: %v %v", cleared.Calendars, cleared.OnExcluded)
+	}
+
+	// A batch reports a job's calendar faults under its place.
+	r = e.do("POST", "/v1/jobs:batch", map[string]any{"jobs": []any{with("b1", "calendars", []string{"nope"}), with("b2", "calendars", []string{"xmas"})}})
+	mustStatus(t, r, http.StatusOK)
+	var br models.JobBatchResult
+	r.decode(t, &br)
+	if br.Created != 1 || br.Items[0].Problem == nil || !hasField(*br.Items[0].Problem, "jobs[0].calendars[0]") {
+		t.Errorf("batch: %s", r.body)
+	}
+
+	// An apply set: created with calendars, planned unchanged again, a
+	// change of on_excluded is a change, and a bad name a 400 by field.
+	set := with("set-daily", "schedule", map[string]any{"cron": "0 0 12 * * *"}, "calendars", []string{"xmas"})
+	e.apply("cal", map[string]any{"jobs": []any{set}})
+	if got := actions(e.plan("cal", map[string]any{"jobs": []any{set}})); got != "set-daily:unchanged" {
+		t.Errorf("plan again: %s", got)
+	}
+	set["on_excluded"] = "next_allowed"
+	pl := e.plan("cal", map[string]any{"jobs": []any{set}})
+	var fields []string
+	if len(pl.Changes) == 1 && pl.Changes[0].Fields != nil {
+		for _, f := range *pl.Changes[0].Fields {
+			fields = append(fields, f.Field)
+		}
+	}
+	if got := actions(pl); got != "set-daily:update" || strings.Join(fields, ",") != "on_excluded" {
+		t.Errorf("plan of on_excluded: %s, fields %v", got, fields)
+	}
+	set["calendars"] = []string{"nope"}
+	r = e.do("POST", "/v1/applysets/cal:plan", map[string]any{"jobs": []any{set}})
+	mustStatus(t, r, http.StatusBadRequest)
+	if !hasField(r.problem(t), "jobs[0].calendars[0]") {
+		t.Errorf("apply set with an unknown calendar: %s", fieldsOf(r.problem(t)))
+	}
+}

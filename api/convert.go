@@ -58,6 +58,10 @@ func jobOf(j *model.Job) models.Job {
 			out.RateLimit = &models.RateLimit{Key: r.Key, Limit: r.Limit, Per: r.Per, Burst: ptr(r.Burst),
 				OnLimit: ptr(models.RateLimitOnLimit(r.OnLimit))}
 		}
+		if len(p.Calendars) > 0 {
+			out.Calendars = ptr(models.JobCalendars(p.Calendars))
+			out.OnExcluded = ptr(models.OnExcluded(p.OnExcluded))
+		}
 	}
 	out.Runs = ptr(j.FiredCount)
 	if j.ApplySet != "" {

@@ -26,7 +26,38 @@ func (h *endpoints) PreviewJob(c echo.Context, id models.ID, p models.PreviewJob
 	if err != nil {
 		return h.storeError(c, err, "job", id)
 	}
-	return c.JSON(http.StatusOK, previewOf(pv))
+	out := previewOf(pv)
+	if j := pv.Job; j != nil && j.Policy != nil && len(j.Policy.Calendars) > 0 {
+		compiled, err := h.compiledCalendars(c, j.Namespace, nil)
+		if err != nil {
+			return err
+		}
+		var cals []*calendar.Calendar
+		for _, name := range j.Policy.Calendars {
+			if cal := compiled[name]; cal != nil {
+				cals = append(cals, cal)
+			}
+		}
+		markExcluded(out.Fires, cals)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// markExcluded marks the fires that cals do not allow with the first
+// calendar that refuses each, and why.
+func markExcluded(fires []models.PreviewFire, cals []*calendar.Calendar) {
+	for i := range fires {
+		f := &fires[i]
+		for _, cal := range cals {
+			if name, why := cal.Why(f.At); name != "" {
+				f.Excluded = &struct {
+					Calendar string `json:"calendar"`
+					Reason   string `json:"reason"`
+				}{name, why}
+				break
+			}
+		}
+	}
 }
 
 // PreviewSchedule handles POST /v1/schedules:preview.
@@ -75,18 +106,7 @@ func (h *endpoints) PreviewSchedule(c echo.Context) error {
 		return errs.err()
 	}
 	out := previewOf(pv)
-	for i := range out.Fires {
-		f := &out.Fires[i]
-		for _, cal := range cals {
-			if name, why := cal.Why(f.At); name != "" {
-				f.Excluded = &struct {
-					Calendar string `json:"calendar"`
-					Reason   string `json:"reason"`
-				}{name, why}
-				break
-			}
-		}
-	}
+	markExcluded(out.Fires, cals)
 	return c.JSON(http.StatusOK, out)
 }
 

@@ -47,6 +47,12 @@ func newJobOf(req *models.JobCreate) (jobs.NewJob, fieldErrors) {
 		nj.RateLimit = &domain.RateLimit{Key: r.Key, Limit: r.Limit, Per: r.Per, Burst: deref(r.Burst),
 			OnLimit: string(deref(r.OnLimit))}
 	}
+	if req.Calendars != nil {
+		nj.Calendars = *req.Calendars
+	}
+	if req.OnExcluded != nil {
+		nj.OnExcluded = string(*req.OnExcluded)
+	}
 	if req.Namespace != nil {
 		nj.Namespace = *req.Namespace
 	}
@@ -117,6 +123,13 @@ func patchOf(req *models.JobPatch, members map[string]json.RawMessage) (jobs.Pat
 			p.RateLimit = &domain.RateLimit{Key: deref(r.Key), Limit: deref(r.Limit), Per: deref(r.Per),
 				Burst: deref(r.Burst), OnLimit: string(deref(r.OnLimit))}
 		}
+	}
+	if has("calendars") {
+		// null removes them, as [] does.
+		p.Calendars = ptr(deref(req.Calendars))
+	}
+	if has("on_excluded") {
+		p.OnExcluded = ptr(string(deref(req.OnExcluded)))
 	}
 	f := dependsFields{req.DependsOn, req.DependsMode, req.DependsMatch, req.WaitTimeout, req.OnTimeout, req.OnUpstreamSkipped}
 	if has("depends_on") && req.DependsOn == nil {

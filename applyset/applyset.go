@@ -328,6 +328,15 @@ func (s *Service) plan(ctx context.Context, tx *store.ApplySetTx, req Request) (
 			}
 		}
 	}
+	for k := range plan.Changes {
+		c := &plan.Changes[k]
+		if err := s.jobs.CheckCalendars(ctx, c.Want); err != nil {
+			if jobs.Faults(err) == nil {
+				return nil, err
+			}
+			faults = append(faults, prefixed(index[c.Name], err)...)
+		}
+	}
 	if len(faults) > 0 {
 		return nil, &jobs.InvalidError{Faults: faults}
 	}

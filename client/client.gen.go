@@ -283,7 +283,7 @@ type ClientInterface interface {
 
 	// DeleteCalendar Delete a calendar
 	//
-	// A calendar another calendar extends is not deleted (409 naming them).
+	// A calendar another calendar extends, or a job names, is not deleted (409 naming them).
 	//
 	// Corresponds with DELETE /v1/calendars/{name} (the `DeleteCalendar` operationId).
 	DeleteCalendar(ctx context.Context, name string, params *DeleteCalendarParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -304,7 +304,10 @@ type ClientInterface interface {
 	// must be the path's), checked as on create, extends included (a
 	// cycle is a 400 naming `extends`). `If-Match` with the calendar's
 	// `ETag` (its revision) replaces it only while it is still at that
-	// revision (412 otherwise).
+	// revision (412 otherwise). The jobs that name it, directly or through
+	// calendars that extend it, follow the change within 2 seconds: a job
+	// whose next run was moved past runs the calendar excluded gets its
+	// schedule's first run after now if that is sooner.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -317,7 +320,10 @@ type ClientInterface interface {
 	// must be the path's), checked as on create, extends included (a
 	// cycle is a 400 naming `extends`). `If-Match` with the calendar's
 	// `ETag` (its revision) replaces it only while it is still at that
-	// revision (412 otherwise).
+	// revision (412 otherwise). The jobs that name it, directly or through
+	// calendars that extend it, follow the change within 2 seconds: a job
+	// whose next run was moved past runs the calendar excluded gets its
+	// schedule's first run after now if that is sooner.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -669,7 +675,9 @@ type ClientInterface interface {
 	// A one-shot job (`at`, `in` or now) lists its single run whatever
 	// `from` says: when it will run (active), when it ran (completed), or
 	// when it would run if resumed at `from` (paused). Nothing is
-	// changed.
+	// changed. A run the job's calendars do not allow is marked
+	// `excluded`, with the calendar and its rule: it would not fire (see
+	// the job's `on_excluded`).
 	//
 	// Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
 	PreviewJob(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1567,7 +1575,7 @@ func (c *Client) CreateCalendar(ctx context.Context, body CreateCalendarJSONRequ
 
 // DeleteCalendar Delete a calendar
 //
-// A calendar another calendar extends is not deleted (409 naming them).
+// A calendar another calendar extends, or a job names, is not deleted (409 naming them).
 //
 // Corresponds with DELETE /v1/calendars/{name} (the `DeleteCalendar` operationId).
 func (c *Client) DeleteCalendar(ctx context.Context, name string, params *DeleteCalendarParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1608,7 +1616,10 @@ func (c *Client) GetCalendar(ctx context.Context, name string, params *GetCalend
 // must be the path's), checked as on create, extends included (a
 // cycle is a 400 naming `extends`). `If-Match` with the calendar's
 // `ETag` (its revision) replaces it only while it is still at that
-// revision (412 otherwise).
+// revision (412 otherwise). The jobs that name it, directly or through
+// calendars that extend it, follow the change within 2 seconds: a job
+// whose next run was moved past runs the calendar excluded gets its
+// schedule's first run after now if that is sooner.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1631,7 +1642,10 @@ func (c *Client) PutCalendarWithBody(ctx context.Context, name string, params *P
 // must be the path's), checked as on create, extends included (a
 // cycle is a 400 naming `extends`). `If-Match` with the calendar's
 // `ETag` (its revision) replaces it only while it is still at that
-// revision (412 otherwise).
+// revision (412 otherwise). The jobs that name it, directly or through
+// calendars that extend it, follow the change within 2 seconds: a job
+// whose next run was moved past runs the calendar excluded gets its
+// schedule's first run after now if that is sooner.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2223,7 +2237,9 @@ func (c *Client) PauseJob(ctx context.Context, id ID, reqEditors ...RequestEdito
 // A one-shot job (`at`, `in` or now) lists its single run whatever
 // `from` says: when it will run (active), when it ran (completed), or
 // when it would run if resumed at `from` (paused). Nothing is
-// changed.
+// changed. A run the job's calendars do not allow is marked
+// `excluded`, with the calendar and its rule: it would not fire (see
+// the job's `on_excluded`).
 //
 // Corresponds with GET /v1/jobs/{id}/preview (the `PreviewJob` operationId).
 func (c *Client) PreviewJob(ctx context.Context, id ID, params *PreviewJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7151,7 +7167,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteCalendarWithResponse Delete a calendar
 	//
-	// A calendar another calendar extends is not deleted (409 naming them).
+	// A calendar another calendar extends, or a job names, is not deleted (409 naming them).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7176,7 +7192,10 @@ type ClientWithResponsesInterface interface {
 	// must be the path's), checked as on create, extends included (a
 	// cycle is a 400 naming `extends`). `If-Match` with the calendar's
 	// `ETag` (its revision) replaces it only while it is still at that
-	// revision (412 otherwise).
+	// revision (412 otherwise). The jobs that name it, directly or through
+	// calendars that extend it, follow the change within 2 seconds: a job
+	// whose next run was moved past runs the calendar excluded gets its
+	// schedule's first run after now if that is sooner.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7189,7 +7208,10 @@ type ClientWithResponsesInterface interface {
 	// must be the path's), checked as on create, extends included (a
 	// cycle is a 400 naming `extends`). `If-Match` with the calendar's
 	// `ETag` (its revision) replaces it only while it is still at that
-	// revision (412 otherwise).
+	// revision (412 otherwise). The jobs that name it, directly or through
+	// calendars that extend it, follow the change within 2 seconds: a job
+	// whose next run was moved past runs the calendar excluded gets its
+	// schedule's first run after now if that is sooner.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7575,7 +7597,9 @@ type ClientWithResponsesInterface interface {
 	// A one-shot job (`at`, `in` or now) lists its single run whatever
 	// `from` says: when it will run (active), when it ran (completed), or
 	// when it would run if resumed at `from` (paused). Nothing is
-	// changed.
+	// changed. A run the job's calendars do not allow is marked
+	// `excluded`, with the calendar and its rule: it would not fire (see
+	// the job's `on_excluded`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -13904,7 +13928,7 @@ func (c *ClientWithResponses) CreateCalendarWithResponse(ctx context.Context, bo
 
 // DeleteCalendarWithResponse Delete a calendar
 //
-// A calendar another calendar extends is not deleted (409 naming them).
+// A calendar another calendar extends, or a job names, is not deleted (409 naming them).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13941,7 +13965,10 @@ func (c *ClientWithResponses) GetCalendarWithResponse(ctx context.Context, name 
 // must be the path's), checked as on create, extends included (a
 // cycle is a 400 naming `extends`). `If-Match` with the calendar's
 // `ETag` (its revision) replaces it only while it is still at that
-// revision (412 otherwise).
+// revision (412 otherwise). The jobs that name it, directly or through
+// calendars that extend it, follow the change within 2 seconds: a job
+// whose next run was moved past runs the calendar excluded gets its
+// schedule's first run after now if that is sooner.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13960,7 +13987,10 @@ func (c *ClientWithResponses) PutCalendarWithBodyWithResponse(ctx context.Contex
 // must be the path's), checked as on create, extends included (a
 // cycle is a 400 naming `extends`). `If-Match` with the calendar's
 // `ETag` (its revision) replaces it only while it is still at that
-// revision (412 otherwise).
+// revision (412 otherwise). The jobs that name it, directly or through
+// calendars that extend it, follow the change within 2 seconds: a job
+// whose next run was moved past runs the calendar excluded gets its
+// schedule's first run after now if that is sooner.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14490,7 +14520,9 @@ func (c *ClientWithResponses) PauseJobWithResponse(ctx context.Context, id ID, r
 // A one-shot job (`at`, `in` or now) lists its single run whatever
 // `from` says: when it will run (active), when it ran (completed), or
 // when it would run if resumed at `from` (paused). Nothing is
-// changed.
+// changed. A run the job's calendars do not allow is marked
+// `excluded`, with the calendar and its rule: it would not fire (see
+// the job's `on_excluded`).
 //
 // Returns a wrapper object for the known response body format(s).
 //

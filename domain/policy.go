@@ -40,7 +40,26 @@ const (
 	// SkipPaused: the run fell while the job was paused, and it was
 	// resumed without catch-up.
 	SkipPaused = "paused"
+	// SkipCalendar: a calendar the job names does not allow the run
+	// (the skip's detail names the calendar and its rule).
+	SkipCalendar = "calendar"
 )
+
+// What a job with calendars does with a run its calendars do not allow
+// (JobPolicy.OnExcluded).
+const (
+	// OnExcludedSkip skips it (reason SkipCalendar): the job next runs at
+	// its first scheduled time the calendars allow.
+	OnExcludedSkip = "skip"
+	// OnExcludedNextAllowed runs it once at the first instant after it
+	// that the calendars allow, however many runs they excluded
+	// meanwhile (the others are skipped, reason SkipCalendar), unless a
+	// scheduled time they allow comes first.
+	OnExcludedNextAllowed = "next_allowed"
+)
+
+// MaxJobCalendars is the most calendars a job may name.
+const MaxJobCalendars = 8
 
 // DefaultMissed is the missed-run policy of a job that names none, unless
 // the cluster sets another: fire only the latest missed run, and count a
@@ -71,13 +90,25 @@ type MissedPolicy struct {
 	Max int `json:"max,omitempty"`
 }
 
-// JobPolicy is a job's missed-run, overlap and concurrency policies, as
-// stored.
+// JobPolicy is a job's missed-run, overlap, concurrency and rate-limit
+// policies and the calendars its runs must be allowed by, as stored.
 type JobPolicy struct {
 	Missed      MissedPolicy `json:"missed"`
 	Overlap     string       `json:"overlap,omitempty"`
 	Concurrency *Concurrency `json:"concurrency,omitempty"`
 	RateLimit   *RateLimit   `json:"rate_limit,omitempty"`
+	// Calendars name calendars of the job's namespace that must all allow
+	// a run (package calendar); nil for none.
+	Calendars []string `json:"calendars,omitempty"`
+	// OnExcluded is OnExcludedSkip ("" too) or OnExcludedNextAllowed;
+	// stored only with Calendars.
+	OnExcluded string `json:"on_excluded,omitempty"`
+}
+
+// ValidOnExcluded reports whether o is an on_excluded choice ("" included:
+// skip).
+func ValidOnExcluded(o string) bool {
+	return o == "" || o == OnExcludedSkip || o == OnExcludedNextAllowed
 }
 
 // Validate lists what is wrong with p; empty fields are fine.

@@ -197,6 +197,14 @@ func jobNode(j models.Job) (*yaml.Node, error) {
 		}
 		m.add("rate_limit", rm.n)
 	}
+	if j.Calendars != nil && len(*j.Calendars) > 0 {
+		seq := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, name := range *j.Calendars {
+			seq.Content = append(seq.Content, strNode(name))
+		}
+		m.add("calendars", seq)
+		m.str("on_excluded", (*string)(j.OnExcluded))
+	}
 	if j.DependsOn != nil && len(*j.DependsOn) > 0 {
 		seq := &yaml.Node{Kind: yaml.SequenceNode}
 		for _, u := range *j.DependsOn {

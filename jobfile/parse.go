@@ -589,6 +589,7 @@ var enums = map[reflect.Type][]string{
 	reflect.TypeOf(models.HandlerType("")):              {"http", "nats", "custom"},
 	reflect.TypeOf(models.Priority("")):                 {"high", "normal", "low"},
 	reflect.TypeOf(models.Overlap("")):                  {"allow", "skip", "buffer_one", "cancel_running"},
+	reflect.TypeOf(models.OnExcluded("")):               {"skip", "next_allowed"},
 	reflect.TypeOf(models.MissedPolicyPolicy("")):       {"skip", "latest", "all"},
 	reflect.TypeOf(models.RetryPolicyJitter("")):        {"full", "equal", "none"},
 	reflect.TypeOf(models.LogPolicyPolicy("")):          {"head_tail", "head", "fail"},

@@ -99,6 +99,8 @@ func (s *Service) Differences(cur, want *model.Job, wantSecrets map[string]strin
 	diff("overlap", cp.Overlap == wp.Overlap)
 	diff("concurrency", sameJSON(cp.Concurrency, wp.Concurrency))
 	diff("rate_limit", sameJSON(cp.RateLimit, wp.RateLimit))
+	diff("calendars", slices.Equal(cp.Calendars, wp.Calendars))
+	diff("on_excluded", cp.OnExcluded == wp.OnExcluded)
 	cd, wd := deref(cur.Depends), deref(want.Depends)
 	diff("depends_on", sameJSON(cd.On, wd.On))
 	if cur.Depends != nil && want.Depends != nil {

@@ -60,6 +60,13 @@ type NewJob struct {
 	// RateLimit, when set, bounds how many executions sharing its key
 	// start per window (domain.RateLimit).
 	RateLimit *domain.RateLimit
+	// Calendars name calendars of the job's namespace that must allow
+	// its runs (at most domain.MaxJobCalendars); OnExcluded says what
+	// happens to a run they do not allow (domain.OnExcludedSkip, the
+	// default, or OnExcludedNextAllowed), given only with Calendars.
+	// Create checks that they exist and allow a run (CheckCalendars).
+	Calendars  []string
+	OnExcluded string
 	// Depends, when set, makes the job wait for others; with a zero
 	// Schedule the job is a chain (it runs once per scheduled run of its
 	// upstreams) rather than a run now.
@@ -111,6 +118,11 @@ func (s *Service) Build(nj NewJob, now func() (time.Time, error)) (*model.Job, e
 	policy := s.checkPolicy(nj.Missed, nj.Overlap, &f)
 	policy.Concurrency = checkConcurrency(nj.Concurrency, &f)
 	policy.RateLimit = checkRateLimit(nj.RateLimit, &f)
+	checkCalendarNames(nj.Calendars, nj.OnExcluded, &f)
+	if len(nj.Calendars) == 0 && nj.OnExcluded != "" {
+		f.add("on_excluded", "applies only to a job with calendars")
+	}
+	policy.Calendars, policy.OnExcluded = calendarPolicy(nj.Calendars, nj.OnExcluded)
 	j := &model.Job{
 		Policy:    policy,
 		Namespace: nj.Namespace,
@@ -165,6 +177,9 @@ func (s *Service) Create(ctx context.Context, nj NewJob) (*model.Job, error) {
 		if j.Depends, err = s.resolveDepends(ctx, j.Namespace, nj.Depends, nj.chain(), nj.MayRead); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.CheckCalendars(ctx, j); err != nil {
+		return nil, err
 	}
 	if err := s.store.CreateJob(ctx, j); err != nil {
 		return nil, s.DependsFault(ctx, err, model.JobRef{ID: j.ID, Namespace: j.Namespace, Name: j.Name})

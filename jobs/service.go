@@ -38,6 +38,9 @@ type Store interface {
 	RedriveExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
 	CreateBackfill(ctx context.Context, jobID uuid.UUID, from, to time.Time, total int64) (*model.Backfill, error)
 	StopBackfill(ctx context.Context, jobID, id uuid.UUID) (*model.Backfill, error)
+	ListCalendars(ctx context.Context, namespace string) ([]model.Calendar, error)
+	ListCalendarJobs(ctx context.Context, namespace string, names []string, limit int) ([]*model.Job, error)
+	UpdateJobNextRuns(ctx context.Context, moves []model.NextRunMove) (int, error)
 }
 
 // Clock is the database's clock, from which first runs are computed (the

@@ -68,6 +68,11 @@ type Patch struct {
 	Concurrency *domain.Concurrency
 	// RateLimit replaces the rate limit; a zero one ({}) removes it.
 	RateLimit *domain.RateLimit
+	// Calendars replaces the calendars the job's runs must be allowed by
+	// (a pointer to an empty list removes them, and on_excluded with
+	// them); OnExcluded replaces what happens to a run they exclude.
+	Calendars  *[]string
+	OnExcluded *string
 	// Depends replaces what the job waits for (its fields left out take
 	// their defaults); an empty On removes the job's dependencies. A job
 	// without a schedule of its own cannot lose them (it would never
@@ -80,7 +85,8 @@ type Patch struct {
 func (p *Patch) empty() bool {
 	return p.Schedule == nil && p.Handler == nil && p.SecretHeaders == nil && p.Payload == nil && p.Retry == nil &&
 		p.Priority == nil && p.Timeout == nil && p.Labels == nil && p.Description == nil &&
-		p.Missed == nil && p.Overlap == nil && p.Depends == nil && p.Concurrency == nil && p.RateLimit == nil
+		p.Missed == nil && p.Overlap == nil && p.Depends == nil && p.Concurrency == nil && p.RateLimit == nil &&
+		p.Calendars == nil && p.OnExcluded == nil
 }
 
 // checkedPatch is a Patch whose values passed the checks, with defaults
@@ -162,6 +168,9 @@ func (s *Service) checkPatch(ctx context.Context, p Patch) (*checkedPatch, error
 	if p.RateLimit != nil && *p.RateLimit != (domain.RateLimit{}) {
 		c.rateLimit = checkRateLimit(p.RateLimit, &f)
 	}
+	if p.Calendars != nil || p.OnExcluded != nil {
+		checkCalendarNames(deref(p.Calendars), deref(p.OnExcluded), &f)
+	}
 	if p.Depends != nil {
 		checkDepends(p.Depends, false, &f)
 	}
@@ -199,6 +208,7 @@ func (c *checkedPatch) apply(j *model.Job) error {
 		}
 		if j.Policy != nil {
 			p.Concurrency, p.RateLimit = j.Policy.Concurrency, j.Policy.RateLimit
+			p.Calendars, p.OnExcluded = j.Policy.Calendars, j.Policy.OnExcluded
 		}
 		j.Policy = &p
 	}
@@ -216,6 +226,21 @@ func (c *checkedPatch) apply(j *model.Job) error {
 			p = *j.Policy
 		}
 		p.RateLimit = c.rateLimit
+		j.Policy = &p
+	}
+	if c.Calendars != nil || c.OnExcluded != nil {
+		p := policyOf(j)
+		names, on := p.Calendars, p.OnExcluded
+		if c.Calendars != nil {
+			names = *c.Calendars
+		}
+		if c.OnExcluded != nil {
+			on = *c.OnExcluded
+			if len(names) == 0 && on != "" {
+				return &InvalidError{Faults: []domain.FieldError{{Field: "on_excluded", Message: "applies only to a job with calendars"}}}
+			}
+		}
+		p.Calendars, p.OnExcluded = calendarPolicy(names, on)
 		j.Policy = &p
 	}
 	if c.Handler != nil {
@@ -268,6 +293,11 @@ func (s *Service) Update(ctx context.Context, id uuid.UUID, p Patch) (*model.Job
 		}
 		if err := s.applyDepends(ctx, c.Patch, j); err != nil {
 			return false, err
+		}
+		if p.Calendars != nil || p.OnExcluded != nil || p.Schedule != nil {
+			if err := s.CheckCalendars(ctx, j); err != nil {
+				return false, err
+			}
 		}
 		return true, slotFault(j)
 	})

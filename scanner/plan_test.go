@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tock-sched/tock/calendar"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/schedule"
 	"github.com/tock-sched/tock/store"
@@ -90,7 +91,7 @@ func TestPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := summarize(plan(tt.due, sch, now, domain.DefaultMissed))
+			got := summarize(plan(tt.due, sch, nil, now, domain.DefaultMissed))
 			if got != tt.want {
 				t.Errorf("plan = %+v\nwant   %+v", got, tt.want)
 			}
@@ -110,7 +111,7 @@ func TestPlanChunks(t *testing.T) {
 		if i > 20 {
 			t.Fatal("more than 20 chunks for a day of seconds")
 		}
-		f := plan(d, sch, now, domain.DefaultMissed)
+		f := plan(d, sch, nil, now, domain.DefaultMissed)
 		for _, k := range f.Skips {
 			skipped += k.Count
 		}
@@ -129,12 +130,26 @@ func TestPlanChunks(t *testing.T) {
 	}
 }
 
+// Under the missed-run policy skip, more missed runs than a chunk are
+// skipped a chunk at a time (it indexed past the chunk's end before).
+func TestPlanSkipChunks(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	spec := schedule.Spec{Cron: "* * * * * *"}
+	sch, _ := schedule.Compile(spec)
+	d := model.Due{ID: uuid.New(), NextRunAt: now.Add(-25 * time.Hour), Schedule: spec,
+		Policy: domain.JobPolicy{Missed: domain.MissedPolicy{Policy: domain.MissedSkip}}}
+	f := plan(d, sch, nil, now, domain.DefaultMissed)
+	if len(f.Skips) != 1 || f.Skips[0].Count != skipChunk || f.Next == nil || !f.Next.Equal(d.NextRunAt.Add(skipChunk*time.Second)) {
+		t.Errorf("skips %+v, next %v", f.Skips, f.Next)
+	}
+}
+
 func TestPlanJitter(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	spec := schedule.Spec{Cron: "0 * * * * *", Jitter: "30s"}
 	sch, _ := schedule.Compile(spec)
 	d := model.Due{ID: uuid.New(), NextRunAt: now, Schedule: spec}
-	f := plan(d, sch, now, domain.DefaultMissed)
+	f := plan(d, sch, nil, now, domain.DefaultMissed)
 	if len(f.Runs) != 1 || f.Runs[0].Due == nil {
 		t.Fatalf("a jittered run: %+v", f.Runs)
 	}
@@ -142,9 +157,115 @@ func TestPlanJitter(t *testing.T) {
 	if off < 0 || off >= 30*time.Second {
 		t.Errorf("offset %v outside [0, 30s)", off)
 	}
-	if again := plan(d, sch, now.Add(time.Second), domain.DefaultMissed); !again.Runs[0].Due.Equal(*f.Runs[0].Due) {
+	if again := plan(d, sch, nil, now.Add(time.Second), domain.DefaultMissed); !again.Runs[0].Due.Equal(*f.Runs[0].Due) {
 		t.Errorf("a retried firing of the same run got another publish time: %v, then %v", *f.Runs[0].Due, *again.Runs[0].Due)
 	}
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// cals compiles calendars for a test, each named by its spec.
+func cals(t *testing.T, specs ...calendar.Spec) []*calendar.Calendar {
+	t.Helper()
+	m, err := calendar.Compile(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*calendar.Calendar, len(specs))
+	for i, sp := range specs {
+		out[i] = m[sp.Name]
+	}
+	return out
+}
+
+func TestPlanCalendars(t *testing.T) {
+	now := time.Date(2026, 12, 24, 12, 0, 0, 0, time.UTC) // a Thursday
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	hourly := schedule.Spec{Cron: "0 0 * * * *"}
+	holidays := calendar.Spec{Name: "holidays", Dates: []string{"2026-12-25", "2026-12-26"}}
+	nightly := calendar.Spec{Name: "maintenance", Daily: []calendar.Daily{{Start: "12:00", End: "12:30"}}}
+	nextAllowed := domain.JobPolicy{OnExcluded: domain.OnExcludedNextAllowed}
+	tests := []struct {
+		name   string
+		due    model.Due
+		cals   []calendar.Spec
+		now    time.Time
+		want   summary
+		detail string
+	}{
+		{"allowed run fires plainly", model.Due{NextRunAt: now, Schedule: hourly}, []calendar.Spec{holidays}, now,
+			summary{fired: 1, first: now, next: now.Add(time.Hour), plainFire: true}, ""},
+		// Two excluded days of an hourly job: 48 runs, one range, one jump.
+		{"excluded stretch: one range, next at the first allowed run",
+			model.Due{NextRunAt: at("2026-12-25T00:00:00Z"), Schedule: hourly}, []calendar.Spec{holidays}, at("2026-12-25T00:00:00Z"),
+			summary{skipped: 48, reason: "calendar", next: at("2026-12-27T00:00:00Z")}, "holidays: date 2026-12-25"},
+		// Every 10 minutes, a window 12:00-12:30: 12:00, 12:10 and 12:20
+		// excluded; next_allowed runs once at 12:30, which is a run time
+		// itself, so it is the next run either way.
+		{"next_allowed on a run time is the next run",
+			model.Due{NextRunAt: now, Schedule: schedule.Spec{Cron: "0 */10 * * * *"}, Policy: nextAllowed}, []calendar.Spec{nightly}, now,
+			summary{skipped: 3, reason: "calendar", next: at("2026-12-24T12:30:00Z")}, "maintenance: daily 12:00–12:30"},
+		// Hourly: 12:00 excluded, the first allowed instant is 12:30, an
+		// hour before the next allowed run (13:00).
+		{"next_allowed runs once at the first allowed instant",
+			model.Due{NextRunAt: now, Schedule: hourly, Policy: nextAllowed}, []calendar.Spec{nightly}, now,
+			summary{skipped: 1, reason: "calendar", next: at("2026-12-24T12:30:00Z")}, "maintenance: daily 12:00–12:30; runs once at 2026-12-24T12:30:00Z (next_allowed)"},
+		{"the deferred instant fires, then the schedule goes on",
+			model.Due{NextRunAt: at("2026-12-24T12:30:00Z"), Schedule: hourly, Policy: nextAllowed}, []calendar.Spec{nightly}, at("2026-12-24T12:30:00Z"),
+			summary{fired: 1, first: at("2026-12-24T12:30:00Z"), next: at("2026-12-24T13:00:00Z"), plainFire: true}, ""},
+		// Down from 23:00 on the 24th to 03:00 on the 26th (grace 1m,
+		// latest): 00:00 to 02:00 of the 25th... all excluded, 23:00 on the
+		// 24th the latest allowed missed run fires.
+		{"missed runs and a calendar",
+			model.Due{NextRunAt: at("2026-12-24T22:00:00Z"), Schedule: hourly}, []calendar.Spec{holidays}, at("2026-12-25T03:00:30Z"),
+			summary{fired: 1, first: at("2026-12-24T23:00:00Z"), skipped: 4, reason: "calendar", next: at("2026-12-25T03:00:00Z")}, "holidays: date 2026-12-25"},
+		{"one-shot excluded is skipped and completes",
+			model.Due{NextRunAt: at("2026-12-25T09:00:00Z")}, []calendar.Spec{holidays}, at("2026-12-25T09:00:00Z"),
+			summary{skipped: 1, reason: "calendar"}, "holidays: date 2026-12-25"},
+		{"one-shot excluded with next_allowed moves to the first allowed instant",
+			model.Due{NextRunAt: at("2026-12-25T09:00:00Z"), Policy: nextAllowed}, []calendar.Spec{holidays}, at("2026-12-25T09:00:00Z"),
+			summary{skipped: 1, reason: "calendar", next: at("2026-12-27T00:00:00Z")}, "holidays: date 2026-12-25; runs once at 2026-12-27T00:00:00Z (next_allowed)"},
+		// New York, the day clocks fall back (2026-11-01, 25 hours): a
+		// whole local day excluded holds 25 hourly runs.
+		{"a whole day on a DST day",
+			model.Due{NextRunAt: at("2026-11-01T04:00:00Z"), Schedule: hourly},
+			[]calendar.Spec{{Name: "ny", Timezone: "America/New_York", Dates: []string{"2026-11-01"}}}, at("2026-11-01T04:00:00Z"),
+			summary{skipped: 25, reason: "calendar", next: at("2026-11-02T05:00:00Z")}, "ny: date 2026-11-01"},
+		// Every second over an excluded day: one firing, one range.
+		{"every second over an excluded day",
+			model.Due{NextRunAt: at("2026-12-25T00:00:00Z"), Schedule: schedule.Spec{Cron: "* * * * * *"}},
+			[]calendar.Spec{{Name: "xmas", Dates: []string{"2026-12-25"}}}, at("2026-12-25T00:00:00Z"),
+			summary{skipped: 86400, reason: "calendar", next: at("2026-12-26T00:00:00Z")}, "xmas: date 2026-12-25"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.due.ID = uuid.New()
+			sch, err := schedule.Compile(tt.due.Schedule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := plan(tt.due, sch, cals(t, tt.cals...), tt.now, domain.DefaultMissed)
+			if got := summarize(f); got != tt.want {
+				t.Errorf("plan = %+v\nwant   %+v", got, tt.want)
+			}
+			var detail string
+			for _, k := range f.Skips {
+				if k.Reason == domain.SkipCalendar {
+					detail = k.Detail
+					if n := len(f.Skips); n != 1 && tt.name != "missed runs and a calendar" {
+						t.Errorf("%d skip ranges, want one", n)
+					}
+				}
+			}
+			if detail != tt.detail {
+				t.Errorf("detail %q, want %q", detail, tt.detail)
+			}
+		})
+	}
+}

@@ -25,6 +25,7 @@ package scanner
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +41,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tock-sched/tock/calendar"
 	"github.com/tock-sched/tock/clock"
 	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/retry"
@@ -55,6 +57,8 @@ type Store interface {
 	ClaimBucket(ctx context.Context, bucket int, node string, epoch int64) error
 	ReleaseBufferedExecutions(ctx context.Context, buckets []int) (int, error)
 	ListDueJobs(ctx context.Context, buckets []int, after, until time.Time, limit int) ([]model.Due, error)
+	// ListCalendars is read only for due jobs that name calendars.
+	ListCalendars(ctx context.Context, namespace string) ([]model.Calendar, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*model.Job, error)
 	Fire(ctx context.Context, node string, epochs map[int]int64, firings []store.Firing) (model.FireResult, error)
 	ListUndispatchedExecutions(ctx context.Context, buckets []int, limit int, until time.Time) ([]*model.Execution, error)
@@ -277,6 +281,9 @@ type Scanner struct {
 	scans        int           // scans since the last full one
 	fullNext     bool          // the next scan reads the whole look-ahead
 	compiled     schedule.Cache
+	// calendars are the compiled calendars of the namespaces whose due
+	// jobs name some, each read at most calendarTTL ago.
+	calendars map[string]nsCalendars
 	// Firing transactions in flight: their results arrive on fired; the
 	// jobs they fire are in firing, so that a scan meanwhile does not
 	// load them again at the time being fired.
@@ -354,6 +361,7 @@ func New(cfg Config) (*Scanner, error) {
 		outboxDue: map[int]bool{},
 		results:   make(chan fireResult, cfg.FireConcurrency),
 		firing:    map[uuid.UUID]bool{},
+		calendars: map[string]nsCalendars{},
 		// Postgres is down, or the row is locked: try again in about a
 		// second, not in step with the other nodes.
 		claimRetry: retry.Backoff{Initial: time.Second, Max: time.Second},
@@ -674,6 +682,11 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 		s.log.Warn("load changed job", "job_id", id, "err", err)
 		return
 	}
+	if j.Policy != nil && len(j.Policy.Calendars) > 0 {
+		// The change may be a calendar's (a job whose calendars changed
+		// is announced): read them again before firing it.
+		delete(s.calendars, j.Namespace)
+	}
 	if j.State != domain.JobActive || j.NextRunAt == nil || j.NextRunAt.After(s.loaded) {
 		// Paused, completed, or beyond the look-ahead (a later scan loads
 		// it): forget any entry at an older time (the compare-and-set
@@ -731,15 +744,34 @@ func (s *Scanner) fire(ctx context.Context, batch []*entry) {
 	epochs := map[int]int64{}
 	clockNow := s.clock.Now()
 	counted := 0
+	kept := batch[:0]
 	for _, e := range batch {
+		d := e.job
+		d.NextRunAt = e.due
+		var cals []*calendar.Calendar
+		if len(d.Policy.Calendars) > 0 {
+			var err error
+			if cals, err = s.calendarsOf(ctx, d, clockNow); err != nil {
+				// Not fired without its calendars: the next scan loads it
+				// again (its next run did not move).
+				if ctx.Err() == nil {
+					s.log.Warn("read the calendars of a due job", "job_id", d.ID, "namespace", d.Namespace, "err", err)
+				}
+				s.fullNext = true
+				continue
+			}
+		}
 		if s.counts(e.due, clockNow) {
 			counted++
 		}
-		d := e.job
-		d.NextRunAt = e.due
-		firings = append(firings, plan(d, s.schedule(d), clockNow, s.cfg.Missed))
+		firings = append(firings, plan(d, s.schedule(d), cals, clockNow, s.cfg.Missed))
 		epochs[e.job.Bucket] = s.owned[e.job.Bucket]
 		s.firing[e.job.ID] = true
+		kept = append(kept, e)
+	}
+	batch = kept
+	if len(batch) == 0 {
+		return
 	}
 	// The executions are created no earlier than this by the database's
 	// clock: the dispatcher's publish positions wait for them.
@@ -866,6 +898,74 @@ func (s *Scanner) cancel(ctx context.Context, ids []uuid.UUID) {
 			s.log.Warn("tell executors of an execution cancelled by a newer run", "execution_id", id, "err", err)
 		}
 	}
+}
+
+// calendarTTL is how long the scanner uses a namespace's calendars as it
+// read them: a calendar's change reaches the jobs that name it within
+// that (and at once for those the change announces, see onNotify).
+const calendarTTL = time.Second
+
+// nsCalendars are a namespace's compiled calendars, as read at at (the
+// database's clock).
+type nsCalendars struct {
+	at   time.Time
+	cals map[string]*calendar.Calendar
+}
+
+// calendarsOf returns the calendars job d names, compiled, reading its
+// namespace's calendars when they were read more than calendarTTL
+// before now. A calendar that is gone, or that does not compile, is
+// left out (logged): the API refuses to delete a calendar jobs name, so
+// only a race with such a delete leaves one named.
+func (s *Scanner) calendarsOf(ctx context.Context, d model.Due, now time.Time) ([]*calendar.Calendar, error) {
+	nc, ok := s.calendars[d.Namespace]
+	if !ok || now.Sub(nc.at) > calendarTTL || now.Before(nc.at) {
+		stored, err := s.cfg.Store.ListCalendars(ctx, d.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		nc = nsCalendars{at: now, cals: compileCalendars(stored, func(err error) {
+			s.log.Error("stored calendars do not compile", "namespace", d.Namespace, "err", err)
+		})}
+		s.calendars[d.Namespace] = nc
+	}
+	cals := make([]*calendar.Calendar, 0, len(d.Policy.Calendars))
+	for _, name := range d.Policy.Calendars {
+		c := nc.cals[name]
+		if c == nil {
+			s.log.Warn("a job names a calendar that does not exist; it is ignored", "job_id", d.ID, "namespace", d.Namespace, "calendar", name)
+			continue
+		}
+		cals = append(cals, c)
+	}
+	return cals, nil
+}
+
+// compileCalendars compiles stored calendars. When some do not compile,
+// it tells bad and compiles the others alone, as far as they compile.
+func compileCalendars(stored []model.Calendar, bad func(error)) map[string]*calendar.Calendar {
+	specs := make([]calendar.Spec, 0, len(stored))
+	for _, c := range stored {
+		var sp calendar.Spec
+		if err := json.Unmarshal(c.Spec, &sp); err != nil {
+			bad(fmt.Errorf("calendar %s: %w", c.Name, err))
+			continue
+		}
+		sp.Name = c.Name
+		specs = append(specs, sp)
+	}
+	out, err := calendar.Compile(specs)
+	if err == nil {
+		return out
+	}
+	bad(err)
+	out = map[string]*calendar.Calendar{}
+	for _, sp := range specs {
+		if one, err := calendar.Compile([]calendar.Spec{sp}); err == nil {
+			out[sp.Name] = one[sp.Name]
+		}
+	}
+	return out
 }
 
 // schedule compiles j's schedule, from the cache: thousands of jobs

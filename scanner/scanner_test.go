@@ -67,6 +67,10 @@ func (f *fakeStore) ClaimBucket(_ context.Context, b int, _ string, e int64) err
 	return nil
 }
 
+func (f *fakeStore) ListCalendars(context.Context, string) ([]model.Calendar, error) {
+	return nil, nil
+}
+
 func (f *fakeStore) ListDueJobs(_ context.Context, buckets []int, after, until time.Time, _ int) ([]model.Due, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

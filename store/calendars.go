@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/store/model"
 )
 
@@ -94,4 +97,68 @@ func (s *Store) DeleteCalendar(ctx context.Context, namespace, name string) erro
 		return fmt.Errorf("store: delete calendar %s/%s: %w", namespace, name, ErrNotFound)
 	}
 	return nil
+}
+
+// ListCalendarJobs lists the jobs of a namespace whose policy names any of
+// the calendars names, by name, at most limit of them: their id, bucket,
+// namespace, name, state, schedule, next run and policy. It walks the
+// namespace's job names (an index), and reads each job by its key: a
+// calendar's change costs what its namespace holds, not the cluster.
+func (s *Store) ListCalendarJobs(ctx context.Context, namespace string, names []string, limit int) ([]*model.Job, error) {
+	rows, err := s.pool.Query(ctx, `SELECT j.id, j.bucket, j.namespace, j.name, j.state, j.schedule, j.next_run_at, j.policy
+		FROM job_names n JOIN jobs j ON j.bucket = n.bucket AND j.id = n.job_id
+		WHERE n.namespace = $1 AND j.policy->'calendars' ?| $2::text[]
+		ORDER BY n.name LIMIT $3`, namespace, names, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list jobs naming calendars %v: %w", names, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Job, error) {
+		var (
+			j      model.Job
+			policy *domain.JobPolicy
+		)
+		err := r.Scan(&j.ID, &j.Bucket, &j.Namespace, &j.Name, &j.State, &j.Schedule, &j.NextRunAt, &policy)
+		j.NextRunAt, j.Policy = utcPtr(j.NextRunAt), policy
+		return &j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list jobs naming calendars %v: %w", names, err)
+	}
+	return out, nil
+}
+
+// UpdateJobNextRuns moves active jobs' next runs, each only while it is
+// still the one read (compare and set on next_run_at), and announces the
+// jobs it moved on JobsChannel, so that their scanners read them again.
+// It returns how many it moved.
+func (s *Store) UpdateJobNextRuns(ctx context.Context, moves []model.NextRunMove) (int, error) {
+	if len(moves) == 0 {
+		return 0, nil
+	}
+	ids, buckets := make([]uuid.UUID, len(moves)), make([]int32, len(moves))
+	froms, tos := make([]time.Time, len(moves)), make([]time.Time, len(moves))
+	for i, m := range moves {
+		ids[i], buckets[i], froms[i], tos[i] = m.ID, int32(m.Bucket), ms(m.From), ms(m.To)
+	}
+	var n int
+	// The rows are locked first, in (bucket, id) order (the store's lock
+	// order: the lock comes after the sort), then moved.
+	err := s.pool.QueryRow(ctx, `WITH m AS (
+			SELECT * FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::timestamptz[]) AS m(id, bucket, from_at, to_at)
+		), locked AS (
+			SELECT j.bucket, j.id, m.to_at FROM jobs j JOIN m ON j.bucket = m.bucket AND j.id = m.id
+			WHERE (j.state = 'active') IS TRUE AND j.next_run_at = m.from_at
+			ORDER BY j.bucket, j.id FOR UPDATE OF j
+		), moved AS (
+			UPDATE jobs j SET next_run_at = l.to_at, version = j.version + 1, updated_at = `+nowMS+`
+			FROM locked l JOIN m ON m.bucket = l.bucket AND m.id = l.id
+			WHERE j.bucket = l.bucket AND j.id = l.id AND (j.state = 'active') IS TRUE AND j.next_run_at = m.from_at
+			RETURNING j.bucket, j.id
+		)
+		SELECT count(pg_notify($5, bucket::text || ':' || id::text)) FROM moved`,
+		ids, buckets, froms, tos, JobsChannel).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: move %d jobs' next runs: %w", len(moves), err)
+	}
+	return n, nil
 }

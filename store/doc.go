@@ -97,6 +97,8 @@
 //   - ApplySet: the set's advisory lock, then its jobs' rows (members
 //     and the jobs named, ORDER BY bucket, id FOR UPDATE), then what
 //     UpdateJob, CreateJob and DeleteJob take for each, in that order.
+//   - UpdateJobNextRuns: jobs rows, locked first in (bucket, id) order
+//     (ORDER BY ... FOR UPDATE), then moved.
 //   - ApplyWaitDecisions: waiting executions (which only it,
 //     CancelExecution and an overlap's cancel change), then
 //     execution_upstreams, skipped_runs and notification_events, which
@@ -151,7 +153,9 @@
 //     locked in (bucket, id) order, created, updated, deleted, owned and
 //     announced, the set saved, audit entries written), ListApplySets.
 //   - calendars (calendars.go): CreateCalendar, GetCalendar,
-//     ListCalendars, UpdateCalendar, DeleteCalendar.
+//     ListCalendars, UpdateCalendar, DeleteCalendar; and the jobs that
+//     name calendars: ListCalendarJobs, UpdateJobNextRuns (moves next runs
+//     sooner when a calendar allows more, and announces them).
 //   - concurrency_slots (concurrency.go; the triggers of migration 35
 //     take and release the slots): ListConcurrencyKeys, ListSlotHolders,
 //     CountSlots.

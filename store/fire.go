@@ -59,8 +59,12 @@ func (s *Store) ClaimBucket(ctx context.Context, bucket int, node string, epoch 
 // which dueCodec decodes once per distinct text: thousands of jobs share
 // a few, and extracting their fields in SQL cost Postgres more than
 // sending the text (BenchmarkDueAfter, docs/bench.md).
+//
+// The namespace comes only for jobs whose policy names calendars (the
+// scanner reads their calendars by it); "" for the others, which so
+// cost no more than before calendars ("" scans without allocating).
 const dueSQL = `SELECT id, bucket, next_run_at, schedule::text, runs, coalesce(policy::text, ''), skip_before,
-		depends IS NOT NULL, chains
+		depends IS NOT NULL, chains, CASE WHEN policy ? 'calendars' THEN namespace ELSE '' END
 	FROM jobs
 	WHERE bucket = ANY($1) AND state = 'active' AND next_run_at > $2 AND next_run_at <= $3
 	ORDER BY next_run_at LIMIT $4`
@@ -160,7 +164,7 @@ func (c *dueCodec) scanDue(r pgx.CollectableRow) (model.Due, error) {
 		sched, policy string
 		err           error
 	)
-	if err := r.Scan(rawUUID(&d.ID), &d.Bucket, &d.NextRunAt, &sched, &d.FiredCount, &policy, &d.SkipBefore, &d.Waits, &d.Chains); err != nil {
+	if err := r.Scan(rawUUID(&d.ID), &d.Bucket, &d.NextRunAt, &sched, &d.FiredCount, &policy, &d.SkipBefore, &d.Waits, &d.Chains, &d.Namespace); err != nil {
 		return d, err
 	}
 	d.NextRunAt, d.SkipBefore = d.NextRunAt.UTC(), utcPtr(d.SkipBefore)

@@ -46,10 +46,10 @@ WITH f AS (
 		AND (j.state = 'active') IS TRUE AND j.next_run_at = f.sched
 	RETURNING j.id, j.namespace, j.name, j.runs
 ), sk AS (
-	INSERT INTO skipped_runs (job_id, first_at, last_at, runs, reason, namespace, job_name)
-	SELECT s.job_id, s.first_at, s.last_at, s.runs, s.reason, fired.namespace, fired.name
-	FROM unnest($7::uuid[], $8::timestamptz[], $9::timestamptz[], $10::bigint[], $11::text[])
-		AS s(job_id, first_at, last_at, runs, reason)
+	INSERT INTO skipped_runs (job_id, first_at, last_at, runs, reason, detail, namespace, job_name)
+	SELECT s.job_id, s.first_at, s.last_at, s.runs, s.reason, s.detail, fired.namespace, fired.name
+	FROM unnest($7::uuid[], $8::timestamptz[], $9::timestamptz[], $10::bigint[], $11::text[], $12::text[])
+		AS s(job_id, first_at, last_at, runs, reason, detail)
 	JOIN fired ON fired.id = s.job_id
 	ON CONFLICT DO NOTHING
 )
@@ -96,7 +96,7 @@ func (g *policyGroup) advanceArgs(b int) []any {
 		scheds, firsts, lasts []time.Time
 		nexts, lastRuns       []*time.Time
 		nruns, skipRuns       []int64
-		reasons               []string
+		reasons, details      []string
 	)
 	for _, f := range g.firings {
 		ids, scheds, nexts = append(ids, f.JobID), append(scheds, ms(f.ScheduledFor)), append(nexts, msPtr(f.Next))
@@ -109,10 +109,10 @@ func (g *policyGroup) advanceArgs(b int) []any {
 		lastRuns = append(lastRuns, last)
 		for _, s := range f.Skips {
 			skipJobs, firsts, lasts = append(skipJobs, f.JobID), append(firsts, ms(s.First)), append(lasts, ms(s.Last))
-			skipRuns, reasons = append(skipRuns, s.Count), append(reasons, s.Reason)
+			skipRuns, reasons, details = append(skipRuns, s.Count), append(reasons, s.Reason), append(details, s.Detail)
 		}
 	}
-	return []any{ids, scheds, nexts, nruns, lastRuns, b, skipJobs, firsts, lasts, skipRuns, reasons}
+	return []any{ids, scheds, nexts, nruns, lastRuns, b, skipJobs, firsts, lasts, skipRuns, reasons, details}
 }
 
 func (g *policyGroup) runArgs(b int, node string, won map[uuid.UUID]int64) ([]any, bool) {

@@ -32,7 +32,7 @@ func TestFirePlanWithStaleStatistics(t *testing.T) {
 		name, sql, args string
 	}{
 		{"fireSQL", fireSQL, "'{}', '{}', '{}', '{}', '{}', 'n', '{}'"},
-		{"policyAdvanceSQL", policyAdvanceSQL, "'{}', '{}', '{}', '{}', '{}', 3, '{}', '{}', '{}', '{}', '{}'"},
+		{"policyAdvanceSQL", policyAdvanceSQL, "'{}', '{}', '{}', '{}', '{}', 3, '{}', '{}', '{}', '{}', '{}', '{}'"},
 	} {
 		plan := genericPlan(t, s, c.sql, c.args)
 		probes := 0

@@ -421,6 +421,14 @@ func TestDashboard(t *testing.T) {
 		b.waitText("main h1", "Calendar default/ui-holidays")
 		b.waitText("main table", "date "+day)
 		b.checkClean()
+		// A job that names it: its page links the calendar and marks the
+		// upcoming run it excludes.
+		j := s.createJob(t, map[string]any{"name": "ui-cal-job", "schedule": map[string]any{"cron": "0 0 12 * * *"},
+			"handler": map[string]any{"type": "custom", "name": "ui"}, "calendars": []string{"ui-holidays"}})
+		b.open("/jobs/" + j.Id.String())
+		b.waitText(`a.calendar[href$="/calendars/ui-holidays?namespace=default"]`, "ui-holidays")
+		b.waitText(".fires", "excluded by ui-holidays: date "+day)
+		b.checkClean()
 	})
 
 	step("waiting on: a concurrency key's holder and queue, and why an execution waits", func(t *testing.T) {

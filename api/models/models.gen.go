@@ -622,6 +622,24 @@ func (e NotifyEvent) Valid() bool {
 	}
 }
 
+// Defines values for OnExcluded.
+const (
+	OnExcludedNextAllowed OnExcluded = "next_allowed"
+	OnExcludedSkip        OnExcluded = "skip"
+)
+
+// Valid indicates whether the value is a known member of the OnExcluded enum.
+func (e OnExcluded) Valid() bool {
+	switch e {
+	case OnExcludedNextAllowed:
+		return true
+	case OnExcludedSkip:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Overlap.
 const (
 	OverlapAllow         Overlap = "allow"
@@ -789,6 +807,7 @@ func (e Role) Valid() bool {
 
 // Defines values for SkippedRunReason.
 const (
+	SkippedRunReasonCalendar          SkippedRunReason = "calendar"
 	SkippedRunReasonConcurrency       SkippedRunReason = "concurrency"
 	SkippedRunReasonDependency        SkippedRunReason = "dependency"
 	SkippedRunReasonDependencyTimeout SkippedRunReason = "dependency_timeout"
@@ -801,6 +820,8 @@ const (
 // Valid indicates whether the value is a known member of the SkippedRunReason enum.
 func (e SkippedRunReason) Valid() bool {
 	switch e {
+	case SkippedRunReasonCalendar:
+		return true
 	case SkippedRunReasonConcurrency:
 		return true
 	case SkippedRunReasonDependency:
@@ -2024,6 +2045,18 @@ type Job struct {
 	ApplysetLocked *bool `json:"applyset_locked,omitempty"`
 	Bucket         int   `json:"bucket"`
 
+	// Calendars Calendars of the job's namespace (at most 8, by name) that must all
+	// allow a run (see /v1/calendars). A run they do not allow does not
+	// fire: `on_excluded` says what happens instead. A job whose
+	// calendars allow none of its runs in the next 10 years is refused
+	// (400 on `calendars`, naming the calendars that exclude them), as is
+	// a one-shot job whose run they exclude under `on_excluded: skip`.
+	// In a change, `[]` or null removes them (and `on_excluded`).
+	//
+	//
+	// Example: ["us-holidays"]
+	Calendars *JobCalendars `json:"calendars,omitempty"`
+
 	// Chain The job has no schedule of its own; its upstreams' scheduled runs make its runs.
 	Chain *bool `json:"chain,omitempty"`
 
@@ -2110,6 +2143,15 @@ type Job struct {
 
 	// NextRunAt Null when the job is paused or completed.
 	NextRunAt *time.Time `json:"next_run_at"`
+
+	// OnExcluded What happens to a run the job's calendars do not allow: `skip`
+	// skips it (recorded with reason `calendar`, naming the calendar and
+	// its rule) and the job next runs at its first scheduled time they
+	// allow; `next_allowed` runs it once at the first instant after it
+	// that they allow (however many runs they excluded meanwhile), unless
+	// a scheduled time they allow comes first. Given only with
+	// `calendars`.
+	OnExcluded *OnExcluded `json:"on_excluded,omitempty"`
 
 	// OnTimeout What a run whose upstreams have not let it run within `wait_timeout` does, `skip` (recorded as skipped, reason `dependency_timeout`) or `run`.
 	OnTimeout *DependsOnTimeout `json:"on_timeout,omitempty"`
@@ -2199,8 +2241,31 @@ type JobBatchResult struct {
 	Items []JobBatchItem `json:"items"`
 }
 
+// JobCalendars Calendars of the job's namespace (at most 8, by name) that must all
+// allow a run (see /v1/calendars). A run they do not allow does not
+// fire: `on_excluded` says what happens instead. A job whose
+// calendars allow none of its runs in the next 10 years is refused
+// (400 on `calendars`, naming the calendars that exclude them), as is
+// a one-shot job whose run they exclude under `on_excluded: skip`.
+// In a change, `[]` or null removes them (and `on_excluded`).
+//
+// Example: ["us-holidays"]
+type JobCalendars = []string
+
 // JobCreate defines model for JobCreate.
 type JobCreate struct {
+	// Calendars Calendars of the job's namespace (at most 8, by name) that must all
+	// allow a run (see /v1/calendars). A run they do not allow does not
+	// fire: `on_excluded` says what happens instead. A job whose
+	// calendars allow none of its runs in the next 10 years is refused
+	// (400 on `calendars`, naming the calendars that exclude them), as is
+	// a one-shot job whose run they exclude under `on_excluded: skip`.
+	// In a change, `[]` or null removes them (and `on_excluded`).
+	//
+	//
+	// Example: ["us-holidays"]
+	Calendars *JobCalendars `json:"calendars,omitempty"`
+
 	// Concurrency At most `limit` executions sharing a key run at once. `key` is a Go
 	// text/template over the job's `labels` and `payload`, rendered when
 	// the job is written (a job whose key cannot be rendered, renders
@@ -2282,6 +2347,15 @@ type JobCreate struct {
 
 	// Namespace Defaults to "default".
 	Namespace *string `json:"namespace,omitempty"`
+
+	// OnExcluded What happens to a run the job's calendars do not allow: `skip`
+	// skips it (recorded with reason `calendar`, naming the calendar and
+	// its rule) and the job next runs at its first scheduled time they
+	// allow; `next_allowed` runs it once at the first instant after it
+	// that they allow (however many runs they excluded meanwhile), unless
+	// a scheduled time they allow comes first. Given only with
+	// `calendars`.
+	OnExcluded *OnExcluded `json:"on_excluded,omitempty"`
 
 	// OnTimeout What a run whose upstreams have not let it run within `wait_timeout` does, `skip` (recorded as skipped, reason `dependency_timeout`) or `run`.
 	OnTimeout *DependsOnTimeout `json:"on_timeout,omitempty"`
@@ -2381,6 +2455,9 @@ type JobList struct {
 // the whole handler, except its secret headers: see
 // `secret_headers`.
 type JobPatch struct {
+	// Calendars Replaces the job's calendars (see JobCalendars); `[]` or null removes them, with `on_excluded`.
+	Calendars *[]string `json:"calendars,omitempty"`
+
 	// Concurrency A concurrency policy (see Concurrency), or `{}` to remove the job's.
 	Concurrency *ConcurrencyPatch `json:"concurrency,omitempty"`
 
@@ -2443,6 +2520,15 @@ type JobPatch struct {
 	// Fields left out take the cluster's defaults (tockd --missed-policy,
 	// --missed-grace, --missed-max), which default to those shown here.
 	Missed *MissedPolicy `json:"missed,omitempty"`
+
+	// OnExcluded What happens to a run the job's calendars do not allow: `skip`
+	// skips it (recorded with reason `calendar`, naming the calendar and
+	// its rule) and the job next runs at its first scheduled time they
+	// allow; `next_allowed` runs it once at the first instant after it
+	// that they allow (however many runs they excluded meanwhile), unless
+	// a scheduled time they allow comes first. Given only with
+	// `calendars`.
+	OnExcluded *OnExcluded `json:"on_excluded,omitempty"`
 
 	// OnTimeout What a run whose upstreams have not let it run within `wait_timeout` does, `skip` (recorded as skipped, reason `dependency_timeout`) or `run`.
 	OnTimeout *DependsOnTimeout `json:"on_timeout,omitempty"`
@@ -2792,6 +2878,15 @@ type NotificationState string
 // every one), `execution.dependency_timeout` (a dependent job's run
 // waited out its `wait_timeout` for its upstreams).
 type NotifyEvent string
+
+// OnExcluded What happens to a run the job's calendars do not allow: `skip`
+// skips it (recorded with reason `calendar`, naming the calendar and
+// its rule) and the job next runs at its first scheduled time they
+// allow; `next_allowed` runs it once at the first instant after it
+// that they allow (however many runs they excluded meanwhile), unless
+// a scheduled time they allow comes first. Given only with
+// `calendars`.
+type OnExcluded string
 
 // Overlap What happens when a run comes due while an earlier execution of the
 // job is still queued or running (retries pending included): `allow`
@@ -3191,7 +3286,12 @@ type Schedule struct {
 
 // SkippedRun defines model for SkippedRun.
 type SkippedRun struct {
-	// Detail For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for); for `concurrency` and `rate_limit`, the key and its limit.
+	// Detail For the dependency reasons, what decided (the upstream execution
+	// and how it ended, or what the wait waited for); for `calendar`,
+	// the calendar and its rule that excluded the first run of the
+	// range ("us-holidays: date 2026-12-25"), and, under `on_excluded:
+	// next_allowed`, when the job runs once instead; for `concurrency`
+	// and `rate_limit`, the key and its limit.
 	Detail *string `json:"detail,omitempty"`
 
 	// First The first scheduled time skipped.

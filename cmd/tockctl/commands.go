@@ -41,10 +41,12 @@ type jobsCreateCmd struct {
 	MaxRuns *int64 `help:"With --cron: complete the job once this many runs have fired (runs skipped by a policy, and manual runs, do not count)." group:"Schedule window and jitter" placeholder:"N"`
 	Jitter  string `help:"Publish each run up to this much after its time (\"30s\"), by an offset fixed per job and run." group:"Schedule window and jitter" placeholder:"DUR"`
 
-	Missed    string `help:"What to do with runs missed by more than --grace: skip (fire none), latest (fire the most recent) or all (fire each, up to --missed-max). Default: the cluster's." group:"Schedule policies" placeholder:"POLICY"`
-	Grace     string `help:"How late a run may fire before it counts as missed (\"60s\", at least 1s). Default: the cluster's." group:"Schedule policies" placeholder:"DUR"`
-	MissedMax *int   `help:"With --missed all, the most missed runs fired (the newest; 1-1000). Default: the cluster's." group:"Schedule policies" placeholder:"N"`
-	Overlap   string `help:"When a run comes due while an earlier execution is queued or running: allow, skip, buffer_one or cancel_running. Default: the cluster's." group:"Schedule policies" placeholder:"POLICY"`
+	Missed     string   `help:"What to do with runs missed by more than --grace: skip (fire none), latest (fire the most recent) or all (fire each, up to --missed-max). Default: the cluster's." group:"Schedule policies" placeholder:"POLICY"`
+	Grace      string   `help:"How late a run may fire before it counts as missed (\"60s\", at least 1s). Default: the cluster's." group:"Schedule policies" placeholder:"DUR"`
+	MissedMax  *int     `help:"With --missed all, the most missed runs fired (the newest; 1-1000). Default: the cluster's." group:"Schedule policies" placeholder:"N"`
+	Overlap    string   `help:"When a run comes due while an earlier execution is queued or running: allow, skip, buffer_one or cancel_running. Default: the cluster's." group:"Schedule policies" placeholder:"POLICY"`
+	Calendar   []string `help:"A calendar of the job's namespace that must allow each run (repeat for several; see calendars)." group:"Schedule policies" placeholder:"NAME"`
+	OnExcluded string   `help:"With --calendar, a run the calendars exclude: skip (default) or next_allowed (run once at the first instant they allow)." group:"Schedule policies" placeholder:"CHOICE"`
 
 	HTTP      string            `name:"http" help:"Send an HTTP request to this URL." xor:"handler" required:"" group:"Handler (one of)" placeholder:"URL"`
 	Method    string            `help:"HTTP method for --http (default POST)." group:"Handler (one of)" placeholder:"METHOD"`
@@ -83,6 +85,7 @@ func (c *jobsCreateCmd) singleJobFlags() []string {
 		{"--label", len(c.Label) > 0}, {"--description", c.Description != ""},
 		{"--start-at", c.StartAt != ""}, {"--end-at", c.EndAt != ""}, {"--max-runs", c.MaxRuns != nil}, {"--jitter", c.Jitter != ""},
 		{"--missed", c.Missed != ""}, {"--grace", c.Grace != ""}, {"--missed-max", c.MissedMax != nil}, {"--overlap", c.Overlap != ""}, {"--idempotency-key", c.IdempotencyKey != ""},
+		{"--calendar", len(c.Calendar) > 0}, {"--on-excluded", c.OnExcluded != ""},
 	} {
 		if f.set {
 			set = append(set, f.name)
@@ -133,6 +136,10 @@ func (c *jobsCreateCmd) Run(a *app) error {
 	body.Description = optional(c.Description)
 	body.Missed = missedOf(c.Missed, c.Grace, c.MissedMax)
 	body.Overlap = (*models.Overlap)(optional(c.Overlap))
+	if len(c.Calendar) > 0 {
+		body.Calendars = (*models.JobCalendars)(&c.Calendar)
+	}
+	body.OnExcluded = (*models.OnExcluded)(optional(c.OnExcluded))
 	if err := c.dependsFlags.apply(&body); err != nil {
 		return err
 	}

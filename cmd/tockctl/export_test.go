@@ -199,3 +199,51 @@ func jobKinds(secret string) []string {
 		`{"name": "z-chain", "namespace": "src", "handler": {"type": "custom", "name": "reporter"}, "depends_on": [{"job": "report", "on": "failure"}]}`,
 	}
 }
+
+// A job's calendars and on_excluded survive export and apply, and
+// tockctl shows them with the job.
+func TestExportCalendars(t *testing.T) {
+	t.Parallel()
+	hs := fileServer(t)
+	for _, ns := range []string{"src", "dst"} {
+		r, err := http.Post(hs.URL+"/v1/calendars", "application/json",
+			strings.NewReader(`{"namespace": "`+ns+`", "name": "holidays", "dates": ["2030-12-25"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Body.Close()
+		if r.StatusCode != http.StatusCreated {
+			t.Fatalf("create calendar in %s: %d", ns, r.StatusCode)
+		}
+	}
+	post(t, hs.URL, `{"name": "nightly", "namespace": "src", "schedule": {"cron": "0 0 3 * * *"}, "handler": {"type": "custom", "name": "n"},
+		"calendars": ["holidays"], "on_excluded": "next_allowed"}`)
+	dir := t.TempDir()
+	ok(t, hs.URL, "export", "--namespace", "src", "--dir", dir)
+	file, err := os.ReadFile(filepath.Join(dir, "src", "nightly.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(file), "calendars: [holidays]\non_excluded: next_allowed\n") {
+		t.Errorf("nightly.yaml:\n%s", file)
+	}
+	// The same file in namespace dst, applied as a set.
+	moved := t.TempDir()
+	if err := os.WriteFile(filepath.Join(moved, "nightly.yaml"), []byte(strings.Replace(string(file), "namespace: src", "namespace: dst", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, hs.URL, "apply", "-f", moved, "--set", "cal")
+	src, dst := list(t, hs.URL, "src"), list(t, hs.URL, "dst")
+	if len(dst) != 1 || !reflect.DeepEqual(dst[0].Calendars, src[0].Calendars) || deref(dst[0].OnExcluded) != models.OnExcludedNextAllowed {
+		t.Fatalf("applied: %+v", dst)
+	}
+	if out := ok(t, hs.URL, "jobs", "get", src[0].Id.String()); !strings.Contains(out, "\ncalendars:  holidays (on_excluded next_allowed)\n") {
+		t.Errorf("jobs get:\n%s", out)
+	}
+	if out := ok(t, hs.URL, "jobs", "update", src[0].Id.String(), "--on-excluded", "skip"); !strings.Contains(out, "\ncalendars:  holidays (on_excluded skip)\n") {
+		t.Errorf("jobs update --on-excluded:\n%s", out)
+	}
+	if out := ok(t, hs.URL, "jobs", "update", src[0].Id.String(), "--no-calendars"); strings.Contains(out, "calendars") {
+		t.Errorf("jobs update --no-calendars:\n%s", out)
+	}
+}

@@ -30,7 +30,7 @@ func (a *app) printJob(raw []byte, v *models.Job) error {
 }
 
 // jobDetails prints, below a single job's table, what does not fit in a
-// row: when it last succeeded, the names of its secret headers, its missed-run and overlap policies, the
+// row: when it last succeeded, the names of its secret headers, its missed-run and overlap policies, its calendars, the
 // runs it fired, and its schedule's window, max_runs and jitter when set.
 func (a *app) jobDetails(j models.Job) {
 	var d details
@@ -52,6 +52,9 @@ func (a *app) jobDetails(j models.Job) {
 	}
 	if r := j.RateLimit; r != nil {
 		d.add("rate limit", fmt.Sprintf("%d per %s, burst %d, by key %s (on limit %s)", r.Limit, r.Per, deref(r.Burst), r.Key, deref(r.OnLimit)))
+	}
+	if j.Calendars != nil && len(*j.Calendars) > 0 {
+		d.add("calendars", strings.Join(*j.Calendars, ", ")+" (on_excluded "+string(deref(j.OnExcluded))+")")
 	}
 	s := j.Schedule
 	switch runs := deref(j.Runs); {

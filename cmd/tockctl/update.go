@@ -47,10 +47,13 @@ type jobUpdateCmd struct {
 	DefaultRetry bool   `help:"Reset the retry policy to the cluster's default."`
 	Priority     string `help:"Priority class: high, normal or low." placeholder:"CLASS"`
 
-	Missed    string `help:"What to do with runs missed by more than --grace: skip, latest or all. Replaces the whole missed-run policy: what is not given takes the cluster's default." group:"Schedule policies" placeholder:"POLICY"`
-	Grace     string `help:"How late a run may fire before it counts as missed (\"60s\", at least 1s). Replaces the whole missed-run policy, as --missed does." group:"Schedule policies" placeholder:"DUR"`
-	MissedMax *int   `help:"With --missed all, the most missed runs fired (1-1000). Replaces the whole missed-run policy, as --missed does." group:"Schedule policies" placeholder:"N"`
-	Overlap   string `help:"When a run comes due while an earlier execution is queued or running: allow, skip, buffer_one or cancel_running." group:"Schedule policies" placeholder:"POLICY"`
+	Missed      string   `help:"What to do with runs missed by more than --grace: skip, latest or all. Replaces the whole missed-run policy: what is not given takes the cluster's default." group:"Schedule policies" placeholder:"POLICY"`
+	Grace       string   `help:"How late a run may fire before it counts as missed (\"60s\", at least 1s). Replaces the whole missed-run policy, as --missed does." group:"Schedule policies" placeholder:"DUR"`
+	MissedMax   *int     `help:"With --missed all, the most missed runs fired (1-1000). Replaces the whole missed-run policy, as --missed does." group:"Schedule policies" placeholder:"N"`
+	Overlap     string   `help:"When a run comes due while an earlier execution is queued or running: allow, skip, buffer_one or cancel_running." group:"Schedule policies" placeholder:"POLICY"`
+	Calendar    []string `help:"Replace the job's calendars (repeat for several)." group:"Schedule policies" placeholder:"NAME"`
+	NoCalendars bool     `help:"Remove the job's calendars." group:"Schedule policies"`
+	OnExcluded  string   `help:"A run the job's calendars exclude: skip or next_allowed." group:"Schedule policies" placeholder:"CHOICE"`
 
 	Pause  bool `help:"Pause the job (POST /v1/jobs/{id}/pause, after the change)." xor:"state"`
 	Resume bool `help:"Resume the job (POST /v1/jobs/{id}/resume, after the change)." xor:"state"`
@@ -171,6 +174,17 @@ func (c *jobUpdateCmd) patch(stdin io.Reader) (map[string]any, error) {
 	}
 	if c.Overlap != "" {
 		body["overlap"] = c.Overlap
+	}
+	switch {
+	case c.NoCalendars && len(c.Calendar) > 0:
+		return nil, errors.New("--no-calendars cannot be used with --calendar")
+	case c.NoCalendars:
+		body["calendars"] = []string{}
+	case len(c.Calendar) > 0:
+		body["calendars"] = c.Calendar
+	}
+	if c.OnExcluded != "" {
+		body["on_excluded"] = c.OnExcluded
 	}
 	return body, nil
 }

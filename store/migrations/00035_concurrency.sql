@@ -22,8 +22,7 @@ ALTER TABLE executions
 	ADD COLUMN slot_on_limit text,
 	ADD COLUMN rate_limit    jsonb;
 
--- The skip ledger's reasons: a run skipped by its key's on_limit skip
--- (and, with calendars on jobs, by a calendar).
+-- The skip ledger's reasons: a run skipped by its key's on_limit skip.
 ALTER TABLE skipped_runs DROP CONSTRAINT skipped_runs_reason_check;
 ALTER TABLE skipped_runs ADD CONSTRAINT skipped_runs_reason_check
     CHECK (reason IN ('missed', 'overlap', 'paused', 'dependency', 'dependency_timeout', 'calendar', 'concurrency', 'rate_limit'));
@@ -232,9 +231,10 @@ CREATE TRIGGER executions_slot_gone AFTER DELETE ON executions
 	FOR EACH ROW WHEN (OLD.slot_key IS NOT NULL) EXECUTE FUNCTION tock_slot_release();
 
 -- +goose Down
+DELETE FROM skipped_runs WHERE reason IN ('concurrency', 'rate_limit');
 ALTER TABLE skipped_runs DROP CONSTRAINT skipped_runs_reason_check;
 ALTER TABLE skipped_runs ADD CONSTRAINT skipped_runs_reason_check
-    CHECK (reason IN ('missed', 'overlap', 'paused', 'dependency', 'dependency_timeout'));
+    CHECK (reason IN ('missed', 'overlap', 'paused', 'dependency', 'dependency_timeout', 'calendar'));
 DROP TRIGGER executions_slot_gone ON executions;
 DROP TRIGGER executions_slot_end ON executions;
 DROP TRIGGER executions_slot_take ON executions;

@@ -3,6 +3,8 @@ package model
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Calendar is a stored calendar: its rules as the API takes them
@@ -15,4 +17,13 @@ type Calendar struct {
 	// replacement (the API's ETag).
 	Revision             int64
 	CreatedAt, UpdatedAt time.Time
+}
+
+// NextRunMove moves a job's next run from From to To (see
+// store.UpdateJobNextRuns): a calendar that changed allows runs sooner.
+type NextRunMove struct {
+	ID     uuid.UUID
+	Bucket int
+	From   time.Time
+	To     time.Time
 }

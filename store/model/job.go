@@ -98,6 +98,10 @@ type Due struct {
 	// Waits: the job's runs wait for its upstreams (it has Depends);
 	// Chains: its runs make its chain dependents' waiting executions.
 	Waits, Chains bool
+	// Namespace is the job's namespace when its policy names calendars
+	// (where the scanner finds them), else "": jobs without calendars
+	// read nothing more.
+	Namespace string
 }
 
 // DueOf is job j as the scanner needs it.
@@ -110,6 +114,9 @@ func DueOf(j *Job) Due {
 	}
 	if j.Policy != nil {
 		d.Policy = *j.Policy
+		if len(j.Policy.Calendars) > 0 {
+			d.Namespace = j.Namespace
+		}
 	}
 	return d
 }
@@ -127,11 +134,13 @@ type Run struct {
 
 // Skip is a range of a job's scheduled times that a Firing skips: Count
 // times from First through Last, for Reason (domain.SkipMissed,
-// SkipOverlap or SkipPaused).
+// SkipOverlap, SkipPaused or SkipCalendar), with Detail saying more (the
+// calendar and its rule) or "".
 type Skip struct {
 	First, Last time.Time
 	Count       int64
 	Reason      string
+	Detail      string
 }
 
 // SkippedRange is a range of a job's scheduled times that was not fired

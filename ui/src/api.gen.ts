@@ -367,7 +367,9 @@ export interface paths {
          *     A one-shot job (`at`, `in` or now) lists its single run whatever
          *     `from` says: when it will run (active), when it ran (completed), or
          *     when it would run if resumed at `from` (paused). Nothing is
-         *     changed.
+         *     changed. A run the job's calendars do not allow is marked
+         *     `excluded`, with the calendar and its rule: it would not fire (see
+         *     the job's `on_excluded`).
          */
         get: operations["previewJob"];
         put?: never;
@@ -1164,13 +1166,16 @@ export interface paths {
          *     must be the path's), checked as on create, extends included (a
          *     cycle is a 400 naming `extends`). `If-Match` with the calendar's
          *     `ETag` (its revision) replaces it only while it is still at that
-         *     revision (412 otherwise).
+         *     revision (412 otherwise). The jobs that name it, directly or through
+         *     calendars that extend it, follow the change within 2 seconds: a job
+         *     whose next run was moved past runs the calendar excluded gets its
+         *     schedule's first run after now if that is sooner.
          */
         put: operations["putCalendar"];
         post?: never;
         /**
          * Delete a calendar
-         * @description A calendar another calendar extends is not deleted (409 naming them).
+         * @description A calendar another calendar extends, or a job names, is not deleted (409 naming them).
          */
         delete: operations["deleteCalendar"];
         options?: never;
@@ -2275,6 +2280,31 @@ export interface components {
         ConcurrencyKeyList: {
             items: components["schemas"]["ConcurrencyKey"][];
         };
+        /**
+         * @description Calendars of the job's namespace (at most 8, by name) that must all
+         *     allow a run (see /v1/calendars). A run they do not allow does not
+         *     fire: `on_excluded` says what happens instead. A job whose
+         *     calendars allow none of its runs in the next 10 years is refused
+         *     (400 on `calendars`, naming the calendars that exclude them), as is
+         *     a one-shot job whose run they exclude under `on_excluded: skip`.
+         *     In a change, `[]` or null removes them (and `on_excluded`).
+         * @example [
+         *       "us-holidays"
+         *     ]
+         */
+        JobCalendars: string[];
+        /**
+         * @description What happens to a run the job's calendars do not allow: `skip`
+         *     skips it (recorded with reason `calendar`, naming the calendar and
+         *     its rule) and the job next runs at its first scheduled time they
+         *     allow; `next_allowed` runs it once at the first instant after it
+         *     that they allow (however many runs they excluded meanwhile), unless
+         *     a scheduled time they allow comes first. Given only with
+         *     `calendars`.
+         * @default skip
+         * @enum {string}
+         */
+        OnExcluded: "skip" | "next_allowed";
         ResumeOptions: {
             /**
              * @description Apply the job's missed-run policy to the runs of the pause instead of skipping them.
@@ -2313,8 +2343,15 @@ export interface components {
              */
             runs: number;
             /** @enum {string} */
-            reason: "missed" | "overlap" | "paused" | "dependency" | "dependency_timeout" | "concurrency" | "rate_limit";
-            /** @description For the dependency reasons, what decided (the upstream execution and how it ended, or what the wait waited for); for `concurrency` and `rate_limit`, the key and its limit. */
+            reason: "missed" | "overlap" | "paused" | "dependency" | "dependency_timeout" | "calendar" | "concurrency" | "rate_limit";
+            /**
+             * @description For the dependency reasons, what decided (the upstream execution
+             *     and how it ended, or what the wait waited for); for `calendar`,
+             *     the calendar and its rule that excluded the first run of the
+             *     range ("us-holidays: date 2026-12-25"), and, under `on_excluded:
+             *     next_allowed`, when the job runs once instead; for `concurrency`
+             *     and `rate_limit`, the key and its limit.
+             */
             detail?: string;
             /** Format: date-time */
             recorded_at: string;
@@ -2457,6 +2494,8 @@ export interface components {
             overlap?: components["schemas"]["Overlap"];
             concurrency?: components["schemas"]["Concurrency"];
             rate_limit?: components["schemas"]["RateLimit"];
+            calendars?: components["schemas"]["JobCalendars"];
+            on_excluded?: components["schemas"]["OnExcluded"];
             /**
              * @description The jobs whose runs this job's runs wait for (at most 16): each
              *     by id, by name in this job's namespace, or as `namespace/name`
@@ -2505,6 +2544,9 @@ export interface components {
             overlap?: components["schemas"]["Overlap"];
             concurrency?: components["schemas"]["ConcurrencyPatch"];
             rate_limit?: components["schemas"]["RateLimitPatch"];
+            /** @description Replaces the job's calendars (see JobCalendars); `[]` or null removes them, with `on_excluded`. */
+            calendars?: string[] | null;
+            on_excluded?: components["schemas"]["OnExcluded"];
             /**
              * @description The jobs whose runs this job's runs wait for (at most 16): each
              *     by id, by name in this job's namespace, or as `namespace/name`
@@ -2577,6 +2619,8 @@ export interface components {
             overlap?: components["schemas"]["Overlap"];
             concurrency?: components["schemas"]["Concurrency"];
             rate_limit?: components["schemas"]["RateLimit"];
+            calendars?: components["schemas"]["JobCalendars"];
+            on_excluded?: components["schemas"]["OnExcluded"];
             /**
              * Format: int64
              * @description Runs fired by the schedule so far (what `schedule.max_runs` counts).

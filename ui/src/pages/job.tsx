@@ -1,4 +1,5 @@
-// Job detail: schedule and policies, dependencies (what the job waits
+// Job detail: schedule and policies (calendars linked, the upcoming
+// runs they exclude marked), dependencies (what the job waits
 // for, what waits for it, its runs waiting now), recent executions
 // (live), skipped ranges, backfills (start and stop); run now, pause,
 // resume, delete.
@@ -100,6 +101,17 @@ export function JobDetail({ id }: { id: string }) {
             <dt>Last success</dt><dd><Time t={j.last_success_at} /></dd>
             <dt>Missed runs</dt><dd>{j.missed?.policy ?? "default"}</dd>
             <dt>Overlap</dt><dd>{j.overlap ?? "default"}</dd>
+            {(j.calendars ?? []).length > 0 && (
+              <>
+                <dt>Calendars</dt>
+                <dd>
+                  {j.calendars!.map((c) => (
+                    <a key={c} class="calendar" href={href(`/calendars/${encodeURIComponent(c)}?namespace=${encodeURIComponent(j.namespace)}`)}>{c} </a>
+                  ))}
+                  <div>excluded runs: {j.on_excluded === "next_allowed" ? "run once at the first allowed instant" : "skipped"}</div>
+                </dd>
+              </>
+            )}
             <dt>Retry</dt><dd>{j.retry?.max_attempts ?? "default"} attempts</dd>
             <dt>Timeout</dt><dd>{j.timeout ?? "none"}</dd>
             <dt>Handler</dt><dd>{j.handler.type}: <code>{j.handler.url ?? j.handler.subject ?? j.handler.name}</code></dd>
@@ -112,7 +124,9 @@ export function JobDetail({ id }: { id: string }) {
           <ol class="fires">
             {preview.data?.fires.map((p) => (
               <li key={p.at}>
-                <time dateTime={p.at}>{p.local}</time>{p.dst && <span class={"dst dst-" + p.dst}> DST {p.dst}</span>}
+                {p.excluded ? <s><time dateTime={p.at}>{p.local}</time></s> : <time dateTime={p.at}>{p.local}</time>}
+                {p.dst && <span class={"dst dst-" + p.dst}> DST {p.dst}</span>}
+                {p.excluded && <span class="excluded"> excluded by {p.excluded.calendar}: {p.excluded.reason}</span>}
                 {(p.waits_for ?? []).length > 0 && (
                   <ul class="waits">
                     {p.waits_for!.map((w) => <li key={w.job_id}>{w.note}</li>)}

@@ -15,6 +15,7 @@ type Form = {
   handlerType: "http" | "nats" | "custom"; url: string; method: string; subject: string; handlerName: string;
   payload: string; labels: string; maxAttempts: string; timeout: string;
   missed: "" | "skip" | "latest" | "all"; overlap: "" | Schemas["Overlap"];
+  calendars: string; onExcluded: Schemas["OnExcluded"];
 };
 
 const empty: Form = {
@@ -22,6 +23,7 @@ const empty: Form = {
   timezone: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC", at: "", in: "",
   handlerType: "http", url: "", method: "POST", subject: "", handlerName: "",
   payload: "", labels: "", maxAttempts: "", timeout: "", missed: "", overlap: "",
+  calendars: "", onExcluded: "skip",
 };
 
 function fromJob(j: Job): Form {
@@ -37,6 +39,7 @@ function fromJob(j: Job): Form {
     labels: Object.entries(j.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(", "),
     maxAttempts: j.retry?.max_attempts ? String(j.retry.max_attempts) : "",
     timeout: j.timeout ?? "", missed: j.missed?.policy ?? "", overlap: j.overlap ?? "",
+    calendars: (j.calendars ?? []).join(", "), onExcluded: j.on_excluded ?? "skip",
   };
 }
 
@@ -89,6 +92,7 @@ function build(f: Form): { body?: Schemas["JobCreate"]; errors: Record<string, s
     maxAttempts = Number(f.maxAttempts);
     if (!Number.isInteger(maxAttempts)) errors["retry.max_attempts"] = "must be a whole number";
   }
+  const calendars = f.calendars.split(",").map((c) => c.trim()).filter((c) => c !== "");
   const body: Schemas["JobCreate"] = {
     name: f.name, namespace: f.namespace || undefined, description: f.description || undefined,
     schedule, handler, payload, labels,
@@ -96,6 +100,8 @@ function build(f: Form): { body?: Schemas["JobCreate"]; errors: Record<string, s
     timeout: f.timeout || undefined,
     missed: f.missed ? { policy: f.missed } : undefined,
     overlap: f.overlap || undefined,
+    calendars: calendars.length ? calendars : undefined,
+    on_excluded: calendars.length ? f.onExcluded : undefined,
   };
   return { body: Object.keys(errors).length ? undefined : body, errors };
 }
@@ -129,7 +135,9 @@ export function JobForm({ id }: { id?: string }) {
           // 412, shown, and nothing is overwritten.
           saved = await must(api.PATCH("/v1/jobs/{id}", {
             params: { path: { id }, header: { "If-Match": `"${job.revision}"` } },
-            body: { ...patch, schedule: keepChain ? undefined : schedule, handler: { ...job.handler, ...handler }, description: body.description ?? "" },
+            body: { ...patch, schedule: keepChain ? undefined : schedule, handler: { ...job.handler, ...handler }, description: body.description ?? "",
+              // An emptied list removes the job's calendars.
+              calendars: body.calendars ?? [] },
           }));
         } else {
           saved = await must(api.POST("/v1/jobs", { body }));
@@ -145,7 +153,7 @@ export function JobForm({ id }: { id?: string }) {
   if (id && !job) return <><h1>Edit job</h1><ErrorBox error={loadError} />{!loadError && <p aria-busy="true">Loading…</p>}</>;
   const allowed = id ? can("jobs.update", ns) : can("jobs.create", ns || "default") || can("jobs.create");
   const describedBy = (name: string) => [errors[name] ? "e-" + name : "", "h-" + name].filter(Boolean).join(" ");
-  const err = (name: string) => errors[name] ?? Object.entries(errors).find(([k]) => k.startsWith(name + "."))?.[1];
+  const err = (name: string) => errors[name] ?? Object.entries(errors).find(([k]) => k.startsWith(name + ".") || k.startsWith(name + "["))?.[1];
   return (
     <>
       <h1>{id ? `Edit ${job!.namespace}/${job!.name}` : "New job"}</h1>
@@ -269,6 +277,17 @@ export function JobForm({ id }: { id?: string }) {
               <option value="cancel_running">cancel the running one</option>
             </select>
           </Field>
+          <Field label="Calendars" name="calendars" error={err("calendars")} hint="names of the namespace's calendars, comma-separated; runs they exclude do not fire">
+            <input id="f-calendars" value={f.calendars} onInput={(e) => set("calendars", e.currentTarget.value)} />
+          </Field>
+          {f.calendars.trim() !== "" && (
+            <Field label="A run the calendars exclude" name="on_excluded" error={errors["on_excluded"]}>
+              <select id="f-on_excluded" value={f.onExcluded} onChange={(e) => set("onExcluded", e.currentTarget.value as Form["onExcluded"])}>
+                <option value="skip">skip it</option>
+                <option value="next_allowed">run once at the first allowed time</option>
+              </select>
+            </Field>
+          )}
         </fieldset>
         <ErrorBox error={save.error} />
         <div class="actions">
