@@ -21,7 +21,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tock-sched/tock/domain"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/schedule"
+	"github.com/tock-sched/tock/store/model"
+	"github.com/tock-sched/tock/store/storetest"
 	"github.com/tock-sched/tock/wire"
 )
 
@@ -155,3 +159,34 @@ func TestCertExpiryNeedsACertificate(t *testing.T) {
 		t.Error("certExpiry of a file holding no certificate: no error")
 	}
 }
+
+// The slots gauges read, when scraped, the slots held and the executions
+// waiting, by key, from Postgres.
+func TestSlotGauges(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t, 16)
+	ctx := context.Background()
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &model.Job{Namespace: "default", Name: "keyed", Schedule: schedule.Spec{Cron: "0 0 3 * * *"}, NextRunAt: ptrTo(now.Add(time.Hour)),
+		Handler: domain.Handler{Type: domain.HandlerCustom, Name: "h"}, State: domain.JobActive,
+		Policy: &domain.JobPolicy{Concurrency: &domain.Concurrency{Key: "k", Limit: 1, Slot: "ns:default:k"}}}
+	if err := st.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := st.CreateManualExecution(ctx, j.ID, now.Add(time.Duration(i)*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newSlotCollector(st))
+	g := gauges(t, reg)
+	if g["tock_concurrency_slots_held{ns:default:k}"] != 1 || g["tock_concurrency_waiting{ns:default:k}"] != 2 {
+		t.Errorf("gauges %v; want 1 held and 2 waiting for ns:default:k", g)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
