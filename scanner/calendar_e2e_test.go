@@ -108,6 +108,11 @@ func TestCalendarJobs(t *testing.T) {
 		t.Errorf("skipped %s-%s (%d runs, %q), want %s-%s (3 runs, the calendar quiet's window)", first.UTC().Format(time.TimeOnly),
 			last.UTC().Format(time.TimeOnly), runs, detail, from.Format(time.TimeOnly), to.Add(-2*time.Second).Format(time.TimeOnly))
 	}
+	// The metric counts them by calendar (at least: the next_allowed
+	// job's excluded runs count too).
+	if got := n.Metric(t, `tock_calendar_excluded_total{calendar="default/quiet"}`); got < 3 {
+		t.Errorf("tock_calendar_excluded_total of default/quiet = %v, want at least 3", got)
+	}
 	// The API lists the range with its reason and detail.
 	var skips struct {
 		Items []struct{ Reason, Detail string } `json:"items"`

@@ -22,6 +22,7 @@ type metrics struct {
 	heldSeconds  prometheus.Counter
 	// Runs not fired, by reason (see plan.go).
 	skippedRuns *prometheus.CounterVec
+	excluded    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -57,7 +58,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}), &err),
 		skippedRuns: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tock_skipped_total",
-			Help: "Scheduled runs not fired, by reason: missed (a missed-run policy), overlap, paused (resumed without catch-up).",
+			Help: "Scheduled runs the scheduler did not fire, by reason: missed (a missed-run policy), overlap, paused (resumed without catch-up), calendar. "+
+				"(Runs skipped by their concurrency or rate-limit key's on_limit skip are in the skip ledger only.)",
 		}, []string{"reason"}), &err),
+		excluded: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_calendar_excluded_total",
+			Help: "Scheduled runs a job's calendars did not allow, by the calendar (namespace/name) whose rule excluded each range's first run.",
+		}, []string{"calendar"}), &err),
 	}, err
 }

@@ -843,6 +843,7 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 		if !moved[e.job.ID] {
 			continue
 		}
+		s.countExcluded(e.job.Namespace, f.Skips)
 		if f.Next == nil || f.Next.After(s.loaded) {
 			continue
 		}
@@ -863,6 +864,19 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 			s.trace(ctx, r, res.Executions)
 		}
 		s.cfg.Dispatcher.Dispatch(ctx, res.Executions)
+	}
+}
+
+// countExcluded counts, by calendar, the runs a moved job's calendars
+// excluded (skips of reason calendar, whose detail begins with the
+// calendar's name).
+func (s *Scanner) countExcluded(namespace string, skips []model.Skip) {
+	for _, k := range skips {
+		if k.Reason != domain.SkipCalendar {
+			continue
+		}
+		name, _, _ := strings.Cut(k.Detail, ":")
+		s.m.excluded.WithLabelValues(namespace + "/" + name).Add(float64(k.Count))
 	}
 }
 
