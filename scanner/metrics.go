@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}), &err),
 		skippedRuns: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tock_skipped_total",
-			Help: "Scheduled runs the scheduler did not fire, by reason: missed (a missed-run policy), overlap, paused (resumed without catch-up), calendar. "+
+			Help: "Scheduled runs the scheduler did not fire, by reason: missed (a missed-run policy), overlap, paused (resumed without catch-up), calendar. " +
 				"(Runs skipped by their concurrency or rate-limit key's on_limit skip are in the skip ledger only.)",
 		}, []string{"reason"}), &err),
 		excluded: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
