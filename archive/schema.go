@@ -67,6 +67,13 @@ type Execution struct {
 	// Batch is the batch the execution was fired in (published with the
 	// rest of it in one message), if any.
 	Batch *string `parquet:"batch,optional"`
+	// SlotKey, SlotLimit and SlotOnLimit are the concurrency key the
+	// execution held a slot of, and its job's limit and on_limit;
+	// RateLimit its job's rate limit (issue 43).
+	SlotKey     *string         `parquet:"slot_key,optional,dict"`
+	SlotLimit   *int32          `parquet:"slot_limit,optional"`
+	SlotOnLimit *string         `parquet:"slot_on_limit,optional,dict"`
+	RateLimit   json.RawMessage `parquet:"rate_limit,optional,json"`
 }
 
 // Attempt is one row of an attempts file: a row of the attempts table.

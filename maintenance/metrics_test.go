@@ -71,6 +71,7 @@ var schedulerMetrics = []string{
 	"tock_fire_lease_holds_total",
 	"tock_fired_total",
 	"tock_skipped_total{reason}",
+	"tock_calendar_excluded_total{calendar}",
 	// dispatcher
 	"tock_dispatch_errors_total",
 	"tock_dispatched_total",
