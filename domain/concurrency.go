@@ -74,15 +74,7 @@ func (c Concurrency) WithDefaults() Concurrency {
 // Validate lists what is wrong with c itself (fields as the API names
 // them, under "concurrency"); the key's rendering is SlotKey's.
 func (c Concurrency) Validate() []FieldError {
-	var errs []FieldError
-	if strings.TrimSpace(c.Key) == "" {
-		errs = append(errs, FieldError{"key", "is required"})
-	} else if _, err := parseKey(c.Key); err != nil {
-		errs = append(errs, FieldError{"key", "is not a template: " + err.Error()})
-	}
-	if c.Limit < 1 || c.Limit > MaxSlotLimit {
-		errs = append(errs, FieldError{"limit", fmt.Sprintf("must be between 1 and %d", MaxSlotLimit)})
-	}
+	errs := keyFaults(c.Key, c.Limit)
 	switch c.Scope {
 	case "", ScopeNamespace, ScopeCluster:
 	default:
@@ -92,6 +84,20 @@ func (c Concurrency) Validate() []FieldError {
 	case "", OnLimitWait, OnLimitSkip, OnLimitCancelOldest:
 	default:
 		errs = append(errs, FieldError{"on_limit", "must be one of wait, skip, cancel_oldest"})
+	}
+	return errs
+}
+
+// keyFaults lists what is wrong with a key template and its limit.
+func keyFaults(key string, limit int) []FieldError {
+	var errs []FieldError
+	if strings.TrimSpace(key) == "" {
+		errs = append(errs, FieldError{"key", "is required"})
+	} else if _, err := parseKey(key); err != nil {
+		errs = append(errs, FieldError{"key", "is not a template: " + err.Error()})
+	}
+	if limit < 1 || limit > MaxSlotLimit {
+		errs = append(errs, FieldError{"limit", fmt.Sprintf("must be between 1 and %d", MaxSlotLimit)})
 	}
 	return errs
 }
@@ -188,15 +194,7 @@ const MaxRatePer = 24 * time.Hour
 
 // Validate lists what is wrong with r itself (fields under "rate_limit").
 func (r RateLimit) Validate() []FieldError {
-	var errs []FieldError
-	if strings.TrimSpace(r.Key) == "" {
-		errs = append(errs, FieldError{"key", "is required"})
-	} else if _, err := parseKey(r.Key); err != nil {
-		errs = append(errs, FieldError{"key", "is not a template: " + err.Error()})
-	}
-	if r.Limit < 1 || r.Limit > MaxSlotLimit {
-		errs = append(errs, FieldError{"limit", fmt.Sprintf("must be between 1 and %d", MaxSlotLimit)})
-	}
+	errs := keyFaults(r.Key, r.Limit)
 	if d, err := time.ParseDuration(r.Per); err != nil || d < 100*time.Millisecond || d > MaxRatePer {
 		errs = append(errs, FieldError{"per", "must be a duration from 100ms to 24h, like 10s or 1m"})
 	}

@@ -212,20 +212,14 @@ func (c *checkedPatch) apply(j *model.Job) error {
 		}
 		j.Policy = &p
 	}
-	if c.Concurrency != nil {
-		p := domain.JobPolicy{}
-		if j.Policy != nil {
-			p = *j.Policy
+	if c.Concurrency != nil || c.RateLimit != nil {
+		p := policyOf(j)
+		if c.Concurrency != nil {
+			p.Concurrency = c.concurrency
 		}
-		p.Concurrency = c.concurrency
-		j.Policy = &p
-	}
-	if c.RateLimit != nil {
-		p := domain.JobPolicy{}
-		if j.Policy != nil {
-			p = *j.Policy
+		if c.RateLimit != nil {
+			p.RateLimit = c.rateLimit
 		}
-		p.RateLimit = c.rateLimit
 		j.Policy = &p
 	}
 	if c.Calendars != nil || c.OnExcluded != nil {

@@ -127,13 +127,7 @@ func named(f store.Firing, d model.Due) store.Firing {
 // missed applies policy p to the job's runs from d.NextRunAt missed
 // before cutoff: which fire, which are skipped, and the next run.
 func missed(d model.Due, sch *schedule.Schedule, cutoff time.Time, p domain.MissedPolicy) ([]time.Time, []model.Skip, *time.Time) {
-	keep := 0
-	switch p.Policy {
-	case domain.MissedLatest:
-		keep = 1
-	case domain.MissedAll:
-		keep = max(p.Max, 1)
-	}
+	keep := kept(p)
 	times, after := collect(sch, d.NextRunAt, cutoff, skipChunk+keep)
 	if after != nil && after.Before(cutoff) {
 		// More missed runs than one chunk: skip this chunk but the last
@@ -146,6 +140,18 @@ func missed(d model.Due, sch *schedule.Schedule, cutoff time.Time, p domain.Miss
 	}
 	fire := min(keep, len(times))
 	return times[len(times)-fire:], skipsOf(times[:len(times)-fire], domain.SkipMissed), after
+}
+
+// kept is how many of the missed runs policy p fires: none, the latest,
+// or up to its Max.
+func kept(p domain.MissedPolicy) int {
+	switch p.Policy {
+	case domain.MissedLatest:
+		return 1
+	case domain.MissedAll:
+		return max(p.Max, 1)
+	}
+	return 0
 }
 
 // collect lists sch's runs from first (a run itself) that come before
@@ -280,13 +286,7 @@ func excluded(d model.Due, sch *schedule.Schedule, cals []*calendar.Calendar, t 
 // the same reason make one range, at most maxSkipRanges of them: the
 // runs after are left to the next firing, as the runs after a chunk are.
 func missedAllowed(d model.Due, sch *schedule.Schedule, cals []*calendar.Calendar, cutoff time.Time, p domain.MissedPolicy) ([]time.Time, []model.Skip, *time.Time) {
-	keep := 0
-	switch p.Policy {
-	case domain.MissedLatest:
-		keep = 1
-	case domain.MissedAll:
-		keep = max(p.Max, 1)
-	}
+	keep := kept(p)
 	times, after := collect(sch, d.NextRunAt, cutoff, skipChunk+keep)
 	full := after != nil && after.Before(cutoff)
 	if full && keep > 0 {
