@@ -1,10 +1,12 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +36,31 @@ type Limits struct {
 	// ManualPerMinute is the most manual executions (POST /v1/jobs/{id}/run) a
 	// namespace may ask for per minute.
 	ManualPerMinute int
+	// RequestTimeout is a request's budget (issue 44): its context ends
+	// then, so that a request waiting for one of the API's connections, or
+	// whose statements run on, is answered 503 with Retry-After rather
+	// than held; 0 is none. The change feed and a followed log, which are
+	// meant to stay open, have none.
+	RequestTimeout time.Duration
+}
+
+// budget is the middleware of Limits.RequestTimeout.
+func budget(d time.Duration) echo.MiddlewareFunc {
+	if d <= 0 {
+		return nil
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if r.URL.Path == "/v1/changes" || r.URL.Query().Get("follow") == "true" || !strings.HasPrefix(r.URL.Path, "/v1/") {
+				return next(c)
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			c.SetRequest(r.WithContext(ctx))
+			return next(c)
+		}
+	}
 }
 
 // ProblemTooManyRequests and ProblemQuota are the problem types of a

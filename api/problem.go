@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,6 +128,15 @@ func conflict(detail string) *apiError {
 // may send it to another node.
 func (s *Server) failure(c echo.Context, err error, msg string, args ...any) *apiError {
 	args = append([]any{"method", c.Request().Method, "path", c.Request().URL.Path, "err", err}, args...)
+	if store.Overloaded(err) && c.Request().Context().Err() != context.Canceled {
+		// Cut by the API's statement timeout or the request's budget:
+		// refused, so that it holds no connection longer (issue 44).
+		s.log.WarnContext(c.Request().Context(), msg+": cut for taking too long", args...)
+		c.Response().Header().Set("Retry-After", "2")
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Request too expensive",
+			"The request's database work ran longer than this server allows (tockd --api-statement-timeout, --api-request-timeout); "+
+				"narrow it (a smaller page, a more selective filter) or retry later.")
+	}
 	if store.Unavailable(err) {
 		s.log.WarnContext(c.Request().Context(), msg+": PostgreSQL unavailable", args...)
 		c.Response().Header().Set("Retry-After", "1")

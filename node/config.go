@@ -224,8 +224,16 @@ type Config struct {
 	// authentication (and the profiler, with Pprof), for Prometheus on a
 	// network the API's clients cannot reach.
 	MetricsAddr string
-	// Limits are the API's rate limits and quotas for keys.
+	// Limits are the API's rate limits and quotas for keys, and its
+	// requests' budget.
 	Limits api.Limits
+	// APIPoolConns is the size of the API's own connection pool (the api
+	// role; store.ForRequests), apart from the scheduler's and the
+	// recorder's (DefaultAPIPoolConns when 0; negative: the API shares
+	// the node's pool). APIStatementTimeout cuts each of the API's
+	// statements (0: none).
+	APIPoolConns        int
+	APIStatementTimeout time.Duration
 	// JWT, when its URL is set, accepts JWT bearer tokens verified with
 	// the JWK Set at that URL (the api role).
 	JWT JWTSettings
@@ -277,8 +285,15 @@ func (c Config) WithDefaults() Config {
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
+	if c.APIPoolConns == 0 {
+		c.APIPoolConns = DefaultAPIPoolConns
+	}
 	return c
 }
+
+// DefaultAPIPoolConns is Config.APIPoolConns's default, that of
+// --api-pool-conns.
+const DefaultAPIPoolConns = 4
 
 // DefaultShutdownGrace is Config.ShutdownGrace's default, that of
 // --shutdown-grace.

@@ -37,7 +37,7 @@ func httpHandler(cfg Config, d deps) (http.Handler, error) {
 		if err != nil {
 			return nil, err
 		}
-		srv, err := api.New(api.Config{Store: d.st, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
+		srv, err := api.New(api.Config{Store: d.apiSt, Logger: d.log, Cluster: partition.NewObserver(d.etcd, cfg.Cluster),
 			Executors: api.JetStreamExecutors{JS: d.js}, Changes: d.changes, DefaultRetry: cfg.Retry, MaxLogCap: cfg.LogMaxCap,
 			DefaultMissed: cfg.Missed, DefaultOverlap: cfg.Overlap, Retention: cfg.Retention, HTTPPolicy: d.http,
 			AllowedHosts: cfg.AllowedHosts, CORSOrigins: cfg.CORSOrigins, Open: cfg.AuthNone,

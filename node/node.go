@@ -73,6 +73,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := checkAuth(startCtx, cfg, st, log); err != nil {
 		return err
 	}
+	apiSt, err := apiStoreFor(startCtx, cfg, st)
+	if err != nil {
+		return err
+	}
+	if apiSt != st {
+		defer apiSt.Close()
+	}
 	nc, js, err := connectNATS(startCtx, cfg, log)
 	if err != nil {
 		return err
@@ -85,7 +92,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if etcd != nil {
 		defer etcd.Close()
 	}
-	d := deps{st: st, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer,
+	d := deps{st: st, apiSt: apiSt, nc: nc, js: js, etcd: etcd, log: log, http: policy, reg: prometheus.DefaultRegisterer,
 		tracer: cfg.Tracing.Tracer(), tracerProvider: cfg.Tracing.Provider()}
 	if !cfg.NoChangeFeed {
 		d.changes = changes.NewFeed(js, log)
@@ -245,13 +252,39 @@ func storeFor(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store,
 	}
 }
 
-func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
+// apiStoreFor opens the API's own pool (issue 44: the API's reads never
+// wait for, nor hold, the connections the scheduler and the recorder
+// fire and record with): cfg.APIPoolConns connections, each statement
+// cut at cfg.APIStatementTimeout. It is st when the node runs no API or
+// cfg says to share (APIPoolConns < 0).
+func apiStoreFor(ctx context.Context, cfg Config, st *store.Store) (*store.Store, error) {
+	if st == nil || !cfg.Roles.Has(RoleAPI) || cfg.APIPoolConns < 0 {
+		return st, nil
+	}
+	opts := append(storeOptions(cfg), store.ForRequests(cfg.APIPoolConns, cfg.APIStatementTimeout))
+	api, err := store.Open(ctx, cfg.PostgresURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("the API's pool: %w", err)
+	}
+	if _, err := api.Init(ctx, cfg.Buckets); err != nil {
+		api.Close()
+		return nil, fmt.Errorf("the API's pool: %w", err)
+	}
+	return api, nil
+}
+
+// storeOptions are the options of every store the node opens.
+func storeOptions(cfg Config) []store.Option {
 	var opts []store.Option
 	if cfg.TraceDB && cfg.Tracing != nil {
 		opts = append(opts, store.WithQueryTracer(otelpgx.NewTracer(
 			otelpgx.WithTracerProvider(tracing.ChildOnly(cfg.Tracing.Provider())))))
 	}
-	st, err := store.Open(ctx, cfg.PostgresURL, opts...)
+	return opts
+}
+
+func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
+	st, err := store.Open(ctx, cfg.PostgresURL, storeOptions(*cfg)...)
 	if err != nil {
 		return nil, err
 	}
@@ -354,6 +387,9 @@ func etcdClient(cfg Config) (*clientv3.Client, error) {
 // deps are the connections a node's components share.
 type deps struct {
 	st   *store.Store // nil unless the api, scheduler or recorder role runs
+	// apiSt is the API's own store (apiStoreFor): st unless the api role
+	// runs with its own pool.
+	apiSt *store.Store
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	etcd *clientv3.Client // nil unless the api or scheduler role runs

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,12 +103,50 @@ func firePoolSize(maxConns int32) int32 {
 const minSplitConns = 8
 
 // Option changes how Open connects.
-type Option func(*pgxpool.Config)
+type Option func(*openConfig)
+
+// openConfig is what Open's options change: the pool's configuration,
+// after the URL's and tock's defaults, and whether the pool stays whole.
+type openConfig struct {
+	pool *pgxpool.Config
+	// whole: no connections are split off for the scanner.
+	whole bool
+}
 
 // WithQueryTracer has every connection's statements traced by t (pgx's
 // hook: otelpgx's tracer makes OpenTelemetry spans of them).
 func WithQueryTracer(t pgx.QueryTracer) Option {
-	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = t }
+	return func(c *openConfig) { c.pool.ConnConfig.Tracer = t }
+}
+
+// ForRequests makes the store the API's own (issue 44: reads never
+// starve firing): a pool of conns connections (the URL's pool_max_conns
+// does not apply), none split off for the scanner, each statement cut by
+// Postgres after timeout (statement_timeout; 0 leaves the server's),
+// and named "tockd-api" in pg_stat_activity. The scheduler's and the
+// recorder's statements then never wait for a connection behind the
+// API's, and a read that runs too long is cancelled (Overloaded).
+func ForRequests(conns int, timeout time.Duration) Option {
+	return func(c *openConfig) {
+		c.whole = true
+		c.pool.MaxConns = int32(max(conns, 1))
+		c.pool.MinConns = 0
+		if timeout > 0 {
+			c.pool.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
+		}
+		c.pool.ConnConfig.RuntimeParams["application_name"] = "tockd-api"
+	}
+}
+
+// Overloaded reports whether err is a statement cut short for taking
+// too long: Postgres's statement_timeout (SQLSTATE 57014) or the
+// request's own deadline.
+func Overloaded(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "57014" {
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
 }
 
 // Open connects a pool to the database at url (a postgres:// URL or a
@@ -121,11 +160,12 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database url: %w", err)
 	}
-	for _, o := range opts {
-		o(cfg)
-	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = defaultMaxConns
+	}
+	oc := openConfig{pool: cfg}
+	for _, o := range opts {
+		o(&oc)
 	}
 	// tock's statements are short and keyed; JIT compilation only pays
 	// off for long analytical queries. Statements that name many
@@ -143,7 +183,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pgxuuid.Register(c.TypeMap())
 		return nil
 	}
-	split := cfg.MaxConns >= minSplitConns
+	split := cfg.MaxConns >= minSplitConns && !oc.whole
 	fireCfg, dueCfg := cfg.Copy(), cfg.Copy()
 	if split {
 		fireCfg.MaxConns, dueCfg.MaxConns = firePoolSize(cfg.MaxConns), 1

@@ -122,16 +122,20 @@ func (f HTTPFlags) apply(cfg *node.Config) {
 // LimitFlags are the API's rate limits and quotas (api.Limits), for the
 // requests of API keys; 0 turns one off.
 type LimitFlags struct {
-	RateLimitKey        float64 `name:"rate-limit-key" env:"TOCK_RATE_LIMIT_KEY" default:"100" help:"Requests per second each API key may send to this node (bursts of twice that); 0: no limit."`
-	RateLimitNamespace  float64 `name:"rate-limit-namespace" env:"TOCK_RATE_LIMIT_NAMESPACE" default:"1000" help:"Requests per second the keys of one namespace may send together to this node (bursts of twice that); 0: no limit."`
-	MaxJobsPerNamespace int     `name:"max-jobs-per-namespace" env:"TOCK_MAX_JOBS_PER_NAMESPACE" default:"1000000" help:"Most jobs a namespace may hold; creating more is refused (403); 0: no limit."`
-	MaxRunsPerMinute    int     `name:"max-runs-per-minute" env:"TOCK_MAX_RUNS_PER_MINUTE" default:"600" help:"Most manual runs (POST /v1/jobs/{id}/run) per minute per namespace, on this node; 0: no limit."`
+	RateLimitKey        float64       `name:"rate-limit-key" env:"TOCK_RATE_LIMIT_KEY" default:"100" help:"Requests per second each API key may send to this node (bursts of twice that); 0: no limit."`
+	RateLimitNamespace  float64       `name:"rate-limit-namespace" env:"TOCK_RATE_LIMIT_NAMESPACE" default:"1000" help:"Requests per second the keys of one namespace may send together to this node (bursts of twice that); 0: no limit."`
+	MaxJobsPerNamespace int           `name:"max-jobs-per-namespace" env:"TOCK_MAX_JOBS_PER_NAMESPACE" default:"1000000" help:"Most jobs a namespace may hold; creating more is refused (403); 0: no limit."`
+	MaxRunsPerMinute    int           `name:"max-runs-per-minute" env:"TOCK_MAX_RUNS_PER_MINUTE" default:"600" help:"Most manual runs (POST /v1/jobs/{id}/run) per minute per namespace, on this node; 0: no limit."`
+	APIPoolConns        int           `name:"api-pool-conns" env:"TOCK_API_POOL_CONNS" default:"4" help:"Connections of the API's own Postgres pool (api role), apart from the scheduler's and the recorder's, so that reads never starve firing; -1: share the node's pool."`
+	APIStatementTimeout time.Duration `name:"api-statement-timeout" env:"TOCK_API_STATEMENT_TIMEOUT" default:"30s" help:"Longest an API statement may run; one cut is answered 503 with Retry-After. 0: no limit."`
+	APIRequestTimeout   time.Duration `name:"api-request-timeout" env:"TOCK_API_REQUEST_TIMEOUT" default:"60s" help:"A request's budget, waiting for a connection included (not the change feed or a followed log); past it: 503 with Retry-After. 0: no limit."`
 }
 
 // apply copies the flags into cfg.
 func (f LimitFlags) apply(cfg *node.Config) {
 	cfg.Limits = api.Limits{KeyRate: f.RateLimitKey, NamespaceRate: f.RateLimitNamespace,
-		MaxJobs: f.MaxJobsPerNamespace, ManualPerMinute: f.MaxRunsPerMinute}
+		MaxJobs: f.MaxJobsPerNamespace, ManualPerMinute: f.MaxRunsPerMinute, RequestTimeout: f.APIRequestTimeout}
+	cfg.APIPoolConns, cfg.APIStatementTimeout = f.APIPoolConns, f.APIStatementTimeout
 }
 
 // APITLSFlags serve the HTTP address over TLS; serve and dev share them.
