@@ -386,14 +386,14 @@ func etcdClient(cfg Config) (*clientv3.Client, error) {
 
 // deps are the connections a node's components share.
 type deps struct {
-	st   *store.Store // nil unless the api, scheduler or recorder role runs
+	st *store.Store // nil unless the api, scheduler or recorder role runs
 	// apiSt is the API's own store (apiStoreFor): st unless the api role
 	// runs with its own pool.
 	apiSt *store.Store
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	etcd *clientv3.Client // nil unless the api or scheduler role runs
-	log  *slog.Logger
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	etcd  *clientv3.Client // nil unless the api or scheduler role runs
+	log   *slog.Logger
 	// http is what the http handler may call (httpPolicy).
 	http *egress.Policy
 	// jwt verifies JWT bearer tokens (api role, --jwks-url); nil: keys

@@ -51,8 +51,8 @@ func TestNoDeadlocks(t *testing.T) {
 	before := dbDeadlocks(t, url)
 	var opts []Option
 	if superuser(t, url) {
-		opts = append(opts, func(c *pgxpool.Config) {
-			c.ConnConfig.RuntimeParams["deadlock_timeout"] = lockTestDeadlockTimeout
+		opts = append(opts, func(c *openConfig) {
+			c.pool.ConnConfig.RuntimeParams["deadlock_timeout"] = lockTestDeadlockTimeout
 		})
 	} else {
 		t.Logf("deadlock_timeout left at the server's: the test's role may not set it")
