@@ -128,9 +128,12 @@ func conflict(detail string) *apiError {
 // may send it to another node.
 func (s *Server) failure(c echo.Context, err error, msg string, args ...any) *apiError {
 	args = append([]any{"method", c.Request().Method, "path", c.Request().URL.Path, "err", err}, args...)
-	if store.Overloaded(err) && c.Request().Context().Err() != context.Canceled {
-		// Cut by the API's statement timeout or the request's budget:
-		// refused, so that it holds no connection longer (issue 44).
+	// Cut by the pool's statement timeout, or by the request's own budget
+	// (its context's deadline passed: a wait for a connection, or a
+	// statement, ran past it).
+	if store.Overloaded(err) && c.Request().Context().Err() != context.Canceled ||
+		errors.Is(err, context.DeadlineExceeded) && c.Request().Context().Err() == context.DeadlineExceeded {
+		// Refused, so that it holds no connection longer (issue 44).
 		s.log.WarnContext(c.Request().Context(), msg+": cut for taking too long", args...)
 		c.Response().Header().Set("Retry-After", "2")
 		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "Request too expensive",

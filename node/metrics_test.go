@@ -136,8 +136,16 @@ func TestNodeMetrics(t *testing.T) {
 	if _, err := js.Publish(ctx, wire.EventSubjectPrefix+"x", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	if g := gauges(t, reg); g["tock_recorder_backlog"] != 1 {
-		t.Errorf("tock_recorder_backlog = %v (present: %v), want 1", g["tock_recorder_backlog"], g)
+	// The consumer's pending count follows the publish a moment later.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		g := gauges(t, reg)
+		if g["tock_recorder_backlog"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("tock_recorder_backlog = %v (present: %v), want 1", g["tock_recorder_backlog"], g)
+			break
+		}
 	}
 
 	nc.Close()

@@ -138,15 +138,11 @@ func ForRequests(conns int, timeout time.Duration) Option {
 	}
 }
 
-// Overloaded reports whether err is a statement cut short for taking
-// too long: Postgres's statement_timeout (SQLSTATE 57014) or the
-// request's own deadline.
+// Overloaded reports whether err is a statement Postgres cut short for
+// taking too long (statement_timeout, SQLSTATE 57014).
 func Overloaded(err error) bool {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "57014" {
-		return true
-	}
-	return errors.Is(err, context.DeadlineExceeded)
+	return errors.As(err, &pe) && pe.Code == "57014"
 }
 
 // Open connects a pool to the database at url (a postgres:// URL or a
