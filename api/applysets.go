@@ -16,6 +16,7 @@ import (
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/applyset"
 	"github.com/tock-sched/tock/jobs"
+	"github.com/tock-sched/tock/store"
 	"github.com/tock-sched/tock/store/model"
 )
 
@@ -55,6 +56,10 @@ func (h *endpoints) applySet(c echo.Context, name string, apply bool) error {
 		return conflict(ce.Error() + ".")
 	case errors.Is(err, applyset.ErrMassDelete):
 		return conflict(fmt.Sprintf("The plan deletes more than half of the set's members, or more than %d jobs: send allow_mass_delete to apply it.", applyset.MassDelete))
+	case errors.Is(err, store.ErrConflict):
+		// A job of the same name was made (through the API) between the
+		// plan's read of the names and the apply's insert: nothing applied.
+		return conflict("A job named in the set was created outside it meanwhile: plan again (with adopt to take it in).")
 	default:
 		if pr := dependsError(err); pr != nil {
 			return pr

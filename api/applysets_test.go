@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tock-sched/tock/api/models"
 	"github.com/tock-sched/tock/internal/testenv"
+	"github.com/tock-sched/tock/store"
 )
 
 // setEnv serves the API with a secret key, so that jobs may carry secret
@@ -304,5 +306,33 @@ func TestApplySetOf200(t *testing.T) {
 	}
 	if p := e.plan("bulk", map[string]any{"jobs": js}); p.Summary.Unchanged != 200 || p.Summary.Drift != 0 {
 		t.Fatalf("plan after: %+v", p.Summary)
+	}
+}
+
+// racedSetStore is a store whose apply transactions meet a job of the
+// same name created outside the set meanwhile (between the apply's read
+// of the names and its insert), as store.CreateJob's unique names make
+// it fail.
+type racedSetStore struct{ *store.Store }
+
+func (s racedSetStore) ApplySet(ctx context.Context, namespace, name string, write bool, fn func(context.Context, *store.ApplySetTx) error) error {
+	if write {
+		return fmt.Errorf("store: apply set %s/%s: create job: %w", namespace, name, store.ErrConflict)
+	}
+	return s.Store.ApplySet(ctx, namespace, name, write, fn)
+}
+
+// An apply that loses such a race applies nothing and answers 409, not
+// 500.
+func TestApplySetLosingANameRaceIsAConflict(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	e := newEnvWith(t, racedSetStore{st}, func(c *Config) { c.Secrets = testenv.Keyring(t) })
+	body := map[string]any{"jobs": []any{jobBody("raced")}}
+	p := e.plan("raced", body)
+	r := e.do("POST", "/v1/applysets/raced:apply", map[string]any{"jobs": body["jobs"], "plan_hash": p.PlanHash})
+	mustStatus(t, r, http.StatusConflict)
+	if !strings.Contains(string(r.body), "created outside it meanwhile") {
+		t.Errorf("409 body %s", r.body)
 	}
 }
