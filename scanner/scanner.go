@@ -284,6 +284,12 @@ type Scanner struct {
 	// calendars are the compiled calendars of the namespaces whose due
 	// jobs name some, each read at most calendarTTL ago.
 	calendars map[string]nsCalendars
+	// renotify are the jobs announced changed while a firing of theirs
+	// was in flight (their announcements): read again once it is done,
+	// since the firing's result puts back the job as it was read before
+	// the change (a chain created on it, say, would otherwise miss its
+	// runs until the next full scan).
+	renotify map[uuid.UUID]string
 	// Firing transactions in flight: their results arrive on fired; the
 	// jobs they fire are in firing, so that a scan meanwhile does not
 	// load them again at the time being fired.
@@ -362,6 +368,7 @@ func New(cfg Config) (*Scanner, error) {
 		results:   make(chan fireResult, cfg.FireConcurrency),
 		firing:    map[uuid.UUID]bool{},
 		calendars: map[string]nsCalendars{},
+		renotify:  map[uuid.UUID]string{},
 		// Postgres is down, or the row is locked: try again in about a
 		// second, not in step with the other nodes.
 		claimRetry: retry.Backoff{Initial: time.Second, Max: time.Second},
@@ -673,6 +680,10 @@ func (s *Scanner) onNotify(ctx context.Context, n string) {
 	if err != nil {
 		return
 	}
+	if s.firing[id] {
+		s.renotify[id] = n
+		return
+	}
 	j, err := s.cfg.Store.GetJob(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		delete(s.index, id)
@@ -807,6 +818,7 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 	for _, e := range r.batch {
 		delete(s.firing, e.job.ID)
 	}
+	defer s.readAgain(ctx, r.batch)
 	if r.err != nil {
 		if ctx.Err() != nil {
 			return
@@ -864,6 +876,22 @@ func (s *Scanner) fired(ctx context.Context, r fireResult) {
 			s.trace(ctx, r, res.Executions)
 		}
 		s.cfg.Dispatcher.Dispatch(ctx, res.Executions)
+	}
+}
+
+// readAgain reads again the jobs of batch announced changed while it was
+// being fired (renotify), after the firing's result put them back.
+func (s *Scanner) readAgain(ctx context.Context, batch []*entry) {
+	if len(s.renotify) == 0 {
+		return
+	}
+	for _, e := range batch {
+		if n, ok := s.renotify[e.job.ID]; ok {
+			delete(s.renotify, e.job.ID)
+			if ctx.Err() == nil {
+				s.onNotify(ctx, n)
+			}
+		}
 	}
 }
 

@@ -479,3 +479,46 @@ func TestFiringHoldsThePublishPositions(t *testing.T) {
 		}
 	}
 }
+
+// A job announced changed while a firing of it is in flight is read
+// again once the firing is done: the firing's result, which puts back the
+// job as read before the change, does not hide the change until the next
+// full scan (a chain created on an every-second job missed its first
+// runs so, in TestDependentJobsUnderKillsAndRedelivery).
+func TestChangeAnnouncedDuringAFiringIsReadAgain(t *testing.T) {
+	st := newFakeStore()
+	st.blockOn = make(chan struct{})
+	st.inFire = make(chan struct{}, 100)
+	j := cronJob(5, time.Now().Add(300*time.Millisecond).Truncate(time.Second).Add(time.Second))
+	st.add(j)
+	s, stop := newScanner(t, st, Config{Lookahead: 30 * time.Second, ScanInterval: 30 * time.Second})
+	defer stop()
+	testenv.WaitFor(t, 2*time.Second, "the listener", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.notifyFn != nil
+	})
+	s.Acquire(5, 1)
+	select {
+	case <-st.inFire:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no firing started")
+	}
+	// A chain is created on it meanwhile: its row says so, and it is
+	// announced.
+	st.mu.Lock()
+	changed := *st.jobs[j.ID]
+	changed.Chains = true
+	st.mu.Unlock()
+	st.add(&changed)
+	time.Sleep(300 * time.Millisecond) // the announcement arrives while the firing waits
+	close(st.blockOn)
+	testenv.WaitFor(t, 5*time.Second, "two more firings", func() bool { return len(st.firedFor(j.ID)) >= 3 })
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, x := range st.fired[1:] {
+		if !x.Chains {
+			t.Errorf("the run at %s fired without the job's chains", x.ScheduledFor.Format(time.TimeOnly))
+		}
+	}
+}
