@@ -52,13 +52,20 @@ func TestTooExpensiveReadsAreRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(st.Close)
-		if _, err := st.Init(ctx, 16); err != nil {
-			t.Fatal(err)
+		// Init's own statement may meet a tiny timeout on a loaded machine.
+		for try := 0; ; try++ {
+			_, err := st.Init(ctx, 16)
+			if err == nil {
+				break
+			}
+			if !store.Overloaded(err) || try == 50 {
+				t.Fatal(err)
+			}
 		}
 		return st
 	}
 	for name, e := range map[string]*env{
-		"statement timeout": newEnvWith(t, open(2*time.Millisecond)),
+		"statement timeout": newEnvWith(t, open(5*time.Millisecond)),
 		"request budget":    newEnvWith(t, open(0), func(c *Config) { c.Limits.RequestTimeout = 2 * time.Millisecond }),
 	} {
 		r := e.do("GET", "/v1/jobs?namespace=default&selector=team%3Dnobody&limit=50", nil)
