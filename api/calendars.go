@@ -56,7 +56,7 @@ func (h *endpoints) ListCalendars(c echo.Context, p models.ListCalendarsParams) 
 		return err
 	}
 	ns = namespaceOrDefault(ns)
-	if err := h.calendarNamespace(c, "listCalendars", ns); err != nil {
+	if err := h.queryNamespace(c, "listCalendars", ns); err != nil {
 		return err
 	}
 	cals, err := h.s.store.ListCalendars(c.Request().Context(), ns)
@@ -74,7 +74,7 @@ func (h *endpoints) ListCalendars(c echo.Context, p models.ListCalendarsParams) 
 // periods it does not allow over the days asked for.
 func (h *endpoints) GetCalendar(c echo.Context, name string, p models.GetCalendarParams) error {
 	ns := namespaceOrDefault(deref(p.Namespace))
-	if err := h.calendarNamespace(c, "getCalendar", ns); err != nil {
+	if err := h.queryNamespace(c, "getCalendar", ns); err != nil {
 		return err
 	}
 	var errs fieldErrors
@@ -116,7 +116,7 @@ func (h *endpoints) GetCalendar(c echo.Context, name string, p models.GetCalenda
 // PutCalendar handles PUT /v1/calendars/{name}.
 func (h *endpoints) PutCalendar(c echo.Context, name string, p models.PutCalendarParams) error {
 	ns := namespaceOrDefault(deref(p.Namespace))
-	if err := h.calendarNamespace(c, "putCalendar", ns); err != nil {
+	if err := h.queryNamespace(c, "putCalendar", ns); err != nil {
 		return err
 	}
 	rev, err := ifMatch(p.IfMatch)
@@ -160,7 +160,7 @@ func (h *endpoints) PutCalendar(c echo.Context, name string, p models.PutCalenda
 // DeleteCalendar handles DELETE /v1/calendars/{name}.
 func (h *endpoints) DeleteCalendar(c echo.Context, name string, p models.DeleteCalendarParams) error {
 	ns := namespaceOrDefault(deref(p.Namespace))
-	if err := h.calendarNamespace(c, "deleteCalendar", ns); err != nil {
+	if err := h.queryNamespace(c, "deleteCalendar", ns); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -197,10 +197,11 @@ func (h *endpoints) DeleteCalendar(c echo.Context, name string, p models.DeleteC
 	return c.NoContent(http.StatusNoContent)
 }
 
-// calendarNamespace checks a namespace named in the query (the guard
-// checked it only when the query named one) and that it is a valid
-// name.
-func (h *endpoints) calendarNamespace(c echo.Context, op, ns string) error {
+// queryNamespace checks that a namespace of the query is a valid name
+// and that the caller may call op in it (the guard checked it only when
+// the query named one); the calendars' and the concurrency keys'
+// handlers share it.
+func (h *endpoints) queryNamespace(c echo.Context, op, ns string) error {
 	if msg := jobs.NameProblem(ns); msg != "" {
 		return invalid("namespace", "%s", msg)
 	}

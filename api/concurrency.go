@@ -23,7 +23,7 @@ func (h *endpoints) ListConcurrencyKeys(c echo.Context, p models.ListConcurrency
 		return err
 	}
 	ns = namespaceOrDefault(ns)
-	if err := h.calendarNamespace(c, "listConcurrencyKeys", ns); err != nil {
+	if err := h.queryNamespace(c, "listConcurrencyKeys", ns); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

@@ -86,7 +86,7 @@ func (h *endpoints) PreviewSchedule(c echo.Context) error {
 	var cals []*calendar.Calendar
 	if req.Calendars != nil && len(*req.Calendars) > 0 {
 		ns := namespaceOrDefault(deref(req.Namespace))
-		if err := h.calendarNamespace(c, "previewSchedule", ns); err != nil {
+		if err := h.queryNamespace(c, "previewSchedule", ns); err != nil {
 			return err
 		}
 		compiled, err := h.compiledCalendars(c, ns, nil)

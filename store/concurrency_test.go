@@ -406,3 +406,31 @@ func TestFireKeyed(t *testing.T) {
 		t.Errorf("the run that waited: %s, want queued (its slot freed first)", x.State)
 	}
 }
+
+// A fired run whose rate-limit key has no room, under on_limit skip, is
+// not made: the skip ledger has it, reason rate_limit, with the key.
+func TestFireRateLimitedSkip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	t0 := baseTime().Add(-time.Minute)
+	j := testJob("rated", &t0)
+	j.Namespace = "default"
+	j.Policy = &domain.JobPolicy{RateLimit: &domain.RateLimit{Key: "p", Limit: 1, Per: "1m", Burst: 1, OnLimit: domain.RateSkip,
+		Slot: "rate:ns:default:p", PerMS: 60_000}}
+	mustCreate(t, s, j)
+	epochs := claim(t, s, "n", 1, j.Bucket)
+	at := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	res, err := s.Fire(ctx, "n", epochs, []Firing{{JobID: j.ID, Bucket: j.Bucket, ScheduledFor: t0, Next: ptr(at(10)),
+		Runs: []model.Run{{At: at(1)}, {At: at(2)}}, RateLimited: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Executions) != 1 || !res.Executions[0].ScheduledFor.Equal(at(1)) {
+		t.Fatalf("executions %d; want the first run only", len(res.Executions))
+	}
+	if n := count(t, s, `SELECT count(*) FROM skipped_runs WHERE job_id = $1 AND reason = 'rate_limit'
+		AND first_at = $2 AND detail LIKE 'rate limit key rate:ns:default:p has no room before %'`, j.ID, at(2)); n != 1 {
+		t.Errorf("%d skipped runs of reason rate_limit for the second run, want 1", n)
+	}
+}
