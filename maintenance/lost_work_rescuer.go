@@ -27,6 +27,7 @@ const (
 // *store.Store is one.
 type LostWorkStore interface {
 	RequeueLostExecutions(ctx context.Context, buckets []int, olderThan time.Time) (int, error)
+	ReleaseSilentSlots(ctx context.Context, buckets []int, olderThan time.Time) (int, error)
 }
 
 // LostWorkRescuerConfig configures a LostWorkRescuer. Store and Buckets
@@ -116,20 +117,32 @@ func NewLostWorkRescuer(cfg LostWorkRescuerConfig) (*LostWorkRescuer, error) {
 }
 
 // RunOnce re-queues the owned buckets' running executions silent since
-// LostAfter before now.
+// LostAfter before now, and frees the concurrency slots their cancelled
+// executions keep for attempts as silent.
 func (r *LostWorkRescuer) RunOnce(ctx context.Context) error {
 	buckets := r.cfg.Buckets()
 	if len(buckets) == 0 {
 		r.last.SetToCurrentTime()
 		return nil
 	}
-	n, err := r.cfg.Store.RequeueLostExecutions(ctx, buckets, r.cfg.Now().Add(-r.cfg.LostAfter))
+	before := r.cfg.Now().Add(-r.cfg.LostAfter)
+	n, err := r.cfg.Store.RequeueLostExecutions(ctx, buckets, before)
 	if err != nil {
 		return err
 	}
 	if n > 0 {
 		r.requeued.Add(float64(n))
 		r.log.Warn("re-queued running executions that gave no sign of life", "count", n, "lost_after", r.cfg.LostAfter)
+	}
+	// The concurrency slots that cancelled executions keep until their
+	// executors say the attempt stopped: a silent one never will.
+	freed, err := r.cfg.Store.ReleaseSilentSlots(ctx, buckets, before)
+	if err != nil {
+		return err
+	}
+	if freed > 0 {
+		r.log.Warn("freed the concurrency slots of cancelled executions whose attempts gave no sign of life",
+			"count", freed, "lost_after", r.cfg.LostAfter)
 	}
 	r.last.SetToCurrentTime()
 	return nil

@@ -18,10 +18,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// lostStore records RequeueLostExecutions calls.
+// lostStore records RequeueLostExecutions and ReleaseSilentSlots calls.
 type lostStore struct {
 	mu    sync.Mutex
 	calls []lostCall
+	slots []lostCall
 	n     int // what each call reports re-queued
 }
 
@@ -38,6 +39,13 @@ func (f *lostStore) RequeueLostExecutions(_ context.Context, buckets []int, olde
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, lostCall{slices.Clone(buckets), olderThan, time.Now()})
 	return f.n, nil
+}
+
+func (f *lostStore) ReleaseSilentSlots(_ context.Context, buckets []int, olderThan time.Time) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slots = append(f.slots, lostCall{slices.Clone(buckets), olderThan, time.Now()})
+	return 0, nil
 }
 
 func (f *lostStore) lost() []lostCall {
@@ -72,6 +80,14 @@ func TestLostWorkBackstop(t *testing.T) {
 	l := lost[len(lost)-1]
 	if back := l.calledAt.Sub(l.bound); back < time.Minute-time.Second || back > time.Minute+time.Second {
 		t.Fatalf("re-queued what was silent since %s ago, want LostAfter (1m)", back)
+	}
+	// The same check frees the slots cancelled executions keep for
+	// attempts as silent.
+	st.mu.Lock()
+	slots := slices.Clone(st.slots)
+	st.mu.Unlock()
+	if len(slots) == 0 || !slices.Equal(slots[0].buckets, []int{2}) || !slots[0].bound.Equal(lost[0].bound) {
+		t.Fatalf("silent slots freed by %+v, want the owned buckets and the lost-work bound %s", slots, lost[0].bound)
 	}
 	if _, err := NewLostWorkRescuer(LostWorkRescuerConfig{Store: st, Buckets: func() []int { return nil }, LostAfter: -time.Second}); err == nil {
 		t.Fatal("a negative LostAfter was accepted")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -18,7 +19,8 @@ import (
 // Concurrency by key (migration 35): an execution of a job with a
 // concurrency policy carries its key, limit and on_limit (slotColumns),
 // and the triggers on executions take and release its slot in the
-// transactions that queue and end it. Nothing here takes or frees a slot.
+// transactions that queue and end it. Nothing here takes or frees a slot,
+// but for the backstop of ReleaseSilentSlots.
 
 // ErrAtLimit: a run asked for now of a job whose concurrency key is at
 // its limit, with on_limit skip.
@@ -127,6 +129,23 @@ func (s *Store) CountSlots(ctx context.Context) (held, waiting map[string]int, e
 	return held, waiting, nil
 }
 
+// ReleaseSilentSlots frees the concurrency slots that executions of
+// buckets, cancelled while an attempt of theirs might run, still keep
+// (migration 36) with no sign of life from that attempt since olderThan:
+// no executor will report its end (it was killed, or its delivery was
+// lost), so the key's waiters get the slots. It returns how many it
+// freed. The lost-work rescue calls it with its LostAfter.
+func (s *Store) ReleaseSilentSlots(ctx context.Context, buckets []int, olderThan time.Time) (int, error) {
+	if len(buckets) == 0 {
+		return 0, nil
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT tock_slot_expire($1, $2)", buckets, olderThan.UTC()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: release silent slots of %d buckets: %w", len(buckets), err)
+	}
+	return n, nil
+}
+
 // lockSlotSQL takes a key's lock, as the triggers do: the two-int form of
 // the advisory locks, apart from the store's one-bigint keys.
 const lockSlotSQL = "SELECT pg_advisory_xact_lock(1953459051, hashtext($1))"
@@ -138,7 +157,7 @@ UPDATE executions x SET state = 'cancelled', finished_at = ` + nowMS + `,
 	dispatched_at = COALESCE(x.dispatched_at, ` + nowMS + `), next_attempt_at = NULL, buffered = false,
 	error = 'cancelled: a newer run needed its concurrency slot (on_limit cancel_oldest)'
 FROM (SELECT execution_id, scheduled_for FROM concurrency_slots
-	WHERE slot_key = $1 AND held ORDER BY since, scheduled_for, execution_id LIMIT $2) o
+	WHERE slot_key = $1 AND held AND releasing_at IS NULL ORDER BY since, scheduled_for, execution_id LIMIT $2) o
 WHERE x.id = o.execution_id AND x.scheduled_for = o.scheduled_for AND x.state IN ('queued', 'running', 'failed')
 RETURNING x.id`
 
@@ -147,7 +166,9 @@ RETURNING x.id`
 // order, it cancels the key's oldest executions beyond what the limit
 // leaves for them, and returns those it cancelled (to tell their
 // executors). Their slots go, by the triggers, to the key's oldest
-// waiting executions, which the runs inserted next join.
+// waiting executions, which the runs inserted next join, once their
+// attempts have stopped (migration 36): slots releasing already are not
+// counted again.
 func cancelOldest(ctx context.Context, tx pgx.Tx, groups map[int]*policyGroup, won map[uuid.UUID]int64) ([]uuid.UUID, error) {
 	want := map[string]int{}
 	limit := map[string]int{}
@@ -172,7 +193,7 @@ func cancelOldest(ctx context.Context, tx pgx.Tx, groups map[int]*policyGroup, w
 			return nil, err
 		}
 		var held int
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM concurrency_slots WHERE slot_key = $1 AND held", key).
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM concurrency_slots WHERE slot_key = $1 AND held AND releasing_at IS NULL", key).
 			Scan(&held); err != nil {
 			return nil, err
 		}

@@ -76,8 +76,11 @@ func TestConcurrencySlotsProperty(t *testing.T) {
 	check := func() {
 		for slot, n := range limit {
 			var running int
-			if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM executions
-				WHERE slot_key = $1 AND state IN ('queued', 'running', 'failed')`, slot).Scan(&running); err != nil {
+			// Unended executions, and cancelled ones whose attempt has
+			// not reported its end (its executor may not have heard yet).
+			if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM executions x
+				WHERE slot_key = $1 AND (state IN ('queued', 'running', 'failed')
+					OR (state = 'cancelled' AND tock_attempt_open(x)))`, slot).Scan(&running); err != nil {
 				t.Error(err)
 				return
 			}
@@ -86,7 +89,8 @@ func TestConcurrencySlotsProperty(t *testing.T) {
 				var dump string
 				_ = s.pool.QueryRow(ctx, `SELECT string_agg(x.id::text || ' ' || x.state || ' a' || x.attempts || ' held=' || coalesce(c.held::text, '-'), '; ')
 					FROM executions x LEFT JOIN concurrency_slots c ON c.execution_id = x.id
-					WHERE x.slot_key = $1 AND x.state IN ('queued', 'running', 'failed')`, slot).Scan(&dump)
+					WHERE x.slot_key = $1 AND (x.state IN ('queued', 'running', 'failed')
+						OR (x.state = 'cancelled' AND tock_attempt_open(x)))`, slot).Scan(&dump)
 				over = append(over, fmt.Sprintf("%s: %d unended over a limit of %d: %s", slot, running, n, dump))
 				mu.Unlock()
 			}
@@ -131,11 +135,18 @@ func TestConcurrencySlotsProperty(t *testing.T) {
 					if ok {
 						report(t, s, id, domain.EventFailed, true) // dead (or timed out for good)
 					}
-				case p < 88:
+				case p < 84:
 					if id, ok := pick(rng); ok {
 						if _, err := s.CancelExecution(ctx, id); err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound) {
 							t.Error(err)
 						}
+					}
+				case p < 88:
+					// An executor hears of a cancel: it stops the attempt
+					// (or answers a delivery it had not begun); or one that
+					// had not heard yet starts the delivery it holds.
+					if id, ok := pick(rng); ok {
+						answerCancel(t, s, id, rng.IntN(3) == 0)
 					}
 				case p < 92:
 					if id, ok := pick(rng); ok {
@@ -177,18 +188,23 @@ func TestConcurrencySlotsProperty(t *testing.T) {
 	}
 	for slot, n := range limit {
 		held, waiting, active, waitingExecs := slotState(t, s, slot)
-		t.Logf("%s: %d held, %d waiting", slot, held, waiting)
-		if held != active || waiting != waitingExecs {
-			t.Errorf("%s: slots say %d held and %d waiting, executions %d unended and %d waiting", slot, held, waiting, active, waitingExecs)
+		releasing := count(t, s, `SELECT count(*) FROM concurrency_slots c JOIN executions x ON x.id = c.execution_id
+			WHERE c.slot_key = $1 AND c.held AND c.releasing_at IS NOT NULL AND x.state = 'cancelled'`, slot)
+		t.Logf("%s: %d held (%d by cancelled executions not yet answered), %d waiting", slot, held, releasing, waiting)
+		if held != active+releasing || waiting != waitingExecs {
+			t.Errorf("%s: slots say %d held and %d waiting, executions %d unended, %d cancelled and releasing, %d waiting",
+				slot, held, waiting, active, releasing, waitingExecs)
 		}
 		if held < n && waiting > 0 {
 			t.Errorf("%s: %d executions wait while %d of %d slots are held", slot, waiting, held, n)
 		}
 	}
-	// Everything ends: every waiting execution gets its slot in turn.
+	// Everything ends: every cancel is answered, every waiting execution
+	// gets its slot in turn.
 	for range 200 {
 		var ids []uuid.UUID
-		rows, err := s.pool.Query(ctx, "SELECT id FROM executions WHERE slot_key IS NOT NULL AND state IN ('queued', 'running', 'failed')")
+		rows, err := s.pool.Query(ctx, `SELECT id FROM executions x WHERE slot_key IS NOT NULL AND (state IN ('queued', 'running', 'failed')
+			OR (state = 'cancelled' AND EXISTS (SELECT 1 FROM concurrency_slots c WHERE c.execution_id = x.id)))`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,6 +221,7 @@ func TestConcurrencySlotsProperty(t *testing.T) {
 		}
 		for _, id := range ids {
 			report(t, s, id, domain.EventSucceeded, false)
+			answerCancel(t, s, id, false)
 		}
 	}
 	if n := count(t, s, "SELECT count(*) FROM concurrency_slots"); n != 0 {
@@ -212,6 +229,57 @@ func TestConcurrencySlotsProperty(t *testing.T) {
 	}
 	if n := count(t, s, "SELECT count(*) FROM executions WHERE state = 'waiting'"); n != 0 {
 		t.Errorf("%d executions still wait", n)
+	}
+}
+
+// answerCancel records, for a cancelled execution id, what its executor
+// reports: the end of its open attempt, cancelled, or that it did not
+// begin the delivery it held; or, with start, that an executor which had
+// not heard of the cancel yet began it. Other executions are left alone.
+func answerCancel(t *testing.T, s *Store, id uuid.UUID, start bool) {
+	t.Helper()
+	e, err := s.GetExecution(context.Background(), id)
+	if errors.Is(err, ErrNotFound) {
+		return
+	}
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if e.State != domain.ExecCancelled {
+		return
+	}
+	now := time.Now()
+	ev := model.AttemptEvent{ID: id, Attempt: e.Attempts + 1, Dispatch: e.Dispatches, Executor: "e1", Type: domain.EventCancelled,
+		At: now, PublishedAt: ptr(now.Add(-time.Millisecond))}
+	// Its delivery is out while the slot is releasing; once answered,
+	// JetStream has it no more.
+	out := count(t, s, "SELECT count(*) FROM concurrency_slots WHERE execution_id = $1 AND releasing_at IS NOT NULL", id) > 0
+	if n := len(e.AttemptList); n > 0 && e.AttemptList[n-1].FinishedAt == nil {
+		ev.Attempt = e.AttemptList[n-1].Number // the open attempt stops
+	} else if !out {
+		return
+	} else if start {
+		ev.Type = domain.EventStarted
+	}
+	if ev.Type == domain.EventStarted || ev.Attempt == e.Attempts {
+		ev.StartedAt = ptr(now.Add(-time.Millisecond))
+	}
+	recordRetrying(t, s, ev)
+}
+
+// recordRetrying records ev; a batch that fails whole is retried, as the
+// recorder does (a deadlock between two keys' locks, say).
+func recordRetrying(t *testing.T, s *Store, ev model.AttemptEvent) {
+	t.Helper()
+	for try := 0; ; try++ {
+		_, err := s.RecordAttemptEvents(context.Background(), []model.AttemptEvent{ev})
+		if err == nil || !isRetryable(err) || try == 5 {
+			if err != nil {
+				t.Error(err)
+			}
+			return
+		}
 	}
 }
 
@@ -243,17 +311,7 @@ func report(t *testing.T, s *Store, id uuid.UUID, typ domain.EventType, final bo
 	case domain.EventFailed:
 		ev.Error, ev.RetryIn, ev.Final, ev.StartedAt = "boom", time.Millisecond, final, ptr(now.Add(-time.Millisecond))
 	}
-	// A batch that fails whole is retried, as the recorder does (a
-	// deadlock between two keys' locks, say).
-	for try := 0; ; try++ {
-		_, err := s.RecordAttemptEvents(ctx, []model.AttemptEvent{ev})
-		if err == nil || !isRetryable(err) || try == 5 {
-			if err != nil {
-				t.Error(err)
-			}
-			return
-		}
-	}
+	recordRetrying(t, s, ev)
 }
 
 // A rate limit releases a key's executions at most limit in any window
@@ -384,8 +442,8 @@ func TestFireKeyed(t *testing.T) {
 	if n := count(t, s, "SELECT count(*) FROM executions WHERE job_id = $1 AND state = 'waiting'", cancel.ID); n != 1 {
 		t.Errorf("cancel_oldest's first firing: %d waiting, want 1", n)
 	}
-	// Its next firing cancels the two oldest holders; the slots go to
-	// the waiting run first, then to the new run.
+	// Its next firing cancels the oldest holder; its slot goes to the
+	// waiting run once its executor says it stopped, not before.
 	res, err = s.Fire(ctx, "n", epochs, []Firing{{JobID: cancel.ID, Bucket: cancel.Bucket, ScheduledFor: at(10), Next: ptr(at(20)),
 		Runs: []model.Run{{At: at(10)}}, Concurrency: cancel.Policy.Concurrency}})
 	if err != nil {
@@ -395,15 +453,34 @@ func TestFireKeyed(t *testing.T) {
 		t.Errorf("cancel_oldest cancelled %d, want 1 (one run needs one slot)", len(res.Cancelled))
 	}
 	held, waiting, active, _ := slotState(t, s, "ns:default:c")
-	if held != 2 || active != 2 || waiting != 1 {
-		t.Errorf("after cancel_oldest: %d held, %d unended, %d waiting; want 2, 2, 1", held, active, waiting)
+	if held != 2 || active != 1 || waiting != 2 {
+		t.Errorf("after cancel_oldest: %d held, %d unended, %d waiting; want 2 (one releasing), 1, 2", held, active, waiting)
 	}
-	if x := get(t, s, domain.ExecutionID(cancel.ID, at(1))); x.State != domain.ExecCancelled ||
+	oldest := domain.ExecutionID(cancel.ID, at(1))
+	if x := get(t, s, oldest); x.State != domain.ExecCancelled ||
 		!strings.Contains(x.Error, "cancel_oldest") {
 		t.Errorf("the oldest: %s %q", x.State, x.Error)
 	}
+	if x := get(t, s, domain.ExecutionID(cancel.ID, at(3))); x.State != domain.ExecWaiting {
+		t.Errorf("the run that waited, before the cancelled one's executor answered: %s, want waiting", x.State)
+	}
+	// A firing meanwhile cancels no more: the releasing slot is one
+	// being made free already, not one more to take.
+	res, err = s.Fire(ctx, "n", epochs, []Firing{{JobID: cancel.ID, Bucket: cancel.Bucket, ScheduledFor: at(20), Next: ptr(at(30)),
+		Runs: []model.Run{{At: at(20)}}, Concurrency: cancel.Policy.Concurrency}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cancelled) != 0 {
+		t.Errorf("cancel_oldest's third firing, a slot releasing: cancelled %v, want none", res.Cancelled)
+	}
+	answerCancel(t, s, oldest, false)
 	if x := get(t, s, domain.ExecutionID(cancel.ID, at(3))); x.State != domain.ExecQueued {
-		t.Errorf("the run that waited: %s, want queued (its slot freed first)", x.State)
+		t.Errorf("the run that waited, once the cancelled one's delivery was answered: %s, want queued", x.State)
+	}
+	held, waiting, active, _ = slotState(t, s, "ns:default:c")
+	if held != 2 || active != 2 || waiting != 2 {
+		t.Errorf("once answered: %d held, %d unended, %d waiting; want 2, 2, 2", held, active, waiting)
 	}
 }
 
@@ -432,5 +509,113 @@ func TestFireRateLimitedSkip(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM skipped_runs WHERE job_id = $1 AND reason = 'rate_limit'
 		AND first_at = $2 AND detail LIKE 'rate limit key rate:ns:default:p has no room before %'`, j.ID, at(2)); n != 1 {
 		t.Errorf("%d skipped runs of reason rate_limit for the second run, want 1", n)
+	}
+}
+
+// A cancelled execution keeps its slot while its attempt may still run:
+// until its executor reports the attempt's end (heartbeats meanwhile
+// keep it), whichever attempt it is (attempt 1 lives in the execution's
+// row, later ones in attempts), or until ReleaseSilentSlots finds it
+// silent; only then does the key's next waiter run. Without this the
+// waiter would start beside the attempt that is being stopped.
+func TestCancelledAttemptKeepsItsSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	const slot = "ns:default:one"
+	j := keyedJob(t, s, "one", slot, 1, domain.OnLimitWait)
+	run := func(offset time.Duration) uuid.UUID {
+		t.Helper()
+		e, err := s.CreateManualExecution(ctx, j.ID, time.Now().Add(offset))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	state := func(id uuid.UUID) domain.ExecState { t.Helper(); return get(t, s, id).State }
+	cancel := func(id uuid.UUID) {
+		t.Helper()
+		if _, err := s.CancelExecution(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	event := func(id uuid.UUID, typ domain.EventType, attempt int) {
+		t.Helper()
+		now := time.Now()
+		e := get(t, s, id)
+		recordRetrying(t, s, model.AttemptEvent{ID: id, Attempt: attempt, Dispatch: e.Dispatches, Executor: "e1", Type: typ,
+			At: now, StartedAt: ptr(now.Add(-time.Millisecond)), PublishedAt: ptr(now.Add(-2 * time.Millisecond)),
+			Error: "boom", RetryIn: time.Millisecond})
+	}
+
+	// Attempt 1 running, cancelled.
+	a := run(0)
+	event(a, domain.EventStarted, 1)
+	b := run(time.Millisecond)
+	if st := state(b); st != domain.ExecWaiting {
+		t.Fatalf("b behind a running a: %s, want waiting", st)
+	}
+	cancel(a)
+	if st := state(b); st != domain.ExecWaiting {
+		t.Errorf("b once a is cancelled but its attempt not stopped: %s, want waiting", st)
+	}
+	event(a, domain.EventHeartbeat, 1)
+	if st := state(b); st != domain.ExecWaiting {
+		t.Errorf("b after a heartbeat of a's cancelled attempt: %s, want waiting", st)
+	}
+	event(a, domain.EventCancelled, 1)
+	if st := state(b); st != domain.ExecQueued {
+		t.Errorf("b once a's attempt stopped: %s, want queued", st)
+	}
+
+	// Attempt 2 (in attempts) running, cancelled.
+	event(b, domain.EventFailed, 1) // a retry to come
+	event(b, domain.EventStarted, 2)
+	c := run(2 * time.Millisecond)
+	cancel(b)
+	if st := state(c); st != domain.ExecWaiting {
+		t.Errorf("c once b is cancelled, its attempt 2 not stopped: %s, want waiting", st)
+	}
+	event(b, domain.EventCancelled, 2)
+	if st := state(c); st != domain.ExecQueued {
+		t.Errorf("c once b's attempt 2 stopped: %s, want queued", st)
+	}
+	if x := get(t, s, b); len(x.AttemptList) != 2 || x.AttemptList[1].Outcome != domain.OutcomeCancelled {
+		t.Errorf("b's attempts: %+v, want 2, the second cancelled", x.AttemptList)
+	}
+
+	// An attempt whose executor is gone: no report comes; the backstop
+	// frees the slot once it has been silent long enough, not before.
+	event(c, domain.EventStarted, 1)
+	d := run(3 * time.Millisecond)
+	cancel(c)
+	buckets := make([]int, testBuckets)
+	for i := range buckets {
+		buckets[i] = i
+	}
+	if n, err := s.ReleaseSilentSlots(ctx, buckets, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Errorf("ReleaseSilentSlots of slots silent for an hour: %d, %v; want 0", n, err)
+	}
+	if st := state(d); st != domain.ExecWaiting {
+		t.Errorf("d before the backstop: %s, want waiting", st)
+	}
+	if n, err := s.ReleaseSilentSlots(ctx, buckets, time.Now().Add(time.Second)); err != nil || n != 1 {
+		t.Errorf("ReleaseSilentSlots: %d, %v; want 1", n, err)
+	}
+	if st := state(d); st != domain.ExecQueued {
+		t.Errorf("d after the backstop: %s, want queued", st)
+	}
+
+	// A cancelled execution that was never published (due later) has no
+	// attempt to wait for: its slot goes at once.
+	event(d, domain.EventSucceeded, 1)
+	later := run(time.Hour)
+	e := run(time.Hour + time.Millisecond)
+	cancel(later)
+	if st := state(e); st != domain.ExecQueued {
+		t.Errorf("e behind a cancelled run due in an hour: %s, want queued", st)
+	}
+	if n := count(t, s, "SELECT count(*) FROM concurrency_slots WHERE slot_key = $1", slot); n != 1 {
+		t.Errorf("%d slots of the key, want 1 (e's)", n)
 	}
 }

@@ -106,6 +106,9 @@
 //   - RequeueLostExecutions, RequeueWipedExecutions,
 //     RequeueWaitingExecutions, RequeueSilentExecutions: executions, SKIP
 //     LOCKED, and the attempts (and execution_notes) of those they took.
+//   - ReleaseSilentSlots: concurrency_slots under their keys' locks, in
+//     key order, then the waiting executions it queues (tock_slot_admit,
+//     as every release does).
 //
 // TestNoDeadlocks runs them against each other and counts no deadlock.
 //
@@ -156,9 +159,9 @@
 //     ListCalendars, UpdateCalendar, DeleteCalendar; and the jobs that
 //     name calendars: ListCalendarJobs, UpdateJobNextRuns (moves next runs
 //     sooner when a calendar allows more, and announces them).
-//   - concurrency_slots (concurrency.go; the triggers of migration 35
-//     take and release the slots): ListConcurrencyKeys, ListSlotHolders,
-//     CountSlots.
+//   - concurrency_slots (concurrency.go; the triggers of migrations 35
+//     and 36 take and release the slots): ListConcurrencyKeys, ListSlotHolders,
+//     CountSlots, ReleaseSilentSlots.
 //   - audit_log (audit_log.go): CreateAuditEntries, ListAuditEntries,
 //     MaintainAuditPartitions.
 //   - idempotency_keys (idempotency_keys.go): ClaimIdempotencyKey,

@@ -338,9 +338,9 @@ func lockExecutions(ctx context.Context, tx pgx.Tx, settings []string, nowait, w
 }
 
 // writeBack queues in b the statements that write what the events
-// changed: the executions' rows (with attempt 1 inline while it is the
-// only one; not those the fast path wrote already), the attempts table's
-// rows, the last successes of the jobs whose executions succeeded, and a
+// changed: the attempts table's rows, the executions' rows (with attempt
+// 1 inline while it is the only one; not those the fast path wrote
+// already), the last successes of the jobs whose executions succeeded, and a
 // notification for each bucket with a re-queued execution.
 func writeBack(b *pgx.Batch, ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, hi time.Time) {
 	var (
@@ -376,14 +376,18 @@ func writeBack(b *pgx.Batch, ids []uuid.UUID, byID map[uuid.UUID]*recExec, lo, h
 			}
 		}
 	}
+	// Attempts first: the triggers on executions of migration 36 read
+	// a cancelled execution's newest attempt (tock_attempt_open) to
+	// decide whether its concurrency slot is free. The rows of both are
+	// the executions' locked by the lock read already.
+	if len(at.id) > 0 {
+		b.Queue(upsertAttemptsSQL, at.id, at.sched, at.number, at.executor, at.started, at.heartbeat,
+			at.finished, at.outcome, at.errText, at.output)
+	}
 	if len(u.id) > 0 {
 		b.Queue(updateExecsSQL, u.id, u.sched, u.state, u.attempts, u.dispatches, u.dispatchedAt,
 			u.nextAttempt, u.startedAt, u.finishedAt, u.executorID, u.errText, u.output,
 			u.aExecutor, u.aStarted, u.aHeartbeat, u.aFinished, u.aOutcome, u.aError, u.aOutput, lo, hi)
-	}
-	if len(at.id) > 0 {
-		b.Queue(upsertAttemptsSQL, at.id, at.sched, at.number, at.executor, at.started, at.heartbeat,
-			at.finished, at.outcome, at.errText, at.output)
 	}
 	if len(ok) > 0 {
 		b.Queue(updateSuccessesSQL, ok.args()...)
