@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/tock-sched/tock/api/models"
+	"github.com/tock-sched/tock/domain"
 )
 
 // Concurrency by key through the API, on real Postgres, with manual runs
 // (the scanner's firings take the same path through the triggers): a key
 // rendered from a label, runs over the limit waiting with their key and
-// why, the key's holders and queue, a cancel passing the slot on, on_limit
+// why, the key's holders and queue, a cancel passing the slot on once
+// answered, on_limit
 // skip refusing a run now, faults by field, PATCH changing and removing
 // the policy.
 func TestConcurrencyKeys(t *testing.T) {
@@ -69,13 +71,25 @@ func TestConcurrencyKeys(t *testing.T) {
 		t.Fatalf("key acme: %+v", k)
 	}
 
-	// A cancel frees the slot for the oldest waiting execution, in the
-	// cancel's own transaction.
+	// A cancel passes the slot on to the oldest waiting execution once
+	// the cancelled one's executor has answered (its delivery may be in
+	// an executor's hands meanwhile): till then it is still a holder.
 	mustStatus(t, e.do("POST", "/v1/executions/"+first.Id.String()+"/cancel", nil), http.StatusOK)
 	r = e.do("GET", "/v1/executions/"+second.Id.String(), nil)
 	r.decode(t, &got)
+	if got.State != "waiting" {
+		t.Errorf("after the cancel, before the executor's answer, the second is %s; want waiting", got.State)
+	}
+	r = e.do("GET", "/v1/concurrency?key=acme", nil)
+	r.decode(t, &keys)
+	if k := keys.Items[0]; k.Holding == nil || len(*k.Holding) != 1 || (*k.Holding)[0].ExecutionId != first.Id {
+		t.Errorf("key acme before the answer: %+v; want the cancelled one holding", k)
+	}
+	e.finish(first.Id, domain.EventCancelled, false) // it never began
+	r = e.do("GET", "/v1/executions/"+second.Id.String(), nil)
+	r.decode(t, &got)
 	if got.State != "queued" {
-		t.Errorf("after the cancel, the second is %s; want queued", got.State)
+		t.Errorf("after the cancel was answered, the second is %s; want queued", got.State)
 	}
 	r = e.do("GET", "/v1/executions/"+third.Id.String(), nil)
 	r.decode(t, &got)
