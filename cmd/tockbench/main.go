@@ -64,7 +64,7 @@ type cli struct {
 	PostgresURL string        `name:"postgres-url" env:"TOCK_POSTGRES_URL" default:"postgres://postgres@127.0.0.1:5432/tock?sslmode=disable" help:"PostgreSQL URL of the cluster under test."`
 	NATSURL     string        `name:"nats-url" env:"TOCK_NATS_URL" default:"nats://127.0.0.1:4222" help:"NATS URL of the cluster under test (JetStream enabled)."`
 	Jobs        int           `default:"10000" help:"Number of jobs to create."`
-	Mix         string        `default:"spread-minute" enum:"spread-minute,spread-hour,every-second,same-second,spread-once,create,history,log-flood" help:"log-flood: one execution writes its log (4 KiB lines) as fast as it can, or at --log-rate, for --duration, and the report says how fast it was stored and what it cost per MiB (tockd needs --log-max-cap 2147483648); spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); spread-once: one-shot jobs spread evenly over the window's whole seconds, each due once (jobs/duration fires per second during the window, none after: an overload that ends, and how long its backlog takes to drain); spread-hour: each job fires once an hour, offsets spread evenly over its 3,600 seconds (jobs/3600 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires; history: load days of execution history (--history-*), time the search and statistics API over it, and drop its oldest day while --history-fire-jobs every-second jobs fire (docs/bench.md)."`
+	Mix         string        `default:"spread-minute" enum:"spread-minute,spread-hour,every-second,same-second,spread-once,create,history,log-flood,read" help:"read: time the API's reads (--server): each --read-query alone (first page, a deep page by cursor, its count), or with --read-load all of them at once from --clients clients for --duration, counting refusals; nothing is created (docs/bench.md, issue 44); log-flood: one execution writes its log (4 KiB lines) as fast as it can, or at --log-rate, for --duration, and the report says how fast it was stored and what it cost per MiB (tockd needs --log-max-cap 2147483648); spread-minute: each job fires once a minute, second offsets spread evenly (jobs/60 fires per second); spread-once: one-shot jobs spread evenly over the window's whole seconds, each due once (jobs/duration fires per second during the window, none after: an overload that ends, and how long its backlog takes to drain); spread-hour: each job fires once an hour, offsets spread evenly over its 3,600 seconds (jobs/3600 fires per second); every-second: each job fires every second; same-second: one-shot jobs all due at one instant ${burst_delay} after creation; create: create the jobs through the REST API (--server, --clients, --batch) and report the rate, nothing fires; history: load days of execution history (--history-*), time the search and statistics API over it, and drop its oldest day while --history-fire-jobs every-second jobs fire (docs/bench.md)."`
 	Duration    time.Duration `default:"60s" help:"Length of the measured window (not for same-second)."`
 	Warmup      time.Duration `default:"10s" help:"Time between the end of job creation and the start of the measured window (not for same-second)."`
 	Settle      time.Duration `default:"2m" help:"After the window (or the burst's instant), how long to wait at most for its executions to fire and be recorded."`
@@ -77,8 +77,8 @@ type cli struct {
 	Keep        bool          `help:"Keep the jobs (still firing), their executions and the handler's consumer when done."`
 	StoredJobs  int           `name:"stored-jobs" help:"Jobs stored beside the measured ones, created first: active, each a one-shot due a year ahead, so that the run fires and scans in tables of that size (the issue-20 ceiling is measured with 1,000,000 stored jobs in all). Deleted with the rest unless --keep."`
 	NoAnalyze   bool          `name:"no-analyze" help:"Do not ANALYZE the jobs tables after creating the jobs, nor (when the server's autovacuum is off) the executions tables every ${analyze_every} during the run, nor VACUUM the jobs tables after --mix create."`
-	Server      string        `env:"TOCK_SERVER" default:"http://127.0.0.1:8080" help:"URL of the cluster's REST API (--mix create)."`
-	Clients     int           `default:"16" help:"Concurrent API clients (--mix create)."`
+	Server      string        `env:"TOCK_SERVER" default:"http://127.0.0.1:8080" help:"URL of the cluster's REST API (--mix create, --mix read)."`
+	Clients     int           `default:"16" help:"Concurrent API clients (--mix create, --mix read --read-load)."`
 	Batch       int           `default:"1" help:"Jobs per request (--mix create): 1 sends each with POST /v1/jobs, more (up to ${max_batch}) use POST /v1/jobs:batch."`
 	Output      string        `short:"o" default:"text" enum:"text,json" help:"Report format: ${enum}."`
 	LogLevel    string        `name:"log-level" default:"warn" enum:"debug,info,warn,error" help:"Log level of the in-process executors."`
@@ -88,6 +88,7 @@ type cli struct {
 
 	ceilingFlags `embed:""`
 	historyFlags `embed:""`
+	readFlags    `embed:""`
 }
 
 func main() {
@@ -135,6 +136,9 @@ func (c *cli) main() int {
 	}
 	if c.Mix == mixLogFlood {
 		return c.mainLogFlood(ctx)
+	}
+	if c.Mix == mixRead {
+		return c.mainRead(ctx)
 	}
 	if c.Mix == mixCreate {
 		rep, err := c.runCreate(ctx)
