@@ -221,14 +221,18 @@ func (s *Store) searchDue(f JobFilter, page bool, c [2]string) jobSearch {
 // cluster, have their next run in f's range: reading at most that many
 // entries of jobs_due.
 func (s *Store) fewDue(ctx context.Context, f JobFilter) (bool, error) {
+	probe := dueProbe
+	if s.dueProbe > 0 {
+		probe = s.dueProbe
+	}
 	var args sqlArgs
 	var n int
 	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'active'"+
-		nextRunSQL("", f, args.add)+" LIMIT "+args.add(dueProbe)+") x", args...).Scan(&n)
+		nextRunSQL("", f, args.add)+" LIMIT "+args.add(probe)+") x", args...).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("count due jobs: %w", err)
 	}
-	return n < dueProbe, nil
+	return n < probe, nil
 }
 
 // nextRunSQL is the condition (" AND ...") on the next run of the jobs
