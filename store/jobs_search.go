@@ -167,7 +167,7 @@ func (s *Store) searchJobs(ctx context.Context, f JobFilter, page bool) (jobSear
 	if f.Handler != "" {
 		where = append(where, "n.handler = "+arg(f.Handler))
 	}
-	where = append(where, selectorSQL("n.labels", f.Selector, arg)...)
+	where = append(where, selectorSQL("n.terms", f.Selector, f.Namespace, arg)...)
 	if page && f.Cursor != "" {
 		switch {
 		case f.Namespace == "":
@@ -208,7 +208,7 @@ func (s *Store) searchDue(f JobFilter, page bool, c [2]string) jobSearch {
 	if f.Handler != "" {
 		where = append(where, "("+handlerKeyOf("j.handler")+") = "+arg(f.Handler))
 	}
-	where = append(where, selectorSQL("j.labels", f.Selector, arg)...)
+	where = append(where, selectorSQL("j.labels", f.Selector, "", arg)...)
 	if page && f.Cursor != "" {
 		where = append(where, `(j.namespace COLLATE "C", j.name COLLATE "C") > (`+arg(c[0])+", "+arg(c[1])+")")
 	}
@@ -252,11 +252,19 @@ func nextRunSQL(p string, f JobFilter, arg func(any) string) string {
 // match sel, with its values passed through arg. A job without labels
 // has NULL labels: it matches !=, !key and notin, nothing else. The
 // positive requirements (=, exists, in) can be answered by a GIN index of
-// col; the negative ones are filters on the rows others yield.
-func selectorSQL(col string, sel domain.Selector, arg func(any) string) []string {
+// col; the negative ones are filters on the rows others yield. With ns,
+// col is job_names.terms (migration 37), whose "/ns" key holds the
+// namespace: every containment test names it too, so that the index
+// finds that namespace's jobs with the label, and the planner estimates
+// how many there are.
+func selectorSQL(col string, sel domain.Selector, ns string, arg func(any) string) []string {
 	var conds []string
 	contains := func(k, v string) string {
-		return col + " @> " + arg(domain.Labels{k: v}) + "::jsonb"
+		doc := domain.Labels{k: v}
+		if ns != "" {
+			doc[nsTerm] = ns
+		}
+		return col + " @> " + arg(doc) + "::jsonb"
 	}
 	anyOf := func(r domain.Requirement) string {
 		alts := make([]string, len(r.Values))
@@ -283,6 +291,10 @@ func selectorSQL(col string, sel domain.Selector, arg func(any) string) []string
 	}
 	return conds
 }
+
+// nsTerm is the key of the namespace in job_names.terms: no label key
+// can be "/ns" (a prefix before its slash is required).
+const nsTerm = "/ns"
 
 // andSQL is conds as a continuation of a WHERE clause: " AND " before
 // each.

@@ -267,8 +267,8 @@ func TestSearchJobsPlans(t *testing.T) {
 	}{
 		{JobFilter{Namespace: "default", State: domain.JobPaused}, "job_names_state"},
 		{JobFilter{Namespace: "default", Handler: "rare"}, "job_names_handler"},
-		{JobFilter{Namespace: "default", Selector: domain.Selector{{Key: "team", Op: domain.OpEquals, Value: "rare"}}}, "job_names_labels"},
-		{JobFilter{Namespace: "default", Selector: domain.Selector{{Key: "team", Op: domain.OpIn, Values: []string{"rare", "none"}}}}, "job_names_labels"},
+		{JobFilter{Namespace: "default", Selector: domain.Selector{{Key: "team", Op: domain.OpEquals, Value: "rare"}}}, "job_names_terms"},
+		{JobFilter{Namespace: "default", Selector: domain.Selector{{Key: "team", Op: domain.OpIn, Values: []string{"rare", "none"}}}}, "job_names_terms"},
 	} {
 		for _, page := range []bool{true, false} {
 			q, err := s.searchJobs(ctx, tc.f, page)
