@@ -191,7 +191,7 @@ func TestSearchColumnsInStep(t *testing.T) {
 		}
 	}
 	t0 := baseTime()
-	epochs, jobs := benchJobs(t, s, 3, t0)
+	epochs, jobs := benchJobs(t, s, 4, t0)
 	inStep("created")
 
 	j := jobs[0]
@@ -223,12 +223,20 @@ func TestSearchColumnsInStep(t *testing.T) {
 		t.Fatalf("fire: %v, %v", res, err)
 	}
 	inStep("completed by its firing")
-	if got, _, _ := s.ListJobs(ctx, JobFilter{State: domain.JobCompleted}); len(got) != 1 || got[0].ID != jobs[1].ID {
+	// The same through the policy path (a jittered run).
+	due := t0.Add(time.Second)
+	res, err = s.Fire(ctx, "bench", epochs, []Firing{{JobID: jobs[3].ID, Bucket: jobs[3].Bucket, ScheduledFor: t0,
+		Runs: []model.Run{{At: t0, Due: &due}}}})
+	if err != nil || len(res.Executions) != 1 {
+		t.Fatalf("fire with a policy: %v, %v", res, err)
+	}
+	inStep("completed by a jittered firing")
+	if got, _, _ := s.ListJobs(ctx, JobFilter{State: domain.JobCompleted}); len(got) != 2 {
 		t.Fatalf("completed jobs listed: %v", got)
 	}
 	// A recurring job's firing moves its next run and nothing else.
 	later := t0.Add(time.Minute)
-	fireEvery(t, s, epochs, jobs[2:], t0, later)
+	fireEvery(t, s, epochs, jobs[2:3], t0, later)
 	inStep("fired")
 
 	if _, err := s.DeleteJob(ctx, jobs[2].ID); err != nil {
