@@ -118,6 +118,9 @@ func BenchmarkSearchJobsAtScale(b *testing.B) {
 					continue
 				}
 				sql := "SELECT " + jobRead("j") + q.from + " ORDER BY " + q.order + " LIMIT 51"
+				if q.names {
+					sql = "SELECT n.bucket, n.job_id" + q.from + " ORDER BY " + q.order + " LIMIT 51"
+				}
 				if !page {
 					sql = "SELECT count(*) FROM (SELECT 1" + q.from + " LIMIT 1001) x"
 				}
