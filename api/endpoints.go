@@ -262,18 +262,49 @@ func (h *endpoints) ListJobs(c echo.Context, p models.ListJobsParams) error {
 		}
 	}
 	f.Selector = selectorOf(deref(p.Selector), &errs)
+	if hq := deref(p.Handler); hq != "" {
+		// A queue is http, nats or a custom handler's name; anything
+		// else would match nothing (and U+0000 never reaches Postgres).
+		if msg := jobs.NameProblem(hq); msg != "" {
+			errs.add("handler", "%s", msg)
+		}
+		f.Handler = hq
+	}
+	f.NextRunAfter = rfc3339Param("next_run_after", p.NextRunAfter, &errs)
+	f.NextRunBefore = rfc3339Param("next_run_before", p.NextRunBefore, &errs)
 	if err := errs.err(); err != nil {
 		return err
 	}
-	jobs, next, err := h.s.store.ListJobs(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	list, next, err := h.s.store.ListJobs(ctx, f)
 	if err != nil {
 		return h.storeError(c, err, "job", uuid.Nil)
 	}
-	out := models.JobList{Items: make([]models.Job, 0, len(jobs)), NextCursor: nonEmpty(next)}
-	for _, j := range jobs {
+	out := models.JobList{Items: make([]models.Job, 0, len(list)), NextCursor: nonEmpty(next)}
+	for _, j := range list {
 		out.Items = append(out.Items, jobOf(j))
 	}
+	if deref(p.Count) {
+		n, exact, err := h.s.store.CountJobsMatching(ctx, f)
+		if err != nil {
+			return h.storeError(c, err, "job", uuid.Nil)
+		}
+		out.Total, out.TotalExact = &n, &exact
+	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// rfc3339Param reads an optional RFC 3339 time parameter; the zero time
+// when absent.
+func rfc3339Param(name string, v *string, errs *fieldErrors) time.Time {
+	if v == nil || *v == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, *v)
+	if err != nil {
+		errs.add(name, "must be an RFC 3339 time (2026-11-23T09:00:00Z)")
+	}
+	return t
 }
 
 // limitOf checks a page size, defaultLimit when absent.

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -506,6 +507,61 @@ func TestListJobsPagination(t *testing.T) {
 	}
 }
 
+// TestListJobsFilters lists jobs by handler, set-based selectors and
+// next run, alone and combined, and counts them.
+func TestListJobsFilters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i, team := range []string{"a", "b", "c", ""} {
+		body := jobBody(fmt.Sprintf("job-%d", i))
+		if team != "" {
+			body["labels"] = map[string]string{"team": team}
+		}
+		if i%2 == 1 {
+			body["handler"] = map[string]any{"type": "custom", "name": "worker"}
+		}
+		e.createJob(body)
+	}
+	list := func(q string) (names []string, page models.JobList) {
+		t.Helper()
+		r := e.do("GET", "/v1/jobs?namespace=default&"+q, nil)
+		mustStatus(t, r, http.StatusOK)
+		r.decode(t, &page)
+		for _, j := range page.Items {
+			names = append(names, j.Name)
+		}
+		return names, page
+	}
+	for _, tc := range []struct{ query, want string }{
+		{"handler=worker", "job-1,job-3"},
+		{"handler=http", "job-0,job-2"},
+		{"handler=nats", ""},
+		{"selector=" + url.QueryEscape("team in (a,c)"), "job-0,job-2"},
+		{"selector=" + url.QueryEscape("team notin (a,c)"), "job-1,job-3"},
+		{"selector=" + url.QueryEscape("team in (a,b),team!=a") + "&handler=worker", "job-1"},
+		{"selector=!team", "job-3"},
+		{"next_run_after=2000-01-01T00:00:00Z", "job-0,job-1,job-2,job-3"},
+		{"next_run_before=2000-01-01T00:00:00Z", ""},
+		{"next_run_after=2000-01-01T00:00:00Z&next_run_before=2999-01-01T00:00:00%2B01:00&handler=worker", "job-1,job-3"},
+		{"next_run_after=2000-01-01T00:00:00Z&state=paused", ""},
+	} {
+		got, _ := list(tc.query)
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("%s: %v, want %s", tc.query, got, tc.want)
+		}
+	}
+	// The count is of every match, whatever the page; absent unless asked.
+	if _, page := list("limit=1&count=true&selector=team"); len(page.Items) != 1 || page.Total == nil || *page.Total != 3 || !*page.TotalExact {
+		t.Errorf("count of 3: %+v", page)
+	}
+	if _, page := list("handler=nats&count=true"); page.Total == nil || *page.Total != 0 || !*page.TotalExact {
+		t.Errorf("count of none: %+v", page)
+	}
+	if r := e.do("GET", "/v1/jobs?limit=1", nil); strings.Contains(string(r.body), "total") {
+		t.Errorf("a total not asked for: %s", r.body)
+	}
+}
+
 func TestListJobsBadQuery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -520,6 +576,16 @@ func TestListJobsBadQuery(t *testing.T) {
 		{"name_prefix=" + strings.Repeat("x", 201), "name_prefix"},
 		{"name_prefix=a%00", "name_prefix"},
 		{"name_prefix=a%20b", "name_prefix"},
+		{"selector=team%20in%20()", "selector"},
+		{"selector=team%20in%20(a", "selector"},
+		{"selector=team%20notin%20(-a)", "selector"},
+		{"selector=team%3D%3D%3D", "selector"},
+		{"handler=a%20b", "handler"},
+		{"handler=a%00", "handler"},
+		{"next_run_after=tomorrow", "next_run_after"},
+		{"next_run_before=2026-13-01T00:00:00Z", "next_run_before"},
+		{"next_run_before=24h", "next_run_before"},
+		{"count=maybe", "count"},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			r := e.do("GET", "/v1/jobs?"+tc.query, nil)

@@ -40,6 +40,7 @@ import (
 type Store interface {
 	// jobs.Store is what the use cases write through.
 	jobs.Store
+	CountJobsMatching(ctx context.Context, f store.JobFilter) (n int, exact bool, err error)
 	GetExecution(ctx context.Context, id uuid.UUID) (*model.Execution, error)
 	ListHandlersSeen(ctx context.Context) ([]model.HandlerSeen, error)
 	ListBreakerHistory(ctx context.Context, handlers []string, limit int) ([]model.BreakerChange, error)

@@ -477,8 +477,14 @@ type ClientInterface interface {
 
 	// ListJobs List jobs, ordered by namespace and name
 	//
-	// Pages through jobs, optionally of one namespace, in one state, or with
-	// names starting with a prefix.
+	// Pages through jobs, optionally of one namespace, in one state, of
+	// one handler, with names starting with a prefix, with labels
+	// matching a selector, or with a next run in a range; filters
+	// combine (all must hold). Every filter is answered from an index,
+	// so a page costs about the same whatever the namespace holds
+	// (docs/jobs.md says which combinations read more). With
+	// `count=true` the answer also counts the matching jobs, up to
+	// 1,000.
 	//
 	// Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1899,8 +1905,14 @@ func (c *Client) ListHandlers(ctx context.Context, reqEditors ...RequestEditorFn
 
 // ListJobs List jobs, ordered by namespace and name
 //
-// Pages through jobs, optionally of one namespace, in one state, or with
-// names starting with a prefix.
+// Pages through jobs, optionally of one namespace, in one state, of
+// one handler, with names starting with a prefix, with labels
+// matching a selector, or with a next run in a range; filters
+// combine (all must hold). Every filter is answered from an index,
+// so a page costs about the same whatever the namespace holds
+// (docs/jobs.md says which combinations read more). With
+// `count=true` the answer also counts the matching jobs, up to
+// 1,000.
 //
 // Corresponds with GET /v1/jobs (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4748,6 +4760,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 
 		}
 
+		if params.Handler != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "handler", *params.Handler, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.NamePrefix != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name_prefix", *params.NamePrefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -4763,6 +4787,42 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 		if params.Selector != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "selector", *params.Selector, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NextRunAfter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "next_run_after", *params.NextRunAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NextRunBefore != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "next_run_before", *params.NextRunBefore, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -7383,8 +7443,14 @@ type ClientWithResponsesInterface interface {
 
 	// ListJobsWithResponse List jobs, ordered by namespace and name
 	//
-	// Pages through jobs, optionally of one namespace, in one state, or with
-	// names starting with a prefix.
+	// Pages through jobs, optionally of one namespace, in one state, of
+	// one handler, with names starting with a prefix, with labels
+	// matching a selector, or with a next run in a range; filters
+	// combine (all must hold). Every filter is answered from an index,
+	// so a page costs about the same whatever the namespace holds
+	// (docs/jobs.md says which combinations read more). With
+	// `count=true` the answer also counts the matching jobs, up to
+	// 1,000.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14222,8 +14288,14 @@ func (c *ClientWithResponses) ListHandlersWithResponse(ctx context.Context, reqE
 
 // ListJobsWithResponse List jobs, ordered by namespace and name
 //
-// Pages through jobs, optionally of one namespace, in one state, or with
-// names starting with a prefix.
+// Pages through jobs, optionally of one namespace, in one state, of
+// one handler, with names starting with a prefix, with labels
+// matching a selector, or with a next run in a range; filters
+// combine (all must hold). Every filter is answered from an index,
+// so a page costs about the same whatever the namespace holds
+// (docs/jobs.md says which combinations read more). With
+// `count=true` the answer also counts the matching jobs, up to
+// 1,000.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -81,48 +82,75 @@ const (
 	OpNotEquals Op = "!=" // the label is not there with this value (absent counts)
 	OpExists    Op = "exists"
 	OpNotExists Op = "!exists"
+	OpIn        Op = "in"    // the label is there with one of these values
+	OpNotIn     Op = "notin" // the label is not there with any of these values (absent counts)
 )
 
 // Requirement is one condition of a Selector.
 type Requirement struct {
-	Key   string
-	Op    Op
-	Value string // for OpEquals and OpNotEquals
+	Key    string
+	Op     Op
+	Value  string   // for OpEquals and OpNotEquals
+	Values []string // for OpIn and OpNotIn: at least one
 }
+
+// setRequirement is a set-based requirement: "key in (a,b)" or
+// "key notin (a,b)".
+var setRequirement = regexp.MustCompile(`^(\S+)\s+(in|notin)\s*\((.*)\)$`)
 
 // Selector is a label selector: every requirement must hold.
 type Selector []Requirement
 
-// ParseSelector reads a Kubernetes-style equality selector: requirements
+// ParseSelector reads a Kubernetes-style label selector: requirements
 // separated by commas, each "key=value", "key==value", "key!=value",
-// "key" (the label exists) or "!key" (it does not). Set-based forms
-// ("key in (a,b)") are not supported. An empty string selects everything.
+// "key" (the label exists), "!key" (it does not), "key in (a,b)" (the
+// label has one of these values) or "key notin (a,b)" (it has none of
+// them, or is absent). An empty string selects everything.
 func ParseSelector(s string) (Selector, error) {
 	var sel Selector
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	for _, part := range strings.Split(s, ",") {
+	parts, err := splitSelector(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, part := range parts {
 		part = strings.TrimSpace(part)
 		var r Requirement
 		switch {
 		case part == "":
 			return nil, fmt.Errorf("an empty requirement (two commas in a row, or a trailing comma)")
+		case setRequirement.MatchString(part):
+			m := setRequirement.FindStringSubmatch(part)
+			r = Requirement{Key: m[1], Op: Op(m[2])}
+			if strings.TrimSpace(m[3]) == "" {
+				return nil, fmt.Errorf("%q: %s needs at least one value", part, m[2])
+			}
+			for _, v := range strings.Split(m[3], ",") {
+				v = strings.TrimSpace(v)
+				if p := LabelValueProblem(v); p != "" {
+					return nil, fmt.Errorf("%q: value %q %s", part, v, p)
+				}
+				if !slices.Contains(r.Values, v) {
+					r.Values = append(r.Values, v)
+				}
+			}
 		case strings.Contains(part, "!="):
 			k, v, _ := strings.Cut(part, "!=")
-			r = Requirement{strings.TrimSpace(k), OpNotEquals, strings.TrimSpace(v)}
+			r = Requirement{Key: strings.TrimSpace(k), Op: OpNotEquals, Value: strings.TrimSpace(v)}
 		case strings.Contains(part, "=="):
 			k, v, _ := strings.Cut(part, "==")
-			r = Requirement{strings.TrimSpace(k), OpEquals, strings.TrimSpace(v)}
+			r = Requirement{Key: strings.TrimSpace(k), Op: OpEquals, Value: strings.TrimSpace(v)}
 		case strings.Contains(part, "="):
 			k, v, _ := strings.Cut(part, "=")
-			r = Requirement{strings.TrimSpace(k), OpEquals, strings.TrimSpace(v)}
+			r = Requirement{Key: strings.TrimSpace(k), Op: OpEquals, Value: strings.TrimSpace(v)}
 		case strings.HasPrefix(part, "!"):
-			r = Requirement{strings.TrimSpace(part[1:]), OpNotExists, ""}
+			r = Requirement{Key: strings.TrimSpace(part[1:]), Op: OpNotExists}
 		case strings.ContainsAny(part, " ()"):
-			return nil, fmt.Errorf("%q: set-based requirements (in, notin) are not supported; use key=value, key!=value, key or !key", part)
+			return nil, fmt.Errorf("%q: not a requirement: use key=value, key!=value, key, !key, key in (a,b) or key notin (a,b)", part)
 		default:
-			r = Requirement{part, OpExists, ""}
+			r = Requirement{Key: part, Op: OpExists}
 		}
 		if p := LabelKeyProblem(r.Key); p != "" {
 			return nil, fmt.Errorf("%q: key %s", part, p)
@@ -156,7 +184,46 @@ func (s Selector) Matches(l Labels) bool {
 			if ok {
 				return false
 			}
+		case OpIn:
+			if !ok || !slices.Contains(r.Values, v) {
+				return false
+			}
+		case OpNotIn:
+			if ok && slices.Contains(r.Values, v) {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// splitSelector splits a selector at the commas between its
+// requirements, not at those inside a set's parentheses.
+func splitSelector(s string) ([]string, error) {
+	var (
+		parts []string
+		depth int
+		start int
+	)
+	for i, c := range s {
+		switch c {
+		case '(':
+			if depth++; depth > 1 {
+				return nil, fmt.Errorf("%q: nested parentheses", s)
+			}
+		case ')':
+			if depth--; depth < 0 {
+				return nil, fmt.Errorf("%q: a ')' without its '('", s)
+			}
+		case ',':
+			if depth == 0 {
+				parts = append(parts, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if depth != 0 {
+		return nil, fmt.Errorf("%q: a '(' without its ')'", s)
+	}
+	return append(parts, s[start:]), nil
 }

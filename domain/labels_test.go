@@ -55,6 +55,14 @@ func TestParseSelectorAndMatches(t *testing.T) {
 		{"!owner", true},
 		{"!tier", false},
 		{" team = payments , tier ", true},
+		{"team in (payments,search)", true},
+		{"team in (search)", false},
+		{"owner in (x)", false},
+		{"team notin (search, ops)", true},
+		{"team notin (payments)", false},
+		{"owner notin (x)", true}, // absent counts as not in
+		{"team in (payments),tier notin (batch),!owner", true},
+		{"team in ( payments , payments )", true},
 	} {
 		sel, err := ParseSelector(tc.sel)
 		if err != nil {
@@ -65,7 +73,9 @@ func TestParseSelectorAndMatches(t *testing.T) {
 			t.Errorf("%q matches %v = %v, want %v", tc.sel, l, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"team=payments,", ",team", "team in (a,b)", "-x=y", "team=a b", "!", "=x"} {
+	for _, bad := range []string{"team=payments,", ",team", "-x=y", "team=a b", "!", "=x",
+		"team in ()", "team notin ( )", "team in (a,b", "team in a,b)", "team in ((a))", "team in (a b)",
+		"team in (-a)", "team within (a)", "-team in (a)"} {
 		if _, err := ParseSelector(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -704,8 +704,11 @@ SELECT j.id, j.bucket, j.namespace, j.name, j.schedule, j.handler_txt::jsonb, j.
 FROM tock_seed.j j LEFT JOIN tock_seed.agg a ON a.job_id = j.id
 ORDER BY j.bucket, j.id;
 
-INSERT INTO job_names (namespace, name, job_id, bucket)
-SELECT namespace, name, id, bucket FROM tock_seed.j ORDER BY namespace, name;
+-- The search columns (migration 37) copy the jobs rows just written.
+INSERT INTO job_names (namespace, name, job_id, bucket, state, handler, labels)
+SELECT namespace, name, id, bucket, state,
+	CASE WHEN handler->>'type' = 'custom' THEN handler->>'name' ELSE handler->>'type' END, labels
+FROM jobs ORDER BY namespace COLLATE "C", name COLLATE "C";
 
 INSERT INTO job_successes (job_id, last_success_at, execution_id)
 SELECT j.id, a.last_ok, a.last_ok_id::uuid FROM tock_seed.j j LEFT JOIN tock_seed.agg a ON a.job_id = j.id

@@ -30,7 +30,9 @@
 //
 //  1. bucket_owners, by bucket (firing reads them FOR SHARE);
 //  2. jobs, by (bucket, id);
-//  3. job_names, by job_id;
+//  3. job_names, by job_id (written only by a transaction that holds
+//     its job's jobs row, the trigger of migration 37 included, so
+//     never waited for while another holds it);
 //  4. executions, by id (ids sort by scheduled time, so days in day
 //     order continue it);
 //  5. attempts, written only by a transaction that holds their
@@ -118,7 +120,7 @@
 // with a suffix (jobs_batch.go) holds one more way to the same table.
 //
 //   - jobs, job_names (jobs*.go): CreateJob, CreateJobBatch, CopyJobs,
-//     GetJob, GetJobNamespace, ListJobs, CountJobs, UpdateJob, DeleteJob, DeleteJobAtRevision,
+//     GetJob, GetJobNamespace, ListJobs, CountJobs, CountJobsMatching, UpdateJob, DeleteJob, DeleteJobAtRevision,
 //     ResealSecrets.
 //   - job_specs (job_specs.go): written with jobs, read when executions
 //     are fired.

@@ -44,7 +44,9 @@ WITH f AS (
 	FROM f
 	WHERE j.bucket = $6 AND j.id = ANY($1) AND j.id = f.job_id
 		AND (j.state = 'active') IS TRUE AND j.next_run_at = f.sched
-	RETURNING j.id, j.namespace, j.name, j.runs
+	RETURNING j.id, j.namespace, j.name, j.runs, j.state
+), done AS (
+	UPDATE job_names n SET state = 'completed' FROM fired WHERE n.job_id = fired.id AND fired.state = 'completed'
 ), sk AS (
 	INSERT INTO skipped_runs (job_id, first_at, last_at, runs, reason, detail, namespace, job_name)
 	SELECT s.job_id, s.first_at, s.last_at, s.runs, s.reason, s.detail, fired.namespace, fired.name
@@ -204,6 +206,7 @@ func firePolicy(ctx context.Context, tx pgx.Tx, node string, owned []int, groups
 // run counts.
 func advance(ctx context.Context, tx pgx.Tx, owned []int, groups map[int]*policyGroup) (map[uuid.UUID]int64, error) {
 	batch := &pgx.Batch{}
+	batch.Queue(firingSetting)
 	var buckets []int
 	for _, b := range owned {
 		if g := groups[b]; g != nil {
@@ -217,6 +220,9 @@ func advance(ctx context.Context, tx pgx.Tx, owned []int, groups map[int]*policy
 	won := map[uuid.UUID]int64{}
 	br := tx.SendBatch(ctx, batch)
 	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
 	var (
 		id   uuid.UUID
 		runs int64

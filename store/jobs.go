@@ -50,23 +50,6 @@ func jobRead(alias string) string {
 // keeps.
 const nowMS = "date_trunc('milliseconds', now())"
 
-// JobFilter selects jobs for ListJobs. The zero value lists every job.
-type JobFilter struct {
-	// Namespace limits the list to one namespace; "" lists all.
-	Namespace string
-	// State limits the list to jobs in this state; "" lists all.
-	State domain.JobState
-	// NamePrefix limits the list to names starting with it.
-	NamePrefix string
-	// Selector limits the list to jobs whose labels match it.
-	Selector domain.Selector
-	// Limit is the page size: 50 when 0, at most 500.
-	Limit int
-	// Cursor continues a listing where the page that returned it ended;
-	// "" starts at the beginning.
-	Cursor string
-}
-
 // CreateJob stores a new job. It fills in j.ID (a UUIDv7) when zero,
 // j.Bucket, j.CreatedAt and j.UpdatedAt, and defaults j.Namespace to
 // "default", j.State to active and j.Priority to normal. Times are kept
@@ -118,13 +101,14 @@ func (s *Store) createOne(ctx context.Context, j *model.Job) error {
 // insertJobSQL stores one job in one statement, so one round trip (and,
 // alone, one implicit transaction): the name is claimed, and the job
 // inserted only if the claim succeeded, with its spec and its last
-// success's row.
+// success's row. The name's row carries the job's state, handler queue
+// and labels, which ListJobs searches (migration 37).
 const insertJobSQL = `
 	WITH spec AS (
 		INSERT INTO job_specs (id, handler, payload, retry, timeout_ms) VALUES ($14, $6, $7, $11, $12)
 		ON CONFLICT DO NOTHING
 	), name AS (
-		INSERT INTO job_names (namespace, name, job_id, bucket) VALUES ($3, $4, $1, $2)
+		INSERT INTO job_names (namespace, name, job_id, bucket, state, handler, labels) VALUES ($3, $4, $1, $2, $8, $20, $15)
 		ON CONFLICT DO NOTHING
 		RETURNING job_id
 	), success AS (
@@ -144,7 +128,7 @@ func insertJob(ctx context.Context, q querier, j *model.Job) error {
 	err := q.QueryRow(ctx, insertJobSQL,
 		pgUUID(j.ID), j.Bucket, j.Namespace, j.Name, j.Schedule, j.Handler, nullJSON(j.Payload), j.State,
 		j.NextRunAt, j.LastRunAt, j.Retry, j.Timeout.Milliseconds(), j.Priority, pgUUID(*j.SpecID),
-		nullLabels(j.Labels), nullText(j.Description), j.Policy, msPtr(j.PausedNextRunAt), j.Depends,
+		nullLabels(j.Labels), nullText(j.Description), j.Policy, msPtr(j.PausedNextRunAt), j.Depends, j.Handler.Queue(),
 	).Scan(&j.CreatedAt, &j.UpdatedAt, &j.Revision)
 	if errors.Is(err, pgx.ErrNoRows) || isUniqueViolation(err) {
 		return ErrConflict
@@ -189,66 +173,6 @@ func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*model.Job, error) {
 		return nil, fmt.Errorf("store: get job %s: %w", id, err)
 	}
 	return j, nil
-}
-
-// ListJobs lists jobs matching f in (namespace, name) order, one page at
-// a time. It returns the cursor of the next page, "" after the last one.
-// An unknown cursor fails with ErrBadCursor.
-func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*model.Job, string, error) {
-	limit := pageSize(f.Limit)
-	var (
-		where []string
-		args  sqlArgs
-	)
-	arg := args.add
-	if f.Namespace != "" {
-		where = append(where, "n.namespace = "+arg(f.Namespace))
-	}
-	if f.NamePrefix != "" {
-		// The column's "C" collation lets LIKE 'prefix%' use the index.
-		where = append(where, "n.name LIKE "+arg(likePrefix(f.NamePrefix)))
-	}
-	stateCond := ""
-	if f.State != "" {
-		stateCond = " AND state = " + arg(f.State)
-	}
-	stateCond += selectorSQL(f.Selector, arg)
-	if f.Cursor != "" {
-		var c [2]string
-		if err := decodeCursor(f.Cursor, &c); err != nil {
-			return nil, "", fmt.Errorf("store: list jobs: %w", err)
-		}
-		where = append(where, "(n.namespace, n.name) > ("+arg(c[0])+", "+arg(c[1])+")")
-	}
-	// The LATERAL subquery with LIMIT cannot be flattened into a join, so
-	// the plan walks job_names in (namespace, name) order and stops after
-	// one page, reading each job from its own partition (pruned at run
-	// time). As a plain join the planner, which prices every probe as if
-	// it touched all N partitions, prefers hashing the whole jobs table.
-	// A state filter is applied to the jobs read, so a rare state costs a
-	// walk over the names it skips.
-	sql := "SELECT " + jobRead("j") + " FROM job_names n JOIN LATERAL (SELECT * FROM jobs" +
-		" WHERE bucket = n.bucket AND id = n.job_id" + stateCond + " LIMIT 1) j ON true"
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
-	}
-	sql += " ORDER BY n.namespace, n.name LIMIT " + arg(limit+1)
-
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("store: list jobs: %w", err)
-	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Job, error) { return scanJob(r) })
-	if err != nil {
-		return nil, "", fmt.Errorf("store: list jobs: %w", err)
-	}
-	next := ""
-	if len(jobs) > limit {
-		jobs = jobs[:limit]
-		last := jobs[limit-1]
-		next = encodeCursor([2]string{last.Namespace, last.Name})
-	}
-	return jobs, next, nil
 }
 
 // prepare fills in what a new job gets from the store, for CreateJob,
@@ -619,26 +543,6 @@ func decodeCursor(c string, v any) error {
 		return fmt.Errorf("%w %q", ErrBadCursor, c)
 	}
 	return nil
-}
-
-// selectorSQL is the condition (" AND ...") a jobs row must meet to match
-// sel, with its values passed through arg. A job without labels has
-// NULL labels: it matches != and !key, nothing else.
-func selectorSQL(sel domain.Selector, arg func(any) string) string {
-	var b strings.Builder
-	for _, r := range sel {
-		switch r.Op {
-		case domain.OpEquals:
-			b.WriteString(" AND labels @> " + arg(domain.Labels{r.Key: r.Value}) + "::jsonb")
-		case domain.OpNotEquals:
-			b.WriteString(" AND NOT coalesce(labels @> " + arg(domain.Labels{r.Key: r.Value}) + "::jsonb, false)")
-		case domain.OpExists:
-			b.WriteString(" AND labels ? " + arg(r.Key))
-		case domain.OpNotExists:
-			b.WriteString(" AND NOT coalesce(labels ? " + arg(r.Key) + ", false)")
-		}
-	}
-	return b.String()
 }
 
 // GetJobNamespace is the namespace of the job with id (a job never moves);

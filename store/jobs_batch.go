@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -146,20 +147,28 @@ func (s *Store) prepareBatch(jobs []*model.Job) (errs []error, todo []int) {
 // transaction is inserting makes this one wait for its outcome.
 func insertNames(ctx context.Context, tx pgx.Tx, jobs []*model.Job, todo []int) (map[uuid.UUID]bool, time.Time, error) {
 	var (
-		nsArg, nameArg []string
-		idArg          [][16]byte // see pgUUID
-		bucketArg      []int32
+		nsArg, nameArg     []string
+		idArg              [][16]byte // see pgUUID
+		bucketArg          []int32
+		stateArg, queueArg []string
+		labelArg           [][]byte
 	)
 	for _, i := range todo {
 		j := jobs[i]
 		nsArg, nameArg = append(nsArg, j.Namespace), append(nameArg, j.Name)
 		idArg, bucketArg = append(idArg, pgUUID(j.ID)), append(bucketArg, int32(j.Bucket))
+		stateArg, queueArg = append(stateArg, string(j.State)), append(queueArg, j.Handler.Queue())
+		var l []byte
+		if len(j.Labels) > 0 {
+			l, _ = json.Marshal(j.Labels) // a map of strings
+		}
+		labelArg = append(labelArg, l)
 	}
 	rows, err := tx.Query(ctx, `
-		INSERT INTO job_names (namespace, name, job_id, bucket)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int[])
+		INSERT INTO job_names (namespace, name, job_id, bucket, state, handler, labels)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int[], $5::text[], $6::text[], $7::jsonb[])
 		ON CONFLICT DO NOTHING
-		RETURNING job_id, `+nowMS, nsArg, nameArg, idArg, bucketArg)
+		RETURNING job_id, `+nowMS, nsArg, nameArg, idArg, bucketArg, stateArg, queueArg, labelArg)
 	if err != nil {
 		return nil, time.Time{}, err
 	}

@@ -72,10 +72,10 @@ func (s *Store) CopyJobs(ctx context.Context, jobs []*model.Job) error {
 			return err
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"job_names"},
-			[]string{"namespace", "name", "job_id", "bucket"},
+			[]string{"namespace", "name", "job_id", "bucket", "state", "handler", "labels"},
 			pgx.CopyFromSlice(len(byName), func(i int) ([]any, error) {
 				j := byName[i]
-				return []any{j.Namespace, j.Name, pgUUID(j.ID), j.Bucket}, nil
+				return []any{j.Namespace, j.Name, pgUUID(j.ID), j.Bucket, j.State, j.Handler.Queue(), nullLabels(j.Labels)}, nil
 			}))
 		if err != nil {
 			return conflictOr(err)

@@ -345,7 +345,7 @@ func (s *Store) ListSilenceCandidates(ctx context.Context, r *model.Rule) ([]Sil
 		GREATEST(j.created_at, j.skip_before, s.last_success_at)
 		FROM jobs j LEFT JOIN job_successes s ON s.job_id = j.id
 		WHERE j.namespace = ` + arg(r.Namespace) + ` AND j.state = 'active' AND j.schedule->>'cron' IS NOT NULL` +
-		selectorSQL(sel, arg)
+		andSQL(selectorSQL("labels", sel, "", arg))
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: silent candidates of rule %s: %w", r.ID, err)
@@ -403,7 +403,7 @@ func (s *Store) ListHandlerRules(ctx context.Context, kind, handler string) ([]*
 		var args sqlArgs
 		arg := args.add
 		rows, err := s.pool.Query(ctx, `SELECT DISTINCT handler FROM jobs WHERE namespace = `+arg(r.Namespace)+
-			` AND state <> 'completed'`+selectorSQL(sel, arg), args...)
+			` AND state <> 'completed'`+andSQL(selectorSQL("labels", sel, "", arg)), args...)
 		if err != nil {
 			return nil, fmt.Errorf("store: rules of handler %s: %w", handler, err)
 		}

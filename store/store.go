@@ -59,6 +59,9 @@ type Store struct {
 	rules             ruleCache
 	recordStats       recordStats
 	dayParts          dayPartitions // the fast path's (executions_fast.go)
+
+	// dueProbe, when positive, replaces the constant of that name (tests).
+	dueProbe int
 }
 
 // recordStats count what RecordAttemptEvents did, for tests and

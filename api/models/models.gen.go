@@ -2447,6 +2447,14 @@ type JobList struct {
 
 	// NextCursor Absent on the last page.
 	NextCursor *string `json:"next_cursor,omitempty"`
+
+	// Total With `count=true`: how many jobs match the filters, whatever the
+	// cursor. Counting stops at 1,000: then `total` is 1,000 and
+	// `total_exact` false, meaning "at least 1,000".
+	Total *int `json:"total,omitempty"`
+
+	// TotalExact With `count=true`, whether `total` is the exact count (false when counting stopped at 1,000).
+	TotalExact *bool `json:"total_exact,omitempty"`
 }
 
 // JobPatch The fields to change; each one present replaces the job's. A retry
@@ -3702,15 +3710,28 @@ type ListJobsParams struct {
 	// State Only jobs in this state.
 	State *JobState `form:"state,omitempty" json:"state,omitempty"`
 
+	// Handler Only jobs of this handler queue: `http`, `nats`, or a custom handler's name.
+	Handler *string `form:"handler,omitempty" json:"handler,omitempty"`
+
 	// NamePrefix Only jobs whose name starts with this.
 	NamePrefix *string `form:"name_prefix,omitempty" json:"name_prefix,omitempty"`
 
 	// Selector Only jobs whose labels match this selector: requirements
 	// separated by commas, each `key=value` (or `key==value`),
 	// `key!=value` (true when the label is absent too), `key` (the
-	// label exists) or `!key` (it does not), as in Kubernetes.
-	// Set-based requirements (`in`, `notin`) are not supported.
+	// label exists), `!key` (it does not), `key in (a,b)` (the label
+	// has one of these values) or `key notin (a,b)` (it has none of
+	// them, or is absent), as in Kubernetes.
 	Selector *string `form:"selector,omitempty" json:"selector,omitempty"`
+
+	// NextRunAfter Only jobs whose next run is at or after this time (RFC 3339). Only active jobs have a next run.
+	NextRunAfter *string `form:"next_run_after,omitempty" json:"next_run_after,omitempty"`
+
+	// NextRunBefore Only jobs whose next run is before this time (RFC 3339). Only active jobs have a next run.
+	NextRunBefore *string `form:"next_run_before,omitempty" json:"next_run_before,omitempty"`
+
+	// Count Also count the jobs that match (cursor aside) into `total`, up to 1,000.
+	Count *bool `form:"count,omitempty" json:"count,omitempty"`
 
 	// Limit Page size.
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`

@@ -298,31 +298,64 @@ func (a *app) jobPages(p *models.ListJobsParams) func(cursor *string) ([]models.
 }
 
 type jobsListCmd struct {
-	State     string `help:"Only jobs in this state: active, paused or completed."`
-	Prefix    string `help:"Only jobs whose name starts with this." placeholder:"P"`
-	Namespace string `help:"Only jobs in this namespace." placeholder:"NS"`
-	Selector  string `short:"l" help:"Only jobs whose labels match this selector (\"team=payments,tier!=batch\"; key, !key, = and != as in Kubernetes)." placeholder:"SEL"`
-	Limit     int    `help:"Jobs per page (1-500, server default 50)." placeholder:"N"`
-	Cursor    string `help:"Continue a listing from a previous page's cursor."`
-	All       bool   `help:"Follow every page."`
+	State      string `help:"Only jobs in this state: active, paused or completed."`
+	Prefix     string `help:"Only jobs whose name starts with this." placeholder:"P"`
+	Namespace  string `help:"Only jobs in this namespace." placeholder:"NS"`
+	Selector   string `short:"l" help:"Only jobs whose labels match this selector (\"team in (payments,billing),tier!=batch\"; key, !key, =, !=, in and notin as in Kubernetes)." placeholder:"SEL"`
+	Handler    string `help:"Only jobs of this handler queue: http, nats, or a custom handler's name." placeholder:"Q"`
+	NextAfter  string `name:"next-run-after" help:"Only jobs whose next run is at or after this time (RFC 3339)." placeholder:"TIME"`
+	NextBefore string `name:"next-run-before" help:"Only jobs whose next run is before this time (RFC 3339)." placeholder:"TIME"`
+	Count      bool   `help:"Also say how many jobs match (counted up to 1,000), on stderr."`
+	Limit      int    `help:"Jobs per page (1-500, server default 50)." placeholder:"N"`
+	Cursor     string `help:"Continue a listing from a previous page's cursor."`
+	All        bool   `help:"Follow every page."`
 }
 
 func (c *jobsListCmd) Run(a *app) error {
 	p := models.ListJobsParams{
-		Namespace:  optional(c.Namespace),
-		State:      (*models.JobState)(optional(c.State)),
-		NamePrefix: optional(c.Prefix),
-		Selector:   optional(c.Selector),
+		Namespace:     optional(c.Namespace),
+		State:         (*models.JobState)(optional(c.State)),
+		Handler:       optional(c.Handler),
+		NamePrefix:    optional(c.Prefix),
+		Selector:      optional(c.Selector),
+		NextRunAfter:  optional(c.NextAfter),
+		NextRunBefore: optional(c.NextBefore),
 	}
 	if c.Limit != 0 {
 		p.Limit = &c.Limit
 	}
-	items, raw, cursor, err := listPages(c.Cursor, c.All, a.jobPages(&p))
+	if c.Count {
+		p.Count = &c.Count
+	}
+	// The first page alone is asked for the count.
+	var total models.JobList
+	pages := a.jobPages(&p)
+	counted := func(cursor *string) ([]models.Job, *string, []byte, error) {
+		items, next, raw, err := pages(cursor)
+		if err == nil && p.Count != nil {
+			p.Count = nil
+			err = json.Unmarshal(raw, &total)
+		}
+		return items, next, raw, err
+	}
+	items, raw, cursor, err := listPages(c.Cursor, c.All, counted)
 	if err != nil {
 		return err
 	}
-	return printPage(a, c.All, raw, cursor, "jobs", items, a.jobTable,
-		func(items []models.Job) any { return models.JobList{Items: items} })
+	if err := printPage(a, c.All, raw, cursor, "jobs", items, a.jobTable,
+		func(items []models.Job) any {
+			return models.JobList{Items: items, Total: total.Total, TotalExact: total.TotalExact}
+		}); err != nil {
+		return err
+	}
+	if total.Total != nil && !a.json {
+		if deref(total.TotalExact) {
+			fmt.Fprintf(a.stderr, "%d jobs match\n", *total.Total)
+		} else {
+			fmt.Fprintf(a.stderr, "at least %d jobs match\n", *total.Total)
+		}
+	}
+	return nil
 }
 
 // jobID is a command's job id argument.

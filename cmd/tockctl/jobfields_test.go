@@ -52,9 +52,25 @@ func TestLabelsAndSelector(t *testing.T) {
 	if got := names("-l", "!tier"); got != "plain" {
 		t.Errorf("-l !tier: %q", got)
 	}
-	res := tockctl(t, u, "jobs", "list", "--selector", "team in (a,b)")
+	if got := names("-l", "tier in (web,batch)", "--handler", "w"); got != "batch pay" {
+		t.Errorf("-l tier in (web,batch) --handler w: %q", got)
+	}
+	if got := names("-l", "tier notin (web)", "--next-run-after", "2000-01-01T00:00:00Z"); got != "batch plain" {
+		t.Errorf("-l tier notin (web) --next-run-after: %q", got)
+	}
+	if got := names("--handler", "http"); got != "" {
+		t.Errorf("--handler http: %q", got)
+	}
+	if res := tockctl(t, u, "jobs", "list", "--count", "-l", "team", "--limit", "1"); res.code != 0 || !strings.Contains(res.stderr, "2 jobs match") {
+		t.Errorf("--count: %+v", res)
+	}
+	res := tockctl(t, u, "jobs", "list", "--selector", "team in ()")
 	if res.code != 1 || !strings.Contains(res.stderr, "selector") {
 		t.Errorf("a bad selector: %+v", res)
+	}
+	res = tockctl(t, u, "jobs", "list", "--next-run-before", "soon")
+	if res.code != 1 || !strings.Contains(res.stderr, "next_run_before") {
+		t.Errorf("a bad time: %+v", res)
 	}
 }
 

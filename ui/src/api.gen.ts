@@ -13,8 +13,14 @@ export interface paths {
         };
         /**
          * List jobs, ordered by namespace and name
-         * @description Pages through jobs, optionally of one namespace, in one state, or with
-         *     names starting with a prefix.
+         * @description Pages through jobs, optionally of one namespace, in one state, of
+         *     one handler, with names starting with a prefix, with labels
+         *     matching a selector, or with a next run in a range; filters
+         *     combine (all must hold). Every filter is answered from an index,
+         *     so a page costs about the same whatever the namespace holds
+         *     (docs/jobs.md says which combinations read more). With
+         *     `count=true` the answer also counts the matching jobs, up to
+         *     1,000.
          */
         get: operations["listJobs"];
         put?: never;
@@ -2640,6 +2646,14 @@ export interface components {
             items: components["schemas"]["Job"][];
             /** @description Absent on the last page. */
             next_cursor?: string;
+            /**
+             * @description With `count=true`: how many jobs match the filters, whatever the
+             *     cursor. Counting stops at 1,000: then `total` is 1,000 and
+             *     `total_exact` false, meaning "at least 1,000".
+             */
+            total?: number;
+            /** @description With `count=true`, whether `total` is the exact count (false when counting stopped at 1,000). */
+            total_exact?: boolean;
         };
         CalendarSpec: {
             name: string;
@@ -3626,17 +3640,32 @@ export interface operations {
                 namespace?: string;
                 /** @description Only jobs in this state. */
                 state?: components["schemas"]["JobState"];
+                /** @description Only jobs of this handler queue: `http`, `nats`, or a custom handler's name. */
+                handler?: string;
                 /** @description Only jobs whose name starts with this. */
                 name_prefix?: string;
                 /**
                  * @description Only jobs whose labels match this selector: requirements
                  *     separated by commas, each `key=value` (or `key==value`),
                  *     `key!=value` (true when the label is absent too), `key` (the
-                 *     label exists) or `!key` (it does not), as in Kubernetes.
-                 *     Set-based requirements (`in`, `notin`) are not supported.
-                 * @example team=payments,tier!=batch
+                 *     label exists), `!key` (it does not), `key in (a,b)` (the label
+                 *     has one of these values) or `key notin (a,b)` (it has none of
+                 *     them, or is absent), as in Kubernetes.
+                 * @example team in (payments,billing),tier!=batch
                  */
                 selector?: string;
+                /**
+                 * @description Only jobs whose next run is at or after this time (RFC 3339). Only active jobs have a next run.
+                 * @example 2026-01-02T15:04:05Z
+                 */
+                next_run_after?: string;
+                /**
+                 * @description Only jobs whose next run is before this time (RFC 3339). Only active jobs have a next run.
+                 * @example 2026-01-02T16:00:00Z
+                 */
+                next_run_before?: string;
+                /** @description Also count the jobs that match (cursor aside) into `total`, up to 1,000. */
+                count?: boolean;
                 /** @description Page size. */
                 limit?: components["parameters"]["Limit"];
                 /** @description The `next_cursor` of the previous page. */

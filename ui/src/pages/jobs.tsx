@@ -1,5 +1,6 @@
-// Jobs: search by namespace, name prefix, label selector and state (the
-// filters live in the URL); bulk pause and resume by selector.
+// Jobs: search by namespace, name prefix, label selector, handler and
+// state (the filters live in the URL), with a count of the matches on the
+// first page; bulk pause and resume by selector.
 import { useState } from "preact/hooks";
 import { api, can, must, type Job } from "../api";
 import { ErrorBox, NamespaceSelect, Pager, StateBadge, Time, useAction, useLoad } from "../components";
@@ -21,6 +22,7 @@ export function Jobs() {
     name_prefix: q.get("name_prefix") ?? "",
     selector: q.get("selector") ?? "",
     state: q.get("state") ?? "",
+    handler: q.get("handler") ?? "",
     cursor: q.get("cursor") ?? "",
   };
   const [form, setForm] = useState(f);
@@ -34,13 +36,15 @@ export function Jobs() {
               name_prefix: f.name_prefix || undefined,
               selector: f.selector || undefined,
               state: (f.state || undefined) as Job["state"] | undefined,
+              handler: f.handler || undefined,
               cursor: f.cursor || undefined,
+              count: f.cursor ? undefined : true,
               limit: 50,
             },
           },
         }),
       ),
-    [f.namespace, f.name_prefix, f.selector, f.state, f.cursor],
+    [f.namespace, f.name_prefix, f.selector, f.state, f.handler, f.cursor],
   );
   useLive({ namespace: f.namespace, kind: "job" }, (cs) => {
     const items = list.data?.items;
@@ -91,8 +95,13 @@ export function Jobs() {
         </div>
         <div>
           <label for="f-selector">Labels</label>
-          <input id="f-selector" placeholder="team=payments,env!=dev" value={form.selector}
+          <input id="f-selector" placeholder="team in (payments,billing),env!=dev" value={form.selector}
             onInput={(e) => setForm({ ...form, selector: e.currentTarget.value })} />
+        </div>
+        <div>
+          <label for="f-handler">Handler</label>
+          <input id="f-handler" placeholder="http, nats or a name" value={form.handler}
+            onInput={(e) => setForm({ ...form, handler: e.currentTarget.value })} />
         </div>
         <div>
           <label for="f-state">State</label>
@@ -115,6 +124,11 @@ export function Jobs() {
       )}
       <ErrorBox error={bulk.error} />
       <ErrorBox error={list.error} />
+      {list.data?.total !== undefined && (
+        <p class="muted" role="status">
+          {list.data.total_exact ? "" : "At least "}{list.data.total.toLocaleString()} {list.data.total === 1 ? "job matches" : "jobs match"}.
+        </p>
+      )}
       <table aria-busy={list.loading}>
         <thead>
           <tr>

@@ -1,0 +1,383 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
+)
+
+// JobFilter selects jobs for ListJobs and CountJobsMatching. The zero
+// value lists every job. Every filter is answered from an index of
+// job_names (migration 37) or, for a next run in a narrow range, from
+// jobs_due; see docs/postgres.md.
+type JobFilter struct {
+	// Namespace limits the list to one namespace; "" lists all.
+	Namespace string
+	// State limits the list to jobs in this state; "" lists all.
+	State domain.JobState
+	// Handler limits the list to jobs of this handler queue: http, nats,
+	// or a custom handler's name (domain.Handler.Queue); "" lists all.
+	Handler string
+	// NamePrefix limits the list to names starting with it.
+	NamePrefix string
+	// Selector limits the list to jobs whose labels match it.
+	Selector domain.Selector
+	// NextRunAfter and NextRunBefore, when not zero, limit the list to
+	// jobs whose next run is at or after NextRunAfter and before
+	// NextRunBefore. Only active jobs have a next run.
+	NextRunAfter, NextRunBefore time.Time
+	// Limit is the page size: 50 when 0, at most 500.
+	Limit int
+	// Cursor continues a listing where the page that returned it ended;
+	// "" starts at the beginning. CountJobsMatching ignores it.
+	Cursor string
+}
+
+// JobCountCap is the most jobs CountJobsMatching counts: past it, a
+// count says only "at least JobCountCap", so that a count costs at most
+// that many rows whatever the namespace holds.
+const JobCountCap = 1000
+
+// dueProbe is how many due jobs a next-run filter may find, across the
+// cluster, for the listing to be read from jobs_due (the scanner's index
+// of active jobs by next run) rather than from job_names.
+const dueProbe = 5000
+
+// ListJobs lists jobs matching f in (namespace, name) order, one page at
+// a time. It returns the cursor of the next page, "" after the last one.
+// An unknown cursor fails with ErrBadCursor.
+func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*model.Job, string, error) {
+	limit := pageSize(f.Limit)
+	q, err := s.searchJobs(ctx, f, true)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list jobs: %w", err)
+	}
+	if q.none {
+		return nil, "", nil
+	}
+	if q.names {
+		jobs, next, err := s.listNamed(ctx, q, limit)
+		if err != nil {
+			return nil, "", fmt.Errorf("store: list jobs: %w", err)
+		}
+		return jobs, next, nil
+	}
+	sql := "SELECT " + jobRead("j") + q.from + " ORDER BY " + q.order + " LIMIT " + q.args.add(limit+1)
+	rows, err := s.pool.Query(ctx, sql, q.args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list jobs: %w", err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Job, error) { return scanJob(r) })
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list jobs: %w", err)
+	}
+	next := ""
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+		last := jobs[limit-1]
+		next = encodeCursor([2]string{last.Namespace, last.Name})
+	}
+	return jobs, next, nil
+}
+
+// listNamed lists a page of search q, which reads job_names alone, in
+// two statements: the page's names from job_names (planned for the
+// filter's values, which choose its index), then their jobs rows by key
+// (readJobsSQL). Planned for its values, that second read, a LATERAL
+// probe of a partitioned table, costs ~18 ms of planning over 256
+// partitions for ~3 ms of work; so it runs with a generic plan, which
+// prunes partitions as it probes and is the same for every page. A job
+// deleted between the two is left out of the page.
+func (s *Store) listNamed(ctx context.Context, q jobSearch, limit int) ([]*model.Job, string, error) {
+	sql := "SELECT n.namespace, n.name, n.bucket, n.job_id" + q.from + " ORDER BY " + q.order + " LIMIT " + q.args.add(limit+1)
+	rows, err := s.pool.Query(ctx, sql, q.args...)
+	if err != nil {
+		return nil, "", err
+	}
+	var (
+		ns, name         string
+		bucket           int32
+		id               [16]byte
+		buckets          []int32
+		ids              [][16]byte
+		lastNS, lastName string
+		more             bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ns, &name, &bucket, &id}, func() error {
+		if len(ids) == limit {
+			more = true
+			return nil
+		}
+		buckets, ids = append(buckets, bucket), append(ids, id)
+		lastNS, lastName = ns, name
+		return nil
+	})
+	if err != nil || len(ids) == 0 {
+		return nil, "", err
+	}
+	next := ""
+	if more {
+		// The page's last name, whether or not its job is still there
+		// to be read.
+		next = encodeCursor([2]string{lastNS, lastName})
+	}
+	var jobs []*model.Job
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+		b.Queue(readJobsSQL, buckets, ids)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		jobs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Job, error) { return scanJob(r) })
+		return err
+	})
+	return jobs, next, err
+}
+
+// readJobsSQL reads the jobs rows of ($1 bucket, $2 id) pairs, in the
+// arrays' order: one probe of the job's own partition each.
+var readJobsSQL = "SELECT " + jobRead("j") + ` FROM unnest($1::int[], $2::uuid[]) WITH ORDINALITY AS u(bucket, id, i)
+	JOIN LATERAL (SELECT * FROM jobs WHERE bucket = u.bucket AND id = u.id LIMIT 1) j ON true ORDER BY u.i`
+
+// CountJobsMatching counts the jobs matching f (its Limit and Cursor
+// aside) up to JobCountCap: it returns the count and whether it is
+// exact; when not, there are at least JobCountCap.
+func (s *Store) CountJobsMatching(ctx context.Context, f JobFilter) (n int, exact bool, err error) {
+	f.Cursor = ""
+	q, err := s.searchJobs(ctx, f, false)
+	if err != nil {
+		return 0, false, fmt.Errorf("store: count jobs: %w", err)
+	}
+	if q.none {
+		return 0, true, nil
+	}
+	sql := "SELECT count(*) FROM (SELECT 1" + q.from + " LIMIT " + q.args.add(JobCountCap+1) + ") x"
+	if err := s.pool.QueryRow(ctx, sql, q.args...).Scan(&n); err != nil {
+		return 0, false, fmt.Errorf("store: count jobs: %w", err)
+	}
+	if n > JobCountCap {
+		return JobCountCap, false, nil
+	}
+	return n, true, nil
+}
+
+// jobSearch is a search of jobs: its FROM and WHERE clauses, which name
+// the job's row j unless names, the ORDER BY of its pages, and its
+// arguments; none when nothing can match.
+type jobSearch struct {
+	from, order string
+	args        sqlArgs
+	none        bool
+	// names: the search reads job_names alone (no n.* but j.*), and
+	// ListJobs reads the page's jobs rows after it (listNamed).
+	names bool
+}
+
+// searchJobs builds the search for f; with page, it continues from f's
+// cursor. It reads jobs rows only when a next-run filter needs them.
+//
+// The search reads job_names, whose state, handler and labels copy the
+// job's (migration 37): the planner chooses among its indexes (state or
+// handler within a namespace in name order, labels by GIN, or a walk of
+// the primary key in name order when the filter is common enough that a
+// page is found sooner so) and the rest are filters on the rows that
+// index yields. Each job's row is read from its own partition (after the
+// page, listNamed; or, under a next-run filter, as the search goes) by a
+// LATERAL subquery with LIMIT, which cannot be flattened into a join: as
+// a plain join the planner, which prices every probe as if it touched
+// all N partitions, prefers hashing the whole jobs table.
+//
+// A next-run range is not in job_names (it changes at every firing): when
+// fewer than dueProbe active jobs of the whole cluster are due in it, the
+// search reads them from jobs_due and sorts them; else it is a filter on
+// the jobs rows that job_names yields.
+func (s *Store) searchJobs(ctx context.Context, f JobFilter, page bool) (jobSearch, error) {
+	var q jobSearch
+	arg := q.args.add
+	var c [2]string
+	if page && f.Cursor != "" {
+		if err := decodeCursor(f.Cursor, &c); err != nil {
+			return q, err
+		}
+	}
+	nextRun := !f.NextRunAfter.IsZero() || !f.NextRunBefore.IsZero()
+	if nextRun {
+		if f.State != "" && f.State != domain.JobActive ||
+			!f.NextRunAfter.IsZero() && !f.NextRunBefore.IsZero() && !f.NextRunAfter.Before(f.NextRunBefore) {
+			q.none = true
+			return q, nil
+		}
+		few, err := s.fewDue(ctx, f)
+		if err != nil {
+			return q, err
+		}
+		if few {
+			return s.searchDue(f, page, c), nil
+		}
+	}
+
+	var where []string
+	if f.Namespace != "" {
+		where = append(where, "n.namespace = "+arg(f.Namespace))
+	}
+	if f.NamePrefix != "" {
+		// The column's "C" collation lets LIKE 'prefix%' use the index.
+		where = append(where, "n.name LIKE "+arg(likePrefix(f.NamePrefix)))
+	}
+	if f.State != "" {
+		where = append(where, "n.state = "+arg(string(f.State)))
+	}
+	if f.Handler != "" {
+		where = append(where, "n.handler = "+arg(f.Handler))
+	}
+	where = append(where, selectorSQL("n.terms", f.Selector, f.Namespace, arg)...)
+	if page && f.Cursor != "" {
+		switch {
+		case f.Namespace == "":
+			where = append(where, "(n.namespace, n.name) > ("+arg(c[0])+", "+arg(c[1])+")")
+		case c[0] == f.Namespace:
+			where = append(where, "n.name > "+arg(c[1]))
+		case c[0] > f.Namespace:
+			q.none = true
+			return q, nil
+		}
+	}
+	if nextRun {
+		q.from = " FROM job_names n JOIN LATERAL (SELECT * FROM jobs WHERE bucket = n.bucket AND id = n.job_id" +
+			nextRunSQL("", f, arg) + " LIMIT 1) j ON true"
+	} else {
+		q.from, q.names = " FROM job_names n", true
+	}
+	if len(where) > 0 {
+		q.from += " WHERE " + strings.Join(where, " AND ")
+	}
+	q.order = "n.namespace, n.name"
+	return q, nil
+}
+
+// searchDue is the search of f read from jobs_due: the active jobs due
+// in f's range, filtered and sorted. The state is tested as
+// "state = 'active'" so that the planner may use jobs_due.
+func (s *Store) searchDue(f JobFilter, page bool, c [2]string) jobSearch {
+	var q jobSearch
+	arg := q.args.add
+	where := []string{"j.state = 'active'" + nextRunSQL("j.", f, arg)}
+	if f.Namespace != "" {
+		where = append(where, "j.namespace = "+arg(f.Namespace))
+	}
+	if f.NamePrefix != "" {
+		where = append(where, `j.name COLLATE "C" LIKE `+arg(likePrefix(f.NamePrefix)))
+	}
+	if f.Handler != "" {
+		where = append(where, "("+handlerKeyOf("j.handler")+") = "+arg(f.Handler))
+	}
+	where = append(where, selectorSQL("j.labels", f.Selector, "", arg)...)
+	if page && f.Cursor != "" {
+		where = append(where, `(j.namespace COLLATE "C", j.name COLLATE "C") > (`+arg(c[0])+", "+arg(c[1])+")")
+	}
+	q.from = " FROM jobs j WHERE " + strings.Join(where, " AND ")
+	q.order = `j.namespace COLLATE "C", j.name COLLATE "C"`
+	return q
+}
+
+// fewDue reports whether fewer than dueProbe active jobs, across the
+// cluster, have their next run in f's range: reading at most that many
+// entries of jobs_due.
+func (s *Store) fewDue(ctx context.Context, f JobFilter) (bool, error) {
+	probe := dueProbe
+	if s.dueProbe > 0 {
+		probe = s.dueProbe
+	}
+	var args sqlArgs
+	var n int
+	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'active'"+
+		nextRunSQL("", f, args.add)+" LIMIT "+args.add(probe)+") x", args...).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("count due jobs: %w", err)
+	}
+	return n < probe, nil
+}
+
+// nextRunSQL is the condition (" AND ...") on the next run of the jobs
+// row whose columns are prefixed with p, for f's range; "" for none.
+func nextRunSQL(p string, f JobFilter, arg func(any) string) string {
+	var b strings.Builder
+	if !f.NextRunAfter.IsZero() {
+		b.WriteString(" AND " + p + "next_run_at >= " + arg(f.NextRunAfter))
+	}
+	if !f.NextRunBefore.IsZero() {
+		b.WriteString(" AND " + p + "next_run_at < " + arg(f.NextRunBefore))
+	}
+	return b.String()
+}
+
+// selectorSQL is the conditions that the labels column col must meet to
+// match sel, with its values passed through arg. A job without labels
+// has NULL labels: it matches !=, !key and notin, nothing else. The
+// positive requirements (=, exists, in) can be answered by a GIN index of
+// col; the negative ones are filters on the rows others yield. With ns,
+// col is job_names.terms (migration 37), whose "/ns" key holds the
+// namespace: every containment test names it too, so that the index
+// finds that namespace's jobs with the label, and the planner estimates
+// how many there are.
+func selectorSQL(col string, sel domain.Selector, ns string, arg func(any) string) []string {
+	var conds []string
+	contains := func(k, v string) string {
+		doc := domain.Labels{k: v}
+		if ns != "" {
+			doc[nsTerm] = ns
+		}
+		return col + " @> " + arg(doc) + "::jsonb"
+	}
+	anyOf := func(r domain.Requirement) string {
+		alts := make([]string, len(r.Values))
+		for i, v := range r.Values {
+			alts[i] = contains(r.Key, v)
+		}
+		return "(" + strings.Join(alts, " OR ") + ")"
+	}
+	for _, r := range sel {
+		switch r.Op {
+		case domain.OpEquals:
+			conds = append(conds, contains(r.Key, r.Value))
+		case domain.OpNotEquals:
+			conds = append(conds, "NOT coalesce("+contains(r.Key, r.Value)+", false)")
+		case domain.OpExists:
+			conds = append(conds, col+" ? "+arg(r.Key))
+		case domain.OpNotExists:
+			conds = append(conds, "NOT coalesce("+col+" ? "+arg(r.Key)+", false)")
+		case domain.OpIn:
+			conds = append(conds, anyOf(r))
+		case domain.OpNotIn:
+			conds = append(conds, "NOT coalesce("+anyOf(r)+", false)")
+		}
+	}
+	return conds
+}
+
+// nsTerm is the key of the namespace in job_names.terms: no label key
+// can be "/ns" (a prefix before its slash is required).
+const nsTerm = "/ns"
+
+// andSQL is conds as a continuation of a WHERE clause: " AND " before
+// each.
+func andSQL(conds []string) string {
+	var b strings.Builder
+	for _, c := range conds {
+		b.WriteString(" AND " + c)
+	}
+	return b.String()
+}

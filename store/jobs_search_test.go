@@ -1,0 +1,311 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tock-sched/tock/domain"
+	"github.com/tock-sched/tock/store/model"
+)
+
+// TestSearchJobsMatchesBruteForce lists random jobs with random filters,
+// alone and combined, page by page through the cursor, and counts them,
+// against a filter written in Go over the same jobs. Each filter is
+// tried both ways a next-run range can be read (jobs_due, or a filter on
+// job_names' rows).
+func TestSearchJobsMatchesBruteForce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	rng := rand.New(rand.NewPCG(44, 1))
+	t0 := baseTime()
+	namespaces := []string{"alpha", "beta", "gamma"}
+	keys := []string{"team", "env", "tier"}
+	values := []string{"a", "b", "c", ""}
+	handlers := []domain.Handler{
+		{Type: domain.HandlerHTTP, URL: "http://example.test/hook"},
+		{Type: domain.HandlerNATS, Subject: "x.y"},
+		{Type: domain.HandlerCustom, Name: "worker-a"},
+		{Type: domain.HandlerCustom, Name: "worker-b"},
+	}
+	var all []*model.Job
+	for i := range 420 {
+		next := t0.Add(time.Duration(rng.IntN(3600)) * time.Second)
+		j := testJob(fmt.Sprintf("job-%c%03d", 'a'+rune(rng.IntN(4)), i), &next)
+		j.Namespace = namespaces[rng.IntN(len(namespaces))]
+		j.Handler = handlers[rng.IntN(len(handlers))]
+		if rng.IntN(5) > 0 {
+			j.Labels = domain.Labels{}
+			for _, k := range keys {
+				if rng.IntN(3) > 0 {
+					j.Labels[k] = values[rng.IntN(len(values))]
+				}
+			}
+		}
+		switch rng.IntN(6) {
+		case 0:
+			j.State, j.NextRunAt, j.PausedNextRunAt = domain.JobPaused, nil, &next
+		case 1:
+			j.State, j.NextRunAt = domain.JobCompleted, nil
+		}
+		all = append(all, j)
+	}
+	// Every way a job is created: one at a time, in a batch, copied.
+	for _, j := range all[:60] {
+		mustCreate(t, s, j)
+	}
+	if _, err := s.CreateJobBatch(ctx, all[60:200]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CopyJobs(ctx, all[200:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, "ANALYZE job_names"); err != nil {
+		t.Fatal(err)
+	}
+
+	randomSelector := func() domain.Selector {
+		var sel domain.Selector
+		for range rng.IntN(3) {
+			r := domain.Requirement{Key: keys[rng.IntN(len(keys))]}
+			switch rng.IntN(6) {
+			case 0:
+				r.Op, r.Value = domain.OpEquals, values[rng.IntN(len(values))]
+			case 1:
+				r.Op, r.Value = domain.OpNotEquals, values[rng.IntN(len(values))]
+			case 2:
+				r.Op = domain.OpExists
+			case 3:
+				r.Op = domain.OpNotExists
+			case 4:
+				r.Op, r.Values = domain.OpIn, []string{values[rng.IntN(len(values))], values[rng.IntN(len(values))]}
+			case 5:
+				r.Op, r.Values = domain.OpNotIn, []string{values[rng.IntN(len(values))]}
+			}
+			sel = append(sel, r)
+		}
+		return sel
+	}
+	randomFilter := func() JobFilter {
+		var f JobFilter
+		if rng.IntN(3) > 0 {
+			f.Namespace = namespaces[rng.IntN(len(namespaces))]
+		}
+		if rng.IntN(3) == 0 {
+			f.State = []domain.JobState{domain.JobActive, domain.JobPaused, domain.JobCompleted}[rng.IntN(3)]
+		}
+		if rng.IntN(3) == 0 {
+			f.Handler = []string{"http", "nats", "worker-a", "worker-b", "none"}[rng.IntN(5)]
+		}
+		if rng.IntN(4) == 0 {
+			f.NamePrefix = []string{"job-a", "job-b0", "job-", "nope"}[rng.IntN(4)]
+		}
+		f.Selector = randomSelector()
+		if rng.IntN(3) == 0 {
+			f.NextRunAfter = t0.Add(time.Duration(rng.IntN(3600)) * time.Second)
+		}
+		if rng.IntN(3) == 0 {
+			f.NextRunBefore = t0.Add(time.Duration(rng.IntN(3600)) * time.Second)
+		}
+		f.Limit = 1 + rng.IntN(40)
+		return f
+	}
+	matches := func(f JobFilter, j *model.Job) bool {
+		return (f.Namespace == "" || j.Namespace == f.Namespace) &&
+			(f.State == "" || j.State == f.State) &&
+			(f.Handler == "" || j.Handler.Queue() == f.Handler) &&
+			strings.HasPrefix(j.Name, f.NamePrefix) &&
+			f.Selector.Matches(j.Labels) &&
+			(f.NextRunAfter.IsZero() || j.NextRunAt != nil && !j.NextRunAt.Before(f.NextRunAfter)) &&
+			(f.NextRunBefore.IsZero() || j.NextRunAt != nil && j.NextRunAt.Before(f.NextRunBefore))
+	}
+	key := func(j *model.Job) string { return j.Namespace + "/" + j.Name }
+	sorted := slices.Clone(all)
+	slices.SortFunc(sorted, func(a, b *model.Job) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+
+	for i := range 300 {
+		f := randomFilter()
+		var want []string
+		for _, j := range sorted {
+			if matches(f, j) {
+				want = append(want, key(j))
+			}
+		}
+		for _, probe := range []int{0, 1} {
+			s.dueProbe = probe
+			var got []string
+			g := f
+			for pages := 0; ; pages++ {
+				page, next, err := s.ListJobs(ctx, g)
+				if err != nil {
+					t.Fatalf("filter %d %+v: %v", i, f, err)
+				}
+				if len(page) > g.Limit || next != "" && len(page) != g.Limit || pages > len(all) {
+					t.Fatalf("filter %d %+v: page of %d, next %q", i, f, len(page), next)
+				}
+				for _, j := range page {
+					got = append(got, key(j))
+				}
+				if next == "" {
+					break
+				}
+				g.Cursor = next
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("filter %d %+v (due probe %d):\n got %v\nwant %v", i, f, probe, got, want)
+			}
+			n, exact, err := s.CountJobsMatching(ctx, f)
+			if err != nil || n != len(want) || !exact {
+				t.Fatalf("filter %d %+v (due probe %d): count %d, %v, %v; want %d", i, f, probe, n, exact, err, len(want))
+			}
+		}
+	}
+	s.dueProbe = 0
+}
+
+// TestSearchColumnsInStep checks that job_names' copies of each job's
+// state, handler queue and labels follow the job through what changes
+// them: creation, an update, a pause and a resume, a firing that
+// completes a one-shot job, and deletion.
+func TestSearchColumnsInStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	inStep := func(when string) {
+		t.Helper()
+		var names, jobs, off int
+		err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM job_names), (SELECT count(*) FROM jobs),
+			(SELECT count(*) FROM job_names n LEFT JOIN jobs j ON j.bucket = n.bucket AND j.id = n.job_id
+			 WHERE j.id IS NULL OR n.state IS DISTINCT FROM j.state OR n.labels IS DISTINCT FROM j.labels
+				OR n.handler IS DISTINCT FROM (`+handlerKeyOf("j.handler")+`))`).Scan(&names, &jobs, &off)
+		if err != nil || names != jobs || off != 0 {
+			t.Fatalf("%s: %d names, %d jobs, %d out of step, %v", when, names, jobs, off, err)
+		}
+	}
+	t0 := baseTime()
+	epochs, jobs := benchJobs(t, s, 4, t0)
+	inStep("created")
+
+	j := jobs[0]
+	j.Labels = domain.Labels{"team": "search"}
+	j.Handler = domain.Handler{Type: domain.HandlerCustom, Name: "worker"}
+	if err := s.UpdateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	inStep("labels and handler updated")
+	if got, _, _ := s.ListJobs(ctx, JobFilter{Handler: "worker", Selector: domain.Selector{{Key: "team", Op: domain.OpEquals, Value: "search"}}}); len(got) != 1 || got[0].ID != j.ID {
+		t.Fatalf("listed %v after the update", got)
+	}
+
+	next := *j.NextRunAt
+	j.State, j.NextRunAt, j.PausedNextRunAt = domain.JobPaused, nil, &next
+	if err := s.UpdateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	inStep("paused")
+	j.State, j.NextRunAt, j.PausedNextRunAt = domain.JobActive, &next, nil
+	if err := s.UpdateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	inStep("resumed")
+
+	// A one-shot job: fired with no next run, it is completed.
+	res, err := s.Fire(ctx, "bench", epochs, []Firing{{JobID: jobs[1].ID, Bucket: jobs[1].Bucket, ScheduledFor: t0}})
+	if err != nil || len(res.Executions) != 1 {
+		t.Fatalf("fire: %v, %v", res, err)
+	}
+	inStep("completed by its firing")
+	// The same through the policy path (a jittered run).
+	due := t0.Add(time.Second)
+	res, err = s.Fire(ctx, "bench", epochs, []Firing{{JobID: jobs[3].ID, Bucket: jobs[3].Bucket, ScheduledFor: t0,
+		Runs: []model.Run{{At: t0, Due: &due}}}})
+	if err != nil || len(res.Executions) != 1 {
+		t.Fatalf("fire with a policy: %v, %v", res, err)
+	}
+	inStep("completed by a jittered firing")
+	if got, _, _ := s.ListJobs(ctx, JobFilter{State: domain.JobCompleted}); len(got) != 2 {
+		t.Fatalf("completed jobs listed: %v", got)
+	}
+	// A recurring job's firing moves its next run and nothing else.
+	later := t0.Add(time.Minute)
+	fireEvery(t, s, epochs, jobs[2:3], t0, later)
+	inStep("fired")
+
+	if _, err := s.DeleteJob(ctx, jobs[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	inStep("deleted")
+}
+
+// TestSearchJobsPlans checks, on a namespace of 20,000 jobs with a rare
+// state, handler and label, that each rare filter reads its own index
+// rather than walking the namespace's names.
+func TestSearchJobsPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t)
+	const n = 20_000
+	jobs := make([]*model.Job, n)
+	for i := range jobs {
+		jobs[i] = testJob(fmt.Sprintf("plan-%05d", i), nil)
+		jobs[i].Labels = domain.Labels{"team": "common"}
+		if i%1000 == 7 {
+			jobs[i].State, jobs[i].NextRunAt = domain.JobPaused, nil
+			jobs[i].Handler = domain.Handler{Type: domain.HandlerCustom, Name: "rare"}
+			jobs[i].Labels = domain.Labels{"team": "rare"}
+		}
+	}
+	if err := s.CopyJobs(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, "VACUUM ANALYZE job_names"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		f     JobFilter
+		index string
+	}{
+		{JobFilter{Namespace: "default", State: domain.JobPaused}, "job_names_state"},
+		{JobFilter{Namespace: "default", Handler: "rare"}, "job_names_handler"},
+		{JobFilter{Namespace: "default", Selector: domain.Selector{{Key: "team", Op: domain.OpEquals, Value: "rare"}}}, "job_names_terms"},
+		{JobFilter{Namespace: "default", Selector: domain.Selector{{Key: "team", Op: domain.OpIn, Values: []string{"rare", "none"}}}}, "job_names_terms"},
+	} {
+		for _, page := range []bool{true, false} {
+			q, err := s.searchJobs(ctx, tc.f, page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sql := "SELECT 1" + q.from + " ORDER BY " + q.order + " LIMIT 51"
+			if !page {
+				sql = "SELECT count(*) FROM (SELECT 1" + q.from + " LIMIT 1001) x"
+			}
+			rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, q.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plan []string
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, line)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			text := strings.Join(plan, "\n")
+			if !strings.Contains(text, tc.index) || strings.Contains(text, "job_names_pkey") {
+				t.Errorf("%+v (page %v): plan does not read %s alone:\n%s", tc.f, page, tc.index, text)
+			}
+		}
+	}
+}
