@@ -24,7 +24,7 @@ const mixRead = "read"
 
 // readFlags are --mix read's.
 type readFlags struct {
-	ReadQuery  []string `name:"read-query" help:"--mix read: a GET path to time (repeatable), e.g. '/v1/jobs?namespace=billing&selector=team%3Dpayments'; default: the job filters of docs/bench.md over scripts/seed-scale.sh's data."`
+	ReadQuery  []string `name:"read-query" help:"--mix read: a GET path to time (repeatable), e.g. '/v1/jobs?namespace=billing&selector=team%3Dpayments' ({now+1h}: that time, RFC 3339); default: the job filters of docs/bench.md over scripts/seed-scale.sh's data."`
 	ReadRepeat int      `name:"read-repeat" default:"20" help:"--mix read: timed calls of each query's first page, and of its deep page."`
 	ReadDepth  int      `name:"read-depth" default:"20" help:"--mix read: the deep page is this many pages in, followed by cursor (0: none)."`
 	ReadLoad   bool     `name:"read-load" help:"--mix read: read the queries' first pages without pause from --clients clients for --duration instead, and report the rate, latency and refusals (503, 429)."`
@@ -35,20 +35,55 @@ type readFlags struct {
 var readQueries = []string{
 	"/v1/jobs?namespace=billing",
 	"/v1/jobs?namespace=billing&selector=team%3Dpayments",
-	"/v1/jobs?namespace=billing&selector=tock.io%2Falert%3Dtrue",
+	"/v1/jobs?namespace=default&selector=tock.io%2Falert%3Dtrue",
 	"/v1/jobs?namespace=billing&selector=tier",
-	"/v1/jobs?namespace=billing&selector=!tier",
-	"/v1/jobs?namespace=billing&selector=env!%3Dprod",
 	"/v1/jobs?namespace=billing&selector=tier+in+(batch,critical)",
+	"/v1/jobs?namespace=billing&selector=env!%3Dprod",
+	"/v1/jobs?namespace=billing&selector=!tier",
 	"/v1/jobs?namespace=billing&selector=team+notin+(payments)",
+	"/v1/jobs?namespace=default&selector=team%3Dnobody",
 	"/v1/jobs?namespace=billing&state=paused",
 	"/v1/jobs?namespace=billing&state=completed",
+	"/v1/jobs?namespace=billing&handler=http",
 	"/v1/jobs?namespace=billing&name_prefix=billing-0001",
+	"/v1/jobs?namespace=billing&next_run_before={now+1h}",
+	"/v1/jobs?namespace=billing&next_run_after={now+24h}&next_run_before={now+25h}",
 	"/v1/jobs?namespace=billing&state=paused&selector=team%3Dpayments,env%3Dstaging",
+	"/v1/jobs?namespace=billing&handler=http&selector=tier%3Dcritical&state=active",
 	"/v1/jobs?selector=team%3Dnobody",
+	"/v1/jobs?state=completed",
 	"/v1/jobs?namespace=billing&count=true",
 	"/v1/jobs?namespace=billing&selector=team%3Dpayments&count=true",
 	"/v1/jobs?namespace=billing&state=paused&count=true",
+	"/v1/jobs?namespace=billing&selector=tier%3Dcritical&handler=http&count=true",
+	"/v1/jobs?namespace=billing&next_run_before={now+1h}&count=true",
+}
+
+// expand replaces {now}, {now+D} and {now-D} (D a Go duration) in q by
+// that time, RFC 3339 and escaped, from now.
+func expand(q string, now time.Time) (string, error) {
+	var b strings.Builder
+	for {
+		i := strings.Index(q, "{now")
+		if i < 0 {
+			b.WriteString(q)
+			return b.String(), nil
+		}
+		j := strings.Index(q[i:], "}")
+		if j < 0 {
+			return "", fmt.Errorf("%q: an unclosed {now", q)
+		}
+		t, spec := now, q[i+4:i+j]
+		if spec != "" {
+			d, err := time.ParseDuration(strings.TrimPrefix(spec, "+"))
+			if err != nil {
+				return "", fmt.Errorf("%q: {now%s}: %w", q, spec, err)
+			}
+			t = now.Add(d)
+		}
+		b.WriteString(q[:i] + url.QueryEscape(t.UTC().Format(time.RFC3339)))
+		q = q[i+j+1:]
+	}
 }
 
 // ReadTiming is one query's figures: each alone, or (Load) under load.
@@ -91,9 +126,9 @@ func (c *cli) mainRead(ctx context.Context) int {
 }
 
 func (c *cli) runRead(ctx context.Context) (*ReadReport, error) {
-	qs := c.ReadQuery
+	qs := slices.Clone(c.ReadQuery)
 	if len(qs) == 0 {
-		qs = readQueries
+		qs = slices.Clone(readQueries)
 	}
 	switch {
 	case c.ReadRepeat < 1:
@@ -103,9 +138,14 @@ func (c *cli) runRead(ctx context.Context) (*ReadReport, error) {
 	case c.ReadLoad && (c.Clients < 1 || c.Duration <= 0):
 		return nil, errors.New("--read-load: want --clients and --duration above 0")
 	}
-	for _, q := range qs {
+	now := time.Now()
+	for i, q := range qs {
 		if !strings.HasPrefix(q, "/") {
 			return nil, fmt.Errorf("--read-query %q: want a path starting with /", q)
+		}
+		var err error
+		if qs[i], err = expand(q, now); err != nil {
+			return nil, fmt.Errorf("--read-query %w", err)
 		}
 	}
 	r := &reader{server: strings.TrimSuffix(c.Server, "/"),

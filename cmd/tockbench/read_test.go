@@ -24,6 +24,19 @@ func TestQuantiles(t *testing.T) {
 	}
 }
 
+func TestExpand(t *testing.T) {
+	now := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+	got, err := expand("/v1/jobs?a={now}&b={now+1h}&c={now-30m}", now)
+	if want := "/v1/jobs?a=2026-11-29T03%3A00%3A00Z&b=2026-11-29T04%3A00%3A00Z&c=2026-11-29T02%3A30%3A00Z"; err != nil || got != want {
+		t.Errorf("expand = %q, %v; want %q", got, err, want)
+	}
+	for _, bad := range []string{"/v1/jobs?a={now+1h", "/v1/jobs?a={now+soon}"} {
+		if _, err := expand(bad, now); err == nil {
+			t.Errorf("expand(%q): no error", bad)
+		}
+	}
+}
+
 // A list of 30 pages: the deep page is reached by following cursors, its
 // count is read, and under load a refusal is counted by status, not
 // timed.
