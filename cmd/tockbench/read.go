@@ -31,7 +31,8 @@ type readFlags struct {
 }
 
 // readQueries are the default queries: every job filter of issue 44,
-// alone and combined, over scripts/seed-scale.sh's namespaces and labels.
+// alone and combined, over scripts/seed-scale.sh's namespaces and labels,
+// then the executions' search and statistics.
 var readQueries = []string{
 	"/v1/jobs?namespace=billing",
 	"/v1/jobs?namespace=billing&selector=team%3Dpayments",
@@ -57,6 +58,10 @@ var readQueries = []string{
 	"/v1/jobs?namespace=billing&state=paused&count=true",
 	"/v1/jobs?namespace=billing&selector=tier%3Dcritical&handler=http&count=true",
 	"/v1/jobs?namespace=billing&next_run_before={now+1h}&count=true",
+	// Executions' search and statistics (issue 44, item 3).
+	"/v1/executions?namespace=billing&since={now-24h}",
+	"/v1/executions?state=failed,dead&since={now-24h}&count=true",
+	"/v1/stats?namespace=billing&since={now-24h}&until={now}",
 }
 
 // expand replaces {now}, {now+D} and {now-D} (D a Go duration) in q by
