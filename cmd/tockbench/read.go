@@ -27,7 +27,8 @@ type readFlags struct {
 	ReadQuery  []string `name:"read-query" help:"--mix read: a GET path to time (repeatable), e.g. '/v1/jobs?namespace=billing&selector=team%3Dpayments' ({now+1h}: that time, RFC 3339); default: the job filters of docs/bench.md over scripts/seed-scale.sh's data."`
 	ReadRepeat int      `name:"read-repeat" default:"20" help:"--mix read: timed calls of each query's first page, and of its deep page."`
 	ReadDepth  int      `name:"read-depth" default:"20" help:"--mix read: the deep page is this many pages in, followed by cursor (0: none)."`
-	ReadLoad   bool     `name:"read-load" help:"--mix read: read the queries' first pages without pause from --clients clients for --duration instead, and report the rate, latency and refusals (503, 429)."`
+	ReadLoad   bool     `name:"read-load" help:"--mix read: read the queries' first pages from --clients clients for --duration instead, and report the rate, latency and refusals (503, 429)."`
+	ReadRate   float64  `name:"read-rate" help:"--mix read --read-load: reads a second in all, shared by the clients (0: each client reads without pause)."`
 }
 
 // readQueries are the default queries: every job filter of issue 44,
@@ -112,6 +113,7 @@ type ReadReport struct {
 	Server  string       `json:"server"`
 	Load    bool         `json:"load"`
 	Clients int          `json:"clients,omitempty"`
+	Rate    float64      `json:"rate,omitempty"`
 	Seconds float64      `json:"seconds,omitempty"`
 	PerSec  float64      `json:"per_second,omitempty"`
 	Codes   map[int]int  `json:"codes,omitempty"`
@@ -142,6 +144,8 @@ func (c *cli) runRead(ctx context.Context) (*ReadReport, error) {
 		return nil, fmt.Errorf("--read-depth %d: want 0 or more", c.ReadDepth)
 	case c.ReadLoad && (c.Clients < 1 || c.Duration <= 0):
 		return nil, errors.New("--read-load: want --clients and --duration above 0")
+	case c.ReadRate < 0 || (c.ReadRate > 0 && !c.ReadLoad):
+		return nil, fmt.Errorf("--read-rate %g: want 0 or more, with --read-load", c.ReadRate)
 	}
 	now := time.Now()
 	for i, q := range qs {
@@ -157,7 +161,7 @@ func (c *cli) runRead(ctx context.Context) (*ReadReport, error) {
 		client: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: c.Clients + 1}}}
 	rep := &ReadReport{Server: r.server, Load: c.ReadLoad}
 	if c.ReadLoad {
-		return r.load(ctx, rep, qs, c.Clients, c.Duration)
+		return r.load(ctx, rep, qs, c.Clients, c.Duration, c.ReadRate)
 	}
 	for _, q := range qs {
 		t, err := r.alone(ctx, q, c.ReadRepeat, c.ReadDepth)
@@ -274,8 +278,9 @@ func (r *reader) alone(ctx context.Context, q string, n, depth int) (ReadTiming,
 }
 
 // load reads the queries' first pages from clients clients, each taking
-// the next query in turn, for d.
-func (r *reader) load(ctx context.Context, rep *ReadReport, qs []string, clients int, d time.Duration) (*ReadReport, error) {
+// the next query in turn, for d; at rate reads a second in all when rate
+// is above 0 (a read that finds every client busy is not made up for).
+func (r *reader) load(ctx context.Context, rep *ReadReport, qs []string, clients int, d time.Duration, rate float64) (*ReadReport, error) {
 	type call struct {
 		q    int
 		code int
@@ -290,12 +295,38 @@ func (r *reader) load(ctx context.Context, rep *ReadReport, qs []string, clients
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
+	var tokens chan struct{}
+	if rate > 0 {
+		tokens = make(chan struct{})
+		go func() {
+			t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					select {
+					case tokens <- struct{}{}:
+					default: // every client busy
+					}
+				}
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				if tokens != nil {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tokens:
+					}
+				}
 				mu.Lock()
 				q := next % len(qs)
 				next++
@@ -318,7 +349,7 @@ func (r *reader) load(ctx context.Context, rep *ReadReport, qs []string, clients
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%d calls failed, first: %w", len(errs), errs[0])
 	}
-	rep.Clients, rep.Seconds = clients, time.Since(start).Seconds()
+	rep.Clients, rep.Rate, rep.Seconds = clients, rate, time.Since(start).Seconds()
 	rep.PerSec = float64(len(calls)) / rep.Seconds
 	rep.Codes = map[int]int{}
 	for i, q := range qs {

@@ -81,6 +81,15 @@ func TestReadMix(t *testing.T) {
 	if rep, err = c.runRead(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// Paced: 100 reads a second in all, for 0.3 s.
+	c.ReadRate = 100
+	paced, err := c.runRead(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := paced.Codes[200] + paced.Codes[503]; n < 10 || n > 40 {
+		t.Errorf("paced at 100/s for 0.3 s: %d reads, want about 30", n)
+	}
 	if rep.Codes[200] == 0 || rep.Codes[503] == 0 || int64(rep.Codes[503]) > refused.Load() || rep.Queries[1].Calls != 0 ||
 		rep.Queries[1].Codes[503] == 0 || rep.PerSec <= 0 {
 		t.Errorf("under load: %+v (refused %d)", rep, refused.Load())
