@@ -63,7 +63,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	st, err := storeFor(startCtx, &cfg, log)
+	// Migrations are not bounded by the start's minute: one that rebuilds
+	// a large table (migration 37 at 10,000,000 jobs) takes longer.
+	st, err := storeFor(startCtx, ctx, &cfg, log)
 	if err != nil {
 		return err
 	}
@@ -238,14 +240,15 @@ func waitForEnd(ctx context.Context, failed <-chan error, httpDone <-chan error,
 // cfg.Buckets to the cluster's stored bucket count. While no Postgres
 // server answers, or none takes writes yet (a failover in progress), it
 // retries until ctx ends; a server that refuses the node (a wrong
-// password, no such database) fails the start at once.
-func storeFor(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
+// password, no such database) fails the start at once. The migrations
+// run under migrateCtx, for as long as they take.
+func storeFor(ctx, migrateCtx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
 	if !cfg.Roles.needsStore() {
 		return nil, nil
 	}
 	var b retry.Backoff
 	for {
-		st, err := openStore(ctx, cfg, log)
+		st, err := openStore(ctx, migrateCtx, cfg, log)
 		if err == nil || !store.Unavailable(err) || !b.Wait(ctx, log, "PostgreSQL not reachable yet; retrying", "err", err) {
 			return st, err
 		}
@@ -283,13 +286,13 @@ func storeOptions(cfg Config) []store.Option {
 	return opts
 }
 
-func openStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
+func openStore(ctx, migrateCtx context.Context, cfg *Config, log *slog.Logger) (*store.Store, error) {
 	st, err := store.Open(ctx, cfg.PostgresURL, storeOptions(*cfg)...)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Migrate {
-		if err := st.Migrate(ctx); err != nil {
+		if err := st.Migrate(migrateCtx); err != nil {
 			st.Close()
 			return nil, err
 		}

@@ -33,7 +33,7 @@ func TestStoreWaitsForPostgres(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		st, err := storeFor(ctx, &cfg, slog.New(slog.DiscardHandler))
+		st, err := storeFor(ctx, ctx, &cfg, slog.New(slog.DiscardHandler))
 		if err == nil {
 			err = st.Pool().Ping(ctx)
 			st.Close()
@@ -71,7 +71,7 @@ func TestStoreWaitsForPostgres(t *testing.T) {
 	u.Path = "/tock_no_such_database"
 	start := time.Now()
 	bad := Config{Roles: AllRoles, PostgresURL: u.String(), Migrate: true, Buckets: 16}
-	if _, err := storeFor(ctx, &bad, slog.New(slog.DiscardHandler)); err == nil {
+	if _, err := storeFor(ctx, ctx, &bad, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("storeFor on a database that does not exist: no error")
 	}
 	if d := time.Since(start); d > 5*time.Second {

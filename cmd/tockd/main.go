@@ -129,18 +129,25 @@ type MigrateCmd struct {
 	Buckets int `name:"buckets" env:"TOCK_BUCKETS" default:"256" help:"Number of buckets if the cluster is new."`
 }
 
-// Run migrates the database.
+// Run migrates the database. The migrations take as long as they take
+// (one rebuilds job_names: minutes at 10,000,000 jobs); an interrupt
+// stops them (each runs in its own transaction, so none is left half
+// applied).
 func (c *MigrateCmd) Run() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sig, 2*time.Minute)
 	defer cancel()
 	st, err := store.Open(ctx, c.PostgresURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
+	if err := st.Migrate(sig); err != nil {
 		return err
 	}
+	ctx, cancel = context.WithTimeout(sig, 2*time.Minute)
+	defer cancel()
 	n, err := st.Init(ctx, c.Buckets)
 	if err != nil {
 		return err
