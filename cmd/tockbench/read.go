@@ -213,7 +213,9 @@ func (r *reader) get(ctx context.Context, path string) (int, float64, *page, err
 	return resp.StatusCode, ms, &p, nil
 }
 
-// times calls path n times, one after the other, and sums them up.
+// times calls path n times, one after the other, and sums them up. An
+// answer other than 200 (the API refusing a read too expensive, say) is
+// counted in Codes and ends the calls: the page is nil then.
 func (r *reader) times(ctx context.Context, path string, n int) (ReadTiming, *page, error) {
 	t := ReadTiming{Query: path}
 	var (
@@ -225,15 +227,20 @@ func (r *reader) times(ctx context.Context, path string, n int) (ReadTiming, *pa
 		if err != nil {
 			return t, nil, err
 		}
+		lat = append(lat, ms)
 		if code != http.StatusOK {
-			return t, nil, fmt.Errorf("GET %s: status %d", path, code)
+			t.Codes = map[int]int{code: 1}
+			first = nil
+			break
 		}
 		if first == nil {
 			first = p
 		}
-		lat = append(lat, ms)
 	}
-	t.Calls, t.Items, t.Total = n, len(first.Items), first.Total
+	t.Calls = len(lat)
+	if first != nil {
+		t.Items, t.Total = len(first.Items), first.Total
+	}
 	t.P50MS, t.P99MS, t.MaxMS = quantiles(lat)
 	return t, first, nil
 }
@@ -246,7 +253,7 @@ func (r *reader) alone(ctx context.Context, q string, n, depth int) (ReadTiming,
 		return ReadTiming{}, err
 	}
 	t, p, err := r.times(ctx, q, n)
-	if err != nil || depth == 0 {
+	if err != nil || depth == 0 || p == nil {
 		return t, err
 	}
 	sep := "?"
@@ -264,7 +271,8 @@ func (r *reader) alone(ctx context.Context, q string, n, depth int) (ReadTiming,
 			return t, err
 		}
 		if code != http.StatusOK {
-			return t, fmt.Errorf("GET %s: status %d", deep, code)
+			t.Deep = &ReadTiming{Query: fmt.Sprintf("page %d", i+2), Codes: map[int]int{code: 1}}
+			return t, nil
 		}
 		p = np
 	}
@@ -402,16 +410,22 @@ func (r *ReadReport) write(w io.Writer, format string) error {
 		}
 		return tw.Flush()
 	}
-	fmt.Fprintln(tw, "query\titems\ttotal\tp50 ms\tp99 ms\tmax ms\tdeep page p50 ms\tp99 ms")
+	fmt.Fprintln(tw, "query\titems\ttotal\tp50 ms\tp99 ms\tmax ms\tdeep page p50 ms\tp99 ms\trefused")
 	for _, q := range r.Queries {
-		total, deep50, deep99 := "", "-", "-"
+		total, deep50, deep99, refused := "", "-", "-", ""
 		if q.Total != nil {
 			total = fmt.Sprint(*q.Total)
 		}
 		if q.Deep != nil {
 			deep50, deep99 = fmt.Sprintf("%.1f", q.Deep.P50MS), fmt.Sprintf("%.1f", q.Deep.P99MS)
+			if len(q.Deep.Codes) > 0 {
+				refused = fmt.Sprintf("%s: %v", q.Deep.Query, q.Deep.Codes)
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%s\t%s\n", q.Query, q.Items, total, q.P50MS, q.P99MS, q.MaxMS, deep50, deep99)
+		if len(q.Codes) > 0 {
+			refused = fmt.Sprint(q.Codes)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\n", q.Query, q.Items, total, q.P50MS, q.P99MS, q.MaxMS, deep50, deep99, refused)
 	}
 	return tw.Flush()
 }

@@ -72,6 +72,13 @@ func TestReadMix(t *testing.T) {
 	if n := calls.Load(); n != 27 {
 		t.Errorf("%d calls, want 27", n)
 	}
+	// A refusal is counted, not fatal, and ends that query's calls.
+	c.ReadQuery = []string{"/v1/jobs?refuse=1", "/v1/jobs?namespace=a"}
+	if rep, err = c.runRead(context.Background()); err != nil || rep.Queries[0].Codes[503] != 1 || rep.Queries[0].Calls != 1 ||
+		rep.Queries[1].Calls != 3 {
+		t.Errorf("a refused query: %+v, %v", rep, err)
+	}
+	c.ReadQuery = []string{"/v1/jobs?namespace=a"}
 	c.ReadDepth = 40
 	if rep, err = c.runRead(context.Background()); err != nil || rep.Queries[0].Deep != nil {
 		t.Errorf("a depth past the last page: %+v, %v; want no deep page", rep, err)
