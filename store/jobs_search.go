@@ -349,10 +349,32 @@ func selectorSQL(col string, sel domain.Selector, ns string, arg func(any) strin
 		}
 		return "(" + strings.Join(alts, " OR ") + ")"
 	}
+	// The key=value requirements are one containment test of a document
+	// with all of them (a key required twice with different values
+	// aside): the planner estimates the conjunction as one, rather than
+	// multiplying two GIN conditions' estimates, which at 10,000,000 jobs
+	// made it AND two large bitmaps and sort (475 ms) where a state's
+	// index found the page in 1 ms.
+	eq := domain.Labels{}
+	for _, r := range sel {
+		if r.Op != domain.OpEquals {
+			continue
+		}
+		if v, ok := eq[r.Key]; ok && v != r.Value {
+			conds = append(conds, contains(r.Key, r.Value))
+			continue
+		}
+		eq[r.Key] = r.Value
+	}
+	if len(eq) > 0 {
+		if ns != "" {
+			eq[nsTerm] = ns
+		}
+		conds = append(conds, col+" @> "+arg(eq)+"::jsonb")
+	}
 	for _, r := range sel {
 		switch r.Op {
 		case domain.OpEquals:
-			conds = append(conds, contains(r.Key, r.Value))
 		case domain.OpNotEquals:
 			conds = append(conds, "NOT coalesce("+contains(r.Key, r.Value)+", false)")
 		case domain.OpExists:

@@ -24,7 +24,7 @@ const mixRead = "read"
 
 // readFlags are --mix read's.
 type readFlags struct {
-	ReadQuery  []string `name:"read-query" help:"--mix read: a GET path to time (repeatable), e.g. '/v1/jobs?namespace=billing&selector=team%3Dpayments' ({now+1h}: that time, RFC 3339); default: the job filters of docs/bench.md over scripts/seed-scale.sh's data."`
+	ReadQuery  []string `name:"read-query" sep:"none" help:"--mix read: a GET path to time (repeatable), e.g. '/v1/jobs?namespace=billing&selector=team%3Dpayments' ({now+1h}: that time, RFC 3339); default: the job filters of docs/bench.md over scripts/seed-scale.sh's data."`
 	ReadRepeat int      `name:"read-repeat" default:"20" help:"--mix read: timed calls of each query's first page, and of its deep page."`
 	ReadDepth  int      `name:"read-depth" default:"20" help:"--mix read: the deep page is this many pages in, followed by cursor (0: none)."`
 	ReadLoad   bool     `name:"read-load" help:"--mix read: read the queries' first pages from --clients clients for --duration instead, and report the rate, latency and refusals (503, 429)."`
