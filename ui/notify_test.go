@@ -348,16 +348,36 @@ func TestNotifications(t *testing.T) {
 	var msg models.Notification
 	step("a message and its attempts in the history", func(t *testing.T) {
 		b.t = t
-		if code := s.call(t, s.admin, "POST", "/v1/jobs/"+settleID+"/run", nil, nil); code >= 300 {
+		var run models.Execution
+		if code := s.call(t, s.admin, "POST", "/v1/jobs/"+settleID+"/run", nil, &run); code >= 300 {
 			t.Fatalf("run settle: %d", code)
 		}
-		nodetest.WaitFor(t, 60*time.Second, "a message delivered on its second attempt", func() bool {
-			var l models.NotificationList
-			s.call(t, s.admin, "GET", "/v1/notifications?rule_id="+ruleID+"&state=sent", nil, &l)
-			if len(l.Items) > 0 {
-				msg = l.Items[0]
+		// Under make test's load this wait once ran out at 60 s (twice
+		// in three full runs, never alone, where it takes ~1 s): the
+		// bound is generous, and each change of the run's and its
+		// message's states is logged, so that a failure says where it
+		// stood.
+		seen := ""
+		nodetest.WaitFor(t, 150*time.Second, "a message delivered on its second attempt", func() bool {
+			var x models.Execution
+			s.call(t, s.admin, "GET", "/v1/executions/"+run.Id.String(), nil, &x)
+			var all models.NotificationList
+			s.call(t, s.admin, "GET", "/v1/notifications?rule_id="+ruleID, nil, &all)
+			now := fmt.Sprintf("run %s, attempts %d", x.State, x.Attempts)
+			for _, m := range all.Items {
+				now += fmt.Sprintf("; message %v %s, %d attempts, next %v", m.Kinds, m.State, m.Attempts, m.NextAttemptAt)
 			}
-			return len(l.Items) > 0
+			if now != seen {
+				t.Logf("%s: %s", time.Now().Format("15:04:05.000"), now)
+				seen = now
+			}
+			for _, m := range all.Items {
+				if m.State == "sent" {
+					msg = m
+					return true
+				}
+			}
+			return false
 		})
 		if len(msg.AttemptLog) != 2 || nodetest.Str(msg.AttemptLog[0].Error) == "" {
 			t.Fatalf("the message's attempts: %+v", msg.AttemptLog)
