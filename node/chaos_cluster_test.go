@@ -246,7 +246,11 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 		if err := rows.Scan(&at, &disp); err != nil {
 			t.Fatal(err)
 		}
-		if !c.nearFault(at, 5*time.Second) {
+		// Clear of every fault by 10 s: the catch-up after one (etcd's
+		// quorum back, a Postgres failover) takes up to 10 s under make
+		// test's load (the "worst catch-up" above); a 5-s margin counted
+		// that catch-up as steady state and once put p99 at 6 s.
+		if !c.nearFault(at, 10*time.Second) {
 			lags = append(lags, disp.Sub(at))
 		}
 	}
@@ -259,7 +263,7 @@ func TestChaosClusterEverythingFails(t *testing.T) {
 			t.Errorf("fire lag p99 outside faults %s; want under 2s (5s allowed on a loaded machine)", p99)
 		}
 	} else {
-		t.Logf("fire lag outside faults: no execution was scheduled 5 s clear of every fault")
+		t.Logf("fire lag outside faults: no execution was scheduled 10 s clear of every fault")
 	}
 	// The API needs Postgres: while the primary fails over, it answers
 	// 503. Elsewhere a balancer in front of the nodes finds one that
