@@ -14,8 +14,8 @@ import (
 
 // JobFilter selects jobs for ListJobs and CountJobsMatching. The zero
 // value lists every job. Every filter is answered from an index of
-// job_names (migration 37) or, for a next run in a narrow range, from
-// jobs_due; see docs/postgres.md.
+// job_names (migration 37) or, with a next-run range, of jobs by next run
+// (jobs_next_run, migration 38; jobs_due); see docs/postgres.md.
 type JobFilter struct {
 	// Namespace limits the list to one namespace; "" lists all.
 	Namespace string
@@ -30,7 +30,8 @@ type JobFilter struct {
 	Selector domain.Selector
 	// NextRunAfter and NextRunBefore, when not zero, limit the list to
 	// jobs whose next run is at or after NextRunAfter and before
-	// NextRunBefore. Only active jobs have a next run.
+	// NextRunBefore. Only active jobs have a next run. With either, the
+	// list comes soonest first: in (next run, namespace, name) order.
 	NextRunAfter, NextRunBefore time.Time
 	// Limit is the page size: 50 when 0, at most 500.
 	Limit int
@@ -44,13 +45,15 @@ type JobFilter struct {
 // that many rows whatever the namespace holds.
 const JobCountCap = 1000
 
-// dueProbe is how many due jobs a next-run filter may find, across the
-// cluster, for the listing to be read from jobs_due (the scanner's index
-// of active jobs by next run) rather than from job_names.
-const dueProbe = 5000
+// namedProbe is how many active jobs the filters of a next-run search
+// other than the range (namespace, name prefix, handler, selector) may
+// match in job_names for the search to probe each of their jobs rows
+// (~10 µs each) rather than walk the jobs due in the range in order.
+const namedProbe = 5000
 
-// ListJobs lists jobs matching f in (namespace, name) order, one page at
-// a time. It returns the cursor of the next page, "" after the last one.
+// ListJobs lists jobs matching f in (namespace, name) order, or with a
+// next-run range in (next run, namespace, name) order, one page at a
+// time. It returns the cursor of the next page, "" after the last one.
 // An unknown cursor fails with ErrBadCursor.
 func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*model.Job, string, error) {
 	limit := pageSize(f.Limit)
@@ -81,7 +84,12 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*model.Job, string
 	if len(jobs) > limit {
 		jobs = jobs[:limit]
 		last := jobs[limit-1]
-		next = encodeCursor([2]string{last.Namespace, last.Name})
+		if q.byNextRun {
+			// Only active jobs are listed by next run: they have one.
+			next = encodeCursor([3]string{last.NextRunAt.UTC().Format(time.RFC3339Nano), last.Namespace, last.Name})
+		} else {
+			next = encodeCursor([2]string{last.Namespace, last.Name})
+		}
 	}
 	return jobs, next, nil
 }
@@ -184,6 +192,8 @@ type jobSearch struct {
 	// names: the search reads job_names alone (no n.* but j.*), and
 	// ListJobs reads the page's jobs rows after it (listNamed).
 	names bool
+	// byNextRun: its pages are in (next run, namespace, name) order.
+	byNextRun bool
 }
 
 // searchJobs builds the search for f; with page, it continues from f's
@@ -200,11 +210,12 @@ type jobSearch struct {
 // a plain join the planner, which prices every probe as if it touched
 // all N partitions, prefers hashing the whole jobs table.
 //
-// A next-run range is not in job_names (it changes at every firing): when
-// fewer than dueProbe active jobs of the whole cluster are due in it, the
-// search reads them from jobs_due and sorts them; else it is a filter on
-// the jobs rows that job_names yields.
+// A next-run range is not in job_names (it changes at every firing): a
+// search with one is searchByNextRun.
 func (s *Store) searchJobs(ctx context.Context, f JobFilter, page bool) (jobSearch, error) {
+	if !f.NextRunAfter.IsZero() || !f.NextRunBefore.IsZero() {
+		return s.searchByNextRun(ctx, f, page)
+	}
 	var q jobSearch
 	arg := q.args.add
 	var c [2]string
@@ -213,22 +224,30 @@ func (s *Store) searchJobs(ctx context.Context, f JobFilter, page bool) (jobSear
 			return q, err
 		}
 	}
-	nextRun := !f.NextRunAfter.IsZero() || !f.NextRunBefore.IsZero()
-	if nextRun {
-		if f.State != "" && f.State != domain.JobActive ||
-			!f.NextRunAfter.IsZero() && !f.NextRunBefore.IsZero() && !f.NextRunAfter.Before(f.NextRunBefore) {
+	where := q.namedWhere(f)
+	if page && f.Cursor != "" {
+		switch {
+		case f.Namespace == "":
+			where = append(where, "(n.namespace, n.name) > ("+arg(c[0])+", "+arg(c[1])+")")
+		case c[0] == f.Namespace:
+			where = append(where, "n.name > "+arg(c[1]))
+		case c[0] > f.Namespace:
 			q.none = true
 			return q, nil
 		}
-		few, err := s.fewDue(ctx, f)
-		if err != nil {
-			return q, err
-		}
-		if few {
-			return s.searchDue(f, page, c), nil
-		}
 	}
+	q.from, q.names = " FROM job_names n", true
+	if len(where) > 0 {
+		q.from += " WHERE " + strings.Join(where, " AND ")
+	}
+	q.order = "n.namespace, n.name"
+	return q, nil
+}
 
+// namedWhere is the conditions on job_names n for f's namespace, name
+// prefix, state, handler and selector.
+func (q *jobSearch) namedWhere(f JobFilter) []string {
+	arg := q.args.add
 	var where []string
 	if f.Namespace != "" {
 		where = append(where, "n.namespace = "+arg(f.Namespace))
@@ -243,70 +262,108 @@ func (s *Store) searchJobs(ctx context.Context, f JobFilter, page bool) (jobSear
 	if f.Handler != "" {
 		where = append(where, "n.handler = "+arg(f.Handler))
 	}
-	where = append(where, selectorSQL("n.terms", f.Selector, f.Namespace, arg)...)
+	return append(where, selectorSQL("n.terms", f.Selector, f.Namespace, arg)...)
+}
+
+// searchByNextRun is the search of f, which has a next-run range: active
+// jobs, soonest first, in (next run, namespace, name) order, so that a
+// page costs what it holds rather than what the range does. Two ways:
+//
+//   - when f's other filters match fewer than namedProbe active jobs in
+//     job_names (a small namespace, a rare label), each of their jobs
+//     rows is probed and those in range sorted;
+//   - else the jobs in range are walked in order, from jobs_next_run
+//     (namespace, next_run_at, name) within a namespace or jobs_due
+//     (next_run_at) across the cluster, merged over the partitions, the
+//     other filters tested on the rows until the page is full.
+func (s *Store) searchByNextRun(ctx context.Context, f JobFilter, page bool) (jobSearch, error) {
+	q := jobSearch{byNextRun: true}
+	if f.State != "" && f.State != domain.JobActive ||
+		!f.NextRunAfter.IsZero() && !f.NextRunBefore.IsZero() && !f.NextRunAfter.Before(f.NextRunBefore) {
+		q.none = true
+		return q, nil
+	}
+	var (
+		c     [3]string
+		after time.Time
+	)
 	if page && f.Cursor != "" {
-		switch {
-		case f.Namespace == "":
-			where = append(where, "(n.namespace, n.name) > ("+arg(c[0])+", "+arg(c[1])+")")
-		case c[0] == f.Namespace:
-			where = append(where, "n.name > "+arg(c[1]))
-		case c[0] > f.Namespace:
-			q.none = true
-			return q, nil
+		if err := decodeCursor(f.Cursor, &c); err != nil {
+			return q, err
+		}
+		t, err := time.Parse(time.RFC3339Nano, c[0])
+		if err != nil || c[1] == "" {
+			return q, fmt.Errorf("%w %q", ErrBadCursor, f.Cursor)
+		}
+		after = t
+		if f.Namespace != "" && c[1] != f.Namespace {
+			// A cursor of another namespace's listing.
+			return q, fmt.Errorf("%w %q", ErrBadCursor, f.Cursor)
 		}
 	}
-	if nextRun {
+	f.State = domain.JobActive
+	few := false
+	if f.Namespace != "" || f.NamePrefix != "" || f.Handler != "" || len(f.Selector) > 0 {
+		var err error
+		if few, err = s.fewNamed(ctx, f); err != nil {
+			return q, err
+		}
+	}
+	arg := q.args.add
+	var where []string
+	if few {
+		where = q.namedWhere(f)
 		q.from = " FROM job_names n JOIN LATERAL (SELECT * FROM jobs WHERE bucket = n.bucket AND id = n.job_id" +
-			nextRunSQL("", f, arg) + " LIMIT 1) j ON true"
+			" AND state = 'active'" + nextRunSQL("", f, arg) + " LIMIT 1) j ON true"
 	} else {
-		q.from, q.names = " FROM job_names n", true
+		// state = 'active' as the partial indexes' own predicate.
+		where = []string{"j.state = 'active'" + nextRunSQL("j.", f, arg)}
+		if f.Namespace != "" {
+			where = append(where, "j.namespace = "+arg(f.Namespace))
+		}
+		if f.NamePrefix != "" {
+			where = append(where, `j.name COLLATE "C" LIKE `+arg(likePrefix(f.NamePrefix)))
+		}
+		if f.Handler != "" {
+			where = append(where, "("+handlerKeyOf("j.handler")+") = "+arg(f.Handler))
+		}
+		where = append(where, selectorSQL("j.labels", f.Selector, "", arg)...)
+		q.from = " FROM jobs j"
 	}
-	if len(where) > 0 {
-		q.from += " WHERE " + strings.Join(where, " AND ")
+	// Within a namespace the order and the cursor leave it out, so that
+	// they are jobs_next_run's own (its namespace being fixed).
+	if f.Namespace != "" {
+		q.order = `j.next_run_at, j.name COLLATE "C"`
+		if !after.IsZero() {
+			where = append(where, "j.next_run_at >= "+arg(after),
+				`(j.next_run_at, j.name COLLATE "C") > (`+arg(after)+", "+arg(c[2])+")")
+		}
+	} else {
+		q.order = `j.next_run_at, j.namespace COLLATE "C", j.name COLLATE "C"`
+		if !after.IsZero() {
+			where = append(where, "j.next_run_at >= "+arg(after),
+				`(j.next_run_at, j.namespace COLLATE "C", j.name COLLATE "C") > (`+arg(after)+", "+arg(c[1])+", "+arg(c[2])+")")
+		}
 	}
-	q.order = "n.namespace, n.name"
+	q.from += " WHERE " + strings.Join(where, " AND ")
 	return q, nil
 }
 
-// searchDue is the search of f read from jobs_due: the active jobs due
-// in f's range, filtered and sorted. The state is tested as
-// "state = 'active'" so that the planner may use jobs_due.
-func (s *Store) searchDue(f JobFilter, page bool, c [2]string) jobSearch {
+// fewNamed reports whether f's filters (its next-run range aside) match
+// fewer than namedProbe jobs in job_names: reading at most that many
+// entries of its indexes.
+func (s *Store) fewNamed(ctx context.Context, f JobFilter) (bool, error) {
+	probe := namedProbe
+	if s.namedProbe > 0 {
+		probe = s.namedProbe
+	}
 	var q jobSearch
-	arg := q.args.add
-	where := []string{"j.state = 'active'" + nextRunSQL("j.", f, arg)}
-	if f.Namespace != "" {
-		where = append(where, "j.namespace = "+arg(f.Namespace))
-	}
-	if f.NamePrefix != "" {
-		where = append(where, `j.name COLLATE "C" LIKE `+arg(likePrefix(f.NamePrefix)))
-	}
-	if f.Handler != "" {
-		where = append(where, "("+handlerKeyOf("j.handler")+") = "+arg(f.Handler))
-	}
-	where = append(where, selectorSQL("j.labels", f.Selector, "", arg)...)
-	if page && f.Cursor != "" {
-		where = append(where, `(j.namespace COLLATE "C", j.name COLLATE "C") > (`+arg(c[0])+", "+arg(c[1])+")")
-	}
-	q.from = " FROM jobs j WHERE " + strings.Join(where, " AND ")
-	q.order = `j.namespace COLLATE "C", j.name COLLATE "C"`
-	return q
-}
-
-// fewDue reports whether fewer than dueProbe active jobs, across the
-// cluster, have their next run in f's range: reading at most that many
-// entries of jobs_due.
-func (s *Store) fewDue(ctx context.Context, f JobFilter) (bool, error) {
-	probe := dueProbe
-	if s.dueProbe > 0 {
-		probe = s.dueProbe
-	}
-	var args sqlArgs
+	where := q.namedWhere(f)
 	var n int
-	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state = 'active'"+
-		nextRunSQL("", f, args.add)+" LIMIT "+args.add(probe)+") x", args...).Scan(&n)
+	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM job_names n WHERE "+strings.Join(where, " AND ")+
+		" LIMIT "+q.args.add(probe)+") x", q.args...).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("count due jobs: %w", err)
+		return false, fmt.Errorf("count named jobs: %w", err)
 	}
 	return n < probe, nil
 }

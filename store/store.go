@@ -60,8 +60,9 @@ type Store struct {
 	recordStats       recordStats
 	dayParts          dayPartitions // the fast path's (executions_fast.go)
 
-	// dueProbe, when positive, replaces the constant of that name (tests).
-	dueProbe int
+	// namedProbe, when positive, replaces the constant of that name
+	// (tests).
+	namedProbe int
 }
 
 // recordStats count what RecordAttemptEvents did, for tests and

@@ -3724,10 +3724,10 @@ type ListJobsParams struct {
 	// them, or is absent), as in Kubernetes.
 	Selector *string `form:"selector,omitempty" json:"selector,omitempty"`
 
-	// NextRunAfter Only jobs whose next run is at or after this time (RFC 3339). Only active jobs have a next run.
+	// NextRunAfter Only jobs whose next run is at or after this time (RFC 3339). Only active jobs have a next run. With this or next_run_before the list comes soonest first, by next run, then namespace and name.
 	NextRunAfter *string `form:"next_run_after,omitempty" json:"next_run_after,omitempty"`
 
-	// NextRunBefore Only jobs whose next run is before this time (RFC 3339). Only active jobs have a next run.
+	// NextRunBefore Only jobs whose next run is before this time (RFC 3339). Only active jobs have a next run. With this or next_run_after the list comes soonest first, by next run, then namespace and name.
 	NextRunBefore *string `form:"next_run_before,omitempty" json:"next_run_before,omitempty"`
 
 	// Count Also count the jobs that match (cursor aside) into `total`, up to 1,000.

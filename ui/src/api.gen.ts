@@ -3655,12 +3655,12 @@ export interface operations {
                  */
                 selector?: string;
                 /**
-                 * @description Only jobs whose next run is at or after this time (RFC 3339). Only active jobs have a next run.
+                 * @description Only jobs whose next run is at or after this time (RFC 3339). Only active jobs have a next run. With this or next_run_before the list comes soonest first, by next run, then namespace and name.
                  * @example 2026-01-02T15:04:05Z
                  */
                 next_run_after?: string;
                 /**
-                 * @description Only jobs whose next run is before this time (RFC 3339). Only active jobs have a next run.
+                 * @description Only jobs whose next run is before this time (RFC 3339). Only active jobs have a next run. With this or next_run_after the list comes soonest first, by next run, then namespace and name.
                  * @example 2026-01-02T16:00:00Z
                  */
                 next_run_before?: string;
