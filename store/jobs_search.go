@@ -76,7 +76,7 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*model.Job, string
 	// the rows, and chose a plan 200 times slower (1.4 s at 10,000,000).
 	sql := "SELECT " + jobRead("j") + q.from + " ORDER BY " + q.order + " LIMIT " + strconv.Itoa(limit+1)
 	var jobs []*model.Job
-	err = s.withGenericPlan(ctx, sql, q.args, func(rows pgx.Rows) (err error) {
+	err = s.runSearch(ctx, q, sql, func(rows pgx.Rows) (err error) {
 		jobs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*model.Job, error) { return scanJob(r) })
 		return err
 	})
@@ -107,10 +107,6 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]*model.Job, string
 // deleted between the two is left out of the page.
 func (s *Store) listNamed(ctx context.Context, q jobSearch, limit int) ([]*model.Job, string, error) {
 	sql := "SELECT n.namespace, n.name, n.bucket, n.job_id" + q.from + " ORDER BY " + q.order + " LIMIT " + q.args.add(limit+1)
-	rows, err := s.pool.Query(ctx, sql, q.args...)
-	if err != nil {
-		return nil, "", err
-	}
 	var (
 		ns, name         string
 		bucket           int32
@@ -120,14 +116,17 @@ func (s *Store) listNamed(ctx context.Context, q jobSearch, limit int) ([]*model
 		lastNS, lastName string
 		more             bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&ns, &name, &bucket, &id}, func() error {
-		if len(ids) == limit {
-			more = true
+	err := s.runSearch(ctx, q, sql, func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&ns, &name, &bucket, &id}, func() error {
+			if len(ids) == limit {
+				more = true
+				return nil
+			}
+			buckets, ids = append(buckets, bucket), append(ids, id)
+			lastNS, lastName = ns, name
 			return nil
-		}
-		buckets, ids = append(buckets, bucket), append(ids, id)
-		lastNS, lastName = ns, name
-		return nil
+		})
+		return err
 	})
 	if err != nil || len(ids) == 0 {
 		return nil, "", err
@@ -146,6 +145,16 @@ func (s *Store) listNamed(ctx context.Context, q jobSearch, limit int) ([]*model
 	return jobs, next, err
 }
 
+// runSearch runs sql, made of search q, as the search needs: a search
+// by next run with a generic plan, one of job_names without sequential
+// scans.
+func (s *Store) runSearch(ctx context.Context, q jobSearch, sql string, read func(pgx.Rows) error) error {
+	if q.byNextRun {
+		return s.withGenericPlan(ctx, sql, q.args, read)
+	}
+	return s.withoutSeqScan(ctx, sql, q.args, read)
+}
+
 // withGenericPlan runs sql with a generic plan, which the connection
 // keeps for the statement: planned for its values, a statement over
 // every partition of jobs costs 15-50 ms of planning at 256 partitions
@@ -153,9 +162,27 @@ func (s *Store) listNamed(ctx context.Context, q jobSearch, limit int) ([]*model
 // them as it runs. Only for statements whose best plan does not depend
 // on their values.
 func (s *Store) withGenericPlan(ctx context.Context, sql string, args []any, read func(pgx.Rows) error) error {
+	return s.withSetting(ctx, "plan_cache_mode = force_generic_plan", sql, args, read)
+}
+
+// withoutSeqScan runs sql, a search of job_names, with sequential scans
+// priced out. Under a LIMIT the planner prices a sequential scan as
+// stopping after the share of the table the matches are estimated to
+// fill, as if they were spread evenly; job_names is stored in namespace
+// order, so the matches of one namespace lie together and the scan read
+// every namespace before it (a count of handler=http,tier=critical in
+// the third of four namespaces: 2 s at 10,000,000 jobs, 22 ms by the
+// namespace's own index). Every search it makes has an index to use.
+func (s *Store) withoutSeqScan(ctx context.Context, sql string, args []any, read func(pgx.Rows) error) error {
+	return s.withSetting(ctx, "enable_seqscan = off", sql, args, read)
+}
+
+// withSetting runs sql in a transaction of its own with the planner
+// setting set (SET LOCAL), and reads its rows.
+func (s *Store) withSetting(ctx context.Context, setting, sql string, args []any, read func(pgx.Rows) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+		b.Queue("SET LOCAL " + setting)
 		b.Queue(sql, args...)
 		br := tx.SendBatch(ctx, b)
 		defer br.Close()
@@ -188,16 +215,11 @@ func (s *Store) CountJobsMatching(ctx context.Context, f JobFilter) (n int, exac
 	if q.none {
 		return 0, true, nil
 	}
-	if q.byNextRun {
-		sql := "SELECT count(*) FROM (SELECT 1" + q.from + " LIMIT " + strconv.Itoa(JobCountCap+1) + ") x"
-		err = s.withGenericPlan(ctx, sql, q.args, func(rows pgx.Rows) error {
-			_, err := pgx.ForEachRow(rows, []any{&n}, func() error { return nil })
-			return err
-		})
-	} else {
-		sql := "SELECT count(*) FROM (SELECT 1" + q.from + " LIMIT " + q.args.add(JobCountCap+1) + ") x"
-		err = s.pool.QueryRow(ctx, sql, q.args...).Scan(&n)
-	}
+	sql := "SELECT count(*) FROM (SELECT 1" + q.from + " LIMIT " + strconv.Itoa(JobCountCap+1) + ") x"
+	err = s.runSearch(ctx, q, sql, func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&n}, func() error { return nil })
+		return err
+	})
 	if err != nil {
 		return 0, false, fmt.Errorf("store: count jobs: %w", err)
 	}
@@ -401,14 +423,14 @@ func (s *Store) fewNamed(ctx context.Context, f JobFilter) (buckets []int32, ids
 	where := q.namedWhere(f)
 	var bucket int32
 	var id [16]byte
-	rows, err := s.pool.Query(ctx, "SELECT n.bucket, n.job_id FROM job_names n WHERE "+strings.Join(where, " AND ")+
-		" LIMIT "+q.args.add(probe), q.args...)
-	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&bucket, &id}, func() error {
+	sql := "SELECT n.bucket, n.job_id FROM job_names n WHERE " + strings.Join(where, " AND ") + " LIMIT " + strconv.Itoa(probe)
+	err = s.runSearch(ctx, q, sql, func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&bucket, &id}, func() error {
 			buckets, ids = append(buckets, bucket), append(ids, id)
 			return nil
 		})
-	}
+		return err
+	})
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("named jobs: %w", err)
 	}
