@@ -42,6 +42,74 @@ type Limits struct {
 	// than held; 0 is none. The change feed and a followed log, which are
 	// meant to stay open, have none.
 	RequestTimeout time.Duration
+	// ReadShare bounds the work of the node's reads (GET under /v1/, the
+	// change feed and followed logs aside), in seconds of request time
+	// per second, so that reads cannot take the CPU that firing needs
+	// (issue 44): each read's time is spent from a bucket refilled at
+	// ReadShare a second, holding at most one second's worth, and a read
+	// that finds it empty is refused with 429 and Retry-After until it
+	// has refilled. 0 is none. One read at a time without pause is a
+	// share of 1.
+	ReadShare float64
+}
+
+// readShare is the middleware of Limits.ReadShare.
+func readShare(share float64) echo.MiddlewareFunc {
+	if share <= 0 {
+		return nil
+	}
+	w := &workBucket{rate: share, tokens: share, last: time.Now()}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if r.Method != http.MethodGet || r.URL.Path == "/v1/changes" || r.URL.Query().Get("follow") == "true" ||
+				!strings.HasPrefix(r.URL.Path, "/v1/") {
+				return next(c)
+			}
+			start := time.Now()
+			if wait := w.admit(start); wait > 0 {
+				c.Response().Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+				return newProblem(http.StatusTooManyRequests, ProblemTooManyRequests, "Too many reads",
+					fmt.Sprintf("This node's reads used their share of its time (tockd --api-read-share %g s a second), "+
+						"so that they do not slow what fires; retry in %s.", share, wait.Round(time.Millisecond)))
+			}
+			defer func() { w.spend(time.Since(start)) }()
+			return next(c)
+		}
+	}
+}
+
+// workBucket is a token bucket of seconds of work: refilled at rate a
+// second up to rate, spent by what each admitted request took. A
+// request is admitted while the bucket is not empty, so one may
+// overdraw it; the next wait until it has refilled.
+type workBucket struct {
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+// admit refills the bucket to now and returns 0 if a request may go,
+// else how long until it may.
+func (w *workBucket) admit(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now.After(w.last) {
+		w.tokens = min(w.rate, w.tokens+now.Sub(w.last).Seconds()*w.rate)
+		w.last = now
+	}
+	if w.tokens > 0 {
+		return 0
+	}
+	return time.Duration((-w.tokens/w.rate)*float64(time.Second)) + time.Millisecond
+}
+
+// spend takes d of work from the bucket.
+func (w *workBucket) spend(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tokens -= d.Seconds()
 }
 
 // budget is the middleware of Limits.RequestTimeout.

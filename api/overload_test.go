@@ -92,3 +92,48 @@ func TestTooExpensiveReadsAreRefused(t *testing.T) {
 	e := newEnvWith(t, open(30*time.Second), func(c *Config) { c.Limits.RequestTimeout = time.Minute })
 	mustStatus(t, e.do("GET", "/v1/jobs?namespace=default&selector=%21team&limit=50", nil), http.StatusOK)
 }
+
+// TestReadsHaveTheirShare checks --api-read-share: once the node's reads
+// have used their share of its time, the next read is refused with 429,
+// Retry-After and a problem saying why, while writes, /healthz and the
+// budget's refill are untouched.
+func TestReadsHaveTheirShare(t *testing.T) {
+	t.Parallel()
+	// A millisecond of reading a second: the first read overdraws it.
+	e := newEnvWith(t, openStore(t), func(c *Config) { c.Limits.ReadShare = 0.001 })
+	mustStatus(t, e.do("GET", "/v1/jobs?namespace=default", nil), http.StatusOK)
+	r := e.do("GET", "/v1/jobs?namespace=default", nil)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a read past the share answered %d (Retry-After %q) %s; want 429 with Retry-After", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	var p models.Problem
+	r.decode(t, &p)
+	if p.Title != "Too many reads" || !strings.Contains(deref(p.Detail), "--api-read-share") {
+		t.Errorf("problem %+v", p)
+	}
+	mustStatus(t, e.do("POST", "/v1/jobs", map[string]any{"name": "w", "schedule": map[string]any{"cron": "0 0 3 * * *"},
+		"handler": map[string]any{"type": "custom", "name": "h"}}), http.StatusCreated)
+	mustStatus(t, e.do("GET", "/healthz", nil), http.StatusOK)
+}
+
+// TestWorkBucket checks the read share's arithmetic on a clock of its
+// own: a full bucket admits, work overdraws it, and it admits again once
+// refilled at its rate.
+func TestWorkBucket(t *testing.T) {
+	t0 := time.Now()
+	w := &workBucket{rate: 0.5, tokens: 0.5, last: t0}
+	if d := w.admit(t0); d != 0 {
+		t.Fatalf("full bucket: wait %s", d)
+	}
+	w.spend(2 * time.Second) // 0.5 - 2 = -1.5 s: 3 s to refill past 0
+	if d := w.admit(t0.Add(time.Second)); d < 1900*time.Millisecond || d > 2100*time.Millisecond {
+		t.Errorf("overdrawn by 1 s at 0.5/s: wait %s, want ~2 s", d)
+	}
+	if d := w.admit(t0.Add(3100 * time.Millisecond)); d != 0 {
+		t.Errorf("refilled: wait %s", d)
+	}
+	// It holds at most one second's worth, however long it was idle.
+	if d := w.admit(t0.Add(time.Hour)); d != 0 || w.tokens != 0.5 {
+		t.Errorf("after an hour idle: wait %s, %g s in the bucket; want 0.5", d, w.tokens)
+	}
+}

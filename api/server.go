@@ -388,7 +388,7 @@ func New(cfg Config) (*Server, error) {
 	// Before any handler: the Host, CORS (a preflight is answered here),
 	// the parameters' text, the body's media type.
 	for _, m := range []echo.MiddlewareFunc{hostCheck(cfg.AllowedHosts), cors(cfg.CORSOrigins), checkParams, requireJSON,
-		budget(cfg.Limits.RequestTimeout)} {
+		budget(cfg.Limits.RequestTimeout), readShare(cfg.Limits.ReadShare)} {
 		if m != nil {
 			e.Use(m)
 		}
