@@ -72,7 +72,7 @@ try:
 except Exception as e:
     print(f"{tree:6}  failed: {e}")
     sys.exit(0)
-w = r.get("window") or r.get("burst") or {}
+w = r  # the report's counts and lags are its top-level fields
 cpu = r.get("cpu") or {}
 comp = {c["name"]: c["us_per_execution"] for c in cpu.get("components", [])}
 def lag(k):
