@@ -44,12 +44,11 @@ type Limits struct {
 	RequestTimeout time.Duration
 	// ReadShare bounds the work of the node's reads (GET under /v1/, the
 	// change feed and followed logs aside), in seconds of request time
-	// per second, so that reads cannot take the CPU that firing needs
-	// (issue 44): each read's time is spent from a bucket refilled at
-	// ReadShare a second, holding at most one second's worth, and a read
-	// that finds it empty is refused with 429 and Retry-After until it
-	// has refilled. 0 is none. One read at a time without pause is a
-	// share of 1.
+	// per second (issue 44): each read's time is spent from a bucket
+	// refilled at ReadShare a second, holding at most one second's
+	// worth, and a read that finds it empty is refused with 429 and
+	// Retry-After until it has refilled. 0 is none. One read at a time
+	// without pause is a share of 1.
 	ReadShare float64
 }
 

@@ -129,7 +129,7 @@ type LimitFlags struct {
 	APIPoolConns        int           `name:"api-pool-conns" env:"TOCK_API_POOL_CONNS" default:"4" help:"Connections of the API's own Postgres pool (api role), apart from the scheduler's and the recorder's, so that reads never starve firing; -1: share the node's pool."`
 	APIStatementTimeout time.Duration `name:"api-statement-timeout" env:"TOCK_API_STATEMENT_TIMEOUT" default:"30s" help:"Longest an API statement may run; one cut is answered 503 with Retry-After. 0: no limit."`
 	APIRequestTimeout   time.Duration `name:"api-request-timeout" env:"TOCK_API_REQUEST_TIMEOUT" default:"60s" help:"A request's budget, waiting for a connection included (not the change feed or a followed log); past it: 503 with Retry-After. 0: no limit."`
-	APIReadShare        float64       `name:"api-read-share" env:"TOCK_API_READ_SHARE" default:"1" help:"Seconds of request time per second this node's reads (GETs, not the change feed or a followed log) may take together, so that they cannot take the CPU firing needs; past it: 429 with Retry-After. 1: one read at a time without pause. 0: no limit."`
+	APIReadShare        float64       `name:"api-read-share" env:"TOCK_API_READ_SHARE" default:"1" help:"Seconds of request time per second this node's reads (GETs, not the change feed or a followed log) may take together; past it: 429 with Retry-After. 1: one read at a time without pause. 0: no limit."`
 }
 
 // apply copies the flags into cfg.
