@@ -99,8 +99,10 @@ func TestTooExpensiveReadsAreRefused(t *testing.T) {
 // budget's refill are untouched.
 func TestReadsHaveTheirShare(t *testing.T) {
 	t.Parallel()
-	// A millisecond of reading a second: the first read overdraws it.
-	e := newEnvWith(t, openStore(t), func(c *Config) { c.Limits.ReadShare = 0.001 })
+	// A microsecond of reading a second: the first read overdraws it,
+	// and the bucket takes as many seconds to refill as the read took
+	// microseconds.
+	e := newEnvWith(t, openStore(t), func(c *Config) { c.Limits.ReadShare = 1e-6 })
 	mustStatus(t, e.do("GET", "/v1/jobs?namespace=default", nil), http.StatusOK)
 	r := e.do("GET", "/v1/jobs?namespace=default", nil)
 	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
