@@ -438,7 +438,8 @@ WITH a AS (
 	SELECT i,
 		CASE WHEN i % 10000 = 0 THEN 'F' WHEN i % 1000 = 500 THEN 'H' WHEN i % 50 = 3 THEN 'O'
 			WHEN tock_seed.u(i, 1) < :fd THEN 'D' WHEN tock_seed.u(i, 1) < :fd + :fw THEN 'W' ELSE 'M' END AS kind,
-		(ARRAY['default', 'default', 'default', 'default', 'billing', 'billing', 'reports', 'reports', 'etl', 'etl'])[1 + floor(tock_seed.u(i, 2) * 10)::int] AS namespace,
+		CASE WHEN tock_seed.u(i, 2) < 0.01 THEN 'audit' WHEN tock_seed.u(i, 2) < 0.011 THEN 'sandbox'
+			ELSE (ARRAY['default', 'default', 'default', 'default', 'billing', 'billing', 'reports', 'reports', 'etl', 'etl'])[1 + floor(tock_seed.u(i, 2) * 10)::int] END AS namespace,
 		CASE WHEN tock_seed.u(i, 3) < 0.65 THEN 'custom' WHEN tock_seed.u(i, 3) < 0.9 THEN 'http' ELSE 'nats' END AS hk,
 		CASE WHEN tock_seed.u(i, 4) < 0.7 THEN 0 ELSE floor(tock_seed.u(i, 5) * 60)::int END AS sec,
 		floor(tock_seed.u(i, 6) * 60)::int AS min,

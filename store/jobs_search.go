@@ -16,7 +16,7 @@ import (
 // JobFilter selects jobs for ListJobs and CountJobsMatching. The zero
 // value lists every job. Every filter is answered from an index of
 // job_names (migration 37) or, with a next-run range, of jobs by next run
-// (jobs_next_run, migration 38; jobs_due); see docs/postgres.md.
+// (jobs_due, widened by migration 39); see docs/postgres.md.
 type JobFilter struct {
 	// Namespace limits the list to one namespace; "" lists all.
 	Namespace string
@@ -331,10 +331,10 @@ func (q *jobSearch) namedWhere(f JobFilter) []string {
 //   - when f's other filters match fewer than namedProbe active jobs in
 //     job_names (a small namespace, a rare label), their jobs rows are
 //     probed by key and those in range sorted;
-//   - else the jobs in range are walked in order, from jobs_next_run
-//     (namespace, next_run_at, name) within a namespace or jobs_due
-//     (next_run_at) across the cluster, merged over the partitions, the
-//     other filters tested on the rows until the page is full.
+//   - else the jobs in range are walked in order, from jobs_due
+//     (next_run_at, namespace, name), merged over the partitions, the
+//     namespace tested on its entries and the other filters on the rows
+//     until the page is full.
 //
 // Either runs with a generic plan (withGenericPlan): it is the same for
 // any values, and planning it for its values took 25-50 ms over 256
@@ -390,7 +390,9 @@ func (s *Store) searchByNextRun(ctx context.Context, f JobFilter, page bool) (jo
 		// state = 'active' as the partial indexes' own predicate.
 		where = []string{"j.state = 'active'" + nextRunSQL("j.", f, arg)}
 		if f.Namespace != "" {
-			where = append(where, "j.namespace = "+arg(f.Namespace))
+			// In jobs_due's collation, so that it is tested on the
+			// index entries (equality is the same in any).
+			where = append(where, `j.namespace COLLATE "C" = `+arg(f.Namespace))
 		}
 		if f.NamePrefix != "" {
 			where = append(where, `j.name COLLATE "C" LIKE `+arg(likePrefix(f.NamePrefix)))
@@ -401,8 +403,8 @@ func (s *Store) searchByNextRun(ctx context.Context, f JobFilter, page bool) (jo
 		where = append(where, selectorSQL("j.labels", f.Selector, "", arg)...)
 		q.from = " FROM jobs j"
 	}
-	// Within a namespace the order and the cursor leave it out, so that
-	// they are jobs_next_run's own (its namespace being fixed).
+	// Within a namespace the order and the cursor leave it out (it is
+	// fixed); jobs_due gives either order.
 	if f.Namespace != "" {
 		q.order = `j.next_run_at, j.name COLLATE "C"`
 		if !after.IsZero() {
