@@ -139,3 +139,55 @@ func TestWorkBucket(t *testing.T) {
 		t.Errorf("after an hour idle: wait %s, %g s in the bucket; want 0.5", d, w.tokens)
 	}
 }
+
+// slowStore is a store whose listings wait for their request to end: a
+// read still running when its client goes away.
+type slowStore struct {
+	Store
+	started chan struct{}
+}
+
+func (s slowStore) ListJobs(ctx context.Context, _ store.JobFilter) ([]*model.Job, string, error) {
+	close(s.started)
+	<-ctx.Done()
+	return nil, "", fmt.Errorf("list jobs: %w", ctx.Err())
+}
+
+// A client that goes away while its read runs is not the server's
+// failure: no ERROR in the log, and the request counted as 499, not 500.
+func TestClientGoneIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	st := slowStore{Store: openStore(t), started: make(chan struct{})}
+	e := newEnvWith(t, st)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", e.http.URL+"/v1/jobs?namespace=default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		<-st.started
+		cancel()
+	}()
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("answered %d before the client left", resp.StatusCode)
+	}
+	want := `tock_http_request_duration_seconds_count{method="GET",route="/v1/jobs",status="499"} 1`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.do("GET", "/metrics", nil)
+		if strings.Contains(string(r.body), want) {
+			if strings.Contains(string(r.body), `status="500"`) {
+				t.Errorf("a request counted as 500:\n%s", r.body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %s:\n%s", want, r.body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if logs := e.logs.String(); strings.Contains(logs, "level=ERROR") {
+		t.Errorf("the client's leaving was logged as an error:\n%s", logs)
+	}
+}

@@ -33,6 +33,11 @@ const (
 // ProblemContentType is the media type of every error response.
 const ProblemContentType = "application/problem+json"
 
+// StatusClientClosed is the status of a request whose client went away
+// before its answer (nginx's 499): counted in the request metrics, never
+// seen by the client.
+const StatusClientClosed = 499
+
 // apiError is an error a handler returns to be answered as a problem.
 type apiError struct {
 	p models.Problem
@@ -128,6 +133,15 @@ func conflict(detail string) *apiError {
 // may send it to another node.
 func (s *Server) failure(c echo.Context, err error, msg string, args ...any) *apiError {
 	args = append([]any{"method", c.Request().Method, "path", c.Request().URL.Path, "err", err}, args...)
+	// The client went away (closed its connection or gave up waiting):
+	// nothing failed here and no one reads the answer. 499, nginx's
+	// "client closed request", so that the request metrics keep it apart
+	// from the server's own failures; logged at debug.
+	if errors.Is(err, context.Canceled) && c.Request().Context().Err() == context.Canceled {
+		s.log.DebugContext(c.Request().Context(), msg+": client went away", args...)
+		return newProblem(StatusClientClosed, ProblemUnavailable, "Client closed request",
+			"The client closed the connection before the answer was ready.")
+	}
 	// Cut by the pool's statement timeout, or by the request's own budget
 	// (its context's deadline passed: a wait for a connection, or a
 	// statement, ran past it).
