@@ -50,6 +50,11 @@ var readQueries = []string{
 	"/v1/jobs?namespace=billing&name_prefix=billing-0001",
 	"/v1/jobs?namespace=billing&next_run_before={now+1h}",
 	"/v1/jobs?namespace=billing&next_run_after={now+24h}&next_run_before={now+25h}",
+	// A 1 % and a 0.1 % namespace: over the 5,000 jobs probed by key,
+	// walked by jobs_due with the namespace tested on its entries.
+	"/v1/jobs?namespace=audit&next_run_before={now+1h}",
+	"/v1/jobs?namespace=audit&next_run_after={now+24h}&next_run_before={now+25h}",
+	"/v1/jobs?namespace=sandbox&next_run_before={now+24h}",
 	"/v1/jobs?namespace=billing&state=paused&selector=team%3Dpayments,env%3Dstaging",
 	"/v1/jobs?namespace=billing&handler=http&selector=tier%3Dcritical&state=active",
 	"/v1/jobs?selector=team%3Dnobody",
