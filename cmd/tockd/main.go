@@ -218,6 +218,9 @@ type DevCmd struct {
 	SecretFlags
 	APITLSFlags
 	TraceFlags
+	// The API's limits as serve's, so that a dev server's reads are
+	// bounded as a node's are (its open API has no keys to rate-limit).
+	LimitFlags
 	DataDir      string `name:"data-dir" env:"TOCK_DEV_DIR" default:".dev" help:"Where embedded etcd and NATS keep their data."`
 	HTTPAddr     string `name:"http-addr" env:"TOCK_HTTP_ADDR" default:"127.0.0.1:8080" help:"Listen address of the REST API."`
 	EtcdPort     int    `name:"etcd-port" default:"2379" help:"Preferred etcd client port (a free one is used if it is taken)."`
@@ -244,6 +247,7 @@ func (c *DevCmd) Run() error {
 	}
 	c.ExecutionFlags.apply(&cfg)
 	c.HTTPFlags.apply(&cfg)
+	c.LimitFlags.apply(&cfg)
 	c.APITLSFlags.apply(&cfg)
 	stopTracing, err := c.TraceFlags.start(ctx, &cfg)
 	if err != nil {
