@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -157,5 +158,44 @@ func TestServeSecretKeyFile(t *testing.T) {
 	}
 	if cfg, err := (&ServeCmd{Roles: []string{"api"}}).config(); err != nil || cfg.Secrets != nil {
 		t.Errorf("no key file: %v, %v", cfg.Secrets, err)
+	}
+}
+
+// tockd dev bounds its API as serve does: the same limits by default,
+// and the limit flags reach its node (without them a dev server's reads
+// ran unbounded, and every measurement of reads against firing on it
+// with them; issue 44).
+func TestDevTakesTheAPILimits(t *testing.T) {
+	parse := func(cmd any, args ...string) {
+		t.Helper()
+		parser, err := kong.New(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := parser.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var serve ServeCmd
+	parse(&serve)
+	want, err := serve.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dev DevCmd
+	parse(&dev)
+	got := dev.config()
+	if got.Limits != want.Limits || got.APIPoolConns != want.APIPoolConns || got.APIStatementTimeout != want.APIStatementTimeout {
+		t.Errorf("dev's API limits %+v (pool %d, statement timeout %s); serve's %+v (pool %d, statement timeout %s)",
+			got.Limits, got.APIPoolConns, got.APIStatementTimeout, want.Limits, want.APIPoolConns, want.APIStatementTimeout)
+	}
+	if got.Limits.ReadShare == 0 || got.Limits.RequestTimeout == 0 {
+		t.Errorf("dev's reads unbounded by default: %+v", got.Limits)
+	}
+	dev = DevCmd{}
+	parse(&dev, "--api-read-share", "0.25", "--api-pool-conns", "2", "--api-request-timeout", "5s")
+	got = dev.config()
+	if got.Limits.ReadShare != 0.25 || got.APIPoolConns != 2 || got.Limits.RequestTimeout != 5*time.Second {
+		t.Errorf("dev --api-read-share 0.25 --api-pool-conns 2 --api-request-timeout 5s: %+v, pool %d", got.Limits, got.APIPoolConns)
 	}
 }

@@ -236,6 +236,19 @@ type DevCmd struct {
 func (c *DevCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cfg := c.config()
+	stopTracing, err := c.TraceFlags.start(ctx, &cfg)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	return node.RunDev(ctx, node.Dev{Node: cfg, DataDir: c.DataDir, EtcdPort: c.EtcdPort, NATSPort: c.NATSPort,
+		SecretKeyFile: c.SecretKeyFile})
+}
+
+// config is the node's configuration from dev's flags (tracing aside,
+// which Run starts).
+func (c *DevCmd) config() node.Config {
 	cfg := node.Config{
 		HTTPAddr:     c.HTTPAddr,
 		PostgresURL:  c.PostgresURL,
@@ -249,13 +262,7 @@ func (c *DevCmd) Run() error {
 	c.HTTPFlags.apply(&cfg)
 	c.LimitFlags.apply(&cfg)
 	c.APITLSFlags.apply(&cfg)
-	stopTracing, err := c.TraceFlags.start(ctx, &cfg)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-	return node.RunDev(ctx, node.Dev{Node: cfg, DataDir: c.DataDir, EtcdPort: c.EtcdPort, NATSPort: c.NATSPort,
-		SecretKeyFile: c.SecretKeyFile})
+	return cfg
 }
 
 // ArchiveCmd writes one day of execution history to Parquet files, as
